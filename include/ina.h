@@ -1,0 +1,277 @@
+/* ina.h: the one public header of libina, in-network aggregation for distributed training. */
+#ifndef INA_H
+#define INA_H
+
+/*
+ * Introduction
+ * ------------
+ * libina sums a tensor across the N workers of a job (an all-reduce) by
+ * streaming it through an aggregator, ina-switch, instead of around a ring.
+ * Each worker sends its tensor once and receives the sum once, so the time
+ * does not grow with N. Floats are carried as 32-bit integers using a block
+ * exponent that all workers agree on through the switch (see docs/PROTOCOL.md
+ * for the wire format and the error bound).
+ *
+ * API levels
+ * ----------
+ *  - simple:   ina_init_env() + ina_allreduce() + ina_finalize().
+ *  - explicit: fill an ina_config (ina_config_init(), then set fields), then
+ *              ina_init(); asynchronous ina_allreduce_start()/ina_test()/ina_wait().
+ *
+ * Threading rule
+ * --------------
+ * One ina_ctx per thread: calls on the same context must not run concurrently.
+ * Distinct contexts are independent. libina starts no threads of its own.
+ *
+ * Progress rule (as in MPI)
+ * -------------------------
+ * Operations advance only inside libina calls on their context: ina_test(),
+ * ina_wait(), ina_allreduce() and ina_allreduce_start(). An operation that
+ * was started and is never tested or waited on does not complete.
+ *
+ * Collective rule
+ * ---------------
+ * Every rank of a job must start the same operations, in the same order, with
+ * the same count and dtype. A rank that disagrees gets INA_ERR_MISMATCH where
+ * the protocol can see it (count differs within a packet), otherwise the
+ * operation fails with INA_ERR_TIMEOUT at its deadline. It never completes
+ * with a wrong sum.
+ *
+ * Errors
+ * ------
+ * Every status-returning call returns 0 (INA_OK) or a count on success and a
+ * negative code on failure: either -errno, passed through unchanged from the
+ * operating system (for example -EINVAL, -ENOMEM, -ECONNREFUSED), or one of
+ * the INA_ERR_* codes below, which live in the reserved range -1000..-1099.
+ * ina_strerror() and ina_err_name() turn any of them into text.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define INA_EXTERN
+#elif defined(__GNUC__)
+#define INA_EXTERN __attribute__((visibility("default")))
+#else
+#define INA_EXTERN
+#endif
+
+/* ---- Version ----------------------------------------------------------- */
+
+#define INA_VERSION_MAJOR 0
+#define INA_VERSION_MINOR 1
+#define INA_VERSION_PATCH 0
+#define INA_VERSION_NUMBER \
+    (INA_VERSION_MAJOR * 10000 + INA_VERSION_MINOR * 100 + INA_VERSION_PATCH)
+
+/** @return INA_VERSION_NUMBER of the library actually linked. Since v0.1. */
+INA_EXTERN unsigned ina_version_number(void);
+/** @return "MAJOR.MINOR.PATCH" of the library actually linked. Since v0.1. */
+INA_EXTERN const char *ina_version_string(void);
+
+/* ---- Errors ------------------------------------------------------------ */
+
+/*
+ * X-macro table: name, value, message. Values are pinned: they never change
+ * once released, and new codes are only ever appended.
+ */
+#define INA_ERRNO_MAP(X)                                                        \
+    X(INA_ERR_TIMEOUT, -1001, "deadline passed while waiting for the network")   \
+    X(INA_ERR_ABORTED, -1002, "job aborted: a peer left or the session ended")   \
+    X(INA_ERR_REJECTED, -1003, "the switch rejected the request")                \
+    X(INA_ERR_NOSPACE, -1004, "the switch has no free aggregation slots")        \
+    X(INA_ERR_MISMATCH, -1005, "ranks disagree on job parameters or op size")    \
+    X(INA_ERR_CLOSED, -1006, "context is finalized or broken by an earlier error") \
+    X(INA_ERR_NOTSUP, -1007, "not supported (not implemented yet in this version)") \
+    X(INA_ERR_PROTO, -1008, "protocol version mismatch with the switch")         \
+    X(INA_ERR_CONFIG, -1009, "invalid configuration (check INA_* variables)")    \
+    X(INA_ERR_BUSY, -1010, "too many operations in flight on this context")
+
+typedef enum {
+    INA_OK = 0,
+#define INA__ERR_ENUM(name, value, msg) name = value,
+    INA_ERRNO_MAP(INA__ERR_ENUM)
+#undef INA__ERR_ENUM
+} ina_error;
+
+/**
+ * @return a static, human-readable message for any code returned by libina
+ * (INA_OK, an INA_ERR_* code, or a negative errno). Never NULL. Since v0.1.
+ */
+INA_EXTERN const char *ina_strerror(int err);
+/** @return the symbolic name ("INA_ERR_TIMEOUT", "EINVAL", ...). Never NULL. */
+INA_EXTERN const char *ina_err_name(int err);
+
+/* ---- Types and operations ---------------------------------------------- */
+
+typedef enum {
+    INA_INT32 = 0,   /**< exact; sums wrap modulo 2^32 (two's complement) */
+    INA_FLOAT32 = 1, /**< block floating point, error bound in docs/PROTOCOL.md */
+    /* 2..15 reserved: FLOAT16, BFLOAT16, FLOAT64 (not implemented yet) */
+} ina_dtype;
+
+typedef enum {
+    INA_SUM = 0,
+    /* 1..15 reserved: MIN, MAX, ... (not implemented yet) */
+} ina_op;
+
+/* ---- Configuration ----------------------------------------------------- */
+
+#define INA_DEFAULT_PORT 48864 /* 0xBEE0, as the original SwitchML */
+#define INA_MAX_WORKERS 256    /* workers per job */
+#define INA_JOB_NAME_MAX 31    /* bytes, not counting the terminating NUL */
+
+/**
+ * Everything ina_init() needs. Fill with ina_config_init() (defaults) or
+ * ina_config_from_env(), then override fields. Strings are copied by
+ * ina_init(); the struct may be freed afterwards.
+ */
+typedef struct ina_config {
+    const char *switch_addr; /**< "host:port" or "host" (port 48864). Default "127.0.0.1". */
+    const char *job;         /**< job name, 1..31 bytes. Default "default". */
+    int rank;                /**< 0..world_size-1. Default 0. */
+    int world_size;          /**< 1..INA_MAX_WORKERS. Default 1. */
+    int elems_per_packet;    /**< 0 = default: 2048 on loopback, 256 elsewhere (fits MTU 1500). */
+    int window;              /**< outstanding packets (slots), power of 2; 0 = default 128. */
+    int timeout_ms;          /**< deadline for an operation without progress; 0 = 30000. */
+    int join_timeout_ms;     /**< deadline for all ranks to join; 0 = 60000. */
+    int rto_ms;              /**< initial retransmission timeout; 0 = 20. Doubles up to 1000. */
+    unsigned reserved[8];    /**< zero; room for new fields without breaking the ABI */
+} ina_config;
+
+/** Fill cfg with the defaults documented above. Since v0.1. */
+INA_EXTERN void ina_config_init(ina_config *cfg);
+
+/**
+ * Fill cfg from the environment, starting from the defaults:
+ * INA_SWITCH (host:port), INA_RANK (else RANK), INA_WORLD_SIZE (else
+ * WORLD_SIZE), INA_JOB, INA_ELEMS, INA_WINDOW, INA_TIMEOUT_MS,
+ * INA_JOIN_TIMEOUT_MS, INA_RTO_MS. Strings point into the environment.
+ * @return 0, or INA_ERR_CONFIG if a variable is present but malformed.
+ */
+INA_EXTERN int ina_config_from_env(ina_config *cfg);
+
+/* ---- Context ----------------------------------------------------------- */
+
+typedef struct ina_ctx ina_ctx;
+
+/**
+ * Create a context and join the job: register with the switch and wait
+ * until all world_size ranks have registered (at most join_timeout_ms).
+ * @return 0 and *out set, or:
+ *   -EINVAL             NULL argument or a field out of range
+ *   INA_ERR_CONFIG      switch address does not resolve
+ *   INA_ERR_TIMEOUT     not all ranks joined in time, or no switch answered
+ *   INA_ERR_NOSPACE     the switch has no room for the job's window
+ *   INA_ERR_MISMATCH    another rank registered with a different world size
+ *   INA_ERR_REJECTED    the switch refused (rank taken, bad parameters)
+ *   INA_ERR_PROTO       the switch speaks another protocol version
+ *   -ENOMEM, -errno     from the system
+ * On failure *out is NULL and nothing is leaked.
+ */
+INA_EXTERN int ina_init(ina_ctx **out, const ina_config *cfg);
+
+/** ina_config_from_env() followed by ina_init(). */
+INA_EXTERN int ina_init_env(ina_ctx **out);
+
+/**
+ * Leave the job and free the context. Operations still in flight fail with
+ * INA_ERR_CLOSED and their requests are freed. Accepts NULL.
+ * @return 0.
+ */
+INA_EXTERN int ina_finalize(ina_ctx *ctx);
+
+/* ---- All-reduce -------------------------------------------------------- */
+
+/**
+ * Blocking all-reduce: recvbuf[i] = sum over ranks of sendbuf[i], i < count.
+ * sendbuf == recvbuf is allowed (in place); other overlap is not.
+ * count == 0 is allowed and returns at once.
+ * @return 0, or
+ *   -EINVAL            NULL ctx or buffer (with count > 0), bad dtype/op value
+ *   -EOVERFLOW         count * sizeof(element) does not fit in size_t
+ *   INA_ERR_NOTSUP     dtype/op reserved but not implemented yet
+ *   INA_ERR_CLOSED     the context was broken by an earlier failure
+ *   INA_ERR_TIMEOUT    no progress for timeout_ms (a peer or the switch is gone)
+ *   INA_ERR_ABORTED    the switch ended the session
+ *   INA_ERR_MISMATCH   the ranks passed different counts
+ * On failure recvbuf holds unspecified values. A failed operation breaks the
+ * context (every later call returns INA_ERR_CLOSED): finalize and re-init.
+ */
+INA_EXTERN int ina_allreduce(ina_ctx *ctx, const void *sendbuf, void *recvbuf,
+                             size_t count, ina_dtype dtype, ina_op op);
+
+typedef struct ina_req ina_req;
+
+/**
+ * Start an all-reduce and return at once with a request in *req. Several
+ * may be in flight; they complete in the order started. The buffers must
+ * stay valid and untouched until the request completes.
+ * @return 0, or the argument errors of ina_allreduce(), or INA_ERR_BUSY
+ * (more than 1024 requests in flight). On error *req is NULL and no
+ * request exists.
+ */
+INA_EXTERN int ina_allreduce_start(ina_ctx *ctx, const void *sendbuf, void *recvbuf,
+                                   size_t count, ina_dtype dtype, ina_op op,
+                                   ina_req **req);
+
+/**
+ * Make progress without blocking. Sets *done to 1 if the request finished.
+ * @return the request's status if done (0 or a negative code), else 0.
+ * The request stays valid: release it with ina_wait().
+ */
+INA_EXTERN int ina_test(ina_req *req, int *done);
+
+/**
+ * Block until the request finishes (bounded by the context's timeout),
+ * then free it. Accepts NULL (returns 0).
+ * @return the request's status: 0 or a negative code as ina_allreduce().
+ */
+INA_EXTERN int ina_wait(ina_req *req);
+
+/* ---- Introspection ----------------------------------------------------- */
+
+typedef struct ina_stats {
+    uint64_t ops;              /**< operations completed successfully */
+    uint64_t packets_sent;     /**< data packets, retransmissions included */
+    uint64_t packets_received; /**< result packets accepted */
+    uint64_t retransmits;      /**< data packets sent again after a timeout */
+    uint64_t stale_results;    /**< duplicate or stale result packets ignored */
+    uint64_t bytes_sent;       /**< UDP payload bytes sent */
+    uint64_t nonfinite_blocks; /**< float blocks that carried NaN/Inf */
+    uint64_t reserved[9];
+} ina_stats;
+
+/** Copy the context's counters into *st. @return 0 or -EINVAL. */
+INA_EXTERN int ina_get_stats(const ina_ctx *ctx, ina_stats *st);
+
+typedef struct ina_info {
+    int rank, world_size;
+    int elems_per_packet; /**< as granted by the switch */
+    int window;           /**< as granted by the switch */
+    uint32_t job_id;
+    uint32_t session_id;
+    unsigned reserved[8];
+} ina_info;
+
+/** Session parameters agreed at join time. @return 0 or -EINVAL. */
+INA_EXTERN int ina_get_info(const ina_ctx *ctx, ina_info *info);
+
+/**
+ * Absolute error bound for one element of a FLOAT32 all-reduce whose block
+ * (the elems_per_packet elements sharing a packet) has largest magnitude
+ * amax over all ranks and whose exact sum is exact_sum:
+ *   |result - exact_sum| <= N * 2^(E + L - 31) + 2^-24 * |exact_sum|
+ * with 2^(E-1) <= amax < 2^E and L = ceil(log2 N). See docs/PROTOCOL.md.
+ */
+INA_EXTERN double ina_float_error_bound(int world_size, double amax, double exact_sum);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* INA_H */

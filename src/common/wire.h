@@ -1,0 +1,226 @@
+/* wire.h: the ina wire format, the one definition shared by libina and ina-switch. */
+#ifndef INA_WIRE_H
+#define INA_WIRE_H
+
+/*
+ * Every ina datagram starts with the same 32-byte header at fixed offsets, in
+ * network byte order (big-endian). docs/PROTOCOL.md is the specification;
+ * this file must agree with it byte for byte.
+ *
+ *  off len field     meaning
+ *   0   2  magic     0x494E ("IN")
+ *   2   1  version   INA_WIRE_VERSION
+ *   3   1  kind      enum ina_kind
+ *   4   2  job       job id assigned by the switch (0 = none yet)
+ *   6   2  rank      sender's rank; 0xFFFF when the switch sends
+ *   8   4  session   session id assigned at join (0 = none yet)
+ *  12   4  token     per-job secret assigned at join
+ *  16   4  slot      bit 31: set (shadow copy); bits 0..30: slot index within the job
+ *  20   4  seq       round number of this slot (its use count); set == seq & 1
+ *  24   2  count     number of 32-bit elements in the payload
+ *  26   2  exp       int16, block exponent; the switch keeps the max
+ *  28   2  flags     reserved, 0 (bit meanings are added by later versions)
+ *  30   1  op        aggregation op on int32 elements: 0 = wrapping add
+ *  31   1  reserved  0
+ *  32  ... payload   count big-endian int32 values (DATA/RESULT) or a control body
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define INA_WIRE_MAGIC 0x494Eu
+#define INA_WIRE_VERSION 1
+#define INA_HDR_LEN 32
+#define INA_SLOT_SET_BIT 0x80000000u
+#define INA_SLOT_INDEX_MASK 0x7FFFFFFFu
+#define INA_RANK_SWITCH 0xFFFFu
+#define INA_OP_ADD_I32 0
+
+/* Largest UDP payload we ever build: fits a 64 KiB IPv4 datagram. */
+#define INA_MAX_DATAGRAM 65507
+#define INA_MAX_ELEMS ((INA_MAX_DATAGRAM - INA_HDR_LEN) / 4) /* 16360 */
+
+/* Special block exponents (int16). The switch's max() treats them as numbers:
+ * a zero block never wins over a real one, a non-finite block always wins. */
+#define INA_EXP_ZERO INT16_MIN     /* every value in the block is +-0 */
+#define INA_EXP_NONFINITE INT16_MAX /* some value in the block is NaN or Inf */
+
+enum ina_kind {
+    INA_K_DATA = 1,      /* worker -> switch: contribution to one slot round */
+    INA_K_RESULT = 2,    /* switch -> worker: finished sum of one slot round */
+    INA_K_JOIN = 16,     /* worker -> switch: register (body: struct ina_join) */
+    INA_K_JOIN_ACK = 17, /* switch -> worker: job is complete (body: struct ina_join) */
+    INA_K_JOIN_NAK = 18, /* switch -> worker: refused (body: struct ina_nak) */
+    INA_K_LEAVE = 19,    /* worker -> switch: rank leaves, session ends */
+    INA_K_ABORT = 20,    /* switch -> worker: session ended (body: struct ina_nak) */
+};
+
+/* Decoded header, host byte order. */
+struct ina_hdr {
+    uint16_t magic;
+    uint8_t version;
+    uint8_t kind;
+    uint16_t job;
+    uint16_t rank;
+    uint32_t session;
+    uint32_t token;
+    uint32_t slot; /* as on the wire: set bit + index */
+    uint32_t seq;
+    uint16_t count;
+    int16_t exp;
+    uint16_t flags;
+    uint8_t op;
+    uint8_t reserved;
+};
+
+static inline uint16_t ina_get16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static inline uint32_t ina_get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+static inline void ina_put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
+static inline void ina_put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+}
+
+static inline void ina_hdr_encode(uint8_t *b, const struct ina_hdr *h)
+{
+    ina_put16(b + 0, h->magic);
+    b[2] = h->version;
+    b[3] = h->kind;
+    ina_put16(b + 4, h->job);
+    ina_put16(b + 6, h->rank);
+    ina_put32(b + 8, h->session);
+    ina_put32(b + 12, h->token);
+    ina_put32(b + 16, h->slot);
+    ina_put32(b + 20, h->seq);
+    ina_put16(b + 24, h->count);
+    ina_put16(b + 26, (uint16_t)h->exp);
+    ina_put16(b + 28, h->flags);
+    b[30] = h->op;
+    b[31] = h->reserved;
+}
+
+/* Fill the fields every packet of a sender has: magic, version, kind. */
+static inline void ina_hdr_init(struct ina_hdr *h, uint8_t kind)
+{
+    memset(h, 0, sizeof(*h));
+    h->magic = INA_WIRE_MAGIC;
+    h->version = INA_WIRE_VERSION;
+    h->kind = kind;
+}
+
+/* Why a datagram was refused by a parser; also the switch's drop causes. */
+enum ina_parse_err {
+    INA_PARSE_OK = 0,
+    INA_PARSE_SHORT,       /* shorter than the header */
+    INA_PARSE_MAGIC,       /* wrong magic */
+    INA_PARSE_VERSION,     /* right magic, other version */
+    INA_PARSE_LENGTH,      /* payload length disagrees with count / body size */
+};
+
+/*
+ * Decode and check the fixed part: length, magic, version and, for DATA and
+ * RESULT, that the datagram is exactly header + 4*count bytes.
+ */
+static inline int ina_hdr_decode(const uint8_t *b, size_t len, struct ina_hdr *h)
+{
+    if (len < INA_HDR_LEN)
+        return INA_PARSE_SHORT;
+    h->magic = ina_get16(b + 0);
+    if (h->magic != INA_WIRE_MAGIC)
+        return INA_PARSE_MAGIC;
+    h->version = b[2];
+    h->kind = b[3];
+    h->job = ina_get16(b + 4);
+    h->rank = ina_get16(b + 6);
+    h->session = ina_get32(b + 8);
+    h->token = ina_get32(b + 12);
+    h->slot = ina_get32(b + 16);
+    h->seq = ina_get32(b + 20);
+    h->count = ina_get16(b + 24);
+    h->exp = (int16_t)ina_get16(b + 26);
+    h->flags = ina_get16(b + 28);
+    h->op = b[30];
+    h->reserved = b[31];
+    if (h->version != INA_WIRE_VERSION)
+        return INA_PARSE_VERSION;
+    if ((h->kind == INA_K_DATA || h->kind == INA_K_RESULT) &&
+        len != INA_HDR_LEN + 4 * (size_t)h->count)
+        return INA_PARSE_LENGTH;
+    return INA_PARSE_OK;
+}
+
+/* ---- Control bodies (after the header) ---------------------------------- */
+
+/* JOIN and JOIN_ACK body, 64 bytes. In JOIN the worker proposes; in JOIN_ACK
+ * the switch answers with the job's final parameters (same layout).
+ *  off len
+ *   0   8  nonce          random per ina_init(); identifies the incarnation
+ *   8   2  world_size
+ *  10   2  elems          elements per packet (proposed / granted)
+ *  12   4  window         slots per worker (proposed / granted), power of 2
+ *  16   4  sw_version    sender's INA_VERSION_NUMBER
+ *  20  12  reserved       0
+ *  32  32  name           job name, NUL-padded
+ */
+#define INA_JOIN_BODY_LEN 64
+struct ina_join {
+    uint64_t nonce;
+    uint16_t world_size;
+    uint16_t elems;
+    uint32_t window;
+    uint32_t sw_version;
+    char name[32];
+};
+
+static inline void ina_join_encode(uint8_t *b, const struct ina_join *j)
+{
+    memset(b, 0, INA_JOIN_BODY_LEN);
+    ina_put32(b + 0, (uint32_t)(j->nonce >> 32));
+    ina_put32(b + 4, (uint32_t)j->nonce);
+    ina_put16(b + 8, j->world_size);
+    ina_put16(b + 10, j->elems);
+    ina_put32(b + 12, j->window);
+    ina_put32(b + 16, j->sw_version);
+    memcpy(b + 32, j->name, 32);
+}
+
+/* @return 0, or INA_PARSE_LENGTH if the body is short or the name not terminated. */
+static inline int ina_join_decode(const uint8_t *b, size_t len, struct ina_join *j)
+{
+    if (len < INA_JOIN_BODY_LEN)
+        return INA_PARSE_LENGTH;
+    j->nonce = (uint64_t)ina_get32(b) << 32 | ina_get32(b + 4);
+    j->world_size = ina_get16(b + 8);
+    j->elems = ina_get16(b + 10);
+    j->window = ina_get32(b + 12);
+    j->sw_version = ina_get32(b + 16);
+    memcpy(j->name, b + 32, 32);
+    if (memchr(j->name, 0, 32) == NULL)
+        return INA_PARSE_LENGTH;
+    return INA_PARSE_OK;
+}
+
+/* JOIN_NAK and ABORT body, 16 bytes: nonce (8, echoed; 0 in ABORT), reason (4,
+ * a negative INA_ERR_* code as two's complement), reserved (4). */
+#define INA_NAK_BODY_LEN 16
+static inline void ina_nak_encode(uint8_t *b, uint64_t nonce, int32_t reason)
+{
+    memset(b, 0, INA_NAK_BODY_LEN);
+    ina_put32(b + 0, (uint32_t)(nonce >> 32));
+    ina_put32(b + 4, (uint32_t)nonce);
+    ina_put32(b + 8, (uint32_t)reason);
+}
+static inline int ina_nak_decode(const uint8_t *b, size_t len, uint64_t *nonce, int32_t *reason)
+{
+    if (len < INA_NAK_BODY_LEN)
+        return INA_PARSE_LENGTH;
+    *nonce = (uint64_t)ina_get32(b) << 32 | ina_get32(b + 4);
+    *reason = (int32_t)ina_get32(b + 8);
+    return INA_PARSE_OK;
+}
+
+#endif /* INA_WIRE_H */
