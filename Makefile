@@ -1,0 +1,66 @@
+# Makefile: convenience front end to CMake for ina. `make help` lists the targets.
+
+SHELL := /bin/bash
+
+BUILD_DIR  := build
+ASAN_DIR   := build-asan
+BUILD_TYPE ?= RelWithDebInfo
+JOBS       ?= 2
+# SKIP_DEPS=1 skips the package check (scripts/deps.sh).
+SKIP_DEPS  ?= 0
+
+SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+           UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+.DEFAULT_GOAL := all
+.PHONY: all deps demo test test-gcc asan asan-run clean help
+
+## all   : check packages, configure and build build/ (default compiler, no -Werror by default)
+all: deps
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+	env -u MAKELEVEL cmake --build $(BUILD_DIR) -j$(JOBS)
+
+## deps  : check (and as root install) the Debian packages needed to build and test
+deps:
+	@if [ "$(SKIP_DEPS)" = 1 ]; then echo "deps: skipped (SKIP_DEPS=1)"; else bash scripts/deps.sh; fi
+
+## demo  : build, then run scripts/demo.sh (ina-bench, 4 local workers, float32 and int32)
+demo: all
+	INA_BUILD_DIR=$(BUILD_DIR) bash scripts/demo.sh
+
+## test  : gcc build with -Werror + ctest, then clang ASan/UBSan build with -Werror + ctest;
+##         both always run, and both must pass
+test: deps
+	@rc=0; \
+	$(MAKE) --no-print-directory test-gcc || rc=1; \
+	$(MAKE) --no-print-directory asan-run || rc=1; \
+	if [ $$rc -eq 0 ]; then echo "make test: PASSED (gcc and clang+asan/ubsan)"; \
+	else echo "make test: FAILED (see output above)" >&2; fi; \
+	exit $$rc
+
+## asan  : only the clang ASan/UBSan build (build-asan/) and its tests
+asan: deps
+	@$(MAKE) --no-print-directory asan-run
+
+# Internal: no package check.
+test-gcc:
+	CC=gcc cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	    -DINA_WERROR=ON -DINA_SANITIZE=OFF
+	env -u MAKELEVEL cmake --build $(BUILD_DIR) -j$(JOBS)
+	bash scripts/run-ctest.sh $(BUILD_DIR)
+
+asan-run:
+	CC=clang cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	    -DINA_WERROR=ON -DINA_SANITIZE=ON
+	env -u MAKELEVEL cmake --build $(ASAN_DIR) -j$(JOBS)
+	$(SAN_ENV) bash scripts/run-ctest.sh $(ASAN_DIR)
+
+## clean : remove build/ and build-asan/
+clean:
+	rm -rf $(BUILD_DIR) $(ASAN_DIR)
+
+## help  : this list
+help:
+	@echo "Targets:"
+	@sed -n 's/^## /  /p' $(MAKEFILE_LIST)
+	@echo "Variables: BUILD_TYPE=$(BUILD_TYPE) JOBS=$(JOBS) SKIP_DEPS=$(SKIP_DEPS)"

@@ -1,0 +1,66 @@
+/* config.c: configuration defaults and the environment (INA_*, torchrun's RANK/WORLD_SIZE). */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/internal.h"
+
+void ina_config_init(ina_config *cfg)
+{
+    if (!cfg)
+        return;
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->switch_addr = "127.0.0.1";
+    cfg->job = "default";
+    cfg->rank = 0;
+    cfg->world_size = 1;
+}
+
+/* Parse a decimal int from env var `name` into *out if set. @return 0 or INA_ERR_CONFIG. */
+static int env_int(const char *name, int *out)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return 1; /* absent */
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < INT_MIN || v > INT_MAX)
+        return INA_ERR_CONFIG;
+    *out = (int)v;
+    return 0;
+}
+
+int ina_config_from_env(ina_config *cfg)
+{
+    if (!cfg)
+        return -EINVAL;
+    ina_config_init(cfg);
+    const char *s = getenv("INA_SWITCH");
+    if (s && *s)
+        cfg->switch_addr = s;
+    s = getenv("INA_JOB");
+    if (s && *s)
+        cfg->job = s;
+    struct {
+        const char *name, *fallback;
+        int *field;
+    } vars[] = {
+        {"INA_RANK", "RANK", &cfg->rank},
+        {"INA_WORLD_SIZE", "WORLD_SIZE", &cfg->world_size},
+        {"INA_ELEMS", NULL, &cfg->elems_per_packet},
+        {"INA_WINDOW", NULL, &cfg->window},
+        {"INA_TIMEOUT_MS", NULL, &cfg->timeout_ms},
+        {"INA_JOIN_TIMEOUT_MS", NULL, &cfg->join_timeout_ms},
+        {"INA_RTO_MS", NULL, &cfg->rto_ms},
+    };
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        int rc = env_int(vars[i].name, vars[i].field);
+        if (rc == 1 && vars[i].fallback)
+            rc = env_int(vars[i].fallback, vars[i].field);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}

@@ -1,0 +1,213 @@
+/* ctx.c: the public API: context lifetime, argument checks, blocking and asynchronous all-reduce. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/internal.h"
+
+static int config_valid(const ina_config *cfg)
+{
+    size_t jl = cfg->job ? strlen(cfg->job) : 0;
+    return cfg->switch_addr && jl >= 1 && jl <= INA_JOB_NAME_MAX && cfg->world_size >= 1 &&
+           cfg->world_size <= INA_MAX_WORKERS && cfg->rank >= 0 && cfg->rank < cfg->world_size &&
+           cfg->elems_per_packet >= 0 && cfg->elems_per_packet <= INA_MAX_ELEMS &&
+           cfg->window >= 0 && cfg->window <= INA_MAX_WINDOW &&
+           (cfg->window & (cfg->window - 1)) == 0 && cfg->timeout_ms >= 0 &&
+           cfg->join_timeout_ms >= 0 && cfg->rto_ms >= 0;
+}
+
+static int is_loopback(const struct sockaddr_in *a)
+{
+    return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+}
+
+int ina_init(ina_ctx **out, const ina_config *cfg)
+{
+    if (!out)
+        return -EINVAL;
+    *out = NULL;
+    if (!cfg || !config_valid(cfg))
+        return -EINVAL;
+    struct ina_ctx *ctx = calloc(1, sizeof(*ctx));
+    if (!ctx)
+        return -ENOMEM;
+    ctx->fd = -1;
+    snprintf(ctx->job, sizeof(ctx->job), "%s", cfg->job);
+    ctx->rank = cfg->rank;
+    ctx->world = cfg->world_size;
+    ctx->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : INA_DEFAULT_TIMEOUT_MS;
+    ctx->join_timeout_ms = cfg->join_timeout_ms ? cfg->join_timeout_ms : INA_DEFAULT_JOIN_TIMEOUT_MS;
+    ctx->rto_ms = cfg->rto_ms ? cfg->rto_ms : INA_DEFAULT_RTO_MS;
+
+    int rc = ina__net_open(ctx, cfg->switch_addr);
+    if (rc == 0) {
+        int elems = cfg->elems_per_packet;
+        if (!elems)
+            elems = is_loopback(&ctx->switch_addr) ? INA_DEFAULT_ELEMS_LOOPBACK : INA_DEFAULT_ELEMS_NET;
+        rc = ina__session_join(ctx, elems, cfg->window ? cfg->window : INA_DEFAULT_WINDOW);
+    }
+    if (rc == 0)
+        rc = ina__stream_init(ctx);
+    if (rc != 0) {
+        ina__session_leave(ctx);
+        if (ctx->fd >= 0)
+            close(ctx->fd);
+        free(ctx);
+        return rc;
+    }
+    *out = ctx;
+    return 0;
+}
+
+int ina_init_env(ina_ctx **out)
+{
+    if (out)
+        *out = NULL;
+    ina_config cfg;
+    int rc = ina_config_from_env(&cfg);
+    return rc ? rc : ina_init(out, &cfg);
+}
+
+int ina_finalize(ina_ctx *ctx)
+{
+    if (!ctx)
+        return 0;
+    ina__stream_fail_all(ctx, INA_ERR_CLOSED);
+    while (ctx->live) {
+        struct ina_req *r = ctx->live;
+        ctx->live = r->live_next;
+        free(r);
+    }
+    ina__session_leave(ctx);
+    ina__stream_free(ctx);
+    if (ctx->fd >= 0)
+        close(ctx->fd);
+    free(ctx);
+    return 0;
+}
+
+static int check_args(const ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                      ina_dtype dtype, ina_op op)
+{
+    if (!ctx)
+        return -EINVAL;
+    if ((unsigned)dtype > 15 || (unsigned)op > 15)
+        return -EINVAL;
+    if (dtype != INA_INT32 && dtype != INA_FLOAT32)
+        return INA_ERR_NOTSUP;
+    if (op != INA_SUM)
+        return INA_ERR_NOTSUP;
+    if (count > SIZE_MAX / 4)
+        return -EOVERFLOW;
+    if (count > 0 && (!sendbuf || !recvbuf))
+        return -EINVAL;
+    /* Elements are read and written as int32/float: they must be aligned. */
+    if (((uintptr_t)sendbuf | (uintptr_t)recvbuf) & 3)
+        return -EINVAL;
+    if (ctx->broken)
+        return INA_ERR_CLOSED;
+    return 0;
+}
+
+int ina_allreduce_start(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                        ina_dtype dtype, ina_op op, ina_req **out)
+{
+    if (!out)
+        return -EINVAL;
+    *out = NULL;
+    int rc = check_args(ctx, sendbuf, recvbuf, count, dtype, op);
+    if (rc)
+        return rc;
+    if (ctx->nreqs >= INA_MAX_REQS)
+        return INA_ERR_BUSY;
+    struct ina_req *req = calloc(1, sizeof(*req));
+    if (!req)
+        return -ENOMEM;
+    req->ctx = ctx;
+    req->src = sendbuf;
+    req->dst = recvbuf;
+    req->count = count;
+    req->dtype = dtype;
+    req->quantized = dtype == INA_FLOAT32;
+    req->nblocks = (count + ctx->elems - 1) / ctx->elems;
+    req->lag = req->quantized ? (req->nblocks < ctx->window ? req->nblocks : ctx->window) : 0;
+    req->npackets = req->nblocks + req->lag;
+    req->live_next = ctx->live;
+    if (ctx->live)
+        ctx->live->live_prev = req;
+    ctx->live = req;
+    ctx->nreqs++;
+    if (req->npackets == 0) {
+        req->done = 1; /* count 0: nothing to send, every rank agrees */
+        ctx->stats.ops++;
+    } else {
+        ina__stream_enqueue(ctx, req);
+        ina__stream_progress(ctx, 0);
+    }
+    *out = req;
+    return 0;
+}
+
+int ina_test(ina_req *req, int *done)
+{
+    if (!req || !done)
+        return -EINVAL;
+    if (!req->done)
+        ina__stream_progress(req->ctx, 0);
+    *done = req->done;
+    return req->done ? req->status : 0;
+}
+
+int ina_wait(ina_req *req)
+{
+    if (!req)
+        return 0;
+    struct ina_ctx *ctx = req->ctx;
+    /* Bounded: progress fails every request once timeout_ms pass without a
+     * result, so this loop ends. */
+    while (!req->done)
+        ina__stream_progress(ctx, 100);
+    int status = req->status;
+    if (req->live_prev)
+        req->live_prev->live_next = req->live_next;
+    else
+        ctx->live = req->live_next;
+    if (req->live_next)
+        req->live_next->live_prev = req->live_prev;
+    ctx->nreqs--;
+    free(req);
+    return status;
+}
+
+int ina_allreduce(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                  ina_dtype dtype, ina_op op)
+{
+    ina_req *req;
+    int rc = ina_allreduce_start(ctx, sendbuf, recvbuf, count, dtype, op, &req);
+    return rc ? rc : ina_wait(req);
+}
+
+int ina_get_stats(const ina_ctx *ctx, ina_stats *st)
+{
+    if (!ctx || !st)
+        return -EINVAL;
+    *st = ctx->stats;
+    return 0;
+}
+
+int ina_get_info(const ina_ctx *ctx, ina_info *info)
+{
+    if (!ctx || !info)
+        return -EINVAL;
+    memset(info, 0, sizeof(*info));
+    info->rank = ctx->rank;
+    info->world_size = ctx->world;
+    info->elems_per_packet = (int)ctx->elems;
+    info->window = (int)ctx->window;
+    info->job_id = ctx->job_id;
+    info->session_id = ctx->session;
+    return 0;
+}

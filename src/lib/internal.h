@@ -1,0 +1,114 @@
+/* internal.h: libina's private structures: context, requests, the streaming window. */
+#ifndef INA_INTERNAL_H
+#define INA_INTERNAL_H
+
+#include <netinet/in.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "common/wire.h"
+#include "ina.h"
+
+#define INA_DEFAULT_ELEMS_LOOPBACK 2048
+#define INA_DEFAULT_ELEMS_NET 256
+#define INA_DEFAULT_WINDOW 128
+#define INA_MAX_WINDOW 4096
+#define INA_DEFAULT_TIMEOUT_MS 30000
+#define INA_DEFAULT_JOIN_TIMEOUT_MS 60000
+#define INA_DEFAULT_RTO_MS 20
+#define INA_MAX_RTO_MS 1000
+#define INA_MAX_REQS 1024
+#define INA_BURST 64 /* datagrams per sendmmsg/recvmmsg */
+
+/*
+ * One all-reduce. The ops of a context form one FIFO stream of packets:
+ * op A's packets all go out before op B's, so every rank, running the same
+ * ops in the same order, uses each slot round for the same data.
+ *
+ * Packet p of an op (0 <= p < npackets = nblocks + lag) carries:
+ *   - the data of block p - lag, if p >= lag;
+ *   - for FLOAT32, the exponent of block p, if p < nblocks.
+ * For INT32 lag = 0 (no exponents); for FLOAT32 lag = min(window, nblocks):
+ * exponents travel one round ahead, as in SwitchML.
+ */
+struct ina_req {
+    struct ina_ctx *ctx;
+    struct ina_req *next;             /* stream FIFO (incomplete requests) */
+    struct ina_req *live_prev, *live_next; /* every request not yet waited */
+    const uint8_t *src;
+    uint8_t *dst;
+    size_t count;
+    ina_dtype dtype;
+    int quantized;
+    uint64_t nblocks, lag, npackets;
+    uint64_t ndone; /* packets whose result arrived */
+    int done, status;
+};
+
+/* Worker-side state of one slot of the window. */
+struct ina_wslot {
+    uint32_t round;    /* round (seq) of the next use of this slot */
+    uint32_t seq;      /* round of the in-flight packet */
+    uint8_t inflight;  /* a packet is out, waiting for its result */
+    uint16_t tries;
+    uint32_t rto_ms;
+    int16_t exp_used;    /* exponent the in-flight packet's data was scaled with */
+    int16_t exp_agreed;  /* max exponent returned by the last completed packet */
+    uint64_t g;          /* stream index of the in-flight / last completed packet */
+    uint64_t done_g;     /* stream index of the last completed packet, +1 (0 = none) */
+    uint64_t p;          /* op-local packet index of the in-flight packet */
+    struct ina_req *req; /* op of the in-flight packet */
+    uint64_t deadline_ns;
+};
+
+struct ina_ctx {
+    int fd;
+    struct sockaddr_in switch_addr;
+    char job[32];
+    int rank, world;
+    int timeout_ms, join_timeout_ms, rto_ms;
+    uint16_t job_id;
+    uint32_t session, token;
+    uint64_t nonce;
+    uint32_t elems, window; /* granted */
+    int broken;             /* 0, or the error that broke the context */
+
+    /* stream */
+    struct ina_wslot *slots; /* window entries */
+    struct ina_req *head, *tail; /* FIFO of incomplete requests */
+    struct ina_req *send_req;    /* request being sent (NULL: none pending) */
+    uint64_t send_p;             /* next op-local packet of send_req */
+    uint64_t next_g;             /* stream index of the next packet to send */
+    struct ina_req *live;        /* every request not yet waited (freed at finalize) */
+    int nreqs;
+    uint64_t last_progress_ns;
+    uint64_t next_rto_ns;        /* earliest retransmission deadline, 0 = none */
+
+    /* I/O buffers, sized at join */
+    uint8_t *txmem, *rxmem;
+    unsigned ntx;
+    struct mmsghdr txmsg[INA_BURST], rxmsg[INA_BURST];
+    struct iovec txiov[INA_BURST], rxiov[INA_BURST];
+
+    ina_stats stats;
+};
+
+uint64_t ina__now_ns(void);
+
+/* net.c */
+int ina__net_open(struct ina_ctx *ctx, const char *addr);
+int ina__net_send(struct ina_ctx *ctx, const uint8_t *buf, size_t len);
+
+/* session.c */
+int ina__session_join(struct ina_ctx *ctx, int elems, int window);
+void ina__session_leave(struct ina_ctx *ctx);
+
+/* stream.c */
+int ina__stream_init(struct ina_ctx *ctx);
+void ina__stream_free(struct ina_ctx *ctx);
+void ina__stream_enqueue(struct ina_ctx *ctx, struct ina_req *req);
+/* Advance the stream; wait at most timeout_ms for input (0 = poll only). */
+void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms);
+void ina__stream_fail_all(struct ina_ctx *ctx, int err);
+
+#endif

@@ -1,0 +1,82 @@
+/* net.c: libina's UDP transport: one socket connected to the switch, large buffers. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/internal.h"
+
+uint64_t ina__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* "host[:port]" -> IPv4 address. @return 0 or INA_ERR_CONFIG. */
+static int resolve(const char *s, struct sockaddr_in *out)
+{
+    char host[256];
+    const char *colon = strrchr(s, ':');
+    long port = INA_DEFAULT_PORT;
+    size_t hl = colon ? (size_t)(colon - s) : strlen(s);
+    if (hl == 0 || hl >= sizeof(host))
+        return INA_ERR_CONFIG;
+    memcpy(host, s, hl);
+    host[hl] = 0;
+    if (colon) {
+        char *end;
+        port = strtol(colon + 1, &end, 10);
+        if (*end || end == colon + 1 || port <= 0 || port > 65535)
+            return INA_ERR_CONFIG;
+    }
+    struct addrinfo hints, *res;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_DGRAM;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0)
+        return INA_ERR_CONFIG;
+    *out = *(struct sockaddr_in *)res->ai_addr;
+    out->sin_port = htons((uint16_t)port);
+    freeaddrinfo(res);
+    return 0;
+}
+
+/*
+ * A connected UDP socket: the kernel then delivers only datagrams from the
+ * switch's address, and send() needs no address. Buffers hold a whole
+ * window of results, so a burst is not mistaken for loss.
+ */
+int ina__net_open(struct ina_ctx *ctx, const char *addr)
+{
+    int rc = resolve(addr, &ctx->switch_addr);
+    if (rc)
+        return rc;
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    int bytes = 8 << 20;
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)) != 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)) != 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+    if (connect(fd, (struct sockaddr *)&ctx->switch_addr, sizeof(ctx->switch_addr)) != 0) {
+        rc = -errno;
+        close(fd);
+        return rc;
+    }
+    ctx->fd = fd;
+    return 0;
+}
+
+/* Send one datagram. A refused or full send is not an error here: the
+ * retransmission timer and the operation deadline handle it. */
+int ina__net_send(struct ina_ctx *ctx, const uint8_t *buf, size_t len)
+{
+    ssize_t n = send(ctx->fd, buf, len, 0);
+    return n < 0 ? -errno : 0;
+}

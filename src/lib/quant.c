@@ -1,0 +1,262 @@
+/* quant.c: block floating point: float32 <-> big-endian int32 with an agreed block exponent. */
+#include "lib/quant.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "common/wire.h"
+#include "ina.h"
+
+/*
+ * Numerics (see quant.h for the contract):
+ *
+ *  - Encode computes x * 2^s, s = 31 - L - e, in double. A float has 24
+ *    significant bits and s lies in -105..179 for every valid e, so the
+ *    product is exact (no overflow, no underflow in double). It is then
+ *    clamped to +-(2^(31-L) - 1) and rounded to nearest-even. Clamping before
+ *    rounding gives the same result as clamping after, because the bounds are
+ *    integers and rounding is monotone.
+ *  - Decode computes sum * 2^-s in double (exact: 31-bit integer times a
+ *    power of two in range), then converts to float: one rounding.
+ *
+ * Per worker the quantization error is at most 1/2 unit (rounding) or below
+ * 1 unit (clamping of a value within 1/2 unit of 2^(31-L)), unit =
+ * 2^(e+L-31); hence the N * unit term of the bound.
+ */
+
+/* ---- Byte order helpers -------------------------------------------------- */
+
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && \
+    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && (defined(__GNUC__) || defined(__clang__))
+static inline uint32_t be32_to_host(uint32_t v) { return __builtin_bswap32(v); }
+#define INA_QUANT_BSWAP_NATIVE 1
+#elif defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && \
+    __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+static inline uint32_t be32_to_host(uint32_t v) { return v; }
+#define INA_QUANT_BSWAP_NATIVE 1
+#else
+#define INA_QUANT_BSWAP_NATIVE 0
+#endif
+
+/* Load/store one big-endian uint32 at a possibly unaligned address. */
+static inline uint32_t load_be32(const uint8_t *p)
+{
+#if INA_QUANT_BSWAP_NATIVE
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return be32_to_host(v);
+#else
+    return ina_get32(p);
+#endif
+}
+
+static inline void store_be32(uint8_t *p, uint32_t v)
+{
+#if INA_QUANT_BSWAP_NATIVE
+    v = be32_to_host(v); /* the swap is its own inverse */
+    memcpy(p, &v, 4);
+#else
+    ina_put32(p, v);
+#endif
+}
+
+static inline uint32_t float_bits(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return b;
+}
+
+/* ---- Block exponent ------------------------------------------------------ */
+
+int16_t ina_quant_block_exp(const float *x, size_t n)
+{
+    /*
+     * For non-negative floats the order of the bit patterns is the numeric
+     * order, and NaN/Inf (exponent all ones) are exactly the patterns
+     * >= 0x7F800000. So one unsigned max over |x|'s bits gives both the
+     * largest magnitude and whether anything is non-finite. The loop has no
+     * branch and vectorizes.
+     */
+    uint32_t mx = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b = float_bits(x[i]) & 0x7FFFFFFFu;
+        mx = b > mx ? b : mx;
+    }
+    if (mx >= 0x7F800000u)
+        return INA_EXP_NONFINITE;
+    if (mx == 0)
+        return INA_EXP_ZERO;
+    /* max = m * 2^e with 0.5 <= m < 1, so 2^(e-1) <= max < 2^e. Subnormals
+     * are handled by frexpf: 2^-149 gives e = -148. */
+    float f;
+    memcpy(&f, &mx, 4);
+    int e;
+    (void)frexpf(f, &e);
+    return (int16_t)e;
+}
+
+int ina_quant_headroom_bits(int nworkers)
+{
+    int l = 0;
+    while (l < 31 && ((int64_t)1 << l) < (int64_t)nworkers)
+        l++;
+    return l;
+}
+
+/* 2^k as a double, with k clamped so that the result is finite and nonzero
+ * (only reached for exponents outside the valid range, i.e. garbage input). */
+static double pow2_clamped(int k)
+{
+    if (k > 1000)
+        k = 1000;
+    if (k < -1000)
+        k = -1000;
+    return ldexp(1.0, k);
+}
+
+/* Class code of one element in a NONFINITE block (quant.h). */
+static inline uint32_t nonfinite_code(float f)
+{
+    uint32_t b = float_bits(f);
+    uint32_t a = b & 0x7FFFFFFFu;
+    if (a > 0x7F800000u)
+        return 1u << 18; /* NaN */
+    if (a == 0x7F800000u)
+        return (b >> 31) ? 1u << 9 : 1u; /* -Inf : +Inf */
+    return 0;
+}
+
+/* ---- Encode -------------------------------------------------------------- */
+
+void ina_quant_encode(const float *x, size_t n, int16_t e, int nworkers, uint8_t *out)
+{
+    if (e == INA_EXP_ZERO) {
+        memset(out, 0, 4 * n);
+        return;
+    }
+    if (e == INA_EXP_NONFINITE) {
+        for (size_t i = 0; i < n; i++)
+            store_be32(out + 4 * i, nonfinite_code(x[i]));
+        return;
+    }
+
+    const int l = ina_quant_headroom_bits(nworkers);
+    const double scale = pow2_clamped(31 - l - (int)e);
+    const double qmax = (double)((UINT32_C(1) << (31 - l)) - 1u); /* 2^(31-L) - 1 */
+
+    /*
+     * HAND-VECTORIZATION POINT (encode): this loop is written so that gcc and
+     * clang auto-vectorize it (cvtps2pd, mulpd, min/max, add, shuffle, bswap).
+     * An explicit SSE4.1/AVX2/NEON version would go here, selected at run
+     * time; it must keep the exact semantics: double product, clamp to
+     * +-qmax, round to nearest-even, big-endian store.
+     */
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
+    /* Adding 1.5 * 2^52 to |v| <= 2^31 lands in [2^52, 2^53) where the double
+     * ulp is 1: the addition rounds v to an integer in the current rounding
+     * mode (nearest-even by default, as rint), and the low 32 bits of the
+     * significand are that integer in two's complement (2^51 is a multiple
+     * of 2^32). Requires double arithmetic to be done in double
+     * (FLT_EVAL_METHOD == 0); otherwise the rint() path below is used. */
+    const double magic = 6755399441055744.0; /* 0x1.8p52 */
+    for (size_t i = 0; i < n; i++) {
+        double v = (double)x[i] * scale;
+        v = v < -qmax ? -qmax : v;
+        v = v > qmax ? qmax : v;
+        v += magic;
+        uint64_t bits;
+        memcpy(&bits, &v, 8);
+        store_be32(out + 4 * i, (uint32_t)bits);
+    }
+#else
+    for (size_t i = 0; i < n; i++) {
+        double v = (double)x[i] * scale;
+        v = v < -qmax ? -qmax : v;
+        v = v > qmax ? qmax : v;
+        if (v != v) /* NaN: contract violation (e not from this data); no UB */
+            v = 0.0;
+        int32_t q = (int32_t)rint(v);
+        store_be32(out + 4 * i, (uint32_t)q);
+    }
+#endif
+}
+
+/* ---- Decode -------------------------------------------------------------- */
+
+static inline float nonfinite_decode(uint32_t v)
+{
+    uint32_t pinf = v & 0x1FFu, ninf = (v >> 9) & 0x1FFu, nan = (v >> 18) & 0x1FFu;
+    if (nan > 0 || (pinf > 0 && ninf > 0))
+        return NAN;
+    if (pinf > 0)
+        return INFINITY;
+    if (ninf > 0)
+        return -INFINITY;
+    return NAN; /* a finite element in a non-finite block cannot be carried */
+}
+
+void ina_quant_decode(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
+{
+    if (e == INA_EXP_ZERO) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = 0.0f;
+        return;
+    }
+    if (e == INA_EXP_NONFINITE) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = nonfinite_decode(load_be32(in + 4 * i));
+        return;
+    }
+
+    const int l = ina_quant_headroom_bits(nworkers);
+    const double scale = pow2_clamped((int)e + l - 31);
+
+    /*
+     * HAND-VECTORIZATION POINT (decode): auto-vectorized today (load, bswap,
+     * cvtdq2pd, mulpd, cvtpd2ps). An explicit version must keep the product
+     * in double and round to float once.
+     */
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = load_be32(in + 4 * i);
+        int32_t s;
+        memcpy(&s, &u, 4); /* two's complement reinterpretation, well defined */
+        out[i] = (float)((double)s * scale);
+    }
+}
+
+/* ---- int32 passthrough ----------------------------------------------------- */
+
+void ina_i32_encode(const int32_t *x, size_t n, uint8_t *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], 4);
+        store_be32(out + 4 * i, u);
+    }
+}
+
+void ina_i32_decode(const uint8_t *in, size_t n, int32_t *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = load_be32(in + 4 * i);
+        memcpy(&out[i], &u, 4);
+    }
+}
+
+/* ---- Public error bound ---------------------------------------------------- */
+
+INA_EXTERN double ina_float_error_bound(int world_size, double amax, double exact_sum)
+{
+    const double rel = ldexp(fabs(exact_sum), -24) + ldexp(1.0, -149);
+    amax = fabs(amax);
+    if (amax != amax || amax == INFINITY || exact_sum != exact_sum)
+        return INFINITY;
+    if (amax == 0.0)
+        return rel;
+    int n = world_size < 1 ? 1 : world_size;
+    int e;
+    (void)frexp(amax, &e); /* amax = m * 2^e, 0.5 <= m < 1: the block exponent */
+    return (double)n * ldexp(1.0, e + ina_quant_headroom_bits(n) - 31) + rel;
+}

@@ -1,0 +1,119 @@
+/* session.c: joining a job at the switch (JOIN until JOIN_ACK/NAK or the deadline) and leaving it. */
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "lib/internal.h"
+
+static uint64_t random_nonce(void)
+{
+    uint64_t v = 0;
+    while (v == 0)
+        if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
+            v = ina__now_ns() ^ ((uint64_t)getpid() << 32);
+    return v;
+}
+
+static int send_join(struct ina_ctx *ctx, int elems, int window)
+{
+    uint8_t buf[INA_HDR_LEN + INA_JOIN_BODY_LEN];
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_JOIN);
+    h.rank = (uint16_t)ctx->rank;
+    ina_hdr_encode(buf, &h);
+    struct ina_join j;
+    memset(&j, 0, sizeof(j));
+    j.nonce = ctx->nonce;
+    j.world_size = (uint16_t)ctx->world;
+    j.elems = (uint16_t)elems;
+    j.window = (uint32_t)window;
+    j.sw_version = INA_VERSION_NUMBER;
+    memcpy(j.name, ctx->job, sizeof(j.name));
+    ina_join_encode(buf + INA_HDR_LEN, &j);
+    return ina__net_send(ctx, buf, sizeof(buf));
+}
+
+/* Handle one datagram received while joining. @return 1 joined, 0 ignore, <0 refused. */
+static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len)
+{
+    struct ina_hdr h;
+    if (ina_hdr_decode(buf, len, &h) != INA_PARSE_OK)
+        return 0;
+    const uint8_t *body = buf + INA_HDR_LEN;
+    size_t blen = len - INA_HDR_LEN;
+    if (h.kind == INA_K_JOIN_NAK) {
+        uint64_t nonce;
+        int32_t reason;
+        if (ina_nak_decode(body, blen, &nonce, &reason) != 0 || nonce != ctx->nonce)
+            return 0;
+        return reason < 0 ? reason : INA_ERR_REJECTED;
+    }
+    if (h.kind != INA_K_JOIN_ACK)
+        return 0;
+    struct ina_join j;
+    if (ina_join_decode(body, blen, &j) != 0 || j.nonce != ctx->nonce)
+        return 0;
+    if (j.world_size != ctx->world || j.elems == 0 || j.window == 0 ||
+        j.window > INA_MAX_WINDOW || (j.window & (j.window - 1)) != 0 || j.elems > INA_MAX_ELEMS)
+        return INA_ERR_PROTO;
+    ctx->job_id = h.job;
+    ctx->session = h.session;
+    ctx->token = h.token;
+    ctx->elems = j.elems;
+    ctx->window = j.window;
+    return 1;
+}
+
+int ina__session_join(struct ina_ctx *ctx, int elems, int window)
+{
+    ctx->nonce = random_nonce();
+    uint64_t start = ina__now_ns();
+    uint64_t deadline = start + (uint64_t)ctx->join_timeout_ms * 1000000ull;
+    uint64_t next_send = start;
+    uint64_t interval_ms = 100;
+    uint8_t buf[512];
+    for (;;) {
+        uint64_t now = ina__now_ns();
+        if (now >= deadline)
+            return INA_ERR_TIMEOUT;
+        if (now >= next_send) {
+            send_join(ctx, elems, window); /* refused while no switch: retry */
+            next_send = now + interval_ms * 1000000ull;
+            if (interval_ms < 1000)
+                interval_ms *= 2;
+        }
+        uint64_t wake = next_send < deadline ? next_send : deadline;
+        struct pollfd pfd = {.fd = ctx->fd, .events = POLLIN};
+        int ms = (int)((wake - now + 999999) / 1000000);
+        if (poll(&pfd, 1, ms) <= 0)
+            continue;
+        for (;;) {
+            ssize_t n = recv(ctx->fd, buf, sizeof(buf), 0);
+            if (n < 0)
+                break; /* EAGAIN, or ECONNREFUSED while the switch is not up yet */
+            int rc = on_join_reply(ctx, buf, (size_t)n);
+            if (rc != 0)
+                return rc > 0 ? 0 : rc;
+        }
+    }
+}
+
+/* Best effort: the switch frees the job once every rank has left, or after
+ * its idle timeout if these datagrams are lost. */
+void ina__session_leave(struct ina_ctx *ctx)
+{
+    if (ctx->session == 0)
+        return;
+    uint8_t buf[INA_HDR_LEN];
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_LEAVE);
+    h.job = ctx->job_id;
+    h.rank = (uint16_t)ctx->rank;
+    h.session = ctx->session;
+    h.token = ctx->token;
+    ina_hdr_encode(buf, &h);
+    for (int i = 0; i < 2; i++)
+        ina__net_send(ctx, buf, sizeof(buf));
+}

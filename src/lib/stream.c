@@ -1,0 +1,347 @@
+/* stream.c: the streaming window: send into free slots, take results, retransmit, enforce deadlines. */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/internal.h"
+#include "lib/quant.h"
+
+static size_t max_datagram(const struct ina_ctx *ctx) { return INA_HDR_LEN + 4 * (size_t)ctx->elems; }
+
+int ina__stream_init(struct ina_ctx *ctx)
+{
+    ctx->slots = calloc(ctx->window, sizeof(*ctx->slots));
+    ctx->txmem = malloc(INA_BURST * max_datagram(ctx));
+    ctx->rxmem = malloc(INA_BURST * max_datagram(ctx));
+    if (!ctx->slots || !ctx->txmem || !ctx->rxmem) {
+        ina__stream_free(ctx);
+        return -ENOMEM;
+    }
+    for (unsigned i = 0; i < INA_BURST; i++) {
+        ctx->txiov[i].iov_base = ctx->txmem + i * max_datagram(ctx);
+        ctx->txmsg[i].msg_hdr.msg_iov = &ctx->txiov[i];
+        ctx->txmsg[i].msg_hdr.msg_iovlen = 1;
+        ctx->rxiov[i].iov_base = ctx->rxmem + i * max_datagram(ctx);
+        ctx->rxiov[i].iov_len = max_datagram(ctx);
+        ctx->rxmsg[i].msg_hdr.msg_iov = &ctx->rxiov[i];
+        ctx->rxmsg[i].msg_hdr.msg_iovlen = 1;
+    }
+    return 0;
+}
+
+void ina__stream_free(struct ina_ctx *ctx)
+{
+    free(ctx->slots);
+    free(ctx->txmem);
+    free(ctx->rxmem);
+    ctx->slots = NULL;
+    ctx->txmem = ctx->rxmem = NULL;
+}
+
+/* Elements of data block b of req. */
+static inline size_t block_len(const struct ina_ctx *ctx, const struct ina_req *req, uint64_t b)
+{
+    size_t start = (size_t)b * ctx->elems;
+    size_t left = req->count - start;
+    return left < ctx->elems ? left : ctx->elems;
+}
+
+static inline int has_data(const struct ina_req *req, uint64_t p) { return p >= req->lag; }
+
+/* Build the DATA datagram of the packet in flight in ws into buf. @return its length. */
+static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_wslot *ws,
+                           uint8_t *buf)
+{
+    const struct ina_req *req = ws->req;
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_DATA);
+    h.job = ctx->job_id;
+    h.rank = (uint16_t)ctx->rank;
+    h.session = ctx->session;
+    h.token = ctx->token;
+    h.slot = slot | ((ws->seq & 1) ? INA_SLOT_SET_BIT : 0);
+    h.seq = ws->seq;
+    h.op = INA_OP_ADD_I32;
+    size_t n = 0;
+    if (has_data(req, ws->p)) {
+        uint64_t b = ws->p - req->lag;
+        n = block_len(ctx, req, b);
+        const uint8_t *src = req->src + (size_t)b * ctx->elems * 4;
+        if (req->quantized)
+            ina_quant_encode((const float *)src, n, ws->exp_used, ctx->world, buf + INA_HDR_LEN);
+        else
+            ina_i32_encode((const int32_t *)src, n, buf + INA_HDR_LEN);
+    }
+    if (req->quantized)
+        h.exp = ws->p < req->nblocks
+                    ? ina_quant_block_exp((const float *)(req->src + (size_t)ws->p * ctx->elems * 4),
+                                          block_len(ctx, req, ws->p))
+                    : INA_EXP_ZERO;
+    h.count = (uint16_t)n;
+    ina_hdr_encode(buf, &h);
+    return INA_HDR_LEN + 4 * n;
+}
+
+static void tx_flush(struct ina_ctx *ctx)
+{
+    unsigned done = 0;
+    while (done < ctx->ntx) {
+        int n = sendmmsg(ctx->fd, ctx->txmsg + done, ctx->ntx - done, 0);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            /* Refused (no switch) or buffer full: the datagram is lost like
+             * any other; its retransmission timer is already running. */
+            done++;
+            continue;
+        }
+        done += (unsigned)n;
+    }
+    ctx->ntx = 0;
+}
+
+static void tx_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_wslot *ws)
+{
+    if (ctx->ntx == INA_BURST)
+        tx_flush(ctx);
+    size_t len = build_packet(ctx, slot, ws, ctx->txiov[ctx->ntx].iov_base);
+    ctx->txiov[ctx->ntx].iov_len = len;
+    ctx->ntx++;
+    ctx->stats.packets_sent++;
+    ctx->stats.bytes_sent += len;
+}
+
+static void arm_timer(struct ina_ctx *ctx, struct ina_wslot *ws, uint64_t now)
+{
+    ws->deadline_ns = now + (uint64_t)ws->rto_ms * 1000000ull;
+    if (ctx->next_rto_ns == 0 || ws->deadline_ns < ctx->next_rto_ns)
+        ctx->next_rto_ns = ws->deadline_ns;
+}
+
+/*
+ * Send every packet that may go now, in stream order. Packet g uses slot
+ * g mod window and may go when that slot's previous packet has its result;
+ * a FLOAT32 data packet also needs the agreed exponent of its block, which
+ * came back in the result of packet g - lag.
+ */
+static void send_ready(struct ina_ctx *ctx, uint64_t now)
+{
+    const uint32_t mask = ctx->window - 1;
+    while (ctx->send_req) {
+        struct ina_req *req = ctx->send_req;
+        if (ctx->send_p == req->npackets) {
+            ctx->send_req = req->next;
+            ctx->send_p = 0;
+            continue;
+        }
+        uint64_t g = ctx->next_g;
+        uint32_t slot = (uint32_t)(g & mask);
+        struct ina_wslot *ws = &ctx->slots[slot];
+        if (ws->inflight)
+            break; /* window full */
+        int16_t exp_used = 0;
+        if (req->quantized && has_data(req, ctx->send_p)) {
+            uint64_t dep = g - req->lag;
+            const struct ina_wslot *wd = &ctx->slots[dep & mask];
+            if (wd->done_g != dep + 1)
+                break; /* exponent of this block not agreed yet */
+            exp_used = wd->exp_agreed;
+        }
+        ws->seq = ws->round++;
+        ws->inflight = 1;
+        ws->tries = 0;
+        ws->rto_ms = (uint32_t)ctx->rto_ms;
+        ws->exp_used = exp_used;
+        ws->g = g;
+        ws->p = ctx->send_p;
+        ws->req = req;
+        arm_timer(ctx, ws, now);
+        tx_packet(ctx, slot, ws);
+        ctx->next_g++;
+        ctx->send_p++;
+    }
+    tx_flush(ctx);
+}
+
+static void req_unlink(struct ina_ctx *ctx, struct ina_req *req)
+{
+    struct ina_req **pp = &ctx->head, *prev = NULL;
+    while (*pp && *pp != req) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    if (!*pp)
+        return;
+    *pp = req->next;
+    if (ctx->tail == req)
+        ctx->tail = prev;
+    if (ctx->send_req == req) {
+        ctx->send_req = req->next;
+        ctx->send_p = 0;
+    }
+    req->next = NULL;
+}
+
+static void req_finish(struct ina_ctx *ctx, struct ina_req *req, int status)
+{
+    req_unlink(ctx, req);
+    req->done = 1;
+    req->status = status;
+    if (status == 0)
+        ctx->stats.ops++;
+}
+
+void ina__stream_fail_all(struct ina_ctx *ctx, int err)
+{
+    while (ctx->head)
+        req_finish(ctx, ctx->head, err);
+    ctx->send_req = NULL;
+    for (uint32_t i = 0; ctx->slots && i < ctx->window; i++)
+        ctx->slots[i].inflight = 0;
+    if (!ctx->broken)
+        ctx->broken = err;
+}
+
+void ina__stream_enqueue(struct ina_ctx *ctx, struct ina_req *req)
+{
+    if (!ctx->head)
+        ctx->last_progress_ns = ina__now_ns(); /* idle time is not lack of progress */
+    req->next = NULL;
+    if (ctx->tail)
+        ctx->tail->next = req;
+    else
+        ctx->head = req;
+    ctx->tail = req;
+    if (!ctx->send_req) {
+        ctx->send_req = req;
+        ctx->send_p = 0;
+    }
+}
+
+static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_t *payload,
+                      uint64_t now)
+{
+    uint32_t slot = h->slot & INA_SLOT_INDEX_MASK;
+    if (h->job != ctx->job_id || h->session != ctx->session || h->token != ctx->token ||
+        slot >= ctx->window || ((h->slot & INA_SLOT_SET_BIT) != 0) != (h->seq & 1)) {
+        ctx->stats.stale_results++;
+        return;
+    }
+    struct ina_wslot *ws = &ctx->slots[slot];
+    if (!ws->inflight || h->seq != ws->seq) {
+        ctx->stats.stale_results++; /* duplicate, or an answer to an earlier round */
+        return;
+    }
+    struct ina_req *req = ws->req;
+    size_t n = has_data(req, ws->p) ? block_len(ctx, req, ws->p - req->lag) : 0;
+    if (h->count != n) {
+        /* The switch only completes a round whose contributions all had our
+         * count, so this is another rank disagreeing, seen by the switch
+         * before our contribution: the collective is broken. */
+        ina__stream_fail_all(ctx, INA_ERR_MISMATCH);
+        return;
+    }
+    if (n) {
+        uint8_t *dst = req->dst + (size_t)(ws->p - req->lag) * ctx->elems * 4;
+        if (req->quantized) {
+            ina_quant_decode(payload, n, ws->exp_used, ctx->world, (float *)dst);
+            if (ws->exp_used == INA_EXP_NONFINITE)
+                ctx->stats.nonfinite_blocks++;
+        } else {
+            ina_i32_decode(payload, n, (int32_t *)dst);
+        }
+    }
+    if (req->quantized)
+        ws->exp_agreed = h->exp;
+    ws->inflight = 0;
+    ws->done_g = ws->g + 1;
+    ctx->stats.packets_received++;
+    ctx->last_progress_ns = now;
+    if (++req->ndone == req->npackets)
+        req_finish(ctx, req, 0);
+}
+
+static void on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len, uint64_t now)
+{
+    struct ina_hdr h;
+    if (ina_hdr_decode(buf, len, &h) != INA_PARSE_OK) {
+        ctx->stats.stale_results++;
+        return;
+    }
+    if (h.kind == INA_K_RESULT) {
+        on_result(ctx, &h, buf + INA_HDR_LEN, now);
+    } else if (h.kind == INA_K_ABORT && h.session == ctx->session && h.token == ctx->token) {
+        uint64_t nonce;
+        int32_t reason = INA_ERR_ABORTED;
+        ina_nak_decode(buf + INA_HDR_LEN, len - INA_HDR_LEN, &nonce, &reason);
+        if (reason != INA_ERR_MISMATCH && reason != INA_ERR_TIMEOUT)
+            reason = INA_ERR_ABORTED;
+        ina__stream_fail_all(ctx, reason);
+    } else {
+        ctx->stats.stale_results++;
+    }
+}
+
+/* Receive and process one burst. @return datagrams received. */
+static int rx_burst(struct ina_ctx *ctx, uint64_t now)
+{
+    int n = recvmmsg(ctx->fd, ctx->rxmsg, INA_BURST, MSG_DONTWAIT, NULL);
+    for (int i = 0; i < n && !ctx->broken; i++) {
+        if (ctx->rxmsg[i].msg_hdr.msg_flags & MSG_TRUNC) {
+            ctx->stats.stale_results++;
+            continue;
+        }
+        on_datagram(ctx, ctx->rxiov[i].iov_base, ctx->rxmsg[i].msg_len, now);
+    }
+    return n > 0 ? n : 0;
+}
+
+/* Resend every packet whose timer expired, doubling its timeout (to a cap). */
+static void retransmit_expired(struct ina_ctx *ctx, uint64_t now)
+{
+    if (ctx->next_rto_ns == 0 || now < ctx->next_rto_ns)
+        return;
+    ctx->next_rto_ns = 0;
+    for (uint32_t i = 0; i < ctx->window; i++) {
+        struct ina_wslot *ws = &ctx->slots[i];
+        if (!ws->inflight)
+            continue;
+        if (ws->deadline_ns <= now) {
+            ws->tries++;
+            ws->rto_ms = ws->rto_ms * 2 > INA_MAX_RTO_MS ? INA_MAX_RTO_MS : ws->rto_ms * 2;
+            ctx->stats.retransmits++;
+            tx_packet(ctx, i, ws);
+        }
+        arm_timer(ctx, ws, ws->deadline_ns <= now ? now : ws->deadline_ns - (uint64_t)ws->rto_ms * 1000000ull);
+    }
+    tx_flush(ctx);
+}
+
+void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)
+{
+    if (ctx->broken || !ctx->head)
+        return;
+    uint64_t now = ina__now_ns();
+    send_ready(ctx, now);
+    int got = rx_burst(ctx, now);
+    if (!got && timeout_ms > 0 && !ctx->broken) {
+        uint64_t wake = now + (uint64_t)timeout_ms * 1000000ull;
+        if (ctx->next_rto_ns && ctx->next_rto_ns < wake)
+            wake = ctx->next_rto_ns;
+        int ms = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
+        struct pollfd pfd = {.fd = ctx->fd, .events = POLLIN};
+        poll(&pfd, 1, ms);
+        now = ina__now_ns();
+        got = rx_burst(ctx, now);
+    }
+    /* Drain what else is queued: results arrive in bursts of a window. */
+    while (got == INA_BURST && !ctx->broken)
+        got = rx_burst(ctx, now);
+    if (ctx->broken)
+        return;
+    retransmit_expired(ctx, now);
+    send_ready(ctx, now);
+    if (ctx->head && now - ctx->last_progress_ns > (uint64_t)ctx->timeout_ms * 1000000ull)
+        ina__stream_fail_all(ctx, INA_ERR_TIMEOUT);
+}

@@ -1,0 +1,352 @@
+/* control.c: the switch's control plane: job registration, slot allocation, sessions, teardown. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "switch/switch.h"
+
+static void log_job(const struct ina_switch *sw, const struct ina_job *job, const char *what)
+{
+    if (sw->p.verbose)
+        fprintf(stderr, "ina-switch: job %u \"%s\" session %08x: %s\n", job->id, job->name,
+                job->session, what);
+}
+
+static uint32_t random_u32(void)
+{
+    uint32_t v = 0;
+    /* getrandom never fails for 4 bytes once the pool is initialised; fall
+     * back to a weak source rather than to a constant if it ever does. */
+    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
+        v = (uint32_t)random() ^ (uint32_t)rand();
+    return v;
+}
+
+int ina_switch_init(struct ina_switch *sw, const struct ina_switch_params *p)
+{
+    memset(sw, 0, sizeof(*sw));
+    if (p->nslots == 0 || p->nslots > (1u << 24) || p->max_elems == 0 ||
+        p->max_elems > INA_MAX_ELEMS)
+        return -EINVAL;
+    sw->p = *p;
+    sw->slots = calloc(p->nslots, sizeof(*sw->slots));
+    sw->values = calloc((size_t)p->nslots * 2 * p->max_elems, sizeof(int32_t));
+    sw->slot_owner = calloc(p->nslots, 1);
+    sw->session_counter = random_u32();
+    int rc = ina_txq_init(&sw->txq, INA_SW_TX_BATCH + INA_SW_TX_RESERVE_BUFS,
+                          INA_HDR_LEN + (4 * (size_t)p->max_elems > INA_JOIN_BODY_LEN
+                                             ? 4 * (size_t)p->max_elems
+                                             : INA_JOIN_BODY_LEN),
+                          INA_SW_TX_BATCH * INA_MAX_WORKERS + INA_SW_TX_RESERVE_MSGS);
+    if (!sw->slots || !sw->values || !sw->slot_owner || rc != 0) {
+        ina_switch_free(sw);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void ina_switch_free(struct ina_switch *sw)
+{
+    free(sw->slots);
+    free(sw->values);
+    free(sw->slot_owner);
+    ina_txq_free(&sw->txq);
+    memset(sw, 0, sizeof(*sw));
+}
+
+/* First fit over the owner map: O(nslots), run once per job start. */
+static int pool_alloc(struct ina_switch *sw, uint32_t n, uint32_t *base)
+{
+    uint32_t run = 0;
+    for (uint32_t i = 0; i < sw->p.nslots; i++) {
+        run = sw->slot_owner[i] ? 0 : run + 1;
+        if (run == n) {
+            *base = i + 1 - n;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/*
+ * Put the job's slots in the state "round -2 and -1 complete", so that the
+ * first packets (seq 0 into set 0, seq 1 into set 1) are each "the next
+ * round" of a finished set. Values need no clearing: a new round overwrites.
+ */
+void ina__job_reset_slots(struct ina_switch *sw, const struct ina_job *job)
+{
+    for (uint32_t i = 0; i < job->window; i++) {
+        struct ina_slot *s = &sw->slots[job->slot_base + i];
+        memset(s, 0, sizeof(*s));
+        for (unsigned set = 0; set < 2; set++) {
+            s->set[set].seq = (uint32_t)set - 2u;
+            s->set[set].complete = 1;
+            s->set[set].nrecv = (uint16_t)job->world;
+        }
+    }
+}
+
+static void job_free(struct ina_switch *sw, struct ina_job *job)
+{
+    if (job->state == INA_JOB_ACTIVE)
+        for (uint32_t i = 0; i < job->window; i++)
+            sw->slot_owner[job->slot_base + i] = 0;
+    uint16_t id = job->id;
+    memset(job, 0, sizeof(*job));
+    job->id = id;
+}
+
+/* Queue a control datagram (header + body) to one address. */
+static void send_ctl(struct ina_switch *sw, const struct ina_job *job, uint8_t kind,
+                     const uint8_t *body, size_t bodylen, const struct sockaddr_in *dst)
+{
+    if (!ina_txq_room(&sw->txq, 1))
+        return; /* the caller guaranteed room for one datagram; never reached */
+    struct ina_hdr h;
+    ina_hdr_init(&h, kind);
+    h.rank = INA_RANK_SWITCH;
+    if (job) {
+        h.job = job->id;
+        h.session = job->session;
+        h.token = job->token;
+    }
+    uint8_t *buf = ina_txq_buf(&sw->txq);
+    ina_hdr_encode(buf, &h);
+    memcpy(buf + INA_HDR_LEN, body, bodylen);
+    ina_txq_push(&sw->txq, buf, INA_HDR_LEN + bodylen, dst);
+}
+
+static void send_nak(struct ina_switch *sw, uint64_t nonce, int reason,
+                     const struct sockaddr_in *dst)
+{
+    uint8_t body[INA_NAK_BODY_LEN];
+    ina_nak_encode(body, nonce, reason);
+    send_ctl(sw, NULL, INA_K_JOIN_NAK, body, sizeof(body), dst);
+}
+
+/* Queue one datagram for every member that has joined (ABORT/NAK fan-out). */
+static void send_to_members(struct ina_switch *sw, struct ina_job *job, uint8_t kind, int reason)
+{
+    uint8_t body[INA_NAK_BODY_LEN];
+    if (!ina_txq_room(&sw->txq, (unsigned)job->world))
+        return;
+    struct ina_hdr h;
+    ina_hdr_init(&h, kind);
+    h.rank = INA_RANK_SWITCH;
+    h.job = job->id;
+    h.session = job->session;
+    h.token = job->token;
+    uint8_t *buf = ina_txq_buf(&sw->txq);
+    ina_hdr_encode(buf, &h);
+    for (int r = 0; r < job->world; r++) {
+        if (!job->members[r].joined)
+            continue;
+        /* A NAK echoes each member's own nonce, so the body differs: only
+         * ABORT (nonce 0) can share one buffer. */
+        if (kind == INA_K_JOIN_NAK) {
+            send_nak(sw, job->members[r].nonce, reason, &job->members[r].addr);
+            continue;
+        }
+        ina_nak_encode(body, 0, reason);
+        memcpy(buf + INA_HDR_LEN, body, sizeof(body));
+        ina_txq_push(&sw->txq, buf, INA_HDR_LEN + sizeof(body), &job->members[r].addr);
+    }
+}
+
+void ina__job_abort(struct ina_switch *sw, struct ina_job *job, int reason)
+{
+    log_job(sw, job, "aborted");
+    sw->c.jobs_aborted++;
+    send_to_members(sw, job, INA_K_ABORT, reason);
+    job_free(sw, job);
+}
+
+static void send_ack(struct ina_switch *sw, const struct ina_job *job, int rank)
+{
+    struct ina_join j;
+    memset(&j, 0, sizeof(j));
+    j.nonce = job->members[rank].nonce;
+    j.world_size = (uint16_t)job->world;
+    j.elems = job->elems;
+    j.window = job->window;
+    j.sw_version = INA_VERSION_NUMBER;
+    memcpy(j.name, job->name, sizeof(j.name));
+    uint8_t body[INA_JOIN_BODY_LEN];
+    ina_join_encode(body, &j);
+    send_ctl(sw, job, INA_K_JOIN_ACK, body, sizeof(body), &job->members[rank].addr);
+}
+
+/* All ranks are in: agree on parameters, take slots, start the session. */
+static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_ns)
+{
+    uint32_t elems = sw->p.max_elems, window = UINT32_MAX;
+    for (int r = 0; r < job->world; r++) {
+        if (job->members[r].elems < elems)
+            elems = job->members[r].elems;
+        if (job->members[r].window < window)
+            window = job->members[r].window;
+    }
+    if (pool_alloc(sw, window, &job->slot_base) != 0) {
+        log_job(sw, job, "refused: no free slots");
+        send_to_members(sw, job, INA_K_JOIN_NAK, INA_ERR_NOSPACE);
+        job_free(sw, job);
+        return;
+    }
+    job->elems = (uint16_t)elems;
+    job->window = window;
+    for (uint32_t i = 0; i < window; i++)
+        sw->slot_owner[job->slot_base + i] = (uint8_t)job->id;
+    /* Session ids never repeat within a switch's life (counter), and are
+     * unpredictable across restarts (random start). 0 means "none". */
+    do
+        job->session = ++sw->session_counter;
+    while (job->session == 0);
+    job->token = random_u32();
+    job->state = INA_JOB_ACTIVE;
+    job->last_rx_ns = now_ns;
+    ina__job_reset_slots(sw, job);
+    sw->c.jobs_started++;
+    log_job(sw, job, "started");
+    for (int r = 0; r < job->world; r++)
+        send_ack(sw, job, r);
+}
+
+static struct ina_job *job_by_name(struct ina_switch *sw, const char *name)
+{
+    for (int i = 0; i < INA_SW_MAX_JOBS; i++)
+        if (sw->jobs[i].state != INA_JOB_FREE && strcmp(sw->jobs[i].name, name) == 0)
+            return &sw->jobs[i];
+    return NULL;
+}
+
+static struct ina_job *job_new(struct ina_switch *sw, const char *name, int world, uint64_t now_ns)
+{
+    for (int i = 0; i < INA_SW_MAX_JOBS; i++) {
+        struct ina_job *job = &sw->jobs[i];
+        if (job->state != INA_JOB_FREE)
+            continue;
+        memset(job, 0, sizeof(*job));
+        job->id = (uint16_t)(i + 1);
+        job->state = INA_JOB_JOINING;
+        snprintf(job->name, sizeof(job->name), "%s", name);
+        job->world = world;
+        job->created_ns = now_ns;
+        return job;
+    }
+    return NULL;
+}
+
+static int join_params_valid(const struct ina_switch *sw, const struct ina_hdr *h,
+                             const struct ina_join *j)
+{
+    return j->world_size >= 1 && j->world_size <= INA_MAX_WORKERS && h->rank < j->world_size &&
+           j->name[0] != '\0' && j->elems >= 1 && j->elems <= sw->p.max_elems &&
+           j->window >= 1 && j->window <= sw->p.nslots && (j->window & (j->window - 1)) == 0;
+}
+
+static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
+                    size_t bodylen, const struct sockaddr_in *src, uint64_t now_ns)
+{
+    struct ina_join j;
+    if (ina_join_decode(body, bodylen, &j) != 0) {
+        sw->c.drops[INA_DROP_JOIN]++;
+        return;
+    }
+    if (h->version != INA_WIRE_VERSION) {
+        send_nak(sw, j.nonce, INA_ERR_PROTO, src);
+        return;
+    }
+    if (!join_params_valid(sw, h, &j)) {
+        sw->c.drops[INA_DROP_JOIN]++;
+        send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+        return;
+    }
+    struct ina_job *job = job_by_name(sw, j.name);
+    if (job && job->world != j.world_size) {
+        sw->c.drops[INA_DROP_JOIN]++;
+        send_nak(sw, j.nonce, INA_ERR_MISMATCH, src);
+        return;
+    }
+    struct ina_member *m = job ? &job->members[h->rank] : NULL;
+    if (job && job->state == INA_JOB_ACTIVE) {
+        if (m->nonce == j.nonce && ina_addr_eq(&m->addr, src)) {
+            send_ack(sw, job, h->rank); /* our ACK was lost: say it again */
+            return;
+        }
+        /* A new incarnation of a rank: the running session cannot go on
+         * (that rank lost its state), so end it and collect a new one. */
+        ina__job_abort(sw, job, INA_ERR_ABORTED);
+        job = NULL;
+    }
+    if (!job) {
+        job = job_new(sw, j.name, j.world_size, now_ns);
+        if (!job) {
+            send_nak(sw, j.nonce, INA_ERR_NOSPACE, src);
+            return;
+        }
+        m = &job->members[h->rank];
+    }
+    if (!m->joined)
+        job->njoined++;
+    m->joined = 1;
+    m->nonce = j.nonce;
+    m->addr = *src;
+    m->elems = j.elems;
+    m->window = j.window;
+    if (job->njoined == job->world)
+        job_start(sw, job, now_ns);
+}
+
+static void on_leave(struct ina_switch *sw, const struct ina_hdr *h, const struct sockaddr_in *src)
+{
+    if (h->job == 0 || h->job > INA_SW_MAX_JOBS) {
+        sw->c.drops[INA_DROP_NO_JOB]++;
+        return;
+    }
+    struct ina_job *job = &sw->jobs[h->job - 1];
+    if (job->state != INA_JOB_ACTIVE || job->session != h->session || job->token != h->token ||
+        h->rank >= job->world || !ina_addr_eq(src, &job->members[h->rank].addr)) {
+        sw->c.drops[INA_DROP_JOIN]++;
+        return;
+    }
+    struct ina_member *m = &job->members[h->rank];
+    if (!m->left) {
+        m->left = 1;
+        job->nleft++;
+    }
+    /* The job ends when every rank has left: before that, a rank that lost
+     * its last result may still retransmit and must be answered. */
+    if (job->nleft == job->world) {
+        log_job(sw, job, "ended");
+        sw->c.jobs_ended++;
+        job_free(sw, job);
+    }
+}
+
+void ina__ctl_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
+                    size_t bodylen, const struct sockaddr_in *src, uint64_t now_ns)
+{
+    switch (h->kind) {
+    case INA_K_JOIN: on_join(sw, h, body, bodylen, src, now_ns); break;
+    case INA_K_LEAVE: on_leave(sw, h, src); break;
+    default: sw->c.drops[INA_DROP_KIND]++; break;
+    }
+}
+
+void ina_switch_tick(struct ina_switch *sw, uint64_t now_ns)
+{
+    for (int i = 0; i < INA_SW_MAX_JOBS; i++) {
+        struct ina_job *job = &sw->jobs[i];
+        if (job->state == INA_JOB_JOINING && now_ns - job->created_ns > sw->p.join_timeout_ns) {
+            log_job(sw, job, "dropped: not all ranks joined in time");
+            job_free(sw, job);
+        } else if (job->state == INA_JOB_ACTIVE && sw->p.idle_timeout_ns &&
+                   now_ns - job->last_rx_ns > sw->p.idle_timeout_ns) {
+            if (ina_switch_tx_full(sw))
+                return; /* try again next tick, after a flush */
+            ina__job_abort(sw, job, INA_ERR_TIMEOUT);
+        }
+    }
+}

@@ -1,0 +1,41 @@
+/* counters.c: names and printing for the switch counters. */
+#include "switch/counters.h"
+
+static const char *const drop_names[] = {
+#define INA__DROP_NAME(name, text) #name,
+    INA_DROP_MAP(INA__DROP_NAME)
+#undef INA__DROP_NAME
+};
+static const char *const drop_texts[] = {
+#define INA__DROP_TEXT(name, text) text,
+    INA_DROP_MAP(INA__DROP_TEXT)
+#undef INA__DROP_TEXT
+};
+
+const char *ina_drop_name(enum ina_drop d)
+{
+    return (unsigned)d < INA_DROP__COUNT ? drop_names[d] : "?";
+}
+
+const char *ina_drop_text(enum ina_drop d)
+{
+    return (unsigned)d < INA_DROP__COUNT ? drop_texts[d] : "?";
+}
+
+void ina_sw_counters_print(const struct ina_sw_counters *c, FILE *f)
+{
+    fprintf(f, "ina-switch counters:\n");
+    fprintf(f, "  rx_packets      %llu\n", (unsigned long long)c->rx_packets);
+    fprintf(f, "  rx_bytes        %llu\n", (unsigned long long)c->rx_bytes);
+    fprintf(f, "  tx_packets      %llu\n", (unsigned long long)c->tx_packets);
+    fprintf(f, "  tx_bytes        %llu\n", (unsigned long long)c->tx_bytes);
+    fprintf(f, "  tx_errors       %llu\n", (unsigned long long)c->tx_errors);
+    fprintf(f, "  contributions   %llu\n", (unsigned long long)c->contributions);
+    fprintf(f, "  completions     %llu\n", (unsigned long long)c->completions);
+    fprintf(f, "  results_resent  %llu\n", (unsigned long long)c->results_resent);
+    fprintf(f, "  jobs_started    %llu\n", (unsigned long long)c->jobs_started);
+    fprintf(f, "  jobs_ended      %llu\n", (unsigned long long)c->jobs_ended);
+    fprintf(f, "  jobs_aborted    %llu\n", (unsigned long long)c->jobs_aborted);
+    for (int d = 0; d < INA_DROP__COUNT; d++)
+        fprintf(f, "  drop_%-11s %llu\n", drop_names[d], (unsigned long long)c->drops[d]);
+}

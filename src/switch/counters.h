@@ -1,0 +1,52 @@
+/* counters.h: the switch's counters, drops by cause, as one X-macro table. */
+#ifndef INA_SW_COUNTERS_H
+#define INA_SW_COUNTERS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* Why the switch dropped a datagram. Every drop increments exactly one. */
+#define INA_DROP_MAP(X)                                                         \
+    X(SHORT, "shorter than the 32-byte header")                                 \
+    X(MAGIC, "wrong magic")                                                     \
+    X(VERSION, "unsupported protocol version")                                  \
+    X(LENGTH, "datagram length disagrees with count or body")                   \
+    X(KIND, "unknown or misdirected packet kind")                               \
+    X(NO_JOB, "job id unknown or not active")                                   \
+    X(SESSION, "session id is not the job's current session (stale)")           \
+    X(TOKEN, "wrong job token")                                                 \
+    X(RANK, "rank outside the job")                                             \
+    X(SOURCE, "source address is not the registered address of that rank")      \
+    X(SLOT, "slot index outside the job's window")                              \
+    X(COUNT, "element count larger than the job's packet size")                 \
+    X(OP, "unsupported aggregation op")                                         \
+    X(SET, "set bit disagrees with seq")                                        \
+    X(STALE, "round older than the slot's current round")                       \
+    X(FUTURE, "round too far ahead of the slot (protocol violation)")           \
+    X(NOT_READY, "next round arrived before the previous one completed")        \
+    X(MISMATCH, "ranks sent different element counts for one round")           \
+    X(DUP_PENDING, "duplicate of a contribution while its round is incomplete") \
+    X(JOIN, "malformed or refused join/leave")
+
+enum ina_drop {
+#define INA__DROP_ENUM(name, text) INA_DROP_##name,
+    INA_DROP_MAP(INA__DROP_ENUM)
+#undef INA__DROP_ENUM
+    INA_DROP__COUNT
+};
+
+struct ina_sw_counters {
+    uint64_t rx_packets, rx_bytes;
+    uint64_t tx_packets, tx_bytes, tx_errors;
+    uint64_t contributions;   /* DATA packets added into a slot */
+    uint64_t completions;     /* rounds completed (results multicast) */
+    uint64_t results_resent;  /* duplicates answered with a finished result */
+    uint64_t jobs_started, jobs_ended, jobs_aborted;
+    uint64_t drops[INA_DROP__COUNT];
+};
+
+const char *ina_drop_name(enum ina_drop d);
+const char *ina_drop_text(enum ina_drop d);
+void ina_sw_counters_print(const struct ina_sw_counters *c, FILE *f);
+
+#endif

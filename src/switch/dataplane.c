@@ -1,0 +1,184 @@
+/* dataplane.c: the per-packet rules of the slot pool: add, detect duplicates, complete, multicast. */
+#include <string.h>
+
+#include "switch/switch.h"
+
+static inline void drop(struct ina_switch *sw, enum ina_drop why) { sw->c.drops[why]++; }
+
+static inline int bit_test(const uint64_t *bm, unsigned r) { return (bm[r >> 6] >> (r & 63)) & 1; }
+static inline void bit_set(uint64_t *bm, unsigned r) { bm[r >> 6] |= 1ull << (r & 63); }
+
+static inline int32_t *set_values(struct ina_switch *sw, uint32_t abs_slot, unsigned set)
+{
+    return sw->values + ((size_t)abs_slot * 2 + set) * sw->p.max_elems;
+}
+
+/* Write (first contribution) or add (later ones) big-endian int32s into host-order values. */
+static void values_store(int32_t *restrict v, const uint8_t *restrict p, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        uint32_t x;
+        memcpy(&x, p + 4 * i, 4);
+        v[i] = (int32_t)__builtin_bswap32(x);
+    }
+}
+
+static void values_add(int32_t *restrict v, const uint8_t *restrict p, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        uint32_t x;
+        memcpy(&x, p + 4 * i, 4);
+        v[i] = (int32_t)((uint32_t)v[i] + __builtin_bswap32(x)); /* wraps, defined */
+    }
+}
+
+/*
+ * Build the RESULT datagram of one finished slot set once, and queue it for
+ * one rank (dest >= 0) or every rank of the job (dest < 0).
+ */
+static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32_t rel_slot,
+                        unsigned set, const struct ina_slot_set *ss, int dest)
+{
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_RESULT);
+    h.job = job->id;
+    h.rank = INA_RANK_SWITCH;
+    h.session = job->session;
+    h.token = job->token;
+    h.slot = rel_slot | (set ? INA_SLOT_SET_BIT : 0);
+    h.seq = ss->seq;
+    h.count = ss->count;
+    h.exp = ss->exp;
+    h.op = INA_OP_ADD_I32;
+
+    uint8_t *buf = ina_txq_buf(&sw->txq);
+    ina_hdr_encode(buf, &h);
+    const int32_t *v = set_values(sw, job->slot_base + rel_slot, set);
+    for (unsigned i = 0; i < ss->count; i++) {
+        uint32_t x = __builtin_bswap32((uint32_t)v[i]);
+        memcpy(buf + INA_HDR_LEN + 4 * i, &x, 4);
+    }
+    size_t len = INA_HDR_LEN + 4 * (size_t)ss->count;
+    if (dest >= 0) {
+        ina_txq_push(&sw->txq, buf, len, &job->members[dest].addr);
+        return;
+    }
+    for (int r = 0; r < job->world; r++)
+        ina_txq_push(&sw->txq, buf, len, &job->members[r].addr);
+}
+
+/*
+ * A DATA packet that passed the job checks (job active, session, token,
+ * rank, source address). The slot rules, with d = seq - set.seq (mod 2^32):
+ *   d == 2  next round of this set: allowed once the set's round completed;
+ *           the first contribution overwrites the values (no clearing pass).
+ *   d == 0  same round: a new rank adds; a rank already in the bitmap is a
+ *           duplicate: answered with the result if complete, else dropped.
+ *   d <  0  stale (an old retransmission): dropped.
+ *   other   cannot happen in a correct protocol: dropped.
+ * Why seq and not only bitmaps: the published design clears a worker's bit
+ * in the other set, which cannot tell a delayed packet from two rounds ago
+ * from a new one. The round number can.
+ */
+void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_hdr *h,
+                  const uint8_t *payload, const struct sockaddr_in *src)
+{
+    (void)src;
+    uint32_t rel = h->slot & INA_SLOT_INDEX_MASK;
+    unsigned set = (h->slot & INA_SLOT_SET_BIT) ? 1 : 0;
+    if (rel >= job->window)
+        return drop(sw, INA_DROP_SLOT);
+    if (h->count > job->elems)
+        return drop(sw, INA_DROP_COUNT);
+    if (h->op != INA_OP_ADD_I32)
+        return drop(sw, INA_DROP_OP);
+    if (set != (h->seq & 1))
+        return drop(sw, INA_DROP_SET);
+
+    uint32_t abs_slot = job->slot_base + rel;
+    struct ina_slot_set *ss = &sw->slots[abs_slot].set[set];
+    int32_t d = (int32_t)(h->seq - ss->seq);
+    unsigned rank = h->rank;
+
+    if (d == 2) {
+        if (!ss->complete)
+            return drop(sw, INA_DROP_NOT_READY);
+        ss->seq = h->seq;
+        ss->count = h->count;
+        ss->exp = h->exp;
+        ss->nrecv = 1;
+        ss->complete = 0;
+        memset(ss->bitmap, 0, sizeof(ss->bitmap));
+        bit_set(ss->bitmap, rank);
+        values_store(set_values(sw, abs_slot, set), payload, h->count);
+    } else if (d == 0) {
+        if (bit_test(ss->bitmap, rank)) {
+            if (!ss->complete)
+                return drop(sw, INA_DROP_DUP_PENDING);
+            sw->c.results_resent++;
+            emit_result(sw, job, rel, set, ss, (int)rank);
+            return;
+        }
+        if (h->count != ss->count) {
+            drop(sw, INA_DROP_MISMATCH);
+            ina__job_abort(sw, job, INA_ERR_MISMATCH);
+            return;
+        }
+        bit_set(ss->bitmap, rank);
+        ss->nrecv++;
+        if (h->exp > ss->exp)
+            ss->exp = h->exp;
+        values_add(set_values(sw, abs_slot, set), payload, h->count);
+    } else if (d < 0) {
+        return drop(sw, INA_DROP_STALE);
+    } else {
+        return drop(sw, INA_DROP_FUTURE);
+    }
+
+    sw->c.contributions++;
+    if (ss->nrecv == job->world) {
+        ss->complete = 1;
+        sw->c.completions++;
+        emit_result(sw, job, rel, set, ss, -1);
+    }
+}
+
+void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
+                      const struct sockaddr_in *src, uint64_t now_ns)
+{
+    struct ina_hdr h;
+    sw->c.rx_packets++;
+    sw->c.rx_bytes += len;
+    switch (ina_hdr_decode(buf, len, &h)) {
+    case INA_PARSE_OK: break;
+    case INA_PARSE_SHORT: return drop(sw, INA_DROP_SHORT);
+    case INA_PARSE_MAGIC: return drop(sw, INA_DROP_MAGIC);
+    case INA_PARSE_VERSION:
+        /* A JOIN from another version deserves an answer, not silence. */
+        if (h.kind == INA_K_JOIN)
+            ina__ctl_input(sw, &h, buf + INA_HDR_LEN, len - INA_HDR_LEN, src, now_ns);
+        return drop(sw, INA_DROP_VERSION);
+    default: return drop(sw, INA_DROP_LENGTH);
+    }
+
+    if (h.kind != INA_K_DATA) {
+        ina__ctl_input(sw, &h, buf + INA_HDR_LEN, len - INA_HDR_LEN, src, now_ns);
+        return;
+    }
+
+    if (h.job == 0 || h.job > INA_SW_MAX_JOBS)
+        return drop(sw, INA_DROP_NO_JOB);
+    struct ina_job *job = &sw->jobs[h.job - 1];
+    if (job->state != INA_JOB_ACTIVE)
+        return drop(sw, INA_DROP_NO_JOB);
+    if (h.session != job->session)
+        return drop(sw, INA_DROP_SESSION);
+    if (h.token != job->token)
+        return drop(sw, INA_DROP_TOKEN);
+    if (h.rank >= job->world)
+        return drop(sw, INA_DROP_RANK);
+    if (!ina_addr_eq(src, &job->members[h.rank].addr))
+        return drop(sw, INA_DROP_SOURCE);
+    job->last_rx_ns = now_ns;
+    ina__dp_data(sw, job, &h, buf + INA_HDR_LEN, src);
+}

@@ -1,0 +1,56 @@
+/* txq.h: the switch's transmit batch: datagram buffers plus (buffer, destination) pairs for sendmmsg. */
+#ifndef INA_SW_TXQ_H
+#define INA_SW_TXQ_H
+
+/*
+ * The dataplane never sends: it builds each outgoing datagram once into a
+ * buffer of this queue and pushes one entry per destination, so a result
+ * multicast to N workers costs one copy and N iovecs pointing at the same
+ * bytes. The I/O loop flushes the queue with sendmmsg at the end of every
+ * receive burst (or earlier when the queue is full). All memory is sized at
+ * start; nothing is allocated per packet.
+ */
+
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+struct ina_txq {
+    unsigned nbuf, maxbuf;
+    size_t bufsize;
+    uint8_t *bufmem;
+    unsigned nmsg, maxmsg;
+    struct mmsghdr *msgs;
+    struct iovec *iovs;
+    struct sockaddr_in *addrs;
+};
+
+int ina_txq_init(struct ina_txq *q, unsigned maxbuf, size_t bufsize, unsigned maxmsg);
+void ina_txq_free(struct ina_txq *q);
+
+/* True if one more datagram to ndest destinations fits without a flush. */
+static inline int ina_txq_room(const struct ina_txq *q, unsigned ndest)
+{
+    return q->nbuf < q->maxbuf && q->nmsg + ndest <= q->maxmsg;
+}
+
+/* Next free buffer (bufsize bytes). Caller must have checked ina_txq_room(). */
+static inline uint8_t *ina_txq_buf(struct ina_txq *q)
+{
+    return q->bufmem + (size_t)q->nbuf++ * q->bufsize;
+}
+
+/* Queue buf (len bytes, from ina_txq_buf) for destination dst. */
+static inline void ina_txq_push(struct ina_txq *q, const uint8_t *buf, size_t len,
+                                const struct sockaddr_in *dst)
+{
+    unsigned i = q->nmsg++;
+    q->addrs[i] = *dst;
+    q->iovs[i].iov_base = (void *)buf;
+    q->iovs[i].iov_len = len;
+}
+
+static inline void ina_txq_reset(struct ina_txq *q) { q->nbuf = q->nmsg = 0; }
+
+#endif

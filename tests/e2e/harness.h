@@ -1,0 +1,170 @@
+/* harness.h: end-to-end test helpers: start an ina-switch on a free port, fork N workers, reap with a deadline. */
+#ifndef INA_E2E_HARNESS_H
+#define INA_E2E_HARNESS_H
+
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ina.h"
+
+#ifndef INA_SWITCH_BIN
+#define INA_SWITCH_BIN "build/bin/ina-switch"
+#endif
+
+struct sw_proc {
+    pid_t pid;
+    int port;
+    char port_file[64];
+};
+
+static double h_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Start ina-switch with extra args (NULL-terminated list, may be NULL). @return 0 or -1. */
+static int switch_start(struct sw_proc *sp, const char *const *extra)
+{
+    snprintf(sp->port_file, sizeof(sp->port_file), "/tmp/ina-test-port.%d", (int)getpid());
+    unlink(sp->port_file);
+    const char *argv[32] = {INA_SWITCH_BIN, "--listen", "127.0.0.1:0", "--port-file",
+                            sp->port_file, "--quiet"};
+    int argc = 6;
+    for (int i = 0; extra && extra[i] && argc < 31; i++)
+        argv[argc++] = extra[i];
+    argv[argc] = NULL;
+    sp->pid = fork();
+    if (sp->pid < 0)
+        return -1;
+    if (sp->pid == 0) {
+        if (!getenv("INA_TEST_SWITCH_STDERR") && !freopen("/dev/null", "w", stderr))
+            _exit(127);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    for (double t0 = h_now(); h_now() - t0 < 10;) {
+        FILE *f = fopen(sp->port_file, "r");
+        if (f) {
+            int ok = fscanf(f, "%d", &sp->port) == 1;
+            fclose(f);
+            if (ok)
+                return 0;
+        }
+        usleep(10000);
+    }
+    kill(sp->pid, SIGKILL);
+    waitpid(sp->pid, NULL, 0);
+    return -1;
+}
+
+/* SIGTERM the switch and reap it. @return its exit status (0 = clean). */
+static int switch_stop(struct sw_proc *sp)
+{
+    int st = 0;
+    kill(sp->pid, SIGTERM);
+    waitpid(sp->pid, &st, 0);
+    unlink(sp->port_file);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void switch_addr(const struct sw_proc *sp, char *buf, size_t len)
+{
+    snprintf(buf, len, "127.0.0.1:%d", sp->port);
+}
+
+/* Fill a config for rank r of n against the switch. */
+static void worker_config(ina_config *cfg, const struct sw_proc *sp, const char *job, int r,
+                          int n, char *addrbuf, size_t addrlen)
+{
+    ina_config_init(cfg);
+    switch_addr(sp, addrbuf, addrlen);
+    cfg->switch_addr = addrbuf;
+    cfg->job = job;
+    cfg->rank = r;
+    cfg->world_size = n;
+    cfg->timeout_ms = 20000;
+    cfg->join_timeout_ms = 20000;
+}
+
+/*
+ * Fork n workers running fn(rank, n, arg); each exits with fn's return value.
+ * Wait for all at most deadline_s seconds (then kill them).
+ * @return number of workers that failed (nonzero exit, signal, or deadline).
+ */
+static int run_workers(int n, int (*fn)(int rank, int n, void *arg), void *arg, double deadline_s)
+{
+    pid_t pids[512];
+    fflush(NULL); /* children must not inherit unflushed output */
+    for (int r = 0; r < n; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            int rc = fn(r, n, arg);
+            fflush(NULL);
+            _exit(rc ? 1 : 0);
+        }
+    }
+    int failed = 0, left = n;
+    double t0 = h_now();
+    while (left > 0) {
+        int st;
+        pid_t p = waitpid(-1, &st, WNOHANG);
+        if (p > 0) {
+            for (int r = 0; r < n; r++)
+                if (pids[r] == p) {
+                    pids[r] = 0;
+                    left--;
+                    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+                        fprintf(stderr, "worker rank %d failed (status 0x%x)\n", r, st);
+                        failed++;
+                    }
+                }
+            continue;
+        }
+        if (h_now() - t0 > deadline_s) {
+            fprintf(stderr, "workers passed the %.0f s deadline: killing %d\n", deadline_s, left);
+            for (int r = 0; r < n; r++)
+                if (pids[r] > 0) {
+                    kill(pids[r], SIGKILL);
+                    waitpid(pids[r], NULL, 0);
+                    failed++;
+                }
+            break;
+        }
+        usleep(2000);
+    }
+    return failed;
+}
+
+/* Deterministic per (rank, op, index) test data: splitmix64. */
+static inline uint64_t h_mix(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static inline int32_t h_i32(int rank, uint64_t op, uint64_t i)
+{
+    return (int32_t)(uint32_t)h_mix(((uint64_t)rank << 56) ^ (op << 40) ^ i);
+}
+
+/* Floats of mixed sign over a few orders of magnitude, varying by block. */
+static inline float h_f32(int rank, uint64_t op, uint64_t i)
+{
+    uint64_t x = h_mix(((uint64_t)rank << 56) ^ (op << 40) ^ i ^ 0x5555);
+    double u = (double)(x >> 11) / 9007199254740992.0 - 0.5;
+    int sh = (int)((i / 97) % 9) - 4;
+    return (float)(u * ((sh >= 0) ? (double)(1 << sh) : 1.0 / (1 << -sh)));
+}
+
+#endif
