@@ -1,0 +1,167 @@
+/* test_api.c: public API misuse and edge cases that need no switch: arguments, errors, config, deadlines. */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "ina.h"
+#include "lib/internal.h"
+
+/* A port with nobody listening: bind a UDP socket, note its port, close it. */
+static int dead_port(void)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    bind(fd, (struct sockaddr *)&a, sizeof(a));
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static void test_errors(void)
+{
+    CHECK(strcmp(ina_err_name(INA_ERR_TIMEOUT), "INA_ERR_TIMEOUT") == 0);
+    CHECK(strcmp(ina_err_name(-EINVAL), "EINVAL") == 0);
+    CHECK(strcmp(ina_err_name(INA_OK), "INA_OK") == 0);
+    CHECK(strstr(ina_strerror(INA_ERR_NOTSUP), "not supported") != NULL);
+    CHECK(ina_strerror(12345) != NULL && ina_err_name(-99999) != NULL);
+    CHECK(ina_version_number() == INA_VERSION_NUMBER);
+    CHECK(strlen(ina_version_string()) >= 5);
+}
+
+static void test_config(void)
+{
+    ina_config cfg;
+    setenv("INA_SWITCH", "10.1.2.3:999", 1);
+    setenv("RANK", "3", 1);
+    setenv("WORLD_SIZE", "8", 1);
+    setenv("INA_JOB", "torchjob", 1);
+    unsetenv("INA_RANK");
+    unsetenv("INA_WORLD_SIZE");
+    CHECK_EQ_INT(ina_config_from_env(&cfg), 0);
+    CHECK(strcmp(cfg.switch_addr, "10.1.2.3:999") == 0);
+    CHECK_EQ_INT(cfg.rank, 3);
+    CHECK_EQ_INT(cfg.world_size, 8);
+    CHECK(strcmp(cfg.job, "torchjob") == 0);
+    setenv("INA_RANK", "5", 1); /* INA_RANK wins over RANK */
+    CHECK_EQ_INT(ina_config_from_env(&cfg), 0);
+    CHECK_EQ_INT(cfg.rank, 5);
+    setenv("INA_WORLD_SIZE", "eight", 1);
+    CHECK_EQ_INT(ina_config_from_env(&cfg), INA_ERR_CONFIG);
+    unsetenv("INA_WORLD_SIZE");
+    unsetenv("INA_SWITCH");
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    unsetenv("INA_RANK");
+    unsetenv("INA_JOB");
+    CHECK_EQ_INT(ina_config_from_env(NULL), -EINVAL);
+}
+
+static void test_init_args(void)
+{
+    ina_config cfg;
+    ina_ctx *ctx = (ina_ctx *)1;
+    ina_config_init(&cfg);
+    CHECK_EQ_INT(ina_init(NULL, &cfg), -EINVAL);
+    CHECK_EQ_INT(ina_init(&ctx, NULL), -EINVAL);
+    CHECK(ctx == NULL);
+    cfg.world_size = 0;
+    CHECK_EQ_INT(ina_init(&ctx, &cfg), -EINVAL);
+    cfg.world_size = INA_MAX_WORKERS + 1;
+    CHECK_EQ_INT(ina_init(&ctx, &cfg), -EINVAL);
+    ina_config_init(&cfg);
+    cfg.rank = 1;
+    CHECK_EQ_INT(ina_init(&ctx, &cfg), -EINVAL);
+    ina_config_init(&cfg);
+    cfg.window = 100; /* not a power of two */
+    CHECK_EQ_INT(ina_init(&ctx, &cfg), -EINVAL);
+    ina_config_init(&cfg);
+    cfg.job = "a-job-name-that-is-longer-than-31-bytes";
+    CHECK_EQ_INT(ina_init(&ctx, &cfg), -EINVAL);
+    ina_config_init(&cfg);
+    cfg.job = "";
+    CHECK_EQ_INT(ina_init(&ctx, &cfg), -EINVAL);
+    ina_config_init(&cfg);
+    cfg.elems_per_packet = INA_MAX_ELEMS + 1;
+    CHECK_EQ_INT(ina_init(&ctx, &cfg), -EINVAL);
+    ina_config_init(&cfg);
+    cfg.switch_addr = "127.0.0.1:notaport";
+    CHECK_EQ_INT(ina_init(&ctx, &cfg), INA_ERR_CONFIG);
+    cfg.switch_addr = "no-such-host.invalid";
+    CHECK_EQ_INT(ina_init(&ctx, &cfg), INA_ERR_CONFIG);
+    CHECK(ctx == NULL);
+    CHECK_EQ_INT(ina_finalize(NULL), 0);
+    CHECK_EQ_INT(ina_wait(NULL), 0);
+}
+
+/* No switch: ina_init must give up at its deadline with INA_ERR_TIMEOUT. */
+static void test_join_deadline(void)
+{
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", dead_port());
+    ina_config cfg;
+    ina_config_init(&cfg);
+    cfg.switch_addr = addr;
+    cfg.join_timeout_ms = 300;
+    ina_ctx *ctx = (ina_ctx *)1;
+    uint64_t t0 = ina__now_ns();
+    CHECK_EQ_INT(ina_init(&ctx, &cfg), INA_ERR_TIMEOUT);
+    double s = (double)(ina__now_ns() - t0) / 1e9;
+    CHECK(s >= 0.29 && s < 5);
+    CHECK(ctx == NULL);
+}
+
+/* Argument checks of the all-reduce calls, on a context built by hand (no network). */
+static void test_allreduce_args(void)
+{
+    struct ina_ctx fake;
+    memset(&fake, 0, sizeof(fake));
+    fake.elems = 64;
+    fake.window = 4;
+    fake.world = 1;
+    fake.fd = -1;
+    ina_ctx *ctx = &fake;
+    int32_t a[4] = {0}, b[4];
+    ina_req *req = (ina_req *)1;
+    CHECK_EQ_INT(ina_allreduce(NULL, a, b, 4, INA_INT32, INA_SUM), -EINVAL);
+    CHECK_EQ_INT(ina_allreduce(ctx, NULL, b, 4, INA_INT32, INA_SUM), -EINVAL);
+    CHECK_EQ_INT(ina_allreduce(ctx, a, NULL, 4, INA_INT32, INA_SUM), -EINVAL);
+    CHECK_EQ_INT(ina_allreduce(ctx, a, b, 4, (ina_dtype)2, INA_SUM), INA_ERR_NOTSUP);
+    CHECK_EQ_INT(ina_allreduce(ctx, a, b, 4, (ina_dtype)99, INA_SUM), -EINVAL);
+    CHECK_EQ_INT(ina_allreduce(ctx, a, b, 4, INA_INT32, (ina_op)1), INA_ERR_NOTSUP);
+    CHECK_EQ_INT(ina_allreduce(ctx, a, b, 4, INA_INT32, (ina_op)-1), -EINVAL);
+    CHECK_EQ_INT(ina_allreduce(ctx, a, b, SIZE_MAX / 2, INA_INT32, INA_SUM), -EOVERFLOW);
+    CHECK_EQ_INT(ina_allreduce(ctx, (char *)a + 1, b, 2, INA_INT32, INA_SUM), -EINVAL);
+    CHECK_EQ_INT(ina_allreduce_start(ctx, a, b, 4, INA_INT32, INA_SUM, NULL), -EINVAL);
+    CHECK_EQ_INT(ina_allreduce_start(ctx, NULL, b, 4, INA_INT32, INA_SUM, &req), -EINVAL);
+    CHECK(req == NULL);
+    /* count 0 completes at once, without the network, NULL buffers allowed */
+    CHECK_EQ_INT(ina_allreduce(ctx, NULL, NULL, 0, INA_FLOAT32, INA_SUM), 0);
+    int done = 0;
+    CHECK_EQ_INT(ina_test(NULL, &done), -EINVAL);
+    /* A broken context refuses new work. */
+    fake.broken = INA_ERR_TIMEOUT;
+    CHECK_EQ_INT(ina_allreduce(ctx, a, b, 4, INA_INT32, INA_SUM), INA_ERR_CLOSED);
+    ina_stats st;
+    ina_info info;
+    CHECK_EQ_INT(ina_get_stats(NULL, &st), -EINVAL);
+    CHECK_EQ_INT(ina_get_stats(ctx, NULL), -EINVAL);
+    CHECK_EQ_INT(ina_get_stats(ctx, &st), 0);
+    CHECK_EQ_INT(st.ops, 1);
+    CHECK_EQ_INT(ina_get_info(ctx, &info), 0);
+    CHECK_EQ_INT(info.elems_per_packet, 64);
+    CHECK_EQ_INT(ina_get_info(NULL, &info), -EINVAL);
+}
+
+int main(void)
+{
+    test_errors();
+    test_config();
+    test_init_args();
+    test_join_deadline();
+    test_allreduce_args();
+    return check_report("test_api");
+}
