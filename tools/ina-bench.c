@@ -1,0 +1,1160 @@
+/* ina-bench.c: all-reduce benchmark and verifier for libina: one worker, or a switch plus N workers on loopback. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* readlink, strsignal, mkdtemp, prctl, F_DUPFD_CLOEXEC */
+#endif
+
+/*
+ * Two modes, one binary:
+ *
+ *  --local N       launcher: starts ina-switch on 127.0.0.1 (ephemeral port),
+ *                  then re-executes itself N times as workers, waits for them
+ *                  under an overall deadline, stops the switch and reports.
+ *  --switch H:P    worker: joins the job as --rank R of --world N and runs the
+ *                  benchmark. Rank 0 prints the results.
+ *
+ * Verification without a side channel: the data each rank sends is a pure
+ * function of (rank, size, iteration, index), so every rank regenerates the
+ * contributions of all ranks and computes the exact sum locally (int32:
+ * wrapping uint32 sum, bit-exact; float32: double sum, which is exact for the
+ * value range generated here, checked against ina_float_error_bound()). The
+ * per-rank verdicts are combined with one more all-reduce per size, an int32
+ * vector {failures, 1, retransmits}: rank 0 requires failures == 0 and the
+ * second element == N (every rank reported).
+ *
+ * Exit status: 0 every result on every rank verified; 1 error (library error,
+ * crash, deadline); 2 usage error; 3 ran to completion but some result failed
+ * verification.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <float.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ina.h"
+
+#define EXIT_USAGE 2
+#define EXIT_VERIFY 3 /* completed, but results were wrong somewhere */
+
+#define MAX_SIZES 64
+#define MAX_REPORTED_MISMATCHES 5 /* per rank and size, to stderr */
+#define PORT_FILE_WAIT_MS 10000
+#define SWITCH_STOP_WAIT_MS 5000
+#define KILL_GRACE_MS 2000
+
+/* ---- Options ------------------------------------------------------------ */
+
+struct opts {
+    /* launcher */
+    int local_n;            /* 0 = worker mode */
+    const char *switch_bin; /* NULL = next to ourselves */
+    /* worker */
+    const char *switch_addr;
+    int rank, world;
+    const char *job;
+    /* benchmark, passed from the launcher to its workers */
+    const char *sizes_arg;
+    unsigned long long sizes[MAX_SIZES];
+    int nsizes;
+    ina_dtype dtype;
+    int iters, warmup;
+    int json;
+    int elems, window, timeout_ms, join_timeout_ms;
+    int deadline_s;
+    int verbose;
+};
+
+static const char *prog = "ina-bench";
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"Usage:\n"
+"  ina-bench --local N [options]\n"
+"  ina-bench --switch HOST:PORT --rank R --world N [--job NAME] [options]\n"
+"\n"
+"All-reduce benchmark and verifier for libina (in-network aggregation).\n"
+"\n"
+"Modes:\n"
+"  --local N            start ina-switch on 127.0.0.1 and N worker processes\n"
+"                       (1..%d), run the benchmark, stop everything. Rank 0's\n"
+"                       results go to stdout.\n"
+"  --switch HOST:PORT   run one worker against a running ina-switch; needs\n"
+"                       --rank and --world. Only rank 0 prints results.\n"
+"\n"
+"Worker options:\n"
+"  --rank R             this worker's rank, 0..N-1\n"
+"  --world N            number of workers in the job, 1..%d\n"
+"  --job NAME           job name, 1..%d bytes (default: the library's \"default\";\n"
+"                       with --local, bench-<pid>)\n"
+"\n"
+"Benchmark options (--local passes them on to its workers):\n"
+"  --sizes LIST         comma-separated message sizes in bytes per rank, with\n"
+"                       optional binary suffix K, M or G (4K = 4096).\n"
+"                       Default 4K,64K,1M,16M. A size that is not a multiple of\n"
+"                       4 is rounded down to whole 4-byte elements; it must be\n"
+"                       at least 4. At most %d sizes.\n"
+"  --dtype TYPE         float32 (default) or int32\n"
+"  --iters N            timed iterations per size (default 10, >= 1)\n"
+"  --warmup N           untimed iterations per size before them (default 2)\n"
+"  --json               one JSON object per size per line on stdout, nothing\n"
+"                       else on stdout\n"
+"  --elems K            elements per packet requested (0 = library default)\n"
+"  --window W           outstanding packets requested, a power of 2\n"
+"                       (0 = library default)\n"
+"  --timeout-ms MS      operation deadline without progress (0 = library default)\n"
+"  --join-timeout-ms MS deadline for all ranks to join (0 = library default)\n"
+"  --deadline-s S       overall wall-clock deadline; --local kills the workers\n"
+"                       and the switch when it passes, a worker gives up\n"
+"                       (default 600, 0 = none)\n"
+"  --verbose            progress to stderr; --local also shows ina-switch's\n"
+"                       output (its counters on exit) on stderr\n"
+"\n"
+"Launcher options:\n"
+"  --switch-bin PATH    ina-switch to start (default: ina-switch in the directory\n"
+"                       of this executable)\n"
+"\n"
+"  --help               this text\n"
+"  --version            versions of ina-bench and of the linked libina\n"
+"\n"
+"Every iteration (warmup included) is verified on every rank: int32 bit-exact\n"
+"against the wrapping sum, float32 per element within ina_float_error_bound()\n"
+"for its packet block (elems_per_packet elements; amax over all ranks).\n"
+"Time is measured around each ina_allreduce() call only (no barrier); the\n"
+"reported time is rank 0's median over the timed iterations.\n"
+"\n"
+"Columns: algbw = bytes * 8 / time (Gbit/s, bytes per rank); busbw = algbw *\n"
+"2(N-1)/N, the nccl-tests convention for ring all-reduce, given for comparison\n"
+"(for an aggregator algbw is the natural figure); ATE/s = elements / time;\n"
+"max_abs_err as seen on rank 0; retx = retransmits summed over all ranks during\n"
+"the timed iterations; ok only if every result on every rank verified.\n"
+"\n"
+"JSON keys: workers, bytes, count, dtype, iters, warmup, elems_per_packet,\n"
+"window, time_s, time_min_s, time_max_s, algbw_gbps, busbw_gbps, ate_per_s,\n"
+"max_abs_err, max_rel_err (abs_err / max(|exact|, 1e-30)), max_err_over_bound,\n"
+"failures (elements out of bound, all ranks), retransmits, ok.\n"
+"\n"
+"Exit status: 0 all results verified, 1 error, 2 usage error, 3 some result\n"
+"failed verification.\n"
+"\n"
+"Example:\n"
+"  ina-bench --local 4 --sizes 4K,1M,64M --dtype float32 --iters 20\n"
+"  ina-bench --switch 10.0.0.1:48864 --rank 1 --world 4 --job j1 --json\n",
+            INA_MAX_WORKERS, INA_MAX_WORKERS, INA_JOB_NAME_MAX, MAX_SIZES);
+}
+
+static _Noreturn void usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s: ", prog);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n%s: try '%s --help'\n", prog, prog);
+    exit(EXIT_USAGE);
+}
+
+static int parse_int(const char *opt, const char *s, long lo, long hi)
+{
+    char *end;
+    long v;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0')
+        usage_error("%s: '%s' is not an integer", opt, s);
+    if (v < lo || v > hi)
+        usage_error("%s: %ld is out of range %ld..%ld", opt, v, lo, hi);
+    return (int)v;
+}
+
+/* "4K,64K,1M" -> byte counts. */
+static void parse_sizes(struct opts *o, const char *arg)
+{
+    const char *p = arg;
+    o->nsizes = 0;
+    if (!*p)
+        usage_error("--sizes: empty list");
+    for (;;) {
+        char *end;
+        unsigned long long v, mult = 1;
+        if (*p < '0' || *p > '9')
+            usage_error("--sizes: '%s': expected a number at '%s'", arg, p);
+        errno = 0;
+        v = strtoull(p, &end, 10);
+        if (errno)
+            usage_error("--sizes: '%s': number too large", arg);
+        switch (*end) {
+        case 'K': case 'k': mult = 1ull << 10; end++; break;
+        case 'M': case 'm': mult = 1ull << 20; end++; break;
+        case 'G': case 'g': mult = 1ull << 30; end++; break;
+        default: break;
+        }
+        if (*end != ',' && *end != '\0')
+            usage_error("--sizes: '%s': bad size at '%s' (use e.g. 4096, 4K, 1M, 1G)", arg, p);
+        if (v > (1ull << 40) / mult)
+            usage_error("--sizes: '%.*s' is too large (at most 1024G)", (int)(end - p), p);
+        v *= mult;
+        if (v < 4)
+            usage_error("--sizes: '%.*s' is less than one 4-byte element", (int)(end - p), p);
+        if (v / 4 > SIZE_MAX / 4)
+            usage_error("--sizes: '%.*s' does not fit in memory", (int)(end - p), p);
+        if (o->nsizes == MAX_SIZES)
+            usage_error("--sizes: more than %d sizes", MAX_SIZES);
+        o->sizes[o->nsizes++] = v;
+        if (*end == '\0')
+            break;
+        p = end + 1;
+    }
+}
+
+enum {
+    OPT_LOCAL = 256, OPT_SWITCH_BIN, OPT_SWITCH, OPT_RANK, OPT_WORLD, OPT_JOB, OPT_SIZES,
+    OPT_DTYPE, OPT_ITERS, OPT_WARMUP, OPT_JSON, OPT_ELEMS, OPT_WINDOW, OPT_TIMEOUT,
+    OPT_JOIN_TIMEOUT, OPT_DEADLINE, OPT_VERBOSE, OPT_HELP, OPT_VERSION,
+};
+
+static void parse_args(struct opts *o, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"local", required_argument, NULL, OPT_LOCAL},
+        {"switch-bin", required_argument, NULL, OPT_SWITCH_BIN},
+        {"switch", required_argument, NULL, OPT_SWITCH},
+        {"rank", required_argument, NULL, OPT_RANK},
+        {"world", required_argument, NULL, OPT_WORLD},
+        {"job", required_argument, NULL, OPT_JOB},
+        {"sizes", required_argument, NULL, OPT_SIZES},
+        {"dtype", required_argument, NULL, OPT_DTYPE},
+        {"iters", required_argument, NULL, OPT_ITERS},
+        {"warmup", required_argument, NULL, OPT_WARMUP},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"elems", required_argument, NULL, OPT_ELEMS},
+        {"window", required_argument, NULL, OPT_WINDOW},
+        {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
+        {"join-timeout-ms", required_argument, NULL, OPT_JOIN_TIMEOUT},
+        {"deadline-s", required_argument, NULL, OPT_DEADLINE},
+        {"verbose", no_argument, NULL, OPT_VERBOSE},
+        {"help", no_argument, NULL, OPT_HELP},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {NULL, 0, NULL, 0},
+    };
+    int c, have_rank = 0, have_world = 0;
+
+    memset(o, 0, sizeof *o);
+    o->sizes_arg = "4K,64K,1M,16M";
+    o->dtype = INA_FLOAT32;
+    o->iters = 10;
+    o->warmup = 2;
+    o->deadline_s = 600;
+    o->rank = -1;
+
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+        const char *a = optarg;
+        switch (c) {
+        case OPT_LOCAL: o->local_n = parse_int("--local", a, 1, INA_MAX_WORKERS); break;
+        case OPT_SWITCH_BIN: o->switch_bin = a; break;
+        case OPT_SWITCH:
+            if (!*a)
+                usage_error("--switch: empty address");
+            o->switch_addr = a;
+            break;
+        case OPT_RANK: o->rank = parse_int("--rank", a, 0, INA_MAX_WORKERS - 1); have_rank = 1; break;
+        case OPT_WORLD: o->world = parse_int("--world", a, 1, INA_MAX_WORKERS); have_world = 1; break;
+        case OPT_JOB:
+            if (strlen(a) < 1 || strlen(a) > INA_JOB_NAME_MAX)
+                usage_error("--job: name must be 1..%d bytes", INA_JOB_NAME_MAX);
+            o->job = a;
+            break;
+        case OPT_SIZES: o->sizes_arg = a; break;
+        case OPT_DTYPE:
+            if (!strcmp(a, "float32"))
+                o->dtype = INA_FLOAT32;
+            else if (!strcmp(a, "int32"))
+                o->dtype = INA_INT32;
+            else
+                usage_error("--dtype: '%s' is not float32 or int32", a);
+            break;
+        case OPT_ITERS: o->iters = parse_int("--iters", a, 1, 1000000); break;
+        case OPT_WARMUP: o->warmup = parse_int("--warmup", a, 0, 1000000); break;
+        case OPT_JSON: o->json = 1; break;
+        case OPT_ELEMS: o->elems = parse_int("--elems", a, 0, INT_MAX); break;
+        case OPT_WINDOW:
+            o->window = parse_int("--window", a, 0, 1 << 30);
+            if (o->window & (o->window - 1))
+                usage_error("--window: %d is not a power of 2", o->window);
+            break;
+        case OPT_TIMEOUT: o->timeout_ms = parse_int("--timeout-ms", a, 0, INT_MAX); break;
+        case OPT_JOIN_TIMEOUT: o->join_timeout_ms = parse_int("--join-timeout-ms", a, 0, INT_MAX); break;
+        case OPT_DEADLINE: o->deadline_s = parse_int("--deadline-s", a, 0, 100000000); break;
+        case OPT_VERBOSE: o->verbose = 1; break;
+        case OPT_HELP: usage(stdout); exit(0);
+        case OPT_VERSION:
+            printf("ina-bench (built with ina.h %d.%d.%d), linked libina %s\n",
+                   INA_VERSION_MAJOR, INA_VERSION_MINOR, INA_VERSION_PATCH,
+                   ina_version_string());
+            exit(0);
+        case ':': usage_error("option '%s' needs a value", argv[optind - 1]);
+        default: usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        usage_error("unexpected argument '%s'", argv[optind]);
+    parse_sizes(o, o->sizes_arg);
+
+    if (o->local_n) {
+        if (o->switch_addr || have_rank || have_world)
+            usage_error("--local starts its own switch and workers: "
+                        "do not combine it with --switch, --rank or --world");
+    } else {
+        if (!o->switch_addr)
+            usage_error("need --local N, or --switch HOST:PORT with --rank and --world");
+        if (o->switch_bin)
+            usage_error("--switch-bin only applies to --local");
+        if (!have_rank || !have_world)
+            usage_error("worker mode (--switch) needs --rank and --world");
+        if (o->rank >= o->world)
+            usage_error("--rank %d is out of range for --world %d", o->rank, o->world);
+    }
+}
+
+/* ---- Time ----------------------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+        ;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* ---- Deterministic data -------------------------------------------------- */
+
+/* splitmix64's finalizer: a cheap bijective 64-bit mixer. */
+static inline uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+#define GOLDEN 0x9e3779b97f4a7c15ull
+
+/* The seed of one rank's tensor for one size and iteration. */
+static uint64_t data_seed(int rank, unsigned long long bytes, int iter)
+{
+    uint64_t s = mix64(0x696e612d62656e63ull ^ (uint64_t)(unsigned)rank);
+    s = mix64(s + (uint64_t)bytes * GOLDEN);
+    return mix64(s + (uint64_t)(unsigned)iter);
+}
+
+static inline uint64_t elem_hash(uint64_t seed, size_t i)
+{
+    return mix64(seed + (uint64_t)(i + 1) * GOLDEN);
+}
+
+/*
+ * float32 data: v = (m - 2^23) * 2^(k - 24), m a 24-bit random integer, so
+ * |v| < 2^(k-1), mixed signs, exactly representable. k in [-6, 6] is drawn
+ * per group of F32_GROUP elements and per rank; groups do not line up with
+ * packets, so one packet block mixes magnitudes and ranks disagree on the
+ * block exponent. Every value is a multiple of 2^-30 and below 2^5 in
+ * magnitude, so a double sum over <= 256 ranks (< 2^13, 43 significant bits)
+ * is exact.
+ */
+#define F32_GROUP 61
+#define F32_KMIN (-6)
+#define F32_KSPAN 13
+
+static void fill_f32(uint64_t seed, size_t start, size_t n, float *out)
+{
+    size_t i = start, end = start + n;
+    while (i < end) {
+        size_t g = i / F32_GROUP, gend = (g + 1) * F32_GROUP;
+        int k = F32_KMIN + (int)(mix64(seed ^ (0xabcdef12345ull + g * GOLDEN)) % F32_KSPAN);
+        float scale = ldexpf(1.0f, k - 24);
+        if (gend > end)
+            gend = end;
+        for (; i < gend; i++) {
+            int32_t m = (int32_t)(elem_hash(seed, i) >> 40) - (1 << 23);
+            *out++ = (float)m * scale;
+        }
+    }
+}
+
+/* int32 data: the full range. */
+static void fill_i32(uint64_t seed, size_t start, size_t n, int32_t *out)
+{
+    for (size_t i = start; i < start + n; i++)
+        *out++ = (int32_t)(uint32_t)elem_hash(seed, i);
+}
+
+/* ---- Worker -------------------------------------------------------------- */
+
+static int g_rank = -1;
+static ina_ctx *g_ctx;
+
+static _Noreturn void die_ina(const char *what, int rc)
+{
+    fprintf(stderr, "%s: rank %d: %s: %s (%s)\n", prog, g_rank, what, ina_strerror(rc),
+            ina_err_name(rc));
+    fflush(stdout);
+    /* Leaving tells the switch, which ends the session: the other ranks fail
+     * fast instead of waiting for their timeout. */
+    ina_finalize(g_ctx);
+    exit(1);
+}
+
+static _Noreturn void die_sys(const char *what)
+{
+    fprintf(stderr, "%s: rank %d: %s: %s\n", prog, g_rank, what, strerror(errno));
+    ina_finalize(g_ctx);
+    exit(1);
+}
+
+static char alarm_msg[128];
+static size_t alarm_msg_len;
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    ssize_t r = write(STDERR_FILENO, alarm_msg, alarm_msg_len);
+    (void)r;
+    _exit(1);
+}
+
+/* Verification results of one size on this rank. */
+struct verdict {
+    uint64_t failures;        /* elements out of bound / wrong */
+    double max_abs, max_rel;  /* over all iterations */
+    double max_ratio;         /* max abs_err / bound (float32) */
+    int reported;             /* mismatches printed so far */
+};
+
+static void report_mismatch(struct verdict *v, unsigned long long bytes, int iter, size_t i,
+                            const char *fmt, ...)
+{
+    va_list ap;
+    if (v->reported++ >= MAX_REPORTED_MISMATCHES) {
+        if (v->reported == MAX_REPORTED_MISMATCHES + 1)
+            fprintf(stderr, "%s: rank %d: size %llu: more mismatches, not shown\n", prog,
+                    g_rank, bytes);
+        return;
+    }
+    fprintf(stderr, "%s: rank %d: size %llu iteration %d element %zu: ", prog, g_rank, bytes,
+            iter, i);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/*
+ * Check recv against the sum over all ranks, regenerated here. Also checks
+ * that the library left sendbuf untouched. scratch holds epp elements;
+ * acc holds epp doubles.
+ */
+static void verify_f32(const struct opts *o, int epp, unsigned long long bytes, int iter,
+                       const float *send, const float *recv, size_t count, float *scratch,
+                       double *acc, struct verdict *v)
+{
+    for (size_t b0 = 0; b0 < count; b0 += (size_t)epp) {
+        size_t n = count - b0 < (size_t)epp ? count - b0 : (size_t)epp;
+        double amax = 0.0;
+        memset(acc, 0, n * sizeof *acc);
+        for (int r = 0; r < o->world; r++) {
+            fill_f32(data_seed(r, bytes, iter), b0, n, scratch);
+            if (r == o->rank && memcmp(scratch, send + b0, n * sizeof *scratch)) {
+                v->failures++;
+                report_mismatch(v, bytes, iter, b0, "send buffer was modified in block");
+            }
+            for (size_t j = 0; j < n; j++) {
+                double x = scratch[j];
+                acc[j] += x;
+                if (fabs(x) > amax)
+                    amax = fabs(x);
+            }
+        }
+        for (size_t j = 0; j < n; j++) {
+            double exact = acc[j], res = recv[b0 + j];
+            double err = fabs(res - exact);
+            double bound = ina_float_error_bound(o->world, amax, exact);
+            double rel = err / fmax(fabs(exact), 1e-30);
+            double ratio = bound > 0 ? err / bound : (err > 0 ? INFINITY : 0.0);
+            /* written so that NaN results count as failures */
+            if (!(err <= bound)) {
+                v->failures++;
+                report_mismatch(v, bytes, iter, b0 + j,
+                                "got %.9g, exact %.9g, error %.3g > bound %.3g "
+                                "(block amax %.6g)",
+                                res, exact, err, bound, amax);
+            }
+            if (!(err <= v->max_abs))
+                v->max_abs = err;
+            if (!(rel <= v->max_rel))
+                v->max_rel = rel;
+            if (!(ratio <= v->max_ratio))
+                v->max_ratio = ratio;
+        }
+    }
+}
+
+static void verify_i32(const struct opts *o, int epp, unsigned long long bytes, int iter,
+                       const int32_t *send, const int32_t *recv, size_t count,
+                       int32_t *scratch, uint32_t *acc, struct verdict *v)
+{
+    for (size_t b0 = 0; b0 < count; b0 += (size_t)epp) {
+        size_t n = count - b0 < (size_t)epp ? count - b0 : (size_t)epp;
+        memset(acc, 0, n * sizeof *acc);
+        for (int r = 0; r < o->world; r++) {
+            fill_i32(data_seed(r, bytes, iter), b0, n, scratch);
+            if (r == o->rank && memcmp(scratch, send + b0, n * sizeof *scratch)) {
+                v->failures++;
+                report_mismatch(v, bytes, iter, b0, "send buffer was modified in block");
+            }
+            for (size_t j = 0; j < n; j++)
+                acc[j] += (uint32_t)scratch[j];
+        }
+        for (size_t j = 0; j < n; j++) {
+            uint32_t got = (uint32_t)recv[b0 + j];
+            if (got != acc[j]) {
+                /* the wrapped difference, as a magnitude */
+                int64_t d = (int64_t)(int32_t)(got - acc[j]);
+                double err = (double)(d < 0 ? -d : d);
+                double rel = err / fmax(fabs((double)(int32_t)acc[j]), 1.0);
+                v->failures++;
+                report_mismatch(v, bytes, iter, b0 + j, "got %" PRId32 ", expected %" PRId32,
+                                (int32_t)got, (int32_t)acc[j]);
+                if (err > v->max_abs)
+                    v->max_abs = err;
+                if (rel > v->max_rel)
+                    v->max_rel = rel;
+                v->max_ratio = INFINITY;
+            }
+        }
+    }
+}
+
+static void human_size(unsigned long long b, char *buf, size_t len)
+{
+    if (b >= (1ull << 30) && b % (1ull << 30) == 0)
+        snprintf(buf, len, "%lluG", b >> 30);
+    else if (b >= (1ull << 20) && b % (1ull << 20) == 0)
+        snprintf(buf, len, "%lluM", b >> 20);
+    else if (b >= (1ull << 10) && b % (1ull << 10) == 0)
+        snprintf(buf, len, "%lluK", b >> 10);
+    else
+        snprintf(buf, len, "%llu", b);
+}
+
+/* JSON has no Inf/NaN: print null for them. */
+static void json_num(const char *key, double x, int last)
+{
+    if (isfinite(x))
+        printf("\"%s\":%.9g%s", key, x, last ? "" : ",");
+    else
+        printf("\"%s\":null%s", key, last ? "" : ",");
+}
+
+static int32_t clamp_i32(uint64_t x)
+{
+    /* clamped so that a sum over INA_MAX_WORKERS ranks cannot wrap */
+    const uint64_t cap = (uint64_t)INT32_MAX / INA_MAX_WORKERS;
+    return (int32_t)(x > cap ? cap : x);
+}
+
+static int run_worker(const struct opts *o)
+{
+    ina_config cfg;
+    ina_info info;
+    ina_stats st0, st1;
+    int rc, any_fail = 0, epp;
+    const char *dname = o->dtype == INA_FLOAT32 ? "float32" : "int32";
+    double *times, *acc;
+    void *scratch;
+
+    g_rank = o->rank;
+    if (o->deadline_s > 0) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_alarm;
+        sigaction(SIGALRM, &sa, NULL);
+        snprintf(alarm_msg, sizeof alarm_msg,
+                 "%s: rank %d: deadline of %d s passed, giving up\n", prog, o->rank,
+                 o->deadline_s);
+        alarm_msg_len = strlen(alarm_msg);
+        alarm((unsigned)o->deadline_s);
+    }
+
+    ina_config_init(&cfg);
+    cfg.switch_addr = o->switch_addr;
+    if (o->job)
+        cfg.job = o->job;
+    cfg.rank = o->rank;
+    cfg.world_size = o->world;
+    cfg.elems_per_packet = o->elems;
+    cfg.window = o->window;
+    cfg.timeout_ms = o->timeout_ms;
+    cfg.join_timeout_ms = o->join_timeout_ms;
+
+    rc = ina_init(&g_ctx, &cfg);
+    if (rc) {
+        char what[128];
+        snprintf(what, sizeof what, "ina_init (switch %s, job %s, world %d)", o->switch_addr,
+                 cfg.job ? cfg.job : "?", o->world);
+        die_ina(what, rc);
+    }
+    rc = ina_get_info(g_ctx, &info);
+    if (rc)
+        die_ina("ina_get_info", rc);
+    epp = info.elems_per_packet;
+    if (epp <= 0) {
+        fprintf(stderr, "%s: rank %d: library reports %d elements per packet\n", prog,
+                o->rank, epp);
+        ina_finalize(g_ctx);
+        return 1;
+    }
+    if (o->verbose)
+        fprintf(stderr, "%s: rank %d: joined job %s (id %" PRIu32 ", session %" PRIu32
+                "), %d elems/packet, window %d, libina %s\n",
+                prog, o->rank, cfg.job ? cfg.job : "?", info.job_id, info.session_id, epp,
+                info.window, ina_version_string());
+
+    if (o->rank == 0 && !o->json) {
+        printf("# ina-bench: %d workers, dtype %s, %d elems/packet, window %d, "
+               "%d iterations + %d warmup, libina %s\n",
+               o->world, dname, epp, info.window, o->iters, o->warmup, ina_version_string());
+        printf("# algbw = bytes*8/time; busbw = algbw*2(N-1)/N (nccl-tests ring convention, "
+               "for comparison; for an aggregator algbw is the natural figure)\n");
+        printf("# time: rank 0's median, min, max over the timed iterations; retx: all ranks\n");
+        printf("%8s %12s %11s %10s %10s %10s %10s %10s %10s %11s %6s %s\n", "size", "bytes",
+               "count", "time_ms", "min_ms", "max_ms", "algbw_Gbps", "busbw_Gbps", "ATE/s",
+               "max_abs_err", "retx", "result");
+        fflush(stdout);
+    }
+
+    times = malloc((size_t)o->iters * sizeof *times);
+    acc = malloc((size_t)epp * sizeof(double));
+    scratch = malloc((size_t)epp * 4);
+    if (!times || !acc || !scratch)
+        die_sys("malloc");
+
+    for (int s = 0; s < o->nsizes; s++) {
+        unsigned long long req = o->sizes[s];
+        size_t count = (size_t)(req / 4);
+        unsigned long long bytes = (unsigned long long)count * 4;
+        struct verdict v;
+        int32_t status[3], status_sum[3];
+        void *send = malloc(count * 4), *recv = malloc(count * 4);
+        char what[96];
+
+        if (!send || !recv) {
+            snprintf(what, sizeof what, "allocating 2 x %llu bytes", bytes);
+            die_sys(what);
+        }
+        memset(&v, 0, sizeof v);
+        memset(&st0, 0, sizeof st0);
+        for (int it = 0; it < o->warmup + o->iters; it++) {
+            uint64_t seed = data_seed(o->rank, bytes, it);
+            double t0, t1;
+
+            if (o->dtype == INA_FLOAT32)
+                fill_f32(seed, 0, count, send);
+            else
+                fill_i32(seed, 0, count, send);
+            /* poison: stale or missing results show up (NaN / -1) */
+            memset(recv, 0xff, count * 4);
+            if (it == o->warmup && (rc = ina_get_stats(g_ctx, &st0)))
+                die_ina("ina_get_stats", rc);
+
+            t0 = now_s();
+            rc = ina_allreduce(g_ctx, send, recv, count, o->dtype, INA_SUM);
+            t1 = now_s();
+            if (rc) {
+                snprintf(what, sizeof what, "ina_allreduce (%llu bytes, iteration %d)", bytes,
+                         it);
+                die_ina(what, rc);
+            }
+            if (it >= o->warmup)
+                times[it - o->warmup] = t1 - t0;
+
+            if (o->dtype == INA_FLOAT32)
+                verify_f32(o, epp, bytes, it, send, recv, count, scratch, acc, &v);
+            else
+                verify_i32(o, epp, bytes, it, send, recv, count, scratch, (uint32_t *)acc, &v);
+        }
+        if ((rc = ina_get_stats(g_ctx, &st1)))
+            die_ina("ina_get_stats", rc);
+        free(send);
+        free(recv);
+
+        /* Every rank's verdict: {failures, 1, retransmits}, summed. */
+        status[0] = clamp_i32(v.failures);
+        status[1] = 1;
+        status[2] = clamp_i32(st1.retransmits - st0.retransmits);
+        memset(status_sum, 0xff, sizeof status_sum);
+        rc = ina_allreduce(g_ctx, status, status_sum, 3, INA_INT32, INA_SUM);
+        if (rc) {
+            snprintf(what, sizeof what, "ina_allreduce of the verdicts (size %llu)", bytes);
+            die_ina(what, rc);
+        }
+        if (v.failures) {
+            fprintf(stderr, "%s: rank %d: size %llu: %" PRIu64 " elements failed verification\n",
+                    prog, o->rank, bytes, v.failures);
+            any_fail = 1;
+        }
+
+        if (o->rank == 0) {
+            int ok = status_sum[0] == 0 && status_sum[1] == o->world;
+            double med, tmin, tmax, algbw, busbw, ate;
+            char hs[32];
+
+            if (!ok) {
+                any_fail = 1;
+                if (status_sum[1] != o->world)
+                    fprintf(stderr, "%s: rank 0: size %llu: verdict all-reduce counted %" PRId32
+                            " ranks, expected %d\n", prog, bytes, status_sum[1], o->world);
+                else
+                    fprintf(stderr, "%s: rank 0: size %llu: %" PRId32
+                            " elements failed verification over all ranks\n",
+                            prog, bytes, status_sum[0]);
+            }
+            qsort(times, (size_t)o->iters, sizeof *times, cmp_double);
+            tmin = times[0];
+            tmax = times[o->iters - 1];
+            med = o->iters % 2 ? times[o->iters / 2]
+                               : 0.5 * (times[o->iters / 2 - 1] + times[o->iters / 2]);
+            algbw = med > 0 ? (double)bytes * 8 / med / 1e9 : 0;
+            busbw = algbw * 2.0 * (o->world - 1) / o->world;
+            ate = med > 0 ? (double)count / med : 0;
+
+            if (o->json) {
+                printf("{\"workers\":%d,\"bytes\":%llu,\"count\":%zu,\"dtype\":\"%s\","
+                       "\"iters\":%d,\"warmup\":%d,\"elems_per_packet\":%d,\"window\":%d,",
+                       o->world, bytes, count, dname, o->iters, o->warmup, epp, info.window);
+                json_num("time_s", med, 0);
+                json_num("time_min_s", tmin, 0);
+                json_num("time_max_s", tmax, 0);
+                json_num("algbw_gbps", algbw, 0);
+                json_num("busbw_gbps", busbw, 0);
+                json_num("ate_per_s", ate, 0);
+                json_num("max_abs_err", v.max_abs, 0);
+                json_num("max_rel_err", v.max_rel, 0);
+                json_num("max_err_over_bound", v.max_ratio, 0);
+                printf("\"failures\":%" PRId32 ",\"retransmits\":%" PRId32 ",\"ok\":%s}\n",
+                       status_sum[0], status_sum[2], ok ? "true" : "false");
+            } else {
+                human_size(req, hs, sizeof hs);
+                printf("%8s %12llu %11zu %10.3f %10.3f %10.3f %10.3f %10.3f %10.3e %11.3e %6"
+                       PRId32 " %s\n",
+                       hs, bytes, count, med * 1e3, tmin * 1e3, tmax * 1e3, algbw, busbw, ate,
+                       v.max_abs, status_sum[2], ok ? "ok" : "FAIL");
+            }
+            fflush(stdout);
+        }
+    }
+
+    if (o->rank == 0 && !o->json) {
+        printf(any_fail ? "# FAILED: some results did not verify (details on stderr)\n"
+                        : "# all results verified on all ranks\n");
+        fflush(stdout);
+    }
+    free(times);
+    free(acc);
+    free(scratch);
+    ina_finalize(g_ctx);
+    g_ctx = NULL;
+    return any_fail ? EXIT_VERIFY : 0;
+}
+
+/* ---- Launcher ------------------------------------------------------------ */
+
+static volatile sig_atomic_t g_stop_signal;
+
+static void on_stop(int sig) { g_stop_signal = sig; }
+
+static void lerr(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s: ", prog);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static void describe_status(int st, char *buf, size_t len)
+{
+    if (WIFEXITED(st))
+        snprintf(buf, len, "exited with status %d", WEXITSTATUS(st));
+    else if (WIFSIGNALED(st))
+        snprintf(buf, len, "killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else
+        snprintf(buf, len, "ended with wait status 0x%x", (unsigned)st);
+}
+
+/*
+ * fork + exec. quiet: stdout and stderr of the child go to /dev/null.
+ * If exec fails, the child says so on the original stderr and exits 127.
+ */
+static pid_t spawn(const char *const argv[], int quiet)
+{
+    pid_t parent = getpid(), pid;
+
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid != 0)
+        return pid; /* parent, or -1 */
+
+    /* child: die with the launcher, so nothing outlives a killed run */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(127);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    int errfd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+    if (quiet) {
+        int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (fd >= 0) {
+            dup2(fd, STDOUT_FILENO);
+            dup2(fd, STDERR_FILENO);
+        }
+    }
+    /* execv's prototype predates const; it does not modify argv */
+    execv(argv[0], (char *const *)argv);
+    if (errfd >= 0)
+        dprintf(errfd, "%s: cannot execute %s: %s\n", prog, argv[0], strerror(errno));
+    _exit(127);
+}
+
+/* Wait for pid up to ms; SIGKILL it after that. Returns its wait status. */
+static int reap(pid_t pid, int ms, int *killed)
+{
+    int st = 0;
+    double end = now_s() + ms / 1e3;
+    *killed = 0;
+    for (;;) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid || (r < 0 && errno != EINTR))
+            return st;
+        if (now_s() > end && !*killed) {
+            kill(pid, SIGKILL);
+            *killed = 1;
+            end = now_s() + 5;
+        }
+        sleep_ms(5);
+    }
+}
+
+static int read_port_file(const char *path)
+{
+    char buf[32];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n;
+    if (fd < 0)
+        return 0;
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    if (buf[n - 1] != '\n')
+        return 0; /* not completely written yet */
+    char *end;
+    long port = strtol(buf, &end, 10);
+    if (end == buf || *end != '\n' || port < 1 || port > 65535)
+        return -1;
+    return (int)port;
+}
+
+/* The port file, the switch's own temporary next to it, and their directory. */
+static void remove_tmp(const char *tmpdir, const char *portfile)
+{
+    char t[PATH_MAX + 32];
+    snprintf(t, sizeof t, "%s.tmp", portfile);
+    unlink(t);
+    unlink(portfile);
+    rmdir(tmpdir);
+}
+
+static int run_local(const struct opts *o)
+{
+    char self[PATH_MAX], swbin[PATH_MAX + 16], tmpdir[PATH_MAX], portfile[PATH_MAX + 16];
+    char job[INA_JOB_NAME_MAX + 1], addr[64];
+    const char *tmp = getenv("TMPDIR");
+    pid_t sw, *pids;
+    int *done, port = 0, n = o->local_n, result = 0, verify_fail = 0, ndone = 0;
+    int killing = 0, st, killed;
+    double t_start = now_s(), kill_at = 0;
+    char desc[96];
+    ssize_t len;
+    struct sigaction sa;
+
+    len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len < 0 || len >= (ssize_t)sizeof self - 1) {
+        lerr("readlink /proc/self/exe: %s", len < 0 ? strerror(errno) : "path too long");
+        return 1;
+    }
+    self[len] = '\0';
+    if (o->switch_bin) {
+        snprintf(swbin, sizeof swbin, "%s", o->switch_bin);
+    } else {
+        char *slash = strrchr(self, '/');
+        snprintf(swbin, sizeof swbin, "%.*s/ina-switch", slash ? (int)(slash - self) : 1,
+                 slash ? self : ".");
+    }
+    if (access(swbin, X_OK)) {
+        lerr("cannot execute switch '%s': %s (use --switch-bin PATH)", swbin, strerror(errno));
+        return 1;
+    }
+
+    snprintf(tmpdir, sizeof tmpdir, "%s/ina-bench.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(tmpdir)) {
+        lerr("mkdtemp %s: %s", tmpdir, strerror(errno));
+        return 1;
+    }
+    snprintf(portfile, sizeof portfile, "%s/port", tmpdir);
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+
+    /* 1. the switch */
+    {
+        const char *argv[] = {swbin, "--listen", "127.0.0.1:0", "--port-file", portfile, "--quiet",
+                        NULL};
+        if (o->verbose)
+            lerr("starting %s --listen 127.0.0.1:0 --port-file %s --quiet", swbin, portfile);
+        sw = spawn(argv, !o->verbose);
+        if (sw < 0) {
+            lerr("fork: %s", strerror(errno));
+            remove_tmp(tmpdir, portfile);
+            return 1;
+        }
+    }
+    {
+        double end = now_s() + PORT_FILE_WAIT_MS / 1e3;
+        while ((port = read_port_file(portfile)) == 0) {
+            if (waitpid(sw, &st, WNOHANG) == sw) {
+                describe_status(st, desc, sizeof desc);
+                lerr("ina-switch %s before it listened%s", desc,
+                     o->verbose ? "" : " (--verbose shows its output)");
+                remove_tmp(tmpdir, portfile);
+                return 1;
+            }
+            if (now_s() > end || g_stop_signal) {
+                if (!g_stop_signal)
+                    lerr("ina-switch wrote no port to %s within %d s", portfile,
+                         PORT_FILE_WAIT_MS / 1000);
+                kill(sw, SIGKILL);
+                reap(sw, 1000, &killed);
+                remove_tmp(tmpdir, portfile);
+                return 1;
+            }
+            sleep_ms(10);
+        }
+        if (port < 0) {
+            lerr("ina-switch wrote a malformed port file %s", portfile);
+            kill(sw, SIGKILL);
+            reap(sw, 1000, &killed);
+            remove_tmp(tmpdir, portfile);
+            return 1;
+        }
+    }
+    remove_tmp(tmpdir, portfile);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    if (o->job)
+        snprintf(job, sizeof job, "%s", o->job);
+    else
+        snprintf(job, sizeof job, "bench-%ld", (long)getpid());
+    if (o->verbose)
+        lerr("ina-switch (pid %ld) listens on %s; starting %d workers, job %s", (long)sw, addr,
+             n, job);
+
+    /* 2. the workers */
+    pids = calloc((size_t)n, sizeof *pids);
+    done = calloc((size_t)n, sizeof *done);
+    if (!pids || !done) {
+        lerr("out of memory");
+        kill(sw, SIGKILL);
+        reap(sw, 1000, &killed);
+        return 1;
+    }
+    for (int r = 0; r < n; r++) {
+        char s_rank[16], s_world[16], s_iters[16], s_warm[16], s_elems[16], s_win[16],
+            s_to[16], s_jto[16], s_dl[16];
+        const char *argv[40];
+        int a = 0;
+        snprintf(s_rank, sizeof s_rank, "%d", r);
+        snprintf(s_world, sizeof s_world, "%d", n);
+        snprintf(s_iters, sizeof s_iters, "%d", o->iters);
+        snprintf(s_warm, sizeof s_warm, "%d", o->warmup);
+        snprintf(s_elems, sizeof s_elems, "%d", o->elems);
+        snprintf(s_win, sizeof s_win, "%d", o->window);
+        snprintf(s_to, sizeof s_to, "%d", o->timeout_ms);
+        snprintf(s_jto, sizeof s_jto, "%d", o->join_timeout_ms);
+        /* a little later than ours, so that the launcher reports first */
+        snprintf(s_dl, sizeof s_dl, "%d", o->deadline_s ? o->deadline_s + 10 : 0);
+        argv[a++] = self;
+        argv[a++] = "--switch"; argv[a++] = addr;
+        argv[a++] = "--rank"; argv[a++] = s_rank;
+        argv[a++] = "--world"; argv[a++] = s_world;
+        argv[a++] = "--job"; argv[a++] = job;
+        argv[a++] = "--sizes"; argv[a++] = o->sizes_arg;
+        argv[a++] = "--dtype"; argv[a++] = o->dtype == INA_FLOAT32 ? "float32" : "int32";
+        argv[a++] = "--iters"; argv[a++] = s_iters;
+        argv[a++] = "--warmup"; argv[a++] = s_warm;
+        argv[a++] = "--elems"; argv[a++] = s_elems;
+        argv[a++] = "--window"; argv[a++] = s_win;
+        argv[a++] = "--timeout-ms"; argv[a++] = s_to;
+        argv[a++] = "--join-timeout-ms"; argv[a++] = s_jto;
+        argv[a++] = "--deadline-s"; argv[a++] = s_dl;
+        if (o->json)
+            argv[a++] = "--json";
+        if (o->verbose)
+            argv[a++] = "--verbose";
+        argv[a] = NULL;
+        pids[r] = spawn(argv, 0);
+        if (pids[r] < 0) {
+            lerr("fork: %s", strerror(errno));
+            result = 1;
+            killing = 1;
+            kill_at = now_s() + KILL_GRACE_MS / 1e3;
+            for (int q = 0; q < r; q++)
+                kill(pids[q], SIGTERM);
+            for (int q = r; q < n; q++)
+                done[q] = 1, ndone++;
+            break;
+        }
+    }
+
+    /* 3. wait for the workers, under the deadline */
+    while (ndone < n) {
+        pid_t pid = waitpid(-1, &st, WNOHANG);
+        if (pid > 0) {
+            int r = -1;
+            for (int q = 0; q < n; q++)
+                if (pids[q] == pid && !done[q])
+                    r = q;
+            if (pid == sw) {
+                describe_status(st, desc, sizeof desc);
+                lerr("ina-switch %s while workers were running", desc);
+                sw = -1;
+                result = 1;
+                if (!killing) {
+                    killing = 1;
+                    kill_at = now_s() + KILL_GRACE_MS / 1e3;
+                    for (int q = 0; q < n; q++)
+                        if (!done[q])
+                            kill(pids[q], SIGTERM);
+                }
+            } else if (r >= 0) {
+                done[r] = 1;
+                ndone++;
+                if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+                    continue;
+                if (WIFEXITED(st) && WEXITSTATUS(st) == EXIT_VERIFY) {
+                    /* finished the protocol; the others finish too */
+                    verify_fail = 1;
+                    continue;
+                }
+                if (!killing) {
+                    describe_status(st, desc, sizeof desc);
+                    lerr("worker rank %d %s; stopping the others", r, desc);
+                    result = 1;
+                    killing = 1;
+                    kill_at = now_s() + KILL_GRACE_MS / 1e3;
+                    for (int q = 0; q < n; q++)
+                        if (!done[q])
+                            kill(pids[q], SIGTERM);
+                }
+            }
+            continue;
+        }
+        if (!killing && g_stop_signal) {
+            lerr("got signal %d; stopping the workers", (int)g_stop_signal);
+            result = 1;
+            killing = 1;
+            kill_at = now_s() + KILL_GRACE_MS / 1e3;
+            for (int q = 0; q < n; q++)
+                if (!done[q])
+                    kill(pids[q], SIGTERM);
+        }
+        if (!killing && o->deadline_s > 0 && now_s() - t_start > o->deadline_s) {
+            lerr("deadline of %d s passed; killing the workers", o->deadline_s);
+            result = 1;
+            killing = 1;
+            kill_at = now_s();
+        }
+        if (killing && now_s() >= kill_at) {
+            for (int q = 0; q < n; q++)
+                if (!done[q])
+                    kill(pids[q], SIGKILL);
+            kill_at = now_s() + 3600; /* once */
+        }
+        sleep_ms(5);
+    }
+
+    /* 4. stop the switch */
+    if (sw > 0) {
+        kill(sw, SIGTERM);
+        st = reap(sw, SWITCH_STOP_WAIT_MS, &killed);
+        if (killed) {
+            lerr("ina-switch did not exit within %d s of SIGTERM; killed it",
+                 SWITCH_STOP_WAIT_MS / 1000);
+            result = 1;
+        } else if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0) &&
+                   !(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM)) {
+            describe_status(st, desc, sizeof desc);
+            lerr("ina-switch %s after SIGTERM", desc);
+            result = 1;
+        }
+    }
+    free(pids);
+    free(done);
+    if (result)
+        return 1;
+    return verify_fail ? EXIT_VERIFY : 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o;
+
+    signal(SIGPIPE, SIG_IGN);
+    parse_args(&o, argc, argv);
+    if (o.local_n)
+        return run_local(&o);
+    return run_worker(&o);
+}
