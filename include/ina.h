@@ -140,7 +140,9 @@ typedef struct ina_config {
     int window;              /**< outstanding packets (slots), power of 2; 0 = default 128. */
     int timeout_ms;          /**< deadline for an operation without progress; 0 = 30000. */
     int join_timeout_ms;     /**< deadline for all ranks to join; 0 = 60000. */
-    int rto_ms;              /**< initial retransmission timeout; 0 = 20. Doubles up to 1000. */
+    int rto_ms;              /**< retransmission timeout floor; 0 = 100. The timeout adapts to the
+                                  measured RTT (srtt + 4 rttvar, RFC 6298) above this floor and
+                                  doubles per retry up to 1000 ms. */
     unsigned reserved[8];    /**< zero; room for new fields without breaking the ABI */
 } ina_config;
 
@@ -266,8 +268,11 @@ INA_EXTERN int ina_get_info(const ina_ctx *ctx, ina_info *info);
  * Absolute error bound for one element of a FLOAT32 all-reduce whose block
  * (the elems_per_packet elements sharing a packet) has largest magnitude
  * amax over all ranks and whose exact sum is exact_sum:
- *   |result - exact_sum| <= N * 2^(E + L - 31) + 2^-24 * |exact_sum|
+ *   |result - exact_sum| <= N * 2^(E + L - 31) + 2^-24 * |exact_sum| + 2^-149
  * with 2^(E-1) <= amax < 2^E and L = ceil(log2 N). See docs/PROTOCOL.md.
+ * Notes: 1. A result within that error of float's overflow threshold may
+ * come back as +-Inf (sign of the exact sum) although the exact sum is
+ * finite. 2. amax == 0 drops the first term. 3. NaN/Inf arguments give +Inf.
  */
 INA_EXTERN double ina_float_error_bound(int world_size, double amax, double exact_sum);
 

@@ -15,7 +15,7 @@
 #define INA_MAX_WINDOW 4096
 #define INA_DEFAULT_TIMEOUT_MS 30000
 #define INA_DEFAULT_JOIN_TIMEOUT_MS 60000
-#define INA_DEFAULT_RTO_MS 20
+#define INA_DEFAULT_RTO_MS 100
 #define INA_MAX_RTO_MS 1000
 #define INA_MAX_REQS 1024
 #define INA_BURST 64 /* datagrams per sendmmsg/recvmmsg */
@@ -51,7 +51,8 @@ struct ina_wslot {
     uint32_t seq;      /* round of the in-flight packet */
     uint8_t inflight;  /* a packet is out, waiting for its result */
     uint16_t tries;
-    uint32_t rto_ms;
+    uint32_t rto_ms;     /* this packet's current timeout (doubles per retry) */
+    uint64_t sent_ns;    /* first transmission, for RTT samples (Karn: only if tries == 0) */
     int16_t exp_used;    /* exponent the in-flight packet's data was scaled with */
     int16_t exp_agreed;  /* max exponent returned by the last completed packet */
     uint64_t g;          /* stream index of the in-flight / last completed packet */
@@ -83,6 +84,7 @@ struct ina_ctx {
     int nreqs;
     uint64_t last_progress_ns;
     uint64_t next_rto_ns;        /* earliest retransmission deadline, 0 = none */
+    int64_t srtt_ns, rttvar_ns;  /* smoothed RTT and its variation (RFC 6298), 0 = no sample */
 
     /* I/O buffers, sized at join */
     uint8_t *txmem, *rxmem;

@@ -27,39 +27,60 @@
 
 /* ---- Byte order helpers -------------------------------------------------- */
 
+/*
+ * host_to_be32(v): the uint32 whose memory representation is v in big-endian
+ * byte order; be32_to_host is its inverse. A byte swap on little-endian hosts,
+ * nothing on big-endian ones, byte shuffling through memory elsewhere.
+ */
 #if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && \
     __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && (defined(__GNUC__) || defined(__clang__))
+static inline uint32_t host_to_be32(uint32_t v) { return __builtin_bswap32(v); }
 static inline uint32_t be32_to_host(uint32_t v) { return __builtin_bswap32(v); }
-#define INA_QUANT_BSWAP_NATIVE 1
 #elif defined(__BYTE_ORDER__) && defined(__ORDER_BIG_ENDIAN__) && \
     __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+static inline uint32_t host_to_be32(uint32_t v) { return v; }
 static inline uint32_t be32_to_host(uint32_t v) { return v; }
-#define INA_QUANT_BSWAP_NATIVE 1
 #else
-#define INA_QUANT_BSWAP_NATIVE 0
+static inline uint32_t host_to_be32(uint32_t v)
+{
+    uint8_t b[4];
+    uint32_t r;
+    ina_put32(b, v);
+    memcpy(&r, b, 4);
+    return r;
+}
+static inline uint32_t be32_to_host(uint32_t v)
+{
+    uint8_t b[4];
+    memcpy(b, &v, 4);
+    return ina_get32(b);
+}
 #endif
 
 /* Load/store one big-endian uint32 at a possibly unaligned address. */
 static inline uint32_t load_be32(const uint8_t *p)
 {
-#if INA_QUANT_BSWAP_NATIVE
     uint32_t v;
     memcpy(&v, p, 4);
     return be32_to_host(v);
-#else
-    return ina_get32(p);
-#endif
 }
 
 static inline void store_be32(uint8_t *p, uint32_t v)
 {
-#if INA_QUANT_BSWAP_NATIVE
-    v = be32_to_host(v); /* the swap is its own inverse */
+    v = host_to_be32(v);
     memcpy(p, &v, 4);
-#else
-    ina_put32(p, v);
-#endif
 }
+
+/*
+ * ina_quant_block_exp works on chunks of INA_QUANT_CHUNK elements: the fixed
+ * trip count of the inner loop lets gcc -O2 vectorize it (its default "very
+ * cheap" cost model rejects loops that need a scalar epilogue), and the lane
+ * maxima are folded at the end. Measured: 1.0 -> 4.2 Gelem/s with gcc 12 -O2.
+ * The same trick did not help encode/decode under gcc -O2 (the float<->double
+ * conversions are not vectorized there), so they stay plain loops, which
+ * clang -O2 and gcc -O3 vectorize.
+ */
+#define INA_QUANT_CHUNK 8
 
 static inline uint32_t float_bits(float f)
 {
@@ -79,10 +100,20 @@ int16_t ina_quant_block_exp(const float *x, size_t n)
      * largest magnitude and whether anything is non-finite. The loop has no
      * branch and vectorizes.
      */
+    uint32_t lane[INA_QUANT_CHUNK] = {0};
+    size_t i = 0;
+    for (; i + INA_QUANT_CHUNK <= n; i += INA_QUANT_CHUNK) {
+        for (int j = 0; j < INA_QUANT_CHUNK; j++) {
+            uint32_t a = float_bits(x[i + j]) & 0x7FFFFFFFu;
+            lane[j] = a > lane[j] ? a : lane[j];
+        }
+    }
     uint32_t mx = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t b = float_bits(x[i]) & 0x7FFFFFFFu;
-        mx = b > mx ? b : mx;
+    for (int j = 0; j < INA_QUANT_CHUNK; j++)
+        mx = lane[j] > mx ? lane[j] : mx;
+    for (; i < n; i++) {
+        uint32_t a = float_bits(x[i]) & 0x7FFFFFFFu;
+        mx = a > mx ? a : mx;
     }
     if (mx >= 0x7F800000u)
         return INA_EXP_NONFINITE;
@@ -147,11 +178,17 @@ void ina_quant_encode(const float *x, size_t n, int16_t e, int nworkers, uint8_t
     const double qmax = (double)((UINT32_C(1) << (31 - l)) - 1u); /* 2^(31-L) - 1 */
 
     /*
-     * HAND-VECTORIZATION POINT (encode): this loop is written so that gcc and
-     * clang auto-vectorize it (cvtps2pd, mulpd, min/max, add, shuffle, bswap).
-     * An explicit SSE4.1/AVX2/NEON version would go here, selected at run
-     * time; it must keep the exact semantics: double product, clamp to
-     * +-qmax, round to nearest-even, big-endian store.
+     * HAND-VECTORIZATION POINT (encode): this branch-free loop is
+     * auto-vectorized by clang -O2 and gcc -O3 (cvtps2pd, mulpd, min/max,
+     * add, shuffle, bswap), not by gcc -O2. An explicit SSE2/AVX2/NEON
+     * version would go here; it must keep the semantics: exact product,
+     * clamp to +-qmax, round to nearest-even, big-endian store.
+     * A float-only variant (twice the lanes) is also exact for valid input:
+     * x * 2^s is exact in float unless it underflows below 2^-126, and such
+     * values round to 0 either way; 2^s needs splitting into two float
+     * factors when s > 127 (e < -96 - L); clamp to the largest float <= qmax,
+     * round with the +-2^23 trick for |v| < 2^23 (larger floats are already
+     * integers), convert with cvttps2dq.
      */
 #if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
     /* Adding 1.5 * 2^52 to |v| <= 2^31 lands in [2^52, 2^53) where the double
@@ -214,9 +251,12 @@ void ina_quant_decode(const uint8_t *in, size_t n, int16_t e, int nworkers, floa
     const double scale = pow2_clamped((int)e + l - 31);
 
     /*
-     * HAND-VECTORIZATION POINT (decode): auto-vectorized today (load, bswap,
-     * cvtdq2pd, mulpd, cvtpd2ps). An explicit version must keep the product
-     * in double and round to float once.
+     * HAND-VECTORIZATION POINT (decode): auto-vectorized by clang -O2 and gcc
+     * -O3 (load, bswap, cvtdq2pd, mulpd, cvtpd2ps). An explicit version must
+     * round to float once. A float-only variant ((float)s * 2^k) is also a
+     * single rounding whenever every nonzero result is normal, i.e. for
+     * k >= -126 (e >= -95 - L): the conversion rounds, the power-of-two
+     * scaling is then exact; smaller e needs the double path.
      */
     for (size_t i = 0; i < n; i++) {
         uint32_t u = load_be32(in + 4 * i);

@@ -112,6 +112,33 @@ static void tx_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_wslot
     ctx->stats.bytes_sent += len;
 }
 
+/*
+ * Retransmission timeout for a new packet: RFC 6298's srtt + 4 * rttvar, but
+ * never below the configured rto_ms. Why adaptive: on a loaded host a worker
+ * may not run for tens of milliseconds, and a fixed short timeout then
+ * resends whole windows that were never lost, which the switch must drop.
+ */
+static uint32_t current_rto_ms(const struct ina_ctx *ctx)
+{
+    int64_t rto_ns = ctx->srtt_ns + 4 * ctx->rttvar_ns;
+    uint32_t ms = (uint32_t)((rto_ns + 999999) / 1000000);
+    if (ms < (uint32_t)ctx->rto_ms)
+        ms = (uint32_t)ctx->rto_ms;
+    return ms > INA_MAX_RTO_MS ? INA_MAX_RTO_MS : ms;
+}
+
+static void rtt_sample(struct ina_ctx *ctx, int64_t r)
+{
+    if (ctx->srtt_ns == 0) {
+        ctx->srtt_ns = r;
+        ctx->rttvar_ns = r / 2;
+        return;
+    }
+    int64_t err = r - ctx->srtt_ns;
+    ctx->rttvar_ns += ((err < 0 ? -err : err) - ctx->rttvar_ns) / 4;
+    ctx->srtt_ns += err / 8;
+}
+
 static void arm_timer(struct ina_ctx *ctx, struct ina_wslot *ws, uint64_t now)
 {
     ws->deadline_ns = now + (uint64_t)ws->rto_ms * 1000000ull;
@@ -151,7 +178,8 @@ static void send_ready(struct ina_ctx *ctx, uint64_t now)
         ws->seq = ws->round++;
         ws->inflight = 1;
         ws->tries = 0;
-        ws->rto_ms = (uint32_t)ctx->rto_ms;
+        ws->rto_ms = current_rto_ms(ctx);
+        ws->sent_ns = now;
         ws->exp_used = exp_used;
         ws->g = g;
         ws->p = ctx->send_p;
@@ -254,6 +282,8 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
     }
     if (req->quantized)
         ws->exp_agreed = h->exp;
+    if (ws->tries == 0)
+        rtt_sample(ctx, (int64_t)(now - ws->sent_ns));
     ws->inflight = 0;
     ws->done_g = ws->g + 1;
     ctx->stats.packets_received++;
