@@ -48,7 +48,7 @@ static void usage(FILE *f)
             "  --join-timeout S      drop a job whose ranks did not all join in S seconds\n"
             "                        (default 120)\n"
             "  --idle-timeout S      abort an active job silent for S seconds, freeing its\n"
-            "                        slots (default 600; 0 = never)\n"
+            "                        slots (default 3600; 0 = never)\n"
             "  --port-file PATH      write the bound port number to PATH once listening\n"
             "  --quiet               print nothing but errors (counters still on exit)\n"
             "  --verbose             log job events\n"
@@ -195,7 +195,7 @@ int main(int argc, char **argv)
     struct ina_switch_params p = {.nslots = 1024,
                                   .max_elems = 2048,
                                   .join_timeout_ns = 120ull * 1000000000ull,
-                                  .idle_timeout_ns = 600ull * 1000000000ull};
+                                  .idle_timeout_ns = 3600ull * 1000000000ull};
     int quiet = 0, c;
     char *end;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {

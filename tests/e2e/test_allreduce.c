@@ -1,14 +1,18 @@
-/* test_allreduce.c: end to end on loopback: N = 1,2,3,4,8 workers, awkward counts, int32 exact and float32 within bound. */
+/* test_allreduce.c: end to end on loopback: N = 1,2,3,4,8 and 64 workers, awkward counts and packet sizes, int32 exact, float32 within bound. */
 #include <math.h>
 
 #include "check.h"
 #include "e2e/harness.h"
 
-#define K 256 /* elements per packet for this test */
-
 static struct sw_proc sw;
-static const size_t counts[] = {0, 1, K - 1, K, K + 1, 3 * K + 5, (1u << 20) + 7};
-#define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
+
+/* One configuration of the test: packet size K, and the largest count run. */
+struct variant {
+    int k;
+    size_t max_count;
+};
+static struct variant v; /* set before forking the workers */
+#define K ((size_t)v.k)
 
 /* Largest |x| over all ranks in the packet block holding element i. */
 static double block_amax(int n, uint64_t op, size_t count, size_t i)
@@ -59,7 +63,7 @@ static int worker(int rank, int n, void *arg)
 {
     (void)arg;
     char addr[64], job[32];
-    snprintf(job, sizeof(job), "e2e-n%d", n);
+    snprintf(job, sizeof(job), "e2e-n%d-k%d", n, v.k);
     ina_config cfg;
     worker_config(&cfg, &sw, job, rank, n, addr, sizeof(addr));
     cfg.elems_per_packet = K;
@@ -72,13 +76,13 @@ static int worker(int rank, int n, void *arg)
     }
     ina_info info;
     ina_get_info(ctx, &info);
-    int fails = (info.elems_per_packet != K) + (info.window != 32);
+    int fails = (info.elems_per_packet != v.k) + (info.window != 32);
     uint64_t op = 0;
-    for (size_t c = 0; c < NCOUNTS; c++) {
+    const size_t counts[] = {0, 1, K - 1, K, K + 1, 3 * K + 5, (1u << 20) + 7};
+    for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
         size_t count = counts[c];
-        /* Big counts only with few workers: 8 workers x 1M on 2 cores is slow under ASan. */
-        if (count > 100000 && n > 4)
-            count = 100003;
+        if (count > v.max_count)
+            continue;
         int32_t *ib = malloc((count + 1) * 4), *ob = malloc((count + 1) * 4);
         float *fb = malloc((count + 1) * 4), *fo = malloc((count + 1) * 4);
         op++;
@@ -113,16 +117,30 @@ static int worker(int rank, int n, void *arg)
     return fails;
 }
 
+static void run(int n, int k, size_t max_count)
+{
+    v.k = k;
+    v.max_count = max_count;
+    double t0 = h_now();
+    int failed = run_workers(n, worker, NULL, 240);
+    printf("N=%d k=%d counts %s %zu: %d workers failed (%.2f s)\n", n, k,
+           max_count == SIZE_MAX ? "up to" : "<=", max_count == SIZE_MAX ? (size_t)(1u << 20) + 7 : max_count,
+           failed, h_now() - t0);
+    CHECK_EQ_INT(failed, 0);
+}
+
 int main(void)
 {
-    CHECK_EQ_INT(switch_start(&sw, NULL), 0);
+    const char *const args[] = {"--max-elems", "16000", "--slots", "256", NULL};
+    CHECK_EQ_INT(switch_start(&sw, args), 0);
     const int ns[] = {1, 2, 3, 4, 8};
-    for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++) {
-        double t0 = h_now();
-        int failed = run_workers(ns[i], worker, NULL, 240);
-        printf("N=%d: %d workers failed (%.2f s)\n", ns[i], failed, h_now() - t0);
-        CHECK_EQ_INT(failed, 0);
-    }
+    for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
+        run(ns[i], 256, SIZE_MAX);
+    /* Packet sizes: SwitchML's 64, and a large loopback payload. */
+    run(3, 64, 100000);
+    run(2, 16000, SIZE_MAX);
+    /* More workers than the original's 32-bit bitmap allows. */
+    run(64, 256, 1000);
     CHECK_EQ_INT(switch_stop(&sw), 0);
     return check_report("test_allreduce");
 }
