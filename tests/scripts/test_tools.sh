@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# test_tools.sh: the command-line tools and the README example behave as documented.
+set -uo pipefail
+B=${INA_BUILD_DIR:-build}
+SW=$B/bin/ina-switch BENCH=$B/bin/ina-bench EX=$B/examples/allreduce
+tmp=$(mktemp -d)
+swpid=
+cleanup() { [ -n "$swpid" ] && kill -9 "$swpid" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+
+# --help on every tool, exit 0, and mentions its main options
+check "ina-switch --help" bash -c "$SW --help | grep -q -- --listen"
+check "ina-bench --help" bash -c "$BENCH --help | grep -q -- --local"
+check "ina-switch --version" bash -c "$SW --version | grep -q 'ina-switch'"
+# bad arguments: exit 2 with a message, never a crash
+"$SW" --slots banana >/dev/null 2>"$tmp/err"; rc=$?
+check "ina-switch bad --slots exits 2" test "$rc" -eq 2
+check "ina-switch bad --slots says why" grep -q "bad number" "$tmp/err"
+"$SW" --listen nonsense:99999 >/dev/null 2>&1; check "ina-switch bad --listen exits 2" test $? -eq 2
+"$BENCH" --local 2 --dtype float16 >/dev/null 2>&1; check "ina-bench bad --dtype exits 2" test $? -eq 2
+"$BENCH" >/dev/null 2>&1; check "ina-bench without a mode exits 2" test $? -eq 2
+
+# ina-bench --local --json: one object per size, required keys, ok true
+"$BENCH" --local 3 --sizes 4K,1001,256K --iters 3 --warmup 1 --json >"$tmp/json" 2>"$tmp/bench.err"
+check "ina-bench --json exits 0" test $? -eq 0
+check "ina-bench --json prints 3 lines" test "$(wc -l <"$tmp/json")" -eq 3
+for key in workers bytes dtype iters time_s algbw_gbps busbw_gbps ate_per_s max_abs_err \
+    max_rel_err retransmits ok; do
+    check "json key $key on every line" test "$(grep -c "\"$key\":" "$tmp/json")" -eq 3
+done
+check "json ok true on every line" test "$(grep -c '"ok": *true' "$tmp/json")" -eq 3
+"$BENCH" --local 2 --sizes 64K --dtype int32 --iters 2 --warmup 0 --json >"$tmp/json2" 2>/dev/null
+check "ina-bench int32 ok" grep -q '"ok": *true' "$tmp/json2"
+
+# The README example, 3 ranks, configured only through the environment
+# (rank 2 through torchrun's RANK/WORLD_SIZE fallback).
+"$SW" --listen 127.0.0.1:0 --port-file "$tmp/port" 2>"$tmp/sw.err" &
+swpid=$!
+for _ in $(seq 200); do [ -s "$tmp/port" ] && break; sleep 0.05; done
+port=$(cat "$tmp/port")
+export INA_SWITCH=127.0.0.1:$port INA_JOB=example
+INA_RANK=0 INA_WORLD_SIZE=3 "$EX" >"$tmp/ex0" 2>&1 &
+p0=$!
+INA_RANK=1 INA_WORLD_SIZE=3 "$EX" >"$tmp/ex1" 2>&1 &
+p1=$!
+RANK=2 WORLD_SIZE=3 "$EX" >"$tmp/ex2" 2>&1
+r2=$?
+wait $p0; r0=$?
+wait $p1; r1=$?
+check "example: every rank exits 0" test "$r0$r1$r2" = 000
+check "example: rank 0 got the sum" grep -q "rank 0 of 3: grad\[0\] = 3 (want 3): ok" "$tmp/ex0"
+check "example: rank 2 (RANK fallback) got the sum" grep -q "rank 2 of 3: .*: ok" "$tmp/ex2"
+# The switch prints its counters on SIGTERM and exits 0
+kill -TERM "$swpid"; wait "$swpid"; rc=$?; swpid=
+check "ina-switch exits 0 on SIGTERM" test "$rc" -eq 0
+check "ina-switch prints counters" grep -q "completions  *[1-9]" "$tmp/sw.err"
+check "ina-switch job ended cleanly" grep -q "jobs_ended  *1" "$tmp/sw.err"
+
+echo "test_tools: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
