@@ -81,9 +81,14 @@ void ina__job_reset_slots(struct ina_switch *sw, const struct ina_job *job)
         struct ina_slot *s = &sw->slots[job->slot_base + i];
         memset(s, 0, sizeof(*s));
         for (unsigned set = 0; set < 2; set++) {
-            s->set[set].seq = (uint32_t)set - 2u;
-            s->set[set].complete = 1;
-            s->set[set].nrecv = (uint16_t)job->world;
+            struct ina_slot_set *ss = &s->set[set];
+            ss->seq = (uint32_t)set - 2u;
+            ss->complete = 1;
+            ss->nrecv = (uint16_t)job->world;
+            /* Every rank "contributed" (keeps the invariant: a packet for
+             * round -2/-1 is a duplicate of a complete, empty round). */
+            for (int r = 0; r < job->world; r++)
+                ss->bitmap[r >> 6] |= 1ull << (r & 63);
         }
     }
 }
@@ -130,6 +135,13 @@ static void send_nak(struct ina_switch *sw, uint64_t nonce, int reason,
 static void send_to_members(struct ina_switch *sw, struct ina_job *job, uint8_t kind, int reason)
 {
     uint8_t body[INA_NAK_BODY_LEN];
+    if (kind == INA_K_JOIN_NAK) {
+        /* A NAK echoes each member's own nonce: one datagram per member. */
+        for (int r = 0; r < job->world; r++)
+            if (job->members[r].joined)
+                send_nak(sw, job->members[r].nonce, reason, &job->members[r].addr);
+        return;
+    }
     if (!ina_txq_room(&sw->txq, (unsigned)job->world))
         return;
     struct ina_hdr h;
@@ -140,17 +152,11 @@ static void send_to_members(struct ina_switch *sw, struct ina_job *job, uint8_t 
     h.token = job->token;
     uint8_t *buf = ina_txq_buf(&sw->txq);
     ina_hdr_encode(buf, &h);
+    ina_nak_encode(body, 0, reason);
+    memcpy(buf + INA_HDR_LEN, body, sizeof(body));
     for (int r = 0; r < job->world; r++) {
         if (!job->members[r].joined)
             continue;
-        /* A NAK echoes each member's own nonce, so the body differs: only
-         * ABORT (nonce 0) can share one buffer. */
-        if (kind == INA_K_JOIN_NAK) {
-            send_nak(sw, job->members[r].nonce, reason, &job->members[r].addr);
-            continue;
-        }
-        ina_nak_encode(body, 0, reason);
-        memcpy(buf + INA_HDR_LEN, body, sizeof(body));
         ina_txq_push(&sw->txq, buf, INA_HDR_LEN + sizeof(body), &job->members[r].addr);
     }
 }
@@ -190,6 +196,7 @@ static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_n
     }
     if (pool_alloc(sw, window, &job->slot_base) != 0) {
         log_job(sw, job, "refused: no free slots");
+        sw->c.jobs_refused++;
         send_to_members(sw, job, INA_K_JOIN_NAK, INA_ERR_NOSPACE);
         job_free(sw, job);
         return;
@@ -250,12 +257,17 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
                     size_t bodylen, const struct sockaddr_in *src, uint64_t now_ns)
 {
     struct ina_join j;
-    if (ina_join_decode(body, bodylen, &j) != 0) {
-        sw->c.drops[INA_DROP_JOIN]++;
+    if (h->version != INA_WIRE_VERSION) {
+        /* Another protocol version: answer so the worker can say why, if
+         * the nonce (the body's first 8 bytes in every version) is there.
+         * The caller counts the drop (VERSION). */
+        if (bodylen >= 8)
+            send_nak(sw, (uint64_t)ina_get32(body) << 32 | ina_get32(body + 4), INA_ERR_PROTO,
+                     src);
         return;
     }
-    if (h->version != INA_WIRE_VERSION) {
-        send_nak(sw, j.nonce, INA_ERR_PROTO, src);
+    if (ina_join_decode(body, bodylen, &j) != 0) {
+        sw->c.drops[INA_DROP_JOIN]++;
         return;
     }
     if (!join_params_valid(sw, h, &j)) {
@@ -283,6 +295,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
     if (!job) {
         job = job_new(sw, j.name, j.world_size, now_ns);
         if (!job) {
+            sw->c.jobs_refused++; /* job table full */
             send_nak(sw, j.nonce, INA_ERR_NOSPACE, src);
             return;
         }
@@ -306,8 +319,12 @@ static void on_leave(struct ina_switch *sw, const struct ina_hdr *h, const struc
         return;
     }
     struct ina_job *job = &sw->jobs[h->job - 1];
-    if (job->state != INA_JOB_ACTIVE || job->session != h->session || job->token != h->token ||
-        h->rank >= job->world || !ina_addr_eq(src, &job->members[h->rank].addr)) {
+    if (job->state != INA_JOB_ACTIVE) {
+        sw->c.drops[INA_DROP_NO_JOB]++; /* also a late duplicate LEAVE after the job ended */
+        return;
+    }
+    if (job->session != h->session || job->token != h->token || h->rank >= job->world ||
+        !ina_addr_eq(src, &job->members[h->rank].addr)) {
         sw->c.drops[INA_DROP_JOIN]++;
         return;
     }
@@ -339,13 +356,14 @@ void ina_switch_tick(struct ina_switch *sw, uint64_t now_ns)
 {
     for (int i = 0; i < INA_SW_MAX_JOBS; i++) {
         struct ina_job *job = &sw->jobs[i];
-        if (job->state == INA_JOB_JOINING && now_ns - job->created_ns > sw->p.join_timeout_ns) {
+        if (job->state == INA_JOB_JOINING && sw->p.join_timeout_ns &&
+            now_ns - job->created_ns > sw->p.join_timeout_ns) {
             log_job(sw, job, "dropped: not all ranks joined in time");
             job_free(sw, job);
         } else if (job->state == INA_JOB_ACTIVE && sw->p.idle_timeout_ns &&
                    now_ns - job->last_rx_ns > sw->p.idle_timeout_ns) {
             if (ina_switch_tx_full(sw))
-                return; /* try again next tick, after a flush */
+                continue; /* no room to send the ABORT: try again next tick */
             ina__job_abort(sw, job, INA_ERR_TIMEOUT);
         }
     }

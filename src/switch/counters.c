@@ -36,6 +36,7 @@ void ina_sw_counters_print(const struct ina_sw_counters *c, FILE *f)
     fprintf(f, "  jobs_started    %llu\n", (unsigned long long)c->jobs_started);
     fprintf(f, "  jobs_ended      %llu\n", (unsigned long long)c->jobs_ended);
     fprintf(f, "  jobs_aborted    %llu\n", (unsigned long long)c->jobs_aborted);
+    fprintf(f, "  jobs_refused    %llu\n", (unsigned long long)c->jobs_refused);
     for (int d = 0; d < INA_DROP__COUNT; d++)
         fprintf(f, "  drop_%-11s %llu\n", drop_names[d], (unsigned long long)c->drops[d]);
 }

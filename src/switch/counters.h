@@ -42,6 +42,7 @@ struct ina_sw_counters {
     uint64_t completions;     /* rounds completed (results multicast) */
     uint64_t results_resent;  /* duplicates answered with a finished result */
     uint64_t jobs_started, jobs_ended, jobs_aborted;
+    uint64_t jobs_refused;    /* no room: slot pool or job table full */
     uint64_t drops[INA_DROP__COUNT];
 };
 

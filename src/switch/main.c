@@ -46,7 +46,7 @@ static void usage(FILE *f)
             "  --max-elems K         int32 values per slot, the largest packet a job\n"
             "                        may use (default 2048, at most %d)\n"
             "  --join-timeout S      drop a job whose ranks did not all join in S seconds\n"
-            "                        (default 120)\n"
+            "                        (default 120; 0 = never)\n"
             "  --idle-timeout S      abort an active job silent for S seconds, freeing its\n"
             "                        slots (default 3600; 0 = never)\n"
             "  --port-file PATH      write the bound port number to PATH once listening\n"

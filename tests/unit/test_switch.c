@@ -1,0 +1,1333 @@
+/* test_switch.c: ina-switch as a state machine: joins, slot rounds, hostile input, leave, timeouts. No sockets. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+/* The switch sources are not in libina: compile them into this test (not main.c). */
+#include "switch/control.c"
+#include "switch/counters.c"
+#include "switch/dataplane.c"
+#include "switch/txq.c"
+
+#define T_NSLOTS 16
+#define T_MAX_ELEMS 8
+#define T_JOIN_TIMEOUT 1000
+#define T_IDLE_TIMEOUT 5000
+#define T_MAX_WORLD 8
+
+static struct ina_switch *sw;
+static uint64_t now_ns;
+
+/* ---- Setup ------------------------------------------------------------------ */
+
+static void sw_open(uint64_t idle_timeout)
+{
+    struct ina_switch_params p;
+    memset(&p, 0, sizeof(p));
+    p.nslots = T_NSLOTS;
+    p.max_elems = T_MAX_ELEMS;
+    p.join_timeout_ns = T_JOIN_TIMEOUT;
+    p.idle_timeout_ns = idle_timeout;
+    sw = malloc(sizeof(*sw));
+    CHECK(sw != NULL);
+    if (!sw)
+        exit(1);
+    int rc = ina_switch_init(sw, &p);
+    CHECK_EQ_INT(rc, 0);
+    if (rc != 0)
+        exit(1);
+    now_ns = 1000000;
+}
+
+static void sw_close(void)
+{
+    ina_switch_free(sw);
+    free(sw);
+    sw = NULL;
+}
+
+static struct sockaddr_in addr_port(int port)
+{
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    return a;
+}
+
+static void input(const uint8_t *b, size_t len, const struct sockaddr_in *src)
+{
+    ina_switch_input(sw, b, len, src, now_ns);
+}
+
+/* ---- Counter snapshots ---------------------------------------------------- */
+
+/* Every drop counter equals the snapshot's, except `which` (if >= 0): +delta. */
+static int drops_ok(const struct ina_sw_counters *snap, int which, uint64_t delta, int line)
+{
+    int ok = 1;
+    for (int d = 0; d < INA_DROP__COUNT; d++) {
+        uint64_t want = snap->drops[d] + (d == which ? delta : 0);
+        if (sw->c.drops[d] != want) {
+            fprintf(stderr, "line %d: drop_%s is %llu, want %llu\n", line,
+                    ina_drop_name((enum ina_drop)d), (unsigned long long)sw->c.drops[d],
+                    (unsigned long long)want);
+            ok = 0;
+        }
+    }
+    return ok;
+}
+#define EXPECT_DROP(snap, which) CHECK(drops_ok(&(snap), INA_DROP_##which, 1, __LINE__))
+#define EXPECT_NO_DROP(snap) CHECK(drops_ok(&(snap), -1, 0, __LINE__))
+
+/* ---- Reading what the switch queued ----------------------------------------- */
+
+static int tx_n(void) { return (int)sw->txq.nmsg; }
+
+static const uint8_t *tx_buf(int i, size_t *len)
+{
+    *len = sw->txq.iovs[i].iov_len;
+    return sw->txq.iovs[i].iov_base;
+}
+
+/* Decode datagram i; returns the parse result. */
+static int tx_hdr(int i, struct ina_hdr *h)
+{
+    size_t len;
+    const uint8_t *b = tx_buf(i, &len);
+    memset(h, 0, sizeof(*h));
+    return ina_hdr_decode(b, len, h);
+}
+
+static int tx_to(int i, const struct sockaddr_in *a) { return ina_addr_eq(&sw->txq.addrs[i], a); }
+
+static void tx_reset(void) { ina_txq_reset(&sw->txq); }
+
+/* Datagram i is a JOIN_NAK (or ABORT) to dst, echoing nonce, with reason. */
+static void check_nak_at(int line, int i, uint8_t kind, const struct sockaddr_in *dst,
+                         uint64_t nonce, int reason)
+{
+    int before = check_failures;
+    struct ina_hdr h;
+    size_t len;
+    CHECK(i < tx_n());
+    if (i >= tx_n())
+        return;
+    const uint8_t *b = tx_buf(i, &len);
+    CHECK_EQ_INT(tx_hdr(i, &h), INA_PARSE_OK);
+    CHECK_EQ_INT(h.kind, kind);
+    CHECK_EQ_INT(h.rank, INA_RANK_SWITCH);
+    CHECK_EQ_INT(len, INA_HDR_LEN + INA_NAK_BODY_LEN);
+    CHECK(tx_to(i, dst));
+    uint64_t n = 1;
+    int32_t r = 1;
+    CHECK_EQ_INT(ina_nak_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &n, &r), INA_PARSE_OK);
+    CHECK(n == nonce);
+    CHECK_EQ_INT(r, reason);
+    if (check_failures != before)
+        fprintf(stderr, "  (check_nak called from line %d, datagram %d)\n", line, i);
+}
+#define CHECK_NAK(i, dst, nonce, reason) check_nak_at(__LINE__, i, INA_K_JOIN_NAK, dst, nonce, reason)
+#define CHECK_ABORT(i, dst, reason) check_nak_at(__LINE__, i, INA_K_ABORT, dst, 0, reason)
+
+/* ---- Building packets ----------------------------------------------------- */
+
+static size_t make_join(uint8_t *b, const char *name, int rank, int world, int elems,
+                        uint32_t window, uint64_t nonce)
+{
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_JOIN);
+    h.rank = (uint16_t)rank;
+    ina_hdr_encode(b, &h);
+    struct ina_join j;
+    memset(&j, 0, sizeof(j));
+    j.nonce = nonce;
+    j.world_size = (uint16_t)world;
+    j.elems = (uint16_t)elems;
+    j.window = window;
+    j.sw_version = INA_VERSION_NUMBER;
+    snprintf(j.name, sizeof(j.name), "%s", name);
+    ina_join_encode(b + INA_HDR_LEN, &j);
+    return INA_HDR_LEN + INA_JOIN_BODY_LEN;
+}
+
+static void send_join(const char *name, int rank, int world, int elems, uint32_t window,
+                      uint64_t nonce, const struct sockaddr_in *src)
+{
+    uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
+    size_t len = make_join(b, name, rank, world, elems, window, nonce);
+    input(b, len, src);
+}
+
+/* What the workers of one job learned from their JOIN_ACKs. */
+struct job_info {
+    uint16_t job;
+    uint32_t session, token;
+    uint16_t elems;
+    uint32_t window;
+    int world;
+    struct sockaddr_in addr[T_MAX_WORLD];
+    uint64_t nonce[T_MAX_WORLD];
+};
+
+/*
+ * Datagrams 0..world-1 of the queue are the JOIN_ACKs of job ji, in rank
+ * order; fill ji's job/session/token from them and check the body.
+ */
+static void read_acks(int line, struct job_info *ji, const char *name, int elems, uint32_t window)
+{
+    int before = check_failures;
+    CHECK_EQ_INT(tx_n(), ji->world);
+    for (int r = 0; r < ji->world && r < tx_n(); r++) {
+        struct ina_hdr h;
+        size_t len;
+        const uint8_t *b = tx_buf(r, &len);
+        CHECK_EQ_INT(tx_hdr(r, &h), INA_PARSE_OK);
+        CHECK_EQ_INT(h.kind, INA_K_JOIN_ACK);
+        CHECK_EQ_INT(h.rank, INA_RANK_SWITCH);
+        CHECK_EQ_INT(len, INA_HDR_LEN + INA_JOIN_BODY_LEN);
+        CHECK(tx_to(r, &ji->addr[r]));
+        CHECK(h.job >= 1 && h.job <= INA_SW_MAX_JOBS);
+        CHECK(h.session != 0);
+        if (r == 0) {
+            ji->job = h.job;
+            ji->session = h.session;
+            ji->token = h.token;
+        }
+        CHECK_EQ_INT(h.job, ji->job);
+        CHECK_EQ_INT(h.session, ji->session);
+        CHECK_EQ_INT(h.token, ji->token);
+        struct ina_join j;
+        CHECK_EQ_INT(ina_join_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &j), INA_PARSE_OK);
+        CHECK(j.nonce == ji->nonce[r]);
+        CHECK_EQ_INT(j.world_size, ji->world);
+        CHECK_EQ_INT(j.elems, elems);
+        CHECK_EQ_INT(j.window, window);
+        CHECK_EQ_INT(j.sw_version, INA_VERSION_NUMBER);
+        CHECK(strcmp(j.name, name) == 0);
+    }
+    ji->elems = (uint16_t)elems;
+    ji->window = window;
+    if (check_failures != before)
+        fprintf(stderr, "  (read_acks called from line %d)\n", line);
+}
+
+/* All ranks of a job join with the same proposal; ranks at ports port0 + rank. */
+static struct job_info start_job_at(int line, const char *name, int world, int elems,
+                                    uint32_t window, int port0, uint64_t nonce0)
+{
+    struct job_info ji;
+    memset(&ji, 0, sizeof(ji));
+    ji.world = world;
+    tx_reset();
+    for (int r = 0; r < world; r++) {
+        ji.addr[r] = addr_port(port0 + r);
+        ji.nonce[r] = nonce0 + (uint64_t)r;
+        send_join(name, r, world, elems, window, ji.nonce[r], &ji.addr[r]);
+    }
+    read_acks(line, &ji, name, elems, window);
+    tx_reset();
+    return ji;
+}
+#define START_JOB(name, world, elems, window, port0, nonce0) \
+    start_job_at(__LINE__, name, world, elems, window, port0, nonce0)
+
+/* A DATA header of rank `rank` of job ji. */
+static struct ina_hdr data_hdr(const struct job_info *ji, int rank, uint32_t idx, unsigned set,
+                               uint32_t seq, unsigned count, int16_t exp)
+{
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_DATA);
+    h.job = ji->job;
+    h.rank = (uint16_t)rank;
+    h.session = ji->session;
+    h.token = ji->token;
+    h.slot = idx | (set ? INA_SLOT_SET_BIT : 0);
+    h.seq = seq;
+    h.count = (uint16_t)count;
+    h.exp = exp;
+    h.op = INA_OP_ADD_I32;
+    return h;
+}
+
+/* Header h followed by h->count big-endian values (vals may be NULL: zeros). */
+static size_t build(uint8_t *b, const struct ina_hdr *h, const int32_t *vals)
+{
+    ina_hdr_encode(b, h);
+    for (unsigned i = 0; i < h->count; i++)
+        ina_put32(b + INA_HDR_LEN + 4 * i, vals ? (uint32_t)vals[i] : 0);
+    return INA_HDR_LEN + 4 * (size_t)h->count;
+}
+
+#define PKT_MAX (INA_HDR_LEN + 4 * 64)
+
+/* Rank `rank` of ji sends one DATA from its registered address. */
+static void send_data(const struct job_info *ji, int rank, uint32_t idx, unsigned set, uint32_t seq,
+                      unsigned count, int16_t exp, const int32_t *vals)
+{
+    uint8_t b[PKT_MAX];
+    struct ina_hdr h = data_hdr(ji, rank, idx, set, seq, count, exp);
+    size_t len = build(b, &h, vals);
+    input(b, len, &ji->addr[rank]);
+}
+
+/* Send a prepared header (possibly tampered) with values from src. */
+static void send_hdr(const struct ina_hdr *h, const int32_t *vals, const struct sockaddr_in *src)
+{
+    uint8_t b[PKT_MAX];
+    size_t len = build(b, h, vals);
+    input(b, len, src);
+}
+
+static int32_t wadd(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
+
+/* Datagram i is the RESULT of (idx, set, seq) of job ji, to dst, with these values. */
+static void check_result_at(int line, int i, const struct job_info *ji, const struct sockaddr_in *dst,
+                            uint32_t idx, unsigned set, uint32_t seq, unsigned count, int16_t exp,
+                            const int32_t *want)
+{
+    int before = check_failures;
+    CHECK(i < tx_n());
+    if (i < tx_n()) {
+        struct ina_hdr h;
+        size_t len;
+        const uint8_t *b = tx_buf(i, &len);
+        CHECK_EQ_INT(tx_hdr(i, &h), INA_PARSE_OK);
+        CHECK_EQ_INT(h.kind, INA_K_RESULT);
+        CHECK_EQ_INT(h.job, ji->job);
+        CHECK_EQ_INT(h.rank, INA_RANK_SWITCH);
+        CHECK_EQ_INT(h.session, ji->session);
+        CHECK_EQ_INT(h.token, ji->token);
+        CHECK_EQ_INT(h.slot, idx | (set ? INA_SLOT_SET_BIT : 0));
+        CHECK_EQ_INT(h.seq, seq);
+        CHECK_EQ_INT(h.count, count);
+        CHECK_EQ_INT(h.exp, exp);
+        CHECK_EQ_INT(h.flags, 0);
+        CHECK_EQ_INT(h.op, INA_OP_ADD_I32);
+        CHECK_EQ_INT(len, INA_HDR_LEN + 4 * (size_t)count);
+        CHECK(tx_to(i, dst));
+        for (unsigned k = 0; k < count && INA_HDR_LEN + 4 * k + 4 <= len; k++)
+            CHECK_EQ_INT((int32_t)ina_get32(b + INA_HDR_LEN + 4 * k), want[k]);
+    }
+    if (check_failures != before)
+        fprintf(stderr, "  (check_result called from line %d, datagram %d)\n", line, i);
+}
+#define CHECK_RESULT(i, ji, dst, idx, set, seq, count, exp, want) \
+    check_result_at(__LINE__, i, ji, dst, idx, set, seq, count, exp, want)
+
+/* The whole queue is one RESULT multicast to every member of ji. */
+#define CHECK_MULTICAST(ji, idx, set, seq, count, exp, want)                          \
+    do {                                                                              \
+        CHECK_EQ_INT(tx_n(), (ji)->world);                                            \
+        for (int r_ = 0; r_ < (ji)->world; r_++)                                      \
+            CHECK_RESULT(r_, ji, &(ji)->addr[r_], idx, set, seq, count, exp, want);   \
+    } while (0)
+
+static struct ina_job *job_named(const char *name)
+{
+    for (int i = 0; i < INA_SW_MAX_JOBS; i++)
+        if (sw->jobs[i].state != INA_JOB_FREE && strcmp(sw->jobs[i].name, name) == 0)
+            return &sw->jobs[i];
+    return NULL;
+}
+
+static int owned_slots(uint16_t job)
+{
+    int n = 0;
+    for (uint32_t i = 0; i < T_NSLOTS; i++)
+        n += sw->slot_owner[i] == job;
+    return n;
+}
+
+/* ---- Join --------------------------------------------------------------------- */
+
+static void test_join_basic(void)
+{
+    sw_open(T_IDLE_TIMEOUT);
+    struct ina_sw_counters snap = sw->c;
+
+    /* Three ranks propose different elems and windows: the job takes the minimum of each. */
+    const int elems[3] = {8, 5, 7};
+    const uint32_t windows[3] = {4, 8, 2};
+    struct job_info ji;
+    memset(&ji, 0, sizeof(ji));
+    ji.world = 3;
+    for (int r = 0; r < 3; r++) {
+        ji.addr[r] = addr_port(10000 + r);
+        ji.nonce[r] = 0x1111000000000000ull + (uint64_t)r;
+    }
+    /* Out of rank order on purpose. */
+    send_join("job-a", 2, 3, elems[2], windows[2], ji.nonce[2], &ji.addr[2]);
+    CHECK_EQ_INT(tx_n(), 0);
+    CHECK(job_named("job-a") != NULL && job_named("job-a")->state == INA_JOB_JOINING);
+    send_join("job-a", 0, 3, elems[0], windows[0], ji.nonce[0], &ji.addr[0]);
+    CHECK_EQ_INT(tx_n(), 0);
+    CHECK_EQ_INT(sw->c.jobs_started, 0);
+    /* The same rank again while joining (lost JOIN, retransmitted): still waiting. */
+    send_join("job-a", 0, 3, elems[0], windows[0], ji.nonce[0], &ji.addr[0]);
+    CHECK_EQ_INT(tx_n(), 0);
+    CHECK_EQ_INT(job_named("job-a")->njoined, 2);
+    send_join("job-a", 1, 3, elems[1], windows[1], ji.nonce[1], &ji.addr[1]);
+    CHECK_EQ_INT(sw->c.jobs_started, 1);
+    read_acks(__LINE__, &ji, "job-a", 5, 2);
+    EXPECT_NO_DROP(snap);
+    struct ina_job *job = job_named("job-a");
+    CHECK(job != NULL && job->state == INA_JOB_ACTIVE);
+    if (job) {
+        CHECK_EQ_INT(job->id, ji.job);
+        CHECK_EQ_INT(owned_slots(ji.job), 2);
+    }
+    tx_reset();
+
+    /* The job works: a round completes with the agreed size. */
+    const int32_t v[5] = {1, 2, 3, 4, 5};
+    const int32_t s3[5] = {3, 6, 9, 12, 15};
+    for (int r = 0; r < 3; r++)
+        send_data(&ji, r, 1, 0, 0, 5, 0, v);
+    CHECK_MULTICAST(&ji, 1, 0, 0, 5, 0, s3);
+    tx_reset();
+
+    /* Lost ACK: the same rank, same nonce, same address -> ACK again, same session. */
+    snap = sw->c;
+    send_join("job-a", 1, 3, elems[1], windows[1], ji.nonce[1], &ji.addr[1]);
+    CHECK_EQ_INT(tx_n(), 1);
+    {
+        struct ina_hdr h;
+        size_t len;
+        const uint8_t *b = tx_buf(0, &len);
+        CHECK_EQ_INT(tx_hdr(0, &h), INA_PARSE_OK);
+        CHECK_EQ_INT(h.kind, INA_K_JOIN_ACK);
+        CHECK_EQ_INT(h.job, ji.job);
+        CHECK_EQ_INT(h.session, ji.session);
+        CHECK_EQ_INT(h.token, ji.token);
+        CHECK(tx_to(0, &ji.addr[1]));
+        struct ina_join j;
+        CHECK_EQ_INT(ina_join_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &j), 0);
+        CHECK(j.nonce == ji.nonce[1]);
+        CHECK_EQ_INT(j.elems, 5);
+        CHECK_EQ_INT(j.window, 2);
+    }
+    CHECK_EQ_INT(sw->c.jobs_started, 1);
+    CHECK_EQ_INT(sw->c.jobs_aborted, 0);
+    EXPECT_NO_DROP(snap);
+    tx_reset();
+    /* ...and the slot state survived: a duplicate is answered from the finished round. */
+    send_data(&ji, 0, 1, 0, 0, 5, 0, v);
+    CHECK_EQ_INT(tx_n(), 1);
+    CHECK_RESULT(0, &ji, &ji.addr[0], 1, 0, 0, 5, 0, s3);
+    tx_reset();
+
+    /* A second job alongside gets another id, session and slots. */
+    struct job_info jb = START_JOB("job-b", 2, 8, 4, 20000, 0x2222000000000000ull);
+    CHECK(jb.job != ji.job);
+    CHECK(jb.session != ji.session);
+    CHECK_EQ_INT(owned_slots(jb.job), 4);
+    CHECK_EQ_INT(sw->c.jobs_started, 2);
+
+    /* A world of one starts at once. */
+    struct job_info j1 = START_JOB("solo", 1, 3, 1, 30000, 77);
+    CHECK(j1.job != 0);
+    const int32_t one[3] = {-1, 0, 1};
+    send_data(&j1, 0, 0, 0, 0, 3, -4, one);
+    CHECK_MULTICAST(&j1, 0, 0, 0, 3, -4, one);
+    tx_reset();
+    sw_close();
+}
+
+static void test_join_refused(void)
+{
+    sw_open(T_IDLE_TIMEOUT);
+    struct sockaddr_in a = addr_port(10000);
+    struct ina_sw_counters snap;
+
+    /* Bad parameters: each is NAKed REJECTED, echoing the nonce, and counted. */
+    const struct {
+        const char *name;
+        int rank, world, elems;
+        uint32_t window;
+    } bad[] = {
+        {"x", 0, 0, 4, 2},                     /* world 0 */
+        {"x", 3, 3, 4, 2},                     /* rank == world */
+        {"x", 9, 3, 4, 2},                     /* rank > world */
+        {"x", 0, INA_MAX_WORKERS + 1, 4, 2},   /* world too large */
+        {"x", 0, 3, 4, 3},                     /* window not a power of 2 */
+        {"x", 0, 3, 4, 6},                     /* window not a power of 2 */
+        {"x", 0, 3, 4, 0},                     /* window 0 */
+        {"x", 0, 3, 4, 2 * T_NSLOTS},          /* window larger than the pool */
+        {"x", 0, 3, 4, 0x80000000u},           /* power of 2, far too large */
+        {"x", 0, 3, T_MAX_ELEMS + 1, 2},       /* elems > max_elems */
+        {"x", 0, 3, 0, 2},                     /* elems 0 */
+        {"", 0, 3, 4, 2},                      /* empty name */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snap = sw->c;
+        uint64_t nonce = 0xABCD000000000000ull + i;
+        send_join(bad[i].name, bad[i].rank, bad[i].world, bad[i].elems, bad[i].window, nonce, &a);
+        CHECK_EQ_INT(tx_n(), 1);
+        CHECK_NAK(0, &a, nonce, INA_ERR_REJECTED);
+        EXPECT_DROP(snap, JOIN);
+        CHECK(job_named("x") == NULL);
+        if (tx_n() != 1 || sw->c.drops[INA_DROP_JOIN] != snap.drops[INA_DROP_JOIN] + 1)
+            fprintf(stderr, "  (bad join case %zu)\n", i);
+        tx_reset();
+    }
+    /* Boundary values that are fine: window == pool, elems == max, world == 1. */
+    snap = sw->c;
+    send_join("edge", 0, 1, T_MAX_ELEMS, T_NSLOTS, 5, &a);
+    CHECK_EQ_INT(tx_n(), 1);
+    {
+        struct ina_hdr h;
+        CHECK_EQ_INT(tx_hdr(0, &h), INA_PARSE_OK);
+        CHECK_EQ_INT(h.kind, INA_K_JOIN_ACK);
+    }
+    EXPECT_NO_DROP(snap);
+    CHECK_EQ_INT(owned_slots(job_named("edge") ? job_named("edge")->id : 0), T_NSLOTS);
+    tx_reset();
+
+    /* Malformed JOIN bodies: dropped without an answer. */
+    uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
+    size_t len = make_join(b, "y", 0, 2, 4, 2, 9);
+    for (size_t l = INA_HDR_LEN; l < len; l += 7) {
+        snap = sw->c;
+        input(b, l, &a);
+        CHECK_EQ_INT(tx_n(), 0);
+        EXPECT_DROP(snap, JOIN);
+    }
+    memset(b + INA_HDR_LEN + 32, 'n', 32); /* name without NUL */
+    snap = sw->c;
+    input(b, len, &a);
+    CHECK_EQ_INT(tx_n(), 0);
+    EXPECT_DROP(snap, JOIN);
+    CHECK(job_named("y") == NULL);
+
+    /* A JOIN from another protocol version gets a PROTO NAK (counted once, as VERSION). */
+    len = make_join(b, "y", 0, 2, 4, 2, 0x5151);
+    b[2] = INA_WIRE_VERSION + 1;
+    snap = sw->c;
+    input(b, len, &a);
+    CHECK_EQ_INT(tx_n(), 1);
+    CHECK_NAK(0, &a, 0x5151, INA_ERR_PROTO);
+    EXPECT_DROP(snap, VERSION);
+    CHECK(job_named("y") == NULL);
+    tx_reset();
+    /* Same, but its body is short: it still holds the nonce (8 bytes), so it is
+     * answered; still one drop, not two (counters.h: "Every drop increments exactly one."). */
+    snap = sw->c;
+    input(b, INA_HDR_LEN + 10, &a);
+    CHECK_EQ_INT(tx_n(), 1);
+    CHECK_NAK(0, &a, 0x5151, INA_ERR_PROTO);
+    EXPECT_DROP(snap, VERSION);
+    tx_reset();
+    /* Too short even for the nonce: no answer possible, one drop. */
+    snap = sw->c;
+    input(b, INA_HDR_LEN + 4, &a);
+    CHECK_EQ_INT(tx_n(), 0);
+    EXPECT_DROP(snap, VERSION);
+    tx_reset();
+
+    /* Other kinds the switch never receives: KIND. */
+    const uint8_t kinds[] = {INA_K_RESULT, INA_K_JOIN_ACK, INA_K_JOIN_NAK, INA_K_ABORT, 0, 3, 99, 255};
+    for (size_t i = 0; i < sizeof(kinds); i++) {
+        struct ina_hdr h;
+        ina_hdr_init(&h, kinds[i]);
+        uint8_t kb[INA_HDR_LEN + 16];
+        memset(kb, 0, sizeof(kb));
+        ina_hdr_encode(kb, &h);
+        snap = sw->c;
+        input(kb, sizeof(kb) - (kinds[i] == INA_K_RESULT ? 16 : 0), &a);
+        CHECK_EQ_INT(tx_n(), 0);
+        EXPECT_DROP(snap, KIND);
+    }
+    sw_close();
+}
+
+static void test_join_mismatch_and_rejoin(void)
+{
+    sw_open(T_IDLE_TIMEOUT);
+    struct ina_sw_counters snap;
+    struct sockaddr_in stranger = addr_port(40000);
+
+    /* World mismatch against a JOINING job. */
+    struct sockaddr_in w0 = addr_port(11000);
+    send_join("pending", 0, 2, 4, 2, 1, &w0);
+    snap = sw->c;
+    send_join("pending", 1, 3, 4, 2, 0x77, &stranger);
+    CHECK_EQ_INT(tx_n(), 1);
+    CHECK_NAK(0, &stranger, 0x77, INA_ERR_MISMATCH);
+    EXPECT_DROP(snap, JOIN);
+    CHECK_EQ_INT(job_named("pending")->njoined, 1);
+    tx_reset();
+
+    /* World mismatch against an ACTIVE job: NAK, the job is untouched. */
+    struct job_info ji = START_JOB("job", 3, 4, 4, 10000, 0x100);
+    snap = sw->c;
+    send_join("job", 0, 4, 4, 4, 0x999, &stranger);
+    CHECK_EQ_INT(tx_n(), 1);
+    CHECK_NAK(0, &stranger, 0x999, INA_ERR_MISMATCH);
+    EXPECT_DROP(snap, JOIN);
+    CHECK_EQ_INT(sw->c.jobs_aborted, 0);
+    CHECK(job_named("job") != NULL && job_named("job")->session == ji.session);
+    tx_reset();
+
+    /* Round 0 of slot 0 half done before the re-join. */
+    const int32_t v[4] = {10, 20, 30, 40};
+    send_data(&ji, 0, 0, 0, 0, 4, 0, v);
+    CHECK_EQ_INT(tx_n(), 0);
+
+    /* Rank 1 restarts (new nonce): the session is aborted, ABORT to every member. */
+    snap = sw->c;
+    uint64_t started = sw->c.jobs_started;
+    send_join("job", 1, 3, 4, 4, 0xBEEF, &ji.addr[1]);
+    CHECK_EQ_INT(sw->c.jobs_aborted, 1);
+    CHECK_EQ_INT(tx_n(), 3);
+    for (int r = 0; r < 3 && r < tx_n(); r++) {
+        CHECK_ABORT(r, &ji.addr[r], INA_ERR_ABORTED);
+        struct ina_hdr h;
+        CHECK_EQ_INT(tx_hdr(r, &h), INA_PARSE_OK);
+        CHECK_EQ_INT(h.job, ji.job);
+        CHECK_EQ_INT(h.session, ji.session); /* the session that ended */
+        CHECK_EQ_INT(h.token, ji.token);
+    }
+    EXPECT_NO_DROP(snap);
+    CHECK_EQ_INT(sw->c.jobs_started, started);
+    struct ina_job *job = job_named("job");
+    CHECK(job != NULL && job->state == INA_JOB_JOINING && job->njoined == 1);
+    CHECK_EQ_INT(owned_slots(ji.job), 0);
+    tx_reset();
+
+    /* Old-session DATA: the job is not active -> NO_JOB. */
+    snap = sw->c;
+    send_data(&ji, 2, 0, 0, 0, 4, 0, v);
+    CHECK_EQ_INT(tx_n(), 0);
+    EXPECT_DROP(snap, NO_JOB);
+
+    /* The other ranks re-join (new nonces too): a new session starts. */
+    struct job_info jn = ji;
+    jn.nonce[0] = 0xBEEE;
+    jn.nonce[1] = 0xBEEF;
+    jn.nonce[2] = 0xBEF0;
+    send_join("job", 0, 3, 4, 4, jn.nonce[0], &jn.addr[0]);
+    CHECK_EQ_INT(tx_n(), 0);
+    send_join("job", 2, 3, 4, 4, jn.nonce[2], &jn.addr[2]);
+    read_acks(__LINE__, &jn, "job", 4, 4);
+    CHECK(jn.session != ji.session);
+    CHECK_EQ_INT(sw->c.jobs_started, started + 1);
+    tx_reset();
+
+    /* Old-session DATA now: SESSION, and it does not touch the new round. */
+    snap = sw->c;
+    send_data(&ji, 2, 0, 0, 0, 4, 0, v);
+    CHECK_EQ_INT(tx_n(), 0);
+    EXPECT_DROP(snap, SESSION);
+    const int32_t w[4] = {1, 1, 1, 1};
+    const int32_t w3[4] = {3, 3, 3, 3};
+    snap = sw->c;
+    for (int r = 0; r < 3; r++) {
+        CHECK_EQ_INT(tx_n(), 0);
+        send_data(&jn, r, 0, 0, 0, 4, 0, w);
+    }
+    CHECK_MULTICAST(&jn, 0, 0, 0, 4, 0, w3);
+    EXPECT_NO_DROP(snap);
+    tx_reset();
+
+    /* Same nonce from another address is a new incarnation too. */
+    struct sockaddr_in moved = addr_port(10099);
+    send_join("job", 0, 3, 4, 4, jn.nonce[0], &moved);
+    CHECK_EQ_INT(sw->c.jobs_aborted, 2);
+    CHECK_EQ_INT(tx_n(), 3);
+    for (int r = 0; r < 3 && r < tx_n(); r++)
+        CHECK_ABORT(r, &jn.addr[r], INA_ERR_ABORTED);
+    tx_reset();
+    sw_close();
+}
+
+static void test_join_nospace(void)
+{
+    sw_open(T_IDLE_TIMEOUT);
+
+    /* Two jobs of 8 fill the pool of 16. */
+    struct job_info ja = START_JOB("a", 2, 4, 8, 10000, 0xA0);
+    struct job_info jb = START_JOB("b", 2, 4, 8, 11000, 0xB0);
+    CHECK_EQ_INT(owned_slots(ja.job), 8);
+    CHECK_EQ_INT(owned_slots(jb.job), 8);
+
+    /* A third needs one slot: every member is NAKed NOSPACE with its own nonce. */
+    struct sockaddr_in c0 = addr_port(12000), c1 = addr_port(12001);
+    send_join("c", 0, 2, 4, 1, 0xC0, &c0);
+    CHECK_EQ_INT(tx_n(), 0);
+    send_join("c", 1, 2, 4, 1, 0xC1, &c1);
+    CHECK_EQ_INT(tx_n(), 2);
+    /* Members are NAKed in rank order. */
+    CHECK_NAK(0, &c0, 0xC0, INA_ERR_NOSPACE);
+    CHECK_NAK(1, &c1, 0xC1, INA_ERR_NOSPACE);
+    CHECK(job_named("c") == NULL);
+    CHECK_EQ_INT(sw->c.jobs_started, 2);
+    CHECK_EQ_INT(owned_slots(ja.job), 8);
+    CHECK_EQ_INT(owned_slots(jb.job), 8);
+    CHECK_EQ_INT(owned_slots(0), 0);
+    tx_reset();
+
+    /* Job a still works after the refusal. */
+    const int32_t v[4] = {5, 6, 7, 8};
+    const int32_t s[4] = {10, 12, 14, 16};
+    send_data(&ja, 0, 7, 0, 0, 4, 1, v);
+    send_data(&ja, 1, 7, 0, 0, 4, 2, v);
+    CHECK_MULTICAST(&ja, 7, 0, 0, 4, 2, s);
+    tx_reset();
+
+    /* Job a leaves; now 8 are free: a window of 16 still does not fit, 8 does. */
+    for (int r = 0; r < 2; r++) {
+        struct ina_hdr h;
+        ina_hdr_init(&h, INA_K_LEAVE);
+        h.job = ja.job;
+        h.rank = (uint16_t)r;
+        h.session = ja.session;
+        h.token = ja.token;
+        uint8_t b[INA_HDR_LEN];
+        ina_hdr_encode(b, &h);
+        input(b, sizeof(b), &ja.addr[r]);
+    }
+    CHECK_EQ_INT(sw->c.jobs_ended, 1);
+    CHECK_EQ_INT(owned_slots(0), 8);
+    send_join("d", 0, 1, 4, 16, 0xD0, &c0);
+    CHECK_EQ_INT(tx_n(), 1);
+    CHECK_NAK(0, &c0, 0xD0, INA_ERR_NOSPACE);
+    tx_reset();
+    struct job_info je = START_JOB("e", 1, 4, 8, 13000, 0xE0);
+    CHECK_EQ_INT(owned_slots(je.job), 8);
+    CHECK_EQ_INT(owned_slots(0), 0);
+    sw_close();
+}
+
+/* ---- Slots ----------------------------------------------------------------------- */
+
+static void test_slot_rounds(void)
+{
+    sw_open(T_IDLE_TIMEOUT);
+    struct ina_sw_counters snap;
+    /* elems: 8 proposed by two ranks, 6 by one -> 6 agreed (below max_elems 8). */
+    struct job_info ji;
+    memset(&ji, 0, sizeof(ji));
+    ji.world = 3;
+    const int prop[3] = {8, 6, 8};
+    for (int r = 0; r < 3; r++) {
+        ji.addr[r] = addr_port(10000 + r);
+        ji.nonce[r] = 100 + (uint64_t)r;
+        send_join("rounds", r, 3, prop[r], 4, ji.nonce[r], &ji.addr[r]);
+    }
+    read_acks(__LINE__, &ji, "rounds", 6, 4);
+    tx_reset();
+
+    /* ---- Round 0, slot 0, set 0: wrapping sums, exp = max (negatives). */
+    const int32_t a0[6] = {INT32_MAX, INT32_MIN, -1, 0, 1, 0x40000000};
+    const int32_t a1[6] = {1, -1, -1, 7, 2, 0x40000000};
+    const int32_t a2[6] = {1, INT32_MIN, INT32_MIN, -7, -3, 0x40000000};
+    int32_t sum0[6];
+    for (int k = 0; k < 6; k++)
+        sum0[k] = wadd(wadd(a0[k], a1[k]), a2[k]);
+    CHECK_EQ_INT(sum0[0], INT32_MIN + 1); /* MAX + 1 + 1 wraps */
+    CHECK_EQ_INT(sum0[1], -1);            /* MIN - 1 wraps to MAX, + MIN = -1 */
+    CHECK_EQ_INT(sum0[5], (int32_t)0xC0000000u);
+
+    snap = sw->c;
+    send_data(&ji, 0, 0, 0, 0, 6, -9, a0);
+    CHECK_EQ_INT(tx_n(), 0);
+    CHECK_EQ_INT(sw->c.contributions, 1);
+    send_data(&ji, 1, 0, 0, 0, 6, -3, a1);
+    CHECK_EQ_INT(tx_n(), 0);
+    CHECK_EQ_INT(sw->c.contributions, 2);
+    EXPECT_NO_DROP(snap);
+
+    /* Duplicate of rank 0 before completion: dropped, not added. */
+    snap = sw->c;
+    send_data(&ji, 0, 0, 0, 0, 6, 100, a0);
+    CHECK_EQ_INT(tx_n(), 0);
+    EXPECT_DROP(snap, DUP_PENDING);
+    CHECK_EQ_INT(sw->c.contributions, 2);
+
+    /* Rank 2 completes: one RESULT to each member. */
+    snap = sw->c;
+    send_data(&ji, 2, 0, 0, 0, 6, -20, a2);
+    CHECK_MULTICAST(&ji, 0, 0, 0, 6, -3, sum0);
+    CHECK_EQ_INT(sw->c.completions, 1);
+    CHECK_EQ_INT(sw->c.contributions, 3);
+    EXPECT_NO_DROP(snap);
+    /* One buffer shared by the three destinations. */
+    CHECK_EQ_INT(sw->txq.nbuf, 1);
+    CHECK(sw->txq.iovs[0].iov_base == sw->txq.iovs[2].iov_base);
+    tx_reset();
+
+    /* Duplicate after completion: unicast to that rank only. */
+    snap = sw->c;
+    send_data(&ji, 1, 0, 0, 0, 6, -3, a1);
+    CHECK_EQ_INT(tx_n(), 1);
+    CHECK_RESULT(0, &ji, &ji.addr[1], 0, 0, 0, 6, -3, sum0);
+    CHECK_EQ_INT(sw->c.results_resent, 1);
+    CHECK_EQ_INT(sw->c.completions, 1);
+    CHECK_EQ_INT(sw->c.contributions, 3);
+    EXPECT_NO_DROP(snap);
+    tx_reset();
+
+    /* ---- Round 1 of slot 0 goes to set 1, with fewer elements and a zero-block exp. */
+    const int32_t b0[3] = {1, 2, 3}, b1[3] = {10, 20, 30}, b2[3] = {100, 200, 300};
+    const int32_t sum1[3] = {111, 222, 333};
+    snap = sw->c;
+    send_data(&ji, 2, 0, 1, 1, 3, INA_EXP_ZERO, b2);
+    send_data(&ji, 0, 0, 1, 1, 3, 4, b0);
+    CHECK_EQ_INT(tx_n(), 0);
+    send_data(&ji, 1, 0, 1, 1, 3, INA_EXP_ZERO, b1);
+    CHECK_MULTICAST(&ji, 0, 1, 1, 3, 4, sum1);
+    EXPECT_NO_DROP(snap);
+    tx_reset();
+    /* Round 0's result is still there in set 0 (the shadow copy). */
+    send_data(&ji, 2, 0, 0, 0, 6, -20, a2);
+    CHECK_EQ_INT(tx_n(), 1);
+    CHECK_RESULT(0, &ji, &ji.addr[2], 0, 0, 0, 6, -3, sum0);
+    tx_reset();
+
+    /* ---- Round 2 back in set 0: overwrites round 0 (no leftovers in the sum). */
+    const int32_t c0[6] = {1, 1, 1, 1, 1, 1}, c1[6] = {2, 2, 2, 2, 2, 2};
+    const int32_t c2[6] = {-4, 0, 4, 0, 0, INT32_MIN};
+    int32_t sum2[6];
+    for (int k = 0; k < 6; k++)
+        sum2[k] = wadd(wadd(c0[k], c1[k]), c2[k]);
+    snap = sw->c;
+    send_data(&ji, 1, 0, 0, 2, 6, INA_EXP_NONFINITE, c1);
+    CHECK_EQ_INT(tx_n(), 0);
+    EXPECT_NO_DROP(snap);
+
+    /* Now round 0 is history: its retransmissions are STALE (no resend). */
+    snap = sw->c;
+    send_data(&ji, 0, 0, 0, 0, 6, -9, a0);
+    CHECK_EQ_INT(tx_n(), 0);
+    EXPECT_DROP(snap, STALE);
+    CHECK_EQ_INT(sw->c.results_resent, 2);
+    /* A round far ahead: FUTURE (set 0 is at seq 2; seq 4 is d = 2 but set 0 is not
+     * complete -> NOT_READY; seq 6 is d = 4 -> FUTURE). */
+    snap = sw->c;
+    send_data(&ji, 0, 0, 0, 6, 6, 0, a0);
+    CHECK_EQ_INT(tx_n(), 0);
+    EXPECT_DROP(snap, FUTURE);
+    snap = sw->c;
+    send_data(&ji, 0, 0, 0, 4, 6, 0, a0);
+    CHECK_EQ_INT(tx_n(), 0);
+    EXPECT_DROP(snap, NOT_READY);
+    snap = sw->c;
+    send_data(&ji, 0, 0, 0, 0x80000000u, 6, 0, a0); /* d = 2^31 - 2 > 0 */
+    CHECK_EQ_INT(tx_n(), 0);
+    EXPECT_DROP(snap, FUTURE);
+    /* Set bit inconsistent with seq parity: SET, both ways. */
+    snap = sw->c;
+    send_data(&ji, 0, 0, 1, 2, 6, 0, a0);
+    EXPECT_DROP(snap, SET);
+    snap = sw->c;
+    send_data(&ji, 0, 0, 0, 3, 6, 0, a0);
+    EXPECT_DROP(snap, SET);
+    CHECK_EQ_INT(tx_n(), 0);
+
+    /* Finish round 2: exactly c0 + c1 + c2; exp NONFINITE wins. */
+    snap = sw->c;
+    send_data(&ji, 2, 0, 0, 2, 6, 5, c2);
+    send_data(&ji, 0, 0, 0, 2, 6, 7, c0);
+    CHECK_MULTICAST(&ji, 0, 0, 2, 6, INA_EXP_NONFINITE, sum2);
+    EXPECT_NO_DROP(snap);
+    tx_reset();
+    /* Round 0 is still stale after round 2 completed. */
+    snap = sw->c;
+    send_data(&ji, 0, 0, 0, 0, 6, 0, a0);
+    EXPECT_DROP(snap, STALE);
+    CHECK_EQ_INT(tx_n(), 0);
+
+    /* ---- NOT_READY: slot 1 round 0 incomplete, then round 2 in the same set. */
+    const int32_t d0[2] = {3, 4}, d1[2] = {30, 40}, d2[2] = {300, 400}, dsum[2] = {333, 444};
+    send_data(&ji, 0, 1, 0, 0, 2, 0, d0);
+    snap = sw->c;
+    send_data(&ji, 1, 1, 0, 2, 2, 0, d1);
+    EXPECT_DROP(snap, NOT_READY);
+    CHECK_EQ_INT(tx_n(), 0);
+    /* Round 1 of slot 1 (set 1) may still run ahead (its own set is free). */
+    send_data(&ji, 1, 1, 1, 1, 2, 0, d1);
+    CHECK_EQ_INT(tx_n(), 0);
+    snap = sw->c;
+    send_data(&ji, 1, 1, 0, 0, 2, 0, d1);
+    send_data(&ji, 2, 1, 0, 0, 2, 0, d2);
+    CHECK_MULTICAST(&ji, 1, 0, 0, 2, 0, dsum);
+    EXPECT_NO_DROP(snap);
+    tx_reset();
+
+    /* ---- COUNT, SLOT, OP: dropped before any state changes. */
+    const int32_t big[8] = {9, 9, 9, 9, 9, 9, 9, 9};
+    snap = sw->c;
+    send_data(&ji, 0, 2, 0, 0, 7, 0, big); /* 7 > agreed 6 (though <= max_elems 8) */
+    EXPECT_DROP(snap, COUNT);
+    snap = sw->c;
+    send_data(&ji, 0, 2, 0, 0, 8, 0, big);
+    EXPECT_DROP(snap, COUNT);
+    snap = sw->c;
+    send_data(&ji, 0, 4, 0, 0, 2, 0, big); /* window is 4 */
+    EXPECT_DROP(snap, SLOT);
+    snap = sw->c;
+    send_data(&ji, 0, INA_SLOT_INDEX_MASK, 1, 1, 2, 0, big);
+    EXPECT_DROP(snap, SLOT);
+    for (unsigned op = 1; op < 256; op += 127) {
+        uint8_t pk[PKT_MAX];
+        struct ina_hdr h = data_hdr(&ji, 0, 2, 0, 0, 2, 0);
+        h.op = (uint8_t)op;
+        size_t len = build(pk, &h, big);
+        snap = sw->c;
+        input(pk, len, &ji.addr[0]);
+        EXPECT_DROP(snap, OP);
+    }
+    CHECK_EQ_INT(tx_n(), 0);
+    /* Slot 2 is untouched by all of that. */
+    const int32_t e[2] = {-1, 1}, esum[2] = {-3, 3};
+    snap = sw->c;
+    for (int r = 0; r < 3; r++)
+        send_data(&ji, r, 2, 0, 0, 2, 0, e);
+    CHECK_MULTICAST(&ji, 2, 0, 0, 2, 0, esum);
+    EXPECT_NO_DROP(snap);
+    tx_reset();
+    /* The last slot of the window works (index 3, set 1, round 1 first). */
+    snap = sw->c;
+    for (int r = 0; r < 3; r++)
+        send_data(&ji, r, 3, 1, 1, 2, 0, e);
+    CHECK_MULTICAST(&ji, 3, 1, 1, 2, 0, esum);
+    EXPECT_NO_DROP(snap);
+    tx_reset();
+
+    /* ---- MISMATCH: ranks disagree on count in one round -> drop and abort. */
+    send_data(&ji, 0, 3, 0, 0, 4, 0, big);
+    CHECK_EQ_INT(tx_n(), 0);
+    snap = sw->c;
+    send_data(&ji, 1, 3, 0, 0, 5, 0, big);
+    EXPECT_DROP(snap, MISMATCH);
+    CHECK_EQ_INT(sw->c.jobs_aborted, 1);
+    CHECK_EQ_INT(tx_n(), 3);
+    for (int r = 0; r < 3 && r < tx_n(); r++)
+        CHECK_ABORT(r, &ji.addr[r], INA_ERR_MISMATCH);
+    CHECK(job_named("rounds") == NULL);
+    CHECK_EQ_INT(owned_slots(ji.job), 0);
+    tx_reset();
+    snap = sw->c;
+    send_data(&ji, 2, 3, 0, 0, 4, 0, big);
+    EXPECT_DROP(snap, NO_JOB);
+    CHECK_EQ_INT(tx_n(), 0);
+    sw_close();
+}
+
+/* Many rounds through one slot: seq runs, both sets alternate, sums stay exact. */
+static void test_slot_many_rounds(void)
+{
+    sw_open(T_IDLE_TIMEOUT);
+    struct job_info ji = START_JOB("many", 4, 8, 2, 10000, 1);
+    struct ina_sw_counters snap = sw->c;
+    int32_t v[4][8], want[8];
+    /* 50 rounds over the window of 2, interleaved: each slot runs rounds 0..24. */
+    for (uint32_t i = 0; i < 50; i++) {
+        uint32_t idx = i & 1, seq = i >> 1;
+        unsigned set = seq & 1;
+        unsigned count = 1 + i % 8;
+        int16_t exp = (int16_t)((int)(i % 7) - 3);
+        for (int k = 0; k < 8; k++) {
+            want[k] = 0;
+            for (int r = 0; r < 4; r++) {
+                v[r][k] = (int32_t)(0x9E3779B9u * (i * 37 + (uint32_t)r * 11 + (uint32_t)k));
+                want[k] = wadd(want[k], v[r][k]);
+            }
+        }
+        for (int r = 3; r >= 0; r--) {
+            CHECK_EQ_INT(tx_n(), 0);
+            send_data(&ji, r, idx, set, seq, count, r == 1 ? exp : INA_EXP_ZERO, v[r]);
+        }
+        CHECK_MULTICAST(&ji, idx, set, seq, count, exp, want);
+        tx_reset();
+    }
+    EXPECT_NO_DROP(snap);
+    CHECK_EQ_INT(sw->c.completions, 50);
+    CHECK_EQ_INT(sw->c.contributions, 200);
+    sw_close();
+}
+
+/* ---- Hostile input ---------------------------------------------------------------- */
+
+static void test_hostile(void)
+{
+    sw_open(T_IDLE_TIMEOUT);
+    struct job_info ji = START_JOB("target", 3, 4, 2, 10000, 0x70);
+    struct job_info other = START_JOB("other", 2, 4, 2, 20000, 0x80);
+    struct ina_sw_counters snap;
+    struct sockaddr_in evil = addr_port(6666);
+    const int32_t h0[4] = {1, -2, 3, INT32_MAX}, h1[4] = {10, -20, 30, 1}, h2[4] = {100, -200, 300, 1};
+    const int32_t poison[4] = {1000000, 1000000, 1000000, 1000000};
+    int32_t honest[4];
+    for (int k = 0; k < 4; k++)
+        honest[k] = wadd(wadd(h0[k], h1[k]), h2[k]);
+
+    send_data(&ji, 0, 0, 0, 0, 4, 1, h0);
+    send_data(&ji, 1, 0, 0, 0, 4, 2, h1);
+    CHECK_EQ_INT(tx_n(), 0);
+    uint64_t contrib = sw->c.contributions;
+
+    struct ina_hdr h;
+#define HOSTILE(src, which)                         \
+    do {                                            \
+        snap = sw->c;                               \
+        send_hdr(&h, poison, src);                  \
+        CHECK_EQ_INT(tx_n(), 0);                    \
+        EXPECT_DROP(snap, which);                   \
+    } while (0)
+
+    /* Rank 2's identity, tampered one field at a time, poison values, exp 99. */
+    h = data_hdr(&ji, 2, 0, 0, 0, 4, 99);
+    h.token ^= 1;
+    HOSTILE(&ji.addr[2], TOKEN);
+    h = data_hdr(&ji, 2, 0, 0, 0, 4, 99);
+    h.token = other.token;
+    HOSTILE(&ji.addr[2], TOKEN);
+    h = data_hdr(&ji, 2, 0, 0, 0, 4, 99);
+    HOSTILE(&ji.addr[0], SOURCE); /* right token, rank 0's address */
+    HOSTILE(&evil, SOURCE);
+    {
+        struct sockaddr_in other_ip = ji.addr[2];
+        other_ip.sin_addr.s_addr = htonl(0x7F000002);
+        HOSTILE(&other_ip, SOURCE);
+    }
+    h = data_hdr(&ji, 3, 0, 0, 0, 4, 99);
+    HOSTILE(&evil, RANK);
+    h = data_hdr(&ji, INA_RANK_SWITCH, 0, 0, 0, 4, 99);
+    HOSTILE(&evil, RANK);
+    h = data_hdr(&ji, 2, 0, 0, 0, 4, 99);
+    h.session ^= 0x10000;
+    HOSTILE(&ji.addr[2], SESSION);
+    h.session = 0;
+    HOSTILE(&ji.addr[2], SESSION);
+    h = data_hdr(&ji, 2, 0, 0, 0, 4, 99);
+    h.session = other.session; /* another job's credentials on this job */
+    h.token = other.token;
+    HOSTILE(&ji.addr[2], SESSION);
+    const uint16_t bad_jobs[] = {0, INA_SW_MAX_JOBS + 1, 1000, 0xFFFF};
+    for (size_t i = 0; i < sizeof(bad_jobs) / sizeof(bad_jobs[0]); i++) {
+        h = data_hdr(&ji, 2, 0, 0, 0, 4, 99);
+        h.job = bad_jobs[i];
+        HOSTILE(&ji.addr[2], NO_JOB);
+    }
+    /* A free job id: neither of the two jobs. */
+    {
+        uint16_t free_id = 1;
+        while (free_id == ji.job || free_id == other.job)
+            free_id++;
+        CHECK_EQ_INT(sw->jobs[free_id - 1].state, INA_JOB_FREE);
+        h = data_hdr(&ji, 2, 0, 0, 0, 4, 99);
+        h.job = free_id;
+        HOSTILE(&ji.addr[2], NO_JOB);
+        h.job = INA_SW_MAX_JOBS;
+        HOSTILE(&ji.addr[2], NO_JOB);
+    }
+    /* The other job's id with this job's credentials. */
+    h = data_hdr(&ji, 2, 0, 0, 0, 4, 99);
+    h.job = other.job;
+    HOSTILE(&ji.addr[2], SESSION);
+
+    /* Parse-level garbage. */
+    uint8_t b[PKT_MAX];
+    memset(b, 0, sizeof(b));
+    h = data_hdr(&ji, 2, 0, 0, 0, 4, 99);
+    size_t len = build(b, &h, poison);
+    for (size_t l = 0; l < INA_HDR_LEN; l++) {
+        snap = sw->c;
+        input(b, l, &ji.addr[2]);
+        EXPECT_DROP(snap, SHORT);
+    }
+    const size_t bad_lens[] = {INA_HDR_LEN, INA_HDR_LEN + 4, len - 4, len - 1, len + 1, len + 4};
+    for (size_t i = 0; i < sizeof(bad_lens) / sizeof(bad_lens[0]); i++) {
+        snap = sw->c;
+        input(b, bad_lens[i], &ji.addr[2]);
+        EXPECT_DROP(snap, LENGTH);
+    }
+    {
+        uint8_t m[PKT_MAX];
+        memcpy(m, b, len);
+        m[0] = 0x4E;
+        m[1] = 0x49;
+        snap = sw->c;
+        input(m, len, &ji.addr[2]);
+        EXPECT_DROP(snap, MAGIC);
+        memcpy(m, b, len);
+        m[2] = INA_WIRE_VERSION + 1;
+        snap = sw->c;
+        input(m, len, &ji.addr[2]);
+        EXPECT_DROP(snap, VERSION);
+        memcpy(m, b, len);
+        m[2] = 0;
+        snap = sw->c;
+        input(m, len, &ji.addr[2]);
+        EXPECT_DROP(snap, VERSION);
+        /* A RESULT sent to the switch (e.g. reflected): KIND. */
+        memcpy(m, b, len);
+        m[3] = INA_K_RESULT;
+        snap = sw->c;
+        input(m, len, &ji.addr[2]);
+        EXPECT_DROP(snap, KIND);
+    }
+    CHECK_EQ_INT(tx_n(), 0);
+    CHECK_EQ_INT(sw->c.contributions, contrib);
+#undef HOSTILE
+
+    /* The honest rank 2 completes the round: exactly the honest sum and exp. */
+    snap = sw->c;
+    send_data(&ji, 2, 0, 0, 0, 4, 0, h2);
+    CHECK_MULTICAST(&ji, 0, 0, 0, 4, 2, honest);
+    EXPECT_NO_DROP(snap);
+    tx_reset();
+
+    /* After completion, a forged duplicate gets no resend. */
+    h = data_hdr(&ji, 1, 0, 0, 0, 4, 0);
+    h.token ^= 0x80000000u;
+    snap = sw->c;
+    send_hdr(&h, poison, &ji.addr[1]);
+    CHECK_EQ_INT(tx_n(), 0);
+    EXPECT_DROP(snap, TOKEN);
+    h = data_hdr(&ji, 1, 0, 0, 0, 4, 0);
+    snap = sw->c;
+    send_hdr(&h, poison, &evil);
+    CHECK_EQ_INT(tx_n(), 0);
+    EXPECT_DROP(snap, SOURCE);
+    CHECK_EQ_INT(sw->c.results_resent, 0);
+
+    /* The other job was never disturbed. */
+    const int32_t o[4] = {4, 3, 2, 1}, o2[4] = {8, 6, 4, 2};
+    snap = sw->c;
+    send_data(&other, 0, 1, 1, 1, 4, 0, o);
+    send_data(&other, 1, 1, 1, 1, 4, 0, o);
+    CHECK_MULTICAST(&other, 1, 1, 1, 4, 0, o2);
+    EXPECT_NO_DROP(snap);
+    tx_reset();
+    sw_close();
+}
+
+/* ---- Leave --------------------------------------------------------------------- */
+
+static void send_leave(const struct job_info *ji, int rank, const struct sockaddr_in *src,
+                       uint32_t token_xor, uint32_t session_xor)
+{
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_LEAVE);
+    h.job = ji->job;
+    h.rank = (uint16_t)rank;
+    h.session = ji->session ^ session_xor;
+    h.token = ji->token ^ token_xor;
+    uint8_t b[INA_HDR_LEN];
+    ina_hdr_encode(b, &h);
+    input(b, sizeof(b), src);
+}
+
+static void test_leave(void)
+{
+    sw_open(T_IDLE_TIMEOUT);
+    struct ina_sw_counters snap;
+    /* The whole pool. */
+    struct job_info ji = START_JOB("leaver", 3, 4, T_NSLOTS, 10000, 0x300);
+    CHECK_EQ_INT(owned_slots(ji.job), T_NSLOTS);
+    const int32_t v[2] = {1, 2}, s[2] = {3, 6};
+    for (int r = 0; r < 3; r++)
+        send_data(&ji, r, 15, 0, 0, 2, 0, v);
+    CHECK_MULTICAST(&ji, 15, 0, 0, 2, 0, s);
+    tx_reset();
+
+    /* Forged LEAVEs are dropped (JOIN counter) and change nothing. */
+    snap = sw->c;
+    send_leave(&ji, 0, &ji.addr[0], 1, 0); /* wrong token */
+    EXPECT_DROP(snap, JOIN);
+    snap = sw->c;
+    send_leave(&ji, 0, &ji.addr[0], 0, 1); /* wrong session */
+    EXPECT_DROP(snap, JOIN);
+    snap = sw->c;
+    send_leave(&ji, 0, &ji.addr[1], 0, 0); /* another rank's address */
+    EXPECT_DROP(snap, JOIN);
+    snap = sw->c;
+    send_leave(&ji, 3, &ji.addr[0], 0, 0); /* rank outside */
+    EXPECT_DROP(snap, JOIN);
+    {
+        struct job_info bad = ji;
+        bad.job = 0;
+        snap = sw->c;
+        send_leave(&bad, 0, &ji.addr[0], 0, 0);
+        EXPECT_DROP(snap, NO_JOB);
+        bad.job = INA_SW_MAX_JOBS + 1;
+        snap = sw->c;
+        send_leave(&bad, 0, &ji.addr[0], 0, 0);
+        EXPECT_DROP(snap, NO_JOB);
+        bad.job = (uint16_t)(ji.job == 1 ? 2 : 1); /* a free job: counted like DATA for it */
+        snap = sw->c;
+        send_leave(&bad, 0, &ji.addr[0], 0, 0);
+        EXPECT_DROP(snap, NO_JOB);
+    }
+    CHECK_EQ_INT(tx_n(), 0);
+    CHECK(job_named("leaver") != NULL && job_named("leaver")->nleft == 0);
+
+    /* Rank 0 leaves twice, rank 1 once: still two of three, job alive. */
+    snap = sw->c;
+    send_leave(&ji, 0, &ji.addr[0], 0, 0);
+    send_leave(&ji, 0, &ji.addr[0], 0, 0);
+    send_leave(&ji, 1, &ji.addr[1], 0, 0);
+    EXPECT_NO_DROP(snap);
+    CHECK_EQ_INT(tx_n(), 0);
+    CHECK_EQ_INT(sw->c.jobs_ended, 0);
+    CHECK(job_named("leaver") != NULL && job_named("leaver")->state == INA_JOB_ACTIVE);
+    /* Rank 2, still running, lost its result: it is answered. */
+    send_data(&ji, 2, 15, 0, 0, 2, 0, v);
+    CHECK_EQ_INT(tx_n(), 1);
+    CHECK_RESULT(0, &ji, &ji.addr[2], 15, 0, 0, 2, 0, s);
+    tx_reset();
+
+    /* The last one leaves: the job ends, its slots go back. */
+    snap = sw->c;
+    send_leave(&ji, 2, &ji.addr[2], 0, 0);
+    EXPECT_NO_DROP(snap);
+    CHECK_EQ_INT(tx_n(), 0);
+    CHECK_EQ_INT(sw->c.jobs_ended, 1);
+    CHECK_EQ_INT(sw->c.jobs_aborted, 0);
+    CHECK(job_named("leaver") == NULL);
+    CHECK_EQ_INT(owned_slots(0), T_NSLOTS);
+    CHECK_EQ_INT(sw->jobs[ji.job - 1].state, INA_JOB_FREE);
+
+    /* Late traffic of the ended job. */
+    snap = sw->c;
+    send_data(&ji, 2, 15, 0, 0, 2, 0, v);
+    EXPECT_DROP(snap, NO_JOB);
+    snap = sw->c;
+    send_leave(&ji, 2, &ji.addr[2], 0, 0);
+    EXPECT_DROP(snap, NO_JOB); /* a late duplicate LEAVE */
+    CHECK_EQ_INT(tx_n(), 0);
+
+    /* A new job of the full pool size fits, and its slot 15 starts fresh. */
+    struct job_info jn = START_JOB("next", 2, 4, T_NSLOTS, 20000, 0x400);
+    CHECK_EQ_INT(owned_slots(jn.job), T_NSLOTS);
+    CHECK(jn.session != ji.session);
+    const int32_t w[2] = {7, 7}, ws[2] = {14, 14};
+    snap = sw->c;
+    send_data(&jn, 0, 15, 0, 0, 2, 0, w);
+    CHECK_EQ_INT(tx_n(), 0); /* not answered from the old job's round */
+    send_data(&jn, 1, 15, 0, 0, 2, 0, w);
+    CHECK_MULTICAST(&jn, 15, 0, 0, 2, 0, ws);
+    EXPECT_NO_DROP(snap);
+    tx_reset();
+    sw_close();
+}
+
+/* ---- Tick -------------------------------------------------------------------------- */
+
+static void test_tick(void)
+{
+    sw_open(T_IDLE_TIMEOUT);
+    struct ina_sw_counters snap = sw->c;
+    uint64_t t0 = now_ns;
+
+    /* A JOINING job past join_timeout is dropped (silently). */
+    struct sockaddr_in a0 = addr_port(10000), a1 = addr_port(10001);
+    send_join("slow", 0, 2, 4, 2, 1, &a0);
+    ina_switch_tick(sw, t0 + T_JOIN_TIMEOUT);
+    CHECK(job_named("slow") != NULL);
+    ina_switch_tick(sw, t0 + T_JOIN_TIMEOUT + 1);
+    CHECK(job_named("slow") == NULL);
+    CHECK_EQ_INT(tx_n(), 0);
+    EXPECT_NO_DROP(snap);
+    /* The late rank starts a new, incomplete job: nothing is sent. */
+    now_ns = t0 + 2 * T_JOIN_TIMEOUT;
+    send_join("slow", 1, 2, 4, 2, 2, &a1);
+    CHECK_EQ_INT(tx_n(), 0);
+    CHECK_EQ_INT(sw->c.jobs_started, 0);
+    CHECK(job_named("slow") != NULL && job_named("slow")->njoined == 1);
+    /* Ticks inside the new deadline keep it. */
+    ina_switch_tick(sw, now_ns + T_JOIN_TIMEOUT / 2);
+    CHECK(job_named("slow") != NULL);
+
+    /* An ACTIVE job is never subject to the join timeout, only to idleness. */
+    now_ns = t0 + 10000;
+    uint64_t t1 = now_ns;
+    struct job_info ji = START_JOB("idle", 2, 4, 4, 20000, 0x500);
+    ina_switch_tick(sw, t1 + T_IDLE_TIMEOUT);
+    CHECK(job_named("idle") != NULL && job_named("idle")->state == INA_JOB_ACTIVE);
+    CHECK_EQ_INT(tx_n(), 0);
+    /* Traffic moves the idle deadline. */
+    now_ns = t1 + 3000;
+    const int32_t v[1] = {1};
+    send_data(&ji, 0, 0, 0, 0, 1, 0, v);
+    ina_switch_tick(sw, now_ns + T_IDLE_TIMEOUT);
+    CHECK(job_named("idle") != NULL);
+    CHECK_EQ_INT(tx_n(), 0);
+    CHECK_EQ_INT(sw->c.jobs_aborted, 0);
+    /* Past it: aborted, ABORT(TIMEOUT) to both members, slots freed. */
+    ina_switch_tick(sw, now_ns + T_IDLE_TIMEOUT + 1);
+    CHECK(job_named("idle") == NULL);
+    CHECK_EQ_INT(sw->c.jobs_aborted, 1);
+    CHECK_EQ_INT(tx_n(), 2);
+    for (int r = 0; r < 2 && r < tx_n(); r++)
+        CHECK_ABORT(r, &ji.addr[r], INA_ERR_TIMEOUT);
+    CHECK_EQ_INT(owned_slots(ji.job), 0);
+    tx_reset();
+    /* The second "slow" job has long expired by then too. */
+    CHECK(job_named("slow") == NULL);
+    sw_close();
+
+    /* idle_timeout 0: never reclaimed. */
+    sw_open(0);
+    struct job_info jz = START_JOB("forever", 1, 4, 1, 30000, 9);
+    ina_switch_tick(sw, now_ns + 1000000000000ull);
+    CHECK(job_named("forever") != NULL);
+    CHECK_EQ_INT(tx_n(), 0);
+    CHECK_EQ_INT(sw->c.jobs_aborted, 0);
+    (void)jz;
+    sw_close();
+}
+
+/* ---- Misc ------------------------------------------------------------------------ */
+
+static void test_init_and_names(void)
+{
+    struct ina_switch_params p;
+    memset(&p, 0, sizeof(p));
+    struct ina_switch *s = malloc(sizeof(*s));
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    p.nslots = 0;
+    p.max_elems = 8;
+    CHECK_EQ_INT(ina_switch_init(s, &p), -EINVAL);
+    p.nslots = 4;
+    p.max_elems = 0;
+    CHECK_EQ_INT(ina_switch_init(s, &p), -EINVAL);
+    p.max_elems = INA_MAX_ELEMS + 1;
+    CHECK_EQ_INT(ina_switch_init(s, &p), -EINVAL);
+    p.max_elems = 2;
+    CHECK_EQ_INT(ina_switch_init(s, &p), 0);
+    ina_switch_free(s);
+    free(s);
+
+    CHECK(strcmp(ina_drop_name(INA_DROP_SHORT), "SHORT") == 0);
+    CHECK(strcmp(ina_drop_name(INA_DROP_JOIN), "JOIN") == 0);
+    CHECK(strcmp(ina_drop_name((enum ina_drop)INA_DROP__COUNT), "?") == 0);
+    for (int d = 0; d < INA_DROP__COUNT; d++)
+        CHECK(ina_drop_text((enum ina_drop)d)[0] != '\0');
+}
+
+int main(void)
+{
+    test_init_and_names();
+    test_join_basic();
+    test_join_refused();
+    test_join_mismatch_and_rejoin();
+    test_join_nospace();
+    test_slot_rounds();
+    test_slot_many_rounds();
+    test_hostile();
+    test_leave();
+    test_tick();
+    return check_report("test_switch");
+}
