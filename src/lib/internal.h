@@ -112,5 +112,8 @@ void ina__stream_enqueue(struct ina_ctx *ctx, struct ina_req *req);
 /* Advance the stream; wait at most timeout_ms for input (0 = poll only). */
 void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms);
 void ina__stream_fail_all(struct ina_ctx *ctx, int err);
+/* The reply handler: one datagram from the switch (RESULT, ABORT, or junk).
+ * Never trusts its input: a fuzz target drives it directly. */
+void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len, uint64_t now);
 
 #endif

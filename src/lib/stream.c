@@ -292,7 +292,7 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
         req_finish(ctx, req, 0);
 }
 
-static void on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len, uint64_t now)
+void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len, uint64_t now)
 {
     struct ina_hdr h;
     if (ina_hdr_decode(buf, len, &h) != INA_PARSE_OK) {
@@ -322,7 +322,7 @@ static int rx_burst(struct ina_ctx *ctx, uint64_t now)
             ctx->stats.stale_results++;
             continue;
         }
-        on_datagram(ctx, ctx->rxiov[i].iov_base, ctx->rxmsg[i].msg_len, now);
+        ina__stream_on_datagram(ctx, ctx->rxiov[i].iov_base, ctx->rxmsg[i].msg_len, now);
     }
     return n > 0 ? n : 0;
 }
