@@ -32,10 +32,12 @@
  * Collective rule
  * ---------------
  * Every rank of a job must start the same operations, in the same order, with
- * the same count and dtype. A rank that disagrees gets INA_ERR_MISMATCH where
- * the protocol can see it (count differs within a packet), otherwise the
- * operation fails with INA_ERR_TIMEOUT at its deadline. It never completes
- * with a wrong sum.
+ * the same count and dtype. Each packet carries an 8-bit tag of (operation
+ * number, count, dtype) and the switch aborts the job when the ranks' tags
+ * or counts differ in a round: the ranks get INA_ERR_MISMATCH. A violation
+ * that happens to produce equal tags and counts in every round (chance
+ * 1/256 per round, and a misaligned stream spans many rounds) is not
+ * detected. Otherwise a stalled operation fails at its deadline.
  *
  * Errors
  * ------
@@ -82,7 +84,7 @@ INA_EXTERN const char *ina_version_string(void);
  */
 #define INA_ERRNO_MAP(X)                                                        \
     X(INA_ERR_TIMEOUT, -1001, "deadline passed while waiting for the network")   \
-    X(INA_ERR_ABORTED, -1002, "job aborted: a peer left or the session ended")   \
+    X(INA_ERR_ABORTED, -1002, "job aborted: a peer failed or left, or the session ended") \
     X(INA_ERR_REJECTED, -1003, "the switch rejected the request")                \
     X(INA_ERR_NOSPACE, -1004, "the switch has no free aggregation slots")        \
     X(INA_ERR_MISMATCH, -1005, "ranks disagree on job parameters or op size")    \
@@ -142,7 +144,8 @@ typedef struct ina_config {
     int join_timeout_ms;     /**< deadline for all ranks to join; 0 = 60000. */
     int rto_ms;              /**< retransmission timeout floor; 0 = 100. The timeout adapts to the
                                   measured RTT (srtt + 4 rttvar, RFC 6298) above this floor and
-                                  doubles per retry up to 1000 ms. */
+                                  doubles per retry up to 1000 ms (values above 1000
+                                  act as 1000). */
     unsigned reserved[8];    /**< zero; room for new fields without breaking the ABI */
 } ina_config;
 
@@ -171,7 +174,12 @@ typedef struct ina_ctx ina_ctx;
  *   INA_ERR_TIMEOUT     not all ranks joined in time, or no switch answered
  *   INA_ERR_NOSPACE     the switch has no room for the job's window
  *   INA_ERR_MISMATCH    another rank registered with a different world size
- *   INA_ERR_REJECTED    the switch refused (rank taken, bad parameters)
+ *   INA_ERR_REJECTED    the switch refused the parameters (world size, rank, name)
+ * Notes: 1. Proposals above the switch's limits (elems_per_packet, window)
+ * are capped by the switch; ina_get_info() tells what was granted. 2. A
+ * second process joining with a rank that is already registered replaces
+ * it (a restarted worker); if the job was running, its session is aborted
+ * for every rank (they get INA_ERR_ABORTED) and a new one is collected.
  *   INA_ERR_PROTO       the switch speaks another protocol version
  *   -ENOMEM, -errno     from the system
  * On failure *out is NULL and nothing is leaked.
@@ -200,8 +208,11 @@ INA_EXTERN int ina_finalize(ina_ctx *ctx);
  *   INA_ERR_NOTSUP     dtype/op reserved but not implemented yet
  *   INA_ERR_CLOSED     the context was broken by an earlier failure
  *   INA_ERR_TIMEOUT    no progress for timeout_ms (a peer or the switch is gone)
- *   INA_ERR_ABORTED    the switch ended the session
- *   INA_ERR_MISMATCH   the ranks passed different counts
+ *   INA_ERR_ABORTED    the switch ended the session (another rank failed,
+ *                      left with operations in flight, or was restarted)
+ *   INA_ERR_MISMATCH   the ranks passed different counts or operations
+ *   -ECONNREFUSED      the host answered "port unreachable" for 1 s with no
+ *                      result: no switch is running at the address
  * On failure recvbuf holds unspecified values. A failed operation breaks the
  * context (every later call returns INA_ERR_CLOSED): finalize and re-init.
  */
@@ -212,8 +223,10 @@ typedef struct ina_req ina_req;
 
 /**
  * Start an all-reduce and return at once with a request in *req. Several
- * may be in flight; they complete in the order started. The buffers must
- * stay valid and untouched until the request completes.
+ * may be in flight. Their packets go out in the order started, but each
+ * completes as soon as its own results are in, so a later small request
+ * may finish before an earlier large one. The buffers must stay valid and
+ * untouched until the request completes.
  * @return 0, or the argument errors of ina_allreduce(), or INA_ERR_BUSY
  * (more than 1024 requests in flight). On error *req is NULL and no
  * request exists.

@@ -77,6 +77,11 @@ struct opts {
     int elems, window, timeout_ms, join_timeout_ms;
     int deadline_s;
     int verbose;
+    /* loss sweep (--loss): the launcher reruns everything once per rate */
+    double loss[MAX_SIZES];
+    int nloss;
+    double loss_cur;         /* rate of the current run; passed to workers as a label */
+    const char *report_file; /* rank 0 appends "bytes time_s algbw_gbps ok" lines here */
 };
 
 static const char *prog = "ina-bench";
@@ -122,6 +127,11 @@ static void usage(FILE *f)
 "  --deadline-s S       overall wall-clock deadline; --local kills the workers\n"
 "                       and the switch when it passes, a worker gives up\n"
 "                       (default 600, 0 = none)\n"
+"  --loss LIST          with --local: rerun everything once per loss rate, the\n"
+"                       switch dropping that fraction of datagrams each way\n"
+"                       (fault injection), e.g. 0,0.01%%,0.1%%,1%% or 0,0.001;\n"
+"                       ends with a summary of throughput relative to the\n"
+"                       first rate\n"
 "  --verbose            progress to stderr; --local also shows ina-switch's\n"
 "                       output (its counters on exit) on stderr\n"
 "\n"
@@ -225,8 +235,36 @@ static void parse_sizes(struct opts *o, const char *arg)
 enum {
     OPT_LOCAL = 256, OPT_SWITCH_BIN, OPT_SWITCH, OPT_RANK, OPT_WORLD, OPT_JOB, OPT_SIZES,
     OPT_DTYPE, OPT_ITERS, OPT_WARMUP, OPT_JSON, OPT_ELEMS, OPT_WINDOW, OPT_TIMEOUT,
-    OPT_JOIN_TIMEOUT, OPT_DEADLINE, OPT_VERBOSE, OPT_HELP, OPT_VERSION,
+    OPT_JOIN_TIMEOUT, OPT_DEADLINE, OPT_VERBOSE,
+    OPT_LOSS,
+    OPT_LOSS_LABEL,
+    OPT_REPORT_FILE, OPT_HELP, OPT_VERSION,
 };
+
+/* "0,0.01%,0.001": rates as fractions, or percents with a % suffix. */
+static void parse_loss(struct opts *o, const char *arg)
+{
+    const char *p = arg;
+    o->nloss = 0;
+    while (*p) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p)
+            usage_error("--loss: '%s' is not a list of rates", arg);
+        if (*end == '%') {
+            v /= 100;
+            end++;
+        }
+        if (!(v >= 0 && v <= 1) || o->nloss == MAX_SIZES)
+            usage_error("--loss: rates must be in 0..1 (or 0%%..100%%), at most %d", MAX_SIZES);
+        o->loss[o->nloss++] = v;
+        if (*end == ',')
+            end++;
+        else if (*end)
+            usage_error("--loss: '%s' is not a list of rates", arg);
+        p = end;
+    }
+}
 
 static void parse_args(struct opts *o, int argc, char **argv)
 {
@@ -248,6 +286,9 @@ static void parse_args(struct opts *o, int argc, char **argv)
         {"join-timeout-ms", required_argument, NULL, OPT_JOIN_TIMEOUT},
         {"deadline-s", required_argument, NULL, OPT_DEADLINE},
         {"verbose", no_argument, NULL, OPT_VERBOSE},
+        {"loss", required_argument, NULL, OPT_LOSS},
+        {"loss-label", required_argument, NULL, OPT_LOSS_LABEL},
+        {"report-file", required_argument, NULL, OPT_REPORT_FILE},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
@@ -302,6 +343,9 @@ static void parse_args(struct opts *o, int argc, char **argv)
         case OPT_JOIN_TIMEOUT: o->join_timeout_ms = parse_int("--join-timeout-ms", a, 0, INT_MAX); break;
         case OPT_DEADLINE: o->deadline_s = parse_int("--deadline-s", a, 0, 100000000); break;
         case OPT_VERBOSE: o->verbose = 1; break;
+        case OPT_LOSS: parse_loss(o, a); break;
+        case OPT_LOSS_LABEL: o->loss_cur = strtod(a, NULL); break;
+        case OPT_REPORT_FILE: o->report_file = a; break;
         case OPT_HELP: usage(stdout); exit(0);
         case OPT_VERSION:
             printf("ina-bench (built with ina.h %d.%d.%d), linked libina %s\n",
@@ -325,6 +369,8 @@ static void parse_args(struct opts *o, int argc, char **argv)
             usage_error("need --local N, or --switch HOST:PORT with --rank and --world");
         if (o->switch_bin)
             usage_error("--switch-bin only applies to --local");
+        if (o->nloss)
+            usage_error("--loss only applies to --local (it sets the switch's fault injection)");
         if (!have_rank || !have_world)
             usage_error("worker mode (--switch) needs --rank and --world");
         if (o->rank >= o->world)
@@ -767,6 +813,8 @@ static int run_worker(const struct opts *o)
                 json_num("max_abs_err", v.max_abs, 0);
                 json_num("max_rel_err", v.max_rel, 0);
                 json_num("max_err_over_bound", v.max_ratio, 0);
+                if (o->loss_cur > 0 || o->report_file)
+                    json_num("loss", o->loss_cur, 0);
                 printf("\"failures\":%" PRId32 ",\"retransmits\":%" PRId32 ",\"ok\":%s}\n",
                        status_sum[0], status_sum[2], ok ? "true" : "false");
             } else {
@@ -777,6 +825,13 @@ static int run_worker(const struct opts *o)
                        v.max_abs, status_sum[2], ok ? "ok" : "FAIL");
             }
             fflush(stdout);
+            if (o->report_file) {
+                FILE *rf = fopen(o->report_file, "a");
+                if (rf) {
+                    fprintf(rf, "%llu %.9g %.9g %d\n", bytes, med, algbw, ok);
+                    fclose(rf);
+                }
+            }
         }
     }
 
@@ -952,8 +1007,17 @@ static int run_local(const struct opts *o)
 
     /* 1. the switch */
     {
-        const char *argv[] = {swbin, "--listen", "127.0.0.1:0", "--port-file", portfile, "--quiet",
-                        NULL};
+        char frx[64], ftx[64];
+        const char *argv[12] = {swbin, "--listen", "127.0.0.1:0", "--port-file", portfile, "--quiet",
+                                NULL};
+        if (o->loss_cur > 0) {
+            /* The same rate each way: a datagram is lost on the way in or out. */
+            snprintf(frx, sizeof frx, "drop=%.9g,seed=1", o->loss_cur);
+            snprintf(ftx, sizeof ftx, "drop=%.9g,seed=2", o->loss_cur);
+            argv[6] = "--fault-rx"; argv[7] = frx;
+            argv[8] = "--fault-tx"; argv[9] = ftx;
+            argv[10] = NULL;
+        }
         if (o->verbose)
             lerr("starting %s --listen 127.0.0.1:0 --port-file %s --quiet", swbin, portfile);
         sw = spawn(argv, !o->verbose);
@@ -1044,6 +1108,14 @@ static int run_local(const struct opts *o)
             argv[a++] = "--json";
         if (o->verbose)
             argv[a++] = "--verbose";
+        char s_loss[32];
+        if (o->nloss) {
+            snprintf(s_loss, sizeof s_loss, "%.9g", o->loss_cur);
+            argv[a++] = "--loss-label"; argv[a++] = s_loss;
+        }
+        if (o->report_file && r == 0) {
+            argv[a++] = "--report-file"; argv[a++] = o->report_file;
+        }
         argv[a] = NULL;
         pids[r] = spawn(argv, 0);
         if (pids[r] < 0) {
@@ -1148,12 +1220,68 @@ static int run_local(const struct opts *o)
     return verify_fail ? EXIT_VERIFY : 0;
 }
 
+/*
+ * --loss: one full --local run per loss rate (the switch drops that fraction
+ * of datagrams on receive and on send), then a summary of each size's median
+ * throughput relative to the first rate's.
+ */
+static int run_loss_sweep(struct opts *o)
+{
+    char path[] = "/tmp/ina-bench-loss.XXXXXX";
+    int fd = mkstemp(path), worst = 0;
+    if (fd < 0) {
+        lerr("mkstemp: %s", strerror(errno));
+        return 1;
+    }
+    close(fd);
+    o->report_file = path;
+    for (int i = 0; i < o->nloss; i++) {
+        o->loss_cur = o->loss[i];
+        if (!o->json) {
+            printf("# loss %.4g%% each way (switch --fault-rx/--fault-tx drop=%.9g)\n",
+                   o->loss_cur * 100, o->loss_cur);
+            fflush(stdout);
+        }
+        int rc = run_local(o);
+        if (rc > worst)
+            worst = rc;
+        if (g_stop_signal)
+            break;
+    }
+    FILE *f = fopen(path, "r");
+    unsigned long long bytes[MAX_SIZES * MAX_SIZES];
+    double t[MAX_SIZES * MAX_SIZES], bw[MAX_SIZES * MAX_SIZES];
+    int ok[MAX_SIZES * MAX_SIZES], n = 0;
+    while (f && n < MAX_SIZES * MAX_SIZES &&
+           fscanf(f, "%llu %lf %lf %d", &bytes[n], &t[n], &bw[n], &ok[n]) == 4)
+        n++;
+    if (f)
+        fclose(f);
+    unlink(path);
+    if (!o->json && n == o->nloss * o->nsizes) {
+        printf("# loss summary: median algbw per size; ratio = relative to loss %.4g%%\n",
+               o->loss[0] * 100);
+        printf("%10s %12s %10s %12s %8s %s\n", "loss_%", "bytes", "time_ms", "algbw_Gbps",
+               "ratio", "result");
+        for (int i = 0; i < o->nloss; i++)
+            for (int j = 0; j < o->nsizes; j++) {
+                int k = i * o->nsizes + j;
+                double base = bw[j];
+                printf("%10.4g %12llu %10.3f %12.3f %8.3f %s\n", o->loss[i] * 100, bytes[k],
+                       t[k] * 1e3, bw[k], base > 0 ? bw[k] / base : 0, ok[k] ? "ok" : "FAIL");
+            }
+    }
+    return worst;
+}
+
 int main(int argc, char **argv)
 {
     struct opts o;
 
     signal(SIGPIPE, SIG_IGN);
     parse_args(&o, argc, argv);
+    if (o.local_n && o.nloss)
+        return run_loss_sweep(&o);
     if (o.local_n)
         return run_local(&o);
     return run_worker(&o);

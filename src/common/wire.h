@@ -19,9 +19,10 @@
  *  20   4  seq       round number of this slot (its use count); set == seq & 1
  *  24   2  count     number of 32-bit elements in the payload
  *  26   2  exp       int16, block exponent; the switch keeps the max
- *  28   2  flags     reserved, 0 (bit meanings are added by later versions)
+ *  28   2  flags     bit 0 (LEAVE only): abort the session; other bits reserved, 0
  *  30   1  op        aggregation op on int32 elements: 0 = wrapping add
- *  31   1  reserved  0
+ *  31   1  tag       DATA/RESULT: operation tag; every contribution to a round
+ *                    must carry the same tag (ranks disagreeing on the op)
  *  32  ... payload   count big-endian int32 values (DATA/RESULT) or a control body
  */
 
@@ -36,6 +37,7 @@
 #define INA_SLOT_INDEX_MASK 0x7FFFFFFFu
 #define INA_RANK_SWITCH 0xFFFFu
 #define INA_OP_ADD_I32 0
+#define INA_FLAG_ABORT 0x0001u /* in LEAVE: the sender failed; end the session for every rank */
 
 /* Largest UDP payload we ever build: fits a 64 KiB IPv4 datagram. */
 #define INA_MAX_DATAGRAM 65507
@@ -71,7 +73,7 @@ struct ina_hdr {
     int16_t exp;
     uint16_t flags;
     uint8_t op;
-    uint8_t reserved;
+    uint8_t tag;
 };
 
 static inline uint16_t ina_get16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
@@ -100,7 +102,7 @@ static inline void ina_hdr_encode(uint8_t *b, const struct ina_hdr *h)
     ina_put16(b + 26, (uint16_t)h->exp);
     ina_put16(b + 28, h->flags);
     b[30] = h->op;
-    b[31] = h->reserved;
+    b[31] = h->tag;
 }
 
 /* Fill the fields every packet of a sender has: magic, version, kind. */
@@ -144,7 +146,7 @@ static inline int ina_hdr_decode(const uint8_t *b, size_t len, struct ina_hdr *h
     h->exp = (int16_t)ina_get16(b + 26);
     h->flags = ina_get16(b + 28);
     h->op = b[30];
-    h->reserved = b[31];
+    h->tag = b[31];
     if (h->version != INA_WIRE_VERSION)
         return INA_PARSE_VERSION;
     if ((h->kind == INA_K_DATA || h->kind == INA_K_RESULT) &&

@@ -42,6 +42,11 @@ int ina_init(ina_ctx **out, const ina_config *cfg)
     ctx->join_timeout_ms = cfg->join_timeout_ms ? cfg->join_timeout_ms : INA_DEFAULT_JOIN_TIMEOUT_MS;
     ctx->rto_ms = cfg->rto_ms ? cfg->rto_ms : INA_DEFAULT_RTO_MS;
 
+    const char *fault = getenv("INA_FAULT");
+    if (fault && *fault && ina_fault_parse(&ctx->fault, fault) != 0) {
+        free(ctx);
+        return INA_ERR_CONFIG;
+    }
     int rc = ina__net_open(ctx, cfg->switch_addr);
     if (rc == 0) {
         int elems = cfg->elems_per_packet;
@@ -52,7 +57,7 @@ int ina_init(ina_ctx **out, const ina_config *cfg)
     if (rc == 0)
         rc = ina__stream_init(ctx);
     if (rc != 0) {
-        ina__session_leave(ctx);
+        ina__session_leave(ctx, 0);
         if (ctx->fd >= 0)
             close(ctx->fd);
         free(ctx);
@@ -75,13 +80,16 @@ int ina_finalize(ina_ctx *ctx)
 {
     if (!ctx)
         return 0;
+    /* Leaving with work in flight breaks the collective for the other ranks:
+     * end the session for them at once rather than let them time out. */
+    int abort = ctx->head != NULL;
     ina__stream_fail_all(ctx, INA_ERR_CLOSED);
     while (ctx->live) {
         struct ina_req *r = ctx->live;
         ctx->live = r->live_next;
         free(r);
     }
-    ina__session_leave(ctx);
+    ina__session_leave(ctx, abort);
     ina__stream_free(ctx);
     if (ctx->fd >= 0)
         close(ctx->fd);
@@ -112,6 +120,22 @@ static int check_args(const ina_ctx *ctx, const void *sendbuf, void *recvbuf, si
     return 0;
 }
 
+/*
+ * The 8-bit tag the switch compares across ranks for every round: ranks that
+ * disagree on an operation (count, dtype, or how many ops came before)
+ * almost surely send different tags, and the switch aborts the job instead
+ * of summing unrelated data. Empty operations send nothing and take no number.
+ */
+static uint8_t op_tag(uint64_t opno, size_t count, ina_dtype dtype)
+{
+    uint64_t x = opno * 0x9E3779B97F4A7C15ull ^ (uint64_t)count * 0xC2B2AE3D27D4EB4Full ^
+                 (uint64_t)dtype;
+    x ^= x >> 31;
+    x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 29;
+    return (uint8_t)(x >> 56);
+}
+
 int ina_allreduce_start(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
                         ina_dtype dtype, ina_op op, ina_req **out)
 {
@@ -140,10 +164,12 @@ int ina_allreduce_start(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t
         ctx->live->live_prev = req;
     ctx->live = req;
     ctx->nreqs++;
+    req->tag = op_tag(ctx->nops_started + (req->npackets != 0), count, dtype);
     if (req->npackets == 0) {
         req->done = 1; /* count 0: nothing to send, every rank agrees */
         ctx->stats.ops++;
     } else {
+        ctx->nops_started++;
         ina__stream_enqueue(ctx, req);
         ina__stream_progress(ctx, 0);
     }

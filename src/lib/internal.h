@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "common/fault.h"
 #include "common/wire.h"
 #include "ina.h"
 
@@ -19,6 +20,9 @@
 #define INA_MAX_RTO_MS 1000
 #define INA_MAX_REQS 1024
 #define INA_BURST 64 /* datagrams per sendmmsg/recvmmsg */
+#define INA_FAST_RTX_GAP 3 /* results this far past a missing one mean it was lost */
+#define INA_FAST_RTX_MIN_MS 2 /* timer of a packet resent after a proven loss */
+#define INA_REFUSED_FAIL_MS 1000 /* ICMP "port unreachable" this long: switch is gone */
 
 /*
  * One all-reduce. The ops of a context form one FIFO stream of packets:
@@ -42,6 +46,7 @@ struct ina_req {
     int quantized;
     uint64_t nblocks, lag, npackets;
     uint64_t ndone; /* packets whose result arrived */
+    uint8_t tag;    /* operation tag: hash of (op number, count, dtype), see wire.h */
     int done, status;
 };
 
@@ -50,6 +55,7 @@ struct ina_wslot {
     uint32_t round;    /* round (seq) of the next use of this slot */
     uint32_t seq;      /* round of the in-flight packet */
     uint8_t inflight;  /* a packet is out, waiting for its result */
+    uint8_t tail_armed; /* its timer was shortened as a tail packet (see tail_probe) */
     uint16_t tries;
     uint32_t rto_ms;     /* this packet's current timeout (doubles per retry) */
     uint64_t sent_ns;    /* first transmission, for RTT samples (Karn: only if tries == 0) */
@@ -82,9 +88,14 @@ struct ina_ctx {
     uint64_t next_g;             /* stream index of the next packet to send */
     struct ina_req *live;        /* every request not yet waited (freed at finalize) */
     int nreqs;
+    uint64_t nops_started;       /* non-empty operations started: numbers the op tags */
     uint64_t last_progress_ns;
     uint64_t next_rto_ns;        /* earliest retransmission deadline, 0 = none */
     int64_t srtt_ns, rttvar_ns;  /* smoothed RTT and its variation (RFC 6298), 0 = no sample */
+    uint64_t max_done_g;         /* 1 + highest stream index whose result arrived */
+    uint64_t fast_scan_g;        /* stream indices below this were checked for gaps */
+    uint64_t refused_since_ns;   /* first ECONNREFUSED since the last valid datagram, 0 = none */
+    struct ina_fault fault;      /* send-side fault injection (INA_FAULT), off by default */
 
     /* I/O buffers, sized at join */
     uint8_t *txmem, *rxmem;
@@ -103,7 +114,8 @@ int ina__net_send(struct ina_ctx *ctx, const uint8_t *buf, size_t len);
 
 /* session.c */
 int ina__session_join(struct ina_ctx *ctx, int elems, int window);
-void ina__session_leave(struct ina_ctx *ctx);
+/* Leave the job; with abort set, ask the switch to end the session for every rank. */
+void ina__session_leave(struct ina_ctx *ctx, int abort);
 
 /* stream.c */
 int ina__stream_init(struct ina_ctx *ctx);

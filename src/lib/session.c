@@ -39,7 +39,10 @@ static int send_join(struct ina_ctx *ctx, int elems, int window)
 static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len)
 {
     struct ina_hdr h;
-    if (ina_hdr_decode(buf, len, &h) != INA_PARSE_OK)
+    int perr = ina_hdr_decode(buf, len, &h);
+    if (perr == INA_PARSE_VERSION && (h.kind == INA_K_JOIN_NAK || h.kind == INA_K_JOIN_ACK))
+        return INA_ERR_PROTO; /* a switch of another protocol version answered */
+    if (perr != INA_PARSE_OK)
         return 0;
     const uint8_t *body = buf + INA_HDR_LEN;
     size_t blen = len - INA_HDR_LEN;
@@ -81,8 +84,7 @@ int ina__session_join(struct ina_ctx *ctx, int elems, int window)
         if (now >= next_send) {
             send_join(ctx, elems, window); /* refused while no switch: retry */
             next_send = now + interval_ms * 1000000ull;
-            if (interval_ms < 1000)
-                interval_ms *= 2;
+            interval_ms = interval_ms * 2 > 1000 ? 1000 : interval_ms * 2;
         }
         uint64_t wake = next_send < deadline ? next_send : deadline;
         struct pollfd pfd = {.fd = ctx->fd, .events = POLLIN};
@@ -100,11 +102,11 @@ int ina__session_join(struct ina_ctx *ctx, int elems, int window)
     }
 }
 
-/* Best effort: the switch frees the job once every rank has left, or after
- * its idle timeout if these datagrams are lost. */
-void ina__session_leave(struct ina_ctx *ctx)
+/* Best effort: the switch frees the job once every rank has left, at once
+ * if abort is set, or after its idle timeout if these datagrams are lost. */
+void ina__session_leave(struct ina_ctx *ctx, int abort)
 {
-    if (ctx->session == 0)
+    if (ctx->session == 0 || ctx->fd < 0)
         return;
     uint8_t buf[INA_HDR_LEN];
     struct ina_hdr h;
@@ -113,6 +115,7 @@ void ina__session_leave(struct ina_ctx *ctx)
     h.rank = (uint16_t)ctx->rank;
     h.session = ctx->session;
     h.token = ctx->token;
+    h.flags = abort ? INA_FLAG_ABORT : 0;
     ina_hdr_encode(buf, &h);
     for (int i = 0; i < 2; i++)
         ina__net_send(ctx, buf, sizeof(buf));

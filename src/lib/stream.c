@@ -7,7 +7,13 @@
 #include "lib/internal.h"
 #include "lib/quant.h"
 
-static size_t max_datagram(const struct ina_ctx *ctx) { return INA_HDR_LEN + 4 * (size_t)ctx->elems; }
+/* Largest datagram we send or accept: a full DATA/RESULT, or a control body
+ * (an ABORT is 48 bytes, more than a RESULT when elems < 4). */
+static size_t max_datagram(const struct ina_ctx *ctx)
+{
+    size_t data = 4 * (size_t)ctx->elems;
+    return INA_HDR_LEN + (data > INA_JOIN_BODY_LEN ? data : INA_JOIN_BODY_LEN);
+}
 
 int ina__stream_init(struct ina_ctx *ctx)
 {
@@ -63,6 +69,7 @@ static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_
     h.slot = slot | ((ws->seq & 1) ? INA_SLOT_SET_BIT : 0);
     h.seq = ws->seq;
     h.op = INA_OP_ADD_I32;
+    h.tag = req->tag;
     size_t n = 0;
     if (has_data(req, ws->p)) {
         uint64_t b = ws->p - req->lag;
@@ -85,9 +92,17 @@ static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_
 
 static void tx_flush(struct ina_ctx *ctx)
 {
+    struct mmsghdr *msgs = ctx->txmsg, faulty[2 * INA_BURST];
+    if (ina_fault_active(&ctx->fault) && ctx->ntx) {
+        unsigned order[2 * INA_BURST];
+        ctx->ntx = ina_fault_plan(&ctx->fault, ctx->ntx, order);
+        for (unsigned i = 0; i < ctx->ntx; i++)
+            faulty[i] = ctx->txmsg[order[i]];
+        msgs = faulty;
+    }
     unsigned done = 0;
     while (done < ctx->ntx) {
-        int n = sendmmsg(ctx->fd, ctx->txmsg + done, ctx->ntx - done, 0);
+        int n = sendmmsg(ctx->fd, msgs + done, ctx->ntx - done, 0);
         if (n <= 0) {
             if (n < 0 && errno == EINTR)
                 continue;
@@ -180,6 +195,7 @@ static void send_ready(struct ina_ctx *ctx, uint64_t now)
         ws->tries = 0;
         ws->rto_ms = current_rto_ms(ctx);
         ws->sent_ns = now;
+        ws->tail_armed = 0;
         ws->exp_used = exp_used;
         ws->g = g;
         ws->p = ctx->send_p;
@@ -222,6 +238,11 @@ static void req_finish(struct ina_ctx *ctx, struct ina_req *req, int status)
 
 void ina__stream_fail_all(struct ina_ctx *ctx, int err)
 {
+    /* A failure seen here first (deadline, disagreement, switch gone) breaks
+     * the collective for every rank: tell the switch to end the session so
+     * the others learn it now, not at their own deadline. */
+    if (ctx->head && !ctx->broken && err != INA_ERR_CLOSED && err != INA_ERR_ABORTED)
+        ina__session_leave(ctx, 1);
     while (ctx->head)
         req_finish(ctx, ctx->head, err);
     ctx->send_req = NULL;
@@ -262,11 +283,15 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
         return;
     }
     struct ina_req *req = ws->req;
+    if (h->tag != req->tag) {
+        ctx->stats.stale_results++; /* not the operation we sent: never use it */
+        return;
+    }
     size_t n = has_data(req, ws->p) ? block_len(ctx, req, ws->p - req->lag) : 0;
     if (h->count != n) {
-        /* The switch only completes a round whose contributions all had our
-         * count, so this is another rank disagreeing, seen by the switch
-         * before our contribution: the collective is broken. */
+        /* A conforming switch completes a round only with our contribution,
+         * whose count it checked against the others': this cannot happen.
+         * Defensive: never write a result of the wrong size. */
         ina__stream_fail_all(ctx, INA_ERR_MISMATCH);
         return;
     }
@@ -286,6 +311,9 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
         rtt_sample(ctx, (int64_t)(now - ws->sent_ns));
     ws->inflight = 0;
     ws->done_g = ws->g + 1;
+    if (ws->done_g > ctx->max_done_g)
+        ctx->max_done_g = ws->done_g;
+    ctx->refused_since_ns = 0;
     ctx->stats.packets_received++;
     ctx->last_progress_ns = now;
     if (++req->ndone == req->npackets)
@@ -317,6 +345,8 @@ void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len
 static int rx_burst(struct ina_ctx *ctx, uint64_t now)
 {
     int n = recvmmsg(ctx->fd, ctx->rxmsg, INA_BURST, MSG_DONTWAIT, NULL);
+    if (n < 0 && errno == ECONNREFUSED && !ctx->refused_since_ns)
+        ctx->refused_since_ns = now; /* ICMP port unreachable: no switch at the address */
     for (int i = 0; i < n && !ctx->broken; i++) {
         if (ctx->rxmsg[i].msg_hdr.msg_flags & MSG_TRUNC) {
             ctx->stats.stale_results++;
@@ -325,6 +355,74 @@ static int rx_burst(struct ina_ctx *ctx, uint64_t now)
         ina__stream_on_datagram(ctx, ctx->rxiov[i].iov_base, ctx->rxmsg[i].msg_len, now);
     }
     return n > 0 ? n : 0;
+}
+
+/*
+ * Fast retransmit. All ranks send the stream in the same order and the
+ * switch completes rounds in arrival order, so results come back in stream
+ * order unless something was lost. A result INA_FAST_RTX_GAP packets past an
+ * outstanding one means that one (or its result) was lost, at this rank or
+ * another: resend it now instead of waiting for its timer. Every rank sees
+ * the same gap; the rank whose packet was lost completes the round, the
+ * others' copies are duplicates the switch drops (or answers, if complete).
+ * Each packet is fast-retransmitted at most once; its timer covers the rest.
+ */
+static uint32_t short_rto_ms(const struct ina_ctx *ctx);
+
+static void fast_retransmit(struct ina_ctx *ctx, uint64_t now)
+{
+    const uint32_t mask = ctx->window - 1;
+    if (ctx->fast_scan_g + ctx->window < ctx->next_g)
+        ctx->fast_scan_g = ctx->next_g - ctx->window; /* older ones are all done */
+    while (ctx->fast_scan_g + INA_FAST_RTX_GAP < ctx->max_done_g) {
+        uint64_t g = ctx->fast_scan_g++;
+        uint32_t slot = (uint32_t)(g & mask);
+        struct ina_wslot *ws = &ctx->slots[slot];
+        if (ws->inflight && ws->g == g && ws->tries == 0) {
+            ws->tries++;
+            ctx->stats.retransmits++;
+            tx_packet(ctx, slot, ws);
+            /* A loss is proven, so the straggler argument for a long timer
+             * no longer holds: if this copy is lost too, resend after about
+             * two round trips (doubling from there), not after the floor. */
+            ws->rto_ms = short_rto_ms(ctx);
+            arm_timer(ctx, ws, now);
+        }
+    }
+    tx_flush(ctx);
+}
+
+/* Timeout after a proven or likely loss: about two round trips, at least
+ * INA_FAST_RTX_MIN_MS, at most the normal timeout. */
+static uint32_t short_rto_ms(const struct ina_ctx *ctx)
+{
+    int64_t ms = (2 * ctx->srtt_ns + 999999) / 1000000;
+    if (ms < INA_FAST_RTX_MIN_MS)
+        ms = INA_FAST_RTX_MIN_MS;
+    return ms < (int64_t)current_rto_ms(ctx) ? (uint32_t)ms : current_rto_ms(ctx);
+}
+
+/*
+ * Tail probe. The last INA_FAST_RTX_GAP packets of the stream have no later
+ * results to reveal their loss, and a small operation is nothing but tail.
+ * Once there is nothing more to send, give them the short timeout. If a
+ * peer is merely late, the cost is a few duplicates (doubling timers), which
+ * the switch drops.
+ */
+static void tail_probe(struct ina_ctx *ctx)
+{
+    if (ctx->send_req)
+        return;
+    const uint32_t mask = ctx->window - 1;
+    uint64_t first = ctx->next_g > INA_FAST_RTX_GAP ? ctx->next_g - INA_FAST_RTX_GAP : 0;
+    for (uint64_t g = first; g < ctx->next_g; g++) {
+        struct ina_wslot *ws = &ctx->slots[g & mask];
+        if (!ws->inflight || ws->g != g || ws->tries != 0 || ws->tail_armed)
+            continue;
+        ws->tail_armed = 1;
+        ws->rto_ms = short_rto_ms(ctx);
+        arm_timer(ctx, ws, ws->sent_ns);
+    }
 }
 
 /* Resend every packet whose timer expired, doubling its timeout (to a cap). */
@@ -370,8 +468,14 @@ void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)
         got = rx_burst(ctx, now);
     if (ctx->broken)
         return;
+    fast_retransmit(ctx, now);
+    tail_probe(ctx);
     retransmit_expired(ctx, now);
     send_ready(ctx, now);
     if (ctx->head && now - ctx->last_progress_ns > (uint64_t)ctx->timeout_ms * 1000000ull)
         ina__stream_fail_all(ctx, INA_ERR_TIMEOUT);
+    else if (ctx->head && ctx->refused_since_ns &&
+             now - ctx->refused_since_ns > INA_REFUSED_FAIL_MS * 1000000ull &&
+             now - ctx->last_progress_ns > INA_REFUSED_FAIL_MS * 1000000ull)
+        ina__stream_fail_all(ctx, -ECONNREFUSED);
 }

@@ -187,7 +187,11 @@ static void send_ack(struct ina_switch *sw, const struct ina_job *job, int rank)
 /* All ranks are in: agree on parameters, take slots, start the session. */
 static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_ns)
 {
-    uint32_t elems = sw->p.max_elems, window = UINT32_MAX;
+    /* The largest power of two the pool can hold caps the window. */
+    uint32_t pool_pow2 = 1;
+    while (pool_pow2 * 2 <= sw->p.nslots)
+        pool_pow2 *= 2;
+    uint32_t elems = sw->p.max_elems, window = pool_pow2;
     for (int r = 0; r < job->world; r++) {
         if (job->members[r].elems < elems)
             elems = job->members[r].elems;
@@ -248,9 +252,10 @@ static struct ina_job *job_new(struct ina_switch *sw, const char *name, int worl
 static int join_params_valid(const struct ina_switch *sw, const struct ina_hdr *h,
                              const struct ina_join *j)
 {
+    (void)sw; /* proposals above the switch's limits are capped, not refused (job_start) */
     return j->world_size >= 1 && j->world_size <= INA_MAX_WORKERS && h->rank < j->world_size &&
-           j->name[0] != '\0' && j->elems >= 1 && j->elems <= sw->p.max_elems &&
-           j->window >= 1 && j->window <= sw->p.nslots && (j->window & (j->window - 1)) == 0;
+           j->name[0] != '\0' && j->elems >= 1 && j->elems <= INA_MAX_ELEMS && j->window >= 1 &&
+           (j->window & (j->window - 1)) == 0;
 }
 
 static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
@@ -326,6 +331,12 @@ static void on_leave(struct ina_switch *sw, const struct ina_hdr *h, const struc
     if (job->session != h->session || job->token != h->token || h->rank >= job->world ||
         !ina_addr_eq(src, &job->members[h->rank].addr)) {
         sw->c.drops[INA_DROP_JOIN]++;
+        return;
+    }
+    if (h->flags & INA_FLAG_ABORT) {
+        /* That rank failed (deadline, disagreement) or quit mid-operation:
+         * the others cannot finish either. End it for all, free the slots. */
+        ina__job_abort(sw, job, INA_ERR_ABORTED);
         return;
     }
     struct ina_member *m = &job->members[h->rank];

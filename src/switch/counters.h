@@ -24,7 +24,7 @@
     X(STALE, "round older than the slot's current round")                       \
     X(FUTURE, "round too far ahead of the slot (protocol violation)")           \
     X(NOT_READY, "next round arrived before the previous one completed")        \
-    X(MISMATCH, "ranks sent different element counts for one round")           \
+    X(MISMATCH, "ranks sent different counts or op tags for one round")        \
     X(DUP_PENDING, "duplicate of a contribution while its round is incomplete") \
     X(JOIN, "malformed or refused join/leave")
 

@@ -50,6 +50,7 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
     h.count = ss->count;
     h.exp = ss->exp;
     h.op = INA_OP_ADD_I32;
+    h.tag = ss->tag;
 
     uint8_t *buf = ina_txq_buf(&sw->txq);
     ina_hdr_encode(buf, &h);
@@ -106,6 +107,7 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         ss->seq = h->seq;
         ss->count = h->count;
         ss->exp = h->exp;
+        ss->tag = h->tag;
         ss->nrecv = 1;
         ss->complete = 0;
         memset(ss->bitmap, 0, sizeof(ss->bitmap));
@@ -119,7 +121,8 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
             emit_result(sw, job, rel, set, ss, (int)rank);
             return;
         }
-        if (h->count != ss->count) {
+        if (h->count != ss->count || h->tag != ss->tag) {
+            /* Ranks are running different operations here: no sum exists. */
             drop(sw, INA_DROP_MISMATCH);
             ina__job_abort(sw, job, INA_ERR_MISMATCH);
             return;

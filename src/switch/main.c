@@ -12,9 +12,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/fault.h"
 #include "switch/switch.h"
 
 static volatile sig_atomic_t stop_requested;
+
+/* Fault injection on each direction (--fault-rx / --fault-tx); off by default. */
+static struct ina_fault fault_rx, fault_tx;
 
 static void on_signal(int sig)
 {
@@ -50,6 +54,9 @@ static void usage(FILE *f)
             "  --idle-timeout S      abort an active job silent for S seconds, freeing its\n"
             "                        slots (default 3600; 0 = never)\n"
             "  --port-file PATH      write the bound port number to PATH once listening\n"
+            "  --fault-rx SPEC       inject faults into received datagrams, for testing:\n"
+            "                        SPEC is drop=P,dup=P,reorder=P,seed=N (P in 0..1)\n"
+            "  --fault-tx SPEC       the same for sent datagrams\n"
             "  --quiet               print nothing but errors (counters still on exit)\n"
             "  --verbose             log job events\n"
             "  --version             print the version and exit\n"
@@ -99,12 +106,36 @@ static void set_buffers(int fd, int bytes)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
 }
 
+/* Reorder, drop or duplicate the queued datagrams as --fault-tx says. */
+static void fault_tx_apply(struct ina_txq *q, struct mmsghdr *scratch, unsigned *order)
+{
+    unsigned n = ina_fault_plan(&fault_tx, q->nmsg, order);
+    for (unsigned i = 0; i < n; i++)
+        scratch[i] = q->msgs[order[i]];
+    q->nmsg = n; /* msgs now come from scratch; see flush_tx */
+}
+
 static void flush_tx(int fd, struct ina_switch *sw)
 {
     struct ina_txq *q = &sw->txq;
+    static struct mmsghdr *scratch; /* 2 * maxmsg, only with --fault-tx */
+    static unsigned *order;
+    struct mmsghdr *msgs = q->msgs;
+    if (ina_fault_active(&fault_tx) && q->nmsg) {
+        if (!scratch) {
+            scratch = calloc(2 * (size_t)q->maxmsg, sizeof(*scratch));
+            order = calloc(2 * (size_t)q->maxmsg, sizeof(*order));
+            if (!scratch || !order) {
+                fprintf(stderr, "ina-switch: out of memory for --fault-tx\n");
+                exit(1);
+            }
+        }
+        fault_tx_apply(q, scratch, order);
+        msgs = scratch;
+    }
     unsigned done = 0;
     while (done < q->nmsg) {
-        int n = sendmmsg(fd, q->msgs + done, q->nmsg - done, 0);
+        int n = sendmmsg(fd, msgs + done, q->nmsg - done, 0);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -116,7 +147,7 @@ static void flush_tx(int fd, struct ina_switch *sw)
             continue;
         }
         for (int i = 0; i < n; i++)
-            sw->c.tx_bytes += q->iovs[done + i].iov_len;
+            sw->c.tx_bytes += msgs[done + i].msg_hdr.msg_iov->iov_len;
         sw->c.tx_packets += (uint64_t)n;
         done += (unsigned)n;
     }
@@ -153,7 +184,14 @@ static int run(int fd, struct ina_switch *sw)
         int n = recvmmsg(fd, rx->msgs, INA_SW_TX_BATCH, MSG_DONTWAIT, NULL);
         uint64_t now = now_ns();
         if (n > 0) {
-            for (int i = 0; i < n; i++) {
+            unsigned order[3 * INA_SW_TX_BATCH], norder = (unsigned)n;
+            if (ina_fault_active(&fault_rx))
+                norder = ina_fault_plan(&fault_rx, (unsigned)n, order);
+            else
+                for (int i = 0; i < n; i++)
+                    order[i] = (unsigned)i;
+            for (unsigned o = 0; o < norder; o++) {
+                unsigned i = order[o];
                 if (ina_switch_tx_full(sw))
                     flush_tx(fd, sw);
                 if (rx->msgs[i].msg_hdr.msg_namelen != sizeof(struct sockaddr_in))
@@ -188,6 +226,7 @@ int main(int argc, char **argv)
         {"max-elems", required_argument, 0, 'k'}, {"port-file", required_argument, 0, 'p'},
         {"join-timeout", required_argument, 0, 'j'},
         {"idle-timeout", required_argument, 0, 'i'},
+        {"fault-rx", required_argument, 0, 'R'}, {"fault-tx", required_argument, 0, 'T'},
         {"quiet", no_argument, 0, 'q'},           {"verbose", no_argument, 0, 'v'},
         {"version", no_argument, 0, 'V'},         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -217,6 +256,14 @@ int main(int argc, char **argv)
         case 'j': p.join_timeout_ns = (uint64_t)v * 1000000000ull; break;
         case 'i': p.idle_timeout_ns = (uint64_t)v * 1000000000ull; break;
         case 'p': port_file = optarg; break;
+        case 'R':
+        case 'T':
+            if (ina_fault_parse(c == 'R' ? &fault_rx : &fault_tx, optarg) != 0) {
+                fprintf(stderr, "ina-switch: bad --fault-%s '%s' (want drop=P,dup=P,reorder=P,seed=N)\n",
+                        c == 'R' ? "rx" : "tx", optarg);
+                return 2;
+            }
+            break;
         case 'q': quiet = 1; break;
         case 'v': p.verbose = 1; break;
         case 'V': printf("ina-switch %s (protocol %d)\n", ina_version_string(), INA_WIRE_VERSION); return 0;
@@ -285,6 +332,13 @@ int main(int argc, char **argv)
     }
     rc = run(fd, &sw);
     ina_sw_counters_print(&sw.c, stderr);
+    if (ina_fault_active(&fault_rx) || ina_fault_active(&fault_tx))
+        fprintf(stderr,
+                "  fault_rx        dropped %llu duplicated %llu reordered %llu\n"
+                "  fault_tx        dropped %llu duplicated %llu reordered %llu\n",
+                (unsigned long long)fault_rx.dropped, (unsigned long long)fault_rx.duplicated,
+                (unsigned long long)fault_rx.reordered, (unsigned long long)fault_tx.dropped,
+                (unsigned long long)fault_tx.duplicated, (unsigned long long)fault_tx.reordered);
     close(fd);
     ina_switch_free(&sw);
     return rc == 0 ? 0 : 1;

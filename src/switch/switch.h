@@ -30,7 +30,7 @@ struct ina_slot_set {
     uint16_t nrecv;   /* contributions so far */
     int16_t exp;      /* max exponent over contributions */
     uint8_t complete; /* all contributions in: values hold the sum */
-    uint8_t pad;
+    uint8_t tag;      /* operation tag of this round (all ranks must agree) */
     uint64_t bitmap[INA_BITMAP_WORDS]; /* ranks that contributed to `seq` */
 };
 

@@ -459,9 +459,7 @@ static void test_join_refused(void)
         {"x", 0, 3, 4, 3},                     /* window not a power of 2 */
         {"x", 0, 3, 4, 6},                     /* window not a power of 2 */
         {"x", 0, 3, 4, 0},                     /* window 0 */
-        {"x", 0, 3, 4, 2 * T_NSLOTS},          /* window larger than the pool */
-        {"x", 0, 3, 4, 0x80000000u},           /* power of 2, far too large */
-        {"x", 0, 3, T_MAX_ELEMS + 1, 2},       /* elems > max_elems */
+        {"x", 0, 3, INA_MAX_ELEMS + 1, 2},     /* elems beyond any datagram */
         {"x", 0, 3, 0, 2},                     /* elems 0 */
         {"", 0, 3, 4, 2},                      /* empty name */
     };
@@ -489,6 +487,40 @@ static void test_join_refused(void)
     EXPECT_NO_DROP(snap);
     CHECK_EQ_INT(owned_slots(job_named("edge") ? job_named("edge")->id : 0), T_NSLOTS);
     tx_reset();
+
+    /* Proposals above the switch's limits are capped, not refused: a window
+     * larger than the pool gets the largest power of two that fits (the whole
+     * free pool here, after "edge" leaves), elems > max_elems gets max_elems. */
+    {
+        struct ina_job *edge = job_named("edge");
+        CHECK(edge != NULL);
+        if (edge) {
+            struct ina_hdr lh;
+            ina_hdr_init(&lh, INA_K_LEAVE);
+            lh.job = edge->id;
+            lh.session = edge->session;
+            lh.token = edge->token;
+            lh.rank = 0;
+            uint8_t lb[INA_HDR_LEN];
+            ina_hdr_encode(lb, &lh);
+            input(lb, sizeof(lb), &a);
+            CHECK(job_named("edge") == NULL);
+        }
+        snap = sw->c;
+        send_join("capped", 0, 1, T_MAX_ELEMS + 1, 0x80000000u, 6, &a);
+        CHECK_EQ_INT(tx_n(), 1);
+        struct ina_hdr h;
+        struct ina_join j;
+        CHECK_EQ_INT(tx_hdr(0, &h), INA_PARSE_OK);
+        CHECK_EQ_INT(h.kind, INA_K_JOIN_ACK);
+        CHECK_EQ_INT(ina_join_decode((const uint8_t *)sw->txq.iovs[0].iov_base + INA_HDR_LEN,
+                                     sw->txq.iovs[0].iov_len - INA_HDR_LEN, &j),
+                     INA_PARSE_OK);
+        CHECK_EQ_INT(j.window, T_NSLOTS);
+        CHECK_EQ_INT(j.elems, T_MAX_ELEMS);
+        EXPECT_NO_DROP(snap);
+        tx_reset();
+    }
 
     /* Malformed JOIN bodies: dropped without an answer. */
     uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
@@ -921,6 +953,43 @@ static void test_slot_rounds(void)
     sw_close();
 }
 
+/* Same count but a different operation tag (ranks on different ops): MISMATCH, abort. */
+static void test_tag_mismatch(void)
+{
+    sw_open(T_IDLE_TIMEOUT);
+    struct job_info ji = START_JOB("tags", 2, 4, 2, 10000, 0x7A);
+    int32_t v[4] = {1, 2, 3, 4};
+    uint8_t b[PKT_MAX];
+    struct ina_hdr h = data_hdr(&ji, 0, 0, 0, 0, 4, 0);
+    h.tag = 0x11;
+    input(b, build(b, &h, v), &ji.addr[0]);
+    CHECK_EQ_INT(tx_n(), 0);
+    struct ina_sw_counters snap = sw->c;
+    h = data_hdr(&ji, 1, 0, 0, 0, 4, 0);
+    h.tag = 0x12;
+    input(b, build(b, &h, v), &ji.addr[1]);
+    EXPECT_DROP(snap, MISMATCH);
+    CHECK_EQ_INT(tx_n(), 2);
+    for (int r = 0; r < 2 && r < tx_n(); r++)
+        CHECK_ABORT(r, &ji.addr[r], INA_ERR_MISMATCH);
+    CHECK(job_named("tags") == NULL);
+    tx_reset();
+    /* Equal tags complete, and the RESULT echoes the tag. */
+    struct job_info j2 = START_JOB("tags2", 2, 4, 2, 10100, 0x7B);
+    for (int r = 0; r < 2; r++) {
+        h = data_hdr(&j2, r, 1, 1, 1, 4, 0);
+        h.tag = 0xC3;
+        input(b, build(b, &h, v), &j2.addr[r]);
+    }
+    CHECK_EQ_INT(tx_n(), 2);
+    struct ina_hdr rh;
+    CHECK_EQ_INT(tx_hdr(0, &rh), INA_PARSE_OK);
+    CHECK_EQ_INT(rh.kind, INA_K_RESULT);
+    CHECK_EQ_INT(rh.tag, 0xC3);
+    tx_reset();
+    sw_close();
+}
+
 /* Many rounds through one slot: seq runs, both sets alternate, sums stay exact. */
 static void test_slot_many_rounds(void)
 {
@@ -1325,6 +1394,7 @@ int main(void)
     test_join_mismatch_and_rejoin();
     test_join_nospace();
     test_slot_rounds();
+    test_tag_mismatch();
     test_slot_many_rounds();
     test_hostile();
     test_leave();

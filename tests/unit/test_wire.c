@@ -23,7 +23,7 @@ static void check_hdr_eq(const struct ina_hdr *a, const struct ina_hdr *b)
     CHECK_EQ_INT(a->exp, b->exp);
     CHECK_EQ_INT(a->flags, b->flags);
     CHECK_EQ_INT(a->op, b->op);
-    CHECK_EQ_INT(a->reserved, b->reserved);
+    CHECK_EQ_INT(a->tag, b->tag);
 }
 
 /* Encode h into a buffer of exactly the length decode wants, decode, compare. */
@@ -69,7 +69,7 @@ static void test_round_trip_extremes(void)
     h.exp = INT16_MAX;
     h.flags = UINT16_MAX;
     h.op = UINT8_MAX;
-    h.reserved = UINT8_MAX;
+    h.tag = UINT8_MAX;
     round_trip(&h);
 
     /* Negative and extreme exponents, on a DATA with a payload. */
@@ -106,7 +106,7 @@ static void test_round_trip_extremes(void)
     h.exp = 0x1718;
     h.flags = 0x191A;
     h.op = 0x1B;
-    h.reserved = 0x1C;
+    h.tag = 0x1C;
     round_trip(&h);
 }
 
@@ -125,7 +125,7 @@ static void test_byte_positions(void)
     h.exp = -2; /* 0xFFFE */
     h.flags = 0x191A;
     h.op = 0x1B;
-    h.reserved = 0x1C;
+    h.tag = 0x1C;
     memset(b, 0xEE, sizeof(b));
     ina_hdr_encode(b, &h);
     const uint8_t want[INA_HDR_LEN] = {
@@ -142,7 +142,7 @@ static void test_byte_positions(void)
         0xFF, 0xFE,             /* 26 exp, two's complement */
         0x19, 0x1A,             /* 28 flags */
         0x1B,                   /* 30 op */
-        0x1C,                   /* 31 reserved */
+        0x1C,                   /* 31 tag */
     };
     for (int i = 0; i < INA_HDR_LEN; i++) {
         if (b[i] != want[i])

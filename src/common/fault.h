@@ -1,0 +1,42 @@
+/* fault.h: seeded fault injection (drop, duplicate, reorder) for tests and operators, kept out of the dataplane. */
+#ifndef INA_FAULT_H
+#define INA_FAULT_H
+
+/*
+ * A fault injector sits between a component and its socket, like the
+ * original SwitchML's drop simulator: the dataplane never knows. It works on
+ * a burst of datagrams at once (the unit both the switch and libina send and
+ * receive in) and produces the order in which they are to be delivered:
+ *   drop     the datagram is left out
+ *   dup      it is delivered twice in a row
+ *   reorder  it is moved to the end of the burst (after later datagrams)
+ * Decisions come from a seeded PRNG, so a failing run can be replayed.
+ * Disabled injectors (all rates 0) cost one branch per burst.
+ */
+
+#include <stdint.h>
+
+struct ina_fault {
+    double drop, dup, reorder; /* probabilities, 0..1 */
+    uint64_t rng;
+    uint64_t dropped, duplicated, reordered; /* what it did, for reports */
+};
+
+/*
+ * Parse "drop=P,dup=P,reorder=P,seed=N" (any subset, any order; P in [0,1]).
+ * Resets f. @return 0, or -1 with f disabled if the text is malformed.
+ */
+int ina_fault_parse(struct ina_fault *f, const char *spec);
+
+static inline int ina_fault_active(const struct ina_fault *f)
+{
+    return f->drop > 0 || f->dup > 0 || f->reorder > 0;
+}
+
+/*
+ * Plan the delivery of a burst of n datagrams: writes the indices to deliver,
+ * in order, into out (capacity 2n) and returns how many.
+ */
+unsigned ina_fault_plan(struct ina_fault *f, unsigned n, unsigned *out);
+
+#endif
