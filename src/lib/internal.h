@@ -94,6 +94,7 @@ struct ina_ctx {
     int64_t srtt_ns, rttvar_ns;  /* smoothed RTT and its variation (RFC 6298), 0 = no sample */
     uint64_t max_done_g;         /* 1 + highest stream index whose result arrived */
     uint64_t fast_scan_g;        /* stream indices below this were checked for gaps */
+    int window_blocked;          /* the last send_ready() stopped at a busy slot */
     uint64_t refused_since_ns;   /* first ECONNREFUSED since the last valid datagram, 0 = none */
     struct ina_fault fault;      /* send-side fault injection (INA_FAULT), off by default */
 

@@ -170,6 +170,7 @@ static void arm_timer(struct ina_ctx *ctx, struct ina_wslot *ws, uint64_t now)
 static void send_ready(struct ina_ctx *ctx, uint64_t now)
 {
     const uint32_t mask = ctx->window - 1;
+    ctx->window_blocked = 0;
     while (ctx->send_req) {
         struct ina_req *req = ctx->send_req;
         if (ctx->send_p == req->npackets) {
@@ -180,8 +181,10 @@ static void send_ready(struct ina_ctx *ctx, uint64_t now)
         uint64_t g = ctx->next_g;
         uint32_t slot = (uint32_t)(g & mask);
         struct ina_wslot *ws = &ctx->slots[slot];
-        if (ws->inflight)
-            break; /* window full */
+        if (ws->inflight) {
+            ctx->window_blocked = 1; /* window full: later results will reveal gaps */
+            break;
+        }
         int16_t exp_used = 0;
         if (req->quantized && has_data(req, ctx->send_p)) {
             uint64_t dep = g - req->lag;
@@ -403,15 +406,17 @@ static uint32_t short_rto_ms(const struct ina_ctx *ctx)
 }
 
 /*
- * Tail probe. The last INA_FAST_RTX_GAP packets of the stream have no later
- * results to reveal their loss, and a small operation is nothing but tail.
- * Once there is nothing more to send, give them the short timeout. If a
- * peer is merely late, the cost is a few duplicates (doubling timers), which
- * the switch drops.
+ * Tail probe. The last INA_FAST_RTX_GAP packets sent have no later results
+ * to reveal their loss, and a small operation is nothing but tail. When the
+ * stream cannot send more for a reason other than a full window (nothing
+ * left to send, or waiting for an agreed exponent), no later packet will
+ * follow them: give them the short timeout. With a full window, the results
+ * that free it reveal gaps instead. If a peer is merely late, the cost is a
+ * few duplicates (doubling timers), which the switch drops.
  */
 static void tail_probe(struct ina_ctx *ctx)
 {
-    if (ctx->send_req)
+    if (ctx->window_blocked)
         return;
     const uint32_t mask = ctx->window - 1;
     uint64_t first = ctx->next_g > INA_FAST_RTX_GAP ? ctx->next_g - INA_FAST_RTX_GAP : 0;
