@@ -22,9 +22,10 @@ struct sw_proc {
     pid_t pid;
     int port;
     char port_file[64];
+    const char *log_path; /* if set, the switch's stderr (its counters at exit) goes here */
 };
 
-static double h_now(void)
+static inline double h_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -32,7 +33,7 @@ static double h_now(void)
 }
 
 /* Start ina-switch with extra args (NULL-terminated list, may be NULL). @return 0 or -1. */
-static int switch_start(struct sw_proc *sp, const char *const *extra)
+static inline int switch_start(struct sw_proc *sp, const char *const *extra)
 {
     snprintf(sp->port_file, sizeof(sp->port_file), "/tmp/ina-test-port.%d", (int)getpid());
     unlink(sp->port_file);
@@ -42,12 +43,17 @@ static int switch_start(struct sw_proc *sp, const char *const *extra)
     for (int i = 0; extra && extra[i] && argc < 31; i++)
         argv[argc++] = extra[i];
     argv[argc] = NULL;
+    fflush(NULL);
     sp->pid = fork();
     if (sp->pid < 0)
         return -1;
     if (sp->pid == 0) {
-        if (!getenv("INA_TEST_SWITCH_STDERR") && !freopen("/dev/null", "w", stderr))
+        if (sp->log_path) {
+            if (!freopen(sp->log_path, "w", stderr))
+                _exit(127);
+        } else if (!getenv("INA_TEST_SWITCH_STDERR") && !freopen("/dev/null", "w", stderr)) {
             _exit(127);
+        }
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
@@ -67,7 +73,7 @@ static int switch_start(struct sw_proc *sp, const char *const *extra)
 }
 
 /* SIGTERM the switch and reap it. @return its exit status (0 = clean). */
-static int switch_stop(struct sw_proc *sp)
+static inline int switch_stop(struct sw_proc *sp)
 {
     int st = 0;
     kill(sp->pid, SIGTERM);
@@ -76,13 +82,27 @@ static int switch_stop(struct sw_proc *sp)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-static void switch_addr(const struct sw_proc *sp, char *buf, size_t len)
+/* Value of counter `name` in the switch's exit report at sp->log_path, or -1. */
+static inline long long switch_counter(const struct sw_proc *sp, const char *name)
+{
+    FILE *f = sp->log_path ? fopen(sp->log_path, "r") : NULL;
+    char line[256], key[64];
+    long long v, found = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, " %63s %lld", key, &v) == 2 && strcmp(key, name) == 0)
+            found = v;
+    if (f)
+        fclose(f);
+    return found;
+}
+
+static inline void switch_addr(const struct sw_proc *sp, char *buf, size_t len)
 {
     snprintf(buf, len, "127.0.0.1:%d", sp->port);
 }
 
 /* Fill a config for rank r of n against the switch. */
-static void worker_config(ina_config *cfg, const struct sw_proc *sp, const char *job, int r,
+static inline void worker_config(ina_config *cfg, const struct sw_proc *sp, const char *job, int r,
                           int n, char *addrbuf, size_t addrlen)
 {
     ina_config_init(cfg);
@@ -100,7 +120,7 @@ static void worker_config(ina_config *cfg, const struct sw_proc *sp, const char 
  * Wait for all at most deadline_s seconds (then kill them).
  * @return number of workers that failed (nonzero exit, signal, or deadline).
  */
-static int run_workers(int n, int (*fn)(int rank, int n, void *arg), void *arg, double deadline_s)
+static inline int run_workers(int n, int (*fn)(int rank, int n, void *arg), void *arg, double deadline_s)
 {
     pid_t pids[512];
     fflush(NULL); /* children must not inherit unflushed output */
