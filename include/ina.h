@@ -33,11 +33,13 @@
  * ---------------
  * Every rank of a job must start the same operations, in the same order, with
  * the same count and dtype. Each packet carries an 8-bit tag of (operation
- * number, count, dtype) and the switch aborts the job when the ranks' tags
- * or counts differ in a round: the ranks get INA_ERR_MISMATCH. A violation
- * that happens to produce equal tags and counts in every round (chance
- * 1/256 per round, and a misaligned stream spans many rounds) is not
- * detected. Otherwise a stalled operation fails at its deadline.
+ * number, count, dtype, packet index) and the switch aborts the job when the
+ * ranks' tags or counts differ in a round: the ranks get INA_ERR_MISMATCH.
+ * Each round of a misaligned stream is an independent 1-in-256 check, so an
+ * operation of r packets completes undetected with chance at most 256^-r;
+ * an operation whose rounds all passed may complete before a later round
+ * detects the disagreement. Otherwise a stalled operation fails at its
+ * deadline.
  *
  * Errors
  * ------
@@ -175,14 +177,15 @@ typedef struct ina_ctx ina_ctx;
  *   INA_ERR_NOSPACE     the switch has no room for the job's window
  *   INA_ERR_MISMATCH    another rank registered with a different world size
  *   INA_ERR_REJECTED    the switch refused the parameters (world size, rank, name)
+ *   INA_ERR_PROTO       the switch speaks another protocol version, or its
+ *                       answer carried impossible parameters
+ *   -ENOMEM, -errno     from the system
+ * On failure *out is NULL and nothing is leaked.
  * Notes: 1. Proposals above the switch's limits (elems_per_packet, window)
  * are capped by the switch; ina_get_info() tells what was granted. 2. A
  * second process joining with a rank that is already registered replaces
  * it (a restarted worker); if the job was running, its session is aborted
  * for every rank (they get INA_ERR_ABORTED) and a new one is collected.
- *   INA_ERR_PROTO       the switch speaks another protocol version
- *   -ENOMEM, -errno     from the system
- * On failure *out is NULL and nothing is leaked.
  */
 INA_EXTERN int ina_init(ina_ctx **out, const ina_config *cfg);
 
@@ -191,8 +194,15 @@ INA_EXTERN int ina_init_env(ina_ctx **out);
 
 /**
  * Leave the job and free the context. Operations still in flight fail with
- * INA_ERR_CLOSED and their requests are freed. Accepts NULL.
- * @return 0.
+ * INA_ERR_CLOSED and their requests are freed; leaving with operations in
+ * flight ends the session for the other ranks too (they get
+ * INA_ERR_ABORTED). Accepts NULL.
+ * Every later call with this handle, ina_finalize() included, returns
+ * INA_ERR_CLOSED: libina keeps a small shell of each finalized context for
+ * the life of the process, so a stale handle is caught, never dereferenced
+ * as freed memory. (Requests are not kept: a request must not be used after
+ * ina_wait() or ina_finalize() released it.)
+ * @return 0, or INA_ERR_CLOSED if already finalized.
  */
 INA_EXTERN int ina_finalize(ina_ctx *ctx);
 
@@ -255,7 +265,7 @@ typedef struct ina_stats {
     uint64_t ops;              /**< operations completed successfully */
     uint64_t packets_sent;     /**< data packets, retransmissions included */
     uint64_t packets_received; /**< result packets accepted */
-    uint64_t retransmits;      /**< data packets sent again after a timeout */
+    uint64_t retransmits;      /**< data packets sent again (timeout, fast retransmit, tail probe) */
     uint64_t stale_results;    /**< duplicate or stale result packets ignored */
     uint64_t bytes_sent;       /**< UDP payload bytes sent */
     uint64_t nonfinite_blocks; /**< float blocks that carried NaN/Inf */

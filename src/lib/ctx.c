@@ -1,12 +1,27 @@
 /* ctx.c: the public API: context lifetime, argument checks, blocking and asynchronous all-reduce. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "lib/internal.h"
+
+/* Finalized context shells (see struct ina_ctx). Reachable, so no leak report. */
+static struct ina_ctx *closed_list;
+static pthread_mutex_t closed_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* @return 0 if ctx is a live context, else the error every call returns. */
+static int ctx_check(const ina_ctx *ctx)
+{
+    if (!ctx)
+        return -EINVAL;
+    if (ctx->magic == INA_CTX_CLOSED)
+        return INA_ERR_CLOSED;
+    return ctx->magic == INA_CTX_LIVE ? 0 : -EINVAL;
+}
 
 static int config_valid(const ina_config *cfg)
 {
@@ -34,6 +49,7 @@ int ina_init(ina_ctx **out, const ina_config *cfg)
     struct ina_ctx *ctx = calloc(1, sizeof(*ctx));
     if (!ctx)
         return -ENOMEM;
+    ctx->magic = INA_CTX_LIVE;
     ctx->fd = -1;
     snprintf(ctx->job, sizeof(ctx->job), "%s", cfg->job);
     ctx->rank = cfg->rank;
@@ -80,6 +96,9 @@ int ina_finalize(ina_ctx *ctx)
 {
     if (!ctx)
         return 0;
+    int rc = ctx_check(ctx);
+    if (rc)
+        return rc; /* finalized twice: INA_ERR_CLOSED */
     /* Leaving with work in flight breaks the collective for the other ranks:
      * end the session for them at once rather than let them time out. */
     int abort = ctx->head != NULL;
@@ -93,15 +112,22 @@ int ina_finalize(ina_ctx *ctx)
     ina__stream_free(ctx);
     if (ctx->fd >= 0)
         close(ctx->fd);
-    free(ctx);
+    memset(ctx, 0, sizeof(*ctx));
+    ctx->magic = INA_CTX_CLOSED;
+    ctx->fd = -1;
+    pthread_mutex_lock(&closed_lock);
+    ctx->next_closed = closed_list;
+    closed_list = ctx;
+    pthread_mutex_unlock(&closed_lock);
     return 0;
 }
 
 static int check_args(const ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
                       ina_dtype dtype, ina_op op)
 {
-    if (!ctx)
-        return -EINVAL;
+    int rc = ctx_check(ctx);
+    if (rc)
+        return rc;
     if ((unsigned)dtype > 15 || (unsigned)op > 15)
         return -EINVAL;
     if (dtype != INA_INT32 && dtype != INA_FLOAT32)
@@ -121,19 +147,21 @@ static int check_args(const ina_ctx *ctx, const void *sendbuf, void *recvbuf, si
 }
 
 /*
- * The 8-bit tag the switch compares across ranks for every round: ranks that
- * disagree on an operation (count, dtype, or how many ops came before)
- * almost surely send different tags, and the switch aborts the job instead
- * of summing unrelated data. Empty operations send nothing and take no number.
+ * The 64-bit seed of an operation's packet tags (wire.h, byte 31): a hash of
+ * (operation number, count, dtype). Ranks that disagree on an operation almost
+ * surely have different seeds, and because each packet's 8-bit tag also mixes
+ * in the packet's index (stream.c: packet_tag), every round of a misaligned
+ * stream is an independent 1-in-256 check. Empty operations send nothing and
+ * take no number.
  */
-static uint8_t op_tag(uint64_t opno, size_t count, ina_dtype dtype)
+static uint64_t op_tag_seed(uint64_t opno, size_t count, ina_dtype dtype)
 {
     uint64_t x = opno * 0x9E3779B97F4A7C15ull ^ (uint64_t)count * 0xC2B2AE3D27D4EB4Full ^
                  (uint64_t)dtype;
     x ^= x >> 31;
     x *= 0xBF58476D1CE4E5B9ull;
     x ^= x >> 29;
-    return (uint8_t)(x >> 56);
+    return x;
 }
 
 int ina_allreduce_start(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
@@ -164,7 +192,7 @@ int ina_allreduce_start(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t
         ctx->live->live_prev = req;
     ctx->live = req;
     ctx->nreqs++;
-    req->tag = op_tag(ctx->nops_started + (req->npackets != 0), count, dtype);
+    req->tag_seed = op_tag_seed(ctx->nops_started + (req->npackets != 0), count, dtype);
     if (req->npackets == 0) {
         req->done = 1; /* count 0: nothing to send, every rank agrees */
         ctx->stats.ops++;
@@ -218,16 +246,22 @@ int ina_allreduce(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count
 
 int ina_get_stats(const ina_ctx *ctx, ina_stats *st)
 {
-    if (!ctx || !st)
+    if (!st)
         return -EINVAL;
+    int rc = ctx_check(ctx);
+    if (rc)
+        return rc;
     *st = ctx->stats;
     return 0;
 }
 
 int ina_get_info(const ina_ctx *ctx, ina_info *info)
 {
-    if (!ctx || !info)
+    if (!info)
         return -EINVAL;
+    int rc = ctx_check(ctx);
+    if (rc)
+        return rc;
     memset(info, 0, sizeof(*info));
     info->rank = ctx->rank;
     info->world_size = ctx->world;

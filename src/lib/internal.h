@@ -22,6 +22,7 @@
 #define INA_BURST 64 /* datagrams per sendmmsg/recvmmsg */
 #define INA_FAST_RTX_GAP 3 /* results this far past a missing one mean it was lost */
 #define INA_FAST_RTX_MIN_MS 2 /* timer of a packet resent after a proven loss */
+#define INA_FAST_RTX_NOSAMPLE_MS 10 /* the same before any RTT sample */
 #define INA_REFUSED_FAIL_MS 1000 /* ICMP "port unreachable" this long: switch is gone */
 
 /*
@@ -46,7 +47,7 @@ struct ina_req {
     int quantized;
     uint64_t nblocks, lag, npackets;
     uint64_t ndone; /* packets whose result arrived */
-    uint8_t tag;    /* operation tag: hash of (op number, count, dtype), see wire.h */
+    uint64_t tag_seed; /* hash of (op number, count, dtype): seeds the packet tags (wire.h) */
     int done, status;
 };
 
@@ -68,7 +69,25 @@ struct ina_wslot {
     uint64_t deadline_ns;
 };
 
+/* Burst I/O descriptors, on the heap so a finalized context shell stays small. */
+struct ina_io {
+    struct mmsghdr txmsg[INA_BURST], rxmsg[INA_BURST];
+    struct iovec txiov[INA_BURST], rxiov[INA_BURST];
+};
+
+#define INA_CTX_LIVE 0x494E4143u   /* "INAC" */
+#define INA_CTX_CLOSED 0x434C4F53u /* "CLOS": finalized; every call returns INA_ERR_CLOSED */
+
+/*
+ * Lifetime: ina_init() allocates; ina_finalize() releases everything but this
+ * struct's shell, which it marks CLOSED and keeps on a process-wide list, so
+ * a call with a finalized handle gets INA_ERR_CLOSED instead of touching freed
+ * memory, and no later context can ever reuse the address. The shell costs a
+ * few hundred bytes per ina_init() for the life of the process.
+ */
 struct ina_ctx {
+    uint32_t magic; /* INA_CTX_LIVE or INA_CTX_CLOSED */
+    struct ina_ctx *next_closed;
     int fd;
     struct sockaddr_in switch_addr;
     char job[32];
@@ -101,8 +120,7 @@ struct ina_ctx {
     /* I/O buffers, sized at join */
     uint8_t *txmem, *rxmem;
     unsigned ntx;
-    struct mmsghdr txmsg[INA_BURST], rxmsg[INA_BURST];
-    struct iovec txiov[INA_BURST], rxiov[INA_BURST];
+    struct ina_io *io;
 
     ina_stats stats;
 };

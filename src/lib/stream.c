@@ -18,20 +18,21 @@ static size_t max_datagram(const struct ina_ctx *ctx)
 int ina__stream_init(struct ina_ctx *ctx)
 {
     ctx->slots = calloc(ctx->window, sizeof(*ctx->slots));
+    ctx->io = calloc(1, sizeof(*ctx->io));
     ctx->txmem = malloc(INA_BURST * max_datagram(ctx));
     ctx->rxmem = malloc(INA_BURST * max_datagram(ctx));
-    if (!ctx->slots || !ctx->txmem || !ctx->rxmem) {
+    if (!ctx->slots || !ctx->io || !ctx->txmem || !ctx->rxmem) {
         ina__stream_free(ctx);
         return -ENOMEM;
     }
     for (unsigned i = 0; i < INA_BURST; i++) {
-        ctx->txiov[i].iov_base = ctx->txmem + i * max_datagram(ctx);
-        ctx->txmsg[i].msg_hdr.msg_iov = &ctx->txiov[i];
-        ctx->txmsg[i].msg_hdr.msg_iovlen = 1;
-        ctx->rxiov[i].iov_base = ctx->rxmem + i * max_datagram(ctx);
-        ctx->rxiov[i].iov_len = max_datagram(ctx);
-        ctx->rxmsg[i].msg_hdr.msg_iov = &ctx->rxiov[i];
-        ctx->rxmsg[i].msg_hdr.msg_iovlen = 1;
+        ctx->io->txiov[i].iov_base = ctx->txmem + i * max_datagram(ctx);
+        ctx->io->txmsg[i].msg_hdr.msg_iov = &ctx->io->txiov[i];
+        ctx->io->txmsg[i].msg_hdr.msg_iovlen = 1;
+        ctx->io->rxiov[i].iov_base = ctx->rxmem + i * max_datagram(ctx);
+        ctx->io->rxiov[i].iov_len = max_datagram(ctx);
+        ctx->io->rxmsg[i].msg_hdr.msg_iov = &ctx->io->rxiov[i];
+        ctx->io->rxmsg[i].msg_hdr.msg_iovlen = 1;
     }
     return 0;
 }
@@ -39,9 +40,11 @@ int ina__stream_init(struct ina_ctx *ctx)
 void ina__stream_free(struct ina_ctx *ctx)
 {
     free(ctx->slots);
+    free(ctx->io);
     free(ctx->txmem);
     free(ctx->rxmem);
     ctx->slots = NULL;
+    ctx->io = NULL;
     ctx->txmem = ctx->rxmem = NULL;
 }
 
@@ -54,6 +57,13 @@ static inline size_t block_len(const struct ina_ctx *ctx, const struct ina_req *
 }
 
 static inline int has_data(const struct ina_req *req, uint64_t p) { return p >= req->lag; }
+
+/* 8-bit tag of packet p of an operation: its seed mixed with p (see ctx.c). */
+static inline uint8_t packet_tag(const struct ina_req *req, uint64_t p)
+{
+    uint64_t x = (req->tag_seed + p) * 0xD6E8FEB86659FD93ull;
+    return (uint8_t)((x ^ (x >> 32)) >> 24);
+}
 
 /* Build the DATA datagram of the packet in flight in ws into buf. @return its length. */
 static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_wslot *ws,
@@ -69,7 +79,7 @@ static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_
     h.slot = slot | ((ws->seq & 1) ? INA_SLOT_SET_BIT : 0);
     h.seq = ws->seq;
     h.op = INA_OP_ADD_I32;
-    h.tag = req->tag;
+    h.tag = packet_tag(req, ws->p);
     size_t n = 0;
     if (has_data(req, ws->p)) {
         uint64_t b = ws->p - req->lag;
@@ -92,12 +102,12 @@ static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_
 
 static void tx_flush(struct ina_ctx *ctx)
 {
-    struct mmsghdr *msgs = ctx->txmsg, faulty[2 * INA_BURST];
+    struct mmsghdr *msgs = ctx->io->txmsg, faulty[2 * INA_BURST];
     if (ina_fault_active(&ctx->fault) && ctx->ntx) {
         unsigned order[2 * INA_BURST];
         ctx->ntx = ina_fault_plan(&ctx->fault, ctx->ntx, order);
         for (unsigned i = 0; i < ctx->ntx; i++)
-            faulty[i] = ctx->txmsg[order[i]];
+            faulty[i] = ctx->io->txmsg[order[i]];
         msgs = faulty;
     }
     unsigned done = 0;
@@ -120,8 +130,8 @@ static void tx_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_wslot
 {
     if (ctx->ntx == INA_BURST)
         tx_flush(ctx);
-    size_t len = build_packet(ctx, slot, ws, ctx->txiov[ctx->ntx].iov_base);
-    ctx->txiov[ctx->ntx].iov_len = len;
+    size_t len = build_packet(ctx, slot, ws, ctx->io->txiov[ctx->ntx].iov_base);
+    ctx->io->txiov[ctx->ntx].iov_len = len;
     ctx->ntx++;
     ctx->stats.packets_sent++;
     ctx->stats.bytes_sent += len;
@@ -286,7 +296,7 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
         return;
     }
     struct ina_req *req = ws->req;
-    if (h->tag != req->tag) {
+    if (h->tag != packet_tag(req, ws->p)) {
         ctx->stats.stale_results++; /* not the operation we sent: never use it */
         return;
     }
@@ -347,15 +357,15 @@ void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len
 /* Receive and process one burst. @return datagrams received. */
 static int rx_burst(struct ina_ctx *ctx, uint64_t now)
 {
-    int n = recvmmsg(ctx->fd, ctx->rxmsg, INA_BURST, MSG_DONTWAIT, NULL);
+    int n = recvmmsg(ctx->fd, ctx->io->rxmsg, INA_BURST, MSG_DONTWAIT, NULL);
     if (n < 0 && errno == ECONNREFUSED && !ctx->refused_since_ns)
         ctx->refused_since_ns = now; /* ICMP port unreachable: no switch at the address */
     for (int i = 0; i < n && !ctx->broken; i++) {
-        if (ctx->rxmsg[i].msg_hdr.msg_flags & MSG_TRUNC) {
+        if (ctx->io->rxmsg[i].msg_hdr.msg_flags & MSG_TRUNC) {
             ctx->stats.stale_results++;
             continue;
         }
-        ina__stream_on_datagram(ctx, ctx->rxiov[i].iov_base, ctx->rxmsg[i].msg_len, now);
+        ina__stream_on_datagram(ctx, ctx->io->rxiov[i].iov_base, ctx->io->rxmsg[i].msg_len, now);
     }
     return n > 0 ? n : 0;
 }
@@ -399,6 +409,9 @@ static void fast_retransmit(struct ina_ctx *ctx, uint64_t now)
  * INA_FAST_RTX_MIN_MS, at most the normal timeout. */
 static uint32_t short_rto_ms(const struct ina_ctx *ctx)
 {
+    if (ctx->srtt_ns == 0) /* no sample yet (or ever, if every op is tail-probed) */
+        return INA_FAST_RTX_NOSAMPLE_MS < current_rto_ms(ctx) ? INA_FAST_RTX_NOSAMPLE_MS
+                                                              : current_rto_ms(ctx);
     int64_t ms = (2 * ctx->srtt_ns + 999999) / 1000000;
     if (ms < INA_FAST_RTX_MIN_MS)
         ms = INA_FAST_RTX_MIN_MS;

@@ -119,6 +119,7 @@ static void test_allreduce_args(void)
 {
     struct ina_ctx fake;
     memset(&fake, 0, sizeof(fake));
+    fake.magic = INA_CTX_LIVE;
     fake.elems = 64;
     fake.window = 4;
     fake.world = 1;
