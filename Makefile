@@ -8,12 +8,14 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS       ?= 2
 # SKIP_DEPS=1 skips the package check (scripts/deps.sh).
 SKIP_DEPS  ?= 0
+# FUZZ_SECONDS: how long `make fuzz` runs each fuzz target.
+FUZZ_SECONDS ?= 300
 
 SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 .DEFAULT_GOAL := all
-.PHONY: all deps demo test test-gcc asan asan-run clean help
+.PHONY: all deps demo test test-gcc asan asan-run fuzz clean help
 
 ## all   : check packages, configure and build build/ (default compiler, no -Werror by default)
 all: deps
@@ -55,6 +57,17 @@ asan-run:
 	env -u MAKELEVEL cmake --build $(ASAN_DIR) -j$(JOBS)
 	$(SAN_ENV) bash scripts/run-ctest.sh $(ASAN_DIR)
 
+## fuzz  : build build-asan/ (clang, ASan/UBSan) and run each libFuzzer target FUZZ_SECONDS
+##         (default 300); `make test` runs them INA_FUZZ_SECONDS (20) each as ctests
+fuzz: deps
+	CC=clang cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	    -DINA_WERROR=ON -DINA_SANITIZE=ON
+	env -u MAKELEVEL cmake --build $(ASAN_DIR) -j$(JOBS) --target fuzz_switch fuzz_reply
+	@rc=0; for s in switch reply; do \
+	    $(SAN_ENV) bash tests/fuzz/run-fuzz.sh $(ASAN_DIR)/tests/fuzz/fuzz_$$s $$s $(FUZZ_SECONDS) \
+	        $(CURDIR)/$(ASAN_DIR) $(CURDIR) || rc=1; \
+	done; exit $$rc
+
 ## clean : remove build/ and build-asan/
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR)
@@ -63,4 +76,4 @@ clean:
 help:
 	@echo "Targets:"
 	@sed -n 's/^## /  /p' $(MAKEFILE_LIST)
-	@echo "Variables: BUILD_TYPE=$(BUILD_TYPE) JOBS=$(JOBS) SKIP_DEPS=$(SKIP_DEPS)"
+	@echo "Variables: BUILD_TYPE=$(BUILD_TYPE) JOBS=$(JOBS) SKIP_DEPS=$(SKIP_DEPS) FUZZ_SECONDS=$(FUZZ_SECONDS)"

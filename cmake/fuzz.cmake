@@ -1,0 +1,59 @@
+# fuzz.cmake: libFuzzer targets (tests/fuzz/fuzz_*.c) and their bounded ctest runs. Clang only.
+#
+# Included from CMakeLists.txt after the tests. With a clang C compiler it builds
+#   fuzz_switch  ina-switch's packet handler (ina_switch_input)
+#   fuzz_reply   libina's reply handler (ina__stream_on_datagram)
+# each with -fsanitize=fuzzer,address,undefined, whatever INA_SANITIZE says, from the sources
+# compiled fresh into the target (the coverage instrumentation must be in the fuzzed code).
+# Each gets a ctest (label "fuzz") that fuzzes for INA_FUZZ_SECONDS over a scratch copy of the
+# corpus in the build tree, reading tests/fuzz/corpus/<surface> and
+# tests/fuzz/regressions/<surface> (never written), surface = switch or reply. A crash, leak,
+# hang or broken invariant fails the test and leaves the input in
+# <build>/fuzz-artifacts/<surface>/. With gcc nothing here is built.
+
+set(INA_FUZZ_SECONDS 20 CACHE STRING "Seconds each fuzz target runs in ctest (label fuzz)")
+
+if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+  message(STATUS "ina: fuzz targets need clang (C compiler is ${CMAKE_C_COMPILER_ID}); skipped")
+  return()
+endif()
+
+find_program(INA_BASH bash REQUIRED)
+set(INA_FUZZ_DIR ${PROJECT_SOURCE_DIR}/tests/fuzz)
+set(INA_FUZZ_FLAGS -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+                   -fno-omit-frame-pointer)
+
+# ina_add_fuzzer(<surface> <sources...>): executable <build>/tests/fuzz/fuzz_<surface> and ctest
+# fuzz_<surface>, over the corpus tests/fuzz/corpus/<surface>.
+function(ina_add_fuzzer surface)
+  set(name fuzz_${surface})
+  add_executable(${name} ${ARGN})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${INA_TEST_BIN_DIR}/fuzz)
+  target_include_directories(${name} PRIVATE ${INA_INTERNAL_INCLUDES})
+  target_compile_options(${name} PRIVATE ${INA_FUZZ_FLAGS})
+  target_link_options(${name} PRIVATE ${INA_FUZZ_FLAGS})
+  target_link_libraries(${name} PRIVATE m Threads::Threads)
+  add_test(NAME ${name}
+    COMMAND ${INA_BASH} ${INA_FUZZ_DIR}/run-fuzz.sh $<TARGET_FILE:${name}> ${surface}
+            ${INA_FUZZ_SECONDS} ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR}
+    WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
+  # ctest's limit: the fuzzing time, plus replaying the corpus and starting up.
+  math(EXPR _timeout "${INA_FUZZ_SECONDS} + 120")
+  set_tests_properties(${name} PROPERTIES LABELS fuzz TIMEOUT ${_timeout})
+endfunction()
+
+# The switch sources are #included by the fuzzer itself (as in tests/unit/test_switch.c), except
+# txq.c: its per-input setup loop over ~17k messages parses nothing, and built without coverage
+# instrumentation (its own object library, sanitizers only) the target runs twice as fast.
+add_library(fuzz_switch_txq OBJECT ${PROJECT_SOURCE_DIR}/src/switch/txq.c)
+target_include_directories(fuzz_switch_txq PRIVATE ${INA_INTERNAL_INCLUDES})
+target_compile_options(fuzz_switch_txq PRIVATE -fsanitize=address,undefined
+                       -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+ina_add_fuzzer(switch ${INA_FUZZ_DIR}/fuzz_switch.c $<TARGET_OBJECTS:fuzz_switch_txq>
+               ${INA_COMMON_SRCS})
+
+# The fuzzer owns the clock and the network: stream.c's calls to ina__now_ns(), sendmmsg() and
+# recvmmsg() resolve to its __wrap_* functions (GNU ld, gold and lld all know --wrap).
+ina_add_fuzzer(reply ${INA_FUZZ_DIR}/fuzz_reply.c ${INA_COMMON_SRCS} ${INA_LIB_SRCS})
+target_link_options(fuzz_reply PRIVATE -Wl,--wrap=ina__now_ns -Wl,--wrap=sendmmsg
+                    -Wl,--wrap=recvmmsg)

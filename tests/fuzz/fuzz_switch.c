@@ -1,0 +1,506 @@
+/* fuzz_switch.c: libFuzzer target for ina-switch's packet handler (ina_switch_input). */
+
+/*
+ * Entropy: the switch draws session ids and tokens from getrandom(). Here it
+ * draws from a PRNG reset per input, so every input replays exactly (a crash
+ * file reproduces). The rename applies to the declaration in <sys/random.h>
+ * and to the call in control.c, which is included below.
+ */
+#define getrandom fuzz_getrandom
+#include <sys/random.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * The switch sources are not in libina: compile them into this target (not
+ * main.c). txq.c is a separate source of the target, built without coverage
+ * instrumentation (cmake/fuzz.cmake): its per-input allocation loop over
+ * ~17k messages would otherwise dominate the run time, and it parses nothing.
+ */
+#include "switch/control.c"
+#include "switch/counters.c"
+#include "switch/dataplane.c"
+
+/*
+ * Input format: a sequence of records, each
+ *
+ *   [1 byte sel] [1 byte flags] [2 bytes length, big-endian] [length bytes: one datagram]
+ *
+ * (a short final record takes what is left).
+ * sel: bits 0-2 pick the source address (src_table: 0..2 are the honest ranks
+ * of job 1, 3..7 strangers, some sharing an IP or a port with a rank); bits
+ * 3-4 pick the job table entry k (job id k + 1) that F_JOB/F_TOKEN/F_RANK
+ * refer to; bits 5-7 pick the clock step of F_TICK (tick_step).
+ * flags, applied in this order:
+ *   F_MAGIC   write the right magic and version
+ *   F_JOB     write jobs[k]'s id and session into the header
+ *   F_TOKEN   write jobs[k]'s token: with F_JOB the fuzzer acts like an
+ *             attacker who knows the credentials (sniffed traffic)
+ *   F_RANK    write the rank that the source address holds in jobs[k], if any
+ *   F_SETBIT  make the slot's set bit agree with seq
+ *   F_COUNT   set count = (length - 32) / 4 and cut the datagram to match
+ *   F_TICK    after the datagram, advance the clock by tick_step[sel >> 5]
+ *             and run ina_switch_tick
+ *
+ * Before the records, two jobs are started honestly with JOINs: job 1
+ * "honest" (world 3, ranks at src_table[0..2]) and job 2 "oracle" (world 2,
+ * at addresses the records can never use). After the records, if the oracle
+ * job still runs in the same session, its slots must be untouched, and one
+ * round on each of its slots must give exact sums: datagrams from
+ * non-members, even with the right credentials, never change a job's sums.
+ */
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* The harness's own checks are not what is fuzzed: no coverage feedback from them. */
+#define HARNESS __attribute__((no_sanitize("coverage"), noinline))
+
+#define F_JOB 0x01u
+#define F_TOKEN 0x02u
+#define F_MAGIC 0x04u
+#define F_COUNT 0x08u
+#define F_RANK 0x10u
+#define F_SETBIT 0x20u
+#define F_TICK 0x40u
+
+#define FZ_NSLOTS 16
+#define FZ_MAX_ELEMS 16
+#define FZ_JOIN_TIMEOUT_NS 1000000000ull  /* 1 s */
+#define FZ_IDLE_TIMEOUT_NS 10000000000ull /* 10 s */
+
+#define HONEST_WORLD 3
+#define HONEST_ELEMS 8
+#define HONEST_WINDOW 4
+#define ORACLE_WORLD 2
+#define ORACLE_ELEMS 4
+#define ORACLE_WINDOW 2
+
+static const uint64_t tick_step[8] = {
+    0, 1000, 1000000, 500000000ull, 1100000000ull, 5000000000ull, 10500000000ull, 3600000000000ull,
+};
+
+#define CHECKF(cond)                                                                    \
+    do {                                                                                \
+        if (!(cond)) {                                                                  \
+            fprintf(stderr, "fuzz_switch: invariant failed at %s:%d: %s\n", __FILE__,    \
+                    __LINE__, #cond);                                                   \
+            abort();                                                                    \
+        }                                                                               \
+    } while (0)
+
+/* ---- Deterministic entropy ---------------------------------------------------- */
+
+static uint64_t rng_state;
+static unsigned rng_calls;
+
+ssize_t fuzz_getrandom(void *buf, size_t n, unsigned int flags)
+{
+    (void)flags;
+    if (rng_calls++ == 0 && n == 4) {
+        /* The first draw is the session counter's start: 0xFFFFFFFE, so the
+         * second job's session wraps through 0 ("none"), which the switch
+         * must skip. */
+        uint32_t v = 0xFFFFFFFEu;
+        memcpy(buf, &v, 4);
+        return 4;
+    }
+    uint8_t *p = buf;
+    for (size_t i = 0; i < n; i++) {
+        rng_state ^= rng_state << 13;
+        rng_state ^= rng_state >> 7;
+        rng_state ^= rng_state << 17;
+        p[i] = (uint8_t)(rng_state >> 24);
+    }
+    return (ssize_t)n;
+}
+
+/* ---- Addresses ---------------------------------------------------------------- */
+
+static struct sockaddr_in mkaddr(uint32_t ip, uint16_t port)
+{
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(ip);
+    a.sin_port = htons(port);
+    return a;
+}
+
+#define IP(a, b, c, d) \
+    ((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d))
+
+static struct sockaddr_in src_table[8];
+static struct sockaddr_in oracle_addr[ORACLE_WORLD];
+
+static void addrs_init(void)
+{
+    src_table[0] = mkaddr(IP(10, 0, 0, 1), 7001);
+    src_table[1] = mkaddr(IP(10, 0, 0, 2), 7002);
+    src_table[2] = mkaddr(IP(10, 0, 0, 3), 7003);
+    src_table[3] = mkaddr(IP(10, 0, 0, 1), 7009); /* rank 0's IP, other port */
+    src_table[4] = mkaddr(IP(10, 0, 0, 9), 7001); /* rank 0's port, other IP */
+    src_table[5] = mkaddr(IP(10, 0, 0, 5), 7005);
+    src_table[6] = mkaddr(IP(10, 0, 0, 6), 7006);
+    src_table[7] = mkaddr(0, 0);
+    oracle_addr[0] = mkaddr(IP(10, 0, 1, 1), 8001);
+    oracle_addr[1] = mkaddr(IP(10, 0, 1, 2), 8002);
+}
+
+/* ---- State ---------------------------------------------------------------------- */
+
+static struct ina_switch sw; /* large (the job table): static, re-initialised per input */
+static uint64_t now_ns;
+
+/* Every datagram queued in the txq is well-formed. */
+HARNESS static void check_txq(void)
+{
+    const struct ina_txq *q = &sw.txq;
+    CHECKF(q->nbuf <= q->maxbuf);
+    CHECKF(q->nmsg <= q->maxmsg);
+    for (unsigned i = 0; i < q->nmsg; i++) {
+        const uint8_t *b = q->iovs[i].iov_base;
+        size_t len = q->iovs[i].iov_len;
+        CHECKF(b >= q->bufmem && b + len <= q->bufmem + (size_t)q->nbuf * q->bufsize);
+        CHECKF((size_t)(b - q->bufmem) % q->bufsize == 0);
+        CHECKF(len >= INA_HDR_LEN && len <= q->bufsize);
+        struct ina_hdr h;
+        CHECKF(ina_hdr_decode(b, len, &h) == INA_PARSE_OK);
+        CHECKF(h.rank == INA_RANK_SWITCH);
+        switch (h.kind) {
+        case INA_K_RESULT:
+            CHECKF(len == INA_HDR_LEN + 4 * (size_t)h.count);
+            CHECKF(h.count <= FZ_MAX_ELEMS);
+            CHECKF(((h.slot & INA_SLOT_SET_BIT) != 0) == (h.seq & 1));
+            break;
+        case INA_K_JOIN_ACK: CHECKF(len == INA_HDR_LEN + INA_JOIN_BODY_LEN); break;
+        case INA_K_JOIN_NAK:
+        case INA_K_ABORT: CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN); break;
+        default: CHECKF(!"unexpected kind queued by the switch");
+        }
+    }
+}
+
+static void flush_txq(void)
+{
+    check_txq();
+    ina_txq_reset(&sw.txq);
+}
+
+/* The job table, the slot owner map and every slot set of every active job agree. */
+HARNESS static void check_state(void)
+{
+    uint32_t owned = 0, windows = 0;
+    for (uint32_t i = 0; i < FZ_NSLOTS; i++) {
+        uint8_t o = sw.slot_owner[i];
+        if (!o)
+            continue;
+        owned++;
+        CHECKF(o <= INA_SW_MAX_JOBS);
+        const struct ina_job *job = &sw.jobs[o - 1];
+        CHECKF(job->state == INA_JOB_ACTIVE);
+        CHECKF(i >= job->slot_base && i < job->slot_base + job->window);
+    }
+    for (int j = 0; j < INA_SW_MAX_JOBS; j++) {
+        const struct ina_job *job = &sw.jobs[j];
+        if (job->state == INA_JOB_FREE)
+            continue;
+        CHECKF(job->id == j + 1);
+        CHECKF(job->world >= 1 && job->world <= INA_MAX_WORKERS);
+        int joined = 0;
+        for (int r = 0; r < INA_MAX_WORKERS; r++) {
+            CHECKF(r < job->world || !job->members[r].joined);
+            joined += job->members[r].joined;
+        }
+        CHECKF(joined == job->njoined);
+        if (job->state == INA_JOB_JOINING) {
+            CHECKF(job->njoined < job->world);
+            continue;
+        }
+        CHECKF(job->state == INA_JOB_ACTIVE);
+        CHECKF(job->njoined == job->world);
+        CHECKF(job->nleft < job->world);
+        CHECKF(job->session != 0);
+        CHECKF(job->elems >= 1 && job->elems <= FZ_MAX_ELEMS);
+        CHECKF(job->window >= 1 && (job->window & (job->window - 1)) == 0);
+        CHECKF(job->slot_base + job->window <= FZ_NSLOTS);
+        windows += job->window;
+        for (uint32_t s = 0; s < job->window; s++) {
+            CHECKF(sw.slot_owner[job->slot_base + s] == job->id);
+            for (unsigned set = 0; set < 2; set++) {
+                const struct ina_slot_set *ss = &sw.slots[job->slot_base + s].set[set];
+                int pop = 0;
+                for (int w = 0; w < INA_BITMAP_WORDS; w++)
+                    pop += __builtin_popcountll(ss->bitmap[w]);
+                for (int r = job->world; r < INA_MAX_WORKERS; r++)
+                    CHECKF(!((ss->bitmap[r >> 6] >> (r & 63)) & 1));
+                CHECKF(ss->nrecv == pop);
+                CHECKF(ss->nrecv <= job->world);
+                CHECKF((ss->seq & 1) == set);
+                CHECKF(ss->count <= job->elems);
+                CHECKF(ss->complete == (ss->nrecv == job->world));
+            }
+        }
+    }
+    CHECKF(owned == windows);
+}
+
+/* ---- Honest workers ------------------------------------------------------------ */
+
+static void send_join(const char *name, int world, int rank, uint16_t elems, uint32_t window,
+                      uint64_t nonce, const struct sockaddr_in *src)
+{
+    uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_JOIN);
+    h.rank = (uint16_t)rank;
+    ina_hdr_encode(b, &h);
+    struct ina_join j;
+    memset(&j, 0, sizeof(j));
+    j.nonce = nonce;
+    j.world_size = (uint16_t)world;
+    j.elems = elems;
+    j.window = window;
+    j.sw_version = INA_VERSION_NUMBER;
+    snprintf(j.name, sizeof(j.name), "%s", name);
+    ina_join_encode(b + INA_HDR_LEN, &j);
+    if (ina_switch_tx_full(&sw))
+        flush_txq();
+    ina_switch_input(&sw, b, sizeof(b), src, now_ns);
+}
+
+/* Join `world` ranks; the last JOIN starts the job. Learn its credentials from the ACKs. */
+HARNESS static struct ina_job *start_job(const char *name, int world, uint16_t elems,
+                                         uint32_t window, const struct sockaddr_in *addrs,
+                                         uint64_t nonce_base)
+{
+    flush_txq();
+    for (int r = 0; r < world; r++)
+        send_join(name, world, r, elems, window, nonce_base + (uint64_t)r, &addrs[r]);
+    CHECKF(sw.txq.nmsg == (unsigned)world);
+    uint16_t id = 0;
+    uint32_t session = 0, token = 0;
+    for (int r = 0; r < world; r++) {
+        struct ina_hdr h;
+        const uint8_t *b = sw.txq.iovs[r].iov_base;
+        size_t len = sw.txq.iovs[r].iov_len;
+        CHECKF(ina_hdr_decode(b, len, &h) == INA_PARSE_OK);
+        CHECKF(h.kind == INA_K_JOIN_ACK);
+        CHECKF(ina_addr_eq(&sw.txq.addrs[r], &addrs[r]));
+        struct ina_join j;
+        CHECKF(ina_join_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &j) == 0);
+        CHECKF(j.nonce == nonce_base + (uint64_t)r);
+        CHECKF(j.world_size == world && j.elems == elems && j.window == window);
+        if (r == 0) {
+            id = h.job;
+            session = h.session;
+            token = h.token;
+        }
+        CHECKF(h.job == id && h.session == session && h.token == token);
+    }
+    flush_txq();
+    CHECKF(id >= 1 && id <= INA_SW_MAX_JOBS);
+    struct ina_job *job = &sw.jobs[id - 1];
+    CHECKF(job->state == INA_JOB_ACTIVE && job->session == session && job->token == token);
+    CHECKF(session != 0);
+    return job;
+}
+
+static void send_data(const struct ina_job *job, int rank, uint32_t slot, uint32_t seq,
+                      const int32_t *v, uint16_t count, const struct sockaddr_in *src)
+{
+    uint8_t b[INA_HDR_LEN + 4 * FZ_MAX_ELEMS];
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_DATA);
+    h.job = job->id;
+    h.rank = (uint16_t)rank;
+    h.session = job->session;
+    h.token = job->token;
+    h.slot = slot | ((seq & 1) ? INA_SLOT_SET_BIT : 0);
+    h.seq = seq;
+    h.count = count;
+    h.op = INA_OP_ADD_I32;
+    ina_hdr_encode(b, &h);
+    for (unsigned i = 0; i < count; i++)
+        ina_put32(b + INA_HDR_LEN + 4 * i, (uint32_t)v[i]);
+    if (ina_switch_tx_full(&sw))
+        flush_txq();
+    ina_switch_input(&sw, b, INA_HDR_LEN + 4 * (size_t)count, src, now_ns);
+}
+
+/* The oracle job was untouched by the records: one round per slot set gives exact sums. */
+HARNESS static void oracle_check(uint16_t id, uint32_t session, uint32_t token)
+{
+    struct ina_job *job = &sw.jobs[id - 1];
+    /* It may have ended legitimately: a JOIN naming it (names are not
+     * secret) or the idle timeout. Then there is nothing to compare. */
+    if (job->state != INA_JOB_ACTIVE || job->session != session || job->token != token)
+        return;
+    for (uint32_t s = 0; s < ORACLE_WINDOW; s++)
+        for (unsigned set = 0; set < 2; set++) {
+            const struct ina_slot_set *ss = &sw.slots[job->slot_base + s].set[set];
+            CHECKF(ss->seq == (uint32_t)set - 2u && ss->complete && ss->nrecv == ORACLE_WORLD);
+        }
+    flush_txq();
+    for (uint32_t seq = 0; seq < 2; seq++)
+        for (uint32_t s = 0; s < ORACLE_WINDOW; s++) {
+            int32_t v[ORACLE_WORLD][ORACLE_ELEMS];
+            for (int r = 0; r < ORACLE_WORLD; r++)
+                for (int i = 0; i < ORACLE_ELEMS; i++)
+                    v[r][i] = r == 0 ? INT32_MAX - i : (int32_t)(s * 100 + seq * 10) + i + 1;
+            for (int r = 0; r < ORACLE_WORLD; r++) {
+                CHECKF(sw.txq.nmsg == 0);
+                send_data(job, r, s, seq, v[r], ORACLE_ELEMS, &oracle_addr[r]);
+            }
+            CHECKF(sw.txq.nmsg == ORACLE_WORLD);
+            for (int r = 0; r < ORACLE_WORLD; r++) {
+                struct ina_hdr h;
+                const uint8_t *b = sw.txq.iovs[r].iov_base;
+                CHECKF(ina_hdr_decode(b, sw.txq.iovs[r].iov_len, &h) == INA_PARSE_OK);
+                CHECKF(h.kind == INA_K_RESULT && h.job == id && h.session == session &&
+                       h.token == token && h.seq == seq && h.count == ORACLE_ELEMS &&
+                       (h.slot & INA_SLOT_INDEX_MASK) == s);
+                CHECKF(ina_addr_eq(&sw.txq.addrs[r], &oracle_addr[r]));
+                for (int i = 0; i < ORACLE_ELEMS; i++) {
+                    uint32_t want = (uint32_t)v[0][i] + (uint32_t)v[1][i];
+                    CHECKF(ina_get32(b + INA_HDR_LEN + 4 * i) == want);
+                }
+            }
+            flush_txq();
+        }
+}
+
+/* INA_FUZZ_VERBOSE=1: print the switch's counters and jobs after each input (seed checks). */
+static int verbose(void)
+{
+    static int v = -1;
+    if (v < 0)
+        v = getenv("INA_FUZZ_VERBOSE") != NULL;
+    return v;
+}
+
+HARNESS static void dump_state(void)
+{
+    ina_sw_counters_print(&sw.c, stderr);
+    for (int j = 0; j < INA_SW_MAX_JOBS; j++)
+        if (sw.jobs[j].state != INA_JOB_FREE)
+            fprintf(stderr, "  job %d \"%s\" state %d world %d joined %d session %08x\n",
+                    sw.jobs[j].id, sw.jobs[j].name, (int)sw.jobs[j].state, sw.jobs[j].world,
+                    sw.jobs[j].njoined, sw.jobs[j].session);
+}
+
+/* ---- The fuzz input ------------------------------------------------------------ */
+
+static int member_rank(const struct ina_job *job, const struct sockaddr_in *src)
+{
+    if (job->state == INA_JOB_FREE)
+        return -1;
+    for (int r = 0; r < job->world; r++)
+        if (job->members[r].joined && ina_addr_eq(&job->members[r].addr, src))
+            return r;
+    return -1;
+}
+
+static void one_record(uint8_t sel, uint8_t flags, const uint8_t *bytes, size_t len)
+{
+    /* Exact-size heap copy: a read past the datagram's end is an ASan error,
+     * not a silent read of the next record. */
+    uint8_t *b = malloc(len ? len : 1);
+    CHECKF(b != NULL);
+    if (len)
+        memcpy(b, bytes, len);
+    const struct sockaddr_in *src = &src_table[sel & 7];
+    unsigned k = (sel >> 3) & 3;
+    const struct ina_job *job = &sw.jobs[k];
+
+    if ((flags & F_MAGIC) && len >= 3) {
+        ina_put16(b, INA_WIRE_MAGIC);
+        b[2] = INA_WIRE_VERSION;
+    }
+    if ((flags & F_JOB) && len >= 12) {
+        ina_put16(b + 4, (uint16_t)(k + 1));
+        ina_put32(b + 8, job->session);
+    }
+    if ((flags & F_TOKEN) && len >= 16)
+        ina_put32(b + 12, job->token);
+    if ((flags & F_RANK) && len >= 8) {
+        int r = member_rank(job, src);
+        if (r >= 0)
+            ina_put16(b + 6, (uint16_t)r);
+    }
+    if ((flags & F_SETBIT) && len >= 24)
+        b[16] = (uint8_t)((b[16] & 0x7F) | (b[23] & 1) << 7);
+    if ((flags & F_COUNT) && len >= INA_HDR_LEN) {
+        size_t n = (len - INA_HDR_LEN) / 4;
+        if (n > UINT16_MAX)
+            n = UINT16_MAX;
+        ina_put16(b + 24, (uint16_t)n);
+        len = INA_HDR_LEN + 4 * n;
+    }
+
+    if (ina_switch_tx_full(&sw))
+        flush_txq();
+    uint64_t rx_before = sw.c.rx_packets;
+    ina_switch_input(&sw, b, len, src, now_ns);
+    CHECKF(sw.c.rx_packets == rx_before + 1);
+    free(b);
+    check_txq();
+    check_state();
+
+    if (flags & F_TICK) {
+        now_ns += tick_step[sel >> 5];
+        if (ina_switch_tx_full(&sw))
+            flush_txq();
+        ina_switch_tick(&sw, now_ns);
+        check_txq();
+        check_state();
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (!src_table[0].sin_family)
+        addrs_init();
+    rng_state = 0x9E3779B97F4A7C15ull;
+    rng_calls = 0;
+    now_ns = 1000000000ull;
+
+    struct ina_switch_params p;
+    memset(&p, 0, sizeof(p));
+    p.nslots = FZ_NSLOTS;
+    p.max_elems = FZ_MAX_ELEMS;
+    p.join_timeout_ns = FZ_JOIN_TIMEOUT_NS;
+    p.idle_timeout_ns = FZ_IDLE_TIMEOUT_NS;
+    CHECKF(ina_switch_init(&sw, &p) == 0);
+
+    start_job("honest", HONEST_WORLD, HONEST_ELEMS, HONEST_WINDOW, src_table, 0x1000);
+    struct ina_job *oracle =
+        start_job("oracle", ORACLE_WORLD, ORACLE_ELEMS, ORACLE_WINDOW, oracle_addr, 0x2000);
+    uint16_t oracle_id = oracle->id;
+    uint32_t oracle_session = oracle->session, oracle_token = oracle->token;
+    check_state();
+
+    while (size >= 4) {
+        uint8_t sel = data[0], flags = data[1];
+        size_t len = (size_t)data[2] << 8 | data[3];
+        data += 4;
+        size -= 4;
+        if (len > size)
+            len = size;
+        one_record(sel, flags, data, len);
+        data += len;
+        size -= len;
+    }
+
+    flush_txq();
+    oracle_check(oracle_id, oracle_session, oracle_token);
+    check_state();
+    if (verbose())
+        dump_state();
+    ina_switch_free(&sw);
+    return 0;
+}

@@ -1,0 +1,298 @@
+#!/usr/bin/python3
+"""make_corpus.py: write the seed corpora of the fuzz targets (deterministic).
+
+    /usr/bin/python3 tests/fuzz/make_corpus.py [OUTDIR]   (default: tests/fuzz/corpus)
+
+Writes OUTDIR/switch/* for fuzz_switch and OUTDIR/reply/* for fuzz_reply, in
+the record formats described at the top of fuzz_switch.c and fuzz_reply.c.
+Existing files of the same names are overwritten; nothing else is touched.
+The seeds are valid and near-valid inputs that reach the deep paths at once
+(complete rounds, joins, leaves, timeouts); the fuzzer mutates from there.
+"""
+import os
+import struct
+import sys
+
+MAGIC, VERSION = 0x494E, 1
+K_DATA, K_RESULT, K_JOIN, K_JOIN_ACK, K_JOIN_NAK, K_LEAVE, K_ABORT = 1, 2, 16, 17, 18, 19, 20
+SET_BIT = 0x80000000
+EXP_ZERO, EXP_NONFINITE = -32768, 32767
+ERR_MISMATCH, ERR_ABORTED = -1005, -1002
+
+
+def hdr(kind, job=0, rank=0, session=0, token=0, slot=0, seq=0, count=0, exp=0, flags=0, op=0,
+        magic=MAGIC, version=VERSION):
+    """The 32-byte header (wire.h), big-endian."""
+    return struct.pack(">HBBHHIIIIHhHBB", magic, version, kind, job, rank, session, token, slot,
+                       seq, count, exp, flags, op, 0)
+
+
+def ints(values):
+    return b"".join(struct.pack(">I", v & 0xFFFFFFFF) for v in values)
+
+
+def slot_field(slot, seq):
+    return slot | (SET_BIT if seq & 1 else 0)
+
+
+def join_body(world, elems, window, name, nonce, sw_version=100):
+    name = name.encode() if isinstance(name, str) else name
+    return (struct.pack(">QHHII", nonce, world, elems, window, sw_version) + bytes(12) +
+            name[:32].ljust(32, b"\0"))
+
+
+def nak_body(reason, nonce=0):
+    return struct.pack(">QiI", nonce, reason, 0)
+
+
+def record(a, b, datagram):
+    return bytes([a, b]) + struct.pack(">H", len(datagram)) + datagram
+
+
+# ---- fuzz_switch ----------------------------------------------------------------
+
+# flags (fuzz_switch.c)
+S_JOB, S_TOKEN, S_MAGIC, S_COUNT, S_RANK, S_SETBIT, S_TICK = \
+    0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40
+S_CREDS = S_JOB | S_TOKEN
+# sel: address index | job table index << 3 | tick step << 5. Addresses 0..2 are ranks 0..2 of
+# job 1 ("honest": world 3, elems 8, window 4); job 2 is the oracle; 5 and 6 are free strangers.
+HONEST, ORACLE, THIRD = 0, 1, 2
+HONEST_WORLD, HONEST_ELEMS, HONEST_WINDOW = 3, 8, 4
+
+
+def sel(addr, job=HONEST, step=0):
+    return addr | job << 3 | step << 5
+
+
+def sw_record(addr, job, flags, step, datagram):
+    """step: None, or the tick_step index of a clock advance + ina_switch_tick after it."""
+    if step is not None:
+        flags |= S_TICK
+    return record(sel(addr, job, step or 0), flags, datagram)
+
+
+def sw_data(addr, slot, seq, values, job=HONEST, rank=None, exp=0, flags=S_CREDS | S_RANK,
+            step=None, **kw):
+    """A DATA record from address addr; credentials and rank patched in by the harness."""
+    h = hdr(K_DATA, rank=addr if rank is None else rank, slot=slot_field(slot, seq), seq=seq,
+            count=len(values), exp=exp, **kw)
+    return sw_record(addr, job, flags, step, h + ints(values))
+
+
+def sw_round(slot, seq, base=0, count=HONEST_ELEMS):
+    return b"".join(sw_data(r, slot, seq, [base + r * 10 + i for i in range(count)])
+                    for r in range(HONEST_WORLD))
+
+
+def sw_join(addr, rank, world, elems, window, name, nonce, job=HONEST, flags=0, version=VERSION,
+            body=None, step=None):
+    h = hdr(K_JOIN, rank=rank, version=version)
+    return sw_record(addr, job, flags, step,
+                     h + (join_body(world, elems, window, name, nonce) if body is None else body))
+
+
+def sw_leave(addr, job=HONEST, abort=False, flags=S_CREDS | S_RANK):
+    return record(sel(addr, job), flags, hdr(K_LEAVE, rank=addr, flags=1 if abort else 0))
+
+
+def switch_seeds():
+    s = {}
+    s["round_complete"] = sw_round(0, 0) + sw_data(0, 0, 0, list(range(8)))  # + duplicate
+    s["rounds_all_slots"] = b"".join(sw_round(slot, seq, base=slot * 1000 + seq)
+                                     for seq in range(4) for slot in range(HONEST_WINDOW))
+    s["round_wrapping_exp"] = b"".join(
+        sw_data(r, 1, 1, [[0x7FFFFFFF, -1, -0x80000000], [1, -1, -1], [5, 0, -3]][r],
+                exp=[3, -7, EXP_ZERO][r])
+        for r in range(HONEST_WORLD)) + sw_data(1, 1, 1, [1, 2, 3], exp=EXP_NONFINITE)
+    s["count_mismatch"] = sw_data(0, 2, 0, [1] * 8) + sw_data(1, 2, 0, [1] * 4)
+    s["seq_rules"] = (sw_data(0, 0, 0, [1] * 8) + sw_data(0, 0, 0, [1] * 8) +  # dup pending
+                      sw_data(0, 0, 2, [1] * 8) +  # next round before this one completed
+                      sw_data(0, 0, 4, [1] * 8) +  # too far ahead
+                      sw_data(0, 0, 0xFFFFFFFE, [1] * 8) +  # stale
+                      sw_data(1, 0, 0, [2] * 8) + sw_data(2, 0, 0, [3] * 8) +  # completes
+                      sw_data(0, 0, 2, [1] * 8) + sw_data(0, 0, 0, [1] * 8))  # next; stale dup
+    bad = b""
+    bad += sw_data(0, 4, 0, [1] * 8)  # slot outside the window
+    bad += sw_data(0, 0, 0, [1] * 9)  # count > elems
+    bad += sw_data(0, 0, 0, [1] * 8, op=1)  # op
+    bad += record(sel(0), S_CREDS | S_RANK, hdr(K_DATA, slot=SET_BIT, seq=0, count=1) + ints([1]))
+    bad += sw_data(0, 0, 0, [1], rank=3, flags=S_CREDS)  # rank outside the job
+    bad += sw_data(3, 0, 0, [1], rank=0, flags=S_CREDS)  # rank 0's IP, other port
+    bad += sw_data(4, 0, 0, [1], rank=0, flags=S_CREDS)  # rank 0's port, other IP
+    bad += sw_data(0, 0, 0, [1], flags=S_RANK)  # no credentials
+    bad += sw_data(0, 0, 0, [1], flags=S_JOB | S_RANK)  # right session, wrong token
+    bad += record(sel(0), S_TOKEN | S_RANK,  # job 1's token, a stale session
+                  hdr(K_DATA, job=1, session=0x5E55, count=1) + ints([1]))
+    bad += record(sel(0), S_CREDS | S_RANK | S_SETBIT,  # set bit repaired by the harness
+                  hdr(K_DATA, slot=SET_BIT, count=1) + ints([1]))
+    bad += sw_data(0, 0, 0, [1], job=ORACLE)  # the oracle's credentials from a non-member
+    bad += record(sel(0), S_RANK, hdr(K_DATA, job=65, count=0))
+    bad += record(sel(0), S_CREDS | S_COUNT, hdr(K_DATA, count=7) + ints([1, 2]))
+    s["dataplane_drops"] = bad
+    s["short_magic_kind"] = (record(0, 0, b"") + record(1, 0, b"IN\x01") +
+                             record(2, 0, hdr(K_DATA, magic=0x4E49)) +
+                             record(0, 0, hdr(K_DATA, version=2, count=1) + ints([1])) +
+                             record(0, S_CREDS, hdr(99)) + record(0, S_CREDS, hdr(K_RESULT)) +
+                             record(0, S_CREDS, hdr(K_JOIN_ACK) + bytes(64)) +
+                             record(0, S_CREDS, hdr(K_DATA, count=2) + ints([1])))
+    s["third_job"] = (sw_join(5, 0, 2, 4, 2, "third", 0x51) +
+                      sw_join(6, 1, 2, 4, 2, "third", 0x52) +
+                      sw_data(5, 0, 0, [1, 2, 3, 4], job=THIRD) +
+                      sw_data(6, 0, 0, [10, 20, 30, 40], job=THIRD) +
+                      sw_data(5, 1, 1, [7], job=THIRD) + sw_data(6, 1, 1, [8], job=THIRD) +
+                      sw_leave(5, job=THIRD) + sw_leave(6, job=THIRD))
+    js = b""
+    js += sw_join(5, 0, 0, 4, 2, "bad", 1)  # world 0
+    js += sw_join(5, 0, 2, 4, 3, "bad", 2)  # window not a power of 2
+    js += sw_join(5, 0, 2, 0, 2, "bad", 3)  # elems 0
+    js += sw_join(5, 0, 2, 17, 2, "bad", 4)  # elems > the switch's max_elems
+    js += sw_join(5, 2, 2, 4, 2, "bad", 5)  # rank >= world
+    js += sw_join(5, 0, 2, 4, 2, "", 6)  # no name
+    js += sw_join(5, 0, 2, 4, 2, "x" * 32, 7)  # name not terminated
+    js += sw_join(5, 0, 2, 4, 2, "short", 8, body=join_body(2, 4, 2, "short", 8)[:40])
+    js += sw_join(5, 0, 2, 4, 2, "v2", 9, version=2)  # other version, nonce present
+    js += sw_join(5, 0, 2, 4, 2, "v2", 9, version=2, body=b"\x01\x02")  # no nonce
+    js += sw_join(5, 0, 4, 4, 2, "honest", 10)  # world disagrees with the running job
+    js += sw_join(5, 0, 1, 4, 16, "big", 11)  # window larger than the free pool
+    s["join_errors"] = js
+    s["join_again"] = (sw_join(0, 0, 3, 8, 4, "honest", 0x1000) +  # lost ACK: same nonce
+                       sw_join(0, 0, 3, 8, 4, "honest", 0x9999) +  # new incarnation: abort
+                       sw_join(1, 1, 3, 8, 4, "honest", 0x1001) +
+                       sw_join(2, 2, 3, 8, 4, "honest", 0x1002) + sw_round(0, 0))
+    s["leave_all"] = (sw_leave(0) + sw_leave(0) + sw_leave(1) + sw_leave(2) + sw_leave(2) +
+                      sw_data(0, 0, 0, [1] * 8))
+    s["leave_abort"] = sw_data(0, 3, 0, [1] * 8) + sw_leave(1, abort=True) + sw_round(3, 0)
+    s["leave_bad"] = (sw_leave(0, flags=S_RANK) + sw_leave(3, flags=S_CREDS) +
+                      record(sel(0), S_CREDS, hdr(K_LEAVE, rank=7)) +
+                      record(sel(0), 0, hdr(K_LEAVE, job=0)) +
+                      record(sel(0), 0, hdr(K_LEAVE, job=64)))
+    s["tick_idle"] = (sw_data(0, 0, 0, [1] * 8, step=5) + sw_data(1, 0, 0, [1] * 8, step=6) +
+                      sw_data(2, 0, 0, [1] * 8, step=7))
+    s["tick_join"] = (sw_join(5, 0, 2, 4, 1, "late", 0x77, step=4) +  # join deadline passes
+                      sw_join(6, 1, 2, 4, 1, "late", 0x78, step=3) +
+                      sw_join(5, 0, 2, 4, 1, "late", 0x77, step=1))
+    s["job_table_full"] = b"".join(sw_join(5 + (i & 1), 0, 2, 1, 1, "j%d" % i, 0x100 + i)
+                                   for i in range(64))
+    s["pool_full"] = b"".join(sw_join(5, 0, 1, 2, 2, "p%d" % i, 0x200 + i) for i in range(6))
+    return s
+
+
+# ---- fuzz_reply -----------------------------------------------------------------
+
+# flags (fuzz_reply.c)
+R_CLOCK, R_HDR, R_CREDS, R_SLOT, R_COUNT, R_MODEL, R_DUP, R_PROGRESS = \
+    0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80
+R_FORGE = R_HDR | R_CREDS | R_SLOT | R_COUNT | R_PROGRESS  # accepted, with our payload
+
+
+def config(window_log2, world, elems, a_count, a_float=False, b_count=None, b_float=False,
+           nonfinite=False):
+    b0 = (window_log2 & 3) | (world - 1) << 2
+    b1 = ((elems - 1) & 15) | (a_float << 4) | ((b_count is not None) << 5) | (b_float << 6) | \
+        (nonfinite << 7)
+    return bytes([b0, b1, a_count, b_count or 0])
+
+
+def rsel(ws, step, rx=False, refused=False):
+    """rx: deliver through recvmmsg; refused: recvmmsg reports ECONNREFUSED when empty."""
+    return ws | (step or 0) << 3 | rx << 6 | refused << 7
+
+
+def model(ws, step=None, flags=R_MODEL | R_PROGRESS, rx=False, refused=False):
+    """The model switch's honest RESULT for the packet in flight in window slot ws."""
+    return record(flags | (R_CLOCK if step is not None else 0), rsel(ws, step, rx, refused), b"")
+
+
+def result(ws, values=(), exp=0, flags=R_FORGE, step=None, **kw):
+    """A forged RESULT record for window slot ws (R_SLOT patches the header's slot, seq and tag
+    from the DATA last sent there; without R_SLOT the kw slot= and seq= are sent as given)."""
+    return record(flags | (R_CLOCK if step is not None else 0), rsel(ws, step),
+                  hdr(K_RESULT, exp=exp, count=len(values), **kw) + ints(values))
+
+
+def stream(window, reqs, elems, step=None):
+    """Model results for every packet of the requests, in stream order (packet g uses slot
+    g % window). reqs: (count, is_float)."""
+    out, g = b"", 0
+    for count, is_float in reqs:
+        nblocks = (count + elems - 1) // elems
+        npackets = nblocks + (min(nblocks, window) if is_float else 0)
+        for _ in range(npackets):
+            out += model(g % window, step)
+            g += 1
+    return out
+
+
+def reply_seeds():
+    s = {}
+    s["int_complete"] = config(2, 2, 4, 13) + stream(4, [(13, False)], 4)
+    s["float_complete"] = config(1, 2, 4, 10, a_float=True) + stream(2, [(10, True)], 4)
+    s["two_ops_rtt"] = (config(3, 3, 4, 9, b_count=20, b_float=True) +
+                        stream(8, [(9, False), (20, True)], 4, step=2))
+    s["float_big_world"] = (config(0, 64, 16, 255, a_float=True, nonfinite=True) +
+                            stream(1, [(255, True)], 16))
+    s["float_zero_nonfinite"] = (config(2, 4, 8, 40, a_float=True, b_count=33, b_float=True,
+                                        nonfinite=True) + stream(4, [(40, True), (33, True)], 8))
+    s["count_zero_then_op"] = config(1, 2, 2, 0, b_count=5) + stream(2, [(5, False)], 2)
+    s["forged"] = (config(2, 2, 4, 13) + model(0) + result(1, [1, 2, 3, 4]) +
+                   result(2, [5, 6, 7, 8], flags=R_FORGE | R_DUP) + model(3) +
+                   result(0, [9], flags=R_FORGE & ~R_COUNT))
+    s["forged_float_exp"] = (config(1, 2, 4, 16, a_float=True) +
+                             result(0, [], exp=EXP_NONFINITE) + result(1, [], exp=-32000) +
+                             model(0) + model(1) + model(0) + model(1))
+    abort = hdr(K_ABORT) + nak_body(ERR_MISMATCH)
+    s["abort"] = (config(2, 2, 4, 13) + model(0) + record(R_CREDS, 0, abort) + model(1))
+    s["abort_short_body"] = (config(2, 2, 4, 13) + record(R_CREDS, 0, hdr(K_ABORT) + b"\0\0") +
+                             record(R_CREDS, 0, hdr(K_ABORT) + nak_body(ERR_ABORTED)))
+    s["count_mismatch"] = (config(2, 2, 4, 13) + model(0) +
+                           result(1, [1], flags=R_HDR | R_CREDS | R_SLOT))
+    s["stale_dup"] = (config(1, 2, 4, 16) + model(0, flags=R_MODEL | R_DUP | R_PROGRESS) +
+                      model(0) +  # nothing new in flight there yet: stale
+                      result(1, [1, 2, 3, 4], flags=R_HDR | R_CREDS | R_COUNT, seq=7,
+                             slot=SET_BIT | 1) +
+                      result(1, [1, 2, 3, 4], flags=R_HDR | R_SLOT | R_COUNT) +  # no credentials
+                      result(1, [1, 2, 3, 4], flags=R_HDR | R_CREDS | R_COUNT, seq=1, slot=9) +
+                      result(1, [1, 2, 3, 4], flags=R_HDR | R_CREDS | R_COUNT, seq=1,
+                             slot=SET_BIT | 1) +  # right slot and seq, tag 0
+                      stream(2, [(16, False)], 4))
+    s["timers"] = (config(2, 2, 4, 40, a_float=True) +
+                   model(0, step=4, flags=R_PROGRESS) +  # retransmit everything
+                   model(0, step=2) + model(2) + model(3) +  # gap: fast retransmit of slot 1
+                   model(1, step=5, flags=R_PROGRESS) +
+                   model(1, step=7, flags=R_PROGRESS))  # deadline
+    s["via_recvmmsg"] = (config(2, 3, 4, 30, a_float=True) +
+                         record(R_HDR | R_CREDS | R_SLOT, rsel(0, None, rx=True),
+                                hdr(K_RESULT) + bytes(200)) +  # truncated by recvmmsg
+                         b"".join(model(g % 4, rx=True, flags=R_MODEL | (R_DUP if g == 2 else 0))
+                                  for g in range(12)))
+    s["refused"] = (config(1, 2, 4, 13) + model(0, refused=True) +
+                    model(1, step=3, flags=R_PROGRESS, refused=True) +  # refused since now
+                    model(1, step=5, flags=R_PROGRESS, refused=True) +  # > 1 s: switch gone
+                    model(1))
+    s["junk"] = (config(2, 2, 4, 13) + record(0, 0, b"") + record(0, 0, b"IN\x01\x02") +
+                 record(R_CREDS, 0, hdr(K_RESULT, magic=0x1234)) +
+                 record(R_CREDS, 0, hdr(K_RESULT, version=9)) +
+                 record(R_CREDS, 0, hdr(K_RESULT, count=3) + ints([1])) +
+                 record(R_CREDS, 0, hdr(K_JOIN_ACK) + bytes(64)) +
+                 record(R_CREDS, 0, hdr(K_DATA, count=1) + ints([1])) + stream(4, [(13, False)], 4))
+    return s
+
+
+def write(outdir, name, seeds):
+    d = os.path.join(outdir, name)
+    os.makedirs(d, exist_ok=True)
+    for k in sorted(seeds):
+        with open(os.path.join(d, k), "wb") as f:
+            f.write(seeds[k])
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
+    write(outdir, "switch", switch_seeds())
+    write(outdir, "reply", reply_seeds())
+
+
+if __name__ == "__main__":
+    main()
