@@ -293,7 +293,14 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
             return;
         }
         /* A new incarnation of a rank: the running session cannot go on
-         * (that rank lost its state), so end it and collect a new one. */
+         * (that rank lost its state), so end it and collect a new one. Only
+         * from the host the rank registered from: job names are not secret,
+         * and a stranger must not be able to end a running job. */
+        if (m->addr.sin_addr.s_addr != src->sin_addr.s_addr) {
+            sw->c.drops[INA_DROP_JOIN]++;
+            send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+            return;
+        }
         ina__job_abort(sw, job, INA_ERR_ABORTED);
         job = NULL;
     }

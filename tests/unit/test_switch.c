@@ -676,6 +676,20 @@ static void test_join_mismatch_and_rejoin(void)
     for (int r = 0; r < 3 && r < tx_n(); r++)
         CHECK_ABORT(r, &jn.addr[r], INA_ERR_ABORTED);
     tx_reset();
+
+    /* A stranger on another host cannot end a running job by naming it. */
+    struct job_info jm = START_JOB("guarded", 2, 4, 2, 10200, 0x300);
+    struct sockaddr_in far = addr_port(10201);
+    far.sin_addr.s_addr = htonl(0x7F000002); /* 127.0.0.2: another host */
+    snap = sw->c;
+    uint64_t aborted = sw->c.jobs_aborted;
+    send_join("guarded", 1, 2, 4, 2, 0xDEAD, &far);
+    CHECK_EQ_INT(tx_n(), 1);
+    CHECK_NAK(0, &far, 0xDEAD, INA_ERR_REJECTED);
+    EXPECT_DROP(snap, JOIN);
+    CHECK_EQ_INT(sw->c.jobs_aborted, aborted);
+    CHECK(job_named("guarded") != NULL && job_named("guarded")->session == jm.session);
+    tx_reset();
     sw_close();
 }
 
