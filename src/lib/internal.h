@@ -23,6 +23,7 @@
 #define INA_FAST_RTX_GAP 3 /* results this far past a missing one mean it was lost */
 #define INA_FAST_RTX_MIN_MS 2 /* timer of a packet resent after a proven loss */
 #define INA_FAST_RTX_NOSAMPLE_MS 10 /* the same before any RTT sample */
+#define INA_MIN_RTT_WINDOW 256 /* RTT samples per window of the min-RTT filter */
 #define INA_REFUSED_FAIL_MS 1000 /* ICMP "port unreachable" this long: switch is gone */
 
 /*
@@ -111,6 +112,8 @@ struct ina_ctx {
     uint64_t last_progress_ns;
     uint64_t next_rto_ns;        /* earliest retransmission deadline, 0 = none */
     int64_t srtt_ns, rttvar_ns;  /* smoothed RTT and its variation (RFC 6298), 0 = no sample */
+    int64_t min_rtt_ns[2];       /* windowed minimum RTT: this window, previous window (0 = none) */
+    unsigned min_rtt_samples;    /* samples in the current window */
     uint64_t max_done_g;         /* 1 + highest stream index whose result arrived */
     uint64_t fast_scan_g;        /* stream indices below this were checked for gaps */
     int window_blocked;          /* the last send_ready() stopped at a busy slot */

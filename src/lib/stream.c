@@ -152,8 +152,36 @@ static uint32_t current_rto_ms(const struct ina_ctx *ctx)
     return ms > INA_MAX_RTO_MS ? INA_MAX_RTO_MS : ms;
 }
 
+/*
+ * Windowed minimum RTT: the min over the current and the previous window of
+ * INA_MIN_RTT_WINDOW samples. A sample measures more than the path: a round
+ * completes only when the slowest rank's packet is in, so losses at other
+ * ranks and stalled windows inflate samples, and srtt with them. The
+ * minimum is what the path itself costs; timers after a proven loss rest on
+ * it, so heavy loss cannot stretch the recovery of further losses.
+ */
+static void min_rtt_sample(struct ina_ctx *ctx, int64_t r)
+{
+    if (ctx->min_rtt_ns[0] == 0 || r < ctx->min_rtt_ns[0])
+        ctx->min_rtt_ns[0] = r;
+    if (++ctx->min_rtt_samples == INA_MIN_RTT_WINDOW) {
+        ctx->min_rtt_ns[1] = ctx->min_rtt_ns[0];
+        ctx->min_rtt_ns[0] = 0;
+        ctx->min_rtt_samples = 0;
+    }
+}
+
+static int64_t min_rtt(const struct ina_ctx *ctx)
+{
+    int64_t a = ctx->min_rtt_ns[0], b = ctx->min_rtt_ns[1];
+    if (a == 0)
+        return b;
+    return b == 0 || a < b ? a : b;
+}
+
 static void rtt_sample(struct ina_ctx *ctx, int64_t r)
 {
+    min_rtt_sample(ctx, r);
     if (ctx->srtt_ns == 0) {
         ctx->srtt_ns = r;
         ctx->rttvar_ns = r / 2;
@@ -405,14 +433,15 @@ static void fast_retransmit(struct ina_ctx *ctx, uint64_t now)
     tx_flush(ctx);
 }
 
-/* Timeout after a proven or likely loss: about two round trips, at least
- * INA_FAST_RTX_MIN_MS, at most the normal timeout. */
+/* Timeout after a proven or likely loss: four minimum round trips (see
+ * min_rtt_sample), at least INA_FAST_RTX_MIN_MS, at most the normal timeout. */
 static uint32_t short_rto_ms(const struct ina_ctx *ctx)
 {
-    if (ctx->srtt_ns == 0) /* no sample yet (or ever, if every op is tail-probed) */
+    int64_t m = min_rtt(ctx);
+    if (m == 0) /* no sample yet (or ever, if every op is tail-probed) */
         return INA_FAST_RTX_NOSAMPLE_MS < current_rto_ms(ctx) ? INA_FAST_RTX_NOSAMPLE_MS
                                                               : current_rto_ms(ctx);
-    int64_t ms = (2 * ctx->srtt_ns + 999999) / 1000000;
+    int64_t ms = (4 * m + 999999) / 1000000;
     if (ms < INA_FAST_RTX_MIN_MS)
         ms = INA_FAST_RTX_MIN_MS;
     return ms < (int64_t)current_rto_ms(ctx) ? (uint32_t)ms : current_rto_ms(ctx);
