@@ -156,7 +156,9 @@ static void usage(FILE *f)
 "\n"
 "JSON keys: workers, bytes, count, dtype, iters, warmup, elems_per_packet,\n"
 "window, time_s, time_min_s, time_max_s, algbw_gbps, busbw_gbps, ate_per_s,\n"
-"max_abs_err, max_rel_err (abs_err / max(|exact|, 1e-30)), max_err_over_bound,\n"
+"max_abs_err, max_rel_err (abs_err / the block's largest |input| x N: error\n"
+"relative to the magnitudes summed, the scale of the quantization bound; a\n"
+"ratio to |exact| would be meaningless where sums cancel), max_err_over_bound,\n"
 "failures (elements out of bound, all ranks), retransmits, ok.\n"
 "\n"
 "Exit status: 0 all results verified, 1 error, 2 usage error, 3 some result\n"
@@ -551,7 +553,9 @@ static void verify_f32(const struct opts *o, int epp, unsigned long long bytes, 
             double exact = acc[j], res = recv[b0 + j];
             double err = fabs(res - exact);
             double bound = ina_float_error_bound(o->world, amax, exact);
-            double rel = err / fmax(fabs(exact), 1e-30);
+            /* Relative to the magnitude being summed (N x block amax), not
+             * to |exact|: sums that cancel to ~0 make that ratio meaningless. */
+            double rel = err / fmax(amax * o->world, 1e-30);
             double ratio = bound > 0 ? err / bound : (err > 0 ? INFINITY : 0.0);
             /* written so that NaN results count as failures */
             if (!(err <= bound)) {
