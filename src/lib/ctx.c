@@ -164,20 +164,12 @@ static uint64_t op_tag_seed(uint64_t opno, size_t count, ina_dtype dtype)
     return x;
 }
 
-int ina_allreduce_start(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
-                        ina_dtype dtype, ina_op op, ina_req **out)
+struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
+                                size_t count, ina_dtype dtype)
 {
-    if (!out)
-        return -EINVAL;
-    *out = NULL;
-    int rc = check_args(ctx, sendbuf, recvbuf, count, dtype, op);
-    if (rc)
-        return rc;
-    if (ctx->nreqs >= INA_MAX_REQS)
-        return INA_ERR_BUSY;
     struct ina_req *req = calloc(1, sizeof(*req));
     if (!req)
-        return -ENOMEM;
+        return NULL;
     req->ctx = ctx;
     req->src = sendbuf;
     req->dst = recvbuf;
@@ -199,8 +191,26 @@ int ina_allreduce_start(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t
     } else {
         ctx->nops_started++;
         ina__stream_enqueue(ctx, req);
-        ina__stream_progress(ctx, 0);
     }
+    return req;
+}
+
+int ina_allreduce_start(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                        ina_dtype dtype, ina_op op, ina_req **out)
+{
+    if (!out)
+        return -EINVAL;
+    *out = NULL;
+    int rc = check_args(ctx, sendbuf, recvbuf, count, dtype, op);
+    if (rc)
+        return rc;
+    if (ctx->nreqs >= INA_MAX_REQS)
+        return INA_ERR_BUSY;
+    ina_req *req = ina__req_create(ctx, sendbuf, recvbuf, count, dtype);
+    if (!req)
+        return -ENOMEM;
+    if (!req->done)
+        ina__stream_progress(ctx, 0);
     *out = req;
     return 0;
 }

@@ -139,6 +139,11 @@ int ina__session_join(struct ina_ctx *ctx, int elems, int window);
 /* Leave the job; with abort set, ask the switch to end the session for every rank. */
 void ina__session_leave(struct ina_ctx *ctx, int abort);
 
+/* ctx.c: allocate a request for checked arguments, link it, and queue it on
+ * the stream (count 0: done at once). @return NULL if out of memory. */
+struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
+                                size_t count, ina_dtype dtype);
+
 /* stream.c */
 int ina__stream_init(struct ina_ctx *ctx);
 void ina__stream_free(struct ina_ctx *ctx);

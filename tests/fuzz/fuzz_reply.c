@@ -200,33 +200,12 @@ static void op_start(struct ina_ctx *ctx, struct fz_op *op, size_t count, int is
             ((int32_t *)op->src)[i] = (int32_t)(i * 1000003u + 0x7FFFFF00u);
         }
     }
-    struct ina_req *req = calloc(1, sizeof(*req));
+    struct ina_req *req = ina__req_create(ctx, op->src, op->dst, count,
+                                          is_float ? INA_FLOAT32 : INA_INT32);
     CHECKF(req != NULL);
-    req->ctx = ctx;
-    req->src = op->src;
-    req->dst = op->dst;
-    req->count = count;
-    req->dtype = is_float ? INA_FLOAT32 : INA_INT32;
-    req->quantized = is_float;
-    req->nblocks = (count + ctx->elems - 1) / ctx->elems;
-    req->lag = req->quantized ? (req->nblocks < ctx->window ? req->nblocks : ctx->window) : 0;
-    req->npackets = req->nblocks + req->lag;
-    req->live_next = ctx->live;
-    if (ctx->live)
-        ctx->live->live_prev = req;
-    ctx->live = req;
-    ctx->nreqs++;
-    /* Any seed will do: the model switch echoes the tags it was sent. */
-    req->tag_seed = 0x9E3779B97F4A7C15ull * (ctx->nops_started + 1) ^ count;
     op->req = req;
-    if (req->npackets == 0) {
-        req->done = 1;
-        ctx->stats.ops++;
-    } else {
-        ctx->nops_started++;
-        ina__stream_enqueue(ctx, req);
+    if (!req->done)
         ina__stream_progress(ctx, 0);
-    }
 }
 
 /* ---- Invariants ---------------------------------------------------------------- */
