@@ -145,8 +145,9 @@ static void usage(FILE *f)
 "Every iteration (warmup included) is verified on every rank: int32 bit-exact\n"
 "against the wrapping sum, float32 per element within ina_float_error_bound()\n"
 "for its packet block (elems_per_packet elements; amax over all ranks).\n"
-"Time is measured around each ina_allreduce() call only (no barrier); the\n"
-"reported time is rank 0's median over the timed iterations.\n"
+"Before each iteration the ranks synchronise with a 1-element all-reduce (a\n"
+"barrier, untimed); time is measured around each ina_allreduce() call only,\n"
+"and the reported time is rank 0's median over the timed iterations.\n"
 "\n"
 "Columns: algbw = bytes * 8 / time (Gbit/s, bytes per rank); busbw = algbw *\n"
 "2(N-1)/N, the nccl-tests convention for ring all-reduce, given for comparison\n"
@@ -743,6 +744,14 @@ static int run_worker(const struct opts *o)
             if (it == o->warmup && (rc = ina_get_stats(g_ctx, &st0)))
                 die_ina("ina_get_stats", rc);
 
+            /* Barrier (untimed): a 1-element all-reduce, so that every rank
+             * has finished generating and verifying before the clock starts;
+             * otherwise the timed op would include the slowest rank's
+             * verification of the previous iteration. */
+            int32_t one = 1, ranks = 0;
+            rc = ina_allreduce(g_ctx, &one, &ranks, 1, INA_INT32, INA_SUM);
+            if (rc)
+                die_ina("ina_allreduce (barrier)", rc);
             t0 = now_s();
             rc = ina_allreduce(g_ctx, send, recv, count, o->dtype, INA_SUM);
             t1 = now_s();

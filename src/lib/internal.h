@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "common/fault.h"
+#include "common/udp_gso.h"
 #include "common/wire.h"
 #include "ina.h"
 
@@ -19,7 +20,8 @@
 #define INA_DEFAULT_RTO_MS 100
 #define INA_MAX_RTO_MS 1000
 #define INA_MAX_REQS 1024
-#define INA_BURST 64 /* datagrams per sendmmsg/recvmmsg */
+#define INA_BURST 64   /* datagrams built per send burst */
+#define INA_RX_MSGS 16 /* messages per recvmmsg; each may be a GRO train of many datagrams */
 #define INA_FAST_RTX_GAP 3 /* results this far past a missing one mean it was lost */
 #define INA_FAST_RTX_MIN_MS 2 /* timer of a packet resent after a proven loss */
 #define INA_FAST_RTX_NOSAMPLE_MS 10 /* the same before any RTT sample */
@@ -72,8 +74,11 @@ struct ina_wslot {
 
 /* Burst I/O descriptors, on the heap so a finalized context shell stays small. */
 struct ina_io {
-    struct mmsghdr txmsg[INA_BURST], rxmsg[INA_BURST];
-    struct iovec txiov[INA_BURST], rxiov[INA_BURST];
+    struct iovec txiov[INA_BURST];      /* built datagrams, in order */
+    struct ina_gso_batch gso;           /* packs them into UDP GSO messages */
+    struct mmsghdr rxmsg[INA_RX_MSGS];
+    struct iovec rxiov[INA_RX_MSGS];
+    char rxctrl[INA_RX_MSGS][INA_GRO_CTRL_LEN];
 };
 
 #define INA_CTX_LIVE 0x494E4143u   /* "INAC" */

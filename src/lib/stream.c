@@ -20,25 +20,32 @@ int ina__stream_init(struct ina_ctx *ctx)
     ctx->slots = calloc(ctx->window, sizeof(*ctx->slots));
     ctx->io = calloc(1, sizeof(*ctx->io));
     ctx->txmem = malloc(INA_BURST * max_datagram(ctx));
-    ctx->rxmem = malloc(INA_BURST * max_datagram(ctx));
-    if (!ctx->slots || !ctx->io || !ctx->txmem || !ctx->rxmem) {
+    ctx->rxmem = malloc((size_t)INA_RX_MSGS * INA_GRO_BUF);
+    if (!ctx->slots || !ctx->io || !ctx->txmem || !ctx->rxmem ||
+        ina_gso_batch_init(&ctx->io->gso, 2 * INA_BURST, 2 * INA_BURST) != 0) {
         ina__stream_free(ctx);
         return -ENOMEM;
     }
-    for (unsigned i = 0; i < INA_BURST; i++) {
+    for (unsigned i = 0; i < INA_BURST; i++)
         ctx->io->txiov[i].iov_base = ctx->txmem + i * max_datagram(ctx);
-        ctx->io->txmsg[i].msg_hdr.msg_iov = &ctx->io->txiov[i];
-        ctx->io->txmsg[i].msg_hdr.msg_iovlen = 1;
-        ctx->io->rxiov[i].iov_base = ctx->rxmem + i * max_datagram(ctx);
-        ctx->io->rxiov[i].iov_len = max_datagram(ctx);
+    for (unsigned i = 0; i < INA_RX_MSGS; i++) {
+        ctx->io->rxiov[i].iov_base = ctx->rxmem + (size_t)i * INA_GRO_BUF;
+        ctx->io->rxiov[i].iov_len = INA_GRO_BUF;
         ctx->io->rxmsg[i].msg_hdr.msg_iov = &ctx->io->rxiov[i];
         ctx->io->rxmsg[i].msg_hdr.msg_iovlen = 1;
     }
+    /* Results come back as trains of equal-sized datagrams: take each train
+     * in one receive. Optional: without it datagrams arrive one by one. */
+    if (ctx->fd >= 0 && !getenv("INA_NO_GSO"))
+        ina_udp_enable_gro(ctx->fd);
+    ctx->io->gso.gso_off = getenv("INA_NO_GSO") != NULL;
     return 0;
 }
 
 void ina__stream_free(struct ina_ctx *ctx)
 {
+    if (ctx->io)
+        ina_gso_batch_free(&ctx->io->gso);
     free(ctx->slots);
     free(ctx->io);
     free(ctx->txmem);
@@ -100,29 +107,27 @@ static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_
     return INA_HDR_LEN + 4 * n;
 }
 
+/*
+ * Hand the built datagrams to the kernel: consecutive ones of equal size go
+ * out as one UDP GSO message (udp_gso.h). A datagram the kernel refuses
+ * (no switch, full buffer) is lost like any other: its timer is running.
+ */
 static void tx_flush(struct ina_ctx *ctx)
 {
-    struct mmsghdr *msgs = ctx->io->txmsg, faulty[2 * INA_BURST];
-    if (ina_fault_active(&ctx->fault) && ctx->ntx) {
-        unsigned order[2 * INA_BURST];
-        ctx->ntx = ina_fault_plan(&ctx->fault, ctx->ntx, order);
-        for (unsigned i = 0; i < ctx->ntx; i++)
-            faulty[i] = ctx->io->txmsg[order[i]];
-        msgs = faulty;
-    }
-    unsigned done = 0;
-    while (done < ctx->ntx) {
-        int n = sendmmsg(ctx->fd, msgs + done, ctx->ntx - done, 0);
-        if (n <= 0) {
-            if (n < 0 && errno == EINTR)
-                continue;
-            /* Refused (no switch) or buffer full: the datagram is lost like
-             * any other; its retransmission timer is already running. */
-            done++;
-            continue;
-        }
-        done += (unsigned)n;
-    }
+    if (ctx->ntx == 0)
+        return;
+    unsigned order[2 * INA_BURST], n = ctx->ntx;
+    if (ina_fault_active(&ctx->fault))
+        n = ina_fault_plan(&ctx->fault, ctx->ntx, order);
+    else
+        for (unsigned i = 0; i < n; i++)
+            order[i] = i;
+    struct ina_gso_batch *b = &ctx->io->gso;
+    for (unsigned i = 0; i < n; i++)
+        ina_gso_batch_add(b, ctx->io->txiov[order[i]].iov_base, ctx->io->txiov[order[i]].iov_len,
+                          NULL);
+    uint64_t lost = 0;
+    ina_gso_batch_send(b, ctx->fd, &lost);
     ctx->ntx = 0;
 }
 
@@ -382,18 +387,29 @@ void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len
     }
 }
 
-/* Receive and process one burst. @return datagrams received. */
+/* Receive and process one burst (each message may be a GRO train).
+ * @return messages received. */
 static int rx_burst(struct ina_ctx *ctx, uint64_t now)
 {
-    int n = recvmmsg(ctx->fd, ctx->io->rxmsg, INA_BURST, MSG_DONTWAIT, NULL);
+    struct ina_io *io = ctx->io;
+    for (unsigned i = 0; i < INA_RX_MSGS; i++) {
+        io->rxmsg[i].msg_hdr.msg_control = io->rxctrl[i];
+        io->rxmsg[i].msg_hdr.msg_controllen = INA_GRO_CTRL_LEN;
+        io->rxmsg[i].msg_hdr.msg_flags = 0;
+    }
+    int n = recvmmsg(ctx->fd, io->rxmsg, INA_RX_MSGS, MSG_DONTWAIT, NULL);
     if (n < 0 && errno == ECONNREFUSED && !ctx->refused_since_ns)
         ctx->refused_since_ns = now; /* ICMP port unreachable: no switch at the address */
     for (int i = 0; i < n && !ctx->broken; i++) {
-        if (ctx->io->rxmsg[i].msg_hdr.msg_flags & MSG_TRUNC) {
+        struct msghdr *mh = &io->rxmsg[i].msg_hdr;
+        if (mh->msg_flags & MSG_TRUNC) {
             ctx->stats.stale_results++;
             continue;
         }
-        ina__stream_on_datagram(ctx, ctx->io->rxiov[i].iov_base, ctx->io->rxmsg[i].msg_len, now);
+        size_t len = io->rxmsg[i].msg_len, seg = ina_gro_segment_size(mh, len);
+        const uint8_t *p = io->rxiov[i].iov_base;
+        for (size_t off = 0; off < len && !ctx->broken; off += seg)
+            ina__stream_on_datagram(ctx, p + off, len - off < seg ? len - off : seg, now);
     }
     return n > 0 ? n : 0;
 }
@@ -511,7 +527,7 @@ void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)
         got = rx_burst(ctx, now);
     }
     /* Drain what else is queued: results arrive in bursts of a window. */
-    while (got == INA_BURST && !ctx->broken)
+    while (got == INA_RX_MSGS && !ctx->broken)
         got = rx_burst(ctx, now);
     if (ctx->broken)
         return;

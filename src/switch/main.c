@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/fault.h"
+#include "common/udp_gso.h"
 #include "switch/switch.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -57,6 +58,8 @@ static void usage(FILE *f)
             "  --fault-rx SPEC       inject faults into received datagrams, for testing:\n"
             "                        SPEC is drop=P,dup=P,reorder=P,seed=N (P in 0..1)\n"
             "  --fault-tx SPEC       the same for sent datagrams\n"
+            "  --no-gso              send and receive one datagram per system call (no UDP\n"
+            "                        GSO/GRO batching; for comparison and old kernels)\n"
             "  --quiet               print nothing but errors (counters still on exit)\n"
             "  --verbose             log job events\n"
             "  --version             print the version and exit\n"
@@ -106,98 +109,185 @@ static void set_buffers(int fd, int bytes)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
 }
 
-/* Reorder, drop or duplicate the queued datagrams as --fault-tx says. */
-static void fault_tx_apply(struct ina_txq *q, struct mmsghdr *scratch, unsigned *order)
+/*
+ * Transmit path. The dataplane queues (datagram, destination) pairs; a flush
+ * applies --fault-tx, sorts the pairs by destination (counting sort, stable,
+ * so each worker still gets its results in order), and packs each worker's
+ * run of equal-sized results into UDP GSO messages: one kernel crossing per
+ * train instead of per datagram. Scratch memory is sized once.
+ */
+struct tx_state {
+    struct ina_gso_batch gso;
+    unsigned *order, *sorted, *dest_of;
+    unsigned cap; /* entries: 2 * txq.maxmsg (fault duplication may double) */
+    /* destination -> dense id, reset per flush by epoch */
+    struct {
+        uint64_t key;
+        uint32_t epoch;
+        unsigned id;
+    } table[4096];
+    uint32_t epoch;
+    unsigned count[4096 + 1];
+};
+static struct tx_state tx;
+
+static int tx_init(const struct ina_txq *q, int gso)
 {
-    unsigned n = ina_fault_plan(&fault_tx, q->nmsg, order);
-    for (unsigned i = 0; i < n; i++)
-        scratch[i] = q->msgs[order[i]];
-    q->nmsg = n; /* msgs now come from scratch; see flush_tx */
+    tx.cap = 2 * q->maxmsg;
+    tx.order = calloc(tx.cap + q->maxmsg, sizeof(unsigned));
+    tx.sorted = calloc(tx.cap, sizeof(unsigned));
+    tx.dest_of = calloc(tx.cap, sizeof(unsigned));
+    if (!tx.order || !tx.sorted || !tx.dest_of || ina_gso_batch_init(&tx.gso, tx.cap, tx.cap))
+        return -1;
+    tx.gso.gso_off = !gso;
+    return 0;
+}
+
+static void tx_free(void)
+{
+    free(tx.order);
+    free(tx.sorted);
+    free(tx.dest_of);
+    ina_gso_batch_free(&tx.gso);
+}
+
+/* Dense id of a destination within this flush (at most 4096 distinct). */
+static unsigned dest_id(const struct sockaddr_in *a, unsigned *ndest)
+{
+    uint64_t key = (uint64_t)a->sin_addr.s_addr << 16 | a->sin_port;
+    unsigned h = (unsigned)((key * 0x9E3779B97F4A7C15ull) >> 52) & 4095;
+    for (;; h = (h + 1) & 4095) {
+        if (tx.table[h].epoch != tx.epoch) {
+            tx.table[h].epoch = tx.epoch;
+            tx.table[h].key = key;
+            tx.table[h].id = (*ndest)++;
+            return tx.table[h].id;
+        }
+        if (tx.table[h].key == key)
+            return tx.table[h].id;
+    }
 }
 
 static void flush_tx(int fd, struct ina_switch *sw)
 {
     struct ina_txq *q = &sw->txq;
-    static struct mmsghdr *scratch; /* 2 * maxmsg, only with --fault-tx */
-    static unsigned *order;
-    struct mmsghdr *msgs = q->msgs;
-    if (ina_fault_active(&fault_tx) && q->nmsg) {
-        if (!scratch) {
-            scratch = calloc(2 * (size_t)q->maxmsg, sizeof(*scratch));
-            order = calloc(2 * (size_t)q->maxmsg, sizeof(*order));
-            if (!scratch || !order) {
-                fprintf(stderr, "ina-switch: out of memory for --fault-tx\n");
-                exit(1);
-            }
-        }
-        fault_tx_apply(q, scratch, order);
-        msgs = scratch;
+    if (q->nmsg == 0)
+        return;
+    unsigned n = q->nmsg, ndest = 0;
+    if (ina_fault_active(&fault_tx)) {
+        n = ina_fault_plan(&fault_tx, q->nmsg, tx.order);
+    } else {
+        for (unsigned i = 0; i < n; i++)
+            tx.order[i] = i;
     }
-    unsigned done = 0;
-    while (done < q->nmsg) {
-        int n = sendmmsg(fd, msgs + done, q->nmsg - done, 0);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            /* Unreachable destination (ECONNREFUSED from an earlier ICMP)
-             * or a full buffer: count it and skip that datagram; the
-             * worker's retransmission recovers. */
-            sw->c.tx_errors++;
-            done++;
-            continue;
-        }
-        for (int i = 0; i < n; i++)
-            sw->c.tx_bytes += msgs[done + i].msg_hdr.msg_iov->iov_len;
-        sw->c.tx_packets += (uint64_t)n;
-        done += (unsigned)n;
+    if (++tx.epoch == 0)
+        ++tx.epoch;
+    /* More destinations than the table holds cannot happen (64 jobs x 256
+     * ranks would be 16384, but a flush holds at most txq.maxmsg entries of
+     * a few jobs); past 4000, sending unsorted is still correct. */
+    memset(tx.count, 0, sizeof(tx.count));
+    int sorted = 1;
+    for (unsigned i = 0; i < n; i++) {
+        unsigned d = ndest < 4000 ? dest_id(&q->addrs[tx.order[i]], &ndest) : 4000;
+        sorted &= d < 4000;
+        tx.dest_of[i] = d;
+        tx.count[d + 1]++;
     }
+    for (unsigned d = 1; d <= ndest; d++)
+        tx.count[d] += tx.count[d - 1];
+    for (unsigned i = 0; i < n; i++)
+        tx.sorted[sorted ? tx.count[tx.dest_of[i]]++ : i] = tx.order[i];
+    for (unsigned i = 0; i < n; i++) {
+        unsigned e = tx.sorted[i];
+        if (!ina_gso_batch_room(&tx.gso))
+            sw->c.tx_packets += ina_gso_batch_send(&tx.gso, fd, &sw->c.tx_errors);
+        ina_gso_batch_add(&tx.gso, q->iovs[e].iov_base, q->iovs[e].iov_len, &q->addrs[e]);
+        sw->c.tx_bytes += q->iovs[e].iov_len;
+    }
+    sw->c.tx_packets += ina_gso_batch_send(&tx.gso, fd, &sw->c.tx_errors);
     ina_txq_reset(q);
 }
 
+/*
+ * Receive path: recvmmsg of up to INA_SW_RX_MSGS messages, each possibly a
+ * GRO train of many datagrams from one sender (split by the UDP_GRO segment
+ * size), then --fault-rx per datagram, then the dataplane.
+ */
+#define INA_SW_RX_MSGS 16
+#define INA_SW_RX_SEGS (INA_SW_RX_MSGS * INA_GSO_MAX_SEGS)
+
 struct rx_batch {
-    struct mmsghdr msgs[INA_SW_TX_BATCH];
-    struct iovec iovs[INA_SW_TX_BATCH];
-    struct sockaddr_in addrs[INA_SW_TX_BATCH];
+    struct mmsghdr msgs[INA_SW_RX_MSGS];
+    struct iovec iovs[INA_SW_RX_MSGS];
+    struct sockaddr_in addrs[INA_SW_RX_MSGS];
+    char ctrl[INA_SW_RX_MSGS][INA_GRO_CTRL_LEN];
     uint8_t *mem;
+    /* datagrams of this burst after splitting */
+    const uint8_t *seg[INA_SW_RX_SEGS];
+    uint32_t seglen[INA_SW_RX_SEGS];
+    uint16_t segsrc[INA_SW_RX_SEGS];
+    unsigned order[3 * INA_SW_RX_SEGS];
 };
+
+static unsigned rx_split(struct rx_batch *rx, int n, uint64_t *trunc)
+{
+    unsigned nseg = 0;
+    for (int i = 0; i < n; i++) {
+        struct msghdr *mh = &rx->msgs[i].msg_hdr;
+        if (mh->msg_namelen != sizeof(struct sockaddr_in) || (mh->msg_flags & MSG_TRUNC)) {
+            (*trunc)++; /* not IPv4, or more than a buffer: cannot be a member's */
+            continue;
+        }
+        size_t len = rx->msgs[i].msg_len;
+        size_t seg = ina_gro_segment_size(mh, len);
+        const uint8_t *p = rx->iovs[i].iov_base;
+        for (size_t off = 0; off < len && nseg < INA_SW_RX_SEGS; off += seg) {
+            rx->seg[nseg] = p + off;
+            rx->seglen[nseg] = (uint32_t)(len - off < seg ? len - off : seg);
+            rx->segsrc[nseg] = (uint16_t)i;
+            nseg++;
+        }
+    }
+    return nseg;
+}
 
 static int run(int fd, struct ina_switch *sw)
 {
     struct rx_batch *rx = calloc(1, sizeof(*rx));
     if (!rx)
         return -ENOMEM;
-    rx->mem = malloc((size_t)INA_SW_TX_BATCH * INA_MAX_DATAGRAM);
+    rx->mem = malloc((size_t)INA_SW_RX_MSGS * INA_GRO_BUF);
     if (!rx->mem) {
         free(rx);
         return -ENOMEM;
     }
-    uint64_t next_tick = now_ns() + 1000000000ull;
+    uint64_t next_tick = now_ns() + 1000000000ull, rx_trunc = 0;
     while (!stop_requested) {
-        for (int i = 0; i < INA_SW_TX_BATCH; i++) {
-            rx->iovs[i].iov_base = rx->mem + (size_t)i * INA_MAX_DATAGRAM;
-            rx->iovs[i].iov_len = INA_MAX_DATAGRAM;
+        for (int i = 0; i < INA_SW_RX_MSGS; i++) {
+            rx->iovs[i].iov_base = rx->mem + (size_t)i * INA_GRO_BUF;
+            rx->iovs[i].iov_len = INA_GRO_BUF;
             rx->msgs[i].msg_hdr.msg_name = &rx->addrs[i];
             rx->msgs[i].msg_hdr.msg_namelen = sizeof(rx->addrs[i]);
             rx->msgs[i].msg_hdr.msg_iov = &rx->iovs[i];
             rx->msgs[i].msg_hdr.msg_iovlen = 1;
+            rx->msgs[i].msg_hdr.msg_control = rx->ctrl[i];
+            rx->msgs[i].msg_hdr.msg_controllen = INA_GRO_CTRL_LEN;
+            rx->msgs[i].msg_hdr.msg_flags = 0;
         }
-        int n = recvmmsg(fd, rx->msgs, INA_SW_TX_BATCH, MSG_DONTWAIT, NULL);
+        int n = recvmmsg(fd, rx->msgs, INA_SW_RX_MSGS, MSG_DONTWAIT, NULL);
         uint64_t now = now_ns();
         if (n > 0) {
-            unsigned order[3 * INA_SW_TX_BATCH], norder = (unsigned)n;
+            unsigned nseg = rx_split(rx, n, &rx_trunc), norder = nseg;
             if (ina_fault_active(&fault_rx))
-                norder = ina_fault_plan(&fault_rx, (unsigned)n, order);
+                norder = ina_fault_plan(&fault_rx, nseg, rx->order);
             else
-                for (int i = 0; i < n; i++)
-                    order[i] = (unsigned)i;
+                for (unsigned i = 0; i < nseg; i++)
+                    rx->order[i] = i;
             for (unsigned o = 0; o < norder; o++) {
-                unsigned i = order[o];
+                unsigned s = rx->order[o];
                 if (ina_switch_tx_full(sw))
                     flush_tx(fd, sw);
-                if (rx->msgs[i].msg_hdr.msg_namelen != sizeof(struct sockaddr_in))
-                    continue; /* not IPv4: cannot be a member */
-                ina_switch_input(sw, rx->iovs[i].iov_base, rx->msgs[i].msg_len, &rx->addrs[i],
-                                 now);
+                ina_switch_input(sw, rx->seg[s], rx->seglen[s], &rx->addrs[rx->segsrc[s]], now);
             }
             flush_tx(fd, sw);
         } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
@@ -214,6 +304,9 @@ static int run(int fd, struct ina_switch *sw)
             poll(&pfd, 1, 200);
         }
     }
+    if (rx_trunc)
+        fprintf(stderr, "ina-switch: %llu oversized or non-IPv4 datagrams ignored\n",
+                (unsigned long long)rx_trunc);
     free(rx->mem);
     free(rx);
     return 0;
@@ -227,6 +320,7 @@ int main(int argc, char **argv)
         {"join-timeout", required_argument, 0, 'j'},
         {"idle-timeout", required_argument, 0, 'i'},
         {"fault-rx", required_argument, 0, 'R'}, {"fault-tx", required_argument, 0, 'T'},
+        {"no-gso", no_argument, 0, 'G'},
         {"quiet", no_argument, 0, 'q'},           {"verbose", no_argument, 0, 'v'},
         {"version", no_argument, 0, 'V'},         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -235,7 +329,7 @@ int main(int argc, char **argv)
                                   .max_elems = 2048,
                                   .join_timeout_ns = 120ull * 1000000000ull,
                                   .idle_timeout_ns = 3600ull * 1000000000ull};
-    int quiet = 0, c;
+    int quiet = 0, no_gso = 0, c;
     char *end;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         long v = 0;
@@ -265,6 +359,7 @@ int main(int argc, char **argv)
             }
             break;
         case 'q': quiet = 1; break;
+        case 'G': no_gso = 1; break;
         case 'v': p.verbose = 1; break;
         case 'V': printf("ina-switch %s (protocol %d)\n", ina_version_string(), INA_WIRE_VERSION); return 0;
         case 'h': usage(stdout); return 0;
@@ -300,6 +395,14 @@ int main(int argc, char **argv)
         return 1;
     }
     set_buffers(fd, 32 << 20);
+    if (!no_gso && ina_udp_enable_gro(fd) != 0 && !quiet)
+        fprintf(stderr, "ina-switch: UDP_GRO unavailable: receiving datagrams one by one\n");
+    if (tx_init(&sw.txq, !no_gso) != 0) {
+        fprintf(stderr, "ina-switch: out of memory\n");
+        close(fd);
+        ina_switch_free(&sw);
+        return 1;
+    }
     socklen_t alen = sizeof(addr);
     getsockname(fd, (struct sockaddr *)&addr, &alen);
 
@@ -331,6 +434,7 @@ int main(int argc, char **argv)
         }
     }
     rc = run(fd, &sw);
+    tx_free();
     ina_sw_counters_print(&sw.c, stderr);
     if (ina_fault_active(&fault_rx) || ina_fault_active(&fault_tx))
         fprintf(stderr,
