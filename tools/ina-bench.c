@@ -42,6 +42,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -640,6 +641,28 @@ static int32_t clamp_i32(uint64_t x)
     return (int32_t)(x > cap ? cap : x);
 }
 
+/* Peak resident set of this process, KiB. */
+static double peak_rss_kib(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss : -1;
+}
+
+/* Peak resident set (VmHWM) of another process, KiB, or -1. */
+static long proc_peak_rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    long kib = -1;
+    snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld", &kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kib;
+}
+
 static int run_worker(const struct opts *o)
 {
     ina_config cfg;
@@ -828,6 +851,10 @@ static int run_worker(const struct opts *o)
                 json_num("max_err_over_bound", v.max_ratio, 0);
                 if (o->loss_cur > 0 || o->report_file)
                     json_num("loss", o->loss_cur, 0);
+                /* Memory: peak RSS of this worker so far, and how much of it
+                 * is the caller's two buffers; the rest is libina + ina-bench. */
+                json_num("worker_peak_rss_kib", peak_rss_kib(), 0);
+                json_num("buffers_kib", (double)bytes * 2 / 1024, 0);
                 printf("\"failures\":%" PRId32 ",\"retransmits\":%" PRId32 ",\"ok\":%s}\n",
                        status_sum[0], status_sum[2], ok ? "true" : "false");
             } else {
@@ -849,6 +876,9 @@ static int run_worker(const struct opts *o)
     }
 
     if (o->rank == 0 && !o->json) {
+        printf("# rank 0 peak RSS %.1f MiB, of which the largest size's send+recv buffers "
+               "%.1f MiB\n", peak_rss_kib() / 1024.0,
+               (double)o->sizes[o->nsizes - 1] * 2 / (1 << 20));
         printf(any_fail ? "# FAILED: some results did not verify (details on stderr)\n"
                         : "# all results verified on all ranks\n");
         fflush(stdout);
@@ -1213,6 +1243,9 @@ static int run_local(const struct opts *o)
 
     /* 4. stop the switch */
     if (sw > 0) {
+        long hwm = proc_peak_rss_kib(sw);
+        if (hwm >= 0)
+            fprintf(o->json ? stderr : stdout, "# ina-switch peak RSS %.1f MiB\n", hwm / 1024.0);
         kill(sw, SIGTERM);
         st = reap(sw, SWITCH_STOP_WAIT_MS, &killed);
         if (killed) {
