@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -48,6 +49,9 @@ static inline int switch_start(struct sw_proc *sp, const char *const *extra)
     if (sp->pid < 0)
         return -1;
     if (sp->pid == 0) {
+        /* Die with the test: a test killed by ctest's timeout must not
+         * leave its switch running. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (sp->log_path) {
             if (!freopen(sp->log_path, "w", stderr))
                 _exit(127);

@@ -41,11 +41,15 @@ static int verify(int n, int i, size_t count, const void *out, ina_dtype dt)
 
 static const char *scenario_name;
 
+static int no_gso; /* scenario without UDP GSO/GRO on either side */
+
 static int worker(int rank, int n, void *arg)
 {
     const char *lib_fault = arg;
     if (lib_fault)
         setenv("INA_FAULT", lib_fault, 1);
+    if (no_gso)
+        setenv("INA_NO_GSO", "1", 1);
     char addr[64], job[32];
     snprintf(job, sizeof(job), "faults-%d", (int)getppid());
     ina_config cfg;
@@ -99,6 +103,8 @@ static void scenario(const char *name, const char *rx, const char *tx, const cha
 {
     const char *args[8] = {NULL};
     int a = 0;
+    if (no_gso)
+        args[a++] = "--no-gso";
     if (rx) {
         args[a++] = "--fault-rx";
         args[a++] = rx;
@@ -125,5 +131,8 @@ int main(void)
              "reorder=0.05,seed=43");
     scenario("worker-side loss 2% + mixed", "dup=0.01,reorder=0.01,seed=51",
              "drop=0.01,reorder=0.02,seed=52", "drop=0.02,seed=53");
+    no_gso = 1; /* the fallback path: one datagram per system call */
+    scenario("no GSO/GRO, loss 1% + reorder", "drop=0.01,reorder=0.02,seed=61",
+             "drop=0.01,reorder=0.02,seed=62", NULL);
     return check_report("test_faults");
 }
