@@ -52,7 +52,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <netinet/udp.h>
+
 #include "lib/internal.h"
+
+#ifndef SOL_UDP
+#define SOL_UDP 17
+#endif
 #include "lib/quant.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -114,9 +120,28 @@ HARNESS int __wrap_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int vlen, int
     const struct ina_ctx *ctx = cur_ctx;
     CHECKF(ctx != NULL && vlen >= 1 && vlen <= 2 * INA_BURST);
     for (unsigned i = 0; i < vlen; i++) {
-        CHECKF(msgs[i].msg_hdr.msg_iovlen == 1);
-        const uint8_t *b = msgs[i].msg_hdr.msg_iov[0].iov_base;
-        size_t len = msgs[i].msg_hdr.msg_iov[0].iov_len;
+        /* A message is one datagram, or a UDP GSO train: one datagram per
+         * iovec, all of the segment size in the UDP_SEGMENT cmsg except a
+         * shorter last one, at most 64 and 65000 bytes (udp_gso.h). */
+        const struct msghdr *mh = &msgs[i].msg_hdr;
+        size_t iovlen = mh->msg_iovlen, total = 0, seg = mh->msg_iov[0].iov_len;
+        CHECKF(iovlen >= 1 && iovlen <= INA_GSO_MAX_SEGS);
+        if (iovlen > 1) {
+            const struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *)mh);
+            CHECKF(c != NULL && c->cmsg_level == SOL_UDP && c->cmsg_type == 103 /* UDP_SEGMENT */);
+            uint16_t gso;
+            memcpy(&gso, CMSG_DATA(c), sizeof(gso));
+            CHECKF(gso == seg);
+        }
+        for (size_t v = 0; v < iovlen; v++) {
+            CHECKF(v + 1 == iovlen ? mh->msg_iov[v].iov_len <= seg : mh->msg_iov[v].iov_len == seg);
+            total += mh->msg_iov[v].iov_len;
+        }
+        CHECKF(iovlen == 1 || total <= INA_GSO_MAX_BYTES);
+        msgs[i].msg_len = (unsigned)total;
+        for (size_t v = 0; v < iovlen; v++) {
+        const uint8_t *b = mh->msg_iov[v].iov_base;
+        size_t len = mh->msg_iov[v].iov_len;
         struct ina_hdr h;
         CHECKF(ina_hdr_decode(b, len, &h) == INA_PARSE_OK);
         CHECKF(h.kind == INA_K_DATA);
@@ -130,7 +155,7 @@ HARNESS int __wrap_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int vlen, int
         CHECKF(ws->inflight && ws->seq == h.seq); /* only in-flight packets go out */
         memcpy(sent[slot].buf, b, len);
         sent[slot].len = len;
-        msgs[i].msg_len = (unsigned)len;
+        }
     }
     return (int)vlen;
 }
@@ -153,6 +178,27 @@ HARNESS int __wrap_recvmmsg(int fd, struct mmsghdr *msgs, unsigned int vlen, int
         errno = rx_refused ? ECONNREFUSED : EAGAIN;
         return -1;
     }
+    /* Two datagrams of equal size arrive as one GRO train (UDP_GRO cmsg
+     * with the segment size), as the kernel delivers them; else one each. */
+    if (rxq_n == 2 && rxq[0].len == rxq[1].len && rxq[0].len > 0 &&
+        2 * rxq[0].len <= msgs[0].msg_hdr.msg_iov[0].iov_len &&
+        msgs[0].msg_hdr.msg_controllen >= CMSG_SPACE(sizeof(int))) {
+        uint8_t *p = msgs[0].msg_hdr.msg_iov[0].iov_base;
+        memcpy(p, rxq[0].buf, rxq[0].len);
+        memcpy(p + rxq[0].len, rxq[1].buf, rxq[1].len);
+        struct msghdr *mh = &msgs[0].msg_hdr;
+        struct cmsghdr *c = CMSG_FIRSTHDR(mh);
+        c->cmsg_level = SOL_UDP;
+        c->cmsg_type = 104; /* UDP_GRO */
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        int seg = (int)rxq[0].len;
+        memcpy(CMSG_DATA(c), &seg, sizeof(seg));
+        mh->msg_controllen = CMSG_SPACE(sizeof(int));
+        mh->msg_flags = 0;
+        msgs[0].msg_len = (unsigned)(2 * rxq[0].len);
+        rxq_n = 0;
+        return 1;
+    }
     unsigned n = rxq_n < vlen ? rxq_n : vlen;
     for (unsigned i = 0; i < n; i++) {
         struct iovec *iov = &msgs[i].msg_hdr.msg_iov[0];
@@ -160,6 +206,7 @@ HARNESS int __wrap_recvmmsg(int fd, struct mmsghdr *msgs, unsigned int vlen, int
         memcpy(iov->iov_base, rxq[i].buf, len);
         msgs[i].msg_len = (unsigned)len;
         msgs[i].msg_hdr.msg_flags = rxq[i].len > iov->iov_len ? MSG_TRUNC : 0;
+        msgs[i].msg_hdr.msg_controllen = 0; /* no GRO cmsg: a single datagram */
     }
     rxq_n = 0;
     return (int)n;
