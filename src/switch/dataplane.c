@@ -1,6 +1,7 @@
 /* dataplane.c: the per-packet rules of the slot pool: add, detect duplicates, complete, multicast. */
 #include <string.h>
 
+#include "common/be32.h"
 #include "switch/switch.h"
 
 static inline void drop(struct ina_switch *sw, enum ina_drop why) { sw->c.drops[why]++; }
@@ -11,25 +12,6 @@ static inline void bit_set(uint64_t *bm, unsigned r) { bm[r >> 6] |= 1ull << (r 
 static inline int32_t *set_values(struct ina_switch *sw, uint32_t abs_slot, unsigned set)
 {
     return sw->values + ((size_t)abs_slot * 2 + set) * sw->p.max_elems;
-}
-
-/* Write (first contribution) or add (later ones) big-endian int32s into host-order values. */
-static void values_store(int32_t *restrict v, const uint8_t *restrict p, unsigned n)
-{
-    for (unsigned i = 0; i < n; i++) {
-        uint32_t x;
-        memcpy(&x, p + 4 * i, 4);
-        v[i] = (int32_t)__builtin_bswap32(x);
-    }
-}
-
-static void values_add(int32_t *restrict v, const uint8_t *restrict p, unsigned n)
-{
-    for (unsigned i = 0; i < n; i++) {
-        uint32_t x;
-        memcpy(&x, p + 4 * i, 4);
-        v[i] = (int32_t)((uint32_t)v[i] + __builtin_bswap32(x)); /* wraps, defined */
-    }
 }
 
 /*
@@ -54,11 +36,7 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
 
     uint8_t *buf = ina_txq_buf(&sw->txq);
     ina_hdr_encode(buf, &h);
-    const int32_t *v = set_values(sw, job->slot_base + rel_slot, set);
-    for (unsigned i = 0; i < ss->count; i++) {
-        uint32_t x = __builtin_bswap32((uint32_t)v[i]);
-        memcpy(buf + INA_HDR_LEN + 4 * i, &x, 4);
-    }
+    ina_be32_store(buf + INA_HDR_LEN, set_values(sw, job->slot_base + rel_slot, set), ss->count);
     size_t len = INA_HDR_LEN + 4 * (size_t)ss->count;
     if (dest >= 0) {
         ina_txq_push(&sw->txq, buf, len, &job->members[dest].addr);
@@ -112,7 +90,7 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         ss->complete = 0;
         memset(ss->bitmap, 0, sizeof(ss->bitmap));
         bit_set(ss->bitmap, rank);
-        values_store(set_values(sw, abs_slot, set), payload, h->count);
+        ina_be32_load(set_values(sw, abs_slot, set), payload, h->count);
     } else if (d == 0) {
         if (bit_test(ss->bitmap, rank)) {
             if (!ss->complete)
@@ -131,7 +109,7 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         ss->nrecv++;
         if (h->exp > ss->exp)
             ss->exp = h->exp;
-        values_add(set_values(sw, abs_slot, set), payload, h->count);
+        ina_be32_add(set_values(sw, abs_slot, set), payload, h->count);
     } else if (d < 0) {
         return drop(sw, INA_DROP_STALE);
     } else {

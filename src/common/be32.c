@@ -1,0 +1,116 @@
+/* be32.c: big-endian int32 array kernels; see be32.h. */
+#include "common/be32.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define INA_BE32_X86 1
+#endif
+
+static void load_scalar(int32_t *v, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x;
+        memcpy(&x, p + 4 * i, 4);
+        v[i] = (int32_t)__builtin_bswap32(x);
+    }
+}
+
+static void add_scalar(int32_t *v, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x;
+        memcpy(&x, p + 4 * i, 4);
+        v[i] = (int32_t)((uint32_t)v[i] + __builtin_bswap32(x)); /* wraps, defined */
+    }
+}
+
+static void store_scalar(uint8_t *p, const int32_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x = __builtin_bswap32((uint32_t)v[i]);
+        memcpy(p + 4 * i, &x, 4);
+    }
+}
+
+#ifdef INA_BE32_X86
+/* Reverse the bytes of each 32-bit lane. */
+#define INA_BSWAP32_MASK                                                                      \
+    _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3, 2, 1, 0, 7, 6, \
+                     5, 4, 11, 10, 9, 8, 15, 14, 13, 12)
+
+__attribute__((target("avx2"))) static void load_avx2(int32_t *v, const uint8_t *p, size_t n)
+{
+    const __m256i m = INA_BSWAP32_MASK;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_si256((__m256i *)(void *)(v + i),
+                            _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(const void *)(p + 4 * i)), m));
+    load_scalar(v + i, p + 4 * i, n - i);
+}
+
+__attribute__((target("avx2"))) static void add_avx2(int32_t *v, const uint8_t *p, size_t n)
+{
+    const __m256i m = INA_BSWAP32_MASK;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i x = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(const void *)(p + 4 * i)), m);
+        __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(v + i));
+        _mm256_storeu_si256((__m256i *)(void *)(v + i), _mm256_add_epi32(a, x));
+    }
+    add_scalar(v + i, p + 4 * i, n - i);
+}
+
+__attribute__((target("avx2"))) static void store_avx2(uint8_t *p, const int32_t *v, size_t n)
+{
+    const __m256i m = INA_BSWAP32_MASK;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_si256((__m256i *)(void *)(p + 4 * i),
+                            _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(const void *)(v + i)), m));
+    store_scalar(p + 4 * i, v + i, n - i);
+}
+#endif
+
+static int use_avx2 = -1; /* decided on first use; a benign race (same value) */
+
+static int simd(void)
+{
+    if (use_avx2 < 0) {
+#ifdef INA_BE32_X86
+        use_avx2 = __builtin_cpu_supports("avx2") && !getenv("INA_NO_SIMD");
+#else
+        use_avx2 = 0;
+#endif
+    }
+    return use_avx2;
+}
+
+void ina_be32_load(int32_t *v, const uint8_t *p, size_t n)
+{
+#ifdef INA_BE32_X86
+    if (simd())
+        return load_avx2(v, p, n);
+#endif
+    load_scalar(v, p, n);
+}
+
+void ina_be32_add(int32_t *v, const uint8_t *p, size_t n)
+{
+#ifdef INA_BE32_X86
+    if (simd())
+        return add_avx2(v, p, n);
+#endif
+    add_scalar(v, p, n);
+}
+
+void ina_be32_store(uint8_t *p, const int32_t *v, size_t n)
+{
+#ifdef INA_BE32_X86
+    if (simd())
+        return store_avx2(p, v, n);
+#endif
+    store_scalar(p, v, n);
+}
