@@ -165,7 +165,10 @@ static inline int ina_hdr_decode(const uint8_t *b, size_t len, struct ina_hdr *h
  *  10   2  elems          elements per packet (proposed / granted)
  *  12   4  window         slots per worker (proposed / granted), power of 2
  *  16   4  sw_version    sender's INA_VERSION_NUMBER
- *  20  12  reserved       0
+ *  20   4  mcast_group   JOIN_ACK: IPv4 group the switch multicasts finished sums
+ *                        to (0 = none: results come by unicast); JOIN: 0
+ *  24   2  mcast_port    JOIN_ACK: UDP port of that group; JOIN: 0
+ *  26   6  reserved       0
  *  32  32  name           job name, NUL-padded
  */
 #define INA_JOIN_BODY_LEN 64
@@ -175,6 +178,8 @@ struct ina_join {
     uint16_t elems;
     uint32_t window;
     uint32_t sw_version;
+    uint32_t mcast_group; /* host byte order; 0 = none */
+    uint16_t mcast_port;
     char name[32];
 };
 
@@ -187,6 +192,8 @@ static inline void ina_join_encode(uint8_t *b, const struct ina_join *j)
     ina_put16(b + 10, j->elems);
     ina_put32(b + 12, j->window);
     ina_put32(b + 16, j->sw_version);
+    ina_put32(b + 20, j->mcast_group);
+    ina_put16(b + 24, j->mcast_port);
     memcpy(b + 32, j->name, 32);
 }
 
@@ -200,6 +207,8 @@ static inline int ina_join_decode(const uint8_t *b, size_t len, struct ina_join 
     j->elems = ina_get16(b + 10);
     j->window = ina_get32(b + 12);
     j->sw_version = ina_get32(b + 16);
+    j->mcast_group = ina_get32(b + 20);
+    j->mcast_port = ina_get16(b + 24);
     memcpy(j->name, b + 32, 32);
     if (memchr(j->name, 0, 32) == NULL)
         return INA_PARSE_LENGTH;

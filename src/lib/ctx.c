@@ -51,6 +51,7 @@ int ina_init(ina_ctx **out, const ina_config *cfg)
         return -ENOMEM;
     ctx->magic = INA_CTX_LIVE;
     ctx->fd = -1;
+    ctx->mcast_fd = -1;
     snprintf(ctx->job, sizeof(ctx->job), "%s", cfg->job);
     ctx->rank = cfg->rank;
     ctx->world = cfg->world_size;
@@ -70,10 +71,14 @@ int ina_init(ina_ctx **out, const ina_config *cfg)
             elems = is_loopback(&ctx->switch_addr) ? INA_DEFAULT_ELEMS_LOOPBACK : INA_DEFAULT_ELEMS_NET;
         rc = ina__session_join(ctx, elems, cfg->window ? cfg->window : INA_DEFAULT_WINDOW);
     }
+    if (rc == 0 && ctx->mcast_group)
+        rc = ina__net_open_mcast(ctx); /* cannot receive the sums: fail, and end it for all */
     if (rc == 0)
         rc = ina__stream_init(ctx);
     if (rc != 0) {
-        ina__session_leave(ctx, 0);
+        ina__session_leave(ctx, ctx->session != 0);
+        if (ctx->mcast_fd >= 0)
+            close(ctx->mcast_fd);
         if (ctx->fd >= 0)
             close(ctx->fd);
         free(ctx);
@@ -112,6 +117,8 @@ int ina_finalize(ina_ctx *ctx)
     ina__stream_free(ctx);
     if (ctx->fd >= 0)
         close(ctx->fd);
+    if (ctx->mcast_group && ctx->mcast_fd >= 0)
+        close(ctx->mcast_fd);
     memset(ctx, 0, sizeof(*ctx));
     ctx->magic = INA_CTX_CLOSED;
     ctx->fd = -1;

@@ -103,6 +103,9 @@ struct ina_ctx {
     uint32_t session, token;
     uint64_t nonce;
     uint32_t elems, window; /* granted */
+    int mcast_fd;           /* socket joined to the job's result group, -1 = unicast results */
+    uint32_t mcast_group;   /* host order, from JOIN_ACK; 0 = none */
+    uint16_t mcast_port;
     int broken;             /* 0, or the error that broke the context */
 
     /* stream */
@@ -138,6 +141,9 @@ uint64_t ina__now_ns(void);
 /* net.c */
 int ina__net_open(struct ina_ctx *ctx, const char *addr);
 int ina__net_send(struct ina_ctx *ctx, const uint8_t *buf, size_t len);
+
+/* net.c: join the job's multicast group (ctx->mcast_group) on a second socket. */
+int ina__net_open_mcast(struct ina_ctx *ctx);
 
 /* session.c */
 int ina__session_join(struct ina_ctx *ctx, int elems, int window);

@@ -80,3 +80,37 @@ int ina__net_send(struct ina_ctx *ctx, const uint8_t *buf, size_t len)
     ssize_t n = send(ctx->fd, buf, len, 0);
     return n < 0 ? -errno : 0;
 }
+
+/*
+ * With `ina-switch --multicast` every finished sum goes to the job's group
+ * once, and each worker receives it on a second socket bound to group:port
+ * and joined to the group on the interface its unicast socket uses. The
+ * unicast socket still carries everything else (JOIN, DATA, resent results).
+ * SO_REUSEADDR: several workers on one host bind the same group:port.
+ */
+int ina__net_open_mcast(struct ina_ctx *ctx)
+{
+    struct sockaddr_in local;
+    socklen_t len = sizeof(local);
+    if (getsockname(ctx->fd, (struct sockaddr *)&local, &len) != 0)
+        return -errno;
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1, bytes = 8 << 20;
+    struct sockaddr_in g = {.sin_family = AF_INET,
+                            .sin_port = htons(ctx->mcast_port),
+                            .sin_addr.s_addr = htonl(ctx->mcast_group)};
+    struct ip_mreq mreq = {.imr_multiaddr = g.sin_addr, .imr_interface = local.sin_addr};
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+        bind(fd, (struct sockaddr *)&g, sizeof(g)) != 0 ||
+        setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mreq, sizeof(mreq)) != 0) {
+        int rc = -errno;
+        close(fd);
+        return rc;
+    }
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)) != 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+    ctx->mcast_fd = fd;
+    return 0;
+}

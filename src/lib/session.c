@@ -66,6 +66,8 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len)
     ctx->token = h.token;
     ctx->elems = j.elems;
     ctx->window = j.window;
+    ctx->mcast_group = j.mcast_group;
+    ctx->mcast_port = j.mcast_port;
     return 1;
 }
 

@@ -38,6 +38,8 @@ int ina__stream_init(struct ina_ctx *ctx)
      * in one receive. Optional: without it datagrams arrive one by one. */
     if (ctx->fd >= 0 && !getenv("INA_NO_GSO"))
         ina_udp_enable_gro(ctx->fd);
+    if (ctx->mcast_group && ctx->mcast_fd >= 0 && !getenv("INA_NO_GSO"))
+        ina_udp_enable_gro(ctx->mcast_fd);
     ctx->io->gso.gso_off = getenv("INA_NO_GSO") != NULL;
     return 0;
 }
@@ -389,7 +391,7 @@ void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len
 
 /* Receive and process one burst (each message may be a GRO train).
  * @return messages received. */
-static int rx_burst(struct ina_ctx *ctx, uint64_t now)
+static int rx_burst_fd(struct ina_ctx *ctx, int fd, uint64_t now)
 {
     struct ina_io *io = ctx->io;
     for (unsigned i = 0; i < INA_RX_MSGS; i++) {
@@ -397,7 +399,7 @@ static int rx_burst(struct ina_ctx *ctx, uint64_t now)
         io->rxmsg[i].msg_hdr.msg_controllen = INA_GRO_CTRL_LEN;
         io->rxmsg[i].msg_hdr.msg_flags = 0;
     }
-    int n = recvmmsg(ctx->fd, io->rxmsg, INA_RX_MSGS, MSG_DONTWAIT, NULL);
+    int n = recvmmsg(fd, io->rxmsg, INA_RX_MSGS, MSG_DONTWAIT, NULL);
     if (n < 0 && errno == ECONNREFUSED && !ctx->refused_since_ns)
         ctx->refused_since_ns = now; /* ICMP port unreachable: no switch at the address */
     for (int i = 0; i < n && !ctx->broken; i++) {
@@ -412,6 +414,17 @@ static int rx_burst(struct ina_ctx *ctx, uint64_t now)
             ina__stream_on_datagram(ctx, p + off, len - off < seg ? len - off : seg, now);
     }
     return n > 0 ? n : 0;
+}
+
+/* Both sockets: the unicast one, and the job's multicast group if any. */
+static int rx_burst(struct ina_ctx *ctx, uint64_t now)
+{
+    int n = rx_burst_fd(ctx, ctx->fd, now);
+    if (ctx->mcast_group && ctx->mcast_fd >= 0 && !ctx->broken) {
+        int m = rx_burst_fd(ctx, ctx->mcast_fd, now);
+        n = m > n ? m : n;
+    }
+    return n;
 }
 
 /*
@@ -521,8 +534,9 @@ void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)
         if (ctx->next_rto_ns && ctx->next_rto_ns < wake)
             wake = ctx->next_rto_ns;
         int ms = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
-        struct pollfd pfd = {.fd = ctx->fd, .events = POLLIN};
-        poll(&pfd, 1, ms);
+        struct pollfd pfd[2] = {{.fd = ctx->fd, .events = POLLIN},
+                                {.fd = ctx->mcast_fd, .events = POLLIN}};
+        poll(pfd, ctx->mcast_group && ctx->mcast_fd >= 0 ? 2 : 1, ms);
         now = ina__now_ns();
         got = rx_burst(ctx, now);
     }

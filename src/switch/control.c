@@ -1,4 +1,5 @@
 /* control.c: the switch's control plane: job registration, slot allocation, sessions, teardown. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,6 +179,10 @@ static void send_ack(struct ina_switch *sw, const struct ina_job *job, int rank)
     j.elems = job->elems;
     j.window = job->window;
     j.sw_version = INA_VERSION_NUMBER;
+    if (job->mcast.sin_family) {
+        j.mcast_group = ntohl(job->mcast.sin_addr.s_addr);
+        j.mcast_port = ntohs(job->mcast.sin_port);
+    }
     memcpy(j.name, job->name, sizeof(j.name));
     uint8_t body[INA_JOIN_BODY_LEN];
     ina_join_encode(body, &j);
@@ -216,6 +221,12 @@ static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_n
     while (job->session == 0);
     job->token = random_u32();
     job->state = INA_JOB_ACTIVE;
+    memset(&job->mcast, 0, sizeof(job->mcast));
+    if (sw->p.mcast_base) {
+        job->mcast.sin_family = AF_INET;
+        job->mcast.sin_addr.s_addr = htonl(sw->p.mcast_base + job->id);
+        job->mcast.sin_port = htons(sw->p.mcast_port);
+    }
     job->last_rx_ns = now_ns;
     ina__job_reset_slots(sw, job);
     sw->c.jobs_started++;

@@ -42,6 +42,10 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
         ina_txq_push(&sw->txq, buf, len, &job->members[dest].addr);
         return;
     }
+    if (job->mcast.sin_family) { /* one send; the network (or the host) copies it */
+        ina_txq_push(&sw->txq, buf, len, &job->mcast);
+        return;
+    }
     for (int r = 0; r < job->world; r++)
         ina_txq_push(&sw->txq, buf, len, &job->members[r].addr);
 }

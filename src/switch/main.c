@@ -58,6 +58,12 @@ static void usage(FILE *f)
             "  --fault-rx SPEC       inject faults into received datagrams, for testing:\n"
             "                        SPEC is drop=P,dup=P,reorder=P,seed=N (P in 0..1)\n"
             "  --fault-tx SPEC       the same for sent datagrams\n"
+            "  --multicast[=BASE]    send each finished sum once, to a multicast group per\n"
+            "                        job (BASE + job id, default 239.255.73.0 + id, on the\n"
+            "                        listen port) instead of once per worker; the workers\n"
+            "                        join the group. Needs a multicast-capable path (lo, a\n"
+            "                        bridge); results are then visible to any host process\n"
+            "                        that joins the group (each carries the job's token)\n"
             "  --no-gso              send and receive one datagram per system call (no UDP\n"
             "                        GSO/GRO batching; for comparison and old kernels)\n"
             "  --quiet               print nothing but errors (counters still on exit)\n"
@@ -321,6 +327,7 @@ int main(int argc, char **argv)
         {"idle-timeout", required_argument, 0, 'i'},
         {"fault-rx", required_argument, 0, 'R'}, {"fault-tx", required_argument, 0, 'T'},
         {"no-gso", no_argument, 0, 'G'},
+        {"multicast", optional_argument, 0, 'M'},
         {"quiet", no_argument, 0, 'q'},           {"verbose", no_argument, 0, 'v'},
         {"version", no_argument, 0, 'V'},         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -360,6 +367,17 @@ int main(int argc, char **argv)
             break;
         case 'q': quiet = 1; break;
         case 'G': no_gso = 1; break;
+        case 'M': {
+            struct in_addr g;
+            if (inet_pton(AF_INET, optarg ? optarg : "239.255.73.0", &g) != 1 ||
+                (ntohl(g.s_addr) >> 28) != 14 || (ntohl(g.s_addr) & 0xFF) != 0) {
+                fprintf(stderr, "ina-switch: --multicast wants a group base A.B.C.0 in 224.0.0.0/4, "
+                                "got '%s'\n", optarg);
+                return 2;
+            }
+            p.mcast_base = ntohl(g.s_addr);
+            break;
+        }
         case 'v': p.verbose = 1; break;
         case 'V': printf("ina-switch %s (protocol %d)\n", ina_version_string(), INA_WIRE_VERSION); return 0;
         case 'h': usage(stdout); return 0;
@@ -405,6 +423,21 @@ int main(int argc, char **argv)
     }
     socklen_t alen = sizeof(addr);
     getsockname(fd, (struct sockaddr *)&addr, &alen);
+    if (p.mcast_base) {
+        /* Out of the listen address's interface, to local members too, one hop. */
+        struct in_addr ifa = addr.sin_addr;
+        unsigned char loop = 1, ttl = 1;
+        if (setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &ifa, sizeof(ifa)) != 0 ||
+            setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof(loop)) != 0 ||
+            setsockopt(fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof(ttl)) != 0) {
+            fprintf(stderr, "ina-switch: --multicast: setsockopt IP_MULTICAST_IF/LOOP/TTL: %s\n",
+                    strerror(errno));
+            close(fd);
+            ina_switch_free(&sw);
+            return 1;
+        }
+        sw.p.mcast_port = ntohs(addr.sin_port);
+    }
 
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));

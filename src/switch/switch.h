@@ -58,6 +58,7 @@ struct ina_job {
     uint16_t elems;
     uint32_t window, slot_base;
     uint64_t created_ns, last_rx_ns;
+    struct sockaddr_in mcast; /* group finished sums go to; sin_family 0 = unicast to each rank */
     struct ina_member members[INA_MAX_WORKERS];
 };
 
@@ -67,6 +68,8 @@ struct ina_switch_params {
     int verbose;
     uint64_t join_timeout_ns; /* a JOINING job missing ranks this long is dropped */
     uint64_t idle_timeout_ns; /* an ACTIVE job silent this long is reclaimed */
+    uint32_t mcast_base;      /* host order, e.g. 239.255.73.0: job j's group is base + j; 0 = off */
+    uint16_t mcast_port;      /* UDP port of the groups */
 };
 
 struct ina_switch {

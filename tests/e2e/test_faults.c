@@ -41,7 +41,8 @@ static int verify(int n, int i, size_t count, const void *out, ina_dtype dt)
 
 static const char *scenario_name;
 
-static int no_gso; /* scenario without UDP GSO/GRO on either side */
+static int no_gso;    /* scenario without UDP GSO/GRO on either side */
+static int multicast; /* scenario with the switch multicasting finished sums */
 
 static int worker(int rank, int n, void *arg)
 {
@@ -105,6 +106,8 @@ static void scenario(const char *name, const char *rx, const char *tx, const cha
     int a = 0;
     if (no_gso)
         args[a++] = "--no-gso";
+    if (multicast)
+        args[a++] = "--multicast";
     if (rx) {
         args[a++] = "--fault-rx";
         args[a++] = rx;
@@ -131,6 +134,10 @@ int main(void)
              "reorder=0.05,seed=43");
     scenario("worker-side loss 2% + mixed", "dup=0.01,reorder=0.01,seed=51",
              "drop=0.01,reorder=0.02,seed=52", "drop=0.02,seed=53");
+    multicast = 1; /* sums to a group; a lost multicast result is resent by unicast */
+    scenario("multicast results, loss 1% both ways", "drop=0.01,seed=71", "drop=0.01,seed=72",
+             NULL);
+    multicast = 0;
     no_gso = 1; /* the fallback path: one datagram per system call */
     scenario("no GSO/GRO, loss 1% + reorder", "drop=0.01,reorder=0.02,seed=61",
              "drop=0.01,reorder=0.02,seed=62", NULL);
