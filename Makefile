@@ -77,3 +77,13 @@ help:
 	@echo "Targets:"
 	@sed -n 's/^## /  /p' $(MAKEFILE_LIST)
 	@echo "Variables: BUILD_TYPE=$(BUILD_TYPE) JOBS=$(JOBS) SKIP_DEPS=$(SKIP_DEPS) FUZZ_SECONDS=$(FUZZ_SECONDS)"
+
+# ---- Benchmarks (bench/): comparison with OpenMPI and Gloo; not part of `make test` ----------
+BENCH_ARGS ?=
+.PHONY: bench
+
+## bench : build, then bench/compare.sh $(BENCH_ARGS) (ina vs OpenMPI vs Gloo, emulated cluster
+##         and loopback; as root; BENCH_ARGS=--quick for ~1 minute, --full for everything);
+##         writes bench/results/latest.md and latest.png
+bench: all
+	bash bench/compare.sh $(BENCH_ARGS)

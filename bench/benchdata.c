@@ -1,0 +1,136 @@
+/* benchdata.c: deterministic all-reduce inputs (the generator of tools/ina-bench.c) and their
+ * verification, for the peers of the comparison benchmark. */
+#include "benchdata.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* splitmix64's finalizer, as in ina-bench. */
+static inline uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+#define GOLDEN 0x9e3779b97f4a7c15ull
+
+static uint64_t data_seed(int rank, uint64_t bytes, int iter)
+{
+    uint64_t s = mix64(0x696e612d62656e63ull ^ (uint64_t)(unsigned)rank);
+    s = mix64(s + bytes * GOLDEN);
+    return mix64(s + (uint64_t)(unsigned)iter);
+}
+
+static inline uint64_t elem_hash(uint64_t seed, size_t i)
+{
+    return mix64(seed + (uint64_t)(i + 1) * GOLDEN);
+}
+
+/* float32: v = (m - 2^23) * 2^(k-24), m 24 random bits, k in [-6, 6] per group of 61
+ * elements: mixed signs and magnitudes, exactly representable, multiples of 2^-30 below 2^5,
+ * so a double sum over up to 256 ranks is exact. */
+#define F32_GROUP 61
+#define F32_KMIN (-6)
+#define F32_KSPAN 13
+
+static void fill_f32(uint64_t seed, size_t start, size_t n, float *out)
+{
+    size_t i = start, end = start + n;
+    while (i < end) {
+        size_t g = i / F32_GROUP, gend = (g + 1) * F32_GROUP;
+        int k = F32_KMIN + (int)(mix64(seed ^ (0xabcdef12345ull + g * GOLDEN)) % F32_KSPAN);
+        float scale = ldexpf(1.0f, k - 24);
+        if (gend > end)
+            gend = end;
+        for (; i < gend; i++) {
+            int32_t m = (int32_t)(elem_hash(seed, i) >> 40) - (1 << 23);
+            *out++ = (float)m * scale;
+        }
+    }
+}
+
+static void fill_i32(uint64_t seed, size_t start, size_t n, int32_t *out)
+{
+    for (size_t i = start; i < start + n; i++)
+        *out++ = (int32_t)(uint32_t)elem_hash(seed, i);
+}
+
+void bd_fill(int dtype, void *out, size_t count, int rank, uint64_t bytes, int iter)
+{
+    uint64_t seed = data_seed(rank, bytes, iter);
+    if (dtype == BD_INT32)
+        fill_i32(seed, 0, count, out);
+    else
+        fill_f32(seed, 0, count, out);
+}
+
+#define CHUNK 4096
+
+int64_t bd_verify(int dtype, const void *recv, size_t count, int world, uint64_t bytes, int iter,
+                  double *max_abs_err, double *max_err_over_tol, const char *tag)
+{
+    float fs[CHUNK];
+    int32_t is[CHUNK];
+    double acc[CHUNK], mag[CHUNK];
+    uint32_t iacc[CHUNK];
+    int64_t failures = 0;
+    const double u = ldexp(1.0, -24);
+
+    for (size_t b0 = 0; b0 < count; b0 += CHUNK) {
+        size_t n = count - b0 < CHUNK ? count - b0 : CHUNK;
+        if (dtype == BD_INT32) {
+            const int32_t *got = (const int32_t *)recv + b0;
+            memset(iacc, 0, n * sizeof *iacc);
+            for (int r = 0; r < world; r++) {
+                fill_i32(data_seed(r, bytes, iter), b0, n, is);
+                for (size_t j = 0; j < n; j++)
+                    iacc[j] += (uint32_t)is[j];
+            }
+            for (size_t j = 0; j < n; j++) {
+                if ((uint32_t)got[j] != iacc[j]) {
+                    int64_t d = (int64_t)(int32_t)((uint32_t)got[j] - iacc[j]);
+                    double e = (double)(d < 0 ? -d : d);
+                    if (failures < 5)
+                        fprintf(stderr, "%s: size %llu iteration %d element %zu: got %d, "
+                                "expected %d\n", tag, (unsigned long long)bytes, iter, b0 + j,
+                                (int)got[j], (int)(int32_t)iacc[j]);
+                    failures++;
+                    if (e > *max_abs_err)
+                        *max_abs_err = e;
+                    *max_err_over_tol = INFINITY;
+                }
+            }
+        } else {
+            const float *got = (const float *)recv + b0;
+            memset(acc, 0, n * sizeof *acc);
+            memset(mag, 0, n * sizeof *mag);
+            for (int r = 0; r < world; r++) {
+                fill_f32(data_seed(r, bytes, iter), b0, n, fs);
+                for (size_t j = 0; j < n; j++) {
+                    acc[j] += fs[j];
+                    mag[j] += fabs((double)fs[j]);
+                }
+            }
+            for (size_t j = 0; j < n; j++) {
+                double e = fabs((double)got[j] - acc[j]);
+                double tol = world * u * mag[j];
+                double ratio = tol > 0 ? e / tol : (e > 0 ? INFINITY : 0.0);
+                if (!(e <= tol)) {
+                    if (failures < 5)
+                        fprintf(stderr, "%s: size %llu iteration %d element %zu: got %.9g, "
+                                "exact %.9g, error %.3g > tolerance %.3g\n", tag,
+                                (unsigned long long)bytes, iter, b0 + j, (double)got[j], acc[j],
+                                e, tol);
+                    failures++;
+                }
+                if (!(e <= *max_abs_err))
+                    *max_abs_err = e;
+                if (!(ratio <= *max_err_over_tol))
+                    *max_err_over_tol = ratio;
+            }
+        }
+    }
+    return failures;
+}

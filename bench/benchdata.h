@@ -1,0 +1,27 @@
+/* benchdata.h: the deterministic all-reduce input data and its verification, shared by the
+ * comparison benchmark's peers (bench/mpi_allreduce.c, and bench/gloo_allreduce.py through
+ * libbenchdata.so). The data are the same as tools/ina-bench.c's, so all systems sum the same
+ * tensors. */
+#ifndef BENCHDATA_H
+#define BENCHDATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { BD_FLOAT32 = 0, BD_INT32 = 1 };
+
+/* Fill out[0..count) with rank's input for one size (bytes per rank) and iteration. */
+void bd_fill(int dtype, void *out, size_t count, int rank, uint64_t bytes, int iter);
+
+/*
+ * Check recv[0..count) against the sum over world ranks, regenerated here in double
+ * precision (int32: the wrapping sum, bit-exact). float32 tolerance per element:
+ * world * 2^-24 * sum_r |x_r| (any summation order or tree of world float32 additions stays
+ * within (world-1) * 2^-24 * sum |x_r|); NaN counts as a failure. Returns the number of
+ * elements out of tolerance; *max_abs_err and *max_err_over_tol are raised to the largest
+ * seen (they are not reset). Up to 5 mismatches are printed to stderr with the tag.
+ */
+int64_t bd_verify(int dtype, const void *recv, size_t count, int world, uint64_t bytes, int iter,
+                  double *max_abs_err, double *max_err_over_tol, const char *tag);
+
+#endif
