@@ -374,10 +374,8 @@ def main():
     md.append("- ina retx: ina-bench's retransmissions summed over all ranks during the timed "
               "iterations (a retransmission that was not needed still costs link time).")
     md.append("- Time: rank 0's median. The peers run a barrier (not timed) before each "
-              "iteration and time the all-reduce call on each rank; ina-bench times each "
-              "ina_allreduce() the same way but without a barrier (its ranks are kept in step "
-              "by the previous all-reduce; a rank still verifying the previous result delays "
-              "the others, so ina's times include that skew, the peers' do not).")
+              "iteration and time the all-reduce call on each rank; ina-bench does the same, "
+              "with a 1-element all-reduce through the switch as its barrier.")
     if "cluster" in settings:
         md.append("- Cluster: switch and workers in network namespaces on one Linux bridge, each "
                   "worker's veth shaped with tbf (rate B) on both ends, switch link unshaped; "
