@@ -138,6 +138,16 @@ struct ina_ctx {
 
 uint64_t ina__now_ns(void);
 
+/* A header of this rank's session: magic, version, kind, job, rank, session, token. */
+static inline void ina__hdr_session(struct ina_hdr *h, const struct ina_ctx *ctx, uint8_t kind)
+{
+    ina_hdr_init(h, kind);
+    h->job = ctx->job_id;
+    h->rank = (uint16_t)ctx->rank;
+    h->session = ctx->session;
+    h->token = ctx->token;
+}
+
 /* net.c */
 int ina__net_open(struct ina_ctx *ctx, const char *addr);
 int ina__net_send(struct ina_ctx *ctx, const uint8_t *buf, size_t len);

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/addr.h"
 #include "lib/internal.h"
 
 uint64_t ina__now_ns(void)
@@ -17,35 +18,6 @@ uint64_t ina__now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* "host[:port]" -> IPv4 address. @return 0 or INA_ERR_CONFIG. */
-static int resolve(const char *s, struct sockaddr_in *out)
-{
-    char host[256];
-    const char *colon = strrchr(s, ':');
-    long port = INA_DEFAULT_PORT;
-    size_t hl = colon ? (size_t)(colon - s) : strlen(s);
-    if (hl == 0 || hl >= sizeof(host))
-        return INA_ERR_CONFIG;
-    memcpy(host, s, hl);
-    host[hl] = 0;
-    if (colon) {
-        char *end;
-        port = strtol(colon + 1, &end, 10);
-        if (*end || end == colon + 1 || port <= 0 || port > 65535)
-            return INA_ERR_CONFIG;
-    }
-    struct addrinfo hints, *res;
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_DGRAM;
-    if (getaddrinfo(host, NULL, &hints, &res) != 0)
-        return INA_ERR_CONFIG;
-    *out = *(struct sockaddr_in *)res->ai_addr;
-    out->sin_port = htons((uint16_t)port);
-    freeaddrinfo(res);
-    return 0;
-}
-
 /*
  * A connected UDP socket: the kernel then delivers only datagrams from the
  * switch's address, and send() needs no address. Buffers hold a whole
@@ -53,9 +25,8 @@ static int resolve(const char *s, struct sockaddr_in *out)
  */
 int ina__net_open(struct ina_ctx *ctx, const char *addr)
 {
-    int rc = resolve(addr, &ctx->switch_addr);
-    if (rc)
-        return rc;
+    if (ina_parse_hostport(addr, 0, &ctx->switch_addr) != 0)
+        return INA_ERR_CONFIG;
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -errno;
@@ -65,7 +36,7 @@ int ina__net_open(struct ina_ctx *ctx, const char *addr)
     if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)) != 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
     if (connect(fd, (struct sockaddr *)&ctx->switch_addr, sizeof(ctx->switch_addr)) != 0) {
-        rc = -errno;
+        int rc = -errno;
         close(fd);
         return rc;
     }

@@ -112,11 +112,7 @@ void ina__session_leave(struct ina_ctx *ctx, int abort)
         return;
     uint8_t buf[INA_HDR_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_LEAVE);
-    h.job = ctx->job_id;
-    h.rank = (uint16_t)ctx->rank;
-    h.session = ctx->session;
-    h.token = ctx->token;
+    ina__hdr_session(&h, ctx, INA_K_LEAVE);
     h.flags = abort ? INA_FLAG_ABORT : 0;
     ina_hdr_encode(buf, &h);
     for (int i = 0; i < 2; i++)

@@ -80,11 +80,7 @@ static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_
 {
     const struct ina_req *req = ws->req;
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_DATA);
-    h.job = ctx->job_id;
-    h.rank = (uint16_t)ctx->rank;
-    h.session = ctx->session;
-    h.token = ctx->token;
+    ina__hdr_session(&h, ctx, INA_K_DATA);
     h.slot = slot | ((ws->seq & 1) ? INA_SLOT_SET_BIT : 0);
     h.seq = ws->seq;
     h.op = INA_OP_ADD_I32;

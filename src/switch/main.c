@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/addr.h"
 #include "common/fault.h"
 #include "common/udp_gso.h"
 #include "switch/switch.h"
@@ -74,35 +75,6 @@ static void usage(FILE *f)
             "Memory: slots x 2 x max-elems x 4 bytes (default 16 MiB).\n"
             "Example: ina-switch --listen 0.0.0.0:48864 --slots 4096\n",
             INA_DEFAULT_PORT, INA_MAX_ELEMS);
-}
-
-static int parse_listen(const char *s, struct sockaddr_in *out)
-{
-    char host[256];
-    const char *colon = strrchr(s, ':');
-    long port = INA_DEFAULT_PORT;
-    size_t hl = colon ? (size_t)(colon - s) : strlen(s);
-    if (hl == 0 || hl >= sizeof(host))
-        return -1;
-    memcpy(host, s, hl);
-    host[hl] = 0;
-    if (colon) {
-        char *end;
-        port = strtol(colon + 1, &end, 10);
-        if (*end || end == colon + 1 || port < 0 || port > 65535)
-            return -1;
-    }
-    struct addrinfo hints, *res;
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_DGRAM;
-    if (getaddrinfo(host, NULL, &hints, &res) != 0)
-        return -1;
-    memset(out, 0, sizeof(*out));
-    *out = *(struct sockaddr_in *)res->ai_addr;
-    out->sin_port = htons((uint16_t)port);
-    freeaddrinfo(res);
-    return 0;
 }
 
 /* Large buffers: a burst of N windows arriving at once must not overflow the
@@ -393,7 +365,7 @@ int main(int argc, char **argv)
         return 2;
     }
     struct sockaddr_in addr;
-    if (parse_listen(listen_s, &addr) != 0) {
+    if (ina_parse_hostport(listen_s, 1, &addr) != 0) {
         fprintf(stderr, "ina-switch: cannot parse or resolve --listen '%s' (want ADDR[:PORT])\n",
                 listen_s);
         return 2;

@@ -1,0 +1,38 @@
+/* addr.c: "host[:port]" parsing; see addr.h. */
+#include "common/addr.h"
+
+#include <netdb.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "ina.h"
+
+int ina_parse_hostport(const char *s, int allow_port0, struct sockaddr_in *out)
+{
+    char host[256];
+    const char *colon = strrchr(s, ':');
+    long port = INA_DEFAULT_PORT;
+    size_t hl = colon ? (size_t)(colon - s) : strlen(s);
+    if (hl == 0 || hl >= sizeof(host))
+        return -1;
+    memcpy(host, s, hl);
+    host[hl] = 0;
+    if (colon) {
+        char *end;
+        port = strtol(colon + 1, &end, 10);
+        if (*end || end == colon + 1 || port < (allow_port0 ? 0 : 1) || port > 65535)
+            return -1;
+    }
+    struct addrinfo hints, *res;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_DGRAM;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0)
+        return -1;
+    memset(out, 0, sizeof(*out));
+    *out = *(struct sockaddr_in *)res->ai_addr;
+    out->sin_port = htons((uint16_t)port);
+    freeaddrinfo(res);
+    return 0;
+}

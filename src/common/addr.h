@@ -1,0 +1,14 @@
+/* addr.h: "host[:port]" parsing shared by ina-switch (--listen) and libina (INA_SWITCH). */
+#ifndef INA_ADDR_H
+#define INA_ADDR_H
+
+#include <netinet/in.h>
+
+/*
+ * Resolve "host[:port]" (IPv4 literal or name) into *out. A missing port is
+ * INA_DEFAULT_PORT; port 0 is accepted only if allow_port0 (a listener that
+ * lets the kernel choose). @return 0, or -1 if malformed or unresolvable.
+ */
+int ina_parse_hostport(const char *s, int allow_port0, struct sockaddr_in *out);
+
+#endif
