@@ -6,56 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-/* splitmix64's finalizer, as in ina-bench. */
-static inline uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-#define GOLDEN 0x9e3779b97f4a7c15ull
-
-static uint64_t data_seed(int rank, uint64_t bytes, int iter)
-{
-    uint64_t s = mix64(0x696e612d62656e63ull ^ (uint64_t)(unsigned)rank);
-    s = mix64(s + bytes * GOLDEN);
-    return mix64(s + (uint64_t)(unsigned)iter);
-}
-
-static inline uint64_t elem_hash(uint64_t seed, size_t i)
-{
-    return mix64(seed + (uint64_t)(i + 1) * GOLDEN);
-}
-
-/* float32: v = (m - 2^23) * 2^(k-24), m 24 random bits, k in [-6, 6] per group of 61
- * elements: mixed signs and magnitudes, exactly representable, multiples of 2^-30 below 2^5,
- * so a double sum over up to 256 ranks is exact. */
-#define F32_GROUP 61
-#define F32_KMIN (-6)
-#define F32_KSPAN 13
-
-static void fill_f32(uint64_t seed, size_t start, size_t n, float *out)
-{
-    size_t i = start, end = start + n;
-    while (i < end) {
-        size_t g = i / F32_GROUP, gend = (g + 1) * F32_GROUP;
-        int k = F32_KMIN + (int)(mix64(seed ^ (0xabcdef12345ull + g * GOLDEN)) % F32_KSPAN);
-        float scale = ldexpf(1.0f, k - 24);
-        if (gend > end)
-            gend = end;
-        for (; i < gend; i++) {
-            int32_t m = (int32_t)(elem_hash(seed, i) >> 40) - (1 << 23);
-            *out++ = (float)m * scale;
-        }
-    }
-}
-
-static void fill_i32(uint64_t seed, size_t start, size_t n, int32_t *out)
-{
-    for (size_t i = start; i < start + n; i++)
-        *out++ = (int32_t)(uint32_t)elem_hash(seed, i);
-}
+/* The generator itself is ina-bench's, shared: */
+#include "../tools/bench_data.h"
 
 void bd_fill(int dtype, void *out, size_t count, int rank, uint64_t bytes, int iter)
 {
