@@ -269,7 +269,11 @@ typedef struct ina_stats {
     uint64_t stale_results;    /**< duplicate or stale result packets ignored */
     uint64_t bytes_sent;       /**< UDP payload bytes sent */
     uint64_t nonfinite_blocks; /**< float blocks that carried NaN/Inf */
-    uint64_t reserved[9];
+    /* retransmits by cause (they sum to retransmits): */
+    uint64_t rtx_fast;    /**< a later result revealed the gap (fast retransmit) */
+    uint64_t rtx_probe;   /**< tail probe or a resent packet's short timer expired */
+    uint64_t rtx_timeout; /**< the RTT-based retransmission timeout expired */
+    uint64_t reserved[6];
 } ina_stats;
 
 /** Copy the context's counters into *st. @return 0 or -EINVAL. */

@@ -826,6 +826,15 @@ static int run_worker(const struct opts *o)
                         : "# all results verified on all ranks\n");
         fflush(stdout);
     }
+    if (o->verbose) {
+        ina_stats st;
+        if (ina_get_stats(g_ctx, &st) == 0)
+            fprintf(stderr, "%s: rank %d: %llu packets, %llu retransmits (fast %llu, probe %llu, "
+                    "timeout %llu), %llu stale results\n", prog, o->rank,
+                    (unsigned long long)st.packets_sent, (unsigned long long)st.retransmits,
+                    (unsigned long long)st.rtx_fast, (unsigned long long)st.rtx_probe,
+                    (unsigned long long)st.rtx_timeout, (unsigned long long)st.stale_results);
+    }
     free(times);
     free(acc);
     free(scratch);

@@ -447,11 +447,13 @@ static void fast_retransmit(struct ina_ctx *ctx, uint64_t now)
         if (ws->inflight && ws->g == g && ws->tries == 0) {
             ws->tries++;
             ctx->stats.retransmits++;
+            ctx->stats.rtx_fast++;
             tx_packet(ctx, slot, ws);
             /* A loss is proven, so the straggler argument for a long timer
              * no longer holds: if this copy is lost too, resend after about
              * two round trips (doubling from there), not after the floor. */
             ws->rto_ms = short_rto_ms(ctx);
+            ws->tail_armed = 1; /* on the short timer from now on */
             arm_timer(ctx, ws, now);
         }
     }
@@ -507,7 +509,22 @@ static void retransmit_expired(struct ina_ctx *ctx, uint64_t now)
         struct ina_wslot *ws = &ctx->slots[i];
         if (!ws->inflight)
             continue;
+        /* A tail packet (never sent twice) is probed only after a silence:
+         * while results still arrive, the packets ahead of it are draining
+         * from a queue (a slow link), and it is not late, let alone lost. */
+        if (ws->deadline_ns <= now && ws->tail_armed && ws->tries == 0 &&
+            now - ctx->last_progress_ns < (uint64_t)ws->rto_ms * 1000000ull) {
+            ws->deadline_ns = ctx->last_progress_ns + (uint64_t)ws->rto_ms * 1000000ull;
+            if (ctx->next_rto_ns == 0 || ws->deadline_ns < ctx->next_rto_ns)
+                ctx->next_rto_ns = ws->deadline_ns;
+            continue;
+        }
         if (ws->deadline_ns <= now) {
+            /* Short timers (tail probe, after a fast retransmit) vs the RTO. */
+            if (ws->tail_armed)
+                ctx->stats.rtx_probe++;
+            else
+                ctx->stats.rtx_timeout++;
             ws->tries++;
             ws->rto_ms = ws->rto_ms * 2 > INA_MAX_RTO_MS ? INA_MAX_RTO_MS : ws->rto_ms * 2;
             ctx->stats.retransmits++;
