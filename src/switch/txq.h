@@ -1,4 +1,4 @@
-/* txq.h: the switch's transmit batch: datagram buffers plus (buffer, destination) pairs for sendmmsg. */
+/* txq.h: the switch's transmit batch: datagram buffers plus (buffer, destination) pairs. */
 #ifndef INA_SW_TXQ_H
 #define INA_SW_TXQ_H
 
@@ -6,9 +6,10 @@
  * The dataplane never sends: it builds each outgoing datagram once into a
  * buffer of this queue and pushes one entry per destination, so a result
  * multicast to N workers costs one copy and N iovecs pointing at the same
- * bytes. The I/O loop flushes the queue with sendmmsg at the end of every
- * receive burst (or earlier when the queue is full). All memory is sized at
- * start; nothing is allocated per packet.
+ * bytes. The I/O loop flushes the queue at the end of every receive burst
+ * (or earlier when the queue is full), packing each destination's datagrams
+ * into UDP GSO messages (main.c, udp_gso.h). All memory is sized at start;
+ * nothing is allocated per packet.
  */
 
 #include <netinet/in.h>
@@ -21,7 +22,6 @@ struct ina_txq {
     size_t bufsize;
     uint8_t *bufmem;
     unsigned nmsg, maxmsg;
-    struct mmsghdr *msgs;
     struct iovec *iovs;
     struct sockaddr_in *addrs;
 };
