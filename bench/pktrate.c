@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/addr.h"
 #include "common/wire.h"
 #include "ina.h"
 
@@ -89,24 +90,10 @@ static void die(const char *what)
     exit(1);
 }
 
+/* "host:port": the parser ina-switch and libina use. */
 static int parse_addr(const char *s, struct sockaddr_in *out)
 {
-    char host[256];
-    const char *colon = strrchr(s, ':');
-    if (!colon || (size_t)(colon - s) >= sizeof(host))
-        return -1;
-    memcpy(host, s, (size_t)(colon - s));
-    host[colon - s] = 0;
-    struct addrinfo hints, *res;
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_DGRAM;
-    if (getaddrinfo(host, NULL, &hints, &res) != 0)
-        return -1;
-    *out = *(struct sockaddr_in *)res->ai_addr;
-    freeaddrinfo(res);
-    out->sin_port = htons((uint16_t)atoi(colon + 1));
-    return 0;
+    return ina_parse_hostport(s, 1, out);
 }
 
 static void set_buffers(int fd, int bytes)
