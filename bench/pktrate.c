@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/addr.h"
+#include "common/udp_gso.h"
 #include "common/wire.h"
 #include "ina.h"
 
@@ -54,15 +55,6 @@
  *          srv_pps_per_core=... gen_cpu_s=... retrans=...
  */
 
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef UDP_GRO
-#define UDP_GRO 104
-#endif
-#ifndef SOL_UDP
-#define SOL_UDP 17
-#endif
 
 #define MAX_WORKERS 64
 #define GSO_MAX_SEGS 64

@@ -2,19 +2,9 @@
 #include "common/udp_gso.h"
 
 #include <errno.h>
-#include <netinet/udp.h>
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef UDP_GRO
-#define UDP_GRO 104
-#endif
-#ifndef SOL_UDP
-#define SOL_UDP 17
-#endif
 
 #define INA_GSO_CTRL_LEN CMSG_SPACE(sizeof(uint16_t))
 

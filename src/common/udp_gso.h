@@ -19,9 +19,21 @@
  */
 
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+
+/* Older headers lack these (values from linux/udp.h). */
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+#ifndef SOL_UDP
+#define SOL_UDP 17
+#endif
 
 #define INA_GSO_MAX_SEGS 64       /* kernel UDP_MAX_SEGMENTS */
 #define INA_GSO_MAX_BYTES 65000   /* one GSO message must fit an IP datagram */

@@ -59,7 +59,7 @@ struct ina_wslot {
     uint32_t round;    /* round (seq) of the next use of this slot */
     uint32_t seq;      /* round of the in-flight packet */
     uint8_t inflight;  /* a packet is out, waiting for its result */
-    uint8_t tail_armed; /* on the short timer: tail probe, or resent by fast retransmit */
+    uint8_t short_timer; /* on the short timer: tail probe, or resent by fast retransmit */
     uint16_t tries;
     uint32_t rto_ms;     /* this packet's current timeout (doubles per retry) */
     uint64_t sent_ns;    /* first transmission, for RTT samples (Karn: only if tries == 0) */

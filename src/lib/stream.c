@@ -239,7 +239,7 @@ static void send_ready(struct ina_ctx *ctx, uint64_t now)
         ws->tries = 0;
         ws->rto_ms = current_rto_ms(ctx);
         ws->sent_ns = now;
-        ws->tail_armed = 0;
+        ws->short_timer = 0;
         ws->exp_used = exp_used;
         ws->g = g;
         ws->p = ctx->send_p;
@@ -453,7 +453,7 @@ static void fast_retransmit(struct ina_ctx *ctx, uint64_t now)
              * no longer holds: if this copy is lost too, resend after about
              * two round trips (doubling from there), not after the floor. */
             ws->rto_ms = short_rto_ms(ctx);
-            ws->tail_armed = 1; /* on the short timer from now on */
+            ws->short_timer = 1; /* on the short timer from now on */
             arm_timer(ctx, ws, now);
         }
     }
@@ -491,9 +491,9 @@ static void tail_probe(struct ina_ctx *ctx)
     uint64_t first = ctx->next_g > INA_FAST_RTX_GAP ? ctx->next_g - INA_FAST_RTX_GAP : 0;
     for (uint64_t g = first; g < ctx->next_g; g++) {
         struct ina_wslot *ws = &ctx->slots[g & mask];
-        if (!ws->inflight || ws->g != g || ws->tries != 0 || ws->tail_armed)
+        if (!ws->inflight || ws->g != g || ws->tries != 0 || ws->short_timer)
             continue;
-        ws->tail_armed = 1;
+        ws->short_timer = 1;
         ws->rto_ms = short_rto_ms(ctx);
         arm_timer(ctx, ws, ws->sent_ns);
     }
@@ -512,7 +512,7 @@ static void retransmit_expired(struct ina_ctx *ctx, uint64_t now)
         /* A tail packet (never sent twice) is probed only after a silence:
          * while results still arrive, the packets ahead of it are draining
          * from a queue (a slow link), and it is not late, let alone lost. */
-        if (ws->deadline_ns <= now && ws->tail_armed && ws->tries == 0 &&
+        if (ws->deadline_ns <= now && ws->short_timer && ws->tries == 0 &&
             now - ctx->last_progress_ns < (uint64_t)ws->rto_ms * 1000000ull) {
             ws->deadline_ns = ctx->last_progress_ns + (uint64_t)ws->rto_ms * 1000000ull;
             if (ctx->next_rto_ns == 0 || ws->deadline_ns < ctx->next_rto_ns)
@@ -521,7 +521,7 @@ static void retransmit_expired(struct ina_ctx *ctx, uint64_t now)
         }
         if (ws->deadline_ns <= now) {
             /* Short timers (tail probe, after a fast retransmit) vs the RTO. */
-            if (ws->tail_armed)
+            if (ws->short_timer)
                 ctx->stats.rtx_probe++;
             else
                 ctx->stats.rtx_timeout++;

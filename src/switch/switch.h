@@ -86,7 +86,7 @@ struct ina_switch {
 /* Worst case one input queues: an ABORT to every rank plus a JOIN_ACK per rank. */
 #define INA_SW_TX_RESERVE_BUFS (INA_MAX_WORKERS + 2)
 #define INA_SW_TX_RESERVE_MSGS (2 * INA_MAX_WORKERS + 2)
-#define INA_SW_TX_BATCH 64 /* datagrams received per burst */
+#define INA_SW_TX_BATCH 64 /* finished sums queued (transmit buffers) before a flush is forced */
 
 /* True when the caller must flush sw->txq before the next ina_switch_input(). */
 static inline int ina_switch_tx_full(const struct ina_switch *sw)

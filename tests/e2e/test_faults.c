@@ -90,10 +90,26 @@ static int worker(int rank, int n, void *arg)
     }
     ina_stats st;
     ina_get_stats(ctx, &st);
+    /* Every retransmission is counted under exactly one cause. */
+    if (st.retransmits != st.rtx_fast + st.rtx_probe + st.rtx_timeout) {
+        fprintf(stderr, "%s: rank %d: retransmits %llu != fast %llu + probe %llu + timeout %llu\n",
+                scenario_name, rank, (unsigned long long)st.retransmits,
+                (unsigned long long)st.rtx_fast, (unsigned long long)st.rtx_probe,
+                (unsigned long long)st.rtx_timeout);
+        fails++;
+    }
+    /* Under loss, the gap detector must be doing real work. */
+    if (lib_fault == NULL && strstr(scenario_name, "loss 5%") && st.rtx_fast == 0) {
+        fprintf(stderr, "%s: rank %d: no fast retransmits under 5%% loss\n", scenario_name, rank);
+        fails++;
+    }
     if (rank == 0)
-        printf("  %s: rank 0: %llu ops, %llu packets, %llu retransmits, %llu stale results\n",
+        printf("  %s: rank 0: %llu ops, %llu packets, %llu retransmits (fast %llu, probe %llu, "
+               "timeout %llu), %llu stale results\n",
                scenario_name, (unsigned long long)st.ops, (unsigned long long)st.packets_sent,
-               (unsigned long long)st.retransmits, (unsigned long long)st.stale_results);
+               (unsigned long long)st.retransmits, (unsigned long long)st.rtx_fast,
+               (unsigned long long)st.rtx_probe, (unsigned long long)st.rtx_timeout,
+               (unsigned long long)st.stale_results);
     free(in);
     free(out);
     ina_finalize(ctx);

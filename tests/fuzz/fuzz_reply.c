@@ -56,9 +56,7 @@
 
 #include "lib/internal.h"
 
-#ifndef SOL_UDP
-#define SOL_UDP 17
-#endif
+
 #include "lib/quant.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -128,7 +126,7 @@ HARNESS int __wrap_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int vlen, int
         CHECKF(iovlen >= 1 && iovlen <= INA_GSO_MAX_SEGS);
         if (iovlen > 1) {
             const struct cmsghdr *c = CMSG_FIRSTHDR((struct msghdr *)mh);
-            CHECKF(c != NULL && c->cmsg_level == SOL_UDP && c->cmsg_type == 103 /* UDP_SEGMENT */);
+            CHECKF(c != NULL && c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_SEGMENT);
             uint16_t gso;
             memcpy(&gso, CMSG_DATA(c), sizeof(gso));
             CHECKF(gso == seg);
@@ -189,7 +187,7 @@ HARNESS int __wrap_recvmmsg(int fd, struct mmsghdr *msgs, unsigned int vlen, int
         struct msghdr *mh = &msgs[0].msg_hdr;
         struct cmsghdr *c = CMSG_FIRSTHDR(mh);
         c->cmsg_level = SOL_UDP;
-        c->cmsg_type = 104; /* UDP_GRO */
+        c->cmsg_type = UDP_GRO;
         c->cmsg_len = CMSG_LEN(sizeof(int));
         int seg = (int)rxq[0].len;
         memcpy(CMSG_DATA(c), &seg, sizeof(seg));
