@@ -15,7 +15,7 @@ SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 .DEFAULT_GOAL := all
-.PHONY: all deps demo test test-gcc asan asan-run fuzz clean help
+.PHONY: all deps deps-test demo test test-gcc asan asan-run fuzz clean help
 
 ## all   : check packages, configure and build build/ (default compiler, no -Werror by default)
 all: deps
@@ -26,13 +26,17 @@ all: deps
 deps:
 	@if [ "$(SKIP_DEPS)" = 1 ]; then echo "deps: skipped (SKIP_DEPS=1)"; else bash scripts/deps.sh; fi
 
+## deps-test : deps, plus the packages only the tests need (torch, scikit-learn, OpenMPI)
+deps-test:
+	@if [ "$(SKIP_DEPS)" = 1 ]; then echo "deps: skipped (SKIP_DEPS=1)"; else bash scripts/deps.sh --test; fi
+
 ## demo  : build, then run scripts/demo.sh (ina-bench, 4 local workers, float32 and int32)
 demo: all
 	INA_BUILD_DIR=$(BUILD_DIR) bash scripts/demo.sh
 
 ## test  : gcc build with -Werror + ctest, then clang ASan/UBSan build with -Werror + ctest;
 ##         both always run, and both must pass
-test: deps
+test: deps-test
 	@rc=0; \
 	$(MAKE) --no-print-directory test-gcc || rc=1; \
 	$(MAKE) --no-print-directory asan-run || rc=1; \
@@ -41,7 +45,7 @@ test: deps
 	exit $$rc
 
 ## asan  : only the clang ASan/UBSan build (build-asan/) and its tests
-asan: deps
+asan: deps-test
 	@$(MAKE) --no-print-directory asan-run
 
 # Internal: no package check.
