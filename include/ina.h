@@ -116,12 +116,18 @@ INA_EXTERN const char *ina_err_name(int err);
 typedef enum {
     INA_INT32 = 0,   /**< exact; sums wrap modulo 2^32 (two's complement) */
     INA_FLOAT32 = 1, /**< block floating point, error bound in docs/PROTOCOL.md */
-    /* 2..15 reserved: FLOAT16, BFLOAT16, FLOAT64 (not implemented yet) */
+    INA_FLOAT16 = 2,  /**< IEEE binary16 (uint16_t storage), quantized as FLOAT32 */
+    INA_BFLOAT16 = 3, /**< bfloat16 (uint16_t storage), quantized as FLOAT32 */
+    INA_FLOAT64 = 4,  /**< double; quantized to 32-bit blocks: see its error bound */
+    /* 5..15 reserved */
 } ina_dtype;
 
 typedef enum {
     INA_SUM = 0,
-    /* 1..15 reserved: MIN, MAX, ... (not implemented yet) */
+    INA_MAX = 1, /**< integer types only */
+    INA_MIN = 2, /**< integer types only */
+    INA_AVG = 3, /**< sum, then divided by world size on each worker (as PyTorch's AVG) */
+    /* 4..15 reserved */
 } ina_op;
 
 /* ---- Configuration ----------------------------------------------------- */
