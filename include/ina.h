@@ -154,7 +154,14 @@ typedef struct ina_config {
                                   measured RTT (srtt + 4 rttvar, RFC 6298) above this floor and
                                   doubles per retry up to 1000 ms (values above 1000
                                   act as 1000). */
-    unsigned reserved[8];    /**< zero; room for new fields without breaking the ABI */
+    int lanes;               /**< 0 or 1 = one lane (default). N > 1: split every operation
+                                  into N contiguous parts, each streamed by its own thread
+                                  with its own socket and its own window of slots (a job of
+                                  its own at the switch, which may serve it on another
+                                  dataplane thread: ina-switch --threads). All ranks must
+                                  use the same value (else INA_ERR_MISMATCH at join).
+                                  At most 16. Since v0.2. */
+    unsigned reserved[7];    /**< zero; room for new fields without breaking the ABI */
 } ina_config;
 
 /** Fill cfg with the defaults documented above. Since v0.1. */
@@ -164,7 +171,7 @@ INA_EXTERN void ina_config_init(ina_config *cfg);
  * Fill cfg from the environment, starting from the defaults:
  * INA_SWITCH (host:port), INA_RANK (else RANK), INA_WORLD_SIZE (else
  * WORLD_SIZE), INA_JOB, INA_ELEMS, INA_WINDOW, INA_TIMEOUT_MS,
- * INA_JOIN_TIMEOUT_MS, INA_RTO_MS. Strings point into the environment.
+ * INA_JOIN_TIMEOUT_MS, INA_RTO_MS, INA_LANES. Strings point into the environment.
  * @return 0, or INA_ERR_CONFIG if a variable is present but malformed.
  */
 INA_EXTERN int ina_config_from_env(ina_config *cfg);
@@ -291,7 +298,8 @@ typedef struct ina_info {
     int window;           /**< as granted by the switch */
     uint32_t job_id;
     uint32_t session_id;
-    unsigned reserved[8];
+    int lanes;            /**< lanes (threads) per operation; window is per lane */
+    unsigned reserved[7];
 } ina_info;
 
 /** Session parameters agreed at join time. @return 0 or -EINVAL. */

@@ -76,6 +76,7 @@ struct opts {
     int iters, warmup;
     int json;
     int elems, window, timeout_ms, join_timeout_ms;
+    int lanes, switch_threads;
     int deadline_s;
     int verbose;
     /* loss sweep (--loss): the launcher reruns everything once per rate */
@@ -123,6 +124,9 @@ static void usage(FILE *f)
 "  --elems K            elements per packet requested (0 = library default)\n"
 "  --window W           outstanding packets requested, a power of 2\n"
 "                       (0 = library default)\n"
+"  --lanes L            threads (lanes) per worker, each streaming 1/L of every\n"
+"                       operation with its own socket and window (default 1)\n"
+"  --switch-threads T   --local: run ina-switch --threads T (default 1)\n"
 "  --timeout-ms MS      operation deadline without progress (0 = library default)\n"
 "  --join-timeout-ms MS deadline for all ranks to join (0 = library default)\n"
 "  --deadline-s S       overall wall-clock deadline; --local kills the workers\n"
@@ -238,7 +242,7 @@ static void parse_sizes(struct opts *o, const char *arg)
 
 enum {
     OPT_LOCAL = 256, OPT_SWITCH_BIN, OPT_SWITCH, OPT_RANK, OPT_WORLD, OPT_JOB, OPT_SIZES,
-    OPT_DTYPE, OPT_ITERS, OPT_WARMUP, OPT_JSON, OPT_ELEMS, OPT_WINDOW, OPT_TIMEOUT,
+    OPT_DTYPE, OPT_ITERS, OPT_WARMUP, OPT_JSON, OPT_ELEMS, OPT_WINDOW, OPT_LANES, OPT_SWITCH_THREADS, OPT_TIMEOUT,
     OPT_JOIN_TIMEOUT, OPT_DEADLINE, OPT_VERBOSE,
     OPT_LOSS,
     OPT_LOSS_LABEL,
@@ -286,6 +290,8 @@ static void parse_args(struct opts *o, int argc, char **argv)
         {"json", no_argument, NULL, OPT_JSON},
         {"elems", required_argument, NULL, OPT_ELEMS},
         {"window", required_argument, NULL, OPT_WINDOW},
+        {"lanes", required_argument, NULL, OPT_LANES},
+        {"switch-threads", required_argument, NULL, OPT_SWITCH_THREADS},
         {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
         {"join-timeout-ms", required_argument, NULL, OPT_JOIN_TIMEOUT},
         {"deadline-s", required_argument, NULL, OPT_DEADLINE},
@@ -338,6 +344,12 @@ static void parse_args(struct opts *o, int argc, char **argv)
         case OPT_WARMUP: o->warmup = parse_int("--warmup", a, 0, 1000000); break;
         case OPT_JSON: o->json = 1; break;
         case OPT_ELEMS: o->elems = parse_int("--elems", a, 0, INT_MAX); break;
+        case OPT_LANES:
+            o->lanes = parse_int("--lanes", a, 1, 16);
+            break;
+        case OPT_SWITCH_THREADS:
+            o->switch_threads = parse_int("--switch-threads", a, 1, 64);
+            break;
         case OPT_WINDOW:
             o->window = parse_int("--window", a, 0, 1 << 30);
             if (o->window & (o->window - 1))
@@ -637,6 +649,7 @@ static int run_worker(const struct opts *o)
     cfg.world_size = o->world;
     cfg.elems_per_packet = o->elems;
     cfg.window = o->window;
+    cfg.lanes = o->lanes;
     cfg.timeout_ms = o->timeout_ms;
     cfg.join_timeout_ms = o->join_timeout_ms;
 
@@ -1002,17 +1015,22 @@ static int run_local(const struct opts *o)
 
     /* 1. the switch */
     {
-        char frx[64], ftx[64];
-        const char *argv[12] = {swbin, "--listen", "127.0.0.1:0", "--port-file", portfile, "--quiet",
+        char frx[64], ftx[64], thr[16];
+        const char *argv[14] = {swbin, "--listen", "127.0.0.1:0", "--port-file", portfile, "--quiet",
                                 NULL};
+        int a = 6;
         if (o->loss_cur > 0) {
             /* The same rate each way: a datagram is lost on the way in or out. */
             snprintf(frx, sizeof frx, "drop=%.9g,seed=1", o->loss_cur);
             snprintf(ftx, sizeof ftx, "drop=%.9g,seed=2", o->loss_cur);
-            argv[6] = "--fault-rx"; argv[7] = frx;
-            argv[8] = "--fault-tx"; argv[9] = ftx;
-            argv[10] = NULL;
+            argv[a++] = "--fault-rx"; argv[a++] = frx;
+            argv[a++] = "--fault-tx"; argv[a++] = ftx;
         }
+        if (o->switch_threads > 1) {
+            snprintf(thr, sizeof thr, "%d", o->switch_threads);
+            argv[a++] = "--threads"; argv[a++] = thr;
+        }
+        argv[a] = NULL;
         if (o->verbose)
             lerr("starting %s --listen 127.0.0.1:0 --port-file %s --quiet", swbin, portfile);
         sw = spawn(argv, !o->verbose);
@@ -1081,6 +1099,8 @@ static int run_local(const struct opts *o)
         snprintf(s_warm, sizeof s_warm, "%d", o->warmup);
         snprintf(s_elems, sizeof s_elems, "%d", o->elems);
         snprintf(s_win, sizeof s_win, "%d", o->window);
+        char s_lanes[16];
+        snprintf(s_lanes, sizeof s_lanes, "%d", o->lanes ? o->lanes : 1);
         snprintf(s_to, sizeof s_to, "%d", o->timeout_ms);
         snprintf(s_jto, sizeof s_jto, "%d", o->join_timeout_ms);
         /* a little later than ours, so that the launcher reports first */
@@ -1096,6 +1116,7 @@ static int run_local(const struct opts *o)
         argv[a++] = "--warmup"; argv[a++] = s_warm;
         argv[a++] = "--elems"; argv[a++] = s_elems;
         argv[a++] = "--window"; argv[a++] = s_win;
+        argv[a++] = "--lanes"; argv[a++] = s_lanes;
         argv[a++] = "--timeout-ms"; argv[a++] = s_to;
         argv[a++] = "--join-timeout-ms"; argv[a++] = s_jto;
         argv[a++] = "--deadline-s"; argv[a++] = s_dl;

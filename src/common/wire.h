@@ -56,7 +56,13 @@ enum ina_kind {
     INA_K_JOIN_NAK = 18, /* switch -> worker: refused (body: struct ina_nak) */
     INA_K_LEAVE = 19,    /* worker -> switch: rank leaves, session ends */
     INA_K_ABORT = 20,    /* switch -> worker: session ended (body: struct ina_nak) */
+    INA_K_REDIRECT = 21, /* switch -> worker: JOIN this lane at another port (body: ina_nak
+                            layout; bytes 12..13 hold the port) */
 };
+
+/* A worker may split its stream into lanes (threads), each its own job at
+ * the switch: same name, lane index 0..nlanes-1 (see docs/PROTOCOL.md). */
+#define INA_MAX_LANES 16
 
 /* Decoded header, host byte order. */
 struct ina_hdr {
@@ -168,7 +174,9 @@ static inline int ina_hdr_decode(const uint8_t *b, size_t len, struct ina_hdr *h
  *  20   4  mcast_group   JOIN_ACK: IPv4 group the switch multicasts finished sums
  *                        to (0 = none: results come by unicast); JOIN: 0
  *  24   2  mcast_port    JOIN_ACK: UDP port of that group; JOIN: 0
- *  26   6  reserved       0
+ *  26   1  lane           lane of this job, 0..nlanes-1 (echoed in JOIN_ACK)
+ *  27   1  nlanes         lanes of every rank, 1..INA_MAX_LANES; 0 is read as 1
+ *  28   4  reserved       0
  *  32  32  name           job name, NUL-padded
  */
 #define INA_JOIN_BODY_LEN 64
@@ -180,6 +188,7 @@ struct ina_join {
     uint32_t sw_version;
     uint32_t mcast_group; /* host byte order; 0 = none */
     uint16_t mcast_port;
+    uint8_t lane, nlanes;
     char name[32];
 };
 
@@ -194,6 +203,8 @@ static inline void ina_join_encode(uint8_t *b, const struct ina_join *j)
     ina_put32(b + 16, j->sw_version);
     ina_put32(b + 20, j->mcast_group);
     ina_put16(b + 24, j->mcast_port);
+    b[26] = j->lane;
+    b[27] = j->nlanes;
     memcpy(b + 32, j->name, 32);
 }
 
@@ -209,14 +220,18 @@ static inline int ina_join_decode(const uint8_t *b, size_t len, struct ina_join 
     j->sw_version = ina_get32(b + 16);
     j->mcast_group = ina_get32(b + 20);
     j->mcast_port = ina_get16(b + 24);
+    j->lane = b[26];
+    j->nlanes = b[27] ? b[27] : 1;
     memcpy(j->name, b + 32, 32);
     if (memchr(j->name, 0, 32) == NULL)
         return INA_PARSE_LENGTH;
     return INA_PARSE_OK;
 }
 
-/* JOIN_NAK and ABORT body, 16 bytes: nonce (8, echoed; 0 in ABORT), reason (4,
- * a negative INA_ERR_* code as two's complement), reserved (4). */
+/* JOIN_NAK, ABORT and REDIRECT body, 16 bytes: nonce (8, echoed; 0 in ABORT),
+ * reason (4, a negative INA_ERR_* code as two's complement; 0 in REDIRECT),
+ * then REDIRECT: port (2, the UDP port to JOIN at), reserved (2); others:
+ * reserved (4). */
 #define INA_NAK_BODY_LEN 16
 static inline void ina_nak_encode(uint8_t *b, uint64_t nonce, int32_t reason)
 {
@@ -225,6 +240,16 @@ static inline void ina_nak_encode(uint8_t *b, uint64_t nonce, int32_t reason)
     ina_put32(b + 4, (uint32_t)nonce);
     ina_put32(b + 8, (uint32_t)reason);
 }
+/* The switch's dataplane thread (shard) of a lane: lanes of one job, and
+ * jobs, spread over the threads. FNV-1a of the name, plus the lane. */
+static inline unsigned ina_lane_shard(const char *name, unsigned lane, unsigned nshards)
+{
+    uint32_t h = 2166136261u;
+    for (const char *c = name; *c; c++)
+        h = (h ^ (uint8_t)*c) * 16777619u;
+    return (h + lane) % nshards;
+}
+
 static inline int ina_nak_decode(const uint8_t *b, size_t len, uint64_t *nonce, int32_t *reason)
 {
     if (len < INA_NAK_BODY_LEN)

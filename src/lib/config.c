@@ -54,6 +54,7 @@ int ina_config_from_env(ina_config *cfg)
         {"INA_TIMEOUT_MS", NULL, &cfg->timeout_ms},
         {"INA_JOIN_TIMEOUT_MS", NULL, &cfg->join_timeout_ms},
         {"INA_RTO_MS", NULL, &cfg->rto_ms},
+        {"INA_LANES", NULL, &cfg->lanes},
     };
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
         int rc = env_int(vars[i].name, vars[i].field);

@@ -31,12 +31,77 @@ static int config_valid(const ina_config *cfg)
            cfg->elems_per_packet >= 0 && cfg->elems_per_packet <= INA_MAX_ELEMS &&
            cfg->window >= 0 && cfg->window <= INA_MAX_WINDOW &&
            (cfg->window & (cfg->window - 1)) == 0 && cfg->timeout_ms >= 0 &&
-           cfg->join_timeout_ms >= 0 && cfg->rto_ms >= 0;
+           cfg->join_timeout_ms >= 0 && cfg->rto_ms >= 0 && cfg->lanes >= 0 &&
+           cfg->lanes <= INA_MAX_LANES;
 }
 
 static int is_loopback(const struct sockaddr_in *a)
 {
     return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+}
+
+/* The fields every context has, a lane's or a multi-lane parent's. */
+static struct ina_ctx *ctx_new(const ina_config *cfg, int lane, int nlanes)
+{
+    struct ina_ctx *ctx = calloc(1, sizeof(*ctx));
+    if (!ctx)
+        return NULL;
+    ctx->magic = INA_CTX_LIVE;
+    ctx->fd = -1;
+    ctx->mcast_fd = -1;
+    ctx->wake_fd = -1;
+    snprintf(ctx->job, sizeof(ctx->job), "%s", cfg->job);
+    ctx->rank = cfg->rank;
+    ctx->world = cfg->world_size;
+    ctx->lane = lane;
+    ctx->nlanes = nlanes;
+    ctx->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : INA_DEFAULT_TIMEOUT_MS;
+    ctx->join_timeout_ms = cfg->join_timeout_ms ? cfg->join_timeout_ms : INA_DEFAULT_JOIN_TIMEOUT_MS;
+    ctx->rto_ms = cfg->rto_ms ? cfg->rto_ms : INA_DEFAULT_RTO_MS;
+    return ctx;
+}
+
+/* Keep a finalized context's shell (see struct ina_ctx). */
+static void ctx_retire(struct ina_ctx *ctx)
+{
+    memset(ctx, 0, sizeof(*ctx));
+    ctx->magic = INA_CTX_CLOSED;
+    ctx->fd = -1;
+    pthread_mutex_lock(&closed_lock);
+    ctx->next_closed = closed_list;
+    closed_list = ctx;
+    pthread_mutex_unlock(&closed_lock);
+}
+
+/*
+ * Lanes: with cfg->lanes = L > 1, the context is a parent of L lane
+ * contexts, each a job of its own at the switch (same name, lane 0..L-1).
+ * They join one after the other: every rank joins lane 0 first, so each
+ * lane's job completes and no rank waits on a lane another has not reached.
+ */
+static int init_lanes(struct ina_ctx **out, const ina_config *cfg, int nlanes)
+{
+    struct ina_ctx *parent = ctx_new(cfg, 0, nlanes);
+    struct ina_ctx *lane[INA_MAX_LANES];
+    if (!parent)
+        return -ENOMEM;
+    int rc = 0, n = 0;
+    for (; n < nlanes && rc == 0; n++)
+        if ((rc = ina__lane_open(&lane[n], cfg, n, nlanes)) != 0)
+            break;
+    if (rc == 0)
+        rc = ina__lanes_start(parent, lane, nlanes);
+    if (rc != 0) {
+        for (int i = 0; i < n; i++) {
+            /* Joined lanes: end them for every rank, whose later lanes fail too. */
+            ina__session_leave(lane[i], 1);
+            ina__lane_close(lane[i]);
+        }
+        free(parent);
+        return rc;
+    }
+    *out = parent;
+    return 0;
 }
 
 int ina_init(ina_ctx **out, const ina_config *cfg)
@@ -46,18 +111,16 @@ int ina_init(ina_ctx **out, const ina_config *cfg)
     *out = NULL;
     if (!cfg || !config_valid(cfg))
         return -EINVAL;
-    struct ina_ctx *ctx = calloc(1, sizeof(*ctx));
+    if (cfg->lanes > 1)
+        return init_lanes(out, cfg, cfg->lanes);
+    return ina__lane_open(out, cfg, 0, 1);
+}
+
+int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, int lane, int nlanes)
+{
+    struct ina_ctx *ctx = ctx_new(cfg, lane, nlanes);
     if (!ctx)
         return -ENOMEM;
-    ctx->magic = INA_CTX_LIVE;
-    ctx->fd = -1;
-    ctx->mcast_fd = -1;
-    snprintf(ctx->job, sizeof(ctx->job), "%s", cfg->job);
-    ctx->rank = cfg->rank;
-    ctx->world = cfg->world_size;
-    ctx->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : INA_DEFAULT_TIMEOUT_MS;
-    ctx->join_timeout_ms = cfg->join_timeout_ms ? cfg->join_timeout_ms : INA_DEFAULT_JOIN_TIMEOUT_MS;
-    ctx->rto_ms = cfg->rto_ms ? cfg->rto_ms : INA_DEFAULT_RTO_MS;
 
     const char *fault = getenv("INA_FAULT");
     if (fault && *fault && ina_fault_parse(&ctx->fault, fault) != 0) {
@@ -97,6 +160,8 @@ int ina_init_env(ina_ctx **out)
     return rc ? rc : ina_init(out, &cfg);
 }
 
+static void lane_release(struct ina_ctx *ctx);
+
 int ina_finalize(ina_ctx *ctx)
 {
     if (!ctx)
@@ -106,6 +171,23 @@ int ina_finalize(ina_ctx *ctx)
         return rc; /* finalized twice: INA_ERR_CLOSED */
     /* Leaving with work in flight breaks the collective for the other ranks:
      * end the session for them at once rather than let them time out. */
+    if (ctx->lanes) {
+        ina__lanes_close(ctx); /* stops the threads, closes every lane */
+        while (ctx->live) {
+            struct ina_req *r = ctx->live;
+            ctx->live = r->live_next;
+            free(r);
+        }
+    } else {
+        lane_release(ctx);
+    }
+    ctx_retire(ctx);
+    return 0;
+}
+
+/* Fail what is in flight, leave, free the stream and sockets; keep the struct. */
+static void lane_release(struct ina_ctx *ctx)
+{
     int abort = ctx->head != NULL;
     ina__stream_fail_all(ctx, INA_ERR_CLOSED);
     while (ctx->live) {
@@ -119,14 +201,13 @@ int ina_finalize(ina_ctx *ctx)
         close(ctx->fd);
     if (ctx->mcast_group && ctx->mcast_fd >= 0)
         close(ctx->mcast_fd);
-    memset(ctx, 0, sizeof(*ctx));
-    ctx->magic = INA_CTX_CLOSED;
-    ctx->fd = -1;
-    pthread_mutex_lock(&closed_lock);
-    ctx->next_closed = closed_list;
-    closed_list = ctx;
-    pthread_mutex_unlock(&closed_lock);
-    return 0;
+    ctx->fd = ctx->mcast_fd = -1;
+}
+
+void ina__lane_close(struct ina_ctx *ctx)
+{
+    lane_release(ctx);
+    free(ctx);
 }
 
 static int check_args(const ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
@@ -171,6 +252,27 @@ static uint64_t op_tag_seed(uint64_t opno, size_t count, ina_dtype dtype)
     return x;
 }
 
+/* Link a request into ctx's list of requests not yet waited. */
+static void live_link(struct ina_ctx *ctx, struct ina_req *req)
+{
+    req->live_next = ctx->live;
+    if (ctx->live)
+        ctx->live->live_prev = req;
+    ctx->live = req;
+    ctx->nreqs++;
+}
+
+void ina__live_unlink(struct ina_ctx *ctx, struct ina_req *req)
+{
+    if (req->live_prev)
+        req->live_prev->live_next = req->live_next;
+    else
+        ctx->live = req->live_next;
+    if (req->live_next)
+        req->live_next->live_prev = req->live_prev;
+    ctx->nreqs--;
+}
+
 struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
                                 size_t count, ina_dtype dtype)
 {
@@ -186,11 +288,7 @@ struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *
     req->nblocks = (count + ctx->elems - 1) / ctx->elems;
     req->lag = req->quantized ? (req->nblocks < ctx->window ? req->nblocks : ctx->window) : 0;
     req->npackets = req->nblocks + req->lag;
-    req->live_next = ctx->live;
-    if (ctx->live)
-        ctx->live->live_prev = req;
-    ctx->live = req;
-    ctx->nreqs++;
+    live_link(ctx, req);
     req->tag_seed = op_tag_seed(ctx->nops_started + (req->npackets != 0), count, dtype);
     if (req->npackets == 0) {
         req->done = 1; /* count 0: nothing to send, every rank agrees */
@@ -200,6 +298,28 @@ struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *
         ina__stream_enqueue(ctx, req);
     }
     return req;
+}
+
+/* A multi-lane context: a parent request, split over the lanes (lanes.c). */
+static int lanes_start_op(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                          ina_dtype dtype, ina_req **out)
+{
+    struct ina_req *req = calloc(1, sizeof(*req));
+    if (!req)
+        return -ENOMEM;
+    req->ctx = ctx;
+    req->src = sendbuf;
+    req->dst = recvbuf;
+    req->count = count;
+    req->dtype = dtype;
+    int rc = ina__lanes_submit(ctx, req);
+    if (rc != 0) {
+        free(req);
+        return rc;
+    }
+    live_link(ctx, req);
+    *out = req;
+    return 0;
 }
 
 int ina_allreduce_start(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
@@ -213,6 +333,8 @@ int ina_allreduce_start(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t
         return rc;
     if (ctx->nreqs >= INA_MAX_REQS)
         return INA_ERR_BUSY;
+    if (ctx->lanes)
+        return lanes_start_op(ctx, sendbuf, recvbuf, count, dtype, out);
     ina_req *req = ina__req_create(ctx, sendbuf, recvbuf, count, dtype);
     if (!req)
         return -ENOMEM;
@@ -226,6 +348,8 @@ int ina_test(ina_req *req, int *done)
 {
     if (!req || !done)
         return -EINVAL;
+    if (req->ctx->lanes)
+        return ina__lanes_test(req, done);
     if (!req->done)
         ina__stream_progress(req->ctx, 0);
     *done = req->done;
@@ -237,18 +361,17 @@ int ina_wait(ina_req *req)
     if (!req)
         return 0;
     struct ina_ctx *ctx = req->ctx;
-    /* Bounded: progress fails every request once timeout_ms pass without a
-     * result, so this loop ends. */
-    while (!req->done)
-        ina__stream_progress(ctx, 100);
-    int status = req->status;
-    if (req->live_prev)
-        req->live_prev->live_next = req->live_next;
-    else
-        ctx->live = req->live_next;
-    if (req->live_next)
-        req->live_next->live_prev = req->live_prev;
-    ctx->nreqs--;
+    int status;
+    if (ctx->lanes) {
+        status = ina__lanes_wait(req); /* bounded by the lanes' own deadlines */
+    } else {
+        /* Bounded: progress fails every request once timeout_ms pass without
+         * a result, so this loop ends. */
+        while (!req->done)
+            ina__stream_progress(ctx, 100);
+        status = req->status;
+    }
+    ina__live_unlink(ctx, req);
     free(req);
     return status;
 }
@@ -268,7 +391,10 @@ int ina_get_stats(const ina_ctx *ctx, ina_stats *st)
     int rc = ctx_check(ctx);
     if (rc)
         return rc;
-    *st = ctx->stats;
+    if (ctx->lanes)
+        ina__lanes_stats(ctx, st);
+    else
+        *st = ctx->stats;
     return 0;
 }
 
@@ -280,6 +406,9 @@ int ina_get_info(const ina_ctx *ctx, ina_info *info)
     if (rc)
         return rc;
     memset(info, 0, sizeof(*info));
+    info->lanes = ctx->lanes ? ctx->nlanes : 1;
+    if (ctx->lanes)
+        ctx = ina__lanes_ctx(ctx, 0); /* lane 0's parameters (each lane has its own job) */
     info->rank = ctx->rank;
     info->world_size = ctx->world;
     info->elems_per_packet = (int)ctx->elems;

@@ -52,6 +52,10 @@ struct ina_req {
     uint64_t ndone; /* packets whose result arrived */
     uint64_t tag_seed; /* hash of (op number, count, dtype): seeds the packet tags (wire.h) */
     int done, status;
+    /* Lanes (lanes.c): an operation of a multi-lane context is a parent whose
+     * parts are requests of the lane contexts; a part points to its parent. */
+    struct ina_req *parent;
+    int remaining; /* parent: parts not finished yet (under the lanes mutex) */
 };
 
 /* Worker-side state of one slot of the window. */
@@ -107,6 +111,9 @@ struct ina_ctx {
     uint32_t mcast_group;   /* host order, from JOIN_ACK; 0 = none */
     uint16_t mcast_port;
     int broken;             /* 0, or the error that broke the context */
+    int lane, nlanes;       /* this context's lane, and the lanes of its job (JOIN) */
+    int wake_fd;            /* eventfd that interrupts the stream's poll (lane threads), -1 */
+    struct ina_lanes *lanes; /* a multi-lane context's lanes and threads (lanes.c); else NULL */
 
     /* stream */
     struct ina_wslot *slots; /* window entries */
@@ -154,6 +161,8 @@ int ina__net_send(struct ina_ctx *ctx, const uint8_t *buf, size_t len);
 
 /* net.c: join the job's multicast group (ctx->mcast_group) on a second socket. */
 int ina__net_open_mcast(struct ina_ctx *ctx);
+/* net.c: talk to another port of the switch from now on (REDIRECT at join). */
+int ina__net_reconnect(struct ina_ctx *ctx, uint16_t port);
 
 /* session.c */
 int ina__session_join(struct ina_ctx *ctx, int elems, int window);
@@ -164,6 +173,26 @@ void ina__session_leave(struct ina_ctx *ctx, int abort);
  * the stream (count 0: done at once). @return NULL if out of memory. */
 struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
                                 size_t count, ina_dtype dtype);
+
+/* ctx.c: take a request off ctx's list of requests not yet waited. */
+void ina__live_unlink(struct ina_ctx *ctx, struct ina_req *req);
+
+/* ctx.c: open one lane's context (socket, join, stream); close it (leave,
+ * free everything; the struct too). */
+int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, int lane, int nlanes);
+void ina__lane_close(struct ina_ctx *ctx);
+
+/* lanes.c: a multi-lane context. start takes the lane contexts (all joined)
+ * and runs a thread per lane; submit splits an operation over them. */
+int ina__lanes_start(struct ina_ctx *parent, struct ina_ctx **lane_ctx, int n);
+int ina__lanes_submit(struct ina_ctx *parent, struct ina_req *req);
+int ina__lanes_test(struct ina_req *req, int *done);
+int ina__lanes_wait(struct ina_req *req);
+void ina__lanes_stats(const struct ina_ctx *parent, ina_stats *st);
+/* Stop the threads, close every lane, free the lanes. */
+void ina__lanes_close(struct ina_ctx *parent);
+/* The context of lane i (for ina_get_info). */
+const struct ina_ctx *ina__lanes_ctx(const struct ina_ctx *parent, int i);
 
 /* stream.c */
 int ina__stream_init(struct ina_ctx *ctx);

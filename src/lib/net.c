@@ -44,6 +44,14 @@ int ina__net_open(struct ina_ctx *ctx, const char *addr)
     return 0;
 }
 
+int ina__net_reconnect(struct ina_ctx *ctx, uint16_t port)
+{
+    ctx->switch_addr.sin_port = htons(port);
+    if (connect(ctx->fd, (struct sockaddr *)&ctx->switch_addr, sizeof(ctx->switch_addr)) != 0)
+        return -errno;
+    return 0;
+}
+
 /* Send one datagram. A refused or full send is not an error here: the
  * retransmission timer and the operation deadline handle it. */
 int ina__net_send(struct ina_ctx *ctx, const uint8_t *buf, size_t len)

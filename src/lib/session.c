@@ -30,13 +30,19 @@ static int send_join(struct ina_ctx *ctx, int elems, int window)
     j.elems = (uint16_t)elems;
     j.window = (uint32_t)window;
     j.sw_version = INA_VERSION_NUMBER;
+    j.lane = (uint8_t)ctx->lane;
+    j.nlanes = (uint8_t)ctx->nlanes;
     memcpy(j.name, ctx->job, sizeof(j.name));
     ina_join_encode(buf + INA_HDR_LEN, &j);
     return ina__net_send(ctx, buf, sizeof(buf));
 }
 
-/* Handle one datagram received while joining. @return 1 joined, 0 ignore, <0 refused. */
-static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len)
+#define JOIN_REDIRECTED 2
+#define INA_MAX_REDIRECTS 4 /* a switch redirects once; more is a loop */
+
+/* Handle one datagram received while joining.
+ * @return 1 joined, JOIN_REDIRECTED (*port set), 0 ignore, <0 refused. */
+static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, uint16_t *port)
 {
     struct ina_hdr h;
     int perr = ina_hdr_decode(buf, len, &h);
@@ -53,12 +59,22 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len)
             return 0;
         return reason < 0 ? reason : INA_ERR_REJECTED;
     }
+    if (h.kind == INA_K_REDIRECT) {
+        /* This lane belongs to another dataplane thread of the switch. */
+        uint64_t nonce;
+        int32_t reason;
+        if (ina_nak_decode(body, blen, &nonce, &reason) != 0 || nonce != ctx->nonce)
+            return 0;
+        *port = ina_get16(body + 12);
+        return *port ? JOIN_REDIRECTED : INA_ERR_PROTO;
+    }
     if (h.kind != INA_K_JOIN_ACK)
         return 0;
     struct ina_join j;
     if (ina_join_decode(body, blen, &j) != 0 || j.nonce != ctx->nonce)
         return 0;
-    if (j.world_size != ctx->world || j.elems == 0 || j.window == 0 ||
+    if (j.world_size != ctx->world || j.lane != ctx->lane || j.nlanes != ctx->nlanes ||
+        j.elems == 0 || j.window == 0 ||
         j.window > INA_MAX_WINDOW || (j.window & (j.window - 1)) != 0 || j.elems > INA_MAX_ELEMS)
         return INA_ERR_PROTO;
     ctx->job_id = h.job;
@@ -78,6 +94,7 @@ int ina__session_join(struct ina_ctx *ctx, int elems, int window)
     uint64_t deadline = start + (uint64_t)ctx->join_timeout_ms * 1000000ull;
     uint64_t next_send = start;
     uint64_t interval_ms = 100;
+    int redirects = 0;
     uint8_t buf[512];
     for (;;) {
         uint64_t now = ina__now_ns();
@@ -97,7 +114,18 @@ int ina__session_join(struct ina_ctx *ctx, int elems, int window)
             ssize_t n = recv(ctx->fd, buf, sizeof(buf), 0);
             if (n < 0)
                 break; /* EAGAIN, or ECONNREFUSED while the switch is not up yet */
-            int rc = on_join_reply(ctx, buf, (size_t)n);
+            uint16_t port = 0;
+            int rc = on_join_reply(ctx, buf, (size_t)n, &port);
+            if (rc == JOIN_REDIRECTED) {
+                if (++redirects > INA_MAX_REDIRECTS)
+                    return INA_ERR_PROTO;
+                rc = ina__net_reconnect(ctx, port);
+                if (rc != 0)
+                    return rc;
+                next_send = ina__now_ns(); /* JOIN there at once */
+                interval_ms = 100;
+                break;
+            }
             if (rc != 0)
                 return rc > 0 ? 0 : rc;
         }

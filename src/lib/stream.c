@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lib/internal.h"
 #include "lib/quant.h"
@@ -547,9 +548,17 @@ void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)
         if (ctx->next_rto_ns && ctx->next_rto_ns < wake)
             wake = ctx->next_rto_ns;
         int ms = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
-        struct pollfd pfd[2] = {{.fd = ctx->fd, .events = POLLIN},
-                                {.fd = ctx->mcast_fd, .events = POLLIN}};
-        poll(pfd, ctx->mcast_group && ctx->mcast_fd >= 0 ? 2 : 1, ms);
+        /* wake_fd last, so that it is left out when there is none. */
+        struct pollfd pfd[3] = {{.fd = ctx->fd, .events = POLLIN},
+                                {.fd = ctx->mcast_group ? ctx->mcast_fd : -1, .events = POLLIN},
+                                {.fd = ctx->wake_fd, .events = POLLIN}};
+        poll(pfd, ctx->wake_fd >= 0 ? 3 : 2, ms);
+        if (ctx->wake_fd >= 0 && (pfd[2].revents & POLLIN)) {
+            uint64_t v;
+            if (read(ctx->wake_fd, &v, sizeof(v)) < 0) {
+                /* nothing to do: the eventfd is non-blocking and was only a wake-up */
+            }
+        }
         now = ina__now_ns();
         got = rx_burst(ctx, now);
     }

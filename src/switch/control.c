@@ -179,6 +179,8 @@ static void send_ack(struct ina_switch *sw, const struct ina_job *job, int rank)
     j.elems = job->elems;
     j.window = job->window;
     j.sw_version = INA_VERSION_NUMBER;
+    j.lane = job->lane;
+    j.nlanes = job->nlanes;
     if (job->mcast.sin_family) {
         j.mcast_group = ntohl(job->mcast.sin_addr.s_addr);
         j.mcast_port = ntohs(job->mcast.sin_port);
@@ -235,25 +237,28 @@ static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_n
         send_ack(sw, job, r);
 }
 
-static struct ina_job *job_by_name(struct ina_switch *sw, const char *name)
+static struct ina_job *job_by_name(struct ina_switch *sw, const char *name, unsigned lane)
 {
     for (int i = 0; i < INA_SW_MAX_JOBS; i++)
-        if (sw->jobs[i].state != INA_JOB_FREE && strcmp(sw->jobs[i].name, name) == 0)
+        if (sw->jobs[i].state != INA_JOB_FREE && sw->jobs[i].lane == lane &&
+            strcmp(sw->jobs[i].name, name) == 0)
             return &sw->jobs[i];
     return NULL;
 }
 
-static struct ina_job *job_new(struct ina_switch *sw, const char *name, int world, uint64_t now_ns)
+static struct ina_job *job_new(struct ina_switch *sw, const struct ina_join *j, uint64_t now_ns)
 {
     for (int i = 0; i < INA_SW_MAX_JOBS; i++) {
         struct ina_job *job = &sw->jobs[i];
         if (job->state != INA_JOB_FREE)
             continue;
         memset(job, 0, sizeof(*job));
-        job->id = (uint16_t)(i + 1);
+        job->id = (uint16_t)(sw->p.shard * INA_SW_MAX_JOBS + (unsigned)i + 1);
         job->state = INA_JOB_JOINING;
-        snprintf(job->name, sizeof(job->name), "%s", name);
-        job->world = world;
+        snprintf(job->name, sizeof(job->name), "%s", j->name);
+        job->world = j->world_size;
+        job->lane = j->lane;
+        job->nlanes = j->nlanes;
         job->created_ns = now_ns;
         return job;
     }
@@ -266,7 +271,8 @@ static int join_params_valid(const struct ina_switch *sw, const struct ina_hdr *
     (void)sw; /* proposals above the switch's limits are capped, not refused (job_start) */
     return j->world_size >= 1 && j->world_size <= INA_MAX_WORKERS && h->rank < j->world_size &&
            j->name[0] != '\0' && j->elems >= 1 && j->elems <= INA_MAX_ELEMS && j->window >= 1 &&
-           (j->window & (j->window - 1)) == 0;
+           (j->window & (j->window - 1)) == 0 && j->nlanes <= INA_MAX_LANES &&
+           j->lane < j->nlanes;
 }
 
 static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
@@ -291,8 +297,19 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
         return;
     }
-    struct ina_job *job = job_by_name(sw, j.name);
-    if (job && job->world != j.world_size) {
+    unsigned nshards = sw->p.nshards ? sw->p.nshards : 1;
+    unsigned shard = ina_lane_shard(j.name, j.lane, nshards);
+    if (shard != sw->p.shard) {
+        /* Another dataplane thread owns this (job, lane): send the worker there. */
+        uint8_t redirect[INA_NAK_BODY_LEN];
+        ina_nak_encode(redirect, j.nonce, 0);
+        ina_put16(redirect + 12, sw->p.shard_ports[shard]);
+        sw->c.join_redirects++;
+        send_ctl(sw, NULL, INA_K_REDIRECT, redirect, sizeof(redirect), src);
+        return;
+    }
+    struct ina_job *job = job_by_name(sw, j.name, j.lane);
+    if (job && (job->world != j.world_size || job->nlanes != j.nlanes)) {
         sw->c.drops[INA_DROP_JOIN]++;
         send_nak(sw, j.nonce, INA_ERR_MISMATCH, src);
         return;
@@ -316,7 +333,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         job = NULL;
     }
     if (!job) {
-        job = job_new(sw, j.name, j.world_size, now_ns);
+        job = job_new(sw, &j, now_ns);
         if (!job) {
             sw->c.jobs_refused++; /* job table full */
             send_nak(sw, j.nonce, INA_ERR_NOSPACE, src);
@@ -337,12 +354,8 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
 
 static void on_leave(struct ina_switch *sw, const struct ina_hdr *h, const struct sockaddr_in *src)
 {
-    if (h->job == 0 || h->job > INA_SW_MAX_JOBS) {
-        sw->c.drops[INA_DROP_NO_JOB]++;
-        return;
-    }
-    struct ina_job *job = &sw->jobs[h->job - 1];
-    if (job->state != INA_JOB_ACTIVE) {
+    struct ina_job *job = ina__job_by_id(sw, h->job);
+    if (!job || job->state != INA_JOB_ACTIVE) {
         sw->c.drops[INA_DROP_NO_JOB]++; /* also a late duplicate LEAVE after the job ended */
         return;
     }

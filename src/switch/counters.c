@@ -37,6 +37,18 @@ void ina_sw_counters_print(const struct ina_sw_counters *c, FILE *f)
     fprintf(f, "  jobs_ended      %llu\n", (unsigned long long)c->jobs_ended);
     fprintf(f, "  jobs_aborted    %llu\n", (unsigned long long)c->jobs_aborted);
     fprintf(f, "  jobs_refused    %llu\n", (unsigned long long)c->jobs_refused);
+    fprintf(f, "  join_redirects  %llu\n", (unsigned long long)c->join_redirects);
     for (int d = 0; d < INA_DROP__COUNT; d++)
         fprintf(f, "  drop_%-11s %llu\n", drop_names[d], (unsigned long long)c->drops[d]);
+}
+
+/* Every field is a uint64_t counter: add them as an array. */
+_Static_assert(sizeof(struct ina_sw_counters) % sizeof(uint64_t) == 0, "counters are uint64_t");
+
+void ina_sw_counters_add(struct ina_sw_counters *sum, const struct ina_sw_counters *c)
+{
+    uint64_t *d = (uint64_t *)sum;
+    const uint64_t *s = (const uint64_t *)c;
+    for (size_t i = 0; i < sizeof(*c) / sizeof(uint64_t); i++)
+        d[i] += s[i];
 }

@@ -43,11 +43,14 @@ struct ina_sw_counters {
     uint64_t results_resent;  /* duplicates answered with a finished result */
     uint64_t jobs_started, jobs_ended, jobs_aborted;
     uint64_t jobs_refused;    /* no room: slot pool or job table full */
+    uint64_t join_redirects;  /* JOINs sent to the dataplane thread that owns the lane */
     uint64_t drops[INA_DROP__COUNT];
 };
 
 const char *ina_drop_name(enum ina_drop d);
 const char *ina_drop_text(enum ina_drop d);
+/* sum += c, field by field (the totals of several dataplane threads). */
+void ina_sw_counters_add(struct ina_sw_counters *sum, const struct ina_sw_counters *c);
 void ina_sw_counters_print(const struct ina_sw_counters *c, FILE *f);
 
 #endif

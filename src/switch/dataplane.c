@@ -151,10 +151,8 @@ void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
         return;
     }
 
-    if (h.job == 0 || h.job > INA_SW_MAX_JOBS)
-        return drop(sw, INA_DROP_NO_JOB);
-    struct ina_job *job = &sw->jobs[h.job - 1];
-    if (job->state != INA_JOB_ACTIVE)
+    struct ina_job *job = ina__job_by_id(sw, h.job);
+    if (!job || job->state != INA_JOB_ACTIVE)
         return drop(sw, INA_DROP_NO_JOB);
     if (h.session != job->session)
         return drop(sw, INA_DROP_SESSION);

@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +19,6 @@
 #include "switch/switch.h"
 
 static volatile sig_atomic_t stop_requested;
-
-/* Fault injection on each direction (--fault-rx / --fault-tx); off by default. */
-static struct ina_fault fault_rx, fault_tx;
 
 static void on_signal(int sig)
 {
@@ -51,6 +49,10 @@ static void usage(FILE *f)
             "  --slots N             slots in the pool, shared by all jobs (default 1024)\n"
             "  --max-elems K         int32 values per slot, the largest packet a job\n"
             "                        may use (default 2048, at most %d)\n"
+            "  --threads T           dataplane threads (default 1, at most %d). Each has\n"
+            "                        its own UDP socket (listen port + i, or a free port\n"
+            "                        with port 0) and 1/T of the slot pool; jobs and the\n"
+            "                        lanes of a job (INA_LANES) are spread over them\n"
             "  --join-timeout S      drop a job whose ranks did not all join in S seconds\n"
             "                        (default 120; 0 = never)\n"
             "  --idle-timeout S      abort an active job silent for S seconds, freeing its\n"
@@ -74,7 +76,7 @@ static void usage(FILE *f)
             "\n"
             "Memory: slots x 2 x max-elems x 4 bytes (default 16 MiB).\n"
             "Example: ina-switch --listen 0.0.0.0:48864 --slots 4096\n",
-            INA_DEFAULT_PORT, INA_MAX_ELEMS);
+            INA_DEFAULT_PORT, INA_MAX_ELEMS, INA_SW_MAX_SHARDS);
 }
 
 /* Large buffers: a burst of N windows arriving at once must not overflow the
@@ -95,6 +97,7 @@ static void set_buffers(int fd, int bytes)
  * train instead of per datagram. Scratch memory is sized once.
  */
 struct tx_state {
+    int fd;
     struct ina_gso_batch gso;
     unsigned *order, *sorted, *dest_of;
     unsigned cap; /* entries: 2 * txq.maxmsg (fault duplication may double) */
@@ -107,82 +110,100 @@ struct tx_state {
     uint32_t epoch;
     unsigned count[4096 + 1];
 };
-static struct tx_state tx;
 
-static int tx_init(const struct ina_txq *q, int gso)
+/*
+ * One dataplane thread: a switch instance (its own jobs and slots), its
+ * socket and its I/O state. Shards share nothing, so the hot path takes no
+ * lock: a lane is served by exactly one shard (REDIRECT at join, wire.h).
+ */
+struct shard {
+    struct ina_switch sw;
+    struct tx_state tx;
+    /* Fault injection on each direction (--fault-rx / --fault-tx); off by default. */
+    struct ina_fault fault_rx, fault_tx;
+    uint64_t rx_trunc;
+    pthread_t thread;
+    int rc;
+};
+
+static int tx_init(struct tx_state *tx, const struct ina_txq *q, int gso)
 {
-    tx.cap = 2 * q->maxmsg;
-    tx.order = calloc(tx.cap + q->maxmsg, sizeof(unsigned));
-    tx.sorted = calloc(tx.cap, sizeof(unsigned));
-    tx.dest_of = calloc(tx.cap, sizeof(unsigned));
-    if (!tx.order || !tx.sorted || !tx.dest_of || ina_gso_batch_init(&tx.gso, tx.cap, tx.cap))
+    tx->cap = 2 * q->maxmsg;
+    tx->order = calloc(tx->cap + q->maxmsg, sizeof(unsigned));
+    tx->sorted = calloc(tx->cap, sizeof(unsigned));
+    tx->dest_of = calloc(tx->cap, sizeof(unsigned));
+    if (!tx->order || !tx->sorted || !tx->dest_of ||
+        ina_gso_batch_init(&tx->gso, tx->cap, tx->cap))
         return -1;
-    tx.gso.gso_off = !gso;
+    tx->gso.gso_off = !gso;
     return 0;
 }
 
-static void tx_free(void)
+static void tx_free(struct tx_state *tx)
 {
-    free(tx.order);
-    free(tx.sorted);
-    free(tx.dest_of);
-    ina_gso_batch_free(&tx.gso);
+    free(tx->order);
+    free(tx->sorted);
+    free(tx->dest_of);
+    ina_gso_batch_free(&tx->gso);
 }
 
 /* Dense id of a destination within this flush (at most 4096 distinct). */
-static unsigned dest_id(const struct sockaddr_in *a, unsigned *ndest)
+static unsigned dest_id(struct tx_state *tx, const struct sockaddr_in *a, unsigned *ndest)
 {
     uint64_t key = (uint64_t)a->sin_addr.s_addr << 16 | a->sin_port;
     unsigned h = (unsigned)((key * 0x9E3779B97F4A7C15ull) >> 52) & 4095;
     for (;; h = (h + 1) & 4095) {
-        if (tx.table[h].epoch != tx.epoch) {
-            tx.table[h].epoch = tx.epoch;
-            tx.table[h].key = key;
-            tx.table[h].id = (*ndest)++;
-            return tx.table[h].id;
+        if (tx->table[h].epoch != tx->epoch) {
+            tx->table[h].epoch = tx->epoch;
+            tx->table[h].key = key;
+            tx->table[h].id = (*ndest)++;
+            return tx->table[h].id;
         }
-        if (tx.table[h].key == key)
-            return tx.table[h].id;
+        if (tx->table[h].key == key)
+            return tx->table[h].id;
     }
 }
 
-static void flush_tx(int fd, struct ina_switch *sw)
+static void flush_tx(struct shard *sh)
 {
+    struct ina_switch *sw = &sh->sw;
+    struct tx_state *tx = &sh->tx;
+    int fd = tx->fd;
     struct ina_txq *q = &sw->txq;
     if (q->nmsg == 0)
         return;
     unsigned n = q->nmsg, ndest = 0;
-    if (ina_fault_active(&fault_tx)) {
-        n = ina_fault_plan(&fault_tx, q->nmsg, tx.order);
+    if (ina_fault_active(&sh->fault_tx)) {
+        n = ina_fault_plan(&sh->fault_tx, q->nmsg, tx->order);
     } else {
         for (unsigned i = 0; i < n; i++)
-            tx.order[i] = i;
+            tx->order[i] = i;
     }
-    if (++tx.epoch == 0)
-        ++tx.epoch;
+    if (++tx->epoch == 0)
+        ++tx->epoch;
     /* More destinations than the table holds cannot happen (64 jobs x 256
      * ranks would be 16384, but a flush holds at most txq.maxmsg entries of
      * a few jobs); past 4000, sending unsorted is still correct. */
-    memset(tx.count, 0, sizeof(tx.count));
+    memset(tx->count, 0, sizeof(tx->count));
     int sorted = 1;
     for (unsigned i = 0; i < n; i++) {
-        unsigned d = ndest < 4000 ? dest_id(&q->addrs[tx.order[i]], &ndest) : 4000;
+        unsigned d = ndest < 4000 ? dest_id(tx, &q->addrs[tx->order[i]], &ndest) : 4000;
         sorted &= d < 4000;
-        tx.dest_of[i] = d;
-        tx.count[d + 1]++;
+        tx->dest_of[i] = d;
+        tx->count[d + 1]++;
     }
     for (unsigned d = 1; d <= ndest; d++)
-        tx.count[d] += tx.count[d - 1];
+        tx->count[d] += tx->count[d - 1];
     for (unsigned i = 0; i < n; i++)
-        tx.sorted[sorted ? tx.count[tx.dest_of[i]]++ : i] = tx.order[i];
+        tx->sorted[sorted ? tx->count[tx->dest_of[i]]++ : i] = tx->order[i];
     for (unsigned i = 0; i < n; i++) {
-        unsigned e = tx.sorted[i];
-        if (!ina_gso_batch_room(&tx.gso))
-            sw->c.tx_packets += ina_gso_batch_send(&tx.gso, fd, &sw->c.tx_errors);
-        ina_gso_batch_add(&tx.gso, q->iovs[e].iov_base, q->iovs[e].iov_len, &q->addrs[e]);
+        unsigned e = tx->sorted[i];
+        if (!ina_gso_batch_room(&tx->gso))
+            sw->c.tx_packets += ina_gso_batch_send(&tx->gso, fd, &sw->c.tx_errors);
+        ina_gso_batch_add(&tx->gso, q->iovs[e].iov_base, q->iovs[e].iov_len, &q->addrs[e]);
         sw->c.tx_bytes += q->iovs[e].iov_len;
     }
-    sw->c.tx_packets += ina_gso_batch_send(&tx.gso, fd, &sw->c.tx_errors);
+    sw->c.tx_packets += ina_gso_batch_send(&tx->gso, fd, &sw->c.tx_errors);
     ina_txq_reset(q);
 }
 
@@ -229,8 +250,10 @@ static unsigned rx_split(struct rx_batch *rx, int n, uint64_t *trunc)
     return nseg;
 }
 
-static int run(int fd, struct ina_switch *sw)
+static int run(struct shard *sh)
 {
+    struct ina_switch *sw = &sh->sw;
+    int fd = sh->tx.fd;
     struct rx_batch *rx = calloc(1, sizeof(*rx));
     if (!rx)
         return -ENOMEM;
@@ -239,7 +262,7 @@ static int run(int fd, struct ina_switch *sw)
         free(rx);
         return -ENOMEM;
     }
-    uint64_t next_tick = now_ns() + 1000000000ull, rx_trunc = 0;
+    uint64_t next_tick = now_ns() + 1000000000ull;
     while (!stop_requested) {
         for (int i = 0; i < INA_SW_RX_MSGS; i++) {
             rx->iovs[i].iov_base = rx->mem + (size_t)i * INA_GRO_BUF;
@@ -255,26 +278,26 @@ static int run(int fd, struct ina_switch *sw)
         int n = recvmmsg(fd, rx->msgs, INA_SW_RX_MSGS, MSG_DONTWAIT, NULL);
         uint64_t now = now_ns();
         if (n > 0) {
-            unsigned nseg = rx_split(rx, n, &rx_trunc), norder = nseg;
-            if (ina_fault_active(&fault_rx))
-                norder = ina_fault_plan(&fault_rx, nseg, rx->order);
+            unsigned nseg = rx_split(rx, n, &sh->rx_trunc), norder = nseg;
+            if (ina_fault_active(&sh->fault_rx))
+                norder = ina_fault_plan(&sh->fault_rx, nseg, rx->order);
             else
                 for (unsigned i = 0; i < nseg; i++)
                     rx->order[i] = i;
             for (unsigned o = 0; o < norder; o++) {
                 unsigned s = rx->order[o];
                 if (ina_switch_tx_full(sw))
-                    flush_tx(fd, sw);
+                    flush_tx(sh);
                 ina_switch_input(sw, rx->seg[s], rx->seglen[s], &rx->addrs[rx->segsrc[s]], now);
             }
-            flush_tx(fd, sw);
+            flush_tx(sh);
         } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
                    errno != ECONNREFUSED) {
             fprintf(stderr, "ina-switch: recvmmsg: %s\n", strerror(errno));
         }
         if (now >= next_tick) {
             ina_switch_tick(sw, now);
-            flush_tx(fd, sw);
+            flush_tx(sh);
             next_tick = now + 1000000000ull;
         }
         if (n <= 0) {
@@ -282,12 +305,210 @@ static int run(int fd, struct ina_switch *sw)
             poll(&pfd, 1, 200);
         }
     }
-    if (rx_trunc)
-        fprintf(stderr, "ina-switch: %llu oversized or non-IPv4 datagrams ignored\n",
-                (unsigned long long)rx_trunc);
     free(rx->mem);
     free(rx);
     return 0;
+}
+
+static void *shard_main(void *arg)
+{
+    struct shard *sh = arg;
+    sh->rc = run(sh);
+    return NULL;
+}
+
+static int open_socket(struct sockaddr_in *addr, const char *listen_s, int gro, int quiet)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)addr, sizeof(*addr)) != 0) {
+        char ip[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &addr->sin_addr, ip, sizeof(ip));
+        fprintf(stderr, "ina-switch: cannot listen on %s (%s:%u): %s\n", listen_s, ip,
+                ntohs(addr->sin_port), strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    set_buffers(fd, 32 << 20);
+    if (gro && ina_udp_enable_gro(fd) != 0 && !quiet)
+        fprintf(stderr, "ina-switch: UDP_GRO unavailable: receiving datagrams one by one\n");
+    socklen_t alen = sizeof(*addr);
+    getsockname(fd, (struct sockaddr *)addr, &alen);
+    return fd;
+}
+
+/* Out of the listen address's interface, to local members too, one hop. */
+static int enable_multicast_tx(int fd, const struct sockaddr_in *addr)
+{
+    struct in_addr ifa = addr->sin_addr;
+    unsigned char loop = 1, ttl = 1;
+    if (setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &ifa, sizeof(ifa)) != 0 ||
+        setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof(loop)) != 0 ||
+        setsockopt(fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof(ttl)) != 0) {
+        fprintf(stderr, "ina-switch: --multicast: setsockopt IP_MULTICAST_IF/LOOP/TTL: %s\n",
+                strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int write_port_file(const char *port_file, uint16_t port)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", port_file);
+    FILE *f = fopen(tmp, "w");
+    /* Write then rename, so a reader never sees a half-written file. */
+    if (!f || fprintf(f, "%u\n", port) < 0 || fclose(f) != 0 || rename(tmp, port_file) != 0) {
+        fprintf(stderr, "ina-switch: cannot write --port-file %s: %s\n", port_file,
+                strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static void shards_free(struct shard *sh, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        if (sh[i].tx.fd >= 0)
+            close(sh[i].tx.fd);
+        tx_free(&sh[i].tx);
+        ina_switch_free(&sh[i].sw);
+    }
+    free(sh);
+}
+
+/* Sum of every shard's counters, and of their fault injectors. */
+static void print_totals(const struct shard *sh, unsigned n)
+{
+    struct ina_sw_counters total;
+    struct ina_fault frx, ftx;
+    uint64_t trunc = 0;
+    memset(&total, 0, sizeof(total));
+    memset(&frx, 0, sizeof(frx));
+    memset(&ftx, 0, sizeof(ftx));
+    for (unsigned i = 0; i < n; i++) {
+        ina_sw_counters_add(&total, &sh[i].sw.c);
+        trunc += sh[i].rx_trunc;
+        frx.dropped += sh[i].fault_rx.dropped;
+        frx.duplicated += sh[i].fault_rx.duplicated;
+        frx.reordered += sh[i].fault_rx.reordered;
+        ftx.dropped += sh[i].fault_tx.dropped;
+        ftx.duplicated += sh[i].fault_tx.duplicated;
+        ftx.reordered += sh[i].fault_tx.reordered;
+    }
+    if (trunc)
+        fprintf(stderr, "ina-switch: %llu oversized or non-IPv4 datagrams ignored\n",
+                (unsigned long long)trunc);
+    ina_sw_counters_print(&total, stderr);
+    if (ina_fault_active(&sh[0].fault_rx) || ina_fault_active(&sh[0].fault_tx))
+        fprintf(stderr,
+                "  fault_rx        dropped %llu duplicated %llu reordered %llu\n"
+                "  fault_tx        dropped %llu duplicated %llu reordered %llu\n",
+                (unsigned long long)frx.dropped, (unsigned long long)frx.duplicated,
+                (unsigned long long)frx.reordered, (unsigned long long)ftx.dropped,
+                (unsigned long long)ftx.duplicated, (unsigned long long)ftx.reordered);
+}
+
+/*
+ * Open one socket and one switch instance per thread, run shard 0 on this
+ * thread and the others on their own, until SIGINT/SIGTERM; then print the
+ * summed counters. Shard i listens on the listen port + i (or a free port).
+ */
+static int serve(const struct ina_switch_params *params, unsigned nthreads,
+                 const struct sockaddr_in *listen_addr, const char *listen_s,
+                 const char *port_file, const char *fault_rx_spec, const char *fault_tx_spec,
+                 int quiet, int no_gso)
+{
+    struct shard *sh = calloc(nthreads, sizeof(*sh));
+    if (!sh) {
+        fprintf(stderr, "ina-switch: out of memory\n");
+        return 1;
+    }
+    for (unsigned i = 0; i < nthreads; i++)
+        sh[i].tx.fd = -1;
+    struct ina_switch_params p = *params;
+    p.nshards = nthreads;
+    p.nslots = params->nslots / nthreads;
+    uint16_t base_port = ntohs(listen_addr->sin_port);
+    struct sockaddr_in addr0 = *listen_addr;
+    for (unsigned i = 0; i < nthreads; i++) {
+        struct sockaddr_in a = *listen_addr;
+        a.sin_port = htons(base_port ? (uint16_t)(base_port + i) : 0);
+        sh[i].tx.fd = open_socket(&a, listen_s, !no_gso, quiet || i > 0);
+        if (sh[i].tx.fd < 0 || (p.mcast_base && enable_multicast_tx(sh[i].tx.fd, &a) != 0)) {
+            shards_free(sh, nthreads);
+            return 1;
+        }
+        p.shard_ports[i] = ntohs(a.sin_port);
+        if (i == 0)
+            addr0 = a;
+    }
+    if (p.mcast_base)
+        p.mcast_port = p.shard_ports[0];
+    for (unsigned i = 0; i < nthreads; i++) {
+        p.shard = i;
+        int rc = ina_switch_init(&sh[i].sw, &p);
+        if (rc == 0 && tx_init(&sh[i].tx, &sh[i].sw.txq, !no_gso) != 0)
+            rc = -ENOMEM;
+        if (rc != 0) {
+            fprintf(stderr, "ina-switch: cannot allocate a pool of %u slots x %u elements: %s\n",
+                    p.nslots, p.max_elems, strerror(-rc));
+            shards_free(sh, nthreads);
+            return 1;
+        }
+        /* Each direction of each shard draws its own fault sequence. */
+        if (fault_rx_spec)
+            ina_fault_parse(&sh[i].fault_rx, fault_rx_spec);
+        if (fault_tx_spec)
+            ina_fault_parse(&sh[i].fault_tx, fault_tx_spec);
+        sh[i].fault_rx.rng += i * 0x9E3779B97F4A7C15ull;
+        sh[i].fault_tx.rng += i * 0x9E3779B97F4A7C15ull;
+    }
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal; /* no SA_RESTART: poll() must return */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &addr0.sin_addr, ip, sizeof(ip));
+    if (!quiet) {
+        fprintf(stderr, "ina-switch %s: listening on %s:%u, %u slots x %u elements (%.1f MiB)",
+                ina_version_string(), ip, p.shard_ports[0], p.nslots * nthreads, p.max_elems,
+                (double)p.nslots * nthreads * 2 * p.max_elems * 4 / (1 << 20));
+        if (nthreads > 1)
+            fprintf(stderr, ", %u dataplane threads on ports %u..%u", nthreads,
+                    p.shard_ports[0], p.shard_ports[nthreads - 1]);
+        fprintf(stderr, "\n");
+    }
+    if (port_file && write_port_file(port_file, p.shard_ports[0]) != 0) {
+        shards_free(sh, nthreads);
+        return 1;
+    }
+    /* Signals go to this thread: the others block them and notice the stop
+     * flag within one poll timeout. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    unsigned started = 1;
+    for (; started < nthreads; started++)
+        if (pthread_create(&sh[started].thread, NULL, shard_main, &sh[started]) != 0) {
+            fprintf(stderr, "ina-switch: cannot start dataplane thread %u\n", started);
+            stop_requested = 1;
+            break;
+        }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = stop_requested ? 1 : run(&sh[0]);
+    stop_requested = 1;
+    for (unsigned i = 1; i < started; i++) {
+        pthread_join(sh[i].thread, NULL);
+        rc |= sh[i].rc;
+    }
+    print_totals(sh, nthreads);
+    shards_free(sh, nthreads);
+    return rc == 0 ? 0 : 1;
 }
 
 int main(int argc, char **argv)
@@ -298,7 +519,7 @@ int main(int argc, char **argv)
         {"join-timeout", required_argument, 0, 'j'},
         {"idle-timeout", required_argument, 0, 'i'},
         {"fault-rx", required_argument, 0, 'R'}, {"fault-tx", required_argument, 0, 'T'},
-        {"no-gso", no_argument, 0, 'G'},
+        {"no-gso", no_argument, 0, 'G'},        {"threads", required_argument, 0, 't'},
         {"multicast", optional_argument, 0, 'M'},
         {"quiet", no_argument, 0, 'q'},           {"verbose", no_argument, 0, 'v'},
         {"version", no_argument, 0, 'V'},         {"help", no_argument, 0, 'h'},
@@ -309,15 +530,19 @@ int main(int argc, char **argv)
                                   .join_timeout_ns = 120ull * 1000000000ull,
                                   .idle_timeout_ns = 3600ull * 1000000000ull};
     int quiet = 0, no_gso = 0, c;
+    unsigned nthreads = 1;
+    const char *fault_rx_spec = NULL, *fault_tx_spec = NULL;
+    struct ina_fault fault_check;
     char *end;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         long v = 0;
-        if (c == 's' || c == 'k' || c == 'j' || c == 'i') {
+        if (c == 's' || c == 'k' || c == 'j' || c == 'i' || c == 't') {
             v = strtol(optarg, &end, 10);
-            if (*end || end == optarg || v < 0 || v > (1L << 24)) {
+            if (*end || end == optarg || v < 0 || v > (1L << 24) ||
+                (c == 't' && (v < 1 || v > INA_SW_MAX_SHARDS))) {
                 fprintf(stderr, "ina-switch: bad number for --%s: '%s'\n",
                         c == 's' ? "slots" : c == 'k' ? "max-elems" : c == 'j' ? "join-timeout"
-                                                                               : "idle-timeout",
+                                                    : c == 'i' ? "idle-timeout" : "threads",
                         optarg);
                 return 2;
             }
@@ -329,9 +554,11 @@ int main(int argc, char **argv)
         case 'j': p.join_timeout_ns = (uint64_t)v * 1000000000ull; break;
         case 'i': p.idle_timeout_ns = (uint64_t)v * 1000000000ull; break;
         case 'p': port_file = optarg; break;
+        case 't': nthreads = (unsigned)v; break;
         case 'R':
         case 'T':
-            if (ina_fault_parse(c == 'R' ? &fault_rx : &fault_tx, optarg) != 0) {
+            *(c == 'R' ? &fault_rx_spec : &fault_tx_spec) = optarg;
+            if (ina_fault_parse(&fault_check, optarg) != 0) {
                 fprintf(stderr, "ina-switch: bad --fault-%s '%s' (want drop=P,dup=P,reorder=P,seed=N)\n",
                         c == 'R' ? "rx" : "tx", optarg);
                 return 2;
@@ -371,84 +598,15 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    static struct ina_switch sw;
-    int rc = ina_switch_init(&sw, &p);
-    if (rc != 0) {
-        fprintf(stderr, "ina-switch: cannot allocate a pool of %u slots x %u elements: %s\n",
-                p.nslots, p.max_elems, strerror(-rc));
-        return 1;
+    if (p.mcast_base && nthreads * INA_SW_MAX_JOBS > 254) {
+        fprintf(stderr, "ina-switch: --multicast supports at most %d --threads (one group per "
+                        "job id in BASE/24)\n", 254 / INA_SW_MAX_JOBS);
+        return 2;
     }
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
-        fprintf(stderr, "ina-switch: cannot listen on %s: %s\n", listen_s, strerror(errno));
-        ina_switch_free(&sw);
-        return 1;
+    if (p.nslots < nthreads) {
+        fprintf(stderr, "ina-switch: --slots %u is fewer than --threads %u\n", p.nslots, nthreads);
+        return 2;
     }
-    set_buffers(fd, 32 << 20);
-    if (!no_gso && ina_udp_enable_gro(fd) != 0 && !quiet)
-        fprintf(stderr, "ina-switch: UDP_GRO unavailable: receiving datagrams one by one\n");
-    if (tx_init(&sw.txq, !no_gso) != 0) {
-        fprintf(stderr, "ina-switch: out of memory\n");
-        close(fd);
-        ina_switch_free(&sw);
-        return 1;
-    }
-    socklen_t alen = sizeof(addr);
-    getsockname(fd, (struct sockaddr *)&addr, &alen);
-    if (p.mcast_base) {
-        /* Out of the listen address's interface, to local members too, one hop. */
-        struct in_addr ifa = addr.sin_addr;
-        unsigned char loop = 1, ttl = 1;
-        if (setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &ifa, sizeof(ifa)) != 0 ||
-            setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof(loop)) != 0 ||
-            setsockopt(fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof(ttl)) != 0) {
-            fprintf(stderr, "ina-switch: --multicast: setsockopt IP_MULTICAST_IF/LOOP/TTL: %s\n",
-                    strerror(errno));
-            close(fd);
-            ina_switch_free(&sw);
-            return 1;
-        }
-        sw.p.mcast_port = ntohs(addr.sin_port);
-    }
-
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal; /* no SA_RESTART: poll() must return */
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
-    char ip[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
-    if (!quiet)
-        fprintf(stderr, "ina-switch %s: listening on %s:%u, %u slots x %u elements (%.1f MiB)\n",
-                ina_version_string(), ip, ntohs(addr.sin_port), p.nslots, p.max_elems,
-                (double)p.nslots * 2 * p.max_elems * 4 / (1 << 20));
-    if (port_file) {
-        char tmp[4096];
-        snprintf(tmp, sizeof(tmp), "%s.tmp", port_file);
-        FILE *f = fopen(tmp, "w");
-        /* Write then rename, so a reader never sees a half-written file. */
-        if (!f || fprintf(f, "%u\n", ntohs(addr.sin_port)) < 0 || fclose(f) != 0 ||
-            rename(tmp, port_file) != 0) {
-            fprintf(stderr, "ina-switch: cannot write --port-file %s: %s\n", port_file,
-                    strerror(errno));
-            close(fd);
-            ina_switch_free(&sw);
-            return 1;
-        }
-    }
-    rc = run(fd, &sw);
-    tx_free();
-    ina_sw_counters_print(&sw.c, stderr);
-    if (ina_fault_active(&fault_rx) || ina_fault_active(&fault_tx))
-        fprintf(stderr,
-                "  fault_rx        dropped %llu duplicated %llu reordered %llu\n"
-                "  fault_tx        dropped %llu duplicated %llu reordered %llu\n",
-                (unsigned long long)fault_rx.dropped, (unsigned long long)fault_rx.duplicated,
-                (unsigned long long)fault_rx.reordered, (unsigned long long)fault_tx.dropped,
-                (unsigned long long)fault_tx.duplicated, (unsigned long long)fault_tx.reordered);
-    close(fd);
-    ina_switch_free(&sw);
-    return rc == 0 ? 0 : 1;
+    return serve(&p, nthreads, &addr, listen_s, port_file, fault_rx_spec, fault_tx_spec, quiet,
+                 no_gso);
 }

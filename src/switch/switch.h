@@ -20,7 +20,8 @@
 #include "switch/txq.h"
 
 #define INA_BITMAP_WORDS ((INA_MAX_WORKERS + 63) / 64)
-#define INA_SW_MAX_JOBS 64
+#define INA_SW_MAX_JOBS 64   /* per shard */
+#define INA_SW_MAX_SHARDS 64 /* dataplane threads; job ids stay below 2^16 */
 
 /* One set (copy) of one slot. Invariant: complete <=> nrecv == job world size
  * for the round `seq`; bitmap has exactly nrecv bits set. */
@@ -50,8 +51,9 @@ struct ina_member {
 
 struct ina_job {
     enum ina_job_state state;
-    uint16_t id; /* index + 1 in the job table */
+    uint16_t id; /* shard * INA_SW_MAX_JOBS + index + 1: unique across shards */
     char name[32];
+    uint8_t lane, nlanes; /* a job is one lane of a (name, nlanes) group; see wire.h */
     uint32_t session, token;
     int world;
     int njoined, nleft;
@@ -70,6 +72,11 @@ struct ina_switch_params {
     uint64_t idle_timeout_ns; /* an ACTIVE job silent this long is reclaimed */
     uint32_t mcast_base;      /* host order, e.g. 239.255.73.0: job j's group is base + j; 0 = off */
     uint16_t mcast_port;      /* UDP port of the groups */
+    /* Sharding (main.c runs one instance per dataplane thread, each with its
+     * own socket and slots): this instance's index, how many there are, and
+     * each one's UDP port, for REDIRECTs. nshards 0 reads as 1. */
+    unsigned shard, nshards;
+    uint16_t shard_ports[INA_SW_MAX_SHARDS];
 };
 
 struct ina_switch {
@@ -116,6 +123,13 @@ void ina__ctl_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
                     size_t bodylen, const struct sockaddr_in *src, uint64_t now_ns);
 void ina__job_reset_slots(struct ina_switch *sw, const struct ina_job *job);
 void ina__job_abort(struct ina_switch *sw, struct ina_job *job, int reason);
+
+/* The job with wire id `id` in this shard's table, or NULL if the id is not this shard's. */
+static inline struct ina_job *ina__job_by_id(struct ina_switch *sw, uint16_t id)
+{
+    unsigned i = (unsigned)id - 1u - sw->p.shard * INA_SW_MAX_JOBS;
+    return id != 0 && i < INA_SW_MAX_JOBS ? &sw->jobs[i] : NULL;
+}
 
 static inline int ina_addr_eq(const struct sockaddr_in *a, const struct sockaddr_in *b)
 {
