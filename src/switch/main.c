@@ -18,7 +18,9 @@
 #include "common/udp_gso.h"
 #include "switch/switch.h"
 
-static volatile sig_atomic_t stop_requested;
+/* Set by the signal handler, read by every dataplane thread: a lock-free atomic
+ * is both async-signal-safe and race-free. */
+static _Atomic int stop_requested;
 
 static void on_signal(int sig)
 {
