@@ -1400,9 +1400,126 @@ static void test_init_and_names(void)
         CHECK(ina_drop_text((enum ina_drop)d)[0] != '\0');
 }
 
+/* A JOIN of lane `lane` of `nlanes`. */
+static void send_lane_join(const char *name, int rank, int world, int lane, int nlanes,
+                           uint64_t nonce, const struct sockaddr_in *src)
+{
+    uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
+    size_t len = make_join(b, name, rank, world, 4, 2, nonce);
+    b[INA_HDR_LEN + 26] = (uint8_t)lane;
+    b[INA_HDR_LEN + 27] = (uint8_t)nlanes;
+    input(b, len, src);
+}
+
+/*
+ * Sharding: this instance is shard 1 of 3. A (name, lane) of another shard
+ * gets a REDIRECT to that shard's port; its own lanes get jobs with ids in
+ * its id range; lanes of one name are separate jobs; nlanes must agree;
+ * an invalid lane is refused; a DATA packet naming another shard's job id
+ * is dropped.
+ */
+static void test_shards_and_lanes(void)
+{
+    struct ina_switch_params p;
+    memset(&p, 0, sizeof(p));
+    p.nslots = T_NSLOTS;
+    p.max_elems = T_MAX_ELEMS;
+    p.shard = 1;
+    p.nshards = 3;
+    p.shard_ports[0] = 5000;
+    p.shard_ports[1] = 5001;
+    p.shard_ports[2] = 5002;
+    sw = malloc(sizeof(*sw));
+    if (!sw || ina_switch_init(sw, &p) != 0) {
+        CHECK(0);
+        exit(1);
+    }
+    now_ns = 1000000;
+    struct sockaddr_in a0 = addr_port(7000), a1 = addr_port(7001);
+    const char *name = "sharded";
+    int own_lane = -1, other_lane = -1;
+    for (int l = 0; l < 3; l++) {
+        if (ina_lane_shard(name, (unsigned)l, 3) == 1 && own_lane < 0)
+            own_lane = l;
+        if (ina_lane_shard(name, (unsigned)l, 3) != 1 && other_lane < 0)
+            other_lane = l;
+    }
+    CHECK(own_lane >= 0 && other_lane >= 0); /* 3 lanes cover all 3 shards */
+
+    /* Another shard's lane: REDIRECT with that shard's port and our nonce. */
+    send_lane_join(name, 0, 2, other_lane, 3, 0x1111, &a0);
+    CHECK_EQ_INT(tx_n(), 1);
+    struct ina_hdr h;
+    size_t len;
+    const uint8_t *b = tx_buf(0, &len);
+    CHECK_EQ_INT(tx_hdr(0, &h), INA_PARSE_OK);
+    CHECK_EQ_INT(h.kind, INA_K_REDIRECT);
+    uint64_t nonce = 0;
+    int32_t reason = 1;
+    CHECK_EQ_INT(ina_nak_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &nonce, &reason), 0);
+    CHECK(nonce == 0x1111);
+    CHECK_EQ_INT(reason, 0);
+    CHECK_EQ_INT(ina_get16(b + INA_HDR_LEN + 12), 5000 + ina_lane_shard(name, (unsigned)other_lane, 3));
+    CHECK_EQ_INT(sw->c.join_redirects, 1);
+    CHECK_EQ_INT(job_named(name) != NULL, 0);
+    tx_reset();
+
+    /* Our lane: a job whose id is in shard 1's range; both ranks ACKed with the lane echoed. */
+    send_lane_join(name, 0, 2, own_lane, 3, 0x2222, &a0);
+    send_lane_join(name, 1, 2, own_lane, 3, 0x3333, &a1);
+    CHECK_EQ_INT(tx_n(), 2);
+    for (int i = 0; i < tx_n(); i++) {
+        b = tx_buf(i, &len);
+        CHECK_EQ_INT(tx_hdr(i, &h), INA_PARSE_OK);
+        CHECK_EQ_INT(h.kind, INA_K_JOIN_ACK);
+        CHECK(h.job > INA_SW_MAX_JOBS && h.job <= 2 * INA_SW_MAX_JOBS);
+        struct ina_join j;
+        CHECK_EQ_INT(ina_join_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &j), 0);
+        CHECK_EQ_INT(j.lane, own_lane);
+        CHECK_EQ_INT(j.nlanes, 3);
+    }
+    uint16_t job_id = h.job;
+    CHECK(ina__job_by_id(sw, job_id) != NULL);
+    CHECK(ina__job_by_id(sw, (uint16_t)(job_id - INA_SW_MAX_JOBS)) == NULL); /* shard 0's id */
+    tx_reset();
+
+    /* Same name and lane with another lane count: MISMATCH (a new rank 0 incarnation
+     * would otherwise restart the job: use a JOINING job of another lane). */
+    int lane2 = -1;
+    for (int l = 0; l < 16 && lane2 < 0; l++)
+        if (l != own_lane && ina_lane_shard(name, (unsigned)l, 3) == 1)
+            lane2 = l;
+    CHECK(lane2 >= 0);
+    send_lane_join(name, 0, 2, lane2, 16, 0x4444, &a0);
+    CHECK_EQ_INT(tx_n(), 0); /* JOINING, silent */
+    send_lane_join(name, 1, 2, lane2, 15, 0x5555, &a1);
+    CHECK_NAK(0, &a1, 0x5555, INA_ERR_MISMATCH);
+    tx_reset();
+
+    /* lane >= nlanes, nlanes > 16: REJECTED. */
+    send_lane_join(name, 0, 2, 3, 3, 0x6666, &a0);
+    CHECK_NAK(0, &a0, 0x6666, INA_ERR_REJECTED);
+    tx_reset();
+    send_lane_join(name, 0, 2, 0, 17, 0x7777, &a0);
+    CHECK_NAK(0, &a0, 0x7777, INA_ERR_REJECTED);
+    tx_reset();
+
+    /* DATA naming a job id of shard 0 is not this shard's: NO_JOB. */
+    struct ina_sw_counters snap = sw->c;
+    struct ina_hdr d;
+    ina_hdr_init(&d, INA_K_DATA);
+    d.job = 1;
+    uint8_t pkt[INA_HDR_LEN];
+    ina_hdr_encode(pkt, &d);
+    input(pkt, sizeof(pkt), &a0);
+    CHECK_EQ_INT(sw->c.drops[INA_DROP_NO_JOB] - snap.drops[INA_DROP_NO_JOB], 1);
+    sw_close();
+}
+
 int main(void)
 {
     test_init_and_names();
+    test_shards_and_lanes();
     test_join_basic();
     test_join_refused();
     test_join_mismatch_and_rejoin();
