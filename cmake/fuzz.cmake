@@ -54,6 +54,7 @@ ina_add_fuzzer(switch ${INA_FUZZ_DIR}/fuzz_switch.c $<TARGET_OBJECTS:fuzz_switch
 
 # The fuzzer owns the clock and the network: stream.c's calls to ina__now_ns(), sendmmsg() and
 # recvmmsg() resolve to its __wrap_* functions (GNU ld, gold and lld all know --wrap).
-ina_add_fuzzer(reply ${INA_FUZZ_DIR}/fuzz_reply.c ${INA_COMMON_SRCS} ${INA_LIB_SRCS})
+ina_add_fuzzer(reply ${INA_FUZZ_DIR}/fuzz_reply.c ${INA_COMMON_SRCS} ${INA_LIB_SRCS}
+               ${INA_SWITCH_CORE_SRCS})
 target_link_options(fuzz_reply PRIVATE -Wl,--wrap=ina__now_ns -Wl,--wrap=sendmmsg
                     -Wl,--wrap=recvmmsg)

@@ -161,8 +161,25 @@ typedef struct ina_config {
                                   dataplane thread: ina-switch --threads). All ranks must
                                   use the same value (else INA_ERR_MISMATCH at join).
                                   At most 16. Since v0.2. */
-    unsigned reserved[7];    /**< zero; room for new fields without breaking the ABI */
+    int admission_wait_ms;   /**< if the switch's pool is full, wait up to this long for
+                                  slots before falling back (0 = do not wait). Since v0.2. */
+    int fallback;            /**< INA_FALLBACK_HOST (default) or INA_FALLBACK_NONE. Since v0.2. */
+    unsigned reserved[5];    /**< zero; room for new fields without breaking the ABI */
 } ina_config;
+
+/**
+ * What a job does when the switch has no room for it (its pool is shared by
+ * every job; see ina-switch --max-job-slots):
+ *   INA_FALLBACK_HOST  rank 0 runs the job's aggregation itself, in a thread
+ *                      of its process, with the same protocol: the results
+ *                      are the same, only slower (rank 0's host carries N
+ *                      streams). ina_get_info() reports INA_PATH_HOST.
+ *   INA_FALLBACK_NONE  ina_init() fails with INA_ERR_NOSPACE.
+ */
+enum { INA_FALLBACK_HOST = 0, INA_FALLBACK_NONE = 1 };
+
+/** Where a context's all-reduces run (ina_info.path). */
+enum { INA_PATH_SWITCH = 0, INA_PATH_HOST = 1 };
 
 /** Fill cfg with the defaults documented above. Since v0.1. */
 INA_EXTERN void ina_config_init(ina_config *cfg);
@@ -171,7 +188,8 @@ INA_EXTERN void ina_config_init(ina_config *cfg);
  * Fill cfg from the environment, starting from the defaults:
  * INA_SWITCH (host:port), INA_RANK (else RANK), INA_WORLD_SIZE (else
  * WORLD_SIZE), INA_JOB, INA_ELEMS, INA_WINDOW, INA_TIMEOUT_MS,
- * INA_JOIN_TIMEOUT_MS, INA_RTO_MS, INA_LANES. Strings point into the environment.
+ * INA_JOIN_TIMEOUT_MS, INA_RTO_MS, INA_LANES, INA_ADMISSION_WAIT_MS, INA_FALLBACK
+ * ("host" or "none"). Strings point into the environment.
  * @return 0, or INA_ERR_CONFIG if a variable is present but malformed.
  */
 INA_EXTERN int ina_config_from_env(ina_config *cfg);
@@ -299,7 +317,9 @@ typedef struct ina_info {
     uint32_t job_id;
     uint32_t session_id;
     int lanes;            /**< lanes (threads) per operation; window is per lane */
-    unsigned reserved[7];
+    int path;             /**< INA_PATH_SWITCH, or INA_PATH_HOST if the switch had no room
+                               (any lane) and rank 0 aggregates (INA_FALLBACK_HOST) */
+    unsigned reserved[6];
 } ina_info;
 
 /** Session parameters agreed at join time. @return 0 or -EINVAL. */

@@ -176,7 +176,11 @@ static inline int ina_hdr_decode(const uint8_t *b, size_t len, struct ina_hdr *h
  *  24   2  mcast_port    JOIN_ACK: UDP port of that group; JOIN: 0
  *  26   1  lane           lane of this job, 0..nlanes-1 (echoed in JOIN_ACK)
  *  27   1  nlanes         lanes of every rank, 1..INA_MAX_LANES; 0 is read as 1
- *  28   4  reserved       0
+ *  28   2  fallback_port  JOIN of rank 0: UDP port, on rank 0's address, of the
+ *                        host aggregator it would run if the switch has no room
+ *                        (0 = none); others and JOIN_ACK: 0
+ *  30   2  wait           JOIN: how long the job may wait for free slots, in
+ *                        units of 100 ms (0 = refuse at once); JOIN_ACK: 0
  *  32  32  name           job name, NUL-padded
  */
 #define INA_JOIN_BODY_LEN 64
@@ -189,6 +193,8 @@ struct ina_join {
     uint32_t mcast_group; /* host byte order; 0 = none */
     uint16_t mcast_port;
     uint8_t lane, nlanes;
+    uint16_t fallback_port;
+    uint16_t wait_100ms;
     char name[32];
 };
 
@@ -205,6 +211,8 @@ static inline void ina_join_encode(uint8_t *b, const struct ina_join *j)
     ina_put16(b + 24, j->mcast_port);
     b[26] = j->lane;
     b[27] = j->nlanes;
+    ina_put16(b + 28, j->fallback_port);
+    ina_put16(b + 30, j->wait_100ms);
     memcpy(b + 32, j->name, 32);
 }
 
@@ -222,6 +230,8 @@ static inline int ina_join_decode(const uint8_t *b, size_t len, struct ina_join 
     j->mcast_port = ina_get16(b + 24);
     j->lane = b[26];
     j->nlanes = b[27] ? b[27] : 1;
+    j->fallback_port = ina_get16(b + 28);
+    j->wait_100ms = ina_get16(b + 30);
     memcpy(j->name, b + 32, 32);
     if (memchr(j->name, 0, 32) == NULL)
         return INA_PARSE_LENGTH;
@@ -231,8 +241,11 @@ static inline int ina_join_decode(const uint8_t *b, size_t len, struct ina_join 
 /* JOIN_NAK, ABORT and REDIRECT body, 16 bytes: nonce (8, echoed; 0 in ABORT),
  * reason (4, a negative INA_ERR_* code as two's complement; 0 in REDIRECT),
  * then REDIRECT: port (2, the UDP port to JOIN at), reserved (2); others:
- * reserved (4). */
+ * reserved (4). A JOIN_NAK NOSPACE of a job whose rank 0 offered a fallback
+ * aggregator is 8 bytes longer: IPv4 address (4) and port (2) of that
+ * aggregator, reserved (2). */
 #define INA_NAK_BODY_LEN 16
+#define INA_NAK_FALLBACK_LEN 24
 static inline void ina_nak_encode(uint8_t *b, uint64_t nonce, int32_t reason)
 {
     memset(b, 0, INA_NAK_BODY_LEN);

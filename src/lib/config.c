@@ -43,6 +43,15 @@ int ina_config_from_env(ina_config *cfg)
     s = getenv("INA_JOB");
     if (s && *s)
         cfg->job = s;
+    s = getenv("INA_FALLBACK");
+    if (s && *s) {
+        if (strcmp(s, "host") == 0)
+            cfg->fallback = INA_FALLBACK_HOST;
+        else if (strcmp(s, "none") == 0)
+            cfg->fallback = INA_FALLBACK_NONE;
+        else
+            return INA_ERR_CONFIG;
+    }
     struct {
         const char *name, *fallback;
         int *field;
@@ -55,6 +64,7 @@ int ina_config_from_env(ina_config *cfg)
         {"INA_JOIN_TIMEOUT_MS", NULL, &cfg->join_timeout_ms},
         {"INA_RTO_MS", NULL, &cfg->rto_ms},
         {"INA_LANES", NULL, &cfg->lanes},
+        {"INA_ADMISSION_WAIT_MS", NULL, &cfg->admission_wait_ms},
     };
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
         int rc = env_int(vars[i].name, vars[i].field);

@@ -32,7 +32,8 @@ static int config_valid(const ina_config *cfg)
            cfg->window >= 0 && cfg->window <= INA_MAX_WINDOW &&
            (cfg->window & (cfg->window - 1)) == 0 && cfg->timeout_ms >= 0 &&
            cfg->join_timeout_ms >= 0 && cfg->rto_ms >= 0 && cfg->lanes >= 0 &&
-           cfg->lanes <= INA_MAX_LANES;
+           cfg->lanes <= INA_MAX_LANES && cfg->admission_wait_ms >= 0 &&
+           (cfg->fallback == INA_FALLBACK_HOST || cfg->fallback == INA_FALLBACK_NONE);
 }
 
 static int is_loopback(const struct sockaddr_in *a)
@@ -58,6 +59,8 @@ static struct ina_ctx *ctx_new(const ina_config *cfg, int lane, int nlanes)
     ctx->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : INA_DEFAULT_TIMEOUT_MS;
     ctx->join_timeout_ms = cfg->join_timeout_ms ? cfg->join_timeout_ms : INA_DEFAULT_JOIN_TIMEOUT_MS;
     ctx->rto_ms = cfg->rto_ms ? cfg->rto_ms : INA_DEFAULT_RTO_MS;
+    ctx->admission_wait_ms = cfg->admission_wait_ms;
+    ctx->fallback_mode = cfg->fallback;
     return ctx;
 }
 
@@ -116,6 +119,25 @@ int ina_init(ina_ctx **out, const ina_config *cfg)
     return ina__lane_open(out, cfg, 0, 1);
 }
 
+/*
+ * The switch has no room (INA_ERR_NOSPACE) and named rank 0's host
+ * aggregator (fallback.c): rank 0 starts it, and every rank joins it
+ * instead, with the same protocol and a fresh join deadline.
+ */
+static int join_fallback(struct ina_ctx *ctx, int elems, int window)
+{
+    int rc = ctx->rank == 0 ? ina__fallback_start(ctx, elems, window) : 0;
+    if (rc == 0) {
+        ctx->switch_addr = ctx->fallback_target;
+        rc = ina__net_reconnect(ctx, ntohs(ctx->fallback_target.sin_port));
+    }
+    if (rc == 0)
+        rc = ina__session_join(ctx, elems, window);
+    if (rc == 0)
+        ctx->path = INA_PATH_HOST;
+    return rc;
+}
+
 int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, int lane, int nlanes)
 {
     struct ina_ctx *ctx = ctx_new(cfg, lane, nlanes);
@@ -128,11 +150,17 @@ int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, int lane, int nl
         return INA_ERR_CONFIG;
     }
     int rc = ina__net_open(ctx, cfg->switch_addr);
+    if (rc == 0 && ctx->rank == 0 && ctx->fallback_mode == INA_FALLBACK_HOST)
+        rc = ina__fallback_prepare(ctx);
     if (rc == 0) {
         int elems = cfg->elems_per_packet;
         if (!elems)
             elems = is_loopback(&ctx->switch_addr) ? INA_DEFAULT_ELEMS_LOOPBACK : INA_DEFAULT_ELEMS_NET;
-        rc = ina__session_join(ctx, elems, cfg->window ? cfg->window : INA_DEFAULT_WINDOW);
+        int window = cfg->window ? cfg->window : INA_DEFAULT_WINDOW;
+        rc = ina__session_join(ctx, elems, window);
+        if (rc == INA_ERR_NOSPACE && ctx->fallback_mode == INA_FALLBACK_HOST &&
+            ctx->fallback_target.sin_port)
+            rc = join_fallback(ctx, elems, window);
     }
     if (rc == 0 && ctx->mcast_group)
         rc = ina__net_open_mcast(ctx); /* cannot receive the sums: fail, and end it for all */
@@ -140,6 +168,7 @@ int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, int lane, int nl
         rc = ina__stream_init(ctx);
     if (rc != 0) {
         ina__session_leave(ctx, ctx->session != 0);
+        ina__fallback_close(ctx);
         if (ctx->mcast_fd >= 0)
             close(ctx->mcast_fd);
         if (ctx->fd >= 0)
@@ -196,6 +225,7 @@ static void lane_release(struct ina_ctx *ctx)
         free(r);
     }
     ina__session_leave(ctx, abort);
+    ina__fallback_close(ctx); /* after our LEAVE: it lingers until every rank left */
     ina__stream_free(ctx);
     if (ctx->fd >= 0)
         close(ctx->fd);
@@ -407,6 +437,10 @@ int ina_get_info(const ina_ctx *ctx, ina_info *info)
         return rc;
     memset(info, 0, sizeof(*info));
     info->lanes = ctx->lanes ? ctx->nlanes : 1;
+    info->path = ctx->path;
+    for (int i = 0; ctx->lanes && i < ctx->nlanes; i++)
+        if (ina__lanes_ctx(ctx, i)->path == INA_PATH_HOST)
+            info->path = INA_PATH_HOST;
     if (ctx->lanes)
         ctx = ina__lanes_ctx(ctx, 0); /* lane 0's parameters (each lane has its own job) */
     info->rank = ctx->rank;

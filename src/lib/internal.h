@@ -114,6 +114,10 @@ struct ina_ctx {
     int lane, nlanes;       /* this context's lane, and the lanes of its job (JOIN) */
     int wake_fd;            /* eventfd that interrupts the stream's poll (lane threads), -1 */
     struct ina_lanes *lanes; /* a multi-lane context's lanes and threads (lanes.c); else NULL */
+    int admission_wait_ms, fallback_mode; /* from ina_config */
+    struct ina_fallback *fallback; /* rank 0: the host aggregator it offers (fallback.c) */
+    struct sockaddr_in fallback_target; /* from a NOSPACE: where the job runs instead */
+    int path;               /* INA_PATH_SWITCH or INA_PATH_HOST */
 
     /* stream */
     struct ina_wslot *slots; /* window entries */
@@ -173,6 +177,13 @@ void ina__session_leave(struct ina_ctx *ctx, int abort);
  * the stream (count 0: done at once). @return NULL if out of memory. */
 struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
                                 size_t count, ina_dtype dtype);
+
+/* fallback.c: rank 0's host aggregator. prepare opens its socket (before
+ * the JOIN that offers it), start runs it, close stops it after the job. */
+int ina__fallback_prepare(struct ina_ctx *ctx);
+uint16_t ina__fallback_port(const struct ina_ctx *ctx);
+int ina__fallback_start(struct ina_ctx *ctx, int elems, int window);
+void ina__fallback_close(struct ina_ctx *ctx);
 
 /* ctx.c: take a request off ctx's list of requests not yet waited. */
 void ina__live_unlink(struct ina_ctx *ctx, struct ina_req *req);

@@ -32,6 +32,9 @@ static int send_join(struct ina_ctx *ctx, int elems, int window)
     j.sw_version = INA_VERSION_NUMBER;
     j.lane = (uint8_t)ctx->lane;
     j.nlanes = (uint8_t)ctx->nlanes;
+    j.fallback_port = ina__fallback_port(ctx);
+    int64_t wait = ((int64_t)ctx->admission_wait_ms + 99) / 100;
+    j.wait_100ms = (uint16_t)(wait > UINT16_MAX ? UINT16_MAX : wait);
     memcpy(j.name, ctx->job, sizeof(j.name));
     ina_join_encode(buf + INA_HDR_LEN, &j);
     return ina__net_send(ctx, buf, sizeof(buf));
@@ -57,6 +60,13 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
         int32_t reason;
         if (ina_nak_decode(body, blen, &nonce, &reason) != 0 || nonce != ctx->nonce)
             return 0;
+        if (reason == INA_ERR_NOSPACE && blen >= INA_NAK_FALLBACK_LEN) {
+            /* The job's rank 0 offered to aggregate: where to run instead. */
+            memset(&ctx->fallback_target, 0, sizeof(ctx->fallback_target));
+            ctx->fallback_target.sin_family = AF_INET;
+            memcpy(&ctx->fallback_target.sin_addr.s_addr, body + 16, 4);
+            ctx->fallback_target.sin_port = htons(ina_get16(body + 20));
+        }
         return reason < 0 ? reason : INA_ERR_REJECTED;
     }
     if (h.kind == INA_K_REDIRECT) {

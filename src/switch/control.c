@@ -34,7 +34,7 @@ int ina_switch_init(struct ina_switch *sw, const struct ina_switch_params *p)
     sw->p = *p;
     sw->slots = calloc(p->nslots, sizeof(*sw->slots));
     sw->values = calloc((size_t)p->nslots * 2 * p->max_elems, sizeof(int32_t));
-    sw->slot_owner = calloc(p->nslots, 1);
+    sw->slot_owner = calloc(p->nslots, sizeof(*sw->slot_owner));
     sw->session_counter = random_u32();
     int rc = ina_txq_init(&sw->txq, INA_SW_TX_BATCH + INA_SW_TX_RESERVE_BUFS,
                           INA_HDR_LEN + (4 * (size_t)p->max_elems > INA_JOIN_BODY_LEN
@@ -96,9 +96,11 @@ void ina__job_reset_slots(struct ina_switch *sw, const struct ina_job *job)
 
 static void job_free(struct ina_switch *sw, struct ina_job *job)
 {
-    if (job->state == INA_JOB_ACTIVE)
+    if (job->state == INA_JOB_ACTIVE) {
         for (uint32_t i = 0; i < job->window; i++)
             sw->slot_owner[job->slot_base + i] = 0;
+        sw->slots_freed = 1; /* a WAITING job may fit now */
+    }
     uint16_t id = job->id;
     memset(job, 0, sizeof(*job));
     job->id = id;
@@ -191,31 +193,101 @@ static void send_ack(struct ina_switch *sw, const struct ina_job *job, int rank)
     send_ctl(sw, job, INA_K_JOIN_ACK, body, sizeof(body), &job->members[rank].addr);
 }
 
-/* All ranks are in: agree on parameters, take slots, start the session. */
+/* Largest power of two <= n (n >= 1). */
+static uint32_t pow2_floor(uint32_t n)
+{
+    uint32_t p = 1;
+    while (p <= n / 2)
+        p *= 2;
+    return p;
+}
+
+/*
+ * Admission policy: the job's quota is its proposal (the smallest of its
+ * ranks'), capped by max_job_slots and by the pool; if no contiguous run that
+ * long is free, halve it, down to min_job_slots. Smaller windows only slow a
+ * job down (fewer packets in flight), so a busy pool shares out rather than
+ * refuses. @return the window granted, 0 if even the minimum does not fit.
+ */
+static uint32_t admit(struct ina_switch *sw, struct ina_job *job)
+{
+    uint32_t want = pow2_floor(sw->p.nslots);
+    if (sw->p.max_job_slots && pow2_floor(sw->p.max_job_slots) < want)
+        want = pow2_floor(sw->p.max_job_slots);
+    for (int r = 0; r < job->world; r++)
+        if (job->members[r].window < want)
+            want = job->members[r].window;
+    uint32_t floor = sw->p.min_job_slots ? pow2_floor(sw->p.min_job_slots) : want;
+    if (floor > want)
+        floor = want;
+    for (uint32_t w = want; w >= floor && w >= 1; w /= 2) {
+        if (pool_alloc(sw, w, &job->slot_base) == 0) {
+            if (w < want)
+                sw->c.jobs_shrunk++;
+            return w;
+        }
+        if (w == 1)
+            break;
+    }
+    return 0;
+}
+
+/* No room, and no (more) waiting: NOSPACE to every rank, with rank 0's
+ * fallback aggregator if it offered one (libina then runs the job there). */
+static void job_refuse(struct ina_switch *sw, struct ina_job *job)
+{
+    log_job(sw, job, "refused: no free slots");
+    sw->c.jobs_refused++;
+    const struct ina_member *r0 = &job->members[0];
+    for (int r = 0; r < job->world; r++) {
+        const struct ina_member *m = &job->members[r];
+        if (!m->joined)
+            continue;
+        uint8_t body[INA_NAK_FALLBACK_LEN];
+        memset(body, 0, sizeof(body));
+        ina_nak_encode(body, m->nonce, INA_ERR_NOSPACE);
+        size_t len = INA_NAK_BODY_LEN;
+        if (r0->joined && r0->fallback_port) {
+            memcpy(body + 16, &r0->addr.sin_addr.s_addr, 4); /* already network order */
+            ina_put16(body + 20, r0->fallback_port);
+            len = INA_NAK_FALLBACK_LEN;
+        }
+        send_ctl(sw, NULL, INA_K_JOIN_NAK, body, len, &m->addr);
+    }
+    job_free(sw, job);
+}
+
+/* All ranks are in: agree on parameters, take slots, start the session
+ * (or wait for slots, or refuse). */
 static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_ns)
 {
-    /* The largest power of two the pool can hold caps the window. */
-    uint32_t pool_pow2 = 1;
-    while (pool_pow2 * 2 <= sw->p.nslots)
-        pool_pow2 *= 2;
-    uint32_t elems = sw->p.max_elems, window = pool_pow2;
+    uint32_t elems = sw->p.max_elems;
+    uint64_t wait_ns = UINT64_MAX;
     for (int r = 0; r < job->world; r++) {
         if (job->members[r].elems < elems)
             elems = job->members[r].elems;
-        if (job->members[r].window < window)
-            window = job->members[r].window;
+        uint64_t w = (uint64_t)job->members[r].wait_100ms * 100000000ull;
+        if (w < wait_ns)
+            wait_ns = w; /* every rank must be willing to wait */
     }
-    if (pool_alloc(sw, window, &job->slot_base) != 0) {
-        log_job(sw, job, "refused: no free slots");
-        sw->c.jobs_refused++;
-        send_to_members(sw, job, INA_K_JOIN_NAK, INA_ERR_NOSPACE);
-        job_free(sw, job);
+    uint32_t window = admit(sw, job);
+    if (window == 0) {
+        if (job->state == INA_JOB_JOINING && wait_ns > 0) {
+            job->state = INA_JOB_WAITING; /* retried when slots are freed, and per tick */
+            job->wait_until_ns = now_ns + wait_ns;
+            sw->c.jobs_waited++;
+            log_job(sw, job, "waiting for free slots");
+            return;
+        }
+        if (job->state == INA_JOB_WAITING && now_ns < job->wait_until_ns)
+            return;
+        job_refuse(sw, job);
         return;
     }
     job->elems = (uint16_t)elems;
     job->window = window;
     for (uint32_t i = 0; i < window; i++)
-        sw->slot_owner[job->slot_base + i] = (uint8_t)job->id;
+        sw->slot_owner[job->slot_base + i] = job->id;
     /* Session ids never repeat within a switch's life (counter), and are
      * unpredictable across restarts (random start). 0 means "none". */
     do
@@ -308,6 +380,11 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         send_ctl(sw, NULL, INA_K_REDIRECT, redirect, sizeof(redirect), src);
         return;
     }
+    if (sw->p.only_job[0] && strcmp(j.name, sw->p.only_job) != 0) {
+        sw->c.drops[INA_DROP_JOIN]++; /* a worker's private aggregator serves one job */
+        send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+        return;
+    }
     struct ina_job *job = job_by_name(sw, j.name, j.lane);
     if (job && (job->world != j.world_size || job->nlanes != j.nlanes)) {
         sw->c.drops[INA_DROP_JOIN]++;
@@ -348,6 +425,8 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
     m->addr = *src;
     m->elems = j.elems;
     m->window = j.window;
+    m->fallback_port = j.fallback_port;
+    m->wait_100ms = j.wait_100ms;
     if (job->njoined == job->world)
         job_start(sw, job, now_ns);
 }
@@ -384,6 +463,29 @@ static void on_leave(struct ina_switch *sw, const struct ina_hdr *h, const struc
     }
 }
 
+/* Slots were freed: start WAITING jobs that fit now, oldest first. */
+static void retry_waiting(struct ina_switch *sw, uint64_t now_ns)
+{
+    sw->slots_freed = 0;
+    for (;;) {
+        struct ina_job *oldest = NULL;
+        for (int i = 0; i < INA_SW_MAX_JOBS; i++) {
+            struct ina_job *job = &sw->jobs[i];
+            if (job->state == INA_JOB_WAITING && job->wait_until_ns > now_ns &&
+                (!oldest || job->created_ns < oldest->created_ns))
+                oldest = job;
+        }
+        if (!oldest || ina_switch_tx_full(sw))
+            return;
+        job_start(sw, oldest, now_ns);
+        if (oldest->state == INA_JOB_WAITING) {
+            /* The oldest still does not fit: later ones wait behind it (FIFO,
+             * so a large job is not starved by a stream of small ones). */
+            return;
+        }
+    }
+}
+
 void ina__ctl_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
                     size_t bodylen, const struct sockaddr_in *src, uint64_t now_ns)
 {
@@ -392,6 +494,8 @@ void ina__ctl_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
     case INA_K_LEAVE: on_leave(sw, h, src); break;
     default: sw->c.drops[INA_DROP_KIND]++; break;
     }
+    if (sw->slots_freed)
+        retry_waiting(sw, now_ns);
 }
 
 void ina_switch_tick(struct ina_switch *sw, uint64_t now_ns)
@@ -402,6 +506,10 @@ void ina_switch_tick(struct ina_switch *sw, uint64_t now_ns)
             now_ns - job->created_ns > sw->p.join_timeout_ns) {
             log_job(sw, job, "dropped: not all ranks joined in time");
             job_free(sw, job);
+        } else if (job->state == INA_JOB_WAITING && now_ns >= job->wait_until_ns) {
+            if (ina_switch_tx_full(sw))
+                continue;
+            job_start(sw, job, now_ns); /* a last try, then NOSPACE */
         } else if (job->state == INA_JOB_ACTIVE && sw->p.idle_timeout_ns &&
                    now_ns - job->last_rx_ns > sw->p.idle_timeout_ns) {
             if (ina_switch_tx_full(sw))
@@ -409,4 +517,6 @@ void ina_switch_tick(struct ina_switch *sw, uint64_t now_ns)
             ina__job_abort(sw, job, INA_ERR_TIMEOUT);
         }
     }
+    if (sw->slots_freed)
+        retry_waiting(sw, now_ns);
 }

@@ -38,6 +38,8 @@ void ina_sw_counters_print(const struct ina_sw_counters *c, FILE *f)
     fprintf(f, "  jobs_aborted    %llu\n", (unsigned long long)c->jobs_aborted);
     fprintf(f, "  jobs_refused    %llu\n", (unsigned long long)c->jobs_refused);
     fprintf(f, "  join_redirects  %llu\n", (unsigned long long)c->join_redirects);
+    fprintf(f, "  jobs_shrunk     %llu\n", (unsigned long long)c->jobs_shrunk);
+    fprintf(f, "  jobs_waited     %llu\n", (unsigned long long)c->jobs_waited);
     for (int d = 0; d < INA_DROP__COUNT; d++)
         fprintf(f, "  drop_%-11s %llu\n", drop_names[d], (unsigned long long)c->drops[d]);
 }

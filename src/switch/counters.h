@@ -44,6 +44,8 @@ struct ina_sw_counters {
     uint64_t jobs_started, jobs_ended, jobs_aborted;
     uint64_t jobs_refused;    /* no room: slot pool or job table full */
     uint64_t join_redirects;  /* JOINs sent to the dataplane thread that owns the lane */
+    uint64_t jobs_shrunk;     /* admitted with fewer slots than proposed (pool busy) */
+    uint64_t jobs_waited;     /* had to wait for free slots before starting */
     uint64_t drops[INA_DROP__COUNT];
 };
 

@@ -51,6 +51,13 @@ static void usage(FILE *f)
             "  --slots N             slots in the pool, shared by all jobs (default 1024)\n"
             "  --max-elems K         int32 values per slot, the largest packet a job\n"
             "                        may use (default 2048, at most %d)\n"
+            "  --max-job-slots N     most slots one job (one lane) may hold (default: a\n"
+            "                        quarter of each thread's pool); see --min-job-slots\n"
+            "  --min-job-slots N     when the pool is busy, a job gets fewer slots than\n"
+            "                        it proposed, halving down to N (default 8); below\n"
+            "                        that it waits (if its workers asked to, up to their\n"
+            "                        INA_ADMISSION_WAIT_MS) or is refused with NOSPACE,\n"
+            "                        and its workers fall back to a host aggregator\n"
             "  --threads T           dataplane threads (default 1, at most %d). Each has\n"
             "                        its own UDP socket (listen port + i, or a free port\n"
             "                        with port 0) and 1/T of the slot pool; jobs and the\n"
@@ -300,7 +307,7 @@ static int run(struct shard *sh)
         if (now >= next_tick) {
             ina_switch_tick(sw, now);
             flush_tx(sh);
-            next_tick = now + 1000000000ull;
+            next_tick = now + 100000000ull; /* 100 ms: timeouts, WAITING jobs */
         }
         if (n <= 0) {
             struct pollfd pfd = {.fd = fd, .events = POLLIN};
@@ -431,6 +438,8 @@ static int serve(const struct ina_switch_params *params, unsigned nthreads,
     struct ina_switch_params p = *params;
     p.nshards = nthreads;
     p.nslots = params->nslots / nthreads;
+    if (p.max_job_slots == 0)
+        p.max_job_slots = p.nslots / 4 ? p.nslots / 4 : 1;
     uint16_t base_port = ntohs(listen_addr->sin_port);
     struct sockaddr_in addr0 = *listen_addr;
     for (unsigned i = 0; i < nthreads; i++) {
@@ -522,6 +531,8 @@ int main(int argc, char **argv)
         {"idle-timeout", required_argument, 0, 'i'},
         {"fault-rx", required_argument, 0, 'R'}, {"fault-tx", required_argument, 0, 'T'},
         {"no-gso", no_argument, 0, 'G'},        {"threads", required_argument, 0, 't'},
+        {"max-job-slots", required_argument, 0, 'X'},
+        {"min-job-slots", required_argument, 0, 'N'},
         {"multicast", optional_argument, 0, 'M'},
         {"quiet", no_argument, 0, 'q'},           {"verbose", no_argument, 0, 'v'},
         {"version", no_argument, 0, 'V'},         {"help", no_argument, 0, 'h'},
@@ -530,7 +541,8 @@ int main(int argc, char **argv)
     struct ina_switch_params p = {.nslots = 1024,
                                   .max_elems = 2048,
                                   .join_timeout_ns = 120ull * 1000000000ull,
-                                  .idle_timeout_ns = 3600ull * 1000000000ull};
+                                  .idle_timeout_ns = 3600ull * 1000000000ull,
+                                  .min_job_slots = 8};
     int quiet = 0, no_gso = 0, c;
     unsigned nthreads = 1;
     const char *fault_rx_spec = NULL, *fault_tx_spec = NULL;
@@ -538,13 +550,15 @@ int main(int argc, char **argv)
     char *end;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         long v = 0;
-        if (c == 's' || c == 'k' || c == 'j' || c == 'i' || c == 't') {
+        if (c == 's' || c == 'k' || c == 'j' || c == 'i' || c == 't' || c == 'X' || c == 'N') {
             v = strtol(optarg, &end, 10);
             if (*end || end == optarg || v < 0 || v > (1L << 24) ||
                 (c == 't' && (v < 1 || v > INA_SW_MAX_SHARDS))) {
                 fprintf(stderr, "ina-switch: bad number for --%s: '%s'\n",
                         c == 's' ? "slots" : c == 'k' ? "max-elems" : c == 'j' ? "join-timeout"
-                                                    : c == 'i' ? "idle-timeout" : "threads",
+                                                    : c == 'i' ? "idle-timeout"
+                                                    : c == 't' ? "threads"
+                                                    : c == 'X' ? "max-job-slots" : "min-job-slots",
                         optarg);
                 return 2;
             }
@@ -557,6 +571,8 @@ int main(int argc, char **argv)
         case 'i': p.idle_timeout_ns = (uint64_t)v * 1000000000ull; break;
         case 'p': port_file = optarg; break;
         case 't': nthreads = (unsigned)v; break;
+        case 'X': p.max_job_slots = (uint32_t)v; break;
+        case 'N': p.min_job_slots = (uint32_t)v; break;
         case 'R':
         case 'T':
             *(c == 'R' ? &fault_rx_spec : &fault_tx_spec) = optarg;

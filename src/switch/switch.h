@@ -39,13 +39,16 @@ struct ina_slot {
     struct ina_slot_set set[2];
 };
 
-enum ina_job_state { INA_JOB_FREE = 0, INA_JOB_JOINING, INA_JOB_ACTIVE };
+/* WAITING: every rank joined, no room in the pool yet, and the job asked to wait. */
+enum ina_job_state { INA_JOB_FREE = 0, INA_JOB_JOINING, INA_JOB_WAITING, INA_JOB_ACTIVE };
 
 struct ina_member {
     struct sockaddr_in addr;
     uint64_t nonce; /* incarnation: random per ina_init() */
     uint16_t elems; /* proposed */
     uint32_t window; /* proposed */
+    uint16_t fallback_port; /* rank 0's offer of a host aggregator (JOIN), 0 = none */
+    uint16_t wait_100ms;    /* how long it may wait for slots */
     uint8_t joined, left;
 };
 
@@ -60,6 +63,7 @@ struct ina_job {
     uint16_t elems;
     uint32_t window, slot_base;
     uint64_t created_ns, last_rx_ns;
+    uint64_t wait_until_ns; /* WAITING: give up (NOSPACE) after this */
     struct sockaddr_in mcast; /* group finished sums go to; sin_family 0 = unicast to each rank */
     struct ina_member members[INA_MAX_WORKERS];
 };
@@ -70,6 +74,13 @@ struct ina_switch_params {
     int verbose;
     uint64_t join_timeout_ns; /* a JOINING job missing ranks this long is dropped */
     uint64_t idle_timeout_ns; /* an ACTIVE job silent this long is reclaimed */
+    /* Admission (control.c: job_start): a job gets min(its proposal,
+     * max_job_slots) slots, halved while no contiguous run that long is free,
+     * down to min_job_slots (0 = no shrinking). 0 max = the whole pool. */
+    uint32_t max_job_slots, min_job_slots;
+    /* If set, the only job name this instance serves (a worker's embedded
+     * host aggregator, libina fallback.c); other JOINs are REJECTED. */
+    char only_job[32];
     uint32_t mcast_base;      /* host order, e.g. 239.255.73.0: job j's group is base + j; 0 = off */
     uint16_t mcast_port;      /* UDP port of the groups */
     /* Sharding (main.c runs one instance per dataplane thread, each with its
@@ -83,9 +94,10 @@ struct ina_switch {
     struct ina_switch_params p;
     struct ina_slot *slots;  /* nslots */
     int32_t *values;         /* nslots * 2 * max_elems, host byte order */
-    uint8_t *slot_owner;     /* nslots: job id owning the slot, 0 = free */
+    uint16_t *slot_owner;    /* nslots: job id owning the slot, 0 = free */
     struct ina_job jobs[INA_SW_MAX_JOBS];
     uint32_t session_counter;
+    int slots_freed; /* an ACTIVE job ended since WAITING jobs were last retried */
     struct ina_sw_counters c;
     struct ina_txq txq;
 };

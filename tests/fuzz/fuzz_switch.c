@@ -179,6 +179,12 @@ HARNESS static void check_txq(void)
             break;
         case INA_K_JOIN_ACK: CHECKF(len == INA_HDR_LEN + INA_JOIN_BODY_LEN); break;
         case INA_K_JOIN_NAK:
+            /* NOSPACE may name rank 0's fallback aggregator (8 more bytes). */
+            CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN ||
+                   (len == INA_HDR_LEN + INA_NAK_FALLBACK_LEN &&
+                    (int32_t)ina_get32(b + INA_HDR_LEN + 8) == INA_ERR_NOSPACE));
+            break;
+        case INA_K_REDIRECT:
         case INA_K_ABORT: CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN); break;
         default: CHECKF(!"unexpected kind queued by the switch");
         }
@@ -196,7 +202,7 @@ HARNESS static void check_state(void)
 {
     uint32_t owned = 0, windows = 0;
     for (uint32_t i = 0; i < FZ_NSLOTS; i++) {
-        uint8_t o = sw.slot_owner[i];
+        uint16_t o = sw.slot_owner[i];
         if (!o)
             continue;
         owned++;
@@ -219,6 +225,10 @@ HARNESS static void check_state(void)
         CHECKF(joined == job->njoined);
         if (job->state == INA_JOB_JOINING) {
             CHECKF(job->njoined < job->world);
+            continue;
+        }
+        if (job->state == INA_JOB_WAITING) { /* all in, no slots yet */
+            CHECKF(job->njoined == job->world);
             continue;
         }
         CHECKF(job->state == INA_JOB_ACTIVE);
@@ -475,6 +485,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     p.max_elems = FZ_MAX_ELEMS;
     p.join_timeout_ns = FZ_JOIN_TIMEOUT_NS;
     p.idle_timeout_ns = FZ_IDLE_TIMEOUT_NS;
+    p.min_job_slots = 1; /* admission may shrink windows: exercise it */
     CHECKF(ina_switch_init(&sw, &p) == 0);
 
     start_job("honest", HONEST_WORLD, HONEST_ELEMS, HONEST_WINDOW, src_table, 0x1000);
