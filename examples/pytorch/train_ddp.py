@@ -231,7 +231,8 @@ def start_switch(args, tmpdir):
             time.sleep(0.02)
     proc.kill()
     proc.wait(timeout=10)
-    sys.exit("train_ddp: ina-switch did not start")
+    with open(os.path.join(tmpdir, "switch.log")) as f:
+        sys.exit("train_ddp: ina-switch did not start:\n" + f.read())
 
 
 def stop_switch(proc):
