@@ -67,6 +67,8 @@ def parse_args(argv=None):
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--batch-size", type=int, default=32, help="per rank")
+    ap.add_argument("--hidden", type=int, default=64,
+                    help="width of the hidden layer (64: 38K parameters; 1024: 540K)")
     ap.add_argument("--ina-sync", action="store_true",
                     help="run the ina all-reduce inside the hook (no helper thread)")
     ap.add_argument("--timeout", type=float, default=300,
@@ -92,14 +94,15 @@ def load_data(seed):
 
 
 class Net(nn.Module):
-    """Conv(1->16) - Conv(16->32) - MaxPool - FC(512->64) - FC(64->10): 38,282 parameters."""
+    """Conv(1->16) - Conv(16->32) - MaxPool - FC(512->hidden) - FC(hidden->10): 38,282
+    parameters with hidden=64 (the default), 540,362 with hidden=1024."""
 
-    def __init__(self):
+    def __init__(self, hidden=64):
         super().__init__()
         self.c1 = nn.Conv2d(1, 16, 3, padding=1)
         self.c2 = nn.Conv2d(16, 32, 3, padding=1)
-        self.f1 = nn.Linear(32 * 4 * 4, 64)
-        self.f2 = nn.Linear(64, 10)
+        self.f1 = nn.Linear(32 * 4 * 4, hidden)
+        self.f2 = nn.Linear(hidden, 10)
 
     def forward(self, x):
         x = F.relu(self.c1(x))
@@ -125,7 +128,7 @@ def run_rank(rank, world, args, master, switch, job, data):
         dist.init_process_group("gloo", timeout=timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
     xtr, ytr, xte, yte = data if data is not None else load_data(args.seed)
-    model = Net()
+    model = Net(args.hidden)
     ddp = DDP(model)
     state = None
     if args.backend == "ina":
