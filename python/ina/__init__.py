@@ -1,0 +1,491 @@
+"""ina: Python bindings (ctypes, no compiled code) of libina, in-network aggregation.
+
+    import ina
+    ina.allreduce(grad)                 # in place; the default context comes from the environment
+    with ina.Context(switch="10.0.0.1:48864", rank=0, world_size=4, job="j") as ctx:
+        h = ctx.allreduce_async(x, op="avg")
+        ...
+        h.wait()
+
+Buffers: contiguous CPU torch tensors and numpy arrays are reduced in place, without a copy;
+anything else that is a tensor or an array (non-contiguous, on a GPU) is copied into a
+contiguous CPU buffer and the result copied back. dtypes: int32 and float32 today; float16,
+bfloat16 and float64 map to the C library's codes and raise InaError(INA_ERR_NOTSUP) until the
+library implements them. ops: "sum", "avg" (sum then division by the world size; done in
+Python when the library does not support it yet), "max", "min" (NOTSUP until implemented).
+
+Threading: one Context may be shared by threads (calls are serialized by a lock); libina
+itself allows one thread per context at a time. See docs/PYTHON.md.
+"""
+import ctypes
+import os
+import sys
+import threading
+import weakref
+
+from . import _lib
+
+__all__ = [
+    "InaError", "Context", "Request", "allreduce", "allreduce_async", "default_context",
+    "init", "finalize", "float_error_bound", "float_error_bounds", "library_version",
+    "library_path", "strerror", "err_name",
+    "INT32", "FLOAT32", "FLOAT16", "BFLOAT16", "FLOAT64", "SUM", "MAX", "MIN", "AVG",
+]
+
+__version__ = "0.1.0"
+
+# ---- constants (include/ina.h) -------------------------------------------------------------
+
+INT32, FLOAT32, FLOAT16, BFLOAT16, FLOAT64 = 0, 1, 2, 3, 4
+SUM, MAX, MIN, AVG = 0, 1, 2, 3
+
+OK = 0
+ERR_TIMEOUT = -1001
+ERR_ABORTED = -1002
+ERR_REJECTED = -1003
+ERR_NOSPACE = -1004
+ERR_MISMATCH = -1005
+ERR_CLOSED = -1006
+ERR_NOTSUP = -1007
+ERR_PROTO = -1008
+ERR_CONFIG = -1009
+ERR_BUSY = -1010
+
+_DTYPE_NAMES = {"int32": INT32, "float32": FLOAT32, "float16": FLOAT16, "bfloat16": BFLOAT16,
+                "float64": FLOAT64}
+_OPS = {"sum": SUM, "max": MAX, "min": MIN, "avg": AVG, "mean": AVG}
+
+
+# ---- errors ----------------------------------------------------------------------------------
+
+
+def strerror(code):
+    """ina_strerror(): the library's message for any code it returns."""
+    return _lib.lib().ina_strerror(int(code)).decode(errors="replace")
+
+
+def err_name(code):
+    """ina_err_name(): "INA_ERR_TIMEOUT", "EINVAL", ..."""
+    return _lib.lib().ina_err_name(int(code)).decode(errors="replace")
+
+
+class InaError(RuntimeError):
+    """A libina call failed. code: the negative status; name: its symbolic name; message:
+    ina_strerror(code); what: the call that failed."""
+
+    def __init__(self, code, what=""):
+        self.code = int(code)
+        self.name = err_name(self.code)
+        self.message = strerror(self.code)
+        self.what = what
+        prefix = what + ": " if what else ""
+        super().__init__("%s%s (%s, %d)" % (prefix, self.message, self.name, self.code))
+
+
+def _check(rc, what):
+    if rc < 0:
+        raise InaError(rc, what)
+    return rc
+
+
+# ---- library information -----------------------------------------------------------------------
+
+
+def library_version():
+    """Version string of the libina that was loaded ("MAJOR.MINOR.PATCH")."""
+    return _lib.lib().ina_version_string().decode()
+
+
+def library_path():
+    """Path (or soname) libina was loaded from."""
+    return _lib.path()
+
+
+def float_error_bound(world_size, amax, exact_sum):
+    """ina_float_error_bound(): the largest |result - exact_sum| of one element of a float32
+    all-reduce over world_size ranks, when the largest magnitude in the element's block (the
+    elems_per_packet elements that share a packet) over all ranks is amax."""
+    return _lib.lib().ina_float_error_bound(int(world_size), float(amax), float(exact_sum))
+
+
+def float_error_bounds(inputs, elems_per_packet):
+    """Per-element error bounds of a float32 sum all-reduce of the arrays in inputs (one per
+    rank, same size, anything numpy.asarray takes). @return (exact, bound): float64 numpy
+    arrays of the flattened exact sum and of float_error_bound() for each element."""
+    import numpy as np
+
+    xs = [np.asarray(x, dtype=np.float64).ravel() for x in inputs]
+    n = len(xs)
+    if n == 0:
+        raise ValueError("float_error_bounds: no inputs")
+    exact = np.sum(xs, axis=0)
+    count = exact.size
+    k = int(elems_per_packet)
+    amax_el = np.max(np.abs(np.stack(xs)), axis=0) if count else exact
+    nblocks = (count + k - 1) // k
+    bound = np.empty(count, dtype=np.float64)
+    fn = _lib.lib().ina_float_error_bound
+    for b in range(nblocks):
+        lo, hi = b * k, min(count, (b + 1) * k)
+        amax = float(np.max(amax_el[lo:hi]))
+        for i in range(lo, hi):
+            bound[i] = fn(n, amax, float(exact[i]))
+    return exact, bound
+
+
+# ---- buffers ---------------------------------------------------------------------------------
+
+
+def _torch_module():
+    return sys.modules.get("torch")
+
+
+def _torch_dtype_code(torch, dt):
+    table = {torch.int32: INT32, torch.float32: FLOAT32, torch.float16: FLOAT16,
+             torch.bfloat16: BFLOAT16, torch.float64: FLOAT64}
+    if dt not in table:
+        raise TypeError("ina: unsupported torch dtype %s (int32, float32, float16, bfloat16, "
+                        "float64)" % dt)
+    return table[dt]
+
+
+class _Buffer:
+    """The memory an operation works on: obj itself when it is a contiguous CPU buffer, else a
+    contiguous CPU copy (work) that finish() copies back into obj."""
+
+    def __init__(self, obj):
+        self.obj = obj
+        torch = _torch_module()
+        if torch is not None and isinstance(obj, torch.Tensor):
+            self.kind = "torch"
+            self.dtype = _torch_dtype_code(torch, obj.dtype)
+            if obj.device.type == "cpu" and obj.is_contiguous():
+                self.work, self.copied = obj, False
+            else:
+                self.work = obj.detach().to("cpu", copy=True).contiguous()
+                self.copied = True
+            self.ptr = self.work.data_ptr()
+            self.count = self.work.numel()
+            return
+        np = sys.modules.get("numpy")
+        if np is not None and isinstance(obj, np.ndarray):
+            self.kind = "numpy"
+            if not obj.dtype.isnative or obj.dtype.name not in _DTYPE_NAMES:
+                raise TypeError("ina: unsupported numpy dtype %s (native int32, float32, "
+                                "float16, float64)" % obj.dtype)
+            if not obj.flags.writeable:
+                raise ValueError("ina: the array is read-only; the all-reduce works in place")
+            self.dtype = _DTYPE_NAMES[obj.dtype.name]
+            if obj.flags.c_contiguous:
+                self.work, self.copied = obj, False
+            else:
+                self.work, self.copied = np.ascontiguousarray(obj), True
+            self.ptr = self.work.ctypes.data
+            self.count = self.work.size
+            return
+        raise TypeError("ina: expected a torch.Tensor or a numpy.ndarray, got %s"
+                        % type(obj).__name__)
+
+    def divide(self, n):
+        """work /= n in place (integers: truncated toward zero, as C's division)."""
+        w = self.work
+        if self.kind == "torch":
+            torch = _torch_module()
+            with torch.no_grad():
+                if self.dtype == INT32:
+                    w.div_(n, rounding_mode="trunc")
+                else:
+                    w.div_(n)
+        else:
+            import numpy as np
+
+            if self.dtype == INT32:
+                w64 = w.astype(np.int64)
+                w[...] = np.sign(w64) * (np.abs(w64) // n)
+            else:
+                w /= w.dtype.type(n)
+
+    def finish(self):
+        """Copy the result back into obj if a copy was used."""
+        if not self.copied:
+            return
+        if self.kind == "torch":
+            torch = _torch_module()
+            with torch.no_grad():
+                self.obj.copy_(self.work)
+        else:
+            self.obj[...] = self.work
+
+
+def _op_code(op):
+    if isinstance(op, str):
+        key = op.lower()
+        if key not in _OPS:
+            raise ValueError("ina: unknown op %r (sum, avg, max, min)" % op)
+        return _OPS[key]
+    code = int(op)
+    if code not in (SUM, MAX, MIN, AVG):
+        raise ValueError("ina: unknown op %r" % op)
+    return code
+
+
+# ---- context ---------------------------------------------------------------------------------
+
+
+def _default_job_from_env():
+    """INA_JOB, else a name from torchrun's run id (TORCHELASTIC_RUN_ID), else None (the
+    library's default, "default")."""
+    if os.environ.get("INA_JOB"):
+        return None  # ina_config_from_env reads it
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID")
+    if run_id and run_id != "none":
+        return ("tr-" + run_id)[:31]
+    return None
+
+
+def _finalize_handle(lib, handle):
+    if handle.value:
+        lib.ina_finalize(handle)
+        handle.value = None
+
+
+class Context:
+    """A joined ina job (wraps ina_ctx). Arguments left None come from the environment, as
+    ina_init_env() reads it (INA_SWITCH, INA_RANK or RANK, INA_WORLD_SIZE or WORLD_SIZE,
+    INA_JOB, INA_ELEMS, INA_WINDOW, INA_TIMEOUT_MS, INA_JOIN_TIMEOUT_MS, INA_RTO_MS), or with
+    env=False from the library's defaults. Blocks until all world_size ranks joined (at most
+    join_timeout_ms). Use as a context manager or call close()."""
+
+    def __init__(self, switch=None, rank=None, world_size=None, job=None, *,
+                 elems_per_packet=None, window=None, timeout_ms=None, join_timeout_ms=None,
+                 rto_ms=None, env=True):
+        lib = _lib.lib()
+        self._lib = lib
+        self._lock = threading.RLock()
+        self._pending = set()
+        cfg = _lib.ConfigStruct()
+        if env:
+            rc = lib.ina_config_from_env(ctypes.byref(cfg))
+            if rc < 0:
+                raise InaError(rc, "ina_config_from_env (check INA_SWITCH, INA_RANK/RANK, "
+                                   "INA_WORLD_SIZE/WORLD_SIZE and the other INA_* variables)")
+            if job is None:
+                job = _default_job_from_env()
+        else:
+            lib.ina_config_init(ctypes.byref(cfg))
+        keep = []  # the encoded strings must live until ina_init() copied them
+
+        def text(v):
+            b = v.encode() if isinstance(v, str) else bytes(v)
+            keep.append(b)
+            return b
+
+        if switch is not None:
+            cfg.switch_addr = text(switch)
+        if job is not None:
+            cfg.job = text(job)
+        for name, v in (("rank", rank), ("world_size", world_size),
+                        ("elems_per_packet", elems_per_packet), ("window", window),
+                        ("timeout_ms", timeout_ms), ("join_timeout_ms", join_timeout_ms),
+                        ("rto_ms", rto_ms)):
+            if v is not None:
+                setattr(cfg, name, int(v))
+        self.switch = (cfg.switch_addr or b"").decode(errors="replace")
+        self.job = (cfg.job or b"").decode(errors="replace")
+        handle = ctypes.c_void_p()
+        rc = lib.ina_init(ctypes.byref(handle), ctypes.byref(cfg))
+        if rc < 0:
+            raise InaError(rc, "ina_init (switch %s, job %s, rank %d of %d)"
+                           % (self.switch, self.job, cfg.rank, cfg.world_size))
+        self._handle = handle
+        # Leave the job at exit or when the Context is collected, if close() was not called.
+        self._finalizer = weakref.finalize(self, _finalize_handle, lib, handle)
+        info = _lib.InfoStruct()
+        _check(lib.ina_get_info(handle, ctypes.byref(info)), "ina_get_info")
+        self.rank = info.rank
+        self.world_size = info.world_size
+        self.elems_per_packet = info.elems_per_packet
+        self.window = info.window
+        self.job_id = info.job_id
+        self.session_id = info.session_id
+
+    # -- lifetime --
+
+    @property
+    def closed(self):
+        return not self._handle.value
+
+    def close(self):
+        """Leave the job (ina_finalize). Requests still in flight fail with INA_ERR_CLOSED (and
+        the other ranks' with INA_ERR_ABORTED). Idempotent."""
+        with self._lock:
+            if self.closed:
+                return
+            for req in list(self._pending):
+                req._released(ERR_CLOSED)
+            self._pending.clear()
+            self._finalizer()  # ina_finalize, once
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __repr__(self):
+        state = "closed" if self.closed else "rank %d of %d, %d elems/packet, window %d" % (
+            self.rank, self.world_size, self.elems_per_packet, self.window)
+        return "<ina.Context switch=%s job=%s %s>" % (self.switch, self.job, state)
+
+    def _h(self):
+        if self.closed:
+            raise InaError(ERR_CLOSED, "ina.Context")
+        return self._handle
+
+    # -- introspection --
+
+    def info(self):
+        """Session parameters agreed at join time (ina_get_info) as a dict."""
+        return {"rank": self.rank, "world_size": self.world_size,
+                "elems_per_packet": self.elems_per_packet, "window": self.window,
+                "job_id": self.job_id, "session_id": self.session_id}
+
+    def stats(self):
+        """The context's counters (ina_get_stats) as a dict."""
+        st = _lib.StatsStruct()
+        with self._lock:
+            _check(self._lib.ina_get_stats(self._h(), ctypes.byref(st)), "ina_get_stats")
+        return {name: int(getattr(st, name)) for name in _lib.STATS_FIELDS}
+
+    # -- all-reduce --
+
+    def allreduce(self, obj, op="sum"):
+        """Blocking all-reduce of obj in place. @return obj."""
+        return self.allreduce_async(obj, op).wait()
+
+    def allreduce_async(self, obj, op="sum"):
+        """Start an all-reduce of obj in place. @return a Request; obj must not be touched until
+        its wait() returned (or test() returned True)."""
+        code = _op_code(op)
+        buf = _Buffer(obj)
+        req = ctypes.c_void_p()
+        post_divide = False
+        with self._lock:
+            h = self._h()
+            rc = self._lib.ina_allreduce_start(h, buf.ptr, buf.ptr, buf.count, buf.dtype, code,
+                                               ctypes.byref(req))
+            if rc == ERR_NOTSUP and code == AVG:
+                # The library has no AVG yet: sum, then divide here (Request.wait()).
+                rc = self._lib.ina_allreduce_start(h, buf.ptr, buf.ptr, buf.count, buf.dtype,
+                                                   SUM, ctypes.byref(req))
+                post_divide = True
+            _check(rc, "ina_allreduce_start")
+            r = Request(self, req, buf, post_divide)
+            self._pending.add(r)
+        return r
+
+
+class Request:
+    """An all-reduce in flight (wraps ina_req). test() and wait() make progress; once either
+    saw it finish, the result is in the buffer and the request is released."""
+
+    def __init__(self, ctx, handle, buf, post_divide):
+        self._ctx = ctx
+        self._handle = handle
+        self._buf = buf
+        self._post_divide = post_divide
+        self._status = None  # None while in flight, then the final status
+
+    @property
+    def done(self):
+        return self._status is not None
+
+    def _released(self, status):
+        self._status = status
+        self._handle = None
+
+    def _complete(self, rc):
+        self._released(rc)
+        self._ctx._pending.discard(self)
+        if rc == 0:
+            if self._post_divide:
+                self._buf.divide(self._ctx.world_size)
+            self._buf.finish()
+
+    def test(self):
+        """Progress without blocking. @return True when finished (raises InaError if it
+        failed), False while in flight."""
+        with self._ctx._lock:
+            if self._status is None:
+                done = ctypes.c_int(0)
+                self._ctx._lib.ina_test(self._handle, ctypes.byref(done))
+                if not done.value:
+                    return False
+                self._complete(self._ctx._lib.ina_wait(self._handle))
+        _check(self._status, "ina_test")
+        return True
+
+    def wait(self):
+        """Block until finished (bounded by the context's timeout_ms without progress).
+        @return the reduced tensor or array; raises InaError if the operation failed."""
+        with self._ctx._lock:
+            if self._status is None:
+                self._complete(self._ctx._lib.ina_wait(self._handle))
+        _check(self._status, "ina_wait")
+        return self._buf.obj
+
+
+# ---- default context -----------------------------------------------------------------------
+
+_default = None
+_default_lock = threading.Lock()
+
+
+def init(**kwargs):
+    """Create the default context (Context(**kwargs)); an error if one exists."""
+    global _default
+    with _default_lock:
+        if _default is not None and not _default.closed:
+            raise RuntimeError("ina.init: the default context exists; call ina.finalize() first")
+        _default = Context(**kwargs)
+        return _default
+
+
+def default_context():
+    """The default context, created on first use from the environment (as torchrun sets it:
+    RANK, WORLD_SIZE, plus INA_SWITCH and INA_JOB; see Context)."""
+    global _default
+    with _default_lock:
+        if _default is None or _default.closed:
+            _default = Context()
+        return _default
+
+
+def finalize():
+    """Close the default context, if any."""
+    global _default
+    with _default_lock:
+        if _default is not None:
+            _default.close()
+            _default = None
+
+
+def allreduce(obj, op="sum", ctx=None):
+    """All-reduce a torch tensor or numpy array in place across the ranks of ctx (default:
+    default_context()). op: "sum", "avg", "max", "min". @return obj."""
+    return (ctx or default_context()).allreduce(obj, op)
+
+
+def allreduce_async(obj, op="sum", ctx=None):
+    """Start an all-reduce in place; @return a Request with wait() and test()."""
+    return (ctx or default_context()).allreduce_async(obj, op)
+
+
+def __getattr__(name):
+    # `ina.torch` without importing torch when only numpy is used.
+    if name == "torch":
+        import importlib
+
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError("module 'ina' has no attribute %r" % name)

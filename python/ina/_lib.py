@@ -1,0 +1,133 @@
+"""_lib.py: find and load libina, and declare the C prototypes of include/ina.h for ctypes.
+
+Search order (the first that exists wins; see find_library()):
+  1. $INA_LIBRARY, a path to libina.so (an error if it is set but cannot be loaded);
+  2. the in-tree build: <repo>/build/lib/libina.so, with this file at <repo>/python/ina/;
+  3. the installed layout: this file at $PREFIX/lib/python3/dist-packages/ina/, the library
+     at $PREFIX/lib/libina.so.0;
+  4. the dynamic loader's search path: ctypes.CDLL("libina.so.0").
+"""
+import ctypes
+import os
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+# ---- structs (must match include/ina.h exactly) -----------------------------------------------
+
+
+class ConfigStruct(ctypes.Structure):
+    _fields_ = [
+        ("switch_addr", ctypes.c_char_p),
+        ("job", ctypes.c_char_p),
+        ("rank", ctypes.c_int),
+        ("world_size", ctypes.c_int),
+        ("elems_per_packet", ctypes.c_int),
+        ("window", ctypes.c_int),
+        ("timeout_ms", ctypes.c_int),
+        ("join_timeout_ms", ctypes.c_int),
+        ("rto_ms", ctypes.c_int),
+        ("reserved", ctypes.c_uint * 8),
+    ]
+
+
+STATS_FIELDS = ("ops", "packets_sent", "packets_received", "retransmits", "stale_results",
+                "bytes_sent", "nonfinite_blocks", "rtx_fast", "rtx_probe", "rtx_timeout")
+
+
+class StatsStruct(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in STATS_FIELDS] + [
+        ("reserved", ctypes.c_uint64 * 6)]
+
+
+class InfoStruct(ctypes.Structure):
+    _fields_ = [
+        ("rank", ctypes.c_int),
+        ("world_size", ctypes.c_int),
+        ("elems_per_packet", ctypes.c_int),
+        ("window", ctypes.c_int),
+        ("job_id", ctypes.c_uint32),
+        ("session_id", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint * 8),
+    ]
+
+
+# ---- loading ----------------------------------------------------------------------------------
+
+
+def candidates():
+    """The (description, path-or-name) pairs tried, in order (INA_LIBRARY handled apart)."""
+    repo = os.path.dirname(os.path.dirname(_HERE))  # <repo>/python/ina -> <repo>
+    intree = os.path.join(repo, "build", "lib", "libina.so")
+    # $PREFIX/lib/python3/dist-packages/ina -> $PREFIX/lib
+    libdir = os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))
+    installed = os.path.join(libdir, "libina.so.0")
+    return [("in-tree build", intree), ("installed next to the package", installed),
+            ("dynamic loader search path", "libina.so.0")]
+
+
+def find_library():
+    """Load libina. @return (ctypes.CDLL, path). Raises OSError with every place tried."""
+    env = os.environ.get("INA_LIBRARY")
+    if env:
+        try:
+            return ctypes.CDLL(env), env
+        except OSError as e:
+            raise OSError("ina: INA_LIBRARY=%s cannot be loaded: %s" % (env, e)) from e
+    tried = []
+    for what, path in candidates():
+        if os.sep in path and not os.path.exists(path):
+            tried.append("%s (%s: not found)" % (path, what))
+            continue
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append("%s (%s: %s)" % (path, what, e))
+    raise OSError("ina: cannot find libina; build it (make) or install it, or set INA_LIBRARY "
+                  "to the path of libina.so. Tried:\n  " + "\n  ".join(tried))
+
+
+def _declare(lib):
+    c_int, c_size_t, c_void_p, c_double = ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p, \
+        ctypes.c_double
+    protos = {
+        "ina_version_number": (ctypes.c_uint, []),
+        "ina_version_string": (ctypes.c_char_p, []),
+        "ina_strerror": (ctypes.c_char_p, [c_int]),
+        "ina_err_name": (ctypes.c_char_p, [c_int]),
+        "ina_config_init": (None, [ctypes.POINTER(ConfigStruct)]),
+        "ina_config_from_env": (c_int, [ctypes.POINTER(ConfigStruct)]),
+        "ina_init": (c_int, [ctypes.POINTER(c_void_p), ctypes.POINTER(ConfigStruct)]),
+        "ina_finalize": (c_int, [c_void_p]),
+        "ina_allreduce": (c_int, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_int]),
+        "ina_allreduce_start": (c_int, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_int,
+                                        ctypes.POINTER(c_void_p)]),
+        "ina_test": (c_int, [c_void_p, ctypes.POINTER(c_int)]),
+        "ina_wait": (c_int, [c_void_p]),
+        "ina_get_stats": (c_int, [c_void_p, ctypes.POINTER(StatsStruct)]),
+        "ina_get_info": (c_int, [c_void_p, ctypes.POINTER(InfoStruct)]),
+        "ina_float_error_bound": (c_double, [c_int, c_double, c_double]),
+    }
+    for name, (restype, argtypes) in protos.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    return lib
+
+
+_LIB = None
+_PATH = None
+
+
+def lib():
+    """The loaded libina (loaded on first use)."""
+    global _LIB, _PATH
+    if _LIB is None:
+        handle, path = find_library()
+        _LIB, _PATH = _declare(handle), path
+    return _LIB
+
+
+def path():
+    """Where libina was loaded from (loads it if needed)."""
+    lib()
+    return _PATH

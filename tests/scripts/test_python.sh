@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# test_python.sh: the Python package (python/ina) and the DDP training example against this
+# build's libina and ina-switch:
+#   1. tests/python/test_ina.py: ina.allreduce on numpy arrays and torch tensors (in place,
+#      non-contiguous, int32 exact, float32 within ina_float_error_bound, async, errors), N=1
+#      and N=3 workers, and the ina.torch DDP hook against Gloo's gradients (N=2);
+#   2. tests/python/check_training.py: examples/pytorch/train_ddp.py with --backend gloo and
+#      --backend ina, same seed, N=3, 4 epochs: loss curves within 1e-3 relative, final
+#      accuracy with ina >= Gloo's - 0.02 (reasons in that file and docs/PYTHON.md).
+# In an ASan build (INA_SANITIZE=ON) the instrumented libina.so is loaded into Python with the
+# compiler's shared ASan runtime in LD_PRELOAD, and LeakSanitizer off for the Python processes
+# (the interpreter and torch keep memory at exit by design; the C tests check libina's leaks).
+# If that runtime cannot be found or cannot run Python, this build skips with a message; the
+# gcc build never skips. Every step runs under `timeout`, which kills the whole process group.
+set -uo pipefail
+exec </dev/null
+B=${INA_BUILD_DIR:-build}
+case $B in /*) ;; *) B=$PWD/$B ;; esac
+SRC=${INA_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+PY=/usr/bin/python3
+SW=$B/bin/ina-switch
+tmp=$(mktemp -d)
+swpid=
+cleanup() { [ -n "$swpid" ] && kill -9 "$swpid" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+
+for need in "$SW" "$B/lib/libina.so"; do
+    [ -e "$need" ] || { echo "FAIL: $need missing (build first)"; exit 1; }
+done
+if ! "$PY" -c 'import numpy, torch, sklearn' 2>"$tmp/import.err"; then
+    # make test installs them (scripts/deps.sh --test); a missing package is a failure.
+    echo "FAIL: $PY cannot import numpy, torch and sklearn (scripts/deps.sh --test):"
+    cat "$tmp/import.err"
+    exit 1
+fi
+
+export INA_LIBRARY=$B/lib/libina.so INA_BUILD_DIR=$B PYTHONDONTWRITEBYTECODE=1
+PYENV=()
+if grep -q '^INA_SANITIZE:BOOL=ON' "$B/CMakeCache.txt" 2>/dev/null; then
+    cc=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$B/CMakeCache.txt")
+    rt=$("${cc:-clang}" -print-file-name=libclang_rt.asan-x86_64.so 2>/dev/null)
+    if [ -z "$rt" ] || [ ! -f "$rt" ]; then
+        echo "SKIP (ASan build): no shared ASan runtime from ${cc:-clang} to load the instrumented libina into Python"
+        exit 0
+    fi
+    PYENV=(env "LD_PRELOAD=$rt" "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1"
+        "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+    if ! "${PYENV[@]}" timeout 60 "$PY" -c "import sys; sys.path.insert(0, '$SRC/python'); import ina; ina.library_version()" \
+        >"$tmp/probe" 2>&1; then
+        echo "SKIP (ASan build): Python cannot load the ASan libina with LD_PRELOAD=$rt:"
+        tail -5 "$tmp/probe"
+        exit 0
+    fi
+    echo "ASan build: Python runs with LD_PRELOAD=$rt, detect_leaks=0"
+fi
+
+# result STATUS OUTPUT PATTERN WHAT: show a step's output; ok if it exited 0 and printed PATTERN.
+result() {
+    cat "$2"
+    if [ "$1" -eq 0 ] && grep -q "$3" "$2"; then ok "$4"; else bad "$4 (exit status $1)"; fi
+}
+stop_switch() {
+    kill -TERM "$swpid"; wait "$swpid"; local rc=$?; swpid=
+    [ "$rc" -eq 0 ] && ok "ina-switch exits 0 after the Python tests" || bad "ina-switch exit status $rc"
+}
+
+# One switch for the unit tests; the training example starts its own.
+"$SW" --listen 127.0.0.1:0 --port-file "$tmp/port" --quiet 2>"$tmp/sw.err" &
+swpid=$!
+for _ in $(seq 200); do [ -s "$tmp/port" ] && break; sleep 0.05; done
+[ -s "$tmp/port" ] || { echo "FAIL: ina-switch did not start"; cat "$tmp/sw.err"; exit 1; }
+export INA_SWITCH=127.0.0.1:$(cat "$tmp/port")
+
+"${PYENV[@]}" timeout -k 5 150 "$PY" "$SRC/tests/python/test_ina.py" --deadline 120 >"$tmp/unit" 2>&1
+result $? "$tmp/unit" '^test_ina: [1-9][0-9]* checks passed, 0 failed' \
+    "test_ina.py (numpy, torch, DDP hook; N=1, 2, 3)"
+
+# The example starts its own switch when INA_SWITCH is unset (the gcc build tests that path).
+# In the ASan build that switch would inherit LD_PRELOAD, which an executable linked with the
+# static ASan runtime refuses: there the example uses the switch already running.
+if [ ${#PYENV[@]} -eq 0 ]; then
+    stop_switch
+    unset INA_SWITCH
+fi
+
+"${PYENV[@]}" timeout -k 5 200 "$PY" "$SRC/tests/python/check_training.py" --nproc 3 --epochs 4 \
+    --seed 1 --timeout 150 >"$tmp/train" 2>&1
+result $? "$tmp/train" '^check_training: .*: ok$' \
+    "train_ddp.py: ina and Gloo loss curves agree, accuracy within margin"
+
+if [ -n "$swpid" ]; then
+    stop_switch
+fi
+
+echo "test_python: $pass passed, $fail failed"
+[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
