@@ -677,9 +677,11 @@ static int run_worker(const struct opts *o)
                 info.window, ina_version_string());
 
     if (o->rank == 0 && !o->json) {
-        printf("# ina-bench: %d workers, dtype %s, %d elems/packet, window %d, "
-               "%d iterations + %d warmup, libina %s\n",
-               o->world, dname, epp, info.window, o->iters, o->warmup, ina_version_string());
+        printf("# ina-bench: %d workers, dtype %s, %d elems/packet, window %d, lanes %d, "
+               "path %s, %d iterations + %d warmup, libina %s\n",
+               o->world, dname, epp, info.window, info.lanes,
+               info.path == INA_PATH_HOST ? "host (fallback: the switch had no room)" : "switch",
+               o->iters, o->warmup, ina_version_string());
         printf("# algbw = bytes*8/time; busbw = algbw*2(N-1)/N (nccl-tests ring convention, "
                "for comparison; for an aggregator algbw is the natural figure)\n");
         printf("# time: rank 0's median, min, max over the timed iterations; retx: all ranks\n");
@@ -794,8 +796,10 @@ static int run_worker(const struct opts *o)
 
             if (o->json) {
                 printf("{\"workers\":%d,\"bytes\":%llu,\"count\":%zu,\"dtype\":\"%s\","
-                       "\"iters\":%d,\"warmup\":%d,\"elems_per_packet\":%d,\"window\":%d,",
-                       o->world, bytes, count, dname, o->iters, o->warmup, epp, info.window);
+                       "\"iters\":%d,\"warmup\":%d,\"elems_per_packet\":%d,\"window\":%d,"
+                       "\"lanes\":%d,\"path\":\"%s\",",
+                       o->world, bytes, count, dname, o->iters, o->warmup, epp, info.window,
+                       info.lanes, info.path == INA_PATH_HOST ? "host" : "switch");
                 json_num("time_s", med, 0);
                 json_num("time_min_s", tmin, 0);
                 json_num("time_max_s", tmax, 0);
