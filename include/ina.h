@@ -161,7 +161,14 @@ typedef struct ina_config {
                                   dataplane thread: ina-switch --threads). All ranks must
                                   use the same value (else INA_ERR_MISMATCH at join).
                                   At most 16. Since v0.2. */
-    unsigned reserved[7];    /**< zero; room for new fields without breaking the ABI */
+    const char *secret_file; /**< NULL (default) or a file holding the switch's shared secret
+                                  (ina-switch --secret-file): JOIN then carries an HMAC-SHA256
+                                  of it, and the switch's JOIN_ACK must carry one too (else
+                                  INA_ERR_REJECTED). Env: INA_SECRET_FILE. Unreadable or
+                                  empty file: INA_ERR_CONFIG. Since v0.2; it took two of the
+                                  reserved slots, which changed the struct's layout on LP64
+                                  (v0.x: rebuild against this header). */
+    unsigned reserved[5];    /**< zero; room for new fields */
 } ina_config;
 
 /** Fill cfg with the defaults documented above. Since v0.1. */
@@ -189,7 +196,9 @@ typedef struct ina_ctx ina_ctx;
  *   INA_ERR_TIMEOUT     not all ranks joined in time, or no switch answered
  *   INA_ERR_NOSPACE     the switch has no room for the job's window
  *   INA_ERR_MISMATCH    another rank registered with a different world size
- *   INA_ERR_REJECTED    the switch refused the parameters (world size, rank, name)
+ *   INA_ERR_REJECTED    the switch refused the parameters (world size, rank, name), or
+ *                       the shared secret (secret_file) is missing, wrong, or the switch
+ *                       did not prove it knows it
  *   INA_ERR_PROTO       the switch speaks another protocol version, or its
  *                       answer carried impossible parameters
  *   -ENOMEM, -errno     from the system

@@ -43,6 +43,9 @@ int ina_config_from_env(ina_config *cfg)
     s = getenv("INA_JOB");
     if (s && *s)
         cfg->job = s;
+    s = getenv("INA_SECRET_FILE");
+    if (s && *s)
+        cfg->secret_file = s;
     struct {
         const char *name, *fallback;
         int *field;

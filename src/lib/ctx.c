@@ -127,6 +127,13 @@ int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, int lane, int nl
         free(ctx);
         return INA_ERR_CONFIG;
     }
+    if (cfg->secret_file) {
+        if (ina_hmac_key_from_file(&ctx->secret, cfg->secret_file) != 0) {
+            free(ctx);
+            return INA_ERR_CONFIG;
+        }
+        ctx->has_secret = 1;
+    }
     int rc = ina__net_open(ctx, cfg->switch_addr);
     if (rc == 0) {
         int elems = cfg->elems_per_packet;

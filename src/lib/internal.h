@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "common/fault.h"
+#include "common/sha256.h"
 #include "common/udp_gso.h"
 #include "common/wire.h"
 #include "ina.h"
@@ -134,6 +135,8 @@ struct ina_ctx {
     int window_blocked;          /* the last send_ready() stopped at a busy slot */
     uint64_t refused_since_ns;   /* first ECONNREFUSED since the last valid datagram, 0 = none */
     struct ina_fault fault;      /* send-side fault injection (INA_FAULT), off by default */
+    int has_secret;              /* config secret_file: JOIN and JOIN_ACK carry HMACs */
+    struct ina_hmac_key secret;
 
     /* I/O buffers, sized at join */
     uint8_t *txmem, *rxmem;

@@ -35,6 +35,8 @@ check "ina-ctl: unreachable switch exits 1" test $rc -eq 1
 check "ina-ctl: unreachable switch says so" grep -q "cannot reach the switch" "$tmp/ctl.err"
 check "ina-ctl: unreachable switch within the deadline" test $((SECONDS - start)) -le 4
 "$SW" --metrics-port-file "$tmp/x" >/dev/null 2>&1; check "--metrics-port-file alone exits 2" test $? -eq 2
+"$SW" --secret-file /nonexistent/ina-secret >/dev/null 2>&1; check "unreadable --secret-file exits 2" test $? -eq 2
+"$SW" --log-level loud >/dev/null 2>&1; check "bad --log-level exits 2" test $? -eq 2
 
 "$SW" --listen 127.0.0.1:0 --port-file "$tmp/port" --metrics 127.0.0.1:0 \
     --metrics-port-file "$tmp/mport" --log-format json 2>"$tmp/sw.err" &
