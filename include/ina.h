@@ -164,7 +164,15 @@ typedef struct ina_config {
     int admission_wait_ms;   /**< if the switch's pool is full, wait up to this long for
                                   slots before falling back (0 = do not wait). Since v0.2. */
     int fallback;            /**< INA_FALLBACK_HOST (default) or INA_FALLBACK_NONE. Since v0.2. */
-    unsigned reserved[5];    /**< zero; room for new fields without breaking the ABI */
+    const char *secret_file; /**< NULL (default) or a file holding the switch's shared secret
+                                  (ina-switch --secret-file): JOIN then carries an HMAC-SHA256
+                                  of it, and the switch's JOIN_ACK must carry one too (else
+                                  INA_ERR_REJECTED). Env: INA_SECRET_FILE. Unreadable or
+                                  empty file: INA_ERR_CONFIG. Since v0.2. */
+    unsigned reserved[3];    /**< zero; room for new fields. v0.2 took slots of it for
+                                  lanes, admission_wait_ms, fallback and secret_file, which
+                                  changed the struct's layout on LP64 (v0.x: rebuild against
+                                  this header). */
 } ina_config;
 
 /**
@@ -207,7 +215,9 @@ typedef struct ina_ctx ina_ctx;
  *   INA_ERR_TIMEOUT     not all ranks joined in time, or no switch answered
  *   INA_ERR_NOSPACE     the switch has no room for the job's window
  *   INA_ERR_MISMATCH    another rank registered with a different world size
- *   INA_ERR_REJECTED    the switch refused the parameters (world size, rank, name)
+ *   INA_ERR_REJECTED    the switch refused the parameters (world size, rank, name), or
+ *                       the shared secret (secret_file) is missing, wrong, or the switch
+ *                       did not prove it knows it
  *   INA_ERR_PROTO       the switch speaks another protocol version, or its
  *                       answer carried impossible parameters
  *   -ENOMEM, -errno     from the system
@@ -256,6 +266,9 @@ INA_EXTERN int ina_finalize(ina_ctx *ctx);
  *                      result: no switch is running at the address
  * On failure recvbuf holds unspecified values. A failed operation breaks the
  * context (every later call returns INA_ERR_CLOSED): finalize and re-init.
+ * A session that ends between operations (an ABORT with no operation in
+ * flight) breaks it too: the next call returns the reason (for example
+ * INA_ERR_ABORTED) once, and later ones INA_ERR_CLOSED.
  */
 INA_EXTERN int ina_allreduce(ina_ctx *ctx, const void *sendbuf, void *recvbuf,
                              size_t count, ina_dtype dtype, ina_op op);

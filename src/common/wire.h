@@ -238,6 +238,11 @@ static inline int ina_join_decode(const uint8_t *b, size_t len, struct ina_join 
     return INA_PARSE_OK;
 }
 
+/* Shared-secret extension (ina-switch --secret-file, docs/PROTOCOL.md 4.4):
+ * 32 bytes right after a JOIN or JOIN_ACK body, HMAC-SHA256 keyed with the
+ * secret over the datagram's first 96 bytes (header + 64-byte body). */
+#define INA_AUTH_LEN 32
+
 /* JOIN_NAK, ABORT and REDIRECT body, 16 bytes: nonce (8, echoed; 0 in ABORT),
  * reason (4, a negative INA_ERR_* code as two's complement; 0 in REDIRECT),
  * then REDIRECT: port (2, the UDP port to JOIN at), reserved (2); others:

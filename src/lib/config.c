@@ -52,6 +52,9 @@ int ina_config_from_env(ina_config *cfg)
         else
             return INA_ERR_CONFIG;
     }
+    s = getenv("INA_SECRET_FILE");
+    if (s && *s)
+        cfg->secret_file = s;
     struct {
         const char *name, *fallback;
         int *field;

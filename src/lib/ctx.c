@@ -149,6 +149,13 @@ int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, int lane, int nl
         free(ctx);
         return INA_ERR_CONFIG;
     }
+    if (cfg->secret_file) {
+        if (ina_hmac_key_from_file(&ctx->secret, cfg->secret_file) != 0) {
+            free(ctx);
+            return INA_ERR_CONFIG;
+        }
+        ctx->has_secret = 1;
+    }
     int rc = ina__net_open(ctx, cfg->switch_addr);
     if (rc == 0 && ctx->rank == 0 && ctx->fallback_mode == INA_FALLBACK_HOST)
         rc = ina__fallback_prepare(ctx);
@@ -240,7 +247,7 @@ void ina__lane_close(struct ina_ctx *ctx)
     free(ctx);
 }
 
-static int check_args(const ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+static int check_args(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
                       ina_dtype dtype, ina_op op)
 {
     int rc = ctx_check(ctx);
@@ -259,8 +266,11 @@ static int check_args(const ina_ctx *ctx, const void *sendbuf, void *recvbuf, si
     /* Elements are read and written as int32/float: they must be aligned. */
     if (((uintptr_t)sendbuf | (uintptr_t)recvbuf) & 3)
         return -EINVAL;
-    if (ctx->broken)
-        return INA_ERR_CLOSED;
+    if (ctx->broken) {
+        int e = ctx->broken_unreported ? ctx->broken_unreported : INA_ERR_CLOSED;
+        ctx->broken_unreported = 0;
+        return e;
+    }
     return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "common/fault.h"
+#include "common/sha256.h"
 #include "common/udp_gso.h"
 #include "common/wire.h"
 #include "ina.h"
@@ -111,6 +112,7 @@ struct ina_ctx {
     uint32_t mcast_group;   /* host order, from JOIN_ACK; 0 = none */
     uint16_t mcast_port;
     int broken;             /* 0, or the error that broke the context */
+    int broken_unreported;  /* that error, if no operation has returned it yet */
     int lane, nlanes;       /* this context's lane, and the lanes of its job (JOIN) */
     int wake_fd;            /* eventfd that interrupts the stream's poll (lane threads), -1 */
     struct ina_lanes *lanes; /* a multi-lane context's lanes and threads (lanes.c); else NULL */
@@ -138,6 +140,8 @@ struct ina_ctx {
     int window_blocked;          /* the last send_ready() stopped at a busy slot */
     uint64_t refused_since_ns;   /* first ECONNREFUSED since the last valid datagram, 0 = none */
     struct ina_fault fault;      /* send-side fault injection (INA_FAULT), off by default */
+    int has_secret;              /* config secret_file: JOIN and JOIN_ACK carry HMACs */
+    struct ina_hmac_key secret;
 
     /* I/O buffers, sized at join */
     uint8_t *txmem, *rxmem;

@@ -18,7 +18,7 @@ static uint64_t random_nonce(void)
 
 static int send_join(struct ina_ctx *ctx, int elems, int window)
 {
-    uint8_t buf[INA_HDR_LEN + INA_JOIN_BODY_LEN];
+    uint8_t buf[INA_HDR_LEN + INA_JOIN_BODY_LEN + INA_AUTH_LEN];
     struct ina_hdr h;
     ina_hdr_init(&h, INA_K_JOIN);
     h.rank = (uint16_t)ctx->rank;
@@ -37,7 +37,12 @@ static int send_join(struct ina_ctx *ctx, int elems, int window)
     j.wait_100ms = (uint16_t)(wait > UINT16_MAX ? UINT16_MAX : wait);
     memcpy(j.name, ctx->job, sizeof(j.name));
     ina_join_encode(buf + INA_HDR_LEN, &j);
-    return ina__net_send(ctx, buf, sizeof(buf));
+    size_t len = INA_HDR_LEN + INA_JOIN_BODY_LEN;
+    if (ctx->has_secret) { /* proof of the secret over header and body (PROTOCOL.md 4.4) */
+        ina_hmac_sha256(&ctx->secret, buf, len, buf + len);
+        len += INA_AUTH_LEN;
+    }
+    return ina__net_send(ctx, buf, len);
 }
 
 #define JOIN_REDIRECTED 2
@@ -83,6 +88,17 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
     struct ina_join j;
     if (ina_join_decode(body, blen, &j) != 0 || j.nonce != ctx->nonce)
         return 0;
+    if (ctx->has_secret) {
+        /* The switch must prove it knows the secret before we trust its token.
+         * No proof at all: a switch without --secret-file, refuse. A wrong
+         * proof: not from the switch (a forgery), ignore it and wait. */
+        if (blen < INA_JOIN_BODY_LEN + INA_AUTH_LEN)
+            return INA_ERR_REJECTED;
+        uint8_t mac[INA_SHA256_LEN];
+        ina_hmac_sha256(&ctx->secret, buf, INA_HDR_LEN + INA_JOIN_BODY_LEN, mac);
+        if (!ina_mem_equal_ct(mac, body + INA_JOIN_BODY_LEN, INA_AUTH_LEN))
+            return 0;
+    }
     if (j.world_size != ctx->world || j.lane != ctx->lane || j.nlanes != ctx->nlanes ||
         j.elems == 0 || j.window == 0 ||
         j.window > INA_MAX_WINDOW || (j.window & (j.window - 1)) != 0 || j.elems > INA_MAX_ELEMS)

@@ -288,13 +288,19 @@ void ina__stream_fail_all(struct ina_ctx *ctx, int err)
      * the others learn it now, not at their own deadline. */
     if (ctx->head && !ctx->broken && err != INA_ERR_CLOSED && err != INA_ERR_ABORTED)
         ina__session_leave(ctx, 1);
+    int reported = ctx->head != NULL; /* some operation returns err */
     while (ctx->head)
         req_finish(ctx, ctx->head, err);
     ctx->send_req = NULL;
     for (uint32_t i = 0; ctx->slots && i < ctx->window; i++)
         ctx->slots[i].inflight = 0;
-    if (!ctx->broken)
+    if (!ctx->broken) {
         ctx->broken = err;
+        /* Broken between operations (an ABORT that arrived with the last
+         * result): the next call says why, once, rather than only CLOSED. */
+        if (!reported && err != INA_ERR_CLOSED)
+            ctx->broken_unreported = err;
+    }
 }
 
 void ina__stream_enqueue(struct ina_ctx *ctx, struct ina_req *req)

@@ -6,13 +6,29 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "switch/log.h"
 #include "switch/switch.h"
 
-static void log_job(const struct ina_switch *sw, const struct ina_job *job, const char *what)
+/* One log line about a job: its id, name, lane and session, and why. */
+static void log_job(enum ina_log_level level, const struct ina_job *job, const char *event,
+                    const char *reason)
 {
-    if (sw->p.verbose)
-        fprintf(stderr, "ina-switch: job %u \"%s\" session %08x: %s\n", job->id, job->name,
-                job->session, what);
+    char session[12];
+    snprintf(session, sizeof(session), "%08x", job->session);
+    ina_log(level, event, INA_KV_I("job", job->id), INA_KV_S("name", job->name),
+            INA_KV_I("lane", job->lane), INA_KV_S("session", session),
+            INA_KV_I("world", job->world), INA_KV_S("reason", reason));
+}
+
+static const char *reason_name(int reason)
+{
+    switch (reason) {
+    case INA_ERR_ABORTED: return "rank_aborted";
+    case INA_ERR_TIMEOUT: return "idle_timeout";
+    case INA_ERR_MISMATCH: return "mismatch";
+    case INA_ERR_NOSPACE: return "no_space";
+    default: return "other";
+    }
 }
 
 static uint32_t random_u32(void)
@@ -37,9 +53,9 @@ int ina_switch_init(struct ina_switch *sw, const struct ina_switch_params *p)
     sw->slot_owner = calloc(p->nslots, sizeof(*sw->slot_owner));
     sw->session_counter = random_u32();
     int rc = ina_txq_init(&sw->txq, INA_SW_TX_BATCH + INA_SW_TX_RESERVE_BUFS,
-                          INA_HDR_LEN + (4 * (size_t)p->max_elems > INA_JOIN_BODY_LEN
+                          INA_HDR_LEN + (4 * (size_t)p->max_elems > INA_JOIN_BODY_LEN + INA_AUTH_LEN
                                              ? 4 * (size_t)p->max_elems
-                                             : INA_JOIN_BODY_LEN),
+                                             : INA_JOIN_BODY_LEN + INA_AUTH_LEN),
                           INA_SW_TX_BATCH * INA_MAX_WORKERS + INA_SW_TX_RESERVE_MSGS);
     if (!sw->slots || !sw->values || !sw->slot_owner || rc != 0) {
         ina_switch_free(sw);
@@ -106,9 +122,11 @@ static void job_free(struct ina_switch *sw, struct ina_job *job)
     job->id = id;
 }
 
-/* Queue a control datagram (header + body) to one address. */
-static void send_ctl(struct ina_switch *sw, const struct ina_job *job, uint8_t kind,
-                     const uint8_t *body, size_t bodylen, const struct sockaddr_in *dst)
+/* Queue a control datagram (header + body) to one address; with auth, append
+ * the HMAC of the shared secret over both (INA_AUTH_LEN bytes). */
+static void send_ctl_auth(struct ina_switch *sw, const struct ina_job *job, uint8_t kind,
+                          const uint8_t *body, size_t bodylen, const struct sockaddr_in *dst,
+                          int auth)
 {
     if (!ina_txq_room(&sw->txq, 1))
         return; /* the caller guaranteed room for one datagram; never reached */
@@ -123,7 +141,18 @@ static void send_ctl(struct ina_switch *sw, const struct ina_job *job, uint8_t k
     uint8_t *buf = ina_txq_buf(&sw->txq);
     ina_hdr_encode(buf, &h);
     memcpy(buf + INA_HDR_LEN, body, bodylen);
-    ina_txq_push(&sw->txq, buf, INA_HDR_LEN + bodylen, dst);
+    size_t len = INA_HDR_LEN + bodylen;
+    if (auth) {
+        ina_hmac_sha256(&sw->p.secret, buf, len, buf + len);
+        len += INA_AUTH_LEN;
+    }
+    ina_txq_push(&sw->txq, buf, len, dst);
+}
+
+static void send_ctl(struct ina_switch *sw, const struct ina_job *job, uint8_t kind,
+                     const uint8_t *body, size_t bodylen, const struct sockaddr_in *dst)
+{
+    send_ctl_auth(sw, job, kind, body, bodylen, dst, 0);
 }
 
 static void send_nak(struct ina_switch *sw, uint64_t nonce, int reason,
@@ -166,7 +195,7 @@ static void send_to_members(struct ina_switch *sw, struct ina_job *job, uint8_t 
 
 void ina__job_abort(struct ina_switch *sw, struct ina_job *job, int reason)
 {
-    log_job(sw, job, "aborted");
+    log_job(INA_LOG_INFO, job, "job_aborted", reason_name(reason));
     sw->c.jobs_aborted++;
     send_to_members(sw, job, INA_K_ABORT, reason);
     job_free(sw, job);
@@ -190,7 +219,10 @@ static void send_ack(struct ina_switch *sw, const struct ina_job *job, int rank)
     memcpy(j.name, job->name, sizeof(j.name));
     uint8_t body[INA_JOIN_BODY_LEN];
     ina_join_encode(body, &j);
-    send_ctl(sw, job, INA_K_JOIN_ACK, body, sizeof(body), &job->members[rank].addr);
+    /* With a secret, the ACK proves the switch knows it: the MAC covers the
+     * header (job, session, token) and the body (the rank's nonce). */
+    send_ctl_auth(sw, job, INA_K_JOIN_ACK, body, sizeof(body), &job->members[rank].addr,
+                  sw->p.has_secret);
 }
 
 /* Largest power of two <= n (n >= 1). */
@@ -232,11 +264,17 @@ static uint32_t admit(struct ina_switch *sw, struct ina_job *job)
     return 0;
 }
 
+static int r0_offers_fallback(const struct ina_job *job)
+{
+    return job->members[0].joined && job->members[0].fallback_port;
+}
+
 /* No room, and no (more) waiting: NOSPACE to every rank, with rank 0's
  * fallback aggregator if it offered one (libina then runs the job there). */
 static void job_refuse(struct ina_switch *sw, struct ina_job *job)
 {
-    log_job(sw, job, "refused: no free slots");
+    log_job(INA_LOG_WARN, job, "job_refused", r0_offers_fallback(job) ? "no_free_slots_fallback"
+                                                                          : "no_free_slots");
     sw->c.jobs_refused++;
     const struct ina_member *r0 = &job->members[0];
     for (int r = 0; r < job->world; r++) {
@@ -247,7 +285,7 @@ static void job_refuse(struct ina_switch *sw, struct ina_job *job)
         memset(body, 0, sizeof(body));
         ina_nak_encode(body, m->nonce, INA_ERR_NOSPACE);
         size_t len = INA_NAK_BODY_LEN;
-        if (r0->joined && r0->fallback_port) {
+        if (r0_offers_fallback(job)) {
             memcpy(body + 16, &r0->addr.sin_addr.s_addr, 4); /* already network order */
             ina_put16(body + 20, r0->fallback_port);
             len = INA_NAK_FALLBACK_LEN;
@@ -276,7 +314,7 @@ static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_n
             job->state = INA_JOB_WAITING; /* retried when slots are freed, and per tick */
             job->wait_until_ns = now_ns + wait_ns;
             sw->c.jobs_waited++;
-            log_job(sw, job, "waiting for free slots");
+            log_job(INA_LOG_INFO, job, "job_waiting", "no_free_slots");
             return;
         }
         if (job->state == INA_JOB_WAITING && now_ns < job->wait_until_ns)
@@ -304,7 +342,7 @@ static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_n
     job->last_rx_ns = now_ns;
     ina__job_reset_slots(sw, job);
     sw->c.jobs_started++;
-    log_job(sw, job, "started");
+    log_job(INA_LOG_INFO, job, "job_started", "all_ranks_joined");
     for (int r = 0; r < job->world; r++)
         send_ack(sw, job, r);
 }
@@ -347,6 +385,22 @@ static int join_params_valid(const struct ina_switch *sw, const struct ina_hdr *
            j->lane < j->nlanes;
 }
 
+/* The JOIN carries the HMAC of the secret over its header and 64-byte body. */
+static int join_auth_ok(const struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
+                        size_t bodylen)
+{
+    if (bodylen < INA_JOIN_BODY_LEN + INA_AUTH_LEN)
+        return 0;
+    uint8_t hb[INA_HDR_LEN], mac[INA_SHA256_LEN];
+    ina_hdr_encode(hb, h); /* the decoded header re-encodes to the same 32 bytes */
+    struct ina_hmac m;
+    ina_hmac_init(&m, &sw->p.secret);
+    ina_hmac_update(&m, hb, sizeof(hb));
+    ina_hmac_update(&m, body, INA_JOIN_BODY_LEN);
+    ina_hmac_final(&m, mac);
+    return ina_mem_equal_ct(mac, body + INA_JOIN_BODY_LEN, INA_AUTH_LEN);
+}
+
 static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
                     size_t bodylen, const struct sockaddr_in *src, uint64_t now_ns)
 {
@@ -362,6 +416,13 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
     }
     if (ina_join_decode(body, bodylen, &j) != 0) {
         sw->c.drops[INA_DROP_JOIN]++;
+        return;
+    }
+    if (sw->p.has_secret && !join_auth_ok(sw, h, body, bodylen)) {
+        sw->c.drops[INA_DROP_AUTH]++;
+        ina_log(INA_LOG_WARN, "join_refused", INA_KV_S("name", j.name), INA_KV_I("lane", j.lane),
+                INA_KV_I("rank", h->rank), INA_KV_S("reason", "auth"));
+        send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
         return;
     }
     if (!join_params_valid(sw, h, &j)) {
@@ -420,6 +481,9 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
     }
     if (!m->joined)
         job->njoined++;
+    ina_log(INA_LOG_DEBUG, "rank_joined", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
+            INA_KV_I("lane", job->lane), INA_KV_I("rank", h->rank),
+            INA_KV_I("joined", job->njoined), INA_KV_I("world", job->world));
     m->joined = 1;
     m->nonce = j.nonce;
     m->addr = *src;
@@ -457,7 +521,7 @@ static void on_leave(struct ina_switch *sw, const struct ina_hdr *h, const struc
     /* The job ends when every rank has left: before that, a rank that lost
      * its last result may still retransmit and must be answered. */
     if (job->nleft == job->world) {
-        log_job(sw, job, "ended");
+        log_job(INA_LOG_INFO, job, "job_ended", "all_ranks_left");
         sw->c.jobs_ended++;
         job_free(sw, job);
     }
@@ -498,13 +562,30 @@ void ina__ctl_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         retry_waiting(sw, now_ns);
 }
 
+int ina_switch_abort_job(struct ina_switch *sw, uint16_t id)
+{
+    struct ina_job *job = ina__job_by_id(sw, id);
+    if (!job || job->state == INA_JOB_FREE)
+        return -ENOENT;
+    log_job(INA_LOG_WARN, job, "operator_abort", "requested");
+    if (job->state == INA_JOB_ACTIVE) {
+        ina__job_abort(sw, job, INA_ERR_ABORTED);
+    } else {
+        /* Still joining: the ranks that joined wait for an ACK; refuse them. */
+        sw->c.jobs_aborted++;
+        send_to_members(sw, job, INA_K_JOIN_NAK, INA_ERR_ABORTED);
+        job_free(sw, job);
+    }
+    return 0;
+}
+
 void ina_switch_tick(struct ina_switch *sw, uint64_t now_ns)
 {
     for (int i = 0; i < INA_SW_MAX_JOBS; i++) {
         struct ina_job *job = &sw->jobs[i];
         if (job->state == INA_JOB_JOINING && sw->p.join_timeout_ns &&
             now_ns - job->created_ns > sw->p.join_timeout_ns) {
-            log_job(sw, job, "dropped: not all ranks joined in time");
+            log_job(INA_LOG_WARN, job, "job_dropped", "join_timeout");
             job_free(sw, job);
         } else if (job->state == INA_JOB_WAITING && now_ns >= job->wait_until_ns) {
             if (ina_switch_tx_full(sw))

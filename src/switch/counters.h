@@ -26,7 +26,8 @@
     X(NOT_READY, "next round arrived before the previous one completed")        \
     X(MISMATCH, "ranks sent different counts or op tags for one round")        \
     X(DUP_PENDING, "duplicate of a contribution while its round is incomplete") \
-    X(JOIN, "malformed or refused join/leave")
+    X(JOIN, "malformed or refused join/leave")                                  \
+    X(AUTH, "JOIN without a valid proof of the shared secret (--secret-file)")
 
 enum ina_drop {
 #define INA__DROP_ENUM(name, text) INA_DROP_##name,

@@ -6,6 +6,13 @@
 
 static inline void drop(struct ina_switch *sw, enum ina_drop why) { sw->c.drops[why]++; }
 
+/* A drop of a datagram that names an active job: counted for the job too. */
+static inline void drop_job(struct ina_switch *sw, struct ina_job *job, enum ina_drop why)
+{
+    sw->c.drops[why]++;
+    job->c.drops[why]++;
+}
+
 static inline int bit_test(const uint64_t *bm, unsigned r) { return (bm[r >> 6] >> (r & 63)) & 1; }
 static inline void bit_set(uint64_t *bm, unsigned r) { bm[r >> 6] |= 1ull << (r & 63); }
 
@@ -70,13 +77,13 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
     uint32_t rel = h->slot & INA_SLOT_INDEX_MASK;
     unsigned set = (h->slot & INA_SLOT_SET_BIT) ? 1 : 0;
     if (rel >= job->window)
-        return drop(sw, INA_DROP_SLOT);
+        return drop_job(sw, job, INA_DROP_SLOT);
     if (h->count > job->elems)
-        return drop(sw, INA_DROP_COUNT);
+        return drop_job(sw, job, INA_DROP_COUNT);
     if (h->op != INA_OP_ADD_I32)
-        return drop(sw, INA_DROP_OP);
+        return drop_job(sw, job, INA_DROP_OP);
     if (set != (h->seq & 1))
-        return drop(sw, INA_DROP_SET);
+        return drop_job(sw, job, INA_DROP_SET);
 
     uint32_t abs_slot = job->slot_base + rel;
     struct ina_slot_set *ss = &sw->slots[abs_slot].set[set];
@@ -85,7 +92,7 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
 
     if (d == 2) {
         if (!ss->complete)
-            return drop(sw, INA_DROP_NOT_READY);
+            return drop_job(sw, job, INA_DROP_NOT_READY);
         ss->seq = h->seq;
         ss->count = h->count;
         ss->exp = h->exp;
@@ -97,15 +104,16 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         ina_be32_load(set_values(sw, abs_slot, set), payload, h->count);
     } else if (d == 0) {
         if (bit_test(ss->bitmap, rank)) {
+            job->c.retransmits++;
             if (!ss->complete)
-                return drop(sw, INA_DROP_DUP_PENDING);
+                return drop_job(sw, job, INA_DROP_DUP_PENDING);
             sw->c.results_resent++;
             emit_result(sw, job, rel, set, ss, (int)rank);
             return;
         }
         if (h->count != ss->count || h->tag != ss->tag) {
             /* Ranks are running different operations here: no sum exists. */
-            drop(sw, INA_DROP_MISMATCH);
+            drop_job(sw, job, INA_DROP_MISMATCH);
             ina__job_abort(sw, job, INA_ERR_MISMATCH);
             return;
         }
@@ -115,15 +123,17 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
             ss->exp = h->exp;
         ina_be32_add(set_values(sw, abs_slot, set), payload, h->count);
     } else if (d < 0) {
-        return drop(sw, INA_DROP_STALE);
+        return drop_job(sw, job, INA_DROP_STALE);
     } else {
-        return drop(sw, INA_DROP_FUTURE);
+        return drop_job(sw, job, INA_DROP_FUTURE);
     }
 
     sw->c.contributions++;
+    job->c.contributions++;
     if (ss->nrecv == job->world) {
         ss->complete = 1;
         sw->c.completions++;
+        job->c.completions++;
         emit_result(sw, job, rel, set, ss, -1);
     }
 }
@@ -154,14 +164,19 @@ void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
     struct ina_job *job = ina__job_by_id(sw, h.job);
     if (!job || job->state != INA_JOB_ACTIVE)
         return drop(sw, INA_DROP_NO_JOB);
+    job->c.rx_packets++;
+    job->c.rx_bytes += len;
     if (h.session != job->session)
-        return drop(sw, INA_DROP_SESSION);
+        return drop_job(sw, job, INA_DROP_SESSION);
     if (h.token != job->token)
-        return drop(sw, INA_DROP_TOKEN);
+        return drop_job(sw, job, INA_DROP_TOKEN);
     if (h.rank >= job->world)
-        return drop(sw, INA_DROP_RANK);
-    if (!ina_addr_eq(src, &job->members[h.rank].addr))
-        return drop(sw, INA_DROP_SOURCE);
+        return drop_job(sw, job, INA_DROP_RANK);
+    struct ina_member *m = &job->members[h.rank];
+    if (!ina_addr_eq(src, &m->addr))
+        return drop_job(sw, job, INA_DROP_SOURCE);
+    m->rx_packets++;
+    m->rx_bytes += len;
     job->last_rx_ns = now_ns;
     ina__dp_data(sw, job, &h, buf + INA_HDR_LEN, src);
 }

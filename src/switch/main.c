@@ -16,6 +16,8 @@
 #include "common/addr.h"
 #include "common/fault.h"
 #include "common/udp_gso.h"
+#include "switch/log.h"
+#include "switch/metrics.h"
 #include "switch/switch.h"
 
 /* Set by the signal handler, read by every dataplane thread: a lock-free atomic
@@ -78,8 +80,23 @@ static void usage(FILE *f)
             "                        that joins the group (each carries the job's token)\n"
             "  --no-gso              send and receive one datagram per system call (no UDP\n"
             "                        GSO/GRO batching; for comparison and old kernels)\n"
-            "  --quiet               print nothing but errors (counters still on exit)\n"
-            "  --verbose             log job events\n"
+            "  --metrics ADDR:PORT   serve the operator view over HTTP on a separate thread:\n"
+            "                        GET /metrics (Prometheus text), GET /jobs and\n"
+            "                        GET /counters (JSON), POST /jobs/ID/abort (see\n"
+            "                        ina-ctl). A bare PORT means 127.0.0.1:PORT; port 0\n"
+            "                        picks a free port (see --metrics-port-file). Off by\n"
+            "                        default; there is no authentication: keep it local\n"
+            "  --metrics-port-file PATH  write the bound metrics port to PATH\n"
+            "  --secret-file PATH    shared secret: a JOIN must carry an HMAC-SHA256 of it\n"
+            "                        (workers: INA_SECRET_FILE) or is refused with\n"
+            "                        INA_ERR_REJECTED and counted as drop AUTH; the\n"
+            "                        JOIN_ACK proves the switch knows it too. The file's\n"
+            "                        content less trailing newlines, 1..4096 bytes\n"
+            "  --log-level L         error, warn, info (default) or debug; one line per\n"
+            "                        event on stderr: time, level, event, key=value fields\n"
+            "  --log-format F        text (default) or json (one object per line)\n"
+            "  --quiet               --log-level error (the counters are still printed on exit)\n"
+            "  --verbose             --log-level debug\n"
             "  --version             print the version and exit\n"
             "  --help                this text\n"
             "\n"
@@ -131,6 +148,7 @@ struct shard {
     /* Fault injection on each direction (--fault-rx / --fault-tx); off by default. */
     struct ina_fault fault_rx, fault_tx;
     uint64_t rx_trunc;
+    struct ina_sw_pub *pub; /* --metrics: where this shard publishes; NULL = off */
     pthread_t thread;
     int rc;
 };
@@ -271,7 +289,7 @@ static int run(struct shard *sh)
         free(rx);
         return -ENOMEM;
     }
-    uint64_t next_tick = now_ns() + 1000000000ull;
+    uint64_t next_tick = now_ns() + 1000000000ull, next_publish = 0;
     while (!stop_requested) {
         for (int i = 0; i < INA_SW_RX_MSGS; i++) {
             rx->iovs[i].iov_base = rx->mem + (size_t)i * INA_GRO_BUF;
@@ -302,16 +320,30 @@ static int run(struct shard *sh)
             flush_tx(sh);
         } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
                    errno != ECONNREFUSED) {
-            fprintf(stderr, "ina-switch: recvmmsg: %s\n", strerror(errno));
+            ina_log(INA_LOG_ERROR, "recv_failed", INA_KV_I("shard", sw->p.shard),
+                    INA_KV_S("reason", strerror(errno)));
         }
         if (now >= next_tick) {
             ina_switch_tick(sw, now);
             flush_tx(sh);
             next_tick = now + 100000000ull; /* 100 ms: timeouts, WAITING jobs */
         }
+        if (sh->pub && now >= next_publish) {
+            /* Operator requests first, so the published view shows their effect. */
+            uint16_t ids[INA_SW_MAILBOX];
+            unsigned na = ina_sw_pub_take_aborts(sh->pub, ids);
+            for (unsigned i = 0; i < na; i++) {
+                if (ina_switch_tx_full(sw))
+                    flush_tx(sh);
+                ina_switch_abort_job(sw, ids[i]);
+            }
+            flush_tx(sh);
+            ina_sw_pub_publish(sh->pub, sw);
+            next_publish = now + INA_SW_PUBLISH_NS;
+        }
         if (n <= 0) {
             struct pollfd pfd = {.fd = fd, .events = POLLIN};
-            poll(&pfd, 1, 200);
+            poll(&pfd, 1, sh->pub ? 100 : 200);
         }
     }
     free(rx->mem);
@@ -332,15 +364,15 @@ static int open_socket(struct sockaddr_in *addr, const char *listen_s, int gro, 
     if (fd < 0 || bind(fd, (struct sockaddr *)addr, sizeof(*addr)) != 0) {
         char ip[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, &addr->sin_addr, ip, sizeof(ip));
-        fprintf(stderr, "ina-switch: cannot listen on %s (%s:%u): %s\n", listen_s, ip,
-                ntohs(addr->sin_port), strerror(errno));
+        ina_log(INA_LOG_ERROR, "listen_failed", INA_KV_S("listen", listen_s), INA_KV_S("addr", ip),
+                INA_KV_I("port", ntohs(addr->sin_port)), INA_KV_S("reason", strerror(errno)));
         if (fd >= 0)
             close(fd);
         return -1;
     }
     set_buffers(fd, 32 << 20);
     if (gro && ina_udp_enable_gro(fd) != 0 && !quiet)
-        fprintf(stderr, "ina-switch: UDP_GRO unavailable: receiving datagrams one by one\n");
+        ina_log(INA_LOG_WARN, "gro_unavailable", INA_KV_S("reason", "receiving datagrams one by one"));
     socklen_t alen = sizeof(*addr);
     getsockname(fd, (struct sockaddr *)addr, &alen);
     return fd;
@@ -354,8 +386,9 @@ static int enable_multicast_tx(int fd, const struct sockaddr_in *addr)
     if (setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &ifa, sizeof(ifa)) != 0 ||
         setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof(loop)) != 0 ||
         setsockopt(fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof(ttl)) != 0) {
-        fprintf(stderr, "ina-switch: --multicast: setsockopt IP_MULTICAST_IF/LOOP/TTL: %s\n",
-                strerror(errno));
+        ina_log(INA_LOG_ERROR, "multicast_setup_failed",
+                INA_KV_S("call", "setsockopt IP_MULTICAST_IF/LOOP/TTL"),
+                INA_KV_S("reason", strerror(errno)));
         return -1;
     }
     return 0;
@@ -368,8 +401,8 @@ static int write_port_file(const char *port_file, uint16_t port)
     FILE *f = fopen(tmp, "w");
     /* Write then rename, so a reader never sees a half-written file. */
     if (!f || fprintf(f, "%u\n", port) < 0 || fclose(f) != 0 || rename(tmp, port_file) != 0) {
-        fprintf(stderr, "ina-switch: cannot write --port-file %s: %s\n", port_file,
-                strerror(errno));
+        ina_log(INA_LOG_ERROR, "port_file_failed", INA_KV_S("path", port_file),
+                INA_KV_S("reason", strerror(errno)));
         return -1;
     }
     return 0;
@@ -423,14 +456,31 @@ static void print_totals(const struct shard *sh, unsigned n)
  * thread and the others on their own, until SIGINT/SIGTERM; then print the
  * summed counters. Shard i listens on the listen port + i (or a free port).
  */
-static int serve(const struct ina_switch_params *params, unsigned nthreads,
-                 const struct sockaddr_in *listen_addr, const char *listen_s,
-                 const char *port_file, const char *fault_rx_spec, const char *fault_tx_spec,
-                 int quiet, int no_gso)
+struct serve_opts {
+    unsigned nthreads;
+    struct sockaddr_in listen_addr;
+    const char *listen_s, *port_file, *fault_rx_spec, *fault_tx_spec;
+    int quiet, no_gso;
+    int metrics;                     /* --metrics given */
+    struct sockaddr_in metrics_addr;
+    const char *metrics_port_file;
+};
+
+static int serve(const struct ina_switch_params *params, const struct serve_opts *o)
 {
+    unsigned nthreads = o->nthreads;
+    const struct sockaddr_in *listen_addr = &o->listen_addr;
+    const char *listen_s = o->listen_s, *port_file = o->port_file;
+    const char *fault_rx_spec = o->fault_rx_spec, *fault_tx_spec = o->fault_tx_spec;
+    int quiet = o->quiet, no_gso = o->no_gso;
     struct shard *sh = calloc(nthreads, sizeof(*sh));
-    if (!sh) {
-        fprintf(stderr, "ina-switch: out of memory\n");
+    struct ina_sw_pub *pubs = o->metrics ? calloc(nthreads, sizeof(*pubs)) : NULL;
+    struct ina_metrics *metrics = NULL;
+    unsigned npubs = 0;
+    if (!sh || (o->metrics && !pubs)) {
+        ina_log(INA_LOG_ERROR, "out_of_memory", INA_KV_S("reason", "shard state"));
+        free(sh);
+        free(pubs);
         return 1;
     }
     for (unsigned i = 0; i < nthreads; i++)
@@ -447,8 +497,7 @@ static int serve(const struct ina_switch_params *params, unsigned nthreads,
         a.sin_port = htons(base_port ? (uint16_t)(base_port + i) : 0);
         sh[i].tx.fd = open_socket(&a, listen_s, !no_gso, quiet || i > 0);
         if (sh[i].tx.fd < 0 || (p.mcast_base && enable_multicast_tx(sh[i].tx.fd, &a) != 0)) {
-            shards_free(sh, nthreads);
-            return 1;
+            goto fail;
         }
         p.shard_ports[i] = ntohs(a.sin_port);
         if (i == 0)
@@ -462,10 +511,9 @@ static int serve(const struct ina_switch_params *params, unsigned nthreads,
         if (rc == 0 && tx_init(&sh[i].tx, &sh[i].sw.txq, !no_gso) != 0)
             rc = -ENOMEM;
         if (rc != 0) {
-            fprintf(stderr, "ina-switch: cannot allocate a pool of %u slots x %u elements: %s\n",
-                    p.nslots, p.max_elems, strerror(-rc));
-            shards_free(sh, nthreads);
-            return 1;
+            ina_log(INA_LOG_ERROR, "pool_alloc_failed", INA_KV_I("slots", p.nslots),
+                    INA_KV_I("max_elems", p.max_elems), INA_KV_S("reason", strerror(-rc)));
+            goto fail;
         }
         /* Each direction of each shard draws its own fault sequence. */
         if (fault_rx_spec)
@@ -483,20 +531,27 @@ static int serve(const struct ina_switch_params *params, unsigned nthreads,
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    char ip[INET_ADDRSTRLEN];
+    char ip[INET_ADDRSTRLEN], mib[32];
     inet_ntop(AF_INET, &addr0.sin_addr, ip, sizeof(ip));
-    if (!quiet) {
-        fprintf(stderr, "ina-switch %s: listening on %s:%u, %u slots x %u elements (%.1f MiB)",
-                ina_version_string(), ip, p.shard_ports[0], p.nslots * nthreads, p.max_elems,
-                (double)p.nslots * nthreads * 2 * p.max_elems * 4 / (1 << 20));
-        if (nthreads > 1)
-            fprintf(stderr, ", %u dataplane threads on ports %u..%u", nthreads,
-                    p.shard_ports[0], p.shard_ports[nthreads - 1]);
-        fprintf(stderr, "\n");
+    snprintf(mib, sizeof(mib), "%.1f", (double)p.nslots * nthreads * 2 * p.max_elems * 4 / (1 << 20));
+    ina_log(INA_LOG_INFO, "listening", INA_KV_S("version", ina_version_string()),
+            INA_KV_S("addr", ip), INA_KV_I("port", p.shard_ports[0]),
+            INA_KV_I("last_port", p.shard_ports[nthreads - 1]), INA_KV_I("threads", nthreads),
+            INA_KV_I("slots", p.nslots * nthreads), INA_KV_I("max_elems", p.max_elems),
+            INA_KV_S("pool_mib", mib), INA_KV_S("secret", p.has_secret ? "on" : "off"));
+    if (o->metrics) {
+        for (; npubs < nthreads; npubs++) {
+            if (ina_sw_pub_init(&pubs[npubs]) != 0)
+                goto fail;
+            sh[npubs].pub = &pubs[npubs];
+            ina_sw_pub_publish(&pubs[npubs], &sh[npubs].sw); /* a view before the first period */
+        }
+        metrics = ina_metrics_start(&o->metrics_addr, o->metrics_port_file, pubs, npubs);
+        if (!metrics)
+            goto fail;
     }
     if (port_file && write_port_file(port_file, p.shard_ports[0]) != 0) {
-        shards_free(sh, nthreads);
-        return 1;
+        goto fail;
     }
     /* Signals go to this thread: the others block them and notice the stop
      * flag within one poll timeout. */
@@ -506,7 +561,7 @@ static int serve(const struct ina_switch_params *params, unsigned nthreads,
     unsigned started = 1;
     for (; started < nthreads; started++)
         if (pthread_create(&sh[started].thread, NULL, shard_main, &sh[started]) != 0) {
-            fprintf(stderr, "ina-switch: cannot start dataplane thread %u\n", started);
+            ina_log(INA_LOG_ERROR, "thread_start_failed", INA_KV_I("shard", started));
             stop_requested = 1;
             break;
         }
@@ -517,9 +572,20 @@ static int serve(const struct ina_switch_params *params, unsigned nthreads,
         pthread_join(sh[i].thread, NULL);
         rc |= sh[i].rc;
     }
+    ina_metrics_stop(metrics);
     print_totals(sh, nthreads);
     shards_free(sh, nthreads);
+    for (unsigned i = 0; i < npubs; i++)
+        ina_sw_pub_destroy(&pubs[i]);
+    free(pubs);
     return rc == 0 ? 0 : 1;
+fail:
+    ina_metrics_stop(metrics);
+    shards_free(sh, nthreads);
+    for (unsigned i = 0; i < npubs; i++)
+        ina_sw_pub_destroy(&pubs[i]);
+    free(pubs);
+    return 1;
 }
 
 int main(int argc, char **argv)
@@ -535,6 +601,10 @@ int main(int argc, char **argv)
         {"min-job-slots", required_argument, 0, 'N'},
         {"multicast", optional_argument, 0, 'M'},
         {"quiet", no_argument, 0, 'q'},           {"verbose", no_argument, 0, 'v'},
+        {"log-level", required_argument, 0, 'L'}, {"log-format", required_argument, 0, 'F'},
+        {"metrics", required_argument, 0, 'm'},
+        {"metrics-port-file", required_argument, 0, 'P'},
+        {"secret-file", required_argument, 0, 'S'},
         {"version", no_argument, 0, 'V'},         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *listen_s = "127.0.0.1", *port_file = NULL;
@@ -546,6 +616,9 @@ int main(int argc, char **argv)
     int quiet = 0, no_gso = 0, c;
     unsigned nthreads = 1;
     const char *fault_rx_spec = NULL, *fault_tx_spec = NULL;
+    const char *metrics_s = NULL, *metrics_port_file = NULL, *secret_file = NULL;
+    enum ina_log_level level = INA_LOG_INFO;
+    enum ina_log_format format = INA_LOG_TEXT;
     struct ina_fault fault_check;
     char *end;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -582,7 +655,25 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
-        case 'q': quiet = 1; break;
+        case 'q': quiet = 1; level = INA_LOG_ERROR; break;
+        case 'v': level = INA_LOG_DEBUG; break;
+        case 'L':
+            if (ina_log_level_parse(optarg, &level) != 0) {
+                fprintf(stderr, "ina-switch: bad --log-level '%s' (want error|warn|info|debug)\n",
+                        optarg);
+                return 2;
+            }
+            quiet = level < INA_LOG_INFO;
+            break;
+        case 'F':
+            if (ina_log_format_parse(optarg, &format) != 0) {
+                fprintf(stderr, "ina-switch: bad --log-format '%s' (want text|json)\n", optarg);
+                return 2;
+            }
+            break;
+        case 'm': metrics_s = optarg; break;
+        case 'P': metrics_port_file = optarg; break;
+        case 'S': secret_file = optarg; break;
         case 'G': no_gso = 1; break;
         case 'M': {
             struct in_addr g;
@@ -595,7 +686,6 @@ int main(int argc, char **argv)
             p.mcast_base = ntohl(g.s_addr);
             break;
         }
-        case 'v': p.verbose = 1; break;
         case 'V': printf("ina-switch %s (protocol %d)\n", ina_version_string(), INA_WIRE_VERSION); return 0;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -625,6 +715,37 @@ int main(int argc, char **argv)
         fprintf(stderr, "ina-switch: --slots %u is fewer than --threads %u\n", p.nslots, nthreads);
         return 2;
     }
-    return serve(&p, nthreads, &addr, listen_s, port_file, fault_rx_spec, fault_tx_spec, quiet,
-                 no_gso);
+    struct serve_opts o = {.nthreads = nthreads, .listen_addr = addr, .listen_s = listen_s,
+                           .port_file = port_file, .fault_rx_spec = fault_rx_spec,
+                           .fault_tx_spec = fault_tx_spec, .quiet = quiet, .no_gso = no_gso,
+                           .metrics_port_file = metrics_port_file};
+    if (metrics_s) {
+        /* A bare port means loopback: the operator view is not for the network by default. */
+        char hp[300];
+        const char *ms = metrics_s;
+        if (strspn(metrics_s, "0123456789") == strlen(metrics_s) && *metrics_s) {
+            snprintf(hp, sizeof(hp), "127.0.0.1:%s", metrics_s);
+            ms = hp;
+        }
+        if (!strchr(ms, ':') || ina_parse_hostport(ms, 1, &o.metrics_addr) != 0) {
+            fprintf(stderr, "ina-switch: cannot parse --metrics '%s' (want ADDR:PORT or PORT)\n",
+                    metrics_s);
+            return 2;
+        }
+        o.metrics = 1;
+    } else if (metrics_port_file) {
+        fprintf(stderr, "ina-switch: --metrics-port-file needs --metrics\n");
+        return 2;
+    }
+    if (secret_file) {
+        int rc = ina_hmac_key_from_file(&p.secret, secret_file);
+        if (rc != 0) {
+            fprintf(stderr, "ina-switch: cannot use --secret-file %s: %s\n", secret_file,
+                    rc == -EINVAL ? "empty or longer than 4096 bytes" : strerror(-rc));
+            return 2;
+        }
+        p.has_secret = 1;
+    }
+    ina_log_setup(level, format);
+    return serve(&p, &o);
 }

@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <stdint.h>
 
+#include "common/sha256.h"
 #include "common/wire.h"
 #include "ina.h"
 #include "switch/counters.h"
@@ -50,6 +51,18 @@ struct ina_member {
     uint16_t fallback_port; /* rank 0's offer of a host aggregator (JOIN), 0 = none */
     uint16_t wait_100ms;    /* how long it may wait for slots */
     uint8_t joined, left;
+    /* Operator counters (ina-switch --metrics), written only by the owning
+     * dataplane thread: DATA datagrams from this rank's registered address. */
+    uint64_t rx_packets, rx_bytes;
+};
+
+/* Per-job counters, like struct ina_sw_counters but for one job's session;
+ * plain increments by the owning dataplane thread (no lock, no atomics). */
+struct ina_job_counters {
+    uint64_t rx_packets, rx_bytes; /* DATA datagrams with the job's id */
+    uint64_t contributions, completions;
+    uint64_t retransmits; /* retransmitted duplicates: answered (results_resent) or DUP_PENDING */
+    uint64_t drops[INA_DROP__COUNT]; /* drops of datagrams carrying this job's id */
 };
 
 struct ina_job {
@@ -65,13 +78,13 @@ struct ina_job {
     uint64_t created_ns, last_rx_ns;
     uint64_t wait_until_ns; /* WAITING: give up (NOSPACE) after this */
     struct sockaddr_in mcast; /* group finished sums go to; sin_family 0 = unicast to each rank */
+    struct ina_job_counters c;
     struct ina_member members[INA_MAX_WORKERS];
 };
 
 struct ina_switch_params {
     uint32_t nslots;    /* pool size */
     uint32_t max_elems; /* int32 values per slot set */
-    int verbose;
     uint64_t join_timeout_ns; /* a JOINING job missing ranks this long is dropped */
     uint64_t idle_timeout_ns; /* an ACTIVE job silent this long is reclaimed */
     /* Admission (control.c: job_start): a job gets min(its proposal,
@@ -88,6 +101,10 @@ struct ina_switch_params {
      * each one's UDP port, for REDIRECTs. nshards 0 reads as 1. */
     unsigned shard, nshards;
     uint16_t shard_ports[INA_SW_MAX_SHARDS];
+    /* Shared secret (--secret-file): a JOIN must carry its HMAC, and the
+     * JOIN_ACK carries one too (docs/PROTOCOL.md 4.4). has_secret 0 = off. */
+    int has_secret;
+    struct ina_hmac_key secret;
 };
 
 struct ina_switch {
@@ -127,6 +144,12 @@ void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
 
 /* Periodic housekeeping: expire joins and idle jobs. */
 void ina_switch_tick(struct ina_switch *sw, uint64_t now_ns);
+
+/* Operator request (ina-ctl abort): end job `id` of this shard for every
+ * rank (ABORT, or JOIN_NAK while it is still joining), as the dataplane
+ * thread itself; the caller must flush first if ina_switch_tx_full().
+ * @return 0, or -ENOENT if the id is not a job of this shard. */
+int ina_switch_abort_job(struct ina_switch *sw, uint16_t id);
 
 /* Internal, shared between control.c and dataplane.c. */
 void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_hdr *h,

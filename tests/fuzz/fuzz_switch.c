@@ -25,6 +25,7 @@
 #include "switch/control.c"
 #include "switch/counters.c"
 #include "switch/dataplane.c"
+#include "switch/log.c"
 
 /*
  * Input format: a sequence of records, each
@@ -480,6 +481,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     now_ns = 1000000000ull;
 
     struct ina_switch_params p;
+    ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* job events would flood the fuzzer's output */
     memset(&p, 0, sizeof(p));
     p.nslots = FZ_NSLOTS;
     p.max_elems = FZ_MAX_ELEMS;

@@ -12,6 +12,7 @@
 #include "switch/control.c"
 #include "switch/counters.c"
 #include "switch/dataplane.c"
+#include "switch/log.c"
 #include "switch/txq.c"
 
 #define T_NSLOTS 16
@@ -1518,6 +1519,7 @@ static void test_shards_and_lanes(void)
 
 int main(void)
 {
+    ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* only errors: job events are expected here */
     test_init_and_names();
     test_shards_and_lanes();
     test_join_basic();
