@@ -1,0 +1,61 @@
+/* dtypes.h: test helpers for the element types: values from the formats' own definitions, exact sums, the AVG bound. */
+#ifndef INA_TEST_DTYPES_H
+#define INA_TEST_DTYPES_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "ina.h"
+
+/* The value of a binary16 pattern, computed from the format's definition
+ * (not with libina's conversion, which the tests check). */
+static inline double f16_value(uint16_t h)
+{
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+/* The value of a bfloat16 pattern: the top half of a float. */
+static inline double bf16_value(uint16_t h)
+{
+    uint32_t b = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+/* Element i of a buffer of dtype dt, as a double (exact). */
+static inline double value_at(ina_dtype dt, const void *x, size_t i)
+{
+    switch (dt) {
+    case INA_INT32: return ((const int32_t *)x)[i];
+    case INA_FLOAT32: return ((const float *)x)[i];
+    case INA_FLOAT16: return f16_value(((const uint16_t *)x)[i]);
+    case INA_BFLOAT16: return bf16_value(((const uint16_t *)x)[i]);
+    case INA_FLOAT64: return ((const double *)x)[i];
+    }
+    return NAN;
+}
+
+/* s += v exactly as hi + lo (Knuth's TwoSum): reference sums of doubles of
+ * very different magnitudes need more than one double. */
+static inline void two_sum(double *hi, double *lo, double v)
+{
+    double s = *hi + v, bb = s - *hi;
+    *lo += (*hi - (s - bb)) + (v - bb);
+    *hi = s;
+}
+
+/* ina.h's bound for INA_AVG: |result - exact_sum / N| <= this. */
+static inline double avg_error_bound(ina_dtype dt, int n, double amax, double exact_sum)
+{
+    double sub = dt == INA_FLOAT32    ? 0x1p-149
+                 : dt == INA_FLOAT16  ? 0x1p-25
+                 : dt == INA_BFLOAT16 ? 0x1p-134
+                                      : 0.0;
+    return ina_error_bound(dt, n, amax, exact_sum) / n + 0x1p-52 * fabs(exact_sum / n) + sub;
+}
+
+#endif
