@@ -8,23 +8,10 @@
 
 #include "ina.h"
 
-/* The value of a binary16 pattern, computed from the format's definition
- * (not with libina's conversion, which the tests check). */
-static inline double f16_value(uint16_t h)
-{
-    int e = (h >> 10) & 31, m = h & 1023;
-    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
-    return (h & 0x8000) ? -v : v;
-}
-
-/* The value of a bfloat16 pattern: the top half of a float. */
-static inline double bf16_value(uint16_t h)
-{
-    uint32_t b = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &b, 4);
-    return f;
-}
+/* f16_value() and bf16_value(): the value of a 16-bit pattern from the
+ * format's definition (not with libina's conversion, which the tests check),
+ * shared with ina-bench's verifier. */
+#include "../tools/bench_data.h"
 
 /* Element i of a buffer of dtype dt, as a double (exact). */
 static inline double value_at(ina_dtype dt, const void *x, size_t i)
