@@ -32,9 +32,10 @@
  * Collective rule
  * ---------------
  * Every rank of a job must start the same operations, in the same order, with
- * the same count and dtype. Each packet carries an 8-bit tag of (operation
- * number, count, dtype, packet index) and the switch aborts the job when the
- * ranks' tags or counts differ in a round: the ranks get INA_ERR_MISMATCH.
+ * the same count, dtype and op. Each packet carries an 8-bit tag of (operation
+ * number, count, dtype, op, packet index) and the switch aborts the job when
+ * the ranks' tags, counts or wire ops differ in a round: the ranks get
+ * INA_ERR_MISMATCH.
  * Each round of a misaligned stream is an independent 1-in-256 check, so an
  * operation of r packets completes undetected with chance at most 256^-r;
  * an operation whose rounds all passed may complete before a later round
@@ -113,21 +114,70 @@ INA_EXTERN const char *ina_err_name(int err);
 
 /* ---- Types and operations ---------------------------------------------- */
 
+/*
+ * Element types. Buffers hold count elements of the C type named below and
+ * must be aligned to its size. On the wire every type travels as 32-bit
+ * integers (one per element); the float types as block floating point: each
+ * block of elems_per_packet elements is scaled by a power of two agreed by
+ * all ranks one round ahead, so the sum is NOT exact: ina_error_bound()
+ * gives the bound per element. Summary (N ranks, L = ceil(log2 N),
+ * 2^(E-1) <= the block's largest |input| over all ranks < 2^E):
+ *
+ *   dtype     C type     |result - exact sum| <=
+ *   INT32     int32_t    0: exact modulo 2^32 (wraps, two's complement)
+ *   FLOAT32   float      N 2^(E+L-31) + 2^-24 |exact| + 2^-149
+ *   FLOAT16   uint16_t   N 2^(E+L-31) + 2^-11 |exact| + 2^-25
+ *   BFLOAT16  uint16_t   N 2^(E+L-31) + 2^-8  |exact| + 2^-134
+ *   FLOAT64   double     N 2^(E'+L-31), E' = max(E, -960)
+ *
+ * The first term is the quantization: each rank's value is rounded to a
+ * grid of step 2^(E+L-31), 31 - L bits below the block's exponent; the
+ * others are the one rounding of the exact quantized sum to the type
+ * (round to nearest even). FLOAT64 is NOT double precision: like FLOAT32 it keeps
+ * 31 - L bits per element relative to its block's largest value (an error
+ * of up to 2^(L-30) of that value per rank), though its inputs are never
+ * rounded to float and its decode to double is exact. A result within
+ * the bound of the type's overflow threshold may come back as +-Inf.
+ * NaN/Inf propagate per element; a finite element sharing its block with a
+ * NaN/Inf on any rank comes back NaN (docs/PROTOCOL.md §8), for every float
+ * type.
+ */
 typedef enum {
-    INA_INT32 = 0,   /**< exact; sums wrap modulo 2^32 (two's complement) */
-    INA_FLOAT32 = 1, /**< block floating point, error bound in docs/PROTOCOL.md */
-    INA_FLOAT16 = 2,  /**< IEEE binary16 (uint16_t storage), quantized as FLOAT32 */
-    INA_BFLOAT16 = 3, /**< bfloat16 (uint16_t storage), quantized as FLOAT32 */
-    INA_FLOAT64 = 4,  /**< double; quantized to 32-bit blocks: see its error bound */
-    /* 5..15 reserved */
+    INA_INT32 = 0,    /**< int32_t; exact; sums wrap modulo 2^32 (two's complement) */
+    INA_FLOAT32 = 1,  /**< float; block floating point (bound above) */
+    INA_FLOAT16 = 2,  /**< IEEE binary16 in uint16_t storage: widened to float exactly,
+                           quantized as FLOAT32, the sum rounded once to binary16 (RNE,
+                           overflow to +-Inf, subnormals kept) */
+    INA_BFLOAT16 = 3, /**< bfloat16 (the top half of a float) in uint16_t storage: as FLOAT16 */
+    INA_FLOAT64 = 4,  /**< double, quantized straight from the double to 31-L bits per
+                           block: NOT double precision (bound above) */
+    /* 5..15 reserved: INA_ERR_NOTSUP */
 } ina_dtype;
 
+/*
+ * Operations. MAX and MIN are for INT32 only: on the float types (block
+ * floating point) the switch's integer max would compare quantized values
+ * and the non-finite encoding, which is built to be summed, not compared;
+ * they return INA_ERR_NOTSUP there.
+ */
 typedef enum {
-    INA_SUM = 0,
-    INA_MAX = 1, /**< integer types only */
-    INA_MIN = 2, /**< integer types only */
-    INA_AVG = 3, /**< sum, then divided by world size on each worker (as PyTorch's AVG) */
-    /* 4..15 reserved */
+    INA_SUM = 0, /**< every dtype */
+    INA_MAX = 1, /**< INT32 only: exact signed maximum */
+    INA_MIN = 2, /**< INT32 only: exact signed minimum */
+    INA_AVG = 3, /**< every dtype: the SUM, then divided by world size N on each worker,
+                      after the result arrives (what torch.distributed's ReduceOp.AVG
+                      computes; NCCL pre-multiplies floats by 1/N instead, which rounds
+                      differently).
+                      Float types: the exact quantized sum is divided by N in double and
+                      rounded once to the dtype, so the bound is
+                      ina_error_bound(dtype, N, amax, exact_sum) / N
+                      + 2^-52 |exact_sum / N| + the dtype's subnormal term (2^-149,
+                      2^-25, 2^-134, 0); a FLOAT16 average whose sum exceeds 65504
+                      still comes back finite. INT32: the wrapped int32 sum divided by
+                      N with C's '/', i.e. truncated toward zero (-7/2 = -3), as NCCL's
+                      ncclAvg for integer types; it is exact only while the sum does
+                      not wrap. */
+    /* 4..15 reserved: INA_ERR_NOTSUP */
 } ina_op;
 
 /* ---- Configuration ----------------------------------------------------- */
@@ -250,13 +300,16 @@ INA_EXTERN int ina_finalize(ina_ctx *ctx);
 /* ---- All-reduce -------------------------------------------------------- */
 
 /**
- * Blocking all-reduce: recvbuf[i] = sum over ranks of sendbuf[i], i < count.
+ * Blocking all-reduce: recvbuf[i] = op over ranks of sendbuf[i], i < count
+ * (the sum, its average, or for INT32 the max or min).
  * sendbuf == recvbuf is allowed (in place); other overlap is not.
  * count == 0 is allowed and returns at once.
  * @return 0, or
- *   -EINVAL            NULL ctx or buffer (with count > 0), bad dtype/op value
+ *   -EINVAL            NULL ctx or buffer (with count > 0), dtype or op > 15,
+ *                      a buffer not aligned to the element size
  *   -EOVERFLOW         count * sizeof(element) does not fit in size_t
- *   INA_ERR_NOTSUP     dtype/op reserved but not implemented yet
+ *   INA_ERR_NOTSUP     dtype 5..15 or op 4..15 (reserved), or MAX/MIN on a
+ *                      float dtype (see ina_op)
  *   INA_ERR_CLOSED     the context was broken by an earlier failure
  *   INA_ERR_TIMEOUT    no progress for timeout_ms (a peer or the switch is gone)
  *   INA_ERR_ABORTED    the switch ended the session (another rank failed,
@@ -349,6 +402,18 @@ INA_EXTERN int ina_get_info(const ina_ctx *ctx, ina_info *info);
  * finite. 2. amax == 0 drops the first term. 3. NaN/Inf arguments give +Inf.
  */
 INA_EXTERN double ina_float_error_bound(int world_size, double amax, double exact_sum);
+
+/**
+ * The same bound for any dtype's SUM (the table at ina_dtype): the absolute
+ * error bound for one element whose block has largest magnitude amax over
+ * all ranks (as stored: a FLOAT16 value, a double, ...) and whose exact sum
+ * is exact_sum. INT32: 0. FLOAT32: ina_float_error_bound(). For INA_AVG see
+ * ina_op. Notes: 1. amax == 0 drops the first term. 2. NaN/Inf arguments
+ * give +Inf; an unknown dtype gives NaN. 3. A result within the bound of
+ * the type's overflow threshold (FLT_MAX, 65504, ...) may come back as
+ * +-Inf.
+ */
+INA_EXTERN double ina_error_bound(ina_dtype dtype, int world_size, double amax, double exact_sum);
 
 #ifdef __cplusplus
 }

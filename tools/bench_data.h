@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* splitmix64's finalizer: a cheap bijective 64-bit mixer. */
 static inline uint64_t mix64(uint64_t z)
@@ -57,6 +58,101 @@ static inline void fill_f32(uint64_t seed, size_t start, size_t n, float *out)
             *out++ = (float)m * scale;
         }
     }
+}
+
+/*
+ * float16, bfloat16 and float64 data: the same shape as fill_f32 (a binade
+ * k in [-6, 6] per group and rank, mixed signs), with P significant bits, so
+ * that every value is exact in its type and a double sum over <= 256 ranks
+ * is exact:
+ *   float16   P = 11: multiples of 2^(k-11) >= 2^-17; those below 2^-14 are
+ *             subnormal halves (grid 2^-24), still exact
+ *   bfloat16  P = 8:  multiples of 2^-14, all normal
+ *   float64   P = 32: multiples of 2^-38 below 2^5; a sum needs < 51 bits
+ * (float64 data with all 53 bits would need an extended-precision reference;
+ * the quantization keeps 31 - L bits per block either way.)
+ */
+#define F16_BITS 11
+#define BF16_BITS 8
+#define F64_BITS 32
+
+/* Values of fill_f32's shape with p significant bits, as doubles. */
+static inline void fill_scaled(uint64_t seed, size_t start, size_t n, int p, double *out)
+{
+    size_t i = start, end = start + n;
+    while (i < end) {
+        size_t g = i / F32_GROUP, gend = (g + 1) * F32_GROUP;
+        int k = F32_KMIN + (int)(mix64(seed ^ (0xabcdef12345ull + g * GOLDEN)) % F32_KSPAN);
+        if (gend > end)
+            gend = end;
+        for (; i < gend; i++) {
+            int64_t m = (int64_t)(elem_hash(seed, i) >> (64 - p)) - ((int64_t)1 << (p - 1));
+            *out++ = ldexp((double)m, k - p);
+        }
+    }
+}
+
+/* The binary16 pattern of a double that binary16 represents exactly. */
+static inline uint16_t f16_bits_exact(double v)
+{
+    uint16_t sign = signbit(v) ? 0x8000u : 0u;
+    int e;
+    double m = frexp(fabs(v), &e); /* |v| = m * 2^e, 0.5 <= m < 1 */
+    if (v == 0)
+        return sign;
+    if (e - 1 >= -14) /* normal: exponent field e - 1 + 15, 10 fraction bits */
+        return (uint16_t)(sign | (e + 14) << 10 | ((unsigned)ldexp(m, 11) - 1024u));
+    return (uint16_t)(sign | (unsigned)ldexp(fabs(v), 24)); /* subnormal: units of 2^-24 */
+}
+
+/* The value of a binary16 / bfloat16 pattern, from the formats' definitions
+ * (independent of libina's conversions; the tests use these too). */
+static inline double f16_value(uint16_t h)
+{
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+static inline double bf16_value(uint16_t h)
+{
+    uint32_t b = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+#define FILL_CHUNK 256
+
+static inline void fill_f16(uint64_t seed, size_t start, size_t n, uint16_t *out)
+{
+    double v[FILL_CHUNK];
+    for (size_t i = 0; i < n; i += FILL_CHUNK) {
+        size_t m = n - i < FILL_CHUNK ? n - i : FILL_CHUNK;
+        fill_scaled(seed, start + i, m, F16_BITS, v);
+        for (size_t j = 0; j < m; j++)
+            out[i + j] = f16_bits_exact(v[j]);
+    }
+}
+
+static inline void fill_bf16(uint64_t seed, size_t start, size_t n, uint16_t *out)
+{
+    double v[FILL_CHUNK];
+    for (size_t i = 0; i < n; i += FILL_CHUNK) {
+        size_t m = n - i < FILL_CHUNK ? n - i : FILL_CHUNK;
+        fill_scaled(seed, start + i, m, BF16_BITS, v);
+        for (size_t j = 0; j < m; j++) {
+            float f = (float)v[j]; /* exact: 8 bits */
+            uint32_t b;
+            memcpy(&b, &f, 4);
+            out[i + j] = (uint16_t)(b >> 16);
+        }
+    }
+}
+
+static inline void fill_f64(uint64_t seed, size_t start, size_t n, double *out)
+{
+    fill_scaled(seed, start, n, F64_BITS, out);
 }
 
 /* int32 data: the full range. */

@@ -14,9 +14,10 @@
  *
  * Verification without a side channel: the data each rank sends is a pure
  * function of (rank, size, iteration, index), so every rank regenerates the
- * contributions of all ranks and computes the exact sum locally (int32:
- * wrapping uint32 sum, bit-exact; float32: double sum, which is exact for the
- * value range generated here, checked against ina_float_error_bound()). The
+ * contributions of all ranks and computes the exact result locally (int32:
+ * wrapping uint32 sum, max, min or truncated average, bit-exact; the float
+ * types: double sum, which is exact for the values generated here, checked
+ * against ina_error_bound(), or its AVG form). The
  * per-rank verdicts are combined with one more all-reduce per size, an int32
  * vector {failures, 1, retransmits}: rank 0 requires failures == 0 and the
  * second element == N (every rank reported).
@@ -73,6 +74,7 @@ struct opts {
     unsigned long long sizes[MAX_SIZES];
     int nsizes;
     ina_dtype dtype;
+    ina_op op;
     int iters, warmup;
     int json;
     int elems, window, timeout_ms, join_timeout_ms;
@@ -87,6 +89,13 @@ struct opts {
 };
 
 static const char *prog = "ina-bench";
+
+/* Names, element sizes and bits of the dtypes and ops, indexed by their values. */
+static const char *const dtype_names[] = {"int32", "float32", "float16", "bfloat16", "float64"};
+static const size_t dtype_size[] = {4, 4, 2, 2, 8};
+static const char *const op_names[] = {"sum", "max", "min", "avg"};
+#define NDTYPES (sizeof(dtype_names) / sizeof(dtype_names[0]))
+#define NOPS (sizeof(op_names) / sizeof(op_names[0]))
 
 static void usage(FILE *f)
 {
@@ -116,7 +125,8 @@ static void usage(FILE *f)
 "                       Default 4K,64K,1M,16M. A size that is not a multiple of\n"
 "                       4 is rounded down to whole 4-byte elements; it must be\n"
 "                       at least 4. At most %d sizes.\n"
-"  --dtype TYPE         float32 (default) or int32\n"
+"  --dtype TYPE         float32 (default), int32, float16, bfloat16 or float64\n"
+"  --op OP              sum (default), avg, max or min (max and min: int32 only)\n"
 "  --iters N            timed iterations per size (default 10, >= 1)\n"
 "  --warmup N           untimed iterations per size before them (default 2)\n"
 "  --json               one JSON object per size per line on stdout, nothing\n"
@@ -148,8 +158,10 @@ static void usage(FILE *f)
 "  --version            versions of ina-bench and of the linked libina\n"
 "\n"
 "Every iteration (warmup included) is verified on every rank: int32 bit-exact\n"
-"against the wrapping sum, float32 per element within ina_float_error_bound()\n"
-"for its packet block (elems_per_packet elements; amax over all ranks).\n"
+"(sum wrapping, max, min, avg truncated toward zero), the float types per\n"
+"element within ina_error_bound() for their packet block (elems_per_packet\n"
+"elements; amax over all ranks), or for avg within the bound ina.h gives for\n"
+"it. A size in bytes is rounded down to whole elements of the dtype.\n"
 "Before each iteration the ranks synchronise with a 1-element all-reduce (a\n"
 "barrier, untimed); time is measured around each ina_allreduce() call only,\n"
 "and the reported time is rank 0's median over the timed iterations.\n"
@@ -160,7 +172,7 @@ static void usage(FILE *f)
 "max_abs_err as seen on rank 0; retx = retransmits summed over all ranks during\n"
 "the timed iterations; ok only if every result on every rank verified.\n"
 "\n"
-"JSON keys: workers, bytes, count, dtype, iters, warmup, elems_per_packet,\n"
+"JSON keys: workers, bytes, count, dtype, op, iters, warmup, elems_per_packet,\n"
 "window, time_s, time_min_s, time_max_s, algbw_gbps, busbw_gbps, ate_per_s,\n"
 "max_abs_err, max_rel_err (abs_err / the block's largest |input| x N: error\n"
 "relative to the magnitudes summed, the scale of the quantization bound; a\n"
@@ -240,9 +252,22 @@ static void parse_sizes(struct opts *o, const char *arg)
     }
 }
 
+/* The index of name in names[0..n), or a usage error naming the choices. */
+static int name_index(const char *opt, const char *name, const char *const *names, size_t n)
+{
+    char list[128] = "";
+    for (size_t i = 0; i < n; i++) {
+        if (!strcmp(name, names[i]))
+            return (int)i;
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", names[i]);
+    }
+    usage_error("%s: '%s' is not one of %s", opt, name, list);
+}
+
 enum {
     OPT_LOCAL = 256, OPT_SWITCH_BIN, OPT_SWITCH, OPT_RANK, OPT_WORLD, OPT_JOB, OPT_SIZES,
-    OPT_DTYPE, OPT_ITERS, OPT_WARMUP, OPT_JSON, OPT_ELEMS, OPT_WINDOW, OPT_LANES, OPT_SWITCH_THREADS, OPT_TIMEOUT,
+    OPT_DTYPE, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_JSON, OPT_ELEMS, OPT_WINDOW, OPT_LANES,
+    OPT_SWITCH_THREADS, OPT_TIMEOUT,
     OPT_JOIN_TIMEOUT, OPT_DEADLINE, OPT_VERBOSE,
     OPT_LOSS,
     OPT_LOSS_LABEL,
@@ -285,6 +310,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
         {"job", required_argument, NULL, OPT_JOB},
         {"sizes", required_argument, NULL, OPT_SIZES},
         {"dtype", required_argument, NULL, OPT_DTYPE},
+        {"op", required_argument, NULL, OPT_OP},
         {"iters", required_argument, NULL, OPT_ITERS},
         {"warmup", required_argument, NULL, OPT_WARMUP},
         {"json", no_argument, NULL, OPT_JSON},
@@ -308,6 +334,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
     memset(o, 0, sizeof *o);
     o->sizes_arg = "4K,64K,1M,16M";
     o->dtype = INA_FLOAT32;
+    o->op = INA_SUM;
     o->iters = 10;
     o->warmup = 2;
     o->deadline_s = 600;
@@ -333,13 +360,9 @@ static void parse_args(struct opts *o, int argc, char **argv)
             break;
         case OPT_SIZES: o->sizes_arg = a; break;
         case OPT_DTYPE:
-            if (!strcmp(a, "float32"))
-                o->dtype = INA_FLOAT32;
-            else if (!strcmp(a, "int32"))
-                o->dtype = INA_INT32;
-            else
-                usage_error("--dtype: '%s' is not float32 or int32", a);
+            o->dtype = (ina_dtype)name_index("--dtype", a, dtype_names, NDTYPES);
             break;
+        case OPT_OP: o->op = (ina_op)name_index("--op", a, op_names, NOPS); break;
         case OPT_ITERS: o->iters = parse_int("--iters", a, 1, 1000000); break;
         case OPT_WARMUP: o->warmup = parse_int("--warmup", a, 0, 1000000); break;
         case OPT_JSON: o->json = 1; break;
@@ -375,6 +398,13 @@ static void parse_args(struct opts *o, int argc, char **argv)
     if (optind < argc)
         usage_error("unexpected argument '%s'", argv[optind]);
     parse_sizes(o, o->sizes_arg);
+    for (int i = 0; i < o->nsizes; i++)
+        if (o->sizes[i] < dtype_size[o->dtype])
+            usage_error("--sizes: %llu bytes is less than one %s element", o->sizes[i],
+                        dtype_names[o->dtype]);
+    if ((o->op == INA_MAX || o->op == INA_MIN) && o->dtype != INA_INT32)
+        usage_error("--op %s: only for int32 (libina refuses it for the float types)",
+                    op_names[o->op]);
 
     if (o->local_n) {
         if (o->switch_addr || have_rank || have_world)
@@ -458,9 +488,47 @@ static void on_alarm(int sig)
 struct verdict {
     uint64_t failures;        /* elements out of bound / wrong */
     double max_abs, max_rel;  /* over all iterations */
-    double max_ratio;         /* max abs_err / bound (float32) */
+    double max_ratio;         /* max abs_err / bound (float types) */
     int reported;             /* mismatches printed so far */
 };
+
+/* Fill n elements of dtype dt, from element start of the tensor of seed. */
+static void fill(ina_dtype dt, uint64_t seed, size_t start, size_t n, void *out)
+{
+    switch (dt) {
+    case INA_INT32: fill_i32(seed, start, n, out); break;
+    case INA_FLOAT32: fill_f32(seed, start, n, out); break;
+    case INA_FLOAT16: fill_f16(seed, start, n, out); break;
+    case INA_BFLOAT16: fill_bf16(seed, start, n, out); break;
+    case INA_FLOAT64: fill_f64(seed, start, n, out); break;
+    }
+}
+
+/* Element i of a float-type buffer, as a double (exact). */
+static double float_at(ina_dtype dt, const void *x, size_t i)
+{
+    switch (dt) {
+    case INA_FLOAT32: return ((const float *)x)[i];
+    case INA_FLOAT16: return f16_value(((const uint16_t *)x)[i]);
+    case INA_BFLOAT16: return bf16_value(((const uint16_t *)x)[i]);
+    case INA_FLOAT64: return ((const double *)x)[i];
+    case INA_INT32: break;
+    }
+    return NAN;
+}
+
+/* The bound of one element: ina_error_bound() for SUM; for AVG the form
+ * ina.h gives (the sum's bound / N, the division's rounding in double, the
+ * type's subnormal term), against exact / N. */
+static double elem_bound(ina_dtype dt, ina_op op, int n, double amax, double exact)
+{
+    double b = ina_error_bound(dt, n, amax, exact);
+    if (op != INA_AVG)
+        return b;
+    double sub = dt == INA_FLOAT32 ? 0x1p-149 : dt == INA_FLOAT16 ? 0x1p-25
+                 : dt == INA_BFLOAT16 ? 0x1p-134 : 0.0;
+    return b / n + 0x1p-52 * fabs(exact / n) + sub;
+}
 
 static void report_mismatch(struct verdict *v, unsigned long long bytes, int iter, size_t i,
                             const char *fmt, ...)
@@ -481,35 +549,37 @@ static void report_mismatch(struct verdict *v, unsigned long long bytes, int ite
 }
 
 /*
- * Check recv against the sum over all ranks, regenerated here. Also checks
- * that the library left sendbuf untouched. scratch holds epp elements;
- * acc holds epp doubles.
+ * Check recv against the sum (or its average) over all ranks, regenerated
+ * here. Also checks that the library left sendbuf untouched. scratch holds
+ * epp elements; acc holds epp doubles.
  */
-static void verify_f32(const struct opts *o, int epp, unsigned long long bytes, int iter,
-                       const float *send, const float *recv, size_t count, float *scratch,
-                       double *acc, struct verdict *v)
+static void verify_float(const struct opts *o, int epp, unsigned long long bytes, int iter,
+                         const void *send, const void *recv, size_t count, void *scratch,
+                         double *acc, struct verdict *v)
 {
+    const size_t es = dtype_size[o->dtype];
     for (size_t b0 = 0; b0 < count; b0 += (size_t)epp) {
         size_t n = count - b0 < (size_t)epp ? count - b0 : (size_t)epp;
         double amax = 0.0;
         memset(acc, 0, n * sizeof *acc);
         for (int r = 0; r < o->world; r++) {
-            fill_f32(data_seed(r, bytes, iter), b0, n, scratch);
-            if (r == o->rank && memcmp(scratch, send + b0, n * sizeof *scratch)) {
+            fill(o->dtype, data_seed(r, bytes, iter), b0, n, scratch);
+            if (r == o->rank && memcmp(scratch, (const uint8_t *)send + b0 * es, n * es)) {
                 v->failures++;
                 report_mismatch(v, bytes, iter, b0, "send buffer was modified in block");
             }
             for (size_t j = 0; j < n; j++) {
-                double x = scratch[j];
+                double x = float_at(o->dtype, scratch, j);
                 acc[j] += x;
                 if (fabs(x) > amax)
                     amax = fabs(x);
             }
         }
         for (size_t j = 0; j < n; j++) {
-            double exact = acc[j], res = recv[b0 + j];
+            double sum = acc[j], res = float_at(o->dtype, recv, b0 + j);
+            double exact = o->op == INA_AVG ? sum / o->world : sum;
             double err = fabs(res - exact);
-            double bound = ina_float_error_bound(o->world, amax, exact);
+            double bound = elem_bound(o->dtype, o->op, o->world, amax, sum);
             /* Relative to the magnitude being summed (N x block amax), not
              * to |exact|: sums that cancel to ~0 make that ratio meaningless. */
             double rel = err / fmax(amax * o->world, 1e-30);
@@ -532,13 +602,24 @@ static void verify_f32(const struct opts *o, int epp, unsigned long long bytes, 
     }
 }
 
+/* Combine rank r's value x into acc[j] by op (avg: the wrapping sum, divided later). */
+static uint32_t combine_i32(ina_op op, int r, uint32_t acc, int32_t x)
+{
+    if (r == 0)
+        return (uint32_t)x;
+    if (op == INA_MAX)
+        return x > (int32_t)acc ? (uint32_t)x : acc;
+    if (op == INA_MIN)
+        return x < (int32_t)acc ? (uint32_t)x : acc;
+    return acc + (uint32_t)x;
+}
+
 static void verify_i32(const struct opts *o, int epp, unsigned long long bytes, int iter,
                        const int32_t *send, const int32_t *recv, size_t count,
                        int32_t *scratch, uint32_t *acc, struct verdict *v)
 {
     for (size_t b0 = 0; b0 < count; b0 += (size_t)epp) {
         size_t n = count - b0 < (size_t)epp ? count - b0 : (size_t)epp;
-        memset(acc, 0, n * sizeof *acc);
         for (int r = 0; r < o->world; r++) {
             fill_i32(data_seed(r, bytes, iter), b0, n, scratch);
             if (r == o->rank && memcmp(scratch, send + b0, n * sizeof *scratch)) {
@@ -546,8 +627,11 @@ static void verify_i32(const struct opts *o, int epp, unsigned long long bytes, 
                 report_mismatch(v, bytes, iter, b0, "send buffer was modified in block");
             }
             for (size_t j = 0; j < n; j++)
-                acc[j] += (uint32_t)scratch[j];
+                acc[j] = combine_i32(o->op, r, acc[j], scratch[j]);
         }
+        if (o->op == INA_AVG) /* truncation toward zero, as libina */
+            for (size_t j = 0; j < n; j++)
+                acc[j] = (uint32_t)((int32_t)acc[j] / o->world);
         for (size_t j = 0; j < n; j++) {
             uint32_t got = (uint32_t)recv[b0 + j];
             if (got != acc[j]) {
@@ -624,7 +708,8 @@ static int run_worker(const struct opts *o)
     ina_info info;
     ina_stats st0, st1;
     int rc, any_fail = 0, epp;
-    const char *dname = o->dtype == INA_FLOAT32 ? "float32" : "int32";
+    const char *dname = dtype_names[o->dtype], *oname = op_names[o->op];
+    const size_t es = dtype_size[o->dtype];
     double *times, *acc;
     void *scratch;
 
@@ -677,9 +762,9 @@ static int run_worker(const struct opts *o)
                 info.window, ina_version_string());
 
     if (o->rank == 0 && !o->json) {
-        printf("# ina-bench: %d workers, dtype %s, %d elems/packet, window %d, lanes %d, "
+        printf("# ina-bench: %d workers, dtype %s, op %s, %d elems/packet, window %d, lanes %d, "
                "path %s, %d iterations + %d warmup, libina %s\n",
-               o->world, dname, epp, info.window, info.lanes,
+               o->world, dname, oname, epp, info.window, info.lanes,
                info.path == INA_PATH_HOST ? "host (fallback: the switch had no room)" : "switch",
                o->iters, o->warmup, ina_version_string());
         printf("# algbw = bytes*8/time; busbw = algbw*2(N-1)/N (nccl-tests ring convention, "
@@ -693,17 +778,17 @@ static int run_worker(const struct opts *o)
 
     times = malloc((size_t)o->iters * sizeof *times);
     acc = malloc((size_t)epp * sizeof(double));
-    scratch = malloc((size_t)epp * 4);
+    scratch = malloc((size_t)epp * es);
     if (!times || !acc || !scratch)
         die_sys("malloc");
 
     for (int s = 0; s < o->nsizes; s++) {
         unsigned long long req = o->sizes[s];
-        size_t count = (size_t)(req / 4);
-        unsigned long long bytes = (unsigned long long)count * 4;
+        size_t count = (size_t)(req / es);
+        unsigned long long bytes = (unsigned long long)count * es;
         struct verdict v;
         int32_t status[3], status_sum[3];
-        void *send = malloc(count * 4), *recv = malloc(count * 4);
+        void *send = malloc(count * es), *recv = malloc(count * es);
         char what[96];
 
         if (!send || !recv) {
@@ -716,12 +801,9 @@ static int run_worker(const struct opts *o)
             uint64_t seed = data_seed(o->rank, bytes, it);
             double t0, t1;
 
-            if (o->dtype == INA_FLOAT32)
-                fill_f32(seed, 0, count, send);
-            else
-                fill_i32(seed, 0, count, send);
+            fill(o->dtype, seed, 0, count, send);
             /* poison: stale or missing results show up (NaN / -1) */
-            memset(recv, 0xff, count * 4);
+            memset(recv, 0xff, count * es);
             if (it == o->warmup && (rc = ina_get_stats(g_ctx, &st0)))
                 die_ina("ina_get_stats", rc);
 
@@ -734,7 +816,7 @@ static int run_worker(const struct opts *o)
             if (rc)
                 die_ina("ina_allreduce (barrier)", rc);
             t0 = now_s();
-            rc = ina_allreduce(g_ctx, send, recv, count, o->dtype, INA_SUM);
+            rc = ina_allreduce(g_ctx, send, recv, count, o->dtype, o->op);
             t1 = now_s();
             if (rc) {
                 snprintf(what, sizeof what, "ina_allreduce (%llu bytes, iteration %d)", bytes,
@@ -744,10 +826,10 @@ static int run_worker(const struct opts *o)
             if (it >= o->warmup)
                 times[it - o->warmup] = t1 - t0;
 
-            if (o->dtype == INA_FLOAT32)
-                verify_f32(o, epp, bytes, it, send, recv, count, scratch, acc, &v);
-            else
+            if (o->dtype == INA_INT32)
                 verify_i32(o, epp, bytes, it, send, recv, count, scratch, (uint32_t *)acc, &v);
+            else
+                verify_float(o, epp, bytes, it, send, recv, count, scratch, acc, &v);
         }
         if ((rc = ina_get_stats(g_ctx, &st1)))
             die_ina("ina_get_stats", rc);
@@ -796,10 +878,10 @@ static int run_worker(const struct opts *o)
 
             if (o->json) {
                 printf("{\"workers\":%d,\"bytes\":%llu,\"count\":%zu,\"dtype\":\"%s\","
-                       "\"iters\":%d,\"warmup\":%d,\"elems_per_packet\":%d,\"window\":%d,"
-                       "\"lanes\":%d,\"path\":\"%s\",",
-                       o->world, bytes, count, dname, o->iters, o->warmup, epp, info.window,
-                       info.lanes, info.path == INA_PATH_HOST ? "host" : "switch");
+                       "\"op\":\"%s\",\"iters\":%d,\"warmup\":%d,\"elems_per_packet\":%d,"
+                       "\"window\":%d,\"lanes\":%d,\"path\":\"%s\",",
+                       o->world, bytes, count, dname, oname, o->iters, o->warmup, epp,
+                       info.window, info.lanes, info.path == INA_PATH_HOST ? "host" : "switch");
                 json_num("time_s", med, 0);
                 json_num("time_min_s", tmin, 0);
                 json_num("time_max_s", tmax, 0);
@@ -1115,7 +1197,8 @@ static int run_local(const struct opts *o)
         argv[a++] = "--world"; argv[a++] = s_world;
         argv[a++] = "--job"; argv[a++] = job;
         argv[a++] = "--sizes"; argv[a++] = o->sizes_arg;
-        argv[a++] = "--dtype"; argv[a++] = o->dtype == INA_FLOAT32 ? "float32" : "int32";
+        argv[a++] = "--dtype"; argv[a++] = dtype_names[o->dtype];
+        argv[a++] = "--op"; argv[a++] = op_names[o->op];
         argv[a++] = "--iters"; argv[a++] = s_iters;
         argv[a++] = "--warmup"; argv[a++] = s_warm;
         argv[a++] = "--elems"; argv[a++] = s_elems;

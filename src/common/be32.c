@@ -27,6 +27,17 @@ static void add_scalar(int32_t *v, const uint8_t *p, size_t n)
     }
 }
 
+static void minmax_scalar(int32_t *v, const uint8_t *p, size_t n, int want_max)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x;
+        memcpy(&x, p + 4 * i, 4);
+        int32_t y = (int32_t)__builtin_bswap32(x);
+        int take = want_max ? y > v[i] : y < v[i];
+        v[i] = take ? y : v[i];
+    }
+}
+
 static void store_scalar(uint8_t *p, const int32_t *v, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -51,16 +62,31 @@ __attribute__((target("avx2"))) static void load_avx2(int32_t *v, const uint8_t 
     load_scalar(v + i, p + 4 * i, n - i);
 }
 
+/* v[i] = COMBINE(v[i], be32(p[i])) for the 8-lane COMBINE; then the statement
+ * TAIL does the last n - i elements. */
+#define COMBINE_AVX2(COMBINE, TAIL)                                                                 \
+    const __m256i m = INA_BSWAP32_MASK;                                                             \
+    size_t i = 0;                                                                                   \
+    for (; i + 8 <= n; i += 8) {                                                                    \
+        __m256i x = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(const void *)(p + 4 * i)), m); \
+        __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(v + i));                     \
+        _mm256_storeu_si256((__m256i *)(void *)(v + i), COMBINE(a, x));                             \
+    }                                                                                               \
+    TAIL;
+
 __attribute__((target("avx2"))) static void add_avx2(int32_t *v, const uint8_t *p, size_t n)
 {
-    const __m256i m = INA_BSWAP32_MASK;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256i x = _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(const void *)(p + 4 * i)), m);
-        __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(v + i));
-        _mm256_storeu_si256((__m256i *)(void *)(v + i), _mm256_add_epi32(a, x));
-    }
-    add_scalar(v + i, p + 4 * i, n - i);
+    COMBINE_AVX2(_mm256_add_epi32, add_scalar(v + i, p + 4 * i, n - i))
+}
+
+__attribute__((target("avx2"))) static void max_avx2(int32_t *v, const uint8_t *p, size_t n)
+{
+    COMBINE_AVX2(_mm256_max_epi32, minmax_scalar(v + i, p + 4 * i, n - i, 1))
+}
+
+__attribute__((target("avx2"))) static void min_avx2(int32_t *v, const uint8_t *p, size_t n)
+{
+    COMBINE_AVX2(_mm256_min_epi32, minmax_scalar(v + i, p + 4 * i, n - i, 0))
 }
 
 __attribute__((target("avx2"))) static void store_avx2(uint8_t *p, const int32_t *v, size_t n)
@@ -104,6 +130,20 @@ void ina_be32_add(int32_t *v, const uint8_t *p, size_t n)
         return add_avx2(v, p, n);
 #endif
     add_scalar(v, p, n);
+}
+
+void ina_be32_minmax(int32_t *v, const uint8_t *p, size_t n, int want_max)
+{
+#ifdef INA_BE32_X86
+    if (simd()) {
+        if (want_max)
+            max_avx2(v, p, n);
+        else
+            min_avx2(v, p, n);
+        return;
+    }
+#endif
+    minmax_scalar(v, p, n, want_max);
 }
 
 void ina_be32_store(uint8_t *p, const int32_t *v, size_t n)

@@ -5,7 +5,8 @@
 /*
  * The wire carries int32 big-endian; slots hold them in host order. Per
  * packet the switch does one of: load (first contribution), add (later
- * ones, wrapping), store (result out). At GSO packet rates these loops are
+ * ones, wrapping) or max / min (later ones, by the round's op), store
+ * (result out). At GSO packet rates these loops are
  * the switch's largest cost after the kernel copies, so they are vectorised
  * (one byte shuffle + one add per 8 values). Pointers may be unaligned.
  * INA_NO_SIMD=1 in the environment forces the scalar versions.
@@ -18,6 +19,8 @@
 void ina_be32_load(int32_t *v, const uint8_t *p, size_t n);
 /* v[i] += be32(p[i]), modulo 2^32 */
 void ina_be32_add(int32_t *v, const uint8_t *p, size_t n);
+/* v[i] = max(v[i], be32(p[i])) if want_max, else min; signed */
+void ina_be32_minmax(int32_t *v, const uint8_t *p, size_t n, int want_max);
 /* p[i] = be32(v[i]) */
 void ina_be32_store(uint8_t *p, const int32_t *v, size_t n);
 

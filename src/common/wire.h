@@ -20,7 +20,8 @@
  *  24   2  count     number of 32-bit elements in the payload
  *  26   2  exp       int16, block exponent; the switch keeps the max
  *  28   2  flags     bit 0 (LEAVE only): abort the session; other bits reserved, 0
- *  30   1  op        aggregation op on int32 elements: 0 = wrapping add
+ *  30   1  op        aggregation op on int32 elements: 0 = wrapping add,
+ *                    1 = signed max, 2 = signed min (INA_OP_*)
  *  31   1  tag       DATA/RESULT: operation tag; every contribution to a round
  *                    must carry the same tag (ranks disagreeing on the op)
  *  32  ... payload   count big-endian int32 values (DATA/RESULT) or a control body
@@ -36,7 +37,12 @@
 #define INA_SLOT_SET_BIT 0x80000000u
 #define INA_SLOT_INDEX_MASK 0x7FFFFFFFu
 #define INA_RANK_SWITCH 0xFFFFu
-#define INA_OP_ADD_I32 0
+/* Wire op codes (byte 30): how the switch combines a round's int32 payloads.
+ * Every contribution to a round must carry the round's op (else MISMATCH). */
+#define INA_OP_ADD_I32 0 /* wrapping 32-bit add (SUM, AVG; every float dtype) */
+#define INA_OP_MAX_I32 1 /* signed 32-bit max (INT32 MAX) */
+#define INA_OP_MIN_I32 2 /* signed 32-bit min (INT32 MIN) */
+#define INA_OP_LAST INA_OP_MIN_I32
 #define INA_FLAG_ABORT 0x0001u /* in LEAVE: the sender failed; end the session for every rank */
 
 /* Largest UDP payload we ever build: fits a 64 KiB IPv4 datagram. */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/dtype.h"
 #include "lib/internal.h"
 
 /* Finalized context shells (see struct ina_ctx). Reachable, so no leak report. */
@@ -255,16 +256,21 @@ static int check_args(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t c
         return rc;
     if ((unsigned)dtype > 15 || (unsigned)op > 15)
         return -EINVAL;
-    if (dtype != INA_INT32 && dtype != INA_FLOAT32)
+    const size_t esize = ina__dtype_size(dtype);
+    if (esize == 0 || (unsigned)op > INA_AVG)
+        return INA_ERR_NOTSUP; /* reserved values */
+    /* Max and min of block-floating-point values would need the non-finite
+     * class counts (which add) to compare instead, and would return a
+     * quantized value rather than one of the inputs: integers only. */
+    if ((op == INA_MAX || op == INA_MIN) && dtype != INA_INT32)
         return INA_ERR_NOTSUP;
-    if (op != INA_SUM)
-        return INA_ERR_NOTSUP;
-    if (count > SIZE_MAX / 4)
+    if (count > SIZE_MAX / esize)
         return -EOVERFLOW;
     if (count > 0 && (!sendbuf || !recvbuf))
         return -EINVAL;
-    /* Elements are read and written as int32/float: they must be aligned. */
-    if (((uintptr_t)sendbuf | (uintptr_t)recvbuf) & 3)
+    /* Elements are read and written through their C type: they must be
+     * aligned to their size. */
+    if (((uintptr_t)sendbuf | (uintptr_t)recvbuf) & (esize - 1))
         return -EINVAL;
     if (ctx->broken) {
         int e = ctx->broken_unreported ? ctx->broken_unreported : INA_ERR_CLOSED;
@@ -276,16 +282,19 @@ static int check_args(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t c
 
 /*
  * The 64-bit seed of an operation's packet tags (wire.h, byte 31): a hash of
- * (operation number, count, dtype). Ranks that disagree on an operation almost
+ * (operation number, count, dtype, op). Ranks that disagree on an operation almost
  * surely have different seeds, and because each packet's 8-bit tag also mixes
  * in the packet's index (stream.c: packet_tag), every round of a misaligned
  * stream is an independent 1-in-256 check. Empty operations send nothing and
- * take no number.
+ * take no number. The API op is mixed in, not only the wire op: SUM and AVG
+ * share the wire's add but give different results, so ranks mixing them
+ * disagree too. (SUM mixes in 0: the seeds of SUM are those of before ops
+ * existed.)
  */
-static uint64_t op_tag_seed(uint64_t opno, size_t count, ina_dtype dtype)
+static uint64_t op_tag_seed(uint64_t opno, size_t count, ina_dtype dtype, ina_op op)
 {
     uint64_t x = opno * 0x9E3779B97F4A7C15ull ^ (uint64_t)count * 0xC2B2AE3D27D4EB4Full ^
-                 (uint64_t)dtype;
+                 (uint64_t)dtype ^ (uint64_t)op << 8;
     x ^= x >> 31;
     x *= 0xBF58476D1CE4E5B9ull;
     x ^= x >> 29;
@@ -314,7 +323,7 @@ void ina__live_unlink(struct ina_ctx *ctx, struct ina_req *req)
 }
 
 struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
-                                size_t count, ina_dtype dtype)
+                                size_t count, ina_dtype dtype, ina_op op)
 {
     struct ina_req *req = calloc(1, sizeof(*req));
     if (!req)
@@ -324,12 +333,15 @@ struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *
     req->dst = recvbuf;
     req->count = count;
     req->dtype = dtype;
-    req->quantized = dtype == INA_FLOAT32;
+    req->op = op;
+    req->esize = ina__dtype_size(dtype);
+    req->wire_op = ina__wire_op(op);
+    req->quantized = ina__dtype_quantized(dtype);
     req->nblocks = (count + ctx->elems - 1) / ctx->elems;
     req->lag = req->quantized ? (req->nblocks < ctx->window ? req->nblocks : ctx->window) : 0;
     req->npackets = req->nblocks + req->lag;
     live_link(ctx, req);
-    req->tag_seed = op_tag_seed(ctx->nops_started + (req->npackets != 0), count, dtype);
+    req->tag_seed = op_tag_seed(ctx->nops_started + (req->npackets != 0), count, dtype, op);
     if (req->npackets == 0) {
         req->done = 1; /* count 0: nothing to send, every rank agrees */
         ctx->stats.ops++;
@@ -342,7 +354,7 @@ struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *
 
 /* A multi-lane context: a parent request, split over the lanes (lanes.c). */
 static int lanes_start_op(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
-                          ina_dtype dtype, ina_req **out)
+                          ina_dtype dtype, ina_op op, ina_req **out)
 {
     struct ina_req *req = calloc(1, sizeof(*req));
     if (!req)
@@ -352,6 +364,8 @@ static int lanes_start_op(struct ina_ctx *ctx, const void *sendbuf, void *recvbu
     req->dst = recvbuf;
     req->count = count;
     req->dtype = dtype;
+    req->op = op;
+    req->esize = ina__dtype_size(dtype);
     int rc = ina__lanes_submit(ctx, req);
     if (rc != 0) {
         free(req);
@@ -374,8 +388,8 @@ int ina_allreduce_start(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t
     if (ctx->nreqs >= INA_MAX_REQS)
         return INA_ERR_BUSY;
     if (ctx->lanes)
-        return lanes_start_op(ctx, sendbuf, recvbuf, count, dtype, out);
-    ina_req *req = ina__req_create(ctx, sendbuf, recvbuf, count, dtype);
+        return lanes_start_op(ctx, sendbuf, recvbuf, count, dtype, op, out);
+    ina_req *req = ina__req_create(ctx, sendbuf, recvbuf, count, dtype, op);
     if (!req)
         return -ENOMEM;
     if (!req->done)

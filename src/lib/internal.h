@@ -36,9 +36,9 @@
  *
  * Packet p of an op (0 <= p < npackets = nblocks + lag) carries:
  *   - the data of block p - lag, if p >= lag;
- *   - for FLOAT32, the exponent of block p, if p < nblocks.
- * For INT32 lag = 0 (no exponents); for FLOAT32 lag = min(window, nblocks):
- * exponents travel one round ahead, as in SwitchML.
+ *   - for a float dtype, the exponent of block p, if p < nblocks.
+ * For INT32 lag = 0 (no exponents); for the float dtypes lag =
+ * min(window, nblocks): exponents travel one round ahead, as in SwitchML.
  */
 struct ina_req {
     struct ina_ctx *ctx;
@@ -48,10 +48,13 @@ struct ina_req {
     uint8_t *dst;
     size_t count;
     ina_dtype dtype;
+    ina_op op;
+    size_t esize;     /* bytes per element of dtype (dtype.h) */
+    uint8_t wire_op;  /* INA_OP_* in every DATA packet of the op */
     int quantized;
     uint64_t nblocks, lag, npackets;
     uint64_t ndone; /* packets whose result arrived */
-    uint64_t tag_seed; /* hash of (op number, count, dtype): seeds the packet tags (wire.h) */
+    uint64_t tag_seed; /* hash of (op number, count, dtype, op): seeds the packet tags (wire.h) */
     int done, status;
     /* Lanes (lanes.c): an operation of a multi-lane context is a parent whose
      * parts are requests of the lane contexts; a part points to its parent. */
@@ -180,7 +183,7 @@ void ina__session_leave(struct ina_ctx *ctx, int abort);
 /* ctx.c: allocate a request for checked arguments, link it, and queue it on
  * the stream (count 0: done at once). @return NULL if out of memory. */
 struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
-                                size_t count, ina_dtype dtype);
+                                size_t count, ina_dtype dtype, ina_op op);
 
 /* fallback.c: rank 0's host aggregator. prepare opens its socket (before
  * the JOIN that offers it), start runs it, close stops it after the job. */

@@ -94,7 +94,8 @@ static void take_inbox(struct ina_lane *ln)
         struct ina_part *pt = &ln->inbox[ln->in_head];
         ln->in_head = (ln->in_head + 1) % INA_MAX_REQS;
         ln->in_count--;
-        struct ina_req *r = ina__req_create(c, pt->src, pt->dst, pt->count, pt->parent->dtype);
+        struct ina_req *r = ina__req_create(c, pt->src, pt->dst, pt->count, pt->parent->dtype,
+                                            pt->parent->op);
         if (!r) {
             part_done(g, pt->parent, -ENOMEM);
             continue;
@@ -225,7 +226,7 @@ int ina__lanes_start(struct ina_ctx *parent, struct ina_ctx **lane_ctx, int n)
 int ina__lanes_submit(struct ina_ctx *parent, struct ina_req *req)
 {
     struct ina_lanes *g = parent->lanes;
-    size_t elems = g->lane[0].ctx->elems, bytes = 4;
+    size_t elems = g->lane[0].ctx->elems, bytes = req->esize;
     size_t nblocks = (req->count + elems - 1) / elems;
     pthread_mutex_lock(&g->mu);
     if (g->broken) {

@@ -142,6 +142,32 @@ int16_t ina_quant_block_exp_scalar(const float *x, size_t n)
     return exp_of_absmax_bits(mx);
 }
 
+int16_t ina_quant_exp_of_f32bits(uint32_t absmax_bits) { return exp_of_absmax_bits(absmax_bits); }
+
+int16_t ina_quant_block_exp_f64(const double *x, size_t n)
+{
+    /* As the float scan: the bit patterns of |x| order like the values, and
+     * NaN/Inf are exactly those >= 0x7FF0...0. AVX2 has no unsigned 64-bit
+     * max, so this one stays scalar. */
+    uint64_t mx = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t a;
+        memcpy(&a, &x[i], 8);
+        a &= 0x7FFFFFFFFFFFFFFFull;
+        mx = a > mx ? a : mx;
+    }
+    if (mx >= 0x7FF0000000000000ull)
+        return INA_EXP_NONFINITE;
+    if (mx == 0)
+        return INA_EXP_ZERO;
+    double f;
+    memcpy(&f, &mx, 8);
+    int e;
+    (void)frexp(f, &e);
+    /* The floor keeps every scale of encode and decode a normal double (quant.h). */
+    return (int16_t)(e < INA_QUANT_F64_EXP_MIN ? INA_QUANT_F64_EXP_MIN : e);
+}
+
 int ina_quant_headroom_bits(int nworkers)
 {
     int l = 0;
@@ -150,33 +176,39 @@ int ina_quant_headroom_bits(int nworkers)
     return l;
 }
 
-/* 2^k as a double, with k clamped so that the result is finite and nonzero
- * (only reached for exponents outside the valid range, i.e. garbage input). */
+/* 2^k as a double, with k clamped so that the result is a finite, normal
+ * double (the valid exponents of every dtype need k in -1001..1001: quant.h;
+ * the clamp is only reached for garbage input). */
 static double pow2_clamped(int k)
 {
-    if (k > 1000)
-        k = 1000;
-    if (k < -1000)
-        k = -1000;
+    if (k > 1023)
+        k = 1023;
+    if (k < -1022)
+        k = -1022;
     return ldexp(1.0, k);
 }
 
-/* Class code of one element in a NONFINITE block (quant.h). */
-static inline uint32_t nonfinite_code(float f)
+/* Class code of one element in a NONFINITE block (quant.h); floats are
+ * widened to double exactly, class and sign included. */
+static inline uint32_t nonfinite_code(double d)
 {
-    uint32_t b = float_bits(f);
-    uint32_t a = b & 0x7FFFFFFFu;
-    if (a > 0x7F800000u)
-        return 1u << 18; /* NaN */
-    if (a == 0x7F800000u)
-        return (b >> 31) ? 1u << 9 : 1u; /* -Inf : +Inf */
+    if (isnan(d))
+        return 1u << 18;
+    if (isinf(d))
+        return signbit(d) ? 1u << 9 : 1u; /* -Inf : +Inf */
     return 0;
+}
+
+/* Element i of a float (f64 = 0) or double array, as a double (exact). */
+static inline double elem_at(const void *x, size_t i, int f64)
+{
+    return f64 ? ((const double *)x)[i] : (double)((const float *)x)[i];
 }
 
 /* ---- Encode -------------------------------------------------------------- */
 
 /* The special exponents: @return 1 if handled (out written). Rare: stays scalar. */
-static int encode_special(const float *x, size_t n, int16_t e, uint8_t *out)
+static int encode_special(const void *x, int f64, size_t n, int16_t e, uint8_t *out)
 {
     if (e == INA_EXP_ZERO) {
         memset(out, 0, 4 * n);
@@ -184,7 +216,7 @@ static int encode_special(const float *x, size_t n, int16_t e, uint8_t *out)
     }
     if (e == INA_EXP_NONFINITE) {
         for (size_t i = 0; i < n; i++)
-            store_be32(out + 4 * i, nonfinite_code(x[i]));
+            store_be32(out + 4 * i, nonfinite_code(elem_at(x, i, f64)));
         return 1;
     }
     return 0;
@@ -198,9 +230,35 @@ static void encode_params(int16_t e, int nworkers, double *scale, double *qmax)
     *qmax = (double)((UINT32_C(1) << (31 - l)) - 1u);
 }
 
+/* One scaled element v = x * 2^s: clamped to +-qmax, rounded to nearest-even, big-endian at out. */
+static inline void quantize_one(double v, double qmax, uint8_t *out)
+{
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
+    /* Adding 1.5 * 2^52 to |v| <= 2^31 lands in [2^52, 2^53) where the double
+     * ulp is 1: the addition rounds v to an integer in the current rounding
+     * mode (nearest-even by default, as rint), and the low 32 bits of the
+     * significand are that integer in two's complement (2^51 is a multiple
+     * of 2^32). Requires double arithmetic to be done in double
+     * (FLT_EVAL_METHOD == 0); otherwise the rint() path below is used. */
+    const double magic = 6755399441055744.0; /* 0x1.8p52 */
+    v = v < -qmax ? -qmax : v;
+    v = v > qmax ? qmax : v;
+    v += magic;
+    uint64_t bits;
+    memcpy(&bits, &v, 8);
+    store_be32(out, (uint32_t)bits);
+#else
+    v = v < -qmax ? -qmax : v;
+    v = v > qmax ? qmax : v;
+    if (v != v) /* NaN: contract violation (e not from this data); no UB */
+        v = 0.0;
+    store_be32(out, (uint32_t)(int32_t)rint(v));
+#endif
+}
+
 void ina_quant_encode_scalar(const float *x, size_t n, int16_t e, int nworkers, uint8_t *out)
 {
-    if (encode_special(x, n, e, out))
+    if (encode_special(x, 0, n, e, out))
         return;
     double scale, qmax;
     encode_params(e, nworkers, &scale, &qmax);
@@ -217,34 +275,24 @@ void ina_quant_encode_scalar(const float *x, size_t n, int16_t e, int nworkers, 
      * round with the +-2^23 trick for |v| < 2^23 (larger floats are already
      * integers), convert with cvttps2dq.
      */
-#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
-    /* Adding 1.5 * 2^52 to |v| <= 2^31 lands in [2^52, 2^53) where the double
-     * ulp is 1: the addition rounds v to an integer in the current rounding
-     * mode (nearest-even by default, as rint), and the low 32 bits of the
-     * significand are that integer in two's complement (2^51 is a multiple
-     * of 2^32). Requires double arithmetic to be done in double
-     * (FLT_EVAL_METHOD == 0); otherwise the rint() path below is used. */
-    const double magic = 6755399441055744.0; /* 0x1.8p52 */
-    for (size_t i = 0; i < n; i++) {
-        double v = (double)x[i] * scale;
-        v = v < -qmax ? -qmax : v;
-        v = v > qmax ? qmax : v;
-        v += magic;
-        uint64_t bits;
-        memcpy(&bits, &v, 8);
-        store_be32(out + 4 * i, (uint32_t)bits);
-    }
-#else
-    for (size_t i = 0; i < n; i++) {
-        double v = (double)x[i] * scale;
-        v = v < -qmax ? -qmax : v;
-        v = v > qmax ? qmax : v;
-        if (v != v) /* NaN: contract violation (e not from this data); no UB */
-            v = 0.0;
-        int32_t q = (int32_t)rint(v);
-        store_be32(out + 4 * i, (uint32_t)q);
-    }
-#endif
+    for (size_t i = 0; i < n; i++)
+        quantize_one((double)x[i] * scale, qmax, out + 4 * i);
+}
+
+/*
+ * Doubles: the same, without the widening. x * 2^s is exact unless it falls
+ * below 2^-1022, where it rounds to 0 either way; |x| < 2^E keeps it below
+ * 2^(31-L). (The 53-bit significand is cut to the 31 - L bits of the block's
+ * grid: see the FLOAT64 error bound.)
+ */
+void ina_quant_encode_f64_scalar(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out)
+{
+    if (encode_special(x, 1, n, e, out))
+        return;
+    double scale, qmax;
+    encode_params(e, nworkers, &scale, &qmax);
+    for (size_t i = 0; i < n; i++)
+        quantize_one(x[i] * scale, qmax, out + 4 * i);
 }
 
 /* ---- Decode -------------------------------------------------------------- */
@@ -261,17 +309,26 @@ static inline float nonfinite_decode(uint32_t v)
     return NAN; /* a finite element in a non-finite block cannot be carried */
 }
 
+/* Store v into element i of a float (f64 = 0, one rounding) or double array. */
+static inline void put_elem(void *out, size_t i, int f64, double v)
+{
+    if (f64)
+        ((double *)out)[i] = v;
+    else
+        ((float *)out)[i] = (float)v;
+}
+
 /* The special exponents: @return 1 if handled (out written). */
-static int decode_special(const uint8_t *in, size_t n, int16_t e, float *out)
+static int decode_special(const uint8_t *in, size_t n, int16_t e, void *out, int f64)
 {
     if (e == INA_EXP_ZERO) {
         for (size_t i = 0; i < n; i++)
-            out[i] = 0.0f;
+            put_elem(out, i, f64, 0.0);
         return 1;
     }
     if (e == INA_EXP_NONFINITE) {
         for (size_t i = 0; i < n; i++)
-            out[i] = nonfinite_decode(load_be32(in + 4 * i));
+            put_elem(out, i, f64, nonfinite_decode(load_be32(in + 4 * i)));
         return 1;
     }
     return 0;
@@ -284,7 +341,7 @@ static double decode_scale(int16_t e, int nworkers)
 
 void ina_quant_decode_scalar(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
 {
-    if (decode_special(in, n, e, out))
+    if (decode_special(in, n, e, out, 0))
         return;
     const double scale = decode_scale(e, nworkers);
 
@@ -301,6 +358,43 @@ void ina_quant_decode_scalar(const uint8_t *in, size_t n, int16_t e, int nworker
         int32_t s;
         memcpy(&s, &u, 4); /* two's complement reinterpretation, well defined */
         out[i] = (float)((double)s * scale);
+    }
+}
+
+/* The same into doubles, without the rounding: the product is exact (quant.h). */
+void ina_quant_decode_f64_scalar(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out)
+{
+    if (decode_special(in, n, e, out, 1))
+        return;
+    const double scale = decode_scale(e, nworkers);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = load_be32(in + 4 * i);
+        int32_t s;
+        memcpy(&s, &u, 4);
+        out[i] = (double)s * scale;
+    }
+}
+
+/*
+ * AVG into doubles: (s / N) * 2^(E+L-31). Dividing before scaling rounds
+ * once, like dividing the exact sum (a power-of-two scaling of a normal
+ * double is exact), but cannot overflow where the sum would: the average
+ * of two FLOAT64 values near DBL_MAX stays finite. Scalar: only AVG uses it.
+ */
+void ina_quant_decode_avg_f64(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out)
+{
+    const double div = (double)(nworkers < 1 ? 1 : nworkers);
+    if (decode_special(in, n, e, out, 1)) {
+        for (size_t i = 0; i < n; i++)
+            out[i] /= div; /* 0, +-Inf and NaN stay what they are */
+        return;
+    }
+    const double scale = decode_scale(e, nworkers);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = load_be32(in + 4 * i);
+        int32_t s;
+        memcpy(&s, &u, 4);
+        out[i] = (double)s / div * scale;
     }
 }
 
@@ -344,18 +438,34 @@ int16_t ina_quant_block_exp_avx2(const float *x, size_t n)
 
 void ina_quant_encode_avx2(const float *x, size_t n, int16_t e, int nworkers, uint8_t *out)
 {
-    if (encode_special(x, n, e, out))
+    if (encode_special(x, 0, n, e, out))
         return;
     double scale, qmax;
     encode_params(e, nworkers, &scale, &qmax);
     ina__avx2_quant_encode(x, n, scale, qmax, out);
 }
 
+void ina_quant_encode_f64_avx2(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out)
+{
+    if (encode_special(x, 1, n, e, out))
+        return;
+    double scale, qmax;
+    encode_params(e, nworkers, &scale, &qmax);
+    ina__avx2_quant_encode_f64(x, n, scale, qmax, out);
+}
+
 void ina_quant_decode_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
 {
-    if (decode_special(in, n, e, out))
+    if (decode_special(in, n, e, out, 0))
         return;
     ina__avx2_quant_decode(in, n, decode_scale(e, nworkers), out);
+}
+
+void ina_quant_decode_f64_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out)
+{
+    if (decode_special(in, n, e, out, 1))
+        return;
+    ina__avx2_quant_decode_f64(in, n, decode_scale(e, nworkers), out);
 }
 
 void ina_i32_encode_avx2(const int32_t *x, size_t n, uint8_t *out) { ina__avx2_bswap32(x, n, out); }
@@ -377,6 +487,14 @@ void ina_quant_encode_avx2(const float *x, size_t n, int16_t e, int nworkers, ui
 void ina_quant_decode_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
 {
     ina_quant_decode_scalar(in, n, e, nworkers, out);
+}
+void ina_quant_encode_f64_avx2(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out)
+{
+    ina_quant_encode_f64_scalar(x, n, e, nworkers, out);
+}
+void ina_quant_decode_f64_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out)
+{
+    ina_quant_decode_f64_scalar(in, n, e, nworkers, out);
 }
 void ina_i32_encode_avx2(const int32_t *x, size_t n, uint8_t *out) { ina_i32_encode_scalar(x, n, out); }
 void ina_i32_decode_avx2(const uint8_t *in, size_t n, int32_t *out) { ina_i32_decode_scalar(in, n, out); }
@@ -436,6 +554,22 @@ void ina_quant_decode(const uint8_t *in, size_t n, int16_t e, int nworkers, floa
         ina_quant_decode_avx2(in, n, e, nworkers, out);
     else
         ina_quant_decode_scalar(in, n, e, nworkers, out);
+}
+
+void ina_quant_encode_f64(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out)
+{
+    if (impl_get() == INA_QUANT_IMPL_AVX2)
+        ina_quant_encode_f64_avx2(x, n, e, nworkers, out);
+    else
+        ina_quant_encode_f64_scalar(x, n, e, nworkers, out);
+}
+
+void ina_quant_decode_f64(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out)
+{
+    if (impl_get() == INA_QUANT_IMPL_AVX2)
+        ina_quant_decode_f64_avx2(in, n, e, nworkers, out);
+    else
+        ina_quant_decode_f64_scalar(in, n, e, nworkers, out);
 }
 
 void ina_i32_encode(const int32_t *x, size_t n, uint8_t *out)

@@ -38,6 +38,35 @@ void ina_quant_encode(const float *x, size_t n, int16_t e, int nworkers, uint8_t
 /* Decode n summed big-endian int32 at in (may be unaligned) into floats. */
 void ina_quant_decode(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out);
 
+/*
+ * FLOAT64 blocks take the same path without the float: the exponent comes
+ * from the doubles (frexp of the largest |x|), floored at
+ * INA_QUANT_F64_EXP_MIN so that 2^(31-L-E) and 2^(E+L-31) stay normal
+ * doubles for every N (a block whose largest |x| is below 2^-961 is
+ * quantized on the grid of one at 2^-961; the absolute error, about
+ * 1e-289 * N, is in the bound). E <= 1024. The values are scaled straight
+ * from the double, so the 53-bit significand is cut only by the 31 - L bits
+ * of the block's grid, and decoding to double is exact: no float rounding.
+ */
+#define INA_QUANT_F64_EXP_MIN (-960)
+
+int16_t ina_quant_block_exp_f64(const double *x, size_t n);
+void ina_quant_encode_f64(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out);
+
+/* Decode n summed big-endian int32 into doubles: Sum q * 2^(E+L-31), exact
+ * for every valid E of every dtype (a 32-bit integer times a normal power of
+ * two); the special exponents as in ina_quant_decode. The first step of the
+ * FLOAT16/BFLOAT16/AVG paths, which then round once to their type. */
+void ina_quant_decode_f64(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out);
+
+/* The same divided by nworkers (AVG): (Sum q / N) * 2^(E+L-31), one rounding
+ * (the division), and no overflow where only the sum would overflow. */
+void ina_quant_decode_avg_f64(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out);
+
+/* The block exponent of a block whose largest |x|, as a float32, has the bit
+ * pattern absmax_bits (the 16-bit types compute it from their own bits). */
+int16_t ina_quant_exp_of_f32bits(uint32_t absmax_bits);
+
 /* int32 passthrough: host int32 <-> big-endian. */
 void ina_i32_encode(const int32_t *x, size_t n, uint8_t *out);
 void ina_i32_decode(const uint8_t *in, size_t n, int32_t *out);

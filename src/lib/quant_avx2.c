@@ -41,11 +41,18 @@ struct enc_consts {
     __m256i bswap;
 };
 
-/* 8 floats at x -> 8 big-endian int32 in the returned register. */
-INA_AVX2 static inline __m256i enc8(const float *x, const struct enc_consts *k)
+/* 8 values at x (floats, widened exactly; or doubles if f64) -> 8 big-endian
+ * int32 in the returned register. */
+INA_AVX2 static inline __m256i enc8(const void *x, int f64, const struct enc_consts *k)
 {
-    __m256d a = _mm256_cvtps_pd(_mm_loadu_ps(x));
-    __m256d b = _mm256_cvtps_pd(_mm_loadu_ps(x + 4));
+    __m256d a, b;
+    if (f64) {
+        a = _mm256_loadu_pd((const double *)x);
+        b = _mm256_loadu_pd((const double *)x + 4);
+    } else {
+        a = _mm256_cvtps_pd(_mm_loadu_ps((const float *)x));
+        b = _mm256_cvtps_pd(_mm_loadu_ps((const float *)x + 4));
+    }
     a = _mm256_mul_pd(a, k->scale);
     b = _mm256_mul_pd(b, k->scale);
     a = _mm256_max_pd(k->lo, a); /* a < -qmax ? -qmax : a */
@@ -60,9 +67,12 @@ INA_AVX2 static inline __m256i enc8(const float *x, const struct enc_consts *k)
     return _mm256_shuffle_epi8(r, k->bswap);
 }
 
-INA_AVX2 void ina__avx2_quant_encode(const float *x, size_t n, double scale, double qmax,
-                                      uint8_t *out)
+/* Both encoders; always inlined, so each gets its own loop with f64 constant. */
+INA_AVX2 static inline __attribute__((always_inline)) void
+encode_loop(const void *xv, int f64, size_t n, double scale, double qmax, uint8_t *out)
 {
+    const uint8_t *x = xv;
+    const size_t es = f64 ? 8 : 4; /* bytes per input element */
     struct enc_consts k;
     k.scale = _mm256_set1_pd(scale);
     k.lo = _mm256_set1_pd(-qmax);
@@ -71,52 +81,82 @@ INA_AVX2 void ina__avx2_quant_encode(const float *x, size_t n, double scale, dou
     k.bswap = BSWAP32_CTL;
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        __m256i r0 = enc8(x + i, &k);
-        __m256i r1 = enc8(x + i + 8, &k);
+        __m256i r0 = enc8(x + es * i, f64, &k);
+        __m256i r1 = enc8(x + es * (i + 8), f64, &k);
         _mm256_storeu_si256((__m256i *)(out + 4 * i), r0);
         _mm256_storeu_si256((__m256i *)(out + 4 * i + 32), r1);
     }
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_si256((__m256i *)(out + 4 * i), enc8(x + i, &k));
+        _mm256_storeu_si256((__m256i *)(out + 4 * i), enc8(x + es * i, f64, &k));
     if (i < n) {
-        float tx[8] = {0};
+        double tx[8] = {0}; /* zero bytes: 0.0 as float or double */
         uint8_t to[32];
-        memcpy(tx, x + i, 4 * (n - i));
-        _mm256_storeu_si256((__m256i *)to, enc8(tx, &k));
+        memcpy(tx, x + es * i, es * (n - i));
+        _mm256_storeu_si256((__m256i *)to, enc8(tx, f64, &k));
         memcpy(out + 4 * i, to, 4 * (n - i));
     }
 }
 
+INA_AVX2 void ina__avx2_quant_encode(const float *x, size_t n, double scale, double qmax,
+                                      uint8_t *out)
+{
+    encode_loop(x, 0, n, scale, qmax, out);
+}
+
+INA_AVX2 void ina__avx2_quant_encode_f64(const double *x, size_t n, double scale, double qmax,
+                                          uint8_t *out)
+{
+    encode_loop(x, 1, n, scale, qmax, out);
+}
+
 /* ---- Decode ------------------------------------------------------------------ */
 
-/* 4 big-endian int32 at in -> 4 floats at out. */
-INA_AVX2 static inline void dec4(const uint8_t *in, float *out, __m256d scale, __m128i bswap)
+/* 4 big-endian int32 at in -> 4 floats at out (rounded), or 4 doubles if f64. */
+INA_AVX2 static inline void dec4(const uint8_t *in, void *out, int f64, __m256d scale,
+                                 __m128i bswap)
 {
     __m128i v = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)in), bswap);
     __m256d d = _mm256_mul_pd(_mm256_cvtepi32_pd(v), scale);
-    _mm_storeu_ps(out, _mm256_cvtpd_ps(d));
+    if (f64)
+        _mm256_storeu_pd((double *)out, d);
+    else
+        _mm_storeu_ps((float *)out, _mm256_cvtpd_ps(d));
 }
 
-INA_AVX2 void ina__avx2_quant_decode(const uint8_t *in, size_t n, double scale, float *out)
+/* Both decoders; always inlined, so each gets its own loop with f64 constant. */
+INA_AVX2 static inline __attribute__((always_inline)) void
+decode_loop(const uint8_t *in, size_t n, double scale, void *outv, int f64)
 {
+    uint8_t *out = outv;
+    const size_t es = f64 ? 8 : 4; /* bytes per output element */
     const __m256d vs = _mm256_set1_pd(scale);
     const __m128i bswap = _mm_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        dec4(in + 4 * i, out + i, vs, bswap);
-        dec4(in + 4 * i + 16, out + i + 4, vs, bswap);
-        dec4(in + 4 * i + 32, out + i + 8, vs, bswap);
-        dec4(in + 4 * i + 48, out + i + 12, vs, bswap);
+        dec4(in + 4 * i, out + es * i, f64, vs, bswap);
+        dec4(in + 4 * i + 16, out + es * (i + 4), f64, vs, bswap);
+        dec4(in + 4 * i + 32, out + es * (i + 8), f64, vs, bswap);
+        dec4(in + 4 * i + 48, out + es * (i + 12), f64, vs, bswap);
     }
     for (; i + 4 <= n; i += 4)
-        dec4(in + 4 * i, out + i, vs, bswap);
+        dec4(in + 4 * i, out + es * i, f64, vs, bswap);
     if (i < n) {
         uint8_t ti[16] = {0};
-        float to[4];
+        double to[4];
         memcpy(ti, in + 4 * i, 4 * (n - i));
-        dec4(ti, to, vs, bswap);
-        memcpy(out + i, to, 4 * (n - i));
+        dec4(ti, to, f64, vs, bswap);
+        memcpy(out + es * i, to, es * (n - i));
     }
+}
+
+INA_AVX2 void ina__avx2_quant_decode(const uint8_t *in, size_t n, double scale, float *out)
+{
+    decode_loop(in, n, scale, out, 0);
+}
+
+INA_AVX2 void ina__avx2_quant_decode_f64(const uint8_t *in, size_t n, double scale, double *out)
+{
+    decode_loop(in, n, scale, out, 1);
 }
 
 /* ---- Block exponent: max of |x|'s bit patterns ---------------------------------- */

@@ -38,12 +38,16 @@ const char *ina_quant_impl_name(enum ina_quant_impl impl);
 int16_t ina_quant_block_exp_scalar(const float *x, size_t n);
 void ina_quant_encode_scalar(const float *x, size_t n, int16_t e, int nworkers, uint8_t *out);
 void ina_quant_decode_scalar(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out);
+void ina_quant_encode_f64_scalar(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out);
+void ina_quant_decode_f64_scalar(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out);
 void ina_i32_encode_scalar(const int32_t *x, size_t n, uint8_t *out);
 void ina_i32_decode_scalar(const uint8_t *in, size_t n, int32_t *out);
 
 int16_t ina_quant_block_exp_avx2(const float *x, size_t n);
 void ina_quant_encode_avx2(const float *x, size_t n, int16_t e, int nworkers, uint8_t *out);
 void ina_quant_decode_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out);
+void ina_quant_encode_f64_avx2(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out);
+void ina_quant_decode_f64_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out);
 void ina_i32_encode_avx2(const int32_t *x, size_t n, uint8_t *out);
 void ina_i32_decode_avx2(const uint8_t *in, size_t n, int32_t *out);
 
@@ -52,13 +56,17 @@ void ina_i32_decode_avx2(const uint8_t *in, size_t n, int32_t *out);
  * They take what the scalar code derives from (e, nworkers), so both paths
  * start from the same doubles.
  *   encode: out[i] = be32(low 32 bits of (min(qmax, max(-qmax, x[i] * scale)) + 0x1.8p52))
+ *           (x[i] widened to double; the _f64 kernel takes doubles)
  *   decode: out[i] = (float)((double)be32(in[i]) * scale)
+ *           (the _f64 kernel stores the double, without the rounding)
  *   absmax: max over i of (bits(x[i]) & 0x7FFFFFFF)
  */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define INA_QUANT_HAVE_AVX2 1
 void ina__avx2_quant_encode(const float *x, size_t n, double scale, double qmax, uint8_t *out);
 void ina__avx2_quant_decode(const uint8_t *in, size_t n, double scale, float *out);
+void ina__avx2_quant_encode_f64(const double *x, size_t n, double scale, double qmax, uint8_t *out);
+void ina__avx2_quant_decode_f64(const uint8_t *in, size_t n, double scale, double *out);
 uint32_t ina__avx2_absmax_bits(const float *x, size_t n);
 void ina__avx2_bswap32(const void *in, size_t n, void *out);
 #else

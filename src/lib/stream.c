@@ -5,8 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/dtype.h"
 #include "lib/internal.h"
-#include "lib/quant.h"
 
 /* Largest datagram we send or accept: a full DATA/RESULT, or a control body
  * (an ABORT is 48 bytes, more than a RESULT when elems < 4). */
@@ -84,22 +84,19 @@ static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_
     ina__hdr_session(&h, ctx, INA_K_DATA);
     h.slot = slot | ((ws->seq & 1) ? INA_SLOT_SET_BIT : 0);
     h.seq = ws->seq;
-    h.op = INA_OP_ADD_I32;
+    h.op = req->wire_op;
     h.tag = packet_tag(req, ws->p);
     size_t n = 0;
     if (has_data(req, ws->p)) {
         uint64_t b = ws->p - req->lag;
         n = block_len(ctx, req, b);
-        const uint8_t *src = req->src + (size_t)b * ctx->elems * 4;
-        if (req->quantized)
-            ina_quant_encode((const float *)src, n, ws->exp_used, ctx->world, buf + INA_HDR_LEN);
-        else
-            ina_i32_encode((const int32_t *)src, n, buf + INA_HDR_LEN);
+        const uint8_t *src = req->src + (size_t)b * ctx->elems * req->esize;
+        ina__block_encode(req->dtype, src, n, ws->exp_used, ctx->world, buf + INA_HDR_LEN);
     }
     if (req->quantized)
         h.exp = ws->p < req->nblocks
-                    ? ina_quant_block_exp((const float *)(req->src + (size_t)ws->p * ctx->elems * 4),
-                                          block_len(ctx, req, ws->p))
+                    ? ina__block_exp(req->dtype, req->src + (size_t)ws->p * ctx->elems * req->esize,
+                                     block_len(ctx, req, ws->p))
                     : INA_EXP_ZERO;
     h.count = (uint16_t)n;
     ina_hdr_encode(buf, &h);
@@ -347,14 +344,10 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
         return;
     }
     if (n) {
-        uint8_t *dst = req->dst + (size_t)(ws->p - req->lag) * ctx->elems * 4;
-        if (req->quantized) {
-            ina_quant_decode(payload, n, ws->exp_used, ctx->world, (float *)dst);
-            if (ws->exp_used == INA_EXP_NONFINITE)
-                ctx->stats.nonfinite_blocks++;
-        } else {
-            ina_i32_decode(payload, n, (int32_t *)dst);
-        }
+        uint8_t *dst = req->dst + (size_t)(ws->p - req->lag) * ctx->elems * req->esize;
+        ina__block_decode(req->dtype, req->op, payload, n, ws->exp_used, ctx->world, dst);
+        if (req->quantized && ws->exp_used == INA_EXP_NONFINITE)
+            ctx->stats.nonfinite_blocks++;
     }
     if (req->quantized)
         ws->exp_agreed = h->exp;

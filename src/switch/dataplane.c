@@ -38,7 +38,7 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
     h.seq = ss->seq;
     h.count = ss->count;
     h.exp = ss->exp;
-    h.op = INA_OP_ADD_I32;
+    h.op = ss->op;
     h.tag = ss->tag;
 
     uint8_t *buf = ina_txq_buf(&sw->txq);
@@ -57,12 +57,23 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
         ina_txq_push(&sw->txq, buf, len, &job->members[r].addr);
 }
 
+/* Combine a later contribution into the round's values by the round's op. */
+static inline void combine(uint8_t op, int32_t *v, const uint8_t *payload, size_t n)
+{
+    if (op == INA_OP_ADD_I32)
+        ina_be32_add(v, payload, n);
+    else
+        ina_be32_minmax(v, payload, n, op == INA_OP_MAX_I32);
+}
+
 /*
  * A DATA packet that passed the job checks (job active, session, token,
  * rank, source address). The slot rules, with d = seq - set.seq (mod 2^32):
  *   d == 2  next round of this set: allowed once the set's round completed;
  *           the first contribution overwrites the values (no clearing pass).
- *   d == 0  same round: a new rank adds; a rank already in the bitmap is a
+ *   d == 0  same round: a new rank is combined by the round's op (add, max
+ *           or min; the first contribution's op, count and tag must match,
+ *           else MISMATCH); a rank already in the bitmap is a
  *           duplicate: answered with the result if complete, else dropped.
  *   d <  0  stale (an old retransmission): dropped.
  *   other   cannot happen in a correct protocol: dropped.
@@ -80,7 +91,7 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         return drop_job(sw, job, INA_DROP_SLOT);
     if (h->count > job->elems)
         return drop_job(sw, job, INA_DROP_COUNT);
-    if (h->op != INA_OP_ADD_I32)
+    if (h->op > INA_OP_LAST)
         return drop_job(sw, job, INA_DROP_OP);
     if (set != (h->seq & 1))
         return drop_job(sw, job, INA_DROP_SET);
@@ -97,6 +108,7 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         ss->count = h->count;
         ss->exp = h->exp;
         ss->tag = h->tag;
+        ss->op = h->op;
         ss->nrecv = 1;
         ss->complete = 0;
         memset(ss->bitmap, 0, sizeof(ss->bitmap));
@@ -111,7 +123,7 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
             emit_result(sw, job, rel, set, ss, (int)rank);
             return;
         }
-        if (h->count != ss->count || h->tag != ss->tag) {
+        if (h->count != ss->count || h->tag != ss->tag || h->op != ss->op) {
             /* Ranks are running different operations here: no sum exists. */
             drop_job(sw, job, INA_DROP_MISMATCH);
             ina__job_abort(sw, job, INA_ERR_MISMATCH);
@@ -121,7 +133,7 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         ss->nrecv++;
         if (h->exp > ss->exp)
             ss->exp = h->exp;
-        ina_be32_add(set_values(sw, abs_slot, set), payload, h->count);
+        combine(ss->op, set_values(sw, abs_slot, set), payload, h->count);
     } else if (d < 0) {
         return drop_job(sw, job, INA_DROP_STALE);
     } else {

@@ -33,6 +33,7 @@ struct ina_slot_set {
     int16_t exp;      /* max exponent over contributions */
     uint8_t complete; /* all contributions in: values hold the sum */
     uint8_t tag;      /* operation tag of this round (all ranks must agree) */
+    uint8_t op;       /* wire op (INA_OP_*) of this round (all ranks must agree) */
     uint64_t bitmap[INA_BITMAP_WORDS]; /* ranks that contributed to `seq` */
 };
 

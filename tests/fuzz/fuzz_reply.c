@@ -246,7 +246,7 @@ static void op_start(struct ina_ctx *ctx, struct fz_op *op, size_t count, int is
         }
     }
     struct ina_req *req = ina__req_create(ctx, op->src, op->dst, count,
-                                          is_float ? INA_FLOAT32 : INA_INT32);
+                                          is_float ? INA_FLOAT32 : INA_INT32, INA_SUM);
     CHECKF(req != NULL);
     op->req = req;
     if (!req->done)

@@ -253,6 +253,7 @@ HARNESS static void check_state(void)
                 CHECKF(ss->nrecv <= job->world);
                 CHECKF((ss->seq & 1) == set);
                 CHECKF(ss->count <= job->elems);
+                CHECKF(ss->op <= INA_OP_LAST); /* only valid wire ops ever enter a round */
                 CHECKF(ss->complete == (ss->nrecv == job->world));
             }
         }

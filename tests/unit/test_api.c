@@ -125,22 +125,44 @@ static void test_allreduce_args(void)
     fake.world = 1;
     fake.fd = -1;
     ina_ctx *ctx = &fake;
-    int32_t a[4] = {0}, b[4];
+    _Alignas(8) int32_t a[4] = {0};
+    _Alignas(8) int32_t b[4];
     ina_req *req = (ina_req *)1;
     CHECK_EQ_INT(ina_allreduce(NULL, a, b, 4, INA_INT32, INA_SUM), -EINVAL);
     CHECK_EQ_INT(ina_allreduce(ctx, NULL, b, 4, INA_INT32, INA_SUM), -EINVAL);
     CHECK_EQ_INT(ina_allreduce(ctx, a, NULL, 4, INA_INT32, INA_SUM), -EINVAL);
-    CHECK_EQ_INT(ina_allreduce(ctx, a, b, 4, (ina_dtype)2, INA_SUM), INA_ERR_NOTSUP);
+    /* Reserved values: NOTSUP up to 15, EINVAL beyond. */
+    CHECK_EQ_INT(ina_allreduce(ctx, a, b, 4, (ina_dtype)5, INA_SUM), INA_ERR_NOTSUP);
+    CHECK_EQ_INT(ina_allreduce(ctx, a, b, 4, (ina_dtype)15, INA_SUM), INA_ERR_NOTSUP);
+    CHECK_EQ_INT(ina_allreduce(ctx, a, b, 4, (ina_dtype)16, INA_SUM), -EINVAL);
     CHECK_EQ_INT(ina_allreduce(ctx, a, b, 4, (ina_dtype)99, INA_SUM), -EINVAL);
-    CHECK_EQ_INT(ina_allreduce(ctx, a, b, 4, INA_INT32, (ina_op)1), INA_ERR_NOTSUP);
+    CHECK_EQ_INT(ina_allreduce(ctx, a, b, 4, INA_INT32, (ina_op)4), INA_ERR_NOTSUP);
+    CHECK_EQ_INT(ina_allreduce(ctx, a, b, 4, INA_INT32, (ina_op)15), INA_ERR_NOTSUP);
+    CHECK_EQ_INT(ina_allreduce(ctx, a, b, 4, INA_INT32, (ina_op)16), -EINVAL);
     CHECK_EQ_INT(ina_allreduce(ctx, a, b, 4, INA_INT32, (ina_op)-1), -EINVAL);
+    /* MAX and MIN are integer-only: every float dtype refuses them. */
+    for (int dt = INA_FLOAT32; dt <= INA_FLOAT64; dt++) {
+        CHECK_EQ_INT(ina_allreduce(ctx, a, b, 4, (ina_dtype)dt, INA_MAX), INA_ERR_NOTSUP);
+        CHECK_EQ_INT(ina_allreduce(ctx, a, b, 4, (ina_dtype)dt, INA_MIN), INA_ERR_NOTSUP);
+    }
     CHECK_EQ_INT(ina_allreduce(ctx, a, b, SIZE_MAX / 2, INA_INT32, INA_SUM), -EOVERFLOW);
+    CHECK_EQ_INT(ina_allreduce(ctx, a, b, SIZE_MAX / 8 + 1, INA_FLOAT64, INA_SUM), -EOVERFLOW);
+    /* Alignment to the element size: 2 bytes for the 16-bit types, 8 for FLOAT64. */
     CHECK_EQ_INT(ina_allreduce(ctx, (char *)a + 1, b, 2, INA_INT32, INA_SUM), -EINVAL);
+    CHECK_EQ_INT(ina_allreduce(ctx, (char *)a + 1, b, 2, INA_FLOAT16, INA_SUM), -EINVAL);
+    CHECK_EQ_INT(ina_allreduce(ctx, a, (char *)b + 4, 1, INA_FLOAT64, INA_AVG), -EINVAL);
     CHECK_EQ_INT(ina_allreduce_start(ctx, a, b, 4, INA_INT32, INA_SUM, NULL), -EINVAL);
     CHECK_EQ_INT(ina_allreduce_start(ctx, NULL, b, 4, INA_INT32, INA_SUM, &req), -EINVAL);
     CHECK(req == NULL);
-    /* count 0 completes at once, without the network, NULL buffers allowed */
+    /* count 0 completes at once, without the network, NULL buffers allowed;
+     * every supported (dtype, op) pair is accepted */
     CHECK_EQ_INT(ina_allreduce(ctx, NULL, NULL, 0, INA_FLOAT32, INA_SUM), 0);
+    CHECK_EQ_INT(ina_allreduce(ctx, NULL, NULL, 0, INA_INT32, INA_MAX), 0);
+    CHECK_EQ_INT(ina_allreduce(ctx, NULL, NULL, 0, INA_INT32, INA_MIN), 0);
+    CHECK_EQ_INT(ina_allreduce(ctx, NULL, NULL, 0, INA_INT32, INA_AVG), 0);
+    CHECK_EQ_INT(ina_allreduce(ctx, (char *)a + 2, b, 0, INA_FLOAT16, INA_AVG), 0);
+    CHECK_EQ_INT(ina_allreduce(ctx, NULL, NULL, 0, INA_BFLOAT16, INA_SUM), 0);
+    CHECK_EQ_INT(ina_allreduce(ctx, NULL, NULL, 0, INA_FLOAT64, INA_AVG), 0);
     int done = 0;
     CHECK_EQ_INT(ina_test(NULL, &done), -EINVAL);
     /* A broken context refuses new work. */
@@ -151,7 +173,7 @@ static void test_allreduce_args(void)
     CHECK_EQ_INT(ina_get_stats(NULL, &st), -EINVAL);
     CHECK_EQ_INT(ina_get_stats(ctx, NULL), -EINVAL);
     CHECK_EQ_INT(ina_get_stats(ctx, &st), 0);
-    CHECK_EQ_INT(st.ops, 1);
+    CHECK_EQ_INT(st.ops, 7);
     CHECK_EQ_INT(ina_get_info(ctx, &info), 0);
     CHECK_EQ_INT(info.elems_per_packet, 64);
     CHECK_EQ_INT(ina_get_info(NULL, &info), -EINVAL);

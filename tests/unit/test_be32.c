@@ -1,4 +1,4 @@
-/* test_be32.c: the switch's big-endian int32 kernels (SIMD when available) against a plain reference. */
+/* test_be32.c: the switch's big-endian int32 kernels (load, add, max, min, store; SIMD when available) against a plain reference. */
 #include <string.h>
 
 #include "check.h"
@@ -43,8 +43,38 @@ int main(void)
             }
             CHECK(ok);
             CHECK(out[off + 4 * n] == 0xA5);
+            /* max and min (signed) of the loaded values and new data; every
+             * 5th value equal, and sign-boundary patterns, to catch unsigned
+             * compares and strictness */
+            uint8_t *q = out + off;
+            for (size_t i = 0; i < 4 * n; i++)
+                q[i] = (i / 4) % 5 == 0 ? p[i] : (uint8_t)next();
+            for (size_t i = 0; i + 3 < 4 * n; i += 28)
+                q[i] ^= 0x80;
+            for (int op = 0; op < 2; op++) {
+                ina_be32_load(v, p, n);
+                ina_be32_minmax(v, q, n, !op);
+                ok = 1;
+                for (size_t i = 0; i < n; i++) {
+                    int32_t a = (int32_t)((uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+                                          (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3]);
+                    int32_t b = (int32_t)((uint32_t)q[4 * i] << 24 | (uint32_t)q[4 * i + 1] << 16 |
+                                          (uint32_t)q[4 * i + 2] << 8 | q[4 * i + 3]);
+                    ok &= v[i] == (op ? (a < b ? a : b) : (a > b ? a : b));
+                }
+                CHECK(ok);
+            }
         }
     }
+    /* extremes: max/min across the sign boundary */
+    int32_t ext[2] = {INT32_MIN, INT32_MAX};
+    uint8_t ext_be[8] = {0x7F, 0xFF, 0xFF, 0xFF, 0x80, 0, 0, 0}; /* MAX, MIN */
+    ina_be32_minmax(ext, ext_be, 2, 1);
+    CHECK_EQ_INT(ext[0], INT32_MAX);
+    CHECK_EQ_INT(ext[1], INT32_MAX);
+    ina_be32_minmax(ext, ext_be, 2, 0);
+    CHECK_EQ_INT(ext[0], INT32_MAX);
+    CHECK_EQ_INT(ext[1], INT32_MIN);
     /* extremes wrap: INT32_MAX + 1 */
     uint8_t one[4] = {0, 0, 0, 1};
     int32_t big[1] = {INT32_MAX};

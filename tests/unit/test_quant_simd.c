@@ -49,6 +49,8 @@ typedef void (*dec_fn)(const uint8_t *, size_t, int16_t, int, float *);
 typedef int16_t (*exp_fn)(const float *, size_t);
 typedef void (*i32e_fn)(const int32_t *, size_t, uint8_t *);
 typedef void (*i32d_fn)(const uint8_t *, size_t, int32_t *);
+typedef void (*enc64_fn)(const double *, size_t, int16_t, int, uint8_t *);
+typedef void (*dec64_fn)(const uint8_t *, size_t, int16_t, int, double *);
 
 struct impl {
     const char *name;
@@ -57,6 +59,8 @@ struct impl {
     exp_fn bexp;
     i32e_fn i32e;
     i32d_fn i32d;
+    enc64_fn enc64;
+    dec64_fn dec64;
 };
 
 static struct impl impls[2];
@@ -69,6 +73,7 @@ static uint8_t ref_buf[4 * MAXN + 2 * GUARD + 64];
 static uint8_t got_buf[4 * MAXN + 2 * GUARD + 64];
 static uint8_t in_buf[4 * MAXN + 64];
 static float xs[MAXN + 16];
+static double ds[MAXN / 2 + 16];
 
 static unsigned long long cases, mismatches;
 
@@ -156,6 +161,26 @@ static void check_i32(const uint8_t *in, size_t n, unsigned oalign)
         ina_i32_decode_scalar(in, n, (int32_t *)(void *)(ref));
         impls[k].i32d(in, n, (int32_t *)(void *)(got));
         compare("i32_decode", impls[k].name, n, 0, 0, ref, got, 4 * n);
+    }
+}
+
+/* FLOAT64: encode n doubles and decode n int32 to doubles (8n bytes: n <= MAXN / 2). */
+static void check_f64(const double *x, const uint8_t *in, size_t n, int16_t e, int nw,
+                      unsigned oalign)
+{
+    uint8_t *ref = ref_buf + GUARD + oalign, *got = got_buf + GUARD + oalign;
+    for (int k = 0; k < nimpls; k++) {
+        memset(ref_buf, 0x6B, sizeof(ref_buf));
+        memset(got_buf, 0x6B, sizeof(got_buf));
+        ina_quant_encode_f64_scalar(x, n, e, nw, ref);
+        impls[k].enc64(x, n, e, nw, got);
+        compare("encode_f64", impls[k].name, n, e, nw, ref, got, 4 * n);
+        /* double stores need double alignment (oalign is a multiple of 8 here) */
+        memset(ref_buf, 0x6B, sizeof(ref_buf));
+        memset(got_buf, 0x6B, sizeof(got_buf));
+        ina_quant_decode_f64_scalar(in, n, e, nw, (double *)(void *)ref);
+        impls[k].dec64(in, n, e, nw, (double *)(void *)got);
+        compare("decode_f64", impls[k].name, n, e, nw, ref, got, 8 * n);
     }
 }
 
@@ -348,6 +373,59 @@ static void test_decode(void)
     }
 }
 
+/* A double below 2^e (or, rarely, any pattern), with ties and clamp cases after scaling. */
+static double gen_double_below(int e, int l)
+{
+    double sign = rng_u64() & 1 ? -1.0 : 1.0;
+    double qmax = (double)((1u << (31 - l)) - 1u);
+    switch (rng_int(0, 9)) {
+    case 0: return 0.0 * sign;
+    case 1: return sign * ldexp(1.0, e) * (1 - 0x1p-53); /* the largest below 2^e */
+    case 2: return ldexp((double)rng_int(-(1 << 22), 1 << 22) + 0.5, e + l - 31); /* ties */
+    case 3: return ldexp(qmax + 0.5 * rng_int(-2, 1), e + l - 31); /* around the clamp */
+    case 4: {
+        uint64_t b = rng_u64();
+        double d;
+        memcpy(&d, &b, 8);
+        return d; /* contract violation: any pattern */
+    }
+    default: return sign * ldexp((double)(rng_u64() >> 11) * 0x1p-53, e - rng_int(0, 60));
+    }
+}
+
+/* FLOAT64 kernels: every valid exponent band, garbage exponents, any int32 sums. */
+static void test_f64(void)
+{
+    static const int16_t garbage[] = {INA_EXP_ZERO, INA_EXP_NONFINITE, -32767, -2000, -1100,
+                                      1100, 2000, 32766};
+    for (int e = INA_QUANT_F64_EXP_MIN - 30; e <= 1030; e += 7) {
+        for (int rep = 0; rep < 3; rep++) {
+            size_t n = rep < 2 ? (size_t)rng_int(0, 67) : (size_t)rng_int(68, 700);
+            int nw = pick_workers();
+            int l = ina_quant_headroom_bits(nw);
+            double *x = ds + rng_int(0, 3);
+            for (size_t i = 0; i < n; i++)
+                x[i] = l < 31 ? gen_double_below(e, l) : 1.0;
+            uint8_t *in = in_buf + rng_int(0, 15);
+            for (size_t i = 0; i < 4 * n; i++)
+                in[i] = (uint8_t)rng_u64();
+            check_f64(x, in, n, (int16_t)e, nw, 8u * (unsigned)rng_int(0, 3));
+        }
+    }
+    for (size_t k = 0; k < sizeof(garbage) / sizeof(garbage[0]); k++) {
+        for (int rep = 0; rep < 20; rep++) {
+            size_t n = (size_t)rng_int(0, 67);
+            double *x = ds + rng_int(0, 3);
+            for (size_t i = 0; i < n; i++)
+                x[i] = gen_double_below(rng_int(-1074, 1024), 2);
+            uint8_t *in = in_buf + rng_int(0, 15);
+            for (size_t i = 0; i < 4 * n; i++)
+                in[i] = (uint8_t)rng_u64();
+            check_f64(x, in, n, garbage[k], pick_workers(), 8u * (unsigned)rng_int(0, 3));
+        }
+    }
+}
+
 /* A full round trip through the public functions equals the scalar round trip. */
 static void test_large(void)
 {
@@ -400,11 +478,13 @@ static void test_known(void)
 int main(void)
 {
     impls[nimpls++] = (struct impl){"dispatched", ina_quant_encode, ina_quant_decode,
-                                    ina_quant_block_exp, ina_i32_encode, ina_i32_decode};
+                                    ina_quant_block_exp, ina_i32_encode, ina_i32_decode,
+                                    ina_quant_encode_f64, ina_quant_decode_f64};
     if (ina_quant_avx2_supported())
         impls[nimpls++] = (struct impl){"avx2", ina_quant_encode_avx2, ina_quant_decode_avx2,
                                         ina_quant_block_exp_avx2, ina_i32_encode_avx2,
-                                        ina_i32_decode_avx2};
+                                        ina_i32_decode_avx2, ina_quant_encode_f64_avx2,
+                                        ina_quant_decode_f64_avx2};
     printf("quant implementations: active %s, avx2 %s\n", ina_quant_impl_name(ina_quant_impl_active()),
            ina_quant_avx2_supported() ? "supported (tested directly)" : "not available");
 
@@ -414,6 +494,7 @@ int main(void)
     test_encode_garbage();
     test_decode();
     test_i32();
+    test_f64();
     test_large();
 
     printf("%llu comparisons, %llu mismatches\n", cases, mismatches);

@@ -288,6 +288,19 @@ static void send_hdr(const struct ina_hdr *h, const int32_t *vals, const struct 
 
 static int32_t wadd(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
 
+/* The op byte every RESULT checked by CHECK_RESULT must carry (test_slot_ops changes it). */
+static uint8_t result_op = INA_OP_ADD_I32;
+
+/* As send_data, with wire op `op`. */
+static void send_data_op(const struct job_info *ji, int rank, uint32_t idx, unsigned set,
+                         uint32_t seq, unsigned count, uint8_t op, const int32_t *vals)
+{
+    uint8_t b[PKT_MAX];
+    struct ina_hdr h = data_hdr(ji, rank, idx, set, seq, count, 0);
+    h.op = op;
+    input(b, build(b, &h, vals), &ji->addr[rank]);
+}
+
 /* Datagram i is the RESULT of (idx, set, seq) of job ji, to dst, with these values. */
 static void check_result_at(int line, int i, const struct job_info *ji, const struct sockaddr_in *dst,
                             uint32_t idx, unsigned set, uint32_t seq, unsigned count, int16_t exp,
@@ -310,7 +323,7 @@ static void check_result_at(int line, int i, const struct job_info *ji, const st
         CHECK_EQ_INT(h.count, count);
         CHECK_EQ_INT(h.exp, exp);
         CHECK_EQ_INT(h.flags, 0);
-        CHECK_EQ_INT(h.op, INA_OP_ADD_I32);
+        CHECK_EQ_INT(h.op, result_op);
         CHECK_EQ_INT(len, INA_HDR_LEN + 4 * (size_t)count);
         CHECK(tx_to(i, dst));
         for (unsigned k = 0; k < count && INA_HDR_LEN + 4 * k + 4 <= len; k++)
@@ -922,7 +935,7 @@ static void test_slot_rounds(void)
     snap = sw->c;
     send_data(&ji, 0, INA_SLOT_INDEX_MASK, 1, 1, 2, 0, big);
     EXPECT_DROP(snap, SLOT);
-    for (unsigned op = 1; op < 256; op += 127) {
+    for (unsigned op = INA_OP_LAST + 1; op < 256; op += 126) { /* 3, 129, 255 */
         uint8_t pk[PKT_MAX];
         struct ina_hdr h = data_hdr(&ji, 0, 2, 0, 0, 2, 0);
         h.op = (uint8_t)op;
@@ -1002,6 +1015,79 @@ static void test_tag_mismatch(void)
     CHECK_EQ_INT(rh.kind, INA_K_RESULT);
     CHECK_EQ_INT(rh.tag, 0xC3);
     tx_reset();
+    sw_close();
+}
+
+/*
+ * MAX and MIN rounds: the first contribution overwrites whatever the set
+ * held (no identity value), later ones combine signed; duplicates are never
+ * combined twice, pending or complete; the RESULT carries the round's op; a
+ * contribution with another op than the round's is a MISMATCH.
+ */
+static void test_slot_ops(void)
+{
+    sw_open(T_IDLE_TIMEOUT);
+    struct job_info ji = START_JOB("ops", 3, 4, 2, 10000, 0x0B5);
+    struct ina_sw_counters snap = sw->c;
+    const int32_t a[3][4] = {{5, -1, INT32_MIN, 0},
+                             {-9, -2, INT32_MAX, 0},
+                             {7, -3, 0, -1}};
+    const int32_t sum[4] = {3, -6, -1, -1}, mx[4] = {7, -1, INT32_MAX, 0},
+                  mn[4] = {-9, -3, INT32_MIN, -1};
+    const int32_t huge[4] = {INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX};
+    const int32_t tiny[4] = {INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN};
+
+    /* Round 0 of slot 0 (set 0): a sum, leaving values behind in the set. */
+    for (int r = 0; r < 3; r++)
+        send_data_op(&ji, r, 0, 0, 0, 4, INA_OP_ADD_I32, a[r]);
+    CHECK_MULTICAST(&ji, 0, 0, 0, 4, 0, sum);
+    tx_reset();
+
+    /* Round 2 (set 0 again) is a MAX: rank 1's first contribution overwrites
+     * the old sum. A duplicate of rank 1 with larger values is not taken. */
+    send_data_op(&ji, 1, 0, 0, 2, 4, INA_OP_MAX_I32, a[1]);
+    send_data_op(&ji, 1, 0, 0, 2, 4, INA_OP_MAX_I32, huge);
+    EXPECT_DROP(snap, DUP_PENDING);
+    send_data_op(&ji, 2, 0, 0, 2, 4, INA_OP_MAX_I32, a[2]);
+    CHECK_EQ_INT(tx_n(), 0);
+    send_data_op(&ji, 0, 0, 0, 2, 4, INA_OP_MAX_I32, a[0]);
+    result_op = INA_OP_MAX_I32;
+    CHECK_MULTICAST(&ji, 0, 0, 2, 4, 0, mx);
+    tx_reset();
+    /* A duplicate after completion gets the stored max, not a new one. */
+    send_data_op(&ji, 2, 0, 0, 2, 4, INA_OP_MAX_I32, huge);
+    CHECK_EQ_INT(tx_n(), 1);
+    CHECK_RESULT(0, &ji, &ji.addr[2], 0, 0, 2, 4, 0, mx);
+    tx_reset();
+
+    /* Round 1 of slot 0 (set 1, the shadow) is a MIN, duplicates included. */
+    snap = sw->c;
+    send_data_op(&ji, 0, 0, 1, 1, 4, INA_OP_MIN_I32, a[0]);
+    send_data_op(&ji, 0, 0, 1, 1, 4, INA_OP_MIN_I32, tiny);
+    EXPECT_DROP(snap, DUP_PENDING);
+    send_data_op(&ji, 1, 0, 1, 1, 4, INA_OP_MIN_I32, a[1]);
+    send_data_op(&ji, 2, 0, 1, 1, 4, INA_OP_MIN_I32, a[2]);
+    result_op = INA_OP_MIN_I32;
+    CHECK_MULTICAST(&ji, 0, 1, 1, 4, 0, mn);
+    tx_reset();
+    /* Both sets keep their own round and op. */
+    send_data_op(&ji, 1, 0, 0, 2, 4, INA_OP_MAX_I32, a[1]);
+    result_op = INA_OP_MAX_I32;
+    CHECK_RESULT(0, &ji, &ji.addr[1], 0, 0, 2, 4, 0, mx);
+    tx_reset();
+    CHECK_EQ_INT(sw->c.contributions, 9);
+
+    /* Another op in the same round (same tag and count): MISMATCH, the job aborts. */
+    send_data_op(&ji, 0, 1, 0, 0, 4, INA_OP_MAX_I32, a[0]);
+    snap = sw->c;
+    send_data_op(&ji, 1, 1, 0, 0, 4, INA_OP_MIN_I32, a[1]);
+    EXPECT_DROP(snap, MISMATCH);
+    CHECK_EQ_INT(tx_n(), 3);
+    for (int r = 0; r < 3 && r < tx_n(); r++)
+        CHECK_ABORT(r, &ji.addr[r], INA_ERR_MISMATCH);
+    CHECK(job_named("ops") == NULL);
+    tx_reset();
+    result_op = INA_OP_ADD_I32;
     sw_close();
 }
 
@@ -1528,6 +1614,7 @@ int main(void)
     test_join_nospace();
     test_slot_rounds();
     test_tag_mismatch();
+    test_slot_ops();
     test_slot_many_rounds();
     test_hostile();
     test_leave();

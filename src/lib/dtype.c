@@ -1,0 +1,170 @@
+/* dtype.c: one block of any dtype to and from the wire's int32, and the per-dtype error bound. */
+#include "lib/dtype.h"
+
+#include <math.h>
+
+#include "common/wire.h"
+#include "lib/half.h"
+#include "lib/quant.h"
+
+/* Elements per stack chunk of the 16-bit and AVG paths: 2 KiB of doubles. */
+#define CHUNK 256
+
+size_t ina__dtype_size(ina_dtype dt)
+{
+    switch (dt) {
+    case INA_INT32:
+    case INA_FLOAT32: return 4;
+    case INA_FLOAT16:
+    case INA_BFLOAT16: return 2;
+    case INA_FLOAT64: return 8;
+    }
+    return 0;
+}
+
+int ina__dtype_quantized(ina_dtype dt) { return dt != INA_INT32; }
+
+uint8_t ina__wire_op(ina_op op)
+{
+    switch (op) {
+    case INA_MAX: return INA_OP_MAX_I32;
+    case INA_MIN: return INA_OP_MIN_I32;
+    case INA_SUM:
+    case INA_AVG: break;
+    }
+    return INA_OP_ADD_I32;
+}
+
+int16_t ina__block_exp(ina_dtype dt, const void *x, size_t n)
+{
+    switch (dt) {
+    case INA_FLOAT32: return ina_quant_block_exp(x, n);
+    case INA_FLOAT64: return ina_quant_block_exp_f64(x, n);
+    case INA_FLOAT16: return ina_quant_exp_of_f32bits(ina_f16_absmax_f32bits(x, n));
+    case INA_BFLOAT16: return ina_quant_exp_of_f32bits(ina_bf16_absmax_f32bits(x, n));
+    case INA_INT32: break;
+    }
+    return 0;
+}
+
+/* 16-bit values: widen a chunk to float (exact), then the FLOAT32 encoder. */
+static void encode_16(ina_dtype dt, const uint16_t *x, size_t n, int16_t e, int nworkers,
+                      uint8_t *out)
+{
+    float buf[CHUNK];
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t m = n - i < CHUNK ? n - i : CHUNK;
+        if (dt == INA_FLOAT16)
+            ina_f16_to_f32(x + i, m, buf);
+        else
+            ina_bf16_to_f32(x + i, m, buf);
+        ina_quant_encode(buf, m, e, nworkers, out + 4 * i);
+    }
+}
+
+void ina__block_encode(ina_dtype dt, const void *x, size_t n, int16_t e, int nworkers,
+                       uint8_t *out)
+{
+    switch (dt) {
+    case INA_INT32: ina_i32_encode(x, n, out); return;
+    case INA_FLOAT32: ina_quant_encode(x, n, e, nworkers, out); return;
+    case INA_FLOAT64: ina_quant_encode_f64(x, n, e, nworkers, out); return;
+    case INA_FLOAT16:
+    case INA_BFLOAT16: encode_16(dt, x, n, e, nworkers, out); return;
+    }
+}
+
+/*
+ * The float types other than FLOAT64, and FLOAT32 only for AVG (its SUM has
+ * the fused ina_quant_decode): a chunk at a time, the exact double sums (or
+ * for AVG the sums divided by N, one rounding in double), then rounded once
+ * to the dtype.
+ */
+static void decode_narrow(ina_dtype dt, int avg, const uint8_t *in, size_t n, int16_t e,
+                          int nworkers, void *out)
+{
+    double buf[CHUNK];
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t m = n - i < CHUNK ? n - i : CHUNK;
+        if (avg)
+            ina_quant_decode_avg_f64(in + 4 * i, m, e, nworkers, buf);
+        else
+            ina_quant_decode_f64(in + 4 * i, m, e, nworkers, buf);
+        if (dt == INA_FLOAT16) {
+            ina_f64_to_f16(buf, m, (uint16_t *)out + i);
+        } else if (dt == INA_BFLOAT16) {
+            ina_f64_to_bf16(buf, m, (uint16_t *)out + i);
+        } else {
+            float *o = (float *)out + i;
+            for (size_t j = 0; j < m; j++)
+                o[j] = (float)buf[j];
+        }
+    }
+}
+
+void ina__block_decode(ina_dtype dt, ina_op op, const uint8_t *in, size_t n, int16_t e,
+                       int nworkers, void *out)
+{
+    const int avg = op == INA_AVG;
+    switch (dt) {
+    case INA_INT32:
+        ina_i32_decode(in, n, out);
+        if (avg) {
+            /* C's division truncates toward zero; N >= 1, so INT32_MIN / N
+             * cannot overflow. */
+            int32_t *v = out;
+            for (size_t i = 0; i < n; i++)
+                v[i] /= nworkers;
+        }
+        return;
+    case INA_FLOAT32:
+        if (avg)
+            decode_narrow(dt, 1, in, n, e, nworkers, out);
+        else
+            ina_quant_decode(in, n, e, nworkers, out);
+        return;
+    case INA_FLOAT64:
+        if (avg)
+            ina_quant_decode_avg_f64(in, n, e, nworkers, out);
+        else
+            ina_quant_decode_f64(in, n, e, nworkers, out);
+        return;
+    case INA_FLOAT16:
+    case INA_BFLOAT16: decode_narrow(dt, avg, in, n, e, nworkers, out); return;
+    }
+}
+
+/* ---- Public error bound ---------------------------------------------------------- */
+
+/*
+ * Per float dtype: rel, the relative error of the final rounding to the type
+ * (half its precision), and sub, its absolute error in the type's subnormal
+ * range (half the smallest subnormal; FLOAT32 keeps ina_float_error_bound's
+ * 2^-149). FLOAT64's decode is exact: both 0. The quantization term is that
+ * of FLOAT32, with FLOAT64's exponent floor (quant.h).
+ */
+INA_EXTERN double ina_error_bound(ina_dtype dtype, int world_size, double amax,
+                                  double exact_sum)
+{
+    double rel, sub;
+    switch (dtype) {
+    case INA_FLOAT32: return ina_float_error_bound(world_size, amax, exact_sum);
+    case INA_FLOAT16: rel = 0x1p-11, sub = 0x1p-25; break;
+    case INA_BFLOAT16: rel = 0x1p-8, sub = 0x1p-134; break;
+    case INA_FLOAT64: rel = 0.0, sub = 0.0; break;
+    case INA_INT32: return 0.0;
+    default: return NAN;
+    }
+    amax = fabs(amax);
+    if (amax != amax || amax == INFINITY || exact_sum != exact_sum || isinf(exact_sum))
+        return INFINITY;
+    const double round = rel * fabs(exact_sum) + sub;
+    if (amax == 0.0)
+        return round;
+    int n = world_size < 1 ? 1 : world_size;
+    int e;
+    (void)frexp(amax, &e); /* amax = m * 2^e, 0.5 <= m < 1: the block exponent */
+    if (dtype == INA_FLOAT64 && e < INA_QUANT_F64_EXP_MIN)
+        e = INA_QUANT_F64_EXP_MIN;
+    return (double)n * ldexp(1.0, e + ina_quant_headroom_bits(n) - 31) + round;
+}

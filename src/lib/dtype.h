@@ -1,0 +1,51 @@
+/* dtype.h: one block of any dtype to and from the wire's int32: element size, block exponent, encode, decode (with AVG). */
+#ifndef INA_DTYPE_H
+#define INA_DTYPE_H
+
+/*
+ * The wire carries k int32 per packet whatever the dtype (PROTOCOL.md §8):
+ *
+ *   INT32     unchanged
+ *   FLOAT32   block floating point (quant.h)
+ *   FLOAT16,  widened to float32 exactly, then as FLOAT32; the sum comes back
+ *   BFLOAT16  as an exact double and is rounded once to the 16-bit type (RNE)
+ *   FLOAT64   block floating point from the doubles (quant.h), decoded exactly
+ *
+ * AVG is the SUM on the wire; the worker divides after decoding: floats in
+ * double before their one rounding to the dtype (so a FLOAT16 average whose
+ * sum would overflow 65504 still comes back finite), INT32 by C's integer
+ * division (truncation toward zero) of the wrapped sum, as NCCL's ncclAvg
+ * does for integer types. MAX and MIN are INT32 only (ctx.c refuses others):
+ * the switch combines the unchanged values.
+ *
+ * No allocation: the 16-bit and AVG paths convert through a small stack
+ * buffer, a chunk at a time (every element is independent given E).
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ina.h"
+
+/* Bytes per element of a supported dtype, 0 for any other value. */
+size_t ina__dtype_size(ina_dtype dt);
+
+/* 1 for the float types (block floating point, exponents one round ahead). */
+int ina__dtype_quantized(ina_dtype dt);
+
+/* The wire op code (wire.h) that carries an API op: ADD for SUM and AVG. */
+uint8_t ina__wire_op(ina_op op);
+
+/* Block exponent of n elements (quant.h); 0 for INT32. */
+int16_t ina__block_exp(ina_dtype dt, const void *x, size_t n);
+
+/* n elements -> n big-endian int32 at out (may be unaligned), for agreed exponent e. */
+void ina__block_encode(ina_dtype dt, const void *x, size_t n, int16_t e, int nworkers,
+                       uint8_t *out);
+
+/* n combined big-endian int32 at in -> n elements at out, applying op's
+ * post-processing (AVG: the division by nworkers). */
+void ina__block_decode(ina_dtype dt, ina_op op, const uint8_t *in, size_t n, int16_t e,
+                       int nworkers, void *out);
+
+#endif

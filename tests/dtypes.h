@@ -1,0 +1,48 @@
+/* dtypes.h: test helpers for the element types: values from the formats' own definitions, exact sums, the AVG bound. */
+#ifndef INA_TEST_DTYPES_H
+#define INA_TEST_DTYPES_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "ina.h"
+
+/* f16_value() and bf16_value(): the value of a 16-bit pattern from the
+ * format's definition (not with libina's conversion, which the tests check),
+ * shared with ina-bench's verifier. */
+#include "../tools/bench_data.h"
+
+/* Element i of a buffer of dtype dt, as a double (exact). */
+static inline double value_at(ina_dtype dt, const void *x, size_t i)
+{
+    switch (dt) {
+    case INA_INT32: return ((const int32_t *)x)[i];
+    case INA_FLOAT32: return ((const float *)x)[i];
+    case INA_FLOAT16: return f16_value(((const uint16_t *)x)[i]);
+    case INA_BFLOAT16: return bf16_value(((const uint16_t *)x)[i]);
+    case INA_FLOAT64: return ((const double *)x)[i];
+    }
+    return NAN;
+}
+
+/* s += v exactly as hi + lo (Knuth's TwoSum): reference sums of doubles of
+ * very different magnitudes need more than one double. */
+static inline void two_sum(double *hi, double *lo, double v)
+{
+    double s = *hi + v, bb = s - *hi;
+    *lo += (*hi - (s - bb)) + (v - bb);
+    *hi = s;
+}
+
+/* ina.h's bound for INA_AVG: |result - exact_sum / N| <= this. */
+static inline double avg_error_bound(ina_dtype dt, int n, double amax, double exact_sum)
+{
+    double sub = dt == INA_FLOAT32    ? 0x1p-149
+                 : dt == INA_FLOAT16  ? 0x1p-25
+                 : dt == INA_BFLOAT16 ? 0x1p-134
+                                      : 0.0;
+    return ina_error_bound(dt, n, amax, exact_sum) / n + 0x1p-52 * fabs(exact_sum / n) + sub;
+}
+
+#endif
