@@ -105,6 +105,11 @@ pfx=$tmp/prefix
 cmake --install "$B" --prefix "$pfx" >"$tmp/install2.log" 2>&1
 check "cmake --install --prefix exits 0" test $? -eq 0
 check "ina.pc: prefix=$pfx" grep -qx "prefix=$pfx" "$pfx/lib/pkgconfig/ina.pc"
+if [ -d "$SRC/python/ina" ]; then
+    check "python3 imports the installed package" bash -c "cd / && env -u INA_LIBRARY \
+        PYTHONPATH='$pfx/lib/python3/dist-packages' python3 -c 'import ina; print(ina.__file__)' |
+        grep -q '^$pfx/lib/python3/dist-packages/ina/__init__.py$'"
+fi
 mkdir -p "$tmp/consumer"
 cat >"$tmp/consumer/CMakeLists.txt" <<EOF
 cmake_minimum_required(VERSION 3.20)
