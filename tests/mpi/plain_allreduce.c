@@ -8,7 +8,8 @@
  *   MAX on MPI_INT (until libina implements it), SUM on MPI_DOUBLE, a user op.
  * tests/scripts/test_mpi.sh runs it with libina-mpi.so preloaded and without.
  *
- * Usage: plain_allreduce [--count N] [--rounds R] [--pause DIR]
+ * Usage: plain_allreduce [--count N] [--rounds R] [--pause DIR] [--init-thread]
+ *   --init-thread  start with MPI_Init_thread(MPI_THREAD_MULTIPLE), not MPI_Init
  *   --count N   elements of the large calls (default 5000)
  *   --rounds R  run the checks R times (default 2)
  *   --pause DIR then rank 0 creates DIR/ready and waits (at most 60 s) for DIR/go,
@@ -199,7 +200,15 @@ static void pause_for(const char *dir, int rank)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    int init_thread = 0;
+    for (int i = 1; i < argc; i++)
+        init_thread |= !strcmp(argv[i], "--init-thread");
+    if (init_thread) {
+        int provided;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     long count = 5000;
     int rounds = 2;
     const char *pause_dir = NULL;
@@ -210,8 +219,9 @@ int main(int argc, char **argv)
             rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--pause") && i + 1 < argc)
             pause_dir = argv[++i];
-        else {
-            fprintf(stderr, "usage: plain_allreduce [--count N] [--rounds R] [--pause DIR]\n");
+        else if (strcmp(argv[i], "--init-thread") != 0) {
+            fprintf(stderr, "usage: plain_allreduce [--count N] [--rounds R] [--pause DIR] "
+                    "[--init-thread]\n");
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }

@@ -123,11 +123,17 @@ for np in 2 4; do
         check "np 2: split of size 1 passed to MPI (40 calls)" test "$(field "$out" 0 passed)" -eq 40
     fi
 done
+# MPI_Init_thread(MPI_THREAD_MULTIPLE) is intercepted as MPI_Init is
+out=$tmp/thread.out
+INA_MPI_VERBOSE=1 run_app "$out" 2 --rounds 1 --init-thread
+check "MPI_Init_thread: mpirun exits 0" test $? -eq 0
+check "MPI_Init_thread: results correct" ranks_ok "$out" 2
+check "MPI_Init_thread: 16 calls through ina" test "$(field "$out" 0 ina)" -eq 16
 stop_switch
 c=$tmp/sw1.err
-check "switch: 6 jobs started (np 2: world, dup; np 4: world, dup, 2 halves)" \
-    test "$(counter "$c" jobs_started)" -eq 6
-check "switch: all 6 ended cleanly" test "$(counter "$c" jobs_ended)" -eq 6
+check "switch: 8 jobs started (np 2: world, dup; np 4: world, dup, 2 halves; np 2 again)" \
+    test "$(counter "$c" jobs_started)" -eq 8
+check "switch: all 8 ended cleanly" test "$(counter "$c" jobs_ended)" -eq 8
 check "switch: none aborted" test "$(counter "$c" jobs_aborted)" -eq 0
 check "switch: completions counted" test "$(counter "$c" completions)" -gt 0
 check "switch: received at least the bytes the ranks sent through ina ($ina_bytes)" \
