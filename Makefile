@@ -8,6 +8,9 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS       ?= 2
 # SKIP_DEPS=1 skips the package check (scripts/deps.sh).
 SKIP_DEPS  ?= 0
+# make install: into $(DESTDIR)$(PREFIX).
+PREFIX  ?= /usr/local
+DESTDIR ?=
 # FUZZ_SECONDS: how long `make fuzz` runs each fuzz target.
 FUZZ_SECONDS ?= 300
 
@@ -15,7 +18,7 @@ SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 .DEFAULT_GOAL := all
-.PHONY: all deps deps-test demo test test-gcc asan asan-run fuzz clean help
+.PHONY: all deps deps-test demo test test-gcc asan asan-run fuzz install uninstall clean help
 
 ## all   : check packages, configure and build build/ (default compiler, no -Werror by default)
 all: deps
@@ -72,6 +75,16 @@ fuzz: deps
 	        $(CURDIR)/$(ASAN_DIR) $(CURDIR) || rc=1; \
 	done; exit $$rc
 
+## install : build, then install into $(DESTDIR)$(PREFIX) (PREFIX=/usr/local): libina (.so, .a),
+##           ina.h, ina.pc, the CMake package, ina-switch, ina-bench, libina-mpi.so (if built),
+##           the Python package, man pages (docs/INSTALL.md)
+install: all
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD_DIR) --prefix "$(PREFIX)"
+
+## uninstall : remove what the last `make install` installed (same DESTDIR)
+uninstall:
+	DESTDIR="$(DESTDIR)" bash scripts/uninstall.sh $(BUILD_DIR)/install_manifest.txt
+
 ## clean : remove build/ and build-asan/
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR)
@@ -81,6 +94,7 @@ help:
 	@echo "Targets:"
 	@sed -n 's/^## /  /p' $(MAKEFILE_LIST)
 	@echo "Variables: BUILD_TYPE=$(BUILD_TYPE) JOBS=$(JOBS) SKIP_DEPS=$(SKIP_DEPS) FUZZ_SECONDS=$(FUZZ_SECONDS)"
+	@echo "           PREFIX=$(PREFIX) DESTDIR=$(DESTDIR)"
 
 # ---- Benchmarks (bench/): comparison with OpenMPI and Gloo; not part of `make test` ----------
 BENCH_ARGS ?=

@@ -3,14 +3,8 @@
 set -uo pipefail
 B=${INA_BUILD_DIR:-build}
 SW=$B/bin/ina-switch BENCH=$B/bin/ina-bench EX=$B/examples/allreduce
-tmp=$(mktemp -d)
-swpid=
-cleanup() { [ -n "$swpid" ] && kill -9 "$swpid" 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+# shellcheck source=tests/scripts/harness.sh
+source "$(dirname "$0")/harness.sh"
 
 # --help on every tool, exit 0, and mentions its main options
 check "ina-switch --help" bash -c "$SW --help | grep -q -- --listen"
@@ -48,11 +42,8 @@ done
 
 # The README example, 3 ranks, configured only through the environment
 # (rank 2 through torchrun's RANK/WORLD_SIZE fallback).
-"$SW" --listen 127.0.0.1:0 --port-file "$tmp/port" 2>"$tmp/sw.err" &
-swpid=$!
-for _ in $(seq 200); do [ -s "$tmp/port" ] && break; sleep 0.05; done
-port=$(cat "$tmp/port")
-export INA_SWITCH=127.0.0.1:$port INA_JOB=example
+start_switch "$tmp/sw.err"
+export INA_JOB=example
 INA_RANK=0 INA_WORLD_SIZE=3 "$EX" >"$tmp/ex0" 2>&1 &
 p0=$!
 INA_RANK=1 INA_WORLD_SIZE=3 "$EX" >"$tmp/ex1" 2>&1 &
@@ -65,10 +56,9 @@ check "example: every rank exits 0" test "$r0$r1$r2" = 000
 check "example: rank 0 got the sum" grep -q "rank 0 of 3: grad\[0\] = 3 (want 3): ok" "$tmp/ex0"
 check "example: rank 2 (RANK fallback) got the sum" grep -q "rank 2 of 3: .*: ok" "$tmp/ex2"
 # The switch prints its counters on SIGTERM and exits 0
-kill -TERM "$swpid"; wait "$swpid"; rc=$?; swpid=
+stop_switch; rc=$?
 check "ina-switch exits 0 on SIGTERM" test "$rc" -eq 0
 check "ina-switch prints counters" grep -q "completions  *[1-9]" "$tmp/sw.err"
 check "ina-switch job ended cleanly" grep -q "jobs_ended  *1" "$tmp/sw.err"
 
-echo "test_tools: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish test_tools

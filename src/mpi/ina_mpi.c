@@ -1,0 +1,555 @@
+/*
+ * ina_mpi.c: libina-mpi.so, a PMPI interposer. Preloaded into an MPI program
+ * (LD_PRELOAD=libina-mpi.so mpirun -np N ./app), it sends the program's
+ * MPI_Allreduce calls through ina-switch. Only MPI_Init, MPI_Init_thread,
+ * MPI_Allreduce and MPI_Finalize are defined here; every other MPI call goes
+ * straight to the MPI library. docs/MPI.md is the user's guide.
+ *
+ * Rules that keep every rank in step (MPI collectives must match on all ranks):
+ *  - Whether a call goes through ina depends only on what MPI requires to be
+ *    the same on every rank (datatype, op, count, communicator) and on the
+ *    INA_MPI_* options, which rank 0 broadcasts at MPI_Init.
+ *  - Setting up a communicator (an ina job per communicator) is collective:
+ *    every rank joins, then all agree (PMPI_Allreduce) whether all joined.
+ *  - After each ina all-reduce, the ranks agree (one 3-int PMPI_Allreduce)
+ *    whether it succeeded everywhere. If not, the communicator's ina context is
+ *    dropped on every rank and the call is completed by MPI: broadcast from
+ *    the lowest rank that has the full sum, else PMPI_Allreduce of the original
+ *    input (kept for in-place calls unless INA_MPI_INPLACE_COPY=0).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mpi.h>
+
+#include <ina.h>
+
+#define LOG_PREFIX "ina-mpi: "
+
+/* Calls and bytes, by what happened to them. */
+struct tally {
+    atomic_ullong ina_calls, ina_bytes;   /* completed through ina */
+    atomic_ullong pass_calls, pass_bytes; /* handed to MPI without trying ina */
+    atomic_ullong fb_calls, fb_bytes;     /* tried ina, failed, completed by MPI */
+};
+
+/* One communicator served by ina: its own ina job (context). */
+struct comm_state {
+    MPI_Comm comm;
+    ina_ctx *ctx; /* NULL once an ina failure made the communicator pass through */
+    int rank, size;
+    char job[INA_JOB_NAME_MAX + 1];
+    void *scratch; /* copy of an in-place input, or an aligned staging buffer */
+    size_t scratch_cap;
+    unsigned long long calls, bytes, fallbacks; /* this communicator's ina traffic */
+    struct comm_state *prev, *next;             /* live sub-communicators (g_lock) */
+};
+
+/* Options that decide the route of a call: rank 0's values, broadcast at MPI_Init. */
+struct route_opts {
+    int floats;       /* INA_MPI_FLOAT (default 1): MPI_FLOAT through ina (block floating point) */
+    int doubles;      /* INA_MPI_DOUBLE (default 0): MPI_DOUBLE through ina (quantized) */
+    int inplace_copy; /* INA_MPI_INPLACE_COPY (default 1): keep a copy of in-place inputs */
+    int min_bytes;    /* INA_MPI_MIN_BYTES (default 0): smaller calls go to MPI */
+};
+
+static int g_ready;   /* our MPI_Init setup ran and MPI_Finalize has not */
+static int g_enabled; /* every rank had a usable INA_SWITCH configuration */
+static int g_verbose, g_quiet;
+static struct route_opts g_opt;
+static int g_world_rank, g_world_size;
+static ina_config g_cfg;                          /* INA_* tunables; job/rank/size set per comm */
+static char g_base[INA_JOB_NAME_MAX + 1];         /* job name base, rank 0's, on every rank */
+static struct comm_state *g_world;                /* MPI_COMM_WORLD's state, or &g_pass */
+static struct comm_state g_pass;                  /* sentinel: this communicator passes through */
+static int g_keyval = MPI_KEYVAL_INVALID;         /* caches a comm_state on a communicator */
+static atomic_int g_next_job;                     /* this rank's next sub-communicator number */
+static struct tally g_tally;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct comm_state *g_live; /* sub-communicator states, for MPI_Finalize */
+/* Test hook (INA_MPI_TEST_FAIL_RANK=R): in the process of MPI_COMM_WORLD rank R, the
+ * first ina all-reduce that succeeds (on any communicator) is reported as failed and
+ * its result scribbled over, so that tests/scripts/test_mpi.sh can check the
+ * broadcast fallback. -1: off. */
+static atomic_int g_test_fail_rank = -1;
+
+static int env_flag(const char *name, int dflt)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return dflt;
+    return strcmp(s, "0") != 0;
+}
+
+static int env_nonneg(const char *name, int dflt)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return dflt;
+    char *end;
+    long v = strtol(s, &end, 10);
+    return (*end || v < 0 || v > INT32_MAX) ? dflt : (int)v;
+}
+
+static void add(atomic_ullong *calls, atomic_ullong *bytes, unsigned long long nbytes)
+{
+    atomic_fetch_add(calls, 1);
+    atomic_fetch_add(bytes, nbytes);
+}
+
+/* ---- Mapping MPI (datatype, op) to ina ------------------------------------ */
+
+/* @return 1 and the ina dtype/op/element size if ina may serve (dt, op), else 0. */
+static int map_call(MPI_Datatype dt, MPI_Op op, ina_dtype *idt, ina_op *iop, size_t *esize)
+{
+    int integer = 0, unsigned_sum_only = 0;
+    if (dt == MPI_FLOAT) {
+        if (!g_opt.floats)
+            return 0;
+        *idt = INA_FLOAT32;
+        *esize = 4;
+    } else if ((dt == MPI_INT && sizeof(int) == 4) || dt == MPI_INT32_T) {
+        *idt = INA_INT32;
+        *esize = 4;
+        integer = 1;
+    } else if ((dt == MPI_UNSIGNED && sizeof(unsigned) == 4) || dt == MPI_UINT32_T) {
+        /* A wrapping int32 sum is bit for bit the unsigned sum; MAX/MIN are not. */
+        *idt = INA_INT32;
+        *esize = 4;
+        unsigned_sum_only = 1;
+    } else if (dt == MPI_DOUBLE) {
+        if (!g_opt.doubles) /* ina quantizes doubles: never by default */
+            return 0;
+        *idt = INA_FLOAT64;
+        *esize = 8;
+#if defined(MPIX_C_FLOAT16)
+    } else if (dt == MPIX_C_FLOAT16) {
+        *idt = INA_FLOAT16;
+        *esize = 2;
+#endif
+    } else {
+        return 0;
+    }
+    if (op == MPI_SUM)
+        *iop = INA_SUM;
+    else if (integer && !unsigned_sum_only && op == MPI_MAX)
+        *iop = INA_MAX;
+    else if (integer && !unsigned_sum_only && op == MPI_MIN)
+        *iop = INA_MIN;
+    else
+        return 0;
+    return 1;
+}
+
+/* ---- Communicator states ------------------------------------------------- */
+
+/* Free a state and leave its ina job. Not for &g_pass. */
+static void state_destroy(struct comm_state *st)
+{
+    if (g_verbose && st->rank == 0)
+        fprintf(stderr, LOG_PREFIX "job '%s' (communicator of %d): %llu calls (%llu bytes) "
+                "through ina, %llu fell back to MPI\n", st->job, st->size, st->calls, st->bytes,
+                st->fallbacks);
+    if (st->ctx)
+        ina_finalize(st->ctx);
+    free(st->scratch);
+    free(st);
+}
+
+static void live_insert(struct comm_state *st)
+{
+    pthread_mutex_lock(&g_lock);
+    st->next = g_live;
+    if (g_live)
+        g_live->prev = st;
+    g_live = st;
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void live_remove(struct comm_state *st)
+{
+    pthread_mutex_lock(&g_lock);
+    if (st->prev)
+        st->prev->next = st->next;
+    else if (g_live == st)
+        g_live = st->next;
+    if (st->next)
+        st->next->prev = st->prev;
+    st->prev = st->next = NULL;
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* MPI calls this when a communicator carrying our attribute is freed (or at MPI_Finalize). */
+static int delete_attr(MPI_Comm comm, int keyval, void *value, void *extra)
+{
+    (void)comm, (void)keyval, (void)extra;
+    struct comm_state *st = value;
+    if (st && st != &g_pass) {
+        live_remove(st);
+        state_destroy(st);
+    }
+    return MPI_SUCCESS;
+}
+
+/*
+ * Collective over comm: every rank joins ina job `job`, then all agree
+ * whether all joined. @return the new state, or &g_pass (on every rank) if
+ * any rank failed; rank 0 of comm then prints one warning.
+ */
+static struct comm_state *state_setup(MPI_Comm comm, int rank, int size, const char *job)
+{
+    struct comm_state *st = calloc(1, sizeof(*st));
+    int rc = -ENOMEM;
+    if (st) {
+        st->comm = comm;
+        st->rank = rank;
+        st->size = size;
+        snprintf(st->job, sizeof(st->job), "%s", job);
+        ina_config cfg = g_cfg;
+        cfg.job = st->job;
+        cfg.rank = rank;
+        cfg.world_size = size;
+        rc = ina_init(&st->ctx, &cfg);
+    }
+    int worst = rc;
+    PMPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, comm);
+    if (worst == 0) {
+        if (g_verbose && rank == 0)
+            fprintf(stderr, LOG_PREFIX "communicator of %d ranks served by ina job '%s'\n", size,
+                    job);
+        return st;
+    }
+    if (rank == 0 && !g_quiet)
+        fprintf(stderr, LOG_PREFIX "ina_init of job '%s' (%d ranks, switch %s) failed on at "
+                "least one rank (%s: %s): MPI_Allreduce on %s goes to MPI\n", job, size,
+                g_cfg.switch_addr, ina_err_name(worst), ina_strerror(worst),
+                comm == MPI_COMM_WORLD ? "every communicator" : "this communicator");
+    if (st) {
+        ina_finalize(st->ctx); /* accepts NULL */
+        free(st);
+    }
+    return &g_pass;
+}
+
+/* The state of a communicator other than MPI_COMM_WORLD; sets it up (collectively) on first use. */
+static struct comm_state *sub_state(MPI_Comm comm)
+{
+    void *value = NULL;
+    int found = 0;
+    if (PMPI_Comm_get_attr(comm, g_keyval, &value, &found) != MPI_SUCCESS)
+        return &g_pass;
+    if (found)
+        return value;
+    /* First eligible all-reduce on comm: every rank of comm is here now, and each
+     * test below gives the same answer on all of them. */
+    int inter = 0, size = 0, rank = 0;
+    PMPI_Comm_test_inter(comm, &inter);
+    PMPI_Comm_size(comm, &size);
+    PMPI_Comm_rank(comm, &rank);
+    struct comm_state *st = &g_pass;
+    if (!inter && size > 1 && size <= INA_MAX_WORKERS) {
+        /* Job name: "<base>-r<W>c<K>" where W is the MPI_COMM_WORLD rank of
+         * comm's rank 0 and K a counter of that process: unique for every
+         * communicator of the run, and the same string on every rank. */
+        int id[2] = {g_world_rank, 0};
+        if (rank == 0)
+            id[1] = atomic_fetch_add(&g_next_job, 1);
+        PMPI_Bcast(id, 2, MPI_INT, 0, comm);
+        char suffix[32], job[INA_JOB_NAME_MAX + 1];
+        size_t slen = (size_t)snprintf(suffix, sizeof(suffix), "-r%dc%d", id[0], id[1]);
+        size_t blen = strlen(g_base); /* cut so that the name fits in 31 bytes */
+        if (blen > INA_JOB_NAME_MAX - slen)
+            blen = INA_JOB_NAME_MAX - slen;
+        memcpy(job, g_base, blen);
+        memcpy(job + blen, suffix, slen + 1);
+        st = state_setup(comm, rank, size, job);
+        if (st != &g_pass)
+            live_insert(st);
+    }
+    /* On failure (not with a valid keyval) the state stays in g_live for MPI_Finalize. */
+    PMPI_Comm_set_attr(comm, g_keyval, st);
+    return st;
+}
+
+static void *scratch_get(struct comm_state *st, size_t bytes)
+{
+    if (st->scratch_cap < bytes) {
+        void *p = malloc(bytes);
+        if (!p)
+            return NULL;
+        free(st->scratch);
+        st->scratch = p;
+        st->scratch_cap = bytes;
+    }
+    return st->scratch;
+}
+
+/* ---- All-reduce ---------------------------------------------------------- */
+
+static int pass_through(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt,
+                        MPI_Op op, MPI_Comm comm)
+{
+    int rc = PMPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm);
+    int tsize = 0;
+    if (rc == MPI_SUCCESS && PMPI_Type_size(dt, &tsize) == MPI_SUCCESS)
+        add(&g_tally.pass_calls, &g_tally.pass_bytes,
+            (unsigned long long)count * (unsigned long long)tsize);
+    return rc;
+}
+
+/* An ina failure on some rank: drop the context everywhere and let MPI complete the call. */
+static int fall_back(struct comm_state *st, const int agreed[3], const void *orig, void *recvbuf,
+                     const void *result, int count, MPI_Datatype dt, MPI_Op op, size_t bytes)
+{
+    int first_ok = -agreed[1], code = -agreed[2];
+    ina_finalize(st->ctx);
+    st->ctx = NULL;
+    if (first_ok >= st->size && !orig) {
+        /* In place without a copy (INA_MPI_INPLACE_COPY=0), and no rank finished: the
+         * input is overwritten on every rank. Never return a wrong sum: raise an error. */
+        if (st->rank == 0)
+            fprintf(stderr, LOG_PREFIX "ina all-reduce on job '%s' failed on every rank (%s: "
+                    "%s); its in-place input was overwritten and not kept "
+                    "(INA_MPI_INPLACE_COPY=0): raising MPI_ERR_OTHER\n", st->job,
+                    ina_err_name(code), ina_strerror(code));
+        PMPI_Comm_call_errhandler(st->comm, MPI_ERR_OTHER);
+        return MPI_ERR_OTHER;
+    }
+    if (st->rank == 0 && !g_quiet) {
+        char how[64];
+        if (first_ok < st->size)
+            snprintf(how, sizeof(how), "broadcast from rank %d, which has the sum", first_ok);
+        else
+            snprintf(how, sizeof(how), "MPI_Allreduce of the original input");
+        fprintf(stderr, LOG_PREFIX "ina all-reduce on job '%s' failed (%s: %s); MPI completes "
+                "the call (%s); later calls on this communicator go to MPI\n", st->job,
+                ina_err_name(code), ina_strerror(code), how);
+    }
+    st->fallbacks++;
+    add(&g_tally.fb_calls, &g_tally.fb_bytes, bytes);
+    if (first_ok < st->size) {
+        /* That rank's ina call succeeded: its buffer holds the complete sum. */
+        if (st->rank == first_ok && result != recvbuf)
+            memcpy(recvbuf, result, bytes);
+        return PMPI_Bcast(recvbuf, count, dt, first_ok, st->comm);
+    }
+    return PMPI_Allreduce(orig, recvbuf, count, dt, op, st->comm);
+}
+
+static int ina_path(struct comm_state *st, const void *sendbuf, void *recvbuf, int count,
+                    MPI_Datatype dt, MPI_Op op, ina_dtype idt, ina_op iop, size_t esize)
+{
+    size_t bytes = (size_t)count * esize;
+    int in_place = sendbuf == MPI_IN_PLACE;
+    const void *input = in_place ? recvbuf : sendbuf;
+    size_t align = esize < 4 ? 4 : esize;
+    int aligned = (((uintptr_t)input | (uintptr_t)recvbuf) & (align - 1)) == 0;
+
+    /* src/dst: what ina reads and writes. orig: the untouched input for a
+     * fallback PMPI_Allreduce (MPI_IN_PLACE: recvbuf still holds it), or NULL. */
+    const void *src = sendbuf, *orig = sendbuf;
+    void *dst = recvbuf;
+    int status = 0;
+    if (!aligned || (in_place && g_opt.inplace_copy)) {
+        void *tmp = scratch_get(st, bytes);
+        if (!tmp) {
+            status = -ENOMEM; /* the others' calls will time out; then all fall back */
+        } else {
+            memcpy(tmp, input, bytes);
+            src = tmp;
+            if (!aligned) { /* ina works on tmp only; recvbuf keeps the input */
+                dst = tmp;
+                orig = in_place ? MPI_IN_PLACE : sendbuf;
+            } else { /* aligned, in place: ina reads the copy, writes recvbuf */
+                orig = tmp;
+            }
+        }
+    } else if (in_place) {
+        src = recvbuf;
+        orig = NULL; /* INA_MPI_INPLACE_COPY=0: the input is not kept */
+    }
+
+    if (status == 0) {
+        ina_req *req;
+        status = ina_allreduce_start(st->ctx, src, dst, (size_t)count, idt, iop, &req);
+        if (status == INA_ERR_NOTSUP || status == -EINVAL || status == -EOVERFLOW)
+            /* Refused before anything was sent, for reasons that depend only on
+             * dtype, op and count: every rank refuses alike, so no agreement. */
+            return pass_through(sendbuf, recvbuf, count, dt, op, st->comm);
+        if (status == 0)
+            status = ina_wait(req);
+    }
+    if (status == 0 && atomic_load(&g_test_fail_rank) == g_world_rank &&
+        atomic_exchange(&g_test_fail_rank, -1) == g_world_rank) {
+        memset(dst, 0xA5, bytes);
+        status = INA_ERR_ABORTED;
+    }
+
+    /* Agree: {any rank failed, -(lowest rank that succeeded, else size), -(lowest code)}. */
+    int agreed[3] = {status != 0, status == 0 ? -st->rank : -st->size, -status};
+    PMPI_Allreduce(MPI_IN_PLACE, agreed, 3, MPI_INT, MPI_MAX, st->comm);
+    if (agreed[0])
+        return fall_back(st, agreed, orig, recvbuf, dst, count, dt, op, bytes);
+    if (dst != recvbuf)
+        memcpy(recvbuf, dst, bytes);
+    st->calls++;
+    st->bytes += bytes;
+    add(&g_tally.ina_calls, &g_tally.ina_bytes, bytes);
+    return MPI_SUCCESS;
+}
+
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                  MPI_Op op, MPI_Comm comm)
+{
+    ina_dtype idt;
+    ina_op iop;
+    size_t esize;
+    /* Count 0, aliased buffers (an MPI error) and anything ina cannot serve go to MPI. */
+    if (!g_ready || !g_enabled || count <= 0 || comm == MPI_COMM_NULL ||
+        (sendbuf == recvbuf && sendbuf != MPI_IN_PLACE) ||
+        !map_call(datatype, op, &idt, &iop, &esize) ||
+        (size_t)count * esize < (size_t)g_opt.min_bytes)
+        return pass_through(sendbuf, recvbuf, count, datatype, op, comm);
+    struct comm_state *st = comm == MPI_COMM_WORLD ? g_world : sub_state(comm);
+    if (st == &g_pass || !st->ctx)
+        return pass_through(sendbuf, recvbuf, count, datatype, op, comm);
+    return ina_path(st, sendbuf, recvbuf, count, datatype, op, idt, iop, esize);
+}
+
+/* ---- Init and finalize --------------------------------------------------- */
+
+/* A job name base unique to this run: "mpi-" and a hash of rank 0's host, pid and clock. */
+static void default_base(char *out, size_t n)
+{
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const char *p = host; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    h ^= (uint32_t)getpid() * 2654435761u ^ (uint32_t)ts.tv_nsec ^ (uint32_t)ts.tv_sec;
+    snprintf(out, n, "mpi-%08x", (unsigned)h);
+}
+
+/* After PMPI_Init: decide, identically on every rank, whether ina serves this run. */
+static void setup(void)
+{
+    PMPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &g_world_size);
+    g_verbose = env_flag("INA_MPI_VERBOSE", 0);
+    g_quiet = env_flag("INA_MPI_QUIET", 0);
+    atomic_store(&g_test_fail_rank, env_nonneg("INA_MPI_TEST_FAIL_RANK", -1));
+    g_world = &g_pass;
+    g_ready = 1;
+
+    /* Why ina cannot serve, worst over ranks: 0 it can, 1 INA_SWITCH unset,
+     * 2 a malformed INA_* variable, 3 no attribute key. */
+    int why = 0;
+    const char *sw = getenv("INA_SWITCH");
+    if (!sw || !*sw)
+        why = 1;
+    else if (ina_config_from_env(&g_cfg) != 0)
+        why = 2;
+    else if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_attr, &g_keyval, NULL) !=
+             MPI_SUCCESS)
+        why = 3;
+    int worst = why;
+    PMPI_Allreduce(&why, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (worst != 0) {
+        static const char *const reason[] = {"", "INA_SWITCH is not set",
+                                             "an INA_* variable is malformed",
+                                             "MPI_Comm_create_keyval failed"};
+        if (g_world_rank == 0 && !g_quiet)
+            fprintf(stderr, LOG_PREFIX "%s (on at least one rank): every MPI_Allreduce goes to "
+                    "MPI (INA_MPI_QUIET=1 silences this)\n", reason[worst]);
+        return;
+    }
+
+    /* Rank 0's routing options and job name base, for every rank. */
+    int opt[4] = {env_flag("INA_MPI_FLOAT", 1), env_flag("INA_MPI_DOUBLE", 0),
+                  env_flag("INA_MPI_INPLACE_COPY", 1), env_nonneg("INA_MPI_MIN_BYTES", 0)};
+    PMPI_Bcast(opt, 4, MPI_INT, 0, MPI_COMM_WORLD);
+    g_opt = (struct route_opts){.floats = opt[0], .doubles = opt[1], .inplace_copy = opt[2],
+                                .min_bytes = opt[3]};
+    if (g_world_rank == 0) {
+        const char *job = getenv("INA_JOB");
+        if (job && *job)
+            snprintf(g_base, sizeof(g_base), "%s", job);
+        else
+            default_base(g_base, sizeof(g_base));
+    }
+    PMPI_Bcast(g_base, sizeof(g_base), MPI_CHAR, 0, MPI_COMM_WORLD);
+    g_base[sizeof(g_base) - 1] = 0;
+    g_enabled = 1;
+    if (g_world_size > 1 && g_world_size <= INA_MAX_WORKERS) {
+        g_world = state_setup(MPI_COMM_WORLD, g_world_rank, g_world_size, g_base);
+        /* The switch did not take MPI_COMM_WORLD's job: no communicator will try (each
+         * try could wait INA_JOIN_TIMEOUT_MS). Every rank saw the same outcome. */
+        if (g_world == &g_pass)
+            g_enabled = 0;
+    }
+}
+
+/* Before PMPI_Finalize: leave every ina job, report. */
+static void teardown(void)
+{
+    if (!g_ready)
+        return;
+    for (;;) {
+        pthread_mutex_lock(&g_lock);
+        struct comm_state *st = g_live;
+        pthread_mutex_unlock(&g_lock);
+        if (!st)
+            break;
+        /* Communicators the program did not free: deleting our attribute runs
+         * delete_attr(), which frees the state; do it by hand if that fails. */
+        if (PMPI_Comm_delete_attr(st->comm, g_keyval) != MPI_SUCCESS) {
+            live_remove(st);
+            state_destroy(st);
+        }
+    }
+    if (g_world != &g_pass)
+        state_destroy(g_world);
+    g_world = &g_pass;
+    if (g_keyval != MPI_KEYVAL_INVALID)
+        PMPI_Comm_free_keyval(&g_keyval);
+    if (g_verbose)
+        fprintf(stderr, LOG_PREFIX "rank %d of %d: %llu calls (%llu bytes) through ina, "
+                "%llu calls (%llu bytes) passed to MPI, %llu calls (%llu bytes) fell back to "
+                "MPI after an ina failure\n", g_world_rank, g_world_size,
+                (unsigned long long)g_tally.ina_calls, (unsigned long long)g_tally.ina_bytes,
+                (unsigned long long)g_tally.pass_calls, (unsigned long long)g_tally.pass_bytes,
+                (unsigned long long)g_tally.fb_calls, (unsigned long long)g_tally.fb_bytes);
+    g_ready = 0;
+    g_enabled = 0;
+}
+
+int MPI_Init(int *argc, char ***argv)
+{
+    int rc = PMPI_Init(argc, argv);
+    if (rc == MPI_SUCCESS)
+        setup();
+    return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    if (rc == MPI_SUCCESS)
+        setup();
+    return rc;
+}
+
+int MPI_Finalize(void)
+{
+    teardown();
+    return PMPI_Finalize();
+}

@@ -1,0 +1,40 @@
+# shellcheck shell=bash
+# harness.sh: sourced by the script tests (tests/scripts/test_*.sh); not a test itself.
+# Gives: $tmp, a temporary directory removed on exit, with any switch started by
+# start_switch killed; ok/bad/check, which count passes and failures; finish NAME.
+tmp=$(mktemp -d)
+swpid=
+cleanup() { [ -n "$swpid" ] && kill -9 "$swpid" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+
+# start_switch LOG [ina-switch options]: run $SW on a free loopback port (at most 10 s to
+# come up), its stderr to LOG. Sets swpid and port, and exports INA_SWITCH=127.0.0.1:port.
+start_switch() {
+    local log=$1
+    shift
+    rm -f "$tmp/port"
+    "$SW" --listen 127.0.0.1:0 --port-file "$tmp/port" "$@" 2>"$log" &
+    swpid=$!
+    for _ in $(seq 200); do [ -s "$tmp/port" ] && break; sleep 0.05; done
+    port=$(cat "$tmp/port")
+    export INA_SWITCH=127.0.0.1:$port
+}
+
+# stop_switch: SIGTERM (the switch prints its counters and exits 0); returns its status.
+stop_switch() {
+    kill -TERM "$swpid"
+    wait "$swpid"
+    local rc=$?
+    swpid=
+    return $rc
+}
+
+# finish NAME: the summary line; exit status 0 only if nothing failed.
+finish() {
+    echo "$1: $pass passed, $fail failed"
+    [ "$fail" -eq 0 ]
+}
