@@ -42,8 +42,14 @@
 #define INA_OP_ADD_I32 0 /* wrapping 32-bit add (SUM, AVG; every float dtype) */
 #define INA_OP_MAX_I32 1 /* signed 32-bit max (INT32 MAX) */
 #define INA_OP_MIN_I32 2 /* signed 32-bit min (INT32 MIN) */
-#define INA_OP_LAST INA_OP_MIN_I32
+/* Block floating point add, one round (small float sums; docs/PROTOCOL.md
+ * §8.7): each contribution is quantized with its own block exponent, carried
+ * in exp; the switch aligns the sum to the largest exponent by rounding
+ * arithmetic shifts. Only a switch that sets INA_FLAG_CAP_BFP accepts it. */
+#define INA_OP_ADD_BFP 3
+#define INA_OP_LAST INA_OP_ADD_BFP
 #define INA_FLAG_ABORT 0x0001u /* in LEAVE: the sender failed; end the session for every rank */
+#define INA_FLAG_CAP_BFP 0x0002u /* in JOIN_ACK: this switch implements INA_OP_ADD_BFP */
 
 /* Largest UDP payload we ever build: fits a 64 KiB IPv4 datagram. */
 #define INA_MAX_DATAGRAM 65507

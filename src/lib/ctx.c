@@ -61,6 +61,8 @@ static struct ina_ctx *ctx_new(const ina_config *cfg, int lane, int nlanes)
     ctx->join_timeout_ms = cfg->join_timeout_ms ? cfg->join_timeout_ms : INA_DEFAULT_JOIN_TIMEOUT_MS;
     ctx->rto_ms = cfg->rto_ms ? cfg->rto_ms : INA_DEFAULT_RTO_MS;
     ctx->admission_wait_ms = cfg->admission_wait_ms;
+    const char *one = getenv("INA_ONE_ROUND");
+    ctx->one_round_off = one && strcmp(one, "0") == 0;
     ctx->fallback_mode = cfg->fallback;
     return ctx;
 }
@@ -338,7 +340,23 @@ struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *
     req->wire_op = ina__wire_op(op);
     req->quantized = ina__dtype_quantized(dtype);
     req->nblocks = (count + ctx->elems - 1) / ctx->elems;
-    req->lag = req->quantized ? (req->nblocks < ctx->window ? req->nblocks : ctx->window) : 0;
+    /*
+     * A float sum of at most one window of blocks goes in one round per
+     * block (INA_OP_ADD_BFP), if the switch can: the two-round schedule
+     * would send each of its blocks twice (its lag is the whole op) and
+     * costs a second round trip. Larger ops keep two rounds: their lag is a
+     * window among many blocks, and their sums are reproducible bit for bit
+     * (in one round the switch's rounding follows arrival order; PROTOCOL.md
+     * §8.7). Every rank decides alike: same count, window and switch.
+     */
+    req->one_round = req->quantized && (op == INA_SUM || op == INA_AVG) &&
+                     (ctx->switch_caps & INA_FLAG_CAP_BFP) && !ctx->one_round_off &&
+                     req->nblocks <= ctx->window;
+    if (req->one_round)
+        req->wire_op = INA_OP_ADD_BFP;
+    req->lag = req->quantized && !req->one_round
+                   ? (req->nblocks < ctx->window ? req->nblocks : ctx->window)
+                   : 0;
     req->npackets = req->nblocks + req->lag;
     live_link(ctx, req);
     req->tag_seed = op_tag_seed(ctx->nops_started + (req->npackets != 0), count, dtype, op);

@@ -52,6 +52,7 @@ struct ina_req {
     size_t esize;     /* bytes per element of dtype (dtype.h) */
     uint8_t wire_op;  /* INA_OP_* in every DATA packet of the op */
     int quantized;
+    int one_round;    /* float op in one round per block (INA_OP_ADD_BFP; ctx.c decides) */
     uint64_t nblocks, lag, npackets;
     uint64_t ndone; /* packets whose result arrived */
     uint64_t tag_seed; /* hash of (op number, count, dtype, op): seeds the packet tags (wire.h) */
@@ -117,6 +118,8 @@ struct ina_ctx {
     int broken;             /* 0, or the error that broke the context */
     int broken_unreported;  /* that error, if no operation has returned it yet */
     int lane, nlanes;       /* this context's lane, and the lanes of its job (JOIN) */
+    uint16_t switch_caps;   /* INA_FLAG_CAP_* of the JOIN_ACK */
+    int one_round_off;      /* INA_ONE_ROUND=0: every float op takes two rounds */
     int wake_fd;            /* eventfd that interrupts the stream's poll (lane threads), -1 */
     struct ina_lanes *lanes; /* a multi-lane context's lanes and threads (lanes.c); else NULL */
     int admission_wait_ms, fallback_mode; /* from ina_config */

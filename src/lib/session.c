@@ -104,6 +104,7 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
         j.window > INA_MAX_WINDOW || (j.window & (j.window - 1)) != 0 || j.elems > INA_MAX_ELEMS)
         return INA_ERR_PROTO;
     ctx->job_id = h.job;
+    ctx->switch_caps = h.flags;
     ctx->session = h.session;
     ctx->token = h.token;
     ctx->elems = j.elems;

@@ -93,7 +93,9 @@ static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_
         const uint8_t *src = req->src + (size_t)b * ctx->elems * req->esize;
         ina__block_encode(req->dtype, src, n, ws->exp_used, ctx->world, buf + INA_HDR_LEN);
     }
-    if (req->quantized)
+    if (req->one_round)
+        h.exp = ws->exp_used;
+    else if (req->quantized)
         h.exp = ws->p < req->nblocks
                     ? ina__block_exp(req->dtype, req->src + (size_t)ws->p * ctx->elems * req->esize,
                                      block_len(ctx, req, ws->p))
@@ -225,7 +227,12 @@ static void send_ready(struct ina_ctx *ctx, uint64_t now)
             break;
         }
         int16_t exp_used = 0;
-        if (req->quantized && has_data(req, ctx->send_p)) {
+        if (req->one_round) {
+            /* Its own block's exponent: the switch aligns the ranks' blocks. */
+            exp_used = ina__block_exp(req->dtype,
+                                      req->src + (size_t)ctx->send_p * ctx->elems * req->esize,
+                                      block_len(ctx, req, ctx->send_p));
+        } else if (req->quantized && has_data(req, ctx->send_p)) {
             uint64_t dep = g - req->lag;
             const struct ina_wslot *wd = &ctx->slots[dep & mask];
             if (wd->done_g != dep + 1)
@@ -344,9 +351,12 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
         return;
     }
     if (n) {
+        /* Two rounds: the data was scaled with the agreed exponent. One round:
+         * the switch scaled the sum to the largest of the ranks' exponents. */
+        int16_t e = req->one_round ? h->exp : ws->exp_used;
         uint8_t *dst = req->dst + (size_t)(ws->p - req->lag) * ctx->elems * req->esize;
-        ina__block_decode(req->dtype, req->op, payload, n, ws->exp_used, ctx->world, dst);
-        if (req->quantized && ws->exp_used == INA_EXP_NONFINITE)
+        ina__block_decode(req->dtype, req->op, payload, n, e, ctx->world, dst);
+        if (req->quantized && e == INA_EXP_NONFINITE)
             ctx->stats.nonfinite_blocks++;
     }
     if (req->quantized)

@@ -139,6 +139,12 @@ int main(void)
     /* Packet sizes: SwitchML's 64, and a large loopback payload. */
     run(3, 64, 100000);
     run(2, 16000, SIZE_MAX);
+    /* Small float ops take one round per block (op 3) against this switch;
+     * the two-round schedule must stay right for them too. */
+    setenv("INA_ONE_ROUND", "0", 1);
+    run(3, 256, 100000);
+    run(4, 64, 100000);
+    unsetenv("INA_ONE_ROUND");
     /* More workers than the original's 32-bit bitmap allows. */
     run(64, 256, 1000);
     CHECK_EQ_INT(switch_stop(&sw), 0);

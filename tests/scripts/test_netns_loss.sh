@@ -74,7 +74,7 @@ swip=$(ina_ns_ip "$P" sw)
 echo "cluster $P: switch $swip, $NW workers $(ina_ns_ip "$P" w0)..; loss $LOSS%;" \
     "sizes $SIZES x $ITERS iterations; $B"
 
-ip netns exec "${P}sw" timeout -k 5 $((DEADLINE_S + 30)) "$SW" --listen "$swip:48864" \
+ip netns exec "${P}sw" timeout -k 30 $((DEADLINE_S + 30)) "$SW" --listen "$swip:48864" \
     --port-file "$tmp/port" --quiet 2>"$tmp/switch.err" &
 swpid=$!
 for _ in $(seq 200); do [ -s "$tmp/port" ] && break; sleep 0.05; done

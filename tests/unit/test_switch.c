@@ -1,5 +1,6 @@
 /* test_switch.c: ina-switch as a state machine: joins, slot rounds, hostile input, leave, timeouts. No sockets. */
 #include <arpa/inet.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "lib/quant.h"
 
 /* The switch sources are not in libina: compile them into this test (not main.c). */
 #include "switch/control.c"
@@ -1603,11 +1605,146 @@ static void test_shards_and_lanes(void)
     sw_close();
 }
 
+/* ---- One-round float sums (INA_OP_ADD_BFP) ------------------------------------ */
+
+static uint64_t bfp_rng = 0x2545F4914F6CDD1Dull;
+static uint64_t bfp_next(void)
+{
+    bfp_rng ^= bfp_rng << 13;
+    bfp_rng ^= bfp_rng >> 7;
+    bfp_rng ^= bfp_rng << 17;
+    return bfp_rng;
+}
+
+/* Decode the sum held in v (k values at exponent e) and check every element
+ * against the exact sum: within the float32 bound, or IEEE classes when a
+ * block was non-finite. @return the number of bad elements. */
+static int bfp_check(int n, size_t k, float x[][64], const int32_t *v, int16_t e)
+{
+    uint8_t res[4 * 64];
+    float out[64];
+    ina_be32_store(res, v, k);
+    ina_quant_decode(res, k, e, n, out);
+    int bad = 0;
+    for (size_t i = 0; i < k; i++) {
+        double exact = 0, amax = 0;
+        int nan = 0, pinf = 0, ninf = 0;
+        for (int r = 0; r < n; r++) {
+            exact += x[r][i];
+            nan |= isnan(x[r][i]);
+            pinf |= isinf(x[r][i]) && x[r][i] > 0;
+            ninf |= isinf(x[r][i]) && x[r][i] < 0;
+            for (size_t j = 0; j < k; j++)
+                if (isfinite(x[r][j]))
+                    amax = fmax(amax, fabs(x[r][j]));
+        }
+        if (e == INA_EXP_NONFINITE) {
+            /* IEEE for the non-finite elements; finite ones in such a block: NaN */
+            if (pinf && !ninf && !nan)
+                bad += !(isinf(out[i]) && out[i] > 0);
+            else if (ninf && !pinf && !nan)
+                bad += !(isinf(out[i]) && out[i] < 0);
+            else
+                bad += !isnan(out[i]);
+        } else if (!(fabs(out[i] - exact) <= ina_float_error_bound(n, amax, exact))) {
+            if (bad < 3)
+                fprintf(stderr, "bfp: N=%d k=%zu i=%zu: %.9g vs exact %.9g (bound %.3g)\n", n, k,
+                        i, out[i], exact, ina_float_error_bound(n, amax, exact));
+            bad++;
+        }
+    }
+    return bad;
+}
+
+/*
+ * Ranks quantize their blocks with their own exponents; the switch's rule
+ * (combine_bfp) meets them in a random arrival order; the decoded sum must
+ * be within the float32 error bound of the exact sum, with the largest
+ * exponent as E, for every order. Blocks of zeros, blocks orders of
+ * magnitude apart (shifts past 32 bits), and non-finite blocks included.
+ */
+static void test_bfp_one_round(void)
+{
+    enum { MAXN = 16, MAXK = 64 };
+    static const int worlds[] = {1, 2, 3, 4, 7, 16};
+    int fails = 0, held_at_max = 0, trials = 0;
+    for (size_t wi = 0; wi < sizeof(worlds) / sizeof(worlds[0]); wi++) {
+        int n = worlds[wi];
+        for (int trial = 0; trial < 400; trial++, trials++) {
+            size_t k = 1 + bfp_next() % MAXK;
+            float x[MAXN][MAXK];
+            uint8_t wire[MAXN][4 * MAXK];
+            int16_t e[MAXN], emax = INA_EXP_ZERO;
+            int nonfinite = trial % 50 == 7;
+            for (int r = 0; r < n; r++) {
+                int kind = (int)(bfp_next() % 8);
+                int sh = (int)(bfp_next() % 81) - 40; /* ranks up to 2^80 apart */
+                for (size_t i = 0; i < k; i++) {
+                    double u = (double)(bfp_next() >> 11) / 9007199254740992.0 - 0.5;
+                    x[r][i] = kind == 0 ? 0.0f : (float)ldexp(u, sh);
+                }
+                if (nonfinite && r == n - 1)
+                    x[r][bfp_next() % k] = (bfp_next() & 1) ? INFINITY : NAN;
+                e[r] = ina_quant_block_exp(x[r], k);
+                emax = e[r] > emax ? e[r] : emax;
+                ina_quant_encode(x[r], k, e[r], n, wire[r]);
+            }
+            int order[MAXN];
+            for (int r = 0; r < n; r++)
+                order[r] = r;
+            for (int r = n - 1; r > 0; r--) {
+                int j = (int)(bfp_next() % (uint64_t)(r + 1)), t = order[r];
+                order[r] = order[j];
+                order[j] = t;
+            }
+            struct ina_slot_set ss;
+            memset(&ss, 0, sizeof(ss));
+            ss.op = INA_OP_ADD_BFP;
+            int32_t v[MAXK];
+            ina_be32_load(v, wire[order[0]], k);
+            ss.exp = e[order[0]];
+            for (int o = 1; o < n; o++)
+                combine(&ss, v, wire[order[o]], k, e[order[o]]);
+            held_at_max += ss.exp == emax; /* the sum is held at the largest exponent */
+            fails += bfp_check(n, k, x, v, ss.exp);
+        }
+    }
+    CHECK_EQ_INT(fails, 0);
+    CHECK_EQ_INT(held_at_max, trials);
+
+    /* Through the slot rules: the RESULT carries the largest exponent and the op. */
+    sw_open(T_IDLE_TIMEOUT);
+    struct job_info ji = START_JOB("bfp", 3, 4, 2, 9100, 0x9100);
+    float xs[3][64] = {{1.0f, -2.0f, 0.5f, 0.0f}, {1000.0f, 0.0f, 0.0f, 3.0f}, {0}};
+    int16_t es[3];
+    for (int r = 0; r < 3; r++) {
+        uint8_t b[INA_HDR_LEN + 16];
+        es[r] = ina_quant_block_exp(xs[r], 4);
+        struct ina_hdr h = data_hdr(&ji, r, 0, 0, 0, 4, es[r]);
+        h.op = INA_OP_ADD_BFP;
+        ina_hdr_encode(b, &h);
+        ina_quant_encode(xs[r], 4, es[r], 3, b + INA_HDR_LEN);
+        input(b, sizeof(b), &ji.addr[r]);
+    }
+    CHECK_EQ_INT(es[2], INA_EXP_ZERO);
+    CHECK_EQ_INT(tx_n(), 3);
+    struct ina_hdr rh;
+    CHECK_EQ_INT(tx_hdr(0, &rh), INA_PARSE_OK);
+    CHECK_EQ_INT(rh.exp, es[1]);
+    CHECK_EQ_INT(rh.op, INA_OP_ADD_BFP);
+    size_t len;
+    int32_t v[4];
+    ina_be32_load(v, tx_buf(0, &len) + INA_HDR_LEN, 4);
+    CHECK_EQ_INT(bfp_check(3, 4, xs, v, rh.exp), 0);
+    sw_close();
+}
+
 int main(void)
 {
     ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* only errors: job events are expected here */
     test_init_and_names();
     test_shards_and_lanes();
+    test_bfp_one_round();
     test_join_basic();
     test_join_refused();
     test_join_mismatch_and_rejoin();
