@@ -112,6 +112,9 @@ static void usage(FILE *f)
 "                       results go to stdout.\n"
 "  --switch HOST:PORT   run one worker against a running ina-switch; needs\n"
 "                       --rank and --world. Only rank 0 prints results.\n"
+"                       With --local N: start the N workers against that running\n"
+"                       switch instead of a new one, so that several benchmarks\n"
+"                       (each its own --job NAME) share one switch\n"
 "\n"
 "Worker options:\n"
 "  --rank R             this worker's rank, 0..N-1\n"
@@ -407,9 +410,11 @@ static void parse_args(struct opts *o, int argc, char **argv)
                     op_names[o->op]);
 
     if (o->local_n) {
-        if (o->switch_addr || have_rank || have_world)
-            usage_error("--local starts its own switch and workers: "
-                        "do not combine it with --switch, --rank or --world");
+        if (have_rank || have_world)
+            usage_error("--local starts its own workers: do not combine it with --rank or --world");
+        if (o->switch_addr && (o->switch_bin || o->nloss || o->switch_threads))
+            usage_error("--local with --switch uses that running switch: --switch-bin, --loss "
+                        "and --switch-threads only apply to a switch --local starts");
     } else {
         if (!o->switch_addr)
             usage_error("need --local N, or --switch HOST:PORT with --rank and --world");
@@ -1081,7 +1086,7 @@ static int run_local(const struct opts *o)
         snprintf(swbin, sizeof swbin, "%.*s/ina-switch", slash ? (int)(slash - self) : 1,
                  slash ? self : ".");
     }
-    if (access(swbin, X_OK)) {
+    if (!o->switch_addr && access(swbin, X_OK)) {
         lerr("cannot execute switch '%s': %s (use --switch-bin PATH)", swbin, strerror(errno));
         return 1;
     }
@@ -1099,7 +1104,13 @@ static int run_local(const struct opts *o)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
 
-    /* 1. the switch */
+    /* 1. the switch: ours, or (--switch) a running one that other jobs may share */
+    sw = -1;
+    if (o->switch_addr) {
+        remove_tmp(tmpdir, portfile);
+        snprintf(addr, sizeof addr, "%s", o->switch_addr);
+        goto have_switch;
+    }
     {
         char frx[64], ftx[64], thr[16];
         const char *argv[14] = {swbin, "--listen", "127.0.0.1:0", "--port-file", portfile, "--quiet",
@@ -1157,6 +1168,7 @@ static int run_local(const struct opts *o)
     }
     remove_tmp(tmpdir, portfile);
     snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+have_switch:
     if (o->job)
         snprintf(job, sizeof job, "%s", o->job);
     else
@@ -1170,8 +1182,10 @@ static int run_local(const struct opts *o)
     done = calloc((size_t)n, sizeof *done);
     if (!pids || !done) {
         lerr("out of memory");
-        kill(sw, SIGKILL);
-        reap(sw, 1000, &killed);
+        if (sw > 0) {
+            kill(sw, SIGKILL);
+            reap(sw, 1000, &killed);
+        }
         return 1;
     }
     for (int r = 0; r < n; r++) {

@@ -55,10 +55,22 @@ wait $p1; r1=$?
 check "example: every rank exits 0" test "$r0$r1$r2" = 000
 check "example: rank 0 got the sum" grep -q "rank 0 of 3: grad\[0\] = 3 (want 3): ok" "$tmp/ex0"
 check "example: rank 2 (RANK fallback) got the sum" grep -q "rank 2 of 3: .*: ok" "$tmp/ex2"
+# Two benchmarks at once on that one switch (--local N --switch ADDR --job NAME).
+"$BENCH" --local 2 --switch "127.0.0.1:$port" --job share-a --sizes 64K --iters 3 --warmup 0 \
+    --json >"$tmp/share-a" 2>&1 &
+pa=$!
+"$BENCH" --local 3 --switch "127.0.0.1:$port" --job share-b --sizes 64K --dtype int32 \
+    --iters 3 --warmup 0 --json >"$tmp/share-b" 2>&1
+rb=$?
+wait $pa; ra=$?
+check "two ina-bench --local --switch runs share a switch" test "$ra$rb" = 00
+check "shared switch: both verified" bash -c "grep -q '\"ok\": *true' '$tmp/share-a' && grep -q '\"ok\": *true' '$tmp/share-b'"
+"$BENCH" --local 2 --switch "127.0.0.1:$port" --loss 0.01 >/dev/null 2>&1
+check "ina-bench --local --switch with --loss exits 2" test $? -eq 2
 # The switch prints its counters on SIGTERM and exits 0
 stop_switch; rc=$?
 check "ina-switch exits 0 on SIGTERM" test "$rc" -eq 0
 check "ina-switch prints counters" grep -q "completions  *[1-9]" "$tmp/sw.err"
-check "ina-switch job ended cleanly" grep -q "jobs_ended  *1" "$tmp/sw.err"
+check "ina-switch jobs ended cleanly" grep -q "jobs_ended  *3" "$tmp/sw.err"
 
 finish test_tools
