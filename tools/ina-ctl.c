@@ -26,6 +26,9 @@ static void usage(FILE *f)
             "  job ID        one job: its counters (retransmitted duplicates, drops by\n"
             "                cause) and its workers' packets and bytes\n"
             "  abort ID      end job ID now: its workers fail with INA_ERR_ABORTED\n"
+            "  evict ID      take job ID's slots: its workers finish what they sent and\n"
+            "                carry on at rank 0's host aggregator (INA_FALLBACK=host),\n"
+            "                or fail with INA_ERR_NOSPACE (INA_FALLBACK=none)\n"
             "  counters      the switch's totals, drops by cause\n"
             "\n"
             "Options:\n"
@@ -427,14 +430,16 @@ int main(int argc, char **argv)
         }
     }
     if (optind >= argc) {
-        fprintf(stderr, "ina-ctl: missing command (jobs, job ID, abort ID, counters; see --help)\n");
+        fprintf(stderr, "ina-ctl: missing command (jobs, job ID, abort ID, evict ID, counters; "
+                        "see --help)\n");
         return 2;
     }
     const char *cmd = argv[optind];
-    int need_id = !strcmp(cmd, "job") || !strcmp(cmd, "abort");
+    int need_id = !strcmp(cmd, "job") || !strcmp(cmd, "abort") || !strcmp(cmd, "evict");
     if ((strcmp(cmd, "jobs") && strcmp(cmd, "counters") && !need_id) ||
         argc - optind != (need_id ? 2 : 1)) {
-        fprintf(stderr, "ina-ctl: bad command line (want jobs | job ID | abort ID | counters)\n");
+        fprintf(stderr, "ina-ctl: bad command line (want jobs | job ID | abort ID | evict ID | "
+                        "counters)\n");
         return 2;
     }
     long id = -1;
@@ -445,18 +450,20 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!strcmp(cmd, "abort")) {
+    if (!strcmp(cmd, "abort") || !strcmp(cmd, "evict")) {
         char path[64], *body = NULL;
-        snprintf(path, sizeof(path), "/jobs/%ld/abort", id);
+        snprintf(path, sizeof(path), "/jobs/%ld/%s", id, cmd);
         int st = http(metrics, "POST", path, timeout_s, &body);
         if (st < 0)
             return 1;
         if (json)
             fputs(body, stdout);
-        else if (st == 202)
+        else if (st == 202 && !strcmp(cmd, "abort"))
             printf("abort of job %ld requested; its workers fail with INA_ERR_ABORTED\n", id);
+        else if (st == 202)
+            printf("eviction of job %ld requested; its workers move to their host fallback\n", id);
         else
-            fprintf(stderr, "ina-ctl: abort of job %ld refused: HTTP %d %s", id, st, body);
+            fprintf(stderr, "ina-ctl: %s of job %ld refused: HTTP %d %s", cmd, id, st, body);
         free(body);
         return st == 202 ? 0 : 1;
     }

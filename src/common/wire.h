@@ -68,6 +68,8 @@ enum ina_kind {
     INA_K_JOIN_NAK = 18, /* switch -> worker: refused (body: struct ina_nak) */
     INA_K_LEAVE = 19,    /* worker -> switch: rank leaves, session ends */
     INA_K_ABORT = 20,    /* switch -> worker: session ended (body: struct ina_nak) */
+    INA_K_MIGRATE = 22,  /* switch -> worker: the job loses its slots; move to the fallback
+                            aggregator at stream position `bound` (body: INA_MIGRATE_BODY_LEN) */
     INA_K_REDIRECT = 21, /* switch -> worker: JOIN this lane at another port (body: ina_nak
                             layout; bytes 12..13 hold the port) */
 };
@@ -263,6 +265,10 @@ static inline int ina_join_decode(const uint8_t *b, size_t len, struct ina_join 
  * aggregator, reserved (2). */
 #define INA_NAK_BODY_LEN 16
 #define INA_NAK_FALLBACK_LEN 24
+/* MIGRATE body, 32 bytes: the NOSPACE NAK layout with the fallback address
+ * (bytes 0..23; nonce 0), then bound (8): the first stream position of the
+ * session, round * W + slot, that the switch no longer serves. */
+#define INA_MIGRATE_BODY_LEN 32
 static inline void ina_nak_encode(uint8_t *b, uint64_t nonce, int32_t reason)
 {
     memset(b, 0, INA_NAK_BODY_LEN);

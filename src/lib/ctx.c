@@ -239,7 +239,7 @@ static void lane_release(struct ina_ctx *ctx)
     ina__stream_free(ctx);
     if (ctx->fd >= 0)
         close(ctx->fd);
-    if (ctx->mcast_group && ctx->mcast_fd >= 0)
+    if (ctx->mcast_fd >= 0) /* also after a move to the fallback, which has no group */
         close(ctx->mcast_fd);
     ctx->fd = ctx->mcast_fd = -1;
 }

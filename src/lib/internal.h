@@ -61,6 +61,8 @@ struct ina_req {
      * parts are requests of the lane contexts; a part points to its parent. */
     struct ina_req *parent;
     int remaining; /* parent: parts not finished yet (under the lanes mutex) */
+    uint64_t g_first; /* stream position of packet 0, once sent (g_sent set) */
+    int g_sent;
 };
 
 /* Worker-side state of one slot of the window. */
@@ -126,6 +128,12 @@ struct ina_ctx {
     struct ina_fallback *fallback; /* rank 0: the host aggregator it offers (fallback.c) */
     struct sockaddr_in fallback_target; /* from a NOSPACE: where the job runs instead */
     int path;               /* INA_PATH_SWITCH or INA_PATH_HOST */
+    /* Sessions under one stream (migrate.c): the session began at stream
+     * position wire_base (wire slot = (g - wire_base) mod W, rounds from 0);
+     * an eviction notice stops the stream at migrate_g until it moves. */
+    uint64_t wire_base;
+    int migrate_pending;
+    uint64_t migrate_g;
 
     /* stream */
     struct ina_wslot *slots; /* window entries */
@@ -214,6 +222,11 @@ void ina__lanes_stats(const struct ina_ctx *parent, ina_stats *st);
 void ina__lanes_close(struct ina_ctx *parent);
 /* The context of lane i (for ina_get_info). */
 const struct ina_ctx *ina__lanes_ctx(const struct ina_ctx *parent, int i);
+
+/* migrate.c: an eviction notice (MIGRATE) from the switch, and the move to
+ * rank 0's host aggregator once every packet below the bound has its result. */
+void ina__migrate_on_notice(struct ina_ctx *ctx, const uint8_t *body, size_t len);
+void ina__migrate_step(struct ina_ctx *ctx);
 
 /* stream.c */
 int ina__stream_init(struct ina_ctx *ctx);

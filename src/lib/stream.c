@@ -82,7 +82,8 @@ static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_
     const struct ina_req *req = ws->req;
     struct ina_hdr h;
     ina__hdr_session(&h, ctx, INA_K_DATA);
-    h.slot = slot | ((ws->seq & 1) ? INA_SLOT_SET_BIT : 0);
+    uint32_t wire_slot = (slot - (uint32_t)ctx->wire_base) & (ctx->window - 1);
+    h.slot = wire_slot | ((ws->seq & 1) ? INA_SLOT_SET_BIT : 0);
     h.seq = ws->seq;
     h.op = req->wire_op;
     h.tag = packet_tag(req, ws->p);
@@ -220,6 +221,8 @@ static void send_ready(struct ina_ctx *ctx, uint64_t now)
             continue;
         }
         uint64_t g = ctx->next_g;
+        if (ctx->migrate_pending && g >= ctx->migrate_g)
+            break; /* the rest goes to the next session (migrate.c) */
         uint32_t slot = (uint32_t)(g & mask);
         struct ina_wslot *ws = &ctx->slots[slot];
         if (ws->inflight) {
@@ -249,6 +252,10 @@ static void send_ready(struct ina_ctx *ctx, uint64_t now)
         ws->g = g;
         ws->p = ctx->send_p;
         ws->req = req;
+        if (ctx->send_p == 0) {
+            req->g_first = g;
+            req->g_sent = 1;
+        }
         arm_timer(ctx, ws, now);
         tx_packet(ctx, slot, ws);
         ctx->next_g++;
@@ -332,6 +339,7 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
         ctx->stats.stale_results++;
         return;
     }
+    slot = (slot + (uint32_t)ctx->wire_base) & (ctx->window - 1); /* wire slot -> ours */
     struct ina_wslot *ws = &ctx->slots[slot];
     if (!ws->inflight || h->seq != ws->seq) {
         ctx->stats.stale_results++; /* duplicate, or an answer to an earlier round */
@@ -383,6 +391,9 @@ void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len
     }
     if (h.kind == INA_K_RESULT) {
         on_result(ctx, &h, buf + INA_HDR_LEN, now);
+    } else if (h.kind == INA_K_MIGRATE && h.job == ctx->job_id && h.session == ctx->session &&
+               h.token == ctx->token) {
+        ina__migrate_on_notice(ctx, buf + INA_HDR_LEN, len - INA_HDR_LEN);
     } else if (h.kind == INA_K_ABORT && h.session == ctx->session && h.token == ctx->token) {
         uint64_t nonce;
         int32_t reason = INA_ERR_ABORTED;
@@ -574,6 +585,10 @@ void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)
     /* Drain what else is queued: results arrive in bursts of a window. */
     while (got == INA_RX_MSGS && !ctx->broken)
         got = rx_burst(ctx, now);
+    if (ctx->migrate_pending && !ctx->broken) {
+        ina__migrate_step(ctx); /* may block in a join, bounded by join_timeout_ms */
+        now = ina__now_ns();
+    }
     if (ctx->broken)
         return;
     fast_retransmit(ctx, now);

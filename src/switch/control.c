@@ -581,6 +581,57 @@ int ina_switch_abort_job(struct ina_switch *sw, uint16_t id)
     return 0;
 }
 
+void ina__job_send_migrate(struct ina_switch *sw, const struct ina_job *job, int r)
+{
+    uint8_t body[INA_MIGRATE_BODY_LEN];
+    memset(body, 0, sizeof(body));
+    ina_nak_encode(body, 0, INA_ERR_NOSPACE);
+    if (r0_offers_fallback(job)) {
+        memcpy(body + 16, &job->members[0].addr.sin_addr.s_addr, 4); /* network order */
+        ina_put16(body + 20, job->members[0].fallback_port);
+    }
+    ina_put32(body + 24, (uint32_t)(job->evict_bound >> 32));
+    ina_put32(body + 28, (uint32_t)job->evict_bound);
+    for (int i = r < 0 ? 0 : r; i < (r < 0 ? job->world : r + 1); i++)
+        if (job->members[i].joined)
+            send_ctl(sw, job, INA_K_MIGRATE, body, sizeof(body), &job->members[i].addr);
+}
+
+/*
+ * Eviction (PROTOCOL.md §5.8): the bound is one past the furthest stream
+ * position any rank has reached, round * W + slot over the job's slots.
+ * Positions below it are served as always, so whatever a rank has sent can
+ * complete; the ranks stop at the bound, wait for those results, leave, and
+ * carry on from the bound at rank 0's host aggregator (libina stream.c).
+ * DATA at or past the bound is dropped (EVICTED) and answered with the
+ * notice again, so a lost notice is repaired by the ranks' retransmissions.
+ */
+int ina_switch_evict_job(struct ina_switch *sw, uint16_t id)
+{
+    struct ina_job *job = ina__job_by_id(sw, id);
+    if (!job || job->state != INA_JOB_ACTIVE)
+        return -ENOENT;
+    if (job->evicted)
+        return -EALREADY;
+    int64_t top = -1;
+    for (uint32_t j = 0; j < job->window; j++) {
+        const struct ina_slot *s = &sw->slots[job->slot_base + j];
+        int32_t r0 = (int32_t)s->set[0].seq, r1 = (int32_t)s->set[1].seq;
+        int64_t r = r0 > r1 ? r0 : r1; /* -1 or -2: never used */
+        int64_t pos = r * (int64_t)job->window + j;
+        if (r >= 0 && pos > top)
+            top = pos;
+    }
+    job->evicted = 1;
+    job->evict_bound = (uint64_t)(top + 1);
+    log_job(INA_LOG_WARN, job, "operator_evict", "requested");
+    sw->c.jobs_evicted++;
+    if (ina_switch_tx_full(sw))
+        return 0; /* the ranks learn it from the answer to their next DATA */
+    ina__job_send_migrate(sw, job, -1);
+    return 0;
+}
+
 void ina_switch_tick(struct ina_switch *sw, uint64_t now_ns)
 {
     for (int i = 0; i < INA_SW_MAX_JOBS; i++) {

@@ -40,6 +40,7 @@ void ina_sw_counters_print(const struct ina_sw_counters *c, FILE *f)
     fprintf(f, "  join_redirects  %llu\n", (unsigned long long)c->join_redirects);
     fprintf(f, "  jobs_shrunk     %llu\n", (unsigned long long)c->jobs_shrunk);
     fprintf(f, "  jobs_waited     %llu\n", (unsigned long long)c->jobs_waited);
+    fprintf(f, "  jobs_evicted    %llu\n", (unsigned long long)c->jobs_evicted);
     for (int d = 0; d < INA_DROP__COUNT; d++)
         fprintf(f, "  drop_%-11s %llu\n", drop_names[d], (unsigned long long)c->drops[d]);
 }

@@ -27,6 +27,7 @@
     X(MISMATCH, "ranks sent different counts or op tags for one round")        \
     X(DUP_PENDING, "duplicate of a contribution while its round is incomplete") \
     X(JOIN, "malformed or refused join/leave")                                  \
+    X(EVICTED, "round at or past the bound of an evicted job (it moved away)")                                  \
     X(AUTH, "JOIN without a valid proof of the shared secret (--secret-file)")
 
 enum ina_drop {
@@ -47,6 +48,7 @@ struct ina_sw_counters {
     uint64_t join_redirects;  /* JOINs sent to the dataplane thread that owns the lane */
     uint64_t jobs_shrunk;     /* admitted with fewer slots than proposed (pool busy) */
     uint64_t jobs_waited;     /* had to wait for free slots before starting */
+    uint64_t jobs_evicted;    /* moved by the operator to their host fallback */
     uint64_t drops[INA_DROP__COUNT];
 };
 

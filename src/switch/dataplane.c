@@ -153,6 +153,12 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
     if (set != (h->seq & 1))
         return drop_job(sw, job, INA_DROP_SET);
 
+    if (job->evicted && (uint64_t)h->seq * job->window + rel >= job->evict_bound) {
+        /* Past the bound: this rank has not heard that the job moved. */
+        if (!ina_switch_tx_full(sw))
+            ina__job_send_migrate(sw, job, (int)h->rank);
+        return drop_job(sw, job, INA_DROP_EVICTED);
+    }
     uint32_t abs_slot = job->slot_base + rel;
     struct ina_slot_set *ss = &sw->slots[abs_slot].set[set];
     int32_t d = (int32_t)(h->seq - ss->seq);

@@ -335,7 +335,10 @@ static int run(struct shard *sh)
             for (unsigned i = 0; i < na; i++) {
                 if (ina_switch_tx_full(sw))
                     flush_tx(sh);
-                ina_switch_abort_job(sw, ids[i]);
+                if (ids[i] & INA_SW_EVICT_FLAG)
+                    ina_switch_evict_job(sw, (uint16_t)(ids[i] & ~INA_SW_EVICT_FLAG));
+                else
+                    ina_switch_abort_job(sw, ids[i]);
             }
             flush_tx(sh);
             ina_sw_pub_publish(sh->pub, sw);

@@ -351,7 +351,7 @@ static void render_jobs(const struct view *v, struct buf *b)
 /* ---- Abort ---------------------------------------------------------------- */
 
 /* @return 202 queued, 404 no such job, 503 mailbox full. */
-static int request_abort(struct ina_metrics *m, const struct view *v, unsigned long id)
+static int request_abort(struct ina_metrics *m, const struct view *v, unsigned long id, int evict)
 {
     const struct ina_job *found = NULL;
     for (unsigned i = 0; i < v->njobs; i++)
@@ -364,13 +364,14 @@ static int request_abort(struct ina_metrics *m, const struct view *v, unsigned l
     int rc = 503;
     pthread_mutex_lock(&pub->mu);
     if (pub->nabort < INA_SW_MAILBOX) {
-        pub->abort_ids[pub->nabort++] = (uint16_t)id;
+        pub->abort_ids[pub->nabort++] = (uint16_t)(id | (evict ? INA_SW_EVICT_FLAG : 0));
         atomic_store_explicit(&pub->pending, pub->nabort, memory_order_relaxed);
         rc = 202;
     }
     pthread_mutex_unlock(&pub->mu);
     if (rc == 202)
-        ina_log(INA_LOG_INFO, "abort_requested", INA_KV_I("job", id), INA_KV_S("name", found->name),
+        ina_log(INA_LOG_INFO, evict ? "evict_requested" : "abort_requested", INA_KV_I("job", id),
+                INA_KV_S("name", found->name),
                 INA_KV_I("lane", found->lane));
     return rc;
 }
@@ -463,9 +464,16 @@ static void serve_client(struct ina_metrics *m, int fd)
     int idlen = 0;
     int is_abort = sscanf(path, "/jobs/%lu/abort%n", &id, &idlen) == 1 &&
                    path[idlen] == '\0';
+    idlen = 0;
+    int is_evict = !is_abort && sscanf(path, "/jobs/%lu/evict%n", &id, &idlen) == 1 &&
+                   idlen > 0 && path[idlen] == '\0';
+    if (is_evict && id >= INA_SW_EVICT_FLAG)
+        is_evict = 0; /* not a job id: 404 below */
+    is_abort |= is_evict;
     if (strcmp(path, "/metrics") != 0 && strcmp(path, "/jobs") != 0 &&
         strcmp(path, "/counters") != 0 && !is_abort) {
-        respond_text(fd, 404, "no such path (try /metrics, /jobs, /counters, POST /jobs/ID/abort)",
+        respond_text(fd, 404, "no such path (try /metrics, /jobs, /counters, POST /jobs/ID/abort, "
+                              "POST /jobs/ID/evict)",
                      deadline);
         return;
     }
@@ -482,8 +490,8 @@ static void serve_client(struct ina_metrics *m, int fd)
     int status = 200;
     const char *ctype = "application/json";
     if (is_abort) {
-        status = request_abort(m, &v, id);
-        bprintf(&b, "{\"job\":%lu,\"abort\":\"%s\"}\n", id,
+        status = request_abort(m, &v, id, is_evict);
+        bprintf(&b, "{\"job\":%lu,\"%s\":\"%s\"}\n", id, is_evict ? "evict" : "abort",
                 status == 202 ? "requested" : status == 404 ? "no such job" : "mailbox full");
     } else if (strcmp(path, "/metrics") == 0) {
         ctype = "text/plain; version=0.0.4; charset=utf-8";

@@ -24,7 +24,7 @@ struct ina_sw_pub {
     unsigned njobs;
     struct ina_job jobs[INA_SW_MAX_JOBS]; /* the used entries, compacted */
     uint32_t nslots;                      /* this shard's pool */
-    uint16_t abort_ids[INA_SW_MAILBOX];
+    uint16_t abort_ids[INA_SW_MAILBOX]; /* job ids; | INA_SW_EVICT_FLAG: evict, not abort */
     unsigned nabort;
     atomic_uint pending; /* nabort, readable without the lock */
 };

@@ -22,7 +22,8 @@
 
 #define INA_BITMAP_WORDS ((INA_MAX_WORKERS + 63) / 64)
 #define INA_SW_MAX_JOBS 64   /* per shard */
-#define INA_SW_MAX_SHARDS 64 /* dataplane threads; job ids stay below 2^16 */
+#define INA_SW_MAX_SHARDS 64 /* dataplane threads; job ids stay below 2^12 */
+#define INA_SW_EVICT_FLAG 0x8000u /* operator mailbox: evict rather than abort (metrics.h) */
 
 /* One set (copy) of one slot. Invariant: complete <=> nrecv == job world size
  * for the round `seq`; bitmap has exactly nrecv bits set. */
@@ -78,6 +79,8 @@ struct ina_job {
     uint32_t window, slot_base;
     uint64_t created_ns, last_rx_ns;
     uint64_t wait_until_ns; /* WAITING: give up (NOSPACE) after this */
+    int evicted;            /* the operator moved it away (control.c: ina_switch_evict_job) */
+    uint64_t evict_bound;   /* then: first stream position (round * W + slot) not served */
     struct sockaddr_in mcast; /* group finished sums go to; sin_family 0 = unicast to each rank */
     struct ina_job_counters c;
     struct ina_member members[INA_MAX_WORKERS];
@@ -151,6 +154,12 @@ void ina_switch_tick(struct ina_switch *sw, uint64_t now_ns);
  * thread itself; the caller must flush first if ina_switch_tx_full().
  * @return 0, or -ENOENT if the id is not a job of this shard. */
 int ina_switch_abort_job(struct ina_switch *sw, uint16_t id);
+/* Operator eviction: the job keeps its slots only for what its ranks have
+ * already sent, and moves to rank 0's host aggregator (PROTOCOL.md §5.8).
+ * @return 0, -ENOENT (no such active job) or -EALREADY. */
+int ina_switch_evict_job(struct ina_switch *sw, uint16_t id);
+/* Queue the job's MIGRATE notice to one rank (r >= 0) or every rank (r < 0). */
+void ina__job_send_migrate(struct ina_switch *sw, const struct ina_job *job, int r);
 
 /* Internal, shared between control.c and dataplane.c. */
 void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_hdr *h,

@@ -3,6 +3,7 @@
 #define INA_E2E_HARNESS_H
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -189,6 +190,32 @@ static inline float h_f32(int rank, uint64_t op, uint64_t i)
     double u = (double)(x >> 11) / 9007199254740992.0 - 0.5;
     int sh = (int)((i / 97) % 9) - 4;
     return (float)(u * ((sh >= 0) ? (double)(1 << sh) : 1.0 / (1 << -sh)));
+}
+
+/*
+ * Check every stride-th element of an all-reduce of n ranks' h_i32 (f = 0,
+ * exact mod 2^32) or h_f32 (f = 1, within the float32 bound for a block
+ * maximum of amax) data of operation op. @return the elements that are wrong.
+ */
+static inline int h_check_sum(const void *out, size_t count, size_t stride, int n, uint64_t op,
+                              int f, double amax)
+{
+    int bad = 0;
+    for (size_t j = 0; j < count; j += stride) {
+        if (f) {
+            double exact = 0;
+            for (int r = 0; r < n; r++)
+                exact += h_f32(r, op, j);
+            bad += !(fabs(((const float *)out)[j] - exact) <=
+                     ina_float_error_bound(n, amax, exact));
+        } else {
+            uint32_t exact = 0;
+            for (int r = 0; r < n; r++)
+                exact += (uint32_t)h_i32(r, op, j);
+            bad += ((const uint32_t *)out)[j] != exact;
+        }
+    }
+    return bad;
 }
 
 #endif

@@ -71,20 +71,8 @@ static int one_op(ina_ctx *ctx, int rank, int n, uint64_t op, int *rc_out)
         fprintf(stderr, "rank %d op %llu: %s\n", rank, (unsigned long long)op, ina_err_name(rc));
         return 0;
     }
-    int bad = 0;
-    for (size_t j = 0; j < COUNT; j += 7) {
-        if (f) {
-            double exact = 0, amax = 4.0; /* h_f32 values are below 8: a safe block bound */
-            for (int r = 0; r < n; r++)
-                exact += h_f32(r, op, j);
-            bad += !(fabs(((float *)out)[j] - exact) <= ina_float_error_bound(n, amax, exact));
-        } else {
-            uint32_t exact = 0;
-            for (int r = 0; r < n; r++)
-                exact += (uint32_t)h_i32(r, op, j);
-            bad += (uint32_t)out[j] != exact;
-        }
-    }
+    /* h_f32 values are below 8: a safe block bound */
+    int bad = h_check_sum(out, COUNT, 7, n, op, f, 4.0);
     if (bad)
         fprintf(stderr, "rank %d op %llu: %d wrong elements\n", rank, (unsigned long long)op, bad);
     return bad;
