@@ -38,8 +38,9 @@ check "cmake --install with DESTDIR exits 0" test $? -eq 0
 check "nothing installed outside DESTDIR" test "$(find "$stage" -mindepth 1 -maxdepth 1)" = "$stage/opt"
 for f in lib/libina.so.0.1.0 lib/libina.a include/ina.h lib/pkgconfig/ina.pc \
     lib/cmake/ina/inaConfig.cmake lib/cmake/ina/inaConfigVersion.cmake \
-    lib/cmake/ina/inaTargets.cmake bin/ina-switch bin/ina-bench \
-    share/man/man1/ina-switch.1 share/man/man1/ina-bench.1 share/man/man3/ina.3; do
+    lib/cmake/ina/inaTargets.cmake bin/ina-switch bin/ina-bench bin/ina-ctl \
+    share/man/man1/ina-switch.1 share/man/man1/ina-bench.1 share/man/man1/ina-ctl.1 \
+    share/man/man3/ina.3; do
     check "installed $f" test -f "$root/$f"
 done
 check "libina.so.0 -> libina.so.0.1.0" test "$(readlink "$root/lib/libina.so.0")" = libina.so.0.1.0
@@ -85,7 +86,7 @@ unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR PKG_CONFIG_LIBDIR
 # Debian system but minimal containers; without them, say so)
 command -v groff >/dev/null || echo "note: groff not installed (apt-get install groff-base): pages not checked"
 command -v man >/dev/null || echo "note: man not installed (apt-get install man-db): man -l not checked"
-for page in man1/ina-switch.1 man1/ina-bench.1 man3/ina.3; do
+for page in man1/ina-switch.1 man1/ina-bench.1 man1/ina-ctl.1 man3/ina.3; do
     f=$root/share/man/$page
     if command -v groff >/dev/null; then
         check "groff: $page without warnings" test -z "$(groff -man -Tutf8 -ww -z "$f" 2>&1)"
