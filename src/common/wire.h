@@ -68,10 +68,10 @@ enum ina_kind {
     INA_K_JOIN_NAK = 18, /* switch -> worker: refused (body: struct ina_nak) */
     INA_K_LEAVE = 19,    /* worker -> switch: rank leaves, session ends */
     INA_K_ABORT = 20,    /* switch -> worker: session ended (body: struct ina_nak) */
-    INA_K_MIGRATE = 22,  /* switch -> worker: the job loses its slots; move to the fallback
-                            aggregator at stream position `bound` (body: INA_MIGRATE_BODY_LEN) */
     INA_K_REDIRECT = 21, /* switch -> worker: JOIN this lane at another port (body: ina_nak
                             layout; bytes 12..13 hold the port) */
+    INA_K_MIGRATE = 22,  /* switch -> worker: the job loses its slots; move to the fallback
+                            aggregator at stream position `bound` (body: INA_MIGRATE_BODY_LEN) */
 };
 
 /* A worker may split its stream into lanes (threads), each its own job at
