@@ -273,28 +273,48 @@ static int r0_offers_fallback(const struct ina_job *job)
 
 /* No room, and no (more) waiting: NOSPACE to every rank, with rank 0's
  * fallback aggregator if it offered one (libina then runs the job there). */
-static void job_refuse(struct ina_switch *sw, struct ina_job *job)
+/* The NOSPACE of a refused job to its rank r, naming rank 0's fallback if offered. */
+static void send_refusal(struct ina_switch *sw, const struct ina_job *job, int r)
+{
+    const struct ina_member *m = &job->members[r], *r0 = &job->members[0];
+    uint8_t body[INA_NAK_FALLBACK_LEN];
+    memset(body, 0, sizeof(body));
+    ina_nak_encode(body, m->nonce, INA_ERR_NOSPACE);
+    size_t len = INA_NAK_BODY_LEN;
+    if (r0_offers_fallback(job)) {
+        memcpy(body + 16, &r0->addr.sin_addr.s_addr, 4); /* already network order */
+        ina_put16(body + 20, r0->fallback_port);
+        len = INA_NAK_FALLBACK_LEN;
+    }
+    send_ctl(sw, NULL, INA_K_JOIN_NAK, body, len, &m->addr);
+}
+
+static void job_refuse(struct ina_switch *sw, struct ina_job *job, uint64_t now_ns)
 {
     log_job(INA_LOG_WARN, job, "job_refused", r0_offers_fallback(job) ? "no_free_slots_fallback"
                                                                           : "no_free_slots");
     sw->c.jobs_refused++;
-    const struct ina_member *r0 = &job->members[0];
-    for (int r = 0; r < job->world; r++) {
-        const struct ina_member *m = &job->members[r];
-        if (!m->joined)
-            continue;
-        uint8_t body[INA_NAK_FALLBACK_LEN];
-        memset(body, 0, sizeof(body));
-        ina_nak_encode(body, m->nonce, INA_ERR_NOSPACE);
-        size_t len = INA_NAK_BODY_LEN;
-        if (r0_offers_fallback(job)) {
-            memcpy(body + 16, &r0->addr.sin_addr.s_addr, 4); /* already network order */
-            ina_put16(body + 20, r0->fallback_port);
-            len = INA_NAK_FALLBACK_LEN;
-        }
-        send_ctl(sw, NULL, INA_K_JOIN_NAK, body, len, &m->addr);
-    }
+    for (int r = 0; r < job->world; r++)
+        if (job->members[r].joined)
+            send_refusal(sw, job, r);
+    unsigned k = sw->nrefused++ % INA_SW_REFUSED_KEEP;
+    sw->refused[k] = *job;
+    sw->refused_at[k] = now_ns;
     job_free(sw, job);
+}
+
+/* A recently refused job that this JOIN (same name, lane, rank and nonce) belongs to. */
+static const struct ina_job *refused_job_of(const struct ina_switch *sw, const struct ina_hdr *h,
+                                            const struct ina_join *j, uint64_t now_ns)
+{
+    for (unsigned k = 0; k < INA_SW_REFUSED_KEEP && k < sw->nrefused; k++) {
+        const struct ina_job *t = &sw->refused[k];
+        if (now_ns - sw->refused_at[k] < INA_SW_REFUSED_NS && t->lane == j->lane &&
+            h->rank < t->world && t->members[h->rank].joined &&
+            t->members[h->rank].nonce == j->nonce && strcmp(t->name, j->name) == 0)
+            return t;
+    }
+    return NULL;
 }
 
 /* All ranks are in: agree on parameters, take slots, start the session
@@ -321,7 +341,7 @@ static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_n
         }
         if (job->state == INA_JOB_WAITING && now_ns < job->wait_until_ns)
             return;
-        job_refuse(sw, job);
+        job_refuse(sw, job, now_ns);
         return;
     }
     job->elems = (uint16_t)elems;
@@ -446,6 +466,11 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
     if (sw->p.only_job[0] && strcmp(j.name, sw->p.only_job) != 0) {
         sw->c.drops[INA_DROP_JOIN]++; /* a worker's private aggregator serves one job */
         send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+        return;
+    }
+    const struct ina_job *refused = refused_job_of(sw, h, &j, now_ns);
+    if (refused) {
+        send_refusal(sw, refused, h->rank); /* its NOSPACE was lost: say it again */
         return;
     }
     struct ina_job *job = job_by_name(sw, j.name, j.lane);

@@ -24,6 +24,8 @@
 #define INA_SW_MAX_JOBS 64   /* per shard */
 #define INA_SW_MAX_SHARDS 64 /* dataplane threads; job ids stay below 2^12 */
 #define INA_SW_EVICT_FLAG 0x8000u /* operator mailbox: evict rather than abort (metrics.h) */
+#define INA_SW_REFUSED_KEEP 8     /* refused jobs remembered, to repeat a lost NOSPACE */
+#define INA_SW_REFUSED_NS 5000000000ull /* ... for this long */
 
 /* One set (copy) of one slot. Invariant: complete <=> nrecv == job world size
  * for the round `seq`; bitmap has exactly nrecv bits set. */
@@ -119,6 +121,12 @@ struct ina_switch {
     struct ina_job jobs[INA_SW_MAX_JOBS];
     uint32_t session_counter;
     int slots_freed; /* an ACTIVE job ended since WAITING jobs were last retried */
+    /* Jobs refused with NOSPACE lately (control.c: job_refuse): a rank whose
+     * NAK was lost retries its JOIN with the same nonce and gets the NAK again
+     * (and its fallback) rather than a new job that can never fill. */
+    struct ina_job refused[INA_SW_REFUSED_KEEP];
+    uint64_t refused_at[INA_SW_REFUSED_KEEP];
+    unsigned nrefused;
     struct ina_sw_counters c;
     struct ina_txq txq;
 };

@@ -735,6 +735,30 @@ static void test_join_nospace(void)
     CHECK_EQ_INT(owned_slots(0), 0);
     tx_reset();
 
+    /* Rank 0's NAK was lost: its retried JOIN (same nonce) gets the NAK again,
+     * and no new job is started that could never fill. */
+    send_join("c", 0, 2, 4, 1, 0xC0, &c0);
+    CHECK_EQ_INT(tx_n(), 1);
+    CHECK_NAK(0, &c0, 0xC0, INA_ERR_NOSPACE);
+    CHECK(job_named("c") == NULL);
+    CHECK_EQ_INT(sw->c.jobs_refused, 1);
+    tx_reset();
+    /* A new incarnation (another nonce) is a new job, as ever; and after the
+     * memory's 5 s the old nonce is too. */
+    send_join("c", 0, 2, 4, 1, 0xC2, &c0);
+    CHECK_EQ_INT(tx_n(), 0);
+    CHECK(job_named("c") != NULL);
+    now_ns += INA_SW_REFUSED_NS;
+    send_join("c", 1, 2, 4, 1, 0xC1, &c1); /* completes the new job: refused again */
+    CHECK_EQ_INT(tx_n(), 2);
+    CHECK_EQ_INT(sw->c.jobs_refused, 2);
+    tx_reset();
+    now_ns += INA_SW_REFUSED_NS + 1;
+    send_join("c", 1, 2, 4, 1, 0xC1, &c1); /* long after: a new JOINING job */
+    CHECK_EQ_INT(tx_n(), 0);
+    CHECK(job_named("c") != NULL);
+    tx_reset();
+
     /* Job a still works after the refusal. */
     const int32_t v[4] = {5, 6, 7, 8};
     const int32_t s[4] = {10, 12, 14, 16};
