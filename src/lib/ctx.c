@@ -122,25 +122,6 @@ int ina_init(ina_ctx **out, const ina_config *cfg)
     return ina__lane_open(out, cfg, 0, 1);
 }
 
-/*
- * The switch has no room (INA_ERR_NOSPACE) and named rank 0's host
- * aggregator (fallback.c): rank 0 starts it, and every rank joins it
- * instead, with the same protocol and a fresh join deadline.
- */
-static int join_fallback(struct ina_ctx *ctx, int elems, int window)
-{
-    int rc = ctx->rank == 0 ? ina__fallback_start(ctx, elems, window) : 0;
-    if (rc == 0) {
-        ctx->switch_addr = ctx->fallback_target;
-        rc = ina__net_reconnect(ctx, ntohs(ctx->fallback_target.sin_port));
-    }
-    if (rc == 0)
-        rc = ina__session_join(ctx, elems, window);
-    if (rc == 0)
-        ctx->path = INA_PATH_HOST;
-    return rc;
-}
-
 int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, int lane, int nlanes)
 {
     struct ina_ctx *ctx = ctx_new(cfg, lane, nlanes);
@@ -170,7 +151,7 @@ int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, int lane, int nl
         rc = ina__session_join(ctx, elems, window);
         if (rc == INA_ERR_NOSPACE && ctx->fallback_mode == INA_FALLBACK_HOST &&
             ctx->fallback_target.sin_port)
-            rc = join_fallback(ctx, elems, window);
+            rc = ina__fallback_join(ctx, elems, window);
     }
     if (rc == 0 && ctx->mcast_group)
         rc = ina__net_open_mcast(ctx); /* cannot receive the sums: fail, and end it for all */
@@ -324,8 +305,9 @@ void ina__live_unlink(struct ina_ctx *ctx, struct ina_req *req)
     ctx->nreqs--;
 }
 
-struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
-                                size_t count, ina_dtype dtype, ina_op op)
+/* A request with the caller's arguments; what the stream needs is set by the caller. */
+static struct ina_req *req_new(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
+                               size_t count, ina_dtype dtype, ina_op op)
 {
     struct ina_req *req = calloc(1, sizeof(*req));
     if (!req)
@@ -337,6 +319,15 @@ struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *
     req->dtype = dtype;
     req->op = op;
     req->esize = ina__dtype_size(dtype);
+    return req;
+}
+
+struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
+                                size_t count, ina_dtype dtype, ina_op op)
+{
+    struct ina_req *req = req_new(ctx, sendbuf, recvbuf, count, dtype, op);
+    if (!req)
+        return NULL;
     req->wire_op = ina__wire_op(op);
     req->quantized = ina__dtype_quantized(dtype);
     req->nblocks = (count + ctx->elems - 1) / ctx->elems;
@@ -374,16 +365,9 @@ struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *
 static int lanes_start_op(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
                           ina_dtype dtype, ina_op op, ina_req **out)
 {
-    struct ina_req *req = calloc(1, sizeof(*req));
+    struct ina_req *req = req_new(ctx, sendbuf, recvbuf, count, dtype, op);
     if (!req)
         return -ENOMEM;
-    req->ctx = ctx;
-    req->src = sendbuf;
-    req->dst = recvbuf;
-    req->count = count;
-    req->dtype = dtype;
-    req->op = op;
-    req->esize = ina__dtype_size(dtype);
     int rc = ina__lanes_submit(ctx, req);
     if (rc != 0) {
         free(req);

@@ -180,6 +180,20 @@ int ina__fallback_start(struct ina_ctx *ctx, int elems, int window)
     return 0;
 }
 
+int ina__fallback_join(struct ina_ctx *ctx, int elems, int window)
+{
+    int rc = ctx->rank == 0 ? ina__fallback_start(ctx, elems, window) : 0;
+    if (rc == 0) {
+        ctx->switch_addr = ctx->fallback_target;
+        rc = ina__net_reconnect(ctx, ntohs(ctx->fallback_target.sin_port));
+    }
+    if (rc == 0)
+        rc = ina__session_join(ctx, elems, window);
+    if (rc == 0)
+        ctx->path = INA_PATH_HOST;
+    return rc;
+}
+
 void ina__fallback_close(struct ina_ctx *ctx)
 {
     struct ina_fallback *fb = ctx->fallback;

@@ -201,6 +201,11 @@ struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *
 int ina__fallback_prepare(struct ina_ctx *ctx);
 uint16_t ina__fallback_port(const struct ina_ctx *ctx);
 int ina__fallback_start(struct ina_ctx *ctx, int elems, int window);
+/* The switch has no room for the job (a NOSPACE, or an eviction) and named
+ * rank 0's aggregator in ctx->fallback_target: rank 0 starts it, and every
+ * rank joins it there instead, with the same protocol and a fresh join
+ * deadline; the path becomes INA_PATH_HOST. @return 0 or the join's error. */
+int ina__fallback_join(struct ina_ctx *ctx, int elems, int window);
 void ina__fallback_close(struct ina_ctx *ctx);
 
 /* ctx.c: take a request off ctx's list of requests not yet waited. */

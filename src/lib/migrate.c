@@ -90,13 +90,7 @@ void ina__migrate_step(struct ina_ctx *ctx)
         ina__stream_fail_all(ctx, INA_ERR_NOSPACE); /* nowhere to go */
         return;
     }
-    int rc = ctx->rank == 0 ? ina__fallback_start(ctx, (int)elems, (int)window) : 0;
-    if (rc == 0) {
-        ctx->switch_addr = ctx->fallback_target;
-        rc = ina__net_reconnect(ctx, ntohs(ctx->fallback_target.sin_port));
-    }
-    if (rc == 0)
-        rc = ina__session_join(ctx, (int)elems, (int)window);
+    int rc = ina__fallback_join(ctx, (int)elems, (int)window);
     if (rc == 0 && (ctx->elems != elems || ctx->window != window))
         rc = INA_ERR_PROTO; /* the stream's slots and blocks must stay as they were */
     ctx->migrate_pending = 0;
@@ -105,7 +99,6 @@ void ina__migrate_step(struct ina_ctx *ctx)
         ina__stream_fail_all(ctx, rc);
         return;
     }
-    ctx->path = INA_PATH_HOST;
     ctx->wire_base = ctx->migrate_g;
     for (uint32_t i = 0; i < ctx->window; i++)
         ctx->slots[i].round = 0; /* the new session's rounds start at 0 */
