@@ -277,6 +277,48 @@ static unsigned rx_split(struct rx_batch *rx, int n, uint64_t *trunc)
     return nseg;
 }
 
+/*
+ * One receive burst: recvmmsg (each message may be a GRO train), split,
+ * --fault-rx, the dataplane, then the flush of what it queued.
+ * @return recvmmsg's result (0 or less: nothing was read).
+ */
+static int rx_burst(struct shard *sh, struct rx_batch *rx, uint64_t now)
+{
+    struct ina_switch *sw = &sh->sw;
+    for (int i = 0; i < INA_SW_RX_MSGS; i++) {
+        rx->iovs[i].iov_base = rx->mem + (size_t)i * INA_GRO_BUF;
+        rx->iovs[i].iov_len = INA_GRO_BUF;
+        rx->msgs[i].msg_hdr.msg_name = &rx->addrs[i];
+        rx->msgs[i].msg_hdr.msg_namelen = sizeof(rx->addrs[i]);
+        rx->msgs[i].msg_hdr.msg_iov = &rx->iovs[i];
+        rx->msgs[i].msg_hdr.msg_iovlen = 1;
+        rx->msgs[i].msg_hdr.msg_control = rx->ctrl[i];
+        rx->msgs[i].msg_hdr.msg_controllen = INA_GRO_CTRL_LEN;
+        rx->msgs[i].msg_hdr.msg_flags = 0;
+    }
+    int n = recvmmsg(sh->tx.fd, rx->msgs, INA_SW_RX_MSGS, MSG_DONTWAIT, NULL);
+    if (n > 0) {
+        unsigned nseg = rx_split(rx, n, &sh->rx_trunc), norder = nseg;
+        if (ina_fault_active(&sh->fault_rx))
+            norder = ina_fault_plan(&sh->fault_rx, nseg, rx->order);
+        else
+            for (unsigned i = 0; i < nseg; i++)
+                rx->order[i] = i;
+        for (unsigned o = 0; o < norder; o++) {
+            unsigned s = rx->order[o];
+            if (ina_switch_tx_full(sw))
+                flush_tx(sh);
+            ina_switch_input(sw, rx->seg[s], rx->seglen[s], &rx->addrs[rx->segsrc[s]], now);
+        }
+        flush_tx(sh);
+    } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+               errno != ECONNREFUSED) {
+        ina_log(INA_LOG_ERROR, "recv_failed", INA_KV_I("shard", sw->p.shard),
+                INA_KV_S("reason", strerror(errno)));
+    }
+    return n;
+}
+
 static int run(struct shard *sh)
 {
     struct ina_switch *sw = &sh->sw;
@@ -291,38 +333,8 @@ static int run(struct shard *sh)
     }
     uint64_t next_tick = now_ns() + 1000000000ull, next_publish = 0;
     while (!stop_requested) {
-        for (int i = 0; i < INA_SW_RX_MSGS; i++) {
-            rx->iovs[i].iov_base = rx->mem + (size_t)i * INA_GRO_BUF;
-            rx->iovs[i].iov_len = INA_GRO_BUF;
-            rx->msgs[i].msg_hdr.msg_name = &rx->addrs[i];
-            rx->msgs[i].msg_hdr.msg_namelen = sizeof(rx->addrs[i]);
-            rx->msgs[i].msg_hdr.msg_iov = &rx->iovs[i];
-            rx->msgs[i].msg_hdr.msg_iovlen = 1;
-            rx->msgs[i].msg_hdr.msg_control = rx->ctrl[i];
-            rx->msgs[i].msg_hdr.msg_controllen = INA_GRO_CTRL_LEN;
-            rx->msgs[i].msg_hdr.msg_flags = 0;
-        }
-        int n = recvmmsg(fd, rx->msgs, INA_SW_RX_MSGS, MSG_DONTWAIT, NULL);
         uint64_t now = now_ns();
-        if (n > 0) {
-            unsigned nseg = rx_split(rx, n, &sh->rx_trunc), norder = nseg;
-            if (ina_fault_active(&sh->fault_rx))
-                norder = ina_fault_plan(&sh->fault_rx, nseg, rx->order);
-            else
-                for (unsigned i = 0; i < nseg; i++)
-                    rx->order[i] = i;
-            for (unsigned o = 0; o < norder; o++) {
-                unsigned s = rx->order[o];
-                if (ina_switch_tx_full(sw))
-                    flush_tx(sh);
-                ina_switch_input(sw, rx->seg[s], rx->seglen[s], &rx->addrs[rx->segsrc[s]], now);
-            }
-            flush_tx(sh);
-        } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
-                   errno != ECONNREFUSED) {
-            ina_log(INA_LOG_ERROR, "recv_failed", INA_KV_I("shard", sw->p.shard),
-                    INA_KV_S("reason", strerror(errno)));
-        }
+        int n = rx_burst(sh, rx, now);
         if (now >= next_tick) {
             ina_switch_tick(sw, now);
             flush_tx(sh);
@@ -348,6 +360,10 @@ static int run(struct shard *sh)
             struct pollfd pfd = {.fd = fd, .events = POLLIN};
             poll(&pfd, 1, sh->pub ? 100 : 200);
         }
+    }
+    /* Stopping: take what is already queued (a last LEAVE, say), so the
+     * counters printed on exit count every datagram that reached the switch. */
+    for (int i = 0; i < 64 && rx_burst(sh, rx, now_ns()) > 0; i++) {
     }
     free(rx->mem);
     free(rx);
