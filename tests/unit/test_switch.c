@@ -791,6 +791,90 @@ static void test_join_nospace(void)
     sw_close();
 }
 
+/* ---- Admission policy ------------------------------------------------------------ */
+
+static void send_leave(const struct job_info *ji, int rank, const struct sockaddr_in *src,
+                       uint32_t token_xor, uint32_t session_xor);
+
+/* A one-rank job proposing `proposed` slots; it must be admitted with `granted`. */
+static struct job_info join_granted(int line, const char *name, uint32_t proposed,
+                                    uint32_t granted, int port, uint64_t nonce)
+{
+    struct job_info ji;
+    memset(&ji, 0, sizeof(ji));
+    ji.world = 1;
+    ji.addr[0] = addr_port(port);
+    ji.nonce[0] = nonce;
+    tx_reset();
+    send_join(name, 0, 1, 4, proposed, nonce, &ji.addr[0]);
+    read_acks(line, &ji, name, 4, granted);
+    tx_reset();
+    return ji;
+}
+
+/* A one-rank JOIN that allows a wait of wait_100ms x 100 ms for slots. */
+static void send_join_wait(const char *name, uint32_t window, uint16_t wait_100ms,
+                           uint64_t nonce, const struct sockaddr_in *src)
+{
+    uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
+    size_t len = make_join(b, name, 0, 1, 4, window, nonce);
+    ina_put16(b + INA_HDR_LEN + 30, wait_100ms);
+    input(b, len, src);
+}
+
+/*
+ * The policy of PROTOCOL.md §5.3 on a pool of 16: a proposal is capped at
+ * max_job_slots, halved while no contiguous run is free down to
+ * min_job_slots, else refused with NOSPACE; a job that allows a wait is held
+ * (no reply) and started when slots are freed, or refused at its deadline.
+ */
+static void test_admission(void)
+{
+    sw_open(0); /* no idle timeout: the ticks below are for the waiting jobs */
+    sw->p.max_job_slots = 8;
+    sw->p.min_job_slots = 2;
+    struct job_info a = join_granted(__LINE__, "cap", 16, 8, 14000, 0xA1); /* capped */
+    CHECK_EQ_INT(sw->c.jobs_shrunk, 0);
+    struct job_info b = join_granted(__LINE__, "fit", 4, 4, 14001, 0xB1);
+    join_granted(__LINE__, "shrunk", 8, 4, 14002, 0xC1); /* only 4 free in a row */
+    CHECK_EQ_INT(sw->c.jobs_shrunk, 1);
+    CHECK_EQ_INT(owned_slots(0), 0);
+
+    /* Full: refused at once... */
+    struct sockaddr_in d0 = addr_port(14003), e0 = addr_port(14004), f0 = addr_port(14005);
+    send_join("full", 0, 1, 4, 2, 0xD1, &d0);
+    CHECK_NAK(0, &d0, 0xD1, INA_ERR_NOSPACE);
+    CHECK_EQ_INT(sw->c.jobs_refused, 1);
+    tx_reset();
+    /* ...or held, when the JOIN allows a wait: no reply meanwhile. */
+    send_join_wait("waits", 4, 10, 0xE1, &e0); /* 1 s */
+    CHECK_EQ_INT(tx_n(), 0);
+    CHECK_EQ_INT(sw->c.jobs_waited, 1);
+    CHECK_EQ_INT(job_named("waits")->state, INA_JOB_WAITING);
+    send_join_wait("late", 4, 1, 0xF1, &f0); /* 100 ms */
+    CHECK_EQ_INT(tx_n(), 0);
+
+    /* 150 ms on, "late" has waited long enough: NOSPACE at the next tick. */
+    now_ns += 150000000ull;
+    ina_switch_tick(sw, now_ns);
+    CHECK_EQ_INT(tx_n(), 1);
+    CHECK_NAK(0, &f0, 0xF1, INA_ERR_NOSPACE);
+    CHECK(job_named("late") == NULL);
+    tx_reset();
+
+    /* "fit" leaves: its 4 slots go to the waiting job, which gets its ACK now. */
+    send_leave(&b, 0, &b.addr[0], 0, 0);
+    CHECK_EQ_INT(tx_n(), 1);
+    struct ina_hdr h;
+    CHECK_EQ_INT(tx_hdr(0, &h), INA_PARSE_OK);
+    CHECK_EQ_INT(h.kind, INA_K_JOIN_ACK);
+    CHECK(tx_to(0, &e0));
+    CHECK_EQ_INT(job_named("waits")->state, INA_JOB_ACTIVE);
+    CHECK_EQ_INT(job_named("waits")->window, 4);
+    CHECK_EQ_INT(owned_slots(a.job), 8);
+    sw_close();
+}
+
 /* ---- Slots ----------------------------------------------------------------------- */
 
 static void test_slot_rounds(void)
@@ -1773,6 +1857,7 @@ int main(void)
     test_join_refused();
     test_join_mismatch_and_rejoin();
     test_join_nospace();
+    test_admission();
     test_slot_rounds();
     test_tag_mismatch();
     test_slot_ops();
