@@ -19,13 +19,8 @@ case $B in /*) ;; *) B=$PWD/$B ;; esac
 SRC=${INA_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 PY=/usr/bin/python3
 SW=$B/bin/ina-switch
-tmp=$(mktemp -d)
-swpid=
-cleanup() { [ -n "$swpid" ] && kill -9 "$swpid" 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+# shellcheck source=tests/scripts/harness.sh
+. "$SRC/tests/scripts/harness.sh" # $tmp, cleanup, ok/bad/check
 
 for need in "$SW" "$B/lib/libina.so"; do
     [ -e "$need" ] || { echo "FAIL: $need missing (build first)"; exit 1; }
