@@ -221,6 +221,8 @@ mapfile -t GROUPS_ARR <<<"$GROUPS_TXT"
 
 # shellcheck source=scripts/netns.sh
 source "$ROOT/scripts/netns.sh"
+# shellcheck source=bench/ranks.sh
+source "$ROOT/bench/ranks.sh"
 CLUSTER=          # prefix of the cluster that is up
 LO_SWITCH_PID=    # loopback switch
 BG_PIDS=()        # worker launches of the current step
@@ -326,7 +328,7 @@ stop_switch() {
 # run_ina SETTING N PART ITERS WARMUP SIZES TIMEOUT: N workers against the running switch, one
 # ina-bench launch per iteration group (its --iters is one count for all sizes).
 run_ina() {
-    local setting=$1 n=$2 part=$3 it=$4 wu=$5 sizes=$6 to=$7 r d rc=0 st pids=() job mx mn
+    local setting=$1 n=$2 part=$3 it=$4 wu=$5 sizes=$6 to=$7 r d rc=0 job mx mn
     d=$RUN/$setting-n$n-ina-$part-i$it
     mkdir -p "$d"
     job=b$part$it-$n-$$
@@ -341,18 +343,9 @@ run_ina() {
         cmd+=("$INA_BENCH" --switch "$SW_ADDR" --rank "$r" --world "$n" --job "$job" --json
             --sizes "$sizes" --dtype "$DTYPE" --iters "$it" --warmup "$wu" "${extra[@]}"
             --deadline-s "$to")
-        printf '%q ' "${cmd[@]}" >>"$d/cmd"
-        echo >>"$d/cmd"
-        "${cmd[@]}" >"$d/out.$r" 2>"$d/err.$r" &
-        pids+=($!)
+        start_rank "$d" "$r" "${cmd[@]}"
     done
-    BG_PIDS=("${pids[@]}")
-    for r in "${!pids[@]}"; do
-        wait "${pids[$r]}"
-        st=$?
-        [ "$st" -ne 0 ] && [ "$rc" -eq 0 ] && rc=$st
-    done
-    BG_PIDS=()
+    wait_ranks
     tag_json "$setting" ina "$part" <"$d/out.0" >>"$RAW"
     if [ -n "$TIME_BIN" ]; then
         read -r mx mn < <(rss_of "$d"/rss.*) && printf '{"kind":"mem","setting":"%s","label":"ina-worker","part":"%s","workers":%d,"sizes":"%s","maxrss_kib_max":%s,"maxrss_kib_min":%s}\n' \
@@ -422,7 +415,7 @@ run_mpi() {
 
 # run_gloo SETTING N PARTS ITERS WARMUP SIZES TIMEOUT: one launch of N ranks for all sizes.
 run_gloo() {
-    local setting=$1 n=$2 part=$3 it=$4 wu=$5 sizes=$6 to=$7 r d rc=0 st pids=() master ifname port
+    local setting=$1 n=$2 part=$3 it=$4 wu=$5 sizes=$6 to=$7 r d rc=0 master ifname port
     local mx mn
     d=$RUN/$setting-n$n-gloo
     mkdir -p "$d"
@@ -444,18 +437,9 @@ run_gloo() {
         cmd+=("$PY" "$ROOT/bench/gloo_allreduce.py" --rank "$r" --world "$n" --master "$master"
             --lib "$BB/libbenchdata.so" --sizes "$sizes" --dtype "$DTYPE" --iters "$it"
             --warmup "$wu" --timeout-s "$to")
-        printf '%q ' "${cmd[@]}" >>"$d/cmd"
-        echo >>"$d/cmd"
-        "${cmd[@]}" >"$d/out.$r" 2>"$d/err.$r" &
-        pids+=($!)
+        start_rank "$d" "$r" "${cmd[@]}"
     done
-    BG_PIDS=("${pids[@]}")
-    for r in "${!pids[@]}"; do
-        wait "${pids[$r]}"
-        st=$?
-        [ "$st" -ne 0 ] && [ "$rc" -eq 0 ] && rc=$st
-    done
-    BG_PIDS=()
+    wait_ranks
     tag_json "$setting" gloo "$part" <"$d/out.0" >>"$RAW"
     if [ -n "$TIME_BIN" ]; then
         read -r mx mn < <(rss_of "$d"/rss.*) && printf '{"kind":"mem","setting":"%s","label":"gloo-rank","part":"%s","workers":%d,"sizes":"%s","maxrss_kib_max":%s,"maxrss_kib_min":%s}\n' \

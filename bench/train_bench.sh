@@ -70,6 +70,8 @@ has() { [[ ,$1, == *,$2,* ]]; }
 
 # shellcheck source=scripts/netns.sh
 source "$ROOT/scripts/netns.sh"
+# shellcheck source=bench/ranks.sh
+source "$ROOT/bench/ranks.sh"
 CLUSTER= SW_PID= BG_PIDS=()
 # shellcheck disable=SC2317  # invoked by the EXIT trap
 cleanup() {
@@ -110,7 +112,7 @@ stop_switch() {
 
 # run_train SETTING N HIDDEN BACKEND: N ranks; rank 0's JSON lines, tagged, go to RAW.
 run_train() {
-    local setting=$1 n=$2 hidden=$3 backend=$4 r rc=0 st pids=() master ifname
+    local setting=$1 n=$2 hidden=$3 backend=$4 r rc=0 master ifname
     local d=$RUN/$setting-n$n-h$hidden-$backend to=$((120 + 60 * EPOCHS))
     mkdir -p "$d"
     PORT=$((PORT + 1))
@@ -125,18 +127,9 @@ run_train() {
         [ "$setting" = cluster ] && cmd+=(INA_ELEMS=2048)
         cmd+=("$PY" "$TRAIN" --backend "$backend" --epochs "$EPOCHS" --hidden "$hidden"
             --seed 1 --json --timeout "$to")
-        printf '%q ' "${cmd[@]}" >>"$d/cmd"
-        echo >>"$d/cmd"
-        "${cmd[@]}" >"$d/out.$r" 2>"$d/err.$r" &
-        pids+=($!)
+        start_rank "$d" "$r" "${cmd[@]}"
     done
-    BG_PIDS=("${pids[@]}")
-    for r in "${!pids[@]}"; do
-        wait "${pids[$r]}"
-        st=$?
-        [ "$st" -ne 0 ] && [ "$rc" -eq 0 ] && rc=$st
-    done
-    BG_PIDS=()
+    wait_ranks
     if [ "$rc" -ne 0 ] || [ "$(grep -c '^{' "$d/out.0")" -ne "$EPOCHS" ]; then
         log "FAILED: $backend ($setting, N=$n, hidden $hidden), exit status $rc; see $d"
         tail -5 "$d"/err.* >&2
