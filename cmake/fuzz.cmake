@@ -12,6 +12,7 @@
 # <build>/fuzz-artifacts/<surface>/. With gcc nothing here is built.
 
 set(INA_FUZZ_SECONDS 20 CACHE STRING "Seconds each fuzz target runs in ctest (label fuzz)")
+set(INA_FUZZ_SEED 1 CACHE STRING "libFuzzer -seed for the ctest runs (fixed: CI replays the same mutations); 0 = random")
 
 if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
   message(STATUS "ina: fuzz targets need clang (C compiler is ${CMAKE_C_COMPILER_ID}); skipped")
@@ -39,7 +40,8 @@ function(ina_add_fuzzer surface)
     WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
   # ctest's limit: the fuzzing time, plus replaying the corpus and starting up.
   math(EXPR _timeout "${INA_FUZZ_SECONDS} + 120")
-  set_tests_properties(${name} PROPERTIES LABELS fuzz TIMEOUT ${_timeout})
+  set_tests_properties(${name} PROPERTIES LABELS fuzz TIMEOUT ${_timeout}
+                                           ENVIRONMENT INA_FUZZ_SEED=${INA_FUZZ_SEED})
 endfunction()
 
 # The switch sources are #included by the fuzzer itself (as in tests/unit/test_switch.c), except

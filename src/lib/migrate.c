@@ -48,6 +48,21 @@ static void rewind_to(struct ina_ctx *ctx, uint64_t g)
     ctx->send_p = p;
 }
 
+/* Every position from g to the stream's end must still be in flight: the
+ * switch refuses what is past its bound, so none of it can have a result.
+ * A bound below a result already received is a switch that contradicts
+ * itself (or a forgery): rewinding would send finished positions again. */
+static int bound_is_consistent(const struct ina_ctx *ctx, uint64_t g)
+{
+    if (g >= ctx->next_g)
+        return 1;
+    uint64_t past = 0;
+    for (uint32_t i = 0; i < ctx->window; i++)
+        if (ctx->slots[i].inflight && ctx->slots[i].g >= g)
+            past++;
+    return past == ctx->next_g - g;
+}
+
 void ina__migrate_on_notice(struct ina_ctx *ctx, const uint8_t *body, size_t len)
 {
     if (len < INA_MIGRATE_BODY_LEN)
@@ -56,6 +71,10 @@ void ina__migrate_on_notice(struct ina_ctx *ctx, const uint8_t *body, size_t len
     uint64_t g = ctx->wire_base + bound;
     if (ctx->migrate_pending)
         return; /* the notice again: answer to a packet sent past the bound */
+    if (bound > UINT64_MAX - ctx->wire_base || !bound_is_consistent(ctx, g)) {
+        ina__stream_fail_all(ctx, INA_ERR_PROTO);
+        return;
+    }
     memset(&ctx->fallback_target, 0, sizeof(ctx->fallback_target));
     uint16_t port = ina_get16(body + 20);
     if (port) {

@@ -24,10 +24,18 @@ if [ -d "$src/tests/fuzz/regressions/$name" ]; then
     dirs+=("$src/tests/fuzz/regressions/$name")
 fi
 
+# INA_FUZZ_SEED: libFuzzer's -seed. ctest sets a fixed one, so a CI run replays the same
+# mutations every time and fails only on a change to the code; `make fuzz` leaves it unset
+# (a new random seed each run) to look for new findings.
+seed=()
+if [ -n "${INA_FUZZ_SEED:-}" ] && [ "${INA_FUZZ_SEED}" != 0 ]; then
+    seed=(-seed="$INA_FUZZ_SEED")
+fi
+
 # -timeout: one input (a few hundred datagrams) takes milliseconds; seconds mean a hang.
 # -max_len: room for records that fill the switch's job table (64 JOINs of 100 bytes).
 echo "run-fuzz: $name for ${secs}s over ${dirs[*]}"
-"$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
+"$bin" "${seed[@]}" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
     -print_final_stats=1 -artifact_prefix="$art/" "${dirs[@]}"
 rc=$?
 if [ "$rc" -ne 0 ]; then
