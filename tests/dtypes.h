@@ -13,6 +13,21 @@
  * shared with ina-bench's verifier. */
 #include "../tools/bench_data.h"
 
+/* A float's bit pattern and back. */
+static inline float bits_float(uint32_t b)
+{
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+static inline uint32_t float_bits(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return b;
+}
+
 /* Element i of a buffer of dtype dt, as a double (exact). */
 static inline double value_at(ina_dtype dt, const void *x, size_t i)
 {

@@ -38,6 +38,20 @@ static void minmax_scalar(int32_t *v, const uint8_t *p, size_t n, int want_max)
     }
 }
 
+static void fadd_scalar(int32_t *v, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x = 0;
+        float a, b;
+        memcpy(&x, p + 4 * i, 4);
+        x = __builtin_bswap32(x);
+        memcpy(&a, &v[i], 4);
+        memcpy(&b, &x, 4);
+        a += b;
+        memcpy(&v[i], &a, 4);
+    }
+}
+
 static void store_scalar(uint8_t *p, const int32_t *v, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -87,6 +101,13 @@ __attribute__((target("avx2"))) static void max_avx2(int32_t *v, const uint8_t *
 __attribute__((target("avx2"))) static void min_avx2(int32_t *v, const uint8_t *p, size_t n)
 {
     COMBINE_AVX2(_mm256_min_epi32, minmax_scalar(v + i, p + 4 * i, n - i, 0))
+}
+
+#define INA_FADD_PS(a, x) _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(x)))
+
+__attribute__((target("avx2"))) static void fadd_avx2(int32_t *v, const uint8_t *p, size_t n)
+{
+    COMBINE_AVX2(INA_FADD_PS, fadd_scalar(v + i, p + 4 * i, n - i))
 }
 
 __attribute__((target("avx2"))) static void store_avx2(uint8_t *p, const int32_t *v, size_t n)
@@ -144,6 +165,15 @@ void ina_be32_minmax(int32_t *v, const uint8_t *p, size_t n, int want_max)
     }
 #endif
     minmax_scalar(v, p, n, want_max);
+}
+
+void ina_be32_fadd(int32_t *v, const uint8_t *p, size_t n)
+{
+#ifdef INA_BE32_X86
+    if (simd())
+        return fadd_avx2(v, p, n);
+#endif
+    fadd_scalar(v, p, n);
 }
 
 void ina_be32_store(uint8_t *p, const int32_t *v, size_t n)

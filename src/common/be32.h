@@ -21,6 +21,9 @@ void ina_be32_load(int32_t *v, const uint8_t *p, size_t n);
 void ina_be32_add(int32_t *v, const uint8_t *p, size_t n);
 /* v[i] = max(v[i], be32(p[i])) if want_max, else min; signed */
 void ina_be32_minmax(int32_t *v, const uint8_t *p, size_t n, int want_max);
+/* v[i] = v[i] + be32(p[i]) as IEEE-754 binary32 (v holds float bit patterns;
+ * round to nearest even, as the CPU's default mode) */
+void ina_be32_fadd(int32_t *v, const uint8_t *p, size_t n);
 /* p[i] = be32(v[i]) */
 void ina_be32_store(uint8_t *p, const int32_t *v, size_t n);
 

@@ -47,9 +47,17 @@
  * in exp; the switch aligns the sum to the largest exponent by rounding
  * arithmetic shifts. Only a switch that sets INA_FLAG_CAP_BFP accepts it. */
 #define INA_OP_ADD_BFP 3
-#define INA_OP_LAST INA_OP_ADD_BFP
+/* IEEE-754 binary32 add, one round (docs/PROTOCOL.md §8.8): the payload is
+ * float32 bit patterns, big-endian; the switch adds them as floats in
+ * arrival order (round to nearest even). No exponents, no quantization: a
+ * software switch's op, which a switch without floating point (a hardware
+ * pipeline, an eBPF dataplane) does not offer. Only a switch that sets
+ * INA_FLAG_CAP_F32 accepts it. */
+#define INA_OP_ADD_F32 4
+#define INA_OP_LAST INA_OP_ADD_F32
 #define INA_FLAG_ABORT 0x0001u /* in LEAVE: the sender failed; end the session for every rank */
 #define INA_FLAG_CAP_BFP 0x0002u /* in JOIN_ACK: this switch implements INA_OP_ADD_BFP */
+#define INA_FLAG_CAP_F32 0x0004u /* in JOIN_ACK: this switch implements INA_OP_ADD_F32 */
 
 /* Largest UDP payload we ever build: fits a 64 KiB IPv4 datagram. */
 #define INA_MAX_DATAGRAM 65507

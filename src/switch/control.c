@@ -134,7 +134,7 @@ static void send_ctl_auth(struct ina_switch *sw, const struct ina_job *job, uint
     ina_hdr_init(&h, kind);
     h.rank = INA_RANK_SWITCH;
     if (kind == INA_K_JOIN_ACK)
-        h.flags = INA_FLAG_CAP_BFP; /* what this switch can do beyond v1's ops */
+        h.flags = sw->p.int_ops_only ? 0 : INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32; /* beyond v1's ops */
     if (job) {
         h.job = job->id;
         h.session = job->session;

@@ -119,6 +119,8 @@ static inline void combine(struct ina_slot_set *ss, int32_t *v, const uint8_t *p
         ina_be32_add(v, payload, n);
     else if (ss->op == INA_OP_ADD_BFP)
         combine_bfp(ss, v, payload, n, e);
+    else if (ss->op == INA_OP_ADD_F32)
+        ina_be32_fadd(v, payload, n);
     else
         ina_be32_minmax(v, payload, n, ss->op == INA_OP_MAX_I32);
 }
@@ -148,7 +150,7 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         return drop_job(sw, job, INA_DROP_SLOT);
     if (h->count > job->elems)
         return drop_job(sw, job, INA_DROP_COUNT);
-    if (h->op > INA_OP_LAST)
+    if (h->op > INA_OP_LAST || (sw->p.int_ops_only && h->op > INA_OP_MIN_I32))
         return drop_job(sw, job, INA_DROP_OP);
     if (set != (h->seq & 1))
         return drop_job(sw, job, INA_DROP_SET);

@@ -80,6 +80,9 @@ static void usage(FILE *f)
             "                        that joins the group (each carries the job's token)\n"
             "  --no-gso              send and receive one datagram per system call (no UDP\n"
             "                        GSO/GRO batching; for comparison and old kernels)\n"
+            "  --int-ops-only        offer only integer add/max/min, as a switch without\n"
+            "                        shifters or floating point would (hardware, eBPF):\n"
+            "                        workers then send floats quantized in two rounds\n"
             "  --metrics ADDR:PORT   serve the operator view over HTTP on a separate thread:\n"
             "                        GET /metrics (Prometheus text), GET /jobs and\n"
             "                        GET /counters (JSON), POST /jobs/ID/abort (see\n"
@@ -624,6 +627,7 @@ int main(int argc, char **argv)
         {"metrics", required_argument, 0, 'm'},
         {"metrics-port-file", required_argument, 0, 'P'},
         {"secret-file", required_argument, 0, 'S'},
+        {"int-ops-only", no_argument, 0, 'I'},
         {"version", no_argument, 0, 'V'},         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *listen_s = "127.0.0.1", *port_file = NULL;
@@ -694,6 +698,7 @@ int main(int argc, char **argv)
         case 'P': metrics_port_file = optarg; break;
         case 'S': secret_file = optarg; break;
         case 'G': no_gso = 1; break;
+        case 'I': p.int_ops_only = 1; break;
         case 'M': {
             struct in_addr g;
             if (inet_pton(AF_INET, optarg ? optarg : "239.255.73.0", &g) != 1 ||

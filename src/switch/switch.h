@@ -111,6 +111,11 @@ struct ina_switch_params {
      * JOIN_ACK carries one too (docs/PROTOCOL.md 4.4). has_secret 0 = off. */
     int has_secret;
     struct ina_hmac_key secret;
+    /* --int-ops-only: offer and accept only the integer ops (wire ops 0..2),
+     * as a switch without shifters or floating point would (a hardware
+     * pipeline, an eBPF dataplane): workers then send floats quantized, in
+     * two rounds. */
+    int int_ops_only;
 };
 
 struct ina_switch {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "dtypes.h"
 #include "common/wire.h"
 #include "ina.h"
 #include "lib/quant.h"
@@ -40,20 +41,6 @@ static float rng_mant(void)
     float f;
     memcpy(&f, &b, 4);
     return f;
-}
-
-static float bits_float(uint32_t b)
-{
-    float f;
-    memcpy(&f, &b, 4);
-    return f;
-}
-
-static uint32_t float_bits(float f)
-{
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    return b;
 }
 
 /* ---- The switch's side, simulated ------------------------------------------ */

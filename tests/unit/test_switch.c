@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "dtypes.h"
 #include "lib/quant.h"
 
 /* The switch sources are not in libina: compile them into this test (not main.c). */
@@ -25,6 +26,7 @@
 
 static struct ina_switch *sw;
 static uint64_t now_ns;
+static int open_int_ops_only; /* sw_open: the next switch has --int-ops-only */
 
 /* ---- Setup ------------------------------------------------------------------ */
 
@@ -36,6 +38,7 @@ static void sw_open(uint64_t idle_timeout)
     p.max_elems = T_MAX_ELEMS;
     p.join_timeout_ns = T_JOIN_TIMEOUT;
     p.idle_timeout_ns = idle_timeout;
+    p.int_ops_only = open_int_ops_only;
     sw = malloc(sizeof(*sw));
     CHECK(sw != NULL);
     if (!sw)
@@ -1847,12 +1850,105 @@ static void test_bfp_one_round(void)
     sw_close();
 }
 
+/* ---- Floats added as floats (INA_OP_ADD_F32) ----------------------------------- */
+
+static int32_t f2i(float f) { return (int32_t)float_bits(f); }
+static float i2f(int32_t i) { return bits_float((uint32_t)i); }
+
+/* JOIN_ACK flags of a fresh one-rank job. */
+static uint16_t ack_flags(const char *name, int port)
+{
+    struct sockaddr_in a = addr_port(port);
+    tx_reset();
+    send_join(name, 0, 1, 4, 2, 77, &a);
+    struct ina_hdr h;
+    uint16_t flags = 0xFFFF;
+    if (tx_n() == 1 && tx_hdr(0, &h) == INA_PARSE_OK && h.kind == INA_K_JOIN_ACK)
+        flags = h.flags;
+    tx_reset();
+    return flags;
+}
+
+static void test_float_add(void)
+{
+    sw_open(T_IDLE_TIMEOUT);
+    CHECK_EQ_INT(ack_flags("caps", 9300), INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32);
+    struct job_info ji = START_JOB("f32", 3, 8, 2, 9310, 0x9310);
+    /* Arrival order 0, 1, 2: the result is ((x0 + x1) + x2) in binary32,
+     * round to nearest even: cancellation, IEEE non-finite rules per
+     * element, overflow to Inf, subnormals, signed zeros. */
+    const float x[3][8] = {
+        {1e8f, 1.5f, INFINITY, NAN, -0.0f, 3e38f, 1e-45f, 0.1f},
+        {1.0f, 2.25f, -INFINITY, 1.0f, -0.0f, 3e38f, 1e-45f, 0.2f},
+        {-1e8f, -3.0f, 1.0f, 2.0f, -0.0f, -3e38f, -1e-45f, 0.3f},
+    };
+    int32_t vals[3][8], want[8];
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 8; i++)
+            vals[r][i] = f2i(x[r][i]);
+    for (int i = 0; i < 8; i++) {
+        volatile float acc = x[0][i];
+        acc = acc + x[1][i];
+        acc = acc + x[2][i];
+        want[i] = f2i(acc);
+    }
+    CHECK(i2f(want[0]) == 0.0f);       /* 1e8 + 1 rounds to 1e8: then cancels */
+    CHECK(isnan(i2f(want[2])));        /* Inf + -Inf */
+    CHECK(isinf(i2f(want[5])));        /* overflow before the cancellation */
+    CHECK(signbit(i2f(want[4])));      /* -0 + -0 + -0 = -0 */
+    CHECK(i2f(want[6]) == 1e-45f);     /* subnormals add exactly */
+    for (int r = 0; r < 3; r++)
+        send_data_op(&ji, r, 0, 0, 0, 8, INA_OP_ADD_F32, vals[r]);
+    result_op = INA_OP_ADD_F32;
+    CHECK_MULTICAST(&ji, 0, 0, 0, 8, 0, want);
+    tx_reset();
+    /* Another arrival order in the next round of the same set: its own order. */
+    for (int i = 0; i < 8; i++) {
+        volatile float acc = x[2][i];
+        acc = acc + x[1][i];
+        acc = acc + x[0][i];
+        want[i] = f2i(acc);
+    }
+    for (int r = 2; r >= 0; r--)
+        send_data_op(&ji, r, 0, 0, 2, 8, INA_OP_ADD_F32, vals[r]);
+    CHECK_MULTICAST(&ji, 0, 0, 2, 8, 0, want);
+    tx_reset();
+    /* Mixed with the integer add in one round: MISMATCH, the job aborts. */
+    struct ina_sw_counters snap = sw->c;
+    send_data_op(&ji, 0, 1, 1, 1, 8, INA_OP_ADD_F32, vals[0]);
+    send_data_op(&ji, 1, 1, 1, 1, 8, INA_OP_ADD_I32, vals[1]);
+    EXPECT_DROP(snap, MISMATCH);
+    CHECK(job_named("f32") == NULL);
+    tx_reset();
+    result_op = INA_OP_ADD_I32;
+    sw_close();
+
+    /* --int-ops-only: nothing offered beyond v1's ops, and ops 3 and 4 are dropped. */
+    open_int_ops_only = 1;
+    sw_open(T_IDLE_TIMEOUT);
+    CHECK_EQ_INT(ack_flags("caps", 9300), 0);
+    ji = START_JOB("intonly", 2, 8, 2, 9320, 0x9320);
+    snap = sw->c;
+    send_data_op(&ji, 0, 0, 0, 0, 8, INA_OP_ADD_F32, vals[0]);
+    EXPECT_DROP(snap, OP);
+    snap = sw->c;
+    send_data_op(&ji, 0, 0, 0, 0, 8, INA_OP_ADD_BFP, vals[0]);
+    EXPECT_DROP(snap, OP);
+    send_data_op(&ji, 0, 0, 0, 0, 8, INA_OP_ADD_I32, vals[0]);
+    send_data_op(&ji, 1, 0, 0, 0, 8, INA_OP_ADD_I32, vals[1]);
+    CHECK_EQ_INT(tx_n(), 2); /* the integer add still works */
+    tx_reset();
+    sw_close();
+    open_int_ops_only = 0;
+}
+
 int main(void)
 {
     ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* only errors: job events are expected here */
     test_init_and_names();
     test_shards_and_lanes();
     test_bfp_one_round();
+    test_float_add();
     test_join_basic();
     test_join_refused();
     test_join_mismatch_and_rejoin();
