@@ -219,7 +219,11 @@ typedef struct ina_config {
                                   of it, and the switch's JOIN_ACK must carry one too (else
                                   INA_ERR_REJECTED). Env: INA_SECRET_FILE. Unreadable or
                                   empty file: INA_ERR_CONFIG. Since v0.2. */
-    unsigned reserved[3];    /**< zero; room for new fields. v0.2 took slots of it for
+    int float_add;           /**< how float sums are added: INA_FLOAT_ADD_QUANTIZED (default)
+                                  or INA_FLOAT_ADD_SWITCH (see below). Env: INA_FLOAT_ADD
+                                  ("quantized" or "switch"). All ranks must use the same
+                                  value (else INA_ERR_MISMATCH). Since v0.3. */
+    unsigned reserved[2];    /**< zero; room for new fields. v0.2 took slots of it for
                                   lanes, admission_wait_ms, fallback and secret_file, which
                                   changed the struct's layout on LP64 (v0.x: rebuild against
                                   this header). */
@@ -236,6 +240,31 @@ typedef struct ina_config {
  */
 enum { INA_FALLBACK_HOST = 0, INA_FALLBACK_NONE = 1 };
 
+/**
+ * How FLOAT32, FLOAT16 and BFLOAT16 sums (and averages) are added:
+ *   INA_FLOAT_ADD_QUANTIZED  block floating point (SwitchML): each block is
+ *                            scaled to int32 with an exponent the ranks agree
+ *                            on, and the switch adds integers. Results are
+ *                            reproducible bit for bit from run to run (for
+ *                            ops larger than a window), within the bound of
+ *                            ina_error_bound(); any switch can do it.
+ *   INA_FLOAT_ADD_SWITCH     the switch adds IEEE-754 binary32 values as
+ *                            floats, in the order packets arrive (round to
+ *                            nearest even): no quantization on the workers,
+ *                            one round per packet, per-element precision
+ *                            (|error| <= (N-1) * 2^-24 * sum_i |x_i| for
+ *                            FLOAT32, then one rounding to a 16-bit type),
+ *                            NaN and Inf per element as in IEEE arithmetic.
+ *                            All ranks get the same bits, but a rerun may
+ *                            differ in the last bits (arrival order). Only a
+ *                            switch that offers it (ina-switch does unless
+ *                            --int-ops-only; a hardware or eBPF dataplane
+ *                            does not): elsewhere floats go quantized, and
+ *                            ina_info.float_add says which is in use.
+ * FLOAT64 is always quantized (binary32 adds would lose its precision).
+ */
+enum { INA_FLOAT_ADD_QUANTIZED = 0, INA_FLOAT_ADD_SWITCH = 1 };
+
 /** Where a context's all-reduces run (ina_info.path). */
 enum { INA_PATH_SWITCH = 0, INA_PATH_HOST = 1 };
 
@@ -247,7 +276,8 @@ INA_EXTERN void ina_config_init(ina_config *cfg);
  * INA_SWITCH (host:port), INA_RANK (else RANK), INA_WORLD_SIZE (else
  * WORLD_SIZE), INA_JOB, INA_ELEMS, INA_WINDOW, INA_TIMEOUT_MS,
  * INA_JOIN_TIMEOUT_MS, INA_RTO_MS, INA_LANES, INA_ADMISSION_WAIT_MS, INA_FALLBACK
- * ("host" or "none"). Strings point into the environment.
+ * ("host" or "none"), INA_SECRET_FILE, INA_FLOAT_ADD ("quantized" or "switch").
+ * Strings point into the environment.
  * @return 0, or INA_ERR_CONFIG if a variable is present but malformed.
  */
 INA_EXTERN int ina_config_from_env(ina_config *cfg);
@@ -385,7 +415,10 @@ typedef struct ina_info {
     int lanes;            /**< lanes (threads) per operation; window is per lane */
     int path;             /**< INA_PATH_SWITCH, or INA_PATH_HOST if the switch had no room
                                (any lane) and rank 0 aggregates (INA_FALLBACK_HOST) */
-    unsigned reserved[6];
+    int float_add;        /**< INA_FLOAT_ADD_SWITCH if float sums are added as floats by the
+                               switch (asked for, and offered), else INA_FLOAT_ADD_QUANTIZED.
+                               Since v0.3. */
+    unsigned reserved[5];
 } ina_info;
 
 /** Session parameters agreed at join time. @return 0 or -EINVAL. */
@@ -414,6 +447,21 @@ INA_EXTERN double ina_float_error_bound(int world_size, double amax, double exac
  * +-Inf.
  */
 INA_EXTERN double ina_error_bound(ina_dtype dtype, int world_size, double amax, double exact_sum);
+
+/**
+ * The bound when the switch adds floats (ina_info.float_add ==
+ * INA_FLOAT_ADD_SWITCH): for one element whose inputs over all ranks have
+ * abs_sum = sum_i |x_i| and exact sum exact_sum,
+ *   |result - exact_sum| <= (N-1) * 2^-24 * abs_sum * (1 + rel) + rel * |exact_sum| + sub
+ * (N-1 binary32 additions in any order, then one rounding to the dtype:
+ * rel, sub = 2^-24, 2^-149 for FLOAT32, 2^-11, 2^-25 for FLOAT16, 2^-8,
+ * 2^-134 for BFLOAT16). AVG as in ina_op. Notes: NaN/Inf arguments give
+ * +Inf; INT32 gives 0; FLOAT64 (never added as floats) and unknown dtypes
+ * give NaN. A sum whose partial sums pass FLT_MAX comes back +-Inf, as any
+ * binary32 sum would. Since v0.3.
+ */
+INA_EXTERN double ina_float_add_error_bound(ina_dtype dtype, int world_size, double abs_sum,
+                                            double exact_sum);
 
 #ifdef __cplusplus
 }

@@ -32,6 +32,22 @@ static int env_int(const char *name, int *out)
     return 0;
 }
 
+/* Env var `name`, if set, must be word a or word b: *out = va or vb.
+ * @return 0 (absent, or set), or INA_ERR_CONFIG. */
+static int env_choice(const char *name, const char *a, int va, const char *b, int vb, int *out)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return 0;
+    if (strcmp(s, a) == 0)
+        *out = va;
+    else if (strcmp(s, b) == 0)
+        *out = vb;
+    else
+        return INA_ERR_CONFIG;
+    return 0;
+}
+
 int ina_config_from_env(ina_config *cfg)
 {
     if (!cfg)
@@ -43,15 +59,11 @@ int ina_config_from_env(ina_config *cfg)
     s = getenv("INA_JOB");
     if (s && *s)
         cfg->job = s;
-    s = getenv("INA_FALLBACK");
-    if (s && *s) {
-        if (strcmp(s, "host") == 0)
-            cfg->fallback = INA_FALLBACK_HOST;
-        else if (strcmp(s, "none") == 0)
-            cfg->fallback = INA_FALLBACK_NONE;
-        else
-            return INA_ERR_CONFIG;
-    }
+    if (env_choice("INA_FALLBACK", "host", INA_FALLBACK_HOST, "none", INA_FALLBACK_NONE,
+                   &cfg->fallback) ||
+        env_choice("INA_FLOAT_ADD", "quantized", INA_FLOAT_ADD_QUANTIZED, "switch",
+                   INA_FLOAT_ADD_SWITCH, &cfg->float_add))
+        return INA_ERR_CONFIG;
     s = getenv("INA_SECRET_FILE");
     if (s && *s)
         cfg->secret_file = s;

@@ -34,7 +34,8 @@ static int config_valid(const ina_config *cfg)
            (cfg->window & (cfg->window - 1)) == 0 && cfg->timeout_ms >= 0 &&
            cfg->join_timeout_ms >= 0 && cfg->rto_ms >= 0 && cfg->lanes >= 0 &&
            cfg->lanes <= INA_MAX_LANES && cfg->admission_wait_ms >= 0 &&
-           (cfg->fallback == INA_FALLBACK_HOST || cfg->fallback == INA_FALLBACK_NONE);
+           (cfg->fallback == INA_FALLBACK_HOST || cfg->fallback == INA_FALLBACK_NONE) &&
+           (cfg->float_add == INA_FLOAT_ADD_QUANTIZED || cfg->float_add == INA_FLOAT_ADD_SWITCH);
 }
 
 static int is_loopback(const struct sockaddr_in *a)
@@ -64,6 +65,7 @@ static struct ina_ctx *ctx_new(const ina_config *cfg, int lane, int nlanes)
     const char *one = getenv("INA_ONE_ROUND");
     ctx->one_round_off = one && strcmp(one, "0") == 0;
     ctx->fallback_mode = cfg->fallback;
+    ctx->float_add = cfg->float_add;
     return ctx;
 }
 
@@ -305,6 +307,11 @@ void ina__live_unlink(struct ina_ctx *ctx, struct ina_req *req)
     ctx->nreqs--;
 }
 
+int ina__float_add_in_use(const struct ina_ctx *ctx)
+{
+    return ctx->float_add == INA_FLOAT_ADD_SWITCH && (ctx->switch_caps & INA_FLAG_CAP_F32);
+}
+
 /* A request with the caller's arguments; what the stream needs is set by the caller. */
 static struct ina_req *req_new(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
                                size_t count, ina_dtype dtype, ina_op op)
@@ -345,6 +352,16 @@ struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *
                      req->nblocks <= ctx->window;
     if (req->one_round)
         req->wire_op = INA_OP_ADD_BFP;
+    /* Asked for, and the switch adds floats: no quantization at all, one
+     * round at any size (FLOAT64 stays quantized: binary32 adds would lose
+     * its precision). */
+    if (ina__float_add_in_use(ctx) && ina__dtype_float_wire(dtype) &&
+        (op == INA_SUM || op == INA_AVG)) {
+        req->float_wire = 1;
+        req->quantized = 0;
+        req->one_round = 0;
+        req->wire_op = INA_OP_ADD_F32;
+    }
     req->lag = req->quantized && !req->one_round
                    ? (req->nblocks < ctx->window ? req->nblocks : ctx->window)
                    : 0;
@@ -464,6 +481,9 @@ int ina_get_info(const ina_ctx *ctx, ina_info *info)
     memset(info, 0, sizeof(*info));
     info->lanes = ctx->lanes ? ctx->nlanes : 1;
     info->path = ctx->path;
+    info->float_add = ina__float_add_in_use(ctx->lanes ? ina__lanes_ctx(ctx, 0) : ctx)
+                          ? INA_FLOAT_ADD_SWITCH
+                          : INA_FLOAT_ADD_QUANTIZED;
     for (int i = 0; ctx->lanes && i < ctx->nlanes; i++)
         if (ina__lanes_ctx(ctx, i)->path == INA_PATH_HOST)
             info->path = INA_PATH_HOST;

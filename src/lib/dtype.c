@@ -74,6 +74,20 @@ void ina__block_encode(ina_dtype dt, const void *x, size_t n, int16_t e, int nwo
     }
 }
 
+/* Elements i..i+m-1 of out (FLOAT32, FLOAT16 or BFLOAT16): buf rounded once to the dtype. */
+static void round_to(ina_dtype dt, const double *buf, size_t m, void *out, size_t i)
+{
+    if (dt == INA_FLOAT16) {
+        ina_f64_to_f16(buf, m, (uint16_t *)out + i);
+    } else if (dt == INA_BFLOAT16) {
+        ina_f64_to_bf16(buf, m, (uint16_t *)out + i);
+    } else {
+        float *o = (float *)out + i;
+        for (size_t j = 0; j < m; j++)
+            o[j] = (float)buf[j];
+    }
+}
+
 /*
  * The float types other than FLOAT64, and FLOAT32 only for AVG (its SUM has
  * the fused ina_quant_decode): a chunk at a time, the exact double sums (or
@@ -90,15 +104,7 @@ static void decode_narrow(ina_dtype dt, int avg, const uint8_t *in, size_t n, in
             ina_quant_decode_avg_f64(in + 4 * i, m, e, nworkers, buf);
         else
             ina_quant_decode_f64(in + 4 * i, m, e, nworkers, buf);
-        if (dt == INA_FLOAT16) {
-            ina_f64_to_f16(buf, m, (uint16_t *)out + i);
-        } else if (dt == INA_BFLOAT16) {
-            ina_f64_to_bf16(buf, m, (uint16_t *)out + i);
-        } else {
-            float *o = (float *)out + i;
-            for (size_t j = 0; j < m; j++)
-                o[j] = (float)buf[j];
-        }
+        round_to(dt, buf, m, out, i);
     }
 }
 
@@ -134,7 +140,68 @@ void ina__block_decode(ina_dtype dt, ina_op op, const uint8_t *in, size_t n, int
     }
 }
 
-/* ---- Public error bound ---------------------------------------------------------- */
+/* ---- Floats added as floats by the switch (INA_OP_ADD_F32) ------------------------ */
+
+int ina__dtype_float_wire(ina_dtype dt)
+{
+    return dt == INA_FLOAT32 || dt == INA_FLOAT16 || dt == INA_BFLOAT16;
+}
+
+/* A float's bits are a uint32: the int32 byte swap moves them unchanged. */
+void ina__block_encode_f32wire(ina_dtype dt, const void *x, size_t n, uint8_t *out)
+{
+    if (dt == INA_FLOAT32) {
+        ina_i32_encode(x, n, out);
+        return;
+    }
+    float buf[CHUNK];
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t m = n - i < CHUNK ? n - i : CHUNK;
+        if (dt == INA_FLOAT16)
+            ina_f16_to_f32((const uint16_t *)x + i, m, buf);
+        else
+            ina_bf16_to_f32((const uint16_t *)x + i, m, buf);
+        ina_i32_encode((const int32_t *)(const void *)buf, m, out + 4 * i);
+    }
+}
+
+void ina__block_decode_f32wire(ina_dtype dt, ina_op op, const uint8_t *in, size_t n,
+                               int nworkers, void *out)
+{
+    if (dt == INA_FLOAT32 && op != INA_AVG) {
+        ina_i32_decode(in, n, out);
+        return;
+    }
+    float sum[CHUNK];
+    double buf[CHUNK];
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t m = n - i < CHUNK ? n - i : CHUNK;
+        ina_i32_decode(in + 4 * i, m, (int32_t *)(void *)sum);
+        for (size_t j = 0; j < m; j++)
+            buf[j] = op == INA_AVG ? (double)sum[j] / nworkers : (double)sum[j];
+        round_to(dt, buf, m, out, i);
+    }
+}
+
+/* ---- Public error bounds ---------------------------------------------------------- */
+
+INA_EXTERN double ina_float_add_error_bound(ina_dtype dtype, int world_size, double abs_sum,
+                                            double exact_sum)
+{
+    double rel, sub;
+    switch (dtype) {
+    case INA_FLOAT32: rel = 0x1p-24, sub = 0x1p-149; break;
+    case INA_FLOAT16: rel = 0x1p-11, sub = 0x1p-25; break;
+    case INA_BFLOAT16: rel = 0x1p-8, sub = 0x1p-134; break;
+    case INA_INT32: return 0.0;
+    default: return NAN;
+    }
+    abs_sum = fabs(abs_sum);
+    if (abs_sum != abs_sum || abs_sum == INFINITY || exact_sum != exact_sum || isinf(exact_sum))
+        return INFINITY;
+    int n = world_size < 1 ? 1 : world_size;
+    return (double)(n - 1) * 0x1p-24 * abs_sum * (1.0 + rel) + rel * fabs(exact_sum) + sub;
+}
 
 /*
  * Per float dtype: rel, the relative error of the final rounding to the type

@@ -43,6 +43,18 @@ int16_t ina__block_exp(ina_dtype dt, const void *x, size_t n);
 void ina__block_encode(ina_dtype dt, const void *x, size_t n, int16_t e, int nworkers,
                        uint8_t *out);
 
+/* 1 for the dtypes that can go to the switch as binary32 (INA_OP_ADD_F32):
+ * FLOAT32, FLOAT16 and BFLOAT16 (the 16-bit ones widen exactly). */
+int ina__dtype_float_wire(ina_dtype dt);
+
+/* INA_OP_ADD_F32: n elements -> n big-endian binary32 at out (unaligned ok). */
+void ina__block_encode_f32wire(ina_dtype dt, const void *x, size_t n, uint8_t *out);
+
+/* INA_OP_ADD_F32: n big-endian binary32 sums at in -> n elements at out;
+ * AVG divides by nworkers in double, then one rounding to the dtype. */
+void ina__block_decode_f32wire(ina_dtype dt, ina_op op, const uint8_t *in, size_t n,
+                               int nworkers, void *out);
+
 /* n combined big-endian int32 at in -> n elements at out, applying op's
  * post-processing (AVG: the division by nworkers). */
 void ina__block_decode(ina_dtype dt, ina_op op, const uint8_t *in, size_t n, int16_t e,

@@ -53,6 +53,8 @@ struct ina_req {
     uint8_t wire_op;  /* INA_OP_* in every DATA packet of the op */
     int quantized;
     int one_round;    /* float op in one round per block (INA_OP_ADD_BFP; ctx.c decides) */
+    int float_wire;   /* floats added as floats by the switch (INA_OP_ADD_F32; ctx.c decides):
+                         not quantized, one round, no exponents */
     uint64_t nblocks, lag, npackets;
     uint64_t ndone; /* packets whose result arrived */
     uint64_t tag_seed; /* hash of (op number, count, dtype, op): seeds the packet tags (wire.h) */
@@ -122,6 +124,7 @@ struct ina_ctx {
     int lane, nlanes;       /* this context's lane, and the lanes of its job (JOIN) */
     uint16_t switch_caps;   /* INA_FLAG_CAP_* of the JOIN_ACK */
     int one_round_off;      /* INA_ONE_ROUND=0: every float op takes two rounds */
+    int float_add;          /* INA_FLOAT_ADD_*: as configured (ctx.c decides per op) */
     int wake_fd;            /* eventfd that interrupts the stream's poll (lane threads), -1 */
     struct ina_lanes *lanes; /* a multi-lane context's lanes and threads (lanes.c); else NULL */
     int admission_wait_ms, fallback_mode; /* from ina_config */
@@ -193,6 +196,9 @@ void ina__session_leave(struct ina_ctx *ctx, int abort);
 
 /* ctx.c: allocate a request for checked arguments, link it, and queue it on
  * the stream (count 0: done at once). @return NULL if out of memory. */
+/* 1 if float sums go to the switch as floats (asked for, and it offers INA_OP_ADD_F32). */
+int ina__float_add_in_use(const struct ina_ctx *ctx);
+
 struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
                                 size_t count, ina_dtype dtype, ina_op op);
 

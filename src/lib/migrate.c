@@ -109,7 +109,13 @@ void ina__migrate_step(struct ina_ctx *ctx)
         ina__stream_fail_all(ctx, INA_ERR_NOSPACE); /* nowhere to go */
         return;
     }
+    /* Ops are chosen from the switch's capabilities (ctx.c), and ranks move
+     * at different times: keep the first session's, which every rank has,
+     * so that an op created just after one rank moved matches the others'.
+     * The aggregator implements every op. */
+    uint16_t caps = ctx->switch_caps;
     int rc = ina__fallback_join(ctx, (int)elems, (int)window);
+    ctx->switch_caps = caps;
     if (rc == 0 && (ctx->elems != elems || ctx->window != window))
         rc = INA_ERR_PROTO; /* the stream's slots and blocks must stay as they were */
     ctx->migrate_pending = 0;

@@ -1,4 +1,4 @@
-/* test_types.c: end to end on loopback: every dtype x op, N = 1..4, awkward counts, within each type's documented bound; disagreeing ops abort. */
+/* test_types.c: end to end on loopback: every dtype x op, N = 1..4, awkward counts, within each type's documented bound, with floats quantized and added as floats by the switch; disagreeing ops abort. */
 #include <math.h>
 
 #include "check.h"
@@ -6,6 +6,10 @@
 #include "e2e/harness.h"
 
 static struct sw_proc sw;
+
+/* The run's float mode: asked for (cfg.float_add), and what ina_get_info()
+ * must then report (INA_FLOAT_ADD_QUANTIZED from a switch without float ops). */
+static int float_add_asked, float_add_expect;
 
 #define K 64      /* elements per packet */
 #define WINDOW 2  /* smaller than the blocks of the larger counts: exponents run ahead */
@@ -115,7 +119,23 @@ static int check_float(ina_dtype dt, int n, ina_op opk, uint64_t op, size_t coun
                 two_sum(&hi, &lo, x);
             }
             int ok;
-            if (nonfinite) /* PROTOCOL.md §8: IEEE for the non-finite, NaN for the rest */
+            if (float_add_expect && dt != INA_FLOAT64) {
+                /* Floats added as floats: IEEE per element (the data has
+                 * only +Inf, so an Inf sum is +Inf); the bound of ina.h. */
+                double abs_sum = 0;
+                for (int r = 0; r < n; r++)
+                    abs_sum += fabs(gen_value(dt, r, op, i, special));
+                double b = ina_float_add_error_bound(dt, n, abs_sum, hi + lo);
+                if (has_nan)
+                    ok = isnan(got);
+                else if (has_inf)
+                    ok = got == INFINITY;
+                else if (opk == INA_AVG)
+                    ok = fabs((got - hi / n) - lo / n) <=
+                         b / n + 0x1p-52 * fabs((hi + lo) / n) + avg_error_bound(dt, 1, 0, 0);
+                else
+                    ok = fabs((got - hi) - lo) <= b;
+            } else if (nonfinite) /* PROTOCOL.md §8: IEEE for the non-finite, NaN for the rest */
                 ok = has_inf && !has_nan ? got == INFINITY : isnan(got);
             else if (opk == INA_AVG)
                 ok = fabs((got - hi / n) - lo / n) <= avg_error_bound(dt, n, amax, hi + lo);
@@ -138,10 +158,20 @@ static int join(int rank, int n, const char *job, ina_ctx **ctx)
     worker_config(&cfg, &sw, job, rank, n, addr, sizeof(addr));
     cfg.elems_per_packet = K;
     cfg.window = WINDOW;
+    cfg.float_add = float_add_asked;
     int rc = ina_init(ctx, &cfg);
-    if (rc)
+    if (rc) {
         fprintf(stderr, "rank %d: ina_init: %s\n", rank, ina_strerror(rc));
-    return rc;
+        return rc;
+    }
+    ina_info info;
+    if (ina_get_info(*ctx, &info) != 0 || info.float_add != float_add_expect) {
+        fprintf(stderr, "rank %d: ina_info.float_add %d, want %d\n", rank, info.float_add,
+                float_add_expect);
+        ina_finalize(*ctx);
+        return 1;
+    }
+    return 0;
 }
 
 static long long ops_checked[2]; /* (ops, elements) of rank 0, for the summary; set in the child */
@@ -151,7 +181,7 @@ static int worker(int rank, int n, void *arg)
 {
     (void)arg;
     char job[32];
-    snprintf(job, sizeof(job), "types-n%d", n);
+    snprintf(job, sizeof(job), "types-n%d-f%d", n, float_add_asked);
     ina_ctx *ctx;
     if (join(rank, n, job, &ctx))
         return 1;
@@ -213,6 +243,7 @@ struct disagree {
     const char *name;
     ina_dtype dt[2];
     ina_op op[2];
+    int float_add[2];
 };
 static const struct disagree *cur;
 
@@ -222,6 +253,7 @@ static int worker_disagree(int rank, int n, void *arg)
     char job[32];
     snprintf(job, sizeof(job), "mismatch-%s", cur->name);
     ina_ctx *ctx;
+    float_add_asked = float_add_expect = cur->float_add[rank];
     if (join(rank, n, job, &ctx))
         return 1;
     double in[3 * K + 5] = {0}, out[3 * K + 5];
@@ -239,21 +271,34 @@ static int worker_disagree(int rank, int n, void *arg)
     return 0;
 }
 
+/* Every dtype x op at N = 1..4, with floats added as asked; expect: what the switch grants. */
+static void all_types(int asked, int expect)
+{
+    float_add_asked = asked;
+    float_add_expect = expect;
+    for (int n = 1; n <= 4; n++) {
+        double t0 = h_now();
+        int failed = run_workers(n, worker, NULL, 240);
+        printf("float add %s%s, N=%d: %d workers failed (%.2f s)\n",
+               asked ? "switch" : "quantized", asked != expect ? " (not offered)" : "", n, failed,
+               h_now() - t0);
+        CHECK_EQ_INT(failed, 0);
+    }
+}
+
 int main(void)
 {
     const char *const args[] = {"--max-elems", "16000", "--slots", "256", NULL};
     CHECK_EQ_INT(switch_start(&sw, args), 0);
-    for (int n = 1; n <= 4; n++) {
-        double t0 = h_now();
-        int failed = run_workers(n, worker, NULL, 240);
-        printf("N=%d: %d workers failed (%.2f s)\n", n, failed, h_now() - t0);
-        CHECK_EQ_INT(failed, 0);
-    }
+    all_types(INA_FLOAT_ADD_QUANTIZED, INA_FLOAT_ADD_QUANTIZED);
+    all_types(INA_FLOAT_ADD_SWITCH, INA_FLOAT_ADD_SWITCH);
     static const struct disagree cases[] = {
-        {"max-min", {INA_INT32, INA_INT32}, {INA_MAX, INA_MIN}},     /* wire ops differ */
-        {"sum-max", {INA_INT32, INA_INT32}, {INA_SUM, INA_MAX}},
-        {"sum-avg", {INA_FLOAT32, INA_FLOAT32}, {INA_SUM, INA_AVG}}, /* same wire op, tag differs */
-        {"f16-bf16", {INA_FLOAT16, INA_BFLOAT16}, {INA_SUM, INA_SUM}},
+        {"max-min", {INA_INT32, INA_INT32}, {INA_MAX, INA_MIN}, {0, 0}}, /* wire ops differ */
+        {"sum-max", {INA_INT32, INA_INT32}, {INA_SUM, INA_MAX}, {0, 0}},
+        {"sum-avg", {INA_FLOAT32, INA_FLOAT32}, {INA_SUM, INA_AVG}, {0, 0}}, /* same wire op, tag differs */
+        {"f16-bf16", {INA_FLOAT16, INA_BFLOAT16}, {INA_SUM, INA_SUM}, {0, 0}},
+        /* one rank adds floats at the switch, the other quantizes: wire ops differ */
+        {"float-add", {INA_FLOAT32, INA_FLOAT32}, {INA_SUM, INA_SUM}, {1, 0}},
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         cur = &cases[c];
@@ -261,6 +306,14 @@ int main(void)
         printf("disagreeing ranks (%s): %d workers failed\n", cur->name, failed);
         CHECK_EQ_INT(failed, 0);
     }
+    CHECK_EQ_INT(switch_stop(&sw), 0);
+
+    /* A switch without float ops (as hardware or eBPF): asked-for float
+     * adds fall back to quantized sums, within the quantized bound. */
+    const char *const int_args[] = {"--max-elems", "16000", "--slots", "256", "--int-ops-only",
+                                    NULL};
+    CHECK_EQ_INT(switch_start(&sw, int_args), 0);
+    all_types(INA_FLOAT_ADD_SWITCH, INA_FLOAT_ADD_QUANTIZED);
     CHECK_EQ_INT(switch_stop(&sw), 0);
     return check_report("test_types");
 }

@@ -52,6 +52,16 @@ static void test_config(void)
     setenv("INA_WORLD_SIZE", "eight", 1);
     CHECK_EQ_INT(ina_config_from_env(&cfg), INA_ERR_CONFIG);
     unsetenv("INA_WORLD_SIZE");
+    CHECK_EQ_INT(cfg.float_add, INA_FLOAT_ADD_QUANTIZED); /* the default */
+    setenv("INA_FLOAT_ADD", "switch", 1);
+    CHECK_EQ_INT(ina_config_from_env(&cfg), 0);
+    CHECK_EQ_INT(cfg.float_add, INA_FLOAT_ADD_SWITCH);
+    setenv("INA_FLOAT_ADD", "quantized", 1);
+    CHECK_EQ_INT(ina_config_from_env(&cfg), 0);
+    CHECK_EQ_INT(cfg.float_add, INA_FLOAT_ADD_QUANTIZED);
+    setenv("INA_FLOAT_ADD", "floats", 1);
+    CHECK_EQ_INT(ina_config_from_env(&cfg), INA_ERR_CONFIG);
+    unsetenv("INA_FLOAT_ADD");
     unsetenv("INA_SWITCH");
     unsetenv("RANK");
     unsetenv("WORLD_SIZE");
@@ -71,6 +81,9 @@ static void test_init_args(void)
     cfg.world_size = 0;
     CHECK_EQ_INT(ina_init(&ctx, &cfg), -EINVAL);
     cfg.world_size = INA_MAX_WORKERS + 1;
+    CHECK_EQ_INT(ina_init(&ctx, &cfg), -EINVAL);
+    ina_config_init(&cfg);
+    cfg.float_add = 2; /* not an INA_FLOAT_ADD_* */
     CHECK_EQ_INT(ina_init(&ctx, &cfg), -EINVAL);
     ina_config_init(&cfg);
     cfg.rank = 1;

@@ -1,4 +1,4 @@
-/* test_dtype.c: every dtype and op through a simulated switch (src/lib/dtype.c), against ina_error_bound(). */
+/* test_dtype.c: every dtype and op through a simulated switch (src/lib/dtype.c), against ina_error_bound() and, for floats added as floats, ina_float_add_error_bound(). */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "common/be32.h"
 #include "common/wire.h"
 #include "dtypes.h"
 #include "ina.h"
@@ -290,9 +291,106 @@ static void test_tables(void)
     CHECK(ina_error_bound(INA_FLOAT16, 2, 1.0, INFINITY) == INFINITY);
 }
 
+/* ---- Floats added as floats (INA_OP_ADD_F32, PROTOCOL.md §8.8) ------------------------ */
+
+/* Encode every rank, add at a simulated switch in a random arrival order
+ * (first load, then binary32 adds), decode; every element within
+ * ina_float_add_error_bound() (AVG: / N, plus the division's and the
+ * final rounding's terms, as in ina.h). */
+static void test_float_wire(void)
+{
+    static const int nws[] = {1, 2, 3, 5, 64, 256};
+    static const struct {
+        ina_dtype dt;
+        int elo, ehi;
+    } types[] = {{INA_FLOAT32, -140, 120}, {INA_FLOAT32, -3, 3}, {INA_FLOAT16, -26, 14},
+                 {INA_BFLOAT16, -135, 120}, {INA_BFLOAT16, -3, 3}};
+    static uint8_t wire[MAXW][4 * MAXB], acc_be[4 * MAXB];
+    static int32_t acc[MAXB];
+    void *x[MAXW];
+    int order[MAXW];
+    for (int r = 0; r < MAXW; r++)
+        x[r] = bufs[r];
+    long long bad = 0, checked = 0;
+    double worst = 0;
+    CHECK(ina__dtype_float_wire(INA_FLOAT32) && ina__dtype_float_wire(INA_BFLOAT16) &&
+          !ina__dtype_float_wire(INA_FLOAT64) && !ina__dtype_float_wire(INA_INT32));
+    for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
+        for (size_t w = 0; w < sizeof(nws) / sizeof(nws[0]); w++)
+            for (int op = INA_SUM; op <= INA_AVG; op += INA_AVG - INA_SUM)
+                for (int rep = 0; rep < 4; rep++) {
+                    ina_dtype dt = types[t].dt;
+                    int nw = nws[w];
+                    size_t n = (size_t)rng_int(1, MAXB);
+                    int lo = rng_int(types[t].elo, types[t].ehi), hi = rng_int(lo, types[t].ehi);
+                    for (int r = 0; r < nw; r++) {
+                        for (size_t i = 0; i < n; i++)
+                            put_random(dt, x[r], i, lo, hi);
+                        ina__block_encode_f32wire(dt, x[r], n, wire[r]);
+                        order[r] = r;
+                    }
+                    for (int r = nw - 1; r > 0; r--) { /* arrival order */
+                        int k = rng_int(0, r), tmp = order[r];
+                        order[r] = order[k];
+                        order[k] = tmp;
+                    }
+                    ina_be32_load(acc, wire[order[0]], n);
+                    for (int r = 1; r < nw; r++)
+                        ina_be32_fadd(acc, wire[order[r]], n);
+                    ina_be32_store(acc_be, acc, n);
+                    ina__block_decode_f32wire(dt, (ina_op)op, acc_be, n, nw, outb);
+                    for (size_t i = 0; i < n; i++) {
+                        double shi = 0, slo = 0, abs_sum = 0;
+                        for (int r = 0; r < nw; r++) {
+                            double v = value_at(dt, x[r], i);
+                            two_sum(&shi, &slo, v);
+                            abs_sum += fabs(v);
+                        }
+                        double b = ina_float_add_error_bound(dt, nw, abs_sum, shi + slo);
+                        double got = value_at(dt, outb, i), err;
+                        if (op == INA_AVG) {
+                            b = b / nw + 0x1p-52 * fabs((shi + slo) / nw) +
+                                avg_error_bound(dt, 1, 0, 0);
+                            err = fabs((got - shi / nw) - slo / nw);
+                        } else {
+                            err = fabs((got - shi) - slo);
+                        }
+                        if (isinf(got) && isfinite(shi)) /* a partial sum passed the top */
+                            continue;
+                        checked++;
+                        if (b > 0 && err / b > worst)
+                            worst = err / b;
+                        if (!(err <= b) && bad++ < 10)
+                            fprintf(stderr, "float wire %s op %d N=%d i=%zu: got %.17g exact "
+                                    "%.17g err %.3g bound %.3g\n", dname(dt), op, nw, i, got,
+                                    shi + slo, err, b);
+                    }
+                }
+    printf("float wire: %lld elements, worst error/bound %.3f, out of bound %lld\n", checked,
+           worst, bad);
+    CHECK_EQ_INT(bad, 0);
+    CHECK(checked > 10000);
+    /* Non-finite values affect only their own element. */
+    float a[2][3] = {{INFINITY, 1.0f, NAN}, {1.0f, 2.0f, 1.0f}}, out[3];
+    ina__block_encode_f32wire(INA_FLOAT32, a[0], 3, wire[0]);
+    ina__block_encode_f32wire(INA_FLOAT32, a[1], 3, wire[1]);
+    ina_be32_load(acc, wire[0], 3);
+    ina_be32_fadd(acc, wire[1], 3);
+    ina_be32_store(acc_be, acc, 3);
+    ina__block_decode_f32wire(INA_FLOAT32, INA_SUM, acc_be, 3, 2, out);
+    CHECK(out[0] == INFINITY && out[1] == 3.0f && isnan(out[2]));
+    /* The bound function's edges. */
+    CHECK(ina_float_add_error_bound(INA_INT32, 4, 1.0, 1.0) == 0.0);
+    CHECK(isnan(ina_float_add_error_bound(INA_FLOAT64, 4, 1.0, 1.0)));
+    CHECK(ina_float_add_error_bound(INA_FLOAT32, 4, INFINITY, 1.0) == INFINITY);
+    CHECK(ina_float_add_error_bound(INA_FLOAT32, 4, 1.0, NAN) == INFINITY);
+    CHECK(ina_float_add_error_bound(INA_FLOAT32, 1, 8.0, 8.0) == 0x1p-24 * 8.0 + 0x1p-149);
+}
+
 int main(void)
 {
     rng_state = 0xD7E5ull;
+    test_float_wire();
     test_tables();
     test_int32();
     test_f16_overflow_avg();
