@@ -30,6 +30,9 @@ Options:
   --rate RATE          tbf rate of each worker link, both ways (default 1gbit)
   --mtu MTU            MTU of the emulated cluster (default 9000)
   --elems K            ina elements per packet on the cluster (default 2048)
+  --float-add MODE     how ina adds floats: quantized (default, SwitchML's block
+                       floating point) or switch (the switch adds float32 values
+                       as floats; INA_FLOAT_ADD_SWITCH in ina.h)
   --settings LIST      cluster,loopback (default both)
   --systems LIST       ina,openmpi,gloo (default all; openmpi includes the shared-memory
                        row on loopback)
@@ -60,6 +63,7 @@ DTYPE=float32
 RATE=1gbit
 MTU=9000
 ELEMS=2048
+FLOAT_ADD=quantized
 SETTINGS=cluster,loopback
 SYSTEMS=ina,openmpi,gloo
 MERGE=0
@@ -80,6 +84,7 @@ while [ $# -gt 0 ]; do
         --rate) RATE=${2:?}; shift ;;
         --mtu) MTU=${2:?}; shift ;;
         --elems) ELEMS=${2:?}; shift ;;
+        --float-add) FLOAT_ADD=${2:?}; shift ;;
         --settings) SETTINGS=${2:?}; shift ;;
         --systems) SYSTEMS=${2:?}; shift ;;
         --merge) MERGE=1 ;;
@@ -94,6 +99,7 @@ while [ $# -gt 0 ]; do
 done
 
 case $DTYPE in float32 | int32) ;; *) echo "compare: bad --dtype '$DTYPE'" >&2; exit 2 ;; esac
+case $FLOAT_ADD in quantized | switch) ;; *) echo "compare: bad --float-add '$FLOAT_ADD' (want quantized or switch)" >&2; exit 2 ;; esac
 [[ $ITERS_SCALE =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "compare: bad --iters-scale" >&2; exit 2; }
 
 log() { printf '[compare %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -335,6 +341,7 @@ run_ina() {
     job=${job:0:31}
     local extra=()
     [ "$setting" = cluster ] && extra=(--elems "$ELEMS")
+    extra+=(--float-add "$FLOAT_ADD")
     : >"$d/cmd"
     for ((r = 0; r < n; r++)); do
         local cmd=(timeout -k 5 "$to")
@@ -514,8 +521,8 @@ GIT_DIRTY=
 if git -C "$ROOT" status --porcelain -- src include tools 2>/dev/null | grep -q .; then
     GIT_DIRTY=+uncommitted
 fi
-printf '{"kind":"config","mode":"%s","sizes":"%s","cluster_workers":"%s","loopback_workers":"%s","dtype":"%s","rate":"%s","mtu":%d,"elems":%d,"systems":"%s","settings":"%s","ncores":%d,"git":"%s%s","date":"%s","kernel":"%s","iters_scale":"%s","loadavg_start":"%s","tbf_burst":"%s","memcpy":%s}\n' \
-    "$MODE" "$SIZES" "$CL_WORKERS" "$LO_WORKERS" "$DTYPE" "$RATE" "$MTU" "$ELEMS" "$SYSTEMS" \
+printf '{"kind":"config","mode":"%s","sizes":"%s","cluster_workers":"%s","loopback_workers":"%s","dtype":"%s","rate":"%s","mtu":%d,"elems":%d,"float_add":"%s","systems":"%s","settings":"%s","ncores":%d,"git":"%s%s","date":"%s","kernel":"%s","iters_scale":"%s","loadavg_start":"%s","tbf_burst":"%s","memcpy":%s}\n' \
+    "$MODE" "$SIZES" "$CL_WORKERS" "$LO_WORKERS" "$DTYPE" "$RATE" "$MTU" "$ELEMS" "$FLOAT_ADD" "$SYSTEMS" \
     "$SETTINGS" "$NCORES" "$GIT_REV" "$GIT_DIRTY" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(uname -r)" \
     "$ITERS_SCALE" "$(cut -d' ' -f1-3 /proc/loadavg)" "${INA_NS_BURST:-128kb}" \
     "${MEMCPY_JSON:-null}" >>"$RAW"

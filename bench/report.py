@@ -365,6 +365,10 @@ def main():
 
     md.append("### How these were measured")
     md.append("")
+    fa = config.get("float_add", "quantized")
+    md.append("- ina adds floats: **%s** (%s)." % (fa, "the switch adds float32 values as floats, "
+              "INA_FLOAT_ADD_SWITCH" if fa == "switch" else "block floating point as SwitchML, "
+              "the default; `compare.sh --float-add switch` measures the float add"))
     md.append("- Same tensors for all systems (ina-bench's deterministic generator; "
               "bench/benchdata.c for the peers), bytes per rank, dtype %s, SUM. "
               "Iterations (timed + warmup): <=64K 50+5, <=1M 20+2, <=16M 10+1, larger 5+1%s." %

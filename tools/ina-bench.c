@@ -79,6 +79,7 @@ struct opts {
     int json;
     int elems, window, timeout_ms, join_timeout_ms;
     int lanes, switch_threads;
+    int float_add; /* INA_FLOAT_ADD_*; -1: not given (the environment's INA_FLOAT_ADD, else quantized) */
     int deadline_s;
     int verbose;
     /* loss sweep (--loss): the launcher reruns everything once per rate */
@@ -139,6 +140,9 @@ static void usage(FILE *f)
 "                       (0 = library default)\n"
 "  --lanes L            threads (lanes) per worker, each streaming 1/L of every\n"
 "                       operation with its own socket and window (default 1)\n"
+"  --float-add MODE    quantized (default: block floating point, as SwitchML)\n"
+"                       or switch (the switch adds float32 values as floats;\n"
+"                       ina.h INA_FLOAT_ADD_SWITCH); env INA_FLOAT_ADD\n"
 "  --switch-threads T   --local: run ina-switch --threads T (default 1)\n"
 "  --timeout-ms MS      operation deadline without progress (0 = library default)\n"
 "  --join-timeout-ms MS deadline for all ranks to join (0 = library default)\n"
@@ -256,6 +260,8 @@ static void parse_sizes(struct opts *o, const char *arg)
 }
 
 /* The index of name in names[0..n), or a usage error naming the choices. */
+static const char *const float_add_names[] = {"quantized", "switch"}; /* INA_FLOAT_ADD_* */
+
 static int name_index(const char *opt, const char *name, const char *const *names, size_t n)
 {
     char list[128] = "";
@@ -269,7 +275,7 @@ static int name_index(const char *opt, const char *name, const char *const *name
 
 enum {
     OPT_LOCAL = 256, OPT_SWITCH_BIN, OPT_SWITCH, OPT_RANK, OPT_WORLD, OPT_JOB, OPT_SIZES,
-    OPT_DTYPE, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_JSON, OPT_ELEMS, OPT_WINDOW, OPT_LANES,
+    OPT_DTYPE, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_JSON, OPT_ELEMS, OPT_WINDOW, OPT_LANES, OPT_FLOAT_ADD,
     OPT_SWITCH_THREADS, OPT_TIMEOUT,
     OPT_JOIN_TIMEOUT, OPT_DEADLINE, OPT_VERBOSE,
     OPT_LOSS,
@@ -320,6 +326,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
         {"elems", required_argument, NULL, OPT_ELEMS},
         {"window", required_argument, NULL, OPT_WINDOW},
         {"lanes", required_argument, NULL, OPT_LANES},
+        {"float-add", required_argument, NULL, OPT_FLOAT_ADD},
         {"switch-threads", required_argument, NULL, OPT_SWITCH_THREADS},
         {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
         {"join-timeout-ms", required_argument, NULL, OPT_JOIN_TIMEOUT},
@@ -342,6 +349,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
     o->warmup = 2;
     o->deadline_s = 600;
     o->rank = -1;
+    o->float_add = -1;
 
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
@@ -372,6 +380,9 @@ static void parse_args(struct opts *o, int argc, char **argv)
         case OPT_ELEMS: o->elems = parse_int("--elems", a, 0, INT_MAX); break;
         case OPT_LANES:
             o->lanes = parse_int("--lanes", a, 1, 16);
+            break;
+        case OPT_FLOAT_ADD:
+            o->float_add = name_index("--float-add", a, float_add_names, 2);
             break;
         case OPT_SWITCH_THREADS:
             o->switch_threads = parse_int("--switch-threads", a, 1, 64);
@@ -427,6 +438,9 @@ static void parse_args(struct opts *o, int argc, char **argv)
         if (o->rank >= o->world)
             usage_error("--rank %d is out of range for --world %d", o->rank, o->world);
     }
+    const char *fa = getenv("INA_FLOAT_ADD");
+    if (o->float_add < 0 && fa && *fa) /* as ina_config_from_env() would read it */
+        o->float_add = name_index("INA_FLOAT_ADD", fa, float_add_names, 2);
 }
 
 /* ---- Time ----------------------------------------------------------------- */
@@ -458,6 +472,7 @@ static int cmp_double(const void *a, const void *b)
 /* ---- Worker -------------------------------------------------------------- */
 
 static int g_rank = -1;
+static int g_float_add; /* ina_info.float_add: which error bound the results must meet */
 static ina_ctx *g_ctx;
 
 static _Noreturn void die_ina(const char *what, int rc)
@@ -525,9 +540,11 @@ static double float_at(ina_dtype dt, const void *x, size_t i)
 /* The bound of one element: ina_error_bound() for SUM; for AVG the form
  * ina.h gives (the sum's bound / N, the division's rounding in double, the
  * type's subnormal term), against exact / N. */
-static double elem_bound(ina_dtype dt, ina_op op, int n, double amax, double exact)
+static double elem_bound(ina_dtype dt, ina_op op, int n, double amax, double abs_sum,
+                         double exact)
 {
-    double b = ina_error_bound(dt, n, amax, exact);
+    double b = g_float_add == INA_FLOAT_ADD_SWITCH ? ina_float_add_error_bound(dt, n, abs_sum, exact)
+                                                   : ina_error_bound(dt, n, amax, exact);
     if (op != INA_AVG)
         return b;
     double sub = dt == INA_FLOAT32 ? 0x1p-149 : dt == INA_FLOAT16 ? 0x1p-25
@@ -560,13 +577,14 @@ static void report_mismatch(struct verdict *v, unsigned long long bytes, int ite
  */
 static void verify_float(const struct opts *o, int epp, unsigned long long bytes, int iter,
                          const void *send, const void *recv, size_t count, void *scratch,
-                         double *acc, struct verdict *v)
+                         double *acc, double *acc_abs, struct verdict *v)
 {
     const size_t es = dtype_size[o->dtype];
     for (size_t b0 = 0; b0 < count; b0 += (size_t)epp) {
         size_t n = count - b0 < (size_t)epp ? count - b0 : (size_t)epp;
         double amax = 0.0;
         memset(acc, 0, n * sizeof *acc);
+        memset(acc_abs, 0, n * sizeof *acc_abs);
         for (int r = 0; r < o->world; r++) {
             fill(o->dtype, data_seed(r, bytes, iter), b0, n, scratch);
             if (r == o->rank && memcmp(scratch, (const uint8_t *)send + b0 * es, n * es)) {
@@ -576,6 +594,7 @@ static void verify_float(const struct opts *o, int epp, unsigned long long bytes
             for (size_t j = 0; j < n; j++) {
                 double x = float_at(o->dtype, scratch, j);
                 acc[j] += x;
+                acc_abs[j] += fabs(x);
                 if (fabs(x) > amax)
                     amax = fabs(x);
             }
@@ -584,7 +603,7 @@ static void verify_float(const struct opts *o, int epp, unsigned long long bytes
             double sum = acc[j], res = float_at(o->dtype, recv, b0 + j);
             double exact = o->op == INA_AVG ? sum / o->world : sum;
             double err = fabs(res - exact);
-            double bound = elem_bound(o->dtype, o->op, o->world, amax, sum);
+            double bound = elem_bound(o->dtype, o->op, o->world, amax, acc_abs[j], sum);
             /* Relative to the magnitude being summed (N x block amax), not
              * to |exact|: sums that cancel to ~0 make that ratio meaningless. */
             double rel = err / fmax(amax * o->world, 1e-30);
@@ -715,7 +734,7 @@ static int run_worker(const struct opts *o)
     int rc, any_fail = 0, epp;
     const char *dname = dtype_names[o->dtype], *oname = op_names[o->op];
     const size_t es = dtype_size[o->dtype];
-    double *times, *acc;
+    double *times, *acc, *acc_abs;
     void *scratch;
 
     g_rank = o->rank;
@@ -740,6 +759,8 @@ static int run_worker(const struct opts *o)
     cfg.elems_per_packet = o->elems;
     cfg.window = o->window;
     cfg.lanes = o->lanes;
+    if (o->float_add >= 0)
+        cfg.float_add = o->float_add;
     cfg.timeout_ms = o->timeout_ms;
     cfg.join_timeout_ms = o->join_timeout_ms;
 
@@ -753,6 +774,7 @@ static int run_worker(const struct opts *o)
     rc = ina_get_info(g_ctx, &info);
     if (rc)
         die_ina("ina_get_info", rc);
+    g_float_add = info.float_add;
     epp = info.elems_per_packet;
     if (epp <= 0) {
         fprintf(stderr, "%s: rank %d: library reports %d elements per packet\n", prog,
@@ -768,9 +790,10 @@ static int run_worker(const struct opts *o)
 
     if (o->rank == 0 && !o->json) {
         printf("# ina-bench: %d workers, dtype %s, op %s, %d elems/packet, window %d, lanes %d, "
-               "path %s, %d iterations + %d warmup, libina %s\n",
+               "path %s, float add %s, %d iterations + %d warmup, libina %s\n",
                o->world, dname, oname, epp, info.window, info.lanes,
                info.path == INA_PATH_HOST ? "host (fallback: the switch had no room)" : "switch",
+               float_add_names[info.float_add],
                o->iters, o->warmup, ina_version_string());
         printf("# algbw = bytes*8/time; busbw = algbw*2(N-1)/N (nccl-tests ring convention, "
                "for comparison; for an aggregator algbw is the natural figure)\n");
@@ -783,8 +806,9 @@ static int run_worker(const struct opts *o)
 
     times = malloc((size_t)o->iters * sizeof *times);
     acc = malloc((size_t)epp * sizeof(double));
+    acc_abs = malloc((size_t)epp * sizeof(double));
     scratch = malloc((size_t)epp * es);
-    if (!times || !acc || !scratch)
+    if (!times || !acc || !acc_abs || !scratch)
         die_sys("malloc");
 
     for (int s = 0; s < o->nsizes; s++) {
@@ -834,7 +858,7 @@ static int run_worker(const struct opts *o)
             if (o->dtype == INA_INT32)
                 verify_i32(o, epp, bytes, it, send, recv, count, scratch, (uint32_t *)acc, &v);
             else
-                verify_float(o, epp, bytes, it, send, recv, count, scratch, acc, &v);
+                verify_float(o, epp, bytes, it, send, recv, count, scratch, acc, acc_abs, &v);
         }
         if ((rc = ina_get_stats(g_ctx, &st1)))
             die_ina("ina_get_stats", rc);
@@ -884,9 +908,10 @@ static int run_worker(const struct opts *o)
             if (o->json) {
                 printf("{\"workers\":%d,\"bytes\":%llu,\"count\":%zu,\"dtype\":\"%s\","
                        "\"op\":\"%s\",\"iters\":%d,\"warmup\":%d,\"elems_per_packet\":%d,"
-                       "\"window\":%d,\"lanes\":%d,\"path\":\"%s\",",
+                       "\"window\":%d,\"lanes\":%d,\"path\":\"%s\",\"float_add\":\"%s\",",
                        o->world, bytes, count, dname, oname, o->iters, o->warmup, epp,
-                       info.window, info.lanes, info.path == INA_PATH_HOST ? "host" : "switch");
+                       info.window, info.lanes, info.path == INA_PATH_HOST ? "host" : "switch",
+                       float_add_names[info.float_add]);
                 json_num("time_s", med, 0);
                 json_num("time_min_s", tmin, 0);
                 json_num("time_max_s", tmax, 0);
@@ -941,6 +966,7 @@ static int run_worker(const struct opts *o)
     }
     free(times);
     free(acc);
+    free(acc_abs);
     free(scratch);
     ina_finalize(g_ctx);
     g_ctx = NULL;
@@ -1218,6 +1244,10 @@ have_switch:
         argv[a++] = "--elems"; argv[a++] = s_elems;
         argv[a++] = "--window"; argv[a++] = s_win;
         argv[a++] = "--lanes"; argv[a++] = s_lanes;
+        if (o->float_add >= 0) {
+            argv[a++] = "--float-add";
+            argv[a++] = float_add_names[o->float_add];
+        }
         argv[a++] = "--timeout-ms"; argv[a++] = s_to;
         argv[a++] = "--join-timeout-ms"; argv[a++] = s_jto;
         argv[a++] = "--deadline-s"; argv[a++] = s_dl;

@@ -40,6 +40,17 @@ for dt_op in float16:avg bfloat16:sum float64:avg int32:max int32:min int32:avg;
     check "ina-bench $dt_op ok" test "$(grep -c '"ok": *true' "$tmp/json3")" -eq 2
 done
 
+# floats added as floats by the switch: verified against that mode's bound, and reported
+for dt_op in float32:sum bfloat16:avg; do
+    "$BENCH" --local 3 --sizes 4K,1M --dtype "${dt_op%%:*}" --op "${dt_op##*:}" --iters 2 \
+        --warmup 0 --float-add switch --json >"$tmp/json4" 2>/dev/null
+    check "ina-bench --float-add switch $dt_op ok" \
+        test "$(grep -c '"ok": *true' "$tmp/json4")" -eq 2
+    check "ina-bench --float-add switch $dt_op reports it" grep -q '"float_add":"switch"' "$tmp/json4"
+done
+"$BENCH" --local 2 --float-add floats >/dev/null 2>&1
+check "ina-bench bad --float-add exits 2" test $? -eq 2
+
 # The README example, 3 ranks, configured only through the environment
 # (rank 2 through torchrun's RANK/WORLD_SIZE fallback).
 start_switch "$tmp/sw.err"
