@@ -395,7 +395,7 @@ typedef struct ina_stats {
     uint64_t retransmits;      /**< data packets sent again (timeout, fast retransmit, tail probe) */
     uint64_t stale_results;    /**< duplicate or stale result packets ignored */
     uint64_t bytes_sent;       /**< UDP payload bytes sent */
-    uint64_t nonfinite_blocks; /**< float blocks that carried NaN/Inf */
+    uint64_t nonfinite_blocks; /**< float blocks that carried NaN/Inf (quantized floats only) */
     /* retransmits by cause (they sum to retransmits): */
     uint64_t rtx_fast;    /**< a later result revealed the gap (fast retransmit) */
     uint64_t rtx_probe;   /**< tail probe or a resent packet's short timer expired */
