@@ -37,6 +37,8 @@ __version__ = "0.1.0"
 
 INT32, FLOAT32, FLOAT16, BFLOAT16, FLOAT64 = 0, 1, 2, 3, 4
 SUM, MAX, MIN, AVG = 0, 1, 2, 3
+FLOAT_ADD_NAMES = ("quantized", "switch")  # ina_config.float_add: INA_FLOAT_ADD_QUANTIZED, _SWITCH
+PATH_NAMES = ("switch", "host")            # ina_info.path: INA_PATH_SWITCH, INA_PATH_HOST
 
 OK = 0
 ERR_TIMEOUT = -1001
@@ -107,10 +109,12 @@ def float_error_bound(world_size, amax, exact_sum):
     return _lib.lib().ina_float_error_bound(int(world_size), float(amax), float(exact_sum))
 
 
-def float_error_bounds(inputs, elems_per_packet):
+def float_error_bounds(inputs, elems_per_packet, float_add="quantized"):
     """Per-element error bounds of a float32 sum all-reduce of the arrays in inputs (one per
     rank, same size, anything numpy.asarray takes). @return (exact, bound): float64 numpy
-    arrays of the flattened exact sum and of float_error_bound() for each element."""
+    arrays of the flattened exact sum and of float_error_bound() for each element, or with
+    float_add="switch" (Context.float_add: the switch added floats) of
+    ina_float_add_error_bound()."""
     import numpy as np
 
     xs = [np.asarray(x, dtype=np.float64).ravel() for x in inputs]
@@ -119,6 +123,11 @@ def float_error_bounds(inputs, elems_per_packet):
         raise ValueError("float_error_bounds: no inputs")
     exact = np.sum(xs, axis=0)
     count = exact.size
+    if _float_add_code(float_add) == 1:
+        abs_sum = np.sum(np.abs(np.stack(xs)), axis=0) if count else exact
+        fn = _lib.lib().ina_float_add_error_bound
+        return exact, np.array([fn(FLOAT32, n, float(abs_sum[i]), float(exact[i]))
+                                for i in range(count)], dtype=np.float64)
     k = int(elems_per_packet)
     amax_el = np.max(np.abs(np.stack(xs)), axis=0) if count else exact
     nblocks = (count + k - 1) // k
@@ -130,6 +139,15 @@ def float_error_bounds(inputs, elems_per_packet):
         for i in range(lo, hi):
             bound[i] = fn(n, amax, float(exact[i]))
     return exact, bound
+
+
+def _float_add_code(v):
+    """"quantized" / "switch" (or 0 / 1) -> INA_FLOAT_ADD_*."""
+    if v in FLOAT_ADD_NAMES:
+        return FLOAT_ADD_NAMES.index(v)
+    if v in (0, 1) and not isinstance(v, bool):
+        return int(v)
+    raise ValueError("ina: float_add must be one of %s, not %r" % (", ".join(FLOAT_ADD_NAMES), v))
 
 
 # ---- buffers ---------------------------------------------------------------------------------
@@ -251,13 +269,15 @@ def _finalize_handle(lib, handle):
 class Context:
     """A joined ina job (wraps ina_ctx). Arguments left None come from the environment, as
     ina_init_env() reads it (INA_SWITCH, INA_RANK or RANK, INA_WORLD_SIZE or WORLD_SIZE,
-    INA_JOB, INA_ELEMS, INA_WINDOW, INA_TIMEOUT_MS, INA_JOIN_TIMEOUT_MS, INA_RTO_MS), or with
-    env=False from the library's defaults. Blocks until all world_size ranks joined (at most
+    INA_JOB, INA_ELEMS, INA_WINDOW, INA_TIMEOUT_MS, INA_JOIN_TIMEOUT_MS, INA_RTO_MS, INA_LANES,
+    INA_FLOAT_ADD, ...), or with env=False from the library's defaults. float_add: "quantized"
+    (SwitchML's block floating point, the default) or "switch" (the switch adds float32 values
+    as floats where it can; ina.h INA_FLOAT_ADD_SWITCH); self.float_add says which is in use. Blocks until all world_size ranks joined (at most
     join_timeout_ms). Use as a context manager or call close()."""
 
     def __init__(self, switch=None, rank=None, world_size=None, job=None, *,
                  elems_per_packet=None, window=None, timeout_ms=None, join_timeout_ms=None,
-                 rto_ms=None, env=True):
+                 rto_ms=None, lanes=None, float_add=None, env=True):
         lib = _lib.lib()
         self._lib = lib
         self._lock = threading.RLock()
@@ -286,9 +306,11 @@ class Context:
         for name, v in (("rank", rank), ("world_size", world_size),
                         ("elems_per_packet", elems_per_packet), ("window", window),
                         ("timeout_ms", timeout_ms), ("join_timeout_ms", join_timeout_ms),
-                        ("rto_ms", rto_ms)):
+                        ("rto_ms", rto_ms), ("lanes", lanes)):
             if v is not None:
                 setattr(cfg, name, int(v))
+        if float_add is not None:
+            cfg.float_add = _float_add_code(float_add)
         self.switch = (cfg.switch_addr or b"").decode(errors="replace")
         self.job = (cfg.job or b"").decode(errors="replace")
         handle = ctypes.c_void_p()
@@ -307,6 +329,10 @@ class Context:
         self.window = info.window
         self.job_id = info.job_id
         self.session_id = info.session_id
+        self.lanes = info.lanes
+        self.path = PATH_NAMES[info.path] if 0 <= info.path < 2 else str(info.path)
+        self.float_add = FLOAT_ADD_NAMES[info.float_add] if 0 <= info.float_add < 2 \
+            else str(info.float_add)
 
     # -- lifetime --
 
@@ -348,7 +374,8 @@ class Context:
         """Session parameters agreed at join time (ina_get_info) as a dict."""
         return {"rank": self.rank, "world_size": self.world_size,
                 "elems_per_packet": self.elems_per_packet, "window": self.window,
-                "job_id": self.job_id, "session_id": self.session_id}
+                "job_id": self.job_id, "session_id": self.session_id, "lanes": self.lanes,
+                "path": self.path, "float_add": self.float_add}
 
     def stats(self):
         """The context's counters (ina_get_stats) as a dict."""

@@ -26,7 +26,12 @@ class ConfigStruct(ctypes.Structure):
         ("timeout_ms", ctypes.c_int),
         ("join_timeout_ms", ctypes.c_int),
         ("rto_ms", ctypes.c_int),
-        ("reserved", ctypes.c_uint * 8),
+        ("lanes", ctypes.c_int),
+        ("admission_wait_ms", ctypes.c_int),
+        ("fallback", ctypes.c_int),
+        ("secret_file", ctypes.c_char_p),
+        ("float_add", ctypes.c_int),
+        ("reserved", ctypes.c_uint * 2),
     ]
 
 
@@ -47,7 +52,10 @@ class InfoStruct(ctypes.Structure):
         ("window", ctypes.c_int),
         ("job_id", ctypes.c_uint32),
         ("session_id", ctypes.c_uint32),
-        ("reserved", ctypes.c_uint * 8),
+        ("lanes", ctypes.c_int),
+        ("path", ctypes.c_int),
+        ("float_add", ctypes.c_int),
+        ("reserved", ctypes.c_uint * 5),
     ]
 
 
@@ -106,6 +114,7 @@ def _declare(lib):
         "ina_get_stats": (c_int, [c_void_p, ctypes.POINTER(StatsStruct)]),
         "ina_get_info": (c_int, [c_void_p, ctypes.POINTER(InfoStruct)]),
         "ina_float_error_bound": (c_double, [c_int, c_double, c_double]),
+        "ina_float_add_error_bound": (c_double, [c_int, c_int, c_double, c_double]),
     }
     for name, (restype, argtypes) in protos.items():
         fn = getattr(lib, name)

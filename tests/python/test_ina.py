@@ -313,8 +313,35 @@ def group_lifecycle(ctx, rep, n, rank):
                   "%s (%.1f s)" % (e, time.monotonic() - t0))
 
 
+def group_floatadd(ctx, rep, n, rank):
+    """The context was created with float_add="switch" (worker()): the switch adds floats."""
+    k = ctx.elems_per_packet
+    rep.check("float_add: the switch adds floats", ctx.float_add == "switch"
+              and ctx.info()["float_add"] == "switch" and ctx.path == "switch", ctx.info())
+    count = 3 * k + 17
+    xs = inputs_f32(n, count, 7)
+    buf = xs[rank].copy()
+    ina.allreduce(buf, ctx=ctx)
+    exact, bound = ina.float_error_bounds(xs, k, float_add="switch")
+    err = np.abs(buf.astype(np.float64) - exact)
+    rep.check("float_add switch: float32 sum within ina_float_add_error_bound",
+              bool(np.all(err <= bound)), "worst %.3g" % float(np.max(err / np.maximum(bound, 1e-300))))
+    # NaN stays in its own element (quantized floats would make its block NaN)
+    y = np.ones(2 * k, dtype=np.float32)
+    if rank == 0:
+        y[5] = np.nan
+    ina.allreduce(y, ctx=ctx)
+    rep.check("float_add switch: NaN only in its own element",
+              bool(np.isnan(y[5]) and np.all(np.delete(y, 5) == n)), y[:8])
+    try:
+        ina.Context(switch=SWITCH, rank=0, world_size=1, job="pyfa-bad", float_add="fast")
+        rep.check("float_add='fast' raises ValueError", False, "no exception")
+    except ValueError as e:
+        rep.check("float_add='fast' raises ValueError", "float_add" in str(e), e)
+
+
 GROUPS = {"numpy": group_numpy, "torch": group_torch, "hook": group_hook,
-          "lifecycle": group_lifecycle}
+          "lifecycle": group_lifecycle, "floatadd": group_floatadd}
 
 
 def worker(q, group, n, rank, job):
@@ -327,8 +354,9 @@ def worker(q, group, n, rank, job):
         if group == "hook":  # the environment torchrun would set, for the default context
             os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(n), "INA_SWITCH": SWITCH,
                                "INA_JOB": job + "-env"})
+        extra = {"float_add": "switch"} if group == "floatadd" else {}
         ctx = ina.Context(switch=SWITCH, rank=rank, world_size=n, job=job, join_timeout_ms=30000,
-                          timeout_ms=30000)
+                          timeout_ms=30000, **extra)
         GROUPS[group](ctx, rep, n, rank)
         ctx.close()
         q.put((group, rank, None, True, "done"))
@@ -419,7 +447,7 @@ def main():
     print("libina %s from %s" % (ina.library_version(), ina.library_path()))
     if not a.skip_torch:
         import torch  # noqa: F401  (imported before forking: the workers inherit it)
-    plan = [("numpy", 1), ("numpy", 3), ("lifecycle", 1)]
+    plan = [("numpy", 1), ("numpy", 3), ("lifecycle", 1), ("floatadd", 3)]
     if not a.skip_torch:
         plan += [("torch", 1), ("torch", 3), ("hook", 2)]
     passed, failed = check_loader()
