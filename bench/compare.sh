@@ -30,9 +30,10 @@ Options:
   --rate RATE          tbf rate of each worker link, both ways (default 1gbit)
   --mtu MTU            MTU of the emulated cluster (default 9000)
   --elems K            ina elements per packet on the cluster (default 2048)
-  --float-add MODE     how ina adds floats: quantized (default, SwitchML's block
-                       floating point) or switch (the switch adds float32 values
-                       as floats; INA_FLOAT_ADD_SWITCH in ina.h)
+  --float-add MODES    how ina adds floats: quantized (SwitchML's block floating
+                       point, the library default; row "ina"), switch (the switch
+                       adds float32 values as floats, INA_FLOAT_ADD_SWITCH in ina.h;
+                       row "ina (float add)"), or quantized,switch (default: both)
   --settings LIST      cluster,loopback (default both)
   --systems LIST       ina,openmpi,gloo (default all; openmpi includes the shared-memory
                        row on loopback)
@@ -63,7 +64,7 @@ DTYPE=float32
 RATE=1gbit
 MTU=9000
 ELEMS=2048
-FLOAT_ADD=quantized
+FLOAT_ADD=quantized,switch
 SETTINGS=cluster,loopback
 SYSTEMS=ina,openmpi,gloo
 MERGE=0
@@ -99,7 +100,7 @@ while [ $# -gt 0 ]; do
 done
 
 case $DTYPE in float32 | int32) ;; *) echo "compare: bad --dtype '$DTYPE'" >&2; exit 2 ;; esac
-case $FLOAT_ADD in quantized | switch) ;; *) echo "compare: bad --float-add '$FLOAT_ADD' (want quantized or switch)" >&2; exit 2 ;; esac
+case $FLOAT_ADD in quantized | switch | quantized,switch | switch,quantized) ;; *) echo "compare: bad --float-add '$FLOAT_ADD' (want quantized, switch or quantized,switch)" >&2; exit 2 ;; esac
 [[ $ITERS_SCALE =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "compare: bad --iters-scale" >&2; exit 2; }
 
 log() { printf '[compare %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -333,15 +334,18 @@ stop_switch() {
 
 # run_ina SETTING N PART ITERS WARMUP SIZES TIMEOUT: N workers against the running switch, one
 # ina-bench launch per iteration group (its --iters is one count for all sizes).
+# run_ina SETTING N PART ITERS WARMUP SIZES TIMEOUT MODE: MODE quantized (label ina) or
+# switch (label ina-f32: the switch adds the floats).
 run_ina() {
-    local setting=$1 n=$2 part=$3 it=$4 wu=$5 sizes=$6 to=$7 r d rc=0 job mx mn
-    d=$RUN/$setting-n$n-ina-$part-i$it
+    local setting=$1 n=$2 part=$3 it=$4 wu=$5 sizes=$6 to=$7 mode=$8 r d rc=0 job mx mn label=ina
+    [ "$mode" = switch ] && label=ina-f32
+    d=$RUN/$setting-n$n-$label-$part-i$it
     mkdir -p "$d"
-    job=b$part$it-$n-$$
+    job=b$part$it-$n-$$-$mode
     job=${job:0:31}
     local extra=()
     [ "$setting" = cluster ] && extra=(--elems "$ELEMS")
-    extra+=(--float-add "$FLOAT_ADD")
+    extra+=(--float-add "$mode")
     : >"$d/cmd"
     for ((r = 0; r < n; r++)); do
         local cmd=(timeout -k 5 "$to")
@@ -353,16 +357,16 @@ run_ina() {
         start_rank "$d" "$r" "${cmd[@]}"
     done
     wait_ranks
-    tag_json "$setting" ina "$part" <"$d/out.0" >>"$RAW"
-    if [ -n "$TIME_BIN" ]; then
+    tag_json "$setting" "$label" "$part" <"$d/out.0" >>"$RAW"
+    if [ -n "$TIME_BIN" ] && [ "$label" = ina ]; then
         read -r mx mn < <(rss_of "$d"/rss.*) && printf '{"kind":"mem","setting":"%s","label":"ina-worker","part":"%s","workers":%d,"sizes":"%s","maxrss_kib_max":%s,"maxrss_kib_min":%s}\n' \
             "$setting" "$part" "$n" "$sizes" "$mx" "$mn" >>"$RAW"
     fi
     if [ "$rc" -ne 0 ] || ! grep -q '"ok":true' "$d/out.0"; then
-        record_failure "$setting" ina "$n" "$rc" "$d/cmd" "$d"/err.* "$SW_LOG.err"
+        record_failure "$setting" "$label" "$n" "$rc" "$d/cmd" "$d"/err.* "$SW_LOG.err"
         return 1
     fi
-    log "ina ($setting, N=$n, $sizes): $(summarize "$d/out.0")"
+    log "$label ($setting, N=$n, $sizes): $(summarize "$d/out.0")"
 }
 
 summarize() { # one "size: ms" per JSON line
@@ -463,7 +467,7 @@ run_gloo() {
 
 # run_all SETTING N: every system over every size (and the latency part on loopback N=4).
 run_all() {
-    local setting=$1 n=$2 g it wu mx sizes to btl s part
+    local setting=$1 n=$2 g it wu mx sizes to btl s part mode
     local parts=() p_sizes='' p_iters='' p_warm='' p_parts='' p_to=0
     for g in "${GROUPS_ARR[@]}"; do parts+=("$g main"); done
     if [ "$setting" = loopback ] && [ "$LATENCY" = 1 ] && [ "$n" = 4 ]; then
@@ -484,10 +488,13 @@ run_all() {
         [ "$setting" = cluster ] && listen=$(ina_ns_ip "$CLUSTER" sw):48864
         SW_LOG=$RUN/$setting-n$n-switch
         if start_switch "$setting" "$listen" "$SW_LOG"; then
-            for g in "${parts[@]}"; do
-                read -r it wu mx sizes part <<<"$g"
-                to=$(group_timeout "$it" "$wu" "$mx" "$n")
-                run_ina "$setting" "$n" "$part" "$it" "$wu" "$sizes" "$to"
+            for mode in ${FLOAT_ADD//,/ }; do
+                [ "$mode" = switch ] && [ "$DTYPE" = int32 ] && continue # floats only
+                for g in "${parts[@]}"; do
+                    read -r it wu mx sizes part <<<"$g"
+                    to=$(group_timeout "$it" "$wu" "$mx" "$n")
+                    run_ina "$setting" "$n" "$part" "$it" "$wu" "$sizes" "$to" "$mode"
+                done
             done
             stop_switch "$setting" "$n" "$SW_LOG"
         else

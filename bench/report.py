@@ -23,11 +23,12 @@ WIRE_EXTRA = 20   # preamble + SFD + inter-frame gap (a real Ethernet link; tbf 
 
 LABEL_NAMES = {
     "ina": "ina",
+    "ina-f32": "ina (float add)",
     "openmpi-tcp": "OpenMPI TCP",
     "openmpi-shm": "OpenMPI shm (vader)",
     "gloo": "Gloo",
 }
-ORDER = ["ina", "openmpi-tcp", "openmpi-shm", "gloo"]
+ORDER = ["ina", "ina-f32", "openmpi-tcp", "openmpi-shm", "gloo"]
 
 
 def system_of(label):
@@ -186,7 +187,8 @@ def main():
                                               and k[4] == "main" for k in by)]
             sizes = sorted({k[3] for k in by if k[0] == setting and k[1] == n
                             and k[4] == "main"})
-            peers = [l for l in labels if l != "ina"]
+            peers = [l for l in labels if not l.startswith("ina")]
+            inas = [l for l in labels if l.startswith("ina")]
             if setting == "cluster":
                 md.append("### Emulated cluster, N=%d: namespaces + bridge, tbf %s each worker "
                           "link both ways, MTU %s" % (n, config.get("rate", a.rate),
@@ -196,7 +198,7 @@ def main():
                           (n, ncores))
             md.append("")
             head = ["size"] + [LABEL_NAMES[l] for l in labels]
-            head += ["ina/%s" % LABEL_NAMES[p] for p in peers if "ina" in labels]
+            head += ["%s/%s" % (LABEL_NAMES[i], LABEL_NAMES[p]) for i in inas for p in peers]
             if "ina" in labels:
                 head += ["ina retx"]
                 if setting == "cluster":
@@ -222,11 +224,13 @@ def main():
                         cell += " FAIL"
                     row.append(cell)
                 ina = by.get((setting, n, "ina", b, "main"))
-                if "ina" in labels:
+                for i in inas:
+                    ir = by.get((setting, n, i, b, "main"))
                     for p in peers:
                         pr = by.get((setting, n, p, b, "main"))
-                        row.append("%.2f" % (ina["time_s"] / pr["time_s"])
-                                   if ina and pr and pr["time_s"] > 0 else "-")
+                        row.append("%.2f" % (ir["time_s"] / pr["time_s"])
+                                   if ir and pr and pr["time_s"] > 0 else "-")
+                if "ina" in labels:
                     row.append(str(ina.get("retransmits", "-")) if ina else "-")
                     if setting == "cluster":
                         if ina:
@@ -279,12 +283,13 @@ def main():
                 LABEL_NAMES.get(k[2], k[2]), k[1], r["time_s"] * 1e6,
                 r.get("time_min_s", float("nan")) * 1e6, r.get("iters", 0),
                 "yes" if r.get("ok") else "FAIL"))
-        ina_l = {k[1]: r for k, r in lat if k[2] == "ina"}
         mpi_l = {k[1]: r for k, r in lat if k[2] == "openmpi-tcp"}
-        for n in sorted(set(ina_l) & set(mpi_l)):
-            md.append("")
-            md.append("- ina / OpenMPI TCP latency at N=%d: %.2f" %
-                      (n, ina_l[n]["time_s"] / mpi_l[n]["time_s"]))
+        for il in ("ina", "ina-f32"):
+            ina_l = {k[1]: r for k, r in lat if k[2] == il}
+            for n in sorted(set(ina_l) & set(mpi_l)):
+                md.append("")
+                md.append("- %s / OpenMPI TCP latency at N=%d: %.2f" %
+                          (LABEL_NAMES[il], n, ina_l[n]["time_s"] / mpi_l[n]["time_s"]))
         md.append("")
 
     # Memory: one row per (setting, N), MiB.
@@ -366,9 +371,12 @@ def main():
     md.append("### How these were measured")
     md.append("")
     fa = config.get("float_add", "quantized")
-    md.append("- ina adds floats: **%s** (%s)." % (fa, "the switch adds float32 values as floats, "
-              "INA_FLOAT_ADD_SWITCH" if fa == "switch" else "block floating point as SwitchML, "
-              "the default; `compare.sh --float-add switch` measures the float add"))
+    md.append("- ina adds floats with %s. Row \"ina\": block floating point as in SwitchML, "
+              "the default; row \"ina (float add)\": the switch adds float32 values as floats "
+              "(`INA_FLOAT_ADD=switch`, ina.h). `compare.sh --float-add` chooses "
+              "(quantized, switch, or quantized,switch for both)." %
+              {"quantized": "the default only", "switch": "float adds at the switch only"}
+              .get(fa, "both methods, one after the other"))
     md.append("- Same tensors for all systems (ina-bench's deterministic generator; "
               "bench/benchdata.c for the peers), bytes per rank, dtype %s, SUM. "
               "Iterations (timed + warmup): <=64K 50+5, <=1M 20+2, <=16M 10+1, larger 5+1%s." %
@@ -445,7 +453,7 @@ def plot(by, settings, config, rate, path):
     if not settings:
         return
     fig, axes = plt.subplots(1, len(settings), figsize=(7 * len(settings), 5), squeeze=False)
-    colors = {"ina": "tab:red", "openmpi-tcp": "tab:blue", "openmpi-shm": "tab:cyan",
+    colors = {"ina": "tab:red", "ina-f32": "tab:orange", "openmpi-tcp": "tab:blue", "openmpi-shm": "tab:cyan",
               "gloo": "tab:green"}
     styles = ["-", "--", ":", "-."]
     for ax, setting in zip(axes[0], settings):

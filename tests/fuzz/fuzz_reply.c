@@ -11,7 +11,8 @@
  *                (truncated to the buffer, with MSG_TRUNC, as the kernel does),
  *                else fails with EAGAIN, or ECONNREFUSED (no switch there).
  * A model switch answers from those DATA datagrams as if every rank had sent
- * the same data: the RESULT echoes the header and carries world * payload.
+ * the same data: the RESULT echoes the header and carries world * payload
+ * (for op 4: the payload added to itself world - 1 times in binary32).
  *
  * Input format:
  *
@@ -19,8 +20,10 @@
  *
  * config: b0: window = 1 << (b0 & 3), world = 1 + (b0 >> 2); b1: elems =
  * 1 + (b1 & 15), bit 4 request A is FLOAT32, bit 5 a second request B exists,
- * bit 6 B is FLOAT32, bit 7 the float data holds Inf and NaN; b2, b3: element
- * counts of A and B.
+ * bit 6 B is FLOAT32, bit 7 the float data holds Inf and NaN; b2: element
+ * count of A; b3: bits 0..6 element count of B, bit 7 the switch adds floats
+ * (JOIN_ACK offers INA_OP_ADD_F32 and the context asks for it: FLOAT32 goes
+ * as binary32 in one round, PROTOCOL.md §8.8).
  *
  * A record is one datagram for window slot s = sel % window. sel bit 6: deliver
  * it through recvmmsg inside ina__stream_progress() instead of calling the
@@ -144,13 +147,16 @@ HARNESS int __wrap_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int vlen, int
         CHECKF(ina_hdr_decode(b, len, &h) == INA_PARSE_OK);
         CHECKF(h.kind == INA_K_DATA);
         CHECKF(h.job == ctx->job_id && h.session == ctx->session && h.token == ctx->token);
-        CHECKF(h.rank == ctx->rank && h.op == INA_OP_ADD_I32);
+        CHECKF(h.rank == ctx->rank);
         CHECKF(h.count <= ctx->elems && len <= sizeof(sent[0].buf));
         uint32_t slot = h.slot & INA_SLOT_INDEX_MASK;
         CHECKF(slot < ctx->window);
         CHECKF(((h.slot & INA_SLOT_SET_BIT) != 0) == (h.seq & 1));
         const struct ina_wslot *ws = &ctx->slots[slot];
         CHECKF(ws->inflight && ws->seq == h.seq); /* only in-flight packets go out */
+        /* op 4 only for a float op of a context whose switch offered it */
+        CHECKF(h.op == (ws->req->float_wire ? INA_OP_ADD_F32 : INA_OP_ADD_I32));
+        CHECKF(!ws->req->float_wire || (ctx->switch_caps & INA_FLAG_CAP_F32));
         memcpy(sent[slot].buf, b, len);
         sent[slot].len = len;
         }
@@ -310,7 +316,7 @@ HARNESS static void check_sums(const struct ina_ctx *ctx, const struct fz_op *op
 {
     const struct ina_req *req = op->req;
     const int w = ctx->world;
-    if (!req->quantized) {
+    if (!req->quantized && !req->float_wire) {
         for (size_t i = 0; i < req->count; i++) {
             uint32_t want = (uint32_t)((const int32_t *)op->src)[i] * (uint32_t)w;
             CHECKF((uint32_t)((const int32_t *)op->dst)[i] == want);
@@ -318,6 +324,20 @@ HARNESS static void check_sums(const struct ina_ctx *ctx, const struct fz_op *op
         return;
     }
     const float *x = op->src, *y = op->dst;
+    if (req->float_wire) { /* PROTOCOL.md §8.8: per element, IEEE */
+        for (size_t i = 0; i < req->count; i++) {
+            if (isnan(x[i])) {
+                CHECKF(isnan(y[i]));
+            } else if (isinf(x[i])) {
+                CHECKF(y[i] == x[i]);
+            } else {
+                double want = (double)w * x[i];
+                CHECKF(fabs((double)y[i] - want) <=
+                       ina_float_add_error_bound(INA_FLOAT32, w, fabs(want), want));
+            }
+        }
+        return;
+    }
     const int l = ina_quant_headroom_bits(w);
     for (size_t start = 0; start < req->count; start += ctx->elems) {
         size_t n = req->count - start < ctx->elems ? req->count - start : ctx->elems;
@@ -361,8 +381,20 @@ static uint8_t *model_result(const struct ina_ctx *ctx, uint32_t s, size_t *len)
     memcpy(b, sent[s].buf, *len);
     b[3] = INA_K_RESULT;
     ina_put16(b + 6, INA_RANK_SWITCH);
-    for (size_t off = INA_HDR_LEN; off + 4 <= *len; off += 4)
-        ina_put32(b + off, ina_get32(b + off) * (uint32_t)ctx->world);
+    for (size_t off = INA_HDR_LEN; off + 4 <= *len; off += 4) {
+        uint32_t v = ina_get32(b + off);
+        if (b[30] == INA_OP_ADD_F32) {
+            float x, acc;
+            memcpy(&x, &v, 4);
+            acc = x;
+            for (int r = 1; r < ctx->world; r++)
+                acc += x;
+            memcpy(&v, &acc, 4);
+        } else {
+            v *= (uint32_t)ctx->world;
+        }
+        ina_put32(b + off, v);
+    }
     return b;
 }
 
@@ -456,12 +488,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ctx->session = FZ_SESSION;
     ctx->token = FZ_TOKEN;
     ctx->nonce = 1;
+    if (data[3] & 0x80) {
+        ctx->switch_caps = INA_FLAG_CAP_F32;
+        ctx->float_add = INA_FLOAT_ADD_SWITCH;
+    }
     CHECKF(ina__stream_init(ctx) == 0);
 
     int nonfinite = (data[1] >> 7) & 1;
     op_start(ctx, &ops[0], data[2], (data[1] >> 4) & 1, nonfinite);
     if ((data[1] >> 5) & 1)
-        op_start(ctx, &ops[1], data[3], (data[1] >> 6) & 1, nonfinite);
+        op_start(ctx, &ops[1], data[3] & 0x7F, (data[1] >> 6) & 1, nonfinite);
     check_ctx(ctx);
     data += 4;
     size -= 4;

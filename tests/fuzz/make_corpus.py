@@ -187,11 +187,12 @@ R_FORGE = R_HDR | R_CREDS | R_SLOT | R_COUNT | R_PROGRESS  # accepted, with our 
 
 
 def config(window_log2, world, elems, a_count, a_float=False, b_count=None, b_float=False,
-           nonfinite=False):
+           nonfinite=False, float_wire=False):
+    """float_wire: the switch adds floats (op 4); b_count is then at most 127."""
     b0 = (window_log2 & 3) | (world - 1) << 2
     b1 = ((elems - 1) & 15) | (a_float << 4) | ((b_count is not None) << 5) | (b_float << 6) | \
         (nonfinite << 7)
-    return bytes([b0, b1, a_count, b_count or 0])
+    return bytes([b0, b1, a_count, (b_count or 0) | (float_wire << 7)])
 
 
 def rsel(ws, step, rx=False, refused=False):
@@ -211,13 +212,13 @@ def result(ws, values=(), exp=0, flags=R_FORGE, step=None, **kw):
                   hdr(K_RESULT, exp=exp, count=len(values), **kw) + ints(values))
 
 
-def stream(window, reqs, elems, step=None):
+def stream(window, reqs, elems, step=None, float_wire=False):
     """Model results for every packet of the requests, in stream order (packet g uses slot
-    g % window). reqs: (count, is_float)."""
+    g % window). reqs: (count, is_float). float_wire: floats take one round (op 4)."""
     out, g = b"", 0
     for count, is_float in reqs:
         nblocks = (count + elems - 1) // elems
-        npackets = nblocks + (min(nblocks, window) if is_float else 0)
+        npackets = nblocks + (min(nblocks, window) if is_float and not float_wire else 0)
         for _ in range(npackets):
             out += model(g % window, step)
             g += 1
@@ -234,6 +235,11 @@ def reply_seeds():
                             stream(1, [(255, True)], 16))
     s["float_zero_nonfinite"] = (config(2, 4, 8, 40, a_float=True, b_count=33, b_float=True,
                                         nonfinite=True) + stream(4, [(40, True), (33, True)], 8))
+    s["float_wire_complete"] = (config(2, 3, 4, 30, a_float=True, b_count=9, float_wire=True) +
+                                stream(4, [(30, True), (9, False)], 4, float_wire=True))
+    s["float_wire_nonfinite"] = (config(1, 5, 8, 40, a_float=True, b_count=20, b_float=True,
+                                        nonfinite=True, float_wire=True) +
+                                 stream(2, [(40, True), (20, True)], 8, float_wire=True))
     s["count_zero_then_op"] = config(1, 2, 2, 0, b_count=5) + stream(2, [(5, False)], 2)
     s["forged"] = (config(2, 2, 4, 13) + model(0) + result(1, [1, 2, 3, 4]) +
                    result(2, [5, 6, 7, 8], flags=R_FORGE | R_DUP) + model(3) +
