@@ -34,6 +34,8 @@ Options:
                        point, the library default; row "ina"), switch (the switch
                        adds float32 values as floats, INA_FLOAT_ADD_SWITCH in ina.h;
                        row "ina (float add)"), or quantized,switch (default: both)
+  --no-shm             loopback: ina over UDP; by default the loopback switch runs with
+                       --shm and the workers use shared-memory rings (PROTOCOL.md §5.9)
   --settings LIST      cluster,loopback (default both)
   --systems LIST       ina,openmpi,gloo (default all; openmpi includes the shared-memory
                        row on loopback)
@@ -65,6 +67,7 @@ RATE=1gbit
 MTU=9000
 ELEMS=2048
 FLOAT_ADD=quantized,switch
+LO_SHM=1
 SETTINGS=cluster,loopback
 SYSTEMS=ina,openmpi,gloo
 MERGE=0
@@ -86,6 +89,7 @@ while [ $# -gt 0 ]; do
         --mtu) MTU=${2:?}; shift ;;
         --elems) ELEMS=${2:?}; shift ;;
         --float-add) FLOAT_ADD=${2:?}; shift ;;
+        --no-shm) LO_SHM=0 ;;
         --settings) SETTINGS=${2:?}; shift ;;
         --systems) SYSTEMS=${2:?}; shift ;;
         --merge) MERGE=1 ;;
@@ -297,7 +301,9 @@ start_switch() {
         ip netns exec "${CLUSTER}sw" "$INA_SWITCH" --listen "$listen" --port-file "$pf" \
             >"$lp.out" 2>"$lp.err" &
     else
-        "$INA_SWITCH" --listen "$listen" --port-file "$pf" >"$lp.out" 2>"$lp.err" &
+        local shm=()
+        [ "$LO_SHM" = 1 ] && shm=(--shm) # one host: the workers use shared-memory rings
+        "$INA_SWITCH" --listen "$listen" --port-file "$pf" "${shm[@]}" >"$lp.out" 2>"$lp.err" &
     fi
     SW_PID=$!
     [ "$setting" = loopback ] && LO_SWITCH_PID=$SW_PID
@@ -528,8 +534,8 @@ GIT_DIRTY=
 if git -C "$ROOT" status --porcelain -- src include tools 2>/dev/null | grep -q .; then
     GIT_DIRTY=+uncommitted
 fi
-printf '{"kind":"config","mode":"%s","sizes":"%s","cluster_workers":"%s","loopback_workers":"%s","dtype":"%s","rate":"%s","mtu":%d,"elems":%d,"float_add":"%s","systems":"%s","settings":"%s","ncores":%d,"git":"%s%s","date":"%s","kernel":"%s","iters_scale":"%s","loadavg_start":"%s","tbf_burst":"%s","memcpy":%s}\n' \
-    "$MODE" "$SIZES" "$CL_WORKERS" "$LO_WORKERS" "$DTYPE" "$RATE" "$MTU" "$ELEMS" "$FLOAT_ADD" "$SYSTEMS" \
+printf '{"kind":"config","mode":"%s","sizes":"%s","cluster_workers":"%s","loopback_workers":"%s","dtype":"%s","rate":"%s","mtu":%d,"elems":%d,"float_add":"%s","lo_shm":%d,"systems":"%s","settings":"%s","ncores":%d,"git":"%s%s","date":"%s","kernel":"%s","iters_scale":"%s","loadavg_start":"%s","tbf_burst":"%s","memcpy":%s}\n' \
+    "$MODE" "$SIZES" "$CL_WORKERS" "$LO_WORKERS" "$DTYPE" "$RATE" "$MTU" "$ELEMS" "$FLOAT_ADD" "$LO_SHM" "$SYSTEMS" \
     "$SETTINGS" "$NCORES" "$GIT_REV" "$GIT_DIRTY" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(uname -r)" \
     "$ITERS_SCALE" "$(cut -d' ' -f1-3 /proc/loadavg)" "${INA_NS_BURST:-128kb}" \
     "${MEMCPY_JSON:-null}" >>"$RAW"

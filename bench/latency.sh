@@ -9,7 +9,8 @@
 # little. ina's float ops of at most one window of blocks take one round trip (docs/PROTOCOL.md
 # §8.7); INA_ONE_ROUND=0 in the environment measures the two-round schedule instead.
 #
-# Environment: INA_BUILD_DIR (default build), N, SIZE, ITERS, REPS. Needs OpenMPI and
+# Environment: INA_BUILD_DIR (default build), N, SIZE, ITERS, REPS, INA_BENCH_ARGS (more
+# ina-bench options, e.g. "--switch-shm" for shared-memory rings). Needs OpenMPI and
 # bench/build/mpi_allreduce (run bench/compare.sh once, or make bench).
 # Usage: bash bench/latency.sh [--help]
 set -euo pipefail
@@ -40,8 +41,9 @@ echo "# latency: $SIZE B float32, N=$N, $ITERS iterations x $REPS rounds, load $
 echo "round ina_us openmpi_tcp_us"
 ina=() mpi=()
 for ((i = 1; i <= REPS; i++)); do
+    # shellcheck disable=SC2086 # INA_BENCH_ARGS: words on purpose
     a=$(timeout 120 "$build/bin/ina-bench" --local "$N" --sizes "$SIZE" --dtype float32 \
-        --iters "$ITERS" --warmup 50 --json 2>/dev/null | json_time)
+        --iters "$ITERS" --warmup 50 --json ${INA_BENCH_ARGS:-} 2>/dev/null | json_time)
     b=$(timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 \
         --mca btl tcp,self --mca btl_tcp_if_include lo -np "$N" "$mpi_bin" --sizes "$SIZE" \
         --dtype float32 --iters "$ITERS" --warmup 50 --system openmpi-tcp 2>/dev/null | json_time)

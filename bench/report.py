@@ -265,7 +265,8 @@ def main():
                                        rate * eff_w / 1e9, rate * n / (2 * (n - 1)) / 1e9))
                 md.append("")
             elif memcpy and "ina" in labels:
-                md.append("- Copy bound: ina pushes about 4·N·S bytes through kernel copies; "
+                md.append("- Copy bound: ina pushes about 4·N·S bytes through copies (the "
+                          "kernel's over UDP, the rings' with --shm); "
                           "limit = 4·N·S / (memcpy rate %.1f GB/s x %d cores)." %
                           (memcpy, ncores))
                 md.append("")
@@ -377,6 +378,11 @@ def main():
               "(quantized, switch, or quantized,switch for both)." %
               {"quantized": "the default only", "switch": "float adds at the switch only"}
               .get(fa, "both methods, one after the other"))
+    if "loopback" in settings:
+        md.append("- Loopback ina: %s." % (
+            "ina-switch --shm, so the workers pass DATA and results through shared-memory rings "
+            "(PROTOCOL.md §5.9; the switch is still a separate process)"
+            if config.get("lo_shm", 0) else "over UDP on lo (`--no-shm`)"))
     md.append("- Same tensors for all systems (ina-bench's deterministic generator; "
               "bench/benchdata.c for the peers), bytes per rank, dtype %s, SUM. "
               "Iterations (timed + warmup): <=64K 50+5, <=1M 20+2, <=16M 10+1, larger 5+1%s." %

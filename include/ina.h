@@ -418,7 +418,10 @@ typedef struct ina_info {
     int float_add;        /**< INA_FLOAT_ADD_SWITCH if float sums are added as floats by the
                                switch (asked for, and offered), else INA_FLOAT_ADD_QUANTIZED.
                                Since v0.3. */
-    unsigned reserved[5];
+    int shm;              /**< 1 if DATA and results go through shared-memory rings with a
+                               switch on this host (ina-switch --shm; every lane), else 0
+                               (UDP). INA_SHM=0 keeps a context on UDP. Since v0.3. */
+    unsigned reserved[4];
 } ina_info;
 
 /** Session parameters agreed at join time. @return 0 or -EINVAL. */

@@ -79,6 +79,7 @@ struct opts {
     int json;
     int elems, window, timeout_ms, join_timeout_ms;
     int lanes, switch_threads;
+    int switch_shm; /* --local: start ina-switch --shm */
     int float_add; /* INA_FLOAT_ADD_*; -1: not given (the environment's INA_FLOAT_ADD, else quantized) */
     int deadline_s;
     int verbose;
@@ -143,6 +144,8 @@ static void usage(FILE *f)
 "  --float-add MODE    quantized (default: block floating point, as SwitchML)\n"
 "                       or switch (the switch adds float32 values as floats;\n"
 "                       ina.h INA_FLOAT_ADD_SWITCH); env INA_FLOAT_ADD\n"
+"  --switch-shm         --local: run ina-switch --shm (workers on this host use\n"
+"                       shared-memory rings; INA_SHM=0 keeps them on UDP)\n"
 "  --switch-threads T   --local: run ina-switch --threads T (default 1)\n"
 "  --timeout-ms MS      operation deadline without progress (0 = library default)\n"
 "  --join-timeout-ms MS deadline for all ranks to join (0 = library default)\n"
@@ -275,7 +278,7 @@ static int name_index(const char *opt, const char *name, const char *const *name
 
 enum {
     OPT_LOCAL = 256, OPT_SWITCH_BIN, OPT_SWITCH, OPT_RANK, OPT_WORLD, OPT_JOB, OPT_SIZES,
-    OPT_DTYPE, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_JSON, OPT_ELEMS, OPT_WINDOW, OPT_LANES, OPT_FLOAT_ADD,
+    OPT_DTYPE, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_JSON, OPT_ELEMS, OPT_WINDOW, OPT_LANES, OPT_FLOAT_ADD, OPT_SWITCH_SHM,
     OPT_SWITCH_THREADS, OPT_TIMEOUT,
     OPT_JOIN_TIMEOUT, OPT_DEADLINE, OPT_VERBOSE,
     OPT_LOSS,
@@ -328,6 +331,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
         {"lanes", required_argument, NULL, OPT_LANES},
         {"float-add", required_argument, NULL, OPT_FLOAT_ADD},
         {"switch-threads", required_argument, NULL, OPT_SWITCH_THREADS},
+        {"switch-shm", no_argument, NULL, OPT_SWITCH_SHM},
         {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
         {"join-timeout-ms", required_argument, NULL, OPT_JOIN_TIMEOUT},
         {"deadline-s", required_argument, NULL, OPT_DEADLINE},
@@ -384,6 +388,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
         case OPT_FLOAT_ADD:
             o->float_add = name_index("--float-add", a, float_add_names, 2);
             break;
+        case OPT_SWITCH_SHM: o->switch_shm = 1; break;
         case OPT_SWITCH_THREADS:
             o->switch_threads = parse_int("--switch-threads", a, 1, 64);
             break;
@@ -423,9 +428,10 @@ static void parse_args(struct opts *o, int argc, char **argv)
     if (o->local_n) {
         if (have_rank || have_world)
             usage_error("--local starts its own workers: do not combine it with --rank or --world");
-        if (o->switch_addr && (o->switch_bin || o->nloss || o->switch_threads))
-            usage_error("--local with --switch uses that running switch: --switch-bin, --loss "
-                        "and --switch-threads only apply to a switch --local starts");
+        if (o->switch_addr && (o->switch_bin || o->nloss || o->switch_threads || o->switch_shm))
+            usage_error("--local with --switch uses that running switch: --switch-bin, --loss, "
+                        "--switch-threads and --switch-shm only apply to a switch --local "
+                        "starts");
     } else {
         if (!o->switch_addr)
             usage_error("need --local N, or --switch HOST:PORT with --rank and --world");
@@ -790,10 +796,10 @@ static int run_worker(const struct opts *o)
 
     if (o->rank == 0 && !o->json) {
         printf("# ina-bench: %d workers, dtype %s, op %s, %d elems/packet, window %d, lanes %d, "
-               "path %s, float add %s, %d iterations + %d warmup, libina %s\n",
+               "path %s, float add %s, transport %s, %d iterations + %d warmup, libina %s\n",
                o->world, dname, oname, epp, info.window, info.lanes,
                info.path == INA_PATH_HOST ? "host (fallback: the switch had no room)" : "switch",
-               float_add_names[info.float_add],
+               float_add_names[info.float_add], info.shm ? "shm" : "udp",
                o->iters, o->warmup, ina_version_string());
         printf("# algbw = bytes*8/time; busbw = algbw*2(N-1)/N (nccl-tests ring convention, "
                "for comparison; for an aggregator algbw is the natural figure)\n");
@@ -908,10 +914,11 @@ static int run_worker(const struct opts *o)
             if (o->json) {
                 printf("{\"workers\":%d,\"bytes\":%llu,\"count\":%zu,\"dtype\":\"%s\","
                        "\"op\":\"%s\",\"iters\":%d,\"warmup\":%d,\"elems_per_packet\":%d,"
-                       "\"window\":%d,\"lanes\":%d,\"path\":\"%s\",\"float_add\":\"%s\",",
+                       "\"window\":%d,\"lanes\":%d,\"path\":\"%s\",\"float_add\":\"%s\","
+                       "\"transport\":\"%s\",",
                        o->world, bytes, count, dname, oname, o->iters, o->warmup, epp,
                        info.window, info.lanes, info.path == INA_PATH_HOST ? "host" : "switch",
-                       float_add_names[info.float_add]);
+                       float_add_names[info.float_add], info.shm ? "shm" : "udp");
                 json_num("time_s", med, 0);
                 json_num("time_min_s", tmin, 0);
                 json_num("time_max_s", tmax, 0);
@@ -1139,7 +1146,7 @@ static int run_local(const struct opts *o)
     }
     {
         char frx[64], ftx[64], thr[16];
-        const char *argv[14] = {swbin, "--listen", "127.0.0.1:0", "--port-file", portfile, "--quiet",
+        const char *argv[16] = {swbin, "--listen", "127.0.0.1:0", "--port-file", portfile, "--quiet",
                                 NULL};
         int a = 6;
         if (o->loss_cur > 0) {
@@ -1153,6 +1160,8 @@ static int run_local(const struct opts *o)
             snprintf(thr, sizeof thr, "%d", o->switch_threads);
             argv[a++] = "--threads"; argv[a++] = thr;
         }
+        if (o->switch_shm)
+            argv[a++] = "--shm";
         argv[a] = NULL;
         if (o->verbose)
             lerr("starting %s --listen 127.0.0.1:0 --port-file %s --quiet", swbin, portfile);

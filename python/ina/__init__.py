@@ -333,6 +333,7 @@ class Context:
         self.path = PATH_NAMES[info.path] if 0 <= info.path < 2 else str(info.path)
         self.float_add = FLOAT_ADD_NAMES[info.float_add] if 0 <= info.float_add < 2 \
             else str(info.float_add)
+        self.shm = bool(info.shm)
 
     # -- lifetime --
 
@@ -375,7 +376,7 @@ class Context:
         return {"rank": self.rank, "world_size": self.world_size,
                 "elems_per_packet": self.elems_per_packet, "window": self.window,
                 "job_id": self.job_id, "session_id": self.session_id, "lanes": self.lanes,
-                "path": self.path, "float_add": self.float_add}
+                "path": self.path, "float_add": self.float_add, "shm": self.shm}
 
     def stats(self):
         """The context's counters (ina_get_stats) as a dict."""

@@ -55,7 +55,8 @@ class InfoStruct(ctypes.Structure):
         ("lanes", ctypes.c_int),
         ("path", ctypes.c_int),
         ("float_add", ctypes.c_int),
-        ("reserved", ctypes.c_uint * 5),
+        ("shm", ctypes.c_int),
+        ("reserved", ctypes.c_uint * 4),
     ]
 
 

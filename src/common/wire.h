@@ -58,6 +58,7 @@
 #define INA_FLAG_ABORT 0x0001u /* in LEAVE: the sender failed; end the session for every rank */
 #define INA_FLAG_CAP_BFP 0x0002u /* in JOIN_ACK: this switch implements INA_OP_ADD_BFP */
 #define INA_FLAG_CAP_F32 0x0004u /* in JOIN_ACK: this switch implements INA_OP_ADD_F32 */
+#define INA_FLAG_CAP_SHM 0x0008u /* in JOIN_ACK: a worker on this host may attach rings (§5.9) */
 
 /* Largest UDP payload we ever build: fits a 64 KiB IPv4 datagram. */
 #define INA_MAX_DATAGRAM 65507
@@ -80,7 +81,18 @@ enum ina_kind {
                             layout; bytes 12..13 hold the port) */
     INA_K_MIGRATE = 22,  /* switch -> worker: the job loses its slots; move to the fallback
                             aggregator at stream position `bound` (body: INA_MIGRATE_BODY_LEN) */
+    INA_K_SHM_ATTACH = 23, /* worker -> switch: use my shared-memory rings (body: below) */
+    INA_K_SHM_ACK = 24,    /* switch -> worker: attached, or why not (body: ina_nak layout) */
+    INA_K_DOORBELL = 25,   /* either way: a ring has data and you were asleep (no body) */
 };
+
+/* SHM_ATTACH body, 80 bytes (PROTOCOL.md §5.9):
+ *  off len
+ *   0   8  nonce      echoed in SHM_ACK
+ *   8   4  nslots     per ring, a power of 2
+ *  12   4  slot_size  bytes per slot
+ *  16  64  name       the object's name, NUL-padded ("/ina.<uid>.<16 hex digits>") */
+#define INA_SHM_ATTACH_BODY_LEN 80
 
 /* A worker may split its stream into lanes (threads), each its own job at
  * the switch: same name, lane index 0..nlanes-1 (see docs/PROTOCOL.md). */

@@ -159,6 +159,8 @@ int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, int lane, int nl
         rc = ina__net_open_mcast(ctx); /* cannot receive the sums: fail, and end it for all */
     if (rc == 0)
         rc = ina__stream_init(ctx);
+    if (rc == 0)
+        ina__shm_attach(ctx); /* best effort: else the context stays on UDP */
     if (rc != 0) {
         ina__session_leave(ctx, ctx->session != 0);
         ina__fallback_close(ctx);
@@ -218,6 +220,7 @@ static void lane_release(struct ina_ctx *ctx)
         free(r);
     }
     ina__session_leave(ctx, abort);
+    ina__shm_detach(ctx);
     ina__fallback_close(ctx); /* after our LEAVE: it lingers until every rank left */
     ina__stream_free(ctx);
     if (ctx->fd >= 0)
@@ -481,6 +484,9 @@ int ina_get_info(const ina_ctx *ctx, ina_info *info)
     memset(info, 0, sizeof(*info));
     info->lanes = ctx->lanes ? ctx->nlanes : 1;
     info->path = ctx->path;
+    info->shm = (ctx->lanes ? ina__lanes_ctx(ctx, 0) : ctx)->shm != NULL;
+    for (int i = 0; ctx->lanes && i < ctx->nlanes; i++)
+        info->shm &= ina__lanes_ctx(ctx, i)->shm != NULL;
     info->float_add = ina__float_add_in_use(ctx->lanes ? ina__lanes_ctx(ctx, 0) : ctx)
                           ? INA_FLOAT_ADD_SWITCH
                           : INA_FLOAT_ADD_QUANTIZED;

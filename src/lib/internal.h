@@ -8,6 +8,7 @@
 
 #include "common/fault.h"
 #include "common/sha256.h"
+#include "common/shm_ring.h"
 #include "common/udp_gso.h"
 #include "common/wire.h"
 #include "ina.h"
@@ -130,6 +131,7 @@ struct ina_ctx {
     int admission_wait_ms, fallback_mode; /* from ina_config */
     struct ina_fallback *fallback; /* rank 0: the host aggregator it offers (fallback.c) */
     struct sockaddr_in fallback_target; /* from a NOSPACE: where the job runs instead */
+    struct ina_shm *shm; /* rings to a switch on this host (shm.c), NULL = UDP only */
     int path;               /* INA_PATH_SWITCH or INA_PATH_HOST */
     /* Sessions under one stream (migrate.c): the session began at stream
      * position wire_base (wire slot = (g - wire_base) mod W, rounds from 0);
@@ -198,6 +200,17 @@ void ina__session_leave(struct ina_ctx *ctx, int abort);
  * the stream (count 0: done at once). @return NULL if out of memory. */
 /* 1 if float sums go to the switch as floats (asked for, and it offers INA_OP_ADD_F32). */
 int ina__float_add_in_use(const struct ina_ctx *ctx);
+
+/* shm.c: shared-memory rings to a switch on this host (PROTOCOL.md §5.9). */
+int ina__shm_attach(struct ina_ctx *ctx); /* @return 1 attached, 0 stays on UDP */
+void ina__shm_detach(struct ina_ctx *ctx);
+/* Datagrams iov[order[0..n-1]] into the up ring. @return how many fit. */
+unsigned ina__shm_send(struct ina_ctx *ctx, const struct iovec *iov, const unsigned *order,
+                       unsigned n);
+/* Process what the down ring holds. @return datagrams taken. */
+int ina__shm_recv(struct ina_ctx *ctx, uint64_t now);
+/* About to poll: @return 0 if the down ring has data (do not sleep). */
+int ina__shm_may_sleep(struct ina_ctx *ctx);
 
 struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
                                 size_t count, ina_dtype dtype, ina_op op);

@@ -114,6 +114,7 @@ void ina__migrate_step(struct ina_ctx *ctx)
      * so that an op created just after one rank moved matches the others'.
      * The aggregator implements every op. */
     uint16_t caps = ctx->switch_caps;
+    ina__shm_detach(ctx); /* the rings were the old session's; the aggregator is on UDP */
     int rc = ina__fallback_join(ctx, (int)elems, (int)window);
     ctx->switch_caps = caps;
     if (rc == 0 && (ctx->elems != elems || ctx->window != window))

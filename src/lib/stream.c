@@ -124,6 +124,12 @@ static void tx_flush(struct ina_ctx *ctx)
     else
         for (unsigned i = 0; i < n; i++)
             order[i] = i;
+    if (ctx->shm) {
+        unsigned sent = ina__shm_send(ctx, ctx->io->txiov, order, n);
+        (void)sent; /* what did not fit is lost: its timer is running */
+        ctx->ntx = 0;
+        return;
+    }
     struct ina_gso_batch *b = &ctx->io->gso;
     for (unsigned i = 0; i < n; i++)
         ina_gso_batch_add(b, ctx->io->txiov[order[i]].iov_base, ctx->io->txiov[order[i]].iov_len,
@@ -400,6 +406,8 @@ void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len
     } else if (h.kind == INA_K_MIGRATE && h.job == ctx->job_id && h.session == ctx->session &&
                h.token == ctx->token) {
         ina__migrate_on_notice(ctx, buf + INA_HDR_LEN, len - INA_HDR_LEN);
+    } else if (h.kind == INA_K_DOORBELL) {
+        /* only a wake-up: the ring is read after every receive */
     } else if (h.kind == INA_K_ABORT && h.session == ctx->session && h.token == ctx->token) {
         uint64_t nonce;
         int32_t reason = INA_ERR_ABORTED;
@@ -443,6 +451,10 @@ static int rx_burst_fd(struct ina_ctx *ctx, int fd, uint64_t now)
 static int rx_burst(struct ina_ctx *ctx, uint64_t now)
 {
     int n = rx_burst_fd(ctx, ctx->fd, now);
+    if (ctx->shm && !ctx->broken) {
+        int m = ina__shm_recv(ctx, now);
+        n = m > n ? m : n;
+    }
     if (ctx->mcast_group && ctx->mcast_fd >= 0 && !ctx->broken) {
         int m = rx_burst_fd(ctx, ctx->mcast_fd, now);
         n = m > n ? m : n;
@@ -569,7 +581,7 @@ void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)
     uint64_t now = ina__now_ns();
     send_ready(ctx, now);
     int got = rx_burst(ctx, now);
-    if (!got && timeout_ms > 0 && !ctx->broken) {
+    if (!got && timeout_ms > 0 && !ctx->broken && ina__shm_may_sleep(ctx)) {
         uint64_t wake = now + (uint64_t)timeout_ms * 1000000ull;
         if (ctx->next_rto_ns && ctx->next_rto_ns < wake)
             wake = ctx->next_rto_ns;

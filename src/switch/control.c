@@ -64,8 +64,12 @@ int ina_switch_init(struct ina_switch *sw, const struct ina_switch_params *p)
     return 0;
 }
 
+static void job_detach_rings(struct ina_job *job);
+
 void ina_switch_free(struct ina_switch *sw)
 {
+    for (int i = 0; sw->slots && i < INA_SW_MAX_JOBS; i++)
+        job_detach_rings(&sw->jobs[i]);
     free(sw->slots);
     free(sw->values);
     free(sw->slot_owner);
@@ -110,8 +114,22 @@ void ina__job_reset_slots(struct ina_switch *sw, const struct ina_job *job)
     }
 }
 
+/* Unmap the rings of every rank of job that attached them. */
+static void job_detach_rings(struct ina_job *job)
+{
+    for (int r = 0; r < INA_MAX_WORKERS; r++) {
+        struct ina_member *m = &job->members[r];
+        if (m->shm) {
+            ina_shm_unmap(m->shm);
+            free(m->shm);
+            m->shm = NULL;
+        }
+    }
+}
+
 static void job_free(struct ina_switch *sw, struct ina_job *job)
 {
+    job_detach_rings(job);
     if (job->state == INA_JOB_ACTIVE) {
         for (uint32_t i = 0; i < job->window; i++)
             sw->slot_owner[job->slot_base + i] = 0;
@@ -134,7 +152,8 @@ static void send_ctl_auth(struct ina_switch *sw, const struct ina_job *job, uint
     ina_hdr_init(&h, kind);
     h.rank = INA_RANK_SWITCH;
     if (kind == INA_K_JOIN_ACK)
-        h.flags = sw->p.int_ops_only ? 0 : INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32; /* beyond v1's ops */
+        h.flags = (sw->p.int_ops_only ? 0 : INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32) | /* beyond v1 */
+                  (sw->p.shm && !sw->p.mcast_base ? INA_FLAG_CAP_SHM : 0);
     if (job) {
         h.job = job->id;
         h.session = job->session;
@@ -577,12 +596,63 @@ static void retry_waiting(struct ina_switch *sw, uint64_t now_ns)
     }
 }
 
+/*
+ * SHM_ATTACH (PROTOCOL.md §5.9): a rank of an active job on this host asks
+ * for its DATA and RESULTs to go through its rings. Checked like a LEAVE
+ * (job, session, token, rank, source address), then the object: its name's
+ * pattern, owner, mode, size and header (shm_ring.c). Answered with SHM_ACK,
+ * reason 0 or why not; a repeated request (a lost ACK) gets the same answer.
+ */
+static void on_shm_attach(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
+                          size_t bodylen, const struct sockaddr_in *src)
+{
+    struct ina_job *job = ina__job_by_id(sw, h->job);
+    if (!job || job->state != INA_JOB_ACTIVE) {
+        sw->c.drops[INA_DROP_NO_JOB]++;
+        return;
+    }
+    if (job->session != h->session || job->token != h->token || h->rank >= job->world ||
+        !ina_addr_eq(src, &job->members[h->rank].addr) || bodylen < INA_SHM_ATTACH_BODY_LEN) {
+        sw->c.drops[INA_DROP_JOIN]++;
+        return;
+    }
+    uint64_t nonce = (uint64_t)ina_get32(body) << 32 | ina_get32(body + 4);
+    uint32_t nslots = ina_get32(body + 8), slot_size = ina_get32(body + 12);
+    char name[INA_SHM_NAME_MAX];
+    memcpy(name, body + 16, sizeof(name));
+    name[sizeof(name) - 1] = '\0';
+    struct ina_member *m = &job->members[h->rank];
+    int reason = 0;
+    if (!sw->p.shm || sw->p.mcast_base) {
+        reason = INA_ERR_NOTSUP; /* not offered (its JOIN_ACK said so) */
+    } else if (!m->shm) {
+        if (slot_size < ina_shm_slot_size(INA_HDR_LEN + 4 * (size_t)job->elems)) {
+            reason = -EINVAL; /* a result would not fit a slot */
+        } else if (!(m->shm = calloc(1, sizeof(*m->shm)))) {
+            reason = -ENOMEM;
+        } else if ((reason = ina_shm_attach(m->shm, name, nslots, slot_size)) != 0) {
+            free(m->shm);
+            m->shm = NULL;
+        } else {
+            sw->c.shm_attached++;
+            log_job(INA_LOG_DEBUG, job, "shm_attached", "rings");
+        }
+    }
+    if (reason)
+        sw->c.drops[INA_DROP_SHM]++;
+    uint8_t ack[INA_NAK_BODY_LEN];
+    ina_nak_encode(ack, nonce, reason);
+    send_ctl(sw, job, INA_K_SHM_ACK, ack, sizeof(ack), src);
+}
+
 void ina__ctl_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
                     size_t bodylen, const struct sockaddr_in *src, uint64_t now_ns)
 {
     switch (h->kind) {
     case INA_K_JOIN: on_join(sw, h, body, bodylen, src, now_ns); break;
     case INA_K_LEAVE: on_leave(sw, h, src); break;
+    case INA_K_SHM_ATTACH: on_shm_attach(sw, h, body, bodylen, src); break;
+    case INA_K_DOORBELL: break; /* it woke us; the main loop reads the rings */
     default: sw->c.drops[INA_DROP_KIND]++; break;
     }
     if (sw->slots_freed)

@@ -41,6 +41,10 @@ void ina_sw_counters_print(const struct ina_sw_counters *c, FILE *f)
     fprintf(f, "  jobs_shrunk     %llu\n", (unsigned long long)c->jobs_shrunk);
     fprintf(f, "  jobs_waited     %llu\n", (unsigned long long)c->jobs_waited);
     fprintf(f, "  jobs_evicted    %llu\n", (unsigned long long)c->jobs_evicted);
+    fprintf(f, "  shm_attached    %llu\n", (unsigned long long)c->shm_attached);
+    fprintf(f, "  shm_rx_packets  %llu\n", (unsigned long long)c->shm_rx_packets);
+    fprintf(f, "  shm_tx_packets  %llu\n", (unsigned long long)c->shm_tx_packets);
+    fprintf(f, "  doorbells       %llu\n", (unsigned long long)c->doorbells);
     for (int d = 0; d < INA_DROP__COUNT; d++)
         fprintf(f, "  drop_%-11s %llu\n", drop_names[d], (unsigned long long)c->drops[d]);
 }

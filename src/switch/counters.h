@@ -28,7 +28,8 @@
     X(DUP_PENDING, "duplicate of a contribution while its round is incomplete") \
     X(JOIN, "malformed or refused join/leave")                                  \
     X(EVICTED, "round at or past the bound of an evicted job (it moved away)")                                  \
-    X(AUTH, "JOIN without a valid proof of the shared secret (--secret-file)")
+    X(AUTH, "JOIN without a valid proof of the shared secret (--secret-file)")   \
+    X(SHM, "shared-memory ring refused, full or corrupt (the datagram is lost)")
 
 enum ina_drop {
 #define INA__DROP_ENUM(name, text) INA_DROP_##name,
@@ -49,6 +50,10 @@ struct ina_sw_counters {
     uint64_t jobs_shrunk;     /* admitted with fewer slots than proposed (pool busy) */
     uint64_t jobs_waited;     /* had to wait for free slots before starting */
     uint64_t jobs_evicted;    /* moved by the operator to their host fallback */
+    uint64_t shm_attached;    /* ranks that attached shared-memory rings (--shm) */
+    uint64_t shm_rx_packets;  /* datagrams taken from rings (also in rx_packets) */
+    uint64_t shm_tx_packets;  /* results put into rings (not in tx_packets) */
+    uint64_t doorbells;       /* DOORBELL datagrams sent to sleeping workers */
     uint64_t drops[INA_DROP__COUNT];
 };
 

@@ -21,6 +21,48 @@ static inline int32_t *set_values(struct ina_switch *sw, uint32_t abs_slot, unsi
     return sw->values + ((size_t)abs_slot * 2 + set) * sw->p.max_elems;
 }
 
+/* A header from the switch to the ranks of job. */
+static void job_hdr(struct ina_hdr *h, const struct ina_job *job, uint8_t kind)
+{
+    ina_hdr_init(h, kind);
+    h->job = job->id;
+    h->rank = INA_RANK_SWITCH;
+    h->session = job->session;
+    h->token = job->token;
+}
+
+/*
+ * Put a RESULT in rank r's down ring if it attached rings (§5.9), else queue
+ * it for UDP. A full or corrupt ring loses the datagram, like a full socket
+ * buffer would: the rank's retransmission gets it resent. A rank asleep on
+ * its ring gets a DOORBELL over UDP.
+ */
+static void send_to_rank(struct ina_switch *sw, const struct ina_job *job, int r,
+                         const uint8_t *buf, size_t len)
+{
+    struct ina_shm *shm = job->members[r].shm;
+    if (!shm) {
+        ina_txq_push(&sw->txq, buf, len, &job->members[r].addr);
+        return;
+    }
+    uint8_t *slot = ina_shm_slot(shm, 0);
+    if (!slot || len > shm->slot_size - 4) {
+        sw->c.drops[INA_DROP_SHM]++;
+        return;
+    }
+    memcpy(slot, buf, len);
+    ina_shm_push(shm, 0, len);
+    sw->c.shm_tx_packets++;
+    if (ina_shm_wake_needed(shm, 0)) {
+        struct ina_hdr h;
+        job_hdr(&h, job, INA_K_DOORBELL);
+        uint8_t *bell = ina_txq_buf(&sw->txq);
+        ina_hdr_encode(bell, &h);
+        ina_txq_push(&sw->txq, bell, INA_HDR_LEN, &job->members[r].addr);
+        sw->c.doorbells++;
+    }
+}
+
 /*
  * Build the RESULT datagram of one finished slot set once, and queue it for
  * one rank (dest >= 0) or every rank of the job (dest < 0).
@@ -29,11 +71,7 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
                         unsigned set, const struct ina_slot_set *ss, int dest)
 {
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_RESULT);
-    h.job = job->id;
-    h.rank = INA_RANK_SWITCH;
-    h.session = job->session;
-    h.token = job->token;
+    job_hdr(&h, job, INA_K_RESULT);
     h.slot = rel_slot | (set ? INA_SLOT_SET_BIT : 0);
     h.seq = ss->seq;
     h.count = ss->count;
@@ -46,7 +84,7 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
     ina_be32_store(buf + INA_HDR_LEN, set_values(sw, job->slot_base + rel_slot, set), ss->count);
     size_t len = INA_HDR_LEN + 4 * (size_t)ss->count;
     if (dest >= 0) {
-        ina_txq_push(&sw->txq, buf, len, &job->members[dest].addr);
+        send_to_rank(sw, job, dest, buf, len);
         return;
     }
     if (job->mcast.sin_family) { /* one send; the network (or the host) copies it */
@@ -54,7 +92,7 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
         return;
     }
     for (int r = 0; r < job->world; r++)
-        ina_txq_push(&sw->txq, buf, len, &job->members[r].addr);
+        send_to_rank(sw, job, r, buf, len);
 }
 
 /* x / 2^d rounded to nearest (ties up), for |x| < 2^31 and d >= 1. */

@@ -80,6 +80,9 @@ static void usage(FILE *f)
             "                        that joins the group (each carries the job's token)\n"
             "  --no-gso              send and receive one datagram per system call (no UDP\n"
             "                        GSO/GRO batching; for comparison and old kernels)\n"
+            "  --shm                 offer shared-memory rings to workers on this host\n"
+            "                        (same user): DATA and results skip the kernel\n"
+            "                        (INA_SHM=0 on a worker keeps it on UDP)\n"
             "  --int-ops-only        offer only integer add/max/min, as a switch without\n"
             "                        shifters or floating point would (hardware, eBPF):\n"
             "                        workers then send floats quantized in two rounds\n"
@@ -322,6 +325,66 @@ static int rx_burst(struct shard *sh, struct rx_batch *rx, uint64_t now)
     return n;
 }
 
+/* Datagrams taken from one rank's up ring per call (fairness between ranks and the socket). */
+#define INA_SW_SHM_BURST 64
+
+/*
+ * The attached rings (PROTOCOL.md §5.9): each datagram is copied out first
+ * (the worker may still write to its ring), then processed as if it came
+ * from the rank's registered address: every check of the UDP path applies.
+ * A corrupt ring (indices that make no sense) aborts that rank's job.
+ * @return datagrams taken.
+ */
+static unsigned shm_burst(struct shard *sh, uint8_t *buf, uint64_t now)
+{
+    struct ina_switch *sw = &sh->sw;
+    unsigned total = 0;
+    for (int i = 0; i < INA_SW_MAX_JOBS; i++) {
+        struct ina_job *job = &sw->jobs[i];
+        for (int r = 0; job->state == INA_JOB_ACTIVE && r < job->world; r++) {
+            for (unsigned k = 0; k < INA_SW_SHM_BURST; k++) {
+                struct ina_shm *shm = job->members[r].shm; /* input may end the job */
+                if (!shm || job->state != INA_JOB_ACTIVE)
+                    break;
+                size_t len;
+                const uint8_t *p = ina_shm_peek(shm, 1, &len);
+                if (!p) {
+                    if (shm->corrupt) {
+                        sw->c.drops[INA_DROP_SHM]++;
+                        if (ina_switch_tx_full(sw))
+                            flush_tx(sh);
+                        ina__job_abort(sw, job, INA_ERR_PROTO);
+                    }
+                    break;
+                }
+                memcpy(buf, p, len);
+                ina_shm_pop(shm, 1);
+                struct sockaddr_in src = job->members[r].addr;
+                if (ina_switch_tx_full(sw))
+                    flush_tx(sh);
+                sw->c.shm_rx_packets++;
+                ina_switch_input(sw, buf, len, &src, now);
+                total++;
+            }
+        }
+    }
+    flush_tx(sh);
+    return total;
+}
+
+/* About to sleep: mark every attached up ring. @return 0 if one has data (do not sleep). */
+static int shm_may_sleep(struct ina_switch *sw)
+{
+    int ok = 1;
+    for (int i = 0; i < INA_SW_MAX_JOBS; i++) {
+        struct ina_job *job = &sw->jobs[i];
+        for (int r = 0; job->state == INA_JOB_ACTIVE && r < job->world; r++)
+            if (job->members[r].shm && !ina_shm_sleep_prepare(job->members[r].shm, 1))
+                ok = 0;
+    }
+    return ok;
+}
+
 static int run(struct shard *sh)
 {
     struct ina_switch *sw = &sh->sw;
@@ -329,15 +392,18 @@ static int run(struct shard *sh)
     struct rx_batch *rx = calloc(1, sizeof(*rx));
     if (!rx)
         return -ENOMEM;
-    rx->mem = malloc((size_t)INA_SW_RX_MSGS * INA_GRO_BUF);
+    rx->mem = malloc((size_t)INA_SW_RX_MSGS * INA_GRO_BUF + INA_MAX_DATAGRAM);
     if (!rx->mem) {
         free(rx);
         return -ENOMEM;
     }
+    uint8_t *shm_buf = rx->mem + (size_t)INA_SW_RX_MSGS * INA_GRO_BUF; /* one ring datagram */
     uint64_t next_tick = now_ns() + 1000000000ull, next_publish = 0;
     while (!stop_requested) {
         uint64_t now = now_ns();
         int n = rx_burst(sh, rx, now);
+        if (sw->p.shm && shm_burst(sh, shm_buf, now) > 0)
+            n = 1;
         if (now >= next_tick) {
             ina_switch_tick(sw, now);
             flush_tx(sh);
@@ -359,7 +425,7 @@ static int run(struct shard *sh)
             ina_sw_pub_publish(sh->pub, sw);
             next_publish = now + INA_SW_PUBLISH_NS;
         }
-        if (n <= 0) {
+        if (n <= 0 && (!sw->p.shm || shm_may_sleep(sw))) {
             struct pollfd pfd = {.fd = fd, .events = POLLIN};
             poll(&pfd, 1, sh->pub ? 100 : 200);
         }
@@ -628,6 +694,7 @@ int main(int argc, char **argv)
         {"metrics-port-file", required_argument, 0, 'P'},
         {"secret-file", required_argument, 0, 'S'},
         {"int-ops-only", no_argument, 0, 'I'},
+        {"shm", no_argument, 0, 'H'},
         {"version", no_argument, 0, 'V'},         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *listen_s = "127.0.0.1", *port_file = NULL;
@@ -699,6 +766,7 @@ int main(int argc, char **argv)
         case 'S': secret_file = optarg; break;
         case 'G': no_gso = 1; break;
         case 'I': p.int_ops_only = 1; break;
+        case 'H': p.shm = 1; break;
         case 'M': {
             struct in_addr g;
             if (inet_pton(AF_INET, optarg ? optarg : "239.255.73.0", &g) != 1 ||
@@ -733,6 +801,11 @@ int main(int argc, char **argv)
     if (p.mcast_base && nthreads * INA_SW_MAX_JOBS > 254) {
         fprintf(stderr, "ina-switch: --multicast supports at most %d --threads (one group per "
                         "job id in BASE/24)\n", 254 / INA_SW_MAX_JOBS);
+        return 2;
+    }
+    if (p.shm && p.mcast_base) {
+        fprintf(stderr, "ina-switch: --shm and --multicast cannot be combined (results go either "
+                        "into each worker's ring or to the group)\n");
         return 2;
     }
     if (p.nslots < nthreads) {

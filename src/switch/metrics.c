@@ -195,7 +195,11 @@ static void job_labels(struct buf *b, const struct ina_job *j)
     X(jobs_ended, "Jobs ended (all ranks left)")                                           \
     X(jobs_aborted, "Jobs aborted (a rank failed, idle timeout, mismatch, operator)")      \
     X(jobs_refused, "Jobs refused (slot pool or job table full)")                          \
-    X(join_redirects, "JOINs redirected to the dataplane thread that owns the lane")
+    X(join_redirects, "JOINs redirected to the dataplane thread that owns the lane")        \
+    X(shm_attached, "Ranks that attached shared-memory rings")                              \
+    X(shm_rx_packets, "Datagrams taken from shared-memory rings")                           \
+    X(shm_tx_packets, "Results put into shared-memory rings")                               \
+    X(doorbells, "Doorbells sent to workers asleep on a ring")
 
 #define JOB_GAUGES(X)                                                                 \
     X(world, "Ranks of the job", (double)j->world)                                    \

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "common/sha256.h"
+#include "common/shm_ring.h"
 #include "common/wire.h"
 #include "ina.h"
 #include "switch/counters.h"
@@ -55,6 +56,7 @@ struct ina_member {
     uint16_t fallback_port; /* rank 0's offer of a host aggregator (JOIN), 0 = none */
     uint16_t wait_100ms;    /* how long it may wait for slots */
     uint8_t joined, left;
+    struct ina_shm *shm; /* rings the rank attached (PROTOCOL.md §5.9), NULL = UDP only */
     /* Operator counters (ina-switch --metrics), written only by the owning
      * dataplane thread: DATA datagrams from this rank's registered address. */
     uint64_t rx_packets, rx_bytes;
@@ -116,6 +118,8 @@ struct ina_switch_params {
      * pipeline, an eBPF dataplane): workers then send floats quantized, in
      * two rounds. */
     int int_ops_only;
+    /* --shm: offer shared-memory rings to workers on this host (§5.9). */
+    int shm;
 };
 
 struct ina_switch {

@@ -1,0 +1,132 @@
+/* shm_ring.h: the shared-memory transport between a worker and a switch on the same host (PROTOCOL.md §5.9). */
+#ifndef INA_SHM_RING_H
+#define INA_SHM_RING_H
+
+/*
+ * Why: on one host, every datagram through the kernel costs two copies and
+ * the UDP stack's per-datagram work on a CPU the worker and the switch share.
+ * A worker and a switch on one host can instead exchange the same datagrams
+ * (same bytes, same rules) through two rings in a shared-memory object the
+ * worker creates: "up" (worker -> switch: DATA) and "down" (switch ->
+ * worker: RESULT). Control packets stay on UDP.
+ *
+ * Each ring is single-producer, single-consumer: the producer owns tail, the
+ * consumer owns head, each published with release and read with acquire. A
+ * slot is a 4-byte length and the datagram. Each side keeps its own index
+ * privately and only reads the other's from shared memory, checking it:
+ * the peer is another process and may be buggy or hostile, so a ring whose
+ * indices make no sense is "corrupt" and no longer used (the caller then
+ * falls back or fails, never reads out of bounds). Geometry (slot count and
+ * size) is read once at attach and kept privately.
+ *
+ * Wake-ups: a consumer about to sleep (in poll, on its UDP socket) sets the
+ * ring's `sleeping` word, then looks at the ring once more; a producer that
+ * published and finds `sleeping` set clears it and sends the consumer a
+ * DOORBELL datagram (wire.h) over UDP. With a full fence on both sides one
+ * of them sees the other's write, so no wake-up is lost.
+ */
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define INA_SHM_MAGIC 0x494E415348524E47ull /* "INASHRNG" */
+#define INA_SHM_VERSION 1
+#define INA_SHM_NAME_MAX 64 /* bytes, NUL included: "/ina.<uid>.<16 hex>" */
+
+/* One direction. Each index on its own cache line. */
+struct ina_shm_ring_ctl {
+    _Atomic uint64_t head; /* consumer: next slot to read */
+    uint8_t pad0[56];
+    _Atomic uint64_t tail; /* producer: next slot to write */
+    uint8_t pad1[56];
+    _Atomic uint32_t sleeping; /* consumer is (about to be) asleep in poll */
+    uint8_t pad2[60];
+};
+
+/* The object's first bytes; the slots of up, then of down, follow at INA_SHM_HDR_LEN. */
+struct ina_shm_hdr {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t nslots;    /* per ring, a power of 2 */
+    uint32_t slot_size; /* bytes per slot: 4 (length) + the largest datagram, multiple of 64 */
+    uint8_t pad[44];
+    struct ina_shm_ring_ctl up, down;
+};
+#define INA_SHM_HDR_LEN 448 /* sizeof(struct ina_shm_hdr), rounded to 64 */
+
+/* A mapped object and one side's private view of it. */
+struct ina_shm {
+    struct ina_shm_hdr *hdr;
+    uint8_t *up_slots, *down_slots;
+    size_t map_len;
+    uint32_t nslots, slot_size;
+    uint64_t up_idx, down_idx; /* private: the index this side owns in each ring */
+    int corrupt;               /* a peer index made no sense: stop using it */
+};
+
+/* Bytes of an object with nslots slots of slot_size per ring. */
+static inline size_t ina_shm_size(uint32_t nslots, uint32_t slot_size)
+{
+    return INA_SHM_HDR_LEN + 2 * (size_t)nslots * slot_size;
+}
+
+/* Slot size for datagrams of up to max_datagram bytes. */
+static inline uint32_t ina_shm_slot_size(size_t max_datagram)
+{
+    return (uint32_t)((4 + max_datagram + 63) & ~(size_t)63);
+}
+
+/*
+ * Worker: create, size and map a new object (O_EXCL, mode 0600) with a
+ * fresh random name written to name (INA_SHM_NAME_MAX bytes).
+ * @return 0 or -errno.
+ */
+int ina_shm_create(struct ina_shm *s, char *name, uint32_t nslots, uint32_t slot_size);
+
+/*
+ * Switch: open and map the object `name` created by a worker, which must
+ * match the pattern of ina_shm_create, belong to this user, be mode 0600 and
+ * have exactly the geometry expected (nslots, slot_size as the worker said
+ * in SHM_ATTACH, checked against the header).
+ * @return 0 or -errno (-EPROTO: not a ring of that geometry).
+ */
+int ina_shm_attach(struct ina_shm *s, const char *name, uint32_t nslots, uint32_t slot_size);
+
+/* Unmap (either side). Safe on a zeroed struct. */
+void ina_shm_unmap(struct ina_shm *s);
+
+/* Worker: remove the name (the mappings stay) once the switch has it mapped. */
+void ina_shm_unlink(const char *name);
+
+/* 1 if name has the form ina_shm_create gives. */
+int ina_shm_name_valid(const char *name);
+
+/*
+ * Producer side of a ring: a slot to write the next datagram into (at most
+ * slot_size - 4 bytes), or NULL if the ring is full or corrupt. Then
+ * ina_shm_push(len) publishes it.
+ */
+uint8_t *ina_shm_slot(struct ina_shm *s, int up);
+void ina_shm_push(struct ina_shm *s, int up, size_t len);
+
+/*
+ * Consumer side: the next datagram (*len bytes at the returned pointer, in
+ * shared memory: the peer may still write to it, so read each byte once or
+ * copy it), or NULL if empty or corrupt. Then ina_shm_pop() frees it.
+ */
+const uint8_t *ina_shm_peek(struct ina_shm *s, int up, size_t *len);
+void ina_shm_pop(struct ina_shm *s, int up);
+
+/* 1 if the ring has something to read (consumer side). */
+int ina_shm_readable(struct ina_shm *s, int up);
+
+/* Consumer about to sleep: set `sleeping`, fence. @return 1 if the ring is
+ * still empty (sleep), 0 if something arrived (do not; `sleeping` cleared). */
+int ina_shm_sleep_prepare(struct ina_shm *s, int up);
+
+/* Producer after publishing: @return 1 if the consumer was asleep (send it
+ * a DOORBELL now; `sleeping` is cleared). */
+int ina_shm_wake_needed(struct ina_shm *s, int up);
+
+#endif

@@ -1,0 +1,165 @@
+/* shm.c: a worker's shared-memory rings to a switch on the same host (PROTOCOL.md §5.9). */
+#include <arpa/inet.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "lib/internal.h"
+
+/*
+ * Why optional and best effort: the rings only pay on one host, and only a
+ * switch started with --shm, run by the same user, can map them. Anything
+ * that goes wrong while attaching (no offer, another user, no /dev/shm, a
+ * lost answer) leaves the context on UDP, which carries the same protocol.
+ */
+
+#define INA_SHM_ATTACH_WAIT_MS 2000 /* at most, then UDP */
+#define INA_SHM_MIN_SLOTS 64
+#define INA_SHM_MAX_SLOTS 4096
+
+static int switch_is_local(const struct ina_ctx *ctx)
+{
+    return (ntohl(ctx->switch_addr.sin_addr.s_addr) >> 24) == 127;
+}
+
+static void send_attach(struct ina_ctx *ctx, const char *name, uint32_t nslots,
+                        uint32_t slot_size, uint64_t nonce)
+{
+    uint8_t buf[INA_HDR_LEN + INA_SHM_ATTACH_BODY_LEN];
+    struct ina_hdr h;
+    ina__hdr_session(&h, ctx, INA_K_SHM_ATTACH);
+    ina_hdr_encode(buf, &h);
+    uint8_t *b = buf + INA_HDR_LEN;
+    memset(b, 0, INA_SHM_ATTACH_BODY_LEN);
+    ina_put32(b, (uint32_t)(nonce >> 32));
+    ina_put32(b + 4, (uint32_t)nonce);
+    ina_put32(b + 8, nslots);
+    ina_put32(b + 12, slot_size);
+    memcpy(b + 16, name, strnlen(name, INA_SHM_NAME_MAX - 1));
+    ina__net_send(ctx, buf, sizeof(buf));
+}
+
+/* @return 1 if buf is our SHM_ACK (*reason set), else 0. */
+static int is_ack(const struct ina_ctx *ctx, const uint8_t *buf, size_t len, uint64_t nonce,
+                  int32_t *reason)
+{
+    struct ina_hdr h;
+    uint64_t n;
+    if (ina_hdr_decode(buf, len, &h) != INA_PARSE_OK || h.kind != INA_K_SHM_ACK ||
+        h.job != ctx->job_id || h.session != ctx->session || h.token != ctx->token)
+        return 0;
+    if (ina_nak_decode(buf + INA_HDR_LEN, len - INA_HDR_LEN, &n, reason) != 0 || n != nonce)
+        return 0;
+    return 1;
+}
+
+int ina__shm_attach(struct ina_ctx *ctx)
+{
+    const char *env = getenv("INA_SHM");
+    if (!(ctx->switch_caps & INA_FLAG_CAP_SHM) || !switch_is_local(ctx) ||
+        (env && strcmp(env, "0") == 0))
+        return 0;
+    uint32_t nslots = INA_SHM_MIN_SLOTS;
+    while (nslots < 2 * ctx->window && nslots < INA_SHM_MAX_SLOTS)
+        nslots *= 2;
+    uint32_t slot_size = ina_shm_slot_size(INA_HDR_LEN + 4 * (size_t)ctx->elems);
+    struct ina_shm *s = calloc(1, sizeof(*s));
+    char name[INA_SHM_NAME_MAX];
+    if (!s)
+        return 0;
+    if (ina_shm_create(s, name, nslots, slot_size) != 0) {
+        free(s);
+        return 0;
+    }
+    uint64_t nonce = ctx->nonce ^ 0x5348u;
+    uint64_t now = ina__now_ns(), deadline = now + INA_SHM_ATTACH_WAIT_MS * 1000000ull;
+    uint64_t next_send = now;
+    int32_t reason = INA_ERR_TIMEOUT;
+    uint8_t buf[512];
+    for (int done = 0; !done;) {
+        now = ina__now_ns();
+        if (now >= deadline)
+            break;
+        if (now >= next_send) {
+            send_attach(ctx, name, nslots, slot_size, nonce);
+            next_send = now + 100000000ull;
+        }
+        uint64_t wake = next_send < deadline ? next_send : deadline;
+        struct pollfd pfd = {.fd = ctx->fd, .events = POLLIN};
+        if (poll(&pfd, 1, (int)((wake - now + 999999) / 1000000)) <= 0)
+            continue;
+        ssize_t n;
+        while (!done && (n = recv(ctx->fd, buf, sizeof(buf), MSG_DONTWAIT)) >= 0)
+            done = is_ack(ctx, buf, (size_t)n, nonce, &reason);
+    }
+    ina_shm_unlink(name); /* mapped by both sides now, or by nobody else */
+    if (reason != 0) {
+        ina_shm_unmap(s);
+        free(s);
+        return 0;
+    }
+    ctx->shm = s;
+    return 1;
+}
+
+void ina__shm_detach(struct ina_ctx *ctx)
+{
+    if (!ctx->shm)
+        return;
+    ina_shm_unmap(ctx->shm);
+    free(ctx->shm);
+    ctx->shm = NULL;
+}
+
+/* The switch sleeps: wake it with a DOORBELL over UDP. */
+static void ring_bell(struct ina_ctx *ctx)
+{
+    uint8_t buf[INA_HDR_LEN];
+    struct ina_hdr h;
+    ina__hdr_session(&h, ctx, INA_K_DOORBELL);
+    ina_hdr_encode(buf, &h);
+    ina__net_send(ctx, buf, sizeof(buf));
+}
+
+unsigned ina__shm_send(struct ina_ctx *ctx, const struct iovec *iov, const unsigned *order,
+                       unsigned n)
+{
+    unsigned sent = 0;
+    for (unsigned i = 0; i < n; i++) {
+        const struct iovec *v = &iov[order[i]];
+        uint8_t *slot = ina_shm_slot(ctx->shm, 1);
+        if (!slot || v->iov_len > ctx->shm->slot_size - 4)
+            continue; /* full (the switch is behind): lost, like a full socket buffer */
+        memcpy(slot, v->iov_base, v->iov_len);
+        ina_shm_push(ctx->shm, 1, v->iov_len);
+        sent++;
+    }
+    if (sent && ina_shm_wake_needed(ctx->shm, 1))
+        ring_bell(ctx);
+    return sent;
+}
+
+int ina__shm_recv(struct ina_ctx *ctx, uint64_t now)
+{
+    int got = 0;
+    for (int i = 0; i < INA_SHM_MAX_SLOTS && ctx->shm && !ctx->broken; i++) {
+        size_t len;
+        const uint8_t *p = ina_shm_peek(ctx->shm, 0, &len);
+        if (!p) {
+            if (ctx->shm->corrupt)
+                ina__stream_fail_all(ctx, INA_ERR_PROTO); /* the switch broke its ring */
+            break;
+        }
+        memcpy(ctx->rxmem, p, len); /* copied out: the switch may still write there */
+        ina_shm_pop(ctx->shm, 0);
+        ina__stream_on_datagram(ctx, ctx->rxmem, len, now);
+        got++;
+    }
+    return got;
+}
+
+int ina__shm_may_sleep(struct ina_ctx *ctx)
+{
+    return !ctx->shm || ina_shm_sleep_prepare(ctx->shm, 0);
+}
