@@ -74,9 +74,10 @@ int ina_shm_create(struct ina_shm *s, char *name, uint32_t nslots, uint32_t slot
     int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0)
         return -errno;
-    int rc = 0;
-    if (ftruncate(fd, (off_t)ina_shm_size(nslots, slot_size)) != 0)
-        rc = -errno;
+    /* Reserve the pages now: a tmpfs that fills up later would kill
+     * whoever first touches a page past its end (SIGBUS), not fail a call. */
+    int rc = posix_fallocate(fd, 0, (off_t)ina_shm_size(nslots, slot_size));
+    rc = -rc;
     if (rc == 0)
         rc = map_object(s, fd, nslots, slot_size);
     close(fd);

@@ -78,8 +78,9 @@ static inline uint32_t ina_shm_slot_size(size_t max_datagram)
 }
 
 /*
- * Worker: create, size and map a new object (O_EXCL, mode 0600) with a
- * fresh random name written to name (INA_SHM_NAME_MAX bytes).
+ * Worker: create, allocate and map a new object (O_EXCL, mode 0600) with a
+ * fresh random name written to name (INA_SHM_NAME_MAX bytes). The pages
+ * are allocated here (no SIGBUS later on a full /dev/shm: -ENOSPC now).
  * @return 0 or -errno.
  */
 int ina_shm_create(struct ina_shm *s, char *name, uint32_t nslots, uint32_t slot_size);

@@ -51,6 +51,19 @@ done
 "$BENCH" --local 2 --float-add floats >/dev/null 2>&1
 check "ina-bench bad --float-add exits 2" test $? -eq 2
 
+# shared-memory rings with a local switch --shm (skipped where there is no /dev/shm)
+if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+    "$BENCH" --local 3 --switch-shm --sizes 4K,1M --iters 2 --warmup 0 --float-add switch --json \
+        >"$tmp/json5" 2>/dev/null
+    check "ina-bench --switch-shm ok" test "$(grep -c '"ok": *true' "$tmp/json5")" -eq 2
+    check "ina-bench --switch-shm uses the rings" grep -q '"transport":"shm"' "$tmp/json5"
+    INA_SHM=0 "$BENCH" --local 2 --switch-shm --sizes 4K --iters 2 --warmup 0 --json \
+        >"$tmp/json6" 2>/dev/null
+    check "INA_SHM=0 keeps ina-bench on UDP" grep -q '"transport":"udp"' "$tmp/json6"
+else
+    echo "skip: no writable /dev/shm: ina-bench --switch-shm not checked"
+fi
+
 # The README example, 3 ranks, configured only through the environment
 # (rank 2 through torchrun's RANK/WORLD_SIZE fallback).
 start_switch "$tmp/sw.err"
