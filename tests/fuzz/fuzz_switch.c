@@ -187,6 +187,11 @@ HARNESS static void check_txq(void)
             break;
         case INA_K_REDIRECT:
         case INA_K_ABORT: CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN); break;
+        case INA_K_SHM_ACK:
+            /* This switch offers no rings (params.shm 0): every SHM_ATTACH is refused. */
+            CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN);
+            CHECKF((int32_t)ina_get32(b + INA_HDR_LEN + 8) == INA_ERR_NOTSUP);
+            break;
         default: CHECKF(!"unexpected kind queued by the switch");
         }
     }
