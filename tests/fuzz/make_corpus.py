@@ -15,6 +15,7 @@ import sys
 
 MAGIC, VERSION = 0x494E, 1
 K_DATA, K_RESULT, K_JOIN, K_JOIN_ACK, K_JOIN_NAK, K_LEAVE, K_ABORT = 1, 2, 16, 17, 18, 19, 20
+K_SHM_ATTACH, K_DOORBELL = 23, 25
 SET_BIT = 0x80000000
 EXP_ZERO, EXP_NONFINITE = -32768, 32767
 ERR_MISMATCH, ERR_ABORTED = -1005, -1002
@@ -156,6 +157,15 @@ def switch_seeds():
     js += sw_join(5, 0, 4, 4, 2, "honest", 10)  # world disagrees with the running job
     js += sw_join(5, 0, 1, 4, 16, "big", 11)  # window larger than the free pool
     s["join_errors"] = js
+    # Shared-memory rings: this switch offers none, so SHM_ATTACH (right credentials or
+    # not, short body or not) gets SHM_ACK NOTSUP or a drop; a DOORBELL is ignored.
+    shm_body = bytes(8) + (64).to_bytes(4, "big") + (8256).to_bytes(4, "big") + \
+        b"/ina.0.0123456789abcdef".ljust(64, b"\0")
+    s["shm_attach_doorbell"] = (record(sel(0), S_CREDS | S_RANK, hdr(K_SHM_ATTACH) + shm_body) +
+                                record(sel(0), S_CREDS | S_RANK, hdr(K_SHM_ATTACH) + bytes(10)) +
+                                record(sel(5), S_CREDS | S_RANK, hdr(K_SHM_ATTACH) + shm_body) +
+                                record(sel(0), S_CREDS | S_RANK, hdr(K_DOORBELL)) +
+                                sw_round(0, 0))
     s["join_again"] = (sw_join(0, 0, 3, 8, 4, "honest", 0x1000) +  # lost ACK: same nonce
                        sw_join(0, 0, 3, 8, 4, "honest", 0x9999) +  # new incarnation: abort
                        sw_join(1, 1, 3, 8, 4, "honest", 0x1001) +
