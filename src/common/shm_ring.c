@@ -1,6 +1,8 @@
 /* shm_ring.c: create, attach and use the worker <-> switch rings; see shm_ring.h. */
 #include "common/shm_ring.h"
 
+#include "common/wire.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
@@ -46,8 +48,10 @@ static int map_object(struct ina_shm *s, int fd, uint32_t nslots, uint32_t slot_
 
 static int geometry_ok(uint32_t nslots, uint32_t slot_size)
 {
-    return nslots >= 2 && nslots <= 65536 && (nslots & (nslots - 1)) == 0 && slot_size >= 64 &&
-           slot_size <= (1u << 17) && slot_size % 64 == 0;
+    /* At most 4096 slots of one 64 KiB datagram: 512 MiB per object, the
+     * most a switch will map for one rank. */
+    return nslots >= 2 && nslots <= 4096 && (nslots & (nslots - 1)) == 0 && slot_size >= 64 &&
+           slot_size <= ina_shm_slot_size(INA_MAX_DATAGRAM) && slot_size % 64 == 0;
 }
 
 int ina_shm_name_valid(const char *name)

@@ -160,6 +160,9 @@ static void test_attach_refusals(void)
     char n2[INA_SHM_NAME_MAX];
     CHECK_EQ_INT(ina_shm_create(&w, n2, 3, SLOT), -EINVAL); /* not a power of 2 */
     CHECK_EQ_INT(ina_shm_create(&w, n2, NSLOTS, 100), -EINVAL); /* not a multiple of 64 */
+    CHECK_EQ_INT(ina_shm_create(&w, n2, 8192, SLOT), -EINVAL);  /* more slots than a switch maps */
+    CHECK_EQ_INT(ina_shm_create(&w, n2, NSLOTS, 65536 + 64), -EINVAL); /* past a datagram */
+    CHECK_EQ_INT(ina_shm_attach(&s, "/ina.0.0123456789abcdef", 8192, SLOT), -EINVAL);
 }
 
 int main(void)
