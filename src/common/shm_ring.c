@@ -214,6 +214,12 @@ void ina_shm_pop(struct ina_shm *s, int up)
     atomic_store_explicit(&ctl(s, up)->head, *head, memory_order_release);
 }
 
+void ina_shm_awake(struct ina_shm *s, int up)
+{
+    if (s->hdr)
+        atomic_store_explicit(&ctl(s, up)->sleeping, 0, memory_order_relaxed);
+}
+
 int ina_shm_sleep_prepare(struct ina_shm *s, int up)
 {
     if (!s->hdr || s->corrupt)

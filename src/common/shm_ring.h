@@ -126,6 +126,10 @@ int ina_shm_readable(struct ina_shm *s, int up);
  * still empty (sleep), 0 if something arrived (do not; `sleeping` cleared). */
 int ina_shm_sleep_prepare(struct ina_shm *s, int up);
 
+/* Consumer awake again (after poll): clear `sleeping`, so that producers
+ * stop ringing a side that is reading anyway. */
+void ina_shm_awake(struct ina_shm *s, int up);
+
 /* Producer after publishing: @return 1 if the consumer was asleep (send it
  * a DOORBELL now; `sleeping` is cleared). */
 int ina_shm_wake_needed(struct ina_shm *s, int up);

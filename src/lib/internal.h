@@ -211,6 +211,7 @@ unsigned ina__shm_send(struct ina_ctx *ctx, const struct iovec *iov, const unsig
 int ina__shm_recv(struct ina_ctx *ctx, uint64_t now);
 /* About to poll: @return 0 if the down ring has data (do not sleep). */
 int ina__shm_may_sleep(struct ina_ctx *ctx);
+void ina__shm_awake(struct ina_ctx *ctx); /* after poll */
 
 struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
                                 size_t count, ina_dtype dtype, ina_op op);

@@ -163,3 +163,9 @@ int ina__shm_may_sleep(struct ina_ctx *ctx)
 {
     return !ctx->shm || ina_shm_sleep_prepare(ctx->shm, 0);
 }
+
+void ina__shm_awake(struct ina_ctx *ctx)
+{
+    if (ctx->shm)
+        ina_shm_awake(ctx->shm, 0);
+}

@@ -591,6 +591,7 @@ void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)
                                 {.fd = ctx->mcast_group ? ctx->mcast_fd : -1, .events = POLLIN},
                                 {.fd = ctx->wake_fd, .events = POLLIN}};
         poll(pfd, ctx->wake_fd >= 0 ? 3 : 2, ms);
+        ina__shm_awake(ctx);
         if (ctx->wake_fd >= 0 && (pfd[2].revents & POLLIN)) {
             uint64_t v;
             if (read(ctx->wake_fd, &v, sizeof(v)) < 0) {

@@ -385,6 +385,17 @@ static int shm_may_sleep(struct ina_switch *sw)
     return ok;
 }
 
+/* Awake again: no more doorbells needed until the next sleep. */
+static void shm_awake(struct ina_switch *sw)
+{
+    for (int i = 0; i < INA_SW_MAX_JOBS; i++) {
+        struct ina_job *job = &sw->jobs[i];
+        for (int r = 0; job->state == INA_JOB_ACTIVE && r < job->world; r++)
+            if (job->members[r].shm)
+                ina_shm_awake(job->members[r].shm, 1);
+    }
+}
+
 static int run(struct shard *sh)
 {
     struct ina_switch *sw = &sh->sw;
@@ -428,6 +439,8 @@ static int run(struct shard *sh)
         if (n <= 0 && (!sw->p.shm || shm_may_sleep(sw))) {
             struct pollfd pfd = {.fd = fd, .events = POLLIN};
             poll(&pfd, 1, sh->pub ? 100 : 200);
+            if (sw->p.shm)
+                shm_awake(sw);
         }
     }
     /* Stopping: take what is already queued (a last LEAVE, say), so the
