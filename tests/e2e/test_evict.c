@@ -1,7 +1,9 @@
 /* test_evict.c: a running job loses its slots (ina-ctl evict) and carries on at rank 0's host
- * aggregator with every sum verified; lanes; and INA_FALLBACK=none failing cleanly. */
+ * aggregator with every sum verified; lanes; shared-memory rings left for UDP; and
+ * INA_FALLBACK=none failing cleanly. */
 #include <libgen.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -18,6 +20,7 @@ static int metrics_port;
 struct shared {
     volatile uint16_t job_id[2]; /* lane 0, lane 1 */
     volatile int ops_before, ops_after, stop, path;
+    volatile int shm_before, shm_after; /* rank 0's ina_info.shm before and after the move */
     volatile int err[8];
 };
 static struct shared *sh;
@@ -25,6 +28,7 @@ static struct shared *sh;
 struct params {
     const char *job;
     int lanes, fallback;
+    int shm; /* attach rings to the --shm switch (else INA_SHM=0: UDP) */
 };
 
 /* Counts straddling several windows, and small ones in one round (op 3). */
@@ -41,6 +45,7 @@ static int worker(int rank, int n, void *arg)
     cfg.window = WINDOW;
     cfg.lanes = p->lanes;
     cfg.fallback = p->fallback;
+    setenv("INA_SHM", p->shm ? "1" : "0", 1);
     cfg.timeout_ms = 5000;
     ina_ctx *ctx;
     int rc = ina_init(&ctx, &cfg);
@@ -88,10 +93,13 @@ static int worker(int rank, int n, void *arg)
         ina_info info;
         ina_get_info(ctx, &info);
         if (rank == 0) {
-            if (info.path == INA_PATH_HOST)
+            if (info.path == INA_PATH_HOST) {
                 sh->ops_after += 2;
-            else
+                sh->shm_after = info.shm;
+            } else {
                 sh->ops_before += 2;
+                sh->shm_before = info.shm;
+            }
             sh->path = info.path;
         }
         /* Rank 0 decides, for every rank, when to stop. */
@@ -159,7 +167,8 @@ int main(void)
     snprintf(log, sizeof(log), "/tmp/ina-test-evict.%d.log", (int)getpid());
     snprintf(mport, sizeof(mport), "/tmp/ina-test-evict-m.%d", (int)getpid());
     sw.log_path = log;
-    const char *const args[] = {"--metrics", "127.0.0.1:0", "--metrics-port-file", mport, NULL};
+    const char *const args[] = {"--metrics", "127.0.0.1:0", "--metrics-port-file", mport, "--shm",
+                                NULL};
     CHECK_EQ_INT(switch_start(&sw, args), 0);
     FILE *f = fopen(mport, "r");
     CHECK(f && fscanf(f, "%d", &metrics_port) == 1);
@@ -167,28 +176,37 @@ int main(void)
         fclose(f);
 
     /* One lane, N = 3: sums stay right across the move, which really happened. */
-    struct params p1 = {"evict-1", 1, INA_FALLBACK_HOST};
+    struct params p1 = {"evict-1", 1, INA_FALLBACK_HOST, 0};
     CHECK_EQ_INT(evict_run(&p1, 3), 0);
     CHECK(sh->ops_before >= 10);
     CHECK(sh->ops_after >= 20);
     CHECK_EQ_INT(sh->path, INA_PATH_HOST);
 
     /* Two lanes: only lane 0's job is evicted; lane 1 stays on the switch. */
-    struct params p2 = {"evict-2", 2, INA_FALLBACK_HOST};
+    struct params p2 = {"evict-2", 2, INA_FALLBACK_HOST, 0};
     CHECK_EQ_INT(evict_run(&p2, 2), 0);
     CHECK(sh->ops_after >= 20);
     CHECK_EQ_INT(sh->path, INA_PATH_HOST);
 
+    /* Rings: the job leaves them for UDP to the aggregator, sums still right. */
+    struct params p4 = {"evict-4", 1, INA_FALLBACK_HOST, 1};
+    CHECK_EQ_INT(evict_run(&p4, 3), 0);
+    CHECK(sh->ops_after >= 20);
+    CHECK_EQ_INT(sh->path, INA_PATH_HOST);
+    CHECK_EQ_INT(sh->shm_before, 1);
+    CHECK_EQ_INT(sh->shm_after, 0);
+
     /* No fallback: the operations past the move fail with NOSPACE, none hangs. */
-    struct params p3 = {"evict-3", 1, INA_FALLBACK_NONE};
+    struct params p3 = {"evict-3", 1, INA_FALLBACK_NONE, 0};
     CHECK_EQ_INT(evict_run(&p3, 2), 0);
     CHECK_EQ_INT(sh->err[0], INA_ERR_NOSPACE);
 
     CHECK_EQ_INT(switch_stop(&sw), 0);
-    CHECK_EQ_INT(switch_counter(&sw, "jobs_evicted"), 3);
+    CHECK_EQ_INT(switch_counter(&sw, "jobs_evicted"), 4);
     CHECK_EQ_INT(switch_counter(&sw, "drop_MISMATCH"), 0);
     /* Every evicted job's ranks left it: its slots were freed. */
-    CHECK(switch_counter(&sw, "jobs_ended") >= 3);
+    CHECK(switch_counter(&sw, "jobs_ended") >= 4);
+    CHECK_EQ_INT(switch_counter(&sw, "shm_attached"), 3); /* only evict-4's ranks */
     unlink(log);
     unlink(mport);
     munmap(sh, sizeof(*sh));
