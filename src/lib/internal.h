@@ -164,6 +164,7 @@ struct ina_ctx {
 
     /* I/O buffers, sized at join */
     uint8_t *txmem, *rxmem;
+    uint8_t *ringmem; /* one datagram copied out of the down ring (§5.9), after rxmem's */
     unsigned ntx;
     struct ina_io *io;
 

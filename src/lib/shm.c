@@ -151,9 +151,9 @@ int ina__shm_recv(struct ina_ctx *ctx, uint64_t now)
                 ina__stream_fail_all(ctx, INA_ERR_PROTO); /* the switch broke its ring */
             break;
         }
-        memcpy(ctx->rxmem, p, len); /* copied out: the switch may still write there */
+        memcpy(ctx->ringmem, p, len); /* copied out: the switch may still write there */
         ina_shm_pop(ctx->shm, 0);
-        ina__stream_on_datagram(ctx, ctx->rxmem, len, now);
+        ina__stream_on_datagram(ctx, ctx->ringmem, len, now);
         got++;
     }
     return got;

@@ -21,12 +21,13 @@ int ina__stream_init(struct ina_ctx *ctx)
     ctx->slots = calloc(ctx->window, sizeof(*ctx->slots));
     ctx->io = calloc(1, sizeof(*ctx->io));
     ctx->txmem = malloc(INA_BURST * max_datagram(ctx));
-    ctx->rxmem = malloc((size_t)INA_RX_MSGS * INA_GRO_BUF);
+    ctx->rxmem = malloc((size_t)(INA_RX_MSGS + 1) * INA_GRO_BUF);
     if (!ctx->slots || !ctx->io || !ctx->txmem || !ctx->rxmem ||
         ina_gso_batch_init(&ctx->io->gso, 2 * INA_BURST, 2 * INA_BURST) != 0) {
         ina__stream_free(ctx);
         return -ENOMEM;
     }
+    ctx->ringmem = ctx->rxmem + (size_t)INA_RX_MSGS * INA_GRO_BUF;
     for (unsigned i = 0; i < INA_BURST; i++)
         ctx->io->txiov[i].iov_base = ctx->txmem + i * max_datagram(ctx);
     for (unsigned i = 0; i < INA_RX_MSGS; i++) {
@@ -55,7 +56,7 @@ void ina__stream_free(struct ina_ctx *ctx)
     free(ctx->rxmem);
     ctx->slots = NULL;
     ctx->io = NULL;
-    ctx->txmem = ctx->rxmem = NULL;
+    ctx->txmem = ctx->rxmem = ctx->ringmem = NULL;
 }
 
 /* Elements of data block b of req. */
@@ -432,6 +433,12 @@ static int rx_burst_fd(struct ina_ctx *ctx, int fd, uint64_t now)
     int n = recvmmsg(fd, io->rxmsg, INA_RX_MSGS, MSG_DONTWAIT, NULL);
     if (n < 0 && errno == ECONNREFUSED && !ctx->refused_since_ns)
         ctx->refused_since_ns = now; /* ICMP port unreachable: no switch at the address */
+    /* The switch fills the down ring before it sends what follows by UDP (an
+     * ABORT, a MIGRATE): drain the ring first, so that both are taken in the
+     * order the switch sent them. Otherwise an ABORT read before the ring
+     * fails an operation whose last RESULTs were already delivered. */
+    if (n > 0 && ctx->shm)
+        ina__shm_recv(ctx, now);
     for (int i = 0; i < n && !ctx->broken; i++) {
         struct msghdr *mh = &io->rxmsg[i].msg_hdr;
         if (mh->msg_flags & MSG_TRUNC) {

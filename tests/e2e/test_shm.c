@@ -118,25 +118,49 @@ static int worker_dies(int rank, int n, void *arg)
 
 /* Rank 0 corrupts its up ring (a tail far ahead) and goes quiet: the switch
  * finds the ring corrupt, aborts the job (drop SHM), and rank 1 fails at
- * once with ABORTED instead of hanging or summing junk. */
+ * once with ABORTED instead of hanging or summing junk.
+ *
+ * Rank 1 starts its first operation and then makes no libina call for a
+ * second, so that when it looks again its last RESULTs wait in its down ring
+ * and the ABORT (sent after them) waits on its socket. It must take them in
+ * the order the switch sent them: the first operation succeeds, with the
+ * right sum, and only the second is ABORTED. */
 static int worker_corrupts(int rank, int n, void *arg)
 {
     (void)arg;
     ina_ctx *ctx;
     if (join(rank, n, "shm-corrupt", 1, 0, &ctx))
         return 1;
-    int32_t v[4096] = {0};
-    if (ina_allreduce(ctx, v, v, 4096, INA_INT32, INA_SUM) != 0)
-        return 1;
+    int32_t v[4096];
+    for (int i = 0; i < 4096; i++)
+        v[i] = i * (rank + 1);
     if (rank == 0) {
-        if (!ctx->shm)
+        int rc = ina_allreduce(ctx, v, v, 4096, INA_INT32, INA_SUM);
+        if (rc != 0 || !ctx->shm) {
+            fprintf(stderr, "rank 0: first operation: %s, rings %s\n", ina_strerror(rc),
+                    ctx->shm ? "attached" : "not attached");
             return 1;
+        }
         atomic_store(&ctx->shm->hdr->up.tail, (uint64_t)1 << 50);
         usleep(3000000); /* no libina call: only the switch can notice */
         return 0;
     }
+    ina_req *req;
+    int rc = ina_allreduce_start(ctx, v, v, 4096, INA_INT32, INA_SUM, &req);
+    if (rc == 0) {
+        usleep(1000000); /* rank 0 finishes and corrupts; the switch aborts within 200 ms */
+        rc = ina_wait(req);
+    }
+    int bad = 0;
+    for (int i = 0; i < 4096; i++)
+        bad += v[i] != i * 3;
+    if (rc != 0 || bad) {
+        fprintf(stderr, "rank 1: the operation finished before the abort: %s, %d wrong sums\n",
+                ina_strerror(rc), bad);
+        return 1;
+    }
     double t0 = h_now();
-    int rc = ina_allreduce(ctx, v, v, 4096, INA_INT32, INA_SUM);
+    rc = ina_allreduce(ctx, v, v, 4096, INA_INT32, INA_SUM);
     double s = h_now() - t0;
     ina_finalize(ctx);
     if (rc != INA_ERR_ABORTED || s > 2) {
