@@ -313,12 +313,13 @@ static int fall_back(struct comm_state *st, const int agreed[3], const void *ori
     st->ctx = NULL;
     if (first_ok >= st->size && !orig) {
         /* In place without a copy (INA_MPI_INPLACE_COPY=0), and no rank finished: the
-         * input is overwritten on every rank. Never return a wrong sum: raise an error. */
-        if (st->rank == 0)
-            fprintf(stderr, LOG_PREFIX "ina all-reduce on job '%s' failed on every rank (%s: "
-                    "%s); its in-place input was overwritten and not kept "
-                    "(INA_MPI_INPLACE_COPY=0): raising MPI_ERR_OTHER\n", st->job,
-                    ina_err_name(code), ina_strerror(code));
+         * input is overwritten on every rank. Never return a wrong sum: raise an error.
+         * Every rank says why before it raises it: with MPI_ERRORS_ARE_FATAL the first
+         * rank to raise it ends the job, and rank 0 may not have printed yet. */
+        fprintf(stderr, LOG_PREFIX "rank %d: ina all-reduce on job '%s' failed on every rank "
+                "(%s: %s); its in-place input was overwritten and not kept "
+                "(INA_MPI_INPLACE_COPY=0): raising MPI_ERR_OTHER\n", st->rank, st->job,
+                ina_err_name(code), ina_strerror(code));
         PMPI_Comm_call_errhandler(st->comm, MPI_ERR_OTHER);
         return MPI_ERR_OTHER;
     }
