@@ -124,6 +124,7 @@ static void job_detach_rings(struct ina_job *job)
             free(m->shm);
             m->shm = NULL;
         }
+        m->shm_live = 0;
     }
 }
 
@@ -634,6 +635,9 @@ static void on_shm_attach(struct ina_switch *sw, const struct ina_hdr *h, const 
             free(m->shm);
             m->shm = NULL;
         } else {
+            /* Both sides have it mapped: the name is no longer needed. Removing
+             * it here too leaves nothing in /dev/shm if the worker dies now. */
+            ina_shm_unlink(name);
             sw->c.shm_attached++;
             log_job(INA_LOG_DEBUG, job, "shm_attached", "rings");
         }

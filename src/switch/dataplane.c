@@ -33,7 +33,9 @@ static void job_hdr(struct ina_hdr *h, const struct ina_job *job, uint8_t kind)
 
 /*
  * Put a RESULT in rank r's down ring if it attached rings (§5.9), else queue
- * it for UDP. A full or corrupt ring loses the datagram, like a full socket
+ * it for UDP. Until the rank's up ring has delivered a datagram, UDP: a rank
+ * that gave up waiting for SHM_ACK stays on UDP while the switch holds its
+ * rings. A full or corrupt ring loses the datagram, like a full socket
  * buffer would: the rank's retransmission gets it resent. A rank asleep on
  * its ring gets a DOORBELL over UDP.
  */
@@ -41,7 +43,7 @@ static void send_to_rank(struct ina_switch *sw, const struct ina_job *job, int r
                          const uint8_t *buf, size_t len)
 {
     struct ina_shm *shm = job->members[r].shm;
-    if (!shm) {
+    if (!shm || !job->members[r].shm_live) {
         ina_txq_push(&sw->txq, buf, len, &job->members[r].addr);
         return;
     }
@@ -255,6 +257,15 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         job->c.completions++;
         emit_result(sw, job, rel, set, ss, -1);
     }
+}
+
+void ina_switch_input_ring(struct ina_switch *sw, struct ina_job *job, int r,
+                           const uint8_t *buf, size_t len, uint64_t now_ns)
+{
+    struct sockaddr_in src = job->members[r].addr;
+    job->members[r].shm_live = 1;
+    sw->c.shm_rx_packets++;
+    ina_switch_input(sw, buf, len, &src, now_ns);
 }
 
 void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,

@@ -359,11 +359,9 @@ static unsigned shm_burst(struct shard *sh, uint8_t *buf, uint64_t now)
                 }
                 memcpy(buf, p, len);
                 ina_shm_pop(shm, 1);
-                struct sockaddr_in src = job->members[r].addr;
                 if (ina_switch_tx_full(sw))
                     flush_tx(sh);
-                sw->c.shm_rx_packets++;
-                ina_switch_input(sw, buf, len, &src, now);
+                ina_switch_input_ring(sw, job, r, buf, len, now);
                 total++;
             }
         }

@@ -57,6 +57,7 @@ struct ina_member {
     uint16_t wait_100ms;    /* how long it may wait for slots */
     uint8_t joined, left;
     struct ina_shm *shm; /* rings the rank attached (PROTOCOL.md §5.9), NULL = UDP only */
+    uint8_t shm_live;    /* its up ring has delivered a datagram: RESULTs go down the ring */
     /* Operator counters (ina-switch --metrics), written only by the owning
      * dataplane thread: DATA datagrams from this rank's registered address. */
     uint64_t rx_packets, rx_bytes;
@@ -162,6 +163,14 @@ void ina_switch_free(struct ina_switch *sw);
  */
 void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
                       const struct sockaddr_in *src, uint64_t now_ns);
+
+/*
+ * Process one datagram taken from rank r's up ring of job (PROTOCOL.md §5.9)
+ * as if it came from the rank's registered address. The first one proves the
+ * rank uses its rings: from then on its RESULTs go down its ring, not by UDP.
+ */
+void ina_switch_input_ring(struct ina_switch *sw, struct ina_job *job, int r,
+                           const uint8_t *buf, size_t len, uint64_t now_ns);
 
 /* Periodic housekeeping: expire joins and idle jobs. */
 void ina_switch_tick(struct ina_switch *sw, uint64_t now_ns);

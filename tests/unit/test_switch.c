@@ -1,11 +1,15 @@
 /* test_switch.c: ina-switch as a state machine: joins, slot rounds, hostile input, leave, timeouts. No sockets. */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "dtypes.h"
@@ -27,6 +31,7 @@
 static struct ina_switch *sw;
 static uint64_t now_ns;
 static int open_int_ops_only; /* sw_open: the next switch has --int-ops-only */
+static int open_shm;          /* sw_open: the next switch has --shm */
 
 /* ---- Setup ------------------------------------------------------------------ */
 
@@ -39,6 +44,7 @@ static void sw_open(uint64_t idle_timeout)
     p.join_timeout_ns = T_JOIN_TIMEOUT;
     p.idle_timeout_ns = idle_timeout;
     p.int_ops_only = open_int_ops_only;
+    p.shm = open_shm;
     sw = malloc(sizeof(*sw));
     CHECK(sw != NULL);
     if (!sw)
@@ -1942,6 +1948,85 @@ static void test_float_add(void)
     open_int_ops_only = 0;
 }
 
+/*
+ * Rings (PROTOCOL.md §5.9), the switch's side: an attach is acknowledged and
+ * the name removed at once; RESULTs stay on UDP until the rank's up ring has
+ * delivered a datagram (a rank that gave up waiting for SHM_ACK never uses
+ * its rings), and go down the ring after that.
+ */
+static void test_shm_attach(void)
+{
+    struct ina_shm w; /* rank 0's side of the object */
+    char name[INA_SHM_NAME_MAX];
+    uint32_t slot_size = ina_shm_slot_size(INA_HDR_LEN + 4 * T_MAX_ELEMS);
+    if (ina_shm_create(&w, name, 16, slot_size) != 0) {
+        printf("test_switch: shm attach: SKIP (no POSIX shared memory here)\n");
+        return;
+    }
+    open_shm = 1;
+    sw_open(T_IDLE_TIMEOUT);
+    struct job_info ji = START_JOB("rings", 2, 8, 2, 9400, 0x9400);
+    uint8_t b[INA_HDR_LEN + INA_SHM_ATTACH_BODY_LEN];
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_SHM_ATTACH);
+    h.job = ji.job;
+    h.rank = 0;
+    h.session = ji.session;
+    h.token = ji.token;
+    ina_hdr_encode(b, &h);
+    memset(b + INA_HDR_LEN, 0, INA_SHM_ATTACH_BODY_LEN);
+    ina_put32(b + INA_HDR_LEN + 4, 0x5348);
+    ina_put32(b + INA_HDR_LEN + 8, 16);
+    ina_put32(b + INA_HDR_LEN + 12, slot_size);
+    memcpy(b + INA_HDR_LEN + 16, name, strlen(name));
+    input(b, sizeof(b), &ji.addr[0]);
+    CHECK_EQ_INT(tx_n(), 1);
+    size_t len;
+    const uint8_t *ack = tx_buf(0, &len);
+    struct ina_hdr ah;
+    uint64_t nonce = 0;
+    int32_t reason = -1;
+    CHECK_EQ_INT(tx_hdr(0, &ah), INA_PARSE_OK);
+    CHECK_EQ_INT(ah.kind, INA_K_SHM_ACK);
+    CHECK_EQ_INT(ina_nak_decode(ack + INA_HDR_LEN, len - INA_HDR_LEN, &nonce, &reason),
+                 INA_PARSE_OK);
+    CHECK(nonce == 0x5348 && reason == 0);
+    CHECK_EQ_INT(sw->c.shm_attached, 1);
+    int fd = shm_open(name, O_RDWR, 0);
+    CHECK(fd < 0 && errno == ENOENT); /* the switch removed the name */
+    if (fd >= 0)
+        close(fd);
+    tx_reset();
+
+    /* Attached, but nothing came through the ring yet: both RESULTs by UDP. */
+    int32_t v0[8] = {1, 2, 3, 4, 5, 6, 7, 8}, v1[8] = {10, 20, 30, 40, 50, 60, 70, 80}, want[8];
+    for (int i = 0; i < 8; i++)
+        want[i] = v0[i] + v1[i];
+    send_data(&ji, 0, 0, 0, 0, 8, 0, v0);
+    send_data(&ji, 1, 0, 0, 0, 8, 0, v1);
+    CHECK_MULTICAST(&ji, 0, 0, 0, 8, 0, want);
+    CHECK(ina_shm_peek(&w, 0, &len) == NULL);
+    tx_reset();
+
+    /* Rank 0's DATA through its up ring: its RESULT goes down the ring, rank 1's by UDP. */
+    uint8_t d[PKT_MAX];
+    struct ina_hdr dh = data_hdr(&ji, 0, 1, 0, 0, 8, 0);
+    size_t dlen = build(d, &dh, v0);
+    ina_switch_input_ring(sw, job_named("rings"), 0, d, dlen, now_ns);
+    send_data(&ji, 1, 1, 0, 0, 8, 0, v1);
+    CHECK_EQ_INT(tx_n(), 1);
+    CHECK_RESULT(0, &ji, &ji.addr[1], 1, 0, 0, 8, 0, want);
+    const uint8_t *p = ina_shm_peek(&w, 0, &len);
+    CHECK(p != NULL && ina_hdr_decode(p, len, &ah) == INA_PARSE_OK && ah.kind == INA_K_RESULT &&
+          ah.slot == 1 && ah.count == 8 && ina_get32(p + INA_HDR_LEN) == (uint32_t)want[0]);
+    CHECK_EQ_INT(sw->c.shm_rx_packets, 1);
+    CHECK_EQ_INT(sw->c.shm_tx_packets, 1);
+    tx_reset();
+    sw_close();
+    open_shm = 0;
+    ina_shm_unmap(&w);
+}
+
 int main(void)
 {
     ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* only errors: job events are expected here */
@@ -1949,6 +2034,7 @@ int main(void)
     test_shards_and_lanes();
     test_bfp_one_round();
     test_float_add();
+    test_shm_attach();
     test_join_basic();
     test_join_refused();
     test_join_mismatch_and_rejoin();
