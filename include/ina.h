@@ -155,15 +155,17 @@ typedef enum {
 } ina_dtype;
 
 /*
- * Operations. MAX and MIN are for INT32 only: on the float types (block
- * floating point) the switch's integer max would compare quantized values
- * and the non-finite encoding, which is built to be summed, not compared;
- * they return INA_ERR_NOTSUP there.
+ * Operations. MAX and MIN are exact for INT32, FLOAT32, FLOAT16 and
+ * BFLOAT16: the result is one of the inputs, bit for bit. Floats travel as
+ * order-preserving int32 keys on the switch's integer max and min (no
+ * quantization; docs/PROTOCOL.md §8.9): -0 counts as below +0, and a NaN on
+ * any rank gives NaN (as torch.max does). FLOAT64 returns INA_ERR_NOTSUP
+ * (its keys would need 64-bit lanes).
  */
 typedef enum {
     INA_SUM = 0, /**< every dtype */
-    INA_MAX = 1, /**< INT32 only: exact signed maximum */
-    INA_MIN = 2, /**< INT32 only: exact signed minimum */
+    INA_MAX = 1, /**< exact maximum; every dtype but FLOAT64 */
+    INA_MIN = 2, /**< exact minimum; every dtype but FLOAT64 */
     INA_AVG = 3, /**< every dtype: the SUM, then divided by world size N on each worker,
                       after the result arrives (what torch.distributed's ReduceOp.AVG
                       computes; NCCL pre-multiplies floats by 1/N instead, which rounds
@@ -338,8 +340,8 @@ INA_EXTERN int ina_finalize(ina_ctx *ctx);
  *   -EINVAL            NULL ctx or buffer (with count > 0), dtype or op > 15,
  *                      a buffer not aligned to the element size
  *   -EOVERFLOW         count * sizeof(element) does not fit in size_t
- *   INA_ERR_NOTSUP     dtype 5..15 or op 4..15 (reserved), or MAX/MIN on a
- *                      float dtype (see ina_op)
+ *   INA_ERR_NOTSUP     dtype 5..15 or op 4..15 (reserved), or MAX/MIN on
+ *                      FLOAT64 (see ina_op)
  *   INA_ERR_CLOSED     the context was broken by an earlier failure
  *   INA_ERR_TIMEOUT    no progress for timeout_ms (a peer or the switch is gone)
  *   INA_ERR_ABORTED    the switch ended the session (another rank failed,

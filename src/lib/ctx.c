@@ -247,10 +247,9 @@ static int check_args(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t c
     const size_t esize = ina__dtype_size(dtype);
     if (esize == 0 || (unsigned)op > INA_AVG)
         return INA_ERR_NOTSUP; /* reserved values */
-    /* Max and min of block-floating-point values would need the non-finite
-     * class counts (which add) to compare instead, and would return a
-     * quantized value rather than one of the inputs: integers only. */
-    if ((op == INA_MAX || op == INA_MIN) && dtype != INA_INT32)
+    /* Float max and min go as order keys in 32-bit lanes (dtype.h): a
+     * double's key would need 64 bits. */
+    if ((op == INA_MAX || op == INA_MIN) && dtype != INA_INT32 && !ina__dtype_float_wire(dtype))
         return INA_ERR_NOTSUP;
     if (count > SIZE_MAX / esize)
         return -EOVERFLOW;
@@ -364,6 +363,13 @@ struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *
         req->quantized = 0;
         req->one_round = 0;
         req->wire_op = INA_OP_ADD_F32;
+    }
+    /* Float max and min: exact, on the switch's int32 max and min (§8.9). */
+    if (ina__dtype_float_wire(dtype) && (op == INA_MAX || op == INA_MIN)) {
+        req->float_order = 1;
+        req->quantized = 0;
+        req->one_round = 0;
+        req->wire_op = ina__wire_op(op);
     }
     req->lag = req->quantized && !req->one_round
                    ? (req->nblocks < ctx->window ? req->nblocks : ctx->window)

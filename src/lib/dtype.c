@@ -2,6 +2,7 @@
 #include "lib/dtype.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "common/wire.h"
 #include "lib/half.h"
@@ -180,6 +181,49 @@ void ina__block_decode_f32wire(ina_dtype dt, ina_op op, const uint8_t *in, size_
         for (size_t j = 0; j < m; j++)
             buf[j] = op == INA_AVG ? (double)sum[j] / nworkers : (double)sum[j];
         round_to(dt, buf, m, out, i);
+    }
+}
+
+void ina__block_encode_order(ina_dtype dt, ina_op op, const void *x, size_t n, uint8_t *out)
+{
+    const uint32_t nan_key = ina__f32_order_key(op == INA_MIN ? 0xFFC00000u : 0x7FC00000u);
+    float buf[CHUNK];
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t m = n - i < CHUNK ? n - i : CHUNK;
+        const float *f = buf;
+        if (dt == INA_FLOAT32)
+            f = (const float *)x + i;
+        else if (dt == INA_FLOAT16)
+            ina_f16_to_f32((const uint16_t *)x + i, m, buf);
+        else
+            ina_bf16_to_f32((const uint16_t *)x + i, m, buf);
+        for (size_t j = 0; j < m; j++) {
+            uint32_t bits;
+            memcpy(&bits, f + j, 4);
+            uint32_t key = (bits & 0x7FFFFFFFu) > 0x7F800000u ? nan_key : ina__f32_order_key(bits);
+            ina_put32(out + 4 * (i + j), key);
+        }
+    }
+}
+
+void ina__block_decode_order(ina_dtype dt, const uint8_t *in, size_t n, void *out)
+{
+    double buf[CHUNK];
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t m = n - i < CHUNK ? n - i : CHUNK;
+        for (size_t j = 0; j < m; j++) {
+            uint32_t bits = ina__f32_order_key(ina_get32(in + 4 * (i + j)));
+            if ((bits & 0x7FFFFFFFu) > 0x7F800000u)
+                bits = 0x7FC00000u; /* a NaN: the quiet NaN, positive */
+            float f;
+            memcpy(&f, &bits, 4);
+            if (dt == INA_FLOAT32)
+                memcpy((uint8_t *)out + 4 * (i + j), &f, 4);
+            else
+                buf[j] = f;
+        }
+        if (dt != INA_FLOAT32)
+            round_to(dt, buf, m, out, i); /* exact: the value is one of the inputs */
     }
 }
 

@@ -15,8 +15,9 @@
  * double before their one rounding to the dtype (so a FLOAT16 average whose
  * sum would overflow 65504 still comes back finite), INT32 by C's integer
  * division (truncation toward zero) of the wrapped sum, as NCCL's ncclAvg
- * does for integer types. MAX and MIN are INT32 only (ctx.c refuses others):
- * the switch combines the unchanged values.
+ * does for integer types. MAX and MIN: INT32 unchanged; FLOAT32, FLOAT16 and
+ * BFLOAT16 as order keys (below); FLOAT64 refused (ctx.c): its keys would
+ * need 64-bit lanes.
  *
  * No allocation: the 16-bit and AVG paths convert through a small stack
  * buffer, a chunk at a time (every element is independent given E).
@@ -54,6 +55,26 @@ void ina__block_encode_f32wire(ina_dtype dt, const void *x, size_t n, uint8_t *o
  * AVG divides by nworkers in double, then one rounding to the dtype. */
 void ina__block_decode_f32wire(ina_dtype dt, ina_op op, const uint8_t *in, size_t n,
                                int nworkers, void *out);
+
+/*
+ * Float MAX and MIN (PROTOCOL.md §8.9) ride on the switch's int32 max and
+ * min: a binary32 value's bits become an int32 key whose signed order is the
+ * floats' order (-Inf < ... < -0 < +0 < ... < +Inf). The key of a sign-set
+ * value flips its other 31 bits; the map is its own inverse. NaN, whatever
+ * its sign and payload, is sent as the extreme the op keeps (+qNaN for MAX,
+ * -qNaN for MIN), so a NaN on any rank comes back NaN, as in PyTorch.
+ */
+static inline uint32_t ina__f32_order_key(uint32_t bits)
+{
+    return bits ^ ((0u - (bits >> 31)) >> 1);
+}
+
+/* Float MAX/MIN: n elements -> n big-endian order keys at out (unaligned ok). */
+void ina__block_encode_order(ina_dtype dt, ina_op op, const void *x, size_t n, uint8_t *out);
+
+/* Float MAX/MIN: n big-endian order keys at in -> n elements at out (exact:
+ * the result is one of the inputs; NaN comes back as the dtype's quiet NaN). */
+void ina__block_decode_order(ina_dtype dt, const uint8_t *in, size_t n, void *out);
 
 /* n combined big-endian int32 at in -> n elements at out, applying op's
  * post-processing (AVG: the division by nworkers). */

@@ -56,6 +56,8 @@ struct ina_req {
     int one_round;    /* float op in one round per block (INA_OP_ADD_BFP; ctx.c decides) */
     int float_wire;   /* floats added as floats by the switch (INA_OP_ADD_F32; ctx.c decides):
                          not quantized, one round, no exponents */
+    int float_order;  /* float MAX/MIN as order keys on the int32 max/min (dtype.h, §8.9):
+                         not quantized, one round, no exponents */
     uint64_t nblocks, lag, npackets;
     uint64_t ndone; /* packets whose result arrived */
     uint64_t tag_seed; /* hash of (op number, count, dtype, op): seeds the packet tags (wire.h) */

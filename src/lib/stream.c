@@ -95,6 +95,8 @@ static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_
         const uint8_t *src = req->src + (size_t)b * ctx->elems * req->esize;
         if (req->float_wire)
             ina__block_encode_f32wire(req->dtype, src, n, buf + INA_HDR_LEN);
+        else if (req->float_order)
+            ina__block_encode_order(req->dtype, req->op, src, n, buf + INA_HDR_LEN);
         else
             ina__block_encode(req->dtype, src, n, ws->exp_used, ctx->world, buf + INA_HDR_LEN);
     }
@@ -374,6 +376,8 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
         uint8_t *dst = req->dst + (size_t)(ws->p - req->lag) * ctx->elems * req->esize;
         if (req->float_wire)
             ina__block_decode_f32wire(req->dtype, req->op, payload, n, ctx->world, dst);
+        else if (req->float_order)
+            ina__block_decode_order(req->dtype, payload, n, dst);
         else
             ina__block_decode(req->dtype, req->op, payload, n, e, ctx->world, dst);
         if (req->quantized && e == INA_EXP_NONFINITE)

@@ -119,7 +119,15 @@ static int check_float(ina_dtype dt, int n, ina_op opk, uint64_t op, size_t coun
                 two_sum(&hi, &lo, x);
             }
             int ok;
-            if (float_add_expect && dt != INA_FLOAT64) {
+            if (opk == INA_MAX || opk == INA_MIN) {
+                /* exact (PROTOCOL.md §8.9): one of the inputs, NaN if any rank has one */
+                double want = gen_value(dt, 0, op, i, special);
+                for (int r = 1; r < n; r++) {
+                    double x = gen_value(dt, r, op, i, special);
+                    want = opk == INA_MAX ? fmax(want, x) : fmin(want, x);
+                }
+                ok = has_nan ? isnan(got) : got == want;
+            } else if (float_add_expect && dt != INA_FLOAT64) {
                 /* Floats added as floats: IEEE per element (the data has
                  * only +Inf, so an Inf sum is +Inf); the bound of ina.h. */
                 double abs_sum = 0;
@@ -191,7 +199,8 @@ static int worker(int rank, int n, void *arg)
     uint64_t op = 0;
     for (int dt = INA_INT32; dt <= INA_FLOAT64; dt++) {
         for (int opk = INA_SUM; opk <= INA_AVG; opk++) {
-            int supported = dt == INA_INT32 || opk == INA_SUM || opk == INA_AVG;
+            /* MAX and MIN: every type but FLOAT64 (§8.9) */
+            int supported = dt != INA_FLOAT64 || opk == INA_SUM || opk == INA_AVG;
             if (!supported) { /* refused up front; the context stays usable */
                 int rc = ina_allreduce(ctx, in, out, 4, (ina_dtype)dt, (ina_op)opk);
                 if (rc != INA_ERR_NOTSUP) {

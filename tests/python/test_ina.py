@@ -161,6 +161,21 @@ def group_numpy(ctx, rep, n, rank):
     expect_notsup_or(rep, "numpy int32 min",
                      lambda: ina.allreduce(ys[rank].copy(), "min", ctx=ctx),
                      lambda res: (np.array_equal(res, np.min(ys, axis=0)), ""))
+    # float max/min: exact (order keys on the switch's int32 max/min), NaN if any rank has one
+    g = xs[rank][:3000].copy()
+    g[7] = np.nan if rank == n - 1 else g[7]
+    want_max, want_min = np.max([x[:3000] for x in xs], axis=0), np.min([x[:3000] for x in xs], axis=0)
+    want_max[7] = want_min[7] = np.nan
+    h = g.copy()
+    ina.allreduce(g, "max", ctx=ctx)
+    ina.allreduce(h, "min", ctx=ctx)
+    rep.check("numpy float32 max exact, NaN kept", np.array_equal(g, want_max, equal_nan=True))
+    rep.check("numpy float32 min exact, NaN kept", np.array_equal(h, want_min, equal_nan=True))
+    try:
+        ina.allreduce(f64[rank].copy(), "max", ctx=ctx)
+        rep.check("numpy float64 max refused (NOTSUP)", False, "it was accepted")
+    except ina.InaError as e:
+        rep.check("numpy float64 max refused (NOTSUP)", e.code == ina.ERR_NOTSUP, e.name)
     # argument errors, raised before anything is sent (the context stays usable)
     for what, fn, exc in (
             ("list is a TypeError", lambda: ina.allreduce([1.0, 2.0], ctx=ctx), TypeError),

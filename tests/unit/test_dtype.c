@@ -387,10 +387,136 @@ static void test_float_wire(void)
     CHECK(ina_float_add_error_bound(INA_FLOAT32, 1, 8.0, 8.0) == 0x1p-24 * 8.0 + 0x1p-149);
 }
 
+/* ---- Float MAX and MIN (order keys, PROTOCOL.md §8.9) ---------------------------------- */
+
+static float f32_of(uint32_t bits)
+{
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* A random float32 of any class: finite of any binade, subnormal, ±0, ±Inf, or (nan_ok) a NaN. */
+static float any_f32(int nan_ok)
+{
+    uint32_t sign = (uint32_t)(rng_u64() & 1) << 31;
+    switch (rng_int(0, 9)) {
+    case 0: return f32_of(sign);                                        /* ±0 */
+    case 1: return f32_of(sign | 0x7F800000u);                          /* ±Inf */
+    case 2: return f32_of(sign | ((uint32_t)rng_u64() & 0x007FFFFFu)); /* subnormal */
+    case 3:
+        if (nan_ok)
+            return f32_of(sign | 0x7F800000u | (((uint32_t)rng_u64() & 0x007FFFFFu) | 1u));
+        return 1.0f;
+    case 4: return f32_of(sign | ((uint32_t)rng_int(126, 128) << 23)); /* ±0.5, ±1, ±2: ties */
+    default: {
+        uint32_t bits = (uint32_t)rng_u64() & 0x7FFFFFFFu;
+        return bits > 0x7F800000u ? 1.0f : f32_of(sign | bits);
+    }
+    }
+}
+
+/* max/min by the floats' order, -0 below +0, NaN if any. */
+static float want_ext(const float *v, int nw, ina_op op)
+{
+    float w = v[0];
+    for (int r = 0; r < nw; r++) {
+        if (isnan(v[r]))
+            return NAN;
+        /* ±0 compare equal: the one with the sign is the smaller */
+        int less = v[r] < w || (v[r] == w && signbit(v[r]) && !signbit(w));
+        int more = v[r] > w || (v[r] == w && !signbit(v[r]) && signbit(w));
+        if (op == INA_MAX ? more : less)
+            w = v[r];
+    }
+    return w;
+}
+
+static void test_float_order(void)
+{
+    /* The key map: its own inverse, and the floats' order (with -0 < +0). */
+    long long bad = 0;
+    for (int i = 0; i < 200000; i++) {
+        uint32_t bits = (uint32_t)rng_u64();
+        bad += ina__f32_order_key(ina__f32_order_key(bits)) != bits;
+        float a = any_f32(0), b = any_f32(0);
+        uint32_t ua, ub;
+        memcpy(&ua, &a, 4);
+        memcpy(&ub, &b, 4);
+        int32_t ka = (int32_t)ina__f32_order_key(ua), kb = (int32_t)ina__f32_order_key(ub);
+        if (a < b)
+            bad += !(ka < kb);
+        else if (a > b)
+            bad += !(ka > kb);
+        else
+            bad += ua == ub ? ka != kb : (ka < kb) != (signbit(a) != 0); /* ±0 */
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT((int32_t)ina__f32_order_key(0x80000000u), -1); /* -0 just below +0 */
+    CHECK((int32_t)ina__f32_order_key(0xFF800000u) < (int32_t)ina__f32_order_key(0xFF7FFFFFu));
+
+    /* Blocks through the switch's int32 max/min, every float dtype: exact, NaN if any. */
+    static const int nws[] = {1, 2, 3, 5, 64};
+    static const ina_dtype dts[] = {INA_FLOAT32, INA_FLOAT16, INA_BFLOAT16};
+    static float vals[64][MAXB];
+    static uint8_t wire[4 * MAXB + 1];
+    static int32_t acc[MAXB];
+    long long checked = 0, nans = 0;
+    bad = 0;
+    for (size_t t = 0; t < 3; t++)
+        for (size_t w = 0; w < sizeof(nws) / sizeof(nws[0]); w++)
+            for (int op = INA_MAX; op <= INA_MIN; op++)
+                for (int rep = 0; rep < 4; rep++) {
+                    ina_dtype dt = dts[t];
+                    int nw = nws[w];
+                    size_t n = (size_t)rng_int(1, MAXB);
+                    int nan_ok = rep == 3;
+                    for (int r = 0; r < nw; r++) {
+                        for (size_t i = 0; i < n; i++) {
+                            double v = any_f32(nan_ok && rng_int(0, 15) == 0);
+                            if (dt == INA_FLOAT32)
+                                ((float *)bufs[r])[i] = (float)v;
+                            else if (dt == INA_FLOAT16)
+                                ina_f64_to_f16(&v, 1, (uint16_t *)bufs[r] + i);
+                            else
+                                ina_f64_to_bf16(&v, 1, (uint16_t *)bufs[r] + i);
+                            vals[r][i] = (float)value_at(dt, bufs[r], i);
+                        }
+                        ina__block_encode_order(dt, (ina_op)op, bufs[r], n, wire + 1);
+                        for (size_t i = 0; i < n; i++) {
+                            int32_t k = (int32_t)ina_get32(wire + 1 + 4 * i);
+                            if (r == 0 || (op == INA_MAX ? k > acc[i] : k < acc[i]))
+                                acc[i] = k;
+                        }
+                    }
+                    for (size_t i = 0; i < n; i++)
+                        ina_put32(wire + 1 + 4 * i, (uint32_t)acc[i]);
+                    ina__block_decode_order(dt, wire + 1, n, outb);
+                    for (size_t i = 0; i < n; i++) {
+                        float col[64] = {0};
+                        for (int r = 0; r < nw; r++)
+                            col[r] = vals[r][i];
+                        float want = want_ext(col, nw, (ina_op)op);
+                        float got = (float)value_at(dt, outb, i);
+                        int ok = isnan(want) ? isnan(got)
+                                             : got == want && signbit(got) == signbit(want);
+                        nans += isnan(want) != 0;
+                        checked++;
+                        if (!ok && bad++ < 10)
+                            fprintf(stderr, "float order %s op %d N=%d i=%zu: got %a want %a\n",
+                                    dname(dt), op, nw, i, got, want);
+                    }
+                }
+    printf("float max/min: %lld elements (%lld NaN), wrong %lld\n", checked, nans, bad);
+    CHECK_EQ_INT(bad, 0);
+    CHECK(checked > 10000 && nans > 100);
+}
+
 int main(void)
 {
     rng_state = 0xD7E5ull;
     test_float_wire();
+    test_float_order();
     test_tables();
     test_int32();
     test_f16_overflow_avg();
