@@ -109,8 +109,9 @@ static void add(atomic_ullong *calls, atomic_ullong *bytes, unsigned long long n
 /* @return 1 and the ina dtype/op/element size if ina may serve (dt, op), else 0. */
 static int map_call(MPI_Datatype dt, MPI_Op op, ina_dtype *idt, ina_op *iop, size_t *esize)
 {
-    int integer = 0, unsigned_sum_only = 0;
+    int integer = 0, unsigned_sum_only = 0, float_extremes = 0;
     if (dt == MPI_FLOAT) {
+        float_extremes = 1; /* exact in libina: order keys (PROTOCOL.md §8.9) */
         if (!g_opt.floats)
             return 0;
         *idt = INA_FLOAT32;
@@ -131,6 +132,7 @@ static int map_call(MPI_Datatype dt, MPI_Op op, ina_dtype *idt, ina_op *iop, siz
         *esize = 8;
 #if defined(MPIX_C_FLOAT16)
     } else if (dt == MPIX_C_FLOAT16) {
+        float_extremes = 1;
         *idt = INA_FLOAT16;
         *esize = 2;
 #endif
@@ -139,9 +141,9 @@ static int map_call(MPI_Datatype dt, MPI_Op op, ina_dtype *idt, ina_op *iop, siz
     }
     if (op == MPI_SUM)
         *iop = INA_SUM;
-    else if (integer && !unsigned_sum_only && op == MPI_MAX)
+    else if (((integer && !unsigned_sum_only) || float_extremes) && op == MPI_MAX)
         *iop = INA_MAX;
-    else if (integer && !unsigned_sum_only && op == MPI_MIN)
+    else if (((integer && !unsigned_sum_only) || float_extremes) && op == MPI_MIN)
         *iop = INA_MIN;
     else
         return 0;

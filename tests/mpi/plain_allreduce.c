@@ -165,6 +165,20 @@ static void check_all(MPI_Comm comm, const char *name, long count)
         mw = (r * 37) % 11 > mw ? (r * 37) % 11 : mw;
     check(mr == mw, name, "int MAX", 0, mr, mw);
 
+    /* MIN on MPI_FLOAT: exact (one of the inputs), -0 below +0 */
+    float fm[3] = {fval(rank, 0), -fval(rank, 1) * (float)(rank + 1), rank == 0 ? -0.0f : 0.0f};
+    float fmr[3], fmw[3];
+    MPI_Allreduce(fm, fmr, 3, MPI_FLOAT, MPI_MIN, comm);
+    for (int j = 0; j < 3; j++)
+        for (int r = 0; r < size; r++) {
+            float v = j == 0 ? fval(r, 0) : j == 1 ? -fval(r, 1) * (float)(r + 1)
+                                                  : r == 0 ? -0.0f : 0.0f;
+            fmw[j] = r == 0 || v < fmw[j] ? v : fmw[j];
+        }
+    for (int j = 0; j < 3; j++)
+        check(fmr[j] == fmw[j] && signbit(fmr[j]) == signbit(fmw[j]), name, "float MIN", j,
+              fmr[j], fmw[j]);
+
     /* SUM on MPI_DOUBLE: must stay exact in double precision */
     double d[2] = {1.0 + 1e-12 * (rank + 1), -3.0 * rank}, dr[2], dw0 = 0, dw1 = 0;
     MPI_Allreduce(d, dr, 2, MPI_DOUBLE, MPI_SUM, comm);

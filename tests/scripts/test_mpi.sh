@@ -101,10 +101,11 @@ for np in 2 4; do
     check "np $np: mpirun exits 0" test "$rc" -eq 0
     check "np $np: every rank's results correct" ranks_ok "$out" "$np"
     for r in $(seq 0 $((np - 1))); do
-        # Per communicator and round: 9 calls through ina (3 float, 3 int, unsigned, unaligned
-        # float, int MAX) and 3 to MPI (count 0, double, user op); 2 rounds, on world and
-        # dup, and at np 4 on the split too (at np 2 its halves have one rank).
-        want=$((np == 2 ? 36 : 54))
+        # Per communicator and round: 10 calls through ina (3 float, 3 int, unsigned,
+        # unaligned float, int MAX, float MIN) and 3 to MPI (count 0, double, user op); 2
+        # rounds, on world and dup, and at np 4 on the split too (at np 2 its halves have
+        # one rank).
+        want=$((np == 2 ? 40 : 60))
         n=$(field "$out" "$r" ina)
         check "np $np rank $r: $want calls through ina (got ${n:-none})" test "${n:-0}" -eq "$want"
         ina_bytes=$((ina_bytes + $(field "$out" "$r" ina bytes)))
@@ -117,10 +118,10 @@ for np in 2 4; do
         check "np 4: both halves of the split served by ina, distinct jobs" test "$(grep \
             'communicator of 2 ranks served by ina job' "$out" | sort -u | wc -l)" -eq 2
         check "np 4: split calls through ina" \
-            grep -q "job '.*' (communicator of 2): 18 calls ([1-9][0-9]* bytes) through ina" "$out"
+            grep -q "job '.*' (communicator of 2): 20 calls ([1-9][0-9]* bytes) through ina" "$out"
     else
-        # size-1 halves pass through: 2 rounds x 12 calls more passed on every rank
-        check "np 2: split of size 1 passed to MPI (36 calls)" test "$(field "$out" 0 passed)" -eq 36
+        # size-1 halves pass through: 2 rounds x 13 calls more passed on every rank
+        check "np 2: split of size 1 passed to MPI (38 calls)" test "$(field "$out" 0 passed)" -eq 38
     fi
 done
 # MPI_Init_thread(MPI_THREAD_MULTIPLE) is intercepted as MPI_Init is
@@ -128,7 +129,7 @@ out=$tmp/thread.out
 INA_MPI_VERBOSE=1 run_app "$out" 2 --rounds 1 --init-thread
 check "MPI_Init_thread: mpirun exits 0" test $? -eq 0
 check "MPI_Init_thread: results correct" ranks_ok "$out" 2
-check "MPI_Init_thread: 18 calls through ina" test "$(field "$out" 0 ina)" -eq 18
+check "MPI_Init_thread: 20 calls through ina" test "$(field "$out" 0 ina)" -eq 20
 stop_switch
 c=$tmp/sw1.err
 check "switch: 8 jobs started (np 2: world, dup; np 4: world, dup, 2 halves; np 2 again)" \
@@ -148,7 +149,7 @@ check "no switch: mpirun exits 0" test $? -eq 0
 check "no switch: results correct" ranks_ok "$out" 2
 check "no switch: one warning, on rank 0" test "$(grep -c 'INA_SWITCH is not set' "$out")" -eq 1
 check "no switch: nothing through ina" test "$(field "$out" 0 ina)" -eq 0
-check "no switch: all 72 calls passed to MPI" test "$(field "$out" 1 passed)" -eq 72
+check "no switch: all 78 calls passed to MPI" test "$(field "$out" 1 passed)" -eq 78
 INA_MPI_QUIET=1 run_app "$out" 2
 check "INA_MPI_QUIET=1: no warning" bash -c "! grep -q 'ina-mpi: ' '$out'"
 
@@ -174,8 +175,8 @@ check "one rank failed: the sum was broadcast from rank 0" \
     grep -q "ina all-reduce on job .* failed (INA_ERR_ABORTED.*broadcast from rank 0" "$out"
 check "one rank failed: one fallback on each rank" \
     test "$(field "$out" 0 fell)$(field "$out" 1 fell)" = 11
-# world went to MPI after its first call; dup kept ina: 9 calls on it
-check "one rank failed: dup still through ina" test "$(field "$out" 0 ina)" -eq 9
+# world went to MPI after its first call; dup kept ina: 10 calls on it
+check "one rank failed: dup still through ina" test "$(field "$out" 0 ina)" -eq 10
 stop_switch
 
 # ---- The switch dies mid-run: calls fall back to MPI, results stay right ----------------
@@ -205,9 +206,9 @@ check "switch killed: results correct on every rank" ranks_ok "$out" 2
 check "switch killed: world and dup each fell back once" test "$(field "$out" 0 fell)" -eq 2
 check "switch killed: the fallback is explained" \
     test "$(grep -c "ina all-reduce on job .* failed (ECONNREFUSED.*MPI_Allreduce of the original input" "$out")" -eq 2
-# 18 before the pause (3 on world, 3 on dup, 12 on the 1-rank split), then one int call
+# 19 before the pause (3 on world, 3 on dup, 13 on the 1-rank split), then one int call
 # each on world and dup, which no longer have ina
-check "switch killed: later calls passed to MPI" test "$(field "$out" 1 passed)" -eq 20
+check "switch killed: later calls passed to MPI" test "$(field "$out" 1 passed)" -eq 21
 
 # Without a kept copy, an in-place call that failed everywhere cannot be redone: the
 # program gets an MPI error (here fatal: MPI_ERRORS_ARE_FATAL), never a wrong sum.
