@@ -89,7 +89,7 @@ int ina_shm_create(struct ina_shm *s, char *name, uint32_t nslots, uint32_t slot
         shm_unlink(name);
         return rc;
     }
-    /* ftruncate gave zeros: indices 0, nobody asleep. */
+    /* posix_fallocate gave zeros: indices 0, nobody asleep. */
     s->hdr->nslots = nslots;
     s->hdr->slot_size = slot_size;
     s->hdr->version = INA_SHM_VERSION;

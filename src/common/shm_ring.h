@@ -97,7 +97,8 @@ int ina_shm_attach(struct ina_shm *s, const char *name, uint32_t nslots, uint32_
 /* Unmap (either side). Safe on a zeroed struct. */
 void ina_shm_unmap(struct ina_shm *s);
 
-/* Worker: remove the name (the mappings stay) once the switch has it mapped. */
+/* Remove the name (the mappings stay): the switch once it has mapped the
+ * object, the worker once it has its answer (or none). */
 void ina_shm_unlink(const char *name);
 
 /* 1 if name has the form ina_shm_create gives. */

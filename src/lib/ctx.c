@@ -359,14 +359,14 @@ struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *
      * its precision). */
     if (ina__float_add_in_use(ctx) && ina__dtype_float_wire(dtype) &&
         (op == INA_SUM || op == INA_AVG)) {
-        req->float_wire = 1;
+        req->payload = INA_PAYLOAD_F32;
         req->quantized = 0;
         req->one_round = 0;
         req->wire_op = INA_OP_ADD_F32;
     }
     /* Float max and min: exact, on the switch's int32 max and min (§8.9). */
     if (ina__dtype_float_wire(dtype) && (op == INA_MAX || op == INA_MIN)) {
-        req->float_order = 1;
+        req->payload = INA_PAYLOAD_ORDER;
         req->quantized = 0;
         req->one_round = 0;
         req->wire_op = ina__wire_op(op);
@@ -489,18 +489,20 @@ int ina_get_info(const ina_ctx *ctx, ina_info *info)
         return rc;
     memset(info, 0, sizeof(*info));
     info->lanes = ctx->lanes ? ctx->nlanes : 1;
-    info->path = ctx->path;
-    info->shm = (ctx->lanes ? ina__lanes_ctx(ctx, 0) : ctx)->shm != NULL;
-    for (int i = 0; ctx->lanes && i < ctx->nlanes; i++)
-        info->shm &= ina__lanes_ctx(ctx, i)->shm != NULL;
-    info->float_add = ina__float_add_in_use(ctx->lanes ? ina__lanes_ctx(ctx, 0) : ctx)
-                          ? INA_FLOAT_ADD_SWITCH
-                          : INA_FLOAT_ADD_QUANTIZED;
-    for (int i = 0; ctx->lanes && i < ctx->nlanes; i++)
-        if (ina__lanes_ctx(ctx, i)->path == INA_PATH_HOST)
+    /* Over the lanes (or the context itself): the host path if any lane
+     * took it, rings only if every lane has them. */
+    const int nl = ctx->lanes ? ctx->nlanes : 1;
+    info->path = INA_PATH_SWITCH;
+    info->shm = 1;
+    for (int i = 0; i < nl; i++) {
+        const struct ina_ctx *l = ctx->lanes ? ina__lanes_ctx(ctx, i) : ctx;
+        if (l->path == INA_PATH_HOST)
             info->path = INA_PATH_HOST;
+        info->shm &= l->shm != NULL;
+    }
     if (ctx->lanes)
         ctx = ina__lanes_ctx(ctx, 0); /* lane 0's parameters (each lane has its own job) */
+    info->float_add = ina__float_add_in_use(ctx) ? INA_FLOAT_ADD_SWITCH : INA_FLOAT_ADD_QUANTIZED;
     info->rank = ctx->rank;
     info->world_size = ctx->world;
     info->elems_per_packet = (int)ctx->elems;

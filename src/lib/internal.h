@@ -54,10 +54,11 @@ struct ina_req {
     uint8_t wire_op;  /* INA_OP_* in every DATA packet of the op */
     int quantized;
     int one_round;    /* float op in one round per block (INA_OP_ADD_BFP; ctx.c decides) */
-    int float_wire;   /* floats added as floats by the switch (INA_OP_ADD_F32; ctx.c decides):
-                         not quantized, one round, no exponents */
-    int float_order;  /* float MAX/MIN as order keys on the int32 max/min (dtype.h, §8.9):
-                         not quantized, one round, no exponents */
+    /* How a float dtype's elements travel (ctx.c decides): as the dtype's own
+     * encoding (block floating point, or INT32 unchanged), or, not quantized,
+     * in one round and without exponents, as binary32 for the switch to add
+     * (INA_OP_ADD_F32) or as order keys for its int32 max/min (§8.9). */
+    enum { INA_PAYLOAD_DTYPE, INA_PAYLOAD_F32, INA_PAYLOAD_ORDER } payload;
     uint64_t nblocks, lag, npackets;
     uint64_t ndone; /* packets whose result arrived */
     uint64_t tag_seed; /* hash of (op number, count, dtype, op): seeds the packet tags (wire.h) */
@@ -199,8 +200,6 @@ int ina__session_join(struct ina_ctx *ctx, int elems, int window);
 /* Leave the job; with abort set, ask the switch to end the session for every rank. */
 void ina__session_leave(struct ina_ctx *ctx, int abort);
 
-/* ctx.c: allocate a request for checked arguments, link it, and queue it on
- * the stream (count 0: done at once). @return NULL if out of memory. */
 /* 1 if float sums go to the switch as floats (asked for, and it offers INA_OP_ADD_F32). */
 int ina__float_add_in_use(const struct ina_ctx *ctx);
 
@@ -216,6 +215,8 @@ int ina__shm_recv(struct ina_ctx *ctx, uint64_t now);
 int ina__shm_may_sleep(struct ina_ctx *ctx);
 void ina__shm_awake(struct ina_ctx *ctx); /* after poll */
 
+/* ctx.c: allocate a request for checked arguments, link it, and queue it on
+ * the stream (count 0: done at once). @return NULL if out of memory. */
 struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
                                 size_t count, ina_dtype dtype, ina_op op);
 

@@ -93,12 +93,12 @@ static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_
         uint64_t b = ws->p - req->lag;
         n = block_len(ctx, req, b);
         const uint8_t *src = req->src + (size_t)b * ctx->elems * req->esize;
-        if (req->float_wire)
-            ina__block_encode_f32wire(req->dtype, src, n, buf + INA_HDR_LEN);
-        else if (req->float_order)
-            ina__block_encode_order(req->dtype, req->op, src, n, buf + INA_HDR_LEN);
-        else
-            ina__block_encode(req->dtype, src, n, ws->exp_used, ctx->world, buf + INA_HDR_LEN);
+        uint8_t *out = buf + INA_HDR_LEN;
+        switch (req->payload) {
+        case INA_PAYLOAD_F32: ina__block_encode_f32wire(req->dtype, src, n, out); break;
+        case INA_PAYLOAD_ORDER: ina__block_encode_order(req->dtype, req->op, src, n, out); break;
+        default: ina__block_encode(req->dtype, src, n, ws->exp_used, ctx->world, out); break;
+        }
     }
     if (req->one_round)
         h.exp = ws->exp_used;
@@ -374,12 +374,13 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
          * the switch scaled the sum to the largest of the ranks' exponents. */
         int16_t e = req->one_round ? h->exp : ws->exp_used;
         uint8_t *dst = req->dst + (size_t)(ws->p - req->lag) * ctx->elems * req->esize;
-        if (req->float_wire)
+        switch (req->payload) {
+        case INA_PAYLOAD_F32:
             ina__block_decode_f32wire(req->dtype, req->op, payload, n, ctx->world, dst);
-        else if (req->float_order)
-            ina__block_decode_order(req->dtype, payload, n, dst);
-        else
-            ina__block_decode(req->dtype, req->op, payload, n, e, ctx->world, dst);
+            break;
+        case INA_PAYLOAD_ORDER: ina__block_decode_order(req->dtype, payload, n, dst); break;
+        default: ina__block_decode(req->dtype, req->op, payload, n, e, ctx->world, dst); break;
+        }
         if (req->quantized && e == INA_EXP_NONFINITE)
             ctx->stats.nonfinite_blocks++;
     }

@@ -291,8 +291,6 @@ static int r0_offers_fallback(const struct ina_job *job)
     return job->members[0].joined && job->members[0].fallback_port;
 }
 
-/* No room, and no (more) waiting: NOSPACE to every rank, with rank 0's
- * fallback aggregator if it offered one (libina then runs the job there). */
 /* The NOSPACE of a refused job to its rank r, naming rank 0's fallback if offered. */
 static void send_refusal(struct ina_switch *sw, const struct ina_job *job, int r)
 {
@@ -309,6 +307,9 @@ static void send_refusal(struct ina_switch *sw, const struct ina_job *job, int r
     send_ctl(sw, NULL, INA_K_JOIN_NAK, body, len, &m->addr);
 }
 
+/* No room, and no (more) waiting: NOSPACE to every rank, with rank 0's
+ * fallback aggregator if it offered one (libina then runs the job there);
+ * the job is remembered a while to repeat a lost NOSPACE (refused_job_of). */
 static void job_refuse(struct ina_switch *sw, struct ina_job *job, uint64_t now_ns)
 {
     log_job(INA_LOG_WARN, job, "job_refused", r0_offers_fallback(job) ? "no_free_slots_fallback"

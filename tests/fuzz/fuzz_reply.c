@@ -155,8 +155,9 @@ HARNESS int __wrap_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int vlen, int
         const struct ina_wslot *ws = &ctx->slots[slot];
         CHECKF(ws->inflight && ws->seq == h.seq); /* only in-flight packets go out */
         /* op 4 only for a float op of a context whose switch offered it */
-        CHECKF(h.op == (ws->req->float_wire ? INA_OP_ADD_F32 : INA_OP_ADD_I32));
-        CHECKF(!ws->req->float_wire || (ctx->switch_caps & INA_FLAG_CAP_F32));
+        const int f32 = ws->req->payload == INA_PAYLOAD_F32;
+        CHECKF(h.op == (f32 ? INA_OP_ADD_F32 : INA_OP_ADD_I32));
+        CHECKF(!f32 || (ctx->switch_caps & INA_FLAG_CAP_F32));
         memcpy(sent[slot].buf, b, len);
         sent[slot].len = len;
         }
@@ -316,7 +317,7 @@ HARNESS static void check_sums(const struct ina_ctx *ctx, const struct fz_op *op
 {
     const struct ina_req *req = op->req;
     const int w = ctx->world;
-    if (!req->quantized && !req->float_wire) {
+    if (!req->quantized && req->payload != INA_PAYLOAD_F32) {
         for (size_t i = 0; i < req->count; i++) {
             uint32_t want = (uint32_t)((const int32_t *)op->src)[i] * (uint32_t)w;
             CHECKF((uint32_t)((const int32_t *)op->dst)[i] == want);
@@ -324,7 +325,7 @@ HARNESS static void check_sums(const struct ina_ctx *ctx, const struct fz_op *op
         return;
     }
     const float *x = op->src, *y = op->dst;
-    if (req->float_wire) { /* PROTOCOL.md §8.8: per element, IEEE */
+    if (req->payload == INA_PAYLOAD_F32) { /* PROTOCOL.md §8.8: per element, IEEE */
         for (size_t i = 0; i < req->count; i++) {
             if (isnan(x[i])) {
                 CHECKF(isnan(y[i]));
