@@ -141,7 +141,7 @@ static void usage(FILE *f)
 "                       (0 = library default)\n"
 "  --lanes L            threads (lanes) per worker, each streaming 1/L of every\n"
 "                       operation with its own socket and window (default 1)\n"
-"  --float-add MODE    quantized (default: block floating point, as SwitchML)\n"
+"  --float-add MODE     quantized (default: block floating point, as SwitchML)\n"
 "                       or switch (the switch adds float32 values as floats;\n"
 "                       ina.h INA_FLOAT_ADD_SWITCH); env INA_FLOAT_ADD\n"
 "  --switch-shm         --local: run ina-switch --shm (workers on this host use\n"
@@ -262,8 +262,9 @@ static void parse_sizes(struct opts *o, const char *arg)
     }
 }
 
-/* The index of name in names[0..n), or a usage error naming the choices. */
 static const char *const float_add_names[] = {"quantized", "switch"}; /* INA_FLOAT_ADD_* */
+
+/* The index of name in names[0..n), or a usage error naming the choices. */
 
 static int name_index(const char *opt, const char *name, const char *const *names, size_t n)
 {
@@ -278,8 +279,8 @@ static int name_index(const char *opt, const char *name, const char *const *name
 
 enum {
     OPT_LOCAL = 256, OPT_SWITCH_BIN, OPT_SWITCH, OPT_RANK, OPT_WORLD, OPT_JOB, OPT_SIZES,
-    OPT_DTYPE, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_JSON, OPT_ELEMS, OPT_WINDOW, OPT_LANES, OPT_FLOAT_ADD, OPT_SWITCH_SHM,
-    OPT_SWITCH_THREADS, OPT_TIMEOUT,
+    OPT_DTYPE, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_JSON, OPT_ELEMS, OPT_WINDOW, OPT_LANES,
+    OPT_FLOAT_ADD, OPT_SWITCH_SHM, OPT_SWITCH_THREADS, OPT_TIMEOUT,
     OPT_JOIN_TIMEOUT, OPT_DEADLINE, OPT_VERBOSE,
     OPT_LOSS,
     OPT_LOSS_LABEL,

@@ -272,8 +272,9 @@ class Context:
     INA_JOB, INA_ELEMS, INA_WINDOW, INA_TIMEOUT_MS, INA_JOIN_TIMEOUT_MS, INA_RTO_MS, INA_LANES,
     INA_FLOAT_ADD, ...), or with env=False from the library's defaults. float_add: "quantized"
     (SwitchML's block floating point, the default) or "switch" (the switch adds float32 values
-    as floats where it can; ina.h INA_FLOAT_ADD_SWITCH); self.float_add says which is in use. Blocks until all world_size ranks joined (at most
-    join_timeout_ms). Use as a context manager or call close()."""
+    as floats where it can; ina.h INA_FLOAT_ADD_SWITCH); self.float_add says which is in use.
+    Blocks until all world_size ranks joined (at most join_timeout_ms). Use as a context
+    manager or call close()."""
 
     def __init__(self, switch=None, rank=None, world_size=None, job=None, *,
                  elems_per_packet=None, window=None, timeout_ms=None, join_timeout_ms=None,

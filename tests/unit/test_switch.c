@@ -1954,6 +1954,42 @@ static void test_float_add(void)
  * delivered a datagram (a rank that gave up waiting for SHM_ACK never uses
  * its rings), and go down the ring after that.
  */
+/* Rank `rank` of ji asks for rings: SHM_ATTACH for the object `name`, nonce 0x5348. */
+static void send_shm_attach(const struct job_info *ji, int rank, const char *name,
+                            uint32_t slot_size)
+{
+    uint8_t b[INA_HDR_LEN + INA_SHM_ATTACH_BODY_LEN];
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_SHM_ATTACH);
+    h.job = ji->job;
+    h.rank = (uint16_t)rank;
+    h.session = ji->session;
+    h.token = ji->token;
+    ina_hdr_encode(b, &h);
+    memset(b + INA_HDR_LEN, 0, INA_SHM_ATTACH_BODY_LEN);
+    ina_put32(b + INA_HDR_LEN + 4, 0x5348);
+    ina_put32(b + INA_HDR_LEN + 8, 16);
+    ina_put32(b + INA_HDR_LEN + 12, slot_size);
+    memcpy(b + INA_HDR_LEN + 16, name, strlen(name));
+    input(b, sizeof(b), &ji->addr[rank]);
+}
+
+/* The queue is one SHM_ACK echoing nonce 0x5348: @return its reason (-1 if it is not). */
+static int32_t shm_ack_reason(void)
+{
+    size_t len;
+    struct ina_hdr ah;
+    uint64_t nonce = 0;
+    int32_t reason = -1;
+    if (tx_n() != 1 || tx_hdr(0, &ah) != INA_PARSE_OK || ah.kind != INA_K_SHM_ACK)
+        return -1;
+    const uint8_t *ack = tx_buf(0, &len);
+    if (ina_nak_decode(ack + INA_HDR_LEN, len - INA_HDR_LEN, &nonce, &reason) != INA_PARSE_OK ||
+        nonce != 0x5348)
+        return -1;
+    return reason;
+}
+
 static void test_shm_attach(void)
 {
     struct ina_shm w; /* rank 0's side of the object */
@@ -1963,35 +1999,26 @@ static void test_shm_attach(void)
         printf("test_switch: shm attach: SKIP (no POSIX shared memory here)\n");
         return;
     }
-    open_shm = 1;
+    /* A switch without --shm offers no rings and refuses them (NOTSUP, drop SHM). */
     sw_open(T_IDLE_TIMEOUT);
     struct job_info ji = START_JOB("rings", 2, 8, 2, 9400, 0x9400);
-    uint8_t b[INA_HDR_LEN + INA_SHM_ATTACH_BODY_LEN];
-    struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_SHM_ATTACH);
-    h.job = ji.job;
-    h.rank = 0;
-    h.session = ji.session;
-    h.token = ji.token;
-    ina_hdr_encode(b, &h);
-    memset(b + INA_HDR_LEN, 0, INA_SHM_ATTACH_BODY_LEN);
-    ina_put32(b + INA_HDR_LEN + 4, 0x5348);
-    ina_put32(b + INA_HDR_LEN + 8, 16);
-    ina_put32(b + INA_HDR_LEN + 12, slot_size);
-    memcpy(b + INA_HDR_LEN + 16, name, strlen(name));
-    input(b, sizeof(b), &ji.addr[0]);
-    CHECK_EQ_INT(tx_n(), 1);
-    size_t len;
-    const uint8_t *ack = tx_buf(0, &len);
-    struct ina_hdr ah;
-    uint64_t nonce = 0;
-    int32_t reason = -1;
-    CHECK_EQ_INT(tx_hdr(0, &ah), INA_PARSE_OK);
-    CHECK_EQ_INT(ah.kind, INA_K_SHM_ACK);
-    CHECK_EQ_INT(ina_nak_decode(ack + INA_HDR_LEN, len - INA_HDR_LEN, &nonce, &reason),
-                 INA_PARSE_OK);
-    CHECK(nonce == 0x5348 && reason == 0);
+    struct ina_sw_counters snap = sw->c;
+    send_shm_attach(&ji, 0, name, slot_size);
+    CHECK_EQ_INT(shm_ack_reason(), INA_ERR_NOTSUP);
+    EXPECT_DROP(snap, SHM);
+    CHECK_EQ_INT(sw->c.shm_attached, 0);
+    tx_reset();
+    sw_close();
+
+    open_shm = 1;
+    sw_open(T_IDLE_TIMEOUT);
+    CHECK_EQ_INT(ack_flags("caps", 9399), INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32 | INA_FLAG_CAP_SHM);
+    ji = START_JOB("rings", 2, 8, 2, 9400, 0x9400);
+    send_shm_attach(&ji, 0, name, slot_size);
+    CHECK_EQ_INT(shm_ack_reason(), 0);
     CHECK_EQ_INT(sw->c.shm_attached, 1);
+    size_t len;
+    struct ina_hdr ah;
     int fd = shm_open(name, O_RDWR, 0);
     CHECK(fd < 0 && errno == ENOENT); /* the switch removed the name */
     if (fd >= 0)
