@@ -97,7 +97,7 @@ static void flush(struct ina_fallback *fb)
          * workers' retransmission recovers it. Skip past it. */
         i += sent > 0 ? (unsigned)sent : 1;
     }
-    ina_txq_reset(q);
+    ina_switch_tx_reset(&fb->sw);
 }
 
 static int job_running(const struct ina_switch *sw)

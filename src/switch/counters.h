@@ -29,7 +29,8 @@
     X(JOIN, "malformed or refused join/leave")                                  \
     X(EVICTED, "round at or past the bound of an evicted job (it moved away)")                                  \
     X(AUTH, "JOIN without a valid proof of the shared secret (--secret-file)")   \
-    X(SHM, "shared-memory ring refused, full or corrupt (the datagram is lost)")
+    X(SHM, "shared-memory ring refused, full or corrupt (the datagram is lost)") \
+    X(TXQ, "transmit queue full before a flush (a switch bug; the datagram is lost)")
 
 enum ina_drop {
 #define INA__DROP_ENUM(name, text) INA_DROP_##name,

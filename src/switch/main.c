@@ -203,8 +203,15 @@ static void flush_tx(struct shard *sh)
     struct tx_state *tx = &sh->tx;
     int fd = tx->fd;
     struct ina_txq *q = &sw->txq;
-    if (q->nmsg == 0)
+    if (q->nmsg == 0) {
+        /* Nothing for the socket, but buffers may still be taken: a RESULT
+         * that went down shared-memory rings (dataplane.c: send_to_rank) is
+         * built in a queue buffer too. Release them, or a job whose ranks
+         * all use rings (and never sleep, so no DOORBELL is queued) would
+         * claim buffers past the end of the queue. */
+        ina_switch_tx_reset(sw);
         return;
+    }
     unsigned n = q->nmsg, ndest = 0;
     if (ina_fault_active(&sh->fault_tx)) {
         n = ina_fault_plan(&sh->fault_tx, q->nmsg, tx->order);
@@ -237,7 +244,7 @@ static void flush_tx(struct shard *sh)
         sw->c.tx_bytes += q->iovs[e].iov_len;
     }
     sw->c.tx_packets += ina_gso_batch_send(&tx->gso, fd, &sw->c.tx_errors);
-    ina_txq_reset(q);
+    ina_switch_tx_reset(sw);
 }
 
 /*

@@ -153,6 +153,15 @@ static inline int ina_switch_tx_full(const struct ina_switch *sw)
            sw->txq.nmsg + INA_SW_TX_RESERVE_MSGS > sw->txq.maxmsg;
 }
 
+/* After a flush: empty the queue, and count what it lost to a missing flush
+ * (drop TXQ; never expected, see txq.h). */
+static inline void ina_switch_tx_reset(struct ina_switch *sw)
+{
+    sw->c.drops[INA_DROP_TXQ] += sw->txq.overflows;
+    sw->txq.overflows = 0;
+    ina_txq_reset(&sw->txq);
+}
+
 /* @return 0, or -ENOMEM / -EINVAL. */
 int ina_switch_init(struct ina_switch *sw, const struct ina_switch_params *p);
 void ina_switch_free(struct ina_switch *sw);

@@ -10,7 +10,7 @@ int ina_txq_init(struct ina_txq *q, unsigned maxbuf, size_t bufsize, unsigned ma
     q->maxbuf = maxbuf;
     q->bufsize = bufsize;
     q->maxmsg = maxmsg;
-    q->bufmem = malloc((size_t)maxbuf * bufsize);
+    q->bufmem = malloc(((size_t)maxbuf + 1) * bufsize); /* + the spare */
     q->iovs = calloc(maxmsg, sizeof(*q->iovs));
     q->addrs = calloc(maxmsg, sizeof(*q->addrs));
     if (!q->bufmem || !q->iovs || !q->addrs) {

@@ -19,6 +19,7 @@
 
 struct ina_txq {
     unsigned nbuf, maxbuf;
+    uint64_t overflows; /* datagrams lost to a full queue (a caller that did not flush) */
     size_t bufsize;
     uint8_t *bufmem;
     unsigned nmsg, maxmsg;
@@ -35,9 +36,25 @@ static inline int ina_txq_room(const struct ina_txq *q, unsigned ndest)
     return q->nbuf < q->maxbuf && q->nmsg + ndest <= q->maxmsg;
 }
 
-/* Next free buffer (bufsize bytes). Caller must have checked ina_txq_room(). */
+/* The spare buffer past the last one: what a full queue hands out. */
+static inline uint8_t *ina_txq_spare(const struct ina_txq *q)
+{
+    return q->bufmem + (size_t)q->maxbuf * q->bufsize;
+}
+
+/*
+ * Next free buffer (bufsize bytes). The caller must have checked
+ * ina_txq_room() (or flushed). If it did not, the queue is not overrun:
+ * it hands out its spare buffer, and ina_txq_push() drops what is built
+ * there, counted in overflows; a lost datagram is recovered by the
+ * protocol like any lost datagram, where memory corruption would not be.
+ */
 static inline uint8_t *ina_txq_buf(struct ina_txq *q)
 {
+    if (q->nbuf >= q->maxbuf) {
+        q->overflows++;
+        return ina_txq_spare(q);
+    }
     return q->bufmem + (size_t)q->nbuf++ * q->bufsize;
 }
 
@@ -45,6 +62,10 @@ static inline uint8_t *ina_txq_buf(struct ina_txq *q)
 static inline void ina_txq_push(struct ina_txq *q, const uint8_t *buf, size_t len,
                                 const struct sockaddr_in *dst)
 {
+    if (q->nmsg >= q->maxmsg || buf == ina_txq_spare(q)) {
+        q->overflows++;
+        return;
+    }
     unsigned i = q->nmsg++;
     q->addrs[i] = *dst;
     q->iovs[i].iov_base = (void *)buf;

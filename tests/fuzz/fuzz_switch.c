@@ -200,7 +200,8 @@ HARNESS static void check_txq(void)
 static void flush_txq(void)
 {
     check_txq();
-    ina_txq_reset(&sw.txq);
+    CHECKF(sw.txq.overflows == 0); /* every input was preceded by the flush check */
+    ina_switch_tx_reset(&sw);
 }
 
 /* The job table, the slot owner map and every slot set of every active job agree. */
