@@ -247,6 +247,21 @@ typedef struct ina_config {
                                   or INA_FLOAT_ADD_SWITCH (see below). Env: INA_FLOAT_ADD
                                   ("quantized" or "switch"). All ranks must use the same
                                   value (else INA_ERR_MISMATCH). Since v0.3. */
+    int sparse;              /**< the default block-sparse mode of this context's
+                                  all-reduces: INA_SPARSE_OFF (default), INA_SPARSE_ON or
+                                  INA_SPARSE_AUTO (see "Block-sparse all-reduce" below).
+                                  Env: INA_SPARSE ("off", "on" or "auto"). Since v0.5. */
+    int sparse_block;        /**< elements per block of a sparse all-reduce, 32..256;
+                                  0 = 256. Env: INA_SPARSE_BLOCK. Since v0.5. */
+    double sparse_threshold; /**< a block is zero, and not sent, when every |x| <= this;
+                                  0 (default) = exact: only blocks of +-0. INT32 ignores
+                                  it (always exact). Env: INA_SPARSE_THRESHOLD. Since v0.5. */
+    double sparse_crossover; /**< INA_SPARSE_AUTO goes sparse while the ranks' summed block
+                                  density is below this; 0 = the measured default 0.25.
+                                  Env: INA_SPARSE_CROSSOVER. Since v0.5. */
+    int sparse_min_bytes;    /**< INA_SPARSE_AUTO keeps operations smaller than this dense
+                                  without measuring; 0 = 1 MiB. Env: INA_SPARSE_MIN_BYTES.
+                                  Since v0.5. */
     unsigned reserved[2];    /**< zero; room for new fields. v0.2 took slots of it for
                                   lanes, admission_wait_ms, fallback and secret_file, which
                                   changed the struct's layout on LP64 (v0.x: rebuild against
@@ -300,7 +315,9 @@ INA_EXTERN void ina_config_init(ina_config *cfg);
  * INA_SWITCH (host:port), INA_RANK (else RANK), INA_WORLD_SIZE (else
  * WORLD_SIZE), INA_JOB, INA_ELEMS, INA_WINDOW, INA_TIMEOUT_MS,
  * INA_JOIN_TIMEOUT_MS, INA_RTO_MS, INA_LANES, INA_ADMISSION_WAIT_MS, INA_FALLBACK
- * ("host" or "none"), INA_SECRET_FILE, INA_FLOAT_ADD ("quantized" or "switch").
+ * ("host" or "none"), INA_SECRET_FILE, INA_FLOAT_ADD ("quantized" or "switch"),
+ * INA_SPARSE ("off", "on" or "auto"), INA_SPARSE_BLOCK, INA_SPARSE_THRESHOLD,
+ * INA_SPARSE_CROSSOVER, INA_SPARSE_MIN_BYTES.
  * Strings point into the environment. (libina also reads INA_QUIET, INA_SHM,
  * INA_ONE_ROUND, INA_NO_GSO, INA_NO_SIMD and INA_FAULT itself, when it needs them.)
  * @return 0, or INA_ERR_CONFIG if a variable is present but malformed
@@ -431,7 +448,11 @@ typedef struct ina_stats {
     uint64_t rtx_fast;    /**< a later result revealed the gap (fast retransmit) */
     uint64_t rtx_probe;   /**< tail probe or a resent packet's short timer expired */
     uint64_t rtx_timeout; /**< the RTT-based retransmission timeout expired */
-    uint64_t reserved[6];
+    /* block-sparse all-reduce (since v0.5; with lanes, counted per lane part): */
+    uint64_t sparse_ops;         /**< operations (parts) that streamed block-sparse */
+    uint64_t sparse_auto_dense;  /**< INA_SPARSE_AUTO operations that measured and went dense */
+    uint64_t sparse_blocks_sent; /**< blocks sent in sparse packets, retransmissions included */
+    uint64_t reserved[3];
 } ina_stats;
 
 /** Copy the context's counters into *st. @return 0 or -EINVAL. */
@@ -452,7 +473,9 @@ typedef struct ina_info {
     int shm;              /**< 1 if DATA and results go through shared-memory rings with a
                                switch on this host (ina-switch --shm; every lane), else 0
                                (UDP). INA_SHM=0 keeps a context on UDP. Since v0.3. */
-    unsigned reserved[4];
+    int sparse;           /**< 1 if the switch offers block-sparse all-reduce (else sparse
+                               requests go dense). Since v0.5. */
+    unsigned reserved[3];
 } ina_info;
 
 /** Session parameters agreed at join time. @return 0 or -EINVAL. */
@@ -496,6 +519,62 @@ INA_EXTERN double ina_error_bound(ina_dtype dtype, int world_size, double amax, 
  */
 INA_EXTERN double ina_float_add_error_bound(ina_dtype dtype, int world_size, double abs_sum,
                                             double exact_sum);
+
+/* ---- Block-sparse all-reduce (since v0.5) ------------------------------ */
+
+/*
+ * Many gradients are mostly zero (embeddings, pruned or top-k sparsified
+ * models). A block-sparse all-reduce, as OmniReduce (SIGCOMM'21) does, sends
+ * only the blocks (sparse_block elements) that are not zero on a rank, and
+ * gets back only the blocks that some rank had; libina writes zeros in the
+ * rest. It needs no new buffer: the result is the same tensor a dense
+ * all-reduce gives. The wire protocol is docs/PROTOCOL.md §17; how to use it
+ * and what it gains, docs/SPARSE.md.
+ *
+ * Modes, per context (ina_config.sparse) or per operation
+ * (ina_allreduce_sparse_start):
+ *   INA_SPARSE_OFF      dense, as ina_allreduce() always was
+ *   INA_SPARSE_ON       sparse (where it can run, below)
+ *   INA_SPARSE_AUTO     operations of at least sparse_min_bytes first sum the
+ *                       ranks' densities of non-zero blocks (one round trip,
+ *                       the same answer on every rank); below sparse_crossover
+ *                       they go sparse, else dense. Smaller ones go dense.
+ *   INA_SPARSE_DEFAULT  (per operation) the context's mode
+ * Results: INT32 exact, as dense. The float types use the same block floating
+ * point as dense, with the exponents agreed for the blocks that are sent: at
+ * sparse_threshold 0 the sums are bit for bit those of the dense two-round
+ * schedule, within ina_error_bound() (blocks of sparse_block elements instead
+ * of elems_per_packet). With INA_FLOAT_ADD_SWITCH the switch adds the blocks
+ * as binary32 (ina_float_add_error_bound()). A threshold > 0 drops blocks
+ * whose every |x| is at most it: a block no rank sends comes back 0.
+ * Where sparse cannot run, the operation goes dense, with the same result:
+ * MAX and MIN, count 0, a switch that does not offer it (ina_info.sparse; an
+ * ina-switch --int-ops-only, a hardware or eBPF dataplane), or packets too
+ * small for one block (elems_per_packet < sparse_block + 4). Small float
+ * sums never use the one-round mode (their exponents ride on the positions).
+ * Lanes: every lane's part of an operation is its own sparse operation (AUTO
+ * decides per part). Every rank must use the same mode, block, threshold
+ * semantics, crossover and floor (else INA_ERR_MISMATCH, or a timeout).
+ * ina_stats counts sparse_ops, sparse_auto_dense and sparse_blocks_sent.
+ */
+enum { INA_SPARSE_DEFAULT = -1, INA_SPARSE_OFF = 0, INA_SPARSE_ON = 1, INA_SPARSE_AUTO = 2 };
+
+/**
+ * ina_allreduce_start() with a block-sparse mode for this operation:
+ * INA_SPARSE_OFF, _ON, _AUTO or _DEFAULT (the context's ina_config.sparse).
+ * @return 0, or the errors of ina_allreduce_start(), or -EINVAL for another
+ * mode. Notes: 1. The buffers are read and written as by a dense all-reduce
+ * (in place allowed); sendbuf is scanned for non-zero blocks when the
+ * operation starts. 2. An operation the mode cannot serve goes dense (see
+ * above): not an error. Since v0.5.
+ */
+INA_EXTERN int ina_allreduce_sparse_start(ina_ctx *ctx, const void *sendbuf, void *recvbuf,
+                                          size_t count, ina_dtype dtype, ina_op op, int mode,
+                                          ina_req **req);
+
+/** Blocking form of ina_allreduce_sparse_start(). @return as ina_allreduce(). Since v0.5. */
+INA_EXTERN int ina_allreduce_sparse(ina_ctx *ctx, const void *sendbuf, void *recvbuf,
+                                    size_t count, ina_dtype dtype, ina_op op, int mode);
 
 #ifdef __cplusplus
 }

@@ -162,4 +162,69 @@ static inline void fill_i32(uint64_t seed, size_t start, size_t n, int32_t *out)
         *out++ = (int32_t)(uint32_t)elem_hash(seed, i);
 }
 
+/*
+ * Block-sparse inputs (ina-bench --density, bench/sparse.sh): after filling a
+ * tensor as above, the blocks of `block` elements that a pattern drops are
+ * set to +0. A block is kept with probability `density`, by a hash of the
+ * size and iteration (never of the rank, except for SPARSE_RANDOM), so every
+ * rank and every peer regenerates the same masks:
+ *   SPARSE_RANDOM    each rank keeps its own random blocks (overlap by chance)
+ *   SPARSE_OVERLAP   every rank keeps the same blocks
+ *   SPARSE_DISJOINT  each block belongs to one rank (drawn at random), which
+ *                    keeps it with probability min(1, density * world): no
+ *                    two ranks share a block, each rank's density is density
+ *                    while density * world <= 1
+ * density >= 1 keeps everything (the dense data); density <= 0 keeps nothing.
+ */
+enum { SPARSE_RANDOM = 0, SPARSE_OVERLAP = 1, SPARSE_DISJOINT = 2 };
+
+struct sparse_pat {
+    double density; /* >= 1: no mask */
+    int pattern;    /* SPARSE_* */
+    size_t block;   /* elements per block */
+    int world;
+};
+
+/* A uniform double in [0, 1) from a hash. */
+static inline double unit_of(uint64_t h) { return (double)(h >> 11) * 0x1p-53; }
+
+/* 1 if rank keeps its block blk of the tensor of (bytes, iter). */
+static inline int sparse_keep(const struct sparse_pat *sp, int rank, unsigned long long bytes,
+                              int iter, size_t blk)
+{
+    if (sp->density >= 1)
+        return 1;
+    if (sp->density <= 0)
+        return 0;
+    uint64_t common = mix64(data_seed(0x7fffffff, bytes, iter) ^ 0x73706172ull); /* "spar" */
+    uint64_t h = mix64(common + (uint64_t)(blk + 1) * GOLDEN);
+    switch (sp->pattern) {
+    case SPARSE_OVERLAP: return unit_of(h) < sp->density;
+    case SPARSE_DISJOINT: {
+        double p = sp->density * sp->world;
+        return (int)(mix64(h ^ 0x6f776e6572ull) % (uint64_t)sp->world) == rank &&
+               unit_of(h) < (p < 1 ? p : 1);
+    }
+    default: return unit_of(mix64(h ^ (uint64_t)(unsigned)rank * GOLDEN)) < sp->density;
+    }
+}
+
+/* Zero the dropped blocks of out = elements [start, start + n) of rank's tensor. */
+static inline void sparsify(const struct sparse_pat *sp, size_t esize, void *out, size_t start,
+                            size_t n, int rank, unsigned long long bytes, int iter)
+{
+    if (sp->density >= 1)
+        return;
+    uint8_t *o = (uint8_t *)out;
+    size_t i = start, end = start + n;
+    while (i < end) {
+        size_t blk = i / sp->block, bend = (blk + 1) * sp->block;
+        if (bend > end)
+            bend = end;
+        if (!sparse_keep(sp, rank, bytes, iter, blk))
+            memset(o + (i - start) * esize, 0, (bend - i) * esize);
+        i = bend;
+    }
+}
+
 #endif

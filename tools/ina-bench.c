@@ -82,6 +82,11 @@ struct opts {
     int inflight;   /* operations started together per iteration (ina_allreduce_start) */
     int switch_shm; /* --local: start ina-switch --shm */
     int float_add; /* INA_FLOAT_ADD_*; -1: not given (the environment's INA_FLOAT_ADD, else quantized) */
+    int sparse;    /* INA_SPARSE_*; INA_SPARSE_DEFAULT: not given (the environment's INA_SPARSE) */
+    int sparse_block;        /* 0: the library's default (256) */
+    double sparse_threshold; /* 0: exact */
+    double density;          /* --density: the inputs' fraction of non-zero blocks (1: dense data) */
+    int pattern;             /* SPARSE_* (bench_data.h) */
     int deadline_s;
     int verbose;
     /* loss sweep (--loss): the launcher reruns everything once per rate */
@@ -146,6 +151,15 @@ static void usage(FILE *f)
 "                       (ina_allreduce_start, own buffers and data each), then\n"
 "                       waits for all; time and algbw count all K (1..64,\n"
 "                       default 1: one blocking ina_allreduce per iteration)\n"
+"  --sparse MODE        block-sparse all-reduce: off (default), on or auto (ina.h\n"
+"                       INA_SPARSE_*; env INA_SPARSE)\n"
+"  --sparse-block B     elements per sparse block, 32..256 (0 = library default 256);\n"
+"                       also the block of the --density masks\n"
+"  --sparse-threshold T a block is zero when every |x| <= T (default 0: exact)\n"
+"  --density D          inputs with a fraction D of non-zero blocks (default 1: dense\n"
+"                       data); the other blocks are +0. Results verified as always\n"
+"  --pattern P          which blocks: random (each rank its own, default), overlap\n"
+"                       (every rank the same) or disjoint (no two ranks share one)\n"
 "  --float-add MODE     quantized (default: block floating point, as SwitchML)\n"
 "                       or switch (the switch adds float32 values as floats;\n"
 "                       ina.h INA_FLOAT_ADD_SWITCH); env INA_FLOAT_ADD\n"
@@ -190,7 +204,9 @@ static void usage(FILE *f)
 "the timed iterations; ok only if every result on every rank verified.\n"
 "\n"
 "JSON keys: workers, bytes, count, dtype, op, iters, warmup, elems_per_packet,\n"
-"window, lanes, inflight, path, float_add, transport, time_s, time_min_s,\n"
+"window, lanes, inflight, path, float_add, transport, sparse, density, pattern,\n"
+"sparse_block, sparse_ops, sparse_auto_dense, sparse_blocks_sent (all ranks, timed\n"
+"iterations), time_s, time_min_s,\n"
 "time_max_s, algbw_gbps, busbw_gbps, ate_per_s,\n"
 "max_abs_err, max_rel_err (abs_err / the block's largest |input| x N: error\n"
 "relative to the magnitudes summed, the scale of the quantization bound; a\n"
@@ -228,6 +244,17 @@ static int parse_int(const char *opt, const char *s, long lo, long hi)
     if (v < lo || v > hi)
         usage_error("%s: %ld is out of range %ld..%ld", opt, v, lo, hi);
     return (int)v;
+}
+
+/* A number in [0, hi]. */
+static double parse_fraction(const char *opt, const char *s, double hi)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end != '\0' || !(v >= 0 && v <= hi))
+        usage_error("%s: '%s' is not a number in 0..%g", opt, s, hi);
+    return v;
 }
 
 /* "4K,64K,1M" -> byte counts. */
@@ -271,6 +298,8 @@ static void parse_sizes(struct opts *o, const char *arg)
 }
 
 static const char *const float_add_names[] = {"quantized", "switch"}; /* INA_FLOAT_ADD_* */
+static const char *const sparse_names[] = {"off", "on", "auto"};      /* INA_SPARSE_* */
+static const char *const pattern_names[] = {"random", "overlap", "disjoint"}; /* SPARSE_* */
 
 /* The index of name in names[0..n), or a usage error naming the choices. */
 
@@ -289,6 +318,7 @@ enum {
     OPT_LOCAL = 256, OPT_SWITCH_BIN, OPT_SWITCH, OPT_RANK, OPT_WORLD, OPT_JOB, OPT_SIZES,
     OPT_DTYPE, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_JSON, OPT_ELEMS, OPT_WINDOW, OPT_LANES, OPT_INFLIGHT,
     OPT_FLOAT_ADD, OPT_SWITCH_SHM, OPT_SWITCH_THREADS, OPT_TIMEOUT,
+    OPT_SPARSE, OPT_SPARSE_BLOCK, OPT_SPARSE_THRESHOLD, OPT_DENSITY, OPT_PATTERN,
     OPT_JOIN_TIMEOUT, OPT_DEADLINE, OPT_VERBOSE,
     OPT_LOSS,
     OPT_LOSS_LABEL,
@@ -340,6 +370,11 @@ static void parse_args(struct opts *o, int argc, char **argv)
         {"lanes", required_argument, NULL, OPT_LANES},
         {"inflight", required_argument, NULL, OPT_INFLIGHT},
         {"float-add", required_argument, NULL, OPT_FLOAT_ADD},
+        {"sparse", required_argument, NULL, OPT_SPARSE},
+        {"sparse-block", required_argument, NULL, OPT_SPARSE_BLOCK},
+        {"sparse-threshold", required_argument, NULL, OPT_SPARSE_THRESHOLD},
+        {"density", required_argument, NULL, OPT_DENSITY},
+        {"pattern", required_argument, NULL, OPT_PATTERN},
         {"switch-threads", required_argument, NULL, OPT_SWITCH_THREADS},
         {"switch-shm", no_argument, NULL, OPT_SWITCH_SHM},
         {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
@@ -365,6 +400,8 @@ static void parse_args(struct opts *o, int argc, char **argv)
     o->deadline_s = 600;
     o->rank = -1;
     o->float_add = -1;
+    o->sparse = INA_SPARSE_DEFAULT;
+    o->density = 1;
 
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
@@ -401,6 +438,16 @@ static void parse_args(struct opts *o, int argc, char **argv)
             break;
         case OPT_FLOAT_ADD:
             o->float_add = name_index("--float-add", a, float_add_names, 2);
+            break;
+        case OPT_SPARSE: o->sparse = name_index("--sparse", a, sparse_names, 3); break;
+        case OPT_SPARSE_BLOCK:
+            o->sparse_block = parse_int("--sparse-block", a, 0, 256);
+            if (o->sparse_block && o->sparse_block < 32)
+                usage_error("--sparse-block: %d is not 0 or 32..256", o->sparse_block);
+            break;
+        case OPT_SPARSE_THRESHOLD: o->sparse_threshold = parse_fraction("--sparse-threshold", a, 1e30); break;
+        case OPT_DENSITY: o->density = parse_fraction("--density", a, 1); break;
+        case OPT_PATTERN: o->pattern = name_index("--pattern", a, pattern_names, 3);
             break;
         case OPT_SWITCH_SHM: o->switch_shm = 1; break;
         case OPT_SWITCH_THREADS:
@@ -534,7 +581,7 @@ struct verdict {
 };
 
 /* Fill n elements of dtype dt, from element start of the tensor of seed. */
-static void fill(ina_dtype dt, uint64_t seed, size_t start, size_t n, void *out)
+static void fill_dense(ina_dtype dt, uint64_t seed, size_t start, size_t n, void *out)
 {
     switch (dt) {
     case INA_INT32: fill_i32(seed, start, n, out); break;
@@ -543,6 +590,17 @@ static void fill(ina_dtype dt, uint64_t seed, size_t start, size_t n, void *out)
     case INA_BFLOAT16: fill_bf16(seed, start, n, out); break;
     case INA_FLOAT64: fill_f64(seed, start, n, out); break;
     }
+}
+
+static struct sparse_pat g_pat; /* --density, --pattern, the block: the inputs' zero blocks */
+
+/* Elements [start, start + n) of rank r's input for (bytes, iter), with the
+ * blocks --density drops set to zero. */
+static void fill(ina_dtype dt, int r, unsigned long long bytes, int iter, size_t start, size_t n,
+                 void *out)
+{
+    fill_dense(dt, data_seed(r, bytes, iter), start, n, out);
+    sparsify(&g_pat, dtype_size[dt], out, start, n, r, bytes, iter);
 }
 
 /* Element i of a float-type buffer, as a double (exact). */
@@ -609,7 +667,7 @@ static void verify_float(const struct opts *o, int epp, unsigned long long bytes
         memset(acc, 0, n * sizeof *acc);
         memset(acc_abs, 0, n * sizeof *acc_abs);
         for (int r = 0; r < o->world; r++) {
-            fill(o->dtype, data_seed(r, bytes, iter), b0, n, scratch);
+            fill(o->dtype, r, bytes, iter, b0, n, scratch);
             if (r == o->rank && memcmp(scratch, (const uint8_t *)send + b0 * es, n * es)) {
                 v->failures++;
                 report_mismatch(v, bytes, iter, b0, "send buffer was modified in block");
@@ -671,7 +729,7 @@ static void verify_i32(const struct opts *o, int epp, unsigned long long bytes, 
     for (size_t b0 = 0; b0 < count; b0 += (size_t)epp) {
         size_t n = count - b0 < (size_t)epp ? count - b0 : (size_t)epp;
         for (int r = 0; r < o->world; r++) {
-            fill_i32(data_seed(r, bytes, iter), b0, n, scratch);
+            fill(INA_INT32, r, bytes, iter, b0, n, scratch);
             if (r == o->rank && memcmp(scratch, send + b0, n * sizeof *scratch)) {
                 v->failures++;
                 report_mismatch(v, bytes, iter, b0, "send buffer was modified in block");
@@ -787,6 +845,14 @@ static int run_worker(const struct opts *o)
     cfg.lanes = o->lanes;
     if (o->float_add >= 0)
         cfg.float_add = o->float_add;
+    if (o->sparse != INA_SPARSE_DEFAULT)
+        cfg.sparse = o->sparse;
+    cfg.sparse_block = o->sparse_block;
+    cfg.sparse_threshold = o->sparse_threshold;
+    g_pat.density = o->density;
+    g_pat.pattern = o->pattern;
+    g_pat.block = o->sparse_block ? (size_t)o->sparse_block : 256;
+    g_pat.world = o->world;
     cfg.timeout_ms = o->timeout_ms;
     cfg.join_timeout_ms = o->join_timeout_ms;
 
@@ -844,7 +910,7 @@ static int run_worker(const struct opts *o)
         unsigned long long bytes = (unsigned long long)count * es;
         const int K = o->inflight;
         struct verdict v;
-        int32_t status[3], status_sum[3];
+        int32_t status[6], status_sum[6];
         void *send[64], *recv[64];
         ina_req *reqs[64];
         char what[96];
@@ -864,7 +930,7 @@ static int run_worker(const struct opts *o)
 
             /* Operation j of iteration it has the data of "iteration" it*K+j. */
             for (int j = 0; j < K; j++) {
-                fill(o->dtype, data_seed(o->rank, bytes, it * K + j), 0, count, send[j]);
+                fill(o->dtype, o->rank, bytes, it * K + j, 0, count, send[j]);
                 /* poison: stale or missing results show up (NaN / -1) */
                 memset(recv[j], 0xff, count * es);
             }
@@ -876,15 +942,17 @@ static int run_worker(const struct opts *o)
              * otherwise the timed op would include the slowest rank's
              * verification of the previous iteration. */
             int32_t one = 1, ranks = 0;
-            rc = ina_allreduce(g_ctx, &one, &ranks, 1, INA_INT32, INA_SUM);
+            rc = ina_allreduce_sparse(g_ctx, &one, &ranks, 1, INA_INT32, INA_SUM, INA_SPARSE_OFF);
             if (rc)
                 die_ina("ina_allreduce (barrier)", rc);
             t0 = now_s();
             if (K == 1) {
-                rc = ina_allreduce(g_ctx, send[0], recv[0], count, o->dtype, o->op);
+                rc = ina_allreduce_sparse(g_ctx, send[0], recv[0], count, o->dtype, o->op,
+                                          INA_SPARSE_DEFAULT);
             } else {
-                for (int j = 0; j < K && (rc = ina_allreduce_start(g_ctx, send[j], recv[j], count,
-                                                               o->dtype, o->op, &reqs[j])) == 0;
+                for (int j = 0; j < K && (rc = ina_allreduce_sparse_start(
+                                              g_ctx, send[j], recv[j], count, o->dtype, o->op,
+                                              INA_SPARSE_DEFAULT, &reqs[j])) == 0;
                      j++)
                     ;
                 for (int j = 0; j < K && rc == 0; j++)
@@ -919,8 +987,11 @@ static int run_worker(const struct opts *o)
         status[0] = clamp_i32(v.failures);
         status[1] = 1;
         status[2] = clamp_i32(st1.retransmits - st0.retransmits);
+        status[3] = clamp_i32(st1.sparse_ops - st0.sparse_ops);
+        status[4] = clamp_i32(st1.sparse_auto_dense - st0.sparse_auto_dense);
+        status[5] = clamp_i32(st1.sparse_blocks_sent - st0.sparse_blocks_sent);
         memset(status_sum, 0xff, sizeof status_sum);
-        rc = ina_allreduce(g_ctx, status, status_sum, 3, INA_INT32, INA_SUM);
+        rc = ina_allreduce_sparse(g_ctx, status, status_sum, 6, INA_INT32, INA_SUM, INA_SPARSE_OFF);
         if (rc) {
             snprintf(what, sizeof what, "ina_allreduce of the verdicts (size %llu)", bytes);
             die_ina(what, rc);
@@ -963,6 +1034,13 @@ static int run_worker(const struct opts *o)
                        o->world, bytes, count, dname, oname, o->iters, o->warmup, epp,
                        info.window, info.lanes, o->inflight, info.path == INA_PATH_HOST ? "host" : "switch",
                        float_add_names[info.float_add], info.shm ? "shm" : "udp");
+                printf("\"sparse\":\"%s\",\"density\":%.9g,\"pattern\":\"%s\",\"sparse_block\":%d,"
+                       "\"sparse_ops\":%" PRId32 ",\"sparse_auto_dense\":%" PRId32 ","
+                       "\"sparse_blocks_sent\":%" PRId32 ",",
+                       o->sparse == INA_SPARSE_DEFAULT ? "default" : sparse_names[o->sparse],
+                       o->density, pattern_names[o->pattern],
+                       o->sparse_block ? o->sparse_block : 256, status_sum[3], status_sum[4],
+                       status_sum[5]);
                 json_num("time_s", med, 0);
                 json_num("time_min_s", tmin, 0);
                 json_num("time_max_s", tmax, 0);
@@ -1270,7 +1348,7 @@ have_switch:
     for (int r = 0; r < n; r++) {
         char s_rank[16], s_world[16], s_iters[16], s_warm[16], s_elems[16], s_win[16],
             s_to[16], s_jto[16], s_dl[16];
-        const char *argv[40];
+        const char *argv[56];
         int a = 0;
         snprintf(s_rank, sizeof s_rank, "%d", r);
         snprintf(s_world, sizeof s_world, "%d", n);
@@ -1303,6 +1381,18 @@ have_switch:
             argv[a++] = "--float-add";
             argv[a++] = float_add_names[o->float_add];
         }
+        char s_sblock[16], s_sthr[32], s_dens[32];
+        if (o->sparse != INA_SPARSE_DEFAULT) {
+            argv[a++] = "--sparse";
+            argv[a++] = sparse_names[o->sparse];
+        }
+        snprintf(s_sblock, sizeof s_sblock, "%d", o->sparse_block);
+        snprintf(s_sthr, sizeof s_sthr, "%.17g", o->sparse_threshold);
+        snprintf(s_dens, sizeof s_dens, "%.17g", o->density);
+        argv[a++] = "--sparse-block"; argv[a++] = s_sblock;
+        argv[a++] = "--sparse-threshold"; argv[a++] = s_sthr;
+        argv[a++] = "--density"; argv[a++] = s_dens;
+        argv[a++] = "--pattern"; argv[a++] = pattern_names[o->pattern];
         argv[a++] = "--timeout-ms"; argv[a++] = s_to;
         argv[a++] = "--join-timeout-ms"; argv[a++] = s_jto;
         argv[a++] = "--deadline-s"; argv[a++] = s_dl;

@@ -38,6 +38,8 @@ __version__ = "0.1.0"
 INT32, FLOAT32, FLOAT16, BFLOAT16, FLOAT64 = 0, 1, 2, 3, 4
 SUM, MAX, MIN, AVG = 0, 1, 2, 3
 FLOAT_ADD_NAMES = ("quantized", "switch")  # ina_config.float_add: INA_FLOAT_ADD_QUANTIZED, _SWITCH
+SPARSE_NAMES = ("off", "on", "auto")       # ina_config.sparse: INA_SPARSE_OFF, _ON, _AUTO
+SPARSE_DEFAULT = -1                        # per operation: the context's mode
 PATH_NAMES = ("switch", "host")            # ina_info.path: INA_PATH_SWITCH, INA_PATH_HOST
 
 OK = 0
@@ -245,6 +247,20 @@ class _Buffer:
             self.obj[...] = self.work
 
 
+def _sparse_code(v):
+    """"off", "on", "auto" (or 0, 1, 2; None: the context's default, -1)."""
+    if v is None:
+        return SPARSE_DEFAULT
+    if isinstance(v, bool):
+        return 1 if v else 0
+    if isinstance(v, str):
+        if v.lower() in SPARSE_NAMES:
+            return SPARSE_NAMES.index(v.lower())
+    elif int(v) in (SPARSE_DEFAULT, 0, 1, 2):
+        return int(v)
+    raise ValueError("ina: sparse must be one of %s or None, not %r" % (", ".join(SPARSE_NAMES), v))
+
+
 def _op_code(op):
     if isinstance(op, str):
         key = op.lower()
@@ -281,15 +297,19 @@ class Context:
     """A joined ina job (wraps ina_ctx). Arguments left None come from the environment, as
     ina_init_env() reads it (INA_SWITCH, INA_RANK or RANK, INA_WORLD_SIZE or WORLD_SIZE,
     INA_JOB, INA_ELEMS, INA_WINDOW, INA_TIMEOUT_MS, INA_JOIN_TIMEOUT_MS, INA_RTO_MS, INA_LANES,
-    INA_FLOAT_ADD, ...), or with env=False from the library's defaults. float_add: "quantized"
-    (SwitchML's block floating point, the default) or "switch" (the switch adds float32 values
-    as floats where it can; ina.h INA_FLOAT_ADD_SWITCH); self.float_add says which is in use.
+    INA_FLOAT_ADD, INA_SPARSE, ...), or with env=False from the library's defaults. float_add:
+    "quantized" (SwitchML's block floating point, the default) or "switch" (the switch adds
+    float32 values as floats where it can; ina.h INA_FLOAT_ADD_SWITCH); self.float_add says
+    which is in use. sparse: the default block-sparse mode of the context's all-reduces, "off",
+    "on" or "auto" (ina.h INA_SPARSE_*; docs/SPARSE.md), with sparse_block, sparse_threshold,
+    sparse_crossover and sparse_min_bytes; self.sparse says whether the switch offers it.
     Blocks until all world_size ranks joined (at most join_timeout_ms). Use as a context
     manager or call close()."""
 
     def __init__(self, switch=None, rank=None, world_size=None, job=None, *,
                  elems_per_packet=None, window=None, timeout_ms=None, join_timeout_ms=None,
-                 rto_ms=None, lanes=None, float_add=None, env=True):
+                 rto_ms=None, lanes=None, float_add=None, sparse=None, sparse_block=None,
+                 sparse_threshold=None, sparse_crossover=None, sparse_min_bytes=None, env=True):
         lib = _lib.lib()
         self._lib = lib
         self._lock = threading.RLock()
@@ -322,6 +342,17 @@ class Context:
                 setattr(cfg, name, int(v))
         if float_add is not None:
             cfg.float_add = _float_add_code(float_add)
+        if sparse is not None:
+            code = _sparse_code(sparse)
+            if code == SPARSE_DEFAULT:
+                raise ValueError("ina: a context's sparse mode is off, on or auto")
+            cfg.sparse = code
+        for name, v, conv in (("sparse_block", sparse_block, int),
+                              ("sparse_threshold", sparse_threshold, float),
+                              ("sparse_crossover", sparse_crossover, float),
+                              ("sparse_min_bytes", sparse_min_bytes, int)):
+            if v is not None:
+                setattr(cfg, name, conv(v))
         self.switch = (cfg.switch_addr or b"").decode(errors="replace")
         self.job = (cfg.job or b"").decode(errors="replace")
         handle = ctypes.c_void_p()
@@ -345,6 +376,7 @@ class Context:
         self.float_add = FLOAT_ADD_NAMES[info.float_add] if 0 <= info.float_add < 2 \
             else str(info.float_add)
         self.shm = bool(info.shm)
+        self.sparse = bool(info.sparse)
 
     # -- lifetime --
 
@@ -387,7 +419,8 @@ class Context:
         return {"rank": self.rank, "world_size": self.world_size,
                 "elems_per_packet": self.elems_per_packet, "window": self.window,
                 "job_id": self.job_id, "session_id": self.session_id, "lanes": self.lanes,
-                "path": self.path, "float_add": self.float_add, "shm": self.shm}
+                "path": self.path, "float_add": self.float_add, "shm": self.shm,
+                "sparse": self.sparse}
 
     def stats(self):
         """The context's counters (ina_get_stats) as a dict."""
@@ -398,25 +431,27 @@ class Context:
 
     # -- all-reduce --
 
-    def allreduce(self, obj, op="sum"):
+    def allreduce(self, obj, op="sum", sparse=None):
         """Blocking all-reduce of obj in place. @return obj."""
-        return self.allreduce_async(obj, op).wait()
+        return self.allreduce_async(obj, op, sparse).wait()
 
-    def allreduce_async(self, obj, op="sum"):
+    def allreduce_async(self, obj, op="sum", sparse=None):
         """Start an all-reduce of obj in place. @return a Request; obj must not be touched until
-        its wait() returned (or test() returned True)."""
+        its wait() returned (or test() returned True). sparse: "off", "on", "auto" for this
+        operation, or None for the context's mode (ina_allreduce_sparse_start)."""
         code = _op_code(op)
+        mode = _sparse_code(sparse)
         buf = _Buffer(obj)
         req = ctypes.c_void_p()
         post_divide = False
         with self._lock:
             h = self._h()
-            rc = self._lib.ina_allreduce_start(h, buf.ptr, buf.ptr, buf.count, buf.dtype, code,
-                                               ctypes.byref(req))
+            rc = self._lib.ina_allreduce_sparse_start(h, buf.ptr, buf.ptr, buf.count, buf.dtype,
+                                                      code, mode, ctypes.byref(req))
             if rc == ERR_NOTSUP and code == AVG:
                 # The library has no AVG yet: sum, then divide here (Request.wait()).
-                rc = self._lib.ina_allreduce_start(h, buf.ptr, buf.ptr, buf.count, buf.dtype,
-                                                   SUM, ctypes.byref(req))
+                rc = self._lib.ina_allreduce_sparse_start(h, buf.ptr, buf.ptr, buf.count,
+                                                          buf.dtype, SUM, mode, ctypes.byref(req))
                 post_divide = True
             _check(rc, "ina_allreduce_start", last_error(h) if rc < 0 else "")
             r = Request(self, req, buf, post_divide)
@@ -512,15 +547,16 @@ def finalize():
             _default = None
 
 
-def allreduce(obj, op="sum", ctx=None):
+def allreduce(obj, op="sum", ctx=None, sparse=None):
     """All-reduce a torch tensor or numpy array in place across the ranks of ctx (default:
-    default_context()). op: "sum", "avg", "max", "min". @return obj."""
-    return (ctx or default_context()).allreduce(obj, op)
+    default_context()). op: "sum", "avg", "max", "min"; sparse: "off", "on", "auto" or None
+    (the context's mode). @return obj."""
+    return (ctx or default_context()).allreduce(obj, op, sparse)
 
 
-def allreduce_async(obj, op="sum", ctx=None):
+def allreduce_async(obj, op="sum", ctx=None, sparse=None):
     """Start an all-reduce in place; @return a Request with wait() and test()."""
-    return (ctx or default_context()).allreduce_async(obj, op)
+    return (ctx or default_context()).allreduce_async(obj, op, sparse)
 
 
 def __getattr__(name):

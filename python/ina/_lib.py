@@ -31,17 +31,23 @@ class ConfigStruct(ctypes.Structure):
         ("fallback", ctypes.c_int),
         ("secret_file", ctypes.c_char_p),
         ("float_add", ctypes.c_int),
+        ("sparse", ctypes.c_int),
+        ("sparse_block", ctypes.c_int),
+        ("sparse_threshold", ctypes.c_double),
+        ("sparse_crossover", ctypes.c_double),
+        ("sparse_min_bytes", ctypes.c_int),
         ("reserved", ctypes.c_uint * 2),
     ]
 
 
 STATS_FIELDS = ("ops", "packets_sent", "packets_received", "retransmits", "stale_results",
-                "bytes_sent", "nonfinite_blocks", "rtx_fast", "rtx_probe", "rtx_timeout")
+                "bytes_sent", "nonfinite_blocks", "rtx_fast", "rtx_probe", "rtx_timeout",
+                "sparse_ops", "sparse_auto_dense", "sparse_blocks_sent")
 
 
 class StatsStruct(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in STATS_FIELDS] + [
-        ("reserved", ctypes.c_uint64 * 6)]
+        ("reserved", ctypes.c_uint64 * 3)]
 
 
 class InfoStruct(ctypes.Structure):
@@ -56,7 +62,8 @@ class InfoStruct(ctypes.Structure):
         ("path", ctypes.c_int),
         ("float_add", ctypes.c_int),
         ("shm", ctypes.c_int),
-        ("reserved", ctypes.c_uint * 4),
+        ("sparse", ctypes.c_int),
+        ("reserved", ctypes.c_uint * 3),
     ]
 
 
@@ -111,6 +118,8 @@ def _declare(lib):
         "ina_allreduce": (c_int, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_int]),
         "ina_allreduce_start": (c_int, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_int,
                                         ctypes.POINTER(c_void_p)]),
+        "ina_allreduce_sparse_start": (c_int, [c_void_p, c_void_p, c_void_p, c_size_t, c_int,
+                                               c_int, c_int, ctypes.POINTER(c_void_p)]),
         "ina_test": (c_int, [c_void_p, ctypes.POINTER(c_int)]),
         "ina_wait": (c_int, [c_void_p]),
         "ina_get_stats": (c_int, [c_void_p, ctypes.POINTER(StatsStruct)]),

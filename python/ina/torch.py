@@ -13,6 +13,13 @@ then divided by the world size), as DDP's default all-reduce hook does. With a H
 context, so backward keeps computing the next buckets meanwhile; with background=False, or
 with state=None, it runs inside the hook and the Future is already complete.
 
+Sparse gradients (embeddings, pruned or top-k sparsified models): HookState(sparse="auto")
+lets every bucket of at least sparse_min_bytes (ina.Context, default 1 MiB) measure its density
+of non-zero blocks, summed over the ranks in one round trip (so every rank decides alike), and
+go block-sparse below the crossover (docs/SPARSE.md), dense above; sparse="on" always sends
+buckets sparse, "off" never, None (default) follows the context (INA_SPARSE). The state counts
+what each bucket did (HookState.sparse_buckets, dense_buckets, last_choice).
+
 Buckets of a dtype the C library does not reduce yet (float64, float16, bfloat16 until they
 are implemented) are converted to float32, reduced, and converted back.
 
@@ -47,9 +54,14 @@ class HookState:
     Every rank must register the hook with the same kind of state: the all-reduces of all
     ranks are matched by their order on each context."""
 
-    def __init__(self, ctx=None, background=True):
+    def __init__(self, ctx=None, background=True, sparse=None):
         self._ctx = ctx
         self.background = background
+        self.sparse = sparse  # "off", "on", "auto", or None: the context's mode
+        ina._sparse_code(sparse)  # ValueError now, not at the first bucket
+        self.sparse_buckets = 0  # buckets that went block-sparse
+        self.dense_buckets = 0   # buckets that went dense (asked, chosen by auto, or not possible)
+        self.last_choice = None  # "sparse" or "dense": what the last bucket did
         self.native = {}  # dtype -> False once the library said NOTSUP for it
         self._queue = None
         self._thread = None
@@ -79,15 +91,27 @@ class HookState:
         ctx = self.ctx
         if self.native.get(tensor.dtype, True):
             try:
-                return ctx.allreduce(tensor, op="avg")
+                return self._allreduce(ctx, tensor)
             except ina.InaError as e:
                 if e.code != ina.ERR_NOTSUP or tensor.dtype == torch.float32:
                     raise
                 self.native[tensor.dtype] = False  # argument check: the context is intact
         work = tensor.to(torch.float32)
-        ctx.allreduce(work, op="avg")
+        self._allreduce(ctx, work)
         with torch.no_grad():
             tensor.copy_(work)
+        return tensor
+
+    def _allreduce(self, ctx, tensor):
+        """One bucket, sparse or dense as self.sparse asks; counts which it went."""
+        before = ctx.stats()["sparse_ops"]
+        ctx.allreduce(tensor, op="avg", sparse=self.sparse)
+        went_sparse = ctx.stats()["sparse_ops"] > before
+        self.last_choice = "sparse" if went_sparse else "dense"
+        if went_sparse:
+            self.sparse_buckets += 1
+        else:
+            self.dense_buckets += 1
         return tensor
 
     def submit(self, tensor):

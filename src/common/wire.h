@@ -21,7 +21,7 @@
  *  26   2  exp       int16, block exponent; the switch keeps the max
  *  28   2  flags     bit 0 (LEAVE only): abort the session; other bits reserved, 0
  *  30   1  op        aggregation op on int32 elements: 0 = wrapping add,
- *                    1 = signed max, 2 = signed min (INA_OP_*)
+ *                    1 = signed max, 2 = signed min, 3, 4, 7, 8 (INA_OP_*)
  *  31   1  tag       DATA/RESULT: operation tag; every contribution to a round
  *                    must carry the same tag (ranks disagreeing on the op)
  *  32  ... payload   count big-endian int32 values (DATA/RESULT) or a control body
@@ -55,10 +55,20 @@
  * INA_FLAG_CAP_F32 accepts it. */
 #define INA_OP_ADD_F32 4
 #define INA_OP_LAST INA_OP_ADD_F32
+/* Block-sparse add (docs/PROTOCOL.md §17, payload in common/sparse_wire.h):
+ * the payload lists block positions, each rank's next non-zero block and the
+ * blocks it has; the switch adds the blocks present (7: as wrapping int32,
+ * for INT32 and quantized floats; 8: as binary32) and keeps, per position,
+ * the minimum next block and the largest exponent announced for it. Only a
+ * switch that sets INA_FLAG_CAP_SPARSE accepts them (op 8: with
+ * INA_FLAG_CAP_F32 too). */
+#define INA_OP_SPARSE_I32 7
+#define INA_OP_SPARSE_F32 8
 #define INA_FLAG_ABORT 0x0001u /* in LEAVE: the sender failed; end the session for every rank */
 #define INA_FLAG_CAP_BFP 0x0002u /* in JOIN_ACK: this switch implements INA_OP_ADD_BFP */
 #define INA_FLAG_CAP_F32 0x0004u /* in JOIN_ACK: this switch implements INA_OP_ADD_F32 */
 #define INA_FLAG_CAP_SHM 0x0008u /* in JOIN_ACK: a worker on this host may attach rings (§5.9) */
+#define INA_FLAG_CAP_SPARSE 0x0100u /* in JOIN_ACK: this switch implements ops 7 and 8 (§17) */
 
 /* Largest UDP payload we ever build: fits a 64 KiB IPv4 datagram. */
 #define INA_MAX_DATAGRAM 65507

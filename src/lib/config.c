@@ -1,6 +1,7 @@
 /* config.c: configuration defaults and the environment (INA_*, torchrun's RANK/WORLD_SIZE). */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +54,38 @@ static int env_choice(const char *name, const char *a, int va, const char *b, in
     return 0;
 }
 
+/* INA_SPARSE: off, on or auto. @return 0 (absent or set) or INA_ERR_CONFIG. */
+static int env_sparse_mode(int *out)
+{
+    const char *s = getenv("INA_SPARSE");
+    if (!s || !*s)
+        return 0;
+    if (strcmp(s, "off") == 0)
+        *out = INA_SPARSE_OFF;
+    else if (strcmp(s, "on") == 0)
+        *out = INA_SPARSE_ON;
+    else if (strcmp(s, "auto") == 0)
+        *out = INA_SPARSE_AUTO;
+    else
+        return ina__fail(NULL, INA_ERR_CONFIG, "INA_SPARSE='%s' is not 'off', 'on' or 'auto'", s);
+    return 0;
+}
+
+/* A finite number >= 0 from env var `name`, if set. @return 0 or INA_ERR_CONFIG. */
+static int env_double(const char *name, double *out)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return 0;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !(v >= 0 && v < HUGE_VAL))
+        return ina__fail(NULL, INA_ERR_CONFIG, "%s='%s' is not a finite number >= 0", name, s);
+    *out = v;
+    return 0;
+}
+
 int ina_config_from_env(ina_config *cfg)
 {
     ina__fail_clear(NULL);
@@ -73,6 +106,9 @@ int ina_config_from_env(ina_config *cfg)
     s = getenv("INA_SECRET_FILE");
     if (s && *s)
         cfg->secret_file = s;
+    if (env_sparse_mode(&cfg->sparse) || env_double("INA_SPARSE_THRESHOLD", &cfg->sparse_threshold) ||
+        env_double("INA_SPARSE_CROSSOVER", &cfg->sparse_crossover))
+        return INA_ERR_CONFIG;
     struct {
         const char *name, *fallback;
         int *field;
@@ -86,6 +122,8 @@ int ina_config_from_env(ina_config *cfg)
         {"INA_RTO_MS", NULL, &cfg->rto_ms},
         {"INA_LANES", NULL, &cfg->lanes},
         {"INA_ADMISSION_WAIT_MS", NULL, &cfg->admission_wait_ms},
+        {"INA_SPARSE_BLOCK", NULL, &cfg->sparse_block},
+        {"INA_SPARSE_MIN_BYTES", NULL, &cfg->sparse_min_bytes},
     };
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
         int rc = env_int(vars[i].name, vars[i].field);

@@ -1,6 +1,7 @@
 /* ctx.c: the public API: context lifetime, argument checks, blocking and asynchronous all-reduce. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,24 @@ static int config_check(const ina_config *cfg)
     if (cfg->float_add != INA_FLOAT_ADD_QUANTIZED && cfg->float_add != INA_FLOAT_ADD_SWITCH)
         return BAD("float_add %d is not INA_FLOAT_ADD_QUANTIZED (0) or INA_FLOAT_ADD_SWITCH (1)",
                    cfg->float_add);
+    if (cfg->sparse != INA_SPARSE_OFF && cfg->sparse != INA_SPARSE_ON &&
+        cfg->sparse != INA_SPARSE_AUTO)
+        return BAD("sparse %d is not INA_SPARSE_OFF (0), INA_SPARSE_ON (1) or INA_SPARSE_AUTO (2)",
+                   cfg->sparse);
+    if (cfg->sparse_block != 0 &&
+        (cfg->sparse_block < INA_SPARSE_MIN_BLOCK || cfg->sparse_block > INA_SPARSE_MAX_BLOCK_CFG))
+        return BAD("sparse_block %d is not 0 (the default, %d) or %d..%d elements",
+                   cfg->sparse_block, INA_SPARSE_DEFAULT_BLOCK, INA_SPARSE_MIN_BLOCK,
+                   INA_SPARSE_MAX_BLOCK_CFG);
+    if (!(cfg->sparse_threshold >= 0 && cfg->sparse_threshold < INFINITY))
+        return BAD("sparse_threshold %g is not a finite number >= 0 (0: exact)",
+                   cfg->sparse_threshold);
+    if (!(cfg->sparse_crossover >= 0 && cfg->sparse_crossover <= 256))
+        return BAD("sparse_crossover %g is not 0 (the default, %g) or a density in (0, 256]",
+                   cfg->sparse_crossover, INA_SPARSE_DEFAULT_CROSSOVER);
+    if (cfg->sparse_min_bytes < 0)
+        return BAD("sparse_min_bytes %d is negative (0: the default, %d)", cfg->sparse_min_bytes,
+                   INA_SPARSE_DEFAULT_MIN_BYTES);
     return 0;
 #undef BAD
 }
@@ -92,6 +111,13 @@ static struct ina_ctx *ctx_new(const ina_config *cfg, int lane, int nlanes)
     ctx->one_round_off = one && strcmp(one, "0") == 0;
     ctx->fallback_mode = cfg->fallback;
     ctx->float_add = cfg->float_add;
+    ctx->sparse_mode = cfg->sparse;
+    ctx->sparse_block = cfg->sparse_block ? cfg->sparse_block : INA_SPARSE_DEFAULT_BLOCK;
+    ctx->sparse_threshold = cfg->sparse_threshold;
+    ctx->sparse_crossover = cfg->sparse_crossover > 0 ? cfg->sparse_crossover
+                                                      : INA_SPARSE_DEFAULT_CROSSOVER;
+    ctx->sparse_min_bytes = cfg->sparse_min_bytes ? (size_t)cfg->sparse_min_bytes
+                                                  : INA_SPARSE_DEFAULT_MIN_BYTES;
     ctx->addr_is_default = cfg->switch_addr == ina__default_switch_addr;
     const char *quiet = getenv("INA_QUIET");
     ctx->quiet = quiet && *quiet && strcmp(quiet, "0") != 0;
@@ -239,7 +265,7 @@ int ina_finalize(ina_ctx *ctx)
         while (ctx->live) {
             struct ina_req *r = ctx->live;
             ctx->live = r->live_next;
-            free(r);
+            ina__req_free(r);
         }
     } else {
         lane_release(ctx);
@@ -256,7 +282,7 @@ static void lane_release(struct ina_ctx *ctx)
     while (ctx->live) {
         struct ina_req *r = ctx->live;
         ctx->live = r->live_next;
-        free(r);
+        ina__req_free(r);
     }
     ina__session_leave(ctx, abort);
     ina__shm_detach(ctx);
@@ -326,10 +352,11 @@ static int check_args(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t c
  * disagree too. (SUM mixes in 0: the seeds of SUM are those of before ops
  * existed.)
  */
-static uint64_t op_tag_seed(uint64_t opno, size_t count, ina_dtype dtype, ina_op op)
+static uint64_t op_tag_seed(uint64_t opno, size_t count, ina_dtype dtype, ina_op op,
+                            uint64_t sparse)
 {
     uint64_t x = opno * 0x9E3779B97F4A7C15ull ^ (uint64_t)count * 0xC2B2AE3D27D4EB4Full ^
-                 (uint64_t)dtype ^ (uint64_t)op << 8;
+                 (uint64_t)dtype ^ (uint64_t)op << 8 ^ sparse << 16;
     x ^= x >> 31;
     x *= 0xBF58476D1CE4E5B9ull;
     x ^= x >> 29;
@@ -379,15 +406,89 @@ static struct ina_req *req_new(struct ina_ctx *ctx, const void *sendbuf, void *r
     return req;
 }
 
+void ina__req_free(struct ina_req *req)
+{
+    if (!req)
+        return;
+    free(req->probe);
+    free(req->sp);
+    free(req);
+}
+
+/* The mode a request asked for (INA_SPARSE_DEFAULT: the context's), as it will
+ * run here: OFF where sparse cannot run (the switch does not offer it, MAX or
+ * MIN, no block fits a packet), and AUTO below the size floor is OFF too.
+ * Every rank decides alike: the same count, dtype, op, settings and switch. */
+static int sparse_mode_of(const struct ina_ctx *ctx, size_t count, ina_dtype dtype, ina_op op,
+                          int mode)
+{
+    if (mode == INA_SPARSE_DEFAULT)
+        mode = ctx->sparse_mode;
+    if (mode == INA_SPARSE_OFF || !ina__sparse_possible(ctx, count, dtype, op))
+        return INA_SPARSE_OFF;
+    if (mode == INA_SPARSE_AUTO && count * ina__dtype_size(dtype) < ctx->sparse_min_bytes)
+        return INA_SPARSE_OFF;
+    return mode;
+}
+
+/*
+ * An AUTO operation is preceded in the stream by its probe: a one-element
+ * INT32 SUM of the ranks' block densities (PROTOCOL.md §17.6), a request of
+ * its own that takes no operation number and is not counted as an
+ * operation. When it completes, stream.c hands its sum to
+ * ina__sparse_decide(), which plans the operation sparse or dense.
+ */
+static int probe_create(struct ina_ctx *ctx, struct ina_req *req)
+{
+    struct ina_req *pr = req_new(ctx, &req->probe_val, &req->probe_sum, 1, INA_INT32, INA_SUM);
+    if (!pr)
+        return -ENOMEM;
+    pr->wire_op = INA_OP_ADD_I32;
+    pr->nblocks = pr->npackets = 1;
+    pr->tag_seed = req->tag_seed ^ 0x5052424Full; /* "PRBO" */
+    pr->probe_for = req;
+    req->probe = pr;
+    return 0;
+}
+
 struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
-                                size_t count, ina_dtype dtype, ina_op op)
+                                size_t count, ina_dtype dtype, ina_op op, int sparse_mode)
 {
     struct ina_req *req = req_new(ctx, sendbuf, recvbuf, count, dtype, op);
     if (!req)
         return NULL;
+    int mode = sparse_mode_of(ctx, count, dtype, op, sparse_mode);
+    /* The tag tells sparse ops (and their block length) from dense ones. */
+    uint64_t sparse_mix = mode == INA_SPARSE_OFF ? 0 : (uint64_t)mode | (uint64_t)ctx->sparse_block << 4;
+    req->tag_seed = op_tag_seed(ctx->nops_started + (count != 0), count, dtype, op, sparse_mix);
+    if (mode == INA_SPARSE_OFF) {
+        ina__req_plan_dense(ctx, req);
+    } else if (ina__sparse_prepare(ctx, req, mode == INA_SPARSE_AUTO) != 0 ||
+               (mode == INA_SPARSE_AUTO && probe_create(ctx, req) != 0)) {
+        ina__req_free(req);
+        return NULL;
+    }
+    live_link(ctx, req);
+    if (count == 0) {
+        req->done = 1; /* count 0: nothing to send, every rank agrees */
+        ctx->stats.ops++;
+    } else {
+        ctx->nops_started++;
+        if (req->probe)
+            ina__stream_enqueue(ctx, req->probe);
+        ina__stream_enqueue(ctx, req);
+    }
+    return req;
+}
+
+/* How a dense request travels: wire op, payload, one or two rounds, packets. */
+void ina__req_plan_dense(struct ina_ctx *ctx, struct ina_req *req)
+{
+    ina_op op = req->op;
+    ina_dtype dtype = req->dtype;
     req->wire_op = ina__wire_op(op);
     req->quantized = ina__dtype_quantized(dtype);
-    req->nblocks = (count + ctx->elems - 1) / ctx->elems;
+    req->nblocks = (req->count + ctx->elems - 1) / ctx->elems;
     /*
      * A float sum of at most one window of blocks goes in one round per
      * block (INA_OP_ADD_BFP), if the switch can: the two-round schedule
@@ -423,25 +524,16 @@ struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *
                    ? (req->nblocks < ctx->window ? req->nblocks : ctx->window)
                    : 0;
     req->npackets = req->nblocks + req->lag;
-    live_link(ctx, req);
-    req->tag_seed = op_tag_seed(ctx->nops_started + (req->npackets != 0), count, dtype, op);
-    if (req->npackets == 0) {
-        req->done = 1; /* count 0: nothing to send, every rank agrees */
-        ctx->stats.ops++;
-    } else {
-        ctx->nops_started++;
-        ina__stream_enqueue(ctx, req);
-    }
-    return req;
 }
 
 /* A multi-lane context: a parent request, split over the lanes (lanes.c). */
 static int lanes_start_op(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
-                          ina_dtype dtype, ina_op op, ina_req **out)
+                          ina_dtype dtype, ina_op op, int sparse_mode, ina_req **out)
 {
     struct ina_req *req = req_new(ctx, sendbuf, recvbuf, count, dtype, op);
     if (!req)
         return -ENOMEM;
+    req->sparse_mode = sparse_mode; /* a parent: the mode its parts ask for (lanes.c) */
     int rc = ina__lanes_submit(ctx, req);
     if (rc != 0) {
         free(req);
@@ -452,8 +544,8 @@ static int lanes_start_op(struct ina_ctx *ctx, const void *sendbuf, void *recvbu
     return 0;
 }
 
-int ina_allreduce_start(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
-                        ina_dtype dtype, ina_op op, ina_req **out)
+static int start_op(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                    ina_dtype dtype, ina_op op, int sparse_mode, ina_req **out)
 {
     if (!out)
         return -EINVAL;
@@ -461,17 +553,41 @@ int ina_allreduce_start(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t
     int rc = check_args(ctx, sendbuf, recvbuf, count, dtype, op);
     if (rc)
         return rc;
+    if (sparse_mode != INA_SPARSE_DEFAULT && sparse_mode != INA_SPARSE_OFF &&
+        sparse_mode != INA_SPARSE_ON && sparse_mode != INA_SPARSE_AUTO)
+        return ina__fail(ctx, -EINVAL, "sparse mode %d is not INA_SPARSE_DEFAULT (-1), _OFF (0), "
+                         "_ON (1) or _AUTO (2)", sparse_mode);
     if (ctx->nreqs >= INA_MAX_REQS)
         return INA_ERR_BUSY;
     if (ctx->lanes)
-        return lanes_start_op(ctx, sendbuf, recvbuf, count, dtype, op, out);
-    ina_req *req = ina__req_create(ctx, sendbuf, recvbuf, count, dtype, op);
+        return lanes_start_op(ctx, sendbuf, recvbuf, count, dtype, op, sparse_mode, out);
+    ina_req *req = ina__req_create(ctx, sendbuf, recvbuf, count, dtype, op, sparse_mode);
     if (!req)
         return -ENOMEM;
     if (!req->done)
         ina__stream_progress(ctx, 0);
     *out = req;
     return 0;
+}
+
+int ina_allreduce_start(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                        ina_dtype dtype, ina_op op, ina_req **out)
+{
+    return start_op(ctx, sendbuf, recvbuf, count, dtype, op, INA_SPARSE_DEFAULT, out);
+}
+
+int ina_allreduce_sparse_start(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                               ina_dtype dtype, ina_op op, int mode, ina_req **out)
+{
+    return start_op(ctx, sendbuf, recvbuf, count, dtype, op, mode, out);
+}
+
+int ina_allreduce_sparse(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                         ina_dtype dtype, ina_op op, int mode)
+{
+    ina_req *req;
+    int rc = ina_allreduce_sparse_start(ctx, sendbuf, recvbuf, count, dtype, op, mode, &req);
+    return rc ? rc : ina_wait(req);
 }
 
 int ina_test(ina_req *req, int *done)
@@ -502,7 +618,7 @@ int ina_wait(ina_req *req)
         status = req->status;
     }
     ina__live_unlink(ctx, req);
-    free(req);
+    ina__req_free(req);
     return status;
 }
 
@@ -551,6 +667,7 @@ int ina_get_info(const ina_ctx *ctx, ina_info *info)
     if (ctx->lanes)
         ctx = ina__lanes_ctx(ctx, 0); /* lane 0's parameters (each lane has its own job) */
     info->float_add = ina__float_add_in_use(ctx) ? INA_FLOAT_ADD_SWITCH : INA_FLOAT_ADD_QUANTIZED;
+    info->sparse = (ctx->switch_caps & INA_FLAG_CAP_SPARSE) != 0;
     info->rank = ctx->rank;
     info->world_size = ctx->world;
     info->elems_per_packet = (int)ctx->elems;

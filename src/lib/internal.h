@@ -31,6 +31,46 @@
 #define INA_REFUSED_FAIL_MS 1000 /* ICMP "port unreachable" this long: switch is gone */
 #define INA_ERRMSG_LEN 256 /* ina_last_error()'s message */
 
+/* Block-sparse all-reduce (sparse.c, PROTOCOL.md §17). */
+#define INA_SPARSE_DEFAULT_BLOCK 256
+#define INA_SPARSE_MIN_BLOCK 32
+#define INA_SPARSE_MAX_BLOCK_CFG 256
+#define INA_SPARSE_MAX_COLBLOCKS 32 /* blocks per column, at most */
+/* Auto mode: below this many bytes an operation stays dense without asking;
+ * above, it goes sparse while the ranks' summed block density is below the
+ * crossover (both measured on the 2-core VM, docs/SPARSE.md). */
+#define INA_SPARSE_DEFAULT_MIN_BYTES (1 << 20)
+#define INA_SPARSE_DEFAULT_CROSSOVER 0.25
+#define INA_SPARSE_PROBE_ONE (1 << 20) /* the probe's fixed point: density 1 */
+
+/* One place of a sparse packet: a column's block in this round. */
+struct ina_sp_place {
+    uint32_t col;    /* the column (blocks [col*M, min((col+1)*M, nblocks))) */
+    uint32_t pos;    /* the block this round carries */
+    uint32_t mynext; /* this rank's next non-zero block of the column after pos
+                        (FIRST: from pos on), or INA_SPARSE_END */
+    uint32_t rnext;  /* from the RESULT: the minimum over the ranks */
+    int16_t e;       /* the agreed exponent of block pos (quantized floats) */
+    int16_t myexp;   /* this rank's exponent of its block mynext */
+    int16_t rexp;    /* from the RESULT: the agreed exponent of block rnext */
+    uint8_t first;   /* the column's first round: no block, next >= pos */
+    uint8_t has;     /* this rank sends its block pos */
+};
+
+/* The state of one block-sparse operation (a request with sparse = 1). */
+struct ina_sparse_op {
+    uint32_t block;      /* B: elements per block */
+    uint32_t places;     /* C: places per packet */
+    uint32_t colblocks;  /* M: blocks per column */
+    uint64_t nblocks;    /* ceil(count / B) */
+    uint64_t ncols;      /* K = ceil(nblocks / M) */
+    uint64_t next_col;   /* U: the next column not started */
+    int64_t last_nonempty; /* op-local index of the last packet with places, -1: none */
+    int ended;           /* the packet that ends the op was found: npackets is final */
+    uint64_t nnz;        /* this rank's non-zero blocks */
+    uint64_t map[];      /* bit b: this rank's block b is not zero (sparse_scan.h) */
+};
+
 /*
  * One all-reduce. The ops of a context form one FIFO stream of packets:
  * op A's packets all go out before op B's, so every rank, running the same
@@ -70,6 +110,16 @@ struct ina_req {
     int remaining; /* parent: parts not finished yet (under the lanes mutex) */
     uint64_t g_first; /* stream position of packet 0, once sent (g_sent set) */
     int g_sent;
+    /* Block-sparse (sparse.c). sparse: the op streams sparse (npackets is
+     * UINT64_MAX until its end is found); undecided: INA_SPARSE_AUTO, until
+     * its probe (a one-packet INT32 request ahead of it in the stream, which
+     * this request owns) brings the ranks' summed density; probe_for: this
+     * request is such a probe, of that op. */
+    int sparse, undecided;
+    int sparse_mode; /* a lanes parent: the mode (INA_SPARSE_*) its parts ask for */
+    struct ina_sparse_op *sp;
+    struct ina_req *probe, *probe_for;
+    int32_t probe_val, probe_sum;
 };
 
 /* Worker-side state of one slot of the window. */
@@ -88,6 +138,17 @@ struct ina_wslot {
     uint64_t p;          /* op-local packet index of the in-flight packet */
     struct ina_req *req; /* op of the in-flight packet */
     uint64_t deadline_ns;
+    /* Block-sparse packets (sparse.c): the places of this slot's packet in
+     * flight or last sent (cur) and of the one before it (prev), whose
+     * RESULT says which columns continue. sp_rebuild: cur was taken back by
+     * an eviction (migrate.c) and is built again from prev. u_before and
+     * lastne_before: the op's next column and last non-empty packet before
+     * cur was built, to rewind to. */
+    struct ina_sp_place *sp_cur, *sp_prev;
+    uint16_t sp_ncur, sp_nprev;
+    uint8_t sp_rebuild;
+    uint64_t sp_u_before;
+    int64_t sp_lastne_before;
 };
 
 /* Burst I/O descriptors, on the heap so a finalized context shell stays small. */
@@ -130,6 +191,14 @@ struct ina_ctx {
     uint16_t switch_caps;   /* INA_FLAG_CAP_* of the JOIN_ACK */
     int one_round_off;      /* INA_ONE_ROUND=0: every float op takes two rounds */
     int float_add;          /* INA_FLOAT_ADD_*: as configured (ctx.c decides per op) */
+    /* Block-sparse all-reduce, as configured (ina_config.sparse*): the
+     * default mode, block length, zero threshold, and the auto mode's
+     * crossover and size floor. sp_places: every slot's place arrays
+     * (2 * window * places), allocated by the first sparse op. */
+    int sparse_mode, sparse_block;
+    double sparse_threshold, sparse_crossover;
+    size_t sparse_min_bytes;
+    struct ina_sp_place *sp_places;
     int wake_fd;            /* eventfd that interrupts the stream's poll (lane threads), -1 */
     struct ina_lanes *lanes; /* a multi-lane context's lanes and threads (lanes.c); else NULL */
     int admission_wait_ms, fallback_mode; /* from ina_config */
@@ -240,7 +309,31 @@ void ina__shm_awake(struct ina_ctx *ctx); /* after poll */
 /* ctx.c: allocate a request for checked arguments, link it, and queue it on
  * the stream (count 0: done at once). @return NULL if out of memory. */
 struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
-                                size_t count, ina_dtype dtype, ina_op op);
+                                size_t count, ina_dtype dtype, ina_op op, int sparse_mode);
+/* ctx.c: free a request and what it owns (its sparse state, its probe). Accepts NULL. */
+void ina__req_free(struct ina_req *req);
+/* ctx.c: plan req as a dense operation (wire op, payload, rounds, npackets). */
+void ina__req_plan_dense(struct ina_ctx *ctx, struct ina_req *req);
+
+/* sparse.c: block-sparse operations (PROTOCOL.md §17). */
+/* 1 if an op of count elements of dtype and op can stream sparse on ctx. */
+int ina__sparse_possible(const struct ina_ctx *ctx, size_t count, ina_dtype dtype, ina_op op);
+/* Prepare req to stream sparse (mode ON), or to probe first (AUTO): scan
+ * its input for non-zero blocks. @return 0 or -ENOMEM. */
+int ina__sparse_prepare(struct ina_ctx *ctx, struct ina_req *req, int autodecide);
+/* The probe of an AUTO op completed with the ranks' summed density. */
+void ina__sparse_decide(struct ina_ctx *ctx, struct ina_req *req, int32_t sum);
+/* Plan packet p (op-local) of sparse req in slot ws, whose previous packet
+ * has its result. @return 1 planned, 0 the op ends before p (npackets = p). */
+int ina__sparse_plan(struct ina_ctx *ctx, struct ina_req *req, struct ina_wslot *ws, uint64_t p);
+/* The payload of the packet planned in ws into out. @return its words. */
+size_t ina__sparse_build(struct ina_ctx *ctx, const struct ina_wslot *ws, uint8_t *out);
+/* A RESULT's payload for the packet in flight in ws: check it, write the
+ * sums and the zeros it proves. @return 0, or INA_ERR_MISMATCH (nothing written). */
+int ina__sparse_on_result(struct ina_ctx *ctx, struct ina_wslot *ws, const uint8_t *payload,
+                          size_t count);
+/* An eviction takes back every packet from op-local index p of req on (migrate.c). */
+void ina__sparse_rewind(struct ina_ctx *ctx, struct ina_req *req, uint64_t p);
 
 /* fallback.c: rank 0's host aggregator. prepare opens its socket (before
  * the JOIN that offers it), start runs it, close stops it after the job. */

@@ -97,7 +97,7 @@ static void take_inbox(struct ina_lane *ln)
         ln->in_head = (ln->in_head + 1) % INA_MAX_REQS;
         ln->in_count--;
         struct ina_req *r = ina__req_create(c, pt->src, pt->dst, pt->count, pt->parent->dtype,
-                                            pt->parent->op);
+                                            pt->parent->op, pt->parent->sparse_mode);
         if (!r) {
             part_done(g, pt->parent, -ENOMEM);
             continue;
@@ -121,7 +121,7 @@ static void harvest(struct ina_lane *ln)
                      c->errmsg);
         part_done(ln->group, r->parent, r->status);
         ina__live_unlink(c, r);
-        free(r);
+        ina__req_free(r);
     }
 }
 

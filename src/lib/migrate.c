@@ -23,8 +23,11 @@ static void rewind_to(struct ina_ctx *ctx, uint64_t g)
 {
     for (uint32_t i = 0; i < ctx->window; i++) {
         struct ina_wslot *ws = &ctx->slots[i];
-        if (ws->inflight && ws->g >= g)
+        if (ws->inflight && ws->g >= g) {
             ws->inflight = 0; /* the old session refuses it; it is sent again later */
+            if (ws->req->sparse)
+                ws->sp_rebuild = 1; /* its places are planned again from sp_prev */
+        }
     }
     if (ctx->next_g <= g)
         return; /* nothing was sent past the bound: the stream just stops there */
@@ -34,11 +37,15 @@ static void rewind_to(struct ina_ctx *ctx, uint64_t g)
     for (struct ina_req *r = ctx->head; r; r = r->next) {
         if (!r->g_sent)
             continue;
-        if (r->g_first >= g)
+        /* A sparse op whose end is not known yet reaches past any bound. */
+        int open_end = r->sparse && !r->sp->ended;
+        if (r->g_first >= g) {
             r->g_sent = 0; /* started past the bound: starts again */
-        else if (r->g_first + r->npackets > g && !resume) {
+        } else if ((open_end || r->g_first + r->npackets > g) && !resume) {
             resume = r; /* straddles the bound: resume inside it */
             p = g - r->g_first;
+            if (r->sparse)
+                ina__sparse_rewind(ctx, r, p); /* its schedule goes back to p */
         }
     }
     for (struct ina_req *r = ctx->head; r && !resume; r = r->next)

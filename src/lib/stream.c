@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/sparse_wire.h"
 #include "lib/dtype.h"
 #include "lib/internal.h"
 
@@ -50,6 +51,8 @@ void ina__stream_free(struct ina_ctx *ctx)
 {
     if (ctx->io)
         ina_gso_batch_free(&ctx->io->gso);
+    free(ctx->sp_places);
+    ctx->sp_places = NULL;
     free(ctx->slots);
     free(ctx->io);
     free(ctx->txmem);
@@ -89,6 +92,11 @@ static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_
     h.op = req->wire_op;
     h.tag = packet_tag(req, ws->p);
     size_t n = 0;
+    if (req->sparse) {
+        h.count = (uint16_t)ina__sparse_build(ctx, ws, buf + INA_HDR_LEN);
+        ina_hdr_encode(buf, &h);
+        return INA_HDR_LEN + 4 * (size_t)h.count;
+    }
     if (has_data(req, ws->p)) {
         uint64_t b = ws->p - req->lag;
         n = block_len(ctx, req, b);
@@ -214,6 +222,8 @@ static void arm_timer(struct ina_ctx *ctx, struct ina_wslot *ws, uint64_t now)
         ctx->next_rto_ns = ws->deadline_ns;
 }
 
+static void req_finish(struct ina_ctx *ctx, struct ina_req *req, int status);
+
 /*
  * Send every packet that may go now, in stream order. Packet g uses slot
  * g mod window and may go when that slot's previous packet has its result;
@@ -231,6 +241,8 @@ static void send_ready(struct ina_ctx *ctx, uint64_t now)
             ctx->send_p = 0;
             continue;
         }
+        if (req->undecided)
+            break; /* sparse or dense: its probe's result decides (sparse.c) */
         uint64_t g = ctx->next_g;
         if (ctx->migrate_pending && g >= ctx->migrate_g)
             break; /* the rest goes to the next session (migrate.c) */
@@ -241,7 +253,14 @@ static void send_ready(struct ina_ctx *ctx, uint64_t now)
             break;
         }
         int16_t exp_used = 0;
-        if (req->one_round) {
+        if (req->sparse) {
+            /* The slot's previous packet has its result: plan this one from it. */
+            if (!ina__sparse_plan(ctx, req, ws, ctx->send_p)) {
+                if (req->ndone == req->npackets)
+                    req_finish(ctx, req, 0); /* every result was already in */
+                continue; /* send_p == npackets now: on to the next op */
+            }
+        } else if (req->one_round) {
             /* Its own block's exponent: the switch aligns the ranks' blocks. */
             exp_used = ina__block_exp(req->dtype,
                                       req->src + (size_t)ctx->send_p * ctx->elems * req->esize,
@@ -253,6 +272,8 @@ static void send_ready(struct ina_ctx *ctx, uint64_t now)
                 break; /* exponent of this block not agreed yet */
             exp_used = wd->exp_agreed;
         }
+        if (!req->sparse)
+            ws->sp_rebuild = 0; /* a taken-back sparse packet here is another op's now */
         ws->seq = ws->round++;
         ws->inflight = 1;
         ws->tries = 0;
@@ -299,6 +320,13 @@ static void req_finish(struct ina_ctx *ctx, struct ina_req *req, int status)
     req_unlink(ctx, req);
     req->done = 1;
     req->status = status;
+    if (req->probe_for) {
+        /* An AUTO op's probe: not an operation of its own. Its sum decides
+         * how the op goes; a failure fails the op with the rest. */
+        if (status == 0)
+            ina__sparse_decide(ctx, req->probe_for, req->probe_for->probe_sum);
+        return;
+    }
     if (status == 0)
         ctx->stats.ops++;
 }
@@ -403,7 +431,14 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
         return;
     }
     size_t n = has_data(req, ws->p) ? block_len(ctx, req, ws->p - req->lag) : 0;
-    if (h->count != n) {
+    if (req->sparse) {
+        int rc = ina__sparse_on_result(ctx, ws, payload, h->count);
+        if (rc) {
+            ina__stream_fail_all(ctx, rc); /* never produced by a conforming switch and ranks */
+            return;
+        }
+        n = 0; /* written */
+    } else if (h->count != n) {
         /* A conforming switch completes a round only with our contribution,
          * whose count it checked against the others': this cannot happen.
          * Defensive: never write a result of the wrong size. */

@@ -154,7 +154,8 @@ static void send_ctl_auth(struct ina_switch *sw, const struct ina_job *job, uint
     ina_hdr_init(&h, kind);
     h.rank = INA_RANK_SWITCH;
     if (kind == INA_K_JOIN_ACK)
-        h.flags = (sw->p.int_ops_only ? 0 : INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32) | /* beyond v1 */
+        h.flags = (sw->p.int_ops_only ? 0 : INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32 |
+                                            INA_FLAG_CAP_SPARSE) | /* beyond v1 */
                   (sw->p.shm && !sw->p.mcast_base ? INA_FLAG_CAP_SHM : 0);
     if (job) {
         h.job = job->id;

@@ -47,6 +47,12 @@ void ina_sw_counters_print(const struct ina_sw_counters *c, FILE *f)
     fprintf(f, "  doorbells       %llu\n", (unsigned long long)c->doorbells);
     fprintf(f, "  joins_withdrawn %llu\n", (unsigned long long)c->joins_withdrawn);
     fprintf(f, "  joins_expired   %llu\n", (unsigned long long)c->joins_expired);
+    fprintf(f, "  sparse_rx_packets %llu\n", (unsigned long long)c->sparse_rx_packets);
+    fprintf(f, "  sparse_rx_bytes %llu\n", (unsigned long long)c->sparse_rx_bytes);
+    fprintf(f, "  sparse_rx_blocks %llu\n", (unsigned long long)c->sparse_rx_blocks);
+    fprintf(f, "  sparse_tx_packets %llu\n", (unsigned long long)c->sparse_tx_packets);
+    fprintf(f, "  sparse_tx_bytes %llu\n", (unsigned long long)c->sparse_tx_bytes);
+    fprintf(f, "  sparse_tx_blocks %llu\n", (unsigned long long)c->sparse_tx_blocks);
     for (int d = 0; d < INA_DROP__COUNT; d++)
         fprintf(f, "  drop_%-11s %llu\n", drop_names[d], (unsigned long long)c->drops[d]);
 }

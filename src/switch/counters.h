@@ -30,7 +30,8 @@
     X(EVICTED, "round at or past the bound of an evicted job (it moved away)")                                  \
     X(AUTH, "JOIN without a valid proof of the shared secret (--secret-file)")   \
     X(SHM, "shared-memory ring refused, full or corrupt (the datagram is lost)") \
-    X(TXQ, "transmit queue full before a flush (a switch bug; the datagram is lost)")
+    X(TXQ, "transmit queue full before a flush (a switch bug; the datagram is lost)") \
+    X(SPARSE, "malformed block-sparse payload (layout, places, counts or positions)")
 
 enum ina_drop {
 #define INA__DROP_ENUM(name, text) INA_DROP_##name,
@@ -57,6 +58,12 @@ struct ina_sw_counters {
     uint64_t doorbells;       /* DOORBELL datagrams sent to sleeping workers */
     uint64_t joins_withdrawn; /* registrations withdrawn by their rank (WITHDRAW) */
     uint64_t joins_expired;   /* registrations forgotten: the rank's deadline passed or it fell silent */
+    /* Block-sparse rounds (wire ops 7, 8; PROTOCOL.md §17): datagrams and
+     * their UDP payload bytes in (DATA from a job's ranks, duplicates
+     * included) and out (RESULTs queued, one per copy), and the blocks they
+     * carried: bytes on the wire against a dense run, from here. */
+    uint64_t sparse_rx_packets, sparse_rx_bytes, sparse_rx_blocks;
+    uint64_t sparse_tx_packets, sparse_tx_bytes, sparse_tx_blocks;
     uint64_t drops[INA_DROP__COUNT];
 };
 

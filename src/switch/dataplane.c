@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "common/be32.h"
+#include "common/sparse_wire.h"
 #include "switch/switch.h"
 
 static inline void drop(struct ina_switch *sw, enum ina_drop why) { sw->c.drops[why]++; }
@@ -82,19 +83,30 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
     h.tag = ss->tag;
 
     uint8_t *buf = ina_txq_buf(&sw->txq);
+    const int32_t *v = set_values(sw, job->slot_base + rel_slot, set);
+    unsigned sparse_blocks = 0, copies;
+    if (ina_op_is_sparse(ss->op)) /* only the blocks some rank sent (§17.4) */
+        h.count = (uint16_t)ina__sparse_emit(buf + INA_HDR_LEN, v, &sparse_blocks);
+    else
+        ina_be32_store(buf + INA_HDR_LEN, v, ss->count);
     ina_hdr_encode(buf, &h);
-    ina_be32_store(buf + INA_HDR_LEN, set_values(sw, job->slot_base + rel_slot, set), ss->count);
-    size_t len = INA_HDR_LEN + 4 * (size_t)ss->count;
+    size_t len = INA_HDR_LEN + 4 * (size_t)h.count;
     if (dest >= 0) {
         send_to_rank(sw, job, dest, buf, len);
-        return;
-    }
-    if (job->mcast.sin_family) { /* one send; the network (or the host) copies it */
+        copies = 1;
+    } else if (job->mcast.sin_family) { /* one send; the network (or the host) copies it */
         ina_txq_push(&sw->txq, buf, len, &job->mcast);
-        return;
+        copies = 1;
+    } else {
+        for (int r = 0; r < job->world; r++)
+            send_to_rank(sw, job, r, buf, len);
+        copies = (unsigned)job->world;
     }
-    for (int r = 0; r < job->world; r++)
-        send_to_rank(sw, job, r, buf, len);
+    if (ina_op_is_sparse(ss->op)) {
+        sw->c.sparse_tx_packets += copies;
+        sw->c.sparse_tx_bytes += copies * len;
+        sw->c.sparse_tx_blocks += (uint64_t)copies * sparse_blocks;
+    }
 }
 
 /* x / 2^d rounded to nearest (ties up), for |x| < 2^31 and d >= 1. */
@@ -190,10 +202,17 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         return drop_job(sw, job, INA_DROP_SLOT);
     if (h->count > job->elems)
         return drop_job(sw, job, INA_DROP_COUNT);
-    if (h->op > INA_OP_LAST || (sw->p.int_ops_only && h->op > INA_OP_MIN_I32))
+    int sparse = ina_op_is_sparse(h->op);
+    if ((h->op > INA_OP_LAST && !sparse) || (sw->p.int_ops_only && h->op > INA_OP_MIN_I32))
         return drop_job(sw, job, INA_DROP_OP);
     if (set != (h->seq & 1))
         return drop_job(sw, job, INA_DROP_SET);
+    if (sparse) {
+        sw->c.sparse_rx_packets++;
+        sw->c.sparse_rx_bytes += INA_HDR_LEN + 4 * (size_t)h->count;
+        if (!ina__sparse_valid(job, h, payload))
+            return drop_job(sw, job, INA_DROP_SPARSE);
+    }
 
     if (job->evicted && (uint64_t)h->seq * job->window + rel >= job->evict_bound) {
         /* Past the bound: this rank has not heard that the job moved. */
@@ -218,7 +237,13 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         ss->complete = 0;
         memset(ss->bitmap, 0, sizeof(ss->bitmap));
         bit_set(ss->bitmap, rank);
-        ina_be32_load(set_values(sw, abs_slot, set), payload, h->count);
+        if (sparse) {
+            ss->count = 0; /* ranks' counts differ: the RESULT's is computed at emit */
+            ss->exp = 0;
+            sw->c.sparse_rx_blocks += ina__sparse_first(set_values(sw, abs_slot, set), payload);
+        } else {
+            ina_be32_load(set_values(sw, abs_slot, set), payload, h->count);
+        }
     } else if (d == 0) {
         if (bit_test(ss->bitmap, rank)) {
             job->c.retransmits++;
@@ -228,7 +253,9 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
             emit_result(sw, job, rel, set, ss, (int)rank);
             return;
         }
-        if (h->count != ss->count || h->tag != ss->tag || h->op != ss->op) {
+        if (h->tag != ss->tag || h->op != ss->op ||
+            (sparse ? !ina__sparse_same(set_values(sw, abs_slot, set), payload)
+                    : h->count != ss->count)) {
             /* Ranks are running different operations here: no sum exists. */
             drop_job(sw, job, INA_DROP_MISMATCH);
             ina__job_abort(sw, job, INA_ERR_MISMATCH);
@@ -236,7 +263,10 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         }
         bit_set(ss->bitmap, rank);
         ss->nrecv++;
-        if (ss->op == INA_OP_ADD_BFP) {
+        if (sparse) {
+            sw->c.sparse_rx_blocks +=
+                ina__sparse_combine(set_values(sw, abs_slot, set), payload, ss->op);
+        } else if (ss->op == INA_OP_ADD_BFP) {
             combine(ss, set_values(sw, abs_slot, set), payload, h->count, h->exp);
         } else {
             if (h->exp > ss->exp)

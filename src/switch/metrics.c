@@ -201,7 +201,13 @@ static void job_labels(struct buf *b, const struct ina_job *j)
     X(shm_tx_packets, "Results put into shared-memory rings")                               \
     X(doorbells, "Doorbells sent to workers asleep on a ring")                              \
     X(joins_withdrawn, "Registrations withdrawn by a rank that gave up joining")            \
-    X(joins_expired, "Registrations forgotten: deadline passed or the rank fell silent")
+    X(joins_expired, "Registrations forgotten: deadline passed or the rank fell silent")     \
+    X(sparse_rx_packets, "Block-sparse DATA datagrams from ranks (duplicates included)")     \
+    X(sparse_rx_bytes, "Bytes of those datagrams (UDP payload)")                            \
+    X(sparse_rx_blocks, "Blocks carried by block-sparse DATA")                               \
+    X(sparse_tx_packets, "Block-sparse RESULT datagrams queued (one per copy)")              \
+    X(sparse_tx_bytes, "Bytes of those datagrams (UDP payload)")                            \
+    X(sparse_tx_blocks, "Blocks carried by block-sparse RESULTs")
 
 #define JOB_GAUGES(X)                                                                 \
     X(world, "Ranks of the job", (double)j->world)                                    \

@@ -230,6 +230,20 @@ void ina__ctl_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
                     size_t bodylen, const struct sockaddr_in *src, uint64_t now_ns);
 void ina__job_reset_slots(struct ina_switch *sw, const struct ina_job *job);
 void ina__job_abort(struct ina_switch *sw, struct ina_job *job, int reason);
+
+/* sparse.c: block-sparse rounds (wire ops 7 and 8, PROTOCOL.md §17). The
+ * payload of a DATA that passed ina__sparse_valid() is read without further
+ * bounds checks; v is the round's slot set values (max_elems words). */
+int ina__sparse_valid(const struct ina_job *job, const struct ina_hdr *h, const uint8_t *payload);
+/* 1 if the payload has the round's layout and, place by place, its positions and FIRST bits. */
+int ina__sparse_same(const int32_t *v, const uint8_t *payload);
+/* The round's first contribution; later ones by op. @return the blocks it carried. */
+unsigned ina__sparse_first(int32_t *v, const uint8_t *payload);
+unsigned ina__sparse_combine(int32_t *v, const uint8_t *payload, uint8_t op);
+/* The RESULT payload of a finished round into out. @return its words; *nblocks its blocks. */
+size_t ina__sparse_emit(uint8_t *out, const int32_t *v, unsigned *nblocks);
+/* Blocks (HAS places) in a checked payload. */
+unsigned ina__sparse_blocks_in(const uint8_t *payload);
 /* The same, with the reason the log gives (operator_abort, rank_restarted, ...). */
 void ina__job_abort_why(struct ina_switch *sw, struct ina_job *job, int reason, const char *why);
 

@@ -20,6 +20,7 @@
 #include "switch/counters.c"
 #include "switch/dataplane.c"
 #include "switch/log.c"
+#include "switch/sparse.c"
 #include "switch/txq.c"
 
 #define T_NSLOTS 16
@@ -1935,7 +1936,7 @@ static uint16_t ack_flags(const char *name, int port)
 static void test_float_add(void)
 {
     sw_open(T_IDLE_TIMEOUT);
-    CHECK_EQ_INT(ack_flags("caps", 9300), INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32);
+    CHECK_EQ_INT(ack_flags("caps", 9300), INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32 | INA_FLAG_CAP_SPARSE);
     struct job_info ji = START_JOB("f32", 3, 8, 2, 9310, 0x9310);
     /* Arrival order 0, 1, 2: the result is ((x0 + x1) + x2) in binary32,
      * round to nearest even: cancellation, IEEE non-finite rules per
@@ -2069,7 +2070,8 @@ static void test_shm_attach(void)
 
     open_shm = 1;
     sw_open(T_IDLE_TIMEOUT);
-    CHECK_EQ_INT(ack_flags("caps", 9399), INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32 | INA_FLAG_CAP_SHM);
+    CHECK_EQ_INT(ack_flags("caps", 9399),
+                 INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32 | INA_FLAG_CAP_SHM | INA_FLAG_CAP_SPARSE);
     ji = START_JOB("rings", 2, 8, 2, 9400, 0x9400);
     send_shm_attach(&ji, 0, name, slot_size);
     CHECK_EQ_INT(shm_ack_reason(), 0);
