@@ -106,6 +106,25 @@ static inline void switch_addr(const struct sw_proc *sp, char *buf, size_t len)
     snprintf(buf, len, "127.0.0.1:%d", sp->port);
 }
 
+/* ina-ctl CMD ID against a switch's --metrics port. The switch publishes its
+ * job list every 100 ms, so a job just started may not be listed yet: retry
+ * for up to 3 s. @return ina-ctl's exit status (0 = done). */
+static inline int ctl_job(int metrics_port, const char *cmd, unsigned id)
+{
+    char bin[512], line[700];
+    snprintf(bin, sizeof(bin), "%s", INA_SWITCH_BIN);
+    char *slash = strrchr(bin, '/');
+    if (slash)
+        *slash = '\0';
+    snprintf(line, sizeof(line), "%s/ina-ctl --metrics 127.0.0.1:%d %s %u >/dev/null 2>&1",
+             slash ? bin : ".", metrics_port, cmd, id);
+    int rc = -1;
+    for (int i = 0; i < 30 && rc != 0; i++)
+        if ((rc = system(line)) != 0)
+            usleep(100 * 1000);
+    return rc;
+}
+
 /* Fill a config for rank r of n against the switch. */
 static inline void worker_config(ina_config *cfg, const struct sw_proc *sp, const char *job, int r,
                           int n, char *addrbuf, size_t addrlen)

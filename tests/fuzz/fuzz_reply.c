@@ -12,13 +12,18 @@
  *                else fails with EAGAIN, or ECONNREFUSED (no switch there).
  * A model switch answers from those DATA datagrams as if every rank had sent
  * the same data: the RESULT echoes the header and carries world * payload
- * (for op 4: the payload added to itself world - 1 times in binary32).
+ * (for op 4: the payload added to itself world - 1 times in binary32; for a
+ * sparse one, ops 7 and 8, the layout and place descriptors unchanged and
+ * each block so).
  *
  * Input format:
  *
  *   [4 bytes config] then records [1 byte flags] [1 byte sel] [2 bytes length, big-endian] [bytes]
  *
- * config: b0: window = 1 << (b0 & 3), world = 1 + (b0 >> 2); b1: elems =
+ * config: b0: window = 1 << (b0 & 3), world = 1 + ((b0 >> 2) & 31), bit 7 the
+ * requests are block-sparse (PROTOCOL.md §17: blocks of 2 elements, the
+ * JOIN_ACK offers it; requests of packets too small for a place go dense,
+ * and every third block of the data is non-zero); b1: elems =
  * 1 + (b1 & 15), bit 4 request A is FLOAT32, bit 5 a second request B exists,
  * bit 6 B is FLOAT32, bit 7 the float data holds Inf and NaN; b2: element
  * count of A; b3: bits 0..6 element count of B, bit 7 the switch adds floats
@@ -57,6 +62,7 @@
 
 #include <netinet/udp.h>
 
+#include "common/sparse_wire.h"
 #include "lib/internal.h"
 
 
@@ -87,6 +93,7 @@ int __wrap_recvmmsg(int fd, struct mmsghdr *msgs, unsigned int vlen, int flags,
 #define FZ_TOKEN 0x70CE4u
 #define FZ_TIMEOUT_MS 30000
 #define FZ_RTO_MS 100
+#define FZ_SPARSE_BLOCK 2
 
 static const uint64_t clock_step[8] = {
     0, 1000, 1000000, 50000000ull, 150000000ull, 1100000000ull, 10000000000ull, 31000000000ull,
@@ -154,9 +161,16 @@ HARNESS int __wrap_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int vlen, int
         CHECKF(((h.slot & INA_SLOT_SET_BIT) != 0) == (h.seq & 1));
         const struct ina_wslot *ws = &ctx->slots[slot];
         CHECKF(ws->inflight && ws->seq == h.seq); /* only in-flight packets go out */
-        /* op 4 only for a float op of a context whose switch offered it */
+        /* op 4 only for a float op of a context whose switch offered it;
+         * ops 7 and 8 only for a sparse op, with a well-formed payload */
         const int f32 = ws->req->payload == INA_PAYLOAD_F32;
-        CHECKF(h.op == (f32 ? INA_OP_ADD_F32 : INA_OP_ADD_I32));
+        if (ws->req->sparse) {
+            CHECKF(h.op == (f32 ? INA_OP_SPARSE_F32 : INA_OP_SPARSE_I32));
+            CHECKF(ctx->switch_caps & INA_FLAG_CAP_SPARSE);
+            CHECKF(ina_sparse_check(b + INA_HDR_LEN, h.count, ctx->elems) == 0);
+        } else {
+            CHECKF(h.op == (f32 ? INA_OP_ADD_F32 : INA_OP_ADD_I32));
+        }
         CHECKF(!f32 || (ctx->switch_caps & INA_FLAG_CAP_F32));
         memcpy(sent[slot].buf, b, len);
         sent[slot].len = len;
@@ -237,7 +251,7 @@ static void *xmalloc(size_t n)
 
 /* As ina_allreduce_start(), minus the argument checks. */
 static void op_start(struct ina_ctx *ctx, struct fz_op *op, size_t count, int is_float,
-                     int nonfinite)
+                     int nonfinite, int sparse)
 {
     op->src = xmalloc(4 * count);
     op->dst = xmalloc(4 * count);
@@ -251,9 +265,12 @@ static void op_start(struct ina_ctx *ctx, struct fz_op *op, size_t count, int is
         } else {
             ((int32_t *)op->src)[i] = (int32_t)(i * 1000003u + 0x7FFFFF00u);
         }
+        if (sparse && (i / FZ_SPARSE_BLOCK) % 3)
+            ((int32_t *)op->src)[i] = 0; /* +0 as either type: a zero block */
     }
     struct ina_req *req = ina__req_create(ctx, op->src, op->dst, count,
-                                          is_float ? INA_FLOAT32 : INA_INT32, INA_SUM, INA_SPARSE_OFF);
+                                          is_float ? INA_FLOAT32 : INA_INT32, INA_SUM,
+                                          sparse ? INA_SPARSE_ON : INA_SPARSE_OFF);
     CHECKF(req != NULL);
     op->req = req;
     if (!req->done)
@@ -340,8 +357,9 @@ HARNESS static void check_sums(const struct ina_ctx *ctx, const struct fz_op *op
         return;
     }
     const int l = ina_quant_headroom_bits(w);
-    for (size_t start = 0; start < req->count; start += ctx->elems) {
-        size_t n = req->count - start < ctx->elems ? req->count - start : ctx->elems;
+    const size_t qb = req->sparse ? FZ_SPARSE_BLOCK : ctx->elems; /* the quantization blocks */
+    for (size_t start = 0; start < req->count; start += qb) {
+        size_t n = req->count - start < qb ? req->count - start : qb;
         int16_t e = ina_quant_block_exp(x + start, n);
         for (size_t i = start; i < start + n; i++) {
             if (e == INA_EXP_NONFINITE) {
@@ -382,9 +400,12 @@ static uint8_t *model_result(const struct ina_ctx *ctx, uint32_t s, size_t *len)
     memcpy(b, sent[s].buf, *len);
     b[3] = INA_K_RESULT;
     ina_put16(b + 6, INA_RANK_SWITCH);
-    for (size_t off = INA_HDR_LEN; off + 4 <= *len; off += 4) {
+    size_t first = INA_HDR_LEN;
+    if (ina_op_is_sparse(b[30])) /* the descriptors stand: every rank sent the same */
+        first += 4 * ina_sparse_words(0, ina_sparse_layout_places(ina_get32(b + first)), 0);
+    for (size_t off = first; off + 4 <= *len; off += 4) {
         uint32_t v = ina_get32(b + off);
-        if (b[30] == INA_OP_ADD_F32) {
+        if (b[30] == INA_OP_ADD_F32 || b[30] == INA_OP_SPARSE_F32) {
             float x, acc;
             memcpy(&x, &v, 4);
             acc = x;
@@ -480,7 +501,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ctx->fd = -1;
     snprintf(ctx->job, sizeof(ctx->job), "fuzz");
     ctx->window = 1u << (data[0] & 3);
-    ctx->world = 1 + (data[0] >> 2);
+    ctx->world = 1 + ((data[0] >> 2) & 31);
     ctx->rank = 0;
     ctx->elems = 1 + (data[1] & 15);
     ctx->timeout_ms = FZ_TIMEOUT_MS;
@@ -494,12 +515,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ctx->switch_caps = INA_FLAG_CAP_F32;
         ctx->float_add = INA_FLOAT_ADD_SWITCH;
     }
+    int sparse = data[0] >> 7;
+    if (sparse) {
+        ctx->switch_caps |= INA_FLAG_CAP_SPARSE;
+        ctx->sparse_block = FZ_SPARSE_BLOCK;
+    }
     CHECKF(ina__stream_init(ctx) == 0);
 
     int nonfinite = (data[1] >> 7) & 1;
-    op_start(ctx, &ops[0], data[2], (data[1] >> 4) & 1, nonfinite);
+    op_start(ctx, &ops[0], data[2], (data[1] >> 4) & 1, nonfinite, sparse);
     if ((data[1] >> 5) & 1)
-        op_start(ctx, &ops[1], data[3] & 0x7F, (data[1] >> 6) & 1, nonfinite);
+        op_start(ctx, &ops[1], data[3] & 0x7F, (data[1] >> 6) & 1, nonfinite, sparse);
     check_ctx(ctx);
     data += 4;
     size -= 4;
@@ -541,7 +567,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!ops[k].req)
             continue;
         CHECKF(ops[k].req->done);
-        free(ops[k].req);
+        ina__req_free(ops[k].req);
         free(ops[k].src);
         free(ops[k].dst);
     }

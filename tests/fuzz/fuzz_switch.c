@@ -27,6 +27,7 @@
 #include "switch/dataplane.c"
 #include "switch/log.c"
 #include "switch/sparse.c"
+#include "common/sparse_wire.h"
 
 /*
  * Input format: a sequence of records, each
@@ -273,7 +274,14 @@ HARNESS static void check_state(void)
                 CHECKF(ss->nrecv <= job->world);
                 CHECKF((ss->seq & 1) == set);
                 CHECKF(ss->count <= job->elems);
-                CHECKF(ss->op <= INA_OP_LAST); /* only valid wire ops ever enter a round */
+                /* only valid wire ops ever enter a round */
+                CHECKF(ss->op <= INA_OP_LAST || ina_op_is_sparse(ss->op));
+                if (ina_op_is_sparse(ss->op)) { /* a checked layout, within the slot */
+                    uint32_t lay = (uint32_t)sw.values[((size_t)(job->slot_base + s) * 2 + set) *
+                                                       sw.p.max_elems];
+                    CHECKF(ina_sparse_words_max(ina_sparse_layout_block(lay),
+                                                ina_sparse_layout_places(lay)) <= job->elems);
+                }
                 CHECKF(ss->complete == (ss->nrecv == job->world));
             }
         }

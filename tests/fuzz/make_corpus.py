@@ -82,6 +82,22 @@ def sw_data(addr, slot, seq, values, job=HONEST, rank=None, exp=0, flags=S_CREDS
     return sw_record(addr, job, flags, step, h + ints(values))
 
 
+SPARSE_END = 0xFFFFFFFF
+
+
+def sparse_payload(block, places):
+    """The words of a sparse payload (sparse_wire.h): places are (pos, next, has, first, exp,
+    block values); the blocks follow the descriptors."""
+    words = [block << 16 | len(places) << 8]
+    for pos, nxt, has, first, exp, _ in places:
+        words += [pos, nxt, (0x80000000 if has else 0) | (0x40000000 if first else 0) |
+                  (exp & 0xFFFF)]
+    for _, _, has, _, _, vals in places:
+        if has:
+            words += list(vals)
+    return words
+
+
 def sw_round(slot, seq, base=0, count=HONEST_ELEMS):
     return b"".join(sw_data(r, slot, seq, [base + r * 10 + i for i in range(count)])
                     for r in range(HONEST_WORLD))
@@ -108,6 +124,23 @@ def switch_seeds():
                 exp=[3, -7, EXP_ZERO][r])
         for r in range(HONEST_WORLD)) + sw_data(1, 1, 1, [1, 2, 3], exp=EXP_NONFINITE)
     s["count_mismatch"] = sw_data(0, 2, 0, [1] * 8) + sw_data(1, 2, 0, [1] * 4)
+    # Block-sparse rounds (ops 7, 8): blocks of 4, one place per packet (elems 8).
+    sp = b""
+    for seq in range(3):  # a first round, blocks from some ranks, the column's end
+        for r in range(HONEST_WORLD):
+            has = seq > 0 and r != 1
+            sp += sw_data(r, 0, seq, sparse_payload(4, [(10 + seq, 11 + seq + r if seq < 2 else
+                                                         SPARSE_END, has, seq == 0, seq - r,
+                                                         [r, -r, 1 << 30, seq])]), op=7)
+    sp += sw_data(1, 0, 1, sparse_payload(4, [(11, 12, False, False, 0, [])]), op=7)  # dup
+    for r in range(HONEST_WORLD):  # binary32 blocks
+        sp += sw_data(r, 1, 0, sparse_payload(4, [(3, SPARSE_END, r > 0, False, 0,
+                                                   [0x3F800000, 0x7F800000, 0x80000000, r])]),
+                      op=8)
+    sp += sw_data(0, 2, 0, [4 << 16 | 1 << 8, 5, 5, 0x80000000 | 1 << 30], op=7)  # malformed
+    sp += sw_data(0, 3, 0, sparse_payload(4, []), op=7) + sw_data(1, 3, 0, [4 << 16], op=7)
+    sp += sw_data(2, 3, 0, sparse_payload(4, [(1, 2, False, True, 0, [])]), op=7)  # mismatch
+    s["sparse_rounds"] = sp
     s["seq_rules"] = (sw_data(0, 0, 0, [1] * 8) + sw_data(0, 0, 0, [1] * 8) +  # dup pending
                       sw_data(0, 0, 2, [1] * 8) +  # next round before this one completed
                       sw_data(0, 0, 4, [1] * 8) +  # too far ahead
@@ -212,9 +245,11 @@ R_FORGE = R_HDR | R_CREDS | R_SLOT | R_COUNT | R_PROGRESS  # accepted, with our 
 
 
 def config(window_log2, world, elems, a_count, a_float=False, b_count=None, b_float=False,
-           nonfinite=False, float_wire=False):
-    """float_wire: the switch adds floats (op 4); b_count is then at most 127."""
-    b0 = (window_log2 & 3) | (world - 1) << 2
+           nonfinite=False, float_wire=False, sparse=False):
+    """float_wire: the switch adds floats (op 4); b_count is then at most 127. sparse: the
+    requests are block-sparse (ops 7 and 8, blocks of 2 elements). world: 1..32."""
+    assert 1 <= world <= 32
+    b0 = (window_log2 & 3) | (world - 1) << 2 | sparse << 7
     b1 = ((elems - 1) & 15) | (a_float << 4) | ((b_count is not None) << 5) | (b_float << 6) | \
         (nonfinite << 7)
     return bytes([b0, b1, a_count, (b_count or 0) | (float_wire << 7)])
@@ -256,7 +291,7 @@ def reply_seeds():
     s["float_complete"] = config(1, 2, 4, 10, a_float=True) + stream(2, [(10, True)], 4)
     s["two_ops_rtt"] = (config(3, 3, 4, 9, b_count=20, b_float=True) +
                         stream(8, [(9, False), (20, True)], 4, step=2))
-    s["float_big_world"] = (config(0, 64, 16, 255, a_float=True, nonfinite=True) +
+    s["float_big_world"] = (config(0, 32, 16, 255, a_float=True, nonfinite=True) +
                             stream(1, [(255, True)], 16))
     s["float_zero_nonfinite"] = (config(2, 4, 8, 40, a_float=True, b_count=33, b_float=True,
                                         nonfinite=True) + stream(4, [(40, True), (33, True)], 8))
@@ -265,6 +300,17 @@ def reply_seeds():
     s["float_wire_nonfinite"] = (config(1, 5, 8, 40, a_float=True, b_count=20, b_float=True,
                                         nonfinite=True, float_wire=True) +
                                  stream(2, [(40, True), (20, True)], 8, float_wire=True))
+    # Block-sparse: the schedule depends on the results, so the model answers slot after
+    # slot, round after round, more often than the ops need (extra records are stale).
+    s["sparse_int_float"] = (config(2, 3, 16, 200, b_count=90, b_float=True, sparse=True) +
+                             b"".join(model(g % 4) for g in range(120)))
+    s["sparse_float_wire"] = (config(1, 2, 12, 150, a_float=True, b_count=40, nonfinite=True,
+                                     float_wire=True, sparse=True) +
+                              b"".join(model(g % 2) for g in range(100)))
+    s["sparse_forged"] = (config(2, 2, 16, 120, a_float=True, sparse=True) + model(0) +
+                          result(1, [2 << 16 | 2 << 8, 0, 1, 1 << 30, 6, 6, 0]) +
+                          result(2, [2 << 16 | 1 << 8, 2, 0xFFFFFFFF, 0x80000000, 5, 7]) +
+                          b"".join(model(g % 4) for g in range(60)))
     s["count_zero_then_op"] = config(1, 2, 2, 0, b_count=5) + stream(2, [(5, False)], 2)
     s["forged"] = (config(2, 2, 4, 13) + model(0) + result(1, [1, 2, 3, 4]) +
                    result(2, [5, 6, 7, 8], flags=R_FORGE | R_DUP) + model(3) +

@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "dtypes.h"
+#include "common/sparse_wire.h"
 #include "lib/quant.h"
 
 /* The switch sources are not in libina: compile them into this test (not main.c). */
@@ -2006,6 +2007,237 @@ static void test_float_add(void)
     open_int_ops_only = 0;
 }
 
+/* ---- Block-sparse rounds (wire ops 7 and 8, PROTOCOL.md §17) ------------------ */
+
+#define SP_B 4 /* block length of these tests */
+
+struct sp_place {
+    uint32_t pos, next;
+    int has, first;
+    int16_t exp;
+    int32_t blk[SP_B];
+};
+
+/* A sparse payload of np places (blocks after the descriptors) into w. @return its words. */
+static unsigned sp_payload(int32_t *w, const struct sp_place *pl, unsigned np)
+{
+    unsigned n = 1 + 3 * np;
+    w[0] = (int32_t)ina_sparse_layout(SP_B, np);
+    for (unsigned j = 0; j < np; j++) {
+        w[1 + 3 * j] = (int32_t)pl[j].pos;
+        w[2 + 3 * j] = (int32_t)pl[j].next;
+        w[3 + 3 * j] = (int32_t)ina_sparse_info(pl[j].has, pl[j].first, pl[j].exp);
+        if (pl[j].has)
+            for (int i = 0; i < SP_B; i++)
+                w[n++] = pl[j].blk[i];
+    }
+    return n;
+}
+
+static void sp_send(const struct job_info *ji, int rank, uint32_t idx, uint32_t seq, uint8_t op,
+                    const struct sp_place *pl, unsigned np)
+{
+    int32_t w[64];
+    unsigned n = sp_payload(w, pl, np);
+    send_data_op(ji, rank, idx, seq & 1, seq, n, op, w);
+}
+
+/* Counters of sparse traffic must have moved by exactly these amounts since snap. */
+#define EXPECT_SPARSE(snap, rxp, rxb, txp, txb)                                         \
+    do {                                                                                \
+        CHECK_EQ_INT(sw->c.sparse_rx_packets - (snap).sparse_rx_packets, rxp);           \
+        CHECK_EQ_INT(sw->c.sparse_rx_blocks - (snap).sparse_rx_blocks, rxb);             \
+        CHECK_EQ_INT(sw->c.sparse_tx_packets - (snap).sparse_tx_packets, txp);           \
+        CHECK_EQ_INT(sw->c.sparse_tx_blocks - (snap).sparse_tx_blocks, txb);             \
+    } while (0)
+
+static void sw_open_elems(uint32_t max_elems)
+{
+    sw_open(T_IDLE_TIMEOUT);
+    sw_close();
+    struct ina_switch_params p;
+    memset(&p, 0, sizeof(p));
+    p.nslots = T_NSLOTS;
+    p.max_elems = max_elems;
+    p.join_timeout_ns = T_JOIN_TIMEOUT;
+    p.idle_timeout_ns = T_IDLE_TIMEOUT;
+    p.int_ops_only = open_int_ops_only;
+    sw = malloc(sizeof(*sw));
+    CHECK(sw && ina_switch_init(sw, &p) == 0);
+}
+
+static void test_sparse_rounds(void)
+{
+    sw_open_elems(64);
+    struct job_info ji = START_JOB("sparse", 3, 64, 2, 9500, 0x9500);
+    /* Round 0 of slot 0: three places. Place 0 is a column's first round
+     * (no blocks, each rank's first non-zero block of it); place 1 has
+     * blocks from ranks 0 and 1; place 2 only from rank 1. */
+    struct sp_place r0[3] = {
+        {100, 105, 0, 1, -3, {0}},
+        {10, 12, 1, 0, 7, {1, 2, 3, -4}},
+        {20, INA_SPARSE_END, 0, 0, INA_EXP_ZERO, {0}},
+    };
+    struct sp_place r1[3] = {
+        {100, 103, 0, 1, -9, {0}},
+        {10, 14, 1, 0, 2, {10, 20, 30, INT32_MAX}},
+        {20, 21, 1, 0, 5, {7, 7, 7, 7}},
+    };
+    struct sp_place r2[3] = {
+        {100, 103, 0, 1, 4, {0}},
+        {10, 11, 0, 0, -1, {0}},
+        {20, INA_SPARSE_END, 0, 0, INA_EXP_ZERO, {0}},
+    };
+    struct ina_sw_counters snap = sw->c;
+    sp_send(&ji, 0, 0, 0, INA_OP_SPARSE_I32, r0, 3);
+    sp_send(&ji, 1, 0, 0, INA_OP_SPARSE_I32, r1, 3);
+    CHECK_EQ_INT(tx_n(), 0);
+    sp_send(&ji, 2, 0, 0, INA_OP_SPARSE_I32, r2, 3);
+    /* The sum: per place the minimum next, the largest exponent among the
+     * ranks at that minimum, HAS where some rank sent a block. */
+    struct sp_place want[3] = {
+        {100, 103, 0, 1, 4, {0}},
+        {10, 11, 1, 0, -1, {11, 22, 33, wadd(-4, INT32_MAX)}},
+        {20, 21, 1, 0, 5, {7, 7, 7, 7}},
+    };
+    int32_t ww[64];
+    unsigned wn = sp_payload(ww, want, 3);
+    CHECK_EQ_INT(wn, 1 + 9 + 8);
+    result_op = INA_OP_SPARSE_I32;
+    CHECK_MULTICAST(&ji, 0, 0, 0, wn, 0, ww);
+    EXPECT_SPARSE(snap, 3, 3, 3, 6);
+    CHECK_EQ_INT(sw->c.sparse_tx_bytes - snap.sparse_tx_bytes, 3 * (INA_HDR_LEN + 4 * wn));
+    EXPECT_NO_DROP(snap);
+    tx_reset();
+
+    /* A duplicate of a finished round gets the stored result, to that rank
+     * only; nothing is added twice. */
+    snap = sw->c;
+    sp_send(&ji, 1, 0, 0, INA_OP_SPARSE_I32, r1, 3);
+    CHECK_EQ_INT(tx_n(), 1);
+    CHECK_RESULT(0, &ji, &ji.addr[1], 0, 0, 0, wn, 0, ww);
+    CHECK_EQ_INT(sw->c.results_resent - snap.results_resent, 1);
+    tx_reset();
+
+    /* Round 2 in the same set: its first contribution overwrites whatever
+     * the last round left (no clearing pass). One place, a block only from
+     * rank 2, a duplicate while pending (DUP_PENDING). */
+    struct sp_place a[1] = {{11, INA_SPARSE_END, 0, 0, INA_EXP_ZERO, {0}}};
+    struct sp_place c[1] = {{11, INA_SPARSE_END, 1, 0, INA_EXP_ZERO, {5, 6, 7, 8}}};
+    snap = sw->c;
+    sp_send(&ji, 0, 0, 2, INA_OP_SPARSE_I32, a, 1);
+    sp_send(&ji, 0, 0, 2, INA_OP_SPARSE_I32, a, 1);
+    EXPECT_DROP(snap, DUP_PENDING);
+    sp_send(&ji, 2, 0, 2, INA_OP_SPARSE_I32, c, 1);
+    sp_send(&ji, 1, 0, 2, INA_OP_SPARSE_I32, a, 1);
+    wn = sp_payload(ww, c, 1);
+    CHECK_MULTICAST(&ji, 0, 0, 2, wn, 0, ww);
+    tx_reset();
+
+    /* An empty round (every place taken: a placeholder) is its layout word. */
+    for (int r = 0; r < 3; r++)
+        sp_send(&ji, r, 1, 0, INA_OP_SPARSE_I32, a, 0);
+    wn = sp_payload(ww, a, 0);
+    CHECK_EQ_INT(wn, 1);
+    CHECK_MULTICAST(&ji, 1, 0, 0, 1, 0, ww);
+    tx_reset();
+
+    /* Malformed payloads are dropped (SPARSE), the round stays open. */
+    int32_t w[64];
+    unsigned n = sp_payload(w, r1, 3);
+    snap = sw->c;
+    send_data_op(&ji, 0, 1, 1, 1, n - 1, INA_OP_SPARSE_I32, w); /* count disagrees with HAS */
+    EXPECT_DROP(snap, SPARSE);
+    struct sp_place bad = r1[1];
+    bad.next = bad.pos; /* next must be past pos */
+    snap = sw->c;
+    sp_send(&ji, 0, 1, 1, INA_OP_SPARSE_I32, &bad, 1);
+    EXPECT_DROP(snap, SPARSE);
+    bad = r0[0];
+    bad.has = 1; /* a first round carries no block */
+    snap = sw->c;
+    sp_send(&ji, 0, 1, 1, INA_OP_SPARSE_I32, &bad, 1);
+    EXPECT_DROP(snap, SPARSE);
+    struct sp_place many[10];
+    for (unsigned j = 0; j < 10; j++)
+        many[j] = r0[0]; /* 10 places of 3 + 4 words could carry 71 words, more than 64 */
+    snap = sw->c;
+    sp_send(&ji, 0, 1, 1, INA_OP_SPARSE_I32, many, 10);
+    EXPECT_DROP(snap, SPARSE);
+    CHECK_EQ_INT(tx_n(), 0);
+    CHECK(job_named("sparse") != NULL);
+
+    /* op 8: blocks added as binary32. */
+    struct sp_place f[3][1];
+    const float fx[3][SP_B] = {{1.5f, -2.0f, 1e-45f, INFINITY}, {2.25f, 0.5f, 1e-45f, 1.0f},
+                               {0, 0, 0, 0}};
+    int32_t fsum[SP_B];
+    for (int r = 0; r < 3; r++) {
+        f[r][0] = (struct sp_place){7, INA_SPARSE_END, r < 2, 0, 0, {0}};
+        for (int i = 0; i < SP_B; i++)
+            f[r][0].blk[i] = (int32_t)float_bits(fx[r][i]);
+    }
+    for (int i = 0; i < SP_B; i++) {
+        volatile float acc = fx[0][i];
+        acc = acc + fx[1][i];
+        fsum[i] = (int32_t)float_bits(acc);
+    }
+    for (int r = 0; r < 3; r++)
+        sp_send(&ji, r, 1, 1, INA_OP_SPARSE_F32, f[r], 1);
+    struct sp_place fw = f[0][0];
+    memcpy(fw.blk, fsum, sizeof(fsum));
+    wn = sp_payload(ww, &fw, 1);
+    result_op = INA_OP_SPARSE_F32;
+    CHECK_MULTICAST(&ji, 1, 1, 1, wn, 0, ww);
+    tx_reset();
+
+    /* Ranks disagreeing on the places of a round: MISMATCH, the job aborts. */
+    result_op = INA_OP_SPARSE_I32;
+    sp_send(&ji, 0, 0, 4, INA_OP_SPARSE_I32, r0, 3);
+    struct sp_place moved[3];
+    memcpy(moved, r1, sizeof(moved));
+    moved[2].pos = 19;
+    moved[2].next = 21;
+    snap = sw->c;
+    sp_send(&ji, 1, 0, 4, INA_OP_SPARSE_I32, moved, 3);
+    EXPECT_DROP(snap, MISMATCH);
+    CHECK(job_named("sparse") == NULL);
+    tx_reset();
+
+    /* Also a FIRST bit that differs, another layout, or a dense op against a sparse one. */
+    for (int kind = 0; kind < 3; kind++) {
+        ji = START_JOB("sparse2", 2, 64, 2, 9520, 0x9520 + (uint64_t)kind * 16);
+        sp_send(&ji, 0, 0, 0, INA_OP_SPARSE_I32, r0, 3);
+        memcpy(moved, r0, sizeof(moved));
+        moved[1].first = 1;
+        moved[1].has = 0;
+        snap = sw->c;
+        if (kind == 0)
+            sp_send(&ji, 1, 0, 0, INA_OP_SPARSE_I32, moved, 3);
+        else if (kind == 1)
+            sp_send(&ji, 1, 0, 0, INA_OP_SPARSE_I32, r0, 2);
+        else
+            send_data_op(&ji, 1, 0, 0, 0, 4, INA_OP_ADD_I32, r0[1].blk);
+        EXPECT_DROP(snap, MISMATCH);
+        CHECK(job_named("sparse2") == NULL);
+        tx_reset();
+    }
+    result_op = INA_OP_ADD_I32;
+    sw_close();
+
+    /* --int-ops-only: no sparse offered, ops 7 and 8 dropped (OP). */
+    open_int_ops_only = 1;
+    sw_open_elems(64);
+    ji = START_JOB("sparse3", 2, 64, 2, 9540, 0x9540);
+    snap = sw->c;
+    sp_send(&ji, 0, 0, 0, INA_OP_SPARSE_I32, r0, 3);
+    sp_send(&ji, 0, 0, 0, INA_OP_SPARSE_F32, r0, 3);
+    EXPECT_DROPS(snap, OP, 2);
+    tx_reset();
+    sw_close();
+    open_int_ops_only = 0;
+}
+
 /*
  * Rings (PROTOCOL.md §5.9), the switch's side: an attach is acknowledged and
  * the name removed at once; RESULTs stay on UDP until the rank's up ring has
@@ -2280,6 +2512,7 @@ int main(void)
     test_shards_and_lanes();
     test_bfp_one_round();
     test_float_add();
+    test_sparse_rounds();
     test_shm_attach();
     test_join_basic();
     test_join_refused();
