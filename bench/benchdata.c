@@ -9,13 +9,34 @@
 /* The generator itself is ina-bench's, shared: */
 #include "../tools/bench_data.h"
 
+static struct sparse_pat pat = {1, SPARSE_RANDOM, 256, 1};
+
+void bd_set_sparse(double density, int pattern, size_t block, int world)
+{
+    pat.density = density;
+    pat.pattern = pattern;
+    pat.block = block ? block : 256;
+    pat.world = world > 0 ? world : 1;
+}
+
+static void dense_fill(int dtype, uint64_t seed, size_t start, size_t n, void *out)
+{
+    if (dtype == BD_INT32)
+        fill_i32(seed, start, n, out);
+    else
+        fill_f32(seed, start, n, out);
+}
+
+/* Elements [start, start + n) of rank's input. */
+static void fill_part(int dtype, void *out, size_t start, size_t n, int rank, uint64_t bytes,
+                      int iter)
+{
+    sparse_fill(&pat, dtype, 4, out, start, n, rank, bytes, iter, dense_fill);
+}
+
 void bd_fill(int dtype, void *out, size_t count, int rank, uint64_t bytes, int iter)
 {
-    uint64_t seed = data_seed(rank, bytes, iter);
-    if (dtype == BD_INT32)
-        fill_i32(seed, 0, count, out);
-    else
-        fill_f32(seed, 0, count, out);
+    fill_part(dtype, out, 0, count, rank, bytes, iter);
 }
 
 #define CHUNK 4096
@@ -36,7 +57,7 @@ int64_t bd_verify(int dtype, const void *recv, size_t count, int world, uint64_t
             const int32_t *got = (const int32_t *)recv + b0;
             memset(iacc, 0, n * sizeof *iacc);
             for (int r = 0; r < world; r++) {
-                fill_i32(data_seed(r, bytes, iter), b0, n, is);
+                fill_part(BD_INT32, is, b0, n, r, bytes, iter);
                 for (size_t j = 0; j < n; j++)
                     iacc[j] += (uint32_t)is[j];
             }
@@ -59,7 +80,7 @@ int64_t bd_verify(int dtype, const void *recv, size_t count, int world, uint64_t
             memset(acc, 0, n * sizeof *acc);
             memset(mag, 0, n * sizeof *mag);
             for (int r = 0; r < world; r++) {
-                fill_f32(data_seed(r, bytes, iter), b0, n, fs);
+                fill_part(BD_FLOAT32, fs, b0, n, r, bytes, iter);
                 for (size_t j = 0; j < n; j++) {
                     acc[j] += fs[j];
                     mag[j] += fabs((double)fs[j]);

@@ -10,6 +10,12 @@
 
 enum { BD_FLOAT32 = 0, BD_INT32 = 1 };
 
+/* From now on, inputs are block-sparse (ina-bench --density, --pattern, --sparse-block;
+ * tools/bench_data.h): a fraction density of the blocks of `block` elements is kept
+ * (pattern 0 random, 1 overlap, 2 disjoint), the rest are zero. density >= 1: dense data
+ * (the default). */
+void bd_set_sparse(double density, int pattern, size_t block, int world);
+
 /* Fill out[0..count) with rank's input for one size (bytes per rank) and iteration. */
 void bd_fill(int dtype, void *out, size_t count, int rank, uint64_t bytes, int iter);
 

@@ -9,8 +9,10 @@
  *
  * Usage: mpi_allreduce [--sizes 4K,1M] [--dtype float32|int32] [--iters N[,N...]]
  *                      [--warmup N[,N...]] [--system NAME]
+ *                      [--density D --pattern random|overlap|disjoint --sparse-block B]
  * --iters/--warmup: one count for all sizes, or one per size; --system: the "system" key of
- * the JSON (default "openmpi"). */
+ * the JSON (default "openmpi"). --density etc.: block-sparse inputs, as ina-bench's (dense
+ * all-reduce of them; bench/sparse.sh). */
 #include "benchdata.h"
 
 #include <mpi.h>
@@ -85,6 +87,9 @@ int main(int argc, char **argv)
     int nsizes = 0, iters_v[MAX_SIZES], warmup_v[MAX_SIZES], dtype = BD_FLOAT32, rank, world;
     int any_fail = 0, max_iters = 0;
     const char *system = "openmpi", *iters_s = "10", *warmup_s = "2";
+    double density = 1;
+    int pattern = 0;
+    size_t sblock = 256;
     char tag[64];
 
     MPI_Init(&argc, &argv);
@@ -111,6 +116,12 @@ int main(int argc, char **argv)
             warmup_s = v;
         } else if (!strcmp(a, "--system")) {
             system = v;
+        } else if (!strcmp(a, "--density")) {
+            density = atof(v);
+        } else if (!strcmp(a, "--pattern")) {
+            pattern = !strcmp(v, "overlap") ? 1 : !strcmp(v, "disjoint") ? 2 : 0;
+        } else if (!strcmp(a, "--sparse-block")) {
+            sblock = (size_t)atol(v);
         } else {
             usage_exit(rank, "unknown option");
         }
@@ -124,6 +135,7 @@ int main(int argc, char **argv)
         if (iters_v[s] > max_iters)
             max_iters = iters_v[s];
     snprintf(tag, sizeof tag, "mpi_allreduce: rank %d", rank);
+    bd_set_sparse(density, pattern, sblock, world);
 
     double *times = malloc((size_t)max_iters * sizeof *times);
     for (int s = 0; s < nsizes; s++) {
@@ -171,10 +183,11 @@ int main(int argc, char **argv)
                    "\"dtype\":\"%s\",\"iters\":%d,\"warmup\":%d,\"time_s\":%.9g,"
                    "\"time_min_s\":%.9g,\"time_max_s\":%.9g,\"algbw_gbps\":%.6g,"
                    "\"busbw_gbps\":%.6g,\"max_abs_err\":%.6g,\"max_err_over_tol\":%.6g,"
-                   "\"failures\":%lld,\"ok\":%s}\n",
+                   "\"density\":%.9g,\"failures\":%lld,\"ok\":%s}\n",
                    system, world, bytes, count, dtype == BD_INT32 ? "int32" : "float32", iters,
                    warmup, med, times[0], times[iters - 1], algbw,
-                   algbw * 2.0 * (world - 1) / world, err_max_all[0], err_max_all[1], fail_sum,
+                   algbw * 2.0 * (world - 1) / world, err_max_all[0], err_max_all[1], density,
+                   fail_sum,
                    fail_sum ? "false" : "true");
             fflush(stdout);
         }

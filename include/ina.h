@@ -540,13 +540,14 @@ INA_EXTERN double ina_float_add_error_bound(ina_dtype dtype, int world_size, dou
  *                       the same answer on every rank); below sparse_crossover
  *                       they go sparse, else dense. Smaller ones go dense.
  *   INA_SPARSE_DEFAULT  (per operation) the context's mode
- * Results: INT32 exact, as dense. The float types use the same block floating
- * point as dense, with the exponents agreed for the blocks that are sent: at
- * sparse_threshold 0 the sums are bit for bit those of the dense two-round
- * schedule, within ina_error_bound() (blocks of sparse_block elements instead
- * of elems_per_packet). With INA_FLOAT_ADD_SWITCH the switch adds the blocks
- * as binary32 (ina_float_add_error_bound()). A threshold > 0 drops blocks
- * whose every |x| is at most it: a block no rank sends comes back 0.
+ * Results: INT32 exact, as dense. The float types use dense's block floating
+ * point on blocks of sparse_block elements (instead of elems_per_packet),
+ * each block's exponent agreed by the ranks in the round before its values
+ * go (the exponents ride with the next positions): ina_error_bound() holds
+ * with amax over the sparse block, and sums are reproducible bit for bit.
+ * With INA_FLOAT_ADD_SWITCH the switch adds the blocks as binary32
+ * (ina_float_add_error_bound()). A threshold t > 0 drops blocks whose every
+ * |x| <= t: at most N*t more error per element; a block no rank sends is 0.
  * Where sparse cannot run, the operation goes dense, with the same result:
  * MAX and MIN, count 0, a switch that does not offer it (ina_info.sparse; an
  * ina-switch --int-ops-only, a hardware or eBPF dataplane), or packets too

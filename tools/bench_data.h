@@ -209,19 +209,32 @@ static inline int sparse_keep(const struct sparse_pat *sp, int rank, unsigned lo
     }
 }
 
-/* Zero the dropped blocks of out = elements [start, start + n) of rank's tensor. */
-static inline void sparsify(const struct sparse_pat *sp, size_t esize, void *out, size_t start,
-                            size_t n, int rank, unsigned long long bytes, int iter)
+/*
+ * Elements [start, start + n) of rank's sparse input for (bytes, iter): the
+ * kept blocks filled by fill(dtype, seed, from, len, dst) (the dense data of
+ * those elements), the others zero. Dropped blocks are never generated, so
+ * inputs (and their verification) cost in proportion to the density.
+ */
+typedef void (*dense_fill_fn)(int dtype, uint64_t seed, size_t start, size_t n, void *out);
+
+static inline void sparse_fill(const struct sparse_pat *sp, int dtype, size_t esize, void *out,
+                               size_t start, size_t n, int rank, unsigned long long bytes,
+                               int iter, dense_fill_fn fill)
 {
-    if (sp->density >= 1)
+    uint64_t seed = data_seed(rank, bytes, iter);
+    if (sp->density >= 1) {
+        fill(dtype, seed, start, n, out);
         return;
+    }
     uint8_t *o = (uint8_t *)out;
     size_t i = start, end = start + n;
     while (i < end) {
         size_t blk = i / sp->block, bend = (blk + 1) * sp->block;
         if (bend > end)
             bend = end;
-        if (!sparse_keep(sp, rank, bytes, iter, blk))
+        if (sparse_keep(sp, rank, bytes, iter, blk))
+            fill(dtype, seed, i, bend - i, o + (i - start) * esize);
+        else
             memset(o + (i - start) * esize, 0, (bend - i) * esize);
         i = bend;
     }

@@ -581,9 +581,9 @@ struct verdict {
 };
 
 /* Fill n elements of dtype dt, from element start of the tensor of seed. */
-static void fill_dense(ina_dtype dt, uint64_t seed, size_t start, size_t n, void *out)
+static void fill_dense(int dt, uint64_t seed, size_t start, size_t n, void *out)
 {
-    switch (dt) {
+    switch ((ina_dtype)dt) {
     case INA_INT32: fill_i32(seed, start, n, out); break;
     case INA_FLOAT32: fill_f32(seed, start, n, out); break;
     case INA_FLOAT16: fill_f16(seed, start, n, out); break;
@@ -599,8 +599,7 @@ static struct sparse_pat g_pat; /* --density, --pattern, the block: the inputs' 
 static void fill(ina_dtype dt, int r, unsigned long long bytes, int iter, size_t start, size_t n,
                  void *out)
 {
-    fill_dense(dt, data_seed(r, bytes, iter), start, n, out);
-    sparsify(&g_pat, dtype_size[dt], out, start, n, r, bytes, iter);
+    sparse_fill(&g_pat, dt, dtype_size[dt], out, start, n, r, bytes, iter, fill_dense);
 }
 
 /* Element i of a float-type buffer, as a double (exact). */
