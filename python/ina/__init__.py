@@ -10,8 +10,9 @@
 Buffers: contiguous CPU torch tensors and numpy arrays are reduced in place, without a copy;
 anything else that is a tensor or an array (non-contiguous, on a GPU) is copied into a
 contiguous CPU buffer and the result copied back. dtypes: int32, float32, float16, bfloat16
-and float64 (each with its error bound, see the README). ops: "sum", "avg" (sum then division
-by the world size; done in Python if the library answers NOTSUP), "max", "min" (exact; not float64).
+and float64 (each with its error bound, see docs/API.md). ops: "sum", "avg" (sum then division
+by the world size; done by libina, or in Python by an older libina that answers NOTSUP), "max",
+"min" (exact; not float64).
 
 Threading: one Context may be shared by threads (calls are serialized by a lock); libina
 itself allows one thread per context at a time. See docs/PYTHON.md.
