@@ -483,7 +483,10 @@ def headline(by, config, rate, memcpy, ncores, fails):
                 pay = 4 * (ina or {}).get("elems_per_packet", config.get("elems", 2048))
                 ideal = "%s ms (link rate)" % fmt_ms(
                     8 * b / (rate * pay / (pay + INA_HDR + UDP_IP_ETH)))
-                name = "emulated cluster, %s links" % config.get("rate", "?")
+                # The switch's own veth is not shaped: the model of a hardware switch, whose
+                # every port runs at the workers' rate.
+                name = ("emulated cluster, %s worker links, switch link unshaped (a hardware "
+                        "switch's model)" % config.get("rate", "?"))
             else:
                 ideal = ("%s ms (copy bound)" % fmt_ms(4 * n * b / (memcpy * 1e9 * ncores))
                          if memcpy else "-")
