@@ -10,5 +10,9 @@
  * lets the kernel choose). @return 0, or -1 if malformed or unresolvable.
  */
 int ina_parse_hostport(const char *s, int allow_port0, struct sockaddr_in *out);
+/* The same; on failure, why (the value and the rule) goes to why[whylen]
+ * (why may be NULL). */
+int ina_parse_hostport_why(const char *s, int allow_port0, struct sockaddr_in *out, char *why,
+                           size_t whylen);
 
 #endif

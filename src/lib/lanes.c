@@ -1,6 +1,7 @@
 /* lanes.c: a context of several lanes: one thread, socket and window per lane, each op split over them. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -51,6 +52,7 @@ struct ina_lanes {
     pthread_cond_t done_cv; /* some operation finished */
     int stop;
     int broken; /* first error of any part: breaks the whole context */
+    char errmsg[INA_ERRMSG_LEN]; /* the failing lane's ina_last_error() message */
     uint64_t ops;
     struct ina_lane lane[INA_MAX_LANES];
 };
@@ -114,6 +116,9 @@ static void harvest(struct ina_lane *ln)
         next = r->live_next;
         if (!r->done)
             continue;
+        if (r->status && !ln->group->errmsg[0] && c->errmsg[0]) /* c is this thread's lane */
+            snprintf(ln->group->errmsg, sizeof(ln->group->errmsg), "lane %d: %.230s", c->lane,
+                     c->errmsg);
         part_done(ln->group, r->parent, r->status);
         ina__live_unlink(c, r);
         free(r);
@@ -303,4 +308,13 @@ void ina__lanes_close(struct ina_ctx *parent)
 const struct ina_ctx *ina__lanes_ctx(const struct ina_ctx *parent, int i)
 {
     return parent->lanes->lane[i].ctx;
+}
+
+void ina__lanes_last_error(struct ina_ctx *parent)
+{
+    struct ina_lanes *g = parent->lanes;
+    pthread_mutex_lock(&g->mu);
+    if (g->errmsg[0])
+        snprintf(parent->errmsg, sizeof(parent->errmsg), "%s", g->errmsg);
+    pthread_mutex_unlock(&g->mu);
 }

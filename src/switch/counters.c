@@ -45,6 +45,8 @@ void ina_sw_counters_print(const struct ina_sw_counters *c, FILE *f)
     fprintf(f, "  shm_rx_packets  %llu\n", (unsigned long long)c->shm_rx_packets);
     fprintf(f, "  shm_tx_packets  %llu\n", (unsigned long long)c->shm_tx_packets);
     fprintf(f, "  doorbells       %llu\n", (unsigned long long)c->doorbells);
+    fprintf(f, "  joins_withdrawn %llu\n", (unsigned long long)c->joins_withdrawn);
+    fprintf(f, "  joins_expired   %llu\n", (unsigned long long)c->joins_expired);
     for (int d = 0; d < INA_DROP__COUNT; d++)
         fprintf(f, "  drop_%-11s %llu\n", drop_names[d], (unsigned long long)c->drops[d]);
 }

@@ -43,7 +43,8 @@ static void usage(FILE *f)
             "Usage: ina-switch [options]\n"
             "\n"
             "The ina software switch: aggregates (sums) the packets of the workers of\n"
-            "each job in a fixed pool of slots and multicasts the finished sums.\n"
+            "each job in a fixed pool of slots and sends each finished sum back to every\n"
+            "worker of the job (one copy per worker; --multicast: one per job).\n"
             "Runs until SIGINT or SIGTERM, then prints its counters to stderr.\n"
             "\n"
             "Options:\n"
@@ -361,7 +362,7 @@ static unsigned shm_burst(struct shard *sh, uint8_t *buf, uint64_t now)
                         sw->c.drops[INA_DROP_SHM]++;
                         if (ina_switch_tx_full(sw))
                             flush_tx(sh);
-                        ina__job_abort(sw, job, INA_ERR_PROTO);
+                        ina__job_abort_why(sw, job, INA_ERR_PROTO, "ring_corrupt");
                     }
                     break;
                 }

@@ -199,7 +199,9 @@ static void job_labels(struct buf *b, const struct ina_job *j)
     X(shm_attached, "Ranks that attached shared-memory rings")                              \
     X(shm_rx_packets, "Datagrams taken from shared-memory rings")                           \
     X(shm_tx_packets, "Results put into shared-memory rings")                               \
-    X(doorbells, "Doorbells sent to workers asleep on a ring")
+    X(doorbells, "Doorbells sent to workers asleep on a ring")                              \
+    X(joins_withdrawn, "Registrations withdrawn by a rank that gave up joining")            \
+    X(joins_expired, "Registrations forgotten: deadline passed or the rank fell silent")
 
 #define JOB_GAUGES(X)                                                                 \
     X(world, "Ranks of the job", (double)j->world)                                    \
