@@ -315,7 +315,8 @@ class Sandbox:
         self.bin = os.path.join(scratch, "bin")
         self.prefix = None
         self.why_not = None
-        self.unshare = ["unshare", "--net", "--pid", "--fork"]
+        # --mount-proc: a /proc of the new PID namespace (LeakSanitizer reads /proc/PID/task).
+        self.unshare = ["unshare", "--net", "--pid", "--fork", "--mount-proc"]
         if os.geteuid() != 0:
             self.unshare.insert(1, "--map-root-user")
         try:
