@@ -6,8 +6,8 @@
 #             Gloo ranks run in the same worker namespaces over the same links
 #   loopback  everything on 127.0.0.1 (CPU-bound); OpenMPI also with shared memory (vader)
 # Writes bench/results/latest.{md,png,jsonl} (and a copy of each run under
-# bench/results/runs/), the tables into docs/BENCHMARKS.md and the headline figures into
-# README.md (bench/report.py; --no-docs leaves both alone). Run as root on Debian; bench/deps.sh installs the peers (a peer that
+# bench/results/runs/), and, unless --quick, the tables into docs/BENCHMARKS.md and the
+# headline figures into README.md (bench/report.py; --docs, --no-docs decide). Run as root on Debian; bench/deps.sh installs the peers (a peer that
 # cannot be installed is skipped with a message). Never reads stdin. See --help.
 set -uo pipefail
 exec </dev/null
@@ -46,7 +46,8 @@ Options:
   --no-install         do not run bench/deps.sh (peers that are missing are skipped)
   --no-docs            do not copy the tables into docs/BENCHMARKS.md and the headline
                        figures into README.md (by default both are rewritten between their
-                       bench:latest and bench:headline markers)
+                       bench:latest and bench:headline markers, except with --quick)
+  --docs               rewrite them even with --quick
   --iters-scale X      multiply the iteration counts (default 1; --full: 2)
   --help               this text
 
@@ -75,7 +76,7 @@ SYSTEMS=ina,openmpi,gloo
 MERGE=0
 LATENCY=1
 INSTALL=1
-UPDATE_DOCS=1
+UPDATE_DOCS=auto
 ITERS_SCALE=1
 MODE=default
 
@@ -98,6 +99,7 @@ while [ $# -gt 0 ]; do
         --no-latency) LATENCY=0 ;;
         --no-install) INSTALL=0 ;;
         --no-docs) UPDATE_DOCS=0 ;;
+        --docs) UPDATE_DOCS=1 ;;
         --iters-scale) ITERS_SCALE=${2:?}; shift ;;
         -h | --help) usage; exit 0 ;;
         *) echo "compare: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -581,6 +583,7 @@ printf '{"kind":"end","elapsed_s":%d,"loadavg_end":"%s"}\n' "$(($(date +%s) - T_
 REPORT_ARGS=(--raw "$RAW" --out "$OUT_DIR" --rate "$RATE")
 [ "$MERGE" = 1 ] && [ -f "$OUT_DIR/latest.jsonl" ] && REPORT_ARGS+=(--merge "$OUT_DIR/latest.jsonl")
 [ "$HAVE_PLOT" = 1 ] || REPORT_ARGS+=(--no-plot)
+[ "$UPDATE_DOCS" = auto ] && { [ "$MODE" = quick ] && UPDATE_DOCS=0 || UPDATE_DOCS=1; }
 [ "$UPDATE_DOCS" = 1 ] && REPORT_ARGS+=(--benchmarks "$ROOT/docs/BENCHMARKS.md" --readme "$ROOT/README.md")
 if ! timeout 300 "$PY" "$ROOT/bench/report.py" "${REPORT_ARGS[@]}"; then
     log "report.py failed; raw results in $RAW"
