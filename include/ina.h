@@ -423,7 +423,13 @@ typedef struct ina_info {
     int shm;              /**< 1 if DATA and results go through shared-memory rings with a
                                switch on this host (ina-switch --shm; every lane), else 0
                                (UDP). INA_SHM=0 keeps a context on UDP. Since v0.3. */
-    unsigned reserved[4];
+    int shards;           /**< switches each operation is spread over (the INA_SWITCH list;
+                               1 after a fallback to rank 0's host). Since v0.4. */
+    int levels;           /**< aggregation levels of the tree the sums pass through: 1 = the
+                               switch adds every rank itself; 2 = it is a child that sends
+                               partial sums to a parent (ina-switch --parent); 4 = 4 or
+                               more. Part 0's switch's answer. Since v0.4. */
+    unsigned reserved[2];
 } ina_info;
 
 /** Session parameters agreed at join time. @return 0 or -EINVAL. */

@@ -36,3 +36,27 @@ int ina_parse_hostport(const char *s, int allow_port0, struct sockaddr_in *out)
     freeaddrinfo(res);
     return 0;
 }
+
+int ina_parse_hostport_list(const char *s, int allow_port0, struct sockaddr_in *out, int max)
+{
+    int n = 0;
+    for (const char *p = s;; p++) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        while (len && *p == ' ')
+            p++, len--;
+        while (len && p[len - 1] == ' ')
+            len--;
+        char one[300];
+        if (len == 0 || len >= sizeof(one) || n == max)
+            return -1;
+        memcpy(one, p, len);
+        one[len] = 0;
+        if (ina_parse_hostport(one, allow_port0, &out[n]) != 0)
+            return -1;
+        n++;
+        if (!end)
+            return n;
+        p = end;
+    }
+}

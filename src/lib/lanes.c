@@ -52,7 +52,7 @@ struct ina_lanes {
     int stop;
     int broken; /* first error of any part: breaks the whole context */
     uint64_t ops;
-    struct ina_lane lane[INA_MAX_LANES];
+    struct ina_lane lane[INA_MAX_PARTS];
 };
 
 static void lane_wake(struct ina_lane *ln)
@@ -128,8 +128,15 @@ static void *lane_main(void *arg)
     pthread_mutex_lock(&g->mu);
     for (;;) {
         take_inbox(ln);
-        if (g->broken && c->head)
-            ina__stream_fail_all(c, g->broken); /* another lane failed */
+        if (g->broken && !c->broken) {
+            /* Another part failed. If the failure is this rank's own (not an
+             * ABORT it was told of), this part's switch must hear it too, even
+             * with nothing in flight here, so that it ends the job for every
+             * rank now (PROTOCOL.md §12) rather than at their deadlines. */
+            if (!c->head && g->broken != INA_ERR_ABORTED && g->broken != INA_ERR_CLOSED)
+                ina__session_leave(c, 1);
+            ina__stream_fail_all(c, g->broken);
+        }
         harvest(ln);
         ln->stats = c->stats;
         if (g->stop)
@@ -303,4 +310,9 @@ void ina__lanes_close(struct ina_ctx *parent)
 const struct ina_ctx *ina__lanes_ctx(const struct ina_ctx *parent, int i)
 {
     return parent->lanes->lane[i].ctx;
+}
+
+int ina__lanes_nparts(const struct ina_ctx *parent)
+{
+    return parent->lanes->n;
 }

@@ -23,10 +23,9 @@ uint64_t ina__now_ns(void)
  * switch's address, and send() needs no address. Buffers hold a whole
  * window of results, so a burst is not mistaken for loss.
  */
-int ina__net_open(struct ina_ctx *ctx, const char *addr)
+int ina__net_open(struct ina_ctx *ctx, const struct sockaddr_in *addr)
 {
-    if (ina_parse_hostport(addr, 0, &ctx->switch_addr) != 0)
-        return INA_ERR_CONFIG;
+    ctx->switch_addr = *addr;
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -errno;

@@ -199,7 +199,11 @@ static void job_labels(struct buf *b, const struct ina_job *j)
     X(shm_attached, "Ranks that attached shared-memory rings")                              \
     X(shm_rx_packets, "Datagrams taken from shared-memory rings")                           \
     X(shm_tx_packets, "Results put into shared-memory rings")                               \
-    X(doorbells, "Doorbells sent to workers asleep on a ring")
+    X(doorbells, "Doorbells sent to workers asleep on a ring")                              \
+    X(tree_joins, "TREE_JOINs of child switches registered")                                \
+    X(up_packets, "Partial sums sent to the parent (--parent)")                             \
+    X(up_resent, "Partial sums sent to the parent again (a worker retransmitted)")          \
+    X(up_results, "Results of the parent passed down to the workers")
 
 #define JOB_GAUGES(X)                                                                 \
     X(world, "Ranks of the job", (double)j->world)                                    \

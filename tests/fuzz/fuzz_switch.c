@@ -26,6 +26,7 @@
 #include "switch/counters.c"
 #include "switch/dataplane.c"
 #include "switch/log.c"
+#include "switch/tree.c"
 
 /*
  * Input format: a sequence of records, each
