@@ -138,8 +138,11 @@ static void job_detach_rings(struct ina_job *job)
 void ina__job_free(struct ina_switch *sw, struct ina_job *job)
 {
     job_detach_rings(job);
-    if (job->state == INA_JOB_ACTIVE) {
-        for (uint32_t i = 0; i < job->window; i++)
+    /* Its slots: an active job's window, or what a child reserved while it
+     * waits for its parent (tree.c). */
+    uint32_t held = job->state == INA_JOB_ACTIVE ? job->window : job->child ? job->up.reserved : 0;
+    if (held) {
+        for (uint32_t i = 0; i < held; i++)
             sw->slot_owner[job->slot_base + i] = 0;
         sw->slots_freed = 1; /* a WAITING job may fit now */
     }
@@ -295,17 +298,24 @@ static uint32_t pow2_floor(uint32_t n)
  */
 static uint32_t admit(struct ina_switch *sw, struct ina_job *job)
 {
-    uint32_t want = pow2_floor(sw->p.nslots);
-    if (sw->p.max_job_slots && pow2_floor(sw->p.max_job_slots) < want)
-        want = pow2_floor(sw->p.max_job_slots);
+    uint32_t want = UINT32_MAX;
     for (int r = 0; r < job->world; r++)
         if (job->members[r].weight && job->members[r].window < want)
-            want = job->members[r].window;
+            want = job->members[r].window; /* 0: a child that has no room (§12.3) */
+    return want ? ina__pool_take(sw, want, &job->slot_base) : 0;
+}
+
+uint32_t ina__pool_take(struct ina_switch *sw, uint32_t want, uint32_t *base)
+{
+    if (pow2_floor(sw->p.nslots) < want)
+        want = pow2_floor(sw->p.nslots);
+    if (sw->p.max_job_slots && pow2_floor(sw->p.max_job_slots) < want)
+        want = pow2_floor(sw->p.max_job_slots);
     uint32_t floor = sw->p.min_job_slots ? pow2_floor(sw->p.min_job_slots) : want;
     if (floor > want)
         floor = want;
     for (uint32_t w = want; w >= floor && w >= 1; w /= 2) {
-        if (ina__pool_alloc(sw, w, &job->slot_base) == 0) {
+        if (ina__pool_alloc(sw, w, base) == 0) {
             if (w < want)
                 sw->c.jobs_shrunk++;
             return w;
@@ -477,10 +487,11 @@ static int join_params_valid(const struct ina_switch *sw, const struct ina_hdr *
                              const struct ina_join *j)
 {
     (void)sw; /* proposals above the switch's limits are capped, not refused (job_start) */
+    /* Window 0: only from a child that has no room for the job (a TREE_JOIN, §12.3). */
+    int window_ok = j->window == 0 ? h->kind == INA_K_TREE_JOIN : (j->window & (j->window - 1)) == 0;
     return j->world_size >= 1 && j->world_size <= INA_MAX_WORKERS && h->rank < j->world_size &&
-           j->name[0] != '\0' && j->elems >= 1 && j->elems <= INA_MAX_ELEMS && j->window >= 1 &&
-           (j->window & (j->window - 1)) == 0 && j->nlanes <= INA_MAX_PARTS &&
-           j->lane < j->nlanes;
+           j->name[0] != '\0' && j->elems >= 1 && j->elems <= INA_MAX_ELEMS && window_ok &&
+           j->nlanes <= INA_MAX_PARTS && j->lane < j->nlanes;
 }
 
 /* The JOIN (TREE_JOIN) carries the HMAC of the secret over its header and its

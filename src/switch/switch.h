@@ -90,7 +90,8 @@ struct ina_uplink {
     uint8_t set[INA_TREE_SET_LEN]; /* the ranks registered last (bit r of byte r >> 3) */
     uint16_t rep;            /* the set's lowest rank: our rank in the parent's job */
     uint16_t elems;          /* what we proposed */
-    uint32_t window;
+    uint32_t window;         /* (0: we have no room, so the parent refuses the job) */
+    uint32_t reserved;       /* slots held from our pool for the job (at slot_base), 0 = none */
     uint64_t next_send_ns;   /* TREE_JOIN retransmission, 100 ms doubling to 1 s */
     uint32_t interval_ms;
     int redirects;
@@ -250,6 +251,10 @@ void ina__job_send_acks(struct ina_switch *sw, const struct ina_job *job);
  * for a while so that a rank whose NAK was lost hears it again. Frees the job. */
 void ina__job_refuse(struct ina_switch *sw, struct ina_job *job, int reason, uint64_t now_ns);
 int ina__pool_alloc(struct ina_switch *sw, uint32_t n, uint32_t *base);
+/* Admission policy: a run of free slots of want (capped by the pool and
+ * max_job_slots), halved while none is free, down to min_job_slots.
+ * @return the run's length (its start in *base), 0 if even the least does not fit. */
+uint32_t ina__pool_take(struct ina_switch *sw, uint32_t want, uint32_t *base);
 uint32_t ina__random_u32(void);
 void ina__job_log(const struct ina_job *job, const char *event, const char *reason, int warn);
 

@@ -31,14 +31,6 @@
 #define TREE_JOIN_MAX_MS 1000
 #define TREE_MAX_REDIRECTS 4 /* a parent redirects once; more is a loop */
 
-static uint32_t floor_pow2(uint32_t n)
-{
-    uint32_t p = 1;
-    while (p <= n / 2)
-        p *= 2;
-    return p;
-}
-
 /* A nonzero random 64-bit nonce for one registration. */
 static uint64_t random_nonce(void)
 {
@@ -89,14 +81,27 @@ static void send_tree_join(struct ina_switch *sw, const struct ina_job *job)
     ina_txq_push(&sw->txq, buf, len, &job->up.addr);
 }
 
+/*
+ * Slots for the job from our pool, held from the first registration on, so
+ * that the parent learns before it starts the job whether we have room: a
+ * proposal of window 0 (no room) makes it refuse the job with NOSPACE for
+ * every rank alike (§12.3), never a job some ranks joined and others not.
+ * The halving of the admission policy applies (ina__pool_take).
+ */
+static void reserve(struct ina_switch *sw, struct ina_job *job, uint32_t want)
+{
+    uint32_t got = ina__pool_take(sw, want, &job->slot_base);
+    for (uint32_t i = 0; i < got; i++)
+        sw->slot_owner[job->slot_base + i] = job->id;
+    job->up.reserved = got;
+}
+
 void ina__tree_register(struct ina_switch *sw, struct ina_job *job, uint64_t now_ns)
 {
     uint8_t set[INA_TREE_SET_LEN];
     memset(set, 0, sizeof(set));
     int rep = -1;
-    uint32_t elems = sw->p.max_elems, window = floor_pow2(sw->p.nslots);
-    if (sw->p.max_job_slots && floor_pow2(sw->p.max_job_slots) < window)
-        window = floor_pow2(sw->p.max_job_slots);
+    uint32_t elems = sw->p.max_elems, window = UINT32_MAX;
     for (int r = 0; r < job->world; r++) {
         const struct ina_member *m = &job->members[r];
         if (!m->joined)
@@ -111,6 +116,10 @@ void ina__tree_register(struct ina_switch *sw, struct ina_job *job, uint64_t now
     }
     if (rep < 0)
         return;
+    if (!job->up.reserved && window)
+        reserve(sw, job, window); /* again at every tick until it succeeds */
+    if (window > job->up.reserved)
+        window = job->up.reserved; /* both powers of 2 (or 0: no room) */
     if (job->up.nonce && memcmp(set, job->up.set, sizeof(set)) == 0 &&
         job->up.elems == elems && job->up.window == window)
         return; /* nothing new to say: the tick repeats it until the parent answers */
@@ -129,6 +138,8 @@ void ina__tree_register(struct ina_switch *sw, struct ina_job *job, uint64_t now
 
 void ina__tree_tick(struct ina_switch *sw, struct ina_job *job, uint64_t now_ns)
 {
+    if (!job->up.reserved)
+        ina__tree_register(sw, job, now_ns); /* room now? then say so at once */
     if (!job->up.nonce || now_ns < job->up.next_send_ns)
         return;
     send_tree_join(sw, job);
@@ -189,9 +200,8 @@ static struct ina_job *job_of_nonce(struct ina_switch *sw, uint64_t nonce,
 
 /*
  * The parent started the job: take its session as our membership, the
- * parameters it granted, and the window's slots here (the same window: a
- * worker's slot is the parent's). If they cannot be had, the job fails for
- * every rank alike: NOSPACE, through the parent (§12.3).
+ * parameters it granted, and the first window of the slots we reserved (the
+ * same window: a worker's slot is the parent's).
  */
 static void on_parent_ack(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
                           size_t bodylen, const struct sockaddr_in *src, uint64_t now_ns)
@@ -226,24 +236,21 @@ static void on_parent_ack(struct ina_switch *sw, const struct ina_hdr *h, const 
     job->up.session = h->session;
     job->up.token = h->token;
     job->up.flags = h->flags;
-    int reason = 0;
     if (j.world_size != job->world || j.lane != job->lane || j.nlanes != job->nlanes ||
         j.elems == 0 || j.elems > job->up.elems || j.window == 0 ||
-        (j.window & (j.window - 1)) != 0 || j.window > job->up.window)
-        reason = INA_ERR_PROTO; /* a parent that grants what nobody proposed */
-    else if (ina__pool_alloc(sw, j.window, &job->slot_base) != 0)
-        reason = INA_ERR_NOSPACE; /* our pool: the parent had room, we have not */
-    if (reason) {
-        ina__job_log(job, "parent_ack_refused", reason == INA_ERR_NOSPACE ? "no_free_slots"
-                                                                          : "bad_parameters", 1);
-        ina__tree_leave(sw, job, 1, reason == INA_ERR_NOSPACE ? reason : INA_ERR_ABORTED);
-        ina__job_refuse(sw, job, reason, now_ns);
+        (j.window & (j.window - 1)) != 0 || j.window > job->up.window) {
+        /* A parent that grants what nobody proposed: end it for every rank. */
+        ina__job_log(job, "parent_ack_refused", "bad_parameters", 1);
+        ina__tree_leave(sw, job, 1, INA_ERR_ABORTED);
+        ina__job_refuse(sw, job, INA_ERR_PROTO, now_ns);
         return;
     }
     job->elems = j.elems;
-    job->window = j.window;
-    for (uint32_t i = 0; i < job->window; i++)
-        sw->slot_owner[job->slot_base + i] = job->id;
+    job->window = j.window; /* the first window of what we reserved; the rest goes back */
+    for (uint32_t i = job->window; i < job->up.reserved; i++)
+        sw->slot_owner[job->slot_base + i] = 0;
+    if (job->window < job->up.reserved)
+        sw->slots_freed = 1;
     do
         job->session = ++sw->session_counter;
     while (job->session == 0);
