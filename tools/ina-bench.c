@@ -79,6 +79,7 @@ struct opts {
     int json;
     int elems, window, timeout_ms, join_timeout_ms;
     int lanes, switch_threads;
+    int inflight;   /* operations started together per iteration (ina_allreduce_start) */
     int switch_shm; /* --local: start ina-switch --shm */
     int float_add; /* INA_FLOAT_ADD_*; -1: not given (the environment's INA_FLOAT_ADD, else quantized) */
     int deadline_s;
@@ -141,6 +142,10 @@ static void usage(FILE *f)
 "                       (0 = library default)\n"
 "  --lanes L            threads (lanes) per worker, each streaming 1/L of every\n"
 "                       operation with its own socket and window (default 1)\n"
+"  --inflight K         each iteration starts K all-reduces of the size at once\n"
+"                       (ina_allreduce_start, own buffers and data each), then\n"
+"                       waits for all; time and algbw count all K (1..64,\n"
+"                       default 1: one blocking ina_allreduce per iteration)\n"
 "  --float-add MODE     quantized (default: block floating point, as SwitchML)\n"
 "                       or switch (the switch adds float32 values as floats;\n"
 "                       ina.h INA_FLOAT_ADD_SWITCH); env INA_FLOAT_ADD\n"
@@ -175,6 +180,8 @@ static void usage(FILE *f)
 "Before each iteration the ranks synchronise with a 1-element all-reduce (a\n"
 "barrier, untimed); time is measured around each ina_allreduce() call only,\n"
 "and the reported time is rank 0's median over the timed iterations.\n"
+"With --inflight K an iteration is K operations in flight together, from the\n"
+"first start to the last completion; bytes, algbw and ATE/s then count all K.\n"
 "\n"
 "Columns: algbw = bytes * 8 / time (Gbit/s, bytes per rank); busbw = algbw *\n"
 "2(N-1)/N, the nccl-tests convention for ring all-reduce, given for comparison\n"
@@ -183,7 +190,8 @@ static void usage(FILE *f)
 "the timed iterations; ok only if every result on every rank verified.\n"
 "\n"
 "JSON keys: workers, bytes, count, dtype, op, iters, warmup, elems_per_packet,\n"
-"window, time_s, time_min_s, time_max_s, algbw_gbps, busbw_gbps, ate_per_s,\n"
+"window, lanes, inflight, path, float_add, transport, time_s, time_min_s,\n"
+"time_max_s, algbw_gbps, busbw_gbps, ate_per_s,\n"
 "max_abs_err, max_rel_err (abs_err / the block's largest |input| x N: error\n"
 "relative to the magnitudes summed, the scale of the quantization bound; a\n"
 "ratio to |exact| would be meaningless where sums cancel), max_err_over_bound,\n"
@@ -279,7 +287,7 @@ static int name_index(const char *opt, const char *name, const char *const *name
 
 enum {
     OPT_LOCAL = 256, OPT_SWITCH_BIN, OPT_SWITCH, OPT_RANK, OPT_WORLD, OPT_JOB, OPT_SIZES,
-    OPT_DTYPE, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_JSON, OPT_ELEMS, OPT_WINDOW, OPT_LANES,
+    OPT_DTYPE, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_JSON, OPT_ELEMS, OPT_WINDOW, OPT_LANES, OPT_INFLIGHT,
     OPT_FLOAT_ADD, OPT_SWITCH_SHM, OPT_SWITCH_THREADS, OPT_TIMEOUT,
     OPT_JOIN_TIMEOUT, OPT_DEADLINE, OPT_VERBOSE,
     OPT_LOSS,
@@ -330,6 +338,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
         {"elems", required_argument, NULL, OPT_ELEMS},
         {"window", required_argument, NULL, OPT_WINDOW},
         {"lanes", required_argument, NULL, OPT_LANES},
+        {"inflight", required_argument, NULL, OPT_INFLIGHT},
         {"float-add", required_argument, NULL, OPT_FLOAT_ADD},
         {"switch-threads", required_argument, NULL, OPT_SWITCH_THREADS},
         {"switch-shm", no_argument, NULL, OPT_SWITCH_SHM},
@@ -351,6 +360,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
     o->dtype = INA_FLOAT32;
     o->op = INA_SUM;
     o->iters = 10;
+    o->inflight = 1;
     o->warmup = 2;
     o->deadline_s = 600;
     o->rank = -1;
@@ -383,6 +393,9 @@ static void parse_args(struct opts *o, int argc, char **argv)
         case OPT_WARMUP: o->warmup = parse_int("--warmup", a, 0, 1000000); break;
         case OPT_JSON: o->json = 1; break;
         case OPT_ELEMS: o->elems = parse_int("--elems", a, 0, INT_MAX); break;
+        case OPT_INFLIGHT:
+            o->inflight = parse_int("--inflight", a, 1, 64);
+            break;
         case OPT_LANES:
             o->lanes = parse_int("--lanes", a, 1, 16);
             break;
@@ -802,8 +815,9 @@ static int run_worker(const struct opts *o)
 
     if (o->rank == 0 && !o->json) {
         printf("# ina-bench: %d workers, dtype %s, op %s, %d elems/packet, window %d, lanes %d, "
-               "path %s, float add %s, transport %s, %d iterations + %d warmup, libina %s\n",
-               o->world, dname, oname, epp, info.window, info.lanes,
+               "in flight %d, path %s, float add %s, transport %s, %d iterations + %d warmup, "
+               "libina %s\n",
+               o->world, dname, oname, epp, info.window, info.lanes, o->inflight,
                info.path == INA_PATH_HOST ? "host (fallback: the switch had no room)" : "switch",
                float_add_names[info.float_add], info.shm ? "shm" : "udp",
                o->iters, o->warmup, ina_version_string());
@@ -827,24 +841,32 @@ static int run_worker(const struct opts *o)
         unsigned long long req = o->sizes[s];
         size_t count = (size_t)(req / es);
         unsigned long long bytes = (unsigned long long)count * es;
+        const int K = o->inflight;
         struct verdict v;
         int32_t status[3], status_sum[3];
-        void *send = malloc(count * es), *recv = malloc(count * es);
+        void *send[64], *recv[64];
+        ina_req *reqs[64];
         char what[96];
 
-        if (!send || !recv) {
-            snprintf(what, sizeof what, "allocating 2 x %llu bytes", bytes);
-            die_sys(what);
+        for (int j = 0; j < K; j++) {
+            send[j] = malloc(count * es);
+            recv[j] = malloc(count * es);
+            if (!send[j] || !recv[j]) {
+                snprintf(what, sizeof what, "allocating 2 x %d x %llu bytes", K, bytes);
+                die_sys(what);
+            }
         }
         memset(&v, 0, sizeof v);
         memset(&st0, 0, sizeof st0);
         for (int it = 0; it < o->warmup + o->iters; it++) {
-            uint64_t seed = data_seed(o->rank, bytes, it);
             double t0, t1;
 
-            fill(o->dtype, seed, 0, count, send);
-            /* poison: stale or missing results show up (NaN / -1) */
-            memset(recv, 0xff, count * es);
+            /* Operation j of iteration it has the data of "iteration" it*K+j. */
+            for (int j = 0; j < K; j++) {
+                fill(o->dtype, data_seed(o->rank, bytes, it * K + j), 0, count, send[j]);
+                /* poison: stale or missing results show up (NaN / -1) */
+                memset(recv[j], 0xff, count * es);
+            }
             if (it == o->warmup && (rc = ina_get_stats(g_ctx, &st0)))
                 die_ina("ina_get_stats", rc);
 
@@ -857,25 +879,40 @@ static int run_worker(const struct opts *o)
             if (rc)
                 die_ina("ina_allreduce (barrier)", rc);
             t0 = now_s();
-            rc = ina_allreduce(g_ctx, send, recv, count, o->dtype, o->op);
+            if (K == 1) {
+                rc = ina_allreduce(g_ctx, send[0], recv[0], count, o->dtype, o->op);
+            } else {
+                for (int j = 0; j < K && (rc = ina_allreduce_start(g_ctx, send[j], recv[j], count,
+                                                               o->dtype, o->op, &reqs[j])) == 0;
+                     j++)
+                    ;
+                for (int j = 0; j < K && rc == 0; j++)
+                    rc = ina_wait(reqs[j]);
+            }
             t1 = now_s();
             if (rc) {
-                snprintf(what, sizeof what, "ina_allreduce (%llu bytes, iteration %d)", bytes,
-                         it);
+                snprintf(what, sizeof what, "ina_allreduce (%llu bytes, iteration %d%s)", bytes,
+                         it, K > 1 ? ", in flight" : "");
                 die_ina(what, rc);
             }
             if (it >= o->warmup)
                 times[it - o->warmup] = t1 - t0;
 
-            if (o->dtype == INA_INT32)
-                verify_i32(o, epp, bytes, it, send, recv, count, scratch, (uint32_t *)acc, &v);
-            else
-                verify_float(o, epp, bytes, it, send, recv, count, scratch, acc, acc_abs, &v);
+            for (int j = 0; j < K; j++) {
+                if (o->dtype == INA_INT32)
+                    verify_i32(o, epp, bytes, it * K + j, send[j], recv[j], count, scratch,
+                               (uint32_t *)acc, &v);
+                else
+                    verify_float(o, epp, bytes, it * K + j, send[j], recv[j], count, scratch, acc,
+                                 acc_abs, &v);
+            }
         }
         if ((rc = ina_get_stats(g_ctx, &st1)))
             die_ina("ina_get_stats", rc);
-        free(send);
-        free(recv);
+        for (int j = 0; j < K; j++) {
+            free(send[j]);
+            free(recv[j]);
+        }
 
         /* Every rank's verdict: {failures, 1, retransmits}, summed. */
         status[0] = clamp_i32(v.failures);
@@ -913,17 +950,17 @@ static int run_worker(const struct opts *o)
             tmax = times[o->iters - 1];
             med = o->iters % 2 ? times[o->iters / 2]
                                : 0.5 * (times[o->iters / 2 - 1] + times[o->iters / 2]);
-            algbw = med > 0 ? (double)bytes * 8 / med / 1e9 : 0;
+            algbw = med > 0 ? (double)bytes * K * 8 / med / 1e9 : 0;
             busbw = algbw * 2.0 * (o->world - 1) / o->world;
-            ate = med > 0 ? (double)count / med : 0;
+            ate = med > 0 ? (double)count * K / med : 0;
 
             if (o->json) {
                 printf("{\"workers\":%d,\"bytes\":%llu,\"count\":%zu,\"dtype\":\"%s\","
                        "\"op\":\"%s\",\"iters\":%d,\"warmup\":%d,\"elems_per_packet\":%d,"
-                       "\"window\":%d,\"lanes\":%d,\"path\":\"%s\",\"float_add\":\"%s\","
-                       "\"transport\":\"%s\",",
+                       "\"window\":%d,\"lanes\":%d,\"inflight\":%d,\"path\":\"%s\","
+                       "\"float_add\":\"%s\",\"transport\":\"%s\",",
                        o->world, bytes, count, dname, oname, o->iters, o->warmup, epp,
-                       info.window, info.lanes, info.path == INA_PATH_HOST ? "host" : "switch",
+                       info.window, info.lanes, o->inflight, info.path == INA_PATH_HOST ? "host" : "switch",
                        float_add_names[info.float_add], info.shm ? "shm" : "udp");
                 json_num("time_s", med, 0);
                 json_num("time_min_s", tmin, 0);
@@ -939,7 +976,7 @@ static int run_worker(const struct opts *o)
                 /* Memory: peak RSS of this worker so far, and how much of it
                  * is the caller's two buffers; the rest is libina + ina-bench. */
                 json_num("worker_peak_rss_kib", peak_rss_kib(), 0);
-                json_num("buffers_kib", (double)bytes * 2 / 1024, 0);
+                json_num("buffers_kib", (double)bytes * 2 * K / 1024, 0);
                 printf("\"failures\":%" PRId32 ",\"retransmits\":%" PRId32 ",\"ok\":%s}\n",
                        status_sum[0], status_sum[2], ok ? "true" : "false");
             } else {
@@ -963,7 +1000,7 @@ static int run_worker(const struct opts *o)
     if (o->rank == 0 && !o->json) {
         printf("# rank 0 peak RSS %.1f MiB, of which the largest size's send+recv buffers "
                "%.1f MiB\n", peak_rss_kib() / 1024.0,
-               (double)o->sizes[o->nsizes - 1] * 2 / (1 << 20));
+               (double)o->sizes[o->nsizes - 1] * 2 * o->inflight / (1 << 20));
         printf(any_fail ? "# FAILED: some results did not verify (details on stderr)\n"
                         : "# all results verified on all ranks\n");
         fflush(stdout);
@@ -1240,8 +1277,9 @@ have_switch:
         snprintf(s_warm, sizeof s_warm, "%d", o->warmup);
         snprintf(s_elems, sizeof s_elems, "%d", o->elems);
         snprintf(s_win, sizeof s_win, "%d", o->window);
-        char s_lanes[16];
+        char s_lanes[16], s_inflight[16];
         snprintf(s_lanes, sizeof s_lanes, "%d", o->lanes ? o->lanes : 1);
+        snprintf(s_inflight, sizeof s_inflight, "%d", o->inflight);
         snprintf(s_to, sizeof s_to, "%d", o->timeout_ms);
         snprintf(s_jto, sizeof s_jto, "%d", o->join_timeout_ms);
         /* a little later than ours, so that the launcher reports first */
@@ -1259,6 +1297,7 @@ have_switch:
         argv[a++] = "--elems"; argv[a++] = s_elems;
         argv[a++] = "--window"; argv[a++] = s_win;
         argv[a++] = "--lanes"; argv[a++] = s_lanes;
+        argv[a++] = "--inflight"; argv[a++] = s_inflight;
         if (o->float_add >= 0) {
             argv[a++] = "--float-add";
             argv[a++] = float_add_names[o->float_add];

@@ -357,7 +357,7 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
         return;
     }
     struct ina_req *req = ws->req;
-    if (h->tag != packet_tag(req, ws->p)) {
+    if (h->tag != packet_tag(req, ws->p) || h->op != req->wire_op) {
         ctx->stats.stale_results++; /* not the operation we sent: never use it */
         return;
     }

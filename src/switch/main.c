@@ -212,6 +212,7 @@ static void flush_tx(struct shard *sh)
     struct tx_state *tx = &sh->tx;
     int fd = tx->fd;
     struct ina_txq *q = &sw->txq;
+    ina_switch_tx_account(sw);
     if (q->nmsg == 0) {
         /* Nothing for the socket, but buffers may still be taken: a RESULT
          * that went down shared-memory rings (dataplane.c: send_to_rank) is

@@ -193,12 +193,19 @@ static inline int ina_switch_tx_full(const struct ina_switch *sw)
            sw->txq.nmsg + INA_SW_TX_RESERVE_MSGS > sw->txq.maxmsg;
 }
 
-/* After a flush: empty the queue, and count what it lost to a missing flush
- * (drop TXQ; never expected, see txq.h). */
-static inline void ina_switch_tx_reset(struct ina_switch *sw)
+/* Count what the transmit queue lost to a missing flush (drop TXQ; never
+ * expected, see txq.h). Called on every flush attempt, whether or not it
+ * empties the queue, so that a queue stuck full still shows. */
+static inline void ina_switch_tx_account(struct ina_switch *sw)
 {
     sw->c.drops[INA_DROP_TXQ] += sw->txq.overflows;
     sw->txq.overflows = 0;
+}
+
+/* After a flush: count, then empty the queue. */
+static inline void ina_switch_tx_reset(struct ina_switch *sw)
+{
+    ina_switch_tx_account(sw);
     ina_txq_reset(&sw->txq);
 }
 

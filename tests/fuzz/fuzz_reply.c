@@ -35,7 +35,7 @@
  *   otherwise the record's bytes, patched:
  *   F_HDR       magic, version and kind RESULT
  *   F_CREDS     the context's job id, session and token
- *   F_SLOT      slot s, and the seq, set bit and op tag of the DATA last sent on s
+ *   F_SLOT      slot s, and the seq, set bit, wire op and op tag of the DATA last sent on s
  *   F_COUNT     that DATA's count (the datagram is cut or zero-padded to match)
  *   F_DUP       deliver the datagram twice
  *   F_PROGRESS  then run ina__stream_progress(ctx, 0) (send, retransmit, deadline)
@@ -432,6 +432,7 @@ static int one_record(struct ina_ctx *ctx, uint8_t flags, uint8_t sel, const uin
             if (flags & F_SLOT) {
                 ina_put32(b + 16, s | ((ina_get32(last + 20) & 1) ? INA_SLOT_SET_BIT : 0));
                 memcpy(b + 20, last + 20, 4); /* seq */
+                b[30] = last[30];             /* wire op */
                 b[31] = last[31];             /* op tag */
             }
             if ((flags & F_COUNT) && sent[s].len)

@@ -51,6 +51,8 @@ for dt_op in float32:sum bfloat16:avg; do
 done
 "$BENCH" --local 2 --float-add floats >/dev/null 2>&1
 check "ina-bench bad --float-add exits 2" test $? -eq 2
+"$BENCH" --local 2 --inflight 65 >/dev/null 2>&1
+check "ina-bench --inflight 65 exits 2" test $? -eq 2
 
 # shared-memory rings with a local switch --shm (skipped where there is no /dev/shm)
 shm_free_kb=$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 { print $4 }')
@@ -62,6 +64,11 @@ if [ -d /dev/shm ] && [ -w /dev/shm ] && [ "${shm_free_kb:-0}" -ge 65536 ]; then
     INA_SHM=0 "$BENCH" --local 2 --switch-shm --sizes 4K --iters 2 --warmup 0 --json \
         >"$tmp/json6" 2>/dev/null
     check "INA_SHM=0 keeps ina-bench on UDP" grep -q '"transport":"udp"' "$tmp/json6"
+    # several operations in flight over the rings, each verified (issue 18's wrong sums)
+    "$BENCH" --local 2 --switch-shm --inflight 4 --dtype int32 --sizes 4K,1M --iters 3 \
+        --warmup 0 --json >"$tmp/json7" 2>/dev/null
+    check "ina-bench --inflight 4 over rings ok" test "$(grep -c '"ok": *true' "$tmp/json7")" -eq 2
+    check "ina-bench --inflight reports it" grep -q '"inflight":4' "$tmp/json7"
 else
     echo "skip: no writable /dev/shm with 64 MiB free: ina-bench --switch-shm not checked"
 fi

@@ -1,0 +1,316 @@
+/* test_inflight.c: many all-reduces in flight at once, of random dtypes, ops, sizes and buffers, completed in a random order on each rank, every element checked, on every path: UDP, shared-memory rings, lanes with several switch threads, the host fallback, float adds, and across an eviction. */
+#include <libgen.h>
+#include <time.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "e2e/verify.h"
+#include "lib/internal.h"
+
+#define ELEMS 512   /* elements per packet: large ops span many windows */
+#define WINDOW 32
+#define MAX_INFLIGHT 8
+#define MAX_COUNT 300000
+
+static struct sw_proc sw;
+static int metrics_port;
+static uint64_t seed = 20261124;
+
+/* What the parent and the workers share (an anonymous shared mapping). */
+struct shared {
+    volatile uint16_t job_id;
+    volatile int batches_done; /* rank 0 */
+    volatile int evict_now, evicted; /* rank 0 asks, with operations in flight; the parent answers */
+    volatile int path, shm;    /* rank 0's ina_info at the end */
+    volatile long long ops, elems; /* rank 0: verified */
+};
+static struct shared *sh;
+
+struct path {
+    const char *name;
+    const char *const *sw_args;
+    int n, lanes, float_add;
+    int shm;           /* 1: expect rings; 0: INA_SHM=0, or a switch without --shm */
+    int expect_path;   /* INA_PATH_SWITCH or INA_PATH_HOST (fallback, eviction) */
+    int evict;         /* the parent evicts the job in the middle of a batch */
+    int blocker;       /* a job of the parent's holds the whole pool: NOSPACE, fallback */
+    int spin;          /* complete only by polling ina_test(), never sleeping in libina:
+                          a worker that never sleeps gets no DOORBELL (rings) */
+    int batches;
+};
+
+/* splitmix64 over a private state: the same op schedule on every rank. */
+static uint64_t rnd(uint64_t *s) { return h_mix((*s)++); }
+
+struct opdesc {
+    ina_dtype dt;
+    ina_op op;
+    size_t count;
+    int inplace;
+};
+
+/* Op j of batch b: the same on every rank (a function of the seed only). */
+static struct opdesc describe(uint64_t b, int j)
+{
+    uint64_t s = seed ^ (b << 20) ^ ((uint64_t)j << 8);
+    struct opdesc d;
+    d.dt = (ina_dtype)(rnd(&s) % 5);
+    d.op = (ina_op)(rnd(&s) % 4);
+    if (d.dt == INA_FLOAT64 && (d.op == INA_MAX || d.op == INA_MIN))
+        d.op = INA_SUM; /* refused (NOTSUP), test_types covers that */
+    uint64_t c = rnd(&s) % 100;
+    size_t big = d.dt == INA_INT32 || d.dt == INA_FLOAT32 ? MAX_COUNT : MAX_COUNT / 4;
+    d.count = c < 55   ? 1 + rnd(&s) % 700             /* one round, a few packets */
+              : c < 85 ? 1000 + rnd(&s) % 20000        /* about a window */
+                       : big / 4 + rnd(&s) % (big * 3 / 4); /* many windows */
+    d.inplace = (int)(rnd(&s) & 1);
+    return d;
+}
+
+static int batch_size(uint64_t b)
+{
+    uint64_t s = seed ^ (b * 0x1000193u) ^ 0xB47C;
+    return 1 + (int)(rnd(&s) % MAX_INFLIGHT);
+}
+
+struct slot {
+    struct opdesc d;
+    uint64_t opnum; /* for the generator: unique per op of the run */
+    uint8_t *in, *out;
+    ina_req *req;
+};
+
+static int worker(int rank, int n, void *arg)
+{
+    const struct path *p = arg;
+    setenv("INA_SHM", p->shm ? "1" : "0", 1);
+    char addr[64], job[32];
+    snprintf(job, sizeof(job), "inflight-%s", p->name);
+    ina_config cfg;
+    worker_config(&cfg, &sw, job, rank, n, addr, sizeof(addr));
+    cfg.elems_per_packet = ELEMS;
+    cfg.window = WINDOW;
+    cfg.lanes = p->lanes;
+    cfg.float_add = p->float_add;
+    cfg.timeout_ms = 15000;
+    ina_ctx *ctx;
+    int rc = ina_init(&ctx, &cfg);
+    if (rc) {
+        fprintf(stderr, "%s rank %d: ina_init: %s\n", p->name, rank, ina_strerror(rc));
+        return 1;
+    }
+    ina_info info;
+    ina_get_info(ctx, &info);
+    if (rank == 0)
+        sh->job_id = (p->lanes > 1 ? ina__lanes_ctx(ctx, 0) : ctx)->job_id;
+    int float_add = info.float_add == INA_FLOAT_ADD_SWITCH;
+    size_t k = (size_t)info.elems_per_packet;
+
+    struct slot s[MAX_INFLIGHT];
+    for (int j = 0; j < MAX_INFLIGHT; j++) {
+        s[j].in = malloc(8 * (size_t)MAX_COUNT);
+        s[j].out = malloc(8 * (size_t)MAX_COUNT);
+        if (!s[j].in || !s[j].out)
+            return 1;
+    }
+    uint64_t order_state = seed ^ 0xC0FFEEull ^ ((uint64_t)rank << 32); /* differs per rank */
+    int fails = 0;
+    long long ops = 0, elems = 0;
+    uint64_t opnum = 0;
+    for (int b = 0; b < p->batches && !fails; b++) {
+        int nb = batch_size((uint64_t)b);
+        for (int j = 0; j < nb; j++) {
+            s[j].d = describe((uint64_t)b, j);
+            s[j].opnum = ++opnum;
+            size_t es = vfy_esize[s[j].d.dt];
+            for (size_t i = 0; i < s[j].d.count; i++)
+                vfy_gen(s[j].d.dt, rank, s[j].opnum, i, 0, s[j].in + i * es);
+            memset(s[j].out, 0xA5, s[j].d.count * es);
+            void *dst = s[j].d.inplace ? s[j].in : s[j].out;
+            rc = ina_allreduce_start(ctx, s[j].in, dst, s[j].d.count, s[j].d.dt, s[j].d.op,
+                                     &s[j].req);
+            if (rc) {
+                fprintf(stderr, "%s rank %d: start: %s\n", p->name, rank, ina_strerror(rc));
+                return 1;
+            }
+        }
+        if (p->evict && rank == 0 && b == p->batches / 3) {
+            /* The eviction comes while this batch is in flight. */
+            sh->evict_now = 1;
+            for (double t0 = h_now(); !sh->evicted && h_now() - t0 < 30;)
+                usleep(1000);
+        }
+        /* Complete them in a random order: poll a random one, wait for it
+         * when it is done (or sometimes at once). */
+        for (int left = nb; left > 0;) {
+            int j = (int)(rnd(&order_state) % (uint64_t)nb);
+            if (!s[j].req)
+                continue;
+            int done = 0;
+            if (!p->spin && rnd(&order_state) % 4 == 0)
+                done = 1;
+            else
+                rc = ina_test(s[j].req, &done);
+            if (!done)
+                continue;
+            rc = ina_wait(s[j].req);
+            s[j].req = NULL;
+            left--;
+            const struct opdesc *d = &s[j].d;
+            const void *dst = d->inplace ? s[j].in : s[j].out;
+            int bad = rc ? 1 : vfy_check(d->dt, n, d->op, s[j].opnum, d->count, 0, k, float_add, dst);
+            if (bad) {
+                fprintf(stderr, "%s rank %d batch %d op %d (%s %s count %zu%s): %s, %d wrong\n",
+                        p->name, rank, b, j, vfy_dnames[d->dt], vfy_onames[d->op], d->count,
+                        d->inplace ? " in place" : "", ina_err_name(rc), bad);
+                fails++;
+            }
+            ops++;
+            elems += (long long)d->count;
+        }
+        if (rank == 0)
+            sh->batches_done = b + 1;
+    }
+    ina_get_info(ctx, &info);
+    if (rank == 0) {
+        sh->path = info.path;
+        sh->shm = info.shm;
+        sh->ops = ops;
+        sh->elems = elems;
+    }
+    for (int j = 0; j < MAX_INFLIGHT; j++) {
+        free(s[j].in);
+        free(s[j].out);
+    }
+    rc = ina_finalize(ctx);
+    return fails || rc;
+}
+
+/* ina-ctl evict ID through the switch's metrics port (the job list is
+ * published every 100 ms: retry while it is not listed yet). */
+static int evict(unsigned id)
+{
+    char bin[512], line[700];
+    snprintf(bin, sizeof(bin), "%s", INA_SWITCH_BIN);
+    snprintf(line, sizeof(line), "%s/ina-ctl --metrics 127.0.0.1:%d evict %u >/dev/null 2>&1",
+             dirname(bin), metrics_port, id);
+    int rc = -1;
+    for (int i = 0; i < 30 && rc != 0; i++) {
+        rc = system(line);
+        if (rc != 0)
+            usleep(100 * 1000);
+    }
+    return rc;
+}
+
+static void run_path(const struct path *p)
+{
+    char log[64], mport[64];
+    snprintf(log, sizeof(log), "/tmp/ina-test-inflight.%d.log", (int)getpid());
+    snprintf(mport, sizeof(mport), "/tmp/ina-test-inflight-m.%d", (int)getpid());
+    sw.log_path = log;
+    const char *args[16];
+    int na = 0;
+    for (int i = 0; p->sw_args && p->sw_args[i]; i++)
+        args[na++] = p->sw_args[i];
+    if (p->evict) {
+        args[na++] = "--metrics";
+        args[na++] = "127.0.0.1:0";
+        args[na++] = "--metrics-port-file";
+        args[na++] = mport;
+    }
+    args[na] = NULL;
+    CHECK_EQ_INT(switch_start(&sw, args), 0);
+    if (p->evict) {
+        FILE *f = fopen(mport, "r");
+        CHECK(f && fscanf(f, "%d", &metrics_port) == 1);
+        if (f)
+            fclose(f);
+    }
+    memset((void *)sh, 0, sizeof(*sh));
+    ina_ctx *blocker = NULL;
+    if (p->blocker) { /* one rank, the whole pool */
+        char addr[64];
+        ina_config cfg;
+        worker_config(&cfg, &sw, "inflight-blocker", 0, 1, addr, sizeof(addr));
+        cfg.window = 16;
+        CHECK_EQ_INT(ina_init(&blocker, &cfg), 0);
+    }
+    double t0 = h_now();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(run_workers(p->n, worker, (void *)p, 120) ? 1 : 0);
+    if (p->evict) {
+        while (!sh->evict_now && h_now() - t0 < 60)
+            usleep(1000);
+        CHECK_EQ_INT(evict(sh->job_id), 0);
+        usleep(200 * 1000); /* the switch's MIGRATE is out before rank 0 goes on */
+        sh->evicted = 1;
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    int failed = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+    printf("%-14s N=%d lanes=%d: %lld ops, %lld elements verified per rank, path %s%s, %.2f s%s\n",
+           p->name, p->n, p->lanes, sh->ops, sh->elems, sh->path == INA_PATH_HOST ? "host" : "switch",
+           sh->shm ? " (rings)" : "", h_now() - t0, failed ? "  FAILED" : "");
+    CHECK_EQ_INT(failed, 0);
+    CHECK_EQ_INT(sh->path, p->expect_path);
+    CHECK_EQ_INT(sh->shm, p->shm && p->expect_path == INA_PATH_SWITCH);
+    if (blocker)
+        CHECK_EQ_INT(ina_finalize(blocker), 0);
+    CHECK_EQ_INT(switch_stop(&sw), 0);
+    CHECK_EQ_INT(switch_counter(&sw, "drop_MISMATCH"), 0);
+    CHECK_EQ_INT(switch_counter(&sw, "drop_TXQ"), 0);
+    if (p->evict)
+        CHECK_EQ_INT(switch_counter(&sw, "jobs_evicted"), 1);
+    unlink(log);
+    unlink(mport);
+}
+
+int main(void)
+{
+    /* Two schedules: a fixed one, and a new one each run (printed, so that
+     * a failure can be repeated with INA_TEST_SEED). */
+    const char *env = getenv("INA_TEST_SEED");
+    uint64_t seeds[2] = {seed, (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32)};
+    int nseeds = 2;
+    if (env) {
+        seeds[0] = strtoull(env, NULL, 0);
+        nseeds = 1;
+    }
+    sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(sh != MAP_FAILED);
+
+    static const char *const none[] = {NULL};
+    static const char *const shm[] = {"--shm", NULL};
+    static const char *const threads[] = {"--threads", "3", NULL};
+    static const char *const shm_threads[] = {"--shm", "--threads", "2", NULL};
+    /* Room for the blocker's 16 slots only: the test's job gets NOSPACE, so rank 0 aggregates. */
+    static const char *const tiny[] = {"--slots", "16", "--max-job-slots", "16", "--min-job-slots",
+                                       "16", NULL};
+    const struct path paths[] = {
+        {"udp", none, 3, 1, INA_FLOAT_ADD_QUANTIZED, 0, INA_PATH_SWITCH, 0, 0, 0, 12},
+        {"rings", shm, 3, 1, INA_FLOAT_ADD_QUANTIZED, 1, INA_PATH_SWITCH, 0, 0, 0, 20},
+        {"rings-spin", shm, 2, 1, INA_FLOAT_ADD_QUANTIZED, 1, INA_PATH_SWITCH, 0, 0, 1, 20},
+        {"lanes-threads", threads, 3, 3, INA_FLOAT_ADD_QUANTIZED, 0, INA_PATH_SWITCH, 0, 0, 0, 10},
+        {"lanes-rings", shm_threads, 2, 2, INA_FLOAT_ADD_QUANTIZED, 1, INA_PATH_SWITCH, 0, 0, 1, 10},
+        {"float-add", shm, 3, 1, INA_FLOAT_ADD_SWITCH, 1, INA_PATH_SWITCH, 0, 0, 1, 10},
+        {"fallback", tiny, 3, 1, INA_FLOAT_ADD_QUANTIZED, 0, INA_PATH_HOST, 0, 1, 0, 8},
+        {"evicted", shm, 3, 1, INA_FLOAT_ADD_QUANTIZED, 1, INA_PATH_HOST, 1, 0, 0, 12},
+    };
+    const char *only = getenv("INA_TEST_PATH");
+    for (int k = 0; k < nseeds; k++) {
+        seed = seeds[k];
+        printf("seed %llu (INA_TEST_SEED=%llu to repeat)\n", (unsigned long long)seed,
+               (unsigned long long)seed);
+        for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+            if (!only || strcmp(only, paths[i].name) == 0)
+                run_path(&paths[i]);
+    }
+    munmap((void *)sh, sizeof(*sh));
+    return check_report("test_inflight");
+}

@@ -1,0 +1,169 @@
+/* verify.h: e2e test data and verification for every dtype x op: a pure generator every rank can evaluate for every rank, and checkers within each type's documented bound. */
+#ifndef INA_E2E_VERIFY_H
+#define INA_E2E_VERIFY_H
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dtypes.h"
+#include "e2e/harness.h"
+
+/* Magnitudes change every VFY_SPAN elements (a test's packet size or a divisor of it). */
+#ifndef VFY_SPAN
+#define VFY_SPAN 64
+#endif
+
+static const char *const vfy_dnames[] = {"int32", "float32", "float16", "bfloat16", "float64"};
+static const char *const vfy_onames[] = {"sum", "max", "min", "avg"};
+static const size_t vfy_esize[] = {4, 4, 2, 2, 8};
+
+/*
+ * Input element i of rank r in operation `op`, written at dst (a pure
+ * function, so every rank can compute every rank's data): mixed signs,
+ * magnitudes varying every VFY_SPAN elements over a few binades, every
+ * pattern exact in its type. With special set (16-bit and FLOAT64 only),
+ * rank 0's element 1 is +Inf and rank 1's element VFY_SPAN + 2 is NaN.
+ */
+static inline void vfy_gen(ina_dtype dt, int r, uint64_t op, size_t i, int special, void *dst)
+{
+    uint64_t h = h_mix(((uint64_t)r << 56) ^ (op << 40) ^ i ^ 0x7E57);
+    int binade = (int)((i / VFY_SPAN) % 5) - 2 + (int)(h >> 60) % 3; /* -2..4 */
+    uint16_t u16 = 0;
+    int inf = special && r == 0 && i == 1, nan = special && r == 1 && i == VFY_SPAN + 2;
+    switch (dt) {
+    case INA_INT32: {
+        int32_t v = (int32_t)(uint32_t)h;
+        memcpy(dst, &v, 4);
+        return;
+    }
+    case INA_FLOAT32: {
+        float f = (float)ldexp((double)(h >> 40) - 0x800000, binade - 23);
+        memcpy(dst, &f, 4);
+        return;
+    }
+    case INA_FLOAT16: /* exponent field 13..19: 2^-2..2^4 */
+        u16 = inf ? 0x7C00 : nan ? 0x7E00
+                : (uint16_t)((h & 0x8000) | (uint64_t)(15 + binade) << 10 | (h >> 20 & 0x3FF));
+        break;
+    case INA_BFLOAT16:
+        u16 = inf ? 0x7F80 : nan ? 0x7FC0
+                : (uint16_t)((h & 0x8000) | (uint64_t)(127 + binade) << 7 | (h >> 20 & 0x7F));
+        break;
+    case INA_FLOAT64: {
+        double d = inf ? INFINITY : nan ? NAN : ldexp((double)(h >> 11) - 0x1p52, binade - 52);
+        memcpy(dst, &d, 8);
+        return;
+    }
+    }
+    memcpy(dst, &u16, 2);
+}
+
+/* The same element as a double. */
+static inline double vfy_value(ina_dtype dt, int r, uint64_t op, size_t i, int special)
+{
+    uint8_t one[8];
+    vfy_gen(dt, r, op, i, special, one);
+    return value_at(dt, one, 0);
+}
+
+static inline int vfy_check_int(int n, ina_op opk, uint64_t op, size_t count, const int32_t *out)
+{
+    int bad = 0;
+    for (size_t i = 0; i < count; i++) {
+        uint32_t sum = 0;
+        int32_t mx = INT32_MIN, mn = INT32_MAX;
+        for (int r = 0; r < n; r++) {
+            int32_t v = (int32_t)vfy_value(INA_INT32, r, op, i, 0);
+            sum += (uint32_t)v;
+            mx = v > mx ? v : mx;
+            mn = v < mn ? v : mn;
+        }
+        int32_t want = opk == INA_SUM ? (int32_t)sum
+                       : opk == INA_MAX ? mx
+                       : opk == INA_MIN ? mn
+                                        : (int32_t)sum / n; /* AVG: truncation toward zero */
+        if (out[i] != want && bad++ < 5)
+            fprintf(stderr, "int32 %s n=%d count=%zu i=%zu: got %d want %d\n", vfy_onames[opk], n,
+                    count, i, out[i], want);
+    }
+    return bad;
+}
+
+static inline int vfy_check_float(ina_dtype dt, int n, ina_op opk, uint64_t op, size_t count,
+                                  int special, size_t k, int float_add, const void *out)
+{
+    int bad = 0;
+    for (size_t b0 = 0; b0 < count; b0 += k) {
+        size_t len = count - b0 < k ? count - b0 : k;
+        double amax = 0;
+        int nonfinite = 0;
+        for (int r = 0; r < n; r++)
+            for (size_t j = 0; j < len; j++) {
+                double x = vfy_value(dt, r, op, b0 + j, special);
+                nonfinite |= !isfinite(x);
+                amax = fmax(amax, fabs(x));
+            }
+        for (size_t j = 0; j < len; j++) {
+            size_t i = b0 + j;
+            double hi = 0, lo = 0, got = value_at(dt, out, i);
+            int has_inf = 0, has_nan = 0;
+            for (int r = 0; r < n; r++) {
+                double x = vfy_value(dt, r, op, i, special);
+                has_inf |= isinf(x);
+                has_nan |= isnan(x);
+                two_sum(&hi, &lo, x);
+            }
+            int ok;
+            if (opk == INA_MAX || opk == INA_MIN) {
+                /* exact (PROTOCOL.md §8.9): one of the inputs, NaN if any rank has one */
+                double want = vfy_value(dt, 0, op, i, special);
+                for (int r = 1; r < n; r++) {
+                    double x = vfy_value(dt, r, op, i, special);
+                    want = opk == INA_MAX ? fmax(want, x) : fmin(want, x);
+                }
+                ok = has_nan ? isnan(got) : got == want;
+            } else if (float_add && dt != INA_FLOAT64) {
+                /* Floats added as floats: IEEE per element (the data has
+                 * only +Inf, so an Inf sum is +Inf); the bound of ina.h. */
+                double abs_sum = 0;
+                for (int r = 0; r < n; r++)
+                    abs_sum += fabs(vfy_value(dt, r, op, i, special));
+                double b = ina_float_add_error_bound(dt, n, abs_sum, hi + lo);
+                if (has_nan)
+                    ok = isnan(got);
+                else if (has_inf)
+                    ok = got == INFINITY;
+                else if (opk == INA_AVG)
+                    ok = fabs((got - hi / n) - lo / n) <=
+                         b / n + 0x1p-52 * fabs((hi + lo) / n) + avg_error_bound(dt, 1, 0, 0);
+                else
+                    ok = fabs((got - hi) - lo) <= b;
+            } else if (nonfinite) /* PROTOCOL.md §8: IEEE for the non-finite, NaN for the rest */
+                ok = has_inf && !has_nan ? got == INFINITY : isnan(got);
+            else if (opk == INA_AVG)
+                ok = fabs((got - hi / n) - lo / n) <= avg_error_bound(dt, n, amax, hi + lo);
+            else
+                ok = fabs((got - hi) - lo) <= ina_error_bound(dt, n, amax, hi + lo);
+            if (!ok && bad++ < 5)
+                fprintf(stderr, "%s %s n=%d count=%zu i=%zu: got %.17g, exact sum %.17g, amax %g\n",
+                        vfy_dnames[dt], vfy_onames[opk], n, count, i, got, hi + lo, amax);
+        }
+    }
+    return bad;
+}
+
+/*
+ * Check out, the result of op `op` (opk over n ranks' vfy_gen data, count
+ * elements of dt), with packets of k elements (the float bound is per block)
+ * and floats added by the switch (float_add) or quantized.
+ * @return the elements that are wrong (the first few are printed).
+ */
+static inline int vfy_check(ina_dtype dt, int n, ina_op opk, uint64_t op, size_t count, int special,
+                            size_t k, int float_add, const void *out)
+{
+    return dt == INA_INT32 ? vfy_check_int(n, opk, op, count, out)
+                           : vfy_check_float(dt, n, opk, op, count, special, k, float_add, out);
+}
+
+#endif
