@@ -37,7 +37,9 @@ static inline double h_now(void)
 /* Start ina-switch with extra args (NULL-terminated list, may be NULL). @return 0 or -1. */
 static inline int switch_start(struct sw_proc *sp, const char *const *extra)
 {
-    snprintf(sp->port_file, sizeof(sp->port_file), "/tmp/ina-test-port.%d", (int)getpid());
+    static int nstarted; /* a test may run several switches: one port file each */
+    snprintf(sp->port_file, sizeof(sp->port_file), "/tmp/ina-test-port.%d.%d", (int)getpid(),
+             nstarted++);
     unlink(sp->port_file);
     const char *argv[32] = {INA_SWITCH_BIN, "--listen", "127.0.0.1:0", "--port-file",
                             sp->port_file, "--quiet"};
