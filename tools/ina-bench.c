@@ -115,6 +115,8 @@ static void usage(FILE *f)
 "                       results go to stdout.\n"
 "  --switch HOST:PORT   run one worker against a running ina-switch; needs\n"
 "                       --rank and --world. Only rank 0 prints results.\n"
+"                       A list HOST:PORT,HOST:PORT,... spreads every operation\n"
+"                       over those switches (shards, as INA_SWITCH does)\n"
 "                       With --local N: start the N workers against that running\n"
 "                       switch instead of a new one, so that several benchmarks\n"
 "                       (each its own --job NAME) share one switch\n"
@@ -815,9 +817,10 @@ static int run_worker(const struct opts *o)
 
     if (o->rank == 0 && !o->json) {
         printf("# ina-bench: %d workers, dtype %s, op %s, %d elems/packet, window %d, lanes %d, "
-               "in flight %d, path %s, float add %s, transport %s, %d iterations + %d warmup, "
-               "libina %s\n",
-               o->world, dname, oname, epp, info.window, info.lanes, o->inflight,
+               "shards %d, levels %d, in flight %d, path %s, float add %s, transport %s, "
+               "%d iterations + %d warmup, libina %s\n",
+               o->world, dname, oname, epp, info.window, info.lanes, info.shards, info.levels,
+               o->inflight,
                info.path == INA_PATH_HOST ? "host (fallback: the switch had no room)" : "switch",
                float_add_names[info.float_add], info.shm ? "shm" : "udp",
                o->iters, o->warmup, ina_version_string());
@@ -957,10 +960,12 @@ static int run_worker(const struct opts *o)
             if (o->json) {
                 printf("{\"workers\":%d,\"bytes\":%llu,\"count\":%zu,\"dtype\":\"%s\","
                        "\"op\":\"%s\",\"iters\":%d,\"warmup\":%d,\"elems_per_packet\":%d,"
-                       "\"window\":%d,\"lanes\":%d,\"inflight\":%d,\"path\":\"%s\","
+                       "\"window\":%d,\"lanes\":%d,\"shards\":%d,\"levels\":%d,"
+                       "\"inflight\":%d,\"path\":\"%s\","
                        "\"float_add\":\"%s\",\"transport\":\"%s\",",
                        o->world, bytes, count, dname, oname, o->iters, o->warmup, epp,
-                       info.window, info.lanes, o->inflight, info.path == INA_PATH_HOST ? "host" : "switch",
+                       info.window, info.lanes, info.shards, info.levels, o->inflight,
+                       info.path == INA_PATH_HOST ? "host" : "switch",
                        float_add_names[info.float_add], info.shm ? "shm" : "udp");
                 json_num("time_s", med, 0);
                 json_num("time_min_s", tmin, 0);
