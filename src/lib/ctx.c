@@ -157,7 +157,7 @@ static int init_parts(struct ina_ctx **out, const ina_config *cfg, const struct 
     }
     ina__fallback_free(refusal.fallback);
     if (rc == 0)
-        rc = ina__lanes_start(parent, part, n);
+        rc = ina__lanes_start(parent, part, n, nlanes);
     if (rc != 0) {
         /* Joined parts: end them for every rank, whose later parts fail too. */
         parts_close(part, n, 1);

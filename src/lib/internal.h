@@ -257,9 +257,10 @@ void ina__lane_close(struct ina_ctx *ctx);
 /* ctx.c: the default elems_per_packet for a switch at addr (2048 on loopback, else 256). */
 int ina__default_elems(const struct sockaddr_in *addr);
 
-/* lanes.c: a multi-lane context. start takes the lane contexts (all joined)
- * and runs a thread per lane; submit splits an operation over them. */
-int ina__lanes_start(struct ina_ctx *parent, struct ina_ctx **lane_ctx, int n);
+/* lanes.c: a multi-part context. start takes the n part contexts (all
+ * joined) and runs nthreads threads (part p on thread p mod nthreads);
+ * submit splits an operation over the parts. */
+int ina__lanes_start(struct ina_ctx *parent, struct ina_ctx **lane_ctx, int n, int nthreads);
 int ina__lanes_submit(struct ina_ctx *parent, struct ina_req *req);
 int ina__lanes_test(struct ina_req *req, int *done);
 int ina__lanes_wait(struct ina_req *req);
