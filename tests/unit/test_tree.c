@@ -794,6 +794,53 @@ static void test_secret(void)
     net_close();
 }
 
+/* A TREE_JOIN of one set, by hand: its rep is the set's lowest rank. */
+static void tree_join_by_hand(int sw_idx, const struct sockaddr_in *src, uint64_t nonce,
+                              unsigned set_bits, int world)
+{
+    uint8_t b[INA_HDR_LEN + INA_TREE_JOIN_LEN];
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_TREE_JOIN);
+    h.rank = (uint16_t)__builtin_ctz(set_bits);
+    ina_hdr_encode(b, &h);
+    struct ina_join j;
+    memset(&j, 0, sizeof(j));
+    j.nonce = nonce;
+    j.world_size = (uint16_t)world;
+    j.elems = K;
+    j.window = W;
+    snprintf(j.name, sizeof(j.name), "by-hand");
+    ina_join_encode(b + INA_HDR_LEN, &j);
+    memset(b + INA_HDR_LEN + INA_JOIN_BODY_LEN, 0, INA_TREE_SET_LEN);
+    b[INA_HDR_LEN + INA_JOIN_BODY_LEN] = (uint8_t)set_bits;
+    ina_switch_input(&sws[sw_idx], b, sizeof(b), src, now);
+}
+
+/* A member's registrations replace each other (the same nonce and address:
+ * its earlier set goes, even when the sets do not overlap), and a rank
+ * registered by another member is taken over with all of that member's set. */
+static void test_reregistration(void)
+{
+    struct opts o = {0};
+    net_open(&o);
+    const struct ina_job *pj = &sws[P].jobs[0];
+    tree_join_by_hand(P, &sw_addr[C0], 0x51, 0x1, 4); /* {0} */
+    CHECK_EQ_INT(pj->njoined, 1);
+    tree_join_by_hand(P, &sw_addr[C0], 0x51, 0x2, 4); /* {1}: the same member moved */
+    CHECK_EQ_INT(pj->njoined, 1);
+    CHECK(!pj->members[0].joined);
+    CHECK_EQ_INT(pj->members[1].weight, 1);
+    tree_join_by_hand(P, &sw_addr[C1], 0x52, 0xE, 4); /* {1, 2, 3}: takes rank 1 over */
+    CHECK_EQ_INT(pj->njoined, 3);
+    CHECK_EQ_INT(pj->members[1].weight, 3);
+    CHECK_EQ_INT(pj->members[2].rep, 1);
+    tree_join_by_hand(P, &sw_addr[C0], 0x51, 0x3, 4); /* {0, 1}: takes 1 back, C1's set goes */
+    CHECK_EQ_INT(pj->njoined, 2);
+    CHECK(!pj->members[2].joined && !pj->members[3].joined);
+    CHECK_EQ_INT(pj->state, INA_JOB_JOINING);
+    net_close();
+}
+
 /* TREE_JOINs the parent must refuse: malformed sets, a multicast parent. */
 static void test_tree_join_refused(void)
 {
@@ -898,5 +945,6 @@ int main(void)
     test_redirect();
     test_secret();
     test_tree_join_refused();
+    test_reregistration();
     return check_report("test_tree");
 }
