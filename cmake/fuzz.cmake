@@ -40,8 +40,11 @@ function(ina_add_fuzzer surface)
     WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
   # ctest's limit: the fuzzing time, plus replaying the corpus and starting up.
   math(EXPR _timeout "${INA_FUZZ_SECONDS} + 120")
+  # A unit's limit of 60 s, not `make fuzz`'s 10: on a loaded host (CI, parallel builds) one
+  # input of a few milliseconds was seen waiting 14 s for a CPU; ctest's TIMEOUT still ends a
+  # real hang.
   set_tests_properties(${name} PROPERTIES LABELS fuzz TIMEOUT ${_timeout}
-                                           ENVIRONMENT INA_FUZZ_SEED=${INA_FUZZ_SEED})
+                                           ENVIRONMENT "INA_FUZZ_SEED=${INA_FUZZ_SEED};INA_FUZZ_UNIT_TIMEOUT=60")
 endfunction()
 
 # The switch sources are #included by the fuzzer itself (as in tests/unit/test_switch.c), except

@@ -21,7 +21,10 @@
  * Threading rule
  * --------------
  * One ina_ctx per thread: calls on the same context must not run concurrently.
- * Distinct contexts are independent. libina starts no threads of its own.
+ * Distinct contexts are independent. libina starts threads of its own only
+ * where a feature needs them: one per lane of a context with lanes > 1, and,
+ * on rank 0, one for the host aggregator when the job falls back to it
+ * (INA_FALLBACK_HOST). A plain context runs in the caller's thread only.
  *
  * Progress rule (as in MPI)
  * -------------------------
@@ -94,7 +97,7 @@ INA_EXTERN const char *ina_version_string(void);
     X(INA_ERR_CLOSED, -1006, "context is finalized or broken by an earlier error") \
     X(INA_ERR_NOTSUP, -1007, "not supported (not implemented yet in this version)") \
     X(INA_ERR_PROTO, -1008, "protocol version mismatch with the switch")         \
-    X(INA_ERR_CONFIG, -1009, "invalid configuration (check INA_* variables)")    \
+    X(INA_ERR_CONFIG, -1009, "invalid configuration (ina_last_error() names the setting)") \
     X(INA_ERR_BUSY, -1010, "too many operations in flight on this context")
 
 typedef enum {
@@ -111,6 +114,25 @@ typedef enum {
 INA_EXTERN const char *ina_strerror(int err);
 /** @return the symbolic name ("INA_ERR_TIMEOUT", "EINVAL", ...). Never NULL. */
 INA_EXTERN const char *ina_err_name(int err);
+
+typedef struct ina_ctx ina_ctx;
+
+/**
+ * Why the last call failed, in one sentence that names the value and the
+ * rule or the cause, e.g. "rank 4 is not below world_size 4", "cannot
+ * resolve the switch address 'sw1:48864': Name or service not known", or
+ * "no answer from the switch at 127.0.0.1:48864 within 60000 ms: port
+ * unreachable (is ina-switch running there?)". The code the call returned
+ * says what kind of failure it was; this says which.
+ *   ctx != NULL: the last failure of a call on that context (an all-reduce,
+ *                ina_wait, ...). A finalized context says so.
+ *   ctx == NULL: the calling thread's last failure of a call that leaves no
+ *                context: ina_init(), ina_init_env(), ina_config_from_env().
+ * @return the message, or "" if there is none (the call did not fail, or
+ * said nothing more than its code). Valid until the next libina call in the
+ * same thread (NULL) or on the same context. Never NULL. Since v0.4.
+ */
+INA_EXTERN const char *ina_last_error(const ina_ctx *ctx);
 
 /* ---- Types and operations ---------------------------------------------- */
 
@@ -285,25 +307,31 @@ INA_EXTERN void ina_config_init(ina_config *cfg);
  * WORLD_SIZE), INA_JOB, INA_ELEMS, INA_WINDOW, INA_TIMEOUT_MS,
  * INA_JOIN_TIMEOUT_MS, INA_RTO_MS, INA_LANES, INA_ADMISSION_WAIT_MS, INA_FALLBACK
  * ("host" or "none"), INA_SECRET_FILE, INA_FLOAT_ADD ("quantized" or "switch").
- * Strings point into the environment.
- * @return 0, or INA_ERR_CONFIG if a variable is present but malformed.
+ * Strings point into the environment. (libina also reads INA_QUIET, INA_SHM,
+ * INA_ONE_ROUND, INA_NO_GSO, INA_NO_SIMD and INA_FAULT itself, when it needs them.)
+ * @return 0, or INA_ERR_CONFIG if a variable is present but malformed
+ * (ina_last_error(NULL) names it).
  */
 INA_EXTERN int ina_config_from_env(ina_config *cfg);
 
 /* ---- Context ----------------------------------------------------------- */
 
-typedef struct ina_ctx ina_ctx;
-
 /**
  * Create a context and join the job: register with the switch and wait
  * until all world_size ranks have registered (at most join_timeout_ms).
+ * While it waits, it writes a line to stderr after 3 s and then every 10 s
+ * saying what for (the ranks still missing, no switch at the address, ...);
+ * INA_QUIET=1 in the environment silences them. On failure,
+ * ina_last_error(NULL) says which value or which cause.
  * @return 0 and *out set, or:
  *   -EINVAL             NULL argument or a field out of range
- *   INA_ERR_CONFIG      a switch address does not resolve, the list is malformed
- *                       (an empty entry), or shards x lanes exceeds 64
+ *   INA_ERR_CONFIG      a switch address does not resolve, the list of switches is
+ *                       malformed (an empty entry) or shards x lanes exceeds 64, a
+ *                       malformed INA_FAULT, an unreadable secret_file
  *   INA_ERR_TIMEOUT     not all ranks joined in time, or no switch answered
  *   INA_ERR_NOSPACE     the switch has no room for the job's window
- *   INA_ERR_MISMATCH    another rank registered with a different world size
+ *   INA_ERR_MISMATCH    the ranks declared different world sizes (or lanes): every
+ *                       rank that is joining gets it at once
  *   INA_ERR_REJECTED    the switch refused the parameters (world size, rank, name), or
  *                       the shared secret (secret_file) is missing, wrong, or the switch
  *                       did not prove it knows it
@@ -323,7 +351,8 @@ typedef struct ina_ctx ina_ctx;
  */
 INA_EXTERN int ina_init(ina_ctx **out, const ina_config *cfg);
 
-/** ina_config_from_env() followed by ina_init(). */
+/** ina_config_from_env() followed by ina_init(). On failure, ina_last_error(NULL)
+ * says why. */
 INA_EXTERN int ina_init_env(ina_ctx **out);
 
 /**

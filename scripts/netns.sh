@@ -212,22 +212,17 @@ ina_ns_setup() {
         ina_ns_teardown "$p"
         return 1
     fi
-    for ((i = 0; i < n; i++)); do
-        if ! _ina_ns_add_node "$p" "w$i" "$mtu" "$rate"; then
-            _ina_ns_err "setup of worker $i of cluster '$p' failed; tearing it down"
-            ina_ns_teardown "$p"
-            return 1
-        fi
-    done
-    local m=${INA_NS_SHARDS:-0}
+    local m=${INA_NS_SHARDS:-0} role roles=()
     if [[ ! $m =~ ^[0-8]$ ]]; then
         _ina_ns_err "bad INA_NS_SHARDS '$m' (0..8)"
         ina_ns_teardown "$p"
         return 1
     fi
-    for ((i = 0; i < m; i++)); do
-        if ! _ina_ns_add_node "$p" "s$i" "$mtu" "$rate"; then
-            _ina_ns_err "setup of shard host $i of cluster '$p' failed; tearing it down"
+    for ((i = 0; i < n; i++)); do roles+=("w$i"); done
+    for ((i = 0; i < m; i++)); do roles+=("s$i"); done # shard hosts
+    for role in "${roles[@]}"; do
+        if ! _ina_ns_add_node "$p" "$role" "$mtu" "$rate"; then
+            _ina_ns_err "setup of $role of cluster '$p' failed; tearing it down"
             ina_ns_teardown "$p"
             return 1
         fi

@@ -499,8 +499,9 @@ static ina_ctx *g_ctx;
 
 static _Noreturn void die_ina(const char *what, int rc)
 {
-    fprintf(stderr, "%s: rank %d: %s: %s (%s)\n", prog, g_rank, what, ina_strerror(rc),
-            ina_err_name(rc));
+    const char *why = ina_last_error(g_ctx); /* g_ctx NULL: why ina_init failed */
+    fprintf(stderr, "%s: rank %d: %s: %s (%s)%s%s\n", prog, g_rank, what, ina_strerror(rc),
+            ina_err_name(rc), why[0] ? ": " : "", why);
     fflush(stdout);
     /* Leaving tells the switch, which ends the session: the other ranks fail
      * fast instead of waiting for their timeout. */

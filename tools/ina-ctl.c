@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ina.h"
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -37,6 +39,7 @@ static void usage(FILE *f)
             "  --json               print the switch's JSON instead of a table (jobs and\n"
             "                       job: GET /jobs; counters: GET /counters; abort: the reply)\n"
             "  --timeout S          give up after S seconds (default 3)\n"
+            "  --version            print the version and exit\n"
             "  --help               this text\n"
             "\n"
             "Exit status: 0 done, 1 the switch is unreachable or refused (no such job), 2 usage.\n");
@@ -407,6 +410,7 @@ int main(int argc, char **argv)
                                           {"json", no_argument, 0, 'j'},
                                           {"timeout", required_argument, 0, 't'},
                                           {"help", no_argument, 0, 'h'},
+                                          {"version", no_argument, 0, 'V'},
                                           {0, 0, 0, 0}};
     const char *metrics = getenv("INA_METRICS");
     if (!metrics || !*metrics)
@@ -426,6 +430,9 @@ int main(int argc, char **argv)
             }
             break;
         case 'h': usage(stdout); return 0;
+        case 'V':
+            printf("ina-ctl %d.%d.%d\n", INA_VERSION_MAJOR, INA_VERSION_MINOR, INA_VERSION_PATCH);
+            return 0;
         default: usage(stderr); return 2;
         }
     }

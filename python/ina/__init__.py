@@ -27,7 +27,7 @@ from . import _lib
 __all__ = [
     "InaError", "Context", "Request", "allreduce", "allreduce_async", "default_context",
     "init", "finalize", "float_error_bound", "float_error_bounds", "library_version",
-    "library_path", "strerror", "err_name",
+    "library_path", "strerror", "err_name", "last_error",
     "INT32", "FLOAT32", "FLOAT16", "BFLOAT16", "FLOAT64", "SUM", "MAX", "MIN", "AVG",
 ]
 
@@ -70,22 +70,33 @@ def err_name(code):
     return _lib.lib().ina_err_name(int(code)).decode(errors="replace")
 
 
+def last_error(handle=None):
+    """ina_last_error(): why the last call failed, in one sentence (the value and the rule,
+    or the cause). handle: a context's ina_ctx pointer; None: this thread's last failed
+    ina_init/ina_config_from_env."""
+    return (_lib.lib().ina_last_error(handle) or b"").decode(errors="replace")
+
+
 class InaError(RuntimeError):
     """A libina call failed. code: the negative status; name: its symbolic name; message:
-    ina_strerror(code); what: the call that failed."""
+    ina_strerror(code); what: the call that failed; detail: ina_last_error(), which says
+    which value or cause (may be empty)."""
 
-    def __init__(self, code, what=""):
+    def __init__(self, code, what="", detail=""):
         self.code = int(code)
         self.name = err_name(self.code)
         self.message = strerror(self.code)
         self.what = what
+        self.detail = detail
         prefix = what + ": " if what else ""
-        super().__init__("%s%s (%s, %d)" % (prefix, self.message, self.name, self.code))
+        suffix = ": " + detail if detail else ""
+        super().__init__("%s%s (%s, %d)%s" % (prefix, self.message, self.name, self.code,
+                                               suffix))
 
 
-def _check(rc, what):
+def _check(rc, what, detail=""):
     if rc < 0:
-        raise InaError(rc, what)
+        raise InaError(rc, what, detail)
     return rc
 
 
@@ -287,8 +298,7 @@ class Context:
         if env:
             rc = lib.ina_config_from_env(ctypes.byref(cfg))
             if rc < 0:
-                raise InaError(rc, "ina_config_from_env (check INA_SWITCH, INA_RANK/RANK, "
-                                   "INA_WORLD_SIZE/WORLD_SIZE and the other INA_* variables)")
+                raise InaError(rc, "ina_config_from_env", last_error(None))
             if job is None:
                 job = _default_job_from_env()
         else:
@@ -318,7 +328,7 @@ class Context:
         rc = lib.ina_init(ctypes.byref(handle), ctypes.byref(cfg))
         if rc < 0:
             raise InaError(rc, "ina_init (switch %s, job %s, rank %d of %d)"
-                           % (self.switch, self.job, cfg.rank, cfg.world_size))
+                           % (self.switch, self.job, cfg.rank, cfg.world_size), last_error(None))
         self._handle = handle
         # Leave the job at exit or when the Context is collected, if close() was not called.
         self._finalizer = weakref.finalize(self, _finalize_handle, lib, handle)
@@ -411,7 +421,7 @@ class Context:
                 rc = self._lib.ina_allreduce_start(h, buf.ptr, buf.ptr, buf.count, buf.dtype,
                                                    SUM, ctypes.byref(req))
                 post_divide = True
-            _check(rc, "ina_allreduce_start")
+            _check(rc, "ina_allreduce_start", last_error(h) if rc < 0 else "")
             r = Request(self, req, buf, post_divide)
             self._pending.add(r)
         return r
@@ -427,6 +437,7 @@ class Request:
         self._buf = buf
         self._post_divide = post_divide
         self._status = None  # None while in flight, then the final status
+        self._detail = ""  # ina_last_error() of a failure
 
     @property
     def done(self):
@@ -437,6 +448,8 @@ class Request:
         self._handle = None
 
     def _complete(self, rc):
+        if rc < 0 and not self._ctx.closed:
+            self._detail = last_error(self._ctx._handle)
         self._released(rc)
         self._ctx._pending.discard(self)
         if rc == 0:
@@ -454,7 +467,7 @@ class Request:
                 if not done.value:
                     return False
                 self._complete(self._ctx._lib.ina_wait(self._handle))
-        _check(self._status, "ina_test")
+        _check(self._status, "ina_test", self._detail)
         return True
 
     def wait(self):
@@ -463,7 +476,7 @@ class Request:
         with self._ctx._lock:
             if self._status is None:
                 self._complete(self._ctx._lib.ina_wait(self._handle))
-        _check(self._status, "ina_wait")
+        _check(self._status, "ina_wait", self._detail)
         return self._buf.obj
 
 

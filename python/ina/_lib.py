@@ -105,6 +105,7 @@ def _declare(lib):
         "ina_version_string": (ctypes.c_char_p, []),
         "ina_strerror": (ctypes.c_char_p, [c_int]),
         "ina_err_name": (ctypes.c_char_p, [c_int]),
+        "ina_last_error": (ctypes.c_char_p, [c_void_p]),
         "ina_config_init": (None, [ctypes.POINTER(ConfigStruct)]),
         "ina_config_from_env": (c_int, [ctypes.POINTER(ConfigStruct)]),
         "ina_init": (c_int, [ctypes.POINTER(c_void_p), ctypes.POINTER(ConfigStruct)]),

@@ -93,9 +93,27 @@ enum ina_kind {
     INA_K_SHM_ATTACH = 23, /* worker -> switch: use my shared-memory rings (body: below) */
     INA_K_SHM_ACK = 24,    /* switch -> worker: attached, or why not (body: ina_nak layout) */
     INA_K_DOORBELL = 25,   /* either way: a ring has data and you were asleep (no body) */
+    INA_K_WITHDRAW = 26,   /* worker -> switch: I stop joining, forget my registration (body:
+                              the JOIN body, with the nonce of my JOINs; PROTOCOL.md §5.2) */
+    INA_K_JOIN_WAIT = 27,  /* switch -> worker: registered, the job still waits for ranks or
+                              slots (body: INA_JOIN_WAIT_BODY_LEN, below) */
     INA_K_TREE_JOIN = 28,  /* child switch -> parent: register a set of ranks as one member
                               (body: JOIN body + INA_TREE_SET_LEN rank bitmap; §12) */
 };
+
+/* JOIN header field seq: the joiner's remaining join time in ms (0 = not
+ * said). The switch forgets the registration when it passes (§5.2). */
+
+/* JOIN_WAIT body, 48 bytes (PROTOCOL.md §4.5):
+ *  off len
+ *   0   8  nonce      of the JOIN answered
+ *   8   2  world      the job's world size
+ *  10   2  joined     ranks registered
+ *  12   1  state      0: waiting for ranks to join; 1: every rank joined, waiting for
+ *                     free slots (admission wait)
+ *  13   3  reserved   0
+ *  16  32  bitmap     rank r registered: bit (r & 7) of byte 16 + (r >> 3) */
+#define INA_JOIN_WAIT_BODY_LEN 48
 
 /* TREE_JOIN (docs/PROTOCOL.md §12): the 64-byte JOIN body, then the set of
  * ranks the child stands for, a bitmap of INA_MAX_WORKERS bits: rank r is bit
@@ -307,6 +325,10 @@ static inline int ina_join_decode(const uint8_t *b, size_t len, struct ina_join 
  * aggregator, reserved (2). */
 #define INA_NAK_BODY_LEN 16
 #define INA_NAK_FALLBACK_LEN 24
+/* In a JOIN_NAK MISMATCH: bytes 12..13 the other party's world size, byte
+ * 14 its nlanes (0: not known). */
+#define INA_NAK_MISMATCH_WORLD 12
+#define INA_NAK_MISMATCH_NLANES 14
 /* MIGRATE body, 32 bytes: the NOSPACE NAK layout with the fallback address
  * (bytes 0..23; nonce 0), then bound (8): the first stream position of the
  * session, round * W + slot, that the switch no longer serves. */

@@ -6,12 +6,17 @@
 
 #include "lib/internal.h"
 
+/* The default switch address. A context whose config points here (not an
+ * equal string: this object) was not told where the switch is, and its
+ * join messages say so (session.c). */
+const char ina__default_switch_addr[] = "127.0.0.1";
+
 void ina_config_init(ina_config *cfg)
 {
     if (!cfg)
         return;
     memset(cfg, 0, sizeof(*cfg));
-    cfg->switch_addr = "127.0.0.1";
+    cfg->switch_addr = ina__default_switch_addr;
     cfg->job = "default";
     cfg->rank = 0;
     cfg->world_size = 1;
@@ -27,7 +32,7 @@ static int env_int(const char *name, int *out)
     errno = 0;
     long v = strtol(s, &end, 10);
     if (errno || *end || v < INT_MIN || v > INT_MAX)
-        return INA_ERR_CONFIG;
+        return ina__fail(NULL, INA_ERR_CONFIG, "%s='%s' is not a decimal integer", name, s);
     *out = (int)v;
     return 0;
 }
@@ -44,14 +49,15 @@ static int env_choice(const char *name, const char *a, int va, const char *b, in
     else if (strcmp(s, b) == 0)
         *out = vb;
     else
-        return INA_ERR_CONFIG;
+        return ina__fail(NULL, INA_ERR_CONFIG, "%s='%s' is not '%s' or '%s'", name, s, a, b);
     return 0;
 }
 
 int ina_config_from_env(ina_config *cfg)
 {
+    ina__fail_clear(NULL);
     if (!cfg)
-        return -EINVAL;
+        return ina__fail(NULL, -EINVAL, "ina_config_from_env: cfg is NULL");
     ina_config_init(cfg);
     const char *s = getenv("INA_SWITCH");
     if (s && *s)

@@ -25,18 +25,44 @@ static int ctx_check(const ina_ctx *ctx)
     return ctx->magic == INA_CTX_LIVE ? 0 : -EINVAL;
 }
 
-static int config_valid(const ina_config *cfg)
+/* @return 0, or -EINVAL with the thread's message naming the field, its
+ * value and the rule (ina_last_error(NULL)). */
+static int config_check(const ina_config *cfg)
 {
+#define BAD(...) ina__fail(NULL, -EINVAL, __VA_ARGS__)
     size_t jl = cfg->job ? strlen(cfg->job) : 0;
-    return cfg->switch_addr && jl >= 1 && jl <= INA_JOB_NAME_MAX && cfg->world_size >= 1 &&
-           cfg->world_size <= INA_MAX_WORKERS && cfg->rank >= 0 && cfg->rank < cfg->world_size &&
-           cfg->elems_per_packet >= 0 && cfg->elems_per_packet <= INA_MAX_ELEMS &&
-           cfg->window >= 0 && cfg->window <= INA_MAX_WINDOW &&
-           (cfg->window & (cfg->window - 1)) == 0 && cfg->timeout_ms >= 0 &&
-           cfg->join_timeout_ms >= 0 && cfg->rto_ms >= 0 && cfg->lanes >= 0 &&
-           cfg->lanes <= INA_MAX_LANES && cfg->admission_wait_ms >= 0 &&
-           (cfg->fallback == INA_FALLBACK_HOST || cfg->fallback == INA_FALLBACK_NONE) &&
-           (cfg->float_add == INA_FLOAT_ADD_QUANTIZED || cfg->float_add == INA_FLOAT_ADD_SWITCH);
+    if (!cfg->switch_addr)
+        return BAD("switch_addr is NULL (want \"HOST\" or \"HOST:PORT\")");
+    if (!cfg->job || jl < 1 || jl > INA_JOB_NAME_MAX)
+        return BAD("job name %s%s%s is %s (want 1..%d bytes)", cfg->job ? "'" : "",
+                   cfg->job ? cfg->job : "NULL", cfg->job ? "'" : "",
+                   jl ? "too long" : "empty", INA_JOB_NAME_MAX);
+    if (cfg->world_size < 1 || cfg->world_size > INA_MAX_WORKERS)
+        return BAD("world_size %d is outside 1..%d", cfg->world_size, INA_MAX_WORKERS);
+    if (cfg->rank < 0 || cfg->rank >= cfg->world_size)
+        return BAD("rank %d is not in 0..world_size-1 (world_size %d)", cfg->rank,
+                   cfg->world_size);
+    if (cfg->elems_per_packet < 0 || cfg->elems_per_packet > INA_MAX_ELEMS)
+        return BAD("elems_per_packet %d is outside 0..%d (0: the default)",
+                   cfg->elems_per_packet, INA_MAX_ELEMS);
+    if (cfg->window < 0 || cfg->window > INA_MAX_WINDOW || (cfg->window & (cfg->window - 1)))
+        return BAD("window %d is not 0 (the default) or a power of 2 up to %d", cfg->window,
+                   INA_MAX_WINDOW);
+    if (cfg->timeout_ms < 0 || cfg->join_timeout_ms < 0 || cfg->rto_ms < 0 ||
+        cfg->admission_wait_ms < 0)
+        return BAD("negative time: timeout_ms %d, join_timeout_ms %d, rto_ms %d, "
+                   "admission_wait_ms %d (0 means the default)", cfg->timeout_ms,
+                   cfg->join_timeout_ms, cfg->rto_ms, cfg->admission_wait_ms);
+    if (cfg->lanes < 0 || cfg->lanes > INA_MAX_LANES)
+        return BAD("lanes %d is outside 0..%d", cfg->lanes, INA_MAX_LANES);
+    if (cfg->fallback != INA_FALLBACK_HOST && cfg->fallback != INA_FALLBACK_NONE)
+        return BAD("fallback %d is not INA_FALLBACK_HOST (0) or INA_FALLBACK_NONE (1)",
+                   cfg->fallback);
+    if (cfg->float_add != INA_FLOAT_ADD_QUANTIZED && cfg->float_add != INA_FLOAT_ADD_SWITCH)
+        return BAD("float_add %d is not INA_FLOAT_ADD_QUANTIZED (0) or INA_FLOAT_ADD_SWITCH (1)",
+                   cfg->float_add);
+    return 0;
+#undef BAD
 }
 
 static int is_loopback(const struct sockaddr_in *a)
@@ -67,6 +93,9 @@ static struct ina_ctx *ctx_new(const ina_config *cfg, int lane, int nlanes)
     ctx->one_round_off = one && strcmp(one, "0") == 0;
     ctx->fallback_mode = cfg->fallback;
     ctx->float_add = cfg->float_add;
+    ctx->addr_is_default = cfg->switch_addr == ina__default_switch_addr;
+    const char *quiet = getenv("INA_QUIET");
+    ctx->quiet = quiet && *quiet && strcmp(quiet, "0") != 0;
     return ctx;
 }
 
@@ -171,18 +200,26 @@ static int init_parts(struct ina_ctx **out, const ina_config *cfg, const struct 
 
 int ina_init(ina_ctx **out, const ina_config *cfg)
 {
+    ina__fail_clear(NULL);
     if (!out)
-        return -EINVAL;
+        return ina__fail(NULL, -EINVAL, "ina_init: out is NULL");
     *out = NULL;
-    if (!cfg || !config_valid(cfg))
-        return -EINVAL;
+    if (!cfg)
+        return ina__fail(NULL, -EINVAL, "ina_init: cfg is NULL (fill one with ina_config_init)");
+    int rc = config_check(cfg);
+    if (rc)
+        return rc;
     struct sockaddr_in addrs[INA_MAX_PARTS];
-    int nshards = ina_parse_hostport_list(cfg->switch_addr, 0, addrs, INA_MAX_PARTS);
+    char why[300];
+    int nshards = ina_parse_hostport_list(cfg->switch_addr, 0, addrs, INA_MAX_PARTS, why,
+                                          sizeof(why));
     if (nshards < 1)
-        return INA_ERR_CONFIG;
+        return ina__fail(NULL, INA_ERR_CONFIG, "switch address: %s (set by "
+                         "ina_config.switch_addr, INA_SWITCH, ina-bench --switch)", why);
     int nlanes = cfg->lanes > 1 ? cfg->lanes : 1;
     if (nshards * nlanes > INA_MAX_PARTS)
-        return INA_ERR_CONFIG;
+        return ina__fail(NULL, INA_ERR_CONFIG, "%d switches x %d lanes is more than %d parts",
+                         nshards, nlanes, INA_MAX_PARTS);
     if (nshards * nlanes > 1)
         return init_parts(out, cfg, addrs, nshards, nlanes);
     return ina__lane_open(out, cfg, &addrs[0], 0, 1, NULL);
@@ -203,12 +240,15 @@ int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, const struct soc
     const char *fault = getenv("INA_FAULT");
     if (fault && *fault && ina_fault_parse(&ctx->fault, fault) != 0) {
         free(ctx);
-        return INA_ERR_CONFIG;
+        return ina__fail(NULL, INA_ERR_CONFIG, "INA_FAULT='%s' is not a fault spec such as "
+                         "drop=0.01,dup=0.01,reorder=0.05,seed=7", fault);
     }
     if (cfg->secret_file) {
         if (ina_hmac_key_from_file(&ctx->secret, cfg->secret_file) != 0) {
             free(ctx);
-            return INA_ERR_CONFIG;
+            return ina__fail(NULL, INA_ERR_CONFIG, "cannot read a shared secret from '%s' "
+                             "(secret_file, INA_SECRET_FILE): missing, unreadable, empty or "
+                             "over 4096 bytes", cfg->secret_file);
         }
         ctx->has_secret = 1;
     }
@@ -236,6 +276,9 @@ int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, const struct soc
     if (rc == 0)
         ina__shm_attach(ctx); /* best effort: else the context stays on UDP */
     if (rc != 0) {
+        ina__fail_once(ctx, rc, "ina_init (rank %d of job '%s'): %s", ctx->rank, ctx->job,
+                       ina_strerror(rc));
+        ina__fail_to_thread(ctx); /* ctx is freed: the thread keeps the message */
         ina__session_leave(ctx, ctx->session != 0);
         ina__fallback_close(ctx);
         if (ctx->mcast_fd >= 0)
@@ -316,27 +359,36 @@ static int check_args(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t c
 {
     int rc = ctx_check(ctx);
     if (rc)
-        return rc;
+        return ctx ? rc : ina__fail(NULL, rc, "the context is NULL");
     if ((unsigned)dtype > 15 || (unsigned)op > 15)
-        return -EINVAL;
+        return ina__fail(ctx, -EINVAL, "dtype %d or op %d is not an ina_dtype/ina_op value",
+                         (int)dtype, (int)op);
     const size_t esize = ina__dtype_size(dtype);
     if (esize == 0 || (unsigned)op > INA_AVG)
-        return INA_ERR_NOTSUP; /* reserved values */
+        return ina__fail(ctx, INA_ERR_NOTSUP, "dtype %d / op %d: reserved for a later version",
+                         (int)dtype, (int)op);
     /* Float max and min go as order keys in 32-bit lanes (dtype.h): a
      * double's key would need 64 bits. */
     if ((op == INA_MAX || op == INA_MIN) && dtype != INA_INT32 && !ina__dtype_float_wire(dtype))
-        return INA_ERR_NOTSUP;
+        return ina__fail(ctx, INA_ERR_NOTSUP, "MAX and MIN are not implemented for FLOAT64 "
+                         "(its order keys would need 64-bit lanes)");
     if (count > SIZE_MAX / esize)
-        return -EOVERFLOW;
+        return ina__fail(ctx, -EOVERFLOW, "count %zu elements of %zu bytes overflow size_t",
+                         count, esize);
     if (count > 0 && (!sendbuf || !recvbuf))
-        return -EINVAL;
+        return ina__fail(ctx, -EINVAL, "%s is NULL with count %zu", sendbuf ? "recvbuf" : "sendbuf",
+                         count);
     /* Elements are read and written through their C type: they must be
      * aligned to their size. */
     if (((uintptr_t)sendbuf | (uintptr_t)recvbuf) & (esize - 1))
-        return -EINVAL;
+        return ina__fail(ctx, -EINVAL, "%s is not aligned to its element size (%zu bytes)",
+                         ((uintptr_t)sendbuf & (esize - 1)) ? "sendbuf" : "recvbuf", esize);
     if (ctx->broken) {
         int e = ctx->broken_unreported ? ctx->broken_unreported : INA_ERR_CLOSED;
         ctx->broken_unreported = 0;
+        if (e == INA_ERR_CLOSED)
+            ina__fail(ctx, e, "an earlier failure broke this context (%s); finalize it and "
+                      "init a new one", ina_err_name(ctx->broken));
         return e;
     }
     return 0;

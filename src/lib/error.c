@@ -36,3 +36,60 @@ const char *ina_err_name(int err)
     }
     return "UNKNOWN";
 }
+
+/* ---- Messages: why the last call failed (ina_last_error) ------------------ */
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "lib/internal.h"
+
+/* Calls that fail without a context (ina_init, ina_config_from_env) say why
+ * here, per thread, as errno and dlerror() do. */
+static _Thread_local char thread_msg[INA_ERRMSG_LEN];
+
+int ina__fail(struct ina_ctx *ctx, int code, const char *fmt, ...)
+{
+    char *buf = ctx ? ctx->errmsg : thread_msg;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, INA_ERRMSG_LEN, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int ina__fail_once(struct ina_ctx *ctx, int code, const char *fmt, ...)
+{
+    char *buf = ctx ? ctx->errmsg : thread_msg;
+    if (buf[0])
+        return code; /* the first, most specific reason stays */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, INA_ERRMSG_LEN, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void ina__fail_clear(struct ina_ctx *ctx)
+{
+    (ctx ? ctx->errmsg : thread_msg)[0] = '\0';
+}
+
+void ina__fail_to_thread(const struct ina_ctx *ctx)
+{
+    if (ctx && ctx->errmsg[0])
+        snprintf(thread_msg, sizeof(thread_msg), "%s", ctx->errmsg);
+}
+
+const char *ina_last_error(const ina_ctx *ctx)
+{
+    if (!ctx)
+        return thread_msg;
+    if (ctx->magic == INA_CTX_CLOSED)
+        return "the context was finalized (ina_finalize): every call returns INA_ERR_CLOSED";
+    if (ctx->magic != INA_CTX_LIVE)
+        return "not a context returned by ina_init()";
+    if (ctx->lanes)
+        ina__lanes_last_error((struct ina_ctx *)ctx); /* a lane's message, into ctx->errmsg */
+    return ctx->errmsg;
+}

@@ -29,6 +29,7 @@
 #define INA_FAST_RTX_NOSAMPLE_MS 10 /* the same before any RTT sample */
 #define INA_MIN_RTT_WINDOW 256 /* RTT samples per window of the min-RTT filter */
 #define INA_REFUSED_FAIL_MS 1000 /* ICMP "port unreachable" this long: switch is gone */
+#define INA_ERRMSG_LEN 256 /* ina_last_error()'s message */
 
 /*
  * One all-reduce. The ops of a context form one FIFO stream of packets:
@@ -174,9 +175,28 @@ struct ina_ctx {
     struct ina_io *io;
 
     ina_stats stats;
+    char errmsg[INA_ERRMSG_LEN]; /* why the last call failed (ina_last_error), "" if none */
+    int addr_is_default; /* switch_addr was the default: INA_SWITCH/switch_addr were not set */
+    int quiet;           /* INA_QUIET=1: no progress lines on stderr while joining */
 };
 
+extern const char ina__default_switch_addr[]; /* config.c */
+
 uint64_t ina__now_ns(void);
+
+/* error.c: say why a call fails, for ina_last_error(): into ctx's message,
+ * or the calling thread's if ctx is NULL (calls that leave no context).
+ * @return code, so that a failure reads: return ina__fail(ctx, -EINVAL, ...).
+ * _once keeps a message already there (the first, most specific reason). */
+int ina__fail(struct ina_ctx *ctx, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int ina__fail_once(struct ina_ctx *ctx, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void ina__fail_clear(struct ina_ctx *ctx);
+/* A context that failed to start is freed: keep its message for the thread. */
+void ina__fail_to_thread(const struct ina_ctx *ctx);
+/* lanes.c: the first failed lane's message, copied into the parent's errmsg. */
+void ina__lanes_last_error(struct ina_ctx *parent);
 
 /* A header of this rank's session: magic, version, kind, job, rank, session, token. */
 static inline void ina__hdr_session(struct ina_hdr *h, const struct ina_ctx *ctx, uint8_t kind)
@@ -192,6 +212,8 @@ static inline void ina__hdr_session(struct ina_hdr *h, const struct ina_ctx *ctx
 int ina__net_open(struct ina_ctx *ctx, const struct sockaddr_in *addr);
 int ina__net_send(struct ina_ctx *ctx, const uint8_t *buf, size_t len);
 
+/* net.c: "a.b.c.d:port" of the switch (or aggregator) the context talks to. */
+void ina__switch_str(const struct ina_ctx *ctx, char *buf, size_t len);
 /* net.c: join the job's multicast group (ctx->mcast_group) on a second socket. */
 int ina__net_open_mcast(struct ina_ctx *ctx);
 /* net.c: talk to another port of the switch from now on (REDIRECT at join). */

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -73,6 +74,7 @@ struct ina_lanes {
     pthread_cond_t done_cv; /* some operation finished */
     int stop;
     int broken; /* first error of any part: breaks the whole context */
+    char errmsg[INA_ERRMSG_LEN]; /* the failing lane's ina_last_error() message */
     uint64_t ops;
     struct ina_lane lane[INA_MAX_PARTS];
     struct ina_runner run[INA_MAX_LANES];
@@ -138,6 +140,9 @@ static void harvest(struct ina_lane *ln)
         next = r->live_next;
         if (!r->done)
             continue;
+        if (r->status && !ln->group->errmsg[0] && c->errmsg[0]) /* c is this thread's lane */
+            snprintf(ln->group->errmsg, sizeof(ln->group->errmsg), "lane %d: %.230s", c->lane,
+                     c->errmsg);
         part_done(ln->group, r->parent, r->status);
         ina__live_unlink(c, r);
         free(r);
@@ -399,4 +404,13 @@ const struct ina_ctx *ina__lanes_ctx(const struct ina_ctx *parent, int i)
 int ina__lanes_nparts(const struct ina_ctx *parent)
 {
     return parent->lanes->n;
+}
+
+void ina__lanes_last_error(struct ina_ctx *parent)
+{
+    struct ina_lanes *g = parent->lanes;
+    pthread_mutex_lock(&g->mu);
+    if (g->errmsg[0])
+        snprintf(parent->errmsg, sizeof(parent->errmsg), "%s", g->errmsg);
+    pthread_mutex_unlock(&g->mu);
 }

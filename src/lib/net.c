@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,10 +26,10 @@ uint64_t ina__now_ns(void)
  */
 int ina__net_open(struct ina_ctx *ctx, const struct sockaddr_in *addr)
 {
-    ctx->switch_addr = *addr;
+    ctx->switch_addr = *addr; /* parsed and checked by ina_init() */
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
-        return -errno;
+        return ina__fail(ctx, -errno, "socket(AF_INET, SOCK_DGRAM): %s", strerror(errno));
     int bytes = 8 << 20;
     if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)) != 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
@@ -36,11 +37,20 @@ int ina__net_open(struct ina_ctx *ctx, const struct sockaddr_in *addr)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
     if (connect(fd, (struct sockaddr *)&ctx->switch_addr, sizeof(ctx->switch_addr)) != 0) {
         int rc = -errno;
+        char where[32];
         close(fd);
-        return rc;
+        ina__switch_str(ctx, where, sizeof(where));
+        return ina__fail(ctx, rc, "connect to the switch address %s: %s", where, strerror(-rc));
     }
     ctx->fd = fd;
     return 0;
+}
+
+void ina__switch_str(const struct ina_ctx *ctx, char *buf, size_t len)
+{
+    char ip[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &ctx->switch_addr.sin_addr, ip, sizeof(ip));
+    snprintf(buf, len, "%s:%u", ip, (unsigned)ntohs(ctx->switch_addr.sin_port));
 }
 
 int ina__net_reconnect(struct ina_ctx *ctx, uint16_t port)

@@ -1,6 +1,8 @@
 /* session.c: joining a job at the switch (JOIN until JOIN_ACK/NAK or the deadline) and leaving it. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -16,12 +18,18 @@ static uint64_t random_nonce(void)
     return v;
 }
 
-static int send_join(struct ina_ctx *ctx, int elems, int window)
+/*
+ * JOIN (or WITHDRAW, the same body: PROTOCOL.md §5.2). A JOIN's header seq
+ * tells the switch how long this rank will go on waiting (ms), so that it
+ * forgets the registration then even if the WITHDRAW is lost.
+ */
+static int send_join(struct ina_ctx *ctx, uint8_t kind, int elems, int window, uint32_t left_ms)
 {
     uint8_t buf[INA_HDR_LEN + INA_JOIN_BODY_LEN + INA_AUTH_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_JOIN);
+    ina_hdr_init(&h, kind);
     h.rank = (uint16_t)ctx->rank;
+    h.seq = kind == INA_K_JOIN ? (left_ms ? left_ms : 1) : 0;
     ina_hdr_encode(buf, &h);
     struct ina_join j;
     memset(&j, 0, sizeof(j));
@@ -46,11 +54,121 @@ static int send_join(struct ina_ctx *ctx, int elems, int window)
 }
 
 #define JOIN_REDIRECTED 2
+#define JOIN_WAITING 3
 #define INA_MAX_REDIRECTS 4 /* a switch redirects once; more is a loop */
+#define JOIN_FIRST_NOTE_MS 3000 /* say what the join waits for after this long... */
+#define JOIN_NOTE_EVERY_MS 10000 /* ...and again this often */
+
+/* What this rank learned while joining: for its messages on stderr and in
+ * ina_last_error(), so that a join that waits says for what. */
+struct join_watch {
+    uint64_t start, deadline, next_note;
+    int answered;          /* some datagram from the switch was understood */
+    int refused;           /* ICMP port unreachable since the last answer */
+    int waiting;           /* a JOIN_WAIT arrived: fields below */
+    unsigned world, joined, state;
+    uint8_t bitmap[32];
+    unsigned nak_world, nak_nlanes; /* a MISMATCH's other side (0: not said) */
+};
+
+/* What the join is waiting for, as a phrase. */
+static void describe_wait(const struct ina_ctx *ctx, const struct join_watch *w, char *buf,
+                          size_t len)
+{
+    char sw[32];
+    ina__switch_str(ctx, sw, sizeof(sw));
+    const char *dflt = ctx->addr_is_default ? " (INA_SWITCH is not set: this is the default "
+                                              "address)" : "";
+    if (w->waiting && w->state == 1) {
+        snprintf(buf, len, "all %u ranks joined; the switch at %s holds the job until it has "
+                 "free slots (admission wait)", w->world, sw);
+    } else if (w->waiting) {
+        char missing[96] = "";
+        size_t off = 0;
+        unsigned shown = 0;
+        for (unsigned r = 0; r < w->world && r < 256; r++) {
+            if (w->bitmap[r >> 3] & (1u << (r & 7)))
+                continue;
+            if (shown++ == 8) {
+                snprintf(missing + off, sizeof(missing) - off, ", ...");
+                break;
+            }
+            int n = snprintf(missing + off, sizeof(missing) - off, "%s%u", off ? ", " : "", r);
+            if (n < 0 || (size_t)n >= sizeof(missing) - off)
+                break;
+            off += (size_t)n;
+        }
+        snprintf(buf, len, "waiting for rank%s %s to join (%u of %u joined at the switch %s)",
+                 w->world - w->joined == 1 ? "" : "s", missing, w->joined, w->world, sw);
+    } else if (w->refused) {
+        snprintf(buf, len, "no answer from the switch at %s: port unreachable (is ina-switch "
+                 "running there?)%s", sw, dflt);
+    } else if (w->answered) {
+        snprintf(buf, len, "the switch at %s answered, but has not admitted the job", sw);
+    } else {
+        snprintf(buf, len, "no answer from the switch at %s (is ina-switch running there, is "
+                 "the address right, does a firewall drop UDP to port %u?)%s", sw,
+                 (unsigned)ntohs(ctx->switch_addr.sin_port), dflt);
+    }
+}
+
+/* A progress line on stderr while the join waits (INA_QUIET=1: none). */
+static void note_progress(const struct ina_ctx *ctx, const struct join_watch *w, uint64_t now)
+{
+    if (ctx->quiet)
+        return;
+    char what[320];
+    describe_wait(ctx, w, what, sizeof(what));
+    char lane[16] = "";
+    if (ctx->nlanes > 1)
+        snprintf(lane, sizeof(lane), " lane %d", ctx->lane);
+    fprintf(stderr, "ina: job '%s' rank %d%s: %s [%.0f s of %d s]\n", ctx->job, ctx->rank, lane,
+            what, (double)(now - w->start) / 1e9, (ctx->join_timeout_ms + 999) / 1000);
+}
+
+/* Why the switch refused the JOIN (JOIN_NAK reason), for ina_last_error(). */
+static int refused_because(struct ina_ctx *ctx, const struct join_watch *w, int reason)
+{
+    char sw[32];
+    ina__switch_str(ctx, sw, sizeof(sw));
+    switch (reason) {
+    case INA_ERR_MISMATCH:
+        if (w->nak_world && w->nak_world != (unsigned)ctx->world)
+            return ina__fail(ctx, reason, "the ranks of job '%s' disagree on the world size: "
+                             "this rank (%d) has %d, another rank has %u", ctx->job, ctx->rank,
+                             ctx->world, w->nak_world);
+        if (w->nak_nlanes && w->nak_nlanes != (unsigned)ctx->nlanes)
+            return ina__fail(ctx, reason, "the ranks of job '%s' disagree on the lanes: this "
+                             "rank (%d) has %d, another rank has %u", ctx->job, ctx->rank,
+                             ctx->nlanes, w->nak_nlanes);
+        return ina__fail(ctx, reason, "the ranks of job '%s' disagree on the world size or "
+                         "the lanes (this rank: world %d, %d lanes)", ctx->job, ctx->world,
+                         ctx->nlanes);
+    case INA_ERR_REJECTED:
+        return ina__fail(ctx, reason, "the switch at %s refused rank %d of job '%s': parameters "
+                         "it does not take, that rank running elsewhere, or a missing or wrong "
+                         "shared secret (the switch's log says which: join_refused)", sw,
+                         ctx->rank, ctx->job);
+    case INA_ERR_NOSPACE:
+        return ina__fail(ctx, reason, "the switch at %s has no free slots for job '%s'", sw,
+                         ctx->job);
+    case INA_ERR_ABORTED:
+        return ina__fail(ctx, reason, "job '%s' was aborted while it was joining (ina-ctl "
+                         "abort)", ctx->job);
+    case INA_ERR_PROTO:
+        return ina__fail(ctx, reason, "the switch at %s speaks another protocol version, or "
+                         "granted impossible parameters", sw);
+    default:
+        return ina__fail(ctx, reason, "the switch at %s refused the join: %s", sw,
+                         ina_strerror(reason));
+    }
+}
 
 /* Handle one datagram received while joining.
- * @return 1 joined, JOIN_REDIRECTED (*port set), 0 ignore, <0 refused. */
-static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, uint16_t *port)
+ * @return 1 joined, JOIN_REDIRECTED (*port set), JOIN_WAITING (w updated),
+ * 0 ignore, <0 refused. */
+static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, uint16_t *port,
+                         struct join_watch *w)
 {
     struct ina_hdr h;
     int perr = ina_hdr_decode(buf, len, &h);
@@ -60,6 +178,17 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
         return 0;
     const uint8_t *body = buf + INA_HDR_LEN;
     size_t blen = len - INA_HDR_LEN;
+    if (h.kind == INA_K_JOIN_WAIT) {
+        if (blen < INA_JOIN_WAIT_BODY_LEN ||
+            ((uint64_t)ina_get32(body) << 32 | ina_get32(body + 4)) != ctx->nonce)
+            return 0;
+        w->waiting = 1;
+        w->world = ina_get16(body + 8);
+        w->joined = ina_get16(body + 10);
+        w->state = body[12];
+        memcpy(w->bitmap, body + 16, sizeof(w->bitmap));
+        return JOIN_WAITING;
+    }
     if (h.kind == INA_K_JOIN_NAK) {
         uint64_t nonce;
         int32_t reason;
@@ -71,6 +200,10 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
             ctx->fallback_target.sin_family = AF_INET;
             memcpy(&ctx->fallback_target.sin_addr.s_addr, body + 16, 4);
             ctx->fallback_target.sin_port = htons(ina_get16(body + 20));
+        }
+        if (reason == INA_ERR_MISMATCH) {
+            w->nak_world = ina_get16(body + INA_NAK_MISMATCH_WORLD);
+            w->nak_nlanes = body[INA_NAK_MISMATCH_NLANES];
         }
         return reason < 0 ? reason : INA_ERR_REJECTED;
     }
@@ -93,7 +226,8 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
          * No proof at all: a switch without --secret-file, refuse. A wrong
          * proof: not from the switch (a forgery), ignore it and wait. */
         if (blen < INA_JOIN_BODY_LEN + INA_AUTH_LEN)
-            return INA_ERR_REJECTED;
+            return ina__fail(ctx, INA_ERR_REJECTED, "the switch did not prove it knows the "
+                             "shared secret: it runs without --secret-file");
         uint8_t mac[INA_SHA256_LEN];
         ina_hmac_sha256(&ctx->secret, buf, INA_HDR_LEN + INA_JOIN_BODY_LEN, mac);
         if (!ina_mem_equal_ct(mac, body + INA_JOIN_BODY_LEN, INA_AUTH_LEN))
@@ -102,7 +236,9 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
     if (j.world_size != ctx->world || j.lane != ctx->lane || j.nlanes != ctx->nlanes ||
         j.elems == 0 || j.window == 0 ||
         j.window > INA_MAX_WINDOW || (j.window & (j.window - 1)) != 0 || j.elems > INA_MAX_ELEMS)
-        return INA_ERR_PROTO;
+        return ina__fail(ctx, INA_ERR_PROTO, "the switch granted impossible parameters: world "
+                         "%u, lane %u of %u, %u elements per packet, window %u", j.world_size,
+                         j.lane, j.nlanes, j.elems, j.window);
     ctx->job_id = h.job;
     ctx->switch_caps = h.flags;
     ctx->session = h.session;
@@ -114,47 +250,90 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
     return 1;
 }
 
+/* The rank gives up joining: take the registration back (twice, no answer;
+ * a lost WITHDRAW is covered by the deadline the JOINs stated). */
+static void withdraw(struct ina_ctx *ctx, int elems, int window)
+{
+    for (int i = 0; i < 2; i++)
+        send_join(ctx, INA_K_WITHDRAW, elems, window, 0);
+}
+
 int ina__session_join(struct ina_ctx *ctx, int elems, int window)
 {
+    ina__fail_clear(ctx);
     ctx->nonce = random_nonce();
-    uint64_t start = ina__now_ns();
-    uint64_t deadline = start + (uint64_t)ctx->join_timeout_ms * 1000000ull;
-    uint64_t next_send = start;
+    struct join_watch w;
+    memset(&w, 0, sizeof(w));
+    w.start = ina__now_ns();
+    w.deadline = w.start + (uint64_t)ctx->join_timeout_ms * 1000000ull;
+    w.next_note = w.start + JOIN_FIRST_NOTE_MS * 1000000ull;
+    uint64_t next_send = w.start;
     uint64_t interval_ms = 100;
     int redirects = 0;
     uint8_t buf[512];
     for (;;) {
         uint64_t now = ina__now_ns();
-        if (now >= deadline)
-            return INA_ERR_TIMEOUT;
+        if (now >= w.deadline) {
+            withdraw(ctx, elems, window);
+            char what[320];
+            describe_wait(ctx, &w, what, sizeof(what));
+            return ina__fail(ctx, INA_ERR_TIMEOUT, "job '%s' rank %d: no session within "
+                             "join_timeout_ms %d: %s", ctx->job, ctx->rank, ctx->join_timeout_ms,
+                             what);
+        }
+        if (now >= w.next_note) {
+            note_progress(ctx, &w, now);
+            w.next_note = now + JOIN_NOTE_EVERY_MS * 1000000ull;
+        }
         if (now >= next_send) {
-            send_join(ctx, elems, window); /* refused while no switch: retry */
+            /* refused while no switch: retry */
+            send_join(ctx, INA_K_JOIN, elems, window,
+                      (uint32_t)((w.deadline - now + 999999) / 1000000));
             next_send = now + interval_ms * 1000000ull;
             interval_ms = interval_ms * 2 > 1000 ? 1000 : interval_ms * 2;
         }
-        uint64_t wake = next_send < deadline ? next_send : deadline;
+        uint64_t wake = next_send < w.deadline ? next_send : w.deadline;
+        if (w.next_note < wake)
+            wake = w.next_note;
         struct pollfd pfd = {.fd = ctx->fd, .events = POLLIN};
         int ms = (int)((wake - now + 999999) / 1000000);
         if (poll(&pfd, 1, ms) <= 0)
             continue;
         for (;;) {
             ssize_t n = recv(ctx->fd, buf, sizeof(buf), 0);
-            if (n < 0)
-                break; /* EAGAIN, or ECONNREFUSED while the switch is not up yet */
+            if (n < 0) {
+                if (errno == ECONNREFUSED)
+                    w.refused = 1; /* no switch (yet) at the address: keep trying */
+                break;
+            }
             uint16_t port = 0;
-            int rc = on_join_reply(ctx, buf, (size_t)n, &port);
+            int rc = on_join_reply(ctx, buf, (size_t)n, &port, &w);
+            if (rc != 0) {
+                w.answered = 1;
+                w.refused = 0;
+            }
+            if (rc == JOIN_WAITING)
+                continue;
             if (rc == JOIN_REDIRECTED) {
-                if (++redirects > INA_MAX_REDIRECTS)
-                    return INA_ERR_PROTO;
+                if (++redirects > INA_MAX_REDIRECTS) {
+                    withdraw(ctx, elems, window);
+                    return ina__fail(ctx, INA_ERR_PROTO, "the switch redirected the join %d "
+                                     "times (a loop between its threads?)", redirects);
+                }
                 rc = ina__net_reconnect(ctx, port);
                 if (rc != 0)
-                    return rc;
+                    return ina__fail(ctx, rc, "reconnect to the switch's port %u: %s",
+                                     (unsigned)port, strerror(-rc));
                 next_send = ina__now_ns(); /* JOIN there at once */
                 interval_ms = 100;
                 break;
             }
-            if (rc != 0)
-                return rc > 0 ? 0 : rc;
+            if (rc > 0) {
+                ina__fail_clear(ctx);
+                return 0;
+            }
+            if (rc < 0)
+                return ctx->errmsg[0] ? rc : refused_because(ctx, &w, rc);
         }
     }
 }

@@ -303,6 +303,45 @@ static void req_finish(struct ina_ctx *ctx, struct ina_req *req, int status)
         ctx->stats.ops++;
 }
 
+/* The message of a failure of the stream (ina_last_error), unless a more
+ * specific one was set where it was found. */
+static void say_why(struct ina_ctx *ctx, int err)
+{
+    char sw[32];
+    ina__switch_str(ctx, sw, sizeof(sw));
+    const char *what = ctx->path == INA_PATH_HOST ? "rank 0's host aggregator" : "the switch";
+    switch (err) {
+    case INA_ERR_TIMEOUT:
+        ina__fail_once(ctx, err, "no result from %s at %s for %d ms (timeout_ms): a rank stopped "
+                       "calling libina or died, or %s is unreachable", what, sw,
+                       ctx->timeout_ms, what);
+        break;
+    case INA_ERR_ABORTED:
+        ina__fail_once(ctx, err, "%s at %s ended the session: another rank failed, left with "
+                       "operations in flight or restarted, or an operator aborted the job",
+                       what, sw);
+        break;
+    case INA_ERR_MISMATCH:
+        ina__fail_once(ctx, err, "the ranks ran different operations (count, dtype or op) at "
+                       "the same place of their streams: every rank must start the same "
+                       "all-reduces in the same order");
+        break;
+    case -ECONNREFUSED:
+        ina__fail_once(ctx, err, "%s at %s is gone: port unreachable for %d ms", what, sw,
+                       INA_REFUSED_FAIL_MS);
+        break;
+    case INA_ERR_PROTO:
+        ina__fail_once(ctx, err, "%s at %s broke the protocol (a corrupt shared-memory ring, "
+                       "or an impossible notice)", what, sw);
+        break;
+    case INA_ERR_NOSPACE:
+        ina__fail_once(ctx, err, "the job was evicted from the switch at %s and may not fall "
+                       "back to a host aggregator (INA_FALLBACK=none)", sw);
+        break;
+    default: break;
+    }
+}
+
 void ina__stream_fail_all(struct ina_ctx *ctx, int err)
 {
     /* A failure seen here first (deadline, disagreement, switch gone) breaks
@@ -310,6 +349,8 @@ void ina__stream_fail_all(struct ina_ctx *ctx, int err)
      * the others learn it now, not at their own deadline. */
     if (ctx->head && !ctx->broken && err != INA_ERR_CLOSED && err != INA_ERR_ABORTED)
         ina__session_leave(ctx, 1);
+    if (!ctx->broken)
+        say_why(ctx, err);
     int reported = ctx->head != NULL; /* some operation returns err */
     while (ctx->head)
         req_finish(ctx, ctx->head, err);

@@ -27,6 +27,7 @@ static const char *reason_name(int reason)
     case INA_ERR_TIMEOUT: return "idle_timeout";
     case INA_ERR_MISMATCH: return "mismatch";
     case INA_ERR_NOSPACE: return "no_space";
+    case INA_ERR_PROTO: return "protocol_error";
     default: return "other";
     }
 }
@@ -246,14 +247,19 @@ static void send_to_members(struct ina_switch *sw, struct ina_job *job, uint8_t 
     }
 }
 
-void ina__job_abort(struct ina_switch *sw, struct ina_job *job, int reason)
+void ina__job_abort_why(struct ina_switch *sw, struct ina_job *job, int reason, const char *why)
 {
-    log_job(INA_LOG_INFO, job, "job_aborted", reason_name(reason));
+    log_job(INA_LOG_INFO, job, "job_aborted", why);
     sw->c.jobs_aborted++;
     send_to_members(sw, job, INA_K_ABORT, reason);
     if (job->child)
         ina__tree_leave(sw, job, 1, reason); /* the parent ends it for every other child */
     ina__job_free(sw, job);
+}
+
+void ina__job_abort(struct ina_switch *sw, struct ina_job *job, int reason)
+{
+    ina__job_abort_why(sw, job, reason, reason_name(reason));
 }
 
 static void send_ack(struct ina_switch *sw, const struct ina_job *job, int rank)
@@ -555,7 +561,8 @@ static void unregister(struct ina_job *job, unsigned rep)
  * set goes, and the child re-registers what is left when it retransmits.
  */
 static void join_record(struct ina_job *job, const struct ina_hdr *h, const struct ina_join *j,
-                        const uint8_t *set, int weight, const struct sockaddr_in *src)
+                        const uint8_t *set, int weight, const struct sockaddr_in *src,
+                        uint64_t now_ns)
 {
     const unsigned rep = h->rank;
     for (int r = 0; r < job->world; r++) {
@@ -583,6 +590,10 @@ static void join_record(struct ina_job *job, const struct ina_hdr *h, const stru
          * JOIN naming one of them meets the rules of §5.2 step 5 as the child. */
         m->nonce = j->nonce;
         m->addr = *src;
+        /* Alive while it re-sends (JOIN or TREE_JOIN, at least every second),
+         * until the deadline it said in seq (ms; 0 = none; §5.2). */
+        m->join_seen_ns = now_ns;
+        m->join_deadline_ns = h->seq ? now_ns + (uint64_t)h->seq * 1000000ull : 0;
         if ((unsigned)r != rep)
             continue;
         m->elems = j->elems;
@@ -591,6 +602,142 @@ static void join_record(struct ina_job *job, const struct ina_hdr *h, const stru
         m->wait_100ms = j->wait_100ms;
     }
 }
+
+/* One log line for a JOIN the switch refused, and why (PROTOCOL.md §5.2). */
+static void log_join_refused(const struct ina_hdr *h, const struct ina_join *j,
+                             const struct sockaddr_in *src, const char *reason)
+{
+    char from[INET_ADDRSTRLEN + 8];
+    char ip[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &src->sin_addr, ip, sizeof(ip));
+    snprintf(from, sizeof(from), "%s:%u", ip, (unsigned)ntohs(src->sin_port));
+    ina_log(INA_LOG_WARN, "join_refused", INA_KV_S("name", j->name), INA_KV_I("lane", j->lane),
+            INA_KV_I("rank", h->rank), INA_KV_I("world", j->world_size), INA_KV_S("from", from),
+            INA_KV_S("reason", reason));
+}
+
+/* JOIN_NAK MISMATCH that tells the receiver what the other party declared. */
+static void send_nak_mismatch(struct ina_switch *sw, uint64_t nonce, unsigned other_world,
+                              unsigned other_nlanes, const struct sockaddr_in *dst)
+{
+    uint8_t body[INA_NAK_BODY_LEN];
+    ina_nak_encode(body, nonce, INA_ERR_MISMATCH);
+    ina_put16(body + INA_NAK_MISMATCH_WORLD, (uint16_t)other_world);
+    body[INA_NAK_MISMATCH_NLANES] = (uint8_t)other_nlanes;
+    send_ctl(sw, NULL, INA_K_JOIN_NAK, body, sizeof(body), dst);
+}
+
+/* A name whose ranks disagreed less than INA_SW_MISMATCH_NS ago (job_mismatch). */
+static int recently_mismatched(const struct ina_switch *sw, const struct ina_join *j,
+                               uint64_t now_ns, unsigned *world, unsigned *nlanes)
+{
+    for (unsigned k = 0; k < INA_SW_MISMATCH_KEEP && k < sw->nmismatched; k++) {
+        if (now_ns - sw->mismatched[k].at_ns < INA_SW_MISMATCH_NS &&
+            sw->mismatched[k].lane == j->lane && strcmp(sw->mismatched[k].name, j->name) == 0) {
+            *world = sw->mismatched[k].world;
+            *nlanes = sw->mismatched[k].nlanes;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/*
+ * A JOIN whose world size or lane count differs from the job registered
+ * under its name. The job cannot run, so every rank must hear it: the
+ * newcomer and, while the job is still joining, every registered rank get
+ * JOIN_NAK MISMATCH naming the other side's values, the job is freed, and
+ * the name is remembered for INA_SW_MISMATCH_NS, so that ranks joining
+ * shortly after fail at once too. A running job only refuses the newcomer:
+ * a stray JOIN must not end it.
+ */
+static void job_mismatch(struct ina_switch *sw, struct ina_job *job, const struct ina_hdr *h,
+                         const struct ina_join *j, const struct sockaddr_in *src, uint64_t now_ns)
+{
+    const char *what = job->world != j->world_size ? "world_size_mismatch" : "lanes_mismatch";
+    sw->c.drops[INA_DROP_JOIN]++;
+    log_join_refused(h, j, src, what);
+    send_nak_mismatch(sw, j->nonce, (unsigned)job->world, job->nlanes, src);
+    if (job->state == INA_JOB_ACTIVE)
+        return;
+    for (int r = 0; r < job->world; r++)
+        if (job->members[r].joined && job->members[r].weight)
+            send_nak_mismatch(sw, job->members[r].nonce, j->world_size, j->nlanes,
+                              &job->members[r].addr);
+    unsigned k = sw->nmismatched++ % INA_SW_MISMATCH_KEEP;
+    snprintf(sw->mismatched[k].name, sizeof(sw->mismatched[k].name), "%s", j->name);
+    sw->mismatched[k].lane = j->lane;
+    sw->mismatched[k].nlanes = j->nlanes;
+    sw->mismatched[k].world = j->world_size;
+    sw->mismatched[k].at_ns = now_ns;
+    log_job(INA_LOG_WARN, job, "job_dropped", what);
+    ina__job_free(sw, job);
+}
+
+/* JOIN_WAIT: registered; the job still waits for ranks (state 0) or for slots (1). */
+static void reply_join_wait(struct ina_switch *sw, const struct ina_job *job, int rank)
+{
+    uint8_t body[INA_JOIN_WAIT_BODY_LEN];
+    memset(body, 0, sizeof(body));
+    const struct ina_member *m = &job->members[rank];
+    ina_put32(body, (uint32_t)(m->nonce >> 32));
+    ina_put32(body + 4, (uint32_t)m->nonce);
+    ina_put16(body + 8, (uint16_t)job->world);
+    ina_put16(body + 10, (uint16_t)job->njoined);
+    body[12] = job->state == INA_JOB_WAITING;
+    for (int r = 0; r < job->world; r++)
+        if (job->members[r].joined)
+            body[16 + (r >> 3)] |= (uint8_t)(1u << (r & 7));
+    send_ctl(sw, NULL, INA_K_JOIN_WAIT, body, sizeof(body), &m->addr);
+}
+
+/* Forget the registration that holds rank r (withdrawn, or its rank is
+ * gone): the rank's own, or a child's set with every rank of it. A job left
+ * with no registered rank is freed, so that its name is free again; a child
+ * tells its parent of its smaller set. */
+static void member_unregister(struct ina_switch *sw, struct ina_job *job, int r, const char *why,
+                              uint64_t now_ns)
+{
+    ina_log(INA_LOG_INFO, "join_forgotten", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
+            INA_KV_I("lane", job->lane), INA_KV_I("rank", r),
+            INA_KV_I("ranks", job->members[r].weight), INA_KV_S("reason", why));
+    unregister(job, job->members[r].rep);
+    if (job->state == INA_JOB_WAITING)
+        job->state = INA_JOB_JOINING; /* no longer complete: it waits for that rank again */
+    if (job->njoined == 0) {
+        log_job(INA_LOG_INFO, job, "job_dropped", "no_rank_waiting");
+        ina__job_free(sw, job);
+    } else if (job->child) {
+        ina__tree_register(sw, job, now_ns);
+    }
+}
+
+/*
+ * A registration lives only while its rank is waiting to join: until the
+ * deadline it gave in its JOIN, and while it re-sends JOIN (at least every
+ * second). A rank that gave up without a WITHDRAW (killed, or the WITHDRAW
+ * was lost) is forgotten here, so that no session starts with a member that
+ * is not there. @return registrations forgotten (the job may be freed).
+ */
+static int expire_registrations(struct ina_switch *sw, struct ina_job *job, uint64_t now_ns)
+{
+    int n = 0;
+    for (int r = 0; r < job->world && job->state != INA_JOB_FREE; r++) {
+        const struct ina_member *m = &job->members[r];
+        if (!m->joined || !m->weight)
+            continue; /* (a rank a child stands for lives as long as the child's registration) */
+        const char *why = m->join_deadline_ns && now_ns > m->join_deadline_ns ? "deadline_passed"
+                          : now_ns - m->join_seen_ns > INA_SW_JOIN_SILENT_NS   ? "rank_silent"
+                                                                               : NULL;
+        if (why) {
+            sw->c.joins_expired++;
+            n++;
+            member_unregister(sw, job, r, why, now_ns);
+        }
+    }
+    return n;
+}
+
 
 /*
  * JOIN from a worker, or TREE_JOIN from a child switch that stands for a set
@@ -619,8 +766,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
     if (sw->p.has_secret &&
         !join_auth_ok(sw, h, body, bodylen, tree ? INA_TREE_JOIN_LEN : INA_JOIN_BODY_LEN)) {
         sw->c.drops[INA_DROP_AUTH]++;
-        ina_log(INA_LOG_WARN, "join_refused", INA_KV_S("name", j.name), INA_KV_I("lane", j.lane),
-                INA_KV_I("rank", h->rank), INA_KV_S("reason", "auth"));
+        log_join_refused(h, &j, src, "auth");
         send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
         return;
     }
@@ -629,6 +775,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         (tree && sw->p.mcast_base)) {
         /* (A child passes RESULTs on by unicast: it cannot join a group.) */
         sw->c.drops[INA_DROP_JOIN]++;
+        log_join_refused(h, &j, src, "bad_parameters");
         send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
         return;
     }
@@ -645,6 +792,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
     }
     if (sw->p.only_job[0] && strcmp(j.name, sw->p.only_job) != 0) {
         sw->c.drops[INA_DROP_JOIN]++; /* a worker's private aggregator serves one job */
+        log_join_refused(h, &j, src, "not_this_aggregators_job");
         send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
         return;
     }
@@ -655,8 +803,14 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
     }
     struct ina_job *job = job_by_name(sw, j.name, j.lane);
     if (job && (job->world != j.world_size || job->nlanes != j.nlanes)) {
+        job_mismatch(sw, job, h, &j, src, now_ns);
+        return;
+    }
+    unsigned mworld, mnlanes;
+    if (!job && recently_mismatched(sw, &j, now_ns, &mworld, &mnlanes)) {
         sw->c.drops[INA_DROP_JOIN]++;
-        send_nak(sw, j.nonce, INA_ERR_MISMATCH, src);
+        log_join_refused(h, &j, src, "ranks_disagree");
+        send_nak_mismatch(sw, j.nonce, mworld, mnlanes, src);
         return;
     }
     struct ina_member *m = job ? &job->members[h->rank] : NULL;
@@ -671,30 +825,66 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
          * and a stranger must not be able to end a running job. */
         if (m->addr.sin_addr.s_addr != src->sin_addr.s_addr) {
             sw->c.drops[INA_DROP_JOIN]++;
+            log_join_refused(h, &j, src, "rank_running_elsewhere");
             send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
             return;
         }
-        ina__job_abort(sw, job, INA_ERR_ABORTED);
+        ina__job_abort_why(sw, job, INA_ERR_ABORTED, "rank_restarted");
         job = NULL;
     }
     if (!job) {
         job = job_new(sw, &j, now_ns);
         if (!job) {
             sw->c.jobs_refused++; /* job table full */
+            log_join_refused(h, &j, src, "job_table_full");
             send_nak(sw, j.nonce, INA_ERR_NOSPACE, src);
             return;
         }
     }
-    join_record(job, h, &j, set, weight, src);
+    join_record(job, h, &j, set, weight, src, now_ns);
     if (tree)
         sw->c.tree_joins++;
     ina_log(INA_LOG_DEBUG, "rank_joined", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
             INA_KV_I("lane", job->lane), INA_KV_I("rank", h->rank), INA_KV_I("ranks", weight),
             INA_KV_I("joined", job->njoined), INA_KV_I("world", job->world));
+    /* Start only with every rank alive and waiting: forget the ones that
+     * are not (this rank's registration is fresh, so it stays). A child
+     * never starts a job: its parent does (§12.3). */
     if (job->child)
-        ina__tree_register(sw, job, now_ns); /* the parent decides when the job starts */
-    else if (job->njoined == job->world)
+        ina__tree_register(sw, job, now_ns);
+    else if (job->njoined == job->world && job->state == INA_JOB_JOINING &&
+             expire_registrations(sw, job, now_ns) == 0)
         job_start(sw, job, now_ns);
+    if (job->state == INA_JOB_JOINING || job->state == INA_JOB_WAITING)
+        reply_join_wait(sw, job, h->rank);
+}
+
+/*
+ * WITHDRAW (PROTOCOL.md §5.2): a rank that gives up joining (its deadline
+ * passed, or its ina_init() failed) takes its registration back, so that the
+ * job does not start with it and its name is free again. The body is the
+ * rank's JOIN body; the name, lane, rank, nonce and source address must match
+ * the registration (and, with a secret, the HMAC must be right).
+ */
+static void on_withdraw(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
+                        size_t bodylen, const struct sockaddr_in *src, uint64_t now_ns)
+{
+    struct ina_join j;
+    if (ina_join_decode(body, bodylen, &j) != 0 ||
+        (sw->p.has_secret && !join_auth_ok(sw, h, body, bodylen, INA_JOIN_BODY_LEN))) {
+        sw->c.drops[INA_DROP_JOIN]++;
+        return;
+    }
+    struct ina_job *job = job_by_name(sw, j.name, j.lane);
+    if (!job || (job->state != INA_JOB_JOINING && job->state != INA_JOB_WAITING) ||
+        h->rank >= job->world || !job->members[h->rank].joined ||
+        job->members[h->rank].weight != 1 || /* a worker's own registration */
+        job->members[h->rank].nonce != j.nonce || !ina_addr_eq(&job->members[h->rank].addr, src)) {
+        sw->c.drops[INA_DROP_JOIN]++; /* not registered (any more), or not that rank's */
+        return;
+    }
+    sw->c.joins_withdrawn++;
+    member_unregister(sw, job, h->rank, "withdrawn", now_ns);
 }
 
 /*
@@ -756,6 +946,8 @@ static void retry_waiting(struct ina_switch *sw, uint64_t now_ns)
         }
         if (!oldest || ina_switch_tx_full(sw))
             return;
+        if (expire_registrations(sw, oldest, now_ns) > 0)
+            continue; /* a rank is gone: the job waits for it again (or was freed) */
         job_start(sw, oldest, now_ns);
         if (oldest->state == INA_JOB_WAITING) {
             /* The oldest still does not fit: later ones wait behind it (FIFO,
@@ -824,10 +1016,12 @@ void ina__ctl_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
     switch (h->kind) {
     case INA_K_JOIN: on_join(sw, h, body, bodylen, src, now_ns); break;
     case INA_K_LEAVE: on_leave(sw, h, body, bodylen, src); break;
+    case INA_K_WITHDRAW: on_withdraw(sw, h, body, bodylen, src, now_ns); break;
     case INA_K_TREE_JOIN: on_join(sw, h, body, bodylen, src, now_ns); break;
     case INA_K_RESULT:
     case INA_K_JOIN_ACK:
     case INA_K_JOIN_NAK:
+    case INA_K_JOIN_WAIT:
     case INA_K_REDIRECT:
     case INA_K_ABORT:
     case INA_K_MIGRATE:
@@ -852,7 +1046,7 @@ int ina_switch_abort_job(struct ina_switch *sw, uint16_t id)
         return -ENOENT;
     log_job(INA_LOG_WARN, job, "operator_abort", "requested");
     if (job->state == INA_JOB_ACTIVE) {
-        ina__job_abort(sw, job, INA_ERR_ABORTED);
+        ina__job_abort_why(sw, job, INA_ERR_ABORTED, "operator_abort");
     } else {
         /* Still joining: the ranks that joined wait for an ACK; refuse them. */
         sw->c.jobs_aborted++;
@@ -921,6 +1115,9 @@ void ina_switch_tick(struct ina_switch *sw, uint64_t now_ns)
 {
     for (int i = 0; i < INA_SW_MAX_JOBS; i++) {
         struct ina_job *job = &sw->jobs[i];
+        if ((job->state == INA_JOB_JOINING || job->state == INA_JOB_WAITING) &&
+            expire_registrations(sw, job, now_ns) > 0)
+            continue; /* a rank gave up or fell silent: the job waits for it again */
         if (job->state == INA_JOB_JOINING && sw->p.join_timeout_ns &&
             now_ns - job->created_ns > sw->p.join_timeout_ns) {
             log_job(INA_LOG_WARN, job, "job_dropped", "join_timeout");

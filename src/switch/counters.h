@@ -56,6 +56,8 @@ struct ina_sw_counters {
     uint64_t shm_rx_packets;  /* datagrams taken from rings (also in rx_packets) */
     uint64_t shm_tx_packets;  /* results put into rings (not in tx_packets) */
     uint64_t doorbells;       /* DOORBELL datagrams sent to sleeping workers */
+    uint64_t joins_withdrawn; /* registrations withdrawn by their rank (WITHDRAW) */
+    uint64_t joins_expired;   /* registrations forgotten: the rank's deadline passed or it fell silent */
     /* A tree of switches (PROTOCOL.md §12). As a parent: */
     uint64_t tree_joins;      /* TREE_JOINs of child switches registered */
     /* As a child (--parent): */

@@ -43,7 +43,8 @@ static void usage(FILE *f)
             "Usage: ina-switch [options]\n"
             "\n"
             "The ina software switch: aggregates (sums) the packets of the workers of\n"
-            "each job in a fixed pool of slots and multicasts the finished sums.\n"
+            "each job in a fixed pool of slots and sends each finished sum back to every\n"
+            "worker of the job (one copy per worker; --multicast: one per job).\n"
             "Runs until SIGINT or SIGTERM, then prints its counters to stderr.\n"
             "\n"
             "Options:\n"
@@ -370,7 +371,7 @@ static unsigned shm_burst(struct shard *sh, uint8_t *buf, uint64_t now)
                         sw->c.drops[INA_DROP_SHM]++;
                         if (ina_switch_tx_full(sw))
                             flush_tx(sh);
-                        ina__job_abort(sw, job, INA_ERR_PROTO);
+                        ina__job_abort_why(sw, job, INA_ERR_PROTO, "ring_corrupt");
                     }
                     break;
                 }
@@ -836,10 +837,12 @@ int main(int argc, char **argv)
         return 2;
     }
     if (parent_s) {
-        int n = ina_parse_hostport_list(parent_s, 0, p.parents, INA_SW_MAX_PARENTS);
+        char why[300];
+        int n = ina_parse_hostport_list(parent_s, 0, p.parents, INA_SW_MAX_PARENTS, why,
+                                        sizeof(why));
         if (n < 1) {
-            fprintf(stderr, "ina-switch: cannot parse or resolve --parent '%s' (want "
-                            "HOST:PORT[,HOST:PORT...], at most %d)\n", parent_s, INA_SW_MAX_PARENTS);
+            fprintf(stderr, "ina-switch: --parent: %s (want HOST:PORT[,HOST:PORT...], at most "
+                            "%d)\n", why, INA_SW_MAX_PARENTS);
             return 2;
         }
         p.nparents = (unsigned)n;

@@ -27,6 +27,14 @@
 #define INA_SW_EVICT_FLAG 0x8000u /* operator mailbox: evict rather than abort (metrics.h) */
 #define INA_SW_REFUSED_KEEP 8     /* refused jobs remembered, to repeat a lost NOSPACE */
 #define INA_SW_REFUSED_NS 5000000000ull /* ... for this long */
+/* A JOINING rank that sent no JOIN for this long is gone (workers re-send
+ * at least every second): its registration is forgotten. */
+#define INA_SW_JOIN_SILENT_NS 3500000000ull
+/* Job names whose ranks disagreed (world size, lanes) lately, and how long
+ * a JOIN for such a name is refused with MISMATCH too, so that ranks that
+ * join a little later fail at once rather than wait for ones that never come. */
+#define INA_SW_MISMATCH_KEEP 8
+#define INA_SW_MISMATCH_NS 3000000000ull
 #define INA_SW_MAX_PARENTS 16     /* --parent addresses (a sharded parent tier) */
 
 /* One set (copy) of one slot. Invariant: complete <=> nrecv == job world size
@@ -59,6 +67,10 @@ struct ina_member {
     uint16_t fallback_port; /* rank 0's offer of a host aggregator (JOIN), 0 = none */
     uint16_t wait_100ms;    /* how long it may wait for slots */
     uint8_t joined, left;
+    /* While the job is JOINING or WAITING, a registration lives only as long
+     * as its rank is waiting: its last JOIN (re-sent at least every second)
+     * and the deadline the rank gave (JOIN header seq, 0 = none) bound it. */
+    uint64_t join_seen_ns, join_deadline_ns;
     /* Ranks this member's DATA stands for (PROTOCOL.md §12): 1 for a worker, the
      * size of its set for a child switch (TREE_JOIN), 0 for a rank that a child
      * stands for (its `rep`, the set's lowest rank, is the member that sends). */
@@ -176,6 +188,14 @@ struct ina_switch {
     struct ina_job refused[INA_SW_REFUSED_KEEP];
     uint64_t refused_at[INA_SW_REFUSED_KEEP];
     unsigned nrefused;
+    /* Names whose ranks disagreed lately (control.c: job_mismatch). */
+    struct {
+        char name[32];
+        uint8_t lane, nlanes;
+        uint16_t world;
+        uint64_t at_ns;
+    } mismatched[INA_SW_MISMATCH_KEEP];
+    unsigned nmismatched;
     struct ina_sw_counters c;
     struct ina_txq txq;
 };
@@ -250,6 +270,8 @@ void ina__ctl_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
                     size_t bodylen, const struct sockaddr_in *src, uint64_t now_ns);
 void ina__job_reset_slots(struct ina_switch *sw, const struct ina_job *job);
 void ina__job_abort(struct ina_switch *sw, struct ina_job *job, int reason);
+/* The same, with the reason the log gives (operator_abort, rank_restarted, ...). */
+void ina__job_abort_why(struct ina_switch *sw, struct ina_job *job, int reason, const char *why);
 
 /* control.c helpers that tree.c shares. */
 void ina__job_free(struct ina_switch *sw, struct ina_job *job);

@@ -315,6 +315,8 @@ void ina__tree_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8
         job->up.next_send_ns = now_ns + TREE_JOIN_FIRST_MS * 1000000ull;
         send_tree_join(sw, job);
         return;
+    case INA_K_JOIN_WAIT: /* registered there; the parent's job still waits: nothing to do */
+        return;
     default: /* MIGRATE: a parent does not evict a tree's job (§12.8) */
         sw->c.drops[INA_DROP_UPSTREAM]++;
         return;

@@ -233,6 +233,16 @@ static int mismatch_worker(int rank, int n, void *arg)
         if (rc == 0 && rank == 0)
             rc = ina_allreduce(ctx, in, out, 4, INA_INT32, INA_SUM);
     }
+    /* The failure says which (ina_last_error), not only its code. */
+    const char *why = ina_last_error(ctx);
+    int said = rc == INA_ERR_MISMATCH ? strstr(why, "ran different operations") != NULL
+               : rc == INA_ERR_ABORTED ? strstr(why, "ended the session") != NULL
+                                       : 1;
+    if (!said) {
+        fprintf(stderr, "mismatch variant %d rank %d: %s with message '%s'\n", variant, rank,
+                ina_err_name(rc), why);
+        rc = -1;
+    }
     ina_finalize(ctx);
     if (rc != INA_ERR_MISMATCH && rc != INA_ERR_ABORTED)
         fprintf(stderr, "mismatch variant %d rank %d: got %s\n", variant, rank, ina_err_name(rc));

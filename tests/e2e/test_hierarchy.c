@@ -20,11 +20,7 @@ struct run {
     int kill; /* -1, or the switch killed after the join */
 };
 
-struct shared {
-    volatile int joined, killed;
-    volatile double worst_s;
-};
-static struct shared *sh;
+static struct h_kill *sh; /* shared with the workers */
 
 static int worker(int rank, int n, void *arg)
 {
@@ -50,19 +46,7 @@ static int worker(int rank, int n, void *arg)
         fprintf(stderr, "%s rank %d: levels %d path %d shards %d\n", p->job, rank, info.levels,
                 info.path, info.shards);
     if (p->kill >= 0) {
-        __sync_fetch_and_add(&sh->joined, 1);
-        for (double t0 = h_now(); !sh->killed && h_now() - t0 < 30;)
-            usleep(1000);
-        static float buf[20000];
-        double t0 = h_now();
-        rc = ina_allreduce(ctx, buf, buf, 20000, INA_FLOAT32, INA_SUM);
-        double dt = h_now() - t0;
-        if (dt > sh->worst_s)
-            sh->worst_s = dt;
-        if ((rc != INA_ERR_TIMEOUT && rc != INA_ERR_ABORTED && rc != -ECONNREFUSED) || dt > 10) {
-            fprintf(stderr, "%s rank %d: %s after %.2f s\n", p->job, rank, ina_err_name(rc), dt);
-            fails++;
-        }
+        fails += h_fail_after_kill(ctx, sh, 10, p->job, rank);
         ina_finalize(ctx);
         return fails;
     }

@@ -22,13 +22,7 @@ struct run {
     int dead;          /* shard NSW-1 is killed after the join */
 };
 
-/* What the parent and the workers share (an anonymous shared mapping). */
-struct shared {
-    volatile int joined; /* workers past ina_init */
-    volatile int killed; /* the parent killed the last switch */
-    volatile double worst_s; /* the slowest failure after the kill */
-};
-static struct shared *sh;
+static struct h_kill *sh; /* shared with the workers */
 
 /* "127.0.0.1:P0,127.0.0.1:P1,..." for the first m switches. */
 static void switch_list(char *buf, size_t len, int m)
@@ -130,24 +124,9 @@ static int worker(int rank, int n, void *arg)
         fprintf(stderr, "%s rank %d: info shards %d path %d lanes %d levels %d\n", p->job, rank,
                 info.shards, info.path, info.lanes, info.levels);
     if (p->dead) {
-        /* Wait until the parent killed the last shard: the operation must
-         * fail on every rank, within the deadline, and break the context. */
-        __sync_fetch_and_add(&sh->joined, 1);
-        for (double t0 = h_now(); !sh->killed && h_now() - t0 < 30;)
-            usleep(1000);
-        static float buf[20000];
-        double t0 = h_now();
-        rc = ina_allreduce(ctx, buf, buf, 20000, INA_FLOAT32, INA_SUM);
-        double dt = h_now() - t0;
-        if (dt > sh->worst_s)
-            sh->worst_s = dt;
-        int rc2 = ina_allreduce(ctx, buf, buf, 10, INA_FLOAT32, INA_SUM);
-        if ((rc != INA_ERR_TIMEOUT && rc != INA_ERR_ABORTED && rc != -ECONNREFUSED) ||
-            rc2 != INA_ERR_CLOSED || dt > 10) {
-            fprintf(stderr, "%s rank %d: a dead shard gave %s in %.2f s, then %s\n", p->job,
-                    rank, ina_err_name(rc), dt, ina_err_name(rc2));
-            fails++;
-        }
+        /* The parent kills the last shard: the operation must fail on every
+         * rank, within the deadline, and break the context. */
+        fails += h_fail_after_kill(ctx, sh, 10, p->job, rank);
     } else {
         fails += all_ops(ctx, rank, n, info.shards * info.lanes);
     }

@@ -213,6 +213,20 @@ HARNESS static void check_txq(void)
             break;
         case INA_K_REDIRECT:
         case INA_K_ABORT: CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN); break;
+        case INA_K_JOIN_WAIT: {
+            /* The job still waits: fewer ranks joined than its world, or all of
+             * them and it waits for slots; the bitmap names exactly them. */
+            CHECKF(len == INA_HDR_LEN + INA_JOIN_WAIT_BODY_LEN);
+            const uint8_t *w = b + INA_HDR_LEN;
+            unsigned world = ina_get16(w + 8), joined = ina_get16(w + 10), bits = 0;
+            CHECKF(world >= 1 && world <= INA_MAX_WORKERS && joined >= 1 && joined <= world);
+            /* (A child waits for its parent with every rank it stands for joined.) */
+            CHECKF(w[12] <= 1 && (child_mode || (w[12] == 1) == (joined == world)));
+            for (unsigned r = 0; r < 256; r++)
+                bits += (w[16 + (r >> 3)] >> (r & 7)) & 1;
+            CHECKF(bits == joined);
+            break;
+        }
         case INA_K_SHM_ACK:
             /* This switch offers no rings (params.shm 0): every SHM_ATTACH is refused. */
             CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN);
@@ -381,8 +395,11 @@ HARNESS static struct ina_job *start_job(const char *name, int world, uint16_t e
                                          uint64_t nonce_base)
 {
     flush_txq();
-    for (int r = 0; r < world; r++)
+    for (int r = 0; r < world; r++) {
+        if (r == world - 1)
+            flush_txq(); /* the JOIN_WAITs of the ranks before (checked there) */
         send_join(name, world, r, elems, window, nonce_base + (uint64_t)r, &addrs[r]);
+    }
     if (child_mode)
         play_parent_ack(world);
     CHECKF(sw.txq.nmsg == (unsigned)world);

@@ -16,7 +16,7 @@ import sys
 MAGIC, VERSION = 0x494E, 1
 K_DATA, K_RESULT, K_JOIN, K_JOIN_ACK, K_JOIN_NAK, K_LEAVE, K_ABORT = 1, 2, 16, 17, 18, 19, 20
 K_SHM_ATTACH, K_DOORBELL = 23, 25
-K_REDIRECT, K_MIGRATE, K_TREE_JOIN = 21, 22, 28
+K_REDIRECT, K_MIGRATE, K_WITHDRAW, K_TREE_JOIN = 21, 22, 26, 28
 SET_BIT = 0x80000000
 EXP_ZERO, EXP_NONFINITE = -32768, 32767
 ERR_MISMATCH, ERR_ABORTED, ERR_NOSPACE = -1005, -1002, -1004
@@ -176,6 +176,20 @@ def switch_seeds():
     s["leave_all"] = (sw_leave(0) + sw_leave(0) + sw_leave(1) + sw_leave(2) + sw_leave(2) +
                       sw_data(0, 0, 0, [1] * 8))
     s["leave_abort"] = sw_data(0, 3, 0, [1] * 8) + sw_leave(1, abort=True) + sw_round(3, 0)
+    # Registrations: a JOIN stating a deadline (header seq, ms), WITHDRAW with the right
+    # nonce, a wrong nonce and a short body, a silent rank forgotten at a tick, and a
+    # world-size disagreement that NAKs every registered rank.
+    wd = hdr(K_WITHDRAW, rank=0)
+    s["join_withdraw_expire"] = (
+        sw_record(5, HONEST, 0, None, hdr(K_JOIN, rank=0, seq=1500) +
+                  join_body(2, 4, 2, "wd", 0x51)) +
+        sw_record(5, HONEST, 0, None, wd + join_body(2, 4, 2, "wd", 0x52)) +
+        sw_record(5, HONEST, 0, None, wd + join_body(2, 4, 2, "wd", 0x51)) +
+        sw_record(5, HONEST, 0, None, wd + bytes(20)) +
+        sw_join(6, 0, 2, 4, 2, "quiet", 0x53) +
+        sw_join(7, 1, 2, 4, 2, "quiet", 0x54, step=5) +
+        sw_join(5, 0, 2, 4, 2, "mm", 0x55) + sw_join(6, 1, 3, 4, 2, "mm", 0x56) +
+        sw_join(7, 2, 3, 4, 2, "mm", 0x57))
     s["leave_bad"] = (sw_leave(0, flags=S_RANK) + sw_leave(3, flags=S_CREDS) +
                       record(sel(0), S_CREDS, hdr(K_LEAVE, rank=7)) +
                       record(sel(0), 0, hdr(K_LEAVE, job=0)) +

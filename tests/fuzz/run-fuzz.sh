@@ -32,10 +32,13 @@ if [ -n "${INA_FUZZ_SEED:-}" ] && [ "${INA_FUZZ_SEED}" != 0 ]; then
     seed=(-seed="$INA_FUZZ_SEED")
 fi
 
-# -timeout: one input (a few hundred datagrams) takes milliseconds; seconds mean a hang.
+# -timeout: one input (a few hundred datagrams) takes milliseconds; seconds mean a hang, on an
+# idle host. INA_FUZZ_UNIT_TIMEOUT (ctest sets 60) allows for a host so loaded that an input
+# waits seconds for a CPU.
 # -max_len: room for records that fill the switch's job table (64 JOINs of 100 bytes).
 echo "run-fuzz: $name for ${secs}s over ${dirs[*]}"
-"$bin" "${seed[@]}" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
+"$bin" "${seed[@]}" -max_total_time="$secs" -timeout="${INA_FUZZ_UNIT_TIMEOUT:-10}" \
+    -rss_limit_mb=2048 -max_len=8192 \
     -print_final_stats=1 -artifact_prefix="$art/" "${dirs[@]}"
 rc=$?
 if [ "$rc" -ne 0 ]; then

@@ -165,6 +165,8 @@ kill -TERM "$swpid"; wait "$swpid"; rc=$?
 check "ina-switch exits 0 on SIGTERM" test $rc -eq 0
 check "json log lines" grep -q '^{"ts":"[0-9T:.-]*Z","level":"info","event":"job_started","job":[0-9]*,"name":"longrun"' "$tmp/sw.err"
 check "log: operator abort logged" grep -q '"event":"operator_abort"' "$tmp/sw.err"
+check "log: the aborted job says why: operator_abort, not rank_aborted" \
+    grep -q '"event":"job_aborted".*"reason":"operator_abort"' "$tmp/sw.err"
 
 echo "test_metrics: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -10,6 +10,9 @@ source "$(dirname "$0")/harness.sh"
 check "ina-switch --help" bash -c "$SW --help | grep -q -- --listen"
 check "ina-bench --help" bash -c "$BENCH --help | grep -q -- --local"
 check "ina-switch --version" bash -c "$SW --version | grep -q 'ina-switch'"
+check "ina-ctl --version" bash -c "$B/bin/ina-ctl --version | grep -q '^ina-ctl [0-9]'"
+check "ina-switch --help: sums go back to every worker (multicast is opt-in)" \
+    bash -c "$SW --help | grep -q 'one copy per worker; --multicast: one per job'"
 # bad arguments: exit 2 with a message, never a crash
 "$SW" --slots banana >/dev/null 2>"$tmp/err"; rc=$?
 check "ina-switch bad --slots exits 2" test "$rc" -eq 2

@@ -88,6 +88,8 @@ static void test_init_args(void)
     ina_config_init(&cfg);
     cfg.rank = 1;
     CHECK_EQ_INT(ina_init(&ctx, &cfg), -EINVAL);
+    /* The message names the value and the rule (ina_last_error(NULL): no context). */
+    CHECK(strstr(ina_last_error(NULL), "rank 1 is not in 0..world_size-1 (world_size 1)") != NULL);
     ina_config_init(&cfg);
     cfg.window = 100; /* not a power of two */
     CHECK_EQ_INT(ina_init(&ctx, &cfg), -EINVAL);
@@ -103,9 +105,20 @@ static void test_init_args(void)
     ina_config_init(&cfg);
     cfg.switch_addr = "127.0.0.1:notaport";
     CHECK_EQ_INT(ina_init(&ctx, &cfg), INA_ERR_CONFIG);
+    CHECK(strstr(ina_last_error(NULL), "the port 'notaport' is not a number") != NULL);
     cfg.switch_addr = "no-such-host.invalid";
     CHECK_EQ_INT(ina_init(&ctx, &cfg), INA_ERR_CONFIG);
     CHECK(ctx == NULL);
+    CHECK(strstr(ina_last_error(NULL), "cannot resolve 'no-such-host.invalid'") != NULL);
+    CHECK(strstr(ina_last_error(NULL), "INA_SWITCH") != NULL); /* where it may have come from */
+    /* A malformed variable is named with its value. */
+    setenv("INA_WINDOW", "lots", 1);
+    CHECK_EQ_INT(ina_config_from_env(&cfg), INA_ERR_CONFIG);
+    CHECK(strcmp(ina_last_error(NULL), "INA_WINDOW='lots' is not a decimal integer") == 0);
+    setenv("INA_WINDOW", "64", 1);
+    CHECK_EQ_INT(ina_config_from_env(&cfg), 0);
+    CHECK(strcmp(ina_last_error(NULL), "") == 0); /* a call that succeeds clears it */
+    unsetenv("INA_WINDOW");
     CHECK_EQ_INT(ina_finalize(NULL), 0);
     CHECK_EQ_INT(ina_wait(NULL), 0);
 }
@@ -156,10 +169,12 @@ static void test_allreduce_args(void)
     /* MAX and MIN: not on FLOAT64 (its order keys would need 64-bit lanes). */
     CHECK_EQ_INT(ina_allreduce(ctx, a, b, 4, INA_FLOAT64, INA_MAX), INA_ERR_NOTSUP);
     CHECK_EQ_INT(ina_allreduce(ctx, a, b, 4, INA_FLOAT64, INA_MIN), INA_ERR_NOTSUP);
+    CHECK(strstr(ina_last_error(ctx), "not implemented for FLOAT64") != NULL);
     CHECK_EQ_INT(ina_allreduce(ctx, a, b, SIZE_MAX / 2, INA_INT32, INA_SUM), -EOVERFLOW);
     CHECK_EQ_INT(ina_allreduce(ctx, a, b, SIZE_MAX / 8 + 1, INA_FLOAT64, INA_SUM), -EOVERFLOW);
     /* Alignment to the element size: 2 bytes for the 16-bit types, 8 for FLOAT64. */
     CHECK_EQ_INT(ina_allreduce(ctx, (char *)a + 1, b, 2, INA_INT32, INA_SUM), -EINVAL);
+    CHECK(strstr(ina_last_error(ctx), "sendbuf is not aligned") != NULL);
     CHECK_EQ_INT(ina_allreduce(ctx, (char *)a + 1, b, 2, INA_FLOAT16, INA_SUM), -EINVAL);
     CHECK_EQ_INT(ina_allreduce(ctx, a, (char *)b + 4, 1, INA_FLOAT64, INA_AVG), -EINVAL);
     CHECK_EQ_INT(ina_allreduce_start(ctx, a, b, 4, INA_INT32, INA_SUM, NULL), -EINVAL);
@@ -183,6 +198,8 @@ static void test_allreduce_args(void)
     /* A broken context refuses new work. */
     fake.broken = INA_ERR_TIMEOUT;
     CHECK_EQ_INT(ina_allreduce(ctx, a, b, 4, INA_INT32, INA_SUM), INA_ERR_CLOSED);
+    CHECK(strstr(ina_last_error(ctx), "an earlier failure broke this context (INA_ERR_TIMEOUT)") !=
+          NULL);
     ina_stats st;
     ina_info info;
     CHECK_EQ_INT(ina_get_stats(NULL, &st), -EINVAL);

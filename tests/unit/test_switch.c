@@ -97,6 +97,7 @@ static int drops_ok(const struct ina_sw_counters *snap, int which, uint64_t delt
     return ok;
 }
 #define EXPECT_DROP(snap, which) CHECK(drops_ok(&(snap), INA_DROP_##which, 1, __LINE__))
+#define EXPECT_DROPS(snap, which, n) CHECK(drops_ok(&(snap), INA_DROP_##which, (n), __LINE__))
 #define EXPECT_NO_DROP(snap) CHECK(drops_ok(&(snap), -1, 0, __LINE__))
 
 /* ---- Reading what the switch queued ----------------------------------------- */
@@ -122,22 +123,33 @@ static int tx_to(int i, const struct sockaddr_in *a) { return ina_addr_eq(&sw->t
 
 static void tx_reset(void) { ina_txq_reset(&sw->txq); }
 
+/* Datagram i is a control packet of kind with a body of bodylen bytes, from
+ * the switch to dst. @return its body, or NULL if there is no datagram i. */
+static const uint8_t *check_ctl(int i, uint8_t kind, size_t bodylen, const struct sockaddr_in *dst)
+{
+    struct ina_hdr h;
+    size_t len;
+    CHECK(i < tx_n());
+    if (i >= tx_n())
+        return NULL;
+    const uint8_t *b = tx_buf(i, &len);
+    CHECK_EQ_INT(tx_hdr(i, &h), INA_PARSE_OK);
+    CHECK_EQ_INT(h.kind, kind);
+    CHECK_EQ_INT(h.rank, INA_RANK_SWITCH);
+    CHECK_EQ_INT(len, INA_HDR_LEN + bodylen);
+    CHECK(tx_to(i, dst));
+    return len == INA_HDR_LEN + bodylen ? b : NULL;
+}
+
 /* Datagram i is a JOIN_NAK (or ABORT) to dst, echoing nonce, with reason. */
 static void check_nak_at(int line, int i, uint8_t kind, const struct sockaddr_in *dst,
                          uint64_t nonce, int reason)
 {
     int before = check_failures;
-    struct ina_hdr h;
-    size_t len;
-    CHECK(i < tx_n());
-    if (i >= tx_n())
+    const uint8_t *b = check_ctl(i, kind, INA_NAK_BODY_LEN, dst);
+    if (!b)
         return;
-    const uint8_t *b = tx_buf(i, &len);
-    CHECK_EQ_INT(tx_hdr(i, &h), INA_PARSE_OK);
-    CHECK_EQ_INT(h.kind, kind);
-    CHECK_EQ_INT(h.rank, INA_RANK_SWITCH);
-    CHECK_EQ_INT(len, INA_HDR_LEN + INA_NAK_BODY_LEN);
-    CHECK(tx_to(i, dst));
+    size_t len = INA_HDR_LEN + INA_NAK_BODY_LEN;
     uint64_t n = 1;
     int32_t r = 1;
     CHECK_EQ_INT(ina_nak_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &n, &r), INA_PARSE_OK);
@@ -170,12 +182,32 @@ static size_t make_join(uint8_t *b, const char *name, int rank, int world, int e
     return INA_HDR_LEN + INA_JOIN_BODY_LEN;
 }
 
+/* Remove the JOIN_WAIT answers from the queue (the tests of JOIN_WAIT look
+ * at them; the others count only what they are about). @return how many. */
+static int drop_join_waits(void)
+{
+    int kept = 0, dropped = 0;
+    for (int i = 0; i < tx_n(); i++) {
+        struct ina_hdr h;
+        if (tx_hdr(i, &h) == INA_PARSE_OK && h.kind == INA_K_JOIN_WAIT) {
+            dropped++;
+            continue;
+        }
+        sw->txq.iovs[kept] = sw->txq.iovs[i];
+        sw->txq.addrs[kept] = sw->txq.addrs[i];
+        kept++;
+    }
+    sw->txq.nmsg = (unsigned)kept;
+    return dropped;
+}
+
 static void send_join(const char *name, int rank, int world, int elems, uint32_t window,
                       uint64_t nonce, const struct sockaddr_in *src)
 {
     uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
     size_t len = make_join(b, name, rank, world, elems, window, nonce);
     input(b, len, src);
+    drop_join_waits();
 }
 
 /* What the workers of one job learned from their JOIN_ACKs. */
@@ -611,15 +643,36 @@ static void test_join_mismatch_and_rejoin(void)
     struct ina_sw_counters snap;
     struct sockaddr_in stranger = addr_port(40000);
 
-    /* World mismatch against a JOINING job. */
+    /* World mismatch against a JOINING job: the job cannot run, so the
+     * newcomer and every registered rank are told MISMATCH, each with the
+     * other side's world size, and the job is freed. */
     struct sockaddr_in w0 = addr_port(11000);
     send_join("pending", 0, 2, 4, 2, 1, &w0);
     snap = sw->c;
     send_join("pending", 1, 3, 4, 2, 0x77, &stranger);
-    CHECK_EQ_INT(tx_n(), 1);
+    CHECK_EQ_INT(tx_n(), 2);
     CHECK_NAK(0, &stranger, 0x77, INA_ERR_MISMATCH);
+    CHECK_NAK(1, &w0, 1, INA_ERR_MISMATCH);
+    size_t nl;
+    CHECK_EQ_INT(ina_get16(tx_buf(0, &nl) + INA_HDR_LEN + INA_NAK_MISMATCH_WORLD), 2);
+    CHECK_EQ_INT(ina_get16(tx_buf(1, &nl) + INA_HDR_LEN + INA_NAK_MISMATCH_WORLD), 3);
     EXPECT_DROP(snap, JOIN);
-    CHECK_EQ_INT(job_named("pending")->njoined, 1);
+    CHECK(job_named("pending") == NULL);
+    tx_reset();
+    /* A rank that joins the name shortly after is told at once, too. */
+    struct sockaddr_in w2 = addr_port(11002);
+    send_join("pending", 2, 3, 4, 2, 0x78, &w2);
+    CHECK_EQ_INT(tx_n(), 1);
+    CHECK_NAK(0, &w2, 0x78, INA_ERR_MISMATCH);
+    CHECK(job_named("pending") == NULL);
+    tx_reset();
+    /* ... but not once the memory has passed: a corrected job starts. */
+    now_ns += INA_SW_MISMATCH_NS;
+    send_join("pending", 0, 1, 4, 2, 0x79, &w0);
+    CHECK_EQ_INT(tx_n(), 1);
+    struct ina_hdr ph;
+    CHECK_EQ_INT(tx_hdr(0, &ph), INA_PARSE_OK);
+    CHECK_EQ_INT(ph.kind, INA_K_JOIN_ACK);
     tx_reset();
 
     /* World mismatch against an ACTIVE job: NAK, the job is untouched. */
@@ -759,6 +812,8 @@ static void test_join_nospace(void)
     CHECK_EQ_INT(tx_n(), 0);
     CHECK(job_named("c") != NULL);
     now_ns += INA_SW_REFUSED_NS;
+    send_join("c", 0, 2, 4, 1, 0xC2, &c0); /* rank 0 re-sends its JOIN, as a waiting rank does */
+    CHECK_EQ_INT(tx_n(), 0);
     send_join("c", 1, 2, 4, 1, 0xC1, &c1); /* completes the new job: refused again */
     CHECK_EQ_INT(tx_n(), 2);
     CHECK_EQ_INT(sw->c.jobs_refused, 2);
@@ -830,6 +885,7 @@ static void send_join_wait(const char *name, uint32_t window, uint16_t wait_100m
     size_t len = make_join(b, name, 0, 1, 4, window, nonce);
     ina_put16(b + INA_HDR_LEN + 30, wait_100ms);
     input(b, len, src);
+    drop_join_waits();
 }
 
 /*
@@ -1616,6 +1672,7 @@ static void send_lane_join(const char *name, int rank, int world, int lane, int 
     b[INA_HDR_LEN + 26] = (uint8_t)lane;
     b[INA_HDR_LEN + 27] = (uint8_t)nlanes;
     input(b, len, src);
+    drop_join_waits();
 }
 
 /*
@@ -2055,6 +2112,166 @@ static void test_shm_attach(void)
     ina_shm_unmap(&w);
 }
 
+/* ---- Registrations live only while their rank waits (PROTOCOL.md §5.2) ---------- */
+
+/* A JOIN with the joiner's remaining join time (header seq, ms; 0 = none said). */
+static void send_join_deadline(const char *name, int rank, int world, uint64_t nonce,
+                               uint32_t deadline_ms, const struct sockaddr_in *src)
+{
+    uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
+    size_t len = make_join(b, name, rank, world, 4, 2, nonce);
+    ina_put32(b + 20, deadline_ms);
+    input(b, len, src);
+}
+
+static void send_withdraw(const char *name, int rank, int world, uint64_t nonce,
+                          const struct sockaddr_in *src)
+{
+    uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
+    size_t len = make_join(b, name, rank, world, 4, 2, nonce);
+    b[3] = INA_K_WITHDRAW;
+    input(b, len, src);
+}
+
+/* Datagram i is a JOIN_WAIT to dst for nonce: world, joined, state and the ranks in it. */
+static void check_join_wait_at(int line, int i, const struct sockaddr_in *dst, uint64_t nonce,
+                               int world, int joined, int state, uint64_t ranks)
+{
+    int before = check_failures;
+    const uint8_t *b = check_ctl(i, INA_K_JOIN_WAIT, INA_JOIN_WAIT_BODY_LEN, dst);
+    if (!b)
+        return;
+    const uint8_t *body = b + INA_HDR_LEN;
+    CHECK(((uint64_t)ina_get32(body) << 32 | ina_get32(body + 4)) == nonce);
+    CHECK_EQ_INT(ina_get16(body + 8), world);
+    CHECK_EQ_INT(ina_get16(body + 10), joined);
+    CHECK_EQ_INT(body[12], state);
+    for (int r = 0; r < 64; r++)
+        CHECK_EQ_INT((body[16 + (r >> 3)] >> (r & 7)) & 1, (int)((ranks >> r) & 1));
+    if (check_failures != before)
+        fprintf(stderr, "  (check_join_wait called from line %d, datagram %d)\n", line, i);
+}
+#define CHECK_JOIN_WAIT(i, dst, nonce, world, joined, state, ranks) \
+    check_join_wait_at(__LINE__, i, dst, nonce, world, joined, state, ranks)
+
+static void test_join_lifecycle(void)
+{
+    sw_open(0);
+    struct sockaddr_in a0 = addr_port(15000), a1 = addr_port(15001), a2 = addr_port(15002);
+    struct ina_sw_counters snap;
+
+    /* JOIN_WAIT answers every JOIN of a job still joining: who is in. */
+    send_join_deadline("wait", 0, 3, 0x10, 0, &a0);
+    CHECK_EQ_INT(tx_n(), 1);
+    CHECK_JOIN_WAIT(0, &a0, 0x10, 3, 1, 0, 0x1);
+    tx_reset();
+    send_join_deadline("wait", 2, 3, 0x12, 0, &a2);
+    CHECK_JOIN_WAIT(0, &a2, 0x12, 3, 2, 0, 0x5);
+    tx_reset();
+
+    /* Rank 0 falls silent (killed, say: no WITHDRAW): after INA_SW_JOIN_SILENT_NS
+     * the tick forgets it, and rank 1 does not start a session with it. */
+    now_ns += INA_SW_JOIN_SILENT_NS / 2;
+    send_join_deadline("wait", 2, 3, 0x12, 0, &a2); /* rank 2 is still there */
+    tx_reset();
+    now_ns += INA_SW_JOIN_SILENT_NS / 2 + 1000;
+    ina_switch_tick(sw, now_ns);
+    CHECK_EQ_INT(sw->c.joins_expired, 1);
+    CHECK_EQ_INT(job_named("wait")->njoined, 1);
+    CHECK_EQ_INT(tx_n(), 0);
+    send_join_deadline("wait", 1, 3, 0x11, 0, &a1);
+    CHECK_EQ_INT(tx_n(), 1);
+    CHECK_JOIN_WAIT(0, &a1, 0x11, 3, 2, 0, 0x6); /* ranks 1 and 2: no session */
+    CHECK_EQ_INT(sw->c.jobs_started, 0);
+    tx_reset();
+    /* The forgotten rank comes back (its process was only slow): the job starts. */
+    send_join_deadline("wait", 0, 3, 0x10, 0, &a0);
+    CHECK_EQ_INT(tx_n(), 3);
+    CHECK_EQ_INT(sw->c.jobs_started, 1);
+    CHECK_EQ_INT(job_named("wait")->state, INA_JOB_ACTIVE);
+    tx_reset();
+
+    /* A registration whose stated deadline passed is forgotten, even while it
+     * still re-sends; the last one gone frees the job, and with it the name. */
+    send_join_deadline("dl", 0, 2, 0x20, 1000, &a0);
+    tx_reset();
+    now_ns += 500000000ull;
+    send_join_deadline("dl", 0, 2, 0x20, 500, &a0); /* the same deadline, restated */
+    tx_reset();
+    now_ns += 600000000ull;
+    ina_switch_tick(sw, now_ns);
+    CHECK_EQ_INT(sw->c.joins_expired, 2);
+    CHECK(job_named("dl") == NULL);
+    /* So a corrected job of that name with another world size starts at once. */
+    send_join_deadline("dl", 0, 1, 0x21, 1000, &a0);
+    CHECK_EQ_INT(tx_n(), 1);
+    struct ina_hdr h;
+    CHECK_EQ_INT(tx_hdr(0, &h), INA_PARSE_OK);
+    CHECK_EQ_INT(h.kind, INA_K_JOIN_ACK);
+    tx_reset();
+
+    /* The N-th JOIN does not start a session with a member already past its
+     * deadline, even before a tick has looked. */
+    send_join_deadline("start", 0, 2, 0x30, 100, &a0);
+    tx_reset();
+    now_ns += 200000000ull;
+    send_join_deadline("start", 1, 2, 0x31, 0, &a1);
+    CHECK_EQ_INT(tx_n(), 1);
+    CHECK_JOIN_WAIT(0, &a1, 0x31, 2, 1, 0, 0x2);
+    CHECK_EQ_INT(job_named("start")->state, INA_JOB_JOINING);
+    tx_reset();
+
+    /* WITHDRAW: a rank that gave up takes its registration back; only with its
+     * own nonce, rank and address. */
+    send_join_deadline("wd", 0, 2, 0x40, 0, &a0);
+    tx_reset();
+    snap = sw->c;
+    send_withdraw("wd", 0, 2, 0x41, &a0); /* another nonce */
+    send_withdraw("wd", 0, 2, 0x40, &a1); /* another address */
+    send_withdraw("wd", 1, 2, 0x40, &a0); /* a rank that never joined */
+    send_withdraw("nope", 0, 2, 0x40, &a0); /* no such job */
+    EXPECT_DROPS(snap, JOIN, 4);
+    CHECK_EQ_INT(job_named("wd")->njoined, 1);
+    CHECK_EQ_INT(tx_n(), 0);
+    send_withdraw("wd", 0, 2, 0x40, &a0);
+    CHECK_EQ_INT(sw->c.joins_withdrawn, 1);
+    CHECK(job_named("wd") == NULL);
+    CHECK_EQ_INT(tx_n(), 0);
+    /* Rank 1 arriving later waits: no session with the rank that left. */
+    send_join_deadline("wd", 1, 2, 0x42, 0, &a1);
+    CHECK_JOIN_WAIT(0, &a1, 0x42, 2, 1, 0, 0x2);
+    tx_reset();
+    /* A withdrawal of an active job's rank is not one: dropped, job untouched. */
+    struct job_info ji = START_JOB("act", 2, 4, 2, 15100, 0x50);
+    snap = sw->c;
+    send_withdraw("act", 0, 2, 0x50, &ji.addr[0]);
+    EXPECT_DROP(snap, JOIN);
+    CHECK_EQ_INT(job_named("act")->state, INA_JOB_ACTIVE);
+    CHECK_EQ_INT(tx_n(), 0);
+    sw_close();
+
+    /* A job waiting for slots (state 1) that loses a rank waits for it again. */
+    sw_open(0);
+    sw->p.max_job_slots = 16;
+    sw->p.min_job_slots = 16;
+    START_JOB("hog", 1, 4, 16, 15200, 0x60);
+    uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
+    size_t len = make_join(b, "slow", 0, 2, 4, 16, 0x70);
+    ina_put16(b + INA_HDR_LEN + 30, 100); /* may wait 10 s */
+    input(b, len, &a0);
+    tx_reset();
+    len = make_join(b, "slow", 1, 2, 4, 16, 0x71);
+    ina_put16(b + INA_HDR_LEN + 30, 100);
+    input(b, len, &a1);
+    CHECK_EQ_INT(job_named("slow")->state, INA_JOB_WAITING);
+    CHECK_JOIN_WAIT(0, &a1, 0x71, 2, 2, 1, 0x3);
+    tx_reset();
+    send_withdraw("slow", 1, 2, 0x71, &a1);
+    CHECK_EQ_INT(job_named("slow")->state, INA_JOB_JOINING);
+    CHECK_EQ_INT(job_named("slow")->njoined, 1);
+    sw_close();
+}
+
 int main(void)
 {
     ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* only errors: job events are expected here */
@@ -2066,6 +2283,7 @@ int main(void)
     test_join_basic();
     test_join_refused();
     test_join_mismatch_and_rejoin();
+    test_join_lifecycle();
     test_join_nospace();
     test_admission();
     test_slot_rounds();

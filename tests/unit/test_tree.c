@@ -207,23 +207,39 @@ static const char *job_name = "tree";
 static struct ina_hmac_key wkey; /* workers' copy of the secret */
 static int wsecret;
 
+/*
+ * A JOIN-shaped datagram into b: header h, the JOIN body (nonce, world,
+ * window, name; k = K, lane 0 of 1) and, for a TREE_JOIN, the set (its first
+ * 16 ranks: bit r of set). @return its length (no proof of a secret).
+ */
+static size_t join_dg(uint8_t *b, const struct ina_hdr *h, uint64_t nonce, int world,
+                      uint32_t window, const char *name, unsigned set)
+{
+    ina_hdr_encode(b, h);
+    struct ina_join j;
+    memset(&j, 0, sizeof(j));
+    j.nonce = nonce;
+    j.world_size = (uint16_t)world;
+    j.elems = K;
+    j.window = window;
+    j.nlanes = 1;
+    snprintf(j.name, sizeof(j.name), "%s", name);
+    ina_join_encode(b + INA_HDR_LEN, &j);
+    if (h->kind != INA_K_TREE_JOIN)
+        return INA_HDR_LEN + INA_JOIN_BODY_LEN;
+    memset(b + INA_HDR_LEN + INA_JOIN_BODY_LEN, 0, INA_TREE_SET_LEN);
+    b[INA_HDR_LEN + INA_JOIN_BODY_LEN] = (uint8_t)set;
+    b[INA_HDR_LEN + INA_JOIN_BODY_LEN + 1] = (uint8_t)(set >> 8);
+    return INA_HDR_LEN + INA_TREE_JOIN_LEN;
+}
+
 static void w_join(int r, uint64_t nonce)
 {
     uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN + INA_AUTH_LEN];
     struct ina_hdr h;
     ina_hdr_init(&h, INA_K_JOIN);
     h.rank = (uint16_t)r;
-    ina_hdr_encode(b, &h);
-    struct ina_join j;
-    memset(&j, 0, sizeof(j));
-    j.nonce = nonce;
-    j.world_size = NW;
-    j.elems = K;
-    j.window = W;
-    j.nlanes = 1;
-    snprintf(j.name, sizeof(j.name), "%s", job_name);
-    ina_join_encode(b + INA_HDR_LEN, &j);
-    size_t len = INA_HDR_LEN + INA_JOIN_BODY_LEN;
+    size_t len = join_dg(b, &h, nonce, NW, W, job_name, 0);
     if (wsecret) {
         ina_hmac_sha256(&wkey, b, len, b + len);
         len += INA_AUTH_LEN;
@@ -417,8 +433,9 @@ static void test_join_and_sums(void)
     CHECK_EQ_INT(pj->members[1].weight, 0);
     CHECK_EQ_INT(pj->members[1].rep, 0);
     CHECK_EQ_INT(pj->state, INA_JOB_JOINING);
-    for (int r = 0; r < NW; r++)
-        CHECK_EQ_INT(ninbox[r], 0); /* nobody is acknowledged before every rank joined */
+    struct ina_hdr wh;
+    for (int r = 0; r < NW; r++) /* nobody is acknowledged before every rank joined */
+        CHECK_EQ_INT(w_last(r, INA_K_JOIN_ACK, &wh), -1);
     w_join(2, 0x102);
     deliver();
     CHECK_EQ_INT(pj->state, INA_JOB_ACTIVE);
@@ -699,16 +716,7 @@ static void test_nospace(void)
     uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
     struct ina_hdr h;
     ina_hdr_init(&h, INA_K_JOIN);
-    ina_hdr_encode(b, &h);
-    struct ina_join j;
-    memset(&j, 0, sizeof(j));
-    j.nonce = 77;
-    j.world_size = 1;
-    j.elems = K;
-    j.window = 8;
-    snprintf(j.name, sizeof(j.name), "hog");
-    ina_join_encode(b + INA_HDR_LEN, &j);
-    ina_switch_input(&sws[C1], b, sizeof(b), &other, now);
+    ina_switch_input(&sws[C1], b, join_dg(b, &h, 77, 1, 8, "hog", 0), &other, now);
     deliver(); /* (C1 registers the hog at P too: a world of 1, started at once) */
     for (int r = 0; r < NW; r++) {
         w_join(r, 0x800 + (uint64_t)r);
@@ -774,20 +782,8 @@ static void test_secret(void)
     uint8_t b[INA_HDR_LEN + INA_TREE_JOIN_LEN];
     struct ina_hdr h;
     ina_hdr_init(&h, INA_K_TREE_JOIN);
-    h.rank = 0;
-    ina_hdr_encode(b, &h);
-    struct ina_join j;
-    memset(&j, 0, sizeof(j));
-    j.nonce = 5;
-    j.world_size = 2;
-    j.elems = K;
-    j.window = W;
-    snprintf(j.name, sizeof(j.name), "forged");
-    ina_join_encode(b + INA_HDR_LEN, &j);
-    memset(b + INA_HDR_LEN + INA_JOIN_BODY_LEN, 0, INA_TREE_SET_LEN);
-    b[INA_HDR_LEN + INA_JOIN_BODY_LEN] = 0x3;
     struct sockaddr_in stranger = mkaddr(0x0A000301, 7000);
-    ina_switch_input(&sws[P], b, sizeof(b), &stranger, now);
+    ina_switch_input(&sws[P], b, join_dg(b, &h, 5, 2, W, "forged", 0x3), &stranger, now);
     CHECK_EQ_INT(sws[P].c.drops[INA_DROP_AUTH], 1);
     CHECK_EQ_INT(sws[P].txq.nmsg, 1);
     wsecret = 0;
@@ -802,18 +798,8 @@ static void tree_join_by_hand(int sw_idx, const struct sockaddr_in *src, uint64_
     struct ina_hdr h;
     ina_hdr_init(&h, INA_K_TREE_JOIN);
     h.rank = (uint16_t)__builtin_ctz(set_bits);
-    ina_hdr_encode(b, &h);
-    struct ina_join j;
-    memset(&j, 0, sizeof(j));
-    j.nonce = nonce;
-    j.world_size = (uint16_t)world;
-    j.elems = K;
-    j.window = W;
-    snprintf(j.name, sizeof(j.name), "by-hand");
-    ina_join_encode(b + INA_HDR_LEN, &j);
-    memset(b + INA_HDR_LEN + INA_JOIN_BODY_LEN, 0, INA_TREE_SET_LEN);
-    b[INA_HDR_LEN + INA_JOIN_BODY_LEN] = (uint8_t)set_bits;
-    ina_switch_input(&sws[sw_idx], b, sizeof(b), src, now);
+    ina_switch_input(&sws[sw_idx], b, join_dg(b, &h, nonce, world, W, "by-hand", set_bits), src,
+                     now);
 }
 
 /* A member's registrations replace each other (the same nonce and address:
@@ -841,6 +827,44 @@ static void test_reregistration(void)
     net_close();
 }
 
+/* A registration lives while its rank waits (PROTOCOL.md §5.2): a worker that
+ * withdraws, or falls silent, shrinks its child's set, which the child tells
+ * its parent at once; a child that falls silent is forgotten by the parent. */
+static void test_registration_lifetime(void)
+{
+    struct opts o = {0};
+    net_open(&o);
+    w_join(0, 0xC00);
+    w_join(1, 0xC01);
+    deliver();
+    const struct ina_job *pj = &sws[P].jobs[0];
+    CHECK_EQ_INT(pj->njoined, 2);
+    CHECK_EQ_INT(pj->members[0].weight, 2);
+    /* Rank 1 withdraws (the body of its JOIN, its nonce). */
+    uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_WITHDRAW);
+    h.rank = 1;
+    ina_switch_input(&sws[C0], b, join_dg(b, &h, 0xC01, NW, W, job_name, 0), &w_addr[1], now);
+    deliver();
+    CHECK_EQ_INT(sws[C0].jobs[0].njoined, 1);
+    CHECK_EQ_INT(pj->njoined, 1); /* C0 said so at once: {0} */
+    CHECK_EQ_INT(pj->members[0].weight, 1);
+    CHECK(!pj->members[1].joined);
+    /* Rank 0 falls silent: C0 forgets it, frees the job and stops
+     * registering; the parent forgets C0 when its TREE_JOINs stop. */
+    for (int t = 0; t < 4; t++)
+        tick(1000000000ull);
+    CHECK_EQ_INT(sws[C0].jobs[0].state, INA_JOB_FREE);
+    for (int t = 0; t < 4; t++)
+        tick(1000000000ull);
+    CHECK_EQ_INT(pj->state, INA_JOB_FREE);
+    CHECK(sws[P].c.joins_expired >= 1);
+    for (uint32_t i = 0; i < 16; i++)
+        CHECK_EQ_INT(sws[C0].slot_owner[i], 0); /* its reservation went back */
+    net_close();
+}
+
 /* TREE_JOINs the parent must refuse: malformed sets, a multicast parent. */
 static void test_tree_join_refused(void)
 {
@@ -861,19 +885,9 @@ static void test_tree_join_refused(void)
         struct ina_hdr h;
         ina_hdr_init(&h, INA_K_TREE_JOIN);
         h.rank = (uint16_t)cases[c].rank;
-        ina_hdr_encode(b, &h);
-        struct ina_join j;
-        memset(&j, 0, sizeof(j));
-        j.nonce = 9;
-        j.world_size = (uint16_t)cases[c].world;
-        j.elems = K;
-        j.window = W;
-        snprintf(j.name, sizeof(j.name), "bad");
-        ina_join_encode(b + INA_HDR_LEN, &j);
-        memset(b + INA_HDR_LEN + INA_JOIN_BODY_LEN, 0, INA_TREE_SET_LEN);
-        b[INA_HDR_LEN + INA_JOIN_BODY_LEN] = cases[c].set0;
-        b[INA_HDR_LEN + INA_JOIN_BODY_LEN + 1] = cases[c].set1;
-        ina_switch_input(&sws[P], b, sizeof(b), &sw_addr[C0], now);
+        size_t len = join_dg(b, &h, 9, cases[c].world, W, "bad",
+                             cases[c].set0 | (unsigned)cases[c].set1 << 8);
+        ina_switch_input(&sws[P], b, len, &sw_addr[C0], now);
         CHECK_EQ_INT(sws[P].c.drops[INA_DROP_JOIN], 1);
         CHECK_EQ_INT(sws[P].jobs[0].state, INA_JOB_FREE);
         struct ina_hdr nh;
@@ -907,17 +921,9 @@ static void test_tree_join_refused(void)
     h.rank = INA_RANK_SWITCH;
     h.session = 0x1234;
     h.token = 0x5678;
-    ina_hdr_encode(b, &h);
-    struct ina_join j;
-    memset(&j, 0, sizeof(j));
-    j.nonce = cj->up.nonce;
-    j.world_size = NW;
-    j.elems = K;
-    j.window = 2 * W;
-    snprintf(j.name, sizeof(j.name), "%s", job_name);
-    ina_join_encode(b + INA_HDR_LEN, &j);
+    size_t len = join_dg(b, &h, cj->up.nonce, NW, 2 * W, job_name, 0);
     ina_switch_tx_reset(&sws[C0]);
-    ina_switch_input(&sws[C0], b, sizeof(b), &sw_addr[P], now);
+    ina_switch_input(&sws[C0], b, len, &sw_addr[P], now);
     CHECK_EQ_INT(cj->state, INA_JOB_FREE);
     int naks = 0, leaves = 0;
     for (unsigned i = 0; i < sws[C0].txq.nmsg; i++) {
@@ -946,5 +952,6 @@ int main(void)
     test_secret();
     test_tree_join_refused();
     test_reregistration();
+    test_registration_lifetime();
     return check_report("test_tree");
 }
