@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/statvfs.h>
 
 #include "check.h"
 #include "e2e/verify.h"
@@ -18,6 +19,7 @@ struct run {
     const char *job;
     int lanes;
     int kill; /* -1, or the switch killed after the join */
+    int shm;  /* the children offer shared-memory rings: the workers must use them */
 };
 
 static struct h_kill *sh; /* shared with the workers */
@@ -41,10 +43,11 @@ static int worker(int rank, int n, void *arg)
     }
     ina_info info;
     ina_get_info(ctx, &info);
-    int fails = info.levels != 2 || info.path != INA_PATH_SWITCH || info.shards != 1;
+    int fails = info.levels != 2 || info.path != INA_PATH_SWITCH || info.shards != 1 ||
+                info.shm != p->shm;
     if (fails)
-        fprintf(stderr, "%s rank %d: levels %d path %d shards %d\n", p->job, rank, info.levels,
-                info.path, info.shards);
+        fprintf(stderr, "%s rank %d: levels %d path %d shards %d shm %d\n", p->job, rank,
+                info.levels, info.path, info.shards, info.shm);
     if (p->kill >= 0) {
         fails += h_fail_after_kill(ctx, sh, 10, p->job, rank);
         ina_finalize(ctx);
@@ -78,8 +81,8 @@ static int worker(int rank, int n, void *arg)
     return fails;
 }
 
-/* Parents, then children with --parent (and extra args, e.g. faults). */
-static void start_tree(int nparents, const char *fault)
+/* Parents, then children with --parent (and faults, and --shm). */
+static void start_tree(int nparents, const char *fault, int shm)
 {
     char parents[64];
     for (int i = 0; i < NSW; i++) {
@@ -105,6 +108,8 @@ static void start_tree(int nparents, const char *fault)
         int a = 0;
         args[a++] = "--parent";
         args[a++] = parents;
+        if (shm)
+            args[a++] = "--shm"; /* a node's processes reach their child through rings */
         if (fault) {
             args[a++] = "--fault-rx";
             args[a++] = fault;
@@ -125,13 +130,20 @@ static void stop_tree(void)
         }
 }
 
+/* POSIX shared memory with room for a ring pair of each worker (as test_shm). */
+static int shm_usable(void)
+{
+    struct statvfs v;
+    return statvfs("/dev/shm", &v) == 0 && (double)v.f_bavail * v.f_frsize >= 64.0 * 1024 * 1024;
+}
+
 static void test_sums(void)
 {
     /* One parent; 1% of every datagram each switch receives dropped, 1%
      * duplicated, and the same on the workers' DATA. */
-    start_tree(1, "drop=0.01,dup=0.01,seed=11");
+    start_tree(1, "drop=0.01,dup=0.01,seed=11", 0);
     setenv("INA_FAULT", "drop=0.01,dup=0.01", 1);
-    struct run p = {"hier-sums", 1, -1};
+    struct run p = {"hier-sums", 1, -1, 0};
     CHECK_EQ_INT(run_workers(N, worker, &p, 120), 0);
     /* A sharded parent: lane 0 of the job to one parent, lane 1 to the other. */
     unsetenv("INA_FAULT");
@@ -144,21 +156,24 @@ static void test_sums(void)
     CHECK(tj >= 2);
     CHECK_EQ_INT(switch_counter(&sw[P0], "jobs_ended"), 1);
 
-    start_tree(2, NULL);
-    struct run q = {"hier-sharded", 2, -1};
+    /* ... with the children offering rings (the node case: PROTOCOL.md §5.9). */
+    start_tree(2, NULL, shm_usable());
+    struct run q = {"hier-sharded", 2, -1, shm_usable()};
     CHECK_EQ_INT(run_workers(N, worker, &q, 120), 0);
     stop_tree();
     CHECK_EQ_INT(switch_counter(&sw[P0], "jobs_ended"), 1); /* one lane each */
     CHECK_EQ_INT(switch_counter(&sw[P1], "jobs_ended"), 1);
     CHECK_EQ_INT(switch_counter(&sw[C0], "jobs_ended"), 2);
+    if (shm_usable()) /* both ranks of child 0, both lanes, went through rings */
+        CHECK_EQ_INT(switch_counter(&sw[C0], "shm_attached"), 4);
 }
 
 /* A switch of the tree dies after the join: every rank fails within its deadline. */
 static void test_dead(int victim, const char *job)
 {
-    start_tree(1, NULL);
+    start_tree(1, NULL, 0);
     memset((void *)sh, 0, sizeof(*sh));
-    struct run p = {job, 1, victim};
+    struct run p = {job, 1, victim, 0};
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0)
