@@ -841,8 +841,8 @@ int main(int argc, char **argv)
         int n = ina_parse_hostport_list(parent_s, 0, p.parents, INA_SW_MAX_PARENTS, why,
                                         sizeof(why));
         if (n < 1) {
-            fprintf(stderr, "ina-switch: --parent: %s (want HOST:PORT[,HOST:PORT...], at most "
-                            "%d)\n", why, INA_SW_MAX_PARENTS);
+            fprintf(stderr, "ina-switch: --parent: %s (at most %d addresses)\n", why,
+                    INA_SW_MAX_PARENTS);
             return 2;
         }
         p.nparents = (unsigned)n;
