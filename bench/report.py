@@ -20,6 +20,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import scale_report  # noqa: E402  (bench/scale_report.py)
+
 INA_HDR = 32      # ina header
 UDP_IP_ETH = 8 + 20 + 14
 WIRE_EXTRA = 20   # preamble + SFD + inter-frame gap (a real Ethernet link; tbf does not count it)
@@ -275,6 +278,10 @@ def main():
                           "limit = 4·N·S / (memcpy rate %.1f GB/s x %d cores)." %
                           (memcpy, ncores))
                 md.append("")
+
+    # Past one aggregator host (bench/scale.sh).
+    md += scale_report.section(by, [r for r in recs if r.get("kind") in ("scale", "scale_cpu")],
+                               config, rate, human, fmt_ms)
 
     # Latency part.
     lat = [(k, r) for k, r in by.items() if k[4] == "latency"]

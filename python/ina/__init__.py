@@ -346,6 +346,8 @@ class Context:
         self.float_add = FLOAT_ADD_NAMES[info.float_add] if 0 <= info.float_add < 2 \
             else str(info.float_add)
         self.shm = bool(info.shm)
+        self.shards = info.shards  # switches each operation is spread over (INA_SWITCH list)
+        self.levels = info.levels  # aggregation levels above the worker: 2 under a child switch
 
     # -- lifetime --
 
@@ -388,7 +390,8 @@ class Context:
         return {"rank": self.rank, "world_size": self.world_size,
                 "elems_per_packet": self.elems_per_packet, "window": self.window,
                 "job_id": self.job_id, "session_id": self.session_id, "lanes": self.lanes,
-                "path": self.path, "float_add": self.float_add, "shm": self.shm}
+                "path": self.path, "float_add": self.float_add, "shm": self.shm,
+                "shards": self.shards, "levels": self.levels}
 
     def stats(self):
         """The context's counters (ina_get_stats) as a dict."""

@@ -113,6 +113,7 @@ def group_numpy(ctx, rep, n, rank):
     k = ctx.elems_per_packet
     rep.check("info: rank and world size", (ctx.rank, ctx.world_size) == (rank, n),
               ctx.info())
+    rep.check("info: one switch, one level", (ctx.shards, ctx.levels) == (1, 1), ctx.info())
     # float32, in place, several packets, a ragged tail
     count = 3 * k + 123
     xs = inputs_f32(n, count, 1)
