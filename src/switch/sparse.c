@@ -130,7 +130,8 @@ size_t ina__sparse_emit(uint8_t *out, const int32_t *v, unsigned *nblocks)
         b += 4 * (size_t)block;
         n++;
     }
-    *nblocks = n;
+    if (nblocks)
+        *nblocks = n;
     return ina_sparse_words(block, np, n);
 }
 

@@ -1,4 +1,4 @@
-/* test_sparse.c: block-sparse all-reduce end to end: densities 1..0, three patterns, N = 1..4 and 8, int32 exact and float32 within the bound, auto mode, lanes, float adds, in place and in flight, loss, and the bytes on the wire from the switch's counters. */
+/* test_sparse.c: block-sparse all-reduce end to end: densities 1..0, three patterns, N = 1..4 and 8, int32 exact and float32 within the bound, auto mode, lanes, shards (two switches x two lanes), a tree of switches (sparse goes dense there), float adds, in place and in flight, loss, and the bytes on the wire from the switch's counters. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +14,7 @@
 #define COUNT 40000 /* 1250 blocks: columns of 11 blocks (PROTOCOL.md §17.5) */
 
 static struct sw_proc sw;
+static struct sw_proc sw2; /* a second switch: a shard, or the parent of a tree */
 
 enum { RANDOM, OVERLAP, DISJOINT };
 static const char *const pattern_name[] = {"random", "overlap", "disjoint"};
@@ -125,6 +126,7 @@ struct scenario {
     int matrix;  /* every density x pattern x dtype; else density 0.1 only */
     int extras;  /* auto mode, in place, operations in flight */
     int nops;    /* with matrix == 0: operations per pattern and dtype */
+    int shards;  /* 2: the job spread over sw and sw2 (an INA_SWITCH list) */
 };
 
 static int open_ctx(ina_ctx **ctx, const struct scenario *sc, int rank, int n)
@@ -132,6 +134,10 @@ static int open_ctx(ina_ctx **ctx, const struct scenario *sc, int rank, int n)
     char addr[64];
     ina_config cfg;
     worker_config(&cfg, &sw, sc->job, rank, n, addr, sizeof(addr));
+    if (sc->shards == 2) {
+        snprintf(addr, sizeof(addr), "127.0.0.1:%d,127.0.0.1:%d", sw.port, sw2.port);
+        cfg.switch_addr = addr;
+    }
     cfg.elems_per_packet = ELEMS;
     cfg.window = WINDOW;
     cfg.lanes = sc->lanes;
@@ -181,8 +187,8 @@ static int extras(ina_ctx *ctx, const struct scenario *sc, int rank, int n, uint
     fails += one_op(ctx, sc, rank, n, (*op)++, 100, 0.01, RANDOM, 0, INA_SPARSE_AUTO, in, out);
     ina_get_stats(ctx, &s1);
     /* density 0.01: sparse; 1: measured and dense; 100 elements: below the floor, dense.
-     * With lanes, every lane's part decides (and counts) for itself. */
-    uint64_t parts = (uint64_t)sc->lanes;
+     * With lanes and shards, every part decides (and counts) for itself. */
+    uint64_t parts = (uint64_t)sc->lanes * (sc->shards ? (uint64_t)sc->shards : 1);
     if (s1.sparse_ops - s0.sparse_ops != parts ||
         s1.sparse_auto_dense - s0.sparse_auto_dense != parts) {
         fprintf(stderr, "%s rank %d: auto mode: %llu sparse, %llu measured dense (want %llu each)\n",
@@ -273,7 +279,7 @@ static long long counter(const char *name) { return switch_counter(&sw, name); }
  * plus at most 32 + 4 + 12 C bytes per datagram (header, layout word,
  * place descriptors): density x dense + headers.
  */
-static struct scenario bytes_sc = {"sp-bytes", 1, 0, 0, 0, 1};
+static struct scenario bytes_sc = {"sp-bytes", 1, 0, 0, 0, 1, 0};
 #define BYTES_OP 1
 
 static int bytes_worker(int rank, int n, void *arg)
@@ -335,7 +341,7 @@ static void test_loss(void)
     sw.log_path = log;
     CHECK_EQ_INT(switch_start(&sw, args), 0);
     setenv("INA_FAULT", "drop=0.01,dup=0.01,reorder=0.05,seed=29", 1);
-    struct scenario sc = {"sp-loss", 1, 0, 0, 0, 3};
+    struct scenario sc = {"sp-loss", 1, 0, 0, 0, 3, 0};
     CHECK_EQ_INT(run_workers(3, worker, &sc, 120), 0);
     unsetenv("INA_FAULT");
     switch_stop(&sw);
@@ -366,7 +372,7 @@ static int metrics_port;
 static int evict_worker(int rank, int n, void *arg)
 {
     (void)arg;
-    struct scenario sc = {"sp-evict", 1, 0, 0, 0, 0};
+    struct scenario sc = {"sp-evict", 1, 0, 0, 0, 0, 0};
     ina_ctx *ctx;
     if (open_ctx(&ctx, &sc, rank, n))
         return 1;
@@ -462,6 +468,52 @@ static void test_evict(void)
     unlink(mport);
 }
 
+/*
+ * A tree of switches (sw2 the parent, sw a child with --parent) passes dense
+ * rounds only: the child does not offer sparse (PROTOCOL.md §17.1), so a
+ * sparse request goes dense there, with the dense result: no sparse
+ * operation counted, ina_info.sparse 0, int32 exact and float32 within the
+ * dense bound.
+ */
+static int tree_worker(int rank, int n, void *arg)
+{
+    const struct scenario *sc = arg;
+    ina_ctx *ctx;
+    if (open_ctx(&ctx, sc, rank, n))
+        return 1;
+    int32_t *in = malloc(COUNT * 4), *out = malloc(COUNT * 4);
+    int fails = 0;
+    for (int f = 0; f < 2; f++)
+        fails += one_op_as(ctx, sc, rank, n, 1 + (uint64_t)f, COUNT, 0.01, RANDOM, f, INA_SPARSE_ON,
+                           in, out, 1);
+    ina_stats st;
+    ina_info info;
+    ina_get_stats(ctx, &st);
+    ina_get_info(ctx, &info);
+    if (info.sparse || st.sparse_ops || info.levels != 2) {
+        fprintf(stderr, "%s rank %d: under a child: sparse %d, %llu sparse ops, levels %d\n",
+                sc->job, rank, info.sparse, (unsigned long long)st.sparse_ops, info.levels);
+        fails++;
+    }
+    free(in);
+    free(out);
+    ina_finalize(ctx);
+    return fails != 0;
+}
+
+static void test_tree(void)
+{
+    CHECK_EQ_INT(switch_start(&sw2, NULL), 0);
+    char parent[32];
+    snprintf(parent, sizeof(parent), "127.0.0.1:%d", sw2.port);
+    const char *args[] = {"--parent", parent, NULL};
+    CHECK_EQ_INT(switch_start(&sw, args), 0);
+    struct scenario tree = {"sp-tree", 1, 0, 0, 0, 0, 0};
+    CHECK_EQ_INT(run_workers(2, tree_worker, &tree, 120), 0);
+    CHECK_EQ_INT(switch_stop(&sw), 0);
+    CHECK_EQ_INT(switch_stop(&sw2), 0);
+}
+
 int main(void)
 {
     test_bytes();
@@ -471,19 +523,26 @@ int main(void)
     char job[4][32];
     for (int n = 1; n <= 4; n++) {
         snprintf(job[n - 1], sizeof(job[0]), "sp-matrix-%d", n);
-        struct scenario sc = {job[n - 1], 1, 0, 1, n == 3, 0};
+        struct scenario sc = {job[n - 1], 1, 0, 1, n == 3, 0, 0};
         int failed = run_workers(n, worker, &sc, 120);
         if (failed)
             fprintf(stderr, "N = %d: %d workers failed\n", n, failed);
         CHECK_EQ_INT(failed, 0);
     }
-    struct scenario big = {"sp-n8", 1, 0, 0, 0, 1};
+    struct scenario big = {"sp-n8", 1, 0, 0, 0, 1, 0};
     CHECK_EQ_INT(run_workers(8, worker, &big, 120), 0);
-    struct scenario lanes = {"sp-lanes", 2, 0, 0, 1, 2};
+    struct scenario lanes = {"sp-lanes", 2, 0, 0, 1, 2, 0};
     CHECK_EQ_INT(run_workers(2, worker, &lanes, 120), 0);
-    struct scenario fadd = {"sp-fadd", 1, INA_FLOAT_ADD_SWITCH, 0, 0, 2};
+    struct scenario fadd = {"sp-fadd", 1, INA_FLOAT_ADD_SWITCH, 0, 0, 2, 0};
     CHECK_EQ_INT(run_workers(3, worker, &fadd, 120), 0);
+    /* Shards: parts (shard i, lane j), each its own sparse operation at its switch. */
+    CHECK_EQ_INT(switch_start(&sw2, NULL), 0);
+    struct scenario shards = {"sp-shards", 2, 0, 0, 1, 1, 2};
+    CHECK_EQ_INT(run_workers(3, worker, &shards, 120), 0);
+    CHECK_EQ_INT(switch_stop(&sw2), 0);
     CHECK_EQ_INT(switch_stop(&sw), 0);
+
+    test_tree();
 
     test_loss();
     return check_report("test_sparse");
