@@ -383,8 +383,105 @@ def group_floatadd(ctx, rep, n, rank):
         rep.check("float_add='fast' raises ValueError", "float_add" in str(e), e)
 
 
+def group_sparse(ctx, rep, n, rank):
+    """Block-sparse all-reduce from Python (sparse= per call) and the DDP hook choosing per
+    bucket (HookState(sparse="auto")). The context: sparse_min_bytes=4096 (worker())."""
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import ina.torch as itorch
+
+    rep.check("sparse: the switch offers it", ctx.sparse and ctx.info()["sparse"], ctx.info())
+    count, blk = 256 * 400 + 9, 256
+    xs = []
+    for r in range(n):  # about 2% of the blocks non-zero per rank, a short last block
+        g = np.random.default_rng(1000 + r)
+        x = np.zeros(count, dtype=np.int32)
+        for b in g.choice(count // blk + 1, 8, replace=False):
+            x[b * blk:(b + 1) * blk] = g.integers(-1000, 1000, size=len(x[b * blk:(b + 1) * blk]))
+        xs.append(x)
+    want = wrapped_sum(xs)
+    for mode in ("on", "auto"):
+        s0 = ctx.stats()
+        buf = xs[rank].copy()
+        ina.allreduce(buf, ctx=ctx, sparse=mode)
+        s1 = ctx.stats()
+        rep.check("sparse=%r: int32 sum exact" % mode, np.array_equal(buf, want))
+        rep.check("sparse=%r: went block-sparse (ina_stats.sparse_ops)" % mode,
+                  s1["sparse_ops"] - s0["sparse_ops"] == ctx.lanes, (s0, s1))
+    dense = (np.arange(count, dtype=np.int32) % 7 + 1) * (rank + 1)
+    s0 = ctx.stats()
+    ina.allreduce(dense, ctx=ctx, sparse="auto")
+    s1 = ctx.stats()
+    rep.check("sparse='auto' on dense data: measured, went dense, exact",
+              s1["sparse_auto_dense"] - s0["sparse_auto_dense"] == ctx.lanes
+              and s1["sparse_ops"] == s0["sparse_ops"] and
+              np.array_equal(dense, (np.arange(count, dtype=np.int32) % 7 + 1) * (n * (n + 1) // 2)))
+    fx = [x.astype(np.float32) / 7 for x in xs]
+    buf = fx[rank].copy()
+    ina.allreduce(buf, ctx=ctx, sparse="on")
+    exact, bound = ina.float_error_bounds(fx, blk)  # bound over the 256-element sparse block
+    rep.check("sparse float32: within ina_error_bound over the sparse block, zeros exact",
+              bool(np.all(np.abs(buf.astype(np.float64) - exact) <= bound)) and
+              bool(np.all(buf[np.all([x == 0 for x in fx], axis=0)] == 0)))
+    try:
+        ina.allreduce(buf, ctx=ctx, sparse="sometimes")
+        rep.check("sparse='sometimes' raises ValueError", False, "no exception")
+    except ValueError as e:
+        rep.check("sparse='sometimes' raises ValueError", "sparse" in str(e), e)
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="tcp://" + os.environ["TEST_MASTER"], rank=rank,
+                            world_size=n, timeout=datetime.timedelta(seconds=60))
+    try:
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = torch.nn.Embedding(8192, 32)
+                self.lin = torch.nn.Linear(32, 8192)
+
+            def forward(self, idx):
+                return self.lin(self.emb(idx))
+
+        def model():
+            torch.manual_seed(7)
+            return Model()
+
+        ref, mine = model(), model()
+        # Two buckets: DDP closes its first at 1 MiB, so the linear layer (dense gradient,
+        # 1 MiB + 32 KiB) fills it, and the embedding (1 MiB, a few rows used) the next.
+        d_ref, d_ina = DDP(ref, bucket_cap_mb=0.5), DDP(mine, bucket_cap_mb=0.5)
+        state = itorch.HookState(ctx, sparse="auto")
+        d_ina.register_comm_hook(state, itorch.allreduce_hook)
+        idx = torch.tensor([rank * 37 % 8192, 5, 4000 + rank])
+        # Through DDP's forward, so that its reducer runs. Two steps: DDP puts every
+        # gradient in one bucket in the first, and sizes its buckets from the second on.
+        for _ in range(2):
+            for m in (d_ref, d_ina):
+                m(idx).square().sum().backward()
+        worst = 0.0
+        for p_ref, p_ina in zip(ref.parameters(), mine.parameters()):
+            scale = p_ref.grad.abs().max().item()
+            worst = max(worst, (p_ref.grad - p_ina.grad).abs().max().item() / (scale or 1))
+        rows = set(torch.nonzero(mine.emb.weight.grad.abs().sum(1)).flatten().tolist())
+        want_rows = {r * 37 % 8192 for r in range(n)} | {5} | {4000 + r for r in range(n)}
+        rep.check("DDP hook sparse='auto': the embedding's gradient has every rank's rows",
+                  rows == want_rows, sorted(rows))
+        rep.check("DDP hook sparse='auto': gradients match gloo's average", worst < 1e-5,
+                  "worst relative diff %.3g" % worst)
+        rep.check("DDP hook sparse='auto': the embedding's bucket sparse, the dense one dense",
+                  state.sparse_buckets >= 1 and state.dense_buckets >= 1,
+                  (state.sparse_buckets, state.dense_buckets))
+        state.close()
+    finally:
+        dist.destroy_process_group()
+
+
 GROUPS = {"numpy": group_numpy, "torch": group_torch, "hook": group_hook,
-          "lifecycle": group_lifecycle, "floatadd": group_floatadd}
+          "lifecycle": group_lifecycle, "floatadd": group_floatadd, "sparse": group_sparse}
 
 
 def worker(q, group, n, rank, job):
@@ -398,6 +495,8 @@ def worker(q, group, n, rank, job):
             os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(n), "INA_SWITCH": SWITCH,
                                "INA_JOB": job + "-env"})
         extra = {"float_add": "switch"} if group == "floatadd" else {}
+        if group == "sparse":
+            extra = {"sparse_min_bytes": 4096}  # auto measures buckets from 4 KiB on
         ctx = ina.Context(switch=SWITCH, rank=rank, world_size=n, job=job, join_timeout_ms=30000,
                           timeout_ms=30000, **extra)
         GROUPS[group](ctx, rep, n, rank)
@@ -492,7 +591,7 @@ def main():
         import torch  # noqa: F401  (imported before forking: the workers inherit it)
     plan = [("numpy", 1), ("numpy", 3), ("lifecycle", 1), ("floatadd", 3)]
     if not a.skip_torch:
-        plan += [("torch", 1), ("torch", 3), ("hook", 2)]
+        plan += [("torch", 1), ("torch", 3), ("hook", 2), ("sparse", 2)]
     passed, failed = check_loader()
     t_end = time.monotonic() + a.deadline
     for group, n in plan:
