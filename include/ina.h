@@ -263,7 +263,7 @@ typedef struct ina_config {
                                   0 (default) = exact: only blocks of +-0. INT32 ignores
                                   it (always exact). Env: INA_SPARSE_THRESHOLD. Since v0.5. */
     double sparse_crossover; /**< INA_SPARSE_AUTO goes sparse while the ranks' summed block
-                                  density is below this; 0 = the measured default 0.25.
+                                  density is below this; 0 = the measured default 0.4.
                                   Env: INA_SPARSE_CROSSOVER. Since v0.5. */
     int sparse_min_bytes;    /**< INA_SPARSE_AUTO keeps operations smaller than this dense
                                   without measuring; 0 = 1 MiB. Env: INA_SPARSE_MIN_BYTES.

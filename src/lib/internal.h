@@ -38,9 +38,12 @@
 #define INA_SPARSE_MAX_COLBLOCKS 32 /* blocks per column, at most */
 /* Auto mode: below this many bytes an operation stays dense without asking;
  * above, it goes sparse while the ranks' summed block density is below the
- * crossover (both measured on the 2-core VM, docs/SPARSE.md). */
+ * crossover. 0.4: where sparse stops being faster than dense on loopback
+ * (CPU-bound: density 0.1 at N = 4), the lower of the two settings of
+ * bench/sparse.sh on the 2-core VM; on the emulated 1 Gbit/s cluster sparse
+ * was faster at every density (docs/SPARSE.md). */
 #define INA_SPARSE_DEFAULT_MIN_BYTES (1 << 20)
-#define INA_SPARSE_DEFAULT_CROSSOVER 0.25
+#define INA_SPARSE_DEFAULT_CROSSOVER 0.4
 #define INA_SPARSE_PROBE_ONE (1 << 20) /* the probe's fixed point: density 1 */
 
 /* One place of a sparse packet: a column's block in this round. */
