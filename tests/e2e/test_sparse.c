@@ -1,4 +1,4 @@
-/* test_sparse.c: block-sparse all-reduce end to end: densities 1..0, three patterns, N = 1..4 and 8, int32 exact and float32 within the bound, auto mode, lanes, shards (two switches x two lanes), a tree of switches (sparse goes dense there), float adds, in place and in flight, loss, and the bytes on the wire from the switch's counters. */
+/* test_sparse.c: block-sparse all-reduce end to end: densities 1..0, three patterns, N = 1..4 and 8, int32 exact and float32 within the bound, auto mode, lanes, shards (two switches x two lanes, and two switches of which one offers no sparse), a tree of switches (sparse goes dense there), float adds, in place and in flight, loss, and the bytes on the wire from the switch's counters. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -501,6 +501,50 @@ static int tree_worker(int rank, int n, void *arg)
     return fails != 0;
 }
 
+/*
+ * Shards whose switches differ: sw2 is --int-ops-only (no sparse). Part 0
+ * (at sw) runs sparse, part 1 (at sw2) dense; int32 sums stay exact, and
+ * ina_info.sparse is 0 (not every part's switch offers it).
+ */
+static int mixed_worker(int rank, int n, void *arg)
+{
+    const struct scenario *sc = arg;
+    ina_ctx *ctx;
+    if (open_ctx(&ctx, sc, rank, n))
+        return 1;
+    int32_t *in = malloc(COUNT * 4), *out = malloc(COUNT * 4);
+    int fails = 0;
+    const int nops = 3;
+    for (int k = 0; k < nops; k++)
+        fails += one_op(ctx, sc, rank, n, 1 + (uint64_t)k, COUNT, 0.05, k % 3, 0, INA_SPARSE_ON,
+                        in, out);
+    ina_stats st;
+    ina_info info;
+    ina_get_stats(ctx, &st);
+    ina_get_info(ctx, &info);
+    if (info.sparse || info.shards != 2 || st.sparse_ops != (uint64_t)nops) {
+        fprintf(stderr, "%s rank %d: mixed shards: sparse %d, shards %d, %llu sparse parts "
+                "(want 0, 2, %d)\n", sc->job, rank, info.sparse, info.shards,
+                (unsigned long long)st.sparse_ops, nops);
+        fails++;
+    }
+    free(in);
+    free(out);
+    ina_finalize(ctx);
+    return fails != 0;
+}
+
+static void test_mixed_shards(void)
+{
+    CHECK_EQ_INT(switch_start(&sw, NULL), 0);
+    const char *args[] = {"--int-ops-only", NULL};
+    CHECK_EQ_INT(switch_start(&sw2, args), 0);
+    struct scenario mixed = {"sp-mixed", 1, 0, 0, 0, 0, 2};
+    CHECK_EQ_INT(run_workers(3, mixed_worker, &mixed, 120), 0);
+    CHECK_EQ_INT(switch_stop(&sw2), 0);
+    CHECK_EQ_INT(switch_stop(&sw), 0);
+}
+
 static void test_tree(void)
 {
     CHECK_EQ_INT(switch_start(&sw2, NULL), 0);
@@ -542,6 +586,7 @@ int main(void)
     CHECK_EQ_INT(switch_stop(&sw2), 0);
     CHECK_EQ_INT(switch_stop(&sw), 0);
 
+    test_mixed_shards();
     test_tree();
 
     test_loss();
