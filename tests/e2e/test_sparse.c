@@ -469,13 +469,15 @@ static void test_evict(void)
 }
 
 /*
- * A tree of switches (sw2 the parent, sw a child with --parent) passes dense
- * rounds only: the child does not offer sparse (PROTOCOL.md §17.1), so a
- * sparse request goes dense there, with the dense result: no sparse
- * operation counted, ina_info.sparse 0, int32 exact and float32 within the
- * dense bound.
+ * Where some switch does not offer sparse, sparse requests go dense there
+ * with the dense result, and ina_info.sparse is 0:
+ * - a tree (sw2 the parent, sw a child with --parent; shards 0): the child
+ *   offers no sparse (PROTOCOL.md §17.1), so no part goes sparse;
+ * - shards whose switches differ (shards 2, sw2 --int-ops-only): part 0 (at
+ *   sw) runs sparse, part 1 (at sw2) dense.
+ * Int32 sums exact, and in the tree a float32 sum within the dense bound.
  */
-static int tree_worker(int rank, int n, void *arg)
+static int partly_dense_worker(int rank, int n, void *arg)
 {
     const struct scenario *sc = arg;
     ina_ctx *ctx;
@@ -483,49 +485,24 @@ static int tree_worker(int rank, int n, void *arg)
         return 1;
     int32_t *in = malloc(COUNT * 4), *out = malloc(COUNT * 4);
     int fails = 0;
-    for (int f = 0; f < 2; f++)
-        fails += one_op_as(ctx, sc, rank, n, 1 + (uint64_t)f, COUNT, 0.01, RANDOM, f, INA_SPARSE_ON,
-                           in, out, 1);
+    const uint64_t nops = 3;
+    for (uint64_t k = 0; k < nops; k++)
+        fails += one_op(ctx, sc, rank, n, 1 + k, COUNT, 0.05, (int)k, 0, INA_SPARSE_ON, in, out);
+    if (!sc->shards)
+        fails += one_op_as(ctx, sc, rank, n, 1 + nops, COUNT, 0.01, RANDOM, 1, INA_SPARSE_ON, in,
+                           out, 1);
     ina_stats st;
     ina_info info;
     ina_get_stats(ctx, &st);
     ina_get_info(ctx, &info);
-    if (info.sparse || st.sparse_ops || info.levels != 2) {
-        fprintf(stderr, "%s rank %d: under a child: sparse %d, %llu sparse ops, levels %d\n",
-                sc->job, rank, info.sparse, (unsigned long long)st.sparse_ops, info.levels);
-        fails++;
-    }
-    free(in);
-    free(out);
-    ina_finalize(ctx);
-    return fails != 0;
-}
-
-/*
- * Shards whose switches differ: sw2 is --int-ops-only (no sparse). Part 0
- * (at sw) runs sparse, part 1 (at sw2) dense; int32 sums stay exact, and
- * ina_info.sparse is 0 (not every part's switch offers it).
- */
-static int mixed_worker(int rank, int n, void *arg)
-{
-    const struct scenario *sc = arg;
-    ina_ctx *ctx;
-    if (open_ctx(&ctx, sc, rank, n))
-        return 1;
-    int32_t *in = malloc(COUNT * 4), *out = malloc(COUNT * 4);
-    int fails = 0;
-    const int nops = 3;
-    for (int k = 0; k < nops; k++)
-        fails += one_op(ctx, sc, rank, n, 1 + (uint64_t)k, COUNT, 0.05, k % 3, 0, INA_SPARSE_ON,
-                        in, out);
-    ina_stats st;
-    ina_info info;
-    ina_get_stats(ctx, &st);
-    ina_get_info(ctx, &info);
-    if (info.sparse || info.shards != 2 || st.sparse_ops != (uint64_t)nops) {
-        fprintf(stderr, "%s rank %d: mixed shards: sparse %d, shards %d, %llu sparse parts "
-                "(want 0, 2, %d)\n", sc->job, rank, info.sparse, info.shards,
-                (unsigned long long)st.sparse_ops, nops);
+    const uint64_t want_sparse = sc->shards ? nops : 0;
+    const int want_levels = sc->shards ? 1 : 2, want_shards = sc->shards ? 2 : 1;
+    if (info.sparse || st.sparse_ops != want_sparse || info.levels != want_levels ||
+        info.shards != want_shards) {
+        fprintf(stderr, "%s rank %d: sparse %d, %llu sparse parts, levels %d, shards %d "
+                "(want 0, %llu, %d, %d)\n", sc->job, rank, info.sparse,
+                (unsigned long long)st.sparse_ops, info.levels, info.shards,
+                (unsigned long long)want_sparse, want_levels, want_shards);
         fails++;
     }
     free(in);
@@ -540,7 +517,7 @@ static void test_mixed_shards(void)
     const char *args[] = {"--int-ops-only", NULL};
     CHECK_EQ_INT(switch_start(&sw2, args), 0);
     struct scenario mixed = {"sp-mixed", 1, 0, 0, 0, 0, 2};
-    CHECK_EQ_INT(run_workers(3, mixed_worker, &mixed, 120), 0);
+    CHECK_EQ_INT(run_workers(3, partly_dense_worker, &mixed, 120), 0);
     CHECK_EQ_INT(switch_stop(&sw2), 0);
     CHECK_EQ_INT(switch_stop(&sw), 0);
 }
@@ -553,7 +530,7 @@ static void test_tree(void)
     const char *args[] = {"--parent", parent, NULL};
     CHECK_EQ_INT(switch_start(&sw, args), 0);
     struct scenario tree = {"sp-tree", 1, 0, 0, 0, 0, 0};
-    CHECK_EQ_INT(run_workers(2, tree_worker, &tree, 120), 0);
+    CHECK_EQ_INT(run_workers(2, partly_dense_worker, &tree, 120), 0);
     CHECK_EQ_INT(switch_stop(&sw), 0);
     CHECK_EQ_INT(switch_stop(&sw2), 0);
 }
