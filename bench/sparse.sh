@@ -42,7 +42,8 @@ Options:
   --update-readme      also copy the tables into README.md (between its bench:sparse markers)
   --help               this text
 Environment: INA_BUILD_DIR (default build), BENCH_OUT (default bench/results),
-INA_SPARSE_BENCH_PREFIX (namespace prefix, default fs).
+INA_SPARSE_BENCH_PREFIX (namespace prefix, default fs; or INA_BENCH_NS, one letter, as
+compare.sh: that letter followed by s).
 EOF
 }
 
@@ -66,7 +67,7 @@ ITERS=3
 WARMUP=1
 LO_SHM=1
 UPDATE_README=0
-PREFIX=${INA_SPARSE_BENCH_PREFIX:-fs}
+PREFIX=${INA_SPARSE_BENCH_PREFIX:-${INA_BENCH_NS:-f}s}
 
 while [ $# -gt 0 ]; do
     case $1 in
