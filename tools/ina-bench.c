@@ -82,6 +82,9 @@ struct opts {
     int inflight;   /* operations started together per iteration (ina_allreduce_start) */
     int switch_shm; /* --local: start ina-switch --shm */
     int float_add; /* INA_FLOAT_ADD_*; -1: not given (the environment's INA_FLOAT_ADD, else quantized) */
+    int fixed_point; /* fractional bits (ina_config.fixed_point_bits); -1: INA_FIXED_POINT, else 0 */
+    int busy_poll;   /* worker spin in us (ina_config.busy_poll_us); -1: INA_BUSY_POLL_US, else 0 */
+    int switch_busy_poll; /* --local: ina-switch --busy-poll US (0 = none) */
     int deadline_s;
     int verbose;
     /* loss sweep (--loss): the launcher reruns everything once per rate */
@@ -149,6 +152,12 @@ static void usage(FILE *f)
 "  --float-add MODE     quantized (default: block floating point, as SwitchML)\n"
 "                       or switch (the switch adds float32 values as floats;\n"
 "                       ina.h INA_FLOAT_ADD_SWITCH); env INA_FLOAT_ADD\n"
+"  --fixed-point F      float sums and averages as 32-bit fixed point with F\n"
+"                       fractional bits, one round, no exponents (P4SGD's Q8.23\n"
+"                       is 23; ina.h fixed_point_bits); env INA_FIXED_POINT\n"
+"  --busy-poll US       workers spin up to US microseconds for results before\n"
+"                       sleeping (ina.h busy_poll_us); env INA_BUSY_POLL_US\n"
+"  --switch-busy-poll US  --local: run ina-switch --busy-poll US\n"
 "  --switch-shm         --local: run ina-switch --shm (workers on this host use\n"
 "                       shared-memory rings; INA_SHM=0 keeps them on UDP)\n"
 "  --switch-threads T   --local: run ina-switch --threads T (default 1)\n"
@@ -190,8 +199,9 @@ static void usage(FILE *f)
 "the timed iterations; ok only if every result on every rank verified.\n"
 "\n"
 "JSON keys: workers, bytes, count, dtype, op, iters, warmup, elems_per_packet,\n"
-"window, lanes, inflight, path, float_add, transport, time_s, time_min_s,\n"
-"time_max_s, algbw_gbps, busbw_gbps, ate_per_s,\n"
+"window, lanes, inflight, path, float_add, transport, fixed_point, busy_poll_us,\n"
+"time_s, time_min_s, time_max_s, time_p99_s (nearest rank), algbw_gbps,\n"
+"busbw_gbps, ate_per_s,\n"
 "max_abs_err, max_rel_err (abs_err / the block's largest |input| x N: error\n"
 "relative to the magnitudes summed, the scale of the quantization bound; a\n"
 "ratio to |exact| would be meaningless where sums cancel), max_err_over_bound,\n"
@@ -288,7 +298,8 @@ static int name_index(const char *opt, const char *name, const char *const *name
 enum {
     OPT_LOCAL = 256, OPT_SWITCH_BIN, OPT_SWITCH, OPT_RANK, OPT_WORLD, OPT_JOB, OPT_SIZES,
     OPT_DTYPE, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_JSON, OPT_ELEMS, OPT_WINDOW, OPT_LANES, OPT_INFLIGHT,
-    OPT_FLOAT_ADD, OPT_SWITCH_SHM, OPT_SWITCH_THREADS, OPT_TIMEOUT,
+    OPT_FLOAT_ADD, OPT_SWITCH_SHM, OPT_SWITCH_THREADS, OPT_TIMEOUT, OPT_FIXED_POINT,
+    OPT_BUSY_POLL, OPT_SWITCH_BUSY_POLL,
     OPT_JOIN_TIMEOUT, OPT_DEADLINE, OPT_VERBOSE,
     OPT_LOSS,
     OPT_LOSS_LABEL,
@@ -340,6 +351,9 @@ static void parse_args(struct opts *o, int argc, char **argv)
         {"lanes", required_argument, NULL, OPT_LANES},
         {"inflight", required_argument, NULL, OPT_INFLIGHT},
         {"float-add", required_argument, NULL, OPT_FLOAT_ADD},
+        {"fixed-point", required_argument, NULL, OPT_FIXED_POINT},
+        {"busy-poll", required_argument, NULL, OPT_BUSY_POLL},
+        {"switch-busy-poll", required_argument, NULL, OPT_SWITCH_BUSY_POLL},
         {"switch-threads", required_argument, NULL, OPT_SWITCH_THREADS},
         {"switch-shm", no_argument, NULL, OPT_SWITCH_SHM},
         {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
@@ -365,6 +379,8 @@ static void parse_args(struct opts *o, int argc, char **argv)
     o->deadline_s = 600;
     o->rank = -1;
     o->float_add = -1;
+    o->fixed_point = -1;
+    o->busy_poll = -1;
 
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
@@ -403,6 +419,11 @@ static void parse_args(struct opts *o, int argc, char **argv)
             o->float_add = name_index("--float-add", a, float_add_names, 2);
             break;
         case OPT_SWITCH_SHM: o->switch_shm = 1; break;
+        case OPT_FIXED_POINT: o->fixed_point = parse_int("--fixed-point", a, 0, 30); break;
+        case OPT_BUSY_POLL: o->busy_poll = parse_int("--busy-poll", a, 0, 1000000); break;
+        case OPT_SWITCH_BUSY_POLL:
+            o->switch_busy_poll = parse_int("--switch-busy-poll", a, 0, 1000000);
+            break;
         case OPT_SWITCH_THREADS:
             o->switch_threads = parse_int("--switch-threads", a, 1, 64);
             break;
@@ -442,10 +463,11 @@ static void parse_args(struct opts *o, int argc, char **argv)
     if (o->local_n) {
         if (have_rank || have_world)
             usage_error("--local starts its own workers: do not combine it with --rank or --world");
-        if (o->switch_addr && (o->switch_bin || o->nloss || o->switch_threads || o->switch_shm))
+        if (o->switch_addr && (o->switch_bin || o->nloss || o->switch_threads || o->switch_shm ||
+                               o->switch_busy_poll))
             usage_error("--local with --switch uses that running switch: --switch-bin, --loss, "
-                        "--switch-threads and --switch-shm only apply to a switch --local "
-                        "starts");
+                        "--switch-threads, --switch-shm and --switch-busy-poll only apply to "
+                        "a switch --local starts");
     } else {
         if (!o->switch_addr)
             usage_error("need --local N, or --switch HOST:PORT with --rank and --world");
@@ -461,6 +483,14 @@ static void parse_args(struct opts *o, int argc, char **argv)
     const char *fa = getenv("INA_FLOAT_ADD");
     if (o->float_add < 0 && fa && *fa) /* as ina_config_from_env() would read it */
         o->float_add = name_index("INA_FLOAT_ADD", fa, float_add_names, 2);
+    const char *fx = getenv("INA_FIXED_POINT"), *bp = getenv("INA_BUSY_POLL_US");
+    if (o->fixed_point < 0)
+        o->fixed_point = fx && *fx ? parse_int("INA_FIXED_POINT", fx, 0, 30) : 0;
+    if (o->busy_poll < 0)
+        o->busy_poll = bp && *bp ? parse_int("INA_BUSY_POLL_US", bp, 0, 1000000) : 0;
+    if (o->fixed_point && o->float_add == INA_FLOAT_ADD_SWITCH)
+        usage_error("--fixed-point and --float-add switch both say how float sums travel: "
+                    "choose one");
 }
 
 /* ---- Time ----------------------------------------------------------------- */
@@ -493,6 +523,7 @@ static int cmp_double(const void *a, const void *b)
 
 static int g_rank = -1;
 static int g_float_add; /* ina_info.float_add: which error bound the results must meet */
+static int g_fixed_bits; /* ina_info.fixed_point_bits: the same, for fixed point */
 static ina_ctx *g_ctx;
 
 static _Noreturn void die_ina(const char *what, int rc)
@@ -566,8 +597,9 @@ static double elem_bound(ina_dtype dt, ina_op op, int n, double amax, double abs
 {
     if (op == INA_MAX || op == INA_MIN)
         return 0.0; /* exact (PROTOCOL.md §8.9) */
-    double b = g_float_add == INA_FLOAT_ADD_SWITCH ? ina_float_add_error_bound(dt, n, abs_sum, exact)
-                                                   : ina_error_bound(dt, n, amax, exact);
+    double b = g_fixed_bits ? ina_fixed_error_bound(dt, n, g_fixed_bits, exact)
+               : g_float_add == INA_FLOAT_ADD_SWITCH ? ina_float_add_error_bound(dt, n, abs_sum, exact)
+                                                     : ina_error_bound(dt, n, amax, exact);
     if (op != INA_AVG)
         return b;
     double sub = dt == INA_FLOAT32 ? 0x1p-149 : dt == INA_FLOAT16 ? 0x1p-25
@@ -787,6 +819,8 @@ static int run_worker(const struct opts *o)
     cfg.lanes = o->lanes;
     if (o->float_add >= 0)
         cfg.float_add = o->float_add;
+    cfg.fixed_point_bits = o->fixed_point;
+    cfg.busy_poll_us = o->busy_poll;
     cfg.timeout_ms = o->timeout_ms;
     cfg.join_timeout_ms = o->join_timeout_ms;
 
@@ -801,6 +835,7 @@ static int run_worker(const struct opts *o)
     if (rc)
         die_ina("ina_get_info", rc);
     g_float_add = info.float_add;
+    g_fixed_bits = info.fixed_point_bits;
     epp = info.elems_per_packet;
     if (epp <= 0) {
         fprintf(stderr, "%s: rank %d: library reports %d elements per packet\n", prog,
@@ -933,7 +968,7 @@ static int run_worker(const struct opts *o)
 
         if (o->rank == 0) {
             int ok = status_sum[0] == 0 && status_sum[1] == o->world;
-            double med, tmin, tmax, algbw, busbw, ate;
+            double med, tmin, tmax, p99, algbw, busbw, ate;
             char hs[32];
 
             if (!ok) {
@@ -949,6 +984,8 @@ static int run_worker(const struct opts *o)
             qsort(times, (size_t)o->iters, sizeof *times, cmp_double);
             tmin = times[0];
             tmax = times[o->iters - 1];
+            /* nearest rank: the smallest time with at least 99% of the iterations at or below */
+            p99 = times[(size_t)ceil(0.99 * o->iters) - 1];
             med = o->iters % 2 ? times[o->iters / 2]
                                : 0.5 * (times[o->iters / 2 - 1] + times[o->iters / 2]);
             algbw = med > 0 ? (double)bytes * K * 8 / med / 1e9 : 0;
@@ -959,13 +996,16 @@ static int run_worker(const struct opts *o)
                 printf("{\"workers\":%d,\"bytes\":%llu,\"count\":%zu,\"dtype\":\"%s\","
                        "\"op\":\"%s\",\"iters\":%d,\"warmup\":%d,\"elems_per_packet\":%d,"
                        "\"window\":%d,\"lanes\":%d,\"inflight\":%d,\"path\":\"%s\","
-                       "\"float_add\":\"%s\",\"transport\":\"%s\",",
+                       "\"float_add\":\"%s\",\"transport\":\"%s\",\"fixed_point\":%d,"
+                       "\"busy_poll_us\":%d,",
                        o->world, bytes, count, dname, oname, o->iters, o->warmup, epp,
                        info.window, info.lanes, o->inflight, info.path == INA_PATH_HOST ? "host" : "switch",
-                       float_add_names[info.float_add], info.shm ? "shm" : "udp");
+                       float_add_names[info.float_add], info.shm ? "shm" : "udp",
+                       info.fixed_point_bits, o->busy_poll);
                 json_num("time_s", med, 0);
                 json_num("time_min_s", tmin, 0);
                 json_num("time_max_s", tmax, 0);
+                json_num("time_p99_s", p99, 0);
                 json_num("algbw_gbps", algbw, 0);
                 json_num("busbw_gbps", busbw, 0);
                 json_num("ate_per_s", ate, 0);
@@ -1189,8 +1229,8 @@ static int run_local(const struct opts *o)
         goto have_switch;
     }
     {
-        char frx[64], ftx[64], thr[16];
-        const char *argv[16] = {swbin, "--listen", "127.0.0.1:0", "--port-file", portfile, "--quiet",
+        char frx[64], ftx[64], thr[16], bpu[16];
+        const char *argv[20] = {swbin, "--listen", "127.0.0.1:0", "--port-file", portfile, "--quiet",
                                 NULL};
         int a = 6;
         if (o->loss_cur > 0) {
@@ -1206,6 +1246,10 @@ static int run_local(const struct opts *o)
         }
         if (o->switch_shm)
             argv[a++] = "--shm";
+        if (o->switch_busy_poll) {
+            snprintf(bpu, sizeof bpu, "%d", o->switch_busy_poll);
+            argv[a++] = "--busy-poll"; argv[a++] = bpu;
+        }
         argv[a] = NULL;
         if (o->verbose)
             lerr("starting %s --listen 127.0.0.1:0 --port-file %s --quiet", swbin, portfile);
@@ -1270,7 +1314,7 @@ have_switch:
     for (int r = 0; r < n; r++) {
         char s_rank[16], s_world[16], s_iters[16], s_warm[16], s_elems[16], s_win[16],
             s_to[16], s_jto[16], s_dl[16];
-        const char *argv[40];
+        const char *argv[56];
         int a = 0;
         snprintf(s_rank, sizeof s_rank, "%d", r);
         snprintf(s_world, sizeof s_world, "%d", n);
@@ -1303,6 +1347,11 @@ have_switch:
             argv[a++] = "--float-add";
             argv[a++] = float_add_names[o->float_add];
         }
+        char s_fixed[16], s_bp[16];
+        snprintf(s_fixed, sizeof s_fixed, "%d", o->fixed_point);
+        snprintf(s_bp, sizeof s_bp, "%d", o->busy_poll);
+        argv[a++] = "--fixed-point"; argv[a++] = s_fixed;
+        argv[a++] = "--busy-poll"; argv[a++] = s_bp;
         argv[a++] = "--timeout-ms"; argv[a++] = s_to;
         argv[a++] = "--join-timeout-ms"; argv[a++] = s_jto;
         argv[a++] = "--deadline-s"; argv[a++] = s_dl;

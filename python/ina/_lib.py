@@ -31,17 +31,20 @@ class ConfigStruct(ctypes.Structure):
         ("fallback", ctypes.c_int),
         ("secret_file", ctypes.c_char_p),
         ("float_add", ctypes.c_int),
+        ("busy_poll_us", ctypes.c_int),
+        ("fixed_point_bits", ctypes.c_int),
         ("reserved", ctypes.c_uint * 2),
     ]
 
 
 STATS_FIELDS = ("ops", "packets_sent", "packets_received", "retransmits", "stale_results",
-                "bytes_sent", "nonfinite_blocks", "rtx_fast", "rtx_probe", "rtx_timeout")
+                "bytes_sent", "nonfinite_blocks", "rtx_fast", "rtx_probe", "rtx_timeout",
+                "fixed_invalid", "busy_poll_hits", "busy_poll_sleeps")
 
 
 class StatsStruct(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in STATS_FIELDS] + [
-        ("reserved", ctypes.c_uint64 * 6)]
+        ("reserved", ctypes.c_uint64 * 3)]
 
 
 class InfoStruct(ctypes.Structure):
@@ -56,7 +59,8 @@ class InfoStruct(ctypes.Structure):
         ("path", ctypes.c_int),
         ("float_add", ctypes.c_int),
         ("shm", ctypes.c_int),
-        ("reserved", ctypes.c_uint * 4),
+        ("fixed_point_bits", ctypes.c_int),
+        ("reserved", ctypes.c_uint * 3),
     ]
 
 
@@ -117,6 +121,7 @@ def _declare(lib):
         "ina_get_info": (c_int, [c_void_p, ctypes.POINTER(InfoStruct)]),
         "ina_float_error_bound": (c_double, [c_int, c_double, c_double]),
         "ina_float_add_error_bound": (c_double, [c_int, c_int, c_double, c_double]),
+        "ina_fixed_error_bound": (c_double, [c_int, c_int, c_int, c_double]),
     }
     for name, (restype, argtypes) in protos.items():
         fn = getattr(lib, name)

@@ -7,7 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/busy_poll.h"
 #include "lib/dtype.h"
+#include "lib/fixed.h"
 #include "lib/internal.h"
 
 /* Finalized context shells (see struct ina_ctx). Reachable, so no leak report. */
@@ -60,6 +62,15 @@ static int config_check(const ina_config *cfg)
     if (cfg->float_add != INA_FLOAT_ADD_QUANTIZED && cfg->float_add != INA_FLOAT_ADD_SWITCH)
         return BAD("float_add %d is not INA_FLOAT_ADD_QUANTIZED (0) or INA_FLOAT_ADD_SWITCH (1)",
                    cfg->float_add);
+    if (cfg->busy_poll_us < 0 || cfg->busy_poll_us > INA_BUSY_POLL_MAX_US)
+        return BAD("busy_poll_us %d is outside 0..%d (INA_BUSY_POLL_US; 0: never spin)",
+                   cfg->busy_poll_us, INA_BUSY_POLL_MAX_US);
+    if (cfg->fixed_point_bits < 0 || cfg->fixed_point_bits > INA_FIXED_MAX_BITS)
+        return BAD("fixed_point_bits %d is outside 0..%d (INA_FIXED_POINT; 0: off)",
+                   cfg->fixed_point_bits, INA_FIXED_MAX_BITS);
+    if (cfg->fixed_point_bits && cfg->float_add == INA_FLOAT_ADD_SWITCH)
+        return BAD("fixed_point_bits %d and float_add INA_FLOAT_ADD_SWITCH both say how float "
+                   "sums travel: choose one", cfg->fixed_point_bits);
     return 0;
 #undef BAD
 }
@@ -92,6 +103,8 @@ static struct ina_ctx *ctx_new(const ina_config *cfg, int lane, int nlanes)
     ctx->one_round_off = one && strcmp(one, "0") == 0;
     ctx->fallback_mode = cfg->fallback;
     ctx->float_add = cfg->float_add;
+    ctx->busy_poll_ns = (uint64_t)cfg->busy_poll_us * 1000u;
+    ctx->fixed_bits = cfg->fixed_point_bits;
     ctx->addr_is_default = cfg->switch_addr == ina__default_switch_addr;
     const char *quiet = getenv("INA_QUIET");
     ctx->quiet = quiet && *quiet && strcmp(quiet, "0") != 0;
@@ -127,6 +140,8 @@ static int init_lanes(struct ina_ctx **out, const ina_config *cfg, int nlanes)
         if ((rc = ina__lane_open(&lane[n], cfg, n, nlanes)) != 0)
             break;
     if (rc == 0)
+        rc = ina__req_pool_init(parent);
+    if (rc == 0)
         rc = ina__lanes_start(parent, lane, nlanes);
     if (rc != 0) {
         for (int i = 0; i < n; i++) {
@@ -134,6 +149,7 @@ static int init_lanes(struct ina_ctx **out, const ina_config *cfg, int nlanes)
             ina__session_leave(lane[i], 1);
             ina__lane_close(lane[i]);
         }
+        ina__req_pool_free(parent);
         free(parent);
         return rc;
     }
@@ -196,6 +212,8 @@ int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, int lane, int nl
     if (rc == 0)
         rc = ina__stream_init(ctx);
     if (rc == 0)
+        rc = ina__req_pool_init(ctx);
+    if (rc == 0)
         ina__shm_attach(ctx); /* best effort: else the context stays on UDP */
     if (rc != 0) {
         ina__fail_once(ctx, rc, "ina_init (rank %d of job '%s'): %s", ctx->rank, ctx->job,
@@ -203,6 +221,8 @@ int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, int lane, int nl
         ina__fail_to_thread(ctx); /* ctx is freed: the thread keeps the message */
         ina__session_leave(ctx, ctx->session != 0);
         ina__fallback_close(ctx);
+        ina__stream_free(ctx);
+        ina__req_pool_free(ctx);
         if (ctx->mcast_fd >= 0)
             close(ctx->mcast_fd);
         if (ctx->fd >= 0)
@@ -236,11 +256,8 @@ int ina_finalize(ina_ctx *ctx)
      * end the session for them at once rather than let them time out. */
     if (ctx->lanes) {
         ina__lanes_close(ctx); /* stops the threads, closes every lane */
-        while (ctx->live) {
-            struct ina_req *r = ctx->live;
-            ctx->live = r->live_next;
-            free(r);
-        }
+        ctx->live = NULL;
+        ina__req_pool_free(ctx); /* every request, waited or not */
     } else {
         lane_release(ctx);
     }
@@ -253,11 +270,8 @@ static void lane_release(struct ina_ctx *ctx)
 {
     int abort = ctx->head != NULL;
     ina__stream_fail_all(ctx, INA_ERR_CLOSED);
-    while (ctx->live) {
-        struct ina_req *r = ctx->live;
-        ctx->live = r->live_next;
-        free(r);
-    }
+    ctx->live = NULL;
+    ina__req_pool_free(ctx); /* every request, waited or not */
     ina__session_leave(ctx, abort);
     ina__shm_detach(ctx);
     ina__fallback_close(ctx); /* after our LEAVE: it lingers until every rank left */
@@ -324,12 +338,14 @@ static int check_args(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t c
  * take no number. The API op is mixed in, not only the wire op: SUM and AVG
  * share the wire's add but give different results, so ranks mixing them
  * disagree too. (SUM mixes in 0: the seeds of SUM are those of before ops
- * existed.)
+ * existed.) A fixed-point operation (§13) also mixes in its fractional bits,
+ * so ranks configured with different scales disagree on every tag.
  */
-static uint64_t op_tag_seed(uint64_t opno, size_t count, ina_dtype dtype, ina_op op)
+static uint64_t op_tag_seed(uint64_t opno, size_t count, ina_dtype dtype, ina_op op,
+                            int fixed_bits)
 {
     uint64_t x = opno * 0x9E3779B97F4A7C15ull ^ (uint64_t)count * 0xC2B2AE3D27D4EB4Full ^
-                 (uint64_t)dtype ^ (uint64_t)op << 8;
+                 (uint64_t)dtype ^ (uint64_t)op << 8 ^ (uint64_t)fixed_bits << 16;
     x ^= x >> 31;
     x *= 0xBF58476D1CE4E5B9ull;
     x ^= x >> 29;
@@ -362,11 +378,16 @@ int ina__float_add_in_use(const struct ina_ctx *ctx)
     return ctx->float_add == INA_FLOAT_ADD_SWITCH && (ctx->switch_caps & INA_FLAG_CAP_F32);
 }
 
+int ina__fixed_in_use(const struct ina_ctx *ctx)
+{
+    return (ctx->switch_caps & INA_FLAG_CAP_FIX) ? ctx->fixed_bits : 0;
+}
+
 /* A request with the caller's arguments; what the stream needs is set by the caller. */
 static struct ina_req *req_new(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
                                size_t count, ina_dtype dtype, ina_op op)
 {
-    struct ina_req *req = calloc(1, sizeof(*req));
+    struct ina_req *req = ina__req_alloc(ctx);
     if (!req)
         return NULL;
     req->ctx = ctx;
@@ -412,6 +433,15 @@ struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *
         req->one_round = 0;
         req->wire_op = INA_OP_ADD_F32;
     }
+    /* Fixed point (P4SGD's Q8.23, §13): every rank scales by the 2^f it was
+     * configured with, so nothing is agreed per operation: one round at any
+     * size, and the switch's sum is exact (config_check keeps float_add off). */
+    if (ina__fixed_in_use(ctx) && req->quantized && (op == INA_SUM || op == INA_AVG)) {
+        req->payload = INA_PAYLOAD_FIXED;
+        req->quantized = 0;
+        req->one_round = 0;
+        req->wire_op = INA_OP_ADD_FIX;
+    }
     /* Float max and min: exact, on the switch's int32 max and min (§8.9). */
     if (ina__dtype_float_wire(dtype) && (op == INA_MAX || op == INA_MIN)) {
         req->payload = INA_PAYLOAD_ORDER;
@@ -424,7 +454,8 @@ struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *
                    : 0;
     req->npackets = req->nblocks + req->lag;
     live_link(ctx, req);
-    req->tag_seed = op_tag_seed(ctx->nops_started + (req->npackets != 0), count, dtype, op);
+    req->tag_seed = op_tag_seed(ctx->nops_started + (req->npackets != 0), count, dtype, op,
+                                req->payload == INA_PAYLOAD_FIXED ? ctx->fixed_bits : 0);
     if (req->npackets == 0) {
         req->done = 1; /* count 0: nothing to send, every rank agrees */
         ctx->stats.ops++;
@@ -444,7 +475,7 @@ static int lanes_start_op(struct ina_ctx *ctx, const void *sendbuf, void *recvbu
         return -ENOMEM;
     int rc = ina__lanes_submit(ctx, req);
     if (rc != 0) {
-        free(req);
+        ina__req_release(ctx, req);
         return rc;
     }
     live_link(ctx, req);
@@ -476,7 +507,7 @@ int ina_allreduce_start(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t
 
 int ina_test(ina_req *req, int *done)
 {
-    if (!req || !done)
+    if (!req || !done || !req->ctx)
         return -EINVAL;
     if (req->ctx->lanes)
         return ina__lanes_test(req, done);
@@ -491,6 +522,8 @@ int ina_wait(ina_req *req)
     if (!req)
         return 0;
     struct ina_ctx *ctx = req->ctx;
+    if (!ctx)
+        return -EINVAL; /* released (reqpool.c): a stale handle */
     int status;
     if (ctx->lanes) {
         status = ina__lanes_wait(req); /* bounded by the lanes' own deadlines */
@@ -502,7 +535,7 @@ int ina_wait(ina_req *req)
         status = req->status;
     }
     ina__live_unlink(ctx, req);
-    free(req);
+    ina__req_release(ctx, req);
     return status;
 }
 
@@ -551,6 +584,7 @@ int ina_get_info(const ina_ctx *ctx, ina_info *info)
     if (ctx->lanes)
         ctx = ina__lanes_ctx(ctx, 0); /* lane 0's parameters (each lane has its own job) */
     info->float_add = ina__float_add_in_use(ctx) ? INA_FLOAT_ADD_SWITCH : INA_FLOAT_ADD_QUANTIZED;
+    info->fixed_point_bits = ina__fixed_in_use(ctx);
     info->rank = ctx->rank;
     info->world_size = ctx->world;
     info->elems_per_packet = (int)ctx->elems;

@@ -155,7 +155,8 @@ static void send_ctl_auth(struct ina_switch *sw, const struct ina_job *job, uint
     h.rank = INA_RANK_SWITCH;
     if (kind == INA_K_JOIN_ACK)
         h.flags = (sw->p.int_ops_only ? 0 : INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32) | /* beyond v1 */
-                  (sw->p.shm && !sw->p.mcast_base ? INA_FLAG_CAP_SHM : 0);
+                  (sw->p.shm && !sw->p.mcast_base ? INA_FLAG_CAP_SHM : 0) |
+                  INA_FLAG_CAP_FIX; /* integer arithmetic: offered even with --int-ops-only */
     if (job) {
         h.job = job->id;
         h.session = job->session;

@@ -161,8 +161,26 @@ static inline void combine(struct ina_slot_set *ss, int32_t *v, const uint8_t *p
         combine_bfp(ss, v, payload, n, e);
     else if (ss->op == INA_OP_ADD_F32)
         ina_be32_fadd(v, payload, n);
+    else if (ss->op == INA_OP_ADD_FIX)
+        ina_be32_fixadd(v, payload, n);
     else
         ina_be32_minmax(v, payload, n, ss->op == INA_OP_MAX_I32);
+}
+
+/* The wire ops this switch combines: v1's integer ops and the fixed-point
+ * add always; block floating point and float adds unless --int-ops-only
+ * (a dataplane without shifters or floating point offers neither). */
+static inline int op_offered(const struct ina_switch *sw, uint8_t op)
+{
+    switch (op) {
+    case INA_OP_ADD_I32:
+    case INA_OP_MAX_I32:
+    case INA_OP_MIN_I32:
+    case INA_OP_ADD_FIX: return 1;
+    case INA_OP_ADD_BFP:
+    case INA_OP_ADD_F32: return !sw->p.int_ops_only;
+    default: return 0;
+    }
 }
 
 /*
@@ -190,7 +208,7 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         return drop_job(sw, job, INA_DROP_SLOT);
     if (h->count > job->elems)
         return drop_job(sw, job, INA_DROP_COUNT);
-    if (h->op > INA_OP_LAST || (sw->p.int_ops_only && h->op > INA_OP_MIN_I32))
+    if (!op_offered(sw, h->op))
         return drop_job(sw, job, INA_DROP_OP);
     if (set != (h->seq & 1))
         return drop_job(sw, job, INA_DROP_SET);
