@@ -60,7 +60,9 @@ class InfoStruct(ctypes.Structure):
         ("float_add", ctypes.c_int),
         ("shm", ctypes.c_int),
         ("fixed_point_bits", ctypes.c_int),
-        ("reserved", ctypes.c_uint * 3),
+        ("shards", ctypes.c_int),
+        ("levels", ctypes.c_int),
+        ("reserved", ctypes.c_uint * 1),
     ]
 
 
