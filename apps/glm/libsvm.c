@@ -137,8 +137,8 @@ int glm_libsvm_parse(const char *buf, size_t len, size_t nfeatures, struct glm_d
                 goto out;
             }
             last = (size_t)idx;
-            if (v == 0.0)
-                continue; /* an explicit zero: the matrix is sparse anyway */
+            if ((float)v == 0.0f)
+                continue; /* an explicit zero (or one below float's range): sparse anyway */
             if (m->nnz == cap_nnz) { /* col and val grow alike: one capacity */
                 size_t c1 = cap_nnz, c2 = cap_nnz;
                 if (grow((void **)&m->col, &c1, m->nnz + 1, sizeof(uint32_t)) != 0 ||
