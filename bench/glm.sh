@@ -18,13 +18,14 @@
 #   bash bench/glm.sh all       both.
 #
 # Environment: INA_BUILD_DIR (default build), NS (default "2 4" for latency, "1 2 4" for train),
-# SIZES (default "32 256 1024"), REPS, ITERS, TARGET, EPOCHS (default 6). Needs OpenMPI and
+# SIZES (default "32 256 1024"), REPS, ITERS, TARGET, EPOCHS (default 6), BATCH (16), WINDOW (2:
+# micro-batches of 8 in flight; at most BATCH/8 are useful). Needs OpenMPI and
 # bench/build/mpi_allreduce (bench/compare.sh builds it; this script does if it is missing).
 # Run under the team's lock: flock /work/locks/bench.lock bash bench/glm.sh all
 set -euo pipefail
 
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ] || [ $# -ne 1 ]; then
-    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
     [ $# -eq 1 ] && exit 0 || exit 2
 fi
 what=$1
@@ -113,12 +114,12 @@ EOF
 }
 
 train() {
-    local NS=${NS:-1 2 4} TARGET=${TARGET:-0.40} EPOCHS=${EPOCHS:-6}
+    local NS=${NS:-1 2 4} TARGET=${TARGET:-0.40} EPOCHS=${EPOCHS:-6} B=${BATCH:-16} W=${WINDOW:-2}
     local raw common
     raw=$(mktemp)
-    common=(--gen rcv1 --loss logistic --lr 8 --batch 16 --window 2 --epochs "$EPOCHS"
+    common=(--gen rcv1 --loss logistic --lr 8 --batch "$B" --window "$W" --epochs "$EPOCHS"
             --target "$TARGET" --json)
-    echo "## ina-glm: rcv1 shape (20,242 x 47,236, 74 nonzeros a row), logistic, B=16, W=2, lr 8,"
+    echo "## ina-glm: rcv1 shape (20,242 x 47,236, 74 nonzeros a row), logistic, B=$B, W=$W, lr 8,"
     echo "## target objective $TARGET; times are training only (evaluations excluded)"
     glm() { # label n command...
         local label=$1 n=$2
