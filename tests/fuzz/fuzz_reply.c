@@ -541,10 +541,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!ops[k].req)
             continue;
         CHECKF(ops[k].req->done);
-        free(ops[k].req);
         free(ops[k].src);
         free(ops[k].dst);
     }
+    ina__req_pool_free(ctx); /* the requests came from the context's pool (reqpool.c) */
     ina__stream_free(ctx);
     free(ctx);
     cur_ctx = NULL;
