@@ -181,11 +181,13 @@ int main(int argc, char **argv)
             algbw = med > 0 ? (double)bytes * 8 / med / 1e9 : 0;
             printf("{\"system\":\"%s\",\"workers\":%d,\"bytes\":%llu,\"count\":%zu,"
                    "\"dtype\":\"%s\",\"iters\":%d,\"warmup\":%d,\"time_s\":%.9g,"
-                   "\"time_min_s\":%.9g,\"time_max_s\":%.9g,\"algbw_gbps\":%.6g,"
+                   "\"time_min_s\":%.9g,\"time_max_s\":%.9g,\"time_p99_s\":%.9g,"
+                   "\"algbw_gbps\":%.6g,"
                    "\"busbw_gbps\":%.6g,\"max_abs_err\":%.6g,\"max_err_over_tol\":%.6g,"
                    "\"density\":%.9g,\"failures\":%lld,\"ok\":%s}\n",
                    system, world, bytes, count, dtype == BD_INT32 ? "int32" : "float32", iters,
-                   warmup, med, times[0], times[iters - 1], algbw,
+                   warmup, med, times[0], times[iters - 1],
+                   times[(99 * (size_t)iters + 99) / 100 - 1] /* p99, nearest rank */, algbw,
                    algbw * 2.0 * (world - 1) / world, err_max_all[0], err_max_all[1], density,
                    fail_sum,
                    fail_sum ? "false" : "true");

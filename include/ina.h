@@ -98,7 +98,9 @@ INA_EXTERN const char *ina_version_string(void);
     X(INA_ERR_NOTSUP, -1007, "not supported (not implemented yet in this version)") \
     X(INA_ERR_PROTO, -1008, "protocol version mismatch with the switch")         \
     X(INA_ERR_CONFIG, -1009, "invalid configuration (ina_last_error() names the setting)") \
-    X(INA_ERR_BUSY, -1010, "too many operations in flight on this context")
+    X(INA_ERR_BUSY, -1010, "too many operations in flight on this context")     \
+    X(INA_ERR_RANGE, -1021, "fixed-point value or sum out of range, or not finite: " \
+      "those elements are NaN (the operation completed)")
 
 typedef enum {
     INA_OK = 0,
@@ -253,6 +255,30 @@ typedef struct ina_config {
                                   or INA_FLOAT_ADD_SWITCH (see below). Env: INA_FLOAT_ADD
                                   ("quantized" or "switch"). All ranks must use the same
                                   value (else INA_ERR_MISMATCH). Since v0.3. */
+    int busy_poll_us;        /**< while an operation waits for results, spin on the socket
+                                  (or the shared-memory ring) up to this many microseconds
+                                  before sleeping in poll(); 0 = never spin (default),
+                                  at most 1000000. It saves the wake-up of a sleeping
+                                  process (several microseconds on a VM) only where every
+                                  spinning process has a core of its own; on an
+                                  oversubscribed host it takes the CPU the switch and the
+                                  other ranks need, and every operation gets slower
+                                  (docs/GLM.md). Also sets SO_BUSY_POLL on the socket
+                                  (best effort; it acts only on NAPI devices).
+                                  Env: INA_BUSY_POLL_US. Since v0.4. */
+    int fixed_point_bits;    /**< 0 = off (default). 1..30: SUM and AVG of the float dtypes
+                                  travel as 32-bit fixed point with this many fractional
+                                  bits (P4SGD's Q8.23 is 23), scaled the same way on every
+                                  rank, in one round per packet and without exponents
+                                  (wire op 5, docs/PROTOCOL.md §13): each element is
+                                  rounded to a multiple of 2^-bits, and sums are exact.
+                                  Values, and sums, must lie within +-(2^31-1) 2^-bits:
+                                  an element that does not (or a NaN or Inf) comes back
+                                  NaN on every rank and the operation returns
+                                  INA_ERR_RANGE (see there). Needs a switch that offers
+                                  op 5 (ina_info.fixed_point_bits says; else floats go
+                                  as without it). All ranks must use the same value (else
+                                  INA_ERR_MISMATCH). Env: INA_FIXED_POINT. Since v0.4. */
     int sparse;              /**< the default block-sparse mode of this context's
                                   all-reduces: INA_SPARSE_OFF (default), INA_SPARSE_ON or
                                   INA_SPARSE_AUTO (see "Block-sparse all-reduce" below).
@@ -459,11 +485,15 @@ typedef struct ina_stats {
     uint64_t rtx_fast;    /**< a later result revealed the gap (fast retransmit) */
     uint64_t rtx_probe;   /**< tail probe or a resent packet's short timer expired */
     uint64_t rtx_timeout; /**< the RTT-based retransmission timeout expired */
+    /* Since v0.4: */
+    uint64_t fixed_invalid;    /**< fixed-point elements that came back NaN (INA_ERR_RANGE) */
+    uint64_t busy_poll_hits;   /**< spins (busy_poll_us) that found input before sleeping */
+    uint64_t busy_poll_sleeps; /**< spins that found nothing in time and slept */
     /* block-sparse all-reduce (since v0.5; with lanes, counted per lane part): */
     uint64_t sparse_ops;         /**< operations (parts) that streamed block-sparse */
     uint64_t sparse_auto_dense;  /**< INA_SPARSE_AUTO operations that measured and went dense */
     uint64_t sparse_blocks_sent; /**< blocks sent in sparse packets, retransmissions included */
-    uint64_t reserved[3];
+    uint64_t reserved[2]; /**< zero; v0.4 and v0.5 grew the struct (rebuild against this header) */
 } ina_stats;
 
 /** Copy the context's counters into *st. @return 0 or -EINVAL. */
@@ -490,6 +520,8 @@ typedef struct ina_info {
                                switch adds every rank itself; 2 = it is a child that sends
                                partial sums to a parent (ina-switch --parent); 4 = 4 or
                                more. Part 0's switch's answer. Since v0.4. */
+    int fixed_point_bits; /**< fractional bits of float sums in fixed point (wire op 5), or
+                               0: not asked for, or the switch does not offer it. Since v0.4. */
     int sparse;           /**< 1 if the switch offers block-sparse all-reduce (else sparse
                                requests go dense). Since v0.5. */
     unsigned reserved[1];
@@ -568,6 +600,51 @@ INA_EXTERN double ina_float_add_error_bound(ina_dtype dtype, int world_size, dou
  * INA_ERR_NOSPACE on every rank). ina_info.levels is 2 under a child.
  */
 
+/* ---- Latency path: fixed point, busy polling, many small operations ---- */
+
+/*
+ * Small all-reduces (a few packets: P4SGD's 8 partial dot products of a
+ * micro-batch are 32 bytes) cost one round trip and little else:
+ *  - one round per packet: fixed point (below), or, for float sums of at
+ *    most one window of blocks, block floating point in one round (§8.7 of
+ *    docs/PROTOCOL.md), or float adds at the switch (float_add);
+ *  - requests come from a per-context pool: starting and completing an
+ *    operation allocates nothing and takes no lock once the pool holds as
+ *    many requests as were ever in flight (a single-lane context; lanes take
+ *    their mutex per operation);
+ *  - busy polling (ina_config.busy_poll_us, ina-switch --busy-poll) saves
+ *    the wake-up of a sleeping process, but only pays where each spinning
+ *    process has a core to itself.
+ * docs/GLM.md measures them; ina-glm (apps/glm) is the workload.
+ *
+ * Fixed point (ina_config.fixed_point_bits = f, 1..30). SUM and AVG of the
+ * float dtypes: each rank sends round(x 2^f) (ties to even) as an int32, the
+ * switch adds them exactly, and the result is sum 2^-f, rounded once to the
+ * dtype (AVG: divided by N first, in double). Every rank must use the same f:
+ * it is part of every packet's tag (ranks that differ get INA_ERR_MISMATCH).
+ * An element is valid while |round(x 2^f)| <= 2^31 - 1 on every rank and
+ * every partial sum at the switch stays within that range too (guaranteed
+ * when every |x| <= (2^31 - 1) 2^-f / N). Otherwise, and for NaN or Inf, the
+ * element comes back NaN on every rank, ina_stats.fixed_invalid counts it,
+ * and the operation returns INA_ERR_RANGE: it did complete, the context
+ * stays usable (the one code that reports a completed operation), and
+ * recvbuf holds every other element's result.
+ * MAX and MIN keep their exact order keys; INT32 is never scaled.
+ */
+
+/**
+ * Error bound of one element of a fixed-point SUM (ina_info.fixed_point_bits
+ * = bits): N roundings of at most 2^-(bits+1) each, an exact sum, then one
+ * rounding to the dtype:
+ *   |result - exact_sum| <= N 2^-(bits+1) (1 + rel) + rel |exact_sum| + sub
+ * with rel, sub = 2^-24, 2^-149 (FLOAT32), 2^-11, 2^-25 (FLOAT16), 2^-8,
+ * 2^-134 (BFLOAT16), 0, 0 (FLOAT64). For AVG: this / N + 2^-52 |exact / N| +
+ * sub. Only for valid elements (see above).
+ * @return the bound; 0 for INT32; NaN for an unknown dtype or bits outside
+ * 1..30; +Inf for a NaN or Inf exact_sum. Since v0.4.
+ */
+INA_EXTERN double ina_fixed_error_bound(ina_dtype dtype, int world_size, int bits,
+                                        double exact_sum);
 /* ---- Block-sparse all-reduce (since v0.5) ------------------------------ */
 
 /*

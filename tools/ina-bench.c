@@ -87,6 +87,9 @@ struct opts {
     double sparse_threshold; /* 0: exact */
     double density;          /* --density: the inputs' fraction of non-zero blocks (1: dense data) */
     int pattern;             /* SPARSE_* (bench_data.h) */
+    int fixed_point; /* fractional bits (ina_config.fixed_point_bits); -1: INA_FIXED_POINT, else 0 */
+    int busy_poll;   /* worker spin in us (ina_config.busy_poll_us); -1: INA_BUSY_POLL_US, else 0 */
+    int switch_busy_poll; /* --local: ina-switch --busy-poll US (0 = none) */
     int deadline_s;
     int verbose;
     /* loss sweep (--loss): the launcher reruns everything once per rate */
@@ -165,6 +168,12 @@ static void usage(FILE *f)
 "  --float-add MODE     quantized (default: block floating point, as SwitchML)\n"
 "                       or switch (the switch adds float32 values as floats;\n"
 "                       ina.h INA_FLOAT_ADD_SWITCH); env INA_FLOAT_ADD\n"
+"  --fixed-point F      float sums and averages as 32-bit fixed point with F\n"
+"                       fractional bits, one round, no exponents (P4SGD's Q8.23\n"
+"                       is 23; ina.h fixed_point_bits); env INA_FIXED_POINT\n"
+"  --busy-poll US       workers spin up to US microseconds for results before\n"
+"                       sleeping (ina.h busy_poll_us); env INA_BUSY_POLL_US\n"
+"  --switch-busy-poll US  --local: run ina-switch --busy-poll US\n"
 "  --switch-shm         --local: run ina-switch --shm (workers on this host use\n"
 "                       shared-memory rings; INA_SHM=0 keeps them on UDP)\n"
 "  --switch-threads T   --local: run ina-switch --threads T (default 1)\n"
@@ -206,10 +215,10 @@ static void usage(FILE *f)
 "the timed iterations; ok only if every result on every rank verified.\n"
 "\n"
 "JSON keys: workers, bytes, count, dtype, op, iters, warmup, elems_per_packet,\n"
-"window, lanes, shards, levels, inflight, path, float_add, transport, sparse,\n"
-"density, pattern, sparse_block, sparse_ops, sparse_auto_dense, sparse_blocks_sent\n"
-"(all ranks, timed iterations), time_s, time_min_s, time_max_s, algbw_gbps,\n"
-"busbw_gbps, ate_per_s,\n"
+"window, lanes, shards, levels, inflight, path, float_add, transport, fixed_point,\n"
+"busy_poll_us, sparse, density, pattern, sparse_block, sparse_ops, sparse_auto_dense,\n"
+"sparse_blocks_sent (all ranks, timed iterations), time_s, time_min_s, time_max_s,\n"
+"time_p99_s (nearest rank), algbw_gbps, busbw_gbps, ate_per_s,\n"
 "max_abs_err, max_rel_err (abs_err / the block's largest |input| x N: error\n"
 "relative to the magnitudes summed, the scale of the quantization bound; a\n"
 "ratio to |exact| would be meaningless where sums cancel), max_err_over_bound,\n"
@@ -321,6 +330,7 @@ enum {
     OPT_DTYPE, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_JSON, OPT_ELEMS, OPT_WINDOW, OPT_LANES, OPT_INFLIGHT,
     OPT_FLOAT_ADD, OPT_SWITCH_SHM, OPT_SWITCH_THREADS, OPT_TIMEOUT,
     OPT_SPARSE, OPT_SPARSE_BLOCK, OPT_SPARSE_THRESHOLD, OPT_DENSITY, OPT_PATTERN,
+    OPT_FIXED_POINT, OPT_BUSY_POLL, OPT_SWITCH_BUSY_POLL,
     OPT_JOIN_TIMEOUT, OPT_DEADLINE, OPT_VERBOSE,
     OPT_LOSS,
     OPT_LOSS_LABEL,
@@ -377,6 +387,9 @@ static void parse_args(struct opts *o, int argc, char **argv)
         {"sparse-threshold", required_argument, NULL, OPT_SPARSE_THRESHOLD},
         {"density", required_argument, NULL, OPT_DENSITY},
         {"pattern", required_argument, NULL, OPT_PATTERN},
+        {"fixed-point", required_argument, NULL, OPT_FIXED_POINT},
+        {"busy-poll", required_argument, NULL, OPT_BUSY_POLL},
+        {"switch-busy-poll", required_argument, NULL, OPT_SWITCH_BUSY_POLL},
         {"switch-threads", required_argument, NULL, OPT_SWITCH_THREADS},
         {"switch-shm", no_argument, NULL, OPT_SWITCH_SHM},
         {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
@@ -404,6 +417,8 @@ static void parse_args(struct opts *o, int argc, char **argv)
     o->float_add = -1;
     o->sparse = INA_SPARSE_DEFAULT;
     o->density = 1;
+    o->fixed_point = -1;
+    o->busy_poll = -1;
 
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
@@ -452,6 +467,11 @@ static void parse_args(struct opts *o, int argc, char **argv)
         case OPT_PATTERN: o->pattern = name_index("--pattern", a, pattern_names, 3);
             break;
         case OPT_SWITCH_SHM: o->switch_shm = 1; break;
+        case OPT_FIXED_POINT: o->fixed_point = parse_int("--fixed-point", a, 0, 30); break;
+        case OPT_BUSY_POLL: o->busy_poll = parse_int("--busy-poll", a, 0, 1000000); break;
+        case OPT_SWITCH_BUSY_POLL:
+            o->switch_busy_poll = parse_int("--switch-busy-poll", a, 0, 1000000);
+            break;
         case OPT_SWITCH_THREADS:
             o->switch_threads = parse_int("--switch-threads", a, 1, 64);
             break;
@@ -491,10 +511,11 @@ static void parse_args(struct opts *o, int argc, char **argv)
     if (o->local_n) {
         if (have_rank || have_world)
             usage_error("--local starts its own workers: do not combine it with --rank or --world");
-        if (o->switch_addr && (o->switch_bin || o->nloss || o->switch_threads || o->switch_shm))
+        if (o->switch_addr && (o->switch_bin || o->nloss || o->switch_threads || o->switch_shm ||
+                               o->switch_busy_poll))
             usage_error("--local with --switch uses that running switch: --switch-bin, --loss, "
-                        "--switch-threads and --switch-shm only apply to a switch --local "
-                        "starts");
+                        "--switch-threads, --switch-shm and --switch-busy-poll only apply to "
+                        "a switch --local starts");
     } else {
         if (!o->switch_addr)
             usage_error("need --local N, or --switch HOST:PORT with --rank and --world");
@@ -510,6 +531,14 @@ static void parse_args(struct opts *o, int argc, char **argv)
     const char *fa = getenv("INA_FLOAT_ADD");
     if (o->float_add < 0 && fa && *fa) /* as ina_config_from_env() would read it */
         o->float_add = name_index("INA_FLOAT_ADD", fa, float_add_names, 2);
+    const char *fx = getenv("INA_FIXED_POINT"), *bp = getenv("INA_BUSY_POLL_US");
+    if (o->fixed_point < 0)
+        o->fixed_point = fx && *fx ? parse_int("INA_FIXED_POINT", fx, 0, 30) : 0;
+    if (o->busy_poll < 0)
+        o->busy_poll = bp && *bp ? parse_int("INA_BUSY_POLL_US", bp, 0, 1000000) : 0;
+    if (o->fixed_point && o->float_add == INA_FLOAT_ADD_SWITCH)
+        usage_error("--fixed-point and --float-add switch both say how float sums travel: "
+                    "choose one");
 }
 
 /* ---- Time ----------------------------------------------------------------- */
@@ -542,6 +571,7 @@ static int cmp_double(const void *a, const void *b)
 
 static int g_rank = -1;
 static int g_float_add; /* ina_info.float_add: which error bound the results must meet */
+static int g_fixed_bits; /* ina_info.fixed_point_bits: the same, for fixed point */
 static ina_ctx *g_ctx;
 
 static _Noreturn void die_ina(const char *what, int rc)
@@ -625,8 +655,9 @@ static double elem_bound(ina_dtype dt, ina_op op, int n, double amax, double abs
 {
     if (op == INA_MAX || op == INA_MIN)
         return 0.0; /* exact (PROTOCOL.md §8.9) */
-    double b = g_float_add == INA_FLOAT_ADD_SWITCH ? ina_float_add_error_bound(dt, n, abs_sum, exact)
-                                                   : ina_error_bound(dt, n, amax, exact);
+    double b = g_fixed_bits ? ina_fixed_error_bound(dt, n, g_fixed_bits, exact)
+               : g_float_add == INA_FLOAT_ADD_SWITCH ? ina_float_add_error_bound(dt, n, abs_sum, exact)
+                                                     : ina_error_bound(dt, n, amax, exact);
     if (op != INA_AVG)
         return b;
     double sub = dt == INA_FLOAT32 ? 0x1p-149 : dt == INA_FLOAT16 ? 0x1p-25
@@ -846,6 +877,8 @@ static int run_worker(const struct opts *o)
     cfg.lanes = o->lanes;
     if (o->float_add >= 0)
         cfg.float_add = o->float_add;
+    cfg.fixed_point_bits = o->fixed_point;
+    cfg.busy_poll_us = o->busy_poll;
     if (o->sparse != INA_SPARSE_DEFAULT)
         cfg.sparse = o->sparse;
     cfg.sparse_block = o->sparse_block;
@@ -868,6 +901,7 @@ static int run_worker(const struct opts *o)
     if (rc)
         die_ina("ina_get_info", rc);
     g_float_add = info.float_add;
+    g_fixed_bits = info.fixed_point_bits;
     epp = info.elems_per_packet;
     if (epp <= 0) {
         fprintf(stderr, "%s: rank %d: library reports %d elements per packet\n", prog,
@@ -1006,7 +1040,7 @@ static int run_worker(const struct opts *o)
 
         if (o->rank == 0) {
             int ok = status_sum[0] == 0 && status_sum[1] == o->world;
-            double med, tmin, tmax, algbw, busbw, ate;
+            double med, tmin, tmax, p99, algbw, busbw, ate;
             char hs[32];
 
             if (!ok) {
@@ -1022,6 +1056,8 @@ static int run_worker(const struct opts *o)
             qsort(times, (size_t)o->iters, sizeof *times, cmp_double);
             tmin = times[0];
             tmax = times[o->iters - 1];
+            /* nearest rank: the smallest time with at least 99% of the iterations at or below */
+            p99 = times[(size_t)ceil(0.99 * o->iters) - 1];
             med = o->iters % 2 ? times[o->iters / 2]
                                : 0.5 * (times[o->iters / 2 - 1] + times[o->iters / 2]);
             algbw = med > 0 ? (double)bytes * K * 8 / med / 1e9 : 0;
@@ -1033,11 +1069,13 @@ static int run_worker(const struct opts *o)
                        "\"op\":\"%s\",\"iters\":%d,\"warmup\":%d,\"elems_per_packet\":%d,"
                        "\"window\":%d,\"lanes\":%d,\"shards\":%d,\"levels\":%d,"
                        "\"inflight\":%d,\"path\":\"%s\","
-                       "\"float_add\":\"%s\",\"transport\":\"%s\",",
+                       "\"float_add\":\"%s\",\"transport\":\"%s\",\"fixed_point\":%d,"
+                       "\"busy_poll_us\":%d,",
                        o->world, bytes, count, dname, oname, o->iters, o->warmup, epp,
                        info.window, info.lanes, info.shards, info.levels, o->inflight,
                        info.path == INA_PATH_HOST ? "host" : "switch",
-                       float_add_names[info.float_add], info.shm ? "shm" : "udp");
+                       float_add_names[info.float_add], info.shm ? "shm" : "udp",
+                       info.fixed_point_bits, o->busy_poll);
                 printf("\"sparse\":\"%s\",\"density\":%.9g,\"pattern\":\"%s\",\"sparse_block\":%d,"
                        "\"sparse_ops\":%" PRId32 ",\"sparse_auto_dense\":%" PRId32 ","
                        "\"sparse_blocks_sent\":%" PRId32 ",",
@@ -1048,6 +1086,7 @@ static int run_worker(const struct opts *o)
                 json_num("time_s", med, 0);
                 json_num("time_min_s", tmin, 0);
                 json_num("time_max_s", tmax, 0);
+                json_num("time_p99_s", p99, 0);
                 json_num("algbw_gbps", algbw, 0);
                 json_num("busbw_gbps", busbw, 0);
                 json_num("ate_per_s", ate, 0);
@@ -1271,8 +1310,8 @@ static int run_local(const struct opts *o)
         goto have_switch;
     }
     {
-        char frx[64], ftx[64], thr[16];
-        const char *argv[16] = {swbin, "--listen", "127.0.0.1:0", "--port-file", portfile, "--quiet",
+        char frx[64], ftx[64], thr[16], bpu[16];
+        const char *argv[20] = {swbin, "--listen", "127.0.0.1:0", "--port-file", portfile, "--quiet",
                                 NULL};
         int a = 6;
         if (o->loss_cur > 0) {
@@ -1288,6 +1327,10 @@ static int run_local(const struct opts *o)
         }
         if (o->switch_shm)
             argv[a++] = "--shm";
+        if (o->switch_busy_poll) {
+            snprintf(bpu, sizeof bpu, "%d", o->switch_busy_poll);
+            argv[a++] = "--busy-poll"; argv[a++] = bpu;
+        }
         argv[a] = NULL;
         if (o->verbose)
             lerr("starting %s --listen 127.0.0.1:0 --port-file %s --quiet", swbin, portfile);
@@ -1352,7 +1395,7 @@ have_switch:
     for (int r = 0; r < n; r++) {
         char s_rank[16], s_world[16], s_iters[16], s_warm[16], s_elems[16], s_win[16],
             s_to[16], s_jto[16], s_dl[16];
-        const char *argv[56];
+        const char *argv[72];
         int a = 0;
         snprintf(s_rank, sizeof s_rank, "%d", r);
         snprintf(s_world, sizeof s_world, "%d", n);
@@ -1397,6 +1440,11 @@ have_switch:
         argv[a++] = "--sparse-threshold"; argv[a++] = s_sthr;
         argv[a++] = "--density"; argv[a++] = s_dens;
         argv[a++] = "--pattern"; argv[a++] = pattern_names[o->pattern];
+        char s_fixed[16], s_bp[16];
+        snprintf(s_fixed, sizeof s_fixed, "%d", o->fixed_point);
+        snprintf(s_bp, sizeof s_bp, "%d", o->busy_poll);
+        argv[a++] = "--fixed-point"; argv[a++] = s_fixed;
+        argv[a++] = "--busy-poll"; argv[a++] = s_bp;
         argv[a++] = "--timeout-ms"; argv[a++] = s_to;
         argv[a++] = "--join-timeout-ms"; argv[a++] = s_jto;
         argv[a++] = "--deadline-s"; argv[a++] = s_dl;

@@ -54,6 +54,7 @@ ERR_NOTSUP = -1007
 ERR_PROTO = -1008
 ERR_CONFIG = -1009
 ERR_BUSY = -1010
+ERR_RANGE = -1021
 
 _DTYPE_NAMES = {"int32": INT32, "float32": FLOAT32, "float16": FLOAT16, "bfloat16": BFLOAT16,
                 "float64": FLOAT64}
@@ -301,7 +302,9 @@ class Context:
     INA_FLOAT_ADD, INA_SPARSE, ...), or with env=False from the library's defaults. float_add:
     "quantized" (SwitchML's block floating point, the default) or "switch" (the switch adds
     float32 values as floats where it can; ina.h INA_FLOAT_ADD_SWITCH); self.float_add says
-    which is in use. sparse: the default block-sparse mode of the context's all-reduces, "off",
+    which is in use. busy_poll_us and fixed_point_bits are ina_config's fields of those names
+    (INA_BUSY_POLL_US, INA_FIXED_POINT); self.fixed_point_bits is 0 unless float sums travel in
+    fixed point. sparse: the default block-sparse mode of the context's all-reduces, "off",
     "on" or "auto" (ina.h INA_SPARSE_*; docs/SPARSE.md), with sparse_block, sparse_threshold,
     sparse_crossover and sparse_min_bytes; self.sparse says whether the switch offers it.
     Blocks until all world_size ranks joined (at most join_timeout_ms). Use as a context
@@ -309,8 +312,9 @@ class Context:
 
     def __init__(self, switch=None, rank=None, world_size=None, job=None, *,
                  elems_per_packet=None, window=None, timeout_ms=None, join_timeout_ms=None,
-                 rto_ms=None, lanes=None, float_add=None, sparse=None, sparse_block=None,
-                 sparse_threshold=None, sparse_crossover=None, sparse_min_bytes=None, env=True):
+                 rto_ms=None, lanes=None, float_add=None, busy_poll_us=None,
+                 fixed_point_bits=None, sparse=None, sparse_block=None, sparse_threshold=None,
+                 sparse_crossover=None, sparse_min_bytes=None, env=True):
         lib = _lib.lib()
         self._lib = lib
         self._lock = threading.RLock()
@@ -338,7 +342,8 @@ class Context:
         for name, v in (("rank", rank), ("world_size", world_size),
                         ("elems_per_packet", elems_per_packet), ("window", window),
                         ("timeout_ms", timeout_ms), ("join_timeout_ms", join_timeout_ms),
-                        ("rto_ms", rto_ms), ("lanes", lanes)):
+                        ("rto_ms", rto_ms), ("lanes", lanes), ("busy_poll_us", busy_poll_us),
+                        ("fixed_point_bits", fixed_point_bits)):
             if v is not None:
                 setattr(cfg, name, int(v))
         if float_add is not None:
@@ -377,6 +382,7 @@ class Context:
         self.float_add = FLOAT_ADD_NAMES[info.float_add] if 0 <= info.float_add < 2 \
             else str(info.float_add)
         self.shm = bool(info.shm)
+        self.fixed_point_bits = info.fixed_point_bits  # 0: float sums not in fixed point
         self.shards = info.shards  # switches each operation is spread over (INA_SWITCH list)
         self.levels = info.levels  # aggregation levels above the worker: 2 under a child switch
         self.sparse = bool(info.sparse)

@@ -31,6 +31,8 @@ class ConfigStruct(ctypes.Structure):
         ("fallback", ctypes.c_int),
         ("secret_file", ctypes.c_char_p),
         ("float_add", ctypes.c_int),
+        ("busy_poll_us", ctypes.c_int),
+        ("fixed_point_bits", ctypes.c_int),
         ("sparse", ctypes.c_int),
         ("sparse_block", ctypes.c_int),
         ("sparse_threshold", ctypes.c_double),
@@ -42,12 +44,13 @@ class ConfigStruct(ctypes.Structure):
 
 STATS_FIELDS = ("ops", "packets_sent", "packets_received", "retransmits", "stale_results",
                 "bytes_sent", "nonfinite_blocks", "rtx_fast", "rtx_probe", "rtx_timeout",
+                "fixed_invalid", "busy_poll_hits", "busy_poll_sleeps",
                 "sparse_ops", "sparse_auto_dense", "sparse_blocks_sent")
 
 
 class StatsStruct(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in STATS_FIELDS] + [
-        ("reserved", ctypes.c_uint64 * 3)]
+        ("reserved", ctypes.c_uint64 * 2)]
 
 
 class InfoStruct(ctypes.Structure):
@@ -64,6 +67,7 @@ class InfoStruct(ctypes.Structure):
         ("shm", ctypes.c_int),
         ("shards", ctypes.c_int),
         ("levels", ctypes.c_int),
+        ("fixed_point_bits", ctypes.c_int),
         ("sparse", ctypes.c_int),
         ("reserved", ctypes.c_uint * 1),
     ]
@@ -128,6 +132,7 @@ def _declare(lib):
         "ina_get_info": (c_int, [c_void_p, ctypes.POINTER(InfoStruct)]),
         "ina_float_error_bound": (c_double, [c_int, c_double, c_double]),
         "ina_float_add_error_bound": (c_double, [c_int, c_int, c_double, c_double]),
+        "ina_fixed_error_bound": (c_double, [c_int, c_int, c_int, c_double]),
     }
     for name, (restype, argtypes) in protos.items():
         fn = getattr(lib, name)

@@ -52,6 +52,18 @@ static void fadd_scalar(int32_t *v, const uint8_t *p, size_t n)
     }
 }
 
+void ina_be32_fixadd(int32_t *v, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x;
+        memcpy(&x, p + 4 * i, 4);
+        int32_t b = (int32_t)__builtin_bswap32(x);
+        int64_t s = (int64_t)v[i] + b;
+        int invalid = v[i] == INT32_MIN || b == INT32_MIN || s > INT32_MAX || s < -INT32_MAX;
+        v[i] = invalid ? INT32_MIN : (int32_t)s;
+    }
+}
+
 static void store_scalar(uint8_t *p, const int32_t *v, size_t n)
 {
     for (size_t i = 0; i < n; i++) {

@@ -21,7 +21,7 @@
  *  26   2  exp       int16, block exponent; the switch keeps the max
  *  28   2  flags     bit 0 (LEAVE only): abort the session; other bits reserved, 0
  *  30   1  op        aggregation op on int32 elements: 0 = wrapping add,
- *                    1 = signed max, 2 = signed min, 3, 4, 7, 8 (INA_OP_*)
+ *                    1 = signed max, 2 = signed min, 3..5, 7, 8 below (INA_OP_*)
  *  31   1  tag       DATA/RESULT: operation tag; every contribution to a round
  *                    must carry the same tag (ranks disagreeing on the op)
  *  32  ... payload   count big-endian int32 values (DATA/RESULT) or a control body
@@ -54,7 +54,17 @@
  * pipeline, an eBPF dataplane) does not offer. Only a switch that sets
  * INA_FLAG_CAP_F32 accepts it. */
 #define INA_OP_ADD_F32 4
-#define INA_OP_LAST INA_OP_ADD_F32
+/* Fixed-point add, one round (docs/PROTOCOL.md §13; P4SGD's Q8.23): every
+ * rank scales its values by the same 2^f, agreed at setup (ina_config.
+ * fixed_point_bits, mixed into the tag), so there is no exponent; the
+ * switch adds int32 exactly and turns any out-of-range sum, or a
+ * contribution already carrying it, into the invalid code INT32_MIN
+ * (INA_FIX_INVALID), which sticks. Integer arithmetic and a compare: a
+ * dataplane without shifters or floating point can offer it. Only a switch
+ * that sets INA_FLAG_CAP_FIX accepts it. */
+#define INA_OP_ADD_FIX 5
+#define INA_FIX_INVALID INT32_MIN
+#define INA_OP_LAST INA_OP_ADD_FIX
 /* Block-sparse add (docs/PROTOCOL.md §17, payload in common/sparse_wire.h):
  * the payload lists block positions, each rank's next non-zero block and the
  * blocks it has; the switch adds the blocks present (7: as wrapping int32,
@@ -78,6 +88,7 @@ static inline unsigned ina_flag_levels(uint16_t flags)
     return (flags & INA_FLAG_LEVELS_MASK) >> INA_FLAG_LEVELS_SHIFT;
 }
 #define INA_FLAG_CAP_SPARSE 0x0100u /* in JOIN_ACK: this switch implements ops 7 and 8 (§17) */
+#define INA_FLAG_CAP_FIX 0x0040u /* in JOIN_ACK: this switch implements INA_OP_ADD_FIX (§13) */
 
 /* Largest UDP payload we ever build: fits a 64 KiB IPv4 datagram. */
 #define INA_MAX_DATAGRAM 65507

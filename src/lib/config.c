@@ -124,6 +124,8 @@ int ina_config_from_env(ina_config *cfg)
         {"INA_ADMISSION_WAIT_MS", NULL, &cfg->admission_wait_ms},
         {"INA_SPARSE_BLOCK", NULL, &cfg->sparse_block},
         {"INA_SPARSE_MIN_BYTES", NULL, &cfg->sparse_min_bytes},
+        {"INA_BUSY_POLL_US", NULL, &cfg->busy_poll_us},
+        {"INA_FIXED_POINT", NULL, &cfg->fixed_point_bits},
     };
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
         int rc = env_int(vars[i].name, vars[i].field);

@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include "common/addr.h"
+#include "common/busy_poll.h"
 #include "lib/dtype.h"
+#include "lib/fixed.h"
 #include "lib/internal.h"
 
 /* Finalized context shells (see struct ina_ctx). Reachable, so no leak report. */
@@ -80,6 +82,15 @@ static int config_check(const ina_config *cfg)
     if (cfg->sparse_min_bytes < 0)
         return BAD("sparse_min_bytes %d is negative (0: the default, %d)", cfg->sparse_min_bytes,
                    INA_SPARSE_DEFAULT_MIN_BYTES);
+    if (cfg->busy_poll_us < 0 || cfg->busy_poll_us > INA_BUSY_POLL_MAX_US)
+        return BAD("busy_poll_us %d is outside 0..%d (INA_BUSY_POLL_US; 0: never spin)",
+                   cfg->busy_poll_us, INA_BUSY_POLL_MAX_US);
+    if (cfg->fixed_point_bits < 0 || cfg->fixed_point_bits > INA_FIXED_MAX_BITS)
+        return BAD("fixed_point_bits %d is outside 0..%d (INA_FIXED_POINT; 0: off)",
+                   cfg->fixed_point_bits, INA_FIXED_MAX_BITS);
+    if (cfg->fixed_point_bits && cfg->float_add == INA_FLOAT_ADD_SWITCH)
+        return BAD("fixed_point_bits %d and float_add INA_FLOAT_ADD_SWITCH both say how float "
+                   "sums travel: choose one", cfg->fixed_point_bits);
     return 0;
 #undef BAD
 }
@@ -119,6 +130,8 @@ static struct ina_ctx *ctx_new(const ina_config *cfg, int lane, int nlanes)
                                                       : INA_SPARSE_DEFAULT_CROSSOVER;
     ctx->sparse_min_bytes = cfg->sparse_min_bytes ? (size_t)cfg->sparse_min_bytes
                                                   : INA_SPARSE_DEFAULT_MIN_BYTES;
+    ctx->busy_poll_ns = (uint64_t)cfg->busy_poll_us * 1000u;
+    ctx->fixed_bits = cfg->fixed_point_bits;
     ctx->addr_is_default = cfg->switch_addr == ina__default_switch_addr;
     const char *quiet = getenv("INA_QUIET");
     ctx->quiet = quiet && *quiet && strcmp(quiet, "0") != 0;
@@ -212,11 +225,14 @@ static int init_parts(struct ina_ctx **out, const ina_config *cfg, const struct 
     }
     ina__fallback_free(refusal.fallback);
     if (rc == 0)
+        rc = ina__req_pool_init(parent);
+    if (rc == 0)
         rc = ina__lanes_start(parent, part, n, nlanes);
     if (rc != 0) {
         /* Joined parts: end them for every rank, whose later parts fail too. */
         parts_close(part, n, 1);
         ina__fallback_close(parent);
+        ina__req_pool_free(parent);
         free(parent);
         return rc;
     }
@@ -300,6 +316,8 @@ int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, const struct soc
     if (rc == 0)
         rc = ina__stream_init(ctx);
     if (rc == 0)
+        rc = ina__req_pool_init(ctx);
+    if (rc == 0)
         ina__shm_attach(ctx); /* best effort: else the context stays on UDP */
     if (rc != 0) {
         ina__fail_once(ctx, rc, "ina_init (rank %d of job '%s'): %s", ctx->rank, ctx->job,
@@ -307,6 +325,8 @@ int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, const struct soc
         ina__fail_to_thread(ctx); /* ctx is freed: the thread keeps the message */
         ina__session_leave(ctx, ctx->session != 0);
         ina__fallback_close(ctx);
+        ina__stream_free(ctx);
+        ina__req_pool_free(ctx);
         if (ctx->mcast_fd >= 0)
             close(ctx->mcast_fd);
         if (ctx->fd >= 0)
@@ -344,8 +364,9 @@ int ina_finalize(ina_ctx *ctx)
         while (ctx->live) {
             struct ina_req *r = ctx->live;
             ctx->live = r->live_next;
-            ina__req_free(r);
+            ina__req_release(ctx, r);
         }
+        ina__req_pool_free(ctx); /* every request, waited or not */
     } else {
         lane_release(ctx);
     }
@@ -361,8 +382,9 @@ static void lane_release(struct ina_ctx *ctx)
     while (ctx->live) {
         struct ina_req *r = ctx->live;
         ctx->live = r->live_next;
-        ina__req_free(r);
+        ina__req_release(ctx, r); /* frees what it owns (its sparse state, its probe) */
     }
+    ina__req_pool_free(ctx); /* every request, waited or not */
     ina__session_leave(ctx, abort);
     ina__shm_detach(ctx);
     ina__fallback_close(ctx); /* after our LEAVE: it lingers until every rank left */
@@ -429,13 +451,15 @@ static int check_args(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t c
  * take no number. The API op is mixed in, not only the wire op: SUM and AVG
  * share the wire's add but give different results, so ranks mixing them
  * disagree too. (SUM mixes in 0: the seeds of SUM are those of before ops
- * existed.)
+ * existed.) A dense fixed-point operation (§13) also mixes in its fractional bits,
+ * so ranks configured with different scales disagree on every tag; an
+ * operation asked sparse mixes in its mode and block length instead (§17).
  */
 static uint64_t op_tag_seed(uint64_t opno, size_t count, ina_dtype dtype, ina_op op,
-                            uint64_t sparse)
+                            uint64_t mix)
 {
     uint64_t x = opno * 0x9E3779B97F4A7C15ull ^ (uint64_t)count * 0xC2B2AE3D27D4EB4Full ^
-                 (uint64_t)dtype ^ (uint64_t)op << 8 ^ sparse << 16;
+                 (uint64_t)dtype ^ (uint64_t)op << 8 ^ mix << 16;
     x ^= x >> 31;
     x *= 0xBF58476D1CE4E5B9ull;
     x ^= x >> 29;
@@ -468,11 +492,16 @@ int ina__float_add_in_use(const struct ina_ctx *ctx)
     return ctx->float_add == INA_FLOAT_ADD_SWITCH && (ctx->switch_caps & INA_FLAG_CAP_F32);
 }
 
+int ina__fixed_in_use(const struct ina_ctx *ctx)
+{
+    return (ctx->switch_caps & INA_FLAG_CAP_FIX) ? ctx->fixed_bits : 0;
+}
+
 /* A request with the caller's arguments; what the stream needs is set by the caller. */
 static struct ina_req *req_new(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
                                size_t count, ina_dtype dtype, ina_op op)
 {
-    struct ina_req *req = calloc(1, sizeof(*req));
+    struct ina_req *req = ina__req_alloc(ctx);
     if (!req)
         return NULL;
     req->ctx = ctx;
@@ -483,15 +512,6 @@ static struct ina_req *req_new(struct ina_ctx *ctx, const void *sendbuf, void *r
     req->op = op;
     req->esize = ina__dtype_size(dtype);
     return req;
-}
-
-void ina__req_free(struct ina_req *req)
-{
-    if (!req)
-        return;
-    free(req->probe);
-    free(req->sp);
-    free(req);
 }
 
 /* The mode a request asked for (INA_SPARSE_DEFAULT: the context's), as it will
@@ -537,14 +557,21 @@ struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *
     if (!req)
         return NULL;
     int mode = sparse_mode_of(ctx, count, dtype, op, sparse_mode);
-    /* The tag tells sparse ops (and their block length) from dense ones. */
-    uint64_t sparse_mix = mode == INA_SPARSE_OFF ? 0 : (uint64_t)mode | (uint64_t)ctx->sparse_block << 4;
-    req->tag_seed = op_tag_seed(ctx->nops_started + (count != 0), count, dtype, op, sparse_mix);
-    if (mode == INA_SPARSE_OFF) {
+    /* The tag tells sparse ops (and their block length) from dense ones, and
+     * a dense fixed-point op's scale (§13) from another's; an op asked sparse
+     * keeps its sparse term even if it then goes dense (§17). */
+    uint64_t mix = 0;
+    if (mode != INA_SPARSE_OFF) {
+        mix = (uint64_t)mode | (uint64_t)ctx->sparse_block << 4;
+    } else {
         ina__req_plan_dense(ctx, req);
-    } else if (ina__sparse_prepare(ctx, req, mode == INA_SPARSE_AUTO) != 0 ||
-               (mode == INA_SPARSE_AUTO && probe_create(ctx, req) != 0)) {
-        ina__req_free(req);
+        if (req->payload == INA_PAYLOAD_FIXED)
+            mix = (uint64_t)ctx->fixed_bits;
+    }
+    req->tag_seed = op_tag_seed(ctx->nops_started + (count != 0), count, dtype, op, mix);
+    if (mode != INA_SPARSE_OFF && (ina__sparse_prepare(ctx, req, mode == INA_SPARSE_AUTO) != 0 ||
+                                   (mode == INA_SPARSE_AUTO && probe_create(ctx, req) != 0))) {
+        ina__req_release(ctx, req);
         return NULL;
     }
     live_link(ctx, req);
@@ -592,6 +619,15 @@ void ina__req_plan_dense(struct ina_ctx *ctx, struct ina_req *req)
         req->one_round = 0;
         req->wire_op = INA_OP_ADD_F32;
     }
+    /* Fixed point (P4SGD's Q8.23, §13): every rank scales by the 2^f it was
+     * configured with, so nothing is agreed per operation: one round at any
+     * size, and the switch's sum is exact (config_check keeps float_add off). */
+    if (ina__fixed_in_use(ctx) && req->quantized && (op == INA_SUM || op == INA_AVG)) {
+        req->payload = INA_PAYLOAD_FIXED;
+        req->quantized = 0;
+        req->one_round = 0;
+        req->wire_op = INA_OP_ADD_FIX;
+    }
     /* Float max and min: exact, on the switch's int32 max and min (§8.9). */
     if (ina__dtype_float_wire(dtype) && (op == INA_MAX || op == INA_MIN)) {
         req->payload = INA_PAYLOAD_ORDER;
@@ -615,7 +651,7 @@ static int lanes_start_op(struct ina_ctx *ctx, const void *sendbuf, void *recvbu
     req->sparse_mode = sparse_mode; /* a parent: the mode its parts ask for (lanes.c) */
     int rc = ina__lanes_submit(ctx, req);
     if (rc != 0) {
-        free(req);
+        ina__req_release(ctx, req);
         return rc;
     }
     live_link(ctx, req);
@@ -671,7 +707,7 @@ int ina_allreduce_sparse(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_
 
 int ina_test(ina_req *req, int *done)
 {
-    if (!req || !done)
+    if (!req || !done || !req->ctx)
         return -EINVAL;
     if (req->ctx->lanes)
         return ina__lanes_test(req, done);
@@ -686,6 +722,8 @@ int ina_wait(ina_req *req)
     if (!req)
         return 0;
     struct ina_ctx *ctx = req->ctx;
+    if (!ctx)
+        return -EINVAL; /* released (reqpool.c): a stale handle */
     int status;
     if (ctx->lanes) {
         status = ina__lanes_wait(req); /* bounded by the lanes' own deadlines */
@@ -697,7 +735,7 @@ int ina_wait(ina_req *req)
         status = req->status;
     }
     ina__live_unlink(ctx, req);
-    ina__req_free(req);
+    ina__req_release(ctx, req);
     return status;
 }
 
@@ -750,6 +788,7 @@ int ina_get_info(const ina_ctx *ctx, ina_info *info)
         ctx = ina__lanes_ctx(ctx, 0); /* part 0's parameters (each part has its own job) */
     info->levels = 1 + (int)ina_flag_levels(ctx->switch_caps);
     info->float_add = ina__float_add_in_use(ctx) ? INA_FLOAT_ADD_SWITCH : INA_FLOAT_ADD_QUANTIZED;
+    info->fixed_point_bits = ina__fixed_in_use(ctx);
     info->rank = ctx->rank;
     info->world_size = ctx->world;
     info->elems_per_packet = (int)ctx->elems;

@@ -75,8 +75,7 @@ void ina__block_encode(ina_dtype dt, const void *x, size_t n, int16_t e, int nwo
     }
 }
 
-/* Elements i..i+m-1 of out (FLOAT32, FLOAT16 or BFLOAT16): buf rounded once to the dtype. */
-static void round_to(ina_dtype dt, const double *buf, size_t m, void *out, size_t i)
+void ina__round_to_dtype(ina_dtype dt, const double *buf, size_t m, void *out, size_t i)
 {
     if (dt == INA_FLOAT16) {
         ina_f64_to_f16(buf, m, (uint16_t *)out + i);
@@ -105,7 +104,7 @@ static void decode_narrow(ina_dtype dt, int avg, const uint8_t *in, size_t n, in
             ina_quant_decode_avg_f64(in + 4 * i, m, e, nworkers, buf);
         else
             ina_quant_decode_f64(in + 4 * i, m, e, nworkers, buf);
-        round_to(dt, buf, m, out, i);
+        ina__round_to_dtype(dt, buf, m, out, i);
     }
 }
 
@@ -148,6 +147,14 @@ int ina__dtype_float_wire(ina_dtype dt)
     return dt == INA_FLOAT32 || dt == INA_FLOAT16 || dt == INA_BFLOAT16;
 }
 
+void ina__widen_16(ina_dtype dt, const void *x, size_t i, size_t m, float *buf)
+{
+    if (dt == INA_FLOAT16)
+        ina_f16_to_f32((const uint16_t *)x + i, m, buf);
+    else
+        ina_bf16_to_f32((const uint16_t *)x + i, m, buf);
+}
+
 /* A float's bits are a uint32: the int32 byte swap moves them unchanged. */
 void ina__block_encode_f32wire(ina_dtype dt, const void *x, size_t n, uint8_t *out)
 {
@@ -158,10 +165,7 @@ void ina__block_encode_f32wire(ina_dtype dt, const void *x, size_t n, uint8_t *o
     float buf[CHUNK];
     for (size_t i = 0; i < n; i += CHUNK) {
         size_t m = n - i < CHUNK ? n - i : CHUNK;
-        if (dt == INA_FLOAT16)
-            ina_f16_to_f32((const uint16_t *)x + i, m, buf);
-        else
-            ina_bf16_to_f32((const uint16_t *)x + i, m, buf);
+        ina__widen_16(dt, x, i, m, buf);
         ina_i32_encode((const int32_t *)(const void *)buf, m, out + 4 * i);
     }
 }
@@ -180,7 +184,7 @@ void ina__block_decode_f32wire(ina_dtype dt, ina_op op, const uint8_t *in, size_
         ina_i32_decode(in + 4 * i, m, (int32_t *)(void *)sum);
         for (size_t j = 0; j < m; j++)
             buf[j] = op == INA_AVG ? (double)sum[j] / nworkers : (double)sum[j];
-        round_to(dt, buf, m, out, i);
+        ina__round_to_dtype(dt, buf, m, out, i);
     }
 }
 
@@ -193,10 +197,8 @@ void ina__block_encode_order(ina_dtype dt, ina_op op, const void *x, size_t n, u
         const float *f = buf;
         if (dt == INA_FLOAT32)
             f = (const float *)x + i;
-        else if (dt == INA_FLOAT16)
-            ina_f16_to_f32((const uint16_t *)x + i, m, buf);
         else
-            ina_bf16_to_f32((const uint16_t *)x + i, m, buf);
+            ina__widen_16(dt, x, i, m, buf);
         for (size_t j = 0; j < m; j++) {
             uint32_t bits;
             memcpy(&bits, f + j, 4);
@@ -223,23 +225,31 @@ void ina__block_decode_order(ina_dtype dt, const uint8_t *in, size_t n, void *ou
                 buf[j] = f;
         }
         if (dt != INA_FLOAT32)
-            round_to(dt, buf, m, out, i); /* exact: the value is one of the inputs */
+            ina__round_to_dtype(dt, buf, m, out, i); /* exact: the value is one of the inputs */
     }
 }
 
 /* ---- Public error bounds ---------------------------------------------------------- */
 
+int ina__dtype_rounding(ina_dtype dt, double *rel, double *sub)
+{
+    switch (dt) {
+    case INA_FLOAT32: *rel = 0x1p-24, *sub = 0x1p-149; return 1;
+    case INA_FLOAT16: *rel = 0x1p-11, *sub = 0x1p-25; return 1;
+    case INA_BFLOAT16: *rel = 0x1p-8, *sub = 0x1p-134; return 1;
+    case INA_FLOAT64: *rel = 0.0, *sub = 0.0; return 1;
+    case INA_INT32: return 0;
+    }
+    return -1;
+}
+
 INA_EXTERN double ina_float_add_error_bound(ina_dtype dtype, int world_size, double abs_sum,
                                             double exact_sum)
 {
     double rel, sub;
-    switch (dtype) {
-    case INA_FLOAT32: rel = 0x1p-24, sub = 0x1p-149; break;
-    case INA_FLOAT16: rel = 0x1p-11, sub = 0x1p-25; break;
-    case INA_BFLOAT16: rel = 0x1p-8, sub = 0x1p-134; break;
-    case INA_INT32: return 0.0;
-    default: return NAN;
-    }
+    int k = dtype == INA_FLOAT64 ? -1 : ina__dtype_rounding(dtype, &rel, &sub);
+    if (k <= 0)
+        return k == 0 ? 0.0 : NAN; /* INT32 exact; FLOAT64 never added as floats */
     abs_sum = fabs(abs_sum);
     if (abs_sum != abs_sum || abs_sum == INFINITY || exact_sum != exact_sum || isinf(exact_sum))
         return INFINITY;

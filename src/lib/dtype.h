@@ -48,6 +48,9 @@ void ina__block_encode(ina_dtype dt, const void *x, size_t n, int16_t e, int nwo
  * FLOAT32, FLOAT16 and BFLOAT16 (the 16-bit ones widen exactly). */
 int ina__dtype_float_wire(ina_dtype dt);
 
+/* Elements i..i+m-1 of a FLOAT16 or BFLOAT16 buffer x, widened exactly to float. */
+void ina__widen_16(ina_dtype dt, const void *x, size_t i, size_t m, float *buf);
+
 /* INA_OP_ADD_F32: n elements -> n big-endian binary32 at out (unaligned ok). */
 void ina__block_encode_f32wire(ina_dtype dt, const void *x, size_t n, uint8_t *out);
 
@@ -75,6 +78,17 @@ void ina__block_encode_order(ina_dtype dt, ina_op op, const void *x, size_t n, u
 /* Float MAX/MIN: n big-endian order keys at in -> n elements at out (exact:
  * the result is one of the inputs; NaN comes back as the dtype's quiet NaN). */
 void ina__block_decode_order(ina_dtype dt, const uint8_t *in, size_t n, void *out);
+
+/* Elements i..i+m-1 of out (FLOAT32, FLOAT16 or BFLOAT16): buf rounded once
+ * to the dtype (round to nearest even; the 16-bit types by round-to-odd
+ * through float, half.h). */
+void ina__round_to_dtype(ina_dtype dt, const double *buf, size_t m, void *out, size_t i);
+
+/* The one rounding of a result to a float dtype: rel, half its precision
+ * (relative), and sub, half its smallest subnormal (absolute); FLOAT64
+ * (decoded exactly) 0 and 0. @return 1 for a float dtype, 0 for INT32 (no
+ * rounding), -1 for an unknown value. */
+int ina__dtype_rounding(ina_dtype dt, double *rel, double *sub);
 
 /* n combined big-endian int32 at in -> n elements at out, applying op's
  * post-processing (AVG: the division by nworkers). */

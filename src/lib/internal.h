@@ -101,8 +101,10 @@ struct ina_req {
     /* How a float dtype's elements travel (ctx.c decides): as the dtype's own
      * encoding (block floating point, or INT32 unchanged), or, not quantized,
      * in one round and without exponents, as binary32 for the switch to add
-     * (INA_OP_ADD_F32) or as order keys for its int32 max/min (§8.9). */
-    enum { INA_PAYLOAD_DTYPE, INA_PAYLOAD_F32, INA_PAYLOAD_ORDER } payload;
+     * (INA_OP_ADD_F32), as order keys for its int32 max/min (§8.9), or as
+     * fixed point with the context's agreed scale (INA_OP_ADD_FIX, §13). */
+    enum { INA_PAYLOAD_DTYPE, INA_PAYLOAD_F32, INA_PAYLOAD_ORDER, INA_PAYLOAD_FIXED } payload;
+    int range_err; /* fixed point: a result element came back invalid (INA_ERR_RANGE) */
     uint64_t nblocks, lag, npackets;
     uint64_t ndone; /* packets whose result arrived */
     uint64_t tag_seed; /* hash of (op number, count, dtype, op): seeds the packet tags (wire.h) */
@@ -204,6 +206,8 @@ struct ina_ctx {
     double sparse_threshold, sparse_crossover;
     size_t sparse_min_bytes;
     struct ina_sp_place *sp_places;
+    uint64_t busy_poll_ns;  /* spin this long before sleeping (INA_BUSY_POLL_US), 0 = never */
+    int fixed_bits;         /* fixed-point fractional bits as configured, 0 = off (fixed.h) */
     int wake_fd;            /* eventfd that interrupts the stream's poll (lane threads), -1 */
     struct ina_lanes *lanes; /* a multi-lane context's lanes and threads (lanes.c); else NULL */
     int admission_wait_ms, fallback_mode; /* from ina_config */
@@ -226,6 +230,10 @@ struct ina_ctx {
     uint64_t next_g;             /* stream index of the next packet to send */
     struct ina_req *live;        /* every request not yet waited (freed at finalize) */
     int nreqs;
+    /* Request pool (reqpool.c): released requests, and the slabs they live in. */
+    struct ina_req *req_free;
+    struct ina_req_slab *req_slabs;
+    uint64_t req_slab_allocs;    /* slabs allocated so far (tests: none per operation) */
     uint64_t nops_started;       /* non-empty operations started: numbers the op tags */
     uint64_t last_progress_ns;
     uint64_t next_rto_ns;        /* earliest retransmission deadline, 0 = none */
@@ -298,6 +306,9 @@ void ina__session_leave(struct ina_ctx *ctx, int abort);
 
 /* 1 if float sums go to the switch as floats (asked for, and it offers INA_OP_ADD_F32). */
 int ina__float_add_in_use(const struct ina_ctx *ctx);
+/* Fractional bits of float sums in fixed point (asked for, and the switch
+ * offers INA_OP_ADD_FIX), else 0. */
+int ina__fixed_in_use(const struct ina_ctx *ctx);
 
 /* shm.c: shared-memory rings to a switch on this host (PROTOCOL.md §5.9). */
 int ina__shm_attach(struct ina_ctx *ctx); /* @return 1 attached, 0 stays on UDP */
@@ -311,12 +322,20 @@ int ina__shm_recv(struct ina_ctx *ctx, uint64_t now);
 int ina__shm_may_sleep(struct ina_ctx *ctx);
 void ina__shm_awake(struct ina_ctx *ctx); /* after poll */
 
+/* reqpool.c: requests from a per-context free list of slabs (no allocation
+ * per operation, no lock: a context is used by one thread at a time).
+ * init preallocates the first slab; alloc returns a zeroed request, or NULL
+ * without memory; release puts one back, freeing what it owns (sparse state, probe); pool_free frees every slab. */
+#define INA_REQ_SLAB 128
+int ina__req_pool_init(struct ina_ctx *ctx);
+struct ina_req *ina__req_alloc(struct ina_ctx *ctx);
+void ina__req_release(struct ina_ctx *ctx, struct ina_req *req);
+void ina__req_pool_free(struct ina_ctx *ctx);
+
 /* ctx.c: allocate a request for checked arguments, link it, and queue it on
  * the stream (count 0: done at once). @return NULL if out of memory. */
 struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
                                 size_t count, ina_dtype dtype, ina_op op, int sparse_mode);
-/* ctx.c: free a request and what it owns (its sparse state, its probe). Accepts NULL. */
-void ina__req_free(struct ina_req *req);
 /* ctx.c: plan req as a dense operation (wire op, payload, rounds, npackets). */
 void ina__req_plan_dense(struct ina_ctx *ctx, struct ina_req *req);
 

@@ -97,7 +97,9 @@ static void part_done(struct ina_lanes *g, struct ina_req *parent, int status)
 {
     if (status && !parent->status)
         parent->status = status;
-    if (status && !g->broken) {
+    /* INA_ERR_RANGE reports a completed part (fixed point: some elements are
+     * NaN, on every rank alike); it breaks nothing. */
+    if (status && status != INA_ERR_RANGE && !g->broken) {
         /* One part failed: so does every operation after it, on every part. */
         g->broken = status;
         for (int i = 0; i < g->n; i++)
@@ -145,7 +147,7 @@ static void harvest(struct ina_lane *ln)
                      c->errmsg);
         part_done(ln->group, r->parent, r->status);
         ina__live_unlink(c, r);
-        ina__req_free(r);
+        ina__req_release(c, r);
     }
 }
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/addr.h"
+#include "common/busy_poll.h"
 #include "lib/internal.h"
 
 uint64_t ina__now_ns(void)
@@ -35,6 +36,8 @@ int ina__net_open(struct ina_ctx *ctx, const struct sockaddr_in *addr)
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
     if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)) != 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+    if (ctx->busy_poll_ns)
+        ina_sock_busy_poll(fd, (int)(ctx->busy_poll_ns / 1000)); /* best effort: busy_poll.h */
     if (connect(fd, (struct sockaddr *)&ctx->switch_addr, sizeof(ctx->switch_addr)) != 0) {
         int rc = -errno;
         char where[32];

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include "common/sparse_wire.h"
+#include "common/busy_poll.h"
 #include "lib/dtype.h"
+#include "lib/fixed.h"
 #include "lib/internal.h"
 
 /* Largest datagram we send or accept: a full DATA/RESULT, or a control body
@@ -105,6 +107,7 @@ static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_
         switch (req->payload) {
         case INA_PAYLOAD_F32: ina__block_encode_f32wire(req->dtype, src, n, out); break;
         case INA_PAYLOAD_ORDER: ina__block_encode_order(req->dtype, req->op, src, n, out); break;
+        case INA_PAYLOAD_FIXED: ina__fixed_encode(req->dtype, src, n, ctx->fixed_bits, out); break;
         default: ina__block_encode(req->dtype, src, n, ws->exp_used, ctx->world, out); break;
         }
     }
@@ -455,6 +458,15 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
             ina__block_decode_f32wire(req->dtype, req->op, payload, n, ctx->world, dst);
             break;
         case INA_PAYLOAD_ORDER: ina__block_decode_order(req->dtype, payload, n, dst); break;
+        case INA_PAYLOAD_FIXED: {
+            size_t bad = ina__fixed_decode(req->dtype, req->op, payload, n, ctx->fixed_bits,
+                                           ctx->world, dst);
+            if (bad) { /* NaN there on every rank: the operation says so (INA_ERR_RANGE) */
+                ctx->stats.fixed_invalid += bad;
+                req->range_err = 1;
+            }
+            break;
+        }
         default: ina__block_decode(req->dtype, req->op, payload, n, e, ctx->world, dst); break;
         }
         if (req->quantized && e == INA_EXP_NONFINITE)
@@ -472,7 +484,7 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
     ctx->stats.packets_received++;
     ctx->last_progress_ns = now;
     if (++req->ndone == req->npackets)
-        req_finish(ctx, req, 0);
+        req_finish(ctx, req, req->range_err ? INA_ERR_RANGE : 0);
 }
 
 void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len, uint64_t now)
@@ -661,6 +673,42 @@ static void retransmit_expired(struct ina_ctx *ctx, uint64_t now)
     tx_flush(ctx);
 }
 
+/*
+ * Busy polling (ina_config.busy_poll_us, INA_BUSY_POLL_US): before sleeping
+ * in poll(), look for input for up to busy_poll_ns. A sleeping worker is
+ * woken by the kernel when its result arrives, which on a VM costs an
+ * interrupt to another CPU and an exit to the hypervisor; a spinning one
+ * takes the result as soon as it lands. That pays only when the spinner has
+ * a core of its own: on an oversubscribed host it takes the CPU the switch
+ * and the other ranks need (docs/GLM.md, "Busy polling"). Bounded, so a
+ * worker whose peers are slow still goes to sleep. With rings (§5.9) the
+ * spin reads the down ring's memory and looks at the socket only every
+ * INA_BUSY_POLL_SOCKET_EVERY turns (an ABORT or MIGRATE comes by UDP).
+ * @return what the last receive returned (0: nothing came; sleep).
+ */
+#define INA_BUSY_POLL_SOCKET_EVERY 32
+static int busy_poll(struct ina_ctx *ctx, uint64_t *now)
+{
+    uint64_t until = *now + ctx->busy_poll_ns;
+    if (ctx->next_rto_ns && ctx->next_rto_ns < until)
+        until = ctx->next_rto_ns; /* a timer is due: stop spinning and handle it */
+    for (unsigned turn = 1; !ctx->broken; turn++) {
+        if (!ctx->shm || ina_shm_readable(ctx->shm, 0) || turn % INA_BUSY_POLL_SOCKET_EVERY == 0) {
+            int got = rx_burst(ctx, *now);
+            if (got) {
+                ctx->stats.busy_poll_hits++;
+                return got;
+            }
+        }
+        ina_cpu_relax();
+        *now = ina__now_ns();
+        if (*now >= until)
+            break;
+    }
+    ctx->stats.busy_poll_sleeps++;
+    return 0;
+}
+
 void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)
 {
     if (ctx->broken || !ctx->head)
@@ -668,6 +716,8 @@ void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)
     uint64_t now = ina__now_ns();
     send_ready(ctx, now);
     int got = rx_burst(ctx, now);
+    if (!got && timeout_ms > 0 && ctx->busy_poll_ns && !ctx->broken)
+        got = busy_poll(ctx, &now);
     if (!got && timeout_ms > 0 && !ctx->broken && ina__shm_may_sleep(ctx)) {
         uint64_t wake = now + (uint64_t)timeout_ms * 1000000ull;
         if (ctx->next_rto_ns && ctx->next_rto_ns < wake)

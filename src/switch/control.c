@@ -164,12 +164,15 @@ static uint16_t join_ack_flags(const struct ina_switch *sw, const struct ina_job
 {
     uint16_t f = (sw->p.int_ops_only ? 0
                                      : INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32 | INA_FLAG_CAP_SPARSE) |
-                 (sw->p.shm && !sw->p.mcast_base ? INA_FLAG_CAP_SHM : 0);
+                 (sw->p.shm && !sw->p.mcast_base ? INA_FLAG_CAP_SHM : 0) |
+                 INA_FLAG_CAP_FIX; /* integer arithmetic: offered even with --int-ops-only */
     if (job && (job->tree || job->child)) /* a tree passes dense rounds only (§12, §17.1) */
         f &= (uint16_t)~(INA_FLAG_CAP_BFP | INA_FLAG_CAP_SPARSE);
     if (job && job->child) {
         if (!(job->up.flags & INA_FLAG_CAP_F32))
             f &= (uint16_t)~INA_FLAG_CAP_F32;
+        if (!(job->up.flags & INA_FLAG_CAP_FIX)) /* a child adds what its parent can */
+            f &= (uint16_t)~INA_FLAG_CAP_FIX;
         unsigned above = ina_flag_levels(job->up.flags) + 1;
         f |= (uint16_t)((above > 3 ? 3 : above) << INA_FLAG_LEVELS_SHIFT);
     }

@@ -189,8 +189,28 @@ static inline void combine(struct ina_slot_set *ss, int32_t *v, const uint8_t *p
         combine_bfp(ss, v, payload, n, e);
     else if (ss->op == INA_OP_ADD_F32)
         ina_be32_fadd(v, payload, n);
+    else if (ss->op == INA_OP_ADD_FIX)
+        ina_be32_fixadd(v, payload, n);
     else
         ina_be32_minmax(v, payload, n, ss->op == INA_OP_MAX_I32);
+}
+
+/* The wire ops this switch combines: v1's integer ops and the fixed-point
+ * add always; block floating point and float adds unless --int-ops-only
+ * (a dataplane without shifters or floating point offers neither). */
+static inline int op_offered(const struct ina_switch *sw, uint8_t op)
+{
+    switch (op) {
+    case INA_OP_ADD_I32:
+    case INA_OP_MAX_I32:
+    case INA_OP_MIN_I32:
+    case INA_OP_ADD_FIX: return 1;
+    case INA_OP_ADD_BFP:
+    case INA_OP_ADD_F32:
+    case INA_OP_SPARSE_I32:
+    case INA_OP_SPARSE_F32: return !sw->p.int_ops_only;
+    default: return 0;
+    }
 }
 
 /*
@@ -219,10 +239,10 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
     if (h->count > job->elems)
         return drop_job(sw, job, INA_DROP_COUNT);
     int sparse = ina_op_is_sparse(h->op);
-    if ((h->op > INA_OP_LAST && !sparse) || (sw->p.int_ops_only && h->op > INA_OP_MIN_I32) ||
-        ((job->tree || job->child) && (h->op == INA_OP_ADD_BFP || sparse)) ||
-        (job->child && h->op == INA_OP_ADD_F32 && !(job->up.flags & INA_FLAG_CAP_F32)))
-        return drop_job(sw, job, INA_DROP_OP); /* (a tree offers neither: §12, §17.1) */
+    if (!op_offered(sw, h->op) || ((job->tree || job->child) && (h->op == INA_OP_ADD_BFP || sparse)) ||
+        (job->child && h->op == INA_OP_ADD_F32 && !(job->up.flags & INA_FLAG_CAP_F32)) ||
+        (job->child && h->op == INA_OP_ADD_FIX && !(job->up.flags & INA_FLAG_CAP_FIX)))
+        return drop_job(sw, job, INA_DROP_OP); /* (a tree offers neither BFP nor sparse: §12, §17.1) */
     if (set != (h->seq & 1))
         return drop_job(sw, job, INA_DROP_SET);
     if (sparse) {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/addr.h"
+#include "common/busy_poll.h"
 #include "common/fault.h"
 #include "common/udp_gso.h"
 #include "switch/log.h"
@@ -93,9 +94,15 @@ static void usage(FILE *f)
             "                        each job (name, lane) goes to one of them, the same\n"
             "                        for every child. The listen address must reach the\n"
             "                        parents (e.g. --listen 0.0.0.0, or the node's address)\n"
-            "  --int-ops-only        offer only integer add/max/min, as a switch without\n"
-            "                        shifters or floating point would (hardware, eBPF):\n"
-            "                        workers then send floats quantized in two rounds\n"
+            "  --int-ops-only        offer only the integer ops (add, max, min, fixed-point\n"
+            "                        add), as a switch without shifters or floating point\n"
+            "                        would (hardware, eBPF): workers then send floats\n"
+            "                        quantized in two rounds, or in fixed point\n"
+            "  --busy-poll US        after each input, keep polling the socket (and rings)\n"
+            "                        for US microseconds before sleeping (default 0: sleep\n"
+            "                        at once). Saves a wake-up per small all-reduce, but\n"
+            "                        takes a core: only for a host with cores to spare\n"
+            "                        (docs/GLM.md); also sets SO_BUSY_POLL (NAPI NICs)\n"
             "  --metrics ADDR:PORT   serve the operator view over HTTP on a separate thread:\n"
             "                        GET /metrics (Prometheus text), GET /jobs and\n"
             "                        GET /counters (JSON), POST /jobs/ID/abort (see\n"
@@ -165,6 +172,7 @@ struct shard {
     struct ina_fault fault_rx, fault_tx;
     uint64_t rx_trunc;
     struct ina_sw_pub *pub; /* --metrics: where this shard publishes; NULL = off */
+    uint64_t busy_poll_ns;  /* --busy-poll: spin this long after the last input, 0 = never */
     pthread_t thread;
     int rc;
 };
@@ -425,12 +433,14 @@ static int run(struct shard *sh)
         return -ENOMEM;
     }
     uint8_t *shm_buf = rx->mem + (size_t)INA_SW_RX_MSGS * INA_GRO_BUF; /* one ring datagram */
-    uint64_t next_tick = now_ns() + 1000000000ull, next_publish = 0;
+    uint64_t next_tick = now_ns() + 1000000000ull, next_publish = 0, last_input = 0;
     while (!stop_requested) {
         uint64_t now = now_ns();
         int n = rx_burst(sh, rx, now);
         if (sw->p.shm && shm_burst(sh, shm_buf, now) > 0)
             n = 1;
+        if (n > 0)
+            last_input = now;
         if (now >= next_tick) {
             ina_switch_tick(sw, now);
             flush_tx(sh);
@@ -451,6 +461,13 @@ static int run(struct shard *sh)
             flush_tx(sh);
             ina_sw_pub_publish(sh->pub, sw);
             next_publish = now + INA_SW_PUBLISH_NS;
+        }
+        /* --busy-poll: keep looking for a while after the last input rather
+         * than sleep, so the next datagram is not delayed by a wake-up
+         * (busy_poll.h). Bounded: an idle switch sleeps again. */
+        if (n <= 0 && now - last_input < sh->busy_poll_ns) {
+            ina_cpu_relax();
+            continue;
         }
         if (n <= 0 && (!sw->p.shm || shm_may_sleep(sw))) {
             struct pollfd pfd = {.fd = fd, .events = POLLIN};
@@ -578,6 +595,7 @@ struct serve_opts {
     struct sockaddr_in listen_addr;
     const char *listen_s, *port_file, *fault_rx_spec, *fault_tx_spec;
     int quiet, no_gso;
+    int busy_poll_us;                /* --busy-poll */
     int metrics;                     /* --metrics given */
     struct sockaddr_in metrics_addr;
     const char *metrics_port_file;
@@ -616,6 +634,9 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
         if (sh[i].tx.fd < 0 || (p.mcast_base && enable_multicast_tx(sh[i].tx.fd, &a) != 0)) {
             goto fail;
         }
+        sh[i].busy_poll_ns = (uint64_t)o->busy_poll_us * 1000u;
+        if (o->busy_poll_us)
+            ina_sock_busy_poll(sh[i].tx.fd, o->busy_poll_us); /* best effort: NAPI devices only */
         p.shard_ports[i] = ntohs(a.sin_port);
         if (i == 0)
             addr0 = a;
@@ -725,6 +746,7 @@ int main(int argc, char **argv)
         {"secret-file", required_argument, 0, 'S'},
         {"int-ops-only", no_argument, 0, 'I'},
         {"shm", no_argument, 0, 'H'},
+        {"busy-poll", required_argument, 0, 'B'},
         {"parent", required_argument, 0, 'U'},
         {"version", no_argument, 0, 'V'},         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -734,7 +756,7 @@ int main(int argc, char **argv)
                                   .join_timeout_ns = 120ull * 1000000000ull,
                                   .idle_timeout_ns = 3600ull * 1000000000ull,
                                   .min_job_slots = 8};
-    int quiet = 0, no_gso = 0, c;
+    int quiet = 0, no_gso = 0, busy_poll_us = 0, c;
     unsigned nthreads = 1;
     const char *fault_rx_spec = NULL, *fault_tx_spec = NULL;
     const char *metrics_s = NULL, *metrics_port_file = NULL, *secret_file = NULL;
@@ -799,6 +821,15 @@ int main(int argc, char **argv)
         case 'G': no_gso = 1; break;
         case 'I': p.int_ops_only = 1; break;
         case 'H': p.shm = 1; break;
+        case 'B':
+            v = strtol(optarg, &end, 10);
+            if (*end || end == optarg || v < 0 || v > INA_BUSY_POLL_MAX_US) {
+                fprintf(stderr, "ina-switch: bad --busy-poll '%s' (want microseconds, 0..%d)\n",
+                        optarg, INA_BUSY_POLL_MAX_US);
+                return 2;
+            }
+            busy_poll_us = (int)v;
+            break;
         case 'U': parent_s = optarg; break;
         case 'M': {
             struct in_addr g;
@@ -880,6 +911,7 @@ int main(int argc, char **argv)
     struct serve_opts o = {.nthreads = nthreads, .listen_addr = addr, .listen_s = listen_s,
                            .port_file = port_file, .fault_rx_spec = fault_rx_spec,
                            .fault_tx_spec = fault_tx_spec, .quiet = quiet, .no_gso = no_gso,
+                           .busy_poll_us = busy_poll_us,
                            .metrics_port_file = metrics_port_file};
     if (metrics_s) {
         /* A bare port means loopback: the operator view is not for the network by default. */

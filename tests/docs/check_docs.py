@@ -43,8 +43,10 @@ TOOLS = {  # command word (basename) -> how to get its --help, relative to src o
     "ina-bench": ("build", "bin/ina-bench"),
     "ina-ctl": ("build", "bin/ina-ctl"),
     "compare.sh": ("src", "bench/compare.sh"),
+    "ina-glm": ("build", "bin/ina-glm"),
+    "glm.sh": ("src", "bench/glm.sh"),
 }
-TREE_ROOTS = ("bench", "cmake", "docs", "examples", "include", "python", "scripts", "src",
+TREE_ROOTS = ("apps", "bench", "cmake", "docs", "examples", "include", "python", "scripts", "src",
               "tests", "tools")
 GENERATED = ("bench/build/", "bench/results/runs/",  # made by runs, not in a fresh tree
              "build/install_manifest.txt")

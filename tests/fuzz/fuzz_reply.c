@@ -567,10 +567,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!ops[k].req)
             continue;
         CHECKF(ops[k].req->done);
-        ina__req_free(ops[k].req);
+        ina__req_release(ctx, ops[k].req); /* and what it owns (a sparse op's state) */
         free(ops[k].src);
         free(ops[k].dst);
     }
+    ina__req_pool_free(ctx); /* the requests came from the context's pool (reqpool.c) */
     ina__stream_free(ctx);
     free(ctx);
     cur_ctx = NULL;

@@ -1113,7 +1113,7 @@ static void test_slot_rounds(void)
     snap = sw->c;
     send_data(&ji, 0, INA_SLOT_INDEX_MASK, 1, 1, 2, 0, big);
     EXPECT_DROP(snap, SLOT);
-    for (unsigned op = INA_OP_LAST + 1; op < 256; op += 126) { /* 3, 129, 255 */
+    for (unsigned op = INA_OP_LAST + 1; op < 256; op += 126) { /* past the last op, and far past */
         uint8_t pk[PKT_MAX];
         struct ina_hdr h = data_hdr(&ji, 0, 2, 0, 0, 2, 0);
         h.op = (uint8_t)op;
@@ -1938,7 +1938,8 @@ static uint16_t ack_flags(const char *name, int port)
 static void test_float_add(void)
 {
     sw_open(T_IDLE_TIMEOUT);
-    CHECK_EQ_INT(ack_flags("caps", 9300), INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32 | INA_FLAG_CAP_SPARSE);
+    CHECK_EQ_INT(ack_flags("caps", 9300),
+                 INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32 | INA_FLAG_CAP_SPARSE | INA_FLAG_CAP_FIX);
     struct job_info ji = START_JOB("f32", 3, 8, 2, 9310, 0x9310);
     /* Arrival order 0, 1, 2: the result is ((x0 + x1) + x2) in binary32,
      * round to nearest even: cancellation, IEEE non-finite rules per
@@ -1989,10 +1990,10 @@ static void test_float_add(void)
     result_op = INA_OP_ADD_I32;
     sw_close();
 
-    /* --int-ops-only: nothing offered beyond v1's ops, and ops 3 and 4 are dropped. */
+    /* --int-ops-only: only the integer ops (and the fixed-point add), ops 3 and 4 dropped. */
     open_int_ops_only = 1;
     sw_open(T_IDLE_TIMEOUT);
-    CHECK_EQ_INT(ack_flags("caps", 9300), 0);
+    CHECK_EQ_INT(ack_flags("caps", 9300), INA_FLAG_CAP_FIX);
     ji = START_JOB("intonly", 2, 8, 2, 9320, 0x9320);
     snap = sw->c;
     send_data_op(&ji, 0, 0, 0, 0, 8, INA_OP_ADD_F32, vals[0]);
@@ -2303,8 +2304,8 @@ static void test_shm_attach(void)
 
     open_shm = 1;
     sw_open(T_IDLE_TIMEOUT);
-    CHECK_EQ_INT(ack_flags("caps", 9399),
-                 INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32 | INA_FLAG_CAP_SHM | INA_FLAG_CAP_SPARSE);
+    CHECK_EQ_INT(ack_flags("caps", 9399), INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32 | INA_FLAG_CAP_SHM |
+                                              INA_FLAG_CAP_SPARSE | INA_FLAG_CAP_FIX);
     ji = START_JOB("rings", 2, 8, 2, 9400, 0x9400);
     send_shm_attach(&ji, 0, name, slot_size);
     CHECK_EQ_INT(shm_ack_reason(), 0);

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# glm.sh: issue 11's benchmarks (docs/GLM.md): small all-reduce latency, and ina-glm training.
+#
+#   bash bench/glm.sh latency   p50 and p99 of 32 B..1 KiB float32 all-reduces at N = 2, 4 (NS):
+#                               ina in fixed point (Q8.23, one round), the same with busy
+#                               polling (workers and switch), ina over shared-memory rings,
+#                               OpenMPI over TCP and over shared memory (vader), and the ideal:
+#                               one round trip through the switch with no other rank to wait
+#                               for (ina at N = 1). Interleaved over REPS rounds (default 3) of
+#                               ITERS timed iterations (default 300); every result verified by
+#                               the tools. Prints the medians over rounds and ratios to OpenMPI.
+#   bash bench/glm.sh train     ina-glm on the rcv1-shaped generated data (logistic, B = 16,
+#                               W = 2, lr 8): time to the target objective TARGET (default
+#                               0.40) and per epoch (compute / communication) at N = 1, 2, 4
+#                               (NS), --comm ina against --comm mpi (TCP; shared memory too),
+#                               model- against data-parallel at the largest N, the speedup
+#                               against N beside the ideal (linear: local time / N).
+#   bash bench/glm.sh all       both.
+#
+# Environment: INA_BUILD_DIR (default build), NS (default "2 4" for latency, "1 2 4" for train),
+# SIZES (default "32 256 1024"), REPS, ITERS, TARGET, EPOCHS (default 6), BATCH (16), WINDOW (2:
+# micro-batches of 8 in flight; at most BATCH/8 are useful). Needs OpenMPI and
+# bench/build/mpi_allreduce (bench/compare.sh builds it; this script does if it is missing).
+# Run under the team's lock: flock /work/locks/bench.lock bash bench/glm.sh all
+set -euo pipefail
+
+if [ "${1:-}" = --help ] || [ "${1:-}" = -h ] || [ $# -ne 1 ]; then
+    sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+    [ $# -eq 1 ] && exit 0 || exit 2
+fi
+what=$1
+case $what in latency | train | all) ;; *) echo "glm.sh: unknown '$what' (see --help)" >&2; exit 2 ;; esac
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+build=${INA_BUILD_DIR:-$root/build}
+case $build in /*) ;; *) build=$root/$build ;; esac
+PY=/usr/bin/python3
+[ -x $PY ] || PY=python3
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPI_TCP=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
+MPI_SHM=(--mca pml ob1 --mca btl vader,self --mca oob_tcp_if_include lo)
+mpi_bin=$here/build/mpi_allreduce
+for t in ina-bench ina-glm ina-switch; do
+    [ -x "$build/bin/$t" ] || { echo "glm.sh: $build/bin/$t missing (make)" >&2; exit 1; }
+done
+command -v mpirun >/dev/null || { echo "glm.sh: mpirun missing (bench/deps.sh)" >&2; exit 1; }
+if [ ! -x "$mpi_bin" ]; then
+    mkdir -p "$here/build"
+    mpicc -O2 -Wall -o "$mpi_bin" "$here/mpi_allreduce.c" "$here/benchdata.c" -lm
+fi
+echo "# glm.sh $what on $(hostname), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ)"
+
+# One JSON line of a verified run -> "p50_us p99_us"
+times_of() {
+    $PY -c 'import json, sys
+for l in sys.stdin:
+    l = l.strip()
+    if l.startswith("{"):
+        d = json.loads(l)
+        assert d["ok"], "a result was wrong"
+        print("%.2f %.2f" % (d["time_s"] * 1e6, d["time_p99_s"] * 1e6))'
+}
+
+latency() {
+    local NS=${NS:-2 4} SIZES=${SIZES:-32 256 1024} REPS=${REPS:-3} ITERS=${ITERS:-300}
+    local raw
+    raw=$(mktemp)
+    echo "## latency: float32 SUM, $ITERS iterations x $REPS rounds (medians over rounds)"
+    for ((rep = 1; rep <= REPS; rep++)); do
+        for n in $NS; do
+            for size in $SIZES; do
+                local ib=("$build/bin/ina-bench" --sizes "$size" --dtype float32 --iters "$ITERS"
+                          --warmup 50 --json --fixed-point 23)
+                run() { # system command...
+                    local sys=$1
+                    shift
+                    echo "$n $size $sys $(timeout 120 "$@" 2>/dev/null | times_of)" >>"$raw"
+                }
+                run ina "${ib[@]}" --local "$n"
+                run ina-busy "${ib[@]}" --local "$n" --busy-poll 100 --switch-busy-poll 100
+                run ina-shm "${ib[@]}" --local "$n" --switch-shm
+                run ideal "${ib[@]}" --local 1
+                run openmpi-tcp mpirun --oversubscribe --bind-to none "${MPI_TCP[@]}" -np "$n" \
+                    "$mpi_bin" --sizes "$size" --dtype float32 --iters "$ITERS" --warmup 50 \
+                    --system openmpi-tcp
+                run openmpi-shm mpirun --oversubscribe --bind-to none "${MPI_SHM[@]}" -np "$n" \
+                    "$mpi_bin" --sizes "$size" --dtype float32 --iters "$ITERS" --warmup 50 \
+                    --system openmpi-shm
+            done
+        done
+        echo "# round $rep done, load $(cut -d' ' -f1-3 /proc/loadavg)"
+    done
+    $PY - "$raw" <<'EOF'
+import collections, statistics, sys
+runs = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) != 5:
+        sys.exit("a run failed or was not verified: %r" % line)
+    runs[(int(f[0]), int(f[1]), f[2])].append((float(f[3]), float(f[4])))
+systems = ["ideal", "ina", "ina-busy", "ina-shm", "openmpi-tcp", "openmpi-shm"]
+print("| N | bytes | " + " | ".join("%s p50 / p99 us" % s for s in systems) +
+      " | ina/TCP p50 | ina-busy/TCP p50 |")
+print("|---" * (len(systems) + 4) + "|")
+for n, size in sorted({(k[0], k[1]) for k in runs}):
+    med = {s: (statistics.median(x[0] for x in runs[(n, size, s)]),
+               statistics.median(x[1] for x in runs[(n, size, s)])) for s in systems}
+    cells = " | ".join("%.1f / %.1f" % med[s] for s in systems)
+    tcp = med["openmpi-tcp"][0]
+    print("| %d | %d | %s | %.2f | %.2f |" % (n, size, cells, med["ina"][0] / tcp,
+                                              med["ina-busy"][0] / tcp))
+EOF
+    rm -f "$raw"
+}
+
+train() {
+    local NS=${NS:-1 2 4} TARGET=${TARGET:-0.40} EPOCHS=${EPOCHS:-6} B=${BATCH:-16} W=${WINDOW:-2}
+    local raw common
+    raw=$(mktemp)
+    common=(--gen rcv1 --loss logistic --lr 8 --batch "$B" --window "$W" --epochs "$EPOCHS"
+            --target "$TARGET" --json)
+    echo "## ina-glm: rcv1 shape (20,242 x 47,236, 74 nonzeros a row), logistic, B=$B, W=$W, lr 8,"
+    echo "## target objective $TARGET; times are training only (evaluations excluded)"
+    glm() { # label n command...
+        local label=$1 n=$2
+        shift 2
+        local out
+        out=$(timeout 300 "$@" 2>/dev/null) || { echo "glm.sh: $label N=$n failed" >&2; return 1; }
+        echo "$out" | $PY -c 'import json, sys
+label, n = sys.argv[1], sys.argv[2]
+ev = [json.loads(l) for l in sys.stdin if l.startswith("{")]
+s = ev[-1]
+assert s.get("summary"), "no summary"
+ep = [e for e in ev[:-1] if e["epoch"] > 0]
+per = sorted(e["epoch_s"] for e in ep)[len(ep) // 2]
+comm = sorted(e["comm_s"] for e in ep)[len(ep) // 2]
+print(label, n, s["time_to_target_s"] if s["reached"] else "nan", per, comm, s["objective"],
+      s["epochs_run"])' "$label" "$n" >>"$raw"
+    }
+    local mpi=(mpirun --oversubscribe --bind-to none)
+    local maxn=1
+    for n in $NS; do
+        [ "$n" -gt "$maxn" ] && maxn=$n
+        if [ "$n" = 1 ]; then
+            glm local 1 "$build/bin/ina-glm" "${common[@]}"
+        fi
+        glm ina "$n" "$build/bin/ina-glm" "${common[@]}" --comm ina --local "$n"
+        glm mpi-tcp "$n" "${mpi[@]}" "${MPI_TCP[@]}" -np "$n" "$build/bin/ina-glm" "${common[@]}" --comm mpi
+        glm mpi-shm "$n" "${mpi[@]}" "${MPI_SHM[@]}" -np "$n" "$build/bin/ina-glm" "${common[@]}" --comm mpi
+        echo "# N=$n done, load $(cut -d' ' -f1-3 /proc/loadavg)"
+    done
+    glm ina-data-parallel "$maxn" "$build/bin/ina-glm" "${common[@]}" --comm ina --local "$maxn" \
+        --data-parallel --fixed-bits 0
+    glm mpi-tcp-data-parallel "$maxn" "${mpi[@]}" "${MPI_TCP[@]}" -np "$maxn" "$build/bin/ina-glm" \
+        "${common[@]}" --comm mpi --data-parallel
+    $PY - "$raw" <<'EOF'
+import math, sys
+rows = [l.split() for l in open(sys.argv[1])]
+t = {(r[0], int(r[1])): [float(x) for x in r[2:]] for r in rows}
+local = t.get(("local", 1), [math.nan] * 5)[0]
+print("| run | N | time to target s | epoch s | comm s/epoch | final objective | epochs | ideal s (local/N) | vs mpi-tcp |")
+print("|---|---|---|---|---|---|---|---|---|")
+for r in rows:
+    label, n = r[0], int(r[1])
+    tt, ep, comm, obj, epochs = t[(label, n)]
+    base = label.replace("ina", "mpi-tcp") if label.startswith("ina") else None
+    ref = t.get((base, n), [math.nan])[0] if base else math.nan
+    print("| %s | %d | %.3f | %.3f | %.3f | %.4f | %d | %.3f | %s |" % (
+        label, n, tt, ep, comm, obj, epochs, local / n,
+        "%.2fx" % (tt / ref) if ref == ref and tt == tt else ""))
+ina1 = t.get(("ina", 1), [math.nan])[0]
+print()
+print("speedup of --comm ina against N (time to target at N=1 / at N; P4SGD: near-linear on "
+      "FPGAs; ideal = N):")
+for (label, n), v in sorted(t.items()):
+    if label == "ina":
+        print("  N=%d: %.2f" % (n, ina1 / v[0]))
+EOF
+    rm -f "$raw"
+}
+
+case $what in
+latency) latency ;;
+train) train ;;
+all) latency; train ;;
+esac
