@@ -32,8 +32,16 @@ static const char *reason_name(int reason)
     }
 }
 
-static uint32_t random_u32(void)
+/* A session id or token: from getrandom, or from the seeded generator
+ * (splitmix64) of a switch whose runs must be reproducible (p.seed). */
+static uint32_t random_u32(struct ina_switch *sw)
 {
+    if (sw->p.seed) {
+        uint64_t x = (sw->rng += 0x9E3779B97F4A7C15ull);
+        x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+        x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+        return (uint32_t)((x ^ (x >> 31)) >> 16);
+    }
     uint32_t v = 0;
     /* getrandom never fails for 4 bytes once the pool is initialised; fall
      * back to a weak source rather than to a constant if it ever does. */
@@ -52,7 +60,8 @@ int ina_switch_init(struct ina_switch *sw, const struct ina_switch_params *p)
     sw->slots = calloc(p->nslots, sizeof(*sw->slots));
     sw->values = calloc((size_t)p->nslots * 2 * p->max_elems, sizeof(int32_t));
     sw->slot_owner = calloc(p->nslots, sizeof(*sw->slot_owner));
-    sw->session_counter = random_u32();
+    sw->rng = p->seed;
+    sw->session_counter = random_u32(sw);
     int rc = ina_txq_init(&sw->txq, INA_SW_TX_BATCH + INA_SW_TX_RESERVE_BUFS,
                           INA_HDR_LEN + (4 * (size_t)p->max_elems > INA_JOIN_BODY_LEN + INA_AUTH_LEN
                                              ? 4 * (size_t)p->max_elems
@@ -133,6 +142,8 @@ static void job_free(struct ina_switch *sw, struct ina_job *job)
 {
     job_detach_rings(job);
     if (job->state == INA_JOB_ACTIVE) {
+        if (sw->dp)
+            sw->dp->job_end(sw->dp_ctx, sw, job);
         for (uint32_t i = 0; i < job->window; i++)
             sw->slot_owner[job->slot_base + i] = 0;
         sw->slots_freed = 1; /* a WAITING job may fit now */
@@ -154,7 +165,8 @@ static void send_ctl_auth(struct ina_switch *sw, const struct ina_job *job, uint
     ina_hdr_init(&h, kind);
     h.rank = INA_RANK_SWITCH;
     if (kind == INA_K_JOIN_ACK)
-        h.flags = (sw->p.int_ops_only ? 0 : INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32) | /* beyond v1 */
+        h.flags = (sw->p.int_ops_only ? 0 : INA_FLAG_CAP_BFP) | /* beyond v1 */
+                  (sw->p.int_ops_only || sw->p.no_float_add ? 0 : INA_FLAG_CAP_F32) |
                   (sw->p.shm && !sw->p.mcast_base ? INA_FLAG_CAP_SHM : 0);
     if (job) {
         h.job = job->id;
@@ -380,7 +392,7 @@ static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_n
     do
         job->session = ++sw->session_counter;
     while (job->session == 0);
-    job->token = random_u32();
+    job->token = random_u32(sw);
     job->state = INA_JOB_ACTIVE;
     memset(&job->mcast, 0, sizeof(job->mcast));
     if (sw->p.mcast_base) {
@@ -390,6 +402,8 @@ static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_n
     }
     job->last_rx_ns = now_ns;
     ina__job_reset_slots(sw, job);
+    if (sw->dp)
+        sw->dp->job_start(sw->dp_ctx, sw, job); /* before any rank hears of the job */
     sw->c.jobs_started++;
     log_job(INA_LOG_INFO, job, "job_started", "all_ranks_joined");
     for (int r = 0; r < job->world; r++)
@@ -882,6 +896,12 @@ void ina__job_send_migrate(struct ina_switch *sw, const struct ina_job *job, int
             send_ctl(sw, job, INA_K_MIGRATE, body, sizeof(body), &job->members[i].addr);
 }
 
+/* The round that set `set` of an absolute slot holds, wherever the slots are kept. */
+static uint32_t slot_seq(struct ina_switch *sw, uint32_t abs_slot, unsigned set)
+{
+    return sw->dp ? sw->dp->slot_seq(sw->dp_ctx, abs_slot, set) : sw->slots[abs_slot].set[set].seq;
+}
+
 /*
  * Eviction (PROTOCOL.md §5.8): the bound is one past the furthest stream
  * position any rank has reached, round * W + slot over the job's slots.
@@ -898,10 +918,16 @@ int ina_switch_evict_job(struct ina_switch *sw, uint16_t id)
         return -ENOENT;
     if (job->evicted)
         return -EALREADY;
+    /* Another dataplane serves DATA meanwhile: first make it pass every DATA
+     * of the job up (bound 0), so that no slot moves while the bound is
+     * computed; those datagrams come back through ina_switch_input once the
+     * bound is set, and are served or refused by it. */
+    if (sw->dp)
+        sw->dp->job_evict(sw->dp_ctx, job, 0);
     int64_t top = -1;
     for (uint32_t j = 0; j < job->window; j++) {
-        const struct ina_slot *s = &sw->slots[job->slot_base + j];
-        int32_t r0 = (int32_t)s->set[0].seq, r1 = (int32_t)s->set[1].seq;
+        int32_t r0 = (int32_t)slot_seq(sw, job->slot_base + j, 0),
+                r1 = (int32_t)slot_seq(sw, job->slot_base + j, 1);
         int64_t r = r0 > r1 ? r0 : r1; /* -1 or -2: never used */
         int64_t pos = r * (int64_t)job->window + j;
         if (r >= 0 && pos > top)
@@ -909,6 +935,8 @@ int ina_switch_evict_job(struct ina_switch *sw, uint16_t id)
     }
     job->evicted = 1;
     job->evict_bound = (uint64_t)(top + 1);
+    if (sw->dp)
+        sw->dp->job_evict(sw->dp_ctx, job, job->evict_bound);
     log_job(INA_LOG_WARN, job, "operator_evict", "requested");
     sw->c.jobs_evicted++;
     if (ina_switch_tx_full(sw))
@@ -933,6 +961,7 @@ void ina_switch_tick(struct ina_switch *sw, uint64_t now_ns)
                 continue;
             job_start(sw, job, now_ns); /* a last try, then NOSPACE */
         } else if (job->state == INA_JOB_ACTIVE && sw->p.idle_timeout_ns &&
+                   now_ns > job->last_rx_ns && /* another dataplane's clock may be ahead */
                    now_ns - job->last_rx_ns > sw->p.idle_timeout_ns) {
             if (ina_switch_tx_full(sw))
                 continue; /* no room to send the ABORT: try again next tick */

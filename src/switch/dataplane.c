@@ -190,7 +190,8 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         return drop_job(sw, job, INA_DROP_SLOT);
     if (h->count > job->elems)
         return drop_job(sw, job, INA_DROP_COUNT);
-    if (h->op > INA_OP_LAST || (sw->p.int_ops_only && h->op > INA_OP_MIN_I32))
+    if (h->op > INA_OP_LAST || (sw->p.int_ops_only && h->op > INA_OP_MIN_I32) ||
+        (sw->p.no_float_add && h->op == INA_OP_ADD_F32))
         return drop_job(sw, job, INA_DROP_OP);
     if (set != (h->seq & 1))
         return drop_job(sw, job, INA_DROP_SET);
@@ -201,6 +202,8 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
             ina__job_send_migrate(sw, job, (int)h->rank);
         return drop_job(sw, job, INA_DROP_EVICTED);
     }
+    if (sw->dp) /* its slots are not here: it passed up what it should have kept */
+        return drop_job(sw, job, INA_DROP_DATAPLANE);
     uint32_t abs_slot = job->slot_base + rel;
     struct ina_slot_set *ss = &sw->slots[abs_slot].set[set];
     int32_t d = (int32_t)(h->seq - ss->seq);
@@ -268,9 +271,20 @@ void ina_switch_input_ring(struct ina_switch *sw, struct ina_job *job, int r,
     ina_switch_input(sw, buf, len, &src, now_ns);
 }
 
+/* A datagram the in-kernel dataplane would have taken: header of a DATA. */
+static int is_data(const uint8_t *buf, size_t len)
+{
+    return len >= INA_HDR_LEN && ina_get16(buf) == INA_WIRE_MAGIC && buf[2] == INA_WIRE_VERSION &&
+           buf[3] == INA_K_DATA;
+}
+
 void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
                       const struct sockaddr_in *src, uint64_t now_ns)
 {
+    /* Another dataplane keeps the slots: DATA that still reached the socket
+     * goes to it (dp_ops.h); it hands back only what the control plane answers. */
+    if (sw->dp && is_data(buf, len) && sw->dp->data(sw->dp_ctx, sw, buf, len, src))
+        return;
     struct ina_hdr h;
     sw->c.rx_packets++;
     sw->c.rx_bytes += len;

@@ -16,6 +16,7 @@
 #include "common/addr.h"
 #include "common/fault.h"
 #include "common/udp_gso.h"
+#include "switch/ebpf/ebpf_dp.h"
 #include "switch/log.h"
 #include "switch/metrics.h"
 #include "switch/switch.h"
@@ -84,6 +85,14 @@ static void usage(FILE *f)
             "  --shm                 offer shared-memory rings to workers on this host\n"
             "                        (same user): DATA and results skip the kernel\n"
             "                        (INA_SHM=0 on a worker keeps it on UDP)\n"
+            "  --dataplane D         who applies the slot rules to DATA: userspace (this\n"
+            "                        process; the default) or ebpf (a TC program on the\n"
+            "                        --iface interface, in the kernel: no wake-up of this\n"
+            "                        process per packet; needs root and a BPF-enabled kernel;\n"
+            "                        integer ops and op 3 only, no float adds, --shm,\n"
+            "                        --multicast, --threads or --fault-*; docs/EBPF.md)\n"
+            "  --iface IF            --dataplane ebpf: the interface the workers reach the\n"
+            "                        switch by (lo for workers on this host)\n"
             "  --int-ops-only        offer only integer add/max/min, as a switch without\n"
             "                        shifters or floating point would (hardware, eBPF):\n"
             "                        workers then send floats quantized in two rounds\n"
@@ -156,6 +165,7 @@ struct shard {
     struct ina_fault fault_rx, fault_tx;
     uint64_t rx_trunc;
     struct ina_sw_pub *pub; /* --metrics: where this shard publishes; NULL = off */
+    struct ina_ebpf *ebpf;  /* --dataplane ebpf: the program that keeps the slots; NULL = off */
     pthread_t thread;
     int rc;
 };
@@ -417,9 +427,18 @@ static int run(struct shard *sh)
     }
     uint8_t *shm_buf = rx->mem + (size_t)INA_SW_RX_MSGS * INA_GRO_BUF; /* one ring datagram */
     uint64_t next_tick = now_ns() + 1000000000ull, next_publish = 0;
+    int event_fd = ina_ebpf_event_fd(sh->ebpf);
     while (!stop_requested) {
         uint64_t now = now_ns();
         int n = rx_burst(sh, rx, now);
+        /* The program's events (a MISMATCH: abort the job) before the next
+         * burst: each handled one queues an ABORT to every rank. */
+        while (sh->ebpf && ina_ebpf_poll(sh->ebpf) > 0) {
+            flush_tx(sh);
+            n = 1;
+        }
+        if (sw->dp && (now >= next_tick || (sh->pub && now >= next_publish)))
+            sw->dp->sync(sw->dp_ctx, sw); /* its counters and idle timers, for both */
         if (sw->p.shm && shm_burst(sh, shm_buf, now) > 0)
             n = 1;
         if (now >= next_tick) {
@@ -444,8 +463,8 @@ static int run(struct shard *sh)
             next_publish = now + INA_SW_PUBLISH_NS;
         }
         if (n <= 0 && (!sw->p.shm || shm_may_sleep(sw))) {
-            struct pollfd pfd = {.fd = fd, .events = POLLIN};
-            poll(&pfd, 1, sh->pub ? 100 : 200);
+            struct pollfd pfd[2] = {{.fd = fd, .events = POLLIN}, {.fd = event_fd, .events = POLLIN}};
+            poll(pfd, event_fd >= 0 ? 2 : 1, sh->pub ? 100 : 200);
             if (sw->p.shm)
                 shm_awake(sw);
         }
@@ -519,6 +538,7 @@ static int write_port_file(const char *port_file, uint16_t port)
 static void shards_free(struct shard *sh, unsigned n)
 {
     for (unsigned i = 0; i < n; i++) {
+        ina_ebpf_close(sh[i].ebpf); /* detach first: the program must not outlive its maps' owner */
         if (sh[i].tx.fd >= 0)
             close(sh[i].tx.fd);
         tx_free(&sh[i].tx);
@@ -528,7 +548,7 @@ static void shards_free(struct shard *sh, unsigned n)
 }
 
 /* Sum of every shard's counters, and of their fault injectors. */
-static void print_totals(const struct shard *sh, unsigned n)
+static void print_totals(struct shard *sh, unsigned n)
 {
     struct ina_sw_counters total;
     struct ina_fault frx, ftx;
@@ -537,6 +557,8 @@ static void print_totals(const struct shard *sh, unsigned n)
     memset(&frx, 0, sizeof(frx));
     memset(&ftx, 0, sizeof(ftx));
     for (unsigned i = 0; i < n; i++) {
+        if (sh[i].sw.dp)
+            sh[i].sw.dp->sync(sh[i].sw.dp_ctx, &sh[i].sw);
         ina_sw_counters_add(&total, &sh[i].sw.c);
         trunc += sh[i].rx_trunc;
         frx.dropped += sh[i].fault_rx.dropped;
@@ -550,6 +572,8 @@ static void print_totals(const struct shard *sh, unsigned n)
         fprintf(stderr, "ina-switch: %llu oversized or non-IPv4 datagrams ignored\n",
                 (unsigned long long)trunc);
     ina_sw_counters_print(&total, stderr);
+    for (unsigned i = 0; i < n; i++)
+        ina_ebpf_report(sh[i].ebpf, stderr);
     if (ina_fault_active(&sh[0].fault_rx) || ina_fault_active(&sh[0].fault_tx))
         fprintf(stderr,
                 "  fault_rx        dropped %llu duplicated %llu reordered %llu\n"
@@ -569,6 +593,7 @@ struct serve_opts {
     struct sockaddr_in listen_addr;
     const char *listen_s, *port_file, *fault_rx_spec, *fault_tx_spec;
     int quiet, no_gso;
+    const char *ebpf_iface;          /* --dataplane ebpf --iface IF; NULL = userspace dataplane */
     int metrics;                     /* --metrics given */
     struct sockaddr_in metrics_addr;
     const char *metrics_port_file;
@@ -603,7 +628,9 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
     for (unsigned i = 0; i < nthreads; i++) {
         struct sockaddr_in a = *listen_addr;
         a.sin_port = htons(base_port ? (uint16_t)(base_port + i) : 0);
-        sh[i].tx.fd = open_socket(&a, listen_s, !no_gso, quiet || i > 0);
+        /* No UDP_GRO with the eBPF dataplane: the kernel would merge DATA
+         * into trains before the program sees it (GRO runs before TC). */
+        sh[i].tx.fd = open_socket(&a, listen_s, !no_gso && !o->ebpf_iface, quiet || i > 0);
         if (sh[i].tx.fd < 0 || (p.mcast_base && enable_multicast_tx(sh[i].tx.fd, &a) != 0)) {
             goto fail;
         }
@@ -630,6 +657,21 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
             ina_fault_parse(&sh[i].fault_tx, fault_tx_spec);
         sh[i].fault_rx.rng += i * 0x9E3779B97F4A7C15ull;
         sh[i].fault_tx.rng += i * 0x9E3779B97F4A7C15ull;
+    }
+    if (o->ebpf_iface) {
+        char err[1024];
+        struct sockaddr_in a = *listen_addr;
+        a.sin_port = htons(p.shard_ports[0]);
+        struct ina_ebpf_opts eo = {.iface = o->ebpf_iface, .addr = a, .sock_fd = sh[0].tx.fd,
+                                   .nslots = p.nslots, .lo_gso_off = 1};
+        int rc = ina_ebpf_open(&sh[0].ebpf, &eo, err, sizeof(err));
+        if (rc != 0) {
+            fprintf(stderr, "ina-switch: --dataplane ebpf: %s\n", err);
+            goto fail;
+        }
+        ina_ebpf_bind(sh[0].ebpf, &sh[0].sw);
+        ina_log(INA_LOG_INFO, "dataplane", INA_KV_S("kind", "ebpf"), INA_KV_S("iface", o->ebpf_iface),
+                INA_KV_I("max_elems", p.max_elems));
     }
 
     struct sigaction sa;
@@ -715,6 +757,7 @@ int main(int argc, char **argv)
         {"secret-file", required_argument, 0, 'S'},
         {"int-ops-only", no_argument, 0, 'I'},
         {"shm", no_argument, 0, 'H'},
+        {"dataplane", required_argument, 0, 'D'}, {"iface", required_argument, 0, 'f'},
         {"version", no_argument, 0, 'V'},         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *listen_s = "127.0.0.1", *port_file = NULL;
@@ -727,6 +770,8 @@ int main(int argc, char **argv)
     unsigned nthreads = 1;
     const char *fault_rx_spec = NULL, *fault_tx_spec = NULL;
     const char *metrics_s = NULL, *metrics_port_file = NULL, *secret_file = NULL;
+    const char *iface = NULL;
+    int ebpf = 0;
     enum ina_log_level level = INA_LOG_INFO;
     enum ina_log_format format = INA_LOG_TEXT;
     struct ina_fault fault_check;
@@ -787,6 +832,15 @@ int main(int argc, char **argv)
         case 'G': no_gso = 1; break;
         case 'I': p.int_ops_only = 1; break;
         case 'H': p.shm = 1; break;
+        case 'D':
+            if (strcmp(optarg, "ebpf") == 0) {
+                ebpf = 1;
+            } else if (strcmp(optarg, "userspace") != 0) {
+                fprintf(stderr, "ina-switch: bad --dataplane '%s' (want userspace or ebpf)\n", optarg);
+                return 2;
+            }
+            break;
+        case 'f': iface = optarg; break;
         case 'M': {
             struct in_addr g;
             if (inet_pton(AF_INET, optarg ? optarg : "239.255.73.0", &g) != 1 ||
@@ -828,6 +882,28 @@ int main(int argc, char **argv)
                         "into each worker's ring or to the group)\n");
         return 2;
     }
+    if (ebpf) {
+        const char *bad = !iface ? "it needs --iface IF (the interface the workers reach the switch by)"
+                          : nthreads > 1 ? "--threads: the kernel spreads packets over the cores itself"
+                          : p.shm ? "--shm: the program takes DATA from the interface, not from rings"
+                          : p.mcast_base ? "--multicast is not implemented in the program"
+                          : (fault_rx_spec || fault_tx_spec) ? "--fault-rx/--fault-tx act on the "
+                            "socket, which DATA no longer reaches (drop packets with nftables)"
+                          : NULL;
+        if (bad) {
+            fprintf(stderr, "ina-switch: --dataplane ebpf: %s\n", bad);
+            return 2;
+        }
+        if (p.max_elems > INA_EBPF_MAX_ELEMS) {
+            fprintf(stderr, "ina-switch: --dataplane ebpf: --max-elems %u capped to %d (the "
+                            "program's slot size)\n", p.max_elems, INA_EBPF_MAX_ELEMS);
+            p.max_elems = INA_EBPF_MAX_ELEMS;
+        }
+        p.no_float_add = 1; /* no floating point in BPF: op 3's shifts, not op 4 */
+    } else if (iface) {
+        fprintf(stderr, "ina-switch: --iface is for --dataplane ebpf\n");
+        return 2;
+    }
     if (p.nslots < nthreads) {
         fprintf(stderr, "ina-switch: --slots %u is fewer than --threads %u\n", p.nslots, nthreads);
         return 2;
@@ -835,6 +911,7 @@ int main(int argc, char **argv)
     struct serve_opts o = {.nthreads = nthreads, .listen_addr = addr, .listen_s = listen_s,
                            .port_file = port_file, .fault_rx_spec = fault_rx_spec,
                            .fault_tx_spec = fault_tx_spec, .quiet = quiet, .no_gso = no_gso,
+                           .ebpf_iface = ebpf ? iface : NULL,
                            .metrics_port_file = metrics_port_file};
     if (metrics_s) {
         /* A bare port means loopback: the operator view is not for the network by default. */

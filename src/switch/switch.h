@@ -19,6 +19,7 @@
 #include "common/wire.h"
 #include "ina.h"
 #include "switch/counters.h"
+#include "switch/dp_ops.h"
 #include "switch/txq.h"
 
 #define INA_BITMAP_WORDS ((INA_MAX_WORKERS + 63) / 64)
@@ -131,8 +132,15 @@ struct ina_switch_params {
      * pipeline, an eBPF dataplane): workers then send floats quantized, in
      * two rounds. */
     int int_ops_only;
+    /* Do not offer op 4 (float adds): a dataplane without floating point
+     * (--dataplane ebpf) still offers op 3, whose shifts it can do. */
+    int no_float_add;
     /* --shm: offer shared-memory rings to workers on this host (§5.9). */
     int shm;
+    /* Nonzero: session ids and tokens come from a generator seeded with this
+     * (--record, and tests that replay a recorded trace: the same joins then
+     * get the same sessions and tokens). 0: getrandom, unpredictable. */
+    uint64_t seed;
 };
 
 struct ina_switch {
@@ -159,6 +167,11 @@ struct ina_switch {
     unsigned nmismatched;
     struct ina_sw_counters c;
     struct ina_txq txq;
+    uint64_t rng; /* p.seed's generator state */
+    /* Who applies the slot rules to DATA: NULL = this process (dataplane.c);
+     * otherwise that dataplane, told of jobs through these hooks (dp_ops.h). */
+    const struct ina_dp_ops *dp;
+    void *dp_ctx;
 };
 
 /* Worst case one input queues: an ABORT to every rank plus a JOIN_ACK per rank. */
