@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "switch/log.h"
 #include "switch/metrics.h"
 #include "switch/switch.h"
+#include "switch/trace.h"
 
 /* Set by the signal handler, read by every dataplane thread: a lock-free atomic
  * is both async-signal-safe and race-free. */
@@ -93,6 +95,10 @@ static void usage(FILE *f)
             "                        --multicast, --threads or --fault-*; docs/EBPF.md)\n"
             "  --iface IF            --dataplane ebpf: the interface the workers reach the\n"
             "                        switch by (lo for workers on this host)\n"
+            "  --record FILE         write every datagram, tick and operator request the\n"
+            "                        switch takes to FILE (a trace, docs/EBPF.md), to replay\n"
+            "                        it exactly; sessions and tokens then come from a seed\n"
+            "                        kept in the file (predictable: for tests and debugging)\n"
             "  --int-ops-only        offer only integer add/max/min, as a switch without\n"
             "                        shifters or floating point would (hardware, eBPF):\n"
             "                        workers then send floats quantized in two rounds\n"
@@ -166,6 +172,8 @@ struct shard {
     uint64_t rx_trunc;
     struct ina_sw_pub *pub; /* --metrics: where this shard publishes; NULL = off */
     struct ina_ebpf *ebpf;  /* --dataplane ebpf: the program that keeps the slots; NULL = off */
+    FILE *record;           /* --record: every input goes here too (trace.h); NULL = off */
+    uint64_t record_t0;
     pthread_t thread;
     int rc;
 };
@@ -280,6 +288,23 @@ struct rx_batch {
     unsigned order[3 * INA_SW_RX_SEGS];
 };
 
+/* --record: one input of the state machine, as trace.h lays it out. */
+static void record(struct shard *sh, enum ina_trace_type type, const struct sockaddr_in *src,
+                   const uint8_t *data, size_t len, uint64_t now)
+{
+    if (!sh->record)
+        return;
+    struct ina_trace_rec r = {.t_ns = now - sh->record_t0, .type = type, .len = (uint16_t)len,
+                              .data = data};
+    if (src)
+        r.src = *src;
+    if (ina_trace_write(sh->record, &r) != 0) {
+        ina_log(INA_LOG_ERROR, "record_failed", INA_KV_S("reason", strerror(errno)));
+        fclose(sh->record);
+        sh->record = NULL;
+    }
+}
+
 static unsigned rx_split(struct rx_batch *rx, int n, uint64_t *trunc)
 {
     unsigned nseg = 0;
@@ -333,6 +358,7 @@ static int rx_burst(struct shard *sh, struct rx_batch *rx, uint64_t now)
             unsigned s = rx->order[o];
             if (ina_switch_tx_full(sw))
                 flush_tx(sh);
+            record(sh, INA_TRACE_DATAGRAM, &rx->addrs[rx->segsrc[s]], rx->seg[s], rx->seglen[s], now);
             ina_switch_input(sw, rx->seg[s], rx->seglen[s], &rx->addrs[rx->segsrc[s]], now);
         }
         flush_tx(sh);
@@ -442,6 +468,7 @@ static int run(struct shard *sh)
         if (sw->p.shm && shm_burst(sh, shm_buf, now) > 0)
             n = 1;
         if (now >= next_tick) {
+            record(sh, INA_TRACE_TICK, NULL, NULL, 0, now);
             ina_switch_tick(sw, now);
             flush_tx(sh);
             next_tick = now + 100000000ull; /* 100 ms: timeouts, WAITING jobs */
@@ -453,6 +480,10 @@ static int run(struct shard *sh)
             for (unsigned i = 0; i < na; i++) {
                 if (ina_switch_tx_full(sw))
                     flush_tx(sh);
+                uint8_t id[2];
+                ina_put16(id, (uint16_t)(ids[i] & ~INA_SW_EVICT_FLAG));
+                record(sh, ids[i] & INA_SW_EVICT_FLAG ? INA_TRACE_EVICT : INA_TRACE_ABORT, NULL,
+                       id, sizeof(id), now);
                 if (ids[i] & INA_SW_EVICT_FLAG)
                     ina_switch_evict_job(sw, (uint16_t)(ids[i] & ~INA_SW_EVICT_FLAG));
                 else
@@ -539,6 +570,8 @@ static void shards_free(struct shard *sh, unsigned n)
 {
     for (unsigned i = 0; i < n; i++) {
         ina_ebpf_close(sh[i].ebpf); /* detach first: the program must not outlive its maps' owner */
+        if (sh[i].record)
+            fclose(sh[i].record);
         if (sh[i].tx.fd >= 0)
             close(sh[i].tx.fd);
         tx_free(&sh[i].tx);
@@ -594,6 +627,7 @@ struct serve_opts {
     const char *listen_s, *port_file, *fault_rx_spec, *fault_tx_spec;
     int quiet, no_gso;
     const char *ebpf_iface;          /* --dataplane ebpf --iface IF; NULL = userspace dataplane */
+    const char *record_path;         /* --record FILE; NULL = off */
     int metrics;                     /* --metrics given */
     struct sockaddr_in metrics_addr;
     const char *metrics_port_file;
@@ -657,6 +691,17 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
             ina_fault_parse(&sh[i].fault_tx, fault_tx_spec);
         sh[i].fault_rx.rng += i * 0x9E3779B97F4A7C15ull;
         sh[i].fault_tx.rng += i * 0x9E3779B97F4A7C15ull;
+    }
+    if (o->record_path) {
+        struct ina_trace_header th = {.seed = p.seed, .sw = *listen_addr, .p = p};
+        th.sw.sin_port = htons(p.shard_ports[0]);
+        sh[0].record = fopen(o->record_path, "wb");
+        if (!sh[0].record || ina_trace_write_header(sh[0].record, &th) != 0) {
+            ina_log(INA_LOG_ERROR, "record_failed", INA_KV_S("path", o->record_path),
+                    INA_KV_S("reason", strerror(errno)));
+            goto fail;
+        }
+        sh[0].record_t0 = now_ns();
     }
     if (o->ebpf_iface) {
         char err[1024];
@@ -758,6 +803,7 @@ int main(int argc, char **argv)
         {"int-ops-only", no_argument, 0, 'I'},
         {"shm", no_argument, 0, 'H'},
         {"dataplane", required_argument, 0, 'D'}, {"iface", required_argument, 0, 'f'},
+        {"record", required_argument, 0, 'r'},
         {"version", no_argument, 0, 'V'},         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *listen_s = "127.0.0.1", *port_file = NULL;
@@ -770,7 +816,7 @@ int main(int argc, char **argv)
     unsigned nthreads = 1;
     const char *fault_rx_spec = NULL, *fault_tx_spec = NULL;
     const char *metrics_s = NULL, *metrics_port_file = NULL, *secret_file = NULL;
-    const char *iface = NULL;
+    const char *iface = NULL, *record_path = NULL;
     int ebpf = 0;
     enum ina_log_level level = INA_LOG_INFO;
     enum ina_log_format format = INA_LOG_TEXT;
@@ -841,6 +887,7 @@ int main(int argc, char **argv)
             }
             break;
         case 'f': iface = optarg; break;
+        case 'r': record_path = optarg; break;
         case 'M': {
             struct in_addr g;
             if (inet_pton(AF_INET, optarg ? optarg : "239.255.73.0", &g) != 1 ||
@@ -904,6 +951,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "ina-switch: --iface is for --dataplane ebpf\n");
         return 2;
     }
+    if (record_path) {
+        if (ebpf || p.shm || nthreads > 1) {
+            fprintf(stderr, "ina-switch: --record takes the input of one userspace dataplane "
+                            "thread: not with --dataplane ebpf, --shm or --threads\n");
+            return 2;
+        }
+        while (!p.seed && getrandom(&p.seed, sizeof(p.seed), 0) != (ssize_t)sizeof(p.seed)) {
+        }
+    }
     if (p.nslots < nthreads) {
         fprintf(stderr, "ina-switch: --slots %u is fewer than --threads %u\n", p.nslots, nthreads);
         return 2;
@@ -911,7 +967,7 @@ int main(int argc, char **argv)
     struct serve_opts o = {.nthreads = nthreads, .listen_addr = addr, .listen_s = listen_s,
                            .port_file = port_file, .fault_rx_spec = fault_rx_spec,
                            .fault_tx_spec = fault_tx_spec, .quiet = quiet, .no_gso = no_gso,
-                           .ebpf_iface = ebpf ? iface : NULL,
+                           .ebpf_iface = ebpf ? iface : NULL, .record_path = record_path,
                            .metrics_port_file = metrics_port_file};
     if (metrics_s) {
         /* A bare port means loopback: the operator view is not for the network by default. */

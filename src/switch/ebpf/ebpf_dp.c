@@ -554,6 +554,16 @@ int ina_ebpf_open(struct ina_ebpf **out, const struct ina_ebpf_opts *o, char *er
 
 void ina_ebpf_bind(struct ina_ebpf *e, struct ina_switch *sw)
 {
+    /* A switch with no jobs yet: the program forgets any it served (a
+     * test binds one program to switch after switch), and counting starts
+     * from what the program has counted so far. */
+    struct ina_bpf_job free_job;
+    memset(&free_job, 0, sizeof(free_job));
+    for (uint32_t j = 0; j < INA_BPF_MAX_JOBS; j++)
+        bpf_map_update_elem(map_fd(e->skel->maps.jobs), &j, &free_job, BPF_ANY);
+    uint32_t zero = 0;
+    if (bpf_map_lookup_elem(map_fd(e->skel->maps.stats), &zero, e->percpu) == 0)
+        sum_percpu(e->percpu, sizeof(e->prev), e->ncpu, (__u64 *)&e->prev, sizeof(e->prev) / 8);
     e->sw = sw;
     sw->dp = &ebpf_ops;
     sw->dp_ctx = e;
@@ -579,10 +589,6 @@ void ina_ebpf_close(struct ina_ebpf *e)
 {
     if (!e)
         return;
-    if (e->sw && e->sw->dp_ctx == e) {
-        e->sw->dp = NULL;
-        e->sw->dp_ctx = NULL;
-    }
     if (e->xdp)
         bpf_link__destroy(e->xdp);
     if (e->tcx_fd >= 0)

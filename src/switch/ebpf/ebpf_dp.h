@@ -39,7 +39,8 @@ struct ina_ebpf_opts {
 /* Load the program, configure and attach it.
  * @return 0, or a negative errno with a one-line explanation in err. */
 int ina_ebpf_open(struct ina_ebpf **out, const struct ina_ebpf_opts *o, char *err, size_t errlen);
-/* Make e the dataplane of sw (sw->dp): from now on sw's jobs are mirrored. */
+/* Make e the dataplane of sw (sw->dp), a switch without jobs yet: from now
+ * on sw's jobs are mirrored, and the program's counters fold into sw's. */
 void ina_ebpf_bind(struct ina_ebpf *e, struct ina_switch *sw);
 /* A descriptor that becomes readable when the program has events (poll it
  * with the socket), or -1. */
@@ -50,7 +51,9 @@ int ina_ebpf_event_fd(const struct ina_ebpf *e);
 int ina_ebpf_poll(struct ina_ebpf *e);
 /* One line per counter that the exit report of sw->c does not carry. */
 void ina_ebpf_report(const struct ina_ebpf *e, FILE *f);
-/* Detach and unload; restores what open changed on the interface. NULL is fine. */
+/* Detach and unload; restores what open changed on the interface. NULL is
+ * fine. The switch it served must not call its hooks after this (main.c
+ * frees that switch next). */
 void ina_ebpf_close(struct ina_ebpf *e);
 
 /* Tests: run the program once on an Ethernet frame as if it arrived on the

@@ -461,8 +461,9 @@ static __always_inline int make_result(struct __sk_buff *skb, struct ina_bpf_scr
 /*
  * The completing packet becomes the round's RESULT and goes to every rank,
  * in rank order: a clone per rank, the last one the packet itself
- * (redirected). A clone shares the packet's data, so the packet is made
- * private again (pulled) before it is readdressed.
+ * (redirected). bpf_clone_redirect() leaves the packet's head private
+ * again (it copies it: the clone keeps the shared one), so the packet can
+ * be readdressed in place for the next rank.
  */
 static __always_inline int send_result(struct __sk_buff *skb, const struct ina_bpf_config *cfg,
                                        struct ina_bpf_stats *st, struct ina_bpf_job *job,
@@ -476,10 +477,6 @@ static __always_inline int send_result(struct __sk_buff *skb, const struct ina_b
     __u64 len = W_HDR + plen;
 #pragma clang loop unroll(disable)
     for (__u32 r = 0; r < INA_BPF_MAX_RANKS && r < world; r++) {
-        if (r > 0 && bpf_skb_pull_data(skb, OFF_INA) != 0) {
-            st->tx_errors++; /* the clone still shares the data: cannot write */
-            return TC_ACT_SHOT;
-        }
         if (address_to(skb, cfg, saddr, &job->members[r]) != 0) {
             st->tx_errors++;
             return TC_ACT_SHOT;
