@@ -95,6 +95,33 @@ static int on_libbpf_print(enum libbpf_print_level level, const char *fmt, va_li
     return 0;
 }
 
+/* The verifier's last words before libbpf's end of the load log, or the
+ * last line libbpf printed. */
+static const char *verifier_verdict(void)
+{
+    char *endlog = strstr(libbpf_tail, "-- END PROG LOAD LOG --");
+    if (endlog) {
+        *endlog = '\0';
+        while (endlog > libbpf_tail && (endlog[-1] == '\n' || endlog[-1] == ' '))
+            *--endlog = '\0';
+    } else {
+        endlog = libbpf_tail + strlen(libbpf_tail);
+        while (endlog > libbpf_tail && endlog[-1] == '\n')
+            *--endlog = '\0';
+    }
+    char *nl = strrchr(libbpf_tail, '\n');
+    if (nl && nl > libbpf_tail) { /* two lines: the verdict and what it counted */
+        *nl = ' ';
+        char *prev = strrchr(libbpf_tail, '\n');
+        *nl = '\n';
+        nl = prev;
+    }
+    for (char *c = nl ? nl : libbpf_tail; *c; c++)
+        if (*c == '\n')
+            *c = ' ';
+    return nl ? nl + 1 : libbpf_tail;
+}
+
 /* ---- Map helpers -------------------------------------------------------------- */
 
 static int map_fd(const struct bpf_map *m) { return bpf_map__fd(m); }
@@ -485,18 +512,13 @@ int ina_ebpf_open(struct ina_ebpf **out, const struct ina_ebpf_opts *o, char *er
     bpf_map__set_max_entries(e->skel->maps.values, o->nslots * 2);
     rc = ina_dp__load(e->skel);
     if (rc != 0) {
-        char *nl = strrchr(libbpf_tail, '\n');
-        while (nl && nl > libbpf_tail && nl[-1] == '\n')
-            nl--;
-        if (nl)
-            *nl = '\0';
-        const char *last = strrchr(libbpf_tail, '\n');
         ina_ebpf_close(e);
-        return fail(err, errlen, rc,
-                    "cannot load the eBPF program: %s%s (it needs root, or CAP_BPF with "
-                    "CAP_NET_ADMIN, and a kernel with BPF: Linux >= 5.10; libbpf: %s)",
-                    strerror(-rc),
-                    rc == -EPERM ? ": not permitted" : "", last ? last + 1 : libbpf_tail);
+        if (rc == -EPERM)
+            return fail(err, errlen, rc,
+                        "cannot load the eBPF program: not permitted: it needs root (or the "
+                        "CAP_BPF and CAP_NET_ADMIN capabilities)");
+        return fail(err, errlen, rc, "cannot load the eBPF program (%s): %s", strerror(-rc),
+                    verifier_verdict());
     }
     struct ina_bpf_config cfg;
     memset(&cfg, 0, sizeof(cfg));
