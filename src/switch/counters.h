@@ -25,6 +25,12 @@ struct ina_sw_counters {
     uint64_t doorbells;       /* DOORBELL datagrams sent to sleeping workers */
     uint64_t joins_withdrawn; /* registrations withdrawn by their rank (WITHDRAW) */
     uint64_t joins_expired;   /* registrations forgotten: the rank's deadline passed or it fell silent */
+    /* A tree of switches (PROTOCOL.md §12). As a parent: */
+    uint64_t tree_joins;      /* TREE_JOINs of child switches registered */
+    /* As a child (--parent): */
+    uint64_t up_packets;      /* partial sums sent to the parent */
+    uint64_t up_resent;       /* ... sent again: a worker retransmitted into a round awaiting it */
+    uint64_t up_results;      /* the parent's RESULTs taken and passed down */
     uint64_t drops[INA_DROP__COUNT];
 };
 

@@ -32,6 +32,7 @@
     X(AUTH, "JOIN without a valid proof of the shared secret (--secret-file)")   \
     X(SHM, "shared-memory ring refused, full or corrupt (the datagram is lost)") \
     X(TXQ, "transmit queue full before a flush (a switch bug; the datagram is lost)")          \
+    X(UPSTREAM, "from the parent (--parent), fitting no job or round that awaits it")         \
     X(DATAPLANE, "DATA that only the in-kernel dataplane aggregates reached the socket (a bug)")
 
 enum ina_drop {

@@ -99,6 +99,15 @@ static void usage(FILE *f)
             "                        switch takes to FILE (a trace, docs/EBPF.md), to replay\n"
             "                        it exactly; sessions and tokens then come from a seed\n"
             "                        kept in the file (predictable: for tests and debugging)\n"
+            "  --parent HOST:PORT[,HOST:PORT...]\n"
+            "                        be a child in a tree of switches (docs/SCALE.md): add\n"
+            "                        the packets of the workers that join here, and take\n"
+            "                        part in each job at a parent as one member, sending\n"
+            "                        it one partial sum per round and passing its results\n"
+            "                        down. With several parents (a sharded parent tier)\n"
+            "                        each job (name, lane) goes to one of them, the same\n"
+            "                        for every child. The listen address must reach the\n"
+            "                        parents (e.g. --listen 0.0.0.0, or the node's address)\n"
             "  --int-ops-only        offer only integer add/max/min, as a switch without\n"
             "                        shifters or floating point would (hardware, eBPF):\n"
             "                        workers then send floats quantized in two rounds\n"
@@ -733,7 +742,8 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
             INA_KV_S("addr", ip), INA_KV_I("port", p.shard_ports[0]),
             INA_KV_I("last_port", p.shard_ports[nthreads - 1]), INA_KV_I("threads", nthreads),
             INA_KV_I("slots", p.nslots * nthreads), INA_KV_I("max_elems", p.max_elems),
-            INA_KV_S("pool_mib", mib), INA_KV_S("secret", p.has_secret ? "on" : "off"));
+            INA_KV_S("pool_mib", mib), INA_KV_S("secret", p.has_secret ? "on" : "off"),
+            INA_KV_I("parents", p.nparents));
     if (o->metrics) {
         for (; npubs < nthreads; npubs++) {
             if (ina_sw_pub_init(&pubs[npubs]) != 0)
@@ -804,6 +814,7 @@ int main(int argc, char **argv)
         {"shm", no_argument, 0, 'H'},
         {"dataplane", required_argument, 0, 'D'}, {"iface", required_argument, 0, 'f'},
         {"record", required_argument, 0, 'r'},
+        {"parent", required_argument, 0, 'U'},
         {"version", no_argument, 0, 'V'},         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *listen_s = "127.0.0.1", *port_file = NULL;
@@ -818,6 +829,7 @@ int main(int argc, char **argv)
     const char *metrics_s = NULL, *metrics_port_file = NULL, *secret_file = NULL;
     const char *iface = NULL, *record_path = NULL;
     int ebpf = 0;
+    const char *parent_s = NULL;
     enum ina_log_level level = INA_LOG_INFO;
     enum ina_log_format format = INA_LOG_TEXT;
     struct ina_fault fault_check;
@@ -888,6 +900,7 @@ int main(int argc, char **argv)
             break;
         case 'f': iface = optarg; break;
         case 'r': record_path = optarg; break;
+        case 'U': parent_s = optarg; break;
         case 'M': {
             struct in_addr g;
             if (inet_pton(AF_INET, optarg ? optarg : "239.255.73.0", &g) != 1 ||
@@ -924,6 +937,38 @@ int main(int argc, char **argv)
                         "job id in BASE/24)\n", 254 / INA_SW_MAX_JOBS);
         return 2;
     }
+    if (parent_s) {
+        char why[300];
+        int n = ina_parse_hostport_list(parent_s, 0, p.parents, INA_SW_MAX_PARENTS, why,
+                                        sizeof(why));
+        if (n < 1) {
+            fprintf(stderr, "ina-switch: --parent: %s (at most %d addresses)\n", why,
+                    INA_SW_MAX_PARENTS);
+            return 2;
+        }
+        p.nparents = (unsigned)n;
+        for (int i = 0; i < n; i++) {
+            int lo_parent = (ntohl(p.parents[i].sin_addr.s_addr) >> 24) == 127;
+            int lo_listen = (ntohl(addr.sin_addr.s_addr) >> 24) == 127;
+            if (lo_listen && !lo_parent) {
+                fprintf(stderr, "ina-switch: --listen %s cannot reach the parent %s: a child "
+                                "talks to its parent from its listen address (use --listen "
+                                "0.0.0.0 or this host's address)\n", listen_s, parent_s);
+                return 2;
+            }
+            if (addr.sin_port && addr.sin_port == p.parents[i].sin_port &&
+                (addr.sin_addr.s_addr == p.parents[i].sin_addr.s_addr)) {
+                fprintf(stderr, "ina-switch: --parent %s is this switch's own address\n",
+                        parent_s);
+                return 2;
+            }
+        }
+        if (p.mcast_base) {
+            fprintf(stderr, "ina-switch: --parent and --multicast cannot be combined (a child "
+                            "passes each result on by unicast)\n");
+            return 2;
+        }
+    }
     if (p.shm && p.mcast_base) {
         fprintf(stderr, "ina-switch: --shm and --multicast cannot be combined (results go either "
                         "into each worker's ring or to the group)\n");
@@ -934,6 +979,8 @@ int main(int argc, char **argv)
                           : nthreads > 1 ? "--threads: the kernel spreads packets over the cores itself"
                           : p.shm ? "--shm: the program takes DATA from the interface, not from rings"
                           : p.mcast_base ? "--multicast is not implemented in the program"
+                          : p.nparents ? "--parent: the program sends no partial sums upstream "
+                            "(a child switch is a userspace one)"
                           : (fault_rx_spec || fault_tx_spec) ? "--fault-rx/--fault-tx act on the "
                             "socket, which DATA no longer reaches (drop packets with nftables)"
                           : NULL;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_ebpf_e2e.sh: ina-switch --dataplane ebpf end to end, with real libina workers.
 #  1. What it refuses, and how: no --iface, an interface that is not there, options the program
-#     does not implement (--shm, --threads, --multicast, --fault-rx), not root (setpriv).
+#     does not implement (--shm, --threads, --multicast, --fault-rx, --parent), not root (setpriv).
 #  2. A representative subset of the e2e suite (tests/e2e/), each test in a network namespace of
 #     its own with INA_TEST_DATAPLANE=ebpf: every switch it starts runs the program on that
 #     namespace's lo (harness.h). allreduce (N = 1..8 and 64, k = 64..2048, int32 and float32,
@@ -70,6 +70,8 @@ refuses "--shm: refused" 2 "takes DATA from the interface, not from rings" --dat
 refuses "--threads: refused" 2 "spreads packets over the cores" --dataplane ebpf --iface lo --threads 2
 refuses "--multicast: refused" 2 "multicast is not implemented" --dataplane ebpf --iface lo --multicast
 refuses "--fault-rx: refused" 2 "act on the socket" --dataplane ebpf --iface lo --fault-rx drop=0.1
+refuses "--parent: refused" 2 "sends no partial sums upstream" --dataplane ebpf --iface lo \
+    --listen 127.0.0.1:0 --parent 127.0.0.1:9
 refuses "--iface without --dataplane ebpf: refused" 2 "is for --dataplane ebpf" --iface lo
 refuses "a bad --dataplane: refused" 2 "want userspace or ebpf" --dataplane xdp
 out=$(unshare --net setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
