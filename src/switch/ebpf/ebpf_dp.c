@@ -605,6 +605,17 @@ void ina_ebpf_report(const struct ina_ebpf *e, FILE *f)
     fprintf(f, "  ebpf_passed_up  %llu\n", (unsigned long long)passed_up);
     fprintf(f, "  ebpf_fed_back   %llu\n", (unsigned long long)e->fed_back);
     fprintf(f, "  ebpf_too_big    %llu\n", (unsigned long long)e->fed_back_too_big);
+    /* The kernel's own accounting of the program (0 unless
+     * kernel.bpf_stats_enabled=1): its CPU time, which no process is
+     * charged with (bench/ebpf.sh divides it by the contributions). */
+    struct bpf_prog_info info;
+    uint32_t len = sizeof(info);
+    memset(&info, 0, sizeof(info));
+    if (e->skel && bpf_obj_get_info_by_fd(bpf_program__fd(e->skel->progs.ina_tc_ingress), &info,
+                                          &len) != 0)
+        memset(&info, 0, sizeof(info));
+    fprintf(f, "  ebpf_prog_runs  %llu\n", (unsigned long long)info.run_cnt);
+    fprintf(f, "  ebpf_prog_ns    %llu\n", (unsigned long long)info.run_time_ns);
 }
 
 void ina_ebpf_close(struct ina_ebpf *e)
