@@ -26,7 +26,8 @@
 # (>= 2x packets per core, 256 B p50 <= 0.6x), and the peers' 256 B p50 (veth setting). Every
 # result is verified (ina-bench and mpi_allreduce check their sums: "ok").
 #
-# Environment: INA_BUILD_DIR (default build), SETTINGS, REPS, TPUT_SIZE, TPUT_ITERS, ELEMS,
+# Environment: INA_SOURCE_DIR (the sources, default this script's), INA_BUILD_DIR (default
+# build), SETTINGS, REPS, TPUT_SIZE, TPUT_ITERS, ELEMS,
 # LAT_ITERS, RATE (cluster links, default 10gbit), PEERS (1: OpenMPI rows; 0: none), OUT
 # (raw results, default a new /tmp/ina-ebpf-bench.XXXXXX), PORT (22100). Needs root (namespaces,
 # BPF) and an ina-switch built with the eBPF dataplane; namespaces are named e<pid>...
@@ -36,11 +37,11 @@ set -uo pipefail
 exec </dev/null
 
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
-    sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
 fi
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
+root=${INA_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+here=$root/bench
 build=${INA_BUILD_DIR:-$root/build}
 case $build in /*) ;; *) build=$root/$build ;; esac
 SW=$build/bin/ina-switch BENCH=$build/bin/ina-bench
