@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_ebpf_e2e.sh: ina-switch --dataplane ebpf end to end, with real libina workers.
 #  1. What it refuses, and how: no --iface, an interface that is not there, options the program
-#     does not implement (--shm, --threads, --multicast, --fault-rx, --parent), not root (setpriv).
+#     does not implement (--shm, --threads, --multicast, --fault-rx, --parent), not root (setpriv),
+#     a child switch's TREE_JOIN.
 #  2. A representative subset of the e2e suite (tests/e2e/), each test in a network namespace of
 #     its own with INA_TEST_DATAPLANE=ebpf: every switch it starts runs the program on that
 #     namespace's lo (harness.h). allreduce (N = 1..8 and 64, k = 64..2048, int32 and float32,
@@ -79,6 +80,23 @@ out=$(unshare --net setpriv --reuid=65534 --regid=65534 --clear-groups --inh-cap
 rc=$?
 if [ "$rc" = 1 ] && grep -q "needs root" <<<"$out"; then ok "not root: status 1, says it needs root"
 else bad "not root: status $rc, output: $out"; fi
+
+# A child switch (userspace, --parent) cannot join a job at an eBPF root: the program counts
+# every member as one rank. The root refuses its TREE_JOIN; the child's workers hear REJECTED.
+out=$(unshare --net sh -c "ip link set lo up
+    '$SW' --dataplane ebpf --iface lo --listen 127.0.0.1:0 --port-file '$tmp/root' 2>'$tmp/root.log' &
+    r=\$!
+    for i in \$(seq 100); do [ -s '$tmp/root' ] && break; sleep 0.05; done
+    '$SW' --listen 127.0.0.1:0 --port-file '$tmp/child' --parent 127.0.0.1:\$(cat '$tmp/root') \
+        --quiet 2>/dev/null &
+    c=\$!
+    for i in \$(seq 100); do [ -s '$tmp/child' ] && break; sleep 0.05; done
+    timeout 30 '$BENCH' --local 2 --switch 127.0.0.1:\$(cat '$tmp/child') --sizes 4K --iters 1 \
+        --json --join-timeout-ms 10000 2>&1
+    kill -TERM \$c \$r; wait" 2>&1)
+if grep -q "join_refused.*tree_not_in_this_dataplane" "$tmp/root.log" && ! grep -q '"ok":true' <<<"$out"
+then ok "a child switch's TREE_JOIN: refused (join_refused tree_not_in_this_dataplane)"
+else bad "a child switch's TREE_JOIN at an eBPF root: $(tail -3 <<<"$out"; grep -m2 -E 'join|drop_JOIN' "$tmp/root.log")"; fi
 
 # ---- 2. The e2e subset ------------------------------------------------------------------------
 for t in allreduce types nonfinite hostile multitenant failures lifecycle inflight evict idle async; do
