@@ -57,19 +57,19 @@ int ina_iface_info(const char *name, struct ina_iface *out)
 /* Index of the ethtool feature bit called `feature`, or -1. */
 static int feature_bit(const char *name, const char *feature)
 {
-    struct {
-        struct ethtool_sset_info h;
-        uint32_t data[1];
-    } ss;
-    memset(&ss, 0, sizeof(ss));
-    ss.h.cmd = ETHTOOL_GSSET_INFO;
-    ss.h.sset_mask = 1ull << ETH_SS_FEATURES;
+    /* The header and room for its one data word (a flexible array member:
+     * not inside another struct in ISO C). */
+    uint64_t mem[(sizeof(struct ethtool_sset_info) + sizeof(uint32_t) + 7) / 8];
+    memset(mem, 0, sizeof(mem));
+    struct ethtool_sset_info *ss = (struct ethtool_sset_info *)(void *)mem;
+    ss->cmd = ETHTOOL_GSSET_INFO;
+    ss->sset_mask = 1ull << ETH_SS_FEATURES;
     struct ifreq r;
     memset(&r, 0, sizeof(r));
-    r.ifr_data = (void *)&ss;
-    if (ifreq_ioctl(name, SIOCETHTOOL, &r) != 0 || ss.h.sset_mask == 0)
+    r.ifr_data = (void *)mem;
+    if (ifreq_ioctl(name, SIOCETHTOOL, &r) != 0 || ss->sset_mask == 0)
         return -1;
-    uint32_t n = ss.h.data[0];
+    uint32_t n = ss->data[0];
     struct ethtool_gstrings *gs = calloc(1, sizeof(*gs) + (size_t)n * ETH_GSTRING_LEN);
     if (!gs)
         return -1;
