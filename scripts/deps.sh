@@ -8,7 +8,10 @@ set -euo pipefail
 exec </dev/null
 
 # libclang-rt-14-dev holds clang 14's sanitizer runtimes (libclang_rt.asan etc.).
-PACKAGES=(cmake clang libclang-rt-14-dev pkg-config iproute2 nftables python3)
+# clang (its BPF target), llvm, libbpf-dev and bpftool build ina-switch's eBPF dataplane
+# (docs/EBPF.md); without them it is built without it, and --dataplane ebpf says so.
+PACKAGES=(cmake clang libclang-rt-14-dev pkg-config iproute2 nftables python3 llvm libbpf-dev
+    bpftool)
 # `deps.sh --test` adds what only the test suite needs: the PyTorch/DDP and MPI integrations
 # are tested against Debian's torch, numpy, scikit-learn (the digits dataset) and OpenMPI;
 # ina-glm against liblinear-tools' heart_scale and scikit-learn's optimum (test_glm).

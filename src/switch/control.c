@@ -37,8 +37,16 @@ void ina__job_log(const struct ina_job *job, const char *event, const char *reas
     log_job(warn ? INA_LOG_WARN : INA_LOG_INFO, job, event, reason);
 }
 
-uint32_t ina__random_u32(void)
+/* A session id or token: from getrandom, or from the seeded generator
+ * (splitmix64) of a switch whose runs must be reproducible (p.seed). */
+uint32_t ina__random_u32(struct ina_switch *sw)
 {
+    if (sw->p.seed) {
+        uint64_t x = (sw->rng += 0x9E3779B97F4A7C15ull);
+        x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+        x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+        return (uint32_t)((x ^ (x >> 31)) >> 16);
+    }
     uint32_t v = 0;
     /* getrandom never fails for 4 bytes once the pool is initialised; fall
      * back to a weak source rather than to a constant if it ever does. */
@@ -57,7 +65,8 @@ int ina_switch_init(struct ina_switch *sw, const struct ina_switch_params *p)
     sw->slots = calloc(p->nslots, sizeof(*sw->slots));
     sw->values = calloc((size_t)p->nslots * 2 * p->max_elems, sizeof(int32_t));
     sw->slot_owner = calloc(p->nslots, sizeof(*sw->slot_owner));
-    sw->session_counter = ina__random_u32();
+    sw->rng = p->seed;
+    sw->session_counter = ina__random_u32(sw);
     /* A buffer holds a DATA or RESULT, or the longest control datagram: a
      * child's TREE_JOIN with the secret's proof. */
     const size_t ctl = INA_TREE_JOIN_LEN + INA_AUTH_LEN;
@@ -139,6 +148,8 @@ static void job_detach_rings(struct ina_job *job)
 void ina__job_free(struct ina_switch *sw, struct ina_job *job)
 {
     job_detach_rings(job);
+    if (job->state == INA_JOB_ACTIVE && sw->dp)
+        sw->dp->job_end(sw->dp_ctx, sw, job);
     /* Its slots: an active job's window, or what a child reserved while it
      * waits for its parent (tree.c). */
     uint32_t held = job->state == INA_JOB_ACTIVE ? job->window : job->child ? job->up.reserved : 0;
@@ -166,6 +177,8 @@ static uint16_t join_ack_flags(const struct ina_switch *sw, const struct ina_job
                                      : INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32 | INA_FLAG_CAP_SPARSE) |
                  (sw->p.shm && !sw->p.mcast_base ? INA_FLAG_CAP_SHM : 0) |
                  INA_FLAG_CAP_FIX; /* integer arithmetic: offered even with --int-ops-only */
+    if (sw->p.bpf_ops_only) /* the eBPF program implements ops 0..3 only */
+        f &= (uint16_t)~(INA_FLAG_CAP_F32 | INA_FLAG_CAP_SPARSE | INA_FLAG_CAP_FIX);
     if (job && (job->tree || job->child)) /* a tree passes dense rounds only (§12, §17.1) */
         f &= (uint16_t)~(INA_FLAG_CAP_BFP | INA_FLAG_CAP_SPARSE);
     if (job && job->child) {
@@ -442,7 +455,7 @@ static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_n
     do
         job->session = ++sw->session_counter;
     while (job->session == 0);
-    job->token = ina__random_u32();
+    job->token = ina__random_u32(sw);
     job->state = INA_JOB_ACTIVE;
     memset(&job->mcast, 0, sizeof(job->mcast));
     if (sw->p.mcast_base) {
@@ -453,6 +466,8 @@ static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_n
     job->last_rx_ns = now_ns;
     job->need = job->world;
     ina__job_reset_slots(sw, job);
+    if (sw->dp)
+        sw->dp->job_start(sw->dp_ctx, sw, job); /* before any rank hears of the job */
     sw->c.jobs_started++;
     log_job(INA_LOG_INFO, job, "job_started", "all_ranks_joined");
     ina__job_send_acks(sw, job);
@@ -801,6 +816,14 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
         return;
     }
+    if (tree && sw->dp) {
+        /* A child stands for several ranks (weight > 1), which the in-kernel
+         * dataplane does not count: it serves workers only (docs/EBPF.md). */
+        sw->c.drops[INA_DROP_JOIN]++;
+        log_join_refused(h, &j, src, "tree_not_in_this_dataplane");
+        send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+        return;
+    }
     const struct ina_job *refused = refused_job_of(sw, h, &j, now_ns);
     if (refused) {
         send_refusal(sw, refused, h->rank); /* its NOSPACE was lost: say it again */
@@ -1077,6 +1100,12 @@ void ina__job_send_migrate(struct ina_switch *sw, const struct ina_job *job, int
             send_ctl(sw, job, INA_K_MIGRATE, body, sizeof(body), &job->members[i].addr);
 }
 
+/* The round that set `set` of an absolute slot holds, wherever the slots are kept. */
+static uint32_t slot_seq(struct ina_switch *sw, uint32_t abs_slot, unsigned set)
+{
+    return sw->dp ? sw->dp->slot_seq(sw->dp_ctx, abs_slot, set) : sw->slots[abs_slot].set[set].seq;
+}
+
 /*
  * Eviction (PROTOCOL.md §5.8): the bound is one past the furthest stream
  * position any rank has reached, round * W + slot over the job's slots.
@@ -1097,10 +1126,16 @@ int ina_switch_evict_job(struct ina_switch *sw, uint16_t id)
         log_job(INA_LOG_WARN, job, "operator_evict", "refused_tree");
         return -ENOTSUP; /* a child could not move its ranks to rank 0's host (§12.8) */
     }
+    /* Another dataplane serves DATA meanwhile: first make it pass every DATA
+     * of the job up (bound 0), so that no slot moves while the bound is
+     * computed; those datagrams come back through ina_switch_input once the
+     * bound is set, and are served or refused by it. */
+    if (sw->dp)
+        sw->dp->job_evict(sw->dp_ctx, job, 0);
     int64_t top = -1;
     for (uint32_t j = 0; j < job->window; j++) {
-        const struct ina_slot *s = &sw->slots[job->slot_base + j];
-        int32_t r0 = (int32_t)s->set[0].seq, r1 = (int32_t)s->set[1].seq;
+        int32_t r0 = (int32_t)slot_seq(sw, job->slot_base + j, 0),
+                r1 = (int32_t)slot_seq(sw, job->slot_base + j, 1);
         int64_t r = r0 > r1 ? r0 : r1; /* -1 or -2: never used */
         int64_t pos = r * (int64_t)job->window + j;
         if (r >= 0 && pos > top)
@@ -1108,6 +1143,8 @@ int ina_switch_evict_job(struct ina_switch *sw, uint16_t id)
     }
     job->evicted = 1;
     job->evict_bound = (uint64_t)(top + 1);
+    if (sw->dp)
+        sw->dp->job_evict(sw->dp_ctx, job, job->evict_bound);
     log_job(INA_LOG_WARN, job, "operator_evict", "requested");
     sw->c.jobs_evicted++;
     if (ina_switch_tx_full(sw))
@@ -1132,6 +1169,7 @@ void ina_switch_tick(struct ina_switch *sw, uint64_t now_ns)
                 continue;
             job_start(sw, job, now_ns); /* a last try, then NOSPACE */
         } else if (job->state == INA_JOB_ACTIVE && sw->p.idle_timeout_ns &&
+                   now_ns > job->last_rx_ns && /* another dataplane's clock may be ahead */
                    now_ns - job->last_rx_ns > sw->p.idle_timeout_ns) {
             if (ina_switch_tx_full(sw))
                 continue; /* no room to send the ABORT: try again next tick */

@@ -195,20 +195,21 @@ static inline void combine(struct ina_slot_set *ss, int32_t *v, const uint8_t *p
         ina_be32_minmax(v, payload, n, ss->op == INA_OP_MAX_I32);
 }
 
-/* The wire ops this switch combines: v1's integer ops and the fixed-point
- * add always; block floating point and float adds unless --int-ops-only
- * (a dataplane without shifters or floating point offers neither). */
+/* The wire ops this switch combines: v1's integer ops always; the
+ * fixed-point add unless the eBPF program keeps the slots (it has ops 0..3);
+ * block floating point unless --int-ops-only (a dataplane without shifters);
+ * float adds and the block-sparse ops with neither restriction. */
 static inline int op_offered(const struct ina_switch *sw, uint8_t op)
 {
     switch (op) {
     case INA_OP_ADD_I32:
     case INA_OP_MAX_I32:
-    case INA_OP_MIN_I32:
-    case INA_OP_ADD_FIX: return 1;
-    case INA_OP_ADD_BFP:
+    case INA_OP_MIN_I32: return 1;
+    case INA_OP_ADD_FIX: return !sw->p.bpf_ops_only;
+    case INA_OP_ADD_BFP: return !sw->p.int_ops_only;
     case INA_OP_ADD_F32:
     case INA_OP_SPARSE_I32:
-    case INA_OP_SPARSE_F32: return !sw->p.int_ops_only;
+    case INA_OP_SPARSE_F32: return !sw->p.int_ops_only && !sw->p.bpf_ops_only;
     default: return 0;
     }
 }
@@ -258,6 +259,8 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
             ina__job_send_migrate(sw, job, (int)h->rank);
         return drop_job(sw, job, INA_DROP_EVICTED);
     }
+    if (sw->dp) /* its slots are not here: it passed up what it should have kept */
+        return drop_job(sw, job, INA_DROP_DATAPLANE);
     uint32_t abs_slot = job->slot_base + rel;
     struct ina_slot_set *ss = &sw->slots[abs_slot].set[set];
     int32_t d = (int32_t)(h->seq - ss->seq);
@@ -396,9 +399,20 @@ void ina_switch_input_ring(struct ina_switch *sw, struct ina_job *job, int r,
     ina_switch_input(sw, buf, len, &src, now_ns);
 }
 
+/* A datagram the in-kernel dataplane would have taken: header of a DATA. */
+static int is_data(const uint8_t *buf, size_t len)
+{
+    return len >= INA_HDR_LEN && ina_get16(buf) == INA_WIRE_MAGIC && buf[2] == INA_WIRE_VERSION &&
+           buf[3] == INA_K_DATA;
+}
+
 void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
                       const struct sockaddr_in *src, uint64_t now_ns)
 {
+    /* Another dataplane keeps the slots: DATA that still reached the socket
+     * goes to it (dp_ops.h); it hands back only what the control plane answers. */
+    if (sw->dp && is_data(buf, len) && sw->dp->data(sw->dp_ctx, sw, buf, len, src))
+        return;
     struct ina_hdr h;
     sw->c.rx_packets++;
     sw->c.rx_bytes += len;

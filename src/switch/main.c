@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,9 +18,11 @@
 #include "common/busy_poll.h"
 #include "common/fault.h"
 #include "common/udp_gso.h"
+#include "switch/ebpf/ebpf_dp.h"
 #include "switch/log.h"
 #include "switch/metrics.h"
 #include "switch/switch.h"
+#include "switch/trace.h"
 
 /* Set by the signal handler, read by every dataplane thread: a lock-free atomic
  * is both async-signal-safe and race-free. */
@@ -85,6 +88,18 @@ static void usage(FILE *f)
             "  --shm                 offer shared-memory rings to workers on this host\n"
             "                        (same user): DATA and results skip the kernel\n"
             "                        (INA_SHM=0 on a worker keeps it on UDP)\n"
+            "  --dataplane D         who applies the slot rules to DATA: userspace (this\n"
+            "                        process; the default) or ebpf (a TC program on the\n"
+            "                        --iface interface, in the kernel: no wake-up of this\n"
+            "                        process per packet; needs root and a BPF-enabled kernel;\n"
+            "                        integer ops and op 3 only, no float adds, --shm,\n"
+            "                        --multicast, --threads or --fault-*; docs/EBPF.md)\n"
+            "  --iface IF            --dataplane ebpf: the interface the workers reach the\n"
+            "                        switch by (lo for workers on this host)\n"
+            "  --record FILE         write every datagram, tick and operator request the\n"
+            "                        switch takes to FILE (a trace, docs/EBPF.md), to replay\n"
+            "                        it exactly; sessions and tokens then come from a seed\n"
+            "                        kept in the file (predictable: for tests and debugging)\n"
             "  --parent HOST:PORT[,HOST:PORT...]\n"
             "                        be a child in a tree of switches (docs/SCALE.md): add\n"
             "                        the packets of the workers that join here, and take\n"
@@ -173,6 +188,9 @@ struct shard {
     uint64_t rx_trunc;
     struct ina_sw_pub *pub; /* --metrics: where this shard publishes; NULL = off */
     uint64_t busy_poll_ns;  /* --busy-poll: spin this long after the last input, 0 = never */
+    struct ina_ebpf *ebpf;  /* --dataplane ebpf: the program that keeps the slots; NULL = off */
+    FILE *record;           /* --record: every input goes here too (trace.h); NULL = off */
+    uint64_t record_t0;
     pthread_t thread;
     int rc;
 };
@@ -287,6 +305,23 @@ struct rx_batch {
     unsigned order[3 * INA_SW_RX_SEGS];
 };
 
+/* --record: one input of the state machine, as trace.h lays it out. */
+static void record(struct shard *sh, enum ina_trace_type type, const struct sockaddr_in *src,
+                   const uint8_t *data, size_t len, uint64_t now)
+{
+    if (!sh->record)
+        return;
+    struct ina_trace_rec r = {.t_ns = now - sh->record_t0, .type = type, .len = (uint16_t)len,
+                              .data = data};
+    if (src)
+        r.src = *src;
+    if (ina_trace_write(sh->record, &r) != 0) {
+        ina_log(INA_LOG_ERROR, "record_failed", INA_KV_S("reason", strerror(errno)));
+        fclose(sh->record);
+        sh->record = NULL;
+    }
+}
+
 static unsigned rx_split(struct rx_batch *rx, int n, uint64_t *trunc)
 {
     unsigned nseg = 0;
@@ -340,6 +375,7 @@ static int rx_burst(struct shard *sh, struct rx_batch *rx, uint64_t now)
             unsigned s = rx->order[o];
             if (ina_switch_tx_full(sw))
                 flush_tx(sh);
+            record(sh, INA_TRACE_DATAGRAM, &rx->addrs[rx->segsrc[s]], rx->seg[s], rx->seglen[s], now);
             ina_switch_input(sw, rx->seg[s], rx->seglen[s], &rx->addrs[rx->segsrc[s]], now);
         }
         flush_tx(sh);
@@ -434,14 +470,24 @@ static int run(struct shard *sh)
     }
     uint8_t *shm_buf = rx->mem + (size_t)INA_SW_RX_MSGS * INA_GRO_BUF; /* one ring datagram */
     uint64_t next_tick = now_ns() + 1000000000ull, next_publish = 0, last_input = 0;
+    int event_fd = ina_ebpf_event_fd(sh->ebpf);
     while (!stop_requested) {
         uint64_t now = now_ns();
         int n = rx_burst(sh, rx, now);
+        /* The program's events (a MISMATCH: abort the job) before the next
+         * burst: each handled one queues an ABORT to every rank. */
+        while (sh->ebpf && ina_ebpf_poll(sh->ebpf) > 0) {
+            flush_tx(sh);
+            n = 1;
+        }
+        if (sw->dp && (now >= next_tick || (sh->pub && now >= next_publish)))
+            sw->dp->sync(sw->dp_ctx, sw); /* its counters and idle timers, for both */
         if (sw->p.shm && shm_burst(sh, shm_buf, now) > 0)
             n = 1;
         if (n > 0)
             last_input = now;
         if (now >= next_tick) {
+            record(sh, INA_TRACE_TICK, NULL, NULL, 0, now);
             ina_switch_tick(sw, now);
             flush_tx(sh);
             next_tick = now + 100000000ull; /* 100 ms: timeouts, WAITING jobs */
@@ -453,6 +499,10 @@ static int run(struct shard *sh)
             for (unsigned i = 0; i < na; i++) {
                 if (ina_switch_tx_full(sw))
                     flush_tx(sh);
+                uint8_t id[2];
+                ina_put16(id, (uint16_t)(ids[i] & ~INA_SW_EVICT_FLAG));
+                record(sh, ids[i] & INA_SW_EVICT_FLAG ? INA_TRACE_EVICT : INA_TRACE_ABORT, NULL,
+                       id, sizeof(id), now);
                 if (ids[i] & INA_SW_EVICT_FLAG)
                     ina_switch_evict_job(sw, (uint16_t)(ids[i] & ~INA_SW_EVICT_FLAG));
                 else
@@ -470,8 +520,8 @@ static int run(struct shard *sh)
             continue;
         }
         if (n <= 0 && (!sw->p.shm || shm_may_sleep(sw))) {
-            struct pollfd pfd = {.fd = fd, .events = POLLIN};
-            poll(&pfd, 1, sh->pub ? 100 : 200);
+            struct pollfd pfd[2] = {{.fd = fd, .events = POLLIN}, {.fd = event_fd, .events = POLLIN}};
+            poll(pfd, event_fd >= 0 ? 2 : 1, sh->pub ? 100 : 200);
             if (sw->p.shm)
                 shm_awake(sw);
         }
@@ -545,6 +595,9 @@ static int write_port_file(const char *port_file, uint16_t port)
 static void shards_free(struct shard *sh, unsigned n)
 {
     for (unsigned i = 0; i < n; i++) {
+        ina_ebpf_close(sh[i].ebpf); /* detach first: the program must not outlive its maps' owner */
+        if (sh[i].record)
+            fclose(sh[i].record);
         if (sh[i].tx.fd >= 0)
             close(sh[i].tx.fd);
         tx_free(&sh[i].tx);
@@ -554,7 +607,7 @@ static void shards_free(struct shard *sh, unsigned n)
 }
 
 /* Sum of every shard's counters, and of their fault injectors. */
-static void print_totals(const struct shard *sh, unsigned n)
+static void print_totals(struct shard *sh, unsigned n)
 {
     struct ina_sw_counters total;
     struct ina_fault frx, ftx;
@@ -563,6 +616,8 @@ static void print_totals(const struct shard *sh, unsigned n)
     memset(&frx, 0, sizeof(frx));
     memset(&ftx, 0, sizeof(ftx));
     for (unsigned i = 0; i < n; i++) {
+        if (sh[i].sw.dp)
+            sh[i].sw.dp->sync(sh[i].sw.dp_ctx, &sh[i].sw);
         ina_sw_counters_add(&total, &sh[i].sw.c);
         trunc += sh[i].rx_trunc;
         frx.dropped += sh[i].fault_rx.dropped;
@@ -576,6 +631,8 @@ static void print_totals(const struct shard *sh, unsigned n)
         fprintf(stderr, "ina-switch: %llu oversized or non-IPv4 datagrams ignored\n",
                 (unsigned long long)trunc);
     ina_sw_counters_print(&total, stderr);
+    for (unsigned i = 0; i < n; i++)
+        ina_ebpf_report(sh[i].ebpf, stderr);
     if (ina_fault_active(&sh[0].fault_rx) || ina_fault_active(&sh[0].fault_tx))
         fprintf(stderr,
                 "  fault_rx        dropped %llu duplicated %llu reordered %llu\n"
@@ -596,6 +653,8 @@ struct serve_opts {
     const char *listen_s, *port_file, *fault_rx_spec, *fault_tx_spec;
     int quiet, no_gso;
     int busy_poll_us;                /* --busy-poll */
+    const char *ebpf_iface;          /* --dataplane ebpf --iface IF; NULL = userspace dataplane */
+    const char *record_path;         /* --record FILE; NULL = off */
     int metrics;                     /* --metrics given */
     struct sockaddr_in metrics_addr;
     const char *metrics_port_file;
@@ -630,7 +689,9 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
     for (unsigned i = 0; i < nthreads; i++) {
         struct sockaddr_in a = *listen_addr;
         a.sin_port = htons(base_port ? (uint16_t)(base_port + i) : 0);
-        sh[i].tx.fd = open_socket(&a, listen_s, !no_gso, quiet || i > 0);
+        /* No UDP_GRO with the eBPF dataplane: the kernel would merge DATA
+         * into trains before the program sees it (GRO runs before TC). */
+        sh[i].tx.fd = open_socket(&a, listen_s, !no_gso && !o->ebpf_iface, quiet || i > 0);
         if (sh[i].tx.fd < 0 || (p.mcast_base && enable_multicast_tx(sh[i].tx.fd, &a) != 0)) {
             goto fail;
         }
@@ -660,6 +721,32 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
             ina_fault_parse(&sh[i].fault_tx, fault_tx_spec);
         sh[i].fault_rx.rng += i * 0x9E3779B97F4A7C15ull;
         sh[i].fault_tx.rng += i * 0x9E3779B97F4A7C15ull;
+    }
+    if (o->record_path) {
+        struct ina_trace_header th = {.seed = p.seed, .sw = *listen_addr, .p = p};
+        th.sw.sin_port = htons(p.shard_ports[0]);
+        sh[0].record = fopen(o->record_path, "wb");
+        if (!sh[0].record || ina_trace_write_header(sh[0].record, &th) != 0) {
+            ina_log(INA_LOG_ERROR, "record_failed", INA_KV_S("path", o->record_path),
+                    INA_KV_S("reason", strerror(errno)));
+            goto fail;
+        }
+        sh[0].record_t0 = now_ns();
+    }
+    if (o->ebpf_iface) {
+        char err[1024];
+        struct sockaddr_in a = *listen_addr;
+        a.sin_port = htons(p.shard_ports[0]);
+        struct ina_ebpf_opts eo = {.iface = o->ebpf_iface, .addr = a, .sock_fd = sh[0].tx.fd,
+                                   .nslots = p.nslots, .lo_gso_off = 1};
+        int rc = ina_ebpf_open(&sh[0].ebpf, &eo, err, sizeof(err));
+        if (rc != 0) {
+            fprintf(stderr, "ina-switch: --dataplane ebpf: %s\n", err);
+            goto fail;
+        }
+        ina_ebpf_bind(sh[0].ebpf, &sh[0].sw);
+        ina_log(INA_LOG_INFO, "dataplane", INA_KV_S("kind", "ebpf"), INA_KV_S("iface", o->ebpf_iface),
+                INA_KV_I("max_elems", p.max_elems));
     }
 
     struct sigaction sa;
@@ -747,6 +834,8 @@ int main(int argc, char **argv)
         {"int-ops-only", no_argument, 0, 'I'},
         {"shm", no_argument, 0, 'H'},
         {"busy-poll", required_argument, 0, 'B'},
+        {"dataplane", required_argument, 0, 'D'}, {"iface", required_argument, 0, 'f'},
+        {"record", required_argument, 0, 'r'},
         {"parent", required_argument, 0, 'U'},
         {"version", no_argument, 0, 'V'},         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -760,6 +849,8 @@ int main(int argc, char **argv)
     unsigned nthreads = 1;
     const char *fault_rx_spec = NULL, *fault_tx_spec = NULL;
     const char *metrics_s = NULL, *metrics_port_file = NULL, *secret_file = NULL;
+    const char *iface = NULL, *record_path = NULL;
+    int ebpf = 0;
     const char *parent_s = NULL;
     enum ina_log_level level = INA_LOG_INFO;
     enum ina_log_format format = INA_LOG_TEXT;
@@ -830,6 +921,16 @@ int main(int argc, char **argv)
             }
             busy_poll_us = (int)v;
             break;
+        case 'D':
+            if (strcmp(optarg, "ebpf") == 0) {
+                ebpf = 1;
+            } else if (strcmp(optarg, "userspace") != 0) {
+                fprintf(stderr, "ina-switch: bad --dataplane '%s' (want userspace or ebpf)\n", optarg);
+                return 2;
+            }
+            break;
+        case 'f': iface = optarg; break;
+        case 'r': record_path = optarg; break;
         case 'U': parent_s = optarg; break;
         case 'M': {
             struct in_addr g;
@@ -904,6 +1005,39 @@ int main(int argc, char **argv)
                         "into each worker's ring or to the group)\n");
         return 2;
     }
+    if (ebpf) {
+        const char *bad = !iface ? "it needs --iface IF (the interface the workers reach the switch by)"
+                          : nthreads > 1 ? "--threads: the kernel spreads packets over the cores itself"
+                          : p.shm ? "--shm: the program takes DATA from the interface, not from rings"
+                          : p.mcast_base ? "--multicast is not implemented in the program"
+                          : p.nparents ? "--parent: the program sends no partial sums upstream "
+                            "(a child switch is a userspace one)"
+                          : (fault_rx_spec || fault_tx_spec) ? "--fault-rx/--fault-tx act on the "
+                            "socket, which DATA no longer reaches (drop packets with nftables)"
+                          : NULL;
+        if (bad) {
+            fprintf(stderr, "ina-switch: --dataplane ebpf: %s\n", bad);
+            return 2;
+        }
+        if (p.max_elems > INA_EBPF_MAX_ELEMS) {
+            fprintf(stderr, "ina-switch: --dataplane ebpf: --max-elems %u capped to %d (the "
+                            "program's slot size)\n", p.max_elems, INA_EBPF_MAX_ELEMS);
+            p.max_elems = INA_EBPF_MAX_ELEMS;
+        }
+        p.bpf_ops_only = 1; /* no floating point in BPF: op 3's shifts, not op 4 */
+    } else if (iface) {
+        fprintf(stderr, "ina-switch: --iface is for --dataplane ebpf\n");
+        return 2;
+    }
+    if (record_path) {
+        if (ebpf || p.shm || nthreads > 1) {
+            fprintf(stderr, "ina-switch: --record takes the input of one userspace dataplane "
+                            "thread: not with --dataplane ebpf, --shm or --threads\n");
+            return 2;
+        }
+        while (!p.seed && getrandom(&p.seed, sizeof(p.seed), 0) != (ssize_t)sizeof(p.seed)) {
+        }
+    }
     if (p.nslots < nthreads) {
         fprintf(stderr, "ina-switch: --slots %u is fewer than --threads %u\n", p.nslots, nthreads);
         return 2;
@@ -912,6 +1046,7 @@ int main(int argc, char **argv)
                            .port_file = port_file, .fault_rx_spec = fault_rx_spec,
                            .fault_tx_spec = fault_tx_spec, .quiet = quiet, .no_gso = no_gso,
                            .busy_poll_us = busy_poll_us,
+                           .ebpf_iface = ebpf ? iface : NULL, .record_path = record_path,
                            .metrics_port_file = metrics_port_file};
     if (metrics_s) {
         /* A bare port means loopback: the operator view is not for the network by default. */

@@ -19,6 +19,7 @@
 #include "common/wire.h"
 #include "ina.h"
 #include "switch/counters.h"
+#include "switch/dp_ops.h"
 #include "switch/txq.h"
 
 #define INA_BITMAP_WORDS ((INA_MAX_WORKERS + 63) / 64)
@@ -166,8 +167,16 @@ struct ina_switch_params {
      * pipeline, an eBPF dataplane): workers then send floats quantized, in
      * two rounds. */
     int int_ops_only;
+    /* Offer only ops 0..3, those the eBPF program implements (--dataplane
+     * ebpf): no float adds (op 4: no floating point in BPF), no fixed point
+     * (op 5) and no block-sparse ops (7, 8); op 3's shifts it can do. */
+    int bpf_ops_only;
     /* --shm: offer shared-memory rings to workers on this host (§5.9). */
     int shm;
+    /* Nonzero: session ids and tokens come from a generator seeded with this
+     * (--record, and tests that replay a recorded trace: the same joins then
+     * get the same sessions and tokens). 0: getrandom, unpredictable. */
+    uint64_t seed;
     /* --parent: this switch is a child (PROTOCOL.md §12, tree.c): each job's
      * partial sums go to parents[shard(name, lane) mod nparents]. 0 = a root. */
     unsigned nparents;
@@ -198,6 +207,11 @@ struct ina_switch {
     unsigned nmismatched;
     struct ina_sw_counters c;
     struct ina_txq txq;
+    uint64_t rng; /* p.seed's generator state */
+    /* Who applies the slot rules to DATA: NULL = this process (dataplane.c);
+     * otherwise that dataplane, told of jobs through these hooks (dp_ops.h). */
+    const struct ina_dp_ops *dp;
+    void *dp_ctx;
 };
 
 /* Worst case one input queues: an ABORT to every rank plus a JOIN_ACK per rank,
@@ -298,7 +312,8 @@ int ina__pool_alloc(struct ina_switch *sw, uint32_t n, uint32_t *base);
  * max_job_slots), halved while none is free, down to min_job_slots.
  * @return the run's length (its start in *base), 0 if even the least does not fit. */
 uint32_t ina__pool_take(struct ina_switch *sw, uint32_t want, uint32_t *base);
-uint32_t ina__random_u32(void);
+/* A session id, token or nonce: getrandom, or the seeded generator (p.seed). */
+uint32_t ina__random_u32(struct ina_switch *sw);
 void ina__job_log(const struct ina_job *job, const char *event, const char *reason, int warn);
 
 /* tree.c: this switch as a child of a parent (ina-switch --parent, PROTOCOL.md §12). */

@@ -32,11 +32,11 @@
 #define TREE_MAX_REDIRECTS 4 /* a parent redirects once; more is a loop */
 
 /* A nonzero random 64-bit nonce for one registration. */
-static uint64_t random_nonce(void)
+static uint64_t random_nonce(struct ina_switch *sw)
 {
     uint64_t v = 0;
     while (v == 0)
-        v = (uint64_t)ina__random_u32() << 32 | ina__random_u32();
+        v = (uint64_t)ina__random_u32(sw) << 32 | ina__random_u32(sw);
     return v;
 }
 
@@ -124,7 +124,7 @@ void ina__tree_register(struct ina_switch *sw, struct ina_job *job, uint64_t now
         job->up.elems == elems && job->up.window == window)
         return; /* nothing new to say: the tick repeats it until the parent answers */
     if (!job->up.nonce) {
-        job->up.nonce = random_nonce();
+        job->up.nonce = random_nonce(sw);
         job->up.addr = *parent_of(sw, job);
     }
     memcpy(job->up.set, set, sizeof(set));
@@ -254,7 +254,7 @@ static void on_parent_ack(struct ina_switch *sw, const struct ina_hdr *h, const 
     do
         job->session = ++sw->session_counter;
     while (job->session == 0);
-    job->token = ina__random_u32();
+    job->token = ina__random_u32(sw);
     job->state = INA_JOB_ACTIVE;
     job->need = job->njoined; /* the ranks of our set; the parent's job has them all */
     job->last_rx_ns = now_ns;

@@ -34,6 +34,18 @@ static inline double h_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/*
+ * INA_TEST_DATAPLANE=ebpf (tests/scripts/test_ebpf_e2e.sh runs the suite so,
+ * each test in a network namespace of its own): every switch runs with
+ * --dataplane ebpf --iface lo, without the options that dataplane refuses
+ * (--shm, --threads, --multicast, --fault-rx/tx); a test skips what needs them.
+ */
+static inline int h_ebpf(void)
+{
+    const char *d = getenv("INA_TEST_DATAPLANE");
+    return d && strcmp(d, "ebpf") == 0;
+}
+
 /* Start ina-switch with extra args (NULL-terminated list, may be NULL). @return 0 or -1. */
 static inline int switch_start(struct sw_proc *sp, const char *const *extra)
 {
@@ -41,11 +53,25 @@ static inline int switch_start(struct sw_proc *sp, const char *const *extra)
     snprintf(sp->port_file, sizeof(sp->port_file), "/tmp/ina-test-port.%d.%d", (int)getpid(),
              nstarted++);
     unlink(sp->port_file);
-    const char *argv[32] = {INA_SWITCH_BIN, "--listen", "127.0.0.1:0", "--port-file",
+    const char *argv[40] = {INA_SWITCH_BIN, "--listen", "127.0.0.1:0", "--port-file",
                             sp->port_file, "--quiet"};
     int argc = 6;
-    for (int i = 0; extra && extra[i] && argc < 31; i++)
+    for (int i = 0; extra && extra[i] && argc < 35; i++) {
+        if (h_ebpf() && (strcmp(extra[i], "--shm") == 0 || strcmp(extra[i], "--multicast") == 0))
+            continue;
+        if (h_ebpf() && (strcmp(extra[i], "--threads") == 0 || strcmp(extra[i], "--fault-rx") == 0 ||
+                         strcmp(extra[i], "--fault-tx") == 0)) {
+            i += extra[i + 1] != NULL; /* and its value */
+            continue;
+        }
         argv[argc++] = extra[i];
+    }
+    if (h_ebpf()) {
+        argv[argc++] = "--dataplane";
+        argv[argc++] = "ebpf";
+        argv[argc++] = "--iface";
+        argv[argc++] = "lo";
+    }
     argv[argc] = NULL;
     fflush(NULL);
     sp->pid = fork();

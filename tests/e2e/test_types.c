@@ -155,7 +155,8 @@ int main(void)
     const char *const args[] = {"--max-elems", "16000", "--slots", "256", NULL};
     CHECK_EQ_INT(switch_start(&sw, args), 0);
     all_types(INA_FLOAT_ADD_QUANTIZED, INA_FLOAT_ADD_QUANTIZED);
-    all_types(INA_FLOAT_ADD_SWITCH, INA_FLOAT_ADD_SWITCH);
+    /* The eBPF dataplane adds no floats: it does not offer op 4. */
+    all_types(INA_FLOAT_ADD_SWITCH, h_ebpf() ? INA_FLOAT_ADD_QUANTIZED : INA_FLOAT_ADD_SWITCH);
     static const struct disagree cases[] = {
         {"max-min", {INA_INT32, INA_INT32}, {INA_MAX, INA_MIN}, {0, 0}}, /* wire ops differ */
         {"sum-max", {INA_INT32, INA_INT32}, {INA_SUM, INA_MAX}, {0, 0}},
@@ -166,6 +167,8 @@ int main(void)
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         cur = &cases[c];
+        if (h_ebpf() && cur->float_add[0] != cur->float_add[1])
+            continue; /* without op 4 on offer, both ranks quantize: they agree */
         int failed = run_workers(2, worker_disagree, NULL, 60);
         printf("disagreeing ranks (%s): %d workers failed\n", cur->name, failed);
         CHECK_EQ_INT(failed, 0);

@@ -11,7 +11,9 @@
 # the switch exit 0, and the bridge really dropped packets. Needs root, `ip netns` and nft:
 # without them it prints a SKIP line and exits 0.
 # Environment: INA_BUILD_DIR (default build), INA_NETNS_SIZES, INA_NETNS_ITERS (per size),
-# INA_NETNS_LOSS (percent, default 1), INA_NETNS_DEADLINE_S (whole test, default 240).
+# INA_NETNS_LOSS (percent, default 1), INA_NETNS_DEADLINE_S (whole test, default 240),
+# INA_NETNS_DATAPLANE (ebpf: the switch runs --dataplane ebpf on its eth0; tests/scripts/
+# test_ebpf_e2e.sh runs it so), INA_NETNS_PREFIX (namespace prefix, default inl).
 set -uo pipefail
 exec </dev/null
 cd "${INA_SOURCE_DIR:-$(dirname "$0")/../..}" || exit 1
@@ -42,7 +44,10 @@ NW=4
 nsizes=$(awk -F, '{ print NF }' <<<"$SIZES")
 
 source scripts/netns.sh
-P=inl$(($$ % 100000))          # unique per run: gcc and ASan runs may overlap
+PREFIX=${INA_NETNS_PREFIX:-inl}
+P=$PREFIX$(($$ % 100000))      # unique per run: gcc and ASan runs may overlap
+sw_dp=()
+[ "${INA_NETNS_DATAPLANE:-}" = ebpf ] && sw_dp=(--dataplane ebpf --iface eth0)
 tmp=$(mktemp -d)
 swpid='' wpids=()
 t_start=$SECONDS
@@ -65,17 +70,17 @@ pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok: $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
 
-ina_ns_reap_stale inl          # clusters of earlier runs killed with SIGKILL
+ina_ns_reap_stale "$PREFIX"    # clusters of earlier runs killed with SIGKILL
 if ! ina_ns_setup "$P" "$NW"; then
     echo "FAIL: could not build the emulated cluster"
     exit 1
 fi
 swip=$(ina_ns_ip "$P" sw)
 echo "cluster $P: switch $swip, $NW workers $(ina_ns_ip "$P" w0)..; loss $LOSS%;" \
-    "sizes $SIZES x $ITERS iterations; $B"
+    "sizes $SIZES x $ITERS iterations; $B${sw_dp[*]:+; switch ${sw_dp[*]}}"
 
 ip netns exec "${P}sw" timeout -k 30 $((DEADLINE_S + 30)) "$SW" --listen "$swip:48864" \
-    --port-file "$tmp/port" --quiet 2>"$tmp/switch.err" &
+    --port-file "$tmp/port" --quiet "${sw_dp[@]}" 2>"$tmp/switch.err" &
 swpid=$!
 for _ in $(seq 200); do [ -s "$tmp/port" ] && break; sleep 0.05; done
 if [ ! -s "$tmp/port" ]; then
