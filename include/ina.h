@@ -98,7 +98,8 @@ INA_EXTERN const char *ina_version_string(void);
     X(INA_ERR_NOTSUP, -1007, "not supported (not implemented yet in this version)") \
     X(INA_ERR_PROTO, -1008, "protocol version mismatch with the switch")         \
     X(INA_ERR_CONFIG, -1009, "invalid configuration (ina_last_error() names the setting)") \
-    X(INA_ERR_BUSY, -1010, "too many operations in flight on this context")
+    X(INA_ERR_BUSY, -1010, "too many operations in flight on this context")                \
+    X(INA_ERR_PS_FULL, -1016, "the parameter server's memory limit is reached (ina-ps --max-memory)")
 
 typedef enum {
     INA_OK = 0,

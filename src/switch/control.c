@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "switch/log.h"
+#include "common/log.h"
 #include "switch/switch.h"
 
 /* One log line about a job: its id, name, lane and session, and why. */
@@ -54,9 +54,10 @@ int ina_switch_init(struct ina_switch *sw, const struct ina_switch_params *p)
     sw->slot_owner = calloc(p->nslots, sizeof(*sw->slot_owner));
     sw->session_counter = random_u32();
     int rc = ina_txq_init(&sw->txq, INA_SW_TX_BATCH + INA_SW_TX_RESERVE_BUFS,
-                          INA_HDR_LEN + (4 * (size_t)p->max_elems > INA_JOIN_BODY_LEN + INA_AUTH_LEN
-                                             ? 4 * (size_t)p->max_elems
-                                             : INA_JOIN_BODY_LEN + INA_AUTH_LEN),
+                          INA_HDR_LEN + INA_HOT_PREFIX_LEN +
+                              (4 * (size_t)p->max_elems > INA_JOIN_BODY_LEN + INA_AUTH_LEN
+                                   ? 4 * (size_t)p->max_elems
+                                   : INA_JOIN_BODY_LEN + INA_AUTH_LEN),
                           INA_SW_TX_BATCH * INA_MAX_WORKERS + INA_SW_TX_RESERVE_MSGS);
     if (!sw->slots || !sw->values || !sw->slot_owner || rc != 0) {
         ina_switch_free(sw);
@@ -69,8 +70,10 @@ static void job_detach_rings(struct ina_job *job);
 
 void ina_switch_free(struct ina_switch *sw)
 {
-    for (int i = 0; sw->slots && i < INA_SW_MAX_JOBS; i++)
+    for (int i = 0; sw->slots && i < INA_SW_MAX_JOBS; i++) {
         job_detach_rings(&sw->jobs[i]);
+        ina__hot_free(&sw->jobs[i]);
+    }
     free(sw->slots);
     free(sw->values);
     free(sw->slot_owner);
@@ -132,6 +135,7 @@ static void job_detach_rings(struct ina_job *job)
 static void job_free(struct ina_switch *sw, struct ina_job *job)
 {
     job_detach_rings(job);
+    ina__hot_free(job);
     if (job->state == INA_JOB_ACTIVE) {
         for (uint32_t i = 0; i < job->window; i++)
             sw->slot_owner[job->slot_base + i] = 0;
@@ -155,7 +159,8 @@ static void send_ctl_auth(struct ina_switch *sw, const struct ina_job *job, uint
     h.rank = INA_RANK_SWITCH;
     if (kind == INA_K_JOIN_ACK)
         h.flags = (sw->p.int_ops_only ? 0 : INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32) | /* beyond v1 */
-                  (sw->p.shm && !sw->p.mcast_base ? INA_FLAG_CAP_SHM : 0);
+                  (sw->p.shm && !sw->p.mcast_base ? INA_FLAG_CAP_SHM : 0) |
+                  (sw->p.hot_max && !sw->p.int_ops_only ? INA_FLAG_CAP_HOT : 0);
     if (job) {
         h.job = job->id;
         h.session = job->session;
@@ -834,6 +839,23 @@ static void on_shm_attach(struct ina_switch *sw, const struct ina_hdr *h, const 
     send_ctl(sw, job, INA_K_SHM_ACK, ack, sizeof(ack), src);
 }
 
+/* HOT_INSTALL, HOT_FETCH (PROTOCOL.md §14.3): checked like a LEAVE, then hot.c. */
+static void on_hot(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
+                   size_t bodylen, const struct sockaddr_in *src)
+{
+    struct ina_job *job = ina__job_by_id(sw, h->job);
+    if (!job || job->state != INA_JOB_ACTIVE) {
+        sw->c.drops[INA_DROP_NO_JOB]++;
+        return;
+    }
+    if (job->session != h->session || job->token != h->token || h->rank >= job->world ||
+        !ina_addr_eq(src, &job->members[h->rank].addr)) {
+        sw->c.drops[INA_DROP_JOIN]++;
+        return;
+    }
+    ina__hot_control(sw, job, h, body, bodylen, src);
+}
+
 void ina__ctl_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
                     size_t bodylen, const struct sockaddr_in *src, uint64_t now_ns)
 {
@@ -843,6 +865,8 @@ void ina__ctl_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
     case INA_K_WITHDRAW: on_withdraw(sw, h, body, bodylen, src); break;
     case INA_K_SHM_ATTACH: on_shm_attach(sw, h, body, bodylen, src); break;
     case INA_K_DOORBELL: break; /* it woke us; the main loop reads the rings */
+    case INA_K_HOT_INSTALL:
+    case INA_K_HOT_FETCH: on_hot(sw, h, body, bodylen, src); break;
     default: sw->c.drops[INA_DROP_KIND]++; break;
     }
     if (sw->slots_freed)

@@ -47,6 +47,8 @@ void ina_sw_counters_print(const struct ina_sw_counters *c, FILE *f)
     fprintf(f, "  doorbells       %llu\n", (unsigned long long)c->doorbells);
     fprintf(f, "  joins_withdrawn %llu\n", (unsigned long long)c->joins_withdrawn);
     fprintf(f, "  joins_expired   %llu\n", (unsigned long long)c->joins_expired);
+    fprintf(f, "  hot_installs    %llu\n", (unsigned long long)c->hot_installs);
+    fprintf(f, "  hot_keyed       %llu\n", (unsigned long long)c->hot_keyed);
     for (int d = 0; d < INA_DROP__COUNT; d++)
         fprintf(f, "  drop_%-11s %llu\n", drop_names[d], (unsigned long long)c->drops[d]);
 }

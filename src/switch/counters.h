@@ -30,7 +30,8 @@
     X(EVICTED, "round at or past the bound of an evicted job (it moved away)")                                  \
     X(AUTH, "JOIN without a valid proof of the shared secret (--secret-file)")   \
     X(SHM, "shared-memory ring refused, full or corrupt (the datagram is lost)") \
-    X(TXQ, "transmit queue full before a flush (a switch bug; the datagram is lost)")
+    X(TXQ, "transmit queue full before a flush (a switch bug; the datagram is lost)") \
+    X(HOT, "hot-table packet: epoch not installed, key outside the table or its block")
 
 enum ina_drop {
 #define INA__DROP_ENUM(name, text) INA_DROP_##name,
@@ -57,6 +58,8 @@ struct ina_sw_counters {
     uint64_t doorbells;       /* DOORBELL datagrams sent to sleeping workers */
     uint64_t joins_withdrawn; /* registrations withdrawn by their rank (WITHDRAW) */
     uint64_t joins_expired;   /* registrations forgotten: the rank's deadline passed or it fell silent */
+    uint64_t hot_installs;    /* hot tables (epochs) activated (PROTOCOL.md §14.3) */
+    uint64_t hot_keyed;       /* keyed hot entries added into slots */
     uint64_t drops[INA_DROP__COUNT];
 };
 

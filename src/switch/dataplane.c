@@ -73,7 +73,7 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
                         unsigned set, const struct ina_slot_set *ss, int dest)
 {
     struct ina_hdr h;
-    job_hdr(&h, job, INA_K_RESULT);
+    job_hdr(&h, job, ss->hot ? INA_K_HOT_RESULT : INA_K_RESULT);
     h.slot = rel_slot | (set ? INA_SLOT_SET_BIT : 0);
     h.seq = ss->seq;
     h.count = ss->count;
@@ -83,8 +83,15 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
 
     uint8_t *buf = ina_txq_buf(&sw->txq);
     ina_hdr_encode(buf, &h);
-    ina_be32_store(buf + INA_HDR_LEN, set_values(sw, job->slot_base + rel_slot, set), ss->count);
-    size_t len = INA_HDR_LEN + 4 * (size_t)ss->count;
+    size_t pre = 0;
+    if (ss->hot) { /* HOT_RESULT: the round's epoch and first position, then the sums */
+        ina_put32(buf + INA_HDR_LEN, ss->hot_epoch);
+        ina_put32(buf + INA_HDR_LEN + 4, ss->hot_base);
+        pre = INA_HOT_PREFIX_LEN;
+    }
+    ina_be32_store(buf + INA_HDR_LEN + pre, set_values(sw, job->slot_base + rel_slot, set),
+                   ss->count);
+    size_t len = INA_HDR_LEN + pre + 4 * (size_t)ss->count;
     if (dest >= 0) {
         send_to_rank(sw, job, dest, buf, len);
         return;
@@ -181,17 +188,25 @@ static inline void combine(struct ina_slot_set *ss, int32_t *v, const uint8_t *p
  * from a new one. The round number can.
  */
 void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_hdr *h,
-                  const uint8_t *payload, const struct sockaddr_in *src)
+                  const uint8_t *payload, size_t plen, const struct sockaddr_in *src)
 {
     (void)src;
     uint32_t rel = h->slot & INA_SLOT_INDEX_MASK;
     unsigned set = (h->slot & INA_SLOT_SET_BIT) ? 1 : 0;
+    const int hot = h->kind == INA_K_HOT_DATA;
+    struct ina_hot_in hin;
     if (rel >= job->window)
         return drop_job(sw, job, INA_DROP_SLOT);
     if (h->count > job->elems)
         return drop_job(sw, job, INA_DROP_COUNT);
-    if (h->op > INA_OP_LAST || (sw->p.int_ops_only && h->op > INA_OP_MIN_I32))
+    if (hot) { /* PROTOCOL.md §14.3: only op 9, only where a hot table is offered */
+        if (h->op != INA_OP_HOT_F32 || !sw->p.hot_max || sw->p.int_ops_only)
+            return drop_job(sw, job, INA_DROP_OP);
+        if (ina__hot_parse(h, payload, plen, &hin) != 0)
+            return drop_job(sw, job, INA_DROP_LENGTH);
+    } else if (h->op > INA_OP_LAST || (sw->p.int_ops_only && h->op > INA_OP_MIN_I32)) {
         return drop_job(sw, job, INA_DROP_OP);
+    }
     if (set != (h->seq & 1))
         return drop_job(sw, job, INA_DROP_SET);
 
@@ -209,6 +224,8 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
     if (d == 2) {
         if (!ss->complete)
             return drop_job(sw, job, INA_DROP_NOT_READY);
+        if (hot && !ina__hot_valid(job, &hin, h->count))
+            return drop_job(sw, job, INA_DROP_HOT);
         ss->seq = h->seq;
         ss->count = h->count;
         ss->exp = h->exp;
@@ -218,7 +235,15 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         ss->complete = 0;
         memset(ss->bitmap, 0, sizeof(ss->bitmap));
         bit_set(ss->bitmap, rank);
-        ina_be32_load(set_values(sw, abs_slot, set), payload, h->count);
+        ss->hot = (uint8_t)hot;
+        if (hot) {
+            ss->hot_epoch = hin.epoch;
+            ss->hot_base = hin.base;
+            ina__hot_load(job, set_values(sw, abs_slot, set), &hin, h->count);
+            sw->c.hot_keyed += hin.nkeyed;
+        } else {
+            ina_be32_load(set_values(sw, abs_slot, set), payload, h->count);
+        }
     } else if (d == 0) {
         if (bit_test(ss->bitmap, rank)) {
             job->c.retransmits++;
@@ -228,15 +253,21 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
             emit_result(sw, job, rel, set, ss, (int)rank);
             return;
         }
-        if (h->count != ss->count || h->tag != ss->tag || h->op != ss->op) {
+        if (h->count != ss->count || h->tag != ss->tag || h->op != ss->op || hot != ss->hot ||
+            (hot && (hin.epoch != ss->hot_epoch || hin.base != ss->hot_base))) {
             /* Ranks are running different operations here: no sum exists. */
             drop_job(sw, job, INA_DROP_MISMATCH);
             ina__job_abort(sw, job, INA_ERR_MISMATCH);
             return;
         }
+        if (hot && !ina__hot_valid(job, &hin, h->count))
+            return drop_job(sw, job, INA_DROP_HOT);
         bit_set(ss->bitmap, rank);
         ss->nrecv++;
-        if (ss->op == INA_OP_ADD_BFP) {
+        if (hot) {
+            ina__hot_add(job, set_values(sw, abs_slot, set), &hin, h->count);
+            sw->c.hot_keyed += hin.nkeyed;
+        } else if (ss->op == INA_OP_ADD_BFP) {
             combine(ss, set_values(sw, abs_slot, set), payload, h->count, h->exp);
         } else {
             if (h->exp > ss->exp)
@@ -286,7 +317,7 @@ void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
     default: return drop(sw, INA_DROP_LENGTH);
     }
 
-    if (h.kind != INA_K_DATA) {
+    if (h.kind != INA_K_DATA && h.kind != INA_K_HOT_DATA) {
         ina__ctl_input(sw, &h, buf + INA_HDR_LEN, len - INA_HDR_LEN, src, now_ns);
         return;
     }
@@ -308,5 +339,5 @@ void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
     m->rx_packets++;
     m->rx_bytes += len;
     job->last_rx_ns = now_ns;
-    ina__dp_data(sw, job, &h, buf + INA_HDR_LEN, src);
+    ina__dp_data(sw, job, &h, buf + INA_HDR_LEN, len - INA_HDR_LEN, src);
 }

@@ -16,7 +16,7 @@
 #include "common/addr.h"
 #include "common/fault.h"
 #include "common/udp_gso.h"
-#include "switch/log.h"
+#include "common/log.h"
 #include "switch/metrics.h"
 #include "switch/switch.h"
 
@@ -87,6 +87,9 @@ static void usage(FILE *f)
             "  --int-ops-only        offer only integer add/max/min, as a switch without\n"
             "                        shifters or floating point would (hardware, eBPF):\n"
             "                        workers then send floats quantized in two rounds\n"
+            "  --hot-keys N          most keys of one job's hot table (default 65536; 0 = no\n"
+            "                        hot table): keys a key-value job aggregates here,\n"
+            "                        the rest going to ina-ps (docs/PS.md)\n"
             "  --metrics ADDR:PORT   serve the operator view over HTTP on a separate thread:\n"
             "                        GET /metrics (Prometheus text), GET /jobs and\n"
             "                        GET /counters (JSON), POST /jobs/ID/abort (see\n"
@@ -715,6 +718,7 @@ int main(int argc, char **argv)
         {"secret-file", required_argument, 0, 'S'},
         {"int-ops-only", no_argument, 0, 'I'},
         {"shm", no_argument, 0, 'H'},
+        {"hot-keys", required_argument, 0, 'K'},
         {"version", no_argument, 0, 'V'},         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *listen_s = "127.0.0.1", *port_file = NULL;
@@ -722,7 +726,8 @@ int main(int argc, char **argv)
                                   .max_elems = 2048,
                                   .join_timeout_ns = 120ull * 1000000000ull,
                                   .idle_timeout_ns = 3600ull * 1000000000ull,
-                                  .min_job_slots = 8};
+                                  .min_job_slots = 8,
+                                  .hot_max = 65536};
     int quiet = 0, no_gso = 0, c;
     unsigned nthreads = 1;
     const char *fault_rx_spec = NULL, *fault_tx_spec = NULL;
@@ -733,7 +738,8 @@ int main(int argc, char **argv)
     char *end;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         long v = 0;
-        if (c == 's' || c == 'k' || c == 'j' || c == 'i' || c == 't' || c == 'X' || c == 'N') {
+        if (c == 's' || c == 'k' || c == 'j' || c == 'i' || c == 't' || c == 'X' || c == 'N' ||
+            c == 'K') {
             v = strtol(optarg, &end, 10);
             if (*end || end == optarg || v < 0 || v > (1L << 24) ||
                 (c == 't' && (v < 1 || v > INA_SW_MAX_SHARDS))) {
@@ -741,7 +747,8 @@ int main(int argc, char **argv)
                         c == 's' ? "slots" : c == 'k' ? "max-elems" : c == 'j' ? "join-timeout"
                                                     : c == 'i' ? "idle-timeout"
                                                     : c == 't' ? "threads"
-                                                    : c == 'X' ? "max-job-slots" : "min-job-slots",
+                                                    : c == 'X' ? "max-job-slots"
+                                                    : c == 'K' ? "hot-keys" : "min-job-slots",
                         optarg);
                 return 2;
             }
@@ -787,6 +794,7 @@ int main(int argc, char **argv)
         case 'G': no_gso = 1; break;
         case 'I': p.int_ops_only = 1; break;
         case 'H': p.shm = 1; break;
+        case 'K': p.hot_max = (uint32_t)v; break;
         case 'M': {
             struct in_addr g;
             if (inet_pton(AF_INET, optarg ? optarg : "239.255.73.0", &g) != 1 ||

@@ -25,7 +25,6 @@
 #include "switch/control.c"
 #include "switch/counters.c"
 #include "switch/dataplane.c"
-#include "switch/log.c"
 
 /*
  * Input format: a sequence of records, each

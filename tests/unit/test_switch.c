@@ -19,7 +19,6 @@
 #include "switch/control.c"
 #include "switch/counters.c"
 #include "switch/dataplane.c"
-#include "switch/log.c"
 #include "switch/txq.c"
 
 #define T_NSLOTS 16
