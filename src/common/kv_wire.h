@@ -78,6 +78,7 @@ struct ina_ps_join {
     uint32_t sw_version;
     uint64_t init_seed;
     char name[32];
+    uint32_t hot_keys, profile_steps, reprofile_steps; /* the hot-set schedule, checked alike */
 };
 
 static inline void ina_put64(uint8_t *p, uint64_t v)
@@ -121,6 +122,9 @@ static inline void ina_ps_join_encode(uint8_t *b, const struct ina_ps_join *j)
     ina_put32(b + 36, j->sw_version);
     ina_put64(b + 40, j->init_seed);
     memcpy(b + 48, j->name, 32);
+    ina_put32(b + 80, j->hot_keys);
+    ina_put32(b + 84, j->profile_steps);
+    ina_put32(b + 88, j->reprofile_steps);
 }
 
 /* @return 0, or INA_PARSE_LENGTH (short body, name not terminated). */
@@ -143,6 +147,9 @@ static inline int ina_ps_join_decode(const uint8_t *b, size_t len, struct ina_ps
     j->sw_version = ina_get32(b + 36);
     j->init_seed = ina_get64(b + 40);
     memcpy(j->name, b + 48, 32);
+    j->hot_keys = ina_get32(b + 80);
+    j->profile_steps = ina_get32(b + 84);
+    j->reprofile_steps = ina_get32(b + 88);
     return memchr(j->name, 0, 32) ? INA_PARSE_OK : INA_PARSE_LENGTH;
 }
 

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "common/fault.h"
+#include "common/kv_wire.h"
 #include "common/sha256.h"
 #include "common/shm_ring.h"
 #include "common/udp_gso.h"
@@ -59,7 +60,12 @@ struct ina_req {
      * encoding (block floating point, or INT32 unchanged), or, not quantized,
      * in one round and without exponents, as binary32 for the switch to add
      * (INA_OP_ADD_F32) or as order keys for its int32 max/min (§8.9). */
-    enum { INA_PAYLOAD_DTYPE, INA_PAYLOAD_F32, INA_PAYLOAD_ORDER } payload;
+    enum { INA_PAYLOAD_DTYPE, INA_PAYLOAD_F32, INA_PAYLOAD_ORDER, INA_PAYLOAD_HOT } payload;
+    /* INA_PAYLOAD_HOT (kv_hot.c, PROTOCOL.md §14.3): the float32 hot vector of a
+     * key-value push goes as HOT_DATA of this hot-table epoch; a sparse block
+     * goes as (key, value) pairs, hot_keys[i] being the key of position i. */
+    uint32_t hot_epoch;
+    const uint64_t *hot_keys;
     uint64_t nblocks, lag, npackets;
     uint64_t ndone; /* packets whose result arrived */
     uint64_t tag_seed; /* hash of (op number, count, dtype, op): seeds the packet tags (wire.h) */
@@ -241,6 +247,11 @@ void ina__shm_awake(struct ina_ctx *ctx); /* after poll */
  * the stream (count 0: done at once). @return NULL if out of memory. */
 struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
                                 size_t count, ina_dtype dtype, ina_op op);
+
+/* ctx.c: a float32 SUM of the hot vector (count floats) of a key-value push,
+ * sent as HOT_DATA of epoch through the switch's hot table. */
+struct ina_req *ina__req_create_hot(struct ina_ctx *ctx, const float *grad, float *sum, size_t count,
+                                    uint32_t epoch, const uint64_t *keys);
 
 /* fallback.c: rank 0's host aggregator. prepare opens its socket (before
  * the JOIN that offers it), start runs it, close stops it after the job. */

@@ -191,7 +191,9 @@ static int join_same(const struct ina_ps_join *a, const struct ina_ps_join *b)
     return a->world == b->world && a->dim == b->dim && a->optim == b->optim &&
            a->mode == b->mode && a->init == b->init && a->lr == b->lr && a->eps == b->eps &&
            a->init_acc == b->init_acc && a->init_scale == b->init_scale &&
-           a->init_seed == b->init_seed && a->nshards == b->nshards;
+           a->init_seed == b->init_seed && a->nshards == b->nshards &&
+           a->hot_keys == b->hot_keys && a->profile_steps == b->profile_steps &&
+           a->reprofile_steps == b->reprofile_steps;
 }
 
 static int join_valid(const struct ina_ps *ps, const struct ina_hdr *h, const struct ina_ps_join *j,
