@@ -657,7 +657,9 @@ typedef struct ina_kv_stats {
     uint64_t switch_bytes_sent;  /**< hot-vector bytes to the switch */
     uint64_t hot_installs;       /**< hot sets installed (epochs) */
     uint64_t hot_keys;           /**< keys in the current hot set */
-    uint64_t reserved[8];
+    uint64_t hot_keys_out;       /**< keys that left a hot set: written back to their shard */
+    uint64_t hot_keys_in;        /**< keys that entered one: read from their shard */
+    uint64_t reserved[6];
 } ina_kv_stats;
 
 /** Copy the handle's counters. @return 0 or -EINVAL. Since v0.5. */

@@ -338,6 +338,7 @@ static int move_keys(struct ina_kv *kv, const uint64_t *nkeys, uint32_t nn, stru
                                  ina_ps_shard_of(kv->hot_keys[i], S) != s))
                 continue;
             if (i < kv->nhot) {
+                kv->stats.hot_keys_out++;
                 ina_put64(body + m * el, kv->hot_keys[i]);
                 ina_putf(body + m * el + 8, kv->hot_vals[i]);
                 ina_putf(body + m * el + 12, kv->hot_state ? kv->hot_state[i] : 0.0f);
@@ -366,8 +367,10 @@ static int move_keys(struct ina_kv *kv, const uint64_t *nkeys, uint32_t nn, stru
     uint32_t fill[INA_KV_MAX_SHARDS];
     memcpy(fill, tr.sh_off, S * sizeof(uint32_t));
     for (uint32_t i = 0; i < nn; i++)
-        if (ina_kmap_get(&kv->hot_map, nkeys[i]) == INA_KMAP_NONE)
+        if (ina_kmap_get(&kv->hot_map, nkeys[i]) == INA_KMAP_NONE) {
             tr.pos[fill[ina_ps_shard_of(nkeys[i], S)]++] = i;
+            kv->stats.hot_keys_in++;
+        }
     per = (kv->dgram - INA_HDR_LEN) / 8;
     for (unsigned s = 0; s < S && !kv->broken; s++) {
         for (uint32_t off = 0; off < tr.sh_off[s + 1] - tr.sh_off[s];) {
