@@ -654,7 +654,7 @@ typedef struct ina_kv_stats {
     uint64_t ps_bytes_received;  /**< ... and from them */
     uint64_t ps_datagrams_sent, ps_datagrams_received;
     uint64_t ps_retransmits;     /**< datagrams to shards sent again */
-    uint64_t switch_bytes_sent;  /**< hot-vector bytes to the switch */
+    uint64_t switch_bytes_sent;  /**< UDP payload bytes of the hot vector to the switch */
     uint64_t hot_installs;       /**< hot sets installed (epochs) */
     uint64_t hot_keys;           /**< keys in the current hot set */
     uint64_t hot_keys_out;       /**< keys that left a hot set: written back to their shard */

@@ -355,7 +355,6 @@ int ina_kv_push_start(ina_kv *kv, const uint64_t *keys, const float *vals, size_
             free(op);
             return -ENOMEM;
         }
-        kv->stats.switch_bytes_sent += 4 * (size_t)kv->nhot;
     }
     kv->steps_started++;
     kv->stats.push_entries += n;
@@ -438,6 +437,8 @@ int ina_kv_get_stats(const ina_kv *kv, ina_kv_stats *st)
         return -EINVAL;
     *st = kv->stats;
     st->hot_keys = kv->nhot;
+    if (kv->hctx) /* what the hot vector really cost on the wire (dense or keyed blocks) */
+        st->switch_bytes_sent = kv->hctx->stats.bytes_sent;
     return 0;
 }
 

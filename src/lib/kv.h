@@ -22,7 +22,13 @@
 #include "lib/internal.h"
 
 #define INA_KV_MAX_SHARDS 64
-#define INA_KV_WINDOW_BYTES (256u * 1024) /* unanswered request bytes per shard */
+/* Unanswered request bytes per shard (its congestion window): additive increase of a
+ * datagram per window of answers, halved (once per loss event) when a request times
+ * out, between 4 datagrams and INA_KV_WINDOW_MAX. N workers share a shard's link, and a
+ * full switch queue in front of it drops the excess (incast): the window keeps the
+ * queue short. */
+#define INA_KV_WINDOW_MAX (512u * 1024)
+#define INA_KV_WINDOW_INIT (64u * 1024)
 #define INA_KV_MAX_REQS 1024
 #define INA_KV_DEFAULT_DGRAM_LOOPBACK 65000
 #define INA_KV_DEFAULT_DGRAM_NET 1472
@@ -33,6 +39,8 @@ struct kv_shard {
     uint16_t job;
     uint32_t session, token;
     size_t inflight_bytes;
+    size_t cwnd;               /* window, bytes */
+    uint64_t cut_ns;           /* last window cut: one per loss event */
     uint64_t last_reply_ns;    /* last answer from this shard (progress) */
     uint64_t refused_since_ns; /* ICMP port unreachable seen, 0 = none */
 };

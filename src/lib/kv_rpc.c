@@ -41,6 +41,7 @@ int kv__shards_open(struct ina_kv *kv)
         if (ina_parse_hostport_why(hp, 0, &sh->addr, why, sizeof(why)) != 0)
             return ina__fail(NULL, INA_ERR_CONFIG, "shard %u address: %s (ps_addrs, INA_PS)",
                              kv->nshards, why);
+        sh->cwnd = INA_KV_WINDOW_INIT;
         sh->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (sh->fd < 0)
             return ina__fail(NULL, -errno, "socket: %s", strerror(errno));
@@ -207,8 +208,7 @@ void kv__shards_close(struct ina_kv *kv, int abort)
 
 int kv__window_room(const struct ina_kv *kv, unsigned s, size_t len)
 {
-    return kv->shard[s].inflight_bytes == 0 ||
-           kv->shard[s].inflight_bytes + len <= INA_KV_WINDOW_BYTES;
+    return kv->shard[s].inflight_bytes == 0 || kv->shard[s].inflight_bytes + len <= kv->shard[s].cwnd;
 }
 
 struct kv_rpc *kv__rpc_send(struct ina_kv *kv, struct ina_kv_req *op, unsigned s, uint8_t kind,
@@ -263,7 +263,10 @@ static struct kv_rpc *rpc_take(struct ina_kv *kv, unsigned s, uint8_t kind, uint
             (!match_seq || r->seq == seq)) {
             *pp = r->next;
             kv->nrpcs--;
-            kv->shard[s].inflight_bytes -= r->len;
+            struct kv_shard *sh = &kv->shard[s];
+            sh->inflight_bytes -= r->len;
+            if (r->tries == 0 && sh->cwnd < INA_KV_WINDOW_MAX) /* additive increase */
+                sh->cwnd += (kv->dgram * r->len) / sh->cwnd + 1;
             if (r->op)
                 r->op->nwait--;
             return r;
@@ -384,7 +387,9 @@ static void timers(struct ina_kv *kv, uint64_t now)
             continue;
         struct kv_shard *sh = &kv->shard[r->shard];
         char shs[80];
-        if (now - sh->last_reply_ns > (uint64_t)kv->cfg.timeout_ms * 1000000ull) {
+        /* (a reply may have been taken after `now` was read: no silence then) */
+        if (now > sh->last_reply_ns &&
+            now - sh->last_reply_ns > (uint64_t)kv->cfg.timeout_ms * 1000000ull) {
             shard_str(kv, r->shard, shs, sizeof(shs));
             kv__fail(kv, INA_ERR_TIMEOUT,
                      "no answer from %s for %d ms (timeout_ms)%s", shs, kv->cfg.timeout_ms,
@@ -393,12 +398,18 @@ static void timers(struct ina_kv *kv, uint64_t now)
                                                 : ": the shard is gone or unreachable");
             return;
         }
-        if (sh->refused_since_ns && now - sh->refused_since_ns > INA_REFUSED_FAIL_MS * 1000000ull &&
+        if (sh->refused_since_ns && now > sh->refused_since_ns && now > sh->last_reply_ns &&
+            now - sh->refused_since_ns > INA_REFUSED_FAIL_MS * 1000000ull &&
             now - sh->last_reply_ns > INA_REFUSED_FAIL_MS * 1000000ull) {
             shard_str(kv, r->shard, shs, sizeof(shs));
             kv__fail(kv, -ECONNREFUSED, "%s is gone: port unreachable for %d ms", shs,
                      INA_REFUSED_FAIL_MS);
             return;
+        }
+        if (r->kind != INA_K_PS_COMMIT && now - sh->cut_ns > (uint64_t)r->rto_ms * 1000000ull) {
+            size_t floor = 4 * kv->dgram;
+            sh->cwnd = sh->cwnd / 2 > floor ? sh->cwnd / 2 : floor; /* a loss: halve */
+            sh->cut_ns = now;
         }
         r->tries++;
         kv->stats.ps_retransmits++;
