@@ -147,6 +147,7 @@ int main(int argc, char **argv)
                 fprintf(f, " %llu:1", (unsigned long long)s.key[k]);
             fputc('\n', f);
         }
+        ctr_gen_free(&g);
         return f == stdout ? 0 : fclose(f) != 0;
     }
     uint32_t *seen = calloc(keys + 1, sizeof(uint32_t));
@@ -181,6 +182,7 @@ int main(int argc, char **argv)
             break;
         p++;
     }
+    ctr_gen_free(&g);
     free(seen);
     free(prof_all);
     free(prof_r0);

@@ -89,6 +89,7 @@ struct uniq {
 static int uniq_init(struct uniq *u, uint32_t cap)
 {
     u->cap = 1;
+    u->n = 0;
     while (u->cap < 2 * cap)
         u->cap *= 2;
     u->tab = calloc(u->cap, 8);
@@ -443,6 +444,9 @@ int main(int argc, char **argv)
         bayes = lb / o.eval;
         ev_auc = ctr_auc(score, label, (size_t)o.eval);
         free(ew);
+        free(eu.tab);
+        free(eu.idx);
+        free(eu.keys);
         free(score);
         free(label);
         free(es);
