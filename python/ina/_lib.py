@@ -56,7 +56,9 @@ class InfoStruct(ctypes.Structure):
         ("path", ctypes.c_int),
         ("float_add", ctypes.c_int),
         ("shm", ctypes.c_int),
-        ("reserved", ctypes.c_uint * 4),
+        ("shards", ctypes.c_int),
+        ("levels", ctypes.c_int),
+        ("reserved", ctypes.c_uint * 2),
     ]
 
 

@@ -31,6 +31,7 @@
     X(AUTH, "JOIN without a valid proof of the shared secret (--secret-file)")   \
     X(SHM, "shared-memory ring refused, full or corrupt (the datagram is lost)") \
     X(TXQ, "transmit queue full before a flush (a switch bug; the datagram is lost)") \
+    X(UPSTREAM, "from the parent (--parent), fitting no job or round that awaits it") \
     X(HOT, "hot-table packet: epoch not installed, key outside the table or its block")
 
 enum ina_drop {
@@ -60,6 +61,12 @@ struct ina_sw_counters {
     uint64_t joins_expired;   /* registrations forgotten: the rank's deadline passed or it fell silent */
     uint64_t hot_installs;    /* hot tables (epochs) activated (PROTOCOL.md §14.3) */
     uint64_t hot_keyed;       /* keyed hot entries added into slots */
+    /* A tree of switches (PROTOCOL.md §12). As a parent: */
+    uint64_t tree_joins;      /* TREE_JOINs of child switches registered */
+    /* As a child (--parent): */
+    uint64_t up_packets;      /* partial sums sent to the parent */
+    uint64_t up_resent;       /* ... sent again: a worker retransmitted into a round awaiting it */
+    uint64_t up_results;      /* the parent's RESULTs taken and passed down */
     uint64_t drops[INA_DROP__COUNT];
 };
 

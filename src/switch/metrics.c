@@ -136,6 +136,10 @@ static void job_labels(struct ina_buf *b, const struct ina_job *j)
     X(doorbells, "Doorbells sent to workers asleep on a ring")                              \
     X(joins_withdrawn, "Registrations withdrawn by a rank that gave up joining")            \
     X(joins_expired, "Registrations forgotten: deadline passed or the rank fell silent")    \
+    X(tree_joins, "TREE_JOINs of child switches registered")                                \
+    X(up_packets, "Partial sums sent to the parent (--parent)")                             \
+    X(up_resent, "Partial sums sent to the parent again (a worker retransmitted)")          \
+    X(up_results, "Results of the parent passed down to the workers")                       \
     X(hot_installs, "Hot tables (epochs) activated")                                         \
     X(hot_keyed, "Keyed hot entries added into slots")
 
