@@ -99,7 +99,8 @@ INA_EXTERN const char *ina_version_string(void);
     X(INA_ERR_PROTO, -1008, "protocol version mismatch with the switch")         \
     X(INA_ERR_CONFIG, -1009, "invalid configuration (ina_last_error() names the setting)") \
     X(INA_ERR_BUSY, -1010, "too many operations in flight on this context")                \
-    X(INA_ERR_PS_FULL, -1016, "the parameter server's memory limit is reached (ina-ps --max-memory)")
+    X(INA_ERR_PS_FULL, -1016, "the parameter server's memory limit is reached (ina-ps --max-memory)") \
+    X(INA_ERR_STALE, -1018, "update refused: it lags the model by more than the job's bound D (pull and recompute)")
 
 typedef enum {
     INA_OK = 0,

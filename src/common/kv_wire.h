@@ -46,6 +46,20 @@
 #define INA_K_HOT_FETCH 46   /* worker -> switch: send me keys [offset, ...) of epoch e */
 #define INA_K_HOT_KEYS 47    /* switch -> worker: the answer to both */
 
+/* MLfabric (PROTOCOL.md §15): bounded-staleness updates to ina-ps, and ina-sched. */
+#define INA_K_PS_UPDATE 48     /* worker -> ina-ps: one update computed on model version seq */
+#define INA_K_PS_UPDATE_ACK 49 /* ina-ps -> worker: applied or refused (status), version after */
+#define INA_K_SCHED_REQ 50     /* worker -> ina-sched: may I send update slot (seq = base, bytes) */
+#define INA_K_SCHED_GRANT 51   /* ina-sched -> worker: send it with stamp g, or refused (status) */
+#define INA_K_SCHED_DONE 52    /* worker -> ina-sched: the update was answered (outcome, duration) */
+#define INA_K_SCHED_DONE_ACK 53 /* ina-sched -> worker: DONE recorded (the worker may stop resending) */
+#define INA_PS_UPDATE_PREFIX 8  /* UPDATE body before its entries: stamp (4), reserved (4) */
+#define INA_PS_UPDATE_ACK_LEN 16 /* status (4), version after (4), delay (4), stamp (4) */
+#define INA_SCHED_REQ_LEN 40     /* bytes (4), reserved (4), job name (32) */
+#define INA_SCHED_GRANT_LEN 16   /* status (4), stamp (4), version bound (4), straggler (4) */
+#define INA_SCHED_DONE_LEN 16    /* status (4), bytes (4), duration in us (4), version (4) */
+#define INA_STAMP_NONE 0xFFFFFFFFu /* UPDATE not stamped: applied in arrival order */
+
 /* Wire op of HOT_DATA / HOT_RESULT (byte 30): binary32 add into the hot table's slots. */
 #define INA_OP_HOT_F32 9
 
@@ -65,7 +79,8 @@
 #define INA_HOT_FETCH_LEN 12
 #define INA_HOT_KEYS_HDR 20    /* epoch, total, offset, count, reserved, status */
 #define INA_PS_MAX_DIM 64
-#define INA_PS_MODE_SYNC 0     /* the only mode of this version; others: NOTSUP */
+#define INA_PS_MODE_SYNC 0     /* synchronous steps (PUSH/COMMIT) */
+#define INA_PS_MODE_STALE 1    /* bounded staleness: UPDATE applied if its delay <= max_delay (§15) */
 /* HOT_KEYS status: the epoch asked for is not installed yet (ask again). */
 #define INA_HOT_PENDING 1
 
@@ -74,6 +89,7 @@ struct ina_ps_join {
     uint64_t nonce;
     uint16_t world, shard, nshards, dim;
     uint8_t optim, mode, init;
+    uint8_t max_delay; /* MODE_STALE: D, the most versions an applied update may lag */
     float lr, eps, init_acc, init_scale;
     uint32_t sw_version;
     uint64_t init_seed;
@@ -115,6 +131,7 @@ static inline void ina_ps_join_encode(uint8_t *b, const struct ina_ps_join *j)
     b[16] = j->optim;
     b[17] = j->mode;
     b[18] = j->init;
+    b[19] = j->max_delay;
     ina_putf(b + 20, j->lr);
     ina_putf(b + 24, j->eps);
     ina_putf(b + 28, j->init_acc);
@@ -140,6 +157,7 @@ static inline int ina_ps_join_decode(const uint8_t *b, size_t len, struct ina_ps
     j->optim = b[16];
     j->mode = b[17];
     j->init = b[18];
+    j->max_delay = b[19];
     j->lr = ina_getf(b + 20);
     j->eps = ina_getf(b + 24);
     j->init_acc = ina_getf(b + 28);

@@ -74,7 +74,12 @@ struct ina_ps_metrics {
     X(jobs_ended, "Jobs ended (all ranks left)")                                         \
     X(jobs_aborted, "Jobs aborted")                                                      \
     X(jobs_refused, "Jobs refused (job table full, or no memory)")                       \
-    X(memory_refusals, "Keys refused at --max-memory")
+    X(memory_refusals, "Keys refused at --max-memory")                                   \
+    X(updates_applied, "Bounded-staleness UPDATEs applied")                              \
+    X(updates_stale, "UPDATEs refused: delay above the job's bound D")                   \
+    X(update_dups, "UPDATE copies answered again, not applied again")                    \
+    X(delay_violations, "UPDATEs applied with delay above D (a bug; must stay 0)")       \
+    X(delay_max, "Largest delay of an applied UPDATE")
 
 static void render_metrics(const struct ina_ps_metrics *m, const struct ina_ps_pub *p,
                            struct ina_buf *b)

@@ -49,6 +49,7 @@ static void job_free(struct ina_ps *ps, struct ina_ps_job *job)
     for (int p = 0; p < 2; p++)
         for (int r = 0; r < INA_MAX_WORKERS; r++)
             free(job->rs[p][r].bits);
+    free(job->scratch);
     uint16_t id = job->id;
     memset(job, 0, sizeof(*job));
     job->id = id;
@@ -189,7 +190,7 @@ static void send_join_ack(struct ina_ps *ps, const struct ina_ps_job *job, int r
 static int join_same(const struct ina_ps_join *a, const struct ina_ps_join *b)
 {
     return a->world == b->world && a->dim == b->dim && a->optim == b->optim &&
-           a->mode == b->mode && a->init == b->init && a->lr == b->lr && a->eps == b->eps &&
+           a->mode == b->mode && a->max_delay == b->max_delay && a->init == b->init && a->lr == b->lr && a->eps == b->eps &&
            a->init_acc == b->init_acc && a->init_scale == b->init_scale &&
            a->init_seed == b->init_seed && a->nshards == b->nshards &&
            a->hot_keys == b->hot_keys && a->profile_steps == b->profile_steps &&
@@ -200,8 +201,12 @@ static int join_valid(const struct ina_ps *ps, const struct ina_hdr *h, const st
                       int *reason)
 {
     *reason = INA_ERR_REJECTED;
-    if (j->mode != INA_PS_MODE_SYNC) {
-        *reason = INA_ERR_NOTSUP; /* asynchronous modes: reserved for a later version */
+    if (j->mode != INA_PS_MODE_SYNC && j->mode != INA_PS_MODE_STALE) {
+        *reason = INA_ERR_NOTSUP; /* other modes: reserved for a later version */
+        return 0;
+    }
+    if (j->mode == INA_PS_MODE_STALE && j->hot_keys != 0) {
+        *reason = INA_ERR_NOTSUP; /* a hot set is summed in synchronous steps only */
         return 0;
     }
     if (j->optim > INA_OPTIM_ADAGRAD || j->init > INA_INIT_UNIFORM) {
@@ -287,6 +292,10 @@ static void on_join(struct ina_ps *ps, const struct ina_hdr *h, const uint8_t *b
             return;
         }
         int rc = ina__ps_store_init(ps, &job->store, j.dim, ina_optim_has_state(j.optim));
+        if (rc == 0 && !(job->scratch = malloc(j.dim * sizeof(float)))) {
+            ina__ps_store_free(ps, &job->store);
+            rc = -ENOMEM;
+        }
         if (rc != 0) {
             ps->c.jobs_refused++;
             send_nak(ps, j.nonce, rc == -ENOMEM ? INA_ERR_PS_FULL : rc, src);
@@ -506,7 +515,8 @@ static void on_pull(struct ina_ps *ps, struct ina_ps_job *job, const struct ina_
     struct ina_hdr rh;
     reply_hdr(&rh, job, INA_K_PS_PULL_RESP);
     rh.slot = h->slot;
-    rh.seq = h->seq;
+    /* A STALE job answers with the model version the values are of (§15.2). */
+    rh.seq = job->p.mode == INA_PS_MODE_STALE ? job->applied : h->seq;
     rh.count = h->count;
     rh.flags = h->flags & INA_FLAG_PS_STATE;
     ina_hdr_encode(b, &rh);
@@ -569,6 +579,106 @@ static void on_assign(struct ina_ps *ps, struct ina_ps_job *job, const struct in
     send_ack(ps, job, INA_K_PS_ASSIGN_ACK, h->slot, h->seq, src);
 }
 
+/* ---- Bounded staleness (MODE_STALE, PROTOCOL.md §15.2) ----------------------------- */
+
+static void send_update_ack(struct ina_ps *ps, const struct ina_ps_job *job,
+                            const struct ina_ps_lastupd *u, const struct sockaddr_in *dst)
+{
+    uint8_t *b = tx_buf(ps, INA_HDR_LEN + INA_PS_UPDATE_ACK_LEN);
+    if (!b)
+        return;
+    struct ina_hdr h;
+    reply_hdr(&h, job, INA_K_PS_UPDATE_ACK);
+    h.slot = u->uid;
+    h.seq = u->version;
+    ina_hdr_encode(b, &h);
+    uint8_t *body = b + INA_HDR_LEN;
+    ina_put32(body, (uint32_t)u->status);
+    ina_put32(body + 4, u->version);
+    ina_put32(body + 8, u->delay);
+    ina_put32(body + 12, u->stamp);
+    tx_push(ps, b, INA_HDR_LEN + INA_PS_UPDATE_ACK_LEN, dst);
+}
+
+/* Apply one UPDATE's entries as a gradient with the job's optimizer: the model's next version. */
+static int update_apply(struct ina_ps *ps, struct ina_ps_job *job, const struct ina_hdr *h,
+                        const uint8_t *entries)
+{
+    struct ina_ps_store *st = &job->store;
+    size_t d = st->dim, el = ina_ps_entry_len(st->dim);
+    for (unsigned e = 0; e < h->count; e++) {
+        const uint8_t *q = entries + e * el;
+        uint32_t r = ina__ps_store_get(ps, job, ina_get64(q));
+        if (r == INA_KMAP_NONE)
+            return -1;
+        for (size_t j = 0; j < d; j++)
+            job->scratch[j] = ina_getf(q + 8 + 4 * j);
+        ina_optim_apply(&job->optim, st->vals + r * d, st->state ? st->state + r * d : NULL,
+                        job->scratch, d);
+        st->ver[r] = job->applied + 1;
+    }
+    ps->c.keys_applied += h->count;
+    return 0;
+}
+
+/*
+ * UPDATE: slot = the rank's update id (1, 2, ... one at a time), seq = the
+ * model version the update was computed on (its base), body = stamp, reserved,
+ * then count (key, dim values) entries. The delay is the versions applied
+ * since the base; at most max_delay: applied, the version moves on by one;
+ * else refused with INA_ERR_STALE. Stamped updates are taken in stamp order
+ * only, so every server fed the same stamped stream applies the same
+ * sequence (a replica stays bit-identical). A copy of the rank's last update
+ * gets the same answer again.
+ */
+static void on_update(struct ina_ps *ps, struct ina_ps_job *job, const struct ina_hdr *h,
+                      const uint8_t *body, size_t len, const struct sockaddr_in *src)
+{
+    struct ina_ps_store *st = &job->store;
+    if (len < INA_PS_UPDATE_PREFIX ||
+        len - INA_PS_UPDATE_PREFIX != (size_t)h->count * ina_ps_entry_len(st->dim)) {
+        ps->c.drops[INA_PS_DROP_LENGTH]++;
+        return;
+    }
+    struct ina_ps_lastupd *u = &job->last[h->rank];
+    uint32_t stamp = ina_get32(body);
+    if (h->slot == u->uid && u->uid != 0) {
+        ps->c.update_dups++;
+        send_update_ack(ps, job, u, src);
+        return;
+    }
+    int32_t ahead = (int32_t)(job->applied - h->seq);
+    if (h->slot != u->uid + 1 || ahead < 0 ||
+        (stamp != INA_STAMP_NONE && stamp != job->next_stamp)) {
+        ps->c.drops[INA_PS_DROP_ORDER]++; /* the sender resends until its turn comes */
+        return;
+    }
+    uint32_t delay = job->applied - h->seq;
+    struct ina_ps_lastupd n = {.uid = h->slot, .delay = delay, .stamp = stamp};
+    if (delay <= job->p.max_delay) {
+        /* The bound, checked again where the model changes (counted, never expected). */
+        if (job->applied - h->seq > job->p.max_delay)
+            ps->c.delay_violations++;
+        if (update_apply(ps, job, h, body + INA_PS_UPDATE_PREFIX) != 0) {
+            job_abort(ps, job, INA_ERR_PS_FULL, "max_memory");
+            return;
+        }
+        job->applied++;
+        ps->c.updates_applied++;
+        ps->c.delay_hist[delay < INA_PS_DELAY_BUCKETS ? delay : INA_PS_DELAY_BUCKETS - 1]++;
+        if (delay > ps->c.delay_max)
+            ps->c.delay_max = delay;
+    } else {
+        n.status = INA_ERR_STALE;
+        ps->c.updates_stale++;
+    }
+    if (stamp != INA_STAMP_NONE)
+        job->next_stamp++;
+    n.version = job->applied;
+    *u = n;
+    send_update_ack(ps, job, u, src);
+}
+
 /* ---- Input -------------------------------------------------------------------- */
 
 void ina_ps_input(struct ina_ps *ps, const uint8_t *buf, size_t len, const struct sockaddr_in *src,
@@ -595,7 +705,7 @@ void ina_ps_input(struct ina_ps *ps, const uint8_t *buf, size_t len, const struc
         return;
     }
     if (h.kind != INA_K_PS_PUSH && h.kind != INA_K_PS_COMMIT && h.kind != INA_K_PS_PULL &&
-        h.kind != INA_K_PS_ASSIGN && h.kind != INA_K_PS_LEAVE) {
+        h.kind != INA_K_PS_ASSIGN && h.kind != INA_K_PS_LEAVE && h.kind != INA_K_PS_UPDATE) {
         ps->c.drops[INA_PS_DROP_KIND]++;
         return;
     }
@@ -625,7 +735,15 @@ void ina_ps_input(struct ina_ps *ps, const uint8_t *buf, size_t len, const struc
     m->rx_bytes += len;
     job->rx_packets++;
     job->last_rx_ns = now_ns;
+    int stale_job = job->p.mode == INA_PS_MODE_STALE;
+    if ((h.kind == INA_K_PS_UPDATE) != stale_job &&
+        (h.kind == INA_K_PS_UPDATE || h.kind == INA_K_PS_PUSH || h.kind == INA_K_PS_COMMIT ||
+         h.kind == INA_K_PS_ASSIGN)) {
+        ps->c.drops[INA_PS_DROP_MODE]++;
+        return;
+    }
     switch (h.kind) {
+    case INA_K_PS_UPDATE: on_update(ps, job, &h, body, blen, src); break;
     case INA_K_PS_PUSH: on_push(ps, job, &h, body, blen, src, now_ns); break;
     case INA_K_PS_COMMIT: on_commit(ps, job, &h, src, now_ns); break;
     case INA_K_PS_PULL: on_pull(ps, job, &h, body, blen, src); break;
@@ -661,7 +779,8 @@ void ina_ps_tick(struct ina_ps *ps, uint64_t now_ns)
     X(rx_packets) X(rx_bytes) X(tx_packets) X(tx_bytes) X(tx_errors) X(pushes)       \
     X(push_entries) X(push_dups) X(commits) X(steps_applied) X(keys_applied) X(pulls) \
     X(pull_keys) X(assigns) X(assign_entries) X(assign_stale) X(jobs_started)        \
-    X(jobs_ended) X(jobs_aborted) X(jobs_refused) X(memory_refusals)
+    X(jobs_ended) X(jobs_aborted) X(jobs_refused) X(memory_refusals) X(updates_applied) \
+    X(updates_stale) X(update_dups) X(delay_violations) X(delay_max)
 
 void ina_ps_counters_print(const struct ina_ps_counters *c, FILE *f)
 {
@@ -669,6 +788,9 @@ void ina_ps_counters_print(const struct ina_ps_counters *c, FILE *f)
 #define X(name) fprintf(f, "  %-16s %llu\n", #name, (unsigned long long)c->name);
     PS_COUNTERS(X)
 #undef X
+    for (int d = 0; d < INA_PS_DELAY_BUCKETS; d++)
+        fprintf(f, "  delay_%d%-9s %llu\n", d, d == INA_PS_DELAY_BUCKETS - 1 ? "+" : "",
+                (unsigned long long)c->delay_hist[d]);
     for (int d = 0; d < INA_PS_DROP__COUNT; d++)
         fprintf(f, "  drop_%-11s %llu\n", ina_ps_drop_name(d), (unsigned long long)c->drops[d]);
 }

@@ -35,6 +35,8 @@
 #define INA_PS_TX_RESERVE_MSGS (2 * INA_MAX_WORKERS + 4)
 #define INA_PS_TX_RESERVE_BYTES (65536 + 2 * INA_MAX_WORKERS * 64)
 
+#define INA_PS_DELAY_BUCKETS 8
+
 #define INA_PS_DROP_MAP(X)                                                          \
     X(SHORT, "shorter than the 32-byte header")                                     \
     X(MAGIC, "wrong magic")                                                         \
@@ -50,7 +52,9 @@
     X(EARLY, "COMMIT before all its PUSH packets arrived")                          \
     X(INDEX, "PUSH packet index beyond the limit")                                  \
     X(JOIN, "malformed or refused join/leave")                                      \
-    X(TXQ, "reply queue full (an ina-ps bug; the reply is lost)")
+    X(TXQ, "reply queue full (an ina-ps bug; the reply is lost)")                    \
+    X(ORDER, "UPDATE out of order: update id or stamp not the next, base version ahead") \
+    X(MODE, "kind not served in the job's mode (PUSH/COMMIT in a STALE job, UPDATE in a SYNC one)")
 
 enum ina_ps_drop {
 #define INA__PS_DROP_ENUM(name, text) INA_PS_DROP_##name,
@@ -71,6 +75,13 @@ struct ina_ps_counters {
     uint64_t assigns, assign_entries, assign_stale; /* ASSIGN entries ignored as older than the key */
     uint64_t jobs_started, jobs_ended, jobs_aborted, jobs_refused;
     uint64_t memory_refusals; /* keys refused: --max-memory reached */
+    /* Bounded staleness (MODE_STALE, PROTOCOL.md §15.2). */
+    uint64_t updates_applied;  /* UPDATEs applied (delay <= D) */
+    uint64_t updates_stale;    /* UPDATEs refused with INA_ERR_STALE (delay > D) */
+    uint64_t update_dups;      /* UPDATE copies answered again, not applied again */
+    uint64_t delay_violations; /* applied with delay > D: an ina-ps bug, must stay 0 */
+    uint64_t delay_max;        /* the largest delay applied */
+    uint64_t delay_hist[INA_PS_DELAY_BUCKETS]; /* applied updates by delay (last: >= 7) */
     uint64_t drops[INA_PS_DROP__COUNT];
 };
 
@@ -87,6 +98,15 @@ struct ina_ps_store {
     uint32_t *touched[2];      /* records with a sum in acc[parity] */
     uint32_t ntouched[2], touched_cap[2];
     size_t bytes; /* memory held, counted against --max-memory */
+};
+
+/* MODE_STALE: a rank's last UPDATE and its answer, repeated to a copy (PROTOCOL.md §15.2). */
+struct ina_ps_lastupd {
+    uint32_t uid;     /* its update id (0: none yet) */
+    int32_t status;   /* 0 applied, INA_ERR_STALE refused */
+    uint32_t version; /* the job's version after it */
+    uint32_t delay;   /* versions it lagged */
+    uint32_t stamp;
 };
 
 /* One rank's progress on one open step (parity). */
@@ -122,6 +142,10 @@ struct ina_ps_job {
     struct ina_ps_store store;
     struct ina_ps_member members[INA_MAX_WORKERS];
     uint64_t rx_packets, pushes, pulls, steps_applied;
+    /* MODE_STALE: the model version is `applied` (updates applied so far). */
+    uint32_t next_stamp;  /* the stamp the next stamped UPDATE must carry */
+    struct ina_ps_lastupd last[INA_MAX_WORKERS];
+    float *scratch;       /* one entry's gradient (dim floats) */
 };
 
 struct ina_ps_params {

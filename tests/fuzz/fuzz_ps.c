@@ -100,6 +100,12 @@ HARNESS static void check_tx(void)
         case INA_K_PS_PUSH_ACK:
         case INA_K_PS_COMMIT_ACK:
         case INA_K_PS_ASSIGN_ACK: CHECKF(len == INA_HDR_LEN); break;
+        case INA_K_PS_UPDATE_ACK: {
+            CHECKF(len == INA_HDR_LEN + INA_PS_UPDATE_ACK_LEN);
+            int32_t st = (int32_t)ina_get32(b + INA_HDR_LEN);
+            CHECKF(st == 0 || st == INA_ERR_STALE);
+            break;
+        }
         case INA_K_PS_PULL_RESP: {
             const struct ina_ps_job *job = &ps.jobs[h.job - 1];
             CHECKF(h.job >= 1 && h.job <= INA_PS_MAX_JOBS);
@@ -129,6 +135,7 @@ HARNESS static void check_state(void)
             CHECKF(ina_kmap_get(&s->index, s->keys[r]) == r);
     }
     CHECKF(mem == ps.mem_used && ps.mem_used <= ps.p.max_memory);
+    CHECKF(ps.c.delay_violations == 0); /* no applied UPDATE lagged more than its job's D */
 }
 
 static void send_to(const uint8_t *b, size_t len, const struct sockaddr_in *src)
@@ -194,7 +201,7 @@ static void one_record(uint8_t sel, uint8_t flags, const uint8_t *d, size_t len)
         if (flags & F_KIND) {
             static const uint8_t kinds[] = {INA_K_PS_PUSH, INA_K_PS_COMMIT, INA_K_PS_PULL,
                                             INA_K_PS_ASSIGN, INA_K_PS_LEAVE, INA_K_PS_JOIN,
-                                            INA_K_PS_PUSH, INA_K_PS_PULL};
+                                            INA_K_PS_UPDATE, INA_K_PS_PULL};
             b[3] = kinds[(sel >> 6) | ((flags >> 5) & 4)];
         }
         if ((flags & F_CREDS) && honest->state == INA_PS_ACTIVE) {
