@@ -31,6 +31,7 @@ Options:
   --rate RATE     tbf rate of every link (default 100mbit)
   --keys K        model keys of 64 floats (default 120: 31 KB per update)
   --delay D       staleness bound (default 2)
+  --window W      ina-sched's grants outstanding at most (default 4)
   --updates U     model versions each run trains (default 2500)
   --repeat R      runs of each case, interleaved (default 1)
   --out FILE      also write the report there (default bench/results/mlfabric.md)
@@ -43,13 +44,14 @@ cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 BUILD_DIR=${INA_BUILD_DIR:-build}
 case $BUILD_DIR in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac
-N=8 RATE=100mbit KEYS=120 D=2 UPDATES=2500 REPEAT=1 OUT=$ROOT/bench/results/mlfabric.md
+N=8 RATE=100mbit KEYS=120 D=2 WINDOW=4 UPDATES=2500 REPEAT=1 OUT=$ROOT/bench/results/mlfabric.md
 while [ $# -gt 0 ]; do
     case $1 in
         --workers) N=$2; shift 2 ;;
         --rate) RATE=$2; shift 2 ;;
         --keys) KEYS=$2; shift 2 ;;
         --delay) D=$2; shift 2 ;;
+        --window) WINDOW=$2; shift 2 ;;
         --updates) UPDATES=$2; shift 2 ;;
         --repeat) REPEAT=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
@@ -112,7 +114,7 @@ run_case() {
     fi
     if [ "$mode" = sched ]; then
         ip netns exec "$SNS" "$BIN/ina-sched" --job "$job" --world "$N" --max-delay "$D" \
-            --listen "$SIP:$PORT" --log-level warn 2>"$d/s.err" &
+            --window "$WINDOW" --listen "$SIP:$PORT" --log-level warn 2>"$d/s.err" &
         sp=$!
         PIDS+=($sp)
         extra+=(--sched "$SIP:$PORT")
@@ -144,7 +146,7 @@ result() {
 median() { sort -g | awk '{a[NR] = $1} END { if (NR == 0) print "NA"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 {
-    echo "# MLfabric benchmark: N=$N workers, $KEYS keys x 64 floats ($((KEYS * 264 / 1024)) KiB per update), D=$D"
+    echo "# MLfabric benchmark: N=$N workers, $KEYS keys x 64 floats ($((KEYS * 264 / 1024)) KiB per update), D=$D, ina-sched window $WINDOW"
     echo
     echo "On the 2-core VM, $(date -u +%Y-%m-%d), load before: $(cut -d' ' -f1-3 /proc/loadavg)."
     echo "Emulated cluster: every link (N workers, the primary and the replica hosts, the"

@@ -79,7 +79,8 @@ struct ina_ps_metrics {
     X(updates_stale, "UPDATEs refused: delay above the job's bound D")                   \
     X(update_dups, "UPDATE copies answered again, not applied again")                    \
     X(delay_violations, "UPDATEs applied with delay above D (a bug; must stay 0)")       \
-    X(delay_max, "Largest delay of an applied UPDATE")
+    X(delay_max, "Largest delay of an applied UPDATE")                                  \
+    X(updates_held, "Stamped UPDATEs kept until the stamps before them came")
 
 static void render_metrics(const struct ina_ps_metrics *m, const struct ina_ps_pub *p,
                            struct ina_buf *b)

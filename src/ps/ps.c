@@ -50,6 +50,8 @@ static void job_free(struct ina_ps *ps, struct ina_ps_job *job)
         for (int r = 0; r < INA_MAX_WORKERS; r++)
             free(job->rs[p][r].bits);
     free(job->scratch);
+    for (int i = 0; i < INA_PS_HOLD; i++)
+        free(job->held[i].body);
     uint16_t id = job->id;
     memset(job, 0, sizeof(*job));
     job->id = id;
@@ -627,31 +629,48 @@ static int update_apply(struct ina_ps *ps, struct ina_ps_job *job, const struct 
  * then count (key, dim values) entries. The delay is the versions applied
  * since the base; at most max_delay: applied, the version moves on by one;
  * else refused with INA_ERR_STALE. Stamped updates are taken in stamp order
- * only, so every server fed the same stamped stream applies the same
- * sequence (a replica stays bit-identical). A copy of the rank's last update
- * gets the same answer again.
+ * only (one that comes early is held, up to INA_PS_HOLD stamps ahead), so
+ * every server fed the same stamped stream applies the same sequence (a
+ * replica stays bit-identical). A copy of the rank's last update gets the
+ * same answer again.
+ * @return 1 if the update took the next stamp (held ones may follow), else 0.
  */
-static void on_update(struct ina_ps *ps, struct ina_ps_job *job, const struct ina_hdr *h,
+static int update_one(struct ina_ps *ps, struct ina_ps_job *job, const struct ina_hdr *h,
                       const uint8_t *body, size_t len, const struct sockaddr_in *src)
 {
     struct ina_ps_store *st = &job->store;
     if (len < INA_PS_UPDATE_PREFIX ||
         len - INA_PS_UPDATE_PREFIX != (size_t)h->count * ina_ps_entry_len(st->dim)) {
         ps->c.drops[INA_PS_DROP_LENGTH]++;
-        return;
+        return 0;
     }
     struct ina_ps_lastupd *u = &job->last[h->rank];
     uint32_t stamp = ina_get32(body);
     if (h->slot == u->uid && u->uid != 0) {
         ps->c.update_dups++;
         send_update_ack(ps, job, u, src);
-        return;
+        return 0;
     }
-    int32_t ahead = (int32_t)(job->applied - h->seq);
-    if (h->slot != u->uid + 1 || ahead < 0 ||
-        (stamp != INA_STAMP_NONE && stamp != job->next_stamp)) {
+    int32_t ahead = (int32_t)(job->applied - h->seq), early = (int32_t)(stamp - job->next_stamp);
+    if (stamp != INA_STAMP_NONE && early > 0 && early < INA_PS_HOLD && h->slot == u->uid + 1) {
+        struct ina_ps_held *k = &job->held[stamp % INA_PS_HOLD];
+        if (k->used) {
+            ps->c.update_dups++; /* a copy of the one held (or a forgery): it waits its turn */
+            return 0;
+        }
+        if (!(k->body = malloc(len)))
+            return 0; /* not kept: the sender resends it */
+        memcpy(k->body, body, len);
+        k->h = *h;
+        k->src = *src;
+        k->len = len;
+        k->used = 1;
+        ps->c.updates_held++;
+        return 0;
+    }
+    if (h->slot != u->uid + 1 || ahead < 0 || (stamp != INA_STAMP_NONE && early != 0)) {
         ps->c.drops[INA_PS_DROP_ORDER]++; /* the sender resends until its turn comes */
-        return;
+        return 0;
     }
     uint32_t delay = job->applied - h->seq;
     struct ina_ps_lastupd n = {.uid = h->slot, .delay = delay, .stamp = stamp};
@@ -661,7 +680,7 @@ static void on_update(struct ina_ps *ps, struct ina_ps_job *job, const struct in
             ps->c.delay_violations++;
         if (update_apply(ps, job, h, body + INA_PS_UPDATE_PREFIX) != 0) {
             job_abort(ps, job, INA_ERR_PS_FULL, "max_memory");
-            return;
+            return -1;
         }
         job->applied++;
         ps->c.updates_applied++;
@@ -677,6 +696,24 @@ static void on_update(struct ina_ps *ps, struct ina_ps_job *job, const struct in
     n.version = job->applied;
     *u = n;
     send_update_ack(ps, job, u, src);
+    return stamp != INA_STAMP_NONE;
+}
+
+static void on_update(struct ina_ps *ps, struct ina_ps_job *job, const struct ina_hdr *h,
+                      const uint8_t *body, size_t len, const struct sockaddr_in *src)
+{
+    int r = update_one(ps, job, h, body, len, src);
+    /* The held updates whose turn has come, in stamp order. */
+    while (r == 1 && job->held[job->next_stamp % INA_PS_HOLD].used) {
+        struct ina_ps_held k = job->held[job->next_stamp % INA_PS_HOLD];
+        job->held[job->next_stamp % INA_PS_HOLD] = (struct ina_ps_held){0};
+        if (ina_get32(k.body) != job->next_stamp || ina_ps_tx_full(ps)) {
+            free(k.body); /* not its turn after all (a forgery), or no room to answer */
+            break;
+        }
+        r = update_one(ps, job, &k.h, k.body, k.len, &k.src);
+        free(k.body);
+    }
 }
 
 /* ---- Input -------------------------------------------------------------------- */
@@ -780,7 +817,7 @@ void ina_ps_tick(struct ina_ps *ps, uint64_t now_ns)
     X(push_entries) X(push_dups) X(commits) X(steps_applied) X(keys_applied) X(pulls) \
     X(pull_keys) X(assigns) X(assign_entries) X(assign_stale) X(jobs_started)        \
     X(jobs_ended) X(jobs_aborted) X(jobs_refused) X(memory_refusals) X(updates_applied) \
-    X(updates_stale) X(update_dups) X(delay_violations) X(delay_max)
+    X(updates_stale) X(update_dups) X(delay_violations) X(delay_max) X(updates_held)
 
 void ina_ps_counters_print(const struct ina_ps_counters *c, FILE *f)
 {

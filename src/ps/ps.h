@@ -81,6 +81,7 @@ struct ina_ps_counters {
     uint64_t update_dups;      /* UPDATE copies answered again, not applied again */
     uint64_t delay_violations; /* applied with delay > D: an ina-ps bug, must stay 0 */
     uint64_t delay_max;        /* the largest delay applied */
+    uint64_t updates_held;     /* stamped UPDATEs kept until their turn came */
     uint64_t delay_hist[INA_PS_DELAY_BUCKETS]; /* applied updates by delay (last: >= 7) */
     uint64_t drops[INA_PS_DROP__COUNT];
 };
@@ -107,6 +108,16 @@ struct ina_ps_lastupd {
     uint32_t version; /* the job's version after it */
     uint32_t delay;   /* versions it lagged */
     uint32_t stamp;
+};
+
+/* MODE_STALE: a stamped UPDATE that came before its turn, kept until the stamps before it are in. */
+#define INA_PS_HOLD 16 /* stamps ahead of the next one that are kept (further ones: drop ORDER) */
+struct ina_ps_held {
+    uint8_t used;
+    struct ina_hdr h;
+    struct sockaddr_in src;
+    uint8_t *body; /* a copy of the datagram's body (malloc) */
+    size_t len;
 };
 
 /* One rank's progress on one open step (parity). */
@@ -145,6 +156,7 @@ struct ina_ps_job {
     /* MODE_STALE: the model version is `applied` (updates applied so far). */
     uint32_t next_stamp;  /* the stamp the next stamped UPDATE must carry */
     struct ina_ps_lastupd last[INA_MAX_WORKERS];
+    struct ina_ps_held held[INA_PS_HOLD]; /* by stamp % INA_PS_HOLD */
     float *scratch;       /* one entry's gradient (dim floats) */
 };
 

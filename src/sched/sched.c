@@ -141,9 +141,28 @@ static void grant(struct ina_sched *s, unsigned r, uint64_t now)
     send_grant(s, r);
 }
 
+/* Slack: grants that may still come before this one's stamp and keep it within D. */
+static uint32_t slack(const struct ina_sched *s, const struct ina_sched_rank *k)
+{
+    return s->p.max_delay - (known_applied(s) + s->outstanding - k->base);
+}
+
+/* 1 if request a goes before b: non-stragglers first, then those with no slack left (the
+ * next grant would make them infeasible), then the shortest predicted transfer. */
+static int before(const struct ina_sched *s, const struct ina_sched_rank *a,
+                  const struct ina_sched_rank *b)
+{
+    if (a->straggler != b->straggler)
+        return b->straggler;
+    int ua = slack(s, a) == 0, ub = slack(s, b) == 0;
+    if (ua != ub)
+        return ua;
+    return predicted(s, a) < predicted(s, b);
+}
+
 /*
  * Refuse what can never fit, then grant while the window has room: among the
- * feasible requests the shortest predicted transfer, non-stragglers first.
+ * feasible requests the first by before().
  */
 static void schedule(struct ina_sched *s, uint64_t now)
 {
@@ -158,27 +177,19 @@ static void schedule(struct ina_sched *s, uint64_t now)
         }
     }
     while (s->outstanding < s->p.window) {
-        int best = -1, yielded = 0;
-        double best_t = 0;
-        for (int pass = 0; pass < 2 && best < 0; pass++) {
-            for (unsigned r = 0; r < s->p.world; r++) {
-                const struct ina_sched_rank *k = &s->ranks[r];
-                if (k->state != INA_SCHED_PENDING || !fits(s, k) || k->straggler != pass)
-                    continue;
-                double t = predicted(s, k);
-                if (best < 0 || t < best_t) {
-                    best = (int)r;
-                    best_t = t;
-                }
-            }
-            if (pass == 0 && best >= 0)
-                for (unsigned r = 0; r < s->p.world; r++)
-                    yielded += s->ranks[r].state == INA_SCHED_PENDING && s->ranks[r].straggler &&
-                               fits(s, &s->ranks[r]);
+        int best = -1, stragglers = 0;
+        for (unsigned r = 0; r < s->p.world; r++) {
+            const struct ina_sched_rank *k = &s->ranks[r];
+            if (k->state != INA_SCHED_PENDING || !fits(s, k))
+                continue;
+            stragglers += k->straggler;
+            if (best < 0 || before(s, k, &s->ranks[best]))
+                best = (int)r;
         }
         if (best < 0)
             return;
-        s->c.straggler_waits += (uint64_t)yielded;
+        if (!s->ranks[best].straggler)
+            s->c.straggler_waits += (uint64_t)stragglers;
         grant(s, (unsigned)best, now);
     }
 }

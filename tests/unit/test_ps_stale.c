@@ -127,12 +127,23 @@ static int send_update(struct ina_ps *ps, const struct upd *u, int32_t *status, 
     ina_ps_input(ps, b, n, &rank_addr[u->rank], 2);
     struct ina_hdr h;
     uint8_t body[INA_PS_UPDATE_ACK_LEN];
-    if (!last_reply(ps, INA_K_PS_UPDATE_ACK, &h, body, sizeof(body)))
+    int found = 0;
+    for (unsigned i = 0; i < ps->tx.n; i++) { /* its answer (held ones taken after it answer too) */
+        const uint8_t *a = ps->tx.iov[i].iov_base;
+        if (ina_hdr_decode(a, ps->tx.iov[i].iov_len, &h) == INA_PARSE_OK &&
+            h.kind == INA_K_PS_UPDATE_ACK && h.slot == u->uid &&
+            ps->tx.dst[i].sin_port == rank_addr[u->rank].sin_port) {
+            memcpy(body, a + INA_HDR_LEN, sizeof(body));
+            found = 1;
+            break;
+        }
+    }
+    ina_ps_tx_reset(ps);
+    if (!found)
         return 0;
     *status = (int32_t)ina_get32(body);
     *version = ina_get32(body + 4);
     *delay = ina_get32(body + 8);
-    CHECK_EQ_INT(h.slot, u->uid);
     CHECK_EQ_INT(h.seq, *version);
     return 1;
 }
@@ -264,7 +275,8 @@ static void test_bound_oracle(int D)
 
 /*
  * Replication: the same stamped stream to a primary (in order) and a replica
- * (reordered and duplicated: an early stamp is dropped, and resent later).
+ * (reordered and duplicated: an early stamp is held until its turn, its resend
+ * later is a copy).
  * The replica equals the primary bit for bit whenever both have taken the
  * same stamps. Then the primary dies at stamp T/2: the rest goes to the
  * replica only, and its final model equals a third server's that took the
@@ -304,7 +316,7 @@ static void test_replica_failover(void)
     static struct ina_ps primary2;
     new_ps(&primary2);
     CHECK(join_all(&primary2, INA_PS_MODE_STALE, 3, INA_OPTIM_ADAGRAD, 0));
-    int mismatches = 0, dropped_ok = 0;
+    int mismatches = 0, dropped_ok = 0, compared = 0;
     for (int i = 0; i < T; i++) {
         int32_t st;
         uint32_t v, d;
@@ -316,12 +328,17 @@ static void test_replica_failover(void)
         if (i % 3 == 0)
             CHECK(send_update(&replica, &stream[i], &st, &v, &d));
         CHECK(send_update(&primary2, &stream[i], &st, &v, &d));
+        if (replica.jobs[0].next_stamp != primary2.jobs[0].next_stamp)
+            continue; /* the replica took a held stamp more: compare at the next one */
+        compared++;
         if (!same_model(&replica, &primary2))
             mismatches++;
     }
     CHECK_EQ_INT(mismatches, 0);
+    CHECK(compared > T / 4);
     CHECK(dropped_ok > 0);
-    CHECK_EQ_INT(replica.c.drops[INA_PS_DROP_ORDER], (uint64_t)dropped_ok);
+    CHECK_EQ_INT(replica.c.updates_held, (uint64_t)dropped_ok);
+    CHECK_EQ_INT(replica.c.drops[INA_PS_DROP_ORDER], 0);
     /* Failover: the workers send the rest to the replica alone (an update the dead primary
      * may or may not have acked is resent: the replica applies it once). */
     for (int i = T / 2; i < T; i++) {
