@@ -10,7 +10,7 @@ usage() {
     cat <<'EOF2'
 Usage: bench/libra.sh [options]
 
-Builds an emulated cluster (scripts/netns.sh, prefix "cl"): N worker namespaces, one for
+Builds an emulated cluster (scripts/netns.sh, prefix "l"): N worker namespaces, one for
 ina-ps and one for ina-switch, every link shaped alike with tbf (INA_NS_SHAPE_SWITCH=1; the
 PS host is a node like a worker), and trains ina-ctr in each mode for the same steps:
   ps         all-PS: every key pushed to and pulled from ina-ps
@@ -73,7 +73,7 @@ BIN=$BUILD_DIR/bin
 for b in ina-ps ina-switch ina-ctr ina-ctr-gen; do
     [ -x "$BIN/$b" ] || { echo "libra.sh: $BIN/$b missing: build first (make SKIP_DEPS=1)" >&2; exit 1; }
 done
-CL=cl
+CL=l
 # shellcheck source=scripts/netns.sh
 source "$ROOT/scripts/netns.sh"
 RUN=$(mktemp -d /tmp/libra-bench.XXXXXX)
@@ -89,7 +89,7 @@ ina_ns_setup "$CL" $((N + 1)) "$RATE" || exit 1
 ina_ns_host_link "$CL" || exit 1
 PSNS=${CL}w$N SWNS=${CL}sw
 PSIP=$(ina_ns_ip "$CL" "w$N") SWIP=$(ina_ns_ip "$CL" sw)
-PSPORT=47300 SWPORT=47301
+PSPORT=21300 SWPORT=21301
 log() { echo "libra.sh: $*" >&2; }
 
 report() { tee -a "$RUN/report.md"; }
@@ -105,7 +105,8 @@ report() { tee -a "$RUN/report.md"; }
     echo
     echo '```'
     "$BIN/ina-ctr-gen" --coverage --keys "$KEYS" --alpha "$ALPHA" --workers "$N" --batch "$BATCH" \
-        --profile "$PROFILE" --steps 8 --hot "0,1000,4000,16000,32000,$HOT,64000,128000,256000"
+        --profile "$PROFILE" --steps 8 --hot "$(printf '%s\n' 0 1000 4000 16000 32000 "$HOT" 64000 \
+            128000 256000 | sort -un | paste -sd,)"
     echo '```'
     echo
 } | report

@@ -261,7 +261,7 @@ static void on_fetch(struct ina_switch *sw, struct ina_job *job, const uint8_t *
 void ina__hot_control(struct ina_switch *sw, struct ina_job *job, const struct ina_hdr *h,
                       const uint8_t *body, size_t len, const struct sockaddr_in *src)
 {
-    if (!sw->p.hot_max || sw->p.int_ops_only) {
+    if (!sw->p.hot_max || sw->p.int_ops_only || job->tree || job->child) {
         sw->c.drops[INA_DROP_KIND]++; /* not offered (no CAP_HOT in its JOIN_ACK) */
         return;
     }

@@ -192,6 +192,51 @@ static int misuse(int rank, int n, void *arg)
     return bad != 0;
 }
 
+/*
+ * Values that are not integers: one SGD step (lr 1, from 0) leaves -fl(sum) at every
+ * key, and the float sum of m terms is within gamma(m-1) * sum|x| of the exact sum
+ * (gamma(k) = k u / (1 - k u), u = 2^-24; docs/PS.md), whatever the order of arrival.
+ */
+static float frac_val(int r, int j) { return (float)((j * 7919 + r * 104729) % 2001 - 1000) / 997.0f; }
+
+static int frac(int rank, int n, void *arg)
+{
+    (void)arg;
+    ina_kv_config c;
+    kv_config(&c, addrs, "frac", rank, n);
+    c.lr = 1.0f;
+    ina_kv *kv;
+    int rc = ina_kv_open(&kv, &c);
+    if (rc)
+        return 1;
+    uint64_t keys[M];
+    float vals[M], out[M];
+    for (int j = 0; j < M; j++) {
+        keys[j] = key_of(rank, 0, j);
+        vals[j] = frac_val(rank, j);
+    }
+    int bad = ina_kv_push(kv, keys, vals, M) != 0 || ina_kv_pull(kv, keys, out, M) != 0;
+    for (int i = 0; i < M && !bad; i++) {
+        double sum = 0, abs = 0;
+        int m = 0;
+        for (int r = 0; r < n; r++)
+            for (int j = 0; j < M; j++)
+                if (key_of(r, 0, j) == keys[i]) {
+                    sum += frac_val(r, j);
+                    abs += fabs(frac_val(r, j));
+                    m++;
+                }
+        double u = ldexp(1.0, -24), gamma = (m - 1) * u / (1 - (m - 1) * u);
+        if (fabs(-(double)out[i] - sum) > gamma * abs) {
+            fprintf(stderr, "frac: key %llu: %.9g, exact sum %.12g, bound %.3g\n",
+                    (unsigned long long)keys[i], (double)-out[i], sum, gamma * abs);
+            bad = 1;
+        }
+    }
+    ina_kv_close(kv);
+    return bad;
+}
+
 /* Ranks that disagree on a parameter fail at once with MISMATCH. */
 static int disagree(int rank, int n, void *arg)
 {
@@ -229,6 +274,7 @@ int main(void)
     CHECK_EQ_INT(run_workers(3, worker, &ada, 120), 0);
     CHECK_EQ_INT(run_workers(2, worker, &async, 120), 0);
     CHECK_EQ_INT(run_workers(2, misuse, NULL, 60), 0);
+    CHECK_EQ_INT(run_workers(3, frac, NULL, 60), 0);
     CHECK_EQ_INT(run_workers(2, disagree, NULL, 60), 0);
 
     /* Shards named in the wrong order: each refuses the job (it is not that shard). */
