@@ -16,7 +16,7 @@
  * Rank 0 installs a table as epoch e in chunks (HOT_INSTALL); the table
  * becomes active when its last position arrives, replacing the previous
  * epoch's; the other ranks read it back (HOT_FETCH). Memory: at most
- * --hot-keys keys per job (key list + index, about 24 bytes a key),
+ * --hot-keys keys per job (key list + index, 32 to 56 bytes a key),
  * allocated on the control path when an install starts, freed with the job.
  */
 struct ina_hot {

@@ -84,7 +84,8 @@ static void req(int rank, uint8_t kind, uint32_t slot, uint32_t seq, uint16_t co
     h.count = count;
     h.flags = flags;
     ina_hdr_encode(b, &h);
-    memcpy(b + INA_HDR_LEN, body, blen);
+    if (blen)
+        memcpy(b + INA_HDR_LEN, body, blen);
     input(rank, b, INA_HDR_LEN + blen);
 }
 
