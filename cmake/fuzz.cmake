@@ -63,3 +63,9 @@ ina_add_fuzzer(reply ${INA_FUZZ_DIR}/fuzz_reply.c ${INA_COMMON_SRCS} ${INA_LIB_S
                ${INA_SWITCH_CORE_SRCS})
 target_link_options(fuzz_reply PRIVATE -Wl,--wrap=ina__now_ns -Wl,--wrap=sendmmsg
                     -Wl,--wrap=recvmmsg)
+
+# ina-ps's input handler: ps.c and store.c are #included by the fuzzer (getrandom renamed).
+ina_add_fuzzer(ps ${INA_FUZZ_DIR}/fuzz_ps.c ${INA_COMMON_SRCS})
+
+# ina-sched's input handler: sched.c is #included by the fuzzer.
+ina_add_fuzzer(sched ${INA_FUZZ_DIR}/fuzz_sched.c ${INA_COMMON_SRCS})

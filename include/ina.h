@@ -98,7 +98,9 @@ INA_EXTERN const char *ina_version_string(void);
     X(INA_ERR_NOTSUP, -1007, "not supported (not implemented yet in this version)") \
     X(INA_ERR_PROTO, -1008, "protocol version mismatch with the switch")         \
     X(INA_ERR_CONFIG, -1009, "invalid configuration (ina_last_error() names the setting)") \
-    X(INA_ERR_BUSY, -1010, "too many operations in flight on this context")     \
+    X(INA_ERR_BUSY, -1010, "too many operations in flight on this context")                \
+    X(INA_ERR_PS_FULL, -1016, "the parameter server's memory limit is reached (ina-ps --max-memory)") \
+    X(INA_ERR_STALE, -1018, "update refused: it lags the model by more than the job's bound D (pull and recompute)") \
     X(INA_ERR_RANGE, -1021, "fixed-point value or sum out of range, or not finite: " \
       "those elements are NaN (the operation completed)")
 
@@ -568,6 +570,176 @@ INA_EXTERN double ina_error_bound(ina_dtype dtype, int world_size, double amax, 
  */
 INA_EXTERN double ina_float_add_error_bound(ina_dtype dtype, int world_size, double abs_sum,
                                             double exact_sum);
+
+/* ---- Key-value store: sparse push and pull (Since v0.5) -------------------
+ *
+ * For sparse models (embedding tables, CTR models) whose gradients are mostly
+ * zero: a worker pushes (key, value) pairs and pulls fresh values, and a
+ * sharded parameter server, ina-ps, holds the parameters and applies the
+ * updates with a server-side optimizer. With an ina-switch, the hot keys (the
+ * ones updated most often) are summed in the switch's hot table instead, and
+ * only the cold rest goes to ina-ps (Libra's design). docs/PS.md tells how it
+ * works; docs/PROTOCOL.md §14 is the wire format.
+ *
+ * Steps are synchronous: the i-th push of every rank forms step i. A step is
+ * applied once, at every shard, when all world_size ranks have pushed it:
+ * the values of its keys summed over the ranks (keys repeated in a push are
+ * summed too), then one optimizer update per key. A push completes when its
+ * step has been applied everywhere (hot keys included); a pull returns the
+ * values after every step this rank pushed before it. Keys never pushed
+ * have their initial value (INA_KV_INIT_*). The optimizers skip a key whose
+ * summed gradient is exactly zero.
+ *
+ * Threading and progress as for ina_ctx: one ina_kv per thread; operations
+ * progress inside ina_kv_* calls. Every call that waits has a deadline
+ * (timeout_ms without an answer). When a shard or a rank dies, every rank's
+ * operations fail: the rank that notices first (INA_ERR_TIMEOUT or
+ * -ECONNREFUSED) tells the shards and the switch, which end the job for the
+ * others (INA_ERR_ABORTED; ina_kv_last_error() names the rank or shard).
+ * After a failure the handle only closes.
+ */
+
+typedef struct ina_kv ina_kv;
+typedef struct ina_kv_req ina_kv_req;
+
+enum { INA_KV_SGD = 0, INA_KV_ADAGRAD = 1 };          /* ina_kv_config.optimizer */
+enum { INA_KV_INIT_ZERO = 0, INA_KV_INIT_UNIFORM = 1 }; /* ina_kv_config.init */
+
+typedef struct ina_kv_config {
+    const char *ps_addrs;    /**< the ina-ps shards in shard order, "HOST:PORT,HOST:PORT,...";
+                                  key k lives on shard (splitmix64(k) >> 32) mod S (PROTOCOL.md
+                                  §14.1). Default "127.0.0.1:48870" (one shard). Env INA_PS. */
+    const char *switch_addr; /**< NULL (default): every key goes to ina-ps (all-PS). Else the
+                                  ina-switch whose hot table sums the hot keys ("HOST[:PORT]");
+                                  needs hot_keys > 0. Env INA_KV_SWITCH. */
+    const char *job;         /**< job name, 1..31 bytes (default "default"); names the job at
+                                  every shard and at the switch */
+    int rank, world_size;    /**< as ina_config (defaults 0 and 1) */
+    int dim;                 /**< floats per key, 1..64 (default 1); a hot set needs 1 */
+    int optimizer;           /**< INA_KV_SGD (default): w -= lr g; INA_KV_ADAGRAD:
+                                  n += g^2, w -= lr g / (eps + sqrt(n)) */
+    float lr;                /**< learning rate (default 0.1) */
+    float eps;               /**< Adagrad's eps (default 1) */
+    float init_acc;          /**< Adagrad's initial n (default 0) */
+    int init;                /**< INA_KV_INIT_ZERO (default) or INA_KV_INIT_UNIFORM: uniform in
+                                  [-init_scale, init_scale) from a hash of (init_seed, key, j) */
+    float init_scale;
+    uint64_t init_seed;
+    int hot_keys;            /**< H: most hot keys (default 0 = none, all-PS). With a switch,
+                                  the H keys rank 0 pushed most in the profile window are summed
+                                  by the switch; the switch may cap H (ina-switch --hot-keys). */
+    int profile_steps;       /**< P: steps profiled before the first hot set (default 8); the
+                                  hot set starts at step P */
+    int reprofile_steps;     /**< E: a new hot set from the last P steps every E steps
+                                  (default 0 = never) */
+    int datagram_bytes;      /**< largest datagram to a shard: 0 = 65000 on loopback, else
+                                  1472 (no IP fragments at MTU 1500); 256..65000 */
+    int timeout_ms;          /**< deadline without an answer; 0 = 30000 */
+    int join_timeout_ms;     /**< deadline for every rank to join; 0 = 60000 */
+    unsigned reserved[8];    /**< zero */
+} ina_kv_config;
+
+/** Fill cfg with the defaults above. Since v0.5. */
+INA_EXTERN void ina_kv_config_init(ina_kv_config *cfg);
+
+/**
+ * Fill cfg from the environment, starting from the defaults: INA_PS,
+ * INA_KV_SWITCH, INA_JOB, INA_RANK (else RANK), INA_WORLD_SIZE (else
+ * WORLD_SIZE), INA_TIMEOUT_MS. Strings point into the environment.
+ * @return 0, or INA_ERR_CONFIG (ina_last_error(NULL) names the variable).
+ * Since v0.5.
+ */
+INA_EXTERN int ina_kv_config_from_env(ina_kv_config *cfg);
+
+/**
+ * Join the job at every shard (and at the switch, with switch_addr), each
+ * waiting until all world_size ranks joined (join_timeout_ms).
+ * @return 0 and *out, or:
+ *   -EINVAL            NULL argument or a field out of range (ina_last_error(NULL) says which)
+ *   INA_ERR_CONFIG     an address does not resolve, more than 64 shards
+ *   INA_ERR_NOTSUP     a hot set with dim > 1, or a switch without a hot table
+ *   INA_ERR_TIMEOUT    not every rank joined in time, or a shard or the switch did not answer
+ *   INA_ERR_MISMATCH   the ranks declared different parameters (world size, dim, optimizer,
+ *                      lr, ...; shards), or the shard is not the one ps_addrs says
+ *   INA_ERR_REJECTED, INA_ERR_NOSPACE, INA_ERR_PS_FULL, INA_ERR_PROTO: a shard or the switch
+ *                      refused the job; -errno from the system
+ * On failure *out is NULL and nothing is leaked. Since v0.5.
+ */
+INA_EXTERN int ina_kv_open(ina_kv **out, const ina_kv_config *cfg);
+
+/**
+ * Leave and free. Operations in flight fail with INA_ERR_CLOSED and end the
+ * job for the other ranks (INA_ERR_ABORTED). Accepts NULL. @return 0.
+ * Since v0.5.
+ */
+INA_EXTERN int ina_kv_close(ina_kv *kv);
+
+/**
+ * Push this rank's update of the next step: n keys and n * dim values
+ * (key i's values at vals[i * dim]). Keys may repeat: their values are
+ * summed. n == 0 is allowed (the rank updates nothing this step, but the
+ * step needs its push). Blocks until the step is applied at every shard.
+ * Every reprofile_steps steps (and at step profile_steps) a hot set is
+ * (re)installed at the start of the push, which then also waits for that.
+ * @return 0, or
+ *   -EINVAL            NULL kv, NULL keys/vals with n > 0, a value NaN or +-Inf (nothing is sent)
+ *   -EOVERFLOW         n > 2^31
+ *   INA_ERR_CLOSED     the handle failed earlier or is closed
+ *   INA_ERR_TIMEOUT, -ECONNREFUSED   a shard, the switch or a rank did not answer
+ *   INA_ERR_ABORTED    another rank failed, or a shard ended the job
+ *   INA_ERR_PS_FULL    a shard reached its memory limit (the job ends for all ranks)
+ *   INA_ERR_MISMATCH   the ranks disagree on the hot set
+ * Since v0.5.
+ */
+INA_EXTERN int ina_kv_push(ina_kv *kv, const uint64_t *keys, const float *vals, size_t n);
+
+/**
+ * Pull the values of n keys (repeats allowed) into vals (n * dim floats):
+ * the values after every step this rank pushed before the call.
+ * @return 0 or the errors of ina_kv_push(). Since v0.5.
+ */
+INA_EXTERN int ina_kv_pull(ina_kv *kv, const uint64_t *keys, float *vals, size_t n);
+
+/**
+ * Asynchronous push and pull: start, then ina_kv_test() / ina_kv_wait().
+ * Many may be in flight: pushes apply in the order started (at most two
+ * steps are open at once; a later push waits its turn), and a pull waits
+ * for the pushes started before it. Arrays must stay valid and untouched
+ * until the request completes. @return 0 and *req, or the argument errors
+ * of ina_kv_push(), or INA_ERR_BUSY (1024 requests in flight). Since v0.5.
+ */
+INA_EXTERN int ina_kv_push_start(ina_kv *kv, const uint64_t *keys, const float *vals, size_t n,
+                                 ina_kv_req **req);
+INA_EXTERN int ina_kv_pull_start(ina_kv *kv, const uint64_t *keys, float *vals, size_t n,
+                                 ina_kv_req **req);
+/** Progress without blocking; *done = 1 when finished. @return its status if done, else 0. */
+INA_EXTERN int ina_kv_test(ina_kv_req *req, int *done);
+/** Block until done (bounded by timeout_ms), free the request. Accepts NULL. @return its status. */
+INA_EXTERN int ina_kv_wait(ina_kv_req *req);
+
+typedef struct ina_kv_stats {
+    uint64_t steps;              /**< pushes completed */
+    uint64_t push_entries;       /**< entries pushed */
+    uint64_t hot_entries;        /**< ... of which went to the switch's hot table */
+    uint64_t pull_keys;          /**< keys pulled */
+    uint64_t hot_pull_keys;      /**< ... of which from the local hot replica */
+    uint64_t ps_bytes_sent;      /**< UDP payload bytes to the shards (retransmissions included) */
+    uint64_t ps_bytes_received;  /**< ... and from them */
+    uint64_t ps_datagrams_sent, ps_datagrams_received;
+    uint64_t ps_retransmits;     /**< datagrams to shards sent again */
+    uint64_t switch_bytes_sent;  /**< UDP payload bytes of the hot vector to the switch */
+    uint64_t hot_installs;       /**< hot sets installed (epochs) */
+    uint64_t hot_keys;           /**< keys in the current hot set */
+    uint64_t hot_keys_out;       /**< keys that left a hot set: written back to their shard */
+    uint64_t hot_keys_in;        /**< keys that entered one: read from their shard */
+    uint64_t reserved[6];
+} ina_kv_stats;
+
+/** Copy the handle's counters. @return 0 or -EINVAL. Since v0.5. */
+INA_EXTERN int ina_kv_get_stats(const ina_kv *kv, ina_kv_stats *st);
+
+/** Why the handle's last call failed, or "". Never NULL. Since v0.5. */
+INA_EXTERN const char *ina_kv_last_error(const ina_kv *kv);
 
 /* ---- Several switches: shards and trees (docs/SCALE.md) ----------------- */
 

@@ -641,6 +641,32 @@ void ina__req_plan_dense(struct ina_ctx *ctx, struct ina_req *req)
     req->npackets = req->nblocks + req->lag;
 }
 
+struct ina_req *ina__req_create_hot(struct ina_ctx *ctx, const float *grad, float *sum, size_t count,
+                                    uint32_t epoch, const uint64_t *keys)
+{
+    struct ina_req *req = req_new(ctx, grad, sum, count, INA_FLOAT32, INA_SUM);
+    if (!req)
+        return NULL;
+    req->payload = INA_PAYLOAD_HOT;
+    req->wire_op = INA_OP_HOT_F32;
+    req->hot_epoch = epoch;
+    req->hot_keys = keys;
+    req->nblocks = (count + ctx->elems - 1) / ctx->elems;
+    req->npackets = req->nblocks;
+    live_link(ctx, req);
+    /* The epoch is mixed into the tags: ranks on different hot sets disagree. */
+    req->tag_seed = op_tag_seed(ctx->nops_started + (req->npackets != 0), count, INA_FLOAT32,
+                                INA_SUM, 0) ^ (uint64_t)epoch * 0x9E3779B97F4A7C15ull;
+    if (req->npackets == 0) {
+        req->done = 1;
+        ctx->stats.ops++;
+    } else {
+        ctx->nops_started++;
+        ina__stream_enqueue(ctx, req);
+    }
+    return req;
+}
+
 /* A multi-lane context: a parent request, split over the lanes (lanes.c). */
 static int lanes_start_op(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
                           ina_dtype dtype, ina_op op, int sparse_mode, ina_req **out)

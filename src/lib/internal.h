@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "common/fault.h"
+#include "common/kv_wire.h"
 #include "common/sha256.h"
 #include "common/shm_ring.h"
 #include "common/udp_gso.h"
@@ -101,10 +102,22 @@ struct ina_req {
     /* How a float dtype's elements travel (ctx.c decides): as the dtype's own
      * encoding (block floating point, or INT32 unchanged), or, not quantized,
      * in one round and without exponents, as binary32 for the switch to add
-     * (INA_OP_ADD_F32), as order keys for its int32 max/min (§8.9), or as
-     * fixed point with the context's agreed scale (INA_OP_ADD_FIX, §13). */
-    enum { INA_PAYLOAD_DTYPE, INA_PAYLOAD_F32, INA_PAYLOAD_ORDER, INA_PAYLOAD_FIXED } payload;
+     * (INA_OP_ADD_F32), as order keys for its int32 max/min (§8.9), as
+     * fixed point with the context's agreed scale (INA_OP_ADD_FIX, §13), or,
+     * for a key-value push, as HOT_DATA (below). */
+    enum {
+        INA_PAYLOAD_DTYPE,
+        INA_PAYLOAD_F32,
+        INA_PAYLOAD_ORDER,
+        INA_PAYLOAD_FIXED,
+        INA_PAYLOAD_HOT
+    } payload;
     int range_err; /* fixed point: a result element came back invalid (INA_ERR_RANGE) */
+    /* INA_PAYLOAD_HOT (kv_hot.c, PROTOCOL.md §14.3): the float32 hot vector of a
+     * key-value push goes as HOT_DATA of this hot-table epoch; a sparse block
+     * goes as (key, value) pairs, hot_keys[i] being the key of position i. */
+    uint32_t hot_epoch;
+    const uint64_t *hot_keys;
     uint64_t nblocks, lag, npackets;
     uint64_t ndone; /* packets whose result arrived */
     uint64_t tag_seed; /* hash of (op number, count, dtype, op): seeds the packet tags (wire.h) */
@@ -358,6 +371,11 @@ int ina__sparse_on_result(struct ina_ctx *ctx, struct ina_wslot *ws, const uint8
                           size_t count);
 /* An eviction takes back every packet from op-local index p of req on (migrate.c). */
 void ina__sparse_rewind(struct ina_ctx *ctx, struct ina_req *req, uint64_t p);
+
+/* ctx.c: a float32 SUM of the hot vector (count floats) of a key-value push,
+ * sent as HOT_DATA of epoch through the switch's hot table. */
+struct ina_req *ina__req_create_hot(struct ina_ctx *ctx, const float *grad, float *sum, size_t count,
+                                    uint32_t epoch, const uint64_t *keys);
 
 /* fallback.c: rank 0's host aggregator. prepare opens its socket (before
  * the JOIN that offers it), start runs it, close stops it after the job. */

@@ -15,7 +15,7 @@
  * (an ABORT is 48 bytes, more than a RESULT when elems < 4). */
 static size_t max_datagram(const struct ina_ctx *ctx)
 {
-    size_t data = 4 * (size_t)ctx->elems;
+    size_t data = 4 * (size_t)ctx->elems + INA_HOT_PREFIX_LEN; /* a HOT_RESULT is 8 bytes longer */
     return INA_HDR_LEN + (data > INA_JOIN_BODY_LEN ? data : INA_JOIN_BODY_LEN);
 }
 
@@ -81,18 +81,56 @@ static inline uint8_t packet_tag(const struct ina_req *req, uint64_t p)
     return (uint8_t)((x ^ (x >> 32)) >> 24);
 }
 
+/*
+ * HOT_DATA payload of block b (n floats at src, PROTOCOL.md §14.3): epoch and
+ * first position, then the block dense, or, when fewer than a third of its
+ * values are nonzero, as (key, value) pairs, which is shorter. Both give the
+ * switch the same sums (untouched positions add +0). @return bytes written.
+ */
+static size_t build_hot(const struct ina_req *req, uint64_t b, size_t k, size_t n, uint8_t *out,
+                        uint16_t *flags)
+{
+    const float *g = (const float *)req->src + b * k;
+    ina_put32(out, req->hot_epoch);
+    ina_put32(out + 4, (uint32_t)(b * k));
+    size_t nnz = 0;
+    for (size_t i = 0; i < n; i++)
+        nnz += g[i] != 0.0f;
+    uint8_t *p = out + INA_HOT_PREFIX_LEN;
+    if (INA_HOT_KEYED_LEN * nnz >= 4 * n) {
+        for (size_t i = 0; i < n; i++)
+            ina_putf(p + 4 * i, g[i]);
+        return INA_HOT_PREFIX_LEN + 4 * n;
+    }
+    *flags |= INA_FLAG_HOT_KEYED;
+    for (size_t i = 0; i < n; i++)
+        if (g[i] != 0.0f) {
+            ina_put64(p, req->hot_keys[b * k + i]);
+            ina_putf(p + 8, g[i]);
+            p += INA_HOT_KEYED_LEN;
+        }
+    return (size_t)(p - out);
+}
+
 /* Build the DATA datagram of the packet in flight in ws into buf. @return its length. */
 static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_wslot *ws,
                            uint8_t *buf)
 {
     const struct ina_req *req = ws->req;
     struct ina_hdr h;
-    ina__hdr_session(&h, ctx, INA_K_DATA);
+    ina__hdr_session(&h, ctx, req->payload == INA_PAYLOAD_HOT ? INA_K_HOT_DATA : INA_K_DATA);
     uint32_t wire_slot = (slot - (uint32_t)ctx->wire_base) & (ctx->window - 1);
     h.slot = wire_slot | ((ws->seq & 1) ? INA_SLOT_SET_BIT : 0);
     h.seq = ws->seq;
     h.op = req->wire_op;
     h.tag = packet_tag(req, ws->p);
+    if (req->payload == INA_PAYLOAD_HOT) {
+        size_t n = block_len(ctx, req, ws->p);
+        size_t plen = build_hot(req, ws->p, ctx->elems, n, buf + INA_HDR_LEN, &h.flags);
+        h.count = (uint16_t)n;
+        ina_hdr_encode(buf, &h);
+        return INA_HDR_LEN + plen;
+    }
     size_t n = 0;
     if (req->sparse) {
         h.count = (uint16_t)ina__sparse_build(ctx, ws, buf + INA_HDR_LEN);
@@ -413,6 +451,23 @@ void ina__stream_enqueue(struct ina_ctx *ctx, struct ina_req *req)
     }
 }
 
+/* The result of the packet in flight in ws was taken: free the slot, sample the RTT. */
+static void result_accepted(struct ina_ctx *ctx, struct ina_wslot *ws, uint64_t now)
+{
+    struct ina_req *req = ws->req;
+    if (ws->tries == 0)
+        rtt_sample(ctx, (int64_t)(now - ws->sent_ns));
+    ws->inflight = 0;
+    ws->done_g = ws->g + 1;
+    if (ws->done_g > ctx->max_done_g)
+        ctx->max_done_g = ws->done_g;
+    ctx->refused_since_ns = 0;
+    ctx->stats.packets_received++;
+    ctx->last_progress_ns = now;
+    if (++req->ndone == req->npackets)
+        req_finish(ctx, req, req->range_err ? INA_ERR_RANGE : 0);
+}
+
 static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_t *payload,
                       uint64_t now)
 {
@@ -429,8 +484,23 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
         return;
     }
     struct ina_req *req = ws->req;
-    if (h->tag != packet_tag(req, ws->p) || h->op != req->wire_op) {
+    if (h->tag != packet_tag(req, ws->p) || h->op != req->wire_op ||
+        (h->kind == INA_K_HOT_RESULT) != (req->payload == INA_PAYLOAD_HOT)) {
         ctx->stats.stale_results++; /* not the operation we sent: never use it */
+        return;
+    }
+    if (req->payload == INA_PAYLOAD_HOT) {
+        /* HOT_RESULT: its epoch and first position must be those we sent. */
+        size_t n = block_len(ctx, req, ws->p);
+        if (h->count != n || ina_get32(payload) != req->hot_epoch ||
+            ina_get32(payload + 4) != ws->p * ctx->elems) {
+            ctx->stats.stale_results++;
+            return;
+        }
+        float *dst = (float *)req->dst + ws->p * ctx->elems;
+        for (size_t i = 0; i < n; i++)
+            dst[i] = ina_getf(payload + INA_HOT_PREFIX_LEN + 4 * i);
+        result_accepted(ctx, ws, now);
         return;
     }
     size_t n = has_data(req, ws->p) ? block_len(ctx, req, ws->p - req->lag) : 0;
@@ -474,17 +544,7 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
     }
     if (req->quantized)
         ws->exp_agreed = h->exp;
-    if (ws->tries == 0)
-        rtt_sample(ctx, (int64_t)(now - ws->sent_ns));
-    ws->inflight = 0;
-    ws->done_g = ws->g + 1;
-    if (ws->done_g > ctx->max_done_g)
-        ctx->max_done_g = ws->done_g;
-    ctx->refused_since_ns = 0;
-    ctx->stats.packets_received++;
-    ctx->last_progress_ns = now;
-    if (++req->ndone == req->npackets)
-        req_finish(ctx, req, req->range_err ? INA_ERR_RANGE : 0);
+    result_accepted(ctx, ws, now);
 }
 
 void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len, uint64_t now)
@@ -495,6 +555,12 @@ void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len
         return;
     }
     if (h.kind == INA_K_RESULT) {
+        on_result(ctx, &h, buf + INA_HDR_LEN, now);
+    } else if (h.kind == INA_K_HOT_RESULT) {
+        if (len != INA_HDR_LEN + INA_HOT_PREFIX_LEN + 4 * (size_t)h.count) {
+            ctx->stats.stale_results++;
+            return;
+        }
         on_result(ctx, &h, buf + INA_HDR_LEN, now);
     } else if (h.kind == INA_K_MIGRATE && h.job == ctx->job_id && h.session == ctx->session &&
                h.token == ctx->token) {

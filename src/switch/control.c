@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "switch/log.h"
+#include "common/log.h"
 #include "switch/switch.h"
 
 /* One log line about a job: its id, name, lane and session, and why. */
@@ -67,12 +67,12 @@ int ina_switch_init(struct ina_switch *sw, const struct ina_switch_params *p)
     sw->slot_owner = calloc(p->nslots, sizeof(*sw->slot_owner));
     sw->rng = p->seed;
     sw->session_counter = ina__random_u32(sw);
-    /* A buffer holds a DATA or RESULT, or the longest control datagram: a
-     * child's TREE_JOIN with the secret's proof. */
+    /* A buffer holds a DATA or RESULT (a HOT_RESULT has a prefix), or the
+     * longest control datagram: a child's TREE_JOIN with the secret's proof. */
     const size_t ctl = INA_TREE_JOIN_LEN + INA_AUTH_LEN;
+    const size_t data = INA_HOT_PREFIX_LEN + 4 * (size_t)p->max_elems;
     int rc = ina_txq_init(&sw->txq, INA_SW_TX_BATCH + INA_SW_TX_RESERVE_BUFS,
-                          INA_HDR_LEN + (4 * (size_t)p->max_elems > ctl ? 4 * (size_t)p->max_elems
-                                                                         : ctl),
+                          INA_HDR_LEN + (data > ctl ? data : ctl),
                           INA_SW_TX_BATCH * INA_MAX_WORKERS + INA_SW_TX_RESERVE_MSGS);
     if (!sw->slots || !sw->values || !sw->slot_owner || rc != 0) {
         ina_switch_free(sw);
@@ -85,8 +85,10 @@ static void job_detach_rings(struct ina_job *job);
 
 void ina_switch_free(struct ina_switch *sw)
 {
-    for (int i = 0; sw->slots && i < INA_SW_MAX_JOBS; i++)
+    for (int i = 0; sw->slots && i < INA_SW_MAX_JOBS; i++) {
         job_detach_rings(&sw->jobs[i]);
+        ina__hot_free(&sw->jobs[i]);
+    }
     free(sw->slots);
     free(sw->values);
     free(sw->slot_owner);
@@ -150,6 +152,7 @@ void ina__job_free(struct ina_switch *sw, struct ina_job *job)
     job_detach_rings(job);
     if (job->state == INA_JOB_ACTIVE && sw->dp)
         sw->dp->job_end(sw->dp_ctx, sw, job);
+    ina__hot_free(job);
     /* Its slots: an active job's window, or what a child reserved while it
      * waits for its parent (tree.c). */
     uint32_t held = job->state == INA_JOB_ACTIVE ? job->window : job->child ? job->up.reserved : 0;
@@ -176,11 +179,13 @@ static uint16_t join_ack_flags(const struct ina_switch *sw, const struct ina_job
     uint16_t f = (sw->p.int_ops_only ? 0
                                      : INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32 | INA_FLAG_CAP_SPARSE) |
                  (sw->p.shm && !sw->p.mcast_base ? INA_FLAG_CAP_SHM : 0) |
-                 INA_FLAG_CAP_FIX; /* integer arithmetic: offered even with --int-ops-only */
-    if (sw->p.bpf_ops_only) /* the eBPF program implements ops 0..3 only */
-        f &= (uint16_t)~(INA_FLAG_CAP_F32 | INA_FLAG_CAP_SPARSE | INA_FLAG_CAP_FIX);
-    if (job && (job->tree || job->child)) /* a tree passes dense rounds only (§12, §17.1) */
-        f &= (uint16_t)~(INA_FLAG_CAP_BFP | INA_FLAG_CAP_SPARSE);
+                 INA_FLAG_CAP_FIX | /* integer arithmetic: offered even with --int-ops-only */
+                 (sw->p.hot_max && !sw->p.int_ops_only ? INA_FLAG_CAP_HOT : 0);
+    if (sw->p.bpf_ops_only) /* the eBPF program implements ops 0..3 of DATA only */
+        f &= (uint16_t)~(INA_FLAG_CAP_F32 | INA_FLAG_CAP_SPARSE | INA_FLAG_CAP_FIX |
+                         INA_FLAG_CAP_HOT);
+    if (job && (job->tree || job->child)) /* a tree passes dense rounds only (§12, §14.3, §17.1) */
+        f &= (uint16_t)~(INA_FLAG_CAP_BFP | INA_FLAG_CAP_SPARSE | INA_FLAG_CAP_HOT);
     if (job && job->child) {
         if (!(job->up.flags & INA_FLAG_CAP_F32))
             f &= (uint16_t)~INA_FLAG_CAP_F32;
@@ -1038,6 +1043,23 @@ static void on_shm_attach(struct ina_switch *sw, const struct ina_hdr *h, const 
     send_ctl(sw, job, INA_K_SHM_ACK, ack, sizeof(ack), src);
 }
 
+/* HOT_INSTALL, HOT_FETCH (PROTOCOL.md §14.3): checked like a LEAVE, then hot.c. */
+static void on_hot(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
+                   size_t bodylen, const struct sockaddr_in *src)
+{
+    struct ina_job *job = ina__job_by_id(sw, h->job);
+    if (!job || job->state != INA_JOB_ACTIVE) {
+        sw->c.drops[INA_DROP_NO_JOB]++;
+        return;
+    }
+    if (job->session != h->session || job->token != h->token || h->rank >= job->world ||
+        !ina_addr_eq(src, &job->members[h->rank].addr)) {
+        sw->c.drops[INA_DROP_JOIN]++;
+        return;
+    }
+    ina__hot_control(sw, job, h, body, bodylen, src);
+}
+
 void ina__ctl_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
                     size_t bodylen, const struct sockaddr_in *src, uint64_t now_ns)
 {
@@ -1061,6 +1083,8 @@ void ina__ctl_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         break;
     case INA_K_SHM_ATTACH: on_shm_attach(sw, h, body, bodylen, src); break;
     case INA_K_DOORBELL: break; /* it woke us; the main loop reads the rings */
+    case INA_K_HOT_INSTALL:
+    case INA_K_HOT_FETCH: on_hot(sw, h, body, bodylen, src); break;
     default: sw->c.drops[INA_DROP_KIND]++; break;
     }
     if (sw->slots_freed)

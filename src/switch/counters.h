@@ -25,6 +25,8 @@ struct ina_sw_counters {
     uint64_t doorbells;       /* DOORBELL datagrams sent to sleeping workers */
     uint64_t joins_withdrawn; /* registrations withdrawn by their rank (WITHDRAW) */
     uint64_t joins_expired;   /* registrations forgotten: the rank's deadline passed or it fell silent */
+    uint64_t hot_installs;    /* hot tables (epochs) activated (PROTOCOL.md §14.3) */
+    uint64_t hot_keyed;       /* keyed hot entries added into slots */
     /* A tree of switches (PROTOCOL.md §12). As a parent: */
     uint64_t tree_joins;      /* TREE_JOINs of child switches registered */
     /* As a child (--parent): */

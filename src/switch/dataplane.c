@@ -100,10 +100,16 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
                         unsigned set, const struct ina_slot_set *ss, int dest)
 {
     struct ina_hdr h;
-    job_hdr(&h, job, INA_K_RESULT);
+    job_hdr(&h, job, ss->hot ? INA_K_HOT_RESULT : INA_K_RESULT);
     uint8_t *buf = build_round(sw, job, &h, rel_slot, set, ss);
     size_t len = INA_HDR_LEN + 4 * (size_t)h.count;
     unsigned copies;
+    if (ss->hot) { /* HOT_RESULT: the round's epoch and first position, then the sums */
+        memmove(buf + INA_HDR_LEN + INA_HOT_PREFIX_LEN, buf + INA_HDR_LEN, 4 * (size_t)h.count);
+        ina_put32(buf + INA_HDR_LEN, ss->hot_epoch);
+        ina_put32(buf + INA_HDR_LEN + 4, ss->hot_base);
+        len += INA_HOT_PREFIX_LEN;
+    }
     if (dest >= 0) {
         send_to_rank(sw, job, dest, buf, len);
         copies = 1;
@@ -230,20 +236,31 @@ static inline int op_offered(const struct ina_switch *sw, uint8_t op)
  * from a new one. The round number can.
  */
 void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_hdr *h,
-                  const uint8_t *payload, const struct sockaddr_in *src)
+                  const uint8_t *payload, size_t plen, const struct sockaddr_in *src)
 {
     (void)src;
     uint32_t rel = h->slot & INA_SLOT_INDEX_MASK;
     unsigned set = (h->slot & INA_SLOT_SET_BIT) ? 1 : 0;
+    const int hot = h->kind == INA_K_HOT_DATA;
+    struct ina_hot_in hin;
     if (rel >= job->window)
         return drop_job(sw, job, INA_DROP_SLOT);
     if (h->count > job->elems)
         return drop_job(sw, job, INA_DROP_COUNT);
     int sparse = ina_op_is_sparse(h->op);
-    if (!op_offered(sw, h->op) || ((job->tree || job->child) && (h->op == INA_OP_ADD_BFP || sparse)) ||
-        (job->child && h->op == INA_OP_ADD_F32 && !(job->up.flags & INA_FLAG_CAP_F32)) ||
-        (job->child && h->op == INA_OP_ADD_FIX && !(job->up.flags & INA_FLAG_CAP_FIX)))
+    if (hot) { /* PROTOCOL.md §14.3: only op 9, only where a hot table is offered, never in a
+                  tree (a child has no hot table to forward) */
+        if (h->op != INA_OP_HOT_F32 || !sw->p.hot_max || sw->p.int_ops_only ||
+            sw->p.bpf_ops_only || job->tree || job->child)
+            return drop_job(sw, job, INA_DROP_OP);
+        if (ina__hot_parse(h, payload, plen, &hin) != 0)
+            return drop_job(sw, job, INA_DROP_LENGTH);
+    } else if (!op_offered(sw, h->op) ||
+               ((job->tree || job->child) && (h->op == INA_OP_ADD_BFP || sparse)) ||
+               (job->child && h->op == INA_OP_ADD_F32 && !(job->up.flags & INA_FLAG_CAP_F32)) ||
+               (job->child && h->op == INA_OP_ADD_FIX && !(job->up.flags & INA_FLAG_CAP_FIX))) {
         return drop_job(sw, job, INA_DROP_OP); /* (a tree offers neither BFP nor sparse: §12, §17.1) */
+    }
     if (set != (h->seq & 1))
         return drop_job(sw, job, INA_DROP_SET);
     if (sparse) {
@@ -270,6 +287,8 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
     if (d == 2) {
         if (!ss->complete)
             return drop_job(sw, job, INA_DROP_NOT_READY);
+        if (hot && !ina__hot_valid(job, &hin, h->count))
+            return drop_job(sw, job, INA_DROP_HOT);
         ss->seq = h->seq;
         ss->count = h->count;
         ss->exp = h->exp;
@@ -280,10 +299,16 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         ss->up = 0;
         memset(ss->bitmap, 0, sizeof(ss->bitmap));
         bit_set(ss->bitmap, rank);
+        ss->hot = (uint8_t)hot;
         if (sparse) {
             ss->count = 0; /* ranks' counts differ: the RESULT's is computed at emit */
             ss->exp = 0;
             sw->c.sparse_rx_blocks += ina__sparse_first(set_values(sw, abs_slot, set), payload);
+        } else if (hot) {
+            ss->hot_epoch = hin.epoch;
+            ss->hot_base = hin.base;
+            ina__hot_load(job, set_values(sw, abs_slot, set), &hin, h->count);
+            sw->c.hot_keyed += hin.nkeyed;
         } else {
             ina_be32_load(set_values(sw, abs_slot, set), payload, h->count);
         }
@@ -306,19 +331,25 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
             emit_result(sw, job, rel, set, ss, (int)rank);
             return;
         }
-        if (h->tag != ss->tag || h->op != ss->op ||
+        if (h->tag != ss->tag || h->op != ss->op || hot != ss->hot ||
             (sparse ? !ina__sparse_same(set_values(sw, abs_slot, set), payload)
-                    : h->count != ss->count)) {
+                    : h->count != ss->count) ||
+            (hot && (hin.epoch != ss->hot_epoch || hin.base != ss->hot_base))) {
             /* Ranks are running different operations here: no sum exists. */
             drop_job(sw, job, INA_DROP_MISMATCH);
             ina__job_abort(sw, job, INA_ERR_MISMATCH);
             return;
         }
+        if (hot && !ina__hot_valid(job, &hin, h->count))
+            return drop_job(sw, job, INA_DROP_HOT);
         bit_set(ss->bitmap, rank);
         ss->nrecv = (uint16_t)(ss->nrecv + weight);
         if (sparse) {
             sw->c.sparse_rx_blocks +=
                 ina__sparse_combine(set_values(sw, abs_slot, set), payload, ss->op);
+        } else if (hot) {
+            ina__hot_add(job, set_values(sw, abs_slot, set), &hin, h->count);
+            sw->c.hot_keyed += hin.nkeyed;
         } else if (ss->op == INA_OP_ADD_BFP) {
             combine(ss, set_values(sw, abs_slot, set), payload, h->count, h->exp);
         } else {
@@ -428,7 +459,7 @@ void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
     default: return drop(sw, INA_DROP_LENGTH);
     }
 
-    if (h.kind != INA_K_DATA) {
+    if (h.kind != INA_K_DATA && h.kind != INA_K_HOT_DATA) {
         ina__ctl_input(sw, &h, buf + INA_HDR_LEN, len - INA_HDR_LEN, src, now_ns);
         return;
     }
@@ -450,5 +481,5 @@ void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
     m->rx_packets++;
     m->rx_bytes += len;
     job->last_rx_ns = now_ns;
-    ina__dp_data(sw, job, &h, buf + INA_HDR_LEN, src);
+    ina__dp_data(sw, job, &h, buf + INA_HDR_LEN, len - INA_HDR_LEN, src);
 }

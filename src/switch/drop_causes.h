@@ -34,7 +34,8 @@
     X(TXQ, "transmit queue full before a flush (a switch bug; the datagram is lost)")          \
     X(UPSTREAM, "from the parent (--parent), fitting no job or round that awaits it")         \
     X(SPARSE, "malformed block-sparse payload (layout, places, counts or positions)")       \
-    X(DATAPLANE, "DATA that only the in-kernel dataplane aggregates reached the socket (a bug)")
+    X(DATAPLANE, "DATA that only the in-kernel dataplane aggregates reached the socket (a bug)") \
+    X(HOT, "hot-table packet: epoch not installed, key outside the table or its block")
 
 enum ina_drop {
 #define INA__DROP_ENUM(name, text) INA_DROP_##name,

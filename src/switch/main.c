@@ -18,8 +18,8 @@
 #include "common/busy_poll.h"
 #include "common/fault.h"
 #include "common/udp_gso.h"
+#include "common/log.h"
 #include "switch/ebpf/ebpf_dp.h"
-#include "switch/log.h"
 #include "switch/metrics.h"
 #include "switch/switch.h"
 #include "switch/trace.h"
@@ -118,6 +118,9 @@ static void usage(FILE *f)
             "                        at once). Saves a wake-up per small all-reduce, but\n"
             "                        takes a core: only for a host with cores to spare\n"
             "                        (docs/GLM.md); also sets SO_BUSY_POLL (NAPI NICs)\n"
+            "  --hot-keys N          most keys of one job's hot table (default 65536; 0 = no\n"
+            "                        hot table): keys a key-value job aggregates here,\n"
+            "                        the rest going to ina-ps (docs/PS.md)\n"
             "  --metrics ADDR:PORT   serve the operator view over HTTP on a separate thread:\n"
             "                        GET /metrics (Prometheus text), GET /jobs and\n"
             "                        GET /counters (JSON), POST /jobs/ID/abort (see\n"
@@ -836,6 +839,7 @@ int main(int argc, char **argv)
         {"busy-poll", required_argument, 0, 'B'},
         {"dataplane", required_argument, 0, 'D'}, {"iface", required_argument, 0, 'f'},
         {"record", required_argument, 0, 'r'},
+        {"hot-keys", required_argument, 0, 'K'},
         {"parent", required_argument, 0, 'U'},
         {"version", no_argument, 0, 'V'},         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -844,7 +848,8 @@ int main(int argc, char **argv)
                                   .max_elems = 2048,
                                   .join_timeout_ns = 120ull * 1000000000ull,
                                   .idle_timeout_ns = 3600ull * 1000000000ull,
-                                  .min_job_slots = 8};
+                                  .min_job_slots = 8,
+                                  .hot_max = 65536};
     int quiet = 0, no_gso = 0, busy_poll_us = 0, c;
     unsigned nthreads = 1;
     const char *fault_rx_spec = NULL, *fault_tx_spec = NULL;
@@ -858,7 +863,8 @@ int main(int argc, char **argv)
     char *end;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         long v = 0;
-        if (c == 's' || c == 'k' || c == 'j' || c == 'i' || c == 't' || c == 'X' || c == 'N') {
+        if (c == 's' || c == 'k' || c == 'j' || c == 'i' || c == 't' || c == 'X' || c == 'N' ||
+            c == 'K') {
             v = strtol(optarg, &end, 10);
             if (*end || end == optarg || v < 0 || v > (1L << 24) ||
                 (c == 't' && (v < 1 || v > INA_SW_MAX_SHARDS))) {
@@ -866,7 +872,8 @@ int main(int argc, char **argv)
                         c == 's' ? "slots" : c == 'k' ? "max-elems" : c == 'j' ? "join-timeout"
                                                     : c == 'i' ? "idle-timeout"
                                                     : c == 't' ? "threads"
-                                                    : c == 'X' ? "max-job-slots" : "min-job-slots",
+                                                    : c == 'X' ? "max-job-slots"
+                                                    : c == 'K' ? "hot-keys" : "min-job-slots",
                         optarg);
                 return 2;
             }
@@ -931,6 +938,7 @@ int main(int argc, char **argv)
             break;
         case 'f': iface = optarg; break;
         case 'r': record_path = optarg; break;
+        case 'K': p.hot_max = (uint32_t)v; break;
         case 'U': parent_s = optarg; break;
         case 'M': {
             struct in_addr g;

@@ -13,10 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "switch/log.h"
+#include "common/http.h"
+#include "common/log.h"
 
-#define REQ_MAX 4096           /* bytes of request head we read; more is refused */
-#define CLIENT_DEADLINE_MS 2000 /* per connection, reading and writing together */
 
 /* ---- Shard side ---------------------------------------------------------- */
 
@@ -56,59 +55,6 @@ unsigned ina_sw_pub_take_aborts(struct ina_sw_pub *pub, uint16_t ids[INA_SW_MAIL
     return n;
 }
 
-/* ---- Output buffer ------------------------------------------------------- */
-
-struct buf {
-    char *p;
-    size_t n, cap;
-    int oom;
-};
-
-static void bputs(struct buf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 16384;
-        while (b->n + n + 1 > cap)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-__attribute__((format(printf, 2, 3))) static void bprintf(struct buf *b, const char *fmt, ...)
-{
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        bputs(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
-}
-
-/* A job name (bytes from the network) as the inside of a quoted Prometheus
- * label value or JSON string: \ and " escaped, anything outside printable
- * ASCII replaced by '?', so the output is always valid UTF-8. */
-static void bname(struct buf *b, const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        char c = (*p < 0x20 || *p > 0x7e) ? '?' : (char)*p;
-        if (c == '\\' || c == '"')
-            bputs(b, "\\", 1);
-        bputs(b, &c, 1);
-    }
-}
-
 /* ---- The view: every shard's snapshot, gathered --------------------------- */
 
 struct view {
@@ -119,20 +65,13 @@ struct view {
 };
 
 struct ina_metrics {
-    int fd;
-    pthread_t thread;
-    atomic_int stop;
+    struct ina_http *http;
     struct ina_sw_pub *pubs;
     unsigned npubs;
     uint64_t start_ns;
 };
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+static uint64_t mono_ns(void) { return ina_http_now_ns(); }
 
 static int view_collect(struct ina_metrics *m, struct view *v)
 {
@@ -170,16 +109,11 @@ static uint32_t job_slots(const struct ina_job *j)
 
 /* ---- Prometheus text format 0.0.4 ------------------------------------------ */
 
-static void family(struct buf *b, const char *name, const char *type, const char *help)
+static void job_labels(struct ina_buf *b, const struct ina_job *j)
 {
-    bprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-static void job_labels(struct buf *b, const struct ina_job *j)
-{
-    bprintf(b, "id=\"%u\",job=\"", j->id);
-    bname(b, j->name);
-    bprintf(b, "\",lane=\"%u\"", j->lane);
+    ina_bprintf(b, "id=\"%u\",job=\"", j->id);
+    ina_bname(b, j->name);
+    ina_bprintf(b, "\",lane=\"%u\"", j->lane);
 }
 
 #define SW_COUNTERS(X)                                                                     \
@@ -211,7 +145,9 @@ static void job_labels(struct buf *b, const struct ina_job *j)
     X(sparse_rx_blocks, "Blocks carried by block-sparse DATA")                               \
     X(sparse_tx_packets, "Block-sparse RESULT datagrams queued (one per copy)")              \
     X(sparse_tx_bytes, "Bytes of those datagrams (UDP payload)")                            \
-    X(sparse_tx_blocks, "Blocks carried by block-sparse RESULTs")
+    X(sparse_tx_blocks, "Blocks carried by block-sparse RESULTs")                            \
+    X(hot_installs, "Hot tables (epochs) activated")                                         \
+    X(hot_keyed, "Keyed hot entries added into slots")
 
 #define JOB_GAUGES(X)                                                                 \
     X(world, "Ranks of the job", (double)j->world)                                    \
@@ -228,57 +164,57 @@ static void job_labels(struct buf *b, const struct ina_job *j)
     X(completions, "Rounds completed")                                      \
     X(retransmits, "Retransmitted duplicates (answered or dropped pending)")
 
-static void render_metrics(struct ina_metrics *m, const struct view *v, struct buf *b)
+static void render_metrics(struct ina_metrics *m, const struct view *v, struct ina_buf *b)
 {
     uint64_t now = mono_ns();
-    family(b, "ina_switch_info", "gauge", "Version of this ina-switch");
-    bprintf(b, "ina_switch_info{version=\"%s\"} 1\n", ina_version_string());
-    family(b, "ina_switch_threads", "gauge", "Dataplane threads");
-    bprintf(b, "ina_switch_threads %u\n", m->npubs);
-    family(b, "ina_switch_uptime_seconds", "gauge", "Seconds since start");
-    bprintf(b, "ina_switch_uptime_seconds %.3f\n", (double)(now - m->start_ns) / 1e9);
-    family(b, "ina_switch_slots", "gauge", "Slots in the pool");
-    bprintf(b, "ina_switch_slots %u\n", v->nslots);
-    family(b, "ina_switch_slots_used", "gauge", "Slots held by active jobs");
-    bprintf(b, "ina_switch_slots_used %u\n", v->slots_used);
-    family(b, "ina_switch_jobs", "gauge", "Jobs in the job tables (joining, waiting or active)");
-    bprintf(b, "ina_switch_jobs %u\n", v->njobs);
+    ina_prom_family(b, "ina_switch_info", "gauge", "Version of this ina-switch");
+    ina_bprintf(b, "ina_switch_info{version=\"%s\"} 1\n", ina_version_string());
+    ina_prom_family(b, "ina_switch_threads", "gauge", "Dataplane threads");
+    ina_bprintf(b, "ina_switch_threads %u\n", m->npubs);
+    ina_prom_family(b, "ina_switch_uptime_seconds", "gauge", "Seconds since start");
+    ina_bprintf(b, "ina_switch_uptime_seconds %.3f\n", (double)(now - m->start_ns) / 1e9);
+    ina_prom_family(b, "ina_switch_slots", "gauge", "Slots in the pool");
+    ina_bprintf(b, "ina_switch_slots %u\n", v->nslots);
+    ina_prom_family(b, "ina_switch_slots_used", "gauge", "Slots held by active jobs");
+    ina_bprintf(b, "ina_switch_slots_used %u\n", v->slots_used);
+    ina_prom_family(b, "ina_switch_jobs", "gauge", "Jobs in the job tables (joining, waiting or active)");
+    ina_bprintf(b, "ina_switch_jobs %u\n", v->njobs);
 #define X(f, help)                                                          \
-    family(b, "ina_switch_" #f "_total", "counter", help);                  \
-    bprintf(b, "ina_switch_" #f "_total %llu\n", (unsigned long long)v->c.f);
+    ina_prom_family(b, "ina_switch_" #f "_total", "counter", help);                  \
+    ina_bprintf(b, "ina_switch_" #f "_total %llu\n", (unsigned long long)v->c.f);
     SW_COUNTERS(X)
 #undef X
-    family(b, "ina_switch_drops_total", "counter", "Datagrams dropped, by cause");
+    ina_prom_family(b, "ina_switch_drops_total", "counter", "Datagrams dropped, by cause");
     for (int d = 0; d < INA_DROP__COUNT; d++)
-        bprintf(b, "ina_switch_drops_total{cause=\"%s\"} %llu\n", ina_drop_name(d),
+        ina_bprintf(b, "ina_switch_drops_total{cause=\"%s\"} %llu\n", ina_drop_name(d),
                 (unsigned long long)v->c.drops[d]);
 
 #define X(f, help, val)                                               \
-    family(b, "ina_job_" #f, "gauge", help);                          \
+    ina_prom_family(b, "ina_job_" #f, "gauge", help);                          \
     for (unsigned i = 0; i < v->njobs; i++) {                         \
         const struct ina_job *j = &v->jobs[i];                        \
-        bputs(b, "ina_job_" #f "{", sizeof("ina_job_" #f "{") - 1);    \
+        ina_bputs(b, "ina_job_" #f "{", sizeof("ina_job_" #f "{") - 1);    \
         job_labels(b, j);                                             \
-        bprintf(b, "} %.17g\n", val);                                 \
+        ina_bprintf(b, "} %.17g\n", val);                                 \
     }
     JOB_GAUGES(X)
 #undef X
 #define X(f, help)                                                              \
-    family(b, "ina_job_" #f "_total", "counter", help);                         \
+    ina_prom_family(b, "ina_job_" #f "_total", "counter", help);                         \
     for (unsigned i = 0; i < v->njobs; i++) {                                   \
         const struct ina_job *j = &v->jobs[i];                                  \
-        bputs(b, "ina_job_" #f "_total{", sizeof("ina_job_" #f "_total{") - 1); \
+        ina_bputs(b, "ina_job_" #f "_total{", sizeof("ina_job_" #f "_total{") - 1); \
         job_labels(b, j);                                                       \
-        bprintf(b, "} %llu\n", (unsigned long long)j->c.f);                     \
+        ina_bprintf(b, "} %llu\n", (unsigned long long)j->c.f);                     \
     }
     JOB_COUNTERS(X)
 #undef X
-    family(b, "ina_job_drops_total", "counter", "Datagrams of the job dropped, by cause");
+    ina_prom_family(b, "ina_job_drops_total", "counter", "Datagrams of the job dropped, by cause");
     for (unsigned i = 0; i < v->njobs; i++)
         for (int d = 0; d < INA_DROP__COUNT; d++) {
-            bputs(b, "ina_job_drops_total{", 20);
+            ina_bputs(b, "ina_job_drops_total{", 20);
             job_labels(b, &v->jobs[i]);
-            bprintf(b, ",cause=\"%s\"} %llu\n", ina_drop_name(d),
+            ina_bprintf(b, ",cause=\"%s\"} %llu\n", ina_drop_name(d),
                     (unsigned long long)v->jobs[i].c.drops[d]);
         }
     static const char *const wnames[3] = {"ina_worker_joined", "ina_worker_rx_packets_total",
@@ -287,15 +223,15 @@ static void render_metrics(struct ina_metrics *m, const struct view *v, struct b
                                          "DATA datagrams from the rank's registered address",
                                          "Bytes of those datagrams"};
     for (int k = 0; k < 3; k++) {
-        family(b, wnames[k], k ? "counter" : "gauge", whelp[k]);
+        ina_prom_family(b, wnames[k], k ? "counter" : "gauge", whelp[k]);
         for (unsigned i = 0; i < v->njobs; i++) {
             const struct ina_job *j = &v->jobs[i];
             for (int r = 0; r < j->world; r++) {
                 const struct ina_member *mb = &j->members[r];
                 unsigned long long val = k == 0 ? mb->joined : k == 1 ? mb->rx_packets : mb->rx_bytes;
-                bprintf(b, "%s{", wnames[k]);
+                ina_bprintf(b, "%s{", wnames[k]);
                 job_labels(b, j);
-                bprintf(b, ",rank=\"%d\"} %llu\n", r, val);
+                ina_bprintf(b, ",rank=\"%d\"} %llu\n", r, val);
             }
         }
     }
@@ -303,65 +239,65 @@ static void render_metrics(struct ina_metrics *m, const struct view *v, struct b
 
 /* ---- JSON ------------------------------------------------------------------ */
 
-static void json_counters(struct buf *b, const struct ina_sw_counters *c)
+static void json_counters(struct ina_buf *b, const struct ina_sw_counters *c)
 {
-    bputs(b, "{", 1);
-#define X(f, help) bprintf(b, "\"" #f "\":%llu,", (unsigned long long)c->f);
+    ina_bputs(b, "{", 1);
+#define X(f, help) ina_bprintf(b, "\"" #f "\":%llu,", (unsigned long long)c->f);
     SW_COUNTERS(X)
 #undef X
-    bputs(b, "\"drops\":{", 9);
+    ina_bputs(b, "\"drops\":{", 9);
     for (int d = 0; d < INA_DROP__COUNT; d++)
-        bprintf(b, "%s\"%s\":%llu", d ? "," : "", ina_drop_name(d),
+        ina_bprintf(b, "%s\"%s\":%llu", d ? "," : "", ina_drop_name(d),
                 (unsigned long long)c->drops[d]);
-    bputs(b, "}}", 2);
+    ina_bputs(b, "}}", 2);
 }
 
-static void render_counters(struct ina_metrics *m, const struct view *v, struct buf *b)
+static void render_counters(struct ina_metrics *m, const struct view *v, struct ina_buf *b)
 {
-    bprintf(b, "{\"version\":\"%s\",\"threads\":%u,\"slots\":%u,\"slots_used\":%u,\"jobs\":%u,"
+    ina_bprintf(b, "{\"version\":\"%s\",\"threads\":%u,\"slots\":%u,\"slots_used\":%u,\"jobs\":%u,"
                "\"counters\":",
             ina_version_string(), m->npubs, v->nslots, v->slots_used, v->njobs);
     json_counters(b, &v->c);
-    bputs(b, "}\n", 2);
+    ina_bputs(b, "}\n", 2);
 }
 
-static void render_jobs(const struct view *v, struct buf *b)
+static void render_jobs(const struct view *v, struct ina_buf *b)
 {
     uint64_t now = mono_ns();
-    bputs(b, "{\"jobs\":[", 9);
+    ina_bputs(b, "{\"jobs\":[", 9);
     for (unsigned i = 0; i < v->njobs; i++) {
         const struct ina_job *j = &v->jobs[i];
-        bprintf(b, "%s{\"id\":%u,\"name\":\"", i ? "," : "", j->id);
-        bname(b, j->name);
-        bprintf(b,
+        ina_bprintf(b, "%s{\"id\":%u,\"name\":\"", i ? "," : "", j->id);
+        ina_bname(b, j->name);
+        ina_bprintf(b,
                 "\",\"lane\":%u,\"lanes\":%u,\"world\":%d,\"joined\":%d,\"left\":%d,"
                 "\"state\":\"%s\",\"slots\":%u,\"session\":\"%08x\",\"age_s\":%.3f,",
                 j->lane, j->nlanes ? j->nlanes : 1, j->world, j->njoined, j->nleft,
                 state_name(j->state), job_slots(j), j->session,
                 (double)(now - j->created_ns) / 1e9);
-#define X(f, help) bprintf(b, "\"" #f "\":%llu,", (unsigned long long)j->c.f);
+#define X(f, help) ina_bprintf(b, "\"" #f "\":%llu,", (unsigned long long)j->c.f);
         JOB_COUNTERS(X)
 #undef X
-        bputs(b, "\"drops\":{", 9);
+        ina_bputs(b, "\"drops\":{", 9);
         for (int d = 0; d < INA_DROP__COUNT; d++)
-            bprintf(b, "%s\"%s\":%llu", d ? "," : "", ina_drop_name(d),
+            ina_bprintf(b, "%s\"%s\":%llu", d ? "," : "", ina_drop_name(d),
                     (unsigned long long)j->c.drops[d]);
-        bputs(b, "},\"workers\":[", 13);
+        ina_bputs(b, "},\"workers\":[", 13);
         for (int r = 0; r < j->world; r++) {
             const struct ina_member *mb = &j->members[r];
             char ip[INET_ADDRSTRLEN] = "";
             if (mb->joined)
                 inet_ntop(AF_INET, &mb->addr.sin_addr, ip, sizeof(ip));
-            bprintf(b,
+            ina_bprintf(b,
                     "%s{\"rank\":%d,\"joined\":%s,\"left\":%s,\"addr\":\"%s:%u\","
                     "\"rx_packets\":%llu,\"rx_bytes\":%llu}",
                     r ? "," : "", r, mb->joined ? "true" : "false", mb->left ? "true" : "false",
                     ip, ntohs(mb->addr.sin_port), (unsigned long long)mb->rx_packets,
                     (unsigned long long)mb->rx_bytes);
         }
-        bputs(b, "]}", 2);
+        ina_bputs(b, "]}", 2);
     }
-    bputs(b, "]}\n", 3);
+    ina_bputs(b, "]}\n", 3);
 }
 
 /* ---- Abort ---------------------------------------------------------------- */
@@ -392,89 +328,12 @@ static int request_abort(struct ina_metrics *m, const struct view *v, unsigned l
     return rc;
 }
 
-/* ---- HTTP ------------------------------------------------------------------ */
+/* ---- HTTP (common/http.c serves; this routes) ------------------------------ */
 
-static int remaining_ms(uint64_t deadline)
+static int handle(void *arg, const char *method, const char *path, struct ina_buf *b,
+                  const char **ctype)
 {
-    uint64_t now = mono_ns();
-    return now >= deadline ? 0 : (int)((deadline - now) / 1000000 + 1);
-}
-
-static void send_all(int fd, const char *p, size_t n, uint64_t deadline)
-{
-    while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w > 0) {
-            p += w;
-            n -= (size_t)w;
-            continue;
-        }
-        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            return;
-        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-        int ms = remaining_ms(deadline);
-        if (ms == 0 || poll(&pfd, 1, ms) <= 0)
-            return; /* slow or gone client: give up, the next one waits */
-    }
-}
-
-static void respond(int fd, int status, const char *ctype, const struct buf *body,
-                    uint64_t deadline)
-{
-    const char *reason = status == 200 ? "OK" : status == 202 ? "Accepted"
-                       : status == 400 ? "Bad Request" : status == 404 ? "Not Found"
-                       : status == 405 ? "Method Not Allowed" : status == 431
-                           ? "Request Header Fields Too Large" : "Service Unavailable";
-    char head[256];
-    int hn = snprintf(head, sizeof(head),
-                      "HTTP/1.0 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                      "Connection: close\r\n\r\n",
-                      status, reason, ctype, body && body->p ? body->n : 0);
-    send_all(fd, head, (size_t)hn, deadline);
-    if (body && body->p)
-        send_all(fd, body->p, body->n, deadline);
-}
-
-static void respond_text(int fd, int status, const char *msg, uint64_t deadline)
-{
-    struct buf b = {0};
-    bprintf(&b, "{\"error\":\"%s\"}\n", msg);
-    respond(fd, status, "application/json", &b, deadline);
-    free(b.p);
-}
-
-static void serve_client(struct ina_metrics *m, int fd)
-{
-    uint64_t deadline = mono_ns() + (uint64_t)CLIENT_DEADLINE_MS * 1000000ull;
-    char req[REQ_MAX + 1];
-    size_t n = 0;
-    req[0] = '\0';
-    while (!strstr(req, "\r\n\r\n") && !strstr(req, "\n\n")) {
-        if (n == REQ_MAX) {
-            respond_text(fd, 431, "request too large", deadline);
-            return;
-        }
-        ssize_t r = recv(fd, req + n, REQ_MAX - n, 0);
-        if (r > 0) {
-            n += (size_t)r;
-            req[n] = '\0';
-            continue;
-        }
-        if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
-            return;
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int ms = remaining_ms(deadline);
-        if (ms == 0 || poll(&pfd, 1, ms) <= 0)
-            return; /* too slow: drop the connection */
-    }
-    char method[8], path[256];
-    if (sscanf(req, "%7s %255s", method, path) != 2) {
-        respond_text(fd, 400, "bad request", deadline);
-        return;
-    }
-    char *q = strchr(path, '?');
-    if (q)
-        *q = '\0'; /* no query parameters are used */
+    struct ina_metrics *m = arg;
     int get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
     unsigned long id = 0;
     int idlen = 0;
@@ -487,58 +346,29 @@ static void serve_client(struct ina_metrics *m, int fd)
         is_evict = 0; /* not a job id: 404 below */
     is_abort |= is_evict;
     if (strcmp(path, "/metrics") != 0 && strcmp(path, "/jobs") != 0 &&
-        strcmp(path, "/counters") != 0 && !is_abort) {
-        respond_text(fd, 404, "no such path (try /metrics, /jobs, /counters, POST /jobs/ID/abort, "
-                              "POST /jobs/ID/evict)",
-                     deadline);
-        return;
-    }
-    if ((is_abort && !post) || (!is_abort && !get)) {
-        respond_text(fd, 405, is_abort ? "use POST" : "use GET", deadline);
-        return;
-    }
+        strcmp(path, "/counters") != 0 && !is_abort)
+        return ina_http_error(b, 404, "no such path (try /metrics, /jobs, /counters, POST "
+                                      "/jobs/ID/abort, POST /jobs/ID/evict)");
+    if ((is_abort && !post) || (!is_abort && !get))
+        return ina_http_error(b, 405, is_abort ? "use POST" : "use GET");
     struct view v;
-    if (view_collect(m, &v) != 0) {
-        respond_text(fd, 503, "out of memory", deadline);
-        return;
-    }
-    struct buf b = {0};
+    if (view_collect(m, &v) != 0)
+        return ina_http_error(b, 503, "out of memory");
     int status = 200;
-    const char *ctype = "application/json";
     if (is_abort) {
         status = request_abort(m, &v, id, is_evict);
-        bprintf(&b, "{\"job\":%lu,\"%s\":\"%s\"}\n", id, is_evict ? "evict" : "abort",
-                status == 202 ? "requested" : status == 404 ? "no such job" : "mailbox full");
+        ina_bprintf(b, "{\"job\":%lu,\"%s\":\"%s\"}\n", id, is_evict ? "evict" : "abort",
+                    status == 202 ? "requested" : status == 404 ? "no such job" : "mailbox full");
     } else if (strcmp(path, "/metrics") == 0) {
-        ctype = "text/plain; version=0.0.4; charset=utf-8";
-        render_metrics(m, &v, &b);
+        *ctype = "text/plain; version=0.0.4; charset=utf-8";
+        render_metrics(m, &v, b);
     } else if (strcmp(path, "/jobs") == 0) {
-        render_jobs(&v, &b);
+        render_jobs(&v, b);
     } else {
-        render_counters(m, &v, &b);
+        render_counters(m, &v, b);
     }
     free(v.jobs);
-    if (b.oom)
-        respond_text(fd, 503, "out of memory", deadline);
-    else
-        respond(fd, status, ctype, &b, deadline);
-    free(b.p);
-}
-
-static void *metrics_main(void *arg)
-{
-    struct ina_metrics *m = arg;
-    while (!atomic_load(&m->stop)) {
-        struct pollfd pfd = {.fd = m->fd, .events = POLLIN};
-        if (poll(&pfd, 1, 100) <= 0)
-            continue;
-        int c = accept4(m->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (c < 0)
-            continue;
-        serve_client(m, c);
-        close(c);
-    }
-    return NULL;
+    return status;
 }
 
 struct ina_metrics *ina_metrics_start(const struct sockaddr_in *addr, const char *port_file,
@@ -550,51 +380,18 @@ struct ina_metrics *ina_metrics_start(const struct sockaddr_in *addr, const char
     m->pubs = pubs;
     m->npubs = npubs;
     m->start_ns = mono_ns();
-    atomic_init(&m->stop, 0);
-    struct sockaddr_in a = *addr;
-    int one = 1;
-    m->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (m->fd < 0 || setsockopt(m->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-        bind(m->fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(m->fd, 16) != 0) {
-        char ip[INET_ADDRSTRLEN];
-        inet_ntop(AF_INET, &a.sin_addr, ip, sizeof(ip));
-        ina_log(INA_LOG_ERROR, "metrics_listen_failed", INA_KV_S("addr", ip),
-                INA_KV_I("port", ntohs(a.sin_port)), INA_KV_S("reason", strerror(errno)));
-        goto fail;
+    m->http = ina_http_start(addr, port_file, handle, m);
+    if (!m->http) {
+        free(m);
+        return NULL;
     }
-    socklen_t alen = sizeof(a);
-    getsockname(m->fd, (struct sockaddr *)&a, &alen);
-    if (port_file) {
-        char tmp[4096];
-        snprintf(tmp, sizeof(tmp), "%s.tmp", port_file);
-        FILE *f = fopen(tmp, "w");
-        if (!f || fprintf(f, "%u\n", ntohs(a.sin_port)) < 0 || fclose(f) != 0 ||
-            rename(tmp, port_file) != 0) {
-            ina_log(INA_LOG_ERROR, "metrics_port_file_failed", INA_KV_S("path", port_file),
-                    INA_KV_S("reason", strerror(errno)));
-            goto fail;
-        }
-    }
-    if (pthread_create(&m->thread, NULL, metrics_main, m) != 0)
-        goto fail;
-    char ip[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &a.sin_addr, ip, sizeof(ip));
-    ina_log(INA_LOG_INFO, "metrics_listening", INA_KV_S("addr", ip),
-            INA_KV_I("port", ntohs(a.sin_port)));
     return m;
-fail:
-    if (m->fd >= 0)
-        close(m->fd);
-    free(m);
-    return NULL;
 }
 
 void ina_metrics_stop(struct ina_metrics *m)
 {
     if (!m)
         return;
-    atomic_store(&m->stop, 1);
-    pthread_join(m->thread, NULL);
-    close(m->fd);
+    ina_http_stop(m->http);
     free(m);
 }

@@ -16,6 +16,7 @@
 
 #include "common/sha256.h"
 #include "common/shm_ring.h"
+#include "common/kv_wire.h"
 #include "common/wire.h"
 #include "ina.h"
 #include "switch/counters.h"
@@ -50,6 +51,8 @@ struct ina_slot_set {
                          partial sum went to the parent; complete once its RESULT is in */
     uint8_t tag;      /* operation tag of this round (all ranks must agree) */
     uint8_t op;       /* wire op (INA_OP_*) of this round (all ranks must agree) */
+    uint8_t hot;      /* a HOT_DATA round (kind 5): the RESULT is a HOT_RESULT */
+    uint32_t hot_epoch, hot_base; /* its hot-table epoch and first position */
     uint64_t bitmap[INA_BITMAP_WORDS]; /* ranks that contributed to `seq` */
 };
 
@@ -136,6 +139,7 @@ struct ina_job {
     uint64_t evict_bound;   /* then: first stream position (round * W + slot) not served */
     struct sockaddr_in mcast; /* group finished sums go to; sin_family 0 = unicast to each rank */
     struct ina_job_counters c;
+    struct ina_hot *hot; /* the job's hot table (hot.c), NULL until rank 0 installs one */
     struct ina_member members[INA_MAX_WORKERS];
 };
 
@@ -177,6 +181,8 @@ struct ina_switch_params {
      * (--record, and tests that replay a recorded trace: the same joins then
      * get the same sessions and tokens). 0: getrandom, unpredictable. */
     uint64_t seed;
+    /* --hot-keys: most keys of one job's hot table (PROTOCOL.md §14.3); 0 = no hot table. */
+    uint32_t hot_max;
     /* --parent: this switch is a child (PROTOCOL.md §12, tree.c): each job's
      * partial sums go to parents[shard(name, lane) mod nparents]. 0 = a root. */
     unsigned nparents;
@@ -279,7 +285,32 @@ void ina__job_send_migrate(struct ina_switch *sw, const struct ina_job *job, int
 
 /* Internal, shared between control.c and dataplane.c. */
 void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_hdr *h,
-                  const uint8_t *payload, const struct sockaddr_in *src);
+                  const uint8_t *payload, size_t plen, const struct sockaddr_in *src);
+
+/* hot.c: the job's hot table (PROTOCOL.md §14.3). */
+struct ina_hot;
+/* A HOT_DATA packet, parsed. */
+struct ina_hot_in {
+    uint32_t epoch, base;
+    int keyed;
+    uint32_t nkeyed;       /* keyed: entries */
+    const uint8_t *entries; /* dense: count values; keyed: nkeyed (key, value) */
+};
+/* Parse the payload of a HOT_DATA. @return 0, or -1 if its length is wrong. */
+int ina__hot_parse(const struct ina_hdr *h, const uint8_t *payload, size_t plen,
+                   struct ina_hot_in *in);
+/* A new contribution may use the table: its epoch is the active one, its block
+ * inside the table, and every keyed key in the table within the block. */
+int ina__hot_valid(const struct ina_job *job, const struct ina_hot_in *in, uint32_t count);
+/* Values of a round from a first / later contribution (binary32 bit patterns). */
+void ina__hot_load(const struct ina_job *job, int32_t *v, const struct ina_hot_in *in,
+                   uint32_t count);
+void ina__hot_add(const struct ina_job *job, int32_t *v, const struct ina_hot_in *in,
+                  uint32_t count);
+/* HOT_INSTALL and HOT_FETCH (control path). */
+void ina__hot_control(struct ina_switch *sw, struct ina_job *job, const struct ina_hdr *h,
+                      const uint8_t *body, size_t len, const struct sockaddr_in *src);
+void ina__hot_free(struct ina_job *job);
 void ina__ctl_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
                     size_t bodylen, const struct sockaddr_in *src, uint64_t now_ns);
 void ina__job_reset_slots(struct ina_switch *sw, const struct ina_job *job);

@@ -2,7 +2,7 @@
 #include <arpa/inet.h>
 #include <string.h>
 
-#include "switch/log.h"
+#include "common/log.h"
 #include "switch/switch.h"
 
 /*

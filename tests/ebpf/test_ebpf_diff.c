@@ -29,7 +29,7 @@
 
 #include "ebpf/gen.h"
 #include "ebpf/replay.h"
-#include "switch/log.h"
+#include "common/log.h"
 
 #define TEST_NSLOTS 1024 /* the program's pool: the most a trace may use */
 

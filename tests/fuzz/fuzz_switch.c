@@ -25,7 +25,7 @@
 #include "switch/control.c"
 #include "switch/counters.c"
 #include "switch/dataplane.c"
-#include "switch/log.c"
+#include "switch/hot.c"
 #include "switch/tree.c"
 #include "switch/sparse.c"
 #include "common/sparse_wire.h"
@@ -81,6 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define PARENT_SRC 6 /* src_table entry that is the parent in child mode */
 
 #define FZ_NSLOTS 16
+#define FZ_HOT_MAX 24 /* keys of a job's hot table (--hot-keys) */
 #define FZ_MAX_ELEMS 16
 #define FZ_JOIN_TIMEOUT_NS 1000000000ull  /* 1 s */
 #define FZ_IDLE_TIMEOUT_NS 10000000000ull /* 10 s */
@@ -229,6 +230,15 @@ HARNESS static void check_txq(void)
             CHECKF(bits == joined);
             break;
         }
+        case INA_K_HOT_RESULT:
+            CHECKF(len == INA_HDR_LEN + INA_HOT_PREFIX_LEN + 4 * (size_t)h.count);
+            CHECKF(h.count <= FZ_MAX_ELEMS && h.op == INA_OP_HOT_F32);
+            break;
+        case INA_K_HOT_KEYS:
+            CHECKF(len >= INA_HDR_LEN + INA_HOT_KEYS_HDR &&
+                   len == INA_HDR_LEN + INA_HOT_KEYS_HDR + 8 * (size_t)ina_get16(b + INA_HDR_LEN + 12));
+            CHECKF(ina_get16(b + INA_HDR_LEN + 12) <= FZ_HOT_MAX);
+            break;
         case INA_K_SHM_ACK:
             /* This switch offers no rings (params.shm 0): every SHM_ATTACH is refused. */
             CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN);
@@ -643,6 +653,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     p.join_timeout_ns = FZ_JOIN_TIMEOUT_NS;
     p.idle_timeout_ns = FZ_IDLE_TIMEOUT_NS;
     p.min_job_slots = 1; /* admission may shrink windows: exercise it */
+    p.hot_max = FZ_HOT_MAX; /* the hot table (kinds 5, 6, 45..47) is part of the surface */
     child_mode = size >= 2 && (data[1] & F_CHILD);
     if (child_mode) {
         p.nparents = 1;

@@ -20,7 +20,6 @@
 #include "switch/control.c"
 #include "switch/counters.c"
 #include "switch/dataplane.c"
-#include "switch/log.c"
 #include "switch/tree.c"
 #include "switch/sparse.c"
 #include "switch/txq.c"

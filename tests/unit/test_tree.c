@@ -13,7 +13,6 @@
 #include "switch/control.c"
 #include "switch/counters.c"
 #include "switch/dataplane.c"
-#include "switch/log.c"
 #include "switch/tree.c"
 #include "switch/txq.c"
 

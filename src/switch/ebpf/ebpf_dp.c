@@ -18,7 +18,7 @@
 #include "switch/ebpf/ebpf_dp.h"
 #include "switch/ebpf/iface.h"
 #include "switch/ebpf/ina_bpf.h"
-#include "switch/log.h"
+#include "common/log.h"
 #include "switch/switch.h"
 
 #include "ina_dp.skel.h" /* generated: bpftool gen skeleton (CMakeLists.txt) */

@@ -1,5 +1,5 @@
 /* log.c: ina-switch's structured log lines (text key=value or JSON), one write(2) per line. */
-#include "switch/log.h"
+#include "common/log.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,0 +1,356 @@
+/* mlf_client.c: the worker's side of MLfabric (PROTOCOL.md §15.4): every wait has a deadline. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "ina.h"
+#include "mlf_client.h"
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int same_addr(const struct sockaddr_in *a, const struct sockaddr_in *b)
+{
+    return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
+}
+
+static void send_to(struct mlf_client *c, const uint8_t *b, size_t len, const struct sockaddr_in *d)
+{
+    sendto(c->fd, b, len, 0, (const struct sockaddr *)d, sizeof(*d));
+}
+
+/* Receive one datagram until the absolute deadline. @return its length, 0 at the deadline. */
+static size_t recv_until(struct mlf_client *c, uint8_t *b, size_t cap, struct sockaddr_in *from,
+                         uint64_t deadline)
+{
+    for (;;) {
+        uint64_t now = mono_ns();
+        if (now >= deadline)
+            return 0;
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
+        int ms = (int)((deadline - now + 999999) / 1000000);
+        if (poll(&p, 1, ms) <= 0)
+            continue;
+        socklen_t sl = sizeof(*from);
+        ssize_t n = recvfrom(c->fd, b, cap, MSG_DONTWAIT, (struct sockaddr *)from, &sl);
+        if (n >= INA_HDR_LEN)
+            return (size_t)n;
+    }
+}
+
+static void fill_hdr(const struct mlf_client *c, const struct mlf_server *s, struct ina_hdr *h,
+                     uint8_t kind)
+{
+    ina_hdr_init(h, kind);
+    h->job = s->job;
+    h->session = s->session;
+    h->token = s->token;
+    h->rank = (uint16_t)c->rank;
+}
+
+/* A server stops answering: the replica takes over, if it has every update. */
+static int fail_over(struct mlf_client *c, int dead)
+{
+    c->srv[dead].alive = 0;
+    if (dead != c->primary)
+        return 0;
+    int other = 1 - dead;
+    if (c->nsrv < 2 || !c->srv[other].alive || !c->replica_synced) {
+        fprintf(stderr, "mlf[%d]: the primary server is silent and no synchronised replica is left\n",
+                c->rank);
+        return INA_ERR_TIMEOUT;
+    }
+    c->primary = other;
+    c->st.failovers++;
+    fprintf(stderr, "mlf[%d]: warning: primary server silent for %llu ms: failing over to the replica\n",
+            c->rank, (unsigned long long)(c->failover_ns / 1000000));
+    return 0;
+}
+
+int mlf_join(struct mlf_client *c, uint64_t timeout_ns)
+{
+    uint8_t b[INA_HDR_LEN + INA_PS_JOIN_BODY_LEN], r[65536];
+    if (getrandom(&c->join.nonce, sizeof(c->join.nonce), 0) != sizeof(c->join.nonce))
+        c->join.nonce = mono_ns() ^ (uint64_t)c->rank << 48;
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_PS_JOIN);
+    h.rank = (uint16_t)c->rank;
+    ina_hdr_encode(b, &h);
+    ina_ps_join_encode(b + INA_HDR_LEN, &c->join);
+    uint64_t end = mono_ns() + timeout_ns;
+    int joined[2] = {0, 0};
+    c->primary = 0;
+    c->replica_synced = 1;
+    while (joined[0] + joined[1] < c->nsrv) {
+        for (int i = 0; i < c->nsrv; i++)
+            if (!joined[i])
+                send_to(c, b, sizeof(b), &c->srv[i].addr);
+        uint64_t until = mono_ns() + 200000000ull;
+        if (until > end)
+            until = end;
+        struct sockaddr_in from;
+        size_t n;
+        while ((n = recv_until(c, r, sizeof(r), &from, until)) > 0) {
+            struct ina_hdr a;
+            if (ina_hdr_decode(r, n, &a) != INA_PARSE_OK)
+                continue;
+            for (int i = 0; i < c->nsrv; i++) {
+                if (!same_addr(&from, &c->srv[i].addr))
+                    continue;
+                if (a.kind == INA_K_PS_JOIN_NAK) {
+                    fprintf(stderr, "mlf[%d]: server %d refused the join: %s\n", c->rank, i,
+                            ina_strerror((int32_t)ina_get32(r + INA_HDR_LEN + 8)));
+                    return INA_ERR_REJECTED;
+                }
+                struct ina_ps_join j;
+                if (a.kind == INA_K_PS_JOIN_ACK && n >= INA_HDR_LEN + INA_PS_JOIN_BODY_LEN &&
+                    ina_ps_join_decode(r + INA_HDR_LEN, n - INA_HDR_LEN, &j) == 0 &&
+                    j.nonce == c->join.nonce) {
+                    c->srv[i].job = a.job;
+                    c->srv[i].session = a.session;
+                    c->srv[i].token = a.token;
+                    c->srv[i].alive = 1;
+                    joined[i] = 1;
+                }
+            }
+        }
+        if (mono_ns() >= end) {
+            fprintf(stderr, "mlf[%d]: no JOIN_ACK from every server within %llu ms (are all ranks "
+                            "and ina-ps running?)\n",
+                    c->rank, (unsigned long long)(timeout_ns / 1000000));
+            return INA_ERR_TIMEOUT;
+        }
+    }
+    return 0;
+}
+
+int mlf_pull(struct mlf_client *c, float *model, uint32_t *version)
+{
+    size_t d = c->join.dim;
+    uint8_t b[INA_HDR_LEN + 8 * 4096], r[65536];
+    if (c->nkeys > 4096 || INA_HDR_LEN + c->nkeys * d * 4 > sizeof(r))
+        return -EINVAL;
+    for (;;) {
+        struct mlf_server *s = &c->srv[c->primary];
+        struct ina_hdr h;
+        fill_hdr(c, s, &h, INA_K_PS_PULL);
+        h.slot = ++c->pull_id;
+        h.count = (uint16_t)c->nkeys;
+        ina_hdr_encode(b, &h);
+        for (uint32_t k = 0; k < c->nkeys; k++)
+            ina_put64(b + INA_HDR_LEN + 8 * k, k);
+        size_t len = INA_HDR_LEN + 8 * (size_t)c->nkeys;
+        uint64_t give_up = mono_ns() + c->failover_ns;
+        while (mono_ns() < give_up) {
+            send_to(c, b, len, &s->addr);
+            uint64_t until = mono_ns() + c->rto_ns;
+            struct sockaddr_in from;
+            size_t n;
+            while ((n = recv_until(c, r, sizeof(r), &from, until)) > 0) {
+                struct ina_hdr a;
+                if (ina_hdr_decode(r, n, &a) != INA_PARSE_OK || a.kind != INA_K_PS_PULL_RESP ||
+                    a.slot != h.slot || !same_addr(&from, &s->addr) ||
+                    n != INA_HDR_LEN + c->nkeys * d * 4)
+                    continue;
+                for (size_t i = 0; i < c->nkeys * d; i++)
+                    model[i] = ina_getf(r + INA_HDR_LEN + 4 * i);
+                *version = a.seq;
+                c->st.pulls++;
+                return 0;
+            }
+            c->st.retransmits++;
+        }
+        int rc = fail_over(c, c->primary);
+        if (rc != 0)
+            return rc;
+    }
+}
+
+/* REQ until GRANT. @return 1 granted (*stamp), 0 refused (stale), -1 no scheduler (fall back). */
+static int ask_sched(struct mlf_client *c, uint32_t base, uint32_t bytes, uint32_t *stamp)
+{
+    uint8_t b[INA_HDR_LEN + INA_SCHED_REQ_LEN], r[512];
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_SCHED_REQ);
+    h.rank = (uint16_t)c->rank;
+    h.slot = ++c->req_id;
+    h.seq = base;
+    ina_hdr_encode(b, &h);
+    memset(b + INA_HDR_LEN, 0, INA_SCHED_REQ_LEN);
+    ina_put32(b + INA_HDR_LEN, bytes);
+    memcpy(b + INA_HDR_LEN + 8, c->join.name, 32);
+    uint64_t give_up = mono_ns() + c->sched_timeout_ns;
+    while (mono_ns() < give_up) {
+        send_to(c, b, sizeof(b), &c->sched);
+        uint64_t until = mono_ns() + (c->rto_ns > 10000000ull ? 2 * c->rto_ns : 20000000ull);
+        if (until > give_up)
+            until = give_up;
+        struct sockaddr_in from;
+        size_t n;
+        /* A grant waits for the window: keep listening, resend rarely. */
+        while ((n = recv_until(c, r, sizeof(r), &from, until)) > 0) {
+            struct ina_hdr a;
+            if (ina_hdr_decode(r, n, &a) != INA_PARSE_OK || a.kind != INA_K_SCHED_GRANT ||
+                a.slot != c->req_id || !same_addr(&from, &c->sched) ||
+                n != INA_HDR_LEN + INA_SCHED_GRANT_LEN)
+                continue;
+            if ((int32_t)ina_get32(r + INA_HDR_LEN) != 0)
+                return 0;
+            *stamp = ina_get32(r + INA_HDR_LEN + 4);
+            return 1;
+        }
+    }
+    return -1;
+}
+
+static void tell_done(struct mlf_client *c, uint32_t stamp, const struct mlf_result *res,
+                      uint32_t bytes, uint64_t ns)
+{
+    uint8_t b[INA_HDR_LEN + INA_SCHED_DONE_LEN];
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_SCHED_DONE);
+    h.rank = (uint16_t)c->rank;
+    h.slot = c->req_id;
+    h.seq = stamp;
+    ina_hdr_encode(b, &h);
+    uint64_t us = ns / 1000;
+    ina_put32(b + INA_HDR_LEN, (uint32_t)res->status);
+    ina_put32(b + INA_HDR_LEN + 4, bytes);
+    ina_put32(b + INA_HDR_LEN + 8, us > 0xFFFFFFFFu ? 0xFFFFFFFFu : us ? (uint32_t)us : 1);
+    ina_put32(b + INA_HDR_LEN + 12, res->version);
+    send_to(c, b, sizeof(b), &c->sched);
+}
+
+int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct mlf_result *res)
+{
+    size_t d = c->join.dim, el = ina_ps_entry_len((unsigned)d);
+    size_t len = INA_HDR_LEN + INA_PS_UPDATE_PREFIX + c->nkeys * el;
+    uint8_t *b[2], r[512];
+    static __thread uint8_t bufs[2][INA_MAX_DATAGRAM];
+    if (len > sizeof(bufs[0]))
+        return -EINVAL;
+    uint32_t stamp = INA_STAMP_NONE;
+    if (c->use_sched) {
+        int g = ask_sched(c, base, (uint32_t)len, &stamp);
+        if (g == 0) { /* the scheduler knows the server would refuse it: not sent */
+            c->st.sched_refused++;
+            *res = (struct mlf_result){.status = INA_ERR_STALE, .version = base};
+            return 0;
+        }
+        if (g < 0) {
+            c->use_sched = 0;
+            c->st.fallbacks++;
+            fprintf(stderr, "mlf[%d]: warning: no answer from ina-sched within %llu ms: sending "
+                            "unscheduled from now on%s\n",
+                    c->rank, (unsigned long long)(c->sched_timeout_ns / 1000000),
+                    c->nsrv > 1 ? " (the replica is no longer kept in step)" : "");
+        }
+    }
+    /* Unstamped updates go to the primary only: two servers could take them in different orders. */
+    if (stamp == INA_STAMP_NONE && c->nsrv > 1)
+        c->replica_synced = 0;
+    c->uid++;
+    int targets[2], nt = 0;
+    for (int i = 0; i < c->nsrv; i++)
+        if (c->srv[i].alive && (i == c->primary || (stamp != INA_STAMP_NONE && c->replica_synced)))
+            targets[nt++] = i;
+    for (int t = 0; t < nt; t++) {
+        struct mlf_server *s = &c->srv[targets[t]];
+        b[t] = bufs[t];
+        struct ina_hdr h;
+        fill_hdr(c, s, &h, INA_K_PS_UPDATE);
+        h.slot = c->uid;
+        h.seq = base;
+        h.count = (uint16_t)c->nkeys;
+        ina_hdr_encode(b[t], &h);
+        ina_put32(b[t] + INA_HDR_LEN, stamp);
+        ina_put32(b[t] + INA_HDR_LEN + 4, 0);
+        uint8_t *p = b[t] + INA_HDR_LEN + INA_PS_UPDATE_PREFIX;
+        for (uint32_t k = 0; k < c->nkeys; k++, p += el) {
+            ina_put64(p, k);
+            for (size_t j = 0; j < d; j++)
+                ina_putf(p + 8 + 4 * j, grad[k * d + j]);
+        }
+    }
+    uint64_t start = mono_ns(), heard[2] = {start, start};
+    int acked[2] = {0, 0}, have = 0;
+    for (;;) {
+        int waiting = 0;
+        for (int t = 0; t < nt; t++) {
+            int i = targets[t];
+            if (acked[t] || !c->srv[i].alive)
+                continue;
+            if (mono_ns() - heard[t] > c->failover_ns) {
+                int rc = fail_over(c, i);
+                if (rc != 0)
+                    return rc;
+                continue;
+            }
+            send_to(c, b[t], len, &c->srv[i].addr);
+            c->st.tx_bytes[i] += len;
+            waiting = 1;
+        }
+        if (!waiting)
+            break;
+        uint64_t until = mono_ns() + c->rto_ns;
+        struct sockaddr_in from;
+        size_t n;
+        while ((n = recv_until(c, r, sizeof(r), &from, until)) > 0) {
+            struct ina_hdr a;
+            if (ina_hdr_decode(r, n, &a) != INA_PARSE_OK || a.kind != INA_K_PS_UPDATE_ACK ||
+                a.slot != c->uid || n != INA_HDR_LEN + INA_PS_UPDATE_ACK_LEN)
+                continue;
+            for (int t = 0; t < nt; t++) {
+                int i = targets[t];
+                if (!same_addr(&from, &c->srv[i].addr) || acked[t])
+                    continue;
+                acked[t] = 1;
+                if (i == c->primary || !have) {
+                    res->status = (int32_t)ina_get32(r + INA_HDR_LEN);
+                    res->version = ina_get32(r + INA_HDR_LEN + 4);
+                    res->delay = ina_get32(r + INA_HDR_LEN + 8);
+                    have = 1;
+                }
+            }
+            int all = 1;
+            for (int t = 0; t < nt; t++)
+                all &= acked[t] || !c->srv[targets[t]].alive;
+            if (all)
+                break;
+        }
+        c->st.retransmits++;
+    }
+    c->st.retransmits--; /* the last round resent nothing */
+    if (!have)
+        return INA_ERR_TIMEOUT;
+    if (res->status == 0)
+        c->st.applied++;
+    else
+        c->st.stale++;
+    if (stamp != INA_STAMP_NONE)
+        tell_done(c, stamp, res, (uint32_t)len, mono_ns() - start);
+    return 0;
+}
+
+void mlf_leave(struct mlf_client *c)
+{
+    uint8_t b[INA_HDR_LEN + INA_PS_LEAVE_BODY_LEN];
+    for (int i = 0; i < c->nsrv; i++) {
+        if (!c->srv[i].alive)
+            continue;
+        struct ina_hdr h;
+        fill_hdr(c, &c->srv[i], &h, INA_K_PS_LEAVE);
+        ina_hdr_encode(b, &h);
+        memset(b + INA_HDR_LEN, 0, sizeof(b) - INA_HDR_LEN);
+        send_to(c, b, sizeof(b), &c->srv[i].addr);
+    }
+}

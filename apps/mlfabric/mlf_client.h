@@ -1,0 +1,58 @@
+/* mlf_client.h: a worker's side of MLfabric: join a STALE job on ina-ps (and its replica), pull,
+ * ask ina-sched, send stamped updates to both servers, fall back and fail over. */
+#ifndef INA_MLF_CLIENT_H
+#define INA_MLF_CLIENT_H
+
+#include <netinet/in.h>
+#include <stdint.h>
+
+#include "common/kv_wire.h"
+
+struct mlf_server {
+    struct sockaddr_in addr;
+    uint16_t job;
+    uint32_t session, token;
+    int alive;
+};
+
+struct mlf_stats {
+    uint64_t applied, stale, sched_refused, retransmits, pulls;
+    uint64_t failovers, fallbacks;
+    uint64_t tx_bytes[2]; /* UPDATE bytes sent to server 0 (primary) and 1 (replica) */
+};
+
+struct mlf_client {
+    int fd;
+    int rank;
+    struct ina_ps_join join;
+    struct mlf_server srv[2];
+    int nsrv, primary;      /* primary: index of the server whose answers count */
+    int replica_synced;     /* 0 once updates went unstamped (the replica is left behind) */
+    struct sockaddr_in sched;
+    int use_sched;
+    uint32_t uid, pull_id; /* uid: the servers' update id (+1 per update sent) */
+    uint32_t req_id;       /* the scheduler's request id (+1 per REQ, sent or refused) */
+    uint64_t rto_ns;        /* resend an unanswered datagram after this */
+    uint64_t failover_ns;   /* a server silent this long is dead */
+    uint64_t sched_timeout_ns; /* no GRANT this long: send unscheduled from now on */
+    uint32_t nkeys;
+    struct mlf_stats st;
+};
+
+/* The outcome of one update. */
+struct mlf_result {
+    int32_t status;   /* 0 applied, INA_ERR_STALE refused (by the server or the scheduler) */
+    uint32_t version; /* the model version after it */
+    uint32_t delay;
+};
+
+/* @return 0, or a negative errno / INA_ERR_* (with a message on stderr). Deadline: timeout_ns. */
+int mlf_join(struct mlf_client *c, uint64_t timeout_ns);
+/* Pull the whole model (nkeys x dim floats) and its version. @return 0 or INA_ERR_TIMEOUT. */
+int mlf_pull(struct mlf_client *c, float *model, uint32_t *version);
+/* Ask, send, wait for the answers; entries: nkeys x dim gradient floats of base version.
+ * @return 0 (see *res) or INA_ERR_TIMEOUT (every server silent). */
+int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct mlf_result *res);
+void mlf_leave(struct mlf_client *c);
+
+#endif

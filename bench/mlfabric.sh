@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# mlfabric.sh: the MLfabric benchmark on the emulated cluster: bounded-staleness training with
+# ina-sched against FIFO (unscheduled, the seed paper's baseline), with and without a straggler
+# at half bandwidth; and the primary's NIC bytes with MLfabric's replication against chain
+# replication. Root only (network namespaces). Not part of `make test`. See --help.
+set -uo pipefail
+exec </dev/null
+
+usage() {
+    cat <<'EOF2'
+Usage: bench/mlfabric.sh [options]
+
+Builds an emulated cluster (scripts/netns.sh, prefix "m"): N worker namespaces, one for the
+primary ina-ps, one for its replica, and ina-sched on the "sw" host; every link shaped alike
+with tbf (the servers' hosts are nodes like a worker's). Then, for each straggler setting
+(none, and the last worker's link at half the rate both ways), trains ina-mlf (dense least
+squares) asynchronously with staleness bound D:
+  fifo    no scheduler: every worker sends its update when it is ready; the server applies
+          them in arrival order and refuses those that lag more than D (after the transfer)
+  sched   ina-sched: grants keep the delay within D, shortest predicted transfer first,
+          stragglers yield; requests that cannot fit are refused before any byte is sent
+and prints, per run: model versions (updates applied) and wall time until rank 0 sees the
+target loss, updates refused, the ratio FIFO/sched, and the straggler penalty (time with a
+straggler / time without - 1) beside MLfabric's reported +35% (in iterations).
+A last scheduled run with the replica prints the primary's NIC bytes (rx + tx, from its
+counters) and what chain replication would add (the primary forwarding every update it
+applied: a model computed from the same counters, not a run).
+
+Options:
+  --workers N     workers (default 8; the straggler is the last one)
+  --rate RATE     tbf rate of every link (default 100mbit)
+  --keys K        model keys of 64 floats (default 120: 31 KB per update)
+  --delay D       staleness bound (default 2)
+  --window W      ina-sched's grants outstanding at most (default 4)
+  --updates U     model versions each run trains (default 2500)
+  --repeat R      runs of each case, interleaved (default 1)
+  --out FILE      also write the report there (default bench/results/mlfabric.md)
+  --help          this text
+Environment: INA_BUILD_DIR (default build).
+EOF2
+}
+
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$PWD
+BUILD_DIR=${INA_BUILD_DIR:-build}
+case $BUILD_DIR in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac
+N=8 RATE=100mbit KEYS=120 D=2 WINDOW=4 UPDATES=2500 REPEAT=1 OUT=$ROOT/bench/results/mlfabric.md
+while [ $# -gt 0 ]; do
+    case $1 in
+        --workers) N=$2; shift 2 ;;
+        --rate) RATE=$2; shift 2 ;;
+        --keys) KEYS=$2; shift 2 ;;
+        --delay) D=$2; shift 2 ;;
+        --window) WINDOW=$2; shift 2 ;;
+        --updates) UPDATES=$2; shift 2 ;;
+        --repeat) REPEAT=$2; shift 2 ;;
+        --out) OUT=$2; shift 2 ;;
+        --help) usage; exit 0 ;;
+        *) echo "mlfabric.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+if [ "$(id -u)" != 0 ]; then
+    echo "SKIP: mlfabric.sh needs root for network namespaces" >&2
+    exit 77
+fi
+BIN=$BUILD_DIR/bin
+for b in ina-ps ina-sched ina-mlf; do
+    [ -x "$BIN/$b" ] || { echo "mlfabric.sh: $BIN/$b missing: build first (make SKIP_DEPS=1)" >&2; exit 1; }
+done
+CL=m
+# shellcheck source=scripts/netns.sh
+source "$ROOT/scripts/netns.sh"
+RUN=$(mktemp -d /tmp/mlfabric-bench.XXXXXX)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    ina_ns_teardown "$CL" >/dev/null 2>&1
+}
+trap cleanup EXIT
+ina_ns_reap_stale "$CL" 2>/dev/null
+export INA_NS_SHAPE_SWITCH=1 INA_NS_LATENCY=${INA_NS_LATENCY:-100ms}
+ina_ns_setup "$CL" $((N + 2)) "$RATE" || exit 1
+PNS=${CL}w$N RNS=${CL}w$((N + 1)) SNS=${CL}sw
+PIP=$(ina_ns_ip "$CL" "w$N") RIP=$(ina_ns_ip "$CL" "w$((N + 1))") SIP=$(ina_ns_ip "$CL" sw)
+PORT=27100
+SLOW=$((N - 1))
+log() { echo "mlfabric.sh: $*" >&2; }
+report() { tee -a "$RUN/report.md"; }
+half_rate() { # RATE like 100mbit -> 50mbit
+    local n=${RATE%%[a-z]*} u=${RATE##*[0-9]}
+    echo "$((n / 2))$u"
+}
+straggle() { # on|off: the last worker's link at half the rate, both ways
+    local r=$RATE
+    [ "$1" = on ] && r=$(half_rate)
+    tc -n "${CL}w$SLOW" qdisc replace dev eth0 root tbf rate "$r" burst 128kb latency "$INA_NS_LATENCY"
+    tc -n "${CL}br" qdisc replace dev "${CL}w$SLOW" root tbf rate "$r" burst 128kb latency "$INA_NS_LATENCY"
+}
+
+# run_case MODE STRAGGLER REP [replica]: one training run, results in $RUN/MODE.STRAGGLER.REP/.
+run_case() {
+    local mode=$1 st=$2 rep=$3 repl=${4-} d=$RUN/$1.$2.$3${4:+.replica} r job=m$RANDOM
+    mkdir -p "$d"
+    straggle "$st"
+    ip netns exec "$PNS" "$BIN/ina-ps" --listen "$PIP:$PORT" --quiet 2>"$d/p.err" &
+    local pp=$! rp= sp=
+    PIDS+=($pp)
+    local extra=()
+    if [ -n "$repl" ]; then
+        ip netns exec "$RNS" "$BIN/ina-ps" --listen "$RIP:$PORT" --quiet 2>"$d/r.err" &
+        rp=$!
+        PIDS+=($rp)
+        extra+=(--replica "$RIP:$PORT")
+    fi
+    if [ "$mode" = sched ]; then
+        ip netns exec "$SNS" "$BIN/ina-sched" --job "$job" --world "$N" --max-delay "$D" \
+            --window "$WINDOW" --listen "$SIP:$PORT" --log-level warn 2>"$d/s.err" &
+        sp=$!
+        PIDS+=($sp)
+        extra+=(--sched "$SIP:$PORT")
+    fi
+    sleep 0.5
+    local wp=()
+    for ((r = 0; r < N; r++)); do
+        ip netns exec "${CL}w$r" timeout -k 5 300 "$BIN/ina-mlf" --ps "$PIP:$PORT" "${extra[@]}" \
+            --rank "$r" --world "$N" --job "$job" --max-delay "$D" --keys "$KEYS" --batch 32 \
+            --lr 16 --updates "$UPDATES" --rto-ms 40 --failover-ms 20000 \
+            --sched-timeout-ms 20000 >"$d/w$r.out" 2>"$d/w$r.err" &
+        wp+=($!)
+    done
+    local rc=0
+    for p in "${wp[@]}"; do wait "$p" || rc=1; done
+    for p in $pp $rp $sp; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    [ $rc = 0 ] || log "a worker of $mode/$st failed: see $d"
+    return $rc
+}
+field() { sed -n "s/.*$1 \([0-9.e+-]*\).*/\1/p" "$2" | head -1; }
+counter() { sed -n "s/^  $1 *\([0-9]*\)$/\1/p" "$2"; }
+# result DIR: "versions seconds refused_server refused_sched"
+result() {
+    local d=$1 v t
+    v=$(sed -n 's/.* reached at version \([0-9]*\) after.*/\1/p' "$d/w0.out" | head -1)
+    t=$(sed -n 's/.* reached at version [0-9]* after \([0-9.]*\) s.*/\1/p' "$d/w0.out" | head -1)
+    echo "${v:-NA} ${t:-NA} $(counter updates_stale "$d/p.err") $(cat "$d"/w*.out | sed -n 's/.* sched_refused \([0-9]*\).*/\1/p' | awk '{s+=$1} END {print s+0}')"
+}
+median() { sort -g | awk '{a[NR] = $1} END { if (NR == 0) print "NA"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+
+{
+    echo "# MLfabric benchmark: N=$N workers, $KEYS keys x 64 floats ($((KEYS * 264 / 1024)) KiB per update), D=$D, ina-sched window $WINDOW"
+    echo
+    echo "On the 2-core VM, $(date -u +%Y-%m-%d), load before: $(cut -d' ' -f1-3 /proc/loadavg)."
+    echo "Emulated cluster: every link (N workers, the primary and the replica hosts, the"
+    echo "scheduler host) shaped to $RATE with tbf; the straggler (worker $SLOW) at $(half_rate)."
+    echo "ina-mlf: dense least squares, batch 32, SGD lr 16 at the server, $UPDATES model versions"
+    echo "per run; the target loss is 0.05 x the initial loss, seen by rank 0 after a pull."
+    echo
+} | report
+
+for ((rep = 0; rep < REPEAT; rep++)); do
+    for st in off on; do
+        for mode in fifo sched; do
+            log "run $rep: $mode, straggler $st"
+            run_case "$mode" "$st" "$rep"
+        done
+    done
+done
+log "run: sched with the replica"
+run_case sched off 0 replica
+
+{
+    echo "| case | versions to target | seconds to target | refused by the server | refused by ina-sched |"
+    echo "|---|---|---|---|---|"
+    for st in off on; do
+        for mode in fifo sched; do
+            for ((rep = 0; rep < REPEAT; rep++)); do
+                read -r v t rs rq <<<"$(result "$RUN/$mode.$st.$rep")"
+                echo "$v" >>"$RUN/v.$mode.$st"
+                echo "$t" >>"$RUN/t.$mode.$st"
+                echo "| $mode, straggler $st, run $rep | $v | $t | $rs | $rq |"
+            done
+        done
+    done
+    echo
+    for st in off on; do
+        tf=$(median <"$RUN/t.fifo.$st") ts=$(median <"$RUN/t.sched.$st")
+        vf=$(median <"$RUN/v.fifo.$st") vs=$(median <"$RUN/v.sched.$st")
+        echo "Straggler $st: time to target FIFO/sched = $(awk -v a="$tf" -v b="$ts" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "NA" }')x (medians $tf s, $ts s); versions FIFO/sched = $(awk -v a="$vf" -v b="$vs" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "NA" }')x ($vf, $vs). Target: >= 1.3x."
+    done
+    for mode in fifo sched; do
+        t0=$(median <"$RUN/t.$mode.off") t1=$(median <"$RUN/t.$mode.on")
+        v0=$(median <"$RUN/v.$mode.off") v1=$(median <"$RUN/v.$mode.on")
+        echo "Straggler penalty, $mode: time $(awk -v a="$t1" -v b="$t0" 'BEGIN { if (b > 0) printf "%+.0f%%", 100 * (a / b - 1); else print "NA" }'), versions $(awk -v a="$v1" -v b="$v0" 'BEGIN { if (b > 0) printf "%+.0f%%", 100 * (a / b - 1); else print "NA" }') (MLfabric's talk: +35% iterations for 10% of workers at half bandwidth)."
+    done
+    d=$RUN/sched.off.0.replica
+    rx=$(counter rx_bytes "$d/p.err") tx=$(counter tx_bytes "$d/p.err")
+    up=$(cat "$d"/w*.out | sed -n 's/.* bytes_primary \([0-9]*\).*/\1/p' | awk '{s+=$1} END {print s+0}')
+    app=$(counter updates_applied "$d/p.err")
+    per=$((KEYS * 264 + 40))
+    chain=$((rx + tx + app * per))
+    echo
+    echo "Replication (scheduled, no straggler): the primary's NIC carried $((rx + tx)) bytes (rx $rx, tx $tx; the workers sent it $up update bytes); chain replication would add the $app applied updates forwarded to the replica, $((app * per)) bytes: $chain in all, $(awk -v a="$chain" -v b="$((rx + tx))" 'BEGIN { printf "%.2f", a / b }')x (modelled from the counters; the update bytes alone: 2x). Replica: updates_applied $(counter updates_applied "$d/r.err") vs primary $app."
+    echo
+    echo "Load after: $(cut -d' ' -f1-3 /proc/loadavg). Raw logs: $RUN"
+} | report
+mkdir -p "$(dirname "$OUT")"
+cp "$RUN/report.md" "$OUT"

@@ -1,0 +1,185 @@
+/* kv_wire.h: the key-value wire format: ina-ps's protocol and the switch's hot-table packets (PROTOCOL.md §14). */
+#ifndef INA_KV_WIRE_H
+#define INA_KV_WIRE_H
+
+/*
+ * Every datagram starts with the 32-byte ina header of wire.h (magic,
+ * version 1, kind, job, rank, session, token, slot, seq, count, exp, flags,
+ * op, tag). The kinds below reuse its fields; PROTOCOL.md §14 gives every
+ * byte. Keys are 64-bit, values IEEE-754 binary32, all big-endian.
+ *
+ * Parameter-server kinds (worker <-> ina-ps shard):
+ *   header field   PUSH    COMMIT  PULL    ASSIGN   their replies
+ *   job/session/   the PS job's, from PS_JOIN_ACK
+ *   token/rank
+ *   slot           packet  packets request request  echoed
+ *                  index   sent    id      id
+ *   seq            step    step    0       step T   echoed
+ *   count          entries 0       keys    entries  PULL_RESP: keys
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "common/kmap.h"
+#include "common/wire.h"
+
+/* Hot-key data at the switch (PROTOCOL.md §14.3). */
+#define INA_K_HOT_DATA 5   /* worker -> switch: one block of the hot vector (dense or keyed) */
+#define INA_K_HOT_RESULT 6 /* switch -> worker: the block's sums, dense */
+
+/* ina-ps protocol (PROTOCOL.md §14.2). */
+#define INA_K_PS_JOIN 32
+#define INA_K_PS_JOIN_ACK 33
+#define INA_K_PS_JOIN_NAK 34
+#define INA_K_PS_PUSH 35
+#define INA_K_PS_PUSH_ACK 36
+#define INA_K_PS_COMMIT 37
+#define INA_K_PS_COMMIT_ACK 38
+#define INA_K_PS_PULL 39
+#define INA_K_PS_PULL_RESP 40
+#define INA_K_PS_ASSIGN 41
+#define INA_K_PS_ASSIGN_ACK 42
+#define INA_K_PS_LEAVE 43
+#define INA_K_PS_ABORT 44
+/* Hot-table control at the switch (§14.3), from the PS range. */
+#define INA_K_HOT_INSTALL 45 /* rank 0 -> switch: keys [offset, offset+count) of epoch e */
+#define INA_K_HOT_FETCH 46   /* worker -> switch: send me keys [offset, ...) of epoch e */
+#define INA_K_HOT_KEYS 47    /* switch -> worker: the answer to both */
+
+/* MLfabric (PROTOCOL.md §15): bounded-staleness updates to ina-ps, and ina-sched. */
+#define INA_K_PS_UPDATE 48     /* worker -> ina-ps: one update computed on model version seq */
+#define INA_K_PS_UPDATE_ACK 49 /* ina-ps -> worker: applied or refused (status), version after */
+#define INA_K_SCHED_REQ 50     /* worker -> ina-sched: may I send update slot (seq = base, bytes) */
+#define INA_K_SCHED_GRANT 51   /* ina-sched -> worker: send it with stamp g, or refused (status) */
+#define INA_K_SCHED_DONE 52    /* worker -> ina-sched: the update was answered (outcome, duration) */
+#define INA_K_SCHED_DONE_ACK 53 /* ina-sched -> worker: DONE recorded (the worker may stop resending) */
+#define INA_PS_UPDATE_PREFIX 8  /* UPDATE body before its entries: stamp (4), reserved (4) */
+#define INA_PS_UPDATE_ACK_LEN 16 /* status (4), version after (4), delay (4), stamp (4) */
+#define INA_SCHED_REQ_LEN 40     /* bytes (4), reserved (4), job name (32) */
+#define INA_SCHED_GRANT_LEN 16   /* status (4), stamp (4), version bound (4), straggler (4) */
+#define INA_SCHED_DONE_LEN 16    /* status (4), bytes (4), duration in us (4), version (4) */
+#define INA_STAMP_NONE 0xFFFFFFFFu /* UPDATE not stamped: applied in arrival order */
+
+/* Wire op of HOT_DATA / HOT_RESULT (byte 30): binary32 add into the hot table's slots. */
+#define INA_OP_HOT_F32 9
+
+/* JOIN_ACK flag: this switch has a hot table (kinds 5, 6, 45..47, op 9). */
+#define INA_FLAG_CAP_HOT 0x0080u
+/* HOT_DATA flag: the entries are (key, value) pairs, not the dense block. */
+#define INA_FLAG_HOT_KEYED 0x0001u
+/* PULL / PULL_RESP flag: with the optimizer state after the values. */
+#define INA_FLAG_PS_STATE 0x0002u
+
+#define INA_HOT_PREFIX_LEN 8   /* HOT_DATA/HOT_RESULT: epoch (4), base position (4) */
+#define INA_HOT_KEYED_LEN 12   /* key (8) + value (4) */
+#define INA_PS_JOIN_BODY_LEN 96
+#define INA_PS_ABORT_BODY_LEN 24
+#define INA_PS_LEAVE_BODY_LEN 8
+#define INA_HOT_INSTALL_HDR 16 /* epoch, total, offset, count, reserved */
+#define INA_HOT_FETCH_LEN 12
+#define INA_HOT_KEYS_HDR 20    /* epoch, total, offset, count, reserved, status */
+#define INA_PS_MAX_DIM 64
+#define INA_PS_MODE_SYNC 0     /* synchronous steps (PUSH/COMMIT) */
+#define INA_PS_MODE_STALE 1    /* bounded staleness: UPDATE applied if its delay <= max_delay (§15) */
+/* HOT_KEYS status: the epoch asked for is not installed yet (ask again). */
+#define INA_HOT_PENDING 1
+
+/* PS_JOIN / PS_JOIN_ACK body, 96 bytes (PROTOCOL.md §14.2.1). */
+struct ina_ps_join {
+    uint64_t nonce;
+    uint16_t world, shard, nshards, dim;
+    uint8_t optim, mode, init;
+    uint8_t max_delay; /* MODE_STALE: D, the most versions an applied update may lag */
+    float lr, eps, init_acc, init_scale;
+    uint32_t sw_version;
+    uint64_t init_seed;
+    char name[32];
+    uint32_t hot_keys, profile_steps, reprofile_steps; /* the hot-set schedule, checked alike */
+};
+
+static inline void ina_put64(uint8_t *p, uint64_t v)
+{
+    ina_put32(p, (uint32_t)(v >> 32));
+    ina_put32(p + 4, (uint32_t)v);
+}
+static inline uint64_t ina_get64(const uint8_t *p)
+{
+    return (uint64_t)ina_get32(p) << 32 | ina_get32(p + 4);
+}
+static inline void ina_putf(uint8_t *p, float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    ina_put32(p, u);
+}
+static inline float ina_getf(const uint8_t *p)
+{
+    uint32_t u = ina_get32(p);
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline void ina_ps_join_encode(uint8_t *b, const struct ina_ps_join *j)
+{
+    memset(b, 0, INA_PS_JOIN_BODY_LEN);
+    ina_put64(b, j->nonce);
+    ina_put16(b + 8, j->world);
+    ina_put16(b + 10, j->shard);
+    ina_put16(b + 12, j->nshards);
+    ina_put16(b + 14, j->dim);
+    b[16] = j->optim;
+    b[17] = j->mode;
+    b[18] = j->init;
+    b[19] = j->max_delay;
+    ina_putf(b + 20, j->lr);
+    ina_putf(b + 24, j->eps);
+    ina_putf(b + 28, j->init_acc);
+    ina_putf(b + 32, j->init_scale);
+    ina_put32(b + 36, j->sw_version);
+    ina_put64(b + 40, j->init_seed);
+    memcpy(b + 48, j->name, 32);
+    ina_put32(b + 80, j->hot_keys);
+    ina_put32(b + 84, j->profile_steps);
+    ina_put32(b + 88, j->reprofile_steps);
+}
+
+/* @return 0, or INA_PARSE_LENGTH (short body, name not terminated). */
+static inline int ina_ps_join_decode(const uint8_t *b, size_t len, struct ina_ps_join *j)
+{
+    if (len < INA_PS_JOIN_BODY_LEN)
+        return INA_PARSE_LENGTH;
+    j->nonce = ina_get64(b);
+    j->world = ina_get16(b + 8);
+    j->shard = ina_get16(b + 10);
+    j->nshards = ina_get16(b + 12);
+    j->dim = ina_get16(b + 14);
+    j->optim = b[16];
+    j->mode = b[17];
+    j->init = b[18];
+    j->max_delay = b[19];
+    j->lr = ina_getf(b + 20);
+    j->eps = ina_getf(b + 24);
+    j->init_acc = ina_getf(b + 28);
+    j->init_scale = ina_getf(b + 32);
+    j->sw_version = ina_get32(b + 36);
+    j->init_seed = ina_get64(b + 40);
+    memcpy(j->name, b + 48, 32);
+    j->hot_keys = ina_get32(b + 80);
+    j->profile_steps = ina_get32(b + 84);
+    j->reprofile_steps = ina_get32(b + 88);
+    return memchr(j->name, 0, 32) ? INA_PARSE_OK : INA_PARSE_LENGTH;
+}
+
+/* The shard that owns key among nshards (PROTOCOL.md §14.1): the high half of
+ * splitmix64's finalizer of the key, modulo nshards. */
+static inline unsigned ina_ps_shard_of(uint64_t key, unsigned nshards)
+{
+    return (unsigned)((ina_key_mix(key) >> 32) % nshards);
+}
+
+/* Bytes of one PUSH entry (key + dim values), one ASSIGN entry (+ dim state). */
+static inline size_t ina_ps_entry_len(unsigned dim) { return 8 + 4 * (size_t)dim; }
+static inline size_t ina_ps_assign_len(unsigned dim) { return 8 + 8 * (size_t)dim; }
+
+#endif

@@ -1,0 +1,492 @@
+/* kv_hot.c: the hot set of a key-value job: profiling on rank 0, install and fetch at the switch, the replica and its moves. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/addr.h"
+#include "lib/kv.h"
+
+/*
+ * Hot keys are summed by the switch and their sums come back to every rank,
+ * which applies them to its replica of the hot keys with the job's
+ * optimizer (optim.c), as ina-ps would: every rank gets the same sums, so
+ * the replicas stay equal, bit for bit, to what the shards would hold.
+ * Why back to the workers and not to the shard that owns the key: a sum
+ * sent on to a shard would cross the shard's link once more and come back
+ * to the ranks from there (N copies), so the shard's link, the bottleneck of
+ * an all-PS job, would still carry every hot key; with the sums at the
+ * workers the shards see only cold keys (docs/PS.md, "Where hot sums go").
+ *
+ * The hot set changes only at a step boundary T, with no operation in
+ * flight (kv__hot_transition): rank 0 installs epoch e + 1 at the switch,
+ * the others fetch it; keys that leave the set are written back to their
+ * shards as of step T (ASSIGN, versioned so a late copy never undoes a
+ * later update), and keys that enter it are read with their optimizer
+ * state (PULL with STATE) after step T - 1 was applied. So no update is
+ * lost and none is applied twice (PROTOCOL.md §14.4).
+ */
+
+int kv__hot_open(struct ina_kv *kv)
+{
+    ina_config c;
+    ina_config_init(&c);
+    c.switch_addr = kv->cfg.switch_addr;
+    c.job = kv->job;
+    c.rank = kv->cfg.rank;
+    c.world_size = kv->cfg.world_size;
+    c.timeout_ms = kv->cfg.timeout_ms;
+    c.join_timeout_ms = kv->cfg.join_timeout_ms;
+    c.fallback = INA_FALLBACK_NONE; /* a host aggregator has no hot table */
+    /* Off loopback, as many floats as a 1500-byte MTU holds with the hot prefix
+     * (32 + 8 + 4 * 358 = 1472 bytes of UDP payload). */
+    struct sockaddr_in sa;
+    if (ina_parse_hostport(kv->cfg.switch_addr, 0, &sa) == 0 &&
+        (ntohl(sa.sin_addr.s_addr) >> 24) != 127)
+        c.elems_per_packet = (1472 - INA_HDR_LEN - INA_HOT_PREFIX_LEN) / 4;
+    int rc = ina_init(&kv->hctx, &c);
+    if (rc != 0)
+        return rc;
+    if (!(kv->hctx->switch_caps & INA_FLAG_CAP_HOT)) {
+        ina__session_leave(kv->hctx, 1);
+        ina_finalize(kv->hctx);
+        kv->hctx = NULL;
+        return ina__fail(NULL, INA_ERR_NOTSUP, "the switch at %s has no hot table "
+                         "(ina-switch --hot-keys 0 or --int-ops-only)", kv->cfg.switch_addr);
+    }
+    if (ina_kmap_init(&kv->hot_map, 16) != 0)
+        return -ENOMEM;
+    return 0;
+}
+
+void kv__hot_close(struct ina_kv *kv, int abort)
+{
+    if (!kv->hctx)
+        return;
+    for (struct ina_kv_req *op = kv->live; op; op = op->live_next)
+        op->hot_req = NULL; /* freed with the context below */
+    if (abort)
+        ina__session_leave(kv->hctx, 1);
+    ina_finalize(kv->hctx);
+    kv->hctx = NULL;
+}
+
+/* ---- Profile (rank 0): how often each key was pushed in the last P steps ---------- */
+
+void kv__hot_profile(struct ina_kv *kv, const uint64_t *keys, size_t n)
+{
+    uint32_t T = kv->next_transition, P = (uint32_t)kv->cfg.profile_steps;
+    if (T == UINT32_MAX || kv->steps_started + P < T)
+        return; /* not in the window before the next transition */
+    if (!kv->prof_map.cap && ina_kmap_init(&kv->prof_map, 1024) != 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        if (kv->prof_map.n == kv->prof_cap) {
+            uint32_t cap = kv->prof_cap ? 2 * kv->prof_cap : 1024;
+            uint32_t *c = realloc(kv->prof_count, cap * sizeof(*c));
+            if (c)
+                kv->prof_count = c;
+            uint64_t *k = realloc(kv->prof_keys, cap * sizeof(*k));
+            if (k)
+                kv->prof_keys = k;
+            if (!c || !k)
+                return; /* out of memory: the profile is a sample anyway */
+            kv->prof_cap = cap;
+        }
+        if (ina_kmap_full(&kv->prof_map) && ina_kmap_grow(&kv->prof_map) != 0)
+            return;
+        uint32_t before = kv->prof_map.n;
+        uint32_t idx = ina_kmap_put(&kv->prof_map, keys[i], before);
+        if (kv->prof_map.n != before) { /* a new key */
+            kv->prof_keys[idx] = keys[i];
+            kv->prof_count[idx] = 0;
+        }
+        kv->prof_count[idx]++;
+    }
+}
+
+struct kc {
+    uint32_t count;
+    uint64_t key;
+};
+
+static int kc_cmp(const void *a, const void *b)
+{
+    const struct kc *x = a, *y = b;
+    if (x->count != y->count)
+        return x->count > y->count ? -1 : 1;
+    return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* The at most H most pushed keys of the profile, most first; the profile is reset. */
+static uint64_t *top_keys(struct ina_kv *kv, uint32_t H, uint32_t *nout)
+{
+    uint32_t n = kv->prof_map.n;
+    struct kc *all = malloc((n ? n : 1) * sizeof(*all));
+    uint64_t *out = malloc((H ? H : 1) * sizeof(*out));
+    if (!all || !out) {
+        free(all);
+        free(out);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        all[i] = (struct kc){kv->prof_count[i], kv->prof_keys[i]};
+    qsort(all, n, sizeof(*all), kc_cmp);
+    *nout = n < H ? n : H;
+    for (uint32_t i = 0; i < *nout; i++)
+        out[i] = all[i].key;
+    free(all);
+    ina_kmap_clear(&kv->prof_map);
+    return out;
+}
+
+/* ---- Talking to the switch on the hot context's socket ----------------------------- */
+
+static void hot_send(struct ina_kv *kv, uint8_t kind, const uint8_t *body, size_t len)
+{
+    uint8_t b[65536];
+    struct ina_hdr h;
+    ina__hdr_session(&h, kv->hctx, kind);
+    ina_hdr_encode(b, &h);
+    memcpy(b + INA_HDR_LEN, body, len);
+    ina__net_send(kv->hctx, b, INA_HDR_LEN + len);
+}
+
+/* Wait up to ms for a HOT_KEYS of the session. @return its length, 0 if none, <0 on ABORT. */
+static int hot_recv(struct ina_kv *kv, uint8_t *b, size_t cap, int ms)
+{
+    struct pollfd pfd = {.fd = kv->hctx->fd, .events = POLLIN};
+    if (poll(&pfd, 1, ms) <= 0)
+        return 0;
+    for (;;) {
+        ssize_t n = recv(kv->hctx->fd, b, cap, MSG_DONTWAIT);
+        if (n < 0)
+            return 0;
+        struct ina_hdr h;
+        if (ina_hdr_decode(b, (size_t)n, &h) != INA_PARSE_OK || h.session != kv->hctx->session ||
+            h.token != kv->hctx->token)
+            continue;
+        if (h.kind == INA_K_ABORT)
+            return -1;
+        if (h.kind == INA_K_HOT_KEYS && (size_t)n >= INA_HDR_LEN + INA_HOT_KEYS_HDR)
+            return (int)n;
+    }
+}
+
+/*
+ * Rank 0: install keys[0..n) as epoch at the switch, in chunks that fit a
+ * datagram, each resent until acknowledged. The switch may answer NOSPACE
+ * with its limit: the list is cut to it (the hottest keys first) and sent
+ * again. @return 0, or the error (the handle is failed).
+ */
+static int install(struct ina_kv *kv, uint32_t epoch, uint64_t *keys, uint32_t *n)
+{
+    size_t per = (kv->dgram - INA_HDR_LEN - INA_HOT_INSTALL_HDR) / 8;
+    if (per > 4096)
+        per = 4096;
+    uint32_t nchunks = (uint32_t)((*n + per - 1) / per);
+    uint8_t *acked = calloc(nchunks + 1, 1), body[65536], rx[2048];
+    if (!acked)
+        return -ENOMEM;
+    uint64_t deadline = ina__now_ns() + (uint64_t)kv->cfg.timeout_ms * 1000000ull;
+    uint32_t left = nchunks ? nchunks : 1;
+    int rc = 0;
+    while (left && !rc) {
+        if (ina__now_ns() > deadline) {
+            rc = INA_ERR_TIMEOUT;
+            break;
+        }
+        for (uint32_t c = 0; c < (nchunks ? nchunks : 1); c++) {
+            if (acked[c])
+                continue;
+            uint32_t off = (uint32_t)(c * per), cnt = *n - off < per ? *n - off : (uint32_t)per;
+            if (!nchunks)
+                off = cnt = 0;
+            ina_put32(body, epoch);
+            ina_put32(body + 4, *n);
+            ina_put32(body + 8, off);
+            ina_put16(body + 12, (uint16_t)cnt);
+            ina_put16(body + 14, 0);
+            for (uint32_t i = 0; i < cnt; i++)
+                ina_put64(body + INA_HOT_INSTALL_HDR + 8 * i, keys[off + i]);
+            hot_send(kv, INA_K_HOT_INSTALL, body, INA_HOT_INSTALL_HDR + 8 * (size_t)cnt);
+        }
+        uint64_t until = ina__now_ns() + 100000000ull;
+        int len;
+        while (left && (len = hot_recv(kv, rx, sizeof(rx), 20)) != 0) {
+            if (len < 0) {
+                rc = INA_ERR_ABORTED;
+                break;
+            }
+            const uint8_t *p = rx + INA_HDR_LEN;
+            uint32_t e = ina_get32(p), total = ina_get32(p + 4), off = ina_get32(p + 8);
+            int32_t status = (int32_t)ina_get32(p + 16);
+            if (e != epoch)
+                continue;
+            if (status == INA_ERR_NOSPACE && total < *n) {
+                *n = total; /* cut to the switch's limit and start over */
+                free(acked);
+                return install(kv, epoch, keys, n);
+            }
+            if (status != 0) {
+                rc = status;
+                break;
+            }
+            uint32_t c = (uint32_t)(off / per);
+            if (total == *n && c < (nchunks ? nchunks : 1) && !acked[c]) {
+                acked[c] = 1;
+                left--;
+            }
+            if (ina__now_ns() > until)
+                break;
+        }
+    }
+    free(acked);
+    return rc;
+}
+
+/* Ranks 1..N-1: read epoch's keys from the switch (ask again while it is pending). */
+static uint64_t *fetch(struct ina_kv *kv, uint32_t epoch, uint32_t *nout, int *err)
+{
+    uint8_t body[INA_HOT_FETCH_LEN], rx[65536];
+    uint64_t *keys = NULL;
+    uint32_t total = UINT32_MAX, have = 0;
+    uint64_t deadline = ina__now_ns() + (uint64_t)kv->cfg.timeout_ms * 1000000ull;
+    *err = 0;
+    size_t per = (kv->dgram - INA_HDR_LEN - INA_HOT_KEYS_HDR) / 8;
+    while (have < total) {
+        if (ina__now_ns() > deadline) {
+            *err = INA_ERR_TIMEOUT;
+            break;
+        }
+        ina_put32(body, epoch);
+        ina_put32(body + 4, have);
+        ina_put16(body + 8, (uint16_t)(per > 8192 ? 8192 : per));
+        ina_put16(body + 10, 0);
+        hot_send(kv, INA_K_HOT_FETCH, body, sizeof(body));
+        int len = hot_recv(kv, rx, sizeof(rx), 50);
+        if (len < 0) {
+            *err = INA_ERR_ABORTED;
+            break;
+        }
+        if (len == 0)
+            continue;
+        const uint8_t *p = rx + INA_HDR_LEN;
+        uint32_t e = ina_get32(p), t = ina_get32(p + 4), off = ina_get32(p + 8);
+        uint32_t cnt = ina_get16(p + 12);
+        int32_t status = (int32_t)ina_get32(p + 16);
+        if (e != epoch || status == INA_HOT_PENDING)
+            continue;
+        if (status != 0) {
+            *err = status == INA_ERR_MISMATCH ? INA_ERR_MISMATCH : INA_ERR_PROTO;
+            break;
+        }
+        if ((size_t)len != INA_HDR_LEN + INA_HOT_KEYS_HDR + 8 * (size_t)cnt || off != have)
+            continue;
+        if (!keys) {
+            total = t;
+            keys = malloc((t ? t : 1) * sizeof(*keys));
+            if (!keys) {
+                *err = -ENOMEM;
+                break;
+            }
+        }
+        if (t != total || cnt > total - have)
+            continue;
+        for (uint32_t i = 0; i < cnt; i++)
+            keys[have + i] = ina_get64(p + INA_HOT_KEYS_HDR + 8 * (size_t)i);
+        have += cnt;
+    }
+    if (*err) {
+        free(keys);
+        return NULL;
+    }
+    *nout = total;
+    return keys;
+}
+
+/* ---- The transition ------------------------------------------------------------------- */
+
+/* Scratch of one transition: the new set, and where entering keys' values go. */
+static struct {
+    float *vals, *state;
+    uint32_t *pos; /* per PULL: positions in the new set, by shard run */
+    uint32_t *sh_off;
+} tr;
+
+void kv__hot_on_state(struct ina_kv *kv, struct kv_rpc *r, const struct ina_hdr *h,
+                      const uint8_t *body, size_t blen)
+{
+    if (h->count != r->n || !(h->flags & INA_FLAG_PS_STATE) || blen != 8 * (size_t)r->n) {
+        kv__fail(kv, INA_ERR_PROTO, "shard %u answered a state pull of %u keys with %u",
+                 r->shard, r->n, h->count);
+        return;
+    }
+    for (uint32_t e = 0; e < r->n; e++) {
+        uint32_t p = tr.pos[tr.sh_off[r->shard] + r->off + e];
+        tr.vals[p] = ina_getf(body + 4 * e);
+        tr.state[p] = ina_getf(body + 4 * ((size_t)r->n + e));
+    }
+}
+
+/* Write the leaving keys back and read the entering ones: both as of step T. */
+static int move_keys(struct ina_kv *kv, const uint64_t *nkeys, uint32_t nn, struct ina_kmap *nmap)
+{
+    unsigned S = kv->nshards;
+    uint32_t T = kv->steps_started;
+    uint8_t body[65536];
+    /* Leaving: in the old set, not in the new. ASSIGN entries (key, value, state). */
+    size_t el = ina_ps_assign_len(1), per = (kv->dgram - INA_HDR_LEN) / el;
+    for (unsigned s = 0; s < S && !kv->broken; s++) {
+        size_t m = 0;
+        for (uint32_t i = 0; i <= kv->nhot; i++) {
+            if (i < kv->nhot && (ina_kmap_get(nmap, kv->hot_keys[i]) != INA_KMAP_NONE ||
+                                 ina_ps_shard_of(kv->hot_keys[i], S) != s))
+                continue;
+            if (i < kv->nhot) {
+                kv->stats.hot_keys_out++;
+                ina_put64(body + m * el, kv->hot_keys[i]);
+                ina_putf(body + m * el + 8, kv->hot_vals[i]);
+                ina_putf(body + m * el + 12, kv->hot_state ? kv->hot_state[i] : 0.0f);
+                m++;
+            }
+            if (m && (m == per || i == kv->nhot)) {
+                while (!kv__window_room(kv, s, INA_HDR_LEN + m * el) && !kv->broken)
+                    kv__progress(kv, 10);
+                if (!kv__rpc_send(kv, NULL, s, INA_K_PS_ASSIGN, ++kv->next_id, T, (uint16_t)m, 0,
+                                  body, m * el))
+                    return kv->broken;
+                m = 0;
+            }
+        }
+    }
+    /* Entering: in the new set, not in the old. Their values and state from the shards. */
+    tr.pos = malloc((nn ? nn : 1) * sizeof(uint32_t));
+    tr.sh_off = calloc(S + 1, sizeof(uint32_t));
+    if (!tr.pos || !tr.sh_off)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < nn; i++)
+        if (ina_kmap_get(&kv->hot_map, nkeys[i]) == INA_KMAP_NONE)
+            tr.sh_off[ina_ps_shard_of(nkeys[i], S) + 1]++;
+    for (unsigned s = 0; s < S; s++)
+        tr.sh_off[s + 1] += tr.sh_off[s];
+    uint32_t fill[INA_KV_MAX_SHARDS];
+    memcpy(fill, tr.sh_off, S * sizeof(uint32_t));
+    for (uint32_t i = 0; i < nn; i++)
+        if (ina_kmap_get(&kv->hot_map, nkeys[i]) == INA_KMAP_NONE) {
+            tr.pos[fill[ina_ps_shard_of(nkeys[i], S)]++] = i;
+            kv->stats.hot_keys_in++;
+        }
+    per = (kv->dgram - INA_HDR_LEN) / 8;
+    for (unsigned s = 0; s < S && !kv->broken; s++) {
+        for (uint32_t off = 0; off < tr.sh_off[s + 1] - tr.sh_off[s];) {
+            uint32_t m = tr.sh_off[s + 1] - tr.sh_off[s] - off;
+            if (m > per)
+                m = (uint32_t)per;
+            for (uint32_t e = 0; e < m; e++)
+                ina_put64(body + 8 * e, nkeys[tr.pos[tr.sh_off[s] + off + e]]);
+            while (!kv__window_room(kv, s, INA_HDR_LEN + 8 * (size_t)m) && !kv->broken)
+                kv__progress(kv, 10);
+            struct kv_rpc *r = kv__rpc_send(kv, NULL, s, INA_K_PS_PULL, ++kv->next_id, 0,
+                                            (uint16_t)m, INA_FLAG_PS_STATE, body, 8 * (size_t)m);
+            if (!r)
+                return kv->broken;
+            r->off = off;
+            r->n = m;
+            off += m;
+        }
+    }
+    return kv__wait_rpcs(kv, NULL);
+}
+
+int kv__hot_transition(struct ina_kv *kv)
+{
+    uint32_t epoch = kv->epoch + 1, nn = 0;
+    int rc = 0;
+    uint64_t *nkeys = NULL;
+    if (kv->cfg.rank == 0) {
+        nkeys = top_keys(kv, (uint32_t)kv->cfg.hot_keys, &nn);
+        rc = nkeys ? install(kv, epoch, nkeys, &nn) : -ENOMEM;
+    } else {
+        nkeys = fetch(kv, epoch, &nn, &rc);
+    }
+    struct ina_kmap nmap = {0};
+    if (rc == 0 && ina_kmap_init(&nmap, nn) != 0)
+        rc = -ENOMEM;
+    for (uint32_t i = 0; rc == 0 && i < nn; i++)
+        ina_kmap_put(&nmap, nkeys[i], i);
+    memset(&tr, 0, sizeof(tr));
+    if (rc == 0) {
+        tr.vals = malloc((nn ? nn : 1) * sizeof(float));
+        tr.state = calloc(nn ? nn : 1, sizeof(float));
+        if (!tr.vals || !tr.state)
+            rc = -ENOMEM;
+    }
+    if (rc == 0) {
+        for (uint32_t i = 0; i < nn; i++) { /* kept keys keep their replica */
+            uint32_t o = ina_kmap_get(&kv->hot_map, nkeys[i]);
+            if (o != INA_KMAP_NONE) {
+                tr.vals[i] = kv->hot_vals[o];
+                tr.state[i] = kv->hot_state ? kv->hot_state[o] : 0.0f;
+            }
+        }
+        rc = move_keys(kv, nkeys, nn, &nmap);
+    }
+    free(tr.pos);
+    free(tr.sh_off);
+    if (rc != 0) {
+        if (!kv->broken)
+            kv__fail(kv, rc, "the hot set of step %u (epoch %u) could not be %s: %s",
+                     kv->steps_started, epoch, kv->cfg.rank == 0 ? "installed" : "fetched",
+                     ina_strerror(rc));
+        free(nkeys);
+        free(tr.vals);
+        free(tr.state);
+        ina_kmap_free(&nmap);
+        return kv->broken ? kv->broken : rc;
+    }
+    free(kv->hot_keys);
+    free(kv->hot_vals);
+    free(kv->hot_state);
+    ina_kmap_free(&kv->hot_map);
+    kv->hot_keys = nkeys;
+    kv->hot_vals = tr.vals;
+    kv->hot_state = ina_optim_has_state(kv->optim.kind) ? tr.state : (free(tr.state), NULL);
+    kv->hot_map = nmap;
+    kv->nhot = nn;
+    kv->epoch = epoch;
+    kv->stats.hot_installs++;
+    kv->next_transition = kv->cfg.reprofile_steps ? kv->steps_started + (uint32_t)kv->cfg.reprofile_steps
+                                                  : UINT32_MAX;
+    return 0;
+}
+
+/* ---- Applying the hot sums, in step order -------------------------------------------- */
+
+void kv__hot_apply_ready(struct ina_kv *kv)
+{
+    for (struct ina_kv_req *op = kv->head; op && !kv->broken; op = op->next) {
+        if (op->kind != KV_PUSH || op->hot_applied)
+            continue;
+        if (op->step != kv->hot_applied_step)
+            return;
+        if (op->hot_req && !op->hot_req->done)
+            return;
+        if (op->hot_req) {
+            int st = op->hot_req->status;
+            ina_wait(op->hot_req);
+            op->hot_req = NULL;
+            if (st != 0) {
+                kv__fail(kv, st, "the switch failed the hot keys of step %u: %s%s%s", op->step,
+                         ina_strerror(st), kv->hctx ? " (" : "",
+                         kv->hctx ? ina_last_error(kv->hctx) : "");
+                return;
+            }
+            ina_optim_apply(&kv->optim, kv->hot_vals, kv->hot_state, op->hot_sum, kv->nhot);
+        }
+        op->hot_applied = 1;
+        kv->hot_applied_step++;
+    }
+}

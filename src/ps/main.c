@@ -1,0 +1,392 @@
+/* main.c: ina-ps, the parameter-server shard daemon: command line, socket, receive/reply loop. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/addr.h"
+#include "common/udp_gso.h"
+#include "ps/metrics.h"
+#include "ps/ps.h"
+#include "common/log.h"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: ina-ps [options]\n"
+            "\n"
+            "One shard of ina's parameter server: it owns the keys that hash to it\n"
+            "(PROTOCOL.md §14.1), sums each synchronous step's updates from all the\n"
+            "workers of a job and applies them once with the job's optimizer (SGD or\n"
+            "Adagrad); workers pull fresh values. Start one ina-ps per shard and give the\n"
+            "workers the shards' addresses in order (ina_kv_config.ps_addrs, INA_PS).\n"
+            "Runs until SIGINT or SIGTERM, then prints its counters to stderr.\n"
+            "\n"
+            "Options:\n"
+            "  --listen ADDR[:PORT]  address to listen on (default 127.0.0.1:%d); use\n"
+            "                        0.0.0.0 for workers on other hosts; port 0 = any\n"
+            "  --shard I/S           this is shard I of S (default 0/1); every JOIN must\n"
+            "                        say the same, else it is refused\n"
+            "  --max-memory SIZE     bytes of parameters, optimizer state and step sums of\n"
+            "                        all jobs together (default 1G; K, M, G suffixes). A key\n"
+            "                        past it aborts its job with INA_ERR_PS_FULL\n"
+            "  --initial-keys N      records preallocated per job (default 65536); the\n"
+            "                        store doubles when full, within --max-memory\n"
+            "  --step-timeout S      abort a job whose open step misses a rank's COMMIT for S\n"
+            "                        seconds, naming that rank (default 60; 0 = never)\n"
+            "  --idle-timeout S      abort an active job silent for S seconds (default 3600)\n"
+            "  --join-timeout S      drop a job whose ranks did not all join in S seconds\n"
+            "                        (default 120)\n"
+            "  --port-file PATH      write the bound port to PATH once listening\n"
+            "  --fault-rx SPEC       inject faults into received datagrams (testing):\n"
+            "                        drop=P,dup=P,reorder=P,seed=N\n"
+            "  --fault-tx SPEC       the same for sent datagrams\n"
+            "  --metrics ADDR:PORT   serve GET /metrics (Prometheus text) and GET /counters\n"
+            "                        (JSON) over HTTP; a bare PORT means 127.0.0.1:PORT, port\n"
+            "                        0 a free one (--metrics-port-file). Off by default, no\n"
+            "                        authentication: keep it local\n"
+            "  --metrics-port-file PATH  write the bound metrics port to PATH\n"
+            "  --log-level L         error, warn, info (default) or debug\n"
+            "  --quiet               --log-level error (counters are still printed on exit)\n"
+            "  --version             print the version and exit\n"
+            "  --help                this text\n",
+            INA_PS_DEFAULT_PORT);
+}
+
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    double mul = 1;
+    if (end == s || v <= 0)
+        return -1;
+    if (*end == 'K' || *end == 'k')
+        mul = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm')
+        mul = 1048576.0, end++;
+    else if (*end == 'G' || *end == 'g')
+        mul = 1073741824.0, end++;
+    if (*end || v * mul < 4096 || v * mul > 1e15)
+        return -1;
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+static int write_port_file(const char *path, unsigned port)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%u\n", port) < 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
+        fprintf(stderr, "ina-ps: cannot write --port-file %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+#define RX_MSGS 16
+
+struct loop {
+    int fd;
+    struct ina_ps ps;
+    struct ina_fault fault_rx, fault_tx;
+    struct ina_gso_batch gso;
+    struct ina_ps_pub *pub;
+};
+
+/* Send what the engine queued (with --fault-tx), then empty the queue. */
+static void flush_tx(struct loop *l)
+{
+    struct ina_ps *ps = &l->ps;
+    unsigned order[2 * INA_PS_TX_MSGS], n = ps->tx.n;
+    if (ina_fault_active(&l->fault_tx))
+        n = ina_fault_plan(&l->fault_tx, ps->tx.n, order);
+    else
+        for (unsigned i = 0; i < n; i++)
+            order[i] = i;
+    for (unsigned i = 0; i < n; i++) {
+        unsigned e = order[i];
+        if (!ina_gso_batch_room(&l->gso))
+            ps->c.tx_packets += ina_gso_batch_send(&l->gso, l->fd, &ps->c.tx_errors);
+        ina_gso_batch_add(&l->gso, ps->tx.iov[e].iov_base, ps->tx.iov[e].iov_len, &ps->tx.dst[e]);
+        ps->c.tx_bytes += ps->tx.iov[e].iov_len;
+    }
+    ps->c.tx_packets += ina_gso_batch_send(&l->gso, l->fd, &ps->c.tx_errors);
+    ina_ps_tx_reset(ps);
+}
+
+static void run(struct loop *l)
+{
+    uint8_t *mem = malloc((size_t)RX_MSGS * INA_GRO_BUF);
+    struct mmsghdr msgs[RX_MSGS];
+    struct iovec iovs[RX_MSGS];
+    struct sockaddr_in addrs[RX_MSGS];
+    char ctrl[RX_MSGS][INA_GRO_CTRL_LEN];
+    const uint8_t *seg[RX_MSGS * INA_GSO_MAX_SEGS];
+    size_t seglen[RX_MSGS * INA_GSO_MAX_SEGS];
+    unsigned segsrc[RX_MSGS * INA_GSO_MAX_SEGS], order[2 * RX_MSGS * INA_GSO_MAX_SEGS];
+    uint64_t last_tick = now_ns(), last_pub = last_tick;
+    if (!mem) {
+        ina_log(INA_LOG_ERROR, "out_of_memory", INA_KV_S("reason", "receive buffers"));
+        return;
+    }
+    while (!stop_requested) {
+        struct pollfd pfd = {.fd = l->fd, .events = POLLIN};
+        poll(&pfd, 1, 100);
+        for (int i = 0; i < RX_MSGS; i++) {
+            iovs[i] = (struct iovec){.iov_base = mem + (size_t)i * INA_GRO_BUF, .iov_len = INA_GRO_BUF};
+            msgs[i].msg_hdr = (struct msghdr){.msg_name = &addrs[i], .msg_namelen = sizeof(addrs[i]),
+                                              .msg_iov = &iovs[i], .msg_iovlen = 1,
+                                              .msg_control = ctrl[i],
+                                              .msg_controllen = INA_GRO_CTRL_LEN};
+        }
+        uint64_t now = now_ns();
+        int n = recvmmsg(l->fd, msgs, RX_MSGS, MSG_DONTWAIT, NULL);
+        unsigned nseg = 0;
+        for (int i = 0; i < n; i++) {
+            struct msghdr *mh = &msgs[i].msg_hdr;
+            if (mh->msg_namelen != sizeof(struct sockaddr_in) || (mh->msg_flags & MSG_TRUNC))
+                continue;
+            size_t len = msgs[i].msg_len, sz = ina_gro_segment_size(mh, len);
+            for (size_t off = 0; off < len && nseg < RX_MSGS * INA_GSO_MAX_SEGS; off += sz) {
+                seg[nseg] = (const uint8_t *)iovs[i].iov_base + off;
+                seglen[nseg] = len - off < sz ? len - off : sz;
+                segsrc[nseg++] = (unsigned)i;
+            }
+        }
+        unsigned norder = nseg;
+        if (ina_fault_active(&l->fault_rx))
+            norder = ina_fault_plan(&l->fault_rx, nseg, order);
+        else
+            for (unsigned i = 0; i < nseg; i++)
+                order[i] = i;
+        for (unsigned o = 0; o < norder; o++) {
+            unsigned s = order[o];
+            if (ina_ps_tx_full(&l->ps))
+                flush_tx(l);
+            ina_ps_input(&l->ps, seg[s], seglen[s], &addrs[segsrc[s]], now);
+        }
+        if (now - last_tick > 100000000ull) {
+            if (ina_ps_tx_full(&l->ps))
+                flush_tx(l);
+            ina_ps_tick(&l->ps, now);
+            last_tick = now;
+        }
+        if (l->ps.tx.n)
+            flush_tx(l);
+        if (l->pub && now - last_pub > INA_PS_PUBLISH_NS) {
+            ina_ps_pub_publish(l->pub, &l->ps);
+            last_pub = now;
+        }
+    }
+    free(mem);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"listen", required_argument, 0, 'l'},       {"shard", required_argument, 0, 's'},
+        {"max-memory", required_argument, 0, 'm'},   {"initial-keys", required_argument, 0, 'k'},
+        {"step-timeout", required_argument, 0, 'S'}, {"idle-timeout", required_argument, 0, 'i'},
+        {"join-timeout", required_argument, 0, 'j'}, {"port-file", required_argument, 0, 'p'},
+        {"fault-rx", required_argument, 0, 'R'},     {"fault-tx", required_argument, 0, 'T'},
+        {"metrics", required_argument, 0, 'M'},      {"metrics-port-file", required_argument, 0, 'P'},
+        {"log-level", required_argument, 0, 'L'},    {"quiet", no_argument, 0, 'q'},
+        {"version", no_argument, 0, 'V'},            {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    struct ina_ps_params p = {.shard = 0, .nshards = 1, .max_memory = (size_t)1 << 30,
+                              .initial_keys = 65536,
+                              .join_timeout_ns = 120ull * 1000000000ull,
+                              .idle_timeout_ns = 3600ull * 1000000000ull,
+                              .step_timeout_ns = 60ull * 1000000000ull};
+    const char *listen_s = "127.0.0.1", *port_file = NULL, *metrics_s = NULL,
+               *metrics_port_file = NULL, *frx = NULL, *ftx = NULL;
+    enum ina_log_level level = INA_LOG_INFO;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        char *end;
+        long v = 0;
+        if (c == 'k' || c == 'S' || c == 'i' || c == 'j') {
+            v = strtol(optarg, &end, 10);
+            if (*end || end == optarg || v < 0 || v > (1L << 30) || (c == 'k' && v < 16)) {
+                fprintf(stderr, "ina-ps: bad number '%s' for --%s\n", optarg,
+                        c == 'k' ? "initial-keys (at least 16)" : c == 'S' ? "step-timeout"
+                        : c == 'i' ? "idle-timeout" : "join-timeout");
+                return 2;
+            }
+        }
+        switch (c) {
+        case 'l': listen_s = optarg; break;
+        case 's': {
+            unsigned a, b;
+            char tail;
+            if (sscanf(optarg, "%u/%u%c", &a, &b, &tail) != 2 || b == 0 || b > 4096 || a >= b) {
+                fprintf(stderr, "ina-ps: --shard wants I/S with I < S <= 4096, got '%s'\n", optarg);
+                return 2;
+            }
+            p.shard = a;
+            p.nshards = b;
+            break;
+        }
+        case 'm':
+            if (parse_size(optarg, &p.max_memory) != 0) {
+                fprintf(stderr, "ina-ps: bad --max-memory '%s' (e.g. 512M, 4G; at least 4K)\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'k': p.initial_keys = (uint32_t)v; break;
+        case 'S': p.step_timeout_ns = (uint64_t)v * 1000000000ull; break;
+        case 'i': p.idle_timeout_ns = (uint64_t)v * 1000000000ull; break;
+        case 'j': p.join_timeout_ns = (uint64_t)v * 1000000000ull; break;
+        case 'p': port_file = optarg; break;
+        case 'R':
+        case 'T': {
+            struct ina_fault chk;
+            if (ina_fault_parse(&chk, optarg) != 0) {
+                fprintf(stderr, "ina-ps: bad --fault-%s '%s' (want drop=P,dup=P,reorder=P,seed=N)\n",
+                        c == 'R' ? "rx" : "tx", optarg);
+                return 2;
+            }
+            *(c == 'R' ? &frx : &ftx) = optarg;
+            break;
+        }
+        case 'M': metrics_s = optarg; break;
+        case 'P': metrics_port_file = optarg; break;
+        case 'L':
+            if (ina_log_level_parse(optarg, &level) != 0) {
+                fprintf(stderr, "ina-ps: bad --log-level '%s' (want error|warn|info|debug)\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'q': level = INA_LOG_ERROR; break;
+        case 'V': printf("ina-ps %s (protocol %d)\n", ina_version_string(), INA_WIRE_VERSION); return 0;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "ina-ps: unexpected argument '%s' (see --help)\n", argv[optind]);
+        return 2;
+    }
+    char hp[300];
+    if (!strchr(listen_s, ':')) {
+        snprintf(hp, sizeof(hp), "%s:%d", listen_s, INA_PS_DEFAULT_PORT);
+        listen_s = hp;
+    }
+    struct sockaddr_in addr;
+    if (ina_parse_hostport(listen_s, 1, &addr) != 0) {
+        fprintf(stderr, "ina-ps: cannot parse or resolve --listen '%s' (want ADDR[:PORT])\n",
+                listen_s);
+        return 2;
+    }
+    struct sockaddr_in maddr;
+    if (metrics_s) {
+        char mhp[300];
+        const char *ms = metrics_s;
+        if (strspn(metrics_s, "0123456789") == strlen(metrics_s) && *metrics_s) {
+            snprintf(mhp, sizeof(mhp), "127.0.0.1:%s", metrics_s);
+            ms = mhp;
+        }
+        if (!strchr(ms, ':') || ina_parse_hostport(ms, 1, &maddr) != 0) {
+            fprintf(stderr, "ina-ps: cannot parse --metrics '%s' (want ADDR:PORT or PORT)\n",
+                    metrics_s);
+            return 2;
+        }
+    } else if (metrics_port_file) {
+        fprintf(stderr, "ina-ps: --metrics-port-file needs --metrics\n");
+        return 2;
+    }
+    ina_log_setup(level, INA_LOG_TEXT);
+
+    static struct loop l; /* large: the job table */
+    l.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int bytes = 16 << 20;
+    if (l.fd < 0 || bind(l.fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
+        fprintf(stderr, "ina-ps: cannot bind %s: %s\n", listen_s, strerror(errno));
+        return 1;
+    }
+    if (setsockopt(l.fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)) != 0)
+        setsockopt(l.fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+    if (setsockopt(l.fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)) != 0)
+        setsockopt(l.fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+    ina_udp_enable_gro(l.fd);
+    socklen_t alen = sizeof(addr);
+    getsockname(l.fd, (struct sockaddr *)&addr, &alen);
+    int rc = ina_ps_init(&l.ps, &p);
+    if (rc == 0 && ina_gso_batch_init(&l.gso, 2 * INA_PS_TX_MSGS, 2 * INA_PS_TX_MSGS) != 0)
+        rc = -ENOMEM;
+    if (rc != 0) {
+        fprintf(stderr, "ina-ps: cannot start: %s\n", strerror(-rc));
+        return 1;
+    }
+    if (frx)
+        ina_fault_parse(&l.fault_rx, frx);
+    if (ftx)
+        ina_fault_parse(&l.fault_tx, ftx);
+    struct ina_ps_pub pub;
+    struct ina_ps_metrics *metrics = NULL;
+    if (metrics_s) {
+        if (ina_ps_pub_init(&pub) != 0)
+            return 1;
+        l.pub = &pub;
+        ina_ps_pub_publish(&pub, &l.ps);
+        metrics = ina_ps_metrics_start(&maddr, metrics_port_file, &pub);
+        if (!metrics)
+            return 1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    char ip[INET_ADDRSTRLEN], mem[32];
+    inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
+    snprintf(mem, sizeof(mem), "%.0f", (double)p.max_memory / 1048576.0);
+    ina_log(INA_LOG_INFO, "listening", INA_KV_S("version", ina_version_string()),
+            INA_KV_S("addr", ip), INA_KV_I("port", ntohs(addr.sin_port)),
+            INA_KV_I("shard", p.shard), INA_KV_I("nshards", p.nshards),
+            INA_KV_S("max_memory_mib", mem));
+    if (port_file && write_port_file(port_file, ntohs(addr.sin_port)) != 0)
+        return 1;
+    run(&l);
+    ina_ps_metrics_stop(metrics);
+    if (l.pub)
+        ina_ps_pub_destroy(&pub);
+    ina_ps_counters_print(&l.ps.c, stderr);
+    if (ina_fault_active(&l.fault_rx) || ina_fault_active(&l.fault_tx))
+        fprintf(stderr,
+                "  fault_rx        dropped %llu duplicated %llu reordered %llu\n"
+                "  fault_tx        dropped %llu duplicated %llu reordered %llu\n",
+                (unsigned long long)l.fault_rx.dropped, (unsigned long long)l.fault_rx.duplicated,
+                (unsigned long long)l.fault_rx.reordered, (unsigned long long)l.fault_tx.dropped,
+                (unsigned long long)l.fault_tx.duplicated, (unsigned long long)l.fault_tx.reordered);
+    ina_gso_batch_free(&l.gso);
+    ina_ps_free(&l.ps);
+    close(l.fd);
+    return 0;
+}

@@ -1,0 +1,223 @@
+/* ps.h: ina-ps, the parameter server shard: jobs, the parameter store, steps, and the per-datagram entry point. */
+#ifndef INA_PS_H
+#define INA_PS_H
+
+/*
+ * Like ina-switch, a shard is a pure state machine fed one datagram at a
+ * time by ina_ps_input(); it queues its replies in ps->tx. Sockets live in
+ * main.c, so tests and the fuzzer drive this API without a network.
+ *
+ * A job's shard keeps, for every key it owns that was ever updated, a
+ * record: the parameter (dim floats), the optimizer state (dim floats for
+ * Adagrad), the version (steps included) and two step accumulators. Steps
+ * are synchronous (PROTOCOL.md §14.2): the PUSHes of step s from all N ranks
+ * are summed into the accumulator of parity s & 1, and once every rank has
+ * COMMITted s, the sums are applied with the job's optimizer, once, in step
+ * order. At most two steps are open at a time (s = applied, applied + 1).
+ */
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/uio.h>
+
+#include "common/fault.h"
+#include "common/kmap.h"
+#include "common/kv_wire.h"
+#include "common/optim.h"
+#include "ina.h"
+
+#define INA_PS_DEFAULT_PORT 48870
+#define INA_PS_MAX_JOBS 16
+#define INA_PS_MAX_PACKETS (1u << 20) /* PUSH packets of one rank, step and shard */
+#define INA_PS_TX_MSGS 1024            /* replies queued at most */
+#define INA_PS_TX_BYTES (4u << 20)     /* their bytes at most */
+/* Room one input may need: a full datagram, plus an ABORT or a COMMIT_ACK to every rank. */
+#define INA_PS_TX_RESERVE_MSGS (2 * INA_MAX_WORKERS + 4)
+#define INA_PS_TX_RESERVE_BYTES (65536 + 2 * INA_MAX_WORKERS * 64)
+
+#define INA_PS_DELAY_BUCKETS 8
+
+#define INA_PS_DROP_MAP(X)                                                          \
+    X(SHORT, "shorter than the 32-byte header")                                     \
+    X(MAGIC, "wrong magic")                                                         \
+    X(VERSION, "unsupported protocol version")                                      \
+    X(LENGTH, "datagram length disagrees with count, dim or body")                  \
+    X(KIND, "not a kind ina-ps serves")                                             \
+    X(NO_JOB, "job id unknown or not active")                                       \
+    X(SESSION, "session id is not the job's current session")                       \
+    X(TOKEN, "wrong job token")                                                     \
+    X(RANK, "rank outside the job")                                                 \
+    X(SOURCE, "source address is not the registered address of that rank")          \
+    X(FUTURE, "step more than one ahead of the oldest open step")                   \
+    X(EARLY, "COMMIT before all its PUSH packets arrived")                          \
+    X(INDEX, "PUSH packet index beyond the limit")                                  \
+    X(JOIN, "malformed or refused join/leave")                                      \
+    X(TXQ, "reply queue full (an ina-ps bug; the reply is lost)")                    \
+    X(ORDER, "UPDATE out of order: update id or stamp not the next, base version ahead") \
+    X(MODE, "kind not served in the job's mode (PUSH/COMMIT in a STALE job, UPDATE in a SYNC one)")
+
+enum ina_ps_drop {
+#define INA__PS_DROP_ENUM(name, text) INA_PS_DROP_##name,
+    INA_PS_DROP_MAP(INA__PS_DROP_ENUM)
+#undef INA__PS_DROP_ENUM
+    INA_PS_DROP__COUNT
+};
+
+struct ina_ps_counters {
+    uint64_t rx_packets, rx_bytes, tx_packets, tx_bytes, tx_errors;
+    uint64_t pushes;        /* PUSH packets added */
+    uint64_t push_entries;  /* (key, values) entries added */
+    uint64_t push_dups;     /* PUSH copies not added again (retransmissions) */
+    uint64_t commits;       /* ranks' steps committed */
+    uint64_t steps_applied; /* steps applied (summed updates, once per step) */
+    uint64_t keys_applied;  /* key updates applied */
+    uint64_t pulls, pull_keys;
+    uint64_t assigns, assign_entries, assign_stale; /* ASSIGN entries ignored as older than the key */
+    uint64_t jobs_started, jobs_ended, jobs_aborted, jobs_refused;
+    uint64_t memory_refusals; /* keys refused: --max-memory reached */
+    /* Bounded staleness (MODE_STALE, PROTOCOL.md §15.2). */
+    uint64_t updates_applied;  /* UPDATEs applied (delay <= D) */
+    uint64_t updates_stale;    /* UPDATEs refused with INA_ERR_STALE (delay > D) */
+    uint64_t update_dups;      /* UPDATE copies answered again, not applied again */
+    uint64_t delay_violations; /* applied with delay > D: an ina-ps bug, must stay 0 */
+    uint64_t delay_max;        /* the largest delay applied */
+    uint64_t updates_held;     /* stamped UPDATEs kept until their turn came */
+    uint64_t delay_hist[INA_PS_DELAY_BUCKETS]; /* applied updates by delay (last: >= 7) */
+    uint64_t drops[INA_PS_DROP__COUNT];
+};
+
+/* The records of one job (store.c). Arrays indexed by record; grown by doubling. */
+struct ina_ps_store {
+    struct ina_kmap index; /* key -> record */
+    uint32_t n, cap;
+    unsigned dim;
+    int has_state;
+    uint64_t *keys;
+    uint32_t *ver;      /* steps whose update the value includes (ASSIGN: the step it is as of) */
+    uint32_t *acc_step; /* [2 * cap]: step + 1 accumulated in acc[parity], 0 = none */
+    float *vals, *state, *acc; /* cap*dim, cap*dim (Adagrad) or NULL, 2*cap*dim */
+    uint32_t *touched[2];      /* records with a sum in acc[parity] */
+    uint32_t ntouched[2], touched_cap[2];
+    size_t bytes; /* memory held, counted against --max-memory */
+};
+
+/* MODE_STALE: a rank's last UPDATE and its answer, repeated to a copy (PROTOCOL.md §15.2). */
+struct ina_ps_lastupd {
+    uint32_t uid;     /* its update id (0: none yet) */
+    int32_t status;   /* 0 applied, INA_ERR_STALE refused */
+    uint32_t version; /* the job's version after it */
+    uint32_t delay;   /* versions it lagged */
+    uint32_t stamp;
+};
+
+/* MODE_STALE: a stamped UPDATE that came before its turn, kept until the stamps before it are in. */
+#define INA_PS_HOLD 16 /* stamps ahead of the next one that are kept (further ones: drop ORDER) */
+struct ina_ps_held {
+    uint8_t used;
+    struct ina_hdr h;
+    struct sockaddr_in src;
+    uint8_t *body; /* a copy of the datagram's body (malloc) */
+    size_t len;
+};
+
+/* One rank's progress on one open step (parity). */
+struct ina_ps_rankstep {
+    uint32_t step1;   /* step + 1 this entry describes, 0 = none */
+    uint32_t nrecv;   /* PUSH packets added */
+    uint8_t committed;
+    uint64_t *bits;   /* PUSH packet indices received */
+    uint32_t nbits;   /* capacity in bits */
+};
+
+struct ina_ps_member {
+    struct sockaddr_in addr;
+    uint64_t nonce;
+    uint8_t joined, left;
+    uint64_t rx_packets, rx_bytes;
+};
+
+enum ina_ps_job_state { INA_PS_FREE = 0, INA_PS_JOINING, INA_PS_ACTIVE };
+
+struct ina_ps_job {
+    enum ina_ps_job_state state;
+    uint16_t id; /* index + 1 */
+    struct ina_ps_join p; /* the job's parameters (first JOIN; the others must agree) */
+    struct ina_optim optim;
+    int world, njoined, nleft;
+    uint32_t session, token;
+    uint64_t created_ns, last_rx_ns;
+    uint32_t applied;     /* steps applied so far = the oldest open step */
+    uint32_t ncommitted[2];
+    uint64_t step_open_ns[2]; /* first COMMIT of the open step of that parity, 0 = none */
+    struct ina_ps_rankstep rs[2][INA_MAX_WORKERS];
+    struct ina_ps_store store;
+    struct ina_ps_member members[INA_MAX_WORKERS];
+    uint64_t rx_packets, pushes, pulls, steps_applied;
+    /* MODE_STALE: the model version is `applied` (updates applied so far). */
+    uint32_t next_stamp;  /* the stamp the next stamped UPDATE must carry */
+    struct ina_ps_lastupd last[INA_MAX_WORKERS];
+    struct ina_ps_held held[INA_PS_HOLD]; /* by stamp % INA_PS_HOLD */
+    float *scratch;       /* one entry's gradient (dim floats) */
+};
+
+struct ina_ps_params {
+    unsigned shard, nshards;
+    size_t max_memory;        /* bytes of all jobs' stores together */
+    uint32_t initial_keys;    /* records preallocated per job */
+    uint64_t join_timeout_ns; /* a JOINING job missing ranks this long is dropped */
+    uint64_t idle_timeout_ns; /* an ACTIVE job silent this long is aborted (TIMEOUT) */
+    uint64_t step_timeout_ns; /* an open step missing commits this long aborts the job */
+};
+
+/* Replies: one byte arena plus (datagram, destination) pairs, flushed by main.c. */
+struct ina_ps_tx {
+    uint8_t *mem;
+    size_t used;
+    unsigned n;
+    uint64_t overflows;
+    struct iovec iov[INA_PS_TX_MSGS];
+    struct sockaddr_in dst[INA_PS_TX_MSGS];
+};
+
+struct ina_ps {
+    struct ina_ps_params p;
+    struct ina_ps_job jobs[INA_PS_MAX_JOBS];
+    uint32_t session_counter;
+    size_t mem_used;
+    struct ina_ps_counters c;
+    struct ina_ps_tx tx;
+};
+
+/* @return 0, -EINVAL or -ENOMEM. */
+int ina_ps_init(struct ina_ps *ps, const struct ina_ps_params *p);
+void ina_ps_free(struct ina_ps *ps);
+/* Process one datagram from src. The caller flushes ps->tx when ina_ps_tx_full(). */
+void ina_ps_input(struct ina_ps *ps, const uint8_t *buf, size_t len, const struct sockaddr_in *src,
+                  uint64_t now_ns);
+/* Timeouts: join, idle, step. */
+void ina_ps_tick(struct ina_ps *ps, uint64_t now_ns);
+static inline int ina_ps_tx_full(const struct ina_ps *ps)
+{
+    return ps->tx.n + INA_PS_TX_RESERVE_MSGS > INA_PS_TX_MSGS ||
+           ps->tx.used + INA_PS_TX_RESERVE_BYTES > INA_PS_TX_BYTES;
+}
+/* After a flush: count what a missing flush lost (drop TXQ), then empty the queue. */
+static inline void ina_ps_tx_reset(struct ina_ps *ps)
+{
+    ps->c.drops[INA_PS_DROP_TXQ] += ps->tx.overflows;
+    ps->tx.overflows = 0;
+    ps->tx.n = 0;
+    ps->tx.used = 0;
+}
+
+const char *ina_ps_drop_name(enum ina_ps_drop d);
+void ina_ps_counters_print(const struct ina_ps_counters *c, FILE *f);
+
+/* store.c */
+int ina__ps_store_init(struct ina_ps *ps, struct ina_ps_store *s, unsigned dim, int has_state);
+void ina__ps_store_free(struct ina_ps *ps, struct ina_ps_store *s);
+/* The record of key, created (initial value, version 0) if new and memory allows.
+ * @return its index, or INA_KMAP_NONE when --max-memory is reached. */
+uint32_t ina__ps_store_get(struct ina_ps *ps, struct ina_ps_job *job, uint64_t key);
+
+#endif

@@ -1,0 +1,226 @@
+/* main.c: ina-sched, MLfabric's transfer scheduler daemon: command line, socket, receive/reply loop. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/addr.h"
+#include "common/log.h"
+#include "sched/sched.h"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: ina-sched --job NAME --world N [options]\n"
+            "\n"
+            "MLfabric's transfer scheduler for one bounded-staleness job on ina-ps\n"
+            "(docs/MLFABRIC.md). Workers ask before sending an update; a grant gives it\n"
+            "its stamp in the one order the primary and the replica apply. Grants keep\n"
+            "every update's delay within --max-delay, prefer the transfer predicted to\n"
+            "finish first (rates learned from completed transfers), and let stragglers'\n"
+            "updates wait behind the others'. Workers that lose the scheduler send\n"
+            "unscheduled. Runs until SIGINT or SIGTERM, then prints its counters.\n"
+            "\n"
+            "Options:\n"
+            "  --job NAME            the job's name, as its workers' ina-ps JOIN (required)\n"
+            "  --world N             ranks of the job, 1..%d (required)\n"
+            "  --max-delay D         the job's staleness bound D, 0..255 (default 2)\n"
+            "  --window W            grants outstanding at most, 1..64 (default 2)\n"
+            "  --grant-timeout MS    a grant with no DONE for MS ms expires (default 5000)\n"
+            "  --straggler-ratio R   a rank slower than R x the median rate is a\n"
+            "                        straggler, 0..1 (default 0.6; 0 = none)\n"
+            "  --initial-rate MBPS   rate assumed before a rank's first transfer, in MB/s\n"
+            "                        (default 100)\n"
+            "  --listen ADDR[:PORT]  address to listen on (default 127.0.0.1:%d); port 0\n"
+            "                        = any (--port-file)\n"
+            "  --port-file PATH      write the bound port to PATH once listening\n"
+            "  --log-level L         error, warn, info (default) or debug\n"
+            "  --version             print the version and exit\n"
+            "  --help                this text\n",
+            INA_MAX_WORKERS, INA_SCHED_DEFAULT_PORT);
+}
+
+static int write_port_file(const char *path, unsigned port)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%u\n", port) < 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
+        fprintf(stderr, "ina-sched: cannot write --port-file %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static void flush_tx(int fd, struct ina_sched *s)
+{
+    for (unsigned i = 0; i < s->tx.n; i++) {
+        if (sendto(fd, s->tx.buf[i], sizeof(s->tx.buf[i]), 0, (struct sockaddr *)&s->tx.dst[i],
+                   sizeof(s->tx.dst[i])) < 0)
+            s->c.tx_errors++;
+        else
+            s->c.tx_packets++;
+    }
+    ina_sched_tx_reset(s);
+}
+
+static void run(int fd, struct ina_sched *s)
+{
+    uint8_t buf[65536];
+    uint64_t last_tick = now_ns();
+    while (!stop_requested) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        poll(&pfd, 1, 5);
+        for (int i = 0; i < 64; i++) {
+            struct sockaddr_in src;
+            socklen_t sl = sizeof(src);
+            ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&src, &sl);
+            if (n < 0)
+                break;
+            if (sl != sizeof(src))
+                continue;
+            ina_sched_input(s, buf, (size_t)n, &src, now_ns());
+            flush_tx(fd, s);
+        }
+        uint64_t now = now_ns();
+        if (now - last_tick > 5000000ull) {
+            ina_sched_tick(s, now);
+            flush_tx(fd, s);
+            last_tick = now;
+        }
+    }
+}
+
+static int parse_num(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !(v >= lo && v <= hi))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"job", required_argument, 0, 'j'},          {"world", required_argument, 0, 'w'},
+        {"max-delay", required_argument, 0, 'D'},    {"window", required_argument, 0, 'W'},
+        {"grant-timeout", required_argument, 0, 'g'}, {"straggler-ratio", required_argument, 0, 'r'},
+        {"initial-rate", required_argument, 0, 'i'}, {"listen", required_argument, 0, 'l'},
+        {"port-file", required_argument, 0, 'p'},    {"log-level", required_argument, 0, 'L'},
+        {"version", no_argument, 0, 'V'},            {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    struct ina_sched_params p = {.max_delay = 2, .window = 2,
+                                 .grant_timeout_ns = 5000ull * 1000000ull,
+                                 .straggler_ratio = 0.6, .initial_rate = 100e6};
+    const char *listen_s = "127.0.0.1", *port_file = NULL, *job = NULL;
+    enum ina_log_level level = INA_LOG_INFO;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        double v = 0;
+        int bad = 0;
+        switch (c) {
+        case 'j': job = optarg; break;
+        case 'w': bad = parse_num(optarg, 1, INA_MAX_WORKERS, &v); p.world = (unsigned)v; break;
+        case 'D': bad = parse_num(optarg, 0, 255, &v); p.max_delay = (uint32_t)v; break;
+        case 'W': bad = parse_num(optarg, 1, 64, &v); p.window = (unsigned)v; break;
+        case 'g':
+            bad = parse_num(optarg, 1, 3600000, &v);
+            p.grant_timeout_ns = (uint64_t)v * 1000000ull;
+            break;
+        case 'r': bad = parse_num(optarg, 0, 0.999, &v); p.straggler_ratio = v; break;
+        case 'i': bad = parse_num(optarg, 0.001, 1e6, &v); p.initial_rate = v * 1e6; break;
+        case 'l': listen_s = optarg; break;
+        case 'p': port_file = optarg; break;
+        case 'L':
+            bad = ina_log_level_parse(optarg, &level);
+            break;
+        case 'V': printf("ina-sched %s (protocol %d)\n", ina_version_string(), INA_WIRE_VERSION); return 0;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+        if (bad) {
+            const char *name = "?";
+            for (const struct option *o = opts; o->name; o++)
+                if (o->val == c)
+                    name = o->name;
+            fprintf(stderr, "ina-sched: bad value '%s' for --%s (see --help for its range)\n",
+                    optarg, name);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "ina-sched: unexpected argument '%s' (see --help)\n", argv[optind]);
+        return 2;
+    }
+    if (!job || !*job || strlen(job) >= sizeof(p.job) || p.world == 0) {
+        fprintf(stderr, "ina-sched: --job NAME (1..31 characters) and --world N are required "
+                        "(see --help)\n");
+        return 2;
+    }
+    snprintf(p.job, sizeof(p.job), "%s", job);
+    char hp[300];
+    if (!strchr(listen_s, ':')) {
+        snprintf(hp, sizeof(hp), "%s:%d", listen_s, INA_SCHED_DEFAULT_PORT);
+        listen_s = hp;
+    }
+    struct sockaddr_in addr;
+    if (ina_parse_hostport(listen_s, 1, &addr) != 0) {
+        fprintf(stderr, "ina-sched: cannot parse or resolve --listen '%s' (want ADDR[:PORT])\n",
+                listen_s);
+        return 2;
+    }
+    ina_log_setup(level, INA_LOG_TEXT);
+    static struct ina_sched s;
+    if (ina_sched_init(&s, &p) != 0) {
+        fprintf(stderr, "ina-sched: invalid parameters\n");
+        return 2;
+    }
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
+        fprintf(stderr, "ina-sched: cannot bind %s: %s\n", listen_s, strerror(errno));
+        return 1;
+    }
+    socklen_t alen = sizeof(addr);
+    getsockname(fd, (struct sockaddr *)&addr, &alen);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
+    ina_log(INA_LOG_INFO, "listening", INA_KV_S("version", ina_version_string()),
+            INA_KV_S("addr", ip), INA_KV_I("port", ntohs(addr.sin_port)), INA_KV_S("job", p.job),
+            INA_KV_I("world", p.world), INA_KV_I("max_delay", p.max_delay),
+            INA_KV_I("window", p.window));
+    if (port_file && write_port_file(port_file, ntohs(addr.sin_port)) != 0)
+        return 1;
+    run(fd, &s);
+    ina_sched_counters_print(&s, stderr);
+    close(fd);
+    return 0;
+}

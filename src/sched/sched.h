@@ -1,0 +1,123 @@
+/* sched.h: ina-sched, MLfabric's transfer scheduler: grants, stamps, learned rates, stragglers. */
+#ifndef INA_SCHED_H
+#define INA_SCHED_H
+
+/*
+ * A pure state machine like ina-ps: ina_sched_input() takes one datagram,
+ * ina_sched_tick() runs the clock, replies queue in s->tx (main.c sends
+ * them). One scheduler serves one job (--job NAME, --world N, --max-delay D)
+ * in front of its ina-ps server and replica (docs/MLFABRIC.md, PROTOCOL.md
+ * §15.3).
+ *
+ * Workers ask before they send an update (REQ: id, base version, bytes).
+ * A grant carries a stamp: the update's place in the one global order that
+ * the primary and the replica both apply. With A = updates known applied and
+ * O = grants outstanding, the model version the update meets is at most
+ * A + O, so a request of base b is granted only when A + O - b <= D (never
+ * refused by the server); it is refused at once (STALE) when A - b > D (it
+ * can never fit again). Among the feasible requests the scheduler grants
+ * first the one predicted to finish first: bytes / the rank's learned rate
+ * (EWMA of bytes / duration from DONE). A rank whose rate is below
+ * straggler_ratio x the median is a straggler: its requests wait while a
+ * feasible request of another rank waits.
+ */
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/kv_wire.h"
+#include "ina.h"
+
+#define INA_SCHED_DEFAULT_PORT 48880
+#define INA_SCHED_TX_MSGS 256
+
+#define INA_SCHED_DROP_MAP(X)                                                     \
+    X(SHORT, "shorter than the 32-byte header")                                   \
+    X(MAGIC, "wrong magic")                                                       \
+    X(VERSION, "unsupported protocol version")                                    \
+    X(LENGTH, "body length is not the kind's")                                    \
+    X(KIND, "not a kind ina-sched serves")                                        \
+    X(NAME, "job name is not this scheduler's")                                   \
+    X(RANK, "rank outside the job")                                               \
+    X(SOURCE, "source address is not the one that rank first used")              \
+    X(ORDER, "request id older than the rank's current one, or DONE for no grant") \
+    X(TXQ, "reply queue full (the reply is lost)")
+
+enum ina_sched_drop {
+#define INA__SCHED_DROP_ENUM(name, text) INA_SCHED_DROP_##name,
+    INA_SCHED_DROP_MAP(INA__SCHED_DROP_ENUM)
+#undef INA__SCHED_DROP_ENUM
+    INA_SCHED_DROP__COUNT
+};
+
+struct ina_sched_counters {
+    uint64_t rx_packets, tx_packets, tx_errors;
+    uint64_t requests;       /* REQs taken (new update ids) */
+    uint64_t request_dups;   /* REQ copies (answered again, or ignored while pending) */
+    uint64_t grants;         /* updates granted a stamp */
+    uint64_t refused_stale;  /* REQs refused: A - base > D, the server would refuse them */
+    uint64_t dones;          /* DONE reports taken */
+    uint64_t done_applied, done_stale; /* their outcome at the server */
+    uint64_t implicit_dones; /* grants ended by the rank's next REQ (its DONE was lost) */
+    uint64_t grants_expired; /* grants with neither DONE nor next REQ within the timeout */
+    uint64_t bound_violations; /* grants made with A + O - base > D: a bug, must stay 0 */
+    uint64_t straggler_waits;  /* times a straggler's feasible request yielded */
+    uint64_t drops[INA_SCHED_DROP__COUNT];
+};
+
+struct ina_sched_params {
+    char job[32];
+    unsigned world;
+    uint32_t max_delay;       /* D */
+    unsigned window;          /* grants outstanding at most (the server link's share) */
+    uint64_t grant_timeout_ns;
+    double straggler_ratio;   /* rate below ratio x median: a straggler (0: never) */
+    double initial_rate;      /* bytes/s assumed before a rank's first DONE */
+};
+
+enum ina_sched_req_state { INA_SCHED_NONE = 0, INA_SCHED_PENDING, INA_SCHED_GRANTED, INA_SCHED_ANSWERED };
+
+struct ina_sched_rank {
+    struct sockaddr_in addr;
+    uint8_t bound;            /* addr fixed by the first REQ */
+    uint8_t straggler;
+    enum ina_sched_req_state state;
+    uint32_t uid, base, bytes; /* the current request */
+    uint32_t stamp;           /* its stamp when granted */
+    int32_t status;           /* its answer: 0 granted, INA_ERR_STALE */
+    uint32_t bound_at_grant;  /* A + O at the grant */
+    uint64_t since_ns;        /* request arrival, or grant time */
+    double rate;              /* learned bytes/s (0: none yet) */
+    uint64_t samples;
+};
+
+struct ina_sched_tx {
+    unsigned n;
+    uint64_t overflows;
+    uint8_t buf[INA_SCHED_TX_MSGS][INA_HDR_LEN + INA_SCHED_GRANT_LEN];
+    struct sockaddr_in dst[INA_SCHED_TX_MSGS];
+};
+
+struct ina_sched {
+    struct ina_sched_params p;
+    uint32_t next_stamp;
+    uint32_t applied;     /* A: updates known applied (DONE), expired grants counted as applied */
+    uint32_t floor;       /* the largest server version reported (REQ base, DONE version) */
+    uint32_t outstanding; /* O */
+    struct ina_sched_rank ranks[INA_MAX_WORKERS];
+    struct ina_sched_counters c;
+    struct ina_sched_tx tx;
+};
+
+/* @return 0 or -EINVAL (world 0 or above INA_MAX_WORKERS, window 0, empty job name). */
+int ina_sched_init(struct ina_sched *s, const struct ina_sched_params *p);
+void ina_sched_input(struct ina_sched *s, const uint8_t *buf, size_t len,
+                     const struct sockaddr_in *src, uint64_t now_ns);
+/* Expire grants past the timeout, then grant what fits. */
+void ina_sched_tick(struct ina_sched *s, uint64_t now_ns);
+/* After main.c sent the queue: count what did not fit (drop TXQ), empty it. */
+void ina_sched_tx_reset(struct ina_sched *s);
+const char *ina_sched_drop_name(enum ina_sched_drop d);
+void ina_sched_counters_print(const struct ina_sched *s, FILE *f);
+
+#endif

@@ -1,0 +1,277 @@
+/* hot.c: the switch's hot table: exact-match key -> slot position per job, installed by rank 0, one epoch at a time. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/be32.h"
+#include "common/kmap.h"
+#include "common/log.h"
+#include "switch/switch.h"
+
+/*
+ * A job's hot table (PROTOCOL.md §14.3) maps each of its H hot keys to a
+ * position 0..H-1 of the job's hot vector. The workers stream that vector
+ * through the job's slots like an all-reduce, one block of positions per
+ * packet, as dense values or as (key, value) pairs that this table places.
+ * Rank 0 installs a table as epoch e in chunks (HOT_INSTALL); the table
+ * becomes active when its last position arrives, replacing the previous
+ * epoch's; the other ranks read it back (HOT_FETCH). Memory: at most
+ * --hot-keys keys per job (key list + index, 32 to 56 bytes a key),
+ * allocated on the control path when an install starts, freed with the job.
+ */
+struct ina_hot {
+    uint32_t epoch; /* active epoch, 0 = none */
+    uint32_t n;     /* its keys */
+    uint64_t *keys; /* position -> key */
+    struct ina_kmap map; /* key -> position */
+    /* the install in progress */
+    uint32_t pend_epoch, pend_total, pend_filled;
+    uint64_t *pend_keys, *pend_bits;
+};
+
+void ina__hot_free(struct ina_job *job)
+{
+    struct ina_hot *t = job->hot;
+    if (!t)
+        return;
+    free(t->keys);
+    ina_kmap_free(&t->map);
+    free(t->pend_keys);
+    free(t->pend_bits);
+    free(t);
+    job->hot = NULL;
+}
+
+int ina__hot_parse(const struct ina_hdr *h, const uint8_t *payload, size_t plen,
+                   struct ina_hot_in *in)
+{
+    if (plen < INA_HOT_PREFIX_LEN)
+        return -1;
+    in->epoch = ina_get32(payload);
+    in->base = ina_get32(payload + 4);
+    in->keyed = (h->flags & INA_FLAG_HOT_KEYED) != 0;
+    in->entries = payload + INA_HOT_PREFIX_LEN;
+    size_t body = plen - INA_HOT_PREFIX_LEN;
+    if (!in->keyed) {
+        in->nkeyed = 0;
+        return body == 4 * (size_t)h->count ? 0 : -1;
+    }
+    if (body % INA_HOT_KEYED_LEN != 0 || body / INA_HOT_KEYED_LEN > h->count)
+        return -1;
+    in->nkeyed = (uint32_t)(body / INA_HOT_KEYED_LEN);
+    return 0;
+}
+
+/* Position of keyed entry i in the block, or UINT32_MAX if the key is not in it. */
+static uint32_t keyed_pos(const struct ina_hot *t, const struct ina_hot_in *in, uint32_t count,
+                          uint32_t i)
+{
+    uint32_t pos = ina_kmap_get(&t->map, ina_get64(in->entries + (size_t)i * INA_HOT_KEYED_LEN));
+    return pos != INA_KMAP_NONE && pos >= in->base && pos - in->base < count ? pos - in->base
+                                                                              : UINT32_MAX;
+}
+
+int ina__hot_valid(const struct ina_job *job, const struct ina_hot_in *in, uint32_t count)
+{
+    const struct ina_hot *t = job->hot;
+    if (!t || t->epoch == 0 || in->epoch != t->epoch || in->base > t->n || count > t->n - in->base)
+        return 0;
+    for (uint32_t i = 0; i < in->nkeyed; i++)
+        if (keyed_pos(t, in, count, i) == UINT32_MAX)
+            return 0;
+    return 1;
+}
+
+static inline float bits_f(int32_t v)
+{
+    float f;
+    memcpy(&f, &v, 4);
+    return f;
+}
+static inline int32_t f_bits(float f)
+{
+    int32_t v;
+    memcpy(&v, &f, 4);
+    return v;
+}
+
+void ina__hot_load(const struct ina_job *job, int32_t *v, const struct ina_hot_in *in,
+                   uint32_t count)
+{
+    if (!in->keyed) {
+        ina_be32_load(v, in->entries, count);
+        return;
+    }
+    memset(v, 0, 4 * (size_t)count); /* +0.0f: positions this rank did not touch */
+    ina__hot_add(job, v, in, count);
+}
+
+void ina__hot_add(const struct ina_job *job, int32_t *v, const struct ina_hot_in *in,
+                  uint32_t count)
+{
+    if (!in->keyed) {
+        ina_be32_fadd(v, in->entries, count);
+        return;
+    }
+    for (uint32_t i = 0; i < in->nkeyed; i++) {
+        uint32_t p = keyed_pos(job->hot, in, count, i); /* checked by ina__hot_valid */
+        float x = ina_getf(in->entries + (size_t)i * INA_HOT_KEYED_LEN + 8);
+        v[p] = f_bits(bits_f(v[p]) + x);
+    }
+}
+
+/* HOT_KEYS: the answer to an install chunk (count 0) or a fetch (the keys). */
+static void send_keys(struct ina_switch *sw, const struct ina_job *job, uint32_t epoch,
+                      uint32_t total, uint32_t offset, uint32_t count, int32_t status,
+                      const uint64_t *keys, const struct sockaddr_in *dst)
+{
+    size_t len = INA_HDR_LEN + INA_HOT_KEYS_HDR + 8 * (size_t)count;
+    if (!ina_txq_room(&sw->txq, 1) || len > sw->txq.bufsize)
+        return;
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_HOT_KEYS);
+    h.job = job->id;
+    h.rank = INA_RANK_SWITCH;
+    h.session = job->session;
+    h.token = job->token;
+    uint8_t *b = ina_txq_buf(&sw->txq);
+    ina_hdr_encode(b, &h);
+    uint8_t *p = b + INA_HDR_LEN;
+    ina_put32(p, epoch);
+    ina_put32(p + 4, total);
+    ina_put32(p + 8, offset);
+    ina_put16(p + 12, (uint16_t)count);
+    ina_put16(p + 14, 0);
+    ina_put32(p + 16, (uint32_t)status);
+    for (uint32_t i = 0; i < count; i++)
+        ina_put64(p + INA_HOT_KEYS_HDR + 8 * (size_t)i, keys[i]);
+    ina_txq_push(&sw->txq, b, len, dst);
+}
+
+static void pend_clear(struct ina_hot *t)
+{
+    free(t->pend_keys);
+    free(t->pend_bits);
+    t->pend_keys = t->pend_bits = NULL;
+    t->pend_epoch = t->pend_total = t->pend_filled = 0;
+}
+
+/* The last position of the pending table arrived: index it and make it the
+ * active one. @return 0, or INA_ERR_MISMATCH (a key twice), -ENOMEM. */
+static int activate(struct ina_switch *sw, struct ina_job *job)
+{
+    struct ina_hot *t = job->hot;
+    struct ina_kmap map;
+    if (ina_kmap_init(&map, t->pend_total) != 0)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < t->pend_total; i++)
+        if (ina_kmap_put(&map, t->pend_keys[i], i) != i) {
+            ina_kmap_free(&map);
+            pend_clear(t);
+            return INA_ERR_MISMATCH;
+        }
+    free(t->keys);
+    ina_kmap_free(&t->map);
+    t->keys = t->pend_keys;
+    t->map = map;
+    t->n = t->pend_total;
+    t->epoch = t->pend_epoch;
+    t->pend_keys = NULL;
+    pend_clear(t);
+    sw->c.hot_installs++;
+    ina_log(INA_LOG_INFO, "hot_installed", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
+            INA_KV_I("epoch", t->epoch), INA_KV_I("keys", t->n));
+    return 0;
+}
+
+static void on_install(struct ina_switch *sw, struct ina_job *job, const uint8_t *b, size_t len,
+                       const struct sockaddr_in *src)
+{
+    uint32_t epoch = ina_get32(b), total = ina_get32(b + 4), off = ina_get32(b + 8);
+    uint32_t count = ina_get16(b + 12);
+    if (len != INA_HOT_INSTALL_HDR + 8 * (size_t)count || epoch == 0 || off > total ||
+        count > total - off) {
+        sw->c.drops[INA_DROP_JOIN]++;
+        return;
+    }
+    if (total > sw->p.hot_max) { /* the rank cuts its list to what fits (its hottest keys) */
+        send_keys(sw, job, epoch, sw->p.hot_max, off, 0, INA_ERR_NOSPACE, NULL, src);
+        return;
+    }
+    if (!job->hot && !(job->hot = calloc(1, sizeof(*job->hot)))) {
+        send_keys(sw, job, epoch, total, off, 0, -ENOMEM, NULL, src);
+        return;
+    }
+    struct ina_hot *t = job->hot;
+    if (epoch <= t->epoch) { /* a repeat of an installed epoch (its ack was lost) */
+        send_keys(sw, job, epoch, t->epoch == epoch ? t->n : total, off, 0, 0, NULL, src);
+        return;
+    }
+    if (t->pend_epoch != epoch || t->pend_total != total) {
+        pend_clear(t);
+        t->pend_keys = malloc(8 * (size_t)(total ? total : 1));
+        t->pend_bits = calloc((total + 63) / 64 + 1, 8);
+        if (!t->pend_keys || !t->pend_bits) {
+            pend_clear(t);
+            send_keys(sw, job, epoch, total, off, 0, -ENOMEM, NULL, src);
+            return;
+        }
+        t->pend_epoch = epoch;
+        t->pend_total = total;
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t pos = off + i;
+        t->pend_keys[pos] = ina_get64(b + INA_HOT_INSTALL_HDR + 8 * (size_t)i);
+        uint64_t m = 1ull << (pos & 63);
+        if (!(t->pend_bits[pos >> 6] & m)) {
+            t->pend_bits[pos >> 6] |= m;
+            t->pend_filled++;
+        }
+    }
+    int status = t->pend_filled == t->pend_total ? activate(sw, job) : 0;
+    send_keys(sw, job, epoch, total, off, 0, status, NULL, src);
+}
+
+static void on_fetch(struct ina_switch *sw, struct ina_job *job, const uint8_t *b, size_t len,
+                     const struct sockaddr_in *src)
+{
+    if (len < INA_HOT_FETCH_LEN) {
+        sw->c.drops[INA_DROP_JOIN]++;
+        return;
+    }
+    uint32_t epoch = ina_get32(b), off = ina_get32(b + 4), want = ina_get16(b + 8);
+    const struct ina_hot *t = job->hot;
+    if (!t || t->epoch < epoch) {
+        send_keys(sw, job, epoch, 0, off, 0, INA_HOT_PENDING, NULL, src);
+        return;
+    }
+    if (t->epoch > epoch || off > t->n) {
+        send_keys(sw, job, epoch, t->n, off, 0, INA_ERR_MISMATCH, NULL, src);
+        return;
+    }
+    size_t room = (sw->txq.bufsize - INA_HDR_LEN - INA_HOT_KEYS_HDR) / 8;
+    uint32_t n = t->n - off;
+    if (n > want)
+        n = want;
+    if (n > room)
+        n = (uint32_t)room;
+    send_keys(sw, job, epoch, t->n, off, n, 0, t->keys + off, src);
+}
+
+void ina__hot_control(struct ina_switch *sw, struct ina_job *job, const struct ina_hdr *h,
+                      const uint8_t *body, size_t len, const struct sockaddr_in *src)
+{
+    if (!sw->p.hot_max || sw->p.int_ops_only || job->tree || job->child) {
+        sw->c.drops[INA_DROP_KIND]++; /* not offered (no CAP_HOT in its JOIN_ACK) */
+        return;
+    }
+    if (h->kind == INA_K_HOT_INSTALL) {
+        if (h->rank != 0 || len < INA_HOT_INSTALL_HDR) {
+            sw->c.drops[INA_DROP_JOIN]++; /* rank 0 installs; the others fetch */
+            return;
+        }
+        on_install(sw, job, body, len, src);
+    } else {
+        on_fetch(sw, job, body, len, src);
+    }
+}

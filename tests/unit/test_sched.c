@@ -1,0 +1,271 @@
+/* test_sched.c: ina-sched's engine: the delay bound over a simulated server, shortest-finish-first
+ * with learned rates, stragglers, copies, expiry, and every bad input counted. */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/sched.c"
+#include "check.h"
+#include "rng.h"
+
+static struct sockaddr_in addr_of(int r)
+{
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(0x7f000001);
+    a.sin_port = htons((uint16_t)(41000 + r));
+    return a;
+}
+
+static void new_sched(struct ina_sched *s, unsigned world, unsigned D, unsigned window)
+{
+    struct ina_sched_params p = {.world = world, .max_delay = D, .window = window,
+                                 .grant_timeout_ns = 1000000000ull, .straggler_ratio = 0.6,
+                                 .initial_rate = 1e6};
+    snprintf(p.job, sizeof(p.job), "mlf");
+    CHECK_EQ_INT(ina_sched_init(s, &p), 0);
+}
+
+static void req(struct ina_sched *s, int r, uint32_t uid, uint32_t base, uint32_t bytes,
+                const char *name, uint64_t now)
+{
+    uint8_t b[INA_HDR_LEN + INA_SCHED_REQ_LEN];
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_SCHED_REQ);
+    h.rank = (uint16_t)r;
+    h.slot = uid;
+    h.seq = base;
+    ina_hdr_encode(b, &h);
+    memset(b + INA_HDR_LEN, 0, INA_SCHED_REQ_LEN);
+    ina_put32(b + INA_HDR_LEN, bytes);
+    snprintf((char *)b + INA_HDR_LEN + 8, 32, "%s", name);
+    struct sockaddr_in a = addr_of(r);
+    ina_sched_input(s, b, sizeof(b), &a, now);
+}
+
+static void done(struct ina_sched *s, int r, uint32_t uid, uint32_t stamp, int32_t status,
+                 uint32_t bytes, uint32_t usec, uint32_t version, uint64_t now)
+{
+    uint8_t b[INA_HDR_LEN + INA_SCHED_DONE_LEN];
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_SCHED_DONE);
+    h.rank = (uint16_t)r;
+    h.slot = uid;
+    h.seq = stamp;
+    ina_hdr_encode(b, &h);
+    ina_put32(b + INA_HDR_LEN, (uint32_t)status);
+    ina_put32(b + INA_HDR_LEN + 4, bytes);
+    ina_put32(b + INA_HDR_LEN + 8, usec);
+    ina_put32(b + INA_HDR_LEN + 12, version);
+    struct sockaddr_in a = addr_of(r);
+    ina_sched_input(s, b, sizeof(b), &a, now);
+}
+
+struct answer {
+    int rank;
+    uint32_t uid, stamp;
+    int32_t status;
+};
+
+/* The GRANTs queued, in order, decoded; the queue is emptied. */
+static int answers(struct ina_sched *s, struct answer *out, int cap)
+{
+    int n = 0;
+    for (unsigned i = 0; i < s->tx.n && n < cap; i++) {
+        struct ina_hdr h = {0};
+        CHECK(ina_hdr_decode(s->tx.buf[i], sizeof(s->tx.buf[i]), &h) == INA_PARSE_OK &&
+              h.kind == INA_K_SCHED_GRANT);
+        out[n].rank = ntohs(s->tx.dst[i].sin_port) - 41000;
+        out[n].uid = h.slot;
+        out[n].status = (int32_t)ina_get32(s->tx.buf[i] + INA_HDR_LEN);
+        out[n].stamp = ina_get32(s->tx.buf[i] + INA_HDR_LEN + 4);
+        n++;
+    }
+    ina_sched_tx_reset(s);
+    return n;
+}
+
+/*
+ * Workers pull a version, compute, ask; granted updates reach a simulated
+ * server that applies stamps in order and refuses delay > D, as ina-ps does.
+ * No granted update may be refused there, and the scheduler refuses only what
+ * the server would.
+ */
+static void test_bound(unsigned D, unsigned window)
+{
+    enum { W = 8, STEPS = 4000 };
+    static struct ina_sched s;
+    new_sched(&s, W, D, window);
+    rng_state = 5 + D * 31 + window;
+    uint32_t server_v = 0, next_apply = 0, uid[W] = {0}, base[W];
+    int state[W] = {0}; /* 0 idle, 1 asked, 2 granted (sending) */
+    uint32_t stamp_of[W];
+    int refused_at_server = 0, wrong_refusals = 0, applied = 0;
+    uint64_t now = 1;
+    for (int step = 0; step < STEPS; step++) {
+        now += 1000;
+        int r = (int)(rng_u64() % W);
+        if (state[r] == 0) { /* pull (maybe an old copy), then ask */
+            uint32_t lag = (uint32_t)(rng_u64() % (D + 2));
+            base[r] = lag > server_v ? 0 : server_v - lag;
+            uid[r]++;
+            state[r] = 1;
+            req(&s, r, uid[r], base[r], 1000 + (uint32_t)(rng_u64() % 9000), "mlf", now);
+        } else if (state[r] == 2 && stamp_of[r] == next_apply) { /* its turn at the server */
+            int ok = server_v - base[r] <= D;
+            refused_at_server += !ok;
+            server_v += ok;
+            applied += ok;
+            next_apply++;
+            state[r] = 0;
+            done(&s, r, uid[r], stamp_of[r], ok ? 0 : INA_ERR_STALE, 1000,
+                 100 + (uint32_t)(rng_u64() % 1000), server_v, now);
+        }
+        struct answer a[64];
+        int n = answers(&s, a, 64);
+        for (int i = 0; i < n; i++) {
+            int q = a[i].rank;
+            CHECK(q >= 0 && q < W && state[q] == 1 && a[i].uid == uid[q]);
+            if (a[i].status == 0) {
+                state[q] = 2;
+                stamp_of[q] = a[i].stamp;
+            } else {
+                wrong_refusals += server_v - base[q] <= D; /* the server would have taken it */
+                state[q] = 0;
+            }
+        }
+    }
+    CHECK_EQ_INT(refused_at_server, 0);
+    CHECK_EQ_INT(wrong_refusals, 0);
+    CHECK_EQ_INT(s.c.bound_violations, 0);
+    printf("D %u window %u: %d applied, %llu refused by the scheduler, 0 by the server\n", D,
+           window, applied, (unsigned long long)s.c.refused_stale);
+    CHECK(applied > STEPS / 20);
+    CHECK(s.c.refused_stale > 0);
+    CHECK_EQ_INT(s.c.done_applied, (uint64_t)applied);
+}
+
+/* Rates learned from DONEs order the grants; the slow rank is a straggler and yields. */
+static void test_sff_stragglers(void)
+{
+    static struct ina_sched s;
+    new_sched(&s, 4, 4, 1);
+    struct answer a[8];
+    uint64_t now = 1;
+    static const uint32_t usec[4] = {100, 120, 110, 400}; /* rank 3: a quarter of the rate */
+    uint32_t uid = 0, v = 0;
+    for (int round = 0; round < 3; round++) {
+        uid++;
+        for (int r = 0; r < 4; r++) {
+            req(&s, r, uid, v, 10000, "mlf", now);
+            CHECK_EQ_INT(answers(&s, a, 8), 1);
+            CHECK(a[0].rank == r && a[0].status == 0);
+            v++;
+            done(&s, r, uid, a[0].stamp, 0, 10000, usec[r], v, now);
+        }
+    }
+    CHECK(s.ranks[3].straggler && !s.ranks[0].straggler && !s.ranks[1].straggler);
+    /* Window 1: hold it with rank 0's grant, then everyone asks for the same bytes. */
+    uid++;
+    req(&s, 0, uid, v, 10000, "mlf", now);
+    CHECK_EQ_INT(answers(&s, a, 8), 1);
+    uint32_t held = a[0].stamp;
+    for (int r = 3; r >= 1; r--)
+        req(&s, r, uid, v, r == 2 ? 20000 : r == 3 ? 2000 : 10000, "mlf", now);
+    CHECK_EQ_INT(answers(&s, a, 8), 0);
+    int order[3], n = 0;
+    uint32_t last = held;
+    int ranks_done[4] = {1, 0, 0, 0};
+    for (int k = 0; k < 3; k++) {
+        int prev = k == 0 ? 0 : order[k - 1];
+        v++;
+        done(&s, prev, uid, last, 0, 10000, usec[prev], v, now);
+        if (answers(&s, a, 8) != 1)
+            break;
+        order[n++] = a[0].rank;
+        last = a[0].stamp;
+        ranks_done[a[0].rank] = 1;
+    }
+    CHECK_EQ_INT(n, 3);
+    /* rank 1 (10000 B at 83 MB/s: 120 us), rank 2 (20000 B at 91 MB/s: 220 us); rank 3 would
+     * be first (2000 B at 25 MB/s: 80 us) but is a straggler: last */
+    CHECK_EQ_INT(order[0], 1);
+    CHECK_EQ_INT(order[1], 2);
+    CHECK_EQ_INT(order[2], 3);
+    CHECK(s.c.straggler_waits > 0);
+    CHECK(ranks_done[1] && ranks_done[2] && ranks_done[3]);
+}
+
+/* Copies, lost DONEs, expiry, and every malformed or foreign datagram: counted, no grant. */
+static void test_hostile(void)
+{
+    static struct ina_sched s;
+    new_sched(&s, 2, 1, 1);
+    struct answer a[8];
+    req(&s, 0, 1, 0, 100, "mlf", 1);
+    CHECK(answers(&s, a, 8) == 1 && a[0].status == 0 && a[0].stamp == 0);
+    req(&s, 0, 1, 0, 100, "mlf", 2); /* the GRANT was lost: the same answer again */
+    CHECK(answers(&s, a, 8) == 1 && a[0].status == 0 && a[0].stamp == 0);
+    CHECK_EQ_INT(s.c.request_dups, 1);
+    req(&s, 1, 1, 0, 100, "mlf", 3); /* window full: waits */
+    CHECK_EQ_INT(answers(&s, a, 8), 0);
+    ina_sched_tick(&s, 2000000000ull); /* rank 0's grant expires: rank 1 is granted */
+    CHECK_EQ_INT(s.c.grants_expired, 1);
+    CHECK(answers(&s, a, 8) == 1 && a[0].rank == 1 && a[0].stamp == 1);
+    req(&s, 1, 2, 1, 100, "mlf", 2000000001ull); /* its DONE lost: the next REQ ends it */
+    CHECK_EQ_INT(s.c.implicit_dones, 1);
+    CHECK(answers(&s, a, 8) == 1 && a[0].status == 0 && a[0].stamp == 2);
+    req(&s, 0, 2, 0, 100, "mlf", 2000000002ull); /* base 0, A = 2 > D: refused at once */
+    CHECK(answers(&s, a, 8) == 1 && a[0].status == INA_ERR_STALE);
+    uint64_t before = s.c.grants;
+    uint8_t b[INA_HDR_LEN + INA_SCHED_REQ_LEN];
+    struct sockaddr_in other = addr_of(7), r0 = addr_of(0);
+    ina_sched_input(&s, b, 10, &r0, 5);
+    CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_SHORT], 1);
+    memset(b, 0, sizeof(b));
+    ina_sched_input(&s, b, sizeof(b), &r0, 5);
+    CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_MAGIC], 1);
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_PS_PUSH);
+    ina_hdr_encode(b, &h);
+    ina_sched_input(&s, b, sizeof(b), &r0, 5);
+    CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_KIND], 1);
+    ina_hdr_init(&h, INA_K_SCHED_REQ);
+    ina_hdr_encode(b, &h);
+    ina_sched_input(&s, b, sizeof(b) - 1, &r0, 5);
+    CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_LENGTH], 1);
+    req(&s, 0, 9, 2, 100, "other-job", 5);
+    CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_NAME], 1);
+    req(&s, 5, 1, 0, 100, "mlf", 5); /* rank 5 of a world of 2 */
+    CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_RANK], 1);
+    ina_hdr_init(&h, INA_K_SCHED_REQ);
+    h.rank = 0;
+    h.slot = 10;
+    ina_hdr_encode(b, &h);
+    memset(b + INA_HDR_LEN, 0, INA_SCHED_REQ_LEN);
+    snprintf((char *)b + INA_HDR_LEN + 8, 32, "mlf");
+    ina_sched_input(&s, b, sizeof(b), &other, 5); /* rank 0 from another port */
+    CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_SOURCE], 1);
+    done(&s, 0, 1, 0, 0, 100, 10, 1, 5); /* DONE for an expired grant */
+    req(&s, 0, 1, 0, 100, "mlf", 5);      /* an id older than the current one */
+    CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_ORDER], 2);
+    CHECK_EQ_INT(s.c.grants, before);
+    CHECK_EQ_INT(answers(&s, a, 8), 0);
+    CHECK_EQ_INT(s.c.bound_violations, 0);
+    struct ina_sched_params bad = s.p;
+    bad.window = 0;
+    CHECK_EQ_INT(ina_sched_init(&s, &bad), -EINVAL);
+}
+
+int main(void)
+{
+    ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT);
+    test_bound(0, 1);
+    test_bound(2, 3);
+    test_bound(4, 8);
+    test_sff_stragglers();
+    test_hostile();
+    return check_report("test_sched");
+}
