@@ -10,8 +10,11 @@ exec </dev/null
 # libclang-rt-14-dev holds clang 14's sanitizer runtimes (libclang_rt.asan etc.).
 PACKAGES=(cmake clang libclang-rt-14-dev pkg-config iproute2 nftables python3)
 # `deps.sh --test` adds what only the test suite needs: the PyTorch/DDP and MPI integrations
-# are tested against Debian's torch, numpy, scikit-learn (the digits dataset) and OpenMPI.
-TEST_PACKAGES=(python3-torch python3-numpy python3-sklearn openmpi-bin libopenmpi-dev)
+# are tested against Debian's torch, numpy, scikit-learn (the digits dataset) and OpenMPI;
+# examples/slurm under a local Slurm cluster (slurm-wlm: slurmctld, slurmd, srun; munge);
+# the ina-switch.service unit checked by systemd-analyze verify (systemd).
+TEST_PACKAGES=(python3-torch python3-numpy python3-sklearn openmpi-bin libopenmpi-dev
+    slurm-wlm munge systemd)
 WHAT="build"
 if [ "${1:-}" = --test ]; then
     PACKAGES+=("${TEST_PACKAGES[@]}")
