@@ -12,9 +12,10 @@ PACKAGES=(cmake clang libclang-rt-14-dev pkg-config iproute2 nftables python3)
 # `deps.sh --test` adds what only the test suite needs: the PyTorch/DDP and MPI integrations
 # are tested against Debian's torch, numpy, scikit-learn (the digits dataset) and OpenMPI;
 # examples/slurm under a local Slurm cluster (slurm-wlm: slurmctld, slurmd, srun; munge);
-# the ina-switch.service unit checked by systemd-analyze verify (systemd).
+# the ina-switch.service unit checked by systemd-analyze verify (systemd); bench/sim and its
+# test need SimGrid (libsimgrid-dev).
 TEST_PACKAGES=(python3-torch python3-numpy python3-sklearn openmpi-bin libopenmpi-dev
-    slurm-wlm munge systemd)
+    slurm-wlm munge systemd libsimgrid-dev)
 WHAT="build"
 if [ "${1:-}" = --test ]; then
     PACKAGES+=("${TEST_PACKAGES[@]}")
