@@ -189,7 +189,16 @@ static void aggregator(int argc, char **argv)
 
 /* ---- a member: a worker, or in a tree a node's child (its workers' sum) --------------- */
 
-struct pending { double at; int shard, chunk, packets; };
+/* The retransmission of one chunk's lost packets: after the RTO, from the member's host.
+ * An actor of its own, so that the member goes on with its other streams meanwhile. */
+static void retransmit(int argc, char **argv)
+{
+    (void)argc;
+    int me = atoi(argv[1]), s = atoi(argv[2]), c = atoi(argv[3]), packets = atoi(argv[4]);
+    sg_actor_sleep_for(cfg.rto);
+    send_detached(mbox('a', s), (struct msg){.from = me, .shard = s, .chunk = c, .is_retx = 1},
+                  wire(packets));
+}
 
 static void member(int argc, char **argv)
 {
@@ -197,8 +206,6 @@ static void member(int argc, char **argv)
     int me = atoi(argv[1]), ns = nshards(), nc = nchunks();
     uint64_t rng = cfg.seed * 0x9E3779B97F4A7C15ull + (uint64_t)me * 7919 + 1;
     int *next = calloc((size_t)ns, sizeof(int)), results = 0;
-    struct pending *timers = calloc((size_t)ns * 2 + 8, sizeof(*timers));
-    int ntimers = 0, cap = ns * 2 + 8;
     sg_comm_t *last = calloc((size_t)ns, sizeof(*last));
     sg_mailbox_t in = mbox('r', me);
     set_receiver('r', me);
@@ -215,11 +222,14 @@ static void member(int argc, char **argv)
                                                       .retx_follows = lost_ > 0},             \
                   wire(np_ - lost_));                                                         \
         if (lost_) {                                                                          \
-            if (ntimers == cap) {                                                             \
-                cap *= 2;                                                                     \
-                timers = realloc(timers, (size_t)cap * sizeof(*timers));                      \
-            }                                                                                 \
-            timers[ntimers++] = (struct pending){simgrid_get_clock() + cfg.rto, (s), (c), lost_}; \
+            char a0[] = "retx", a1[16], a2[16], a3[16], a4[16];                               \
+            snprintf(a1, sizeof a1, "%d", me);                                                \
+            snprintf(a2, sizeof a2, "%d", (s));                                               \
+            snprintf(a3, sizeof a3, "%d", (c));                                               \
+            snprintf(a4, sizeof a4, "%d", lost_);                                             \
+            char *av_[] = {a0, a1, a2, a3, a4};                                               \
+            cpu(node_cpu * lost_);                                                            \
+            sg_actor_create("retx", sg_host_self(), retransmit, 5, av_);                      \
             retransmits += lost_;                                                             \
         }                                                                                     \
     } while (0)
@@ -235,26 +245,7 @@ static void member(int argc, char **argv)
     void *data = NULL;
     sg_comm_t get = sg_mailbox_get_async(in, &data);
     while (results < ns * nc) {
-        double timeout = -1;
-        int first = -1;
-        for (int i = 0; i < ntimers; i++)
-            if (first < 0 || timers[i].at < timers[first].at)
-                first = i;
-        if (first >= 0) {
-            timeout = timers[first].at - simgrid_get_clock();
-            if (timeout < 0)
-                timeout = 0;
-        }
-        ssize_t got = sg_comm_wait_any_for(&get, 1, timeout);
-        if (got < 0) { /* a retransmission timer */
-            struct pending p = timers[first];
-            timers[first] = timers[--ntimers];
-            cpu(node_cpu * p.packets);
-            send_fifo(&last[p.shard], mbox('a', p.shard),
-                      (struct msg){.from = me, .shard = p.shard, .chunk = p.chunk, .is_retx = 1},
-                      wire(p.packets));
-            continue;
-        }
+        sg_comm_wait(get);
         struct msg *m = data;
         int s = m->shard;
         cpu(node_cpu * packets_of(m->chunk));
@@ -275,7 +266,6 @@ static void member(int argc, char **argv)
     if (simgrid_get_clock() > t_end)
         t_end = simgrid_get_clock();
     free(next);
-    free(timers);
 
 }
 

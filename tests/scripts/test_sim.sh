@@ -5,7 +5,8 @@
 #      shards, a tree, OpenMPI's ring) within 15% after calibration (run.py exits 0 only then);
 #   2. on the fat tree (N = 8, 16) a hardware switch at the top stays within 10% of flat in N
 #      while one software aggregator on a host NIC doubles with N (what the model must show);
-#   3. ina-sim refuses bad arguments with exit 2 and a message.
+#   3. under 1% loss it resends packets (counted) and is not faster than without loss;
+#   4. ina-sim refuses bad arguments with exit 2 and a message.
 # No SimGrid (no ina-sim built): SKIP (scripts/deps.sh --test installs libsimgrid-dev).
 set -uo pipefail
 exec </dev/null
@@ -33,6 +34,16 @@ check "hardware switch flat from N=8 to 16 ($hw8 -> $hw16 ms)" \
     awk -v a="$hw8" -v b="$hw16" 'BEGIN { exit !(b > 0 && b <= a * 1.1) }'
 check "one host-NIC aggregator doubles from N=8 to 16 ($one8 -> $one16 ms)" \
     awk -v a="$one8" -v b="$one16" 'BEGIN { exit !(b >= a * 1.8) }'
+
+# Loss: packets resent after the RTO, counted, and never faster than without loss.
+/usr/bin/python3 "$SRC/bench/sim/sim_platform.py" emulated 4 4 >"$tmp/e44.xml"
+base=$("$SIM" "$tmp/e44.xml" --layout dedicated --m 4 --n 4 --bytes 4194304 --log=root.thres:critical)
+lossy=$("$SIM" "$tmp/e44.xml" --layout dedicated --m 4 --n 4 --bytes 4194304 --loss 0.01 \
+    --log=root.thres:critical)
+echo "no loss: $base; 1% loss: $lossy"
+check "1% loss: packets resent, counted, time not below the lossless one" \
+    awk -v a="$base" -v b="$lossy" 'BEGIN { split(a, x, " "); split(b, y, " ");
+        exit !(x[7] == 0 && y[7] > 0 && y[6] >= x[6]) }'
 
 "$SIM" "$tmp/none.xml" --layout sideways --n 4 >"$tmp/bad" 2>&1
 rc=$?
