@@ -27,6 +27,7 @@ exec </dev/null
 
 prog=ina-slurm.sh
 die() { echo "$prog: $*" >&2; exit 1; }
+case ${1:-} in -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 [ -n "${INA_RUN_DIR:-}" ] || die "INA_RUN_DIR is not set (a directory every node sees)"
 RUN=$INA_RUN_DIR
 LAYOUT=${INA_LAYOUT:-shards}
@@ -150,6 +151,5 @@ run)
     export INA_SWITCH INA_SECRET_FILE=$RUN/secret
     exec "$@"
     ;;
--h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' ;;
 *) die "unknown command '${1:-}' (--help)" ;;
 esac
