@@ -351,11 +351,19 @@ INA_EXTERN void ina_config_init(ina_config *cfg);
  * INA_JOIN_TIMEOUT_MS, INA_RTO_MS, INA_LANES, INA_ADMISSION_WAIT_MS, INA_FALLBACK
  * ("host" or "none"), INA_SECRET_FILE, INA_FLOAT_ADD ("quantized" or "switch"),
  * INA_SPARSE ("off", "on" or "auto"), INA_SPARSE_BLOCK, INA_SPARSE_THRESHOLD,
- * INA_SPARSE_CROSSOVER, INA_SPARSE_MIN_BYTES.
- * Strings point into the environment. (libina also reads INA_QUIET, INA_SHM,
+ * INA_SPARSE_CROSSOVER, INA_SPARSE_MIN_BYTES, INA_BUSY_POLL_US, INA_FIXED_POINT.
+ * What INA_* and torchrun's RANK/WORLD_SIZE leave unset comes from the
+ * innermost launcher (since v0.4), rank and size from one launcher together:
+ * OpenMPI (OMPI_COMM_WORLD_RANK/_SIZE, job "ompi-" OMPI_MCA_ess_base_jobid),
+ * then PMI (PMI_RANK/PMI_SIZE, job "pmi-" PMI_JOBID), then Slurm inside a job
+ * step (SLURM_PROCID/SLURM_NTASKS, job "slurm-" SLURM_JOB_ID "." SLURM_STEP_ID;
+ * not in the batch script, whose SLURM_STEP_ID is a pseudo-step). The job name
+ * is taken only when INA_JOB is unset. See docs/CLUSTER.md.
+ * Strings point into the environment (or, for a launcher's job name, into
+ * storage kept for the life of the process). (libina also reads INA_QUIET, INA_SHM,
  * INA_ONE_ROUND, INA_NO_GSO, INA_NO_SIMD and INA_FAULT itself, when it needs them.)
- * @return 0, or INA_ERR_CONFIG if a variable is present but malformed
- * (ina_last_error(NULL) names it).
+ * @return 0, or INA_ERR_CONFIG if a variable is present but malformed, or a
+ * launcher's rank is outside 0..size-1 (ina_last_error(NULL) names it).
  */
 INA_EXTERN int ina_config_from_env(ina_config *cfg);
 

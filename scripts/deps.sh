@@ -14,8 +14,12 @@ PACKAGES=(cmake clang libclang-rt-14-dev pkg-config iproute2 nftables python3 ll
     bpftool)
 # `deps.sh --test` adds what only the test suite needs: the PyTorch/DDP and MPI integrations
 # are tested against Debian's torch, numpy, scikit-learn (the digits dataset) and OpenMPI;
-# ina-glm against liblinear-tools' heart_scale and scikit-learn's optimum (test_glm).
-TEST_PACKAGES=(python3-torch python3-numpy python3-sklearn openmpi-bin libopenmpi-dev liblinear-tools)
+# ina-glm against liblinear-tools' heart_scale and scikit-learn's optimum (test_glm);
+# examples/slurm under a local Slurm cluster (slurm-wlm: slurmctld, slurmd, srun; munge);
+# the ina-switch.service unit checked by systemd-analyze verify (systemd); bench/sim and its
+# test need SimGrid (libsimgrid-dev).
+TEST_PACKAGES=(python3-torch python3-numpy python3-sklearn openmpi-bin libopenmpi-dev
+    liblinear-tools slurm-wlm munge systemd libsimgrid-dev)
 WHAT="build"
 if [ "${1:-}" = --test ]; then
     PACKAGES+=("${TEST_PACKAGES[@]}")

@@ -114,6 +114,7 @@ static void usage(FILE *f)
 "Usage:\n"
 "  ina-bench --local N [options]\n"
 "  ina-bench --switch HOST:PORT --rank R --world N [--job NAME] [options]\n"
+"  srun ina-bench --switch HOST:PORT [options]     (rank, world, job: environment)\n"
 "\n"
 "All-reduce benchmark and verifier for libina (in-network aggregation).\n"
 "\n"
@@ -121,8 +122,11 @@ static void usage(FILE *f)
 "  --local N            start ina-switch on 127.0.0.1 and N worker processes\n"
 "                       (1..%d), run the benchmark, stop everything. Rank 0's\n"
 "                       results go to stdout.\n"
-"  --switch HOST:PORT   run one worker against a running ina-switch; needs\n"
-"                       --rank and --world. Only rank 0 prints results.\n"
+"  --switch HOST:PORT   run one worker against a running ina-switch (default:\n"
+"                       INA_SWITCH). --rank, --world and --job left out come\n"
+"                       from the environment as libina reads it (INA_RANK or\n"
+"                       RANK, ...; then Slurm's srun, mpirun, PMI: ina(3)).\n"
+"                       Only rank 0 prints results.\n"
 "                       A list HOST:PORT,HOST:PORT,... spreads every operation\n"
 "                       over those switches (shards, as INA_SWITCH does)\n"
 "                       With --local N: start the N workers against that running\n"
@@ -224,12 +228,15 @@ static void usage(FILE *f)
 "ratio to |exact| would be meaningless where sums cancel), max_err_over_bound,\n"
 "failures (elements out of bound, all ranks), retransmits, ok.\n"
 "\n"
+"A worker (--switch) takes INA_SECRET_FILE from the environment, as libina does.\n"
+"\n"
 "Exit status: 0 all results verified, 1 error, 2 usage error, 3 some result\n"
 "failed verification.\n"
 "\n"
 "Example:\n"
 "  ina-bench --local 4 --sizes 4K,1M,64M --dtype float32 --iters 20\n"
-"  ina-bench --switch 10.0.0.1:48864 --rank 1 --world 4 --job j1 --json\n",
+"  ina-bench --switch 10.0.0.1:48864 --rank 1 --world 4 --job j1 --json\n"
+"  srun -n 4 ina-bench --switch 10.0.0.1:48864       (examples/slurm)\n",
             INA_MAX_WORKERS, INA_MAX_WORKERS, INA_JOB_NAME_MAX, MAX_SIZES);
 }
 
@@ -360,6 +367,27 @@ static void parse_loss(struct opts *o, const char *arg)
             usage_error("--loss: '%s' is not a list of rates", arg);
         p = end;
     }
+}
+
+/* Worker mode: what --rank, --world and --job leave unset comes from the environment as
+ * ina_config_from_env() reads it (INA_RANK/RANK, INA_WORLD_SIZE/WORLD_SIZE, INA_JOB, then
+ * srun's, mpirun's or PMI's variables): `srun ina-bench --switch H:P` needs no per-task
+ * arguments. */
+static void from_launcher(struct opts *o, int have_rank, int have_world)
+{
+    ina_config env;
+    if (ina_config_from_env(&env) != 0)
+        usage_error("%s", ina_last_error(NULL));
+    if (!have_rank)
+        o->rank = env.rank;
+    if (!have_world) {
+        if (env.world_size < 1 || env.world_size > INA_MAX_WORKERS)
+            usage_error("world size %d from the environment: not in 1..%d", env.world_size,
+                        INA_MAX_WORKERS);
+        o->world = env.world_size;
+    }
+    if (!o->job && strcmp(env.job, "default") != 0)
+        o->job = env.job;
 }
 
 static void parse_args(struct opts *o, int argc, char **argv)
@@ -517,14 +545,18 @@ static void parse_args(struct opts *o, int argc, char **argv)
                         "--switch-threads, --switch-shm and --switch-busy-poll only apply to "
                         "a switch --local starts");
     } else {
+        const char *env_switch = getenv("INA_SWITCH");
+        if (!o->switch_addr && env_switch && *env_switch)
+            o->switch_addr = env_switch;
         if (!o->switch_addr)
-            usage_error("need --local N, or --switch HOST:PORT with --rank and --world");
+            usage_error("need --local N, or --switch HOST:PORT (or INA_SWITCH) with --rank and "
+                        "--world (or a launcher's environment)");
         if (o->switch_bin)
             usage_error("--switch-bin only applies to --local");
         if (o->nloss)
             usage_error("--loss only applies to --local (it sets the switch's fault injection)");
-        if (!have_rank || !have_world)
-            usage_error("worker mode (--switch) needs --rank and --world");
+        if (!have_rank || !have_world || !o->job)
+            from_launcher(o, have_rank, have_world);
         if (o->rank >= o->world)
             usage_error("--rank %d is out of range for --world %d", o->rank, o->world);
     }
@@ -889,6 +921,9 @@ static int run_worker(const struct opts *o)
     g_pat.world = o->world;
     cfg.timeout_ms = o->timeout_ms;
     cfg.join_timeout_ms = o->join_timeout_ms;
+    const char *secret = getenv("INA_SECRET_FILE"); /* as ina_config_from_env() reads it */
+    if (secret && *secret)
+        cfg.secret_file = secret;
 
     rc = ina_init(&g_ctx, &cfg);
     if (rc) {

@@ -1,4 +1,5 @@
-/* config.c: configuration defaults and the environment (INA_*, torchrun's RANK/WORLD_SIZE). */
+/* config.c: configuration defaults and the environment (INA_*, torchrun's RANK/WORLD_SIZE,
+ * then a launcher's: launcher.c). */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -96,7 +97,8 @@ int ina_config_from_env(ina_config *cfg)
     if (s && *s)
         cfg->switch_addr = s;
     s = getenv("INA_JOB");
-    if (s && *s)
+    int job_set = s && *s;
+    if (job_set)
         cfg->job = s;
     if (env_choice("INA_FALLBACK", "host", INA_FALLBACK_HOST, "none", INA_FALLBACK_NONE,
                    &cfg->fallback) ||
@@ -127,12 +129,24 @@ int ina_config_from_env(ina_config *cfg)
         {"INA_BUSY_POLL_US", NULL, &cfg->busy_poll_us},
         {"INA_FIXED_POINT", NULL, &cfg->fixed_point_bits},
     };
+    int absent[2] = {1, 1}; /* rank, world_size: neither INA_* nor torchrun's */
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
         int rc = env_int(vars[i].name, vars[i].field);
         if (rc == 1 && vars[i].fallback)
             rc = env_int(vars[i].fallback, vars[i].field);
         if (rc < 0)
             return rc;
+        if (i < 2)
+            absent[i] = rc == 1;
     }
+    /* What is still unset comes from the launcher (srun, mpirun, a PMI launcher), if any. */
+    int rank = cfg->rank, world = cfg->world_size;
+    int rc = ina__launcher_env(&rank, &world, job_set ? NULL : &cfg->job);
+    if (rc < 0)
+        return rc;
+    if (absent[0])
+        cfg->rank = rank;
+    if (absent[1])
+        cfg->world_size = world;
     return 0;
 }

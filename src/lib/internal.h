@@ -277,6 +277,14 @@ extern const char ina__default_switch_addr[]; /* config.c */
 
 uint64_t ina__now_ns(void);
 
+/* launcher.c: rank, world size and (when job is not NULL) a job name from the innermost
+ * launcher's environment: OpenMPI (OMPI_COMM_WORLD_*), PMI (PMI_RANK/PMI_SIZE), Slurm's
+ * srun (SLURM_PROCID/SLURM_NTASKS, job "slurm-JOBID.STEPID", inside a step only). Rank and
+ * size come from one launcher together; a launcher without a job id leaves *job alone.
+ * @return 1 (found: fields set), 0 (none: nothing set), or INA_ERR_CONFIG (a malformed
+ * variable, or a rank outside 0..size-1; ina_last_error(NULL) names it). */
+int ina__launcher_env(int *rank, int *world_size, const char **job);
+
 /* error.c: say why a call fails, for ina_last_error(): into ctx's message,
  * or the calling thread's if ctx is NULL (calls that leave no context).
  * @return code, so that a failure reads: return ina__fail(ctx, -EINVAL, ...).

@@ -40,7 +40,7 @@ for f in lib/libina.so.0.1.0 lib/libina.a include/ina.h lib/pkgconfig/ina.pc \
     lib/cmake/ina/inaConfig.cmake lib/cmake/ina/inaConfigVersion.cmake \
     lib/cmake/ina/inaTargets.cmake bin/ina-switch bin/ina-bench bin/ina-ctl \
     share/man/man1/ina-switch.1 share/man/man1/ina-bench.1 share/man/man1/ina-ctl.1 \
-    share/man/man3/ina.3; do
+    share/man/man3/ina.3 lib/systemd/system/ina-switch.service; do
     check "installed $f" test -f "$root/$f"
 done
 check "libina.so.0 -> libina.so.0.1.0" test "$(readlink "$root/lib/libina.so.0")" = libina.so.0.1.0
@@ -59,6 +59,10 @@ if [ -d "$SRC/python/ina" ]; then
 else
     echo "note: no python/ina in the sources: no Python package to install"
 fi
+
+# The systemd unit starts the installed switch (tests/scripts/test_systemd.sh checks the rest).
+check "ina-switch.service: ExecStart=$prefix/bin/ina-switch" \
+    grep -q "^ExecStart=$prefix/bin/ina-switch " "$root/lib/systemd/system/ina-switch.service"
 
 # ina.pc names the real prefix, not the staging directory
 pc=$root/lib/pkgconfig/ina.pc
