@@ -56,7 +56,8 @@ class InfoStruct(ctypes.Structure):
         ("path", ctypes.c_int),
         ("float_add", ctypes.c_int),
         ("shm", ctypes.c_int),
-        ("reserved", ctypes.c_uint * 4),
+        ("lanes_proposed", ctypes.c_int),
+        ("reserved", ctypes.c_uint * 3),
     ]
 
 
@@ -117,6 +118,8 @@ def _declare(lib):
         "ina_get_info": (c_int, [c_void_p, ctypes.POINTER(InfoStruct)]),
         "ina_float_error_bound": (c_double, [c_int, c_double, c_double]),
         "ina_float_add_error_bound": (c_double, [c_int, c_int, c_double, c_double]),
+        "ina_auto_lanes": (c_int, [ctypes.POINTER(ConfigStruct), ctypes.POINTER(c_int),
+                                   ctypes.POINTER(c_int)]),
     }
     for name, (restype, argtypes) in protos.items():
         fn = getattr(lib, name)

@@ -59,6 +59,10 @@
 #define INA_FLAG_CAP_BFP 0x0002u /* in JOIN_ACK: this switch implements INA_OP_ADD_BFP */
 #define INA_FLAG_CAP_F32 0x0004u /* in JOIN_ACK: this switch implements INA_OP_ADD_F32 */
 #define INA_FLAG_CAP_SHM 0x0008u /* in JOIN_ACK: a worker on this host may attach rings (§5.9) */
+/* In a JOIN of lane 0: body byte 27 (nlanes) is this rank's proposal, and the
+ * job runs the smallest of its ranks' (or the count of a rank that fixed it).
+ * In the JOIN_ACK to such a rank: byte 27 is that agreed count (§5.6). */
+#define INA_FLAG_LANES_AUTO 0x0800u
 
 /* Largest UDP payload we ever build: fits a 64 KiB IPv4 datagram. */
 #define INA_MAX_DATAGRAM 65507

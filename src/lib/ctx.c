@@ -84,6 +84,7 @@ static struct ina_ctx *ctx_new(const ina_config *cfg, int lane, int nlanes)
     ctx->world = cfg->world_size;
     ctx->lane = lane;
     ctx->nlanes = nlanes;
+    ctx->lanes_auto = cfg->lanes == 0 && lane == 0; /* ina_init: nlanes is its proposal */
     ctx->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : INA_DEFAULT_TIMEOUT_MS;
     ctx->join_timeout_ms = cfg->join_timeout_ms ? cfg->join_timeout_ms : INA_DEFAULT_JOIN_TIMEOUT_MS;
     ctx->rto_ms = cfg->rto_ms ? cfg->rto_ms : INA_DEFAULT_RTO_MS;
@@ -116,13 +117,22 @@ static void ctx_retire(struct ina_ctx *ctx)
  * They join one after the other: every rank joins lane 0 first, so each
  * lane's job completes and no rank waits on a lane another has not reached.
  */
-static int init_lanes(struct ina_ctx **out, const ina_config *cfg, int nlanes)
+static int init_lanes(struct ina_ctx **out, const ina_config *cfg, int nlanes,
+                      struct ina_ctx *lane0)
 {
     struct ina_ctx *parent = ctx_new(cfg, 0, nlanes);
     struct ina_ctx *lane[INA_MAX_LANES];
-    if (!parent)
+    if (!parent) {
+        if (lane0) {
+            ina__session_leave(lane0, 1);
+            ina__lane_close(lane0);
+        }
         return -ENOMEM;
+    }
+    parent->lanes_auto = 0;
     int rc = 0, n = 0;
+    if (lane0) /* already joined (lanes=0: its JOIN agreed the count) */
+        lane[n++] = lane0;
     for (; n < nlanes && rc == 0; n++)
         if ((rc = ina__lane_open(&lane[n], cfg, n, nlanes)) != 0)
             break;
@@ -141,6 +151,31 @@ static int init_lanes(struct ina_ctx **out, const ina_config *cfg, int nlanes)
     return 0;
 }
 
+/*
+ * lanes = 0 (auto, the default): lane 0 joins with this rank's proposal
+ * (auto.c), the switch agrees one count for every rank (PROTOCOL.md §5.6),
+ * and the existing lanes code opens the others. One lane agreed: lane 0 is
+ * the context.
+ */
+static int init_auto(struct ina_ctx **out, const ina_config *cfg)
+{
+    const int proposed = ina__lanes_auto(cfg, NULL, NULL);
+    struct ina_ctx *lane0;
+    int rc = ina__lane_open(&lane0, cfg, 0, proposed);
+    if (rc != 0)
+        return rc;
+    lane0->lanes_auto = 0; /* agreed: a later JOIN (fallback) keeps the count */
+    lane0->lanes_proposed = proposed;
+    if (lane0->nlanes <= 1) {
+        *out = lane0;
+        return 0;
+    }
+    rc = init_lanes(out, cfg, lane0->nlanes, lane0);
+    if (rc == 0)
+        (*out)->lanes_proposed = proposed;
+    return rc;
+}
+
 int ina_init(ina_ctx **out, const ina_config *cfg)
 {
     ina__fail_clear(NULL);
@@ -152,8 +187,10 @@ int ina_init(ina_ctx **out, const ina_config *cfg)
     int rc = config_check(cfg);
     if (rc)
         return rc;
+    if (cfg->lanes == 0)
+        return init_auto(out, cfg);
     if (cfg->lanes > 1)
-        return init_lanes(out, cfg, cfg->lanes);
+        return init_lanes(out, cfg, cfg->lanes, NULL);
     return ina__lane_open(out, cfg, 0, 1);
 }
 
@@ -537,6 +574,7 @@ int ina_get_info(const ina_ctx *ctx, ina_info *info)
         return rc;
     memset(info, 0, sizeof(*info));
     info->lanes = ctx->lanes ? ctx->nlanes : 1;
+    info->lanes_proposed = ctx->lanes_proposed;
     /* Over the lanes (or the context itself): the host path if any lane
      * took it, rings only if every lane has them. */
     const int nl = ctx->lanes ? ctx->nlanes : 1;

@@ -143,10 +143,11 @@ static void job_free(struct ina_switch *sw, struct ina_job *job)
 }
 
 /* Queue a control datagram (header + body) to one address; with auth, append
- * the HMAC of the shared secret over both (INA_AUTH_LEN bytes). */
+ * the HMAC of the shared secret over both (INA_AUTH_LEN bytes). flags: header
+ * flag bits beyond the JOIN_ACK's capabilities (INA_FLAG_LANES_AUTO). */
 static void send_ctl_auth(struct ina_switch *sw, const struct ina_job *job, uint8_t kind,
                           const uint8_t *body, size_t bodylen, const struct sockaddr_in *dst,
-                          int auth)
+                          int auth, uint16_t flags)
 {
     if (!ina_txq_room(&sw->txq, 1))
         return; /* the caller guaranteed room for one datagram; never reached */
@@ -156,6 +157,7 @@ static void send_ctl_auth(struct ina_switch *sw, const struct ina_job *job, uint
     if (kind == INA_K_JOIN_ACK)
         h.flags = (sw->p.int_ops_only ? 0 : INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32) | /* beyond v1 */
                   (sw->p.shm && !sw->p.mcast_base ? INA_FLAG_CAP_SHM : 0);
+    h.flags |= flags;
     if (job) {
         h.job = job->id;
         h.session = job->session;
@@ -175,7 +177,7 @@ static void send_ctl_auth(struct ina_switch *sw, const struct ina_job *job, uint
 static void send_ctl(struct ina_switch *sw, const struct ina_job *job, uint8_t kind,
                      const uint8_t *body, size_t bodylen, const struct sockaddr_in *dst)
 {
-    send_ctl_auth(sw, job, kind, body, bodylen, dst, 0);
+    send_ctl_auth(sw, job, kind, body, bodylen, dst, 0, 0);
 }
 
 static void send_nak(struct ina_switch *sw, uint64_t nonce, int reason,
@@ -249,8 +251,10 @@ static void send_ack(struct ina_switch *sw, const struct ina_job *job, int rank)
     ina_join_encode(body, &j);
     /* With a secret, the ACK proves the switch knows it: the MAC covers the
      * header (job, session, token) and the body (the rank's nonce). */
+    /* A rank that proposed its lanes learns that body byte 27 is the job's
+     * agreed count (PROTOCOL.md §5.6). */
     send_ctl_auth(sw, job, INA_K_JOIN_ACK, body, sizeof(body), &job->members[rank].addr,
-                  sw->p.has_secret);
+                  sw->p.has_secret, job->members[rank].lanes_auto ? INA_FLAG_LANES_AUTO : 0);
 }
 
 /* Largest power of two <= n (n >= 1). */
@@ -344,6 +348,28 @@ static const struct ina_job *refused_job_of(const struct ina_switch *sw, const s
     return NULL;
 }
 
+/*
+ * Lanes proposed at JOIN (INA_FLAG_LANES_AUTO, PROTOCOL.md §5.6): the lanes
+ * a job's lane 0 would run now. A rank that fixed its lanes (a JOIN without
+ * the flag) decides, and the ranks that fixed them must agree (on_join
+ * checks); otherwise the smallest proposal wins, so that no rank runs more
+ * lanes than its host has cores for.
+ */
+static uint8_t job_lanes(const struct ina_job *job)
+{
+    unsigned fixed = 0, low = INA_MAX_LANES;
+    for (int r = 0; r < job->world; r++) {
+        const struct ina_member *m = &job->members[r];
+        if (!m->joined)
+            continue;
+        if (!m->lanes_auto)
+            fixed = m->nlanes;
+        else if (m->nlanes < low)
+            low = m->nlanes;
+    }
+    return (uint8_t)(fixed ? fixed : low);
+}
+
 /* All ranks are in: agree on parameters, take slots, start the session
  * (or wait for slots, or refuse). */
 static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_ns)
@@ -373,6 +399,7 @@ static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_n
     }
     job->elems = (uint16_t)elems;
     job->window = window;
+    job->nlanes = job_lanes(job); /* registrations may have been forgotten since */
     for (uint32_t i = 0; i < window; i++)
         sw->slot_owner[job->slot_base + i] = job->id;
     /* Session ids never repeat within a switch's life (counter), and are
@@ -431,7 +458,25 @@ static int join_params_valid(const struct ina_switch *sw, const struct ina_hdr *
     return j->world_size >= 1 && j->world_size <= INA_MAX_WORKERS && h->rank < j->world_size &&
            j->name[0] != '\0' && j->elems >= 1 && j->elems <= INA_MAX_ELEMS && j->window >= 1 &&
            (j->window & (j->window - 1)) == 0 && j->nlanes <= INA_MAX_LANES &&
-           j->lane < j->nlanes;
+           j->lane < j->nlanes && (!(h->flags & INA_FLAG_LANES_AUTO) || j->lane == 0);
+}
+
+/* Whether a JOIN disagrees with the job on the lanes. A proposal never does:
+ * it takes the count the job agrees on. A fixed count must equal that of a
+ * running job, or of the ranks registered with a fixed count. */
+static int lanes_conflict(const struct ina_job *job, const struct ina_hdr *h,
+                          const struct ina_join *j)
+{
+    if (h->flags & INA_FLAG_LANES_AUTO)
+        return 0;
+    if (job->state == INA_JOB_ACTIVE)
+        return job->nlanes != j->nlanes;
+    for (int r = 0; r < job->world; r++) {
+        const struct ina_member *m = &job->members[r];
+        if (m->joined && !m->lanes_auto && m->nlanes != j->nlanes)
+            return 1;
+    }
+    return 0;
 }
 
 /* The JOIN carries the HMAC of the secret over its header and 64-byte body. */
@@ -552,7 +597,9 @@ static void member_unregister(struct ina_switch *sw, struct ina_job *job, int r,
     if (job->njoined == 0) {
         log_job(INA_LOG_INFO, job, "job_dropped", "no_rank_waiting");
         job_free(sw, job);
+        return;
     }
+    job->nlanes = job_lanes(job);
 }
 
 /*
@@ -633,7 +680,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         return;
     }
     struct ina_job *job = job_by_name(sw, j.name, j.lane);
-    if (job && (job->world != j.world_size || job->nlanes != j.nlanes)) {
+    if (job && (job->world != j.world_size || lanes_conflict(job, h, &j))) {
         job_mismatch(sw, job, h, &j, src, now_ns);
         return;
     }
@@ -687,6 +734,9 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
     m->window = j.window;
     m->fallback_port = j.fallback_port;
     m->wait_100ms = j.wait_100ms;
+    m->nlanes = j.nlanes;
+    m->lanes_auto = (h->flags & INA_FLAG_LANES_AUTO) != 0;
+    job->nlanes = job_lanes(job);
     m->join_seen_ns = now_ns;
     m->join_deadline_ns = h->seq ? now_ns + (uint64_t)h->seq * 1000000ull : 0;
     /* Start only with every rank alive and waiting: forget the ones that
