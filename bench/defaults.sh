@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# defaults.sh: are ina's defaults fast on this host? `ina-bench --local N --sizes SIZE` with no
+# tuning flag, against every hand-tuned setting of lanes x switch threads x transport that fits
+# the host, and against Gloo (torch.distributed) on the same N and size, every result verified.
+# Issue 14's targets: the defaults within 10% of the best hand-tuned setting, and (on a 16-core
+# host, N=4, 64 MiB) at most 0.5x Gloo's time. Loopback only; run it under the bench lock.
+set -uo pipefail
+exec </dev/null
+
+usage() {
+    cat <<'EOF'
+Usage: bench/defaults.sh [--workers N] [--size S] [--reps R] [--iters I] [--lanes L,..]
+                         [--threads T,..] [--no-gloo] [--rep-only K] [--out FILE]
+
+Runs, R times over (interleaved, so that drift hits every setting alike):
+  defaults          ina-bench --local N --sizes S (lanes, switch threads, rings: auto)
+  lanes L, threads T, shm|udp
+                    every L in --lanes (default 1,2,4) and T in --threads (default 1,2,4,8),
+                    capped at the cores this process may use, rings on and off
+  gloo              bench/gloo_allreduce.py, N ranks on loopback (unless --no-gloo)
+Each run reports rank 0's median over I timed iterations (default 5, after 1 warm-up); the
+table gives, per setting, the median of its R runs and its ratio to the best hand-tuned
+setting and to Gloo. --rep-only K runs only repetition K (1..R) and appends it to the raw
+file, for short locked runs: the table is then made from all the repetitions recorded.
+Output: a markdown table on stdout and in --out (default bench/results/defaults.md), the raw
+JSON lines beside it (.jsonl). Environment: INA_BUILD_DIR (default build).
+EOF
+}
+
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$PWD
+B=${INA_BUILD_DIR:-build}
+N=4 SIZE=64M REPS=3 ITERS=5 LANES=1,2,4 THREADS=1,2,4,8 GLOO=1 REP_ONLY=0
+OUT=$ROOT/bench/results/defaults.md
+while [ $# -gt 0 ]; do
+    case $1 in
+    --workers) N=$2; shift 2 ;;
+    --size) SIZE=$2; shift 2 ;;
+    --reps) REPS=$2; shift 2 ;;
+    --iters) ITERS=$2; shift 2 ;;
+    --lanes) LANES=$2; shift 2 ;;
+    --threads) THREADS=$2; shift 2 ;;
+    --no-gloo) GLOO=0; shift ;;
+    --rep-only) REP_ONLY=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --help | -h) usage; exit 0 ;;
+    *) echo "defaults.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+BENCH=$B/bin/ina-bench
+[ -x "$BENCH" ] || { echo "defaults.sh: $BENCH missing (make first)" >&2; exit 1; }
+RAW=${OUT%.md}.jsonl
+mkdir -p "$(dirname "$OUT")"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+CORES=$(/usr/bin/python3 -c 'import os; print(len(os.sched_getaffinity(0)))')
+[ "$REP_ONLY" = 0 ] && : >"$RAW"
+
+# One ina-bench run: LABEL then its options. Appends {"label":..., "rep":..., ina-bench's JSON}.
+ina_run() {
+    local label=$1 rep=$2
+    shift 2
+    local line
+    line=$("$BENCH" --local "$N" --sizes "$SIZE" --iters "$ITERS" --warmup 1 --json "$@" \
+        2>"$tmp/err" | grep '^{' | tail -1)
+    if [ -z "$line" ] || ! grep -q '"ok":true' <<<"$line"; then
+        echo "defaults.sh: $label failed:" >&2
+        tail -5 "$tmp/err" >&2
+        return 1
+    fi
+    printf '{"label":"%s","rep":%d,"load":%s,%s\n' "$label" "$rep" \
+        "$(cut -d' ' -f1 /proc/loadavg)" "${line#\{}" >>"$RAW"
+    printf '  %-28s %8.1f ms\n' "$label" "$(sed 's/.*"time_s":\([0-9.e-]*\).*/\1/' <<<"$line" |
+        awk '{print $1 * 1000}')"
+}
+
+gloo_run() {
+    local rep=$1 port pids=() r
+    if [ ! -f "$tmp/libbenchdata.so" ]; then
+        cc -O2 -shared -fPIC -o "$tmp/libbenchdata.so" bench/benchdata.c -lm || return 1
+    fi
+    port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    for ((r = 0; r < N; r++)); do
+        GLOO_SOCKET_IFNAME=lo OMP_NUM_THREADS=1 timeout -k 5 600 /usr/bin/python3 \
+            bench/gloo_allreduce.py --rank "$r" --world "$N" --master "127.0.0.1:$port" \
+            --lib "$tmp/libbenchdata.so" --sizes "$SIZE" --iters "$ITERS" --warmup 1 \
+            >"$tmp/gloo.$r" 2>"$tmp/gloo.err.$r" &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p"; done
+    local line
+    line=$(grep '^{' "$tmp/gloo.0" | tail -1)
+    if [ -z "$line" ] || ! grep -q '"ok": *true' <<<"$line"; then
+        echo "defaults.sh: gloo failed:" >&2
+        tail -5 "$tmp"/gloo.err.* >&2
+        return 1
+    fi
+    printf '{"label":"gloo","rep":%d,"load":%s,%s\n' "$rep" "$(cut -d' ' -f1 /proc/loadavg)" \
+        "${line#\{}" >>"$RAW"
+    echo "  gloo                         $(sed 's/.*"time_s": *\([0-9.e-]*\).*/\1/' <<<"$line" |
+        awk '{printf "%8.1f ms", $1 * 1000}')"
+}
+
+echo "# defaults.sh: N=$N, $SIZE, $ITERS iterations, $CORES cores, $(nproc) online, load $(cut -d' ' -f1-3 /proc/loadavg)"
+for ((rep = 1; rep <= REPS; rep++)); do
+    [ "$REP_ONLY" != 0 ] && [ "$rep" != "$REP_ONLY" ] && continue
+    echo "repetition $rep of $REPS"
+    ina_run defaults "$rep"
+    for l in ${LANES//,/ }; do
+        for t in ${THREADS//,/ }; do
+            [ "$t" -gt "$CORES" ] && [ "$t" -gt 1 ] && continue
+            ina_run "lanes $l, threads $t, shm" "$rep" --lanes "$l" --switch-threads "$t" \
+                --switch-shm
+            ina_run "lanes $l, threads $t, udp" "$rep" --lanes "$l" --switch-threads "$t" \
+                --switch-no-shm
+        done
+    done
+    [ "$GLOO" = 1 ] && gloo_run "$rep"
+done
+
+# The table: per label, the median over the repetitions of rank 0's median.
+/usr/bin/python3 - "$RAW" "$OUT" "$N" "$SIZE" "$CORES" <<'EOF'
+import json, statistics, sys
+raw, out, n, size, cores = sys.argv[1:]
+runs = {}
+loads = []
+chosen = None
+for line in open(raw):
+    r = json.loads(line)
+    runs.setdefault(r["label"], []).append(r["time_s"])
+    loads.append(r["load"])
+    if r["label"] == "defaults":
+        chosen = r
+med = {k: statistics.median(v) for k, v in runs.items()}
+tuned = {k: v for k, v in med.items() if k not in ("defaults", "gloo")}
+best = min(tuned, key=tuned.get) if tuned else None
+gloo = med.get("gloo")
+lines = ["| setting | runs | median ms | / best hand-tuned | / Gloo |", "|---|---|---|---|---|"]
+for k in sorted(med, key=med.get):
+    lines.append("| %s | %d | %.1f | %s | %s |" % (
+        k, len(runs[k]), med[k] * 1e3, "%.2f" % (med[k] / med[best]) if best else "-",
+        "%.2f" % (med[k] / gloo) if gloo else "-"))
+notes = []
+if chosen:
+    notes.append("The defaults chose: lanes %d (proposed %d from %d cores for %d workers), switch "
+                 "threads %s, transport %s." % (
+                     chosen["lanes"], chosen["lanes_proposed"], chosen["cores"],
+                     chosen["local_workers"], chosen["switch_threads"], chosen["transport"]))
+if best and "defaults" in med:
+    r = med["defaults"] / med[best]
+    notes.append("Defaults / best hand-tuned (%s): %.2f: %s the 10%% target." % (
+        best, r, "within" if r <= 1.10 else "OUTSIDE"))
+if gloo and "defaults" in med:
+    notes.append("Defaults / Gloo: %.2f (issue 14's target on a 16-core host at N=4, 64 MiB: "
+                 "<= 0.5)." % (med["defaults"] / gloo))
+notes.append("N=%s, %s per rank, float32 sum, loopback; %s cores; load average %.2f..%.2f "
+             "during the runs." % (n, size, cores, min(loads), max(loads)))
+text = "\n".join(lines) + "\n\n" + "\n".join("- " + s for s in notes) + "\n"
+open(out, "w").write(text)
+print(text)
+EOF
