@@ -102,6 +102,7 @@ BENCH_ARGS ?=
 
 ## bench : build, then bench/compare.sh $(BENCH_ARGS) (ina vs OpenMPI vs Gloo, emulated cluster
 ##         and loopback; as root; BENCH_ARGS=--quick for ~1 minute, --full for everything);
-##         writes bench/results/latest.md and latest.png
+##         writes bench/results/latest.{md,png}, and (not with --quick) docs/BENCHMARKS.md and
+##         README.md's headline
 bench: all
 	bash bench/compare.sh $(BENCH_ARGS)

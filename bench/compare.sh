@@ -6,7 +6,8 @@
 #             Gloo ranks run in the same worker namespaces over the same links
 #   loopback  everything on 127.0.0.1 (CPU-bound); OpenMPI also with shared memory (vader)
 # Writes bench/results/latest.{md,png,jsonl} (and a copy of each run under
-# bench/results/runs/). Run as root on Debian; bench/deps.sh installs the peers (a peer that
+# bench/results/runs/), and, unless --quick, the tables into docs/BENCHMARKS.md and the
+# headline figures into README.md (bench/report.py; --docs, --no-docs decide). Run as root on Debian; bench/deps.sh installs the peers (a peer that
 # cannot be installed is skipped with a message). Never reads stdin. See --help.
 set -uo pipefail
 exec </dev/null
@@ -37,19 +38,32 @@ Options:
   --no-shm             loopback: ina over UDP; by default the loopback switch runs with
                        --shm and the workers use shared-memory rings (PROTOCOL.md §5.9)
   --settings LIST      cluster,loopback (default both)
+  --agg-link LIST      the cluster's aggregator hosts: "none" (their links unshaped: the model
+                       of a hardware switch, row "ina"), or K (every aggregator link shaped to
+                       K x RATE, like a host's NIC; K = a number or N) for the cases of
+                       --cases (default none,1)
+  --cases LIST         ina past one aggregator host (docs/SCALE.md), cluster only: one (one
+                       switch), dedicated (N shard hosts), colocated (a shard in each worker's
+                       namespace), tree (nodes of 2 ranks with a child switch each and a parent
+                       tier of N/2 hosts), tree-peers (OpenMPI and Gloo on those nodes);
+                       default one,dedicated,colocated,tree,tree-peers; "none" for none
+  --scale-sizes LIST   the sizes of those cases (default 16M,64M; "all" = --sizes)
   --systems LIST       ina,openmpi,gloo (default all; openmpi includes the shared-memory
                        row on loopback)
   --merge              keep the other systems' rows from results/latest.jsonl (for example
                        `--systems ina --merge` reruns only ina after a rebuild)
   --no-latency         skip the 256 B latency row (loopback, N=4)
   --no-install         do not run bench/deps.sh (peers that are missing are skipped)
-  --update-readme      also copy the tables into README.md's "Benchmarks" section (between
-                       its bench:latest markers)
+  --no-docs            do not copy the tables into docs/BENCHMARKS.md and the headline
+                       figures into README.md (by default both are rewritten between their
+                       bench:latest and bench:headline markers, except with --quick)
+  --docs               rewrite them even with --quick
   --iters-scale X      multiply the iteration counts (default 1; --full: 2)
   --help               this text
 
 Iterations per size (timed + warmup): <=64K 50+5, <=1M 20+2, <=16M 10+1, larger 5+1.
-Environment: INA_BUILD_DIR (default build), BENCH_OUT (default bench/results).
+Environment: INA_BUILD_DIR (default build), BENCH_OUT (default bench/results),
+INA_BENCH_NS (the clusters' namespace prefix letter, default b: clusters bcN and btN).
 EOF
 }
 
@@ -70,10 +84,13 @@ FLOAT_ADD=quantized,switch
 LO_SHM=1
 SETTINGS=cluster,loopback
 SYSTEMS=ina,openmpi,gloo
+AGG_LINKS=none,1
+SCALE_CASES=one,dedicated,colocated,tree,tree-peers
+SCALE_SIZES=16M,64M
 MERGE=0
 LATENCY=1
 INSTALL=1
-UPDATE_README=0
+UPDATE_DOCS=auto
 ITERS_SCALE=1
 MODE=default
 
@@ -91,11 +108,15 @@ while [ $# -gt 0 ]; do
         --float-add) FLOAT_ADD=${2:?}; shift ;;
         --no-shm) LO_SHM=0 ;;
         --settings) SETTINGS=${2:?}; shift ;;
+        --agg-link) AGG_LINKS=${2:?}; shift ;;
+        --cases) SCALE_CASES=${2:?}; shift ;;
+        --scale-sizes) SCALE_SIZES=${2:?}; shift ;;
         --systems) SYSTEMS=${2:?}; shift ;;
         --merge) MERGE=1 ;;
         --no-latency) LATENCY=0 ;;
         --no-install) INSTALL=0 ;;
-        --update-readme) UPDATE_README=1 ;;
+        --no-docs) UPDATE_DOCS=0 ;;
+        --docs) UPDATE_DOCS=1 ;;
         --iters-scale) ITERS_SCALE=${2:?}; shift ;;
         -h | --help) usage; exit 0 ;;
         *) echo "compare: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -104,6 +125,10 @@ while [ $# -gt 0 ]; do
 done
 
 case $DTYPE in float32 | int32) ;; *) echo "compare: bad --dtype '$DTYPE'" >&2; exit 2 ;; esac
+[[ $AGG_LINKS =~ ^(none|N|[0-9]+)(,(none|N|[0-9]+))*$ ]] ||
+    { echo "compare: bad --agg-link '$AGG_LINKS' (want none, N or numbers)" >&2; exit 2; }
+[[ ,$SCALE_CASES, =~ ^(,(one|dedicated|colocated|tree|tree-peers|none))+,$ ]] ||
+    { echo "compare: bad --cases '$SCALE_CASES'" >&2; exit 2; }
 case $FLOAT_ADD in quantized | switch | quantized,switch | switch,quantized) ;; *) echo "compare: bad --float-add '$FLOAT_ADD' (want quantized, switch or quantized,switch)" >&2; exit 2 ;; esac
 [[ $ITERS_SCALE =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "compare: bad --iters-scale" >&2; exit 2; }
 
@@ -234,6 +259,12 @@ mapfile -t GROUPS_ARR <<<"$GROUPS_TXT"
 source "$ROOT/scripts/netns.sh"
 # shellcheck source=bench/ranks.sh
 source "$ROOT/bench/ranks.sh"
+# shellcheck source=bench/scale.sh
+source "$ROOT/bench/scale.sh"
+NS_PREFIX=${INA_BENCH_NS:-b}
+[[ $NS_PREFIX =~ ^[a-z]$ ]] || { echo "compare: INA_BENCH_NS must be one letter a-z" >&2; exit 2; }
+RANKS_PER_NS=1 # ranks per worker namespace for the peers (2 on the tree's nodes)
+PEER_SUFFIX=   # and their label's suffix
 CLUSTER=          # prefix of the cluster that is up
 LO_SWITCH_PID=    # loopback switch
 BG_PIDS=()        # worker launches of the current step
@@ -241,7 +272,7 @@ BG_PIDS=()        # worker launches of the current step
 # shellcheck disable=SC2317  # invoked by the EXIT trap
 cleanup() {
     local p
-    for p in "${BG_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+    for p in "${BG_PIDS[@]}" "${SCALE_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
     if [ -n "$LO_SWITCH_PID" ]; then kill -TERM "$LO_SWITCH_PID" 2>/dev/null; fi
     if [ -n "$CLUSTER" ]; then ina_ns_teardown "$CLUSTER"; CLUSTER=; fi
 }
@@ -386,7 +417,7 @@ summarize() { # one "size: ms" per JSON line
 # WARMUP: comma lists, one per size).
 run_mpi() {
     local setting=$1 n=$2 part=$3 it=$4 wu=$5 sizes=$6 to=$7 btl=$8 r d rc label mx mn
-    label=openmpi-$btl
+    label=openmpi-$btl$PEER_SUFFIX
     d=$RUN/$setting-n$n-$label
     mkdir -p "$d"
     local mca=(--mca pml ob1)
@@ -405,7 +436,7 @@ run_mpi() {
     for ((r = 0; r < n; r++)); do
         [ "$r" -gt 0 ] && cmd+=(:)
         cmd+=(-np 1)
-        [ "$setting" = cluster ] && cmd+=(ip netns exec "${CLUSTER}w$r")
+        [ "$setting" = cluster ] && cmd+=(ip netns exec "${CLUSTER}w$((r / RANKS_PER_NS))")
         [ -n "$TIME_BIN" ] && cmd+=("$TIME_BIN" -f %M -o "$d/rss.$r")
         cmd+=("$BB/mpi_allreduce" --sizes "$sizes" --dtype "$DTYPE" --iters "$it"
             --warmup "$wu" --system "$label")
@@ -434,7 +465,7 @@ run_mpi() {
 run_gloo() {
     local setting=$1 n=$2 part=$3 it=$4 wu=$5 sizes=$6 to=$7 r d rc=0 master ifname port
     local mx mn
-    d=$RUN/$setting-n$n-gloo
+    d=$RUN/$setting-n$n-gloo$PEER_SUFFIX
     mkdir -p "$d"
     PORT_BASE=$((PORT_BASE + 1))
     port=$PORT_BASE
@@ -448,7 +479,7 @@ run_gloo() {
     : >"$d/cmd"
     for ((r = 0; r < n; r++)); do
         local cmd=(timeout -k 5 "$to")
-        [ "$setting" = cluster ] && cmd=(ip netns exec "${CLUSTER}w$r" "${cmd[@]}")
+        [ "$setting" = cluster ] && cmd=(ip netns exec "${CLUSTER}w$((r / RANKS_PER_NS))" "${cmd[@]}")
         cmd+=(env "GLOO_SOCKET_IFNAME=$ifname" OMP_NUM_THREADS=1)
         [ -n "$TIME_BIN" ] && cmd+=("$TIME_BIN" -f %M -o "$d/rss.$r")
         cmd+=("$PY" "$ROOT/bench/gloo_allreduce.py" --rank "$r" --world "$n" --master "$master"
@@ -457,16 +488,16 @@ run_gloo() {
         start_rank "$d" "$r" "${cmd[@]}"
     done
     wait_ranks
-    tag_json "$setting" gloo "$part" <"$d/out.0" >>"$RAW"
+    tag_json "$setting" "gloo$PEER_SUFFIX" "$part" <"$d/out.0" >>"$RAW"
     if [ -n "$TIME_BIN" ]; then
-        read -r mx mn < <(rss_of "$d"/rss.*) && printf '{"kind":"mem","setting":"%s","label":"gloo-rank","part":"%s","workers":%d,"sizes":"%s","maxrss_kib_max":%s,"maxrss_kib_min":%s}\n' \
-            "$setting" all "$n" "$sizes" "$mx" "$mn" >>"$RAW"
+        read -r mx mn < <(rss_of "$d"/rss.*) && printf '{"kind":"mem","setting":"%s","label":"gloo%s-rank","part":"%s","workers":%d,"sizes":"%s","maxrss_kib_max":%s,"maxrss_kib_min":%s}\n' \
+            "$setting" "$PEER_SUFFIX" all "$n" "$sizes" "$mx" "$mn" >>"$RAW"
     fi
     if [ "$rc" -ne 0 ] || ! grep -q '"ok":true' "$d/out.0"; then
-        record_failure "$setting" gloo "$n" "$rc" "$d/cmd" "$d"/err.*
+        record_failure "$setting" "gloo$PEER_SUFFIX" "$n" "$rc" "$d/cmd" "$d"/err.*
         return 1
     fi
-    log "gloo ($setting, N=$n, $sizes): $(summarize "$d/out.0")"
+    log "gloo$PEER_SUFFIX ($setting, N=$n, $sizes): $(summarize "$d/out.0")"
 }
 
 # ---- one setting, one N -------------------------------------------------------------------
@@ -534,10 +565,11 @@ GIT_DIRTY=
 if git -C "$ROOT" status --porcelain -- src include tools 2>/dev/null | grep -q .; then
     GIT_DIRTY=+uncommitted
 fi
-printf '{"kind":"config","mode":"%s","sizes":"%s","cluster_workers":"%s","loopback_workers":"%s","dtype":"%s","rate":"%s","mtu":%d,"elems":%d,"float_add":"%s","lo_shm":%d,"systems":"%s","settings":"%s","ncores":%d,"git":"%s%s","date":"%s","kernel":"%s","iters_scale":"%s","loadavg_start":"%s","tbf_burst":"%s","memcpy":%s}\n' \
+printf '{"kind":"config","mode":"%s","sizes":"%s","cluster_workers":"%s","loopback_workers":"%s","dtype":"%s","rate":"%s","mtu":%d,"elems":%d,"float_add":"%s","lo_shm":%d,"systems":"%s","settings":"%s","ncores":%d,"git":"%s%s","date":"%s","kernel":"%s","iters_scale":"%s","loadavg_start":"%s","tbf_burst":"%s","agg_links":"%s","scale_cases":"%s","scale_sizes":"%s","memcpy":%s}\n' \
     "$MODE" "$SIZES" "$CL_WORKERS" "$LO_WORKERS" "$DTYPE" "$RATE" "$MTU" "$ELEMS" "$FLOAT_ADD" "$LO_SHM" "$SYSTEMS" \
     "$SETTINGS" "$NCORES" "$GIT_REV" "$GIT_DIRTY" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(uname -r)" \
     "$ITERS_SCALE" "$(cut -d' ' -f1-3 /proc/loadavg)" "${INA_NS_BURST:-128kb}" \
+    "$AGG_LINKS" "$SCALE_CASES" "$SCALE_SIZES" \
     "${MEMCPY_JSON:-null}" >>"$RAW"
 
 if has "$SETTINGS" cluster; then
@@ -546,20 +578,34 @@ if has "$SETTINGS" cluster; then
     elif ! command -v tc >/dev/null || ! command -v ip >/dev/null; then
         log "SKIP cluster setting: ip/tc (iproute2) missing"
     else
-        ina_ns_reap_stale bc
+        ina_ns_reap_stale "$NS_PREFIX"
         for n in ${CL_WORKERS//,/ }; do
-            CLUSTER=bc$n
+            CLUSTER=${NS_PREFIX}c$n
             ina_ns_teardown "$CLUSTER" 2>/dev/null
             log "cluster N=$n: namespaces $CLUSTER*, tbf $RATE both ways per worker, MTU $MTU"
-            if ! ina_ns_setup "$CLUSTER" "$n" "$RATE" "$MTU" || ! ina_ns_host_link "$CLUSTER"; then
+            # Dedicated shard hosts for the scale cases (netns.sh has 8 at most).
+            shards=0
+            if has "$SYSTEMS" ina && has "$SCALE_CASES" dedicated && [ "$n" -le 8 ]; then
+                shards=$n
+            fi
+            if ! INA_NS_SHARDS=$shards ina_ns_setup "$CLUSTER" "$n" "$RATE" "$MTU" ||
+                ! ina_ns_host_link "$CLUSTER"; then
                 log "cluster setup failed: skipping cluster N=$n"
                 ina_ns_teardown "$CLUSTER"
                 CLUSTER=
                 continue
             fi
-            run_all cluster "$n"
+            if has "$AGG_LINKS" none || ! has "$SYSTEMS" ina; then
+                run_all cluster "$n"
+            else
+                SYSTEMS=${SYSTEMS/ina/} run_all cluster "$n" # the peers only
+            fi
+            has "$SYSTEMS" ina && scale_flat "$n"
             ina_ns_teardown "$CLUSTER"
             CLUSTER=
+            if has "$SYSTEMS" ina && { has "$SCALE_CASES" tree || has "$SCALE_CASES" tree-peers; }; then
+                scale_tree "$n"
+            fi
         done
     fi
 fi
@@ -579,7 +625,8 @@ printf '{"kind":"end","elapsed_s":%d,"loadavg_end":"%s"}\n' "$(($(date +%s) - T_
 REPORT_ARGS=(--raw "$RAW" --out "$OUT_DIR" --rate "$RATE")
 [ "$MERGE" = 1 ] && [ -f "$OUT_DIR/latest.jsonl" ] && REPORT_ARGS+=(--merge "$OUT_DIR/latest.jsonl")
 [ "$HAVE_PLOT" = 1 ] || REPORT_ARGS+=(--no-plot)
-[ "$UPDATE_README" = 1 ] && REPORT_ARGS+=(--readme "$ROOT/README.md")
+[ "$UPDATE_DOCS" = auto ] && { [ "$MODE" = quick ] && UPDATE_DOCS=0 || UPDATE_DOCS=1; }
+[ "$UPDATE_DOCS" = 1 ] && REPORT_ARGS+=(--benchmarks "$ROOT/docs/BENCHMARKS.md" --readme "$ROOT/README.md")
 if ! timeout 300 "$PY" "$ROOT/bench/report.py" "${REPORT_ARGS[@]}"; then
     log "report.py failed; raw results in $RAW"
     exit 1

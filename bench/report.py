@@ -4,11 +4,14 @@ ratios, ideals, memory, failures), results/latest.png (algbw against size, one l
 and worker count, one panel per setting) and results/latest.jsonl (the records used).
 
   report.py --raw RUN/raw.jsonl --out bench/results [--merge OLD.jsonl] [--rate 1gbit] [--no-plot]
-            [--readme README.md]
+            [--benchmarks docs/BENCHMARKS.md] [--readme README.md]
 
 --merge keeps OLD's records of the systems this run did not measure (e.g. after
-`compare.sh --systems ina --merge`). --readme also copies the tables into README.md between
-its <!-- bench:latest:begin --> and <!-- bench:latest:end --> markers, and nowhere else.
+`compare.sh --systems ina --merge`). --benchmarks also copies the tables into that file between
+its <!-- bench:latest:begin --> and <!-- bench:latest:end --> markers; --readme writes the
+headline figures (the largest size of each setting, and the latency row) into that file between
+its <!-- bench:headline:begin --> and <!-- bench:headline:end --> markers. Nothing else in
+either file changes, and both name the run (date, build, machine) that produced the figures.
 """
 import argparse
 import json
@@ -16,6 +19,9 @@ import math
 import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import scale_report  # noqa: E402  (bench/scale_report.py)
 
 INA_HDR = 32      # ina header
 UDP_IP_ETH = 8 + 20 + 14
@@ -104,8 +110,10 @@ def main():
     ap.add_argument("--merge")
     ap.add_argument("--rate", default="1gbit")
     ap.add_argument("--no-plot", action="store_true")
-    ap.add_argument("--readme", help="also copy the tables into this README between the "
-                    "markers <!-- bench:latest:begin --> and <!-- bench:latest:end -->")
+    ap.add_argument("--benchmarks", help="also copy the tables into this file (docs/BENCHMARKS.md) "
+                    "between the markers <!-- bench:latest:begin --> and <!-- bench:latest:end -->")
+    ap.add_argument("--readme", help="also write the headline figures into this file (README.md) "
+                    "between <!-- bench:headline:begin --> and <!-- bench:headline:end -->")
     a = ap.parse_args()
 
     recs = load(a.raw)
@@ -271,6 +279,10 @@ def main():
                           (memcpy, ncores))
                 md.append("")
 
+    # Past one aggregator host (bench/scale.sh).
+    md += scale_report.section(by, [r for r in recs if r.get("kind") in ("scale", "scale_cpu")],
+                               config, rate, human, fmt_ms)
+
     # Latency part.
     lat = [(k, r) for k, r in by.items() if k[4] == "latency"]
     if lat:
@@ -427,14 +439,21 @@ def main():
 
     if not a.no_plot:
         plot(by, settings, config, rate, os.path.join(a.out, "latest.png"))
+    rc = 0
+    if a.benchmarks:
+        # The document has its own "## Latest results" heading in place of the title; the
+        # subsections (###) stay below it.
+        body = "\n".join(md[1:] if md and md[0].startswith("## ") else md)
+        rc |= replace_between(a.benchmarks, "bench:latest", body)
     if a.readme:
-        return update_readme(a.readme, md)
-    return 0
+        rc |= replace_between(a.readme, "bench:headline",
+                              "\n".join(headline(by, config, rate, memcpy, ncores, fails)))
+    return rc
 
 
-def update_readme(path, md):
-    """Replace the text between the two markers (only there) by md."""
-    begin, end = "<!-- bench:latest:begin -->", "<!-- bench:latest:end -->"
+def replace_between(path, marker, body):
+    """Replace the text between <!-- MARKER:begin --> and <!-- MARKER:end --> (only there)."""
+    begin, end = "<!-- %s:begin -->" % marker, "<!-- %s:end -->" % marker
     with open(path) as f:
         text = f.read()
     i, j = text.find(begin), text.find(end)
@@ -442,13 +461,62 @@ def update_readme(path, md):
         print("report: %s has no %s ... %s markers; not changed" % (path, begin, end),
               file=sys.stderr)
         return 1
-    # The README section has its own "Latest results" heading: drop the title, and put the
-    # subsections one level below it.
-    lines = md[1:] if md and md[0].startswith("## ") else md
-    body = "\n".join("#" + l if l.startswith("###") else l for l in lines).strip("\n")
     with open(path, "w") as f:
-        f.write(text[:i + len(begin)] + "\n" + body + "\n" + text[j:])
+        f.write(text[:i + len(begin)] + "\n" + body.strip("\n") + "\n" + text[j:])
     return 0
+
+
+def headline(by, config, rate, memcpy, ncores, fails):
+    """A few lines for the README: per setting and N, the largest size's median times, the
+    ratios and ina's ideal; then the latency row. @return a list of markdown lines."""
+    out = ["Run %s, build %s, %s cores, kernel %s, mode `%s`, load average %s at start; "
+           "float32 SUM, median time per all-reduce, every result verified on every rank%s." %
+           (config.get("date", "?"), config.get("git", "?"), ncores, config.get("kernel", "?"),
+            config.get("mode", "?"), config.get("loadavg_start", "?"),
+            "" if not fails else " (**%d runs failed**: see the full tables)" % len(fails)), ""]
+    cols = [l for l in ORDER if any(k[2] == l and k[4] == "main" for k in by)]
+    peers = [l for l in cols if not l.startswith("ina") and l != "openmpi-shm"]
+    head = ["setting", "N", "size"] + [LABEL_NAMES[l] for l in cols]
+    head += ["ina / %s" % LABEL_NAMES[p] for p in peers] + ["ideal for ina"]
+    out.append("| " + " | ".join(head) + " |")
+    out.append("|" + "---|" * len(head))
+    ms = lambda r: ("%s ms" % fmt_ms(r["time_s"])) + ("" if r.get("ok") else " FAIL")
+    for setting in ("cluster", "loopback"):
+        for n in sorted({k[1] for k in by if k[0] == setting and k[4] == "main"}):
+            b = max(k[3] for k in by if k[0] == setting and k[1] == n and k[4] == "main")
+            row = {l: by.get((setting, n, l, b, "main")) for l in cols}
+            ina = row.get("ina")
+            if setting == "cluster":
+                pay = 4 * (ina or {}).get("elems_per_packet", config.get("elems", 2048))
+                ideal = "%s ms (link rate)" % fmt_ms(
+                    8 * b / (rate * pay / (pay + INA_HDR + UDP_IP_ETH)))
+                # The switch's own veth is not shaped: the model of a hardware switch, whose
+                # every port runs at the workers' rate.
+                name = ("emulated cluster, %s worker links, switch link unshaped (a hardware "
+                        "switch's model)" % config.get("rate", "?"))
+            else:
+                ideal = ("%s ms (copy bound)" % fmt_ms(4 * n * b / (memcpy * 1e9 * ncores))
+                         if memcpy else "-")
+                name = "loopback"
+            cells = [name, str(n), human(b)] + [ms(row[l]) if row[l] else "-" for l in cols]
+            cells += ["%.2f" % (ina["time_s"] / row[p]["time_s"]) if ina and row[p] else "-"
+                      for p in peers]
+            out.append("| " + " | ".join(cells + [ideal]) + " |")
+    lat = {k[2]: r for k, r in by.items() if k[4] == "latency"}
+    if lat:
+        k0 = next(k for k in by if k[4] == "latency")
+        us = lambda r: ("%.1f µs" % (r["time_s"] * 1e6)) + ("" if r.get("ok") else " FAIL")
+        cells = ["latency, loopback", str(k0[1]), human(k0[3]) + " B"]
+        cells += [us(lat[l]) if l in lat else "-" for l in cols]
+        cells += ["%.2f" % (lat["ina"]["time_s"] / lat[p]["time_s"]) if "ina" in lat and p in lat
+                  else "-" for p in peers]
+        out.append("| " + " | ".join(cells + ["-"]) + " |")
+    out.append("")
+    out.append("Ratios below 1: ina is faster. The ideal is ina's bound: on the cluster each "
+               "worker sends S once and receives the sum once at the link rate; on loopback "
+               "4·N·S bytes go through memory copies. The machine is shared: repeat a run "
+               "before trusting a difference under about 20%.")
+    return out
 
 
 def plot(by, settings, config, rate, path):

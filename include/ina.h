@@ -216,7 +216,11 @@ typedef enum {
  * ina_init(); the struct may be freed afterwards.
  */
 typedef struct ina_config {
-    const char *switch_addr; /**< "host:port" or "host" (port 48864). Default "127.0.0.1". */
+    const char *switch_addr; /**< "host:port" or "host" (port 48864). Default "127.0.0.1".
+                                  A comma-separated list spreads every operation over
+                                  those switches (shards; see "Several switches" below):
+                                  every rank must give the same list, in the same order.
+                                  Since v0.4. */
     const char *job;         /**< job name, 1..31 bytes. Default "default". */
     int rank;                /**< 0..world_size-1. Default 0. */
     int world_size;          /**< 1..INA_MAX_WORKERS. Default 1. */
@@ -238,7 +242,11 @@ typedef struct ina_config {
                                   its own at the switch, which may serve it on another
                                   dataplane thread: ina-switch --threads). Ranks that fix
                                   the value must use the same one (else INA_ERR_MISMATCH
-                                  at join). At most 16. ina_info.lanes says what runs.
+                                  at join). At most 16, and shards x lanes at most 64.
+                                  With several switches, each has L lanes: lane j of
+                                  every switch is driven by the same thread (with 0, the
+                                  agreement runs at part 0's switch and the parts follow
+                                  it). ina_info.lanes says what runs.
                                   Since v0.2; 0 = auto since v0.4 (before: one lane). */
     int admission_wait_ms;   /**< if the switch's pool is full, wait up to this long for
                                   slots before falling back (0 = do not wait). Since v0.2. */
@@ -302,7 +310,7 @@ INA_EXTERN void ina_config_init(ina_config *cfg);
 
 /**
  * Fill cfg from the environment, starting from the defaults:
- * INA_SWITCH (host:port), INA_RANK (else RANK), INA_WORLD_SIZE (else
+ * INA_SWITCH (host:port, or a comma-separated list of them: shards), INA_RANK (else RANK), INA_WORLD_SIZE (else
  * WORLD_SIZE), INA_JOB, INA_ELEMS, INA_WINDOW, INA_TIMEOUT_MS,
  * INA_JOIN_TIMEOUT_MS, INA_RTO_MS, INA_LANES ("auto" = 0, or 1..16),
  * INA_ADMISSION_WAIT_MS, INA_FALLBACK
@@ -325,8 +333,9 @@ INA_EXTERN int ina_config_from_env(ina_config *cfg);
  * ina_last_error(NULL) says which value or which cause.
  * @return 0 and *out set, or:
  *   -EINVAL             NULL argument or a field out of range
- *   INA_ERR_CONFIG      switch address does not resolve, a malformed INA_FAULT, an
- *                       unreadable secret_file
+ *   INA_ERR_CONFIG      a switch address does not resolve, the list of switches is
+ *                       malformed (an empty entry) or shards x lanes exceeds 64, a
+ *                       malformed INA_FAULT, an unreadable secret_file
  *   INA_ERR_TIMEOUT     not all ranks joined in time, or no switch answered
  *   INA_ERR_NOSPACE     the switch has no room for the job's window
  *   INA_ERR_MISMATCH    the ranks declared different world sizes (or lanes): every
@@ -339,7 +348,11 @@ INA_EXTERN int ina_config_from_env(ina_config *cfg);
  *   -ENOMEM, -errno     from the system
  * On failure *out is NULL and nothing is leaked.
  * Notes: 1. Proposals above the switch's limits (elems_per_packet, window)
- * are capped by the switch; ina_get_info() tells what was granted. 2. A
+ * are capped by the switch; ina_get_info() tells what was granted. 2. With
+ * several switches or lanes, admission is all or nothing: if one switch has
+ * no room, every rank leaves the others and the whole job runs on rank 0's
+ * host (INA_FALLBACK_HOST) or ina_init() returns INA_ERR_NOSPACE on every rank
+ * (INA_FALLBACK_NONE), never a mix. 3. A
  * second process joining with a rank that is already registered replaces
  * it (a restarted worker); if the job was running, its session is aborted
  * for every rank (they get INA_ERR_ABORTED) and a new one is collected.
@@ -458,10 +471,16 @@ typedef struct ina_info {
     int shm;              /**< 1 if DATA and results go through shared-memory rings with a
                                switch on this host (ina-switch --shm; every lane), else 0
                                (UDP). INA_SHM=0 keeps a context on UDP. Since v0.3. */
+    int shards;           /**< switches each operation is spread over (the INA_SWITCH list;
+                               1 after a fallback to rank 0's host). Since v0.4. */
+    int levels;           /**< aggregation levels of the tree the sums pass through: 1 = the
+                               switch adds every rank itself; 2 = it is a child that sends
+                               partial sums to a parent (ina-switch --parent); 4 = 4 or
+                               more. Part 0's switch's answer. Since v0.4. */
     int lanes_proposed;   /**< lanes = 0 (auto): the count this rank proposed from its host
                                (ina_auto_lanes()); the job runs ina_info.lanes, the smallest
                                proposal. 0 when the lanes were set. Since v0.4. */
-    unsigned reserved[3];
+    unsigned reserved[1];
 } ina_info;
 
 /** Session parameters agreed at join time. @return 0 or -EINVAL. */
@@ -505,6 +524,37 @@ INA_EXTERN double ina_error_bound(ina_dtype dtype, int world_size, double amax, 
  */
 INA_EXTERN double ina_float_add_error_bound(ina_dtype dtype, int world_size, double abs_sum,
                                             double exact_sum);
+
+/* ---- Several switches: shards and trees (docs/SCALE.md) ----------------- */
+
+/*
+ * A software switch has one NIC, so it carries N times the bytes of each
+ * worker. Two ways past it, which combine (Since v0.4):
+ *
+ * Shards. ina_config.switch_addr (INA_SWITCH) may list several switches,
+ * "h1:p1,h2:p2,...": every operation is cut into shards x lanes contiguous
+ * parts at packet boundaries, and part (shard i, lane j) is streamed through
+ * switch i with its own socket, window and retransmission (a lane of its
+ * own there). Nothing else changes: the same results, the same bounds. Every
+ * rank must list the same switches in the same order. Admission is all or
+ * nothing (ina_init note 2). A failure on any part fails the operation on
+ * every part and every rank: a rank whose part fails by its own deadline
+ * tells every switch, which ends the job for every other rank
+ * (INA_ERR_ABORTED); a switch that dies fails the operation on every rank
+ * within timeout_ms (INA_ERR_TIMEOUT, INA_ERR_ABORTED, or -ECONNREFUSED).
+ * ina_info.shards says how many switches a context uses. Shards add sockets
+ * and windows (the window is per part), not threads: lanes add threads.
+ *
+ * Trees. A switch started with `ina-switch --parent HOST:PORT` (a child,
+ * e.g. one per node) adds the packets of the workers that join it and sends
+ * one partial sum per round to its parent, so one stream per node crosses
+ * the node's NIC. Workers need nothing but the child's address (and their
+ * global rank and world size). Loss recovery, duplicate detection and the
+ * float error bound are those of one switch (docs/PROTOCOL.md §12.7). A tree
+ * offers neither one-round small float sums (they take two rounds), nor
+ * multicast, nor the host fallback (a job the tree has no room for gets
+ * INA_ERR_NOSPACE on every rank). ina_info.levels is 2 under a child.
+ */
 
 /* ---- Defaults chosen from the host (Since v0.4) ----------------------- */
 

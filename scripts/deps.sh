@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# deps.sh: make sure the Debian packages needed to build and test ina are installed.
-# All present: prints one line, exits 0. Missing as root: installs them (apt-get).
-# Missing and not root: prints the list and the command to run, exits 1. Never reads stdin.
+# deps.sh: make sure the Debian packages needed to build ina (and with --test, to test it) are
+# installed. All present: prints one line naming what was checked, exits 0. Missing as root:
+# installs them (apt-get). Missing and not root: prints the list and the command to run, exits
+# 1. Without --test, test-only packages that are missing are named too (`make deps-test`
+# installs them), but nothing waits on them. Never reads stdin.
 set -euo pipefail
 exec </dev/null
 
@@ -10,8 +12,10 @@ PACKAGES=(cmake clang libclang-rt-14-dev pkg-config iproute2 nftables python3)
 # `deps.sh --test` adds what only the test suite needs: the PyTorch/DDP and MPI integrations
 # are tested against Debian's torch, numpy, scikit-learn (the digits dataset) and OpenMPI.
 TEST_PACKAGES=(python3-torch python3-numpy python3-sklearn openmpi-bin libopenmpi-dev)
+WHAT="build"
 if [ "${1:-}" = --test ]; then
     PACKAGES+=("${TEST_PACKAGES[@]}")
+    WHAT="build and test"
 fi
 
 installed() {
@@ -41,8 +45,25 @@ for p in "${PACKAGES[@]}"; do
     installed "$p" || missing+=("$p")
 done
 
+# What is present, in words. Without --test, the test-only packages are looked at too, so that
+# "present" never suggests that `make test` (or the Python and MPI parts) will work when they
+# are missing.
+report_present() {
+    local absent=()
+    if [ "$WHAT" = build ]; then
+        for p in "${TEST_PACKAGES[@]}"; do
+            installed "$p" || absent+=("$p")
+        done
+    fi
+    if [ ${#absent[@]} -eq 0 ]; then
+        echo "deps: all build and test packages present"
+    else
+        echo "deps: all build packages present; not installed, needed only by make test and the Python and MPI integrations: ${absent[*]} (make deps-test installs them)"
+    fi
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
-    echo "deps: all build/test packages present"
+    report_present
     exit 0
 fi
 
@@ -68,3 +89,4 @@ if [ ${#still[@]} -ne 0 ]; then
     exit 1
 fi
 echo "deps: installed ${missing[*]}"
+report_present

@@ -13,7 +13,10 @@
 #                                               partial setup, meant for an EXIT trap
 #   ina_ns_reap_stale [PREFIX_START]            tear down clusters whose owner shell is dead
 #   ina_ns_name PREFIX ROLE / ina_ns_ip PREFIX ROLE / ina_ns_exec PREFIX ROLE CMD...
-#                                               ROLE is sw, w0..w(N-1), br (no address)
+#                                               ROLE is sw, w0..w(N-1), s0..s(M-1), br (no
+#                                               address)
+#   ina_ns_shape_aggregators PREFIX RATE        (re)shape the links of sw and every sI to
+#                                               RATE both ways; "" removes the shaping
 #   ina_ns_subnet PREFIX                        print the /24's first three octets (10.77.X)
 #
 # Layout (PREFIX: 1-8 characters [a-z0-9], starting with a letter):
@@ -22,6 +25,8 @@
 #                          and, when loss is on, the nft table "bridge ina_${PREFIX}"
 #   namespace ${PREFIX}sw  the switch: eth0 = 10.77.X.1/24
 #   namespace ${PREFIX}wI  worker I:   eth0 = 10.77.X.(10+I)/24   (I < 240)
+#   namespace ${PREFIX}sI  aggregator (shard) host I: eth0 = 10.77.X.(2+I)/24 (I < 8), only
+#                          with INA_NS_SHARDS=M (M <= 8): M such hosts, like the switch's
 # The bridge lives in its own namespace, so nothing of a cluster exists in the root
 # namespace (unless ina_ns_host_link is called), its nft table cannot collide with the
 # machine's, and its traffic cannot leave the machine: no namespace has a route anywhere
@@ -33,7 +38,8 @@
 # eth0 inside the worker namespace shapes worker->bridge, the bridge-side end shapes
 # bridge->worker (egress only, so no ifb is needed). The switch's link is not shaped: the
 # workers' links are the bottleneck, as on a real aggregating switch. INA_NS_SHAPE_SWITCH=1
-# shapes it too. tbf burst: INA_NS_BURST (default 128kb = 128 KiB, enough for a 64 KB GSO
+# shapes it (and every shard host's) to RATE too, INA_NS_SWITCH_RATE to a rate of its own (an
+# aggregator host with a NIC of k times a worker's: docs/SCALE.md). tbf burst: INA_NS_BURST (default 128kb = 128 KiB, enough for a 64 KB GSO
 # batch), queue: INA_NS_LATENCY (default 20ms of the rate). Measured with a UDP blast at 100mbit:
 # ~98 Mbit/s each way; a sender in a worker namespace is slowed down by its own qdisc, while
 # traffic to a worker beyond the rate is tail-dropped at the bridge-side tbf (as a switch port
@@ -74,8 +80,8 @@ ina_ns_subnet() {
 ina_ns_name() {
     _ina_ns_check_prefix "${1-}" || return 1
     case ${2-} in
-        sw | br | w[0-9] | w[0-9][0-9] | w[0-9][0-9][0-9]) echo "$1$2" ;;
-        *) _ina_ns_err "bad ROLE '${2-}' (sw, br or wI)"; return 1 ;;
+        sw | br | w[0-9] | w[0-9][0-9] | w[0-9][0-9][0-9] | s[0-7]) echo "$1$2" ;;
+        *) _ina_ns_err "bad ROLE '${2-}' (sw, br, wI or sI)"; return 1 ;;
     esac
 }
 
@@ -85,6 +91,7 @@ ina_ns_ip() {
     case ${2-} in
         sw) echo "$net.1" ;;
         w[0-9] | w[0-9][0-9] | w[0-9][0-9][0-9]) echo "$net.$((10 + 10#${2#w}))" ;;
+        s[0-7]) echo "$net.$((2 + ${2#s}))" ;;
         host) echo "$net.254" ;;
         *) _ina_ns_err "no address for ROLE '${2-}'"; return 1 ;;
     esac
@@ -101,7 +108,7 @@ ina_ns_exec() {
 _ina_ns_list() {
     local p=$1 n
     ip netns list 2>/dev/null | while read -r n _; do
-        [[ $n =~ ^$p(sw|br|w[0-9]+)$ ]] && echo "$n"
+        [[ $n =~ ^$p(sw|br|w[0-9]+|s[0-7])$ ]] && echo "$n"
     done
 }
 
@@ -144,10 +151,34 @@ _ina_ns_add_node() {
     ip -n "$brns" link set "$ns" master "$p"br || return 1
     _ina_ns_if_up "$brns" "$ns" "" "$mtu" || return 1
     _ina_ns_if_up "$ns" eth0 "$addr" "$mtu" || return 1
-    if [ -n "$rate" ] && { [ "$role" != sw ] || [ "${INA_NS_SHAPE_SWITCH:-0}" = 1 ]; }; then
+    case $role in
+        sw | s[0-7])
+            # An aggregator host: unshaped (a hardware switch's port) unless asked.
+            if [ -n "${INA_NS_SWITCH_RATE-}" ]; then rate=$INA_NS_SWITCH_RATE
+            elif [ "${INA_NS_SHAPE_SWITCH:-0}" != 1 ]; then rate=; fi ;;
+    esac
+    if [ -n "$rate" ]; then
         _ina_ns_shape "$ns" eth0 "$rate" || return 1
         _ina_ns_shape "$brns" "$ns" "$rate" || return 1
     fi
+}
+
+# (Re)shape the aggregator links (sw and every sI) of cluster PREFIX to RATE, both ways, or
+# remove their shaping with RATE "".
+ina_ns_shape_aggregators() {
+    local p=${1-} rate=${2-} ns role
+    _ina_ns_check_prefix "$p" || return 1
+    for ns in $(_ina_ns_list "$p"); do
+        role=${ns#"$p"}
+        case $role in sw | s[0-7]) ;; *) continue ;; esac
+        if [ -n "$rate" ]; then
+            _ina_ns_shape "$ns" eth0 "$rate" && _ina_ns_shape "${p}br" "$ns" "$rate" || return 1
+        else
+            tc -n "$ns" qdisc del dev eth0 root 2>/dev/null
+            tc -n "${p}br" qdisc del dev "$ns" root 2>/dev/null
+        fi
+    done
+    return 0
 }
 
 ina_ns_setup() {
@@ -181,9 +212,17 @@ ina_ns_setup() {
         ina_ns_teardown "$p"
         return 1
     fi
-    for ((i = 0; i < n; i++)); do
-        if ! _ina_ns_add_node "$p" "w$i" "$mtu" "$rate"; then
-            _ina_ns_err "setup of worker $i of cluster '$p' failed; tearing it down"
+    local m=${INA_NS_SHARDS:-0} role roles=()
+    if [[ ! $m =~ ^[0-8]$ ]]; then
+        _ina_ns_err "bad INA_NS_SHARDS '$m' (0..8)"
+        ina_ns_teardown "$p"
+        return 1
+    fi
+    for ((i = 0; i < n; i++)); do roles+=("w$i"); done
+    for ((i = 0; i < m; i++)); do roles+=("s$i"); done # shard hosts
+    for role in "${roles[@]}"; do
+        if ! _ina_ns_add_node "$p" "$role" "$mtu" "$rate"; then
+            _ina_ns_err "setup of $role of cluster '$p' failed; tearing it down"
             ina_ns_teardown "$p"
             return 1
         fi

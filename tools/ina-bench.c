@@ -118,6 +118,8 @@ static void usage(FILE *f)
 "                       results go to stdout.\n"
 "  --switch HOST:PORT   run one worker against a running ina-switch; needs\n"
 "                       --rank and --world. Only rank 0 prints results.\n"
+"                       A list HOST:PORT,HOST:PORT,... spreads every operation\n"
+"                       over those switches (shards, as INA_SWITCH does)\n"
 "                       With --local N: start the N workers against that running\n"
 "                       switch instead of a new one, so that several benchmarks\n"
 "                       (each its own --job NAME) share one switch\n"
@@ -197,8 +199,8 @@ static void usage(FILE *f)
 "the timed iterations; ok only if every result on every rank verified.\n"
 "\n"
 "JSON keys: workers, bytes, count, dtype, op, iters, warmup, elems_per_packet,\n"
-"window, lanes, inflight, path, float_add, transport, time_s, time_min_s,\n"
-"time_max_s, algbw_gbps, busbw_gbps, ate_per_s,\n"
+"window, lanes, shards, levels, inflight, path, float_add, transport, time_s,\n"
+"time_min_s, time_max_s, algbw_gbps, busbw_gbps, ate_per_s,\n"
 "max_abs_err, max_rel_err (abs_err / the block's largest |input| x N: error\n"
 "relative to the magnitudes summed, the scale of the quantization bound; a\n"
 "ratio to |exact| would be meaningless where sums cancel), max_err_over_bound,\n"
@@ -845,9 +847,10 @@ static int run_worker(const struct opts *o)
         printf("# defaults: %s; %s; transport %s\n", lanes_desc, sw_desc,
                info.shm ? "shm (rings)" : "udp");
         printf("# ina-bench: %d workers, dtype %s, op %s, %d elems/packet, window %d, lanes %d, "
-               "in flight %d, path %s, float add %s, transport %s, %d iterations + %d warmup, "
-               "libina %s\n",
-               o->world, dname, oname, epp, info.window, info.lanes, o->inflight,
+               "shards %d, levels %d, in flight %d, path %s, float add %s, transport %s, "
+               "%d iterations + %d warmup, libina %s\n",
+               o->world, dname, oname, epp, info.window, info.lanes, info.shards, info.levels,
+               o->inflight,
                info.path == INA_PATH_HOST ? "host (fallback: the switch had no room)" : "switch",
                float_add_names[info.float_add], info.shm ? "shm" : "udp",
                o->iters, o->warmup, ina_version_string());
@@ -987,12 +990,14 @@ static int run_worker(const struct opts *o)
             if (o->json) {
                 printf("{\"workers\":%d,\"bytes\":%llu,\"count\":%zu,\"dtype\":\"%s\","
                        "\"op\":\"%s\",\"iters\":%d,\"warmup\":%d,\"elems_per_packet\":%d,"
-                       "\"window\":%d,\"lanes\":%d,\"inflight\":%d,\"path\":\"%s\","
+                       "\"window\":%d,\"lanes\":%d,\"shards\":%d,\"levels\":%d,"
+                       "\"inflight\":%d,\"path\":\"%s\","
                        "\"float_add\":\"%s\",\"transport\":\"%s\",\"lanes_proposed\":%d,"
                        "\"cores\":%d,\"local_workers\":%d,\"switch_threads\":%d,"
                        "\"switch_threads_auto\":%s,",
                        o->world, bytes, count, dname, oname, o->iters, o->warmup, epp,
-                       info.window, info.lanes, o->inflight, info.path == INA_PATH_HOST ? "host" : "switch",
+                       info.window, info.lanes, info.shards, info.levels, o->inflight,
+                       info.path == INA_PATH_HOST ? "host" : "switch",
                        float_add_names[info.float_add], info.shm ? "shm" : "udp",
                        info.lanes_proposed, auto_cores, auto_local,
                        o->switch_desc ? atoi(o->switch_desc) : 0,

@@ -10,8 +10,9 @@
 Buffers: contiguous CPU torch tensors and numpy arrays are reduced in place, without a copy;
 anything else that is a tensor or an array (non-contiguous, on a GPU) is copied into a
 contiguous CPU buffer and the result copied back. dtypes: int32, float32, float16, bfloat16
-and float64 (each with its error bound, see the README). ops: "sum", "avg" (sum then division
-by the world size; done in Python if the library answers NOTSUP), "max", "min" (exact; not float64).
+and float64 (each with its error bound, see docs/API.md). ops: "sum", "avg" (sum then division
+by the world size; done by libina, or in Python by an older libina that answers NOTSUP), "max",
+"min" (exact; not float64).
 
 Threading: one Context may be shared by threads (calls are serialized by a lock); libina
 itself allows one thread per context at a time. See docs/PYTHON.md.
@@ -370,6 +371,8 @@ class Context:
         self.float_add = FLOAT_ADD_NAMES[info.float_add] if 0 <= info.float_add < 2 \
             else str(info.float_add)
         self.shm = bool(info.shm)
+        self.shards = info.shards  # switches each operation is spread over (INA_SWITCH list)
+        self.levels = info.levels  # aggregation levels above the worker: 2 under a child switch
 
     # -- lifetime --
 
@@ -413,7 +416,8 @@ class Context:
                 "elems_per_packet": self.elems_per_packet, "window": self.window,
                 "job_id": self.job_id, "session_id": self.session_id, "lanes": self.lanes,
                 "lanes_proposed": self.lanes_proposed,
-                "path": self.path, "float_add": self.float_add, "shm": self.shm}
+                "path": self.path, "float_add": self.float_add, "shm": self.shm,
+                "shards": self.shards, "levels": self.levels}
 
     def stats(self):
         """The context's counters (ina_get_stats) as a dict."""

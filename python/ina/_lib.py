@@ -56,8 +56,10 @@ class InfoStruct(ctypes.Structure):
         ("path", ctypes.c_int),
         ("float_add", ctypes.c_int),
         ("shm", ctypes.c_int),
+        ("shards", ctypes.c_int),
+        ("levels", ctypes.c_int),
         ("lanes_proposed", ctypes.c_int),
-        ("reserved", ctypes.c_uint * 3),
+        ("reserved", ctypes.c_uint * 1),
     ]
 
 

@@ -56,3 +56,39 @@ int ina_parse_hostport(const char *s, int allow_port0, struct sockaddr_in *out)
 {
     return ina_parse_hostport_why(s, allow_port0, out, NULL, 0);
 }
+
+int ina_parse_hostport_list(const char *s, int allow_port0, struct sockaddr_in *out, int max,
+                            char *why, size_t whylen)
+{
+    char dummy[8];
+    if (!why) {
+        why = dummy;
+        whylen = sizeof(dummy);
+    }
+    int n = 0;
+    for (const char *p = s;; p++) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        while (len && *p == ' ')
+            p++, len--;
+        while (len && p[len - 1] == ' ')
+            len--;
+        char one[300];
+        if (len == 0 || len >= sizeof(one) || n == max) {
+            if (n == max)
+                snprintf(why, whylen, "'%s': more than %d addresses", s, max);
+            else
+                snprintf(why, whylen, "'%s': %s", s, len ? "an address too long"
+                                                     : "an empty entry (want HOST:PORT,HOST:PORT,...)");
+            return -1;
+        }
+        memcpy(one, p, len);
+        one[len] = 0;
+        if (ina_parse_hostport_why(one, allow_port0, &out[n], why, whylen) != 0)
+            return -1;
+        n++;
+        if (!end)
+            return n;
+        p = end;
+    }
+}

@@ -59,6 +59,15 @@
 #define INA_FLAG_CAP_BFP 0x0002u /* in JOIN_ACK: this switch implements INA_OP_ADD_BFP */
 #define INA_FLAG_CAP_F32 0x0004u /* in JOIN_ACK: this switch implements INA_OP_ADD_F32 */
 #define INA_FLAG_CAP_SHM 0x0008u /* in JOIN_ACK: a worker on this host may attach rings (§5.9) */
+/* In JOIN_ACK, bits 4..5: how many aggregation levels lie above the switch that
+ * sent it (0 = it aggregates every rank itself; a child of ina-switch --parent
+ * says its parent's value + 1, at most 3 meaning "3 or more"; docs/PROTOCOL.md §12). */
+#define INA_FLAG_LEVELS_SHIFT 4
+#define INA_FLAG_LEVELS_MASK 0x0030u
+static inline unsigned ina_flag_levels(uint16_t flags)
+{
+    return (flags & INA_FLAG_LEVELS_MASK) >> INA_FLAG_LEVELS_SHIFT;
+}
 /* In a JOIN of lane 0: body byte 27 (nlanes) is this rank's proposal, and the
  * job runs the smallest of its ranks' (or the count of a rank that fixed it).
  * In the JOIN_ACK to such a rank: byte 27 is that agreed count (§5.6). */
@@ -92,6 +101,8 @@ enum ina_kind {
                               the JOIN body, with the nonce of my JOINs; PROTOCOL.md §5.2) */
     INA_K_JOIN_WAIT = 27,  /* switch -> worker: registered, the job still waits for ranks or
                               slots (body: INA_JOIN_WAIT_BODY_LEN, below) */
+    INA_K_TREE_JOIN = 28,  /* child switch -> parent: register a set of ranks as one member
+                              (body: JOIN body + INA_TREE_SET_LEN rank bitmap; §12) */
 };
 
 /* JOIN header field seq: the joiner's remaining join time in ms (0 = not
@@ -108,6 +119,13 @@ enum ina_kind {
  *  16  32  bitmap     rank r registered: bit (r & 7) of byte 16 + (r >> 3) */
 #define INA_JOIN_WAIT_BODY_LEN 48
 
+/* TREE_JOIN (docs/PROTOCOL.md §12): the 64-byte JOIN body, then the set of
+ * ranks the child stands for, a bitmap of INA_MAX_WORKERS bits: rank r is bit
+ * (r & 7) of byte (r >> 3). With a shared secret the HMAC of the datagram's
+ * first 128 bytes follows (INA_AUTH_LEN bytes). */
+#define INA_TREE_SET_LEN 32
+#define INA_TREE_JOIN_LEN (INA_JOIN_BODY_LEN + INA_TREE_SET_LEN)
+
 /* SHM_ATTACH body, 80 bytes (PROTOCOL.md §5.9):
  *  off len
  *   0   8  nonce      echoed in SHM_ACK
@@ -119,6 +137,10 @@ enum ina_kind {
 /* A worker may split its stream into lanes (threads), each its own job at
  * the switch: same name, lane index 0..nlanes-1 (see docs/PROTOCOL.md). */
 #define INA_MAX_LANES 16
+/* With several switches (shards, PROTOCOL.md §12) a worker's stream is cut into
+ * shards x lanes parts, each a lane of its own: lane index 0..nlanes-1 with
+ * nlanes = shards x lanes <= INA_MAX_PARTS (the JOIN's byte 27). */
+#define INA_MAX_PARTS 64
 
 /* Decoded header, host byte order. */
 struct ina_hdr {

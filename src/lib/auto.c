@@ -20,14 +20,18 @@
  * different hosts agree.
  */
 
-/* Workers of this job on this host: all of them when the switch is on
- * loopback (no other host can reach it); else what the launcher says
- * (torchrun, Open MPI, MPICH, Slurm), else 1. */
+/* Workers of this job on this host: all of them when the switch (every
+ * switch of an INA_SWITCH list) is on loopback (no other host can reach
+ * it); else what the launcher says (torchrun, Open MPI, MPICH, Slurm), else 1. */
 static int local_workers(const ina_config *cfg)
 {
-    struct sockaddr_in sw;
-    if (ina_parse_hostport(cfg->switch_addr, 0, &sw) == 0 &&
-        (ntohl(sw.sin_addr.s_addr) >> 24) == 127)
+    struct sockaddr_in sw[INA_MAX_PARTS];
+    char why[8];
+    int n = ina_parse_hostport_list(cfg->switch_addr, 0, sw, INA_MAX_PARTS, why, sizeof(why));
+    int loopback = n >= 1;
+    for (int i = 0; i < n; i++) /* a list (shards): loopback only if every switch is */
+        loopback &= (ntohl(sw[i].sin_addr.s_addr) >> 24) == 127;
+    if (loopback)
         return cfg->world_size;
     static const char *const vars[] = {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
                                        "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"};

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/addr.h"
 #include "lib/dtype.h"
 #include "lib/internal.h"
 
@@ -111,39 +112,136 @@ static void ctx_retire(struct ina_ctx *ctx)
     pthread_mutex_unlock(&closed_lock);
 }
 
+/* Leave and close parts [0, n): with abort, the switches end those jobs for every rank at once. */
+static void parts_close(struct ina_ctx **part, int n, int abort)
+{
+    for (int i = 0; i < n; i++) {
+        ina__session_leave(part[i], abort);
+        ina__lane_close(part[i]);
+    }
+}
+
 /*
- * Lanes: with cfg->lanes = L > 1, the context is a parent of L lane
- * contexts, each a job of its own at the switch (same name, lane 0..L-1).
- * They join one after the other: every rank joins lane 0 first, so each
- * lane's job completes and no rank waits on a lane another has not reached.
+ * lanes = 0: part 0 joined with this rank's proposal of nshards x lanes
+ * parts (its JOIN's nlanes, PROTOCOL.md §5.6) and now holds the job's
+ * agreed count. Every rank lists the same switches, so the count is a
+ * multiple of them; a switch that says otherwise breaks the protocol.
+ * @return 0 and *nlanes the lanes per switch, or INA_ERR_PROTO.
  */
-static int init_lanes(struct ina_ctx **out, const ina_config *cfg, int nlanes,
-                      struct ina_ctx *lane0)
+static int adopt_lanes(struct ina_ctx *part0, int nshards, int *nlanes)
+{
+    part0->lanes_auto = 0; /* agreed: a later JOIN (fallback) keeps the count */
+    if (part0->nlanes < nshards || part0->nlanes % nshards != 0)
+        return ina__fail(part0, INA_ERR_PROTO, "the switch agreed %d parts for job '%s', not "
+                         "a multiple of its %d switches", part0->nlanes, part0->job, nshards);
+    *nlanes = part0->nlanes / nshards;
+    return 0;
+}
+
+/*
+ * A part was refused (NOSPACE) and the refusal named rank 0's host
+ * aggregator: the whole job moves there, as if INA_SWITCH named only that
+ * aggregator: nlanes parts, one pool of nlanes windows. Rank 0 starts it
+ * first (the others retry their JOINs until it answers). With lanes = 0 and
+ * no count agreed yet (the refusal was part 0's), part 0 proposes *nlanes
+ * there and the aggregator agrees the count, which *nlanes takes.
+ */
+static int parts_fallback(struct ina_ctx *parent, const ina_config *cfg,
+                          const struct sockaddr_in *target, struct ina_ctx **part, int *nlanes,
+                          int agreed, int *n)
+{
+    ina_config fb = *cfg;
+    fb.fallback = INA_FALLBACK_NONE; /* the aggregator has room by construction */
+    if (agreed)
+        fb.lanes = *nlanes;
+    int elems = cfg->elems_per_packet ? cfg->elems_per_packet : ina__default_elems(target);
+    int window = cfg->window ? cfg->window : INA_DEFAULT_WINDOW;
+    /* (Not agreed yet: the count will be at most rank 0's proposal, *nlanes.) */
+    int rc = parent->rank == 0 ? ina__fallback_start(parent, elems, window * *nlanes) : 0;
+    for (*n = 0; rc == 0 && *n < *nlanes; ++*n) {
+        if ((rc = ina__lane_open(&part[*n], &fb, target, *n, *nlanes, NULL)) != 0)
+            break;
+        part[*n]->path = INA_PATH_HOST;
+        if (*n == 0 && fb.lanes == 0 && (rc = adopt_lanes(part[0], 1, nlanes)) != 0) {
+            ++*n;
+            break;
+        }
+    }
+    return rc;
+}
+
+/*
+ * Several parts: shards (a list of switch addresses) times lanes (threads).
+ * Part p = shard i x lanes + lane j streams to shard i as its own job (the
+ * job's name, lane p of nshards x lanes): each a correct single-lane stream
+ * (lanes.c cuts every operation alike on every rank, part p holding the p-th
+ * contiguous range). Parts join one after the other, in the same order on
+ * every rank, so each part's job completes and no rank waits on a part
+ * another has not reached.
+ *
+ * Admission is all or nothing (PROTOCOL.md §12): a switch refuses a part
+ * with NOSPACE to every rank at once, after every rank has joined the parts
+ * before it, so every rank stops at the same part. Each leaves the parts
+ * admitted so far with the abort flag (their slots are freed at once), and
+ * then every rank runs the whole job on rank 0's host aggregator, or every
+ * rank returns INA_ERR_NOSPACE (INA_FALLBACK_NONE, or no aggregator named).
+ *
+ * Lanes agreed at join (cfg->lanes = 0): nlanes is this rank's proposal,
+ * part 0's JOIN proposes nshards x nlanes parts, and every later part uses
+ * the agreed count. One part agreed (one switch, one lane): that part is
+ * the context, as with lanes = 1.
+ */
+static int init_parts(struct ina_ctx **out, const ina_config *cfg, const struct sockaddr_in *addrs,
+                      int nshards, int nlanes)
 {
     struct ina_ctx *parent = ctx_new(cfg, 0, nlanes);
-    struct ina_ctx *lane[INA_MAX_LANES];
-    if (!parent) {
-        if (lane0) {
-            ina__session_leave(lane0, 1);
-            ina__lane_close(lane0);
-        }
+    struct ina_ctx *part[INA_MAX_PARTS];
+    if (!parent)
         return -ENOMEM;
-    }
     parent->lanes_auto = 0;
+    parent->nshards = nshards;
+    int agreed = cfg->lanes != 0; /* else part 0's JOIN agrees the count */
+    struct ina_refusal refusal;
+    memset(&refusal, 0, sizeof(refusal));
     int rc = 0, n = 0;
-    if (lane0) /* already joined (lanes=0: its JOIN agreed the count) */
-        lane[n++] = lane0;
-    for (; n < nlanes && rc == 0; n++)
-        if ((rc = ina__lane_open(&lane[n], cfg, n, nlanes)) != 0)
+    for (; n < nshards * nlanes; n++) {
+        if ((rc = ina__lane_open(&part[n], cfg, &addrs[n / nlanes], n, nshards * nlanes,
+                                 &refusal)) != 0)
             break;
-    if (rc == 0)
-        rc = ina__lanes_start(parent, lane, nlanes);
-    if (rc != 0) {
-        for (int i = 0; i < n; i++) {
-            /* Joined lanes: end them for every rank, whose later lanes fail too. */
-            ina__session_leave(lane[i], 1);
-            ina__lane_close(lane[i]);
+        if (n == 0 && !agreed) {
+            agreed = 1;
+            if ((rc = adopt_lanes(part[0], nshards, &nlanes)) != 0) {
+                n = 1;
+                break;
+            }
         }
+    }
+    if (rc == INA_ERR_NOSPACE) {
+        parts_close(part, n, 1);
+        n = 0;
+        if (cfg->fallback == INA_FALLBACK_HOST && refusal.target.sin_port) {
+            parent->fallback = refusal.fallback; /* rank 0's: it serves the whole job */
+            refusal.fallback = NULL;
+            parent->nshards = 1;
+            rc = parts_fallback(parent, cfg, &refusal.target, part, &nlanes, agreed, &n);
+        }
+    }
+    ina__fallback_free(refusal.fallback);
+    parent->nlanes = nlanes;
+    if (rc == 0 && n == 1) {
+        /* lanes = 0 agreed one part: no lane thread (rank 0's aggregator, if
+         * the job fell back, now belongs to the part). */
+        part[0]->fallback = parent->fallback;
+        free(parent);
+        *out = part[0];
+        return 0;
+    }
+    if (rc == 0)
+        rc = ina__lanes_start(parent, part, n, nlanes);
+    if (rc != 0) {
+        /* Joined parts: end them for every rank, whose later parts fail too. */
+        parts_close(part, n, 1);
+        ina__fallback_close(parent);
         free(parent);
         return rc;
     }
@@ -152,25 +250,17 @@ static int init_lanes(struct ina_ctx **out, const ina_config *cfg, int nlanes,
 }
 
 /*
- * lanes = 0 (auto, the default): lane 0 joins with this rank's proposal
+ * lanes = 0 (auto, the default): part 0 joins with this rank's proposal
  * (auto.c), the switch agrees one count for every rank (PROTOCOL.md §5.6),
- * and the existing lanes code opens the others. One lane agreed: lane 0 is
- * the context.
+ * and the parts code opens the others.
  */
-static int init_auto(struct ina_ctx **out, const ina_config *cfg)
+static int init_auto(struct ina_ctx **out, const ina_config *cfg, const struct sockaddr_in *addrs,
+                     int nshards)
 {
-    const int proposed = ina__lanes_auto(cfg, NULL, NULL);
-    struct ina_ctx *lane0;
-    int rc = ina__lane_open(&lane0, cfg, 0, proposed);
-    if (rc != 0)
-        return rc;
-    lane0->lanes_auto = 0; /* agreed: a later JOIN (fallback) keeps the count */
-    lane0->lanes_proposed = proposed;
-    if (lane0->nlanes <= 1) {
-        *out = lane0;
-        return 0;
-    }
-    rc = init_lanes(out, cfg, lane0->nlanes, lane0);
+    int proposed = ina__lanes_auto(cfg, NULL, NULL);
+    if (nshards * proposed > INA_MAX_PARTS)
+        proposed = INA_MAX_PARTS / nshards;
+    int rc = init_parts(out, cfg, addrs, nshards, proposed);
     if (rc == 0)
         (*out)->lanes_proposed = proposed;
     return rc;
@@ -187,14 +277,31 @@ int ina_init(ina_ctx **out, const ina_config *cfg)
     int rc = config_check(cfg);
     if (rc)
         return rc;
+    struct sockaddr_in addrs[INA_MAX_PARTS];
+    char why[300];
+    int nshards = ina_parse_hostport_list(cfg->switch_addr, 0, addrs, INA_MAX_PARTS, why,
+                                          sizeof(why));
+    if (nshards < 1)
+        return ina__fail(NULL, INA_ERR_CONFIG, "switch address: %s (set by "
+                         "ina_config.switch_addr, INA_SWITCH, ina-bench --switch)", why);
     if (cfg->lanes == 0)
-        return init_auto(out, cfg);
-    if (cfg->lanes > 1)
-        return init_lanes(out, cfg, cfg->lanes, NULL);
-    return ina__lane_open(out, cfg, 0, 1);
+        return init_auto(out, cfg, addrs, nshards);
+    int nlanes = cfg->lanes;
+    if (nshards * nlanes > INA_MAX_PARTS)
+        return ina__fail(NULL, INA_ERR_CONFIG, "%d switches x %d lanes is more than %d parts",
+                         nshards, nlanes, INA_MAX_PARTS);
+    if (nshards * nlanes > 1)
+        return init_parts(out, cfg, addrs, nshards, nlanes);
+    return ina__lane_open(out, cfg, &addrs[0], 0, 1, NULL);
 }
 
-int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, int lane, int nlanes)
+int ina__default_elems(const struct sockaddr_in *addr)
+{
+    return is_loopback(addr) ? INA_DEFAULT_ELEMS_LOOPBACK : INA_DEFAULT_ELEMS_NET;
+}
+
+int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, const struct sockaddr_in *addr,
+                   int lane, int nlanes, struct ina_refusal *refusal)
 {
     struct ina_ctx *ctx = ctx_new(cfg, lane, nlanes);
     if (!ctx)
@@ -215,18 +322,22 @@ int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, int lane, int nl
         }
         ctx->has_secret = 1;
     }
-    int rc = ina__net_open(ctx, cfg->switch_addr);
+    int rc = ina__net_open(ctx, addr);
     if (rc == 0 && ctx->rank == 0 && ctx->fallback_mode == INA_FALLBACK_HOST)
         rc = ina__fallback_prepare(ctx);
     if (rc == 0) {
-        int elems = cfg->elems_per_packet;
-        if (!elems)
-            elems = is_loopback(&ctx->switch_addr) ? INA_DEFAULT_ELEMS_LOOPBACK : INA_DEFAULT_ELEMS_NET;
+        int elems = cfg->elems_per_packet ? cfg->elems_per_packet : ina__default_elems(addr);
         int window = cfg->window ? cfg->window : INA_DEFAULT_WINDOW;
         rc = ina__session_join(ctx, elems, window);
-        if (rc == INA_ERR_NOSPACE && ctx->fallback_mode == INA_FALLBACK_HOST &&
-            ctx->fallback_target.sin_port)
+        if (rc == INA_ERR_NOSPACE && refusal) {
+            /* One part of several: the caller decides for the whole job. */
+            refusal->target = ctx->fallback_target;
+            refusal->fallback = ctx->fallback;
+            ctx->fallback = NULL;
+        } else if (rc == INA_ERR_NOSPACE && ctx->fallback_mode == INA_FALLBACK_HOST &&
+                   ctx->fallback_target.sin_port) {
             rc = ina__fallback_join(ctx, elems, window);
+        }
     }
     if (rc == 0 && ctx->mcast_group)
         rc = ina__net_open_mcast(ctx); /* cannot receive the sums: fail, and end it for all */
@@ -273,6 +384,7 @@ int ina_finalize(ina_ctx *ctx)
      * end the session for them at once rather than let them time out. */
     if (ctx->lanes) {
         ina__lanes_close(ctx); /* stops the threads, closes every lane */
+        ina__fallback_close(ctx); /* after the lanes' LEAVEs: it lingers until every rank left */
         while (ctx->live) {
             struct ina_req *r = ctx->live;
             ctx->live = r->live_next;
@@ -575,19 +687,21 @@ int ina_get_info(const ina_ctx *ctx, ina_info *info)
     memset(info, 0, sizeof(*info));
     info->lanes = ctx->lanes ? ctx->nlanes : 1;
     info->lanes_proposed = ctx->lanes_proposed;
-    /* Over the lanes (or the context itself): the host path if any lane
-     * took it, rings only if every lane has them. */
-    const int nl = ctx->lanes ? ctx->nlanes : 1;
+    info->shards = ctx->lanes ? ctx->nshards : 1;
+    /* Over the parts (or the context itself): the host path if any part
+     * took it, rings only if every part has them. */
+    const int np = ctx->lanes ? ina__lanes_nparts(ctx) : 1;
     info->path = INA_PATH_SWITCH;
     info->shm = 1;
-    for (int i = 0; i < nl; i++) {
+    for (int i = 0; i < np; i++) {
         const struct ina_ctx *l = ctx->lanes ? ina__lanes_ctx(ctx, i) : ctx;
         if (l->path == INA_PATH_HOST)
             info->path = INA_PATH_HOST;
         info->shm &= l->shm != NULL;
     }
     if (ctx->lanes)
-        ctx = ina__lanes_ctx(ctx, 0); /* lane 0's parameters (each lane has its own job) */
+        ctx = ina__lanes_ctx(ctx, 0); /* part 0's parameters (each part has its own job) */
+    info->levels = 1 + (int)ina_flag_levels(ctx->switch_caps);
     info->float_add = ina__float_add_in_use(ctx) ? INA_FLOAT_ADD_SWITCH : INA_FLOAT_ADD_QUANTIZED;
     info->rank = ctx->rank;
     info->world_size = ctx->world;

@@ -150,7 +150,7 @@ static void *aggregator_main(void *arg)
     return NULL;
 }
 
-int ina__fallback_start(struct ina_ctx *ctx, int elems, int window)
+int ina__fallback_start(struct ina_ctx *ctx, int elems, int nslots)
 {
     struct ina_fallback *fb = ctx->fallback;
     if (!fb)
@@ -159,7 +159,7 @@ int ina__fallback_start(struct ina_ctx *ctx, int elems, int window)
         return 0;
     struct ina_switch_params p;
     memset(&p, 0, sizeof(p));
-    p.nslots = (uint32_t)window;
+    p.nslots = (uint32_t)nslots; /* a window per lane of the job */
     p.max_elems = (uint32_t)elems;
     p.join_timeout_ns = (uint64_t)ctx->join_timeout_ms * 1000000ull;
     p.idle_timeout_ns = 0; /* it lives as long as rank 0's context */
@@ -194,9 +194,8 @@ int ina__fallback_join(struct ina_ctx *ctx, int elems, int window)
     return rc;
 }
 
-void ina__fallback_close(struct ina_ctx *ctx)
+void ina__fallback_free(struct ina_fallback *fb)
 {
-    struct ina_fallback *fb = ctx->fallback;
     if (!fb)
         return;
     if (fb->running) {
@@ -207,5 +206,10 @@ void ina__fallback_close(struct ina_ctx *ctx)
     free(fb->rxmem);
     close(fb->fd);
     free(fb);
+}
+
+void ina__fallback_close(struct ina_ctx *ctx)
+{
+    ina__fallback_free(ctx->fallback);
     ctx->fallback = NULL;
 }

@@ -127,7 +127,9 @@ struct ina_ctx {
     uint16_t mcast_port;
     int broken;             /* 0, or the error that broke the context */
     int broken_unreported;  /* that error, if no operation has returned it yet */
-    int lane, nlanes;       /* this context's lane, and the lanes of its job (JOIN) */
+    int lane, nlanes;       /* this context's lane, and the lanes of its job (JOIN); a
+                               multi-part parent: lanes per shard */
+    int nshards;            /* a multi-part parent: switches each operation is spread over */
     int lanes_auto;         /* lane 0 of lanes=0: nlanes is a proposal until the JOIN_ACK */
     int lanes_proposed;     /* lanes=0: what this rank proposed (ina_info), else 0 */
     uint16_t switch_caps;   /* INA_FLAG_CAP_* of the JOIN_ACK */
@@ -210,7 +212,7 @@ static inline void ina__hdr_session(struct ina_hdr *h, const struct ina_ctx *ctx
 }
 
 /* net.c */
-int ina__net_open(struct ina_ctx *ctx, const char *addr);
+int ina__net_open(struct ina_ctx *ctx, const struct sockaddr_in *addr);
 int ina__net_send(struct ina_ctx *ctx, const uint8_t *buf, size_t len);
 
 /* net.c: "a.b.c.d:port" of the switch (or aggregator) the context talks to. */
@@ -253,7 +255,9 @@ struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *
  * the JOIN that offers it), start runs it, close stops it after the job. */
 int ina__fallback_prepare(struct ina_ctx *ctx);
 uint16_t ina__fallback_port(const struct ina_ctx *ctx);
-int ina__fallback_start(struct ina_ctx *ctx, int elems, int window);
+int ina__fallback_start(struct ina_ctx *ctx, int elems, int nslots);
+/* Close and free an aggregator that was prepared but never started (NULL: nothing). */
+void ina__fallback_free(struct ina_fallback *fb);
 /* The switch has no room for the job (a NOSPACE, or an eviction) and named
  * rank 0's aggregator in ctx->fallback_target: rank 0 starts it, and every
  * rank joins it there instead, with the same protocol and a fresh join
@@ -264,22 +268,37 @@ void ina__fallback_close(struct ina_ctx *ctx);
 /* ctx.c: take a request off ctx's list of requests not yet waited. */
 void ina__live_unlink(struct ina_ctx *ctx, struct ina_req *req);
 
-/* ctx.c: open one lane's context (socket, join, stream); close it (leave,
- * free everything; the struct too). */
-int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, int lane, int nlanes);
-void ina__lane_close(struct ina_ctx *ctx);
+/* A part of a multi-part context refused by its switch (NOSPACE): where the
+ * refusal said the job may run instead (rank 0's host aggregator; port 0 =
+ * nowhere), and on rank 0 the aggregator's socket it offered. */
+struct ina_refusal {
+    struct sockaddr_in target;
+    struct ina_fallback *fallback;
+};
 
-/* lanes.c: a multi-lane context. start takes the lane contexts (all joined)
- * and runs a thread per lane; submit splits an operation over them. */
-int ina__lanes_start(struct ina_ctx *parent, struct ina_ctx **lane_ctx, int n);
+/* ctx.c: open one lane's context (socket, join, stream) at addr, as lane
+ * `lane` of nlanes; close it (leave, free everything; the struct too). With
+ * refusal (one part of several), a NOSPACE is returned as is, with *refusal
+ * filled, rather than answered by a move to the host aggregator. */
+int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, const struct sockaddr_in *addr,
+                   int lane, int nlanes, struct ina_refusal *refusal);
+void ina__lane_close(struct ina_ctx *ctx);
+/* ctx.c: the default elems_per_packet for a switch at addr (2048 on loopback, else 256). */
+int ina__default_elems(const struct sockaddr_in *addr);
+
+/* lanes.c: a multi-part context. start takes the n part contexts (all
+ * joined) and runs nthreads threads (part p on thread p mod nthreads);
+ * submit splits an operation over the parts. */
+int ina__lanes_start(struct ina_ctx *parent, struct ina_ctx **lane_ctx, int n, int nthreads);
 int ina__lanes_submit(struct ina_ctx *parent, struct ina_req *req);
 int ina__lanes_test(struct ina_req *req, int *done);
 int ina__lanes_wait(struct ina_req *req);
 void ina__lanes_stats(const struct ina_ctx *parent, ina_stats *st);
 /* Stop the threads, close every lane, free the lanes. */
 void ina__lanes_close(struct ina_ctx *parent);
-/* The context of lane i (for ina_get_info). */
+/* The context of part i, and how many parts there are (for ina_get_info). */
 const struct ina_ctx *ina__lanes_ctx(const struct ina_ctx *parent, int i);
+int ina__lanes_nparts(const struct ina_ctx *parent);
 
 /* migrate.c: an eviction notice (MIGRATE) from the switch, and the move to
  * rank 0's host aggregator once every packet below the bound has its result. */

@@ -1,5 +1,6 @@
-/* lanes.c: a context of several lanes: one thread, socket and window per lane, each op split over them. */
+/* lanes.c: a context of several parts (lanes x shards): a socket and window per part, a thread per lane, each op split over them. */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,10 +22,16 @@
  * splits each the same way, so lane l of every rank sees the same sequence
  * of parts: each lane is a correct single-lane stream on its own.
  *
+ * Shards (PROTOCOL.md §12) are more parts of the same kind: part
+ * p = shard i x lanes + lane j streams to shard i. A thread per lane drives
+ * that lane's part at every shard, so shards add sockets and windows but no
+ * threads (on hosts whose cores the workers need, threads cost more than
+ * they give).
+ *
  * Threads and locking: one mutex per context, taken per operation and per
- * progress round of a lane (a burst of packets), never per packet. A lane
- * thread owns its lane context; the caller's thread touches it only after
- * the threads have stopped (finalize).
+ * progress round of a thread (a burst of packets), never per packet. A
+ * thread owns its parts' contexts; the caller's thread touches them only
+ * after the threads have stopped (finalize).
  */
 
 struct ina_part {
@@ -34,35 +41,52 @@ struct ina_part {
     size_t count;
 };
 
+struct ina_runner;
+
+/* One part: a stream of its own (a lane at one shard). */
 struct ina_lane {
     struct ina_ctx *ctx;
     struct ina_lanes *group;
-    pthread_t thread;
-    int started;
-    int busy;              /* in ina__stream_progress(): wake it with wake_fd */
+    struct ina_runner *runner; /* the thread that drives it */
     struct ina_part *inbox; /* ring of INA_MAX_REQS parts not yet taken by the thread */
     unsigned in_head, in_count;
+    ina_stats stats;   /* the part's counters as of its last round */
+};
+
+/* One thread, driving parts index, index + nrun, index + 2 nrun, ...: with
+ * shards x lanes parts and one thread per lane, thread j drives lane j of
+ * every shard. Shards spread the bytes over aggregators, lanes over cores:
+ * only lanes add threads. */
+struct ina_runner {
+    pthread_t thread;
+    int started;
+    int index;
+    int busy;    /* progressing its parts or waiting on their sockets: wake it with wake_fd */
+    int wake_fd; /* eventfd that interrupts its poll */
     pthread_cond_t cv; /* work arrived, or stop */
-    ina_stats stats;   /* the lane's counters as of its last round */
+    struct ina_lanes *group;
 };
 
 struct ina_lanes {
-    int n;
+    int n;    /* parts */
+    int nrun; /* threads */
     pthread_mutex_t mu;
     pthread_cond_t done_cv; /* some operation finished */
     int stop;
     int broken; /* first error of any part: breaks the whole context */
     char errmsg[INA_ERRMSG_LEN]; /* the failing lane's ina_last_error() message */
     uint64_t ops;
-    struct ina_lane lane[INA_MAX_LANES];
+    struct ina_lane lane[INA_MAX_PARTS];
+    struct ina_runner run[INA_MAX_LANES];
 };
 
 static void lane_wake(struct ina_lane *ln)
 {
-    pthread_cond_signal(&ln->cv);
-    if (ln->busy) {
+    struct ina_runner *rn = ln->runner;
+    pthread_cond_signal(&rn->cv);
+    if (rn->busy) {
         uint64_t one = 1;
-        if (write(ln->ctx->wake_fd, &one, sizeof(one)) < 0) {
+        if (write(rn->wake_fd, &one, sizeof(one)) < 0) {
             /* counter saturated: a wake-up is pending anyway */
         }
     }
@@ -74,7 +98,7 @@ static void part_done(struct ina_lanes *g, struct ina_req *parent, int status)
     if (status && !parent->status)
         parent->status = status;
     if (status && !g->broken) {
-        /* One lane failed: so does every operation after it, on every lane. */
+        /* One part failed: so does every operation after it, on every part. */
         g->broken = status;
         for (int i = 0; i < g->n; i++)
             lane_wake(&g->lane[i]);
@@ -125,29 +149,90 @@ static void harvest(struct ina_lane *ln)
     }
 }
 
-static void *lane_main(void *arg)
+/* New work, failures and finished operations of one part. @return 1 if it
+ * has something in flight. Under g->mu. */
+static int lane_update(struct ina_lane *ln)
 {
-    struct ina_lane *ln = arg;
     struct ina_lanes *g = ln->group;
     struct ina_ctx *c = ln->ctx;
+    take_inbox(ln);
+    if (g->broken && !c->broken) {
+        /* Another part failed. If the failure is this rank's own (not an
+         * ABORT it was told of), this part's switch must hear it too, even
+         * with nothing in flight here, so that it ends the job for every
+         * rank now (PROTOCOL.md §12) rather than at their deadlines. */
+        if (!c->head && g->broken != INA_ERR_ABORTED && g->broken != INA_ERR_CLOSED)
+            ina__session_leave(c, 1);
+        ina__stream_fail_all(c, g->broken);
+    }
+    harvest(ln);
+    ln->stats = c->stats;
+    return c->head != NULL;
+}
+
+/*
+ * Wait, at most 100 ms, until a part of this thread may have something to
+ * do: a datagram on one of their sockets, a wake-up (work or stop), or the
+ * earliest of their retransmission timers. A part whose ring holds data
+ * (shm), or that finished an operation in the last round (its caller waits
+ * for it), means no wait at all. Outside g->mu: only this thread touches its
+ * parts' streams and live lists.
+ */
+static void runner_wait(struct ina_runner *rn)
+{
+    struct ina_lanes *g = rn->group;
+    struct pollfd pfd[2 * INA_MAX_PARTS + 1];
+    int n = 0, sleep_ok = 1;
+    uint64_t now = ina__now_ns(), wake = now + 100000000ull;
+    for (int i = rn->index; i < g->n; i += g->nrun) {
+        struct ina_ctx *c = g->lane[i].ctx;
+        for (const struct ina_req *r = c->live; r; r = r->live_next)
+            sleep_ok &= !r->done; /* finished in the last round: hand it over first */
+        if (!c->head || c->broken)
+            continue;
+        sleep_ok &= ina__shm_may_sleep(c);
+        pfd[n++] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+        if (c->mcast_group && c->mcast_fd >= 0)
+            pfd[n++] = (struct pollfd){.fd = c->mcast_fd, .events = POLLIN};
+        if (c->next_rto_ns && c->next_rto_ns < wake)
+            wake = c->next_rto_ns;
+    }
+    pfd[n++] = (struct pollfd){.fd = rn->wake_fd, .events = POLLIN};
+    int ms = !sleep_ok || wake <= now ? 0 : (int)((wake - now + 999999) / 1000000);
+    if (poll(pfd, (nfds_t)n, ms) > 0 && (pfd[n - 1].revents & POLLIN)) {
+        uint64_t v;
+        if (read(rn->wake_fd, &v, sizeof(v)) < 0) {
+            /* nothing to do: the eventfd is non-blocking and was only a wake-up */
+        }
+    }
+    for (int i = rn->index; i < g->n; i += g->nrun)
+        if (g->lane[i].ctx->head)
+            ina__shm_awake(g->lane[i].ctx);
+}
+
+static void *runner_main(void *arg)
+{
+    struct ina_runner *rn = arg;
+    struct ina_lanes *g = rn->group;
     pthread_mutex_lock(&g->mu);
     for (;;) {
-        take_inbox(ln);
-        if (g->broken && c->head)
-            ina__stream_fail_all(c, g->broken); /* another lane failed */
-        harvest(ln);
-        ln->stats = c->stats;
+        int active = 0;
+        for (int i = rn->index; i < g->n; i += g->nrun)
+            active |= lane_update(&g->lane[i]);
         if (g->stop)
             break;
-        if (!c->head) {
-            pthread_cond_wait(&ln->cv, &g->mu);
+        if (!active) {
+            pthread_cond_wait(&rn->cv, &g->mu);
             continue;
         }
-        ln->busy = 1;
+        rn->busy = 1;
         pthread_mutex_unlock(&g->mu);
-        ina__stream_progress(c, 100); /* bounded: the lane's deadlines fail its parts */
+        /* Each part's deadlines fail its operations: this loop ends. */
+        for (int i = rn->index; i < g->n; i += g->nrun)
+            ina__stream_progress(g->lane[i].ctx, 0);
+        runner_wait(rn);
         pthread_mutex_lock(&g->mu);
-        ln->busy = 0;
+        rn->busy = 0;
     }
     pthread_mutex_unlock(&g->mu);
     return NULL;
@@ -157,66 +242,70 @@ static void lanes_stop(struct ina_lanes *g)
 {
     pthread_mutex_lock(&g->mu);
     g->stop = 1;
-    for (int i = 0; i < g->n; i++)
-        lane_wake(&g->lane[i]);
+    for (int i = 0; i < g->nrun; i++) {
+        pthread_cond_signal(&g->run[i].cv);
+        uint64_t one = 1;
+        if (g->run[i].wake_fd >= 0 && write(g->run[i].wake_fd, &one, sizeof(one)) < 0) {
+            /* a wake-up is pending anyway */
+        }
+    }
     pthread_mutex_unlock(&g->mu);
-    for (int i = 0; i < g->n; i++)
-        if (g->lane[i].started)
-            pthread_join(g->lane[i].thread, NULL);
+    for (int i = 0; i < g->nrun; i++)
+        if (g->run[i].started)
+            pthread_join(g->run[i].thread, NULL);
 }
 
-static void lanes_free(struct ina_lanes *g)
+/* Free the threads' and the parts' bookkeeping (not the part contexts). */
+static void lanes_destroy(struct ina_lanes *g)
 {
-    for (int i = 0; i < g->n; i++) {
-        struct ina_lane *ln = &g->lane[i];
-        if (ln->ctx->wake_fd >= 0)
-            close(ln->ctx->wake_fd);
-        ln->ctx->wake_fd = -1;
-        ina__lane_close(ln->ctx);
-        free(ln->inbox);
-        pthread_cond_destroy(&ln->cv);
+    for (int i = 0; i < g->n; i++)
+        free(g->lane[i].inbox);
+    for (int i = 0; i < g->nrun; i++) {
+        if (g->run[i].wake_fd >= 0)
+            close(g->run[i].wake_fd);
+        pthread_cond_destroy(&g->run[i].cv);
     }
     pthread_cond_destroy(&g->done_cv);
     pthread_mutex_destroy(&g->mu);
     free(g);
 }
 
-int ina__lanes_start(struct ina_ctx *parent, struct ina_ctx **lane_ctx, int n)
+int ina__lanes_start(struct ina_ctx *parent, struct ina_ctx **lane_ctx, int n, int nthreads)
 {
     struct ina_lanes *g = calloc(1, sizeof(*g));
     if (!g)
         return -ENOMEM;
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->done_cv, NULL);
+    g->nrun = nthreads < 1 ? 1 : nthreads > n ? n : nthreads;
     int rc = 0;
-    for (int i = 0; i < n && rc == 0; i++) {
+    for (int i = 0; i < g->nrun; i++) {
+        struct ina_runner *rn = &g->run[i];
+        rn->index = i;
+        rn->group = g;
+        pthread_cond_init(&rn->cv, NULL);
+        rn->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (rn->wake_fd < 0 && rc == 0)
+            rc = -errno;
+    }
+    g->n = n;
+    for (int i = 0; i < n; i++) {
         struct ina_lane *ln = &g->lane[i];
         ln->ctx = lane_ctx[i];
         ln->group = g;
-        pthread_cond_init(&ln->cv, NULL);
-        g->n = i + 1;
+        ln->runner = &g->run[i % g->nrun];
         ln->inbox = calloc(INA_MAX_REQS, sizeof(*ln->inbox));
-        ln->ctx->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (!ln->inbox || ln->ctx->wake_fd < 0)
-            rc = ln->inbox ? -errno : -ENOMEM;
+        if (!ln->inbox && rc == 0)
+            rc = -ENOMEM;
     }
-    for (int i = 0; i < n && rc == 0; i++) {
-        rc = -pthread_create(&g->lane[i].thread, NULL, lane_main, &g->lane[i]);
-        g->lane[i].started = rc == 0;
+    for (int i = 0; i < g->nrun && rc == 0; i++) {
+        rc = -pthread_create(&g->run[i].thread, NULL, runner_main, &g->run[i]);
+        g->run[i].started = rc == 0;
     }
     if (rc != 0) {
-        /* The caller closes the lane contexts: take them back. */
+        /* The caller closes the part contexts: take them back. */
         lanes_stop(g);
-        for (int i = 0; i < g->n; i++) {
-            if (g->lane[i].ctx->wake_fd >= 0)
-                close(g->lane[i].ctx->wake_fd);
-            g->lane[i].ctx->wake_fd = -1;
-            free(g->lane[i].inbox);
-            pthread_cond_destroy(&g->lane[i].cv);
-        }
-        pthread_cond_destroy(&g->done_cv);
-        pthread_mutex_destroy(&g->mu);
-        free(g);
+        lanes_destroy(g);
         return rc;
     }
     parent->lanes = g;
@@ -301,13 +390,20 @@ void ina__lanes_close(struct ina_ctx *parent)
     lanes_stop(g);
     /* Parts still queued or in flight: their lanes leave with abort (a
      * rank that quits mid-operation ends it for the others). */
-    lanes_free(g);
+    for (int i = 0; i < g->n; i++)
+        ina__lane_close(g->lane[i].ctx);
+    lanes_destroy(g);
     parent->lanes = NULL;
 }
 
 const struct ina_ctx *ina__lanes_ctx(const struct ina_ctx *parent, int i)
 {
     return parent->lanes->lane[i].ctx;
+}
+
+int ina__lanes_nparts(const struct ina_ctx *parent)
+{
+    return parent->lanes->n;
 }
 
 void ina__lanes_last_error(struct ina_ctx *parent)

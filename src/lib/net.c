@@ -24,12 +24,9 @@ uint64_t ina__now_ns(void)
  * switch's address, and send() needs no address. Buffers hold a whole
  * window of results, so a burst is not mistaken for loss.
  */
-int ina__net_open(struct ina_ctx *ctx, const char *addr)
+int ina__net_open(struct ina_ctx *ctx, const struct sockaddr_in *addr)
 {
-    char why[200];
-    if (ina_parse_hostport_why(addr, 0, &ctx->switch_addr, why, sizeof(why)) != 0)
-        return ina__fail(ctx, INA_ERR_CONFIG, "switch address: %s (set by ina_config.switch_addr, "
-                         "INA_SWITCH, ina-bench --switch)", why);
+    ctx->switch_addr = *addr; /* parsed and checked by ina_init() */
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return ina__fail(ctx, -errno, "socket(AF_INET, SOCK_DGRAM): %s", strerror(errno));
@@ -40,8 +37,10 @@ int ina__net_open(struct ina_ctx *ctx, const char *addr)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
     if (connect(fd, (struct sockaddr *)&ctx->switch_addr, sizeof(ctx->switch_addr)) != 0) {
         int rc = -errno;
+        char where[32];
         close(fd);
-        return ina__fail(ctx, rc, "connect to the switch address %s: %s", addr, strerror(-rc));
+        ina__switch_str(ctx, where, sizeof(where));
+        return ina__fail(ctx, rc, "connect to the switch address %s: %s", where, strerror(-rc));
     }
     ctx->fd = fd;
     return 0;

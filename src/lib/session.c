@@ -244,7 +244,7 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
      * treats the proposal as fixed, and echoes it. */
     const int agreed = ctx->lanes_auto && (h.flags & INA_FLAG_LANES_AUTO);
     if (j.world_size != ctx->world || j.lane != ctx->lane ||
-        (agreed ? j.nlanes > INA_MAX_LANES : j.nlanes != ctx->nlanes) ||
+        (agreed ? j.nlanes < 1 || j.nlanes > INA_MAX_PARTS : j.nlanes != ctx->nlanes) ||
         j.elems == 0 || j.window == 0 ||
         j.window > INA_MAX_WINDOW || (j.window & (j.window - 1)) != 0 || j.elems > INA_MAX_ELEMS)
         return ina__fail(ctx, INA_ERR_PROTO, "the switch granted impossible parameters: world "

@@ -32,7 +32,12 @@ static const char *reason_name(int reason)
     }
 }
 
-static uint32_t random_u32(void)
+void ina__job_log(const struct ina_job *job, const char *event, const char *reason, int warn)
+{
+    log_job(warn ? INA_LOG_WARN : INA_LOG_INFO, job, event, reason);
+}
+
+uint32_t ina__random_u32(void)
 {
     uint32_t v = 0;
     /* getrandom never fails for 4 bytes once the pool is initialised; fall
@@ -52,11 +57,13 @@ int ina_switch_init(struct ina_switch *sw, const struct ina_switch_params *p)
     sw->slots = calloc(p->nslots, sizeof(*sw->slots));
     sw->values = calloc((size_t)p->nslots * 2 * p->max_elems, sizeof(int32_t));
     sw->slot_owner = calloc(p->nslots, sizeof(*sw->slot_owner));
-    sw->session_counter = random_u32();
+    sw->session_counter = ina__random_u32();
+    /* A buffer holds a DATA or RESULT, or the longest control datagram: a
+     * child's TREE_JOIN with the secret's proof. */
+    const size_t ctl = INA_TREE_JOIN_LEN + INA_AUTH_LEN;
     int rc = ina_txq_init(&sw->txq, INA_SW_TX_BATCH + INA_SW_TX_RESERVE_BUFS,
-                          INA_HDR_LEN + (4 * (size_t)p->max_elems > INA_JOIN_BODY_LEN + INA_AUTH_LEN
-                                             ? 4 * (size_t)p->max_elems
-                                             : INA_JOIN_BODY_LEN + INA_AUTH_LEN),
+                          INA_HDR_LEN + (4 * (size_t)p->max_elems > ctl ? 4 * (size_t)p->max_elems
+                                                                         : ctl),
                           INA_SW_TX_BATCH * INA_MAX_WORKERS + INA_SW_TX_RESERVE_MSGS);
     if (!sw->slots || !sw->values || !sw->slot_owner || rc != 0) {
         ina_switch_free(sw);
@@ -79,7 +86,7 @@ void ina_switch_free(struct ina_switch *sw)
 }
 
 /* First fit over the owner map: O(nslots), run once per job start. */
-static int pool_alloc(struct ina_switch *sw, uint32_t n, uint32_t *base)
+int ina__pool_alloc(struct ina_switch *sw, uint32_t n, uint32_t *base)
 {
     uint32_t run = 0;
     for (uint32_t i = 0; i < sw->p.nslots; i++) {
@@ -106,7 +113,7 @@ void ina__job_reset_slots(struct ina_switch *sw, const struct ina_job *job)
             struct ina_slot_set *ss = &s->set[set];
             ss->seq = (uint32_t)set - 2u;
             ss->complete = 1;
-            ss->nrecv = (uint16_t)job->world;
+            ss->nrecv = (uint16_t)job->need;
             /* Every rank "contributed" (keeps the invariant: a packet for
              * round -2/-1 is a duplicate of a complete, empty round). */
             for (int r = 0; r < job->world; r++)
@@ -129,17 +136,42 @@ static void job_detach_rings(struct ina_job *job)
     }
 }
 
-static void job_free(struct ina_switch *sw, struct ina_job *job)
+void ina__job_free(struct ina_switch *sw, struct ina_job *job)
 {
     job_detach_rings(job);
-    if (job->state == INA_JOB_ACTIVE) {
-        for (uint32_t i = 0; i < job->window; i++)
+    /* Its slots: an active job's window, or what a child reserved while it
+     * waits for its parent (tree.c). */
+    uint32_t held = job->state == INA_JOB_ACTIVE ? job->window : job->child ? job->up.reserved : 0;
+    if (held) {
+        for (uint32_t i = 0; i < held; i++)
             sw->slot_owner[job->slot_base + i] = 0;
         sw->slots_freed = 1; /* a WAITING job may fit now */
     }
     uint16_t id = job->id;
     memset(job, 0, sizeof(*job));
     job->id = id;
+}
+
+/*
+ * The capabilities a JOIN_ACK of job announces (beyond v1). A job with a child
+ * switch among its members, or in which this switch is a child, offers no op
+ * 3: a child cannot give op 3's bound at two levels (PROTOCOL.md §12), and all
+ * ranks of a job must choose their ops alike. A child offers op 4 only if its
+ * parent does, and says how many levels lie above it.
+ */
+static uint16_t join_ack_flags(const struct ina_switch *sw, const struct ina_job *job)
+{
+    uint16_t f = (sw->p.int_ops_only ? 0 : INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32) |
+                 (sw->p.shm && !sw->p.mcast_base ? INA_FLAG_CAP_SHM : 0);
+    if (job && (job->tree || job->child))
+        f &= (uint16_t)~INA_FLAG_CAP_BFP;
+    if (job && job->child) {
+        if (!(job->up.flags & INA_FLAG_CAP_F32))
+            f &= (uint16_t)~INA_FLAG_CAP_F32;
+        unsigned above = ina_flag_levels(job->up.flags) + 1;
+        f |= (uint16_t)((above > 3 ? 3 : above) << INA_FLAG_LEVELS_SHIFT);
+    }
+    return f;
 }
 
 /* Queue a control datagram (header + body) to one address; with auth, append
@@ -155,8 +187,7 @@ static void send_ctl_auth(struct ina_switch *sw, const struct ina_job *job, uint
     ina_hdr_init(&h, kind);
     h.rank = INA_RANK_SWITCH;
     if (kind == INA_K_JOIN_ACK)
-        h.flags = (sw->p.int_ops_only ? 0 : INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32) | /* beyond v1 */
-                  (sw->p.shm && !sw->p.mcast_base ? INA_FLAG_CAP_SHM : 0);
+        h.flags = join_ack_flags(sw, job);
     h.flags |= flags;
     if (job) {
         h.job = job->id;
@@ -195,7 +226,7 @@ static void send_to_members(struct ina_switch *sw, struct ina_job *job, uint8_t 
     if (kind == INA_K_JOIN_NAK) {
         /* A NAK echoes each member's own nonce: one datagram per member. */
         for (int r = 0; r < job->world; r++)
-            if (job->members[r].joined)
+            if (job->members[r].joined && job->members[r].weight)
                 send_nak(sw, job->members[r].nonce, reason, &job->members[r].addr);
         return;
     }
@@ -212,8 +243,8 @@ static void send_to_members(struct ina_switch *sw, struct ina_job *job, uint8_t 
     ina_nak_encode(body, 0, reason);
     memcpy(buf + INA_HDR_LEN, body, sizeof(body));
     for (int r = 0; r < job->world; r++) {
-        if (!job->members[r].joined)
-            continue;
+        if (!job->members[r].joined || !job->members[r].weight)
+            continue; /* a rank a child stands for hears it from the child */
         ina_txq_push(&sw->txq, buf, INA_HDR_LEN + sizeof(body), &job->members[r].addr);
     }
 }
@@ -223,7 +254,9 @@ void ina__job_abort_why(struct ina_switch *sw, struct ina_job *job, int reason, 
     log_job(INA_LOG_INFO, job, "job_aborted", why);
     sw->c.jobs_aborted++;
     send_to_members(sw, job, INA_K_ABORT, reason);
-    job_free(sw, job);
+    if (job->child)
+        ina__tree_leave(sw, job, 1, reason); /* the parent ends it for every other child */
+    ina__job_free(sw, job);
 }
 
 void ina__job_abort(struct ina_switch *sw, struct ina_job *job, int reason)
@@ -275,17 +308,24 @@ static uint32_t pow2_floor(uint32_t n)
  */
 static uint32_t admit(struct ina_switch *sw, struct ina_job *job)
 {
-    uint32_t want = pow2_floor(sw->p.nslots);
+    uint32_t want = UINT32_MAX;
+    for (int r = 0; r < job->world; r++)
+        if (job->members[r].weight && job->members[r].window < want)
+            want = job->members[r].window; /* 0: a child that has no room (§12.3) */
+    return want ? ina__pool_take(sw, want, &job->slot_base) : 0;
+}
+
+uint32_t ina__pool_take(struct ina_switch *sw, uint32_t want, uint32_t *base)
+{
+    if (pow2_floor(sw->p.nslots) < want)
+        want = pow2_floor(sw->p.nslots);
     if (sw->p.max_job_slots && pow2_floor(sw->p.max_job_slots) < want)
         want = pow2_floor(sw->p.max_job_slots);
-    for (int r = 0; r < job->world; r++)
-        if (job->members[r].window < want)
-            want = job->members[r].window;
     uint32_t floor = sw->p.min_job_slots ? pow2_floor(sw->p.min_job_slots) : want;
     if (floor > want)
         floor = want;
     for (uint32_t w = want; w >= floor && w >= 1; w /= 2) {
-        if (pool_alloc(sw, w, &job->slot_base) == 0) {
+        if (ina__pool_alloc(sw, w, base) == 0) {
             if (w < want)
                 sw->c.jobs_shrunk++;
             return w;
@@ -296,9 +336,11 @@ static uint32_t admit(struct ina_switch *sw, struct ina_job *job)
     return 0;
 }
 
+/* Rank 0 offered a host aggregator, and every rank can be told of it: not
+ * through a child switch, which could not pass it on to every rank alike. */
 static int r0_offers_fallback(const struct ina_job *job)
 {
-    return job->members[0].joined && job->members[0].fallback_port;
+    return job->members[0].joined && job->members[0].fallback_port && !job->tree && !job->child;
 }
 
 /* The NOSPACE of a refused job to its rank r, naming rank 0's fallback if offered. */
@@ -326,12 +368,23 @@ static void job_refuse(struct ina_switch *sw, struct ina_job *job, uint64_t now_
                                                                           : "no_free_slots");
     sw->c.jobs_refused++;
     for (int r = 0; r < job->world; r++)
-        if (job->members[r].joined)
+        if (job->members[r].joined && job->members[r].weight)
             send_refusal(sw, job, r);
     unsigned k = sw->nrefused++ % INA_SW_REFUSED_KEEP;
     sw->refused[k] = *job;
     sw->refused_at[k] = now_ns;
-    job_free(sw, job);
+    ina__job_free(sw, job);
+}
+
+void ina__job_refuse(struct ina_switch *sw, struct ina_job *job, int reason, uint64_t now_ns)
+{
+    if (reason == INA_ERR_NOSPACE) {
+        job_refuse(sw, job, now_ns);
+        return;
+    }
+    log_job(INA_LOG_WARN, job, "job_refused", reason_name(reason));
+    send_to_members(sw, job, INA_K_JOIN_NAK, reason);
+    ina__job_free(sw, job);
 }
 
 /* A recently refused job that this JOIN (same name, lane, rank and nonce) belongs to. */
@@ -357,11 +410,11 @@ static const struct ina_job *refused_job_of(const struct ina_switch *sw, const s
  */
 static uint8_t job_lanes(const struct ina_job *job)
 {
-    unsigned fixed = 0, low = INA_MAX_LANES;
+    unsigned fixed = 0, low = INA_MAX_PARTS;
     for (int r = 0; r < job->world; r++) {
         const struct ina_member *m = &job->members[r];
-        if (!m->joined)
-            continue;
+        if (!m->joined || !m->weight)
+            continue; /* a rank a child stands for: the child's registration speaks for it */
         if (!m->lanes_auto)
             fixed = m->nlanes;
         else if (m->nlanes < low)
@@ -376,7 +429,11 @@ static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_n
 {
     uint32_t elems = sw->p.max_elems;
     uint64_t wait_ns = UINT64_MAX;
+    job->tree = 0;
     for (int r = 0; r < job->world; r++) {
+        if (!job->members[r].weight)
+            continue; /* its child proposed for it */
+        job->tree |= job->members[r].weight > 1;
         if (job->members[r].elems < elems)
             elems = job->members[r].elems;
         uint64_t w = (uint64_t)job->members[r].wait_100ms * 100000000ull;
@@ -407,7 +464,7 @@ static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_n
     do
         job->session = ++sw->session_counter;
     while (job->session == 0);
-    job->token = random_u32();
+    job->token = ina__random_u32();
     job->state = INA_JOB_ACTIVE;
     memset(&job->mcast, 0, sizeof(job->mcast));
     if (sw->p.mcast_base) {
@@ -416,11 +473,18 @@ static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_n
         job->mcast.sin_port = htons(sw->p.mcast_port);
     }
     job->last_rx_ns = now_ns;
+    job->need = job->world;
     ina__job_reset_slots(sw, job);
     sw->c.jobs_started++;
     log_job(INA_LOG_INFO, job, "job_started", "all_ranks_joined");
+    ina__job_send_acks(sw, job);
+}
+
+void ina__job_send_acks(struct ina_switch *sw, const struct ina_job *job)
+{
     for (int r = 0; r < job->world; r++)
-        send_ack(sw, job, r);
+        if (job->members[r].weight)
+            send_ack(sw, job, r);
 }
 
 static struct ina_job *job_by_name(struct ina_switch *sw, const char *name, unsigned lane)
@@ -446,6 +510,7 @@ static struct ina_job *job_new(struct ina_switch *sw, const struct ina_join *j, 
         job->lane = j->lane;
         job->nlanes = j->nlanes;
         job->created_ns = now_ns;
+        job->child = sw->p.nparents > 0;
         return job;
     }
     return NULL;
@@ -455,15 +520,17 @@ static int join_params_valid(const struct ina_switch *sw, const struct ina_hdr *
                              const struct ina_join *j)
 {
     (void)sw; /* proposals above the switch's limits are capped, not refused (job_start) */
+    /* Window 0: only from a child that has no room for the job (a TREE_JOIN, §12.3). */
+    int window_ok = j->window == 0 ? h->kind == INA_K_TREE_JOIN : (j->window & (j->window - 1)) == 0;
     return j->world_size >= 1 && j->world_size <= INA_MAX_WORKERS && h->rank < j->world_size &&
-           j->name[0] != '\0' && j->elems >= 1 && j->elems <= INA_MAX_ELEMS && j->window >= 1 &&
-           (j->window & (j->window - 1)) == 0 && j->nlanes <= INA_MAX_LANES &&
-           j->lane < j->nlanes && (!(h->flags & INA_FLAG_LANES_AUTO) || j->lane == 0);
+           j->name[0] != '\0' && j->elems >= 1 && j->elems <= INA_MAX_ELEMS && window_ok &&
+           j->nlanes <= INA_MAX_PARTS && j->lane < j->nlanes &&
+           (!(h->flags & INA_FLAG_LANES_AUTO) || j->lane == 0);
 }
 
 /* Whether a JOIN disagrees with the job on the lanes. A proposal never does:
  * it takes the count the job agrees on. A fixed count must equal that of a
- * running job, or of the ranks registered with a fixed count. */
+ * running job, or of the members registered with a fixed count. */
 static int lanes_conflict(const struct ina_job *job, const struct ina_hdr *h,
                           const struct ina_join *j)
 {
@@ -473,26 +540,116 @@ static int lanes_conflict(const struct ina_job *job, const struct ina_hdr *h,
         return job->nlanes != j->nlanes;
     for (int r = 0; r < job->world; r++) {
         const struct ina_member *m = &job->members[r];
-        if (m->joined && !m->lanes_auto && m->nlanes != j->nlanes)
+        if (m->joined && m->weight && !m->lanes_auto && m->nlanes != j->nlanes)
             return 1;
     }
     return 0;
 }
 
-/* The JOIN carries the HMAC of the secret over its header and 64-byte body. */
+/* The JOIN (TREE_JOIN) carries the HMAC of the secret over its header and its
+ * first covered body bytes: 64 (96 for a TREE_JOIN, whose set is covered too). */
 static int join_auth_ok(const struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
-                        size_t bodylen)
+                        size_t bodylen, size_t covered)
 {
-    if (bodylen < INA_JOIN_BODY_LEN + INA_AUTH_LEN)
+    if (bodylen < covered + INA_AUTH_LEN)
         return 0;
     uint8_t hb[INA_HDR_LEN], mac[INA_SHA256_LEN];
     ina_hdr_encode(hb, h); /* the decoded header re-encodes to the same 32 bytes */
     struct ina_hmac m;
     ina_hmac_init(&m, &sw->p.secret);
     ina_hmac_update(&m, hb, sizeof(hb));
-    ina_hmac_update(&m, body, INA_JOIN_BODY_LEN);
+    ina_hmac_update(&m, body, covered);
     ina_hmac_final(&m, mac);
-    return ina_mem_equal_ct(mac, body + INA_JOIN_BODY_LEN, INA_AUTH_LEN);
+    return ina_mem_equal_ct(mac, body + covered, INA_AUTH_LEN);
+}
+
+static int set_has(const uint8_t *set, unsigned r) { return (set[r >> 3] >> (r & 7)) & 1; }
+
+/*
+ * A TREE_JOIN's set: nonempty, every rank below the world size, and its
+ * lowest rank is the header's (the member that will send for all of them).
+ * @return its size, or 0 if invalid.
+ */
+static int tree_set_valid(const struct ina_hdr *h, const struct ina_join *j, const uint8_t *set)
+{
+    int n = 0, lowest = -1;
+    for (unsigned r = 0; r < 8 * INA_TREE_SET_LEN; r++) {
+        if (!set_has(set, r))
+            continue;
+        if (r >= j->world_size)
+            return 0;
+        if (lowest < 0)
+            lowest = (int)r;
+        n++;
+    }
+    return lowest == h->rank ? n : 0;
+}
+
+/* Forget the registration a member made: rep's entry and every rank it stood for. */
+static void unregister(struct ina_job *job, unsigned rep)
+{
+    for (int r = 0; r < job->world; r++) {
+        struct ina_member *m = &job->members[r];
+        if (m->joined && m->rep == rep) {
+            memset(m, 0, sizeof(*m));
+            job->njoined--;
+        }
+    }
+}
+
+/*
+ * Record a registration of a JOINING job: one rank (a worker's JOIN, set =
+ * {rank}) or a child switch's set (TREE_JOIN). A child re-registers as its
+ * set grows, with the same nonce from the same address: its earlier entry
+ * goes first. A rank already registered by someone else is taken over (the
+ * newest registration wins, as a later JOIN of a rank overwrites the record
+ * of the earlier one); if a child stood for it, the whole of that child's
+ * set goes, and the child re-registers what is left when it retransmits.
+ */
+static void join_record(struct ina_job *job, const struct ina_hdr *h, const struct ina_join *j,
+                        const uint8_t *set, int weight, const struct sockaddr_in *src,
+                        uint64_t now_ns)
+{
+    const unsigned rep = h->rank;
+    for (int r = 0; r < job->world; r++) {
+        const struct ina_member *m = &job->members[r];
+        if (m->joined && m->weight && m->nonce == j->nonce && ina_addr_eq(&m->addr, src))
+            unregister(job, (unsigned)r); /* the same member's earlier registration */
+    }
+    for (int r = 0; r < job->world; r++) {
+        const struct ina_member *m = &job->members[r];
+        int mine = set ? set_has(set, (unsigned)r) : (unsigned)r == rep;
+        if (mine && m->joined)
+            unregister(job, m->rep); /* whoever registered it before: all of its ranks */
+    }
+    for (int r = 0; r < job->world; r++) {
+        int mine = set ? set_has(set, (unsigned)r) : (unsigned)r == rep;
+        if (!mine)
+            continue;
+        struct ina_member *m = &job->members[r];
+        if (!m->joined)
+            job->njoined++;
+        m->joined = 1;
+        m->rep = (uint16_t)rep;
+        m->weight = (unsigned)r == rep ? (uint16_t)weight : 0;
+        /* The ranks a child stands for keep its nonce and address, so that a
+         * JOIN naming one of them meets the rules of §5.2 step 5 as the child. */
+        m->nonce = j->nonce;
+        m->addr = *src;
+        /* Alive while it re-sends (JOIN or TREE_JOIN, at least every second),
+         * until the deadline it said in seq (ms; 0 = none; §5.2). */
+        m->join_seen_ns = now_ns;
+        m->join_deadline_ns = h->seq ? now_ns + (uint64_t)h->seq * 1000000ull : 0;
+        if ((unsigned)r != rep)
+            continue;
+        m->elems = j->elems;
+        m->window = j->window;
+        m->fallback_port = set ? 0 : j->fallback_port;
+        m->wait_100ms = j->wait_100ms;
+        m->nlanes = j->nlanes;
+        m->lanes_auto = (h->flags & INA_FLAG_LANES_AUTO) != 0;
+    }
+    job->nlanes = job_lanes(job); /* while JOINING: the count the job would run now */
 }
 
 /* One log line for a JOIN the switch refused, and why (PROTOCOL.md §5.2). */
@@ -553,7 +710,7 @@ static void job_mismatch(struct ina_switch *sw, struct ina_job *job, const struc
     if (job->state == INA_JOB_ACTIVE)
         return;
     for (int r = 0; r < job->world; r++)
-        if (job->members[r].joined)
+        if (job->members[r].joined && job->members[r].weight)
             send_nak_mismatch(sw, job->members[r].nonce, j->world_size, j->nlanes,
                               &job->members[r].addr);
     unsigned k = sw->nmismatched++ % INA_SW_MISMATCH_KEEP;
@@ -563,7 +720,7 @@ static void job_mismatch(struct ina_switch *sw, struct ina_job *job, const struc
     sw->mismatched[k].world = j->world_size;
     sw->mismatched[k].at_ns = now_ns;
     log_job(INA_LOG_WARN, job, "job_dropped", what);
-    job_free(sw, job);
+    ina__job_free(sw, job);
 }
 
 /* JOIN_WAIT: registered; the job still waits for ranks (state 0) or for slots (1). */
@@ -583,23 +740,41 @@ static void reply_join_wait(struct ina_switch *sw, const struct ina_job *job, in
     send_ctl(sw, NULL, INA_K_JOIN_WAIT, body, sizeof(body), &m->addr);
 }
 
-/* Forget rank r's registration (withdrawn, or its rank is gone). A job left
- * with no registered rank is freed, so that its name is free again. */
-static void member_unregister(struct ina_switch *sw, struct ina_job *job, int r, const char *why)
+int ina__job_lanes_proposed(const struct ina_job *job)
 {
-    struct ina_member *m = &job->members[r];
+    int any = 0;
+    for (int r = 0; r < job->world; r++) {
+        const struct ina_member *m = &job->members[r];
+        if (!m->joined || !m->weight)
+            continue;
+        if (!m->lanes_auto)
+            return 0;
+        any = 1;
+    }
+    return any && job->lane == 0;
+}
+
+/* Forget the registration that holds rank r (withdrawn, or its rank is
+ * gone): the rank's own, or a child's set with every rank of it. A job left
+ * with no registered rank is freed, so that its name is free again; a child
+ * tells its parent of its smaller set. */
+static void member_unregister(struct ina_switch *sw, struct ina_job *job, int r, const char *why,
+                              uint64_t now_ns)
+{
     ina_log(INA_LOG_INFO, "join_forgotten", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
-            INA_KV_I("lane", job->lane), INA_KV_I("rank", r), INA_KV_S("reason", why));
-    memset(m, 0, sizeof(*m));
-    job->njoined--;
+            INA_KV_I("lane", job->lane), INA_KV_I("rank", r),
+            INA_KV_I("ranks", job->members[r].weight), INA_KV_S("reason", why));
+    unregister(job, job->members[r].rep);
     if (job->state == INA_JOB_WAITING)
         job->state = INA_JOB_JOINING; /* no longer complete: it waits for that rank again */
     if (job->njoined == 0) {
         log_job(INA_LOG_INFO, job, "job_dropped", "no_rank_waiting");
-        job_free(sw, job);
+        ina__job_free(sw, job);
         return;
     }
     job->nlanes = job_lanes(job);
+    if (job->child)
+        ina__tree_register(sw, job, now_ns);
 }
 
 /*
@@ -614,24 +789,31 @@ static int expire_registrations(struct ina_switch *sw, struct ina_job *job, uint
     int n = 0;
     for (int r = 0; r < job->world && job->state != INA_JOB_FREE; r++) {
         const struct ina_member *m = &job->members[r];
-        if (!m->joined)
-            continue;
+        if (!m->joined || !m->weight)
+            continue; /* (a rank a child stands for lives as long as the child's registration) */
         const char *why = m->join_deadline_ns && now_ns > m->join_deadline_ns ? "deadline_passed"
                           : now_ns - m->join_seen_ns > INA_SW_JOIN_SILENT_NS   ? "rank_silent"
                                                                                : NULL;
         if (why) {
             sw->c.joins_expired++;
             n++;
-            member_unregister(sw, job, r, why);
+            member_unregister(sw, job, r, why, now_ns);
         }
     }
     return n;
 }
 
+
+/*
+ * JOIN from a worker, or TREE_JOIN from a child switch that stands for a set
+ * of ranks (PROTOCOL.md §5.2, §12.3). Both follow the same steps; the child is
+ * the member `rep` (its set's lowest rank) with weight = the set's size.
+ */
 static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
                     size_t bodylen, const struct sockaddr_in *src, uint64_t now_ns)
 {
     struct ina_join j;
+    const int tree = h->kind == INA_K_TREE_JOIN;
     if (h->version != INA_WIRE_VERSION) {
         /* Another protocol version: answer so the worker can say why, if
          * the nonce (the body's first 8 bytes in every version) is there.
@@ -641,17 +823,22 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
                      src);
         return;
     }
-    if (ina_join_decode(body, bodylen, &j) != 0) {
+    if (ina_join_decode(body, bodylen, &j) != 0 || (tree && bodylen < INA_TREE_JOIN_LEN)) {
         sw->c.drops[INA_DROP_JOIN]++;
         return;
     }
-    if (sw->p.has_secret && !join_auth_ok(sw, h, body, bodylen)) {
+    const uint8_t *set = tree ? body + INA_JOIN_BODY_LEN : NULL;
+    if (sw->p.has_secret &&
+        !join_auth_ok(sw, h, body, bodylen, tree ? INA_TREE_JOIN_LEN : INA_JOIN_BODY_LEN)) {
         sw->c.drops[INA_DROP_AUTH]++;
         log_join_refused(h, &j, src, "auth");
         send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
         return;
     }
-    if (!join_params_valid(sw, h, &j)) {
+    int weight = 1;
+    if (!join_params_valid(sw, h, &j) || (tree && !(weight = tree_set_valid(h, &j, set))) ||
+        (tree && sw->p.mcast_base)) {
+        /* (A child passes RESULTs on by unicast: it cannot join a group.) */
         sw->c.drops[INA_DROP_JOIN]++;
         log_join_refused(h, &j, src, "bad_parameters");
         send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
@@ -693,7 +880,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
     }
     struct ina_member *m = job ? &job->members[h->rank] : NULL;
     if (job && job->state == INA_JOB_ACTIVE) {
-        if (m->nonce == j.nonce && ina_addr_eq(&m->addr, src)) {
+        if (m->nonce == j.nonce && ina_addr_eq(&m->addr, src) && m->weight == weight) {
             send_ack(sw, job, h->rank); /* our ACK was lost: say it again */
             return;
         }
@@ -718,31 +905,20 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
             send_nak(sw, j.nonce, INA_ERR_NOSPACE, src);
             return;
         }
-        m = &job->members[h->rank];
     }
-    if (!m->joined) {
-        job->njoined++;
-        ina_log(INA_LOG_DEBUG, "rank_joined", INA_KV_I("job", job->id),
-                INA_KV_S("name", job->name), INA_KV_I("lane", job->lane),
-                INA_KV_I("rank", h->rank), INA_KV_I("joined", job->njoined),
-                INA_KV_I("world", job->world));
-    }
-    m->joined = 1;
-    m->nonce = j.nonce;
-    m->addr = *src;
-    m->elems = j.elems;
-    m->window = j.window;
-    m->fallback_port = j.fallback_port;
-    m->wait_100ms = j.wait_100ms;
-    m->nlanes = j.nlanes;
-    m->lanes_auto = (h->flags & INA_FLAG_LANES_AUTO) != 0;
-    job->nlanes = job_lanes(job);
-    m->join_seen_ns = now_ns;
-    m->join_deadline_ns = h->seq ? now_ns + (uint64_t)h->seq * 1000000ull : 0;
+    join_record(job, h, &j, set, weight, src, now_ns);
+    if (tree)
+        sw->c.tree_joins++;
+    ina_log(INA_LOG_DEBUG, "rank_joined", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
+            INA_KV_I("lane", job->lane), INA_KV_I("rank", h->rank), INA_KV_I("ranks", weight),
+            INA_KV_I("joined", job->njoined), INA_KV_I("world", job->world));
     /* Start only with every rank alive and waiting: forget the ones that
-     * are not (this rank's registration is fresh, so it stays). */
-    if (job->njoined == job->world && job->state == INA_JOB_JOINING &&
-        expire_registrations(sw, job, now_ns) == 0)
+     * are not (this rank's registration is fresh, so it stays). A child
+     * never starts a job: its parent does (§12.3). */
+    if (job->child)
+        ina__tree_register(sw, job, now_ns);
+    else if (job->njoined == job->world && job->state == INA_JOB_JOINING &&
+             expire_registrations(sw, job, now_ns) == 0)
         job_start(sw, job, now_ns);
     if (job->state == INA_JOB_JOINING || job->state == INA_JOB_WAITING)
         reply_join_wait(sw, job, h->rank);
@@ -756,26 +932,33 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
  * the registration (and, with a secret, the HMAC must be right).
  */
 static void on_withdraw(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
-                        size_t bodylen, const struct sockaddr_in *src)
+                        size_t bodylen, const struct sockaddr_in *src, uint64_t now_ns)
 {
     struct ina_join j;
     if (ina_join_decode(body, bodylen, &j) != 0 ||
-        (sw->p.has_secret && !join_auth_ok(sw, h, body, bodylen))) {
+        (sw->p.has_secret && !join_auth_ok(sw, h, body, bodylen, INA_JOIN_BODY_LEN))) {
         sw->c.drops[INA_DROP_JOIN]++;
         return;
     }
     struct ina_job *job = job_by_name(sw, j.name, j.lane);
     if (!job || (job->state != INA_JOB_JOINING && job->state != INA_JOB_WAITING) ||
         h->rank >= job->world || !job->members[h->rank].joined ||
+        job->members[h->rank].weight != 1 || /* a worker's own registration */
         job->members[h->rank].nonce != j.nonce || !ina_addr_eq(&job->members[h->rank].addr, src)) {
         sw->c.drops[INA_DROP_JOIN]++; /* not registered (any more), or not that rank's */
         return;
     }
     sw->c.joins_withdrawn++;
-    member_unregister(sw, job, h->rank, "withdrawn");
+    member_unregister(sw, job, h->rank, "withdrawn", now_ns);
 }
 
-static void on_leave(struct ina_switch *sw, const struct ina_hdr *h, const struct sockaddr_in *src)
+/*
+ * LEAVE (PROTOCOL.md §5.4). From a child (§12.6) it may carry a NAK body whose
+ * reason tells why it aborts (MISMATCH, TIMEOUT, NOSPACE): every rank then
+ * hears that reason rather than ABORTED.
+ */
+static void on_leave(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
+                     size_t bodylen, const struct sockaddr_in *src)
 {
     struct ina_job *job = ina__job_by_id(sw, h->job);
     if (!job || job->state != INA_JOB_ACTIVE) {
@@ -783,27 +966,34 @@ static void on_leave(struct ina_switch *sw, const struct ina_hdr *h, const struc
         return;
     }
     if (job->session != h->session || job->token != h->token || h->rank >= job->world ||
-        !ina_addr_eq(src, &job->members[h->rank].addr)) {
+        !job->members[h->rank].weight || !ina_addr_eq(src, &job->members[h->rank].addr)) {
         sw->c.drops[INA_DROP_JOIN]++;
         return;
     }
     if (h->flags & INA_FLAG_ABORT) {
         /* That rank failed (deadline, disagreement) or quit mid-operation:
          * the others cannot finish either. End it for all, free the slots. */
-        ina__job_abort(sw, job, INA_ERR_ABORTED);
+        uint64_t nonce;
+        int32_t reason = INA_ERR_ABORTED;
+        if (ina_nak_decode(body, bodylen, &nonce, &reason) != 0 ||
+            (reason != INA_ERR_MISMATCH && reason != INA_ERR_TIMEOUT && reason != INA_ERR_NOSPACE))
+            reason = INA_ERR_ABORTED;
+        ina__job_abort(sw, job, reason);
         return;
     }
     struct ina_member *m = &job->members[h->rank];
     if (!m->left) {
         m->left = 1;
-        job->nleft++;
+        job->nleft += m->weight;
     }
     /* The job ends when every rank has left: before that, a rank that lost
      * its last result may still retransmit and must be answered. */
-    if (job->nleft == job->world) {
+    if (job->nleft == job->need) {
         log_job(INA_LOG_INFO, job, "job_ended", "all_ranks_left");
         sw->c.jobs_ended++;
-        job_free(sw, job);
+        if (job->child)
+            ina__tree_leave(sw, job, 0, 0);
+        ina__job_free(sw, job);
     }
 }
 
@@ -848,6 +1038,7 @@ static void on_shm_attach(struct ina_switch *sw, const struct ina_hdr *h, const 
         return;
     }
     if (job->session != h->session || job->token != h->token || h->rank >= job->world ||
+        job->members[h->rank].weight != 1 || /* a worker, not a child switch */
         !ina_addr_eq(src, &job->members[h->rank].addr) || bodylen < INA_SHM_ATTACH_BODY_LEN) {
         sw->c.drops[INA_DROP_JOIN]++;
         return;
@@ -889,8 +1080,22 @@ void ina__ctl_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
 {
     switch (h->kind) {
     case INA_K_JOIN: on_join(sw, h, body, bodylen, src, now_ns); break;
-    case INA_K_LEAVE: on_leave(sw, h, src); break;
-    case INA_K_WITHDRAW: on_withdraw(sw, h, body, bodylen, src); break;
+    case INA_K_LEAVE: on_leave(sw, h, body, bodylen, src); break;
+    case INA_K_WITHDRAW: on_withdraw(sw, h, body, bodylen, src, now_ns); break;
+    case INA_K_TREE_JOIN: on_join(sw, h, body, bodylen, src, now_ns); break;
+    case INA_K_RESULT:
+    case INA_K_JOIN_ACK:
+    case INA_K_JOIN_NAK:
+    case INA_K_JOIN_WAIT:
+    case INA_K_REDIRECT:
+    case INA_K_ABORT:
+    case INA_K_MIGRATE:
+        if (sw->p.nparents) {
+            ina__tree_input(sw, h, body, bodylen, src, now_ns); /* from our parent */
+            break;
+        }
+        sw->c.drops[INA_DROP_KIND]++;
+        break;
     case INA_K_SHM_ATTACH: on_shm_attach(sw, h, body, bodylen, src); break;
     case INA_K_DOORBELL: break; /* it woke us; the main loop reads the rings */
     default: sw->c.drops[INA_DROP_KIND]++; break;
@@ -911,7 +1116,7 @@ int ina_switch_abort_job(struct ina_switch *sw, uint16_t id)
         /* Still joining: the ranks that joined wait for an ACK; refuse them. */
         sw->c.jobs_aborted++;
         send_to_members(sw, job, INA_K_JOIN_NAK, INA_ERR_ABORTED);
-        job_free(sw, job);
+        ina__job_free(sw, job);
     }
     return 0;
 }
@@ -948,6 +1153,10 @@ int ina_switch_evict_job(struct ina_switch *sw, uint16_t id)
         return -ENOENT;
     if (job->evicted)
         return -EALREADY;
+    if (job->tree || job->child) {
+        log_job(INA_LOG_WARN, job, "operator_evict", "refused_tree");
+        return -ENOTSUP; /* a child could not move its ranks to rank 0's host (§12.8) */
+    }
     int64_t top = -1;
     for (uint32_t j = 0; j < job->window; j++) {
         const struct ina_slot *s = &sw->slots[job->slot_base + j];
@@ -977,7 +1186,7 @@ void ina_switch_tick(struct ina_switch *sw, uint64_t now_ns)
         if (job->state == INA_JOB_JOINING && sw->p.join_timeout_ns &&
             now_ns - job->created_ns > sw->p.join_timeout_ns) {
             log_job(INA_LOG_WARN, job, "job_dropped", "join_timeout");
-            job_free(sw, job);
+            ina__job_free(sw, job);
         } else if (job->state == INA_JOB_WAITING && now_ns >= job->wait_until_ns) {
             if (ina_switch_tx_full(sw))
                 continue;
@@ -987,6 +1196,10 @@ void ina_switch_tick(struct ina_switch *sw, uint64_t now_ns)
             if (ina_switch_tx_full(sw))
                 continue; /* no room to send the ABORT: try again next tick */
             ina__job_abort(sw, job, INA_ERR_TIMEOUT);
+        } else if (job->state == INA_JOB_JOINING && job->child) {
+            if (ina_switch_tx_full(sw))
+                continue;
+            ina__tree_tick(sw, job, now_ns); /* TREE_JOIN again, until the parent answers */
         }
     }
     if (sw->slots_freed)

@@ -47,6 +47,10 @@ void ina_sw_counters_print(const struct ina_sw_counters *c, FILE *f)
     fprintf(f, "  doorbells       %llu\n", (unsigned long long)c->doorbells);
     fprintf(f, "  joins_withdrawn %llu\n", (unsigned long long)c->joins_withdrawn);
     fprintf(f, "  joins_expired   %llu\n", (unsigned long long)c->joins_expired);
+    fprintf(f, "  tree_joins      %llu\n", (unsigned long long)c->tree_joins);
+    fprintf(f, "  up_packets      %llu\n", (unsigned long long)c->up_packets);
+    fprintf(f, "  up_resent       %llu\n", (unsigned long long)c->up_resent);
+    fprintf(f, "  up_results      %llu\n", (unsigned long long)c->up_results);
     for (int d = 0; d < INA_DROP__COUNT; d++)
         fprintf(f, "  drop_%-11s %llu\n", drop_names[d], (unsigned long long)c->drops[d]);
 }

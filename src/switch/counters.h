@@ -30,7 +30,8 @@
     X(EVICTED, "round at or past the bound of an evicted job (it moved away)")                                  \
     X(AUTH, "JOIN without a valid proof of the shared secret (--secret-file)")   \
     X(SHM, "shared-memory ring refused, full or corrupt (the datagram is lost)") \
-    X(TXQ, "transmit queue full before a flush (a switch bug; the datagram is lost)")
+    X(TXQ, "transmit queue full before a flush (a switch bug; the datagram is lost)") \
+    X(UPSTREAM, "from the parent (--parent), fitting no job or round that awaits it")
 
 enum ina_drop {
 #define INA__DROP_ENUM(name, text) INA_DROP_##name,
@@ -57,6 +58,12 @@ struct ina_sw_counters {
     uint64_t doorbells;       /* DOORBELL datagrams sent to sleeping workers */
     uint64_t joins_withdrawn; /* registrations withdrawn by their rank (WITHDRAW) */
     uint64_t joins_expired;   /* registrations forgotten: the rank's deadline passed or it fell silent */
+    /* A tree of switches (PROTOCOL.md §12). As a parent: */
+    uint64_t tree_joins;      /* TREE_JOINs of child switches registered */
+    /* As a child (--parent): */
+    uint64_t up_packets;      /* partial sums sent to the parent */
+    uint64_t up_resent;       /* ... sent again: a worker retransmitted into a round awaiting it */
+    uint64_t up_results;      /* the parent's RESULTs taken and passed down */
     uint64_t drops[INA_DROP__COUNT];
 };
 

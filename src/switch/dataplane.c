@@ -66,6 +66,27 @@ static void send_to_rank(struct ina_switch *sw, const struct ina_job *job, int r
 }
 
 /*
+ * Build a datagram of one slot set's round into a transmit buffer: header h
+ * (its kind, job, rank, session and token already set) with the round's slot,
+ * seq, count, exp, op and tag, and the set's values. @return the buffer; its
+ * length is 32 + 4 * count.
+ */
+static uint8_t *build_round(struct ina_switch *sw, const struct ina_job *job, struct ina_hdr *h,
+                            uint32_t rel_slot, unsigned set, const struct ina_slot_set *ss)
+{
+    h->slot = rel_slot | (set ? INA_SLOT_SET_BIT : 0);
+    h->seq = ss->seq;
+    h->count = ss->count;
+    h->exp = ss->exp;
+    h->op = ss->op;
+    h->tag = ss->tag;
+    uint8_t *buf = ina_txq_buf(&sw->txq);
+    ina_hdr_encode(buf, h);
+    ina_be32_store(buf + INA_HDR_LEN, set_values(sw, job->slot_base + rel_slot, set), ss->count);
+    return buf;
+}
+
+/*
  * Build the RESULT datagram of one finished slot set once, and queue it for
  * one rank (dest >= 0) or every rank of the job (dest < 0).
  */
@@ -74,16 +95,7 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
 {
     struct ina_hdr h;
     job_hdr(&h, job, INA_K_RESULT);
-    h.slot = rel_slot | (set ? INA_SLOT_SET_BIT : 0);
-    h.seq = ss->seq;
-    h.count = ss->count;
-    h.exp = ss->exp;
-    h.op = ss->op;
-    h.tag = ss->tag;
-
-    uint8_t *buf = ina_txq_buf(&sw->txq);
-    ina_hdr_encode(buf, &h);
-    ina_be32_store(buf + INA_HDR_LEN, set_values(sw, job->slot_base + rel_slot, set), ss->count);
+    uint8_t *buf = build_round(sw, job, &h, rel_slot, set, ss);
     size_t len = INA_HDR_LEN + 4 * (size_t)ss->count;
     if (dest >= 0) {
         send_to_rank(sw, job, dest, buf, len);
@@ -94,7 +106,8 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
         return;
     }
     for (int r = 0; r < job->world; r++)
-        send_to_rank(sw, job, r, buf, len);
+        if (job->members[r].weight) /* a rank a child stands for gets it from the child */
+            send_to_rank(sw, job, r, buf, len);
 }
 
 /* x / 2^d rounded to nearest (ties up), for |x| < 2^31 and d >= 1. */
@@ -190,8 +203,10 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         return drop_job(sw, job, INA_DROP_SLOT);
     if (h->count > job->elems)
         return drop_job(sw, job, INA_DROP_COUNT);
-    if (h->op > INA_OP_LAST || (sw->p.int_ops_only && h->op > INA_OP_MIN_I32))
-        return drop_job(sw, job, INA_DROP_OP);
+    if (h->op > INA_OP_LAST || (sw->p.int_ops_only && h->op > INA_OP_MIN_I32) ||
+        ((job->tree || job->child) && h->op == INA_OP_ADD_BFP) ||
+        (job->child && h->op == INA_OP_ADD_F32 && !(job->up.flags & INA_FLAG_CAP_F32)))
+        return drop_job(sw, job, INA_DROP_OP); /* (a tree offers neither: §12) */
     if (set != (h->seq & 1))
         return drop_job(sw, job, INA_DROP_SET);
 
@@ -205,6 +220,7 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
     struct ina_slot_set *ss = &sw->slots[abs_slot].set[set];
     int32_t d = (int32_t)(h->seq - ss->seq);
     unsigned rank = h->rank;
+    const uint16_t weight = job->members[rank].weight; /* ranks it stands for (§12) */
 
     if (d == 2) {
         if (!ss->complete)
@@ -214,14 +230,25 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         ss->exp = h->exp;
         ss->tag = h->tag;
         ss->op = h->op;
-        ss->nrecv = 1;
+        ss->nrecv = weight;
         ss->complete = 0;
+        ss->up = 0;
         memset(ss->bitmap, 0, sizeof(ss->bitmap));
         bit_set(ss->bitmap, rank);
         ina_be32_load(set_values(sw, abs_slot, set), payload, h->count);
     } else if (d == 0) {
         if (bit_test(ss->bitmap, rank)) {
             job->c.retransmits++;
+            if (ss->up) {
+                /* A child's round waits for the parent, and a worker timed out
+                 * on it: the partial sum, or the parent's RESULT, may have been
+                 * lost. Send the partial sum again (the parent answers a
+                 * duplicate with its RESULT, or drops it): recovery between
+                 * child and parent is driven by the workers' timers. */
+                sw->c.up_resent++;
+                ina__tree_up_data(sw, job, rel, set, ss);
+                return;
+            }
             if (!ss->complete)
                 return drop_job(sw, job, INA_DROP_DUP_PENDING);
             sw->c.results_resent++;
@@ -235,7 +262,7 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
             return;
         }
         bit_set(ss->bitmap, rank);
-        ss->nrecv++;
+        ss->nrecv = (uint16_t)(ss->nrecv + weight);
         if (ss->op == INA_OP_ADD_BFP) {
             combine(ss, set_values(sw, abs_slot, set), payload, h->count, h->exp);
         } else {
@@ -251,12 +278,60 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
 
     sw->c.contributions++;
     job->c.contributions++;
-    if (ss->nrecv == job->world) {
+    if (ss->nrecv == job->need && job->child) {
+        ss->up = 1; /* complete once the parent's RESULT is in (tree.c) */
+        sw->c.up_packets++;
+        ina__tree_up_data(sw, job, rel, set, ss);
+    } else if (ss->nrecv == job->need) {
         ss->complete = 1;
         sw->c.completions++;
         job->c.completions++;
         emit_result(sw, job, rel, set, ss, -1);
     }
+}
+
+/*
+ * A child's partial sum of a round (PROTOCOL.md §12.4): a DATA of the
+ * parent's job, as member up.rep, in the same slot and round as the workers'
+ * packets (the child's window is the parent's), with the round's count, tag,
+ * op and exponent (the largest of its ranks'), and the values held in the set.
+ */
+void ina__tree_up_data(struct ina_switch *sw, const struct ina_job *job, uint32_t rel,
+                       unsigned set, const struct ina_slot_set *ss)
+{
+    if (job->up.gone || !ina_txq_room(&sw->txq, 1))
+        return; /* (the caller flushed before this input: never full) */
+    struct ina_hdr h;
+    ina__up_hdr(&h, job, INA_K_DATA);
+    uint8_t *buf = build_round(sw, job, &h, rel, set, ss);
+    ina_txq_push(&sw->txq, buf, INA_HDR_LEN + 4 * (size_t)ss->count, &job->up.addr);
+}
+
+/*
+ * The parent's RESULT of a round this child sent up (§12.4): the sum over
+ * every rank. It must name a set that waits for it (same round, count, tag
+ * and op); then it becomes the set's result, complete, and goes to every
+ * local rank. Anything else is a duplicate or stale (drop UPSTREAM).
+ */
+void ina__tree_dp_result(struct ina_switch *sw, struct ina_job *job, const struct ina_hdr *h,
+                         const uint8_t *payload)
+{
+    uint32_t rel = h->slot & INA_SLOT_INDEX_MASK;
+    unsigned set = (h->slot & INA_SLOT_SET_BIT) ? 1 : 0;
+    if (rel >= job->window || set != (h->seq & 1))
+        return drop_job(sw, job, INA_DROP_UPSTREAM);
+    struct ina_slot_set *ss = &sw->slots[job->slot_base + rel].set[set];
+    if (!ss->up || ss->seq != h->seq || h->count != ss->count || h->tag != ss->tag ||
+        h->op != ss->op)
+        return drop_job(sw, job, INA_DROP_UPSTREAM);
+    ina_be32_load(set_values(sw, job->slot_base + rel, set), payload, h->count);
+    ss->exp = h->exp; /* every rank's maximum (two-round floats), as the parent saw it */
+    ss->up = 0;
+    ss->complete = 1;
+    sw->c.up_results++;
+    sw->c.completions++;
+    job->c.completions++;
+    emit_result(sw, job, rel, set, ss, -1);
 }
 
 void ina_switch_input_ring(struct ina_switch *sw, struct ina_job *job, int r,
@@ -300,8 +375,8 @@ void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
         return drop_job(sw, job, INA_DROP_SESSION);
     if (h.token != job->token)
         return drop_job(sw, job, INA_DROP_TOKEN);
-    if (h.rank >= job->world)
-        return drop_job(sw, job, INA_DROP_RANK);
+    if (h.rank >= job->world || !job->members[h.rank].weight)
+        return drop_job(sw, job, INA_DROP_RANK); /* (a rank a child stands for sends nothing) */
     struct ina_member *m = &job->members[h.rank];
     if (!ina_addr_eq(src, &m->addr))
         return drop_job(sw, job, INA_DROP_SOURCE);

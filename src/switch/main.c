@@ -90,6 +90,15 @@ static void usage(FILE *f)
             "                        (INA_SHM=0 on a worker keeps it on UDP). On by\n"
             "                        default, except with --multicast or --fault-rx/-tx\n"
             "                        (faults apply to UDP datagrams only)\n"
+            "  --parent HOST:PORT[,HOST:PORT...]\n"
+            "                        be a child in a tree of switches (docs/SCALE.md): add\n"
+            "                        the packets of the workers that join here, and take\n"
+            "                        part in each job at a parent as one member, sending\n"
+            "                        it one partial sum per round and passing its results\n"
+            "                        down. With several parents (a sharded parent tier)\n"
+            "                        each job (name, lane) goes to one of them, the same\n"
+            "                        for every child. The listen address must reach the\n"
+            "                        parents (e.g. --listen 0.0.0.0, or the node's address)\n"
             "  --int-ops-only        offer only integer add/max/min, as a switch without\n"
             "                        shifters or floating point would (hardware, eBPF):\n"
             "                        workers then send floats quantized in two rounds\n"
@@ -657,7 +666,8 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
             INA_KV_S("threads_from", o->threads_from), INA_KV_I("cores", o->cores),
             INA_KV_I("slots", p.nslots * nthreads), INA_KV_I("max_elems", p.max_elems),
             INA_KV_S("pool_mib", mib), INA_KV_S("secret", p.has_secret ? "on" : "off"),
-            INA_KV_S("shm", p.shm ? "on" : "off"), INA_KV_S("shm_from", o->shm_from));
+            INA_KV_S("shm", p.shm ? "on" : "off"), INA_KV_S("shm_from", o->shm_from),
+            INA_KV_I("parents", p.nparents));
     if (o->metrics) {
         for (; npubs < nthreads; npubs++) {
             if (ina_sw_pub_init(&pubs[npubs]) != 0)
@@ -730,6 +740,7 @@ int main(int argc, char **argv)
         {"secret-file", required_argument, 0, 'S'},
         {"int-ops-only", no_argument, 0, 'I'},
         {"shm", no_argument, 0, 'H'},            {"no-shm", no_argument, 0, 'h' + 256},
+        {"parent", required_argument, 0, 'U'},
         {"version", no_argument, 0, 'V'},         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *listen_s = "127.0.0.1", *port_file = NULL;
@@ -744,6 +755,7 @@ int main(int argc, char **argv)
     int slots_opt = 0;     /* --slots given */
     const char *fault_rx_spec = NULL, *fault_tx_spec = NULL;
     const char *metrics_s = NULL, *metrics_port_file = NULL, *secret_file = NULL;
+    const char *parent_s = NULL;
     enum ina_log_level level = INA_LOG_INFO;
     enum ina_log_format format = INA_LOG_TEXT;
     struct ina_fault fault_check;
@@ -809,6 +821,7 @@ int main(int argc, char **argv)
         case 'I': p.int_ops_only = 1; break;
         case 'H': shm_opt = 1; break;
         case 'h' + 256: shm_opt = 0; break;
+        case 'U': parent_s = optarg; break;
         case 'M': {
             struct in_addr g;
             if (inet_pton(AF_INET, optarg ? optarg : "239.255.73.0", &g) != 1 ||
@@ -862,6 +875,38 @@ int main(int argc, char **argv)
         fprintf(stderr, "ina-switch: --multicast supports at most %d --threads (one group per "
                         "job id in BASE/24)\n", 254 / INA_SW_MAX_JOBS);
         return 2;
+    }
+    if (parent_s) {
+        char why[300];
+        int n = ina_parse_hostport_list(parent_s, 0, p.parents, INA_SW_MAX_PARENTS, why,
+                                        sizeof(why));
+        if (n < 1) {
+            fprintf(stderr, "ina-switch: --parent: %s (at most %d addresses)\n", why,
+                    INA_SW_MAX_PARENTS);
+            return 2;
+        }
+        p.nparents = (unsigned)n;
+        for (int i = 0; i < n; i++) {
+            int lo_parent = (ntohl(p.parents[i].sin_addr.s_addr) >> 24) == 127;
+            int lo_listen = (ntohl(addr.sin_addr.s_addr) >> 24) == 127;
+            if (lo_listen && !lo_parent) {
+                fprintf(stderr, "ina-switch: --listen %s cannot reach the parent %s: a child "
+                                "talks to its parent from its listen address (use --listen "
+                                "0.0.0.0 or this host's address)\n", listen_s, parent_s);
+                return 2;
+            }
+            if (addr.sin_port && addr.sin_port == p.parents[i].sin_port &&
+                (addr.sin_addr.s_addr == p.parents[i].sin_addr.s_addr)) {
+                fprintf(stderr, "ina-switch: --parent %s is this switch's own address\n",
+                        parent_s);
+                return 2;
+            }
+        }
+        if (p.mcast_base) {
+            fprintf(stderr, "ina-switch: --parent and --multicast cannot be combined (a child "
+                            "passes each result on by unicast)\n");
+            return 2;
+        }
     }
     if (p.shm && p.mcast_base) {
         fprintf(stderr, "ina-switch: --shm and --multicast cannot be combined (results go either "

@@ -201,7 +201,11 @@ static void job_labels(struct buf *b, const struct ina_job *j)
     X(shm_tx_packets, "Results put into shared-memory rings")                               \
     X(doorbells, "Doorbells sent to workers asleep on a ring")                              \
     X(joins_withdrawn, "Registrations withdrawn by a rank that gave up joining")            \
-    X(joins_expired, "Registrations forgotten: deadline passed or the rank fell silent")
+    X(joins_expired, "Registrations forgotten: deadline passed or the rank fell silent")    \
+    X(tree_joins, "TREE_JOINs of child switches registered")                                \
+    X(up_packets, "Partial sums sent to the parent (--parent)")                             \
+    X(up_resent, "Partial sums sent to the parent again (a worker retransmitted)")          \
+    X(up_results, "Results of the parent passed down to the workers")
 
 #define JOB_GAUGES(X)                                                                 \
     X(world, "Ranks of the job", (double)j->world)                                    \

@@ -35,6 +35,7 @@
  * join a little later fail at once rather than wait for ones that never come. */
 #define INA_SW_MISMATCH_KEEP 8
 #define INA_SW_MISMATCH_NS 3000000000ull
+#define INA_SW_MAX_PARENTS 16     /* --parent addresses (a sharded parent tier) */
 
 /* One set (copy) of one slot. Invariant: complete <=> nrecv == job world size
  * for the round `seq`; bitmap has exactly nrecv bits set. */
@@ -44,6 +45,8 @@ struct ina_slot_set {
     uint16_t nrecv;   /* contributions so far */
     int16_t exp;      /* max exponent over contributions */
     uint8_t complete; /* all contributions in: values hold the sum */
+    uint8_t up;       /* a child (tree.c): every local contribution is in, and the
+                         partial sum went to the parent; complete once its RESULT is in */
     uint8_t tag;      /* operation tag of this round (all ranks must agree) */
     uint8_t op;       /* wire op (INA_OP_*) of this round (all ranks must agree) */
     uint64_t bitmap[INA_BITMAP_WORDS]; /* ranks that contributed to `seq` */
@@ -70,6 +73,10 @@ struct ina_member {
      * as its rank is waiting: its last JOIN (re-sent at least every second)
      * and the deadline the rank gave (JOIN header seq, 0 = none) bound it. */
     uint64_t join_seen_ns, join_deadline_ns;
+    /* Ranks this member's DATA stands for (PROTOCOL.md §12): 1 for a worker, the
+     * size of its set for a child switch (TREE_JOIN), 0 for a rank that a child
+     * stands for (its `rep`, the set's lowest rank, is the member that sends). */
+    uint16_t weight, rep;
     struct ina_shm *shm; /* rings the rank attached (PROTOCOL.md §5.9), NULL = UDP only */
     uint8_t shm_live;    /* its up ring has delivered a datagram: RESULTs go down the ring */
     /* Operator counters (ina-switch --metrics), written only by the owning
@@ -86,6 +93,30 @@ struct ina_job_counters {
     uint64_t drops[INA_DROP__COUNT]; /* drops of datagrams carrying this job's id */
 };
 
+/*
+ * A child's membership in the parent's job (ina-switch --parent, tree.c): the
+ * child registers the set of ranks that joined it with TREE_JOIN and stands
+ * for them as member `rep` of the parent's job.
+ */
+struct ina_uplink {
+    struct sockaddr_in addr; /* the parent that serves this (name, lane); REDIRECTs move its port */
+    uint64_t nonce;          /* this registration's, random; 0 = not registered */
+    uint8_t set[INA_TREE_SET_LEN]; /* the ranks registered last (bit r of byte r >> 3) */
+    uint16_t rep;            /* the set's lowest rank: our rank in the parent's job */
+    uint16_t elems;          /* what we proposed */
+    uint32_t window;         /* (0: we have no room, so the parent refuses the job) */
+    uint32_t reserved;       /* slots held from our pool for the job (at slot_base), 0 = none */
+    uint64_t next_send_ns;   /* TREE_JOIN retransmission, 100 ms doubling to 1 s */
+    uint32_t interval_ms;
+    int redirects;
+    /* From the parent's JOIN_ACK: its job, session, token and capabilities. */
+    int active;              /* 1 once the parent started the job */
+    uint16_t job;
+    uint32_t session, token;
+    uint16_t flags;
+    int gone;                /* the parent ended the job: send it nothing more */
+};
+
 struct ina_job {
     enum ina_job_state state;
     uint16_t id; /* shard * INA_SW_MAX_JOBS + index + 1: unique across shards */
@@ -98,6 +129,10 @@ struct ina_job {
     int njoined, nleft;
     uint16_t elems;
     uint32_t window, slot_base;
+    int need;  /* ranks whose contributions complete a round: world, or a child's set */
+    int tree;  /* a member is a child switch (weight > 1): no op 3, no fallback, no eviction */
+    int child; /* this switch is a child for the job: rounds complete at the parent */
+    struct ina_uplink up; /* child only */
     uint64_t created_ns, last_rx_ns;
     uint64_t wait_until_ns; /* WAITING: give up (NOSPACE) after this */
     int evicted;            /* the operator moved it away (control.c: ina_switch_evict_job) */
@@ -137,6 +172,10 @@ struct ina_switch_params {
     int int_ops_only;
     /* --shm: offer shared-memory rings to workers on this host (§5.9). */
     int shm;
+    /* --parent: this switch is a child (PROTOCOL.md §12, tree.c): each job's
+     * partial sums go to parents[shard(name, lane) mod nparents]. 0 = a root. */
+    unsigned nparents;
+    struct sockaddr_in parents[INA_SW_MAX_PARENTS];
 };
 
 struct ina_switch {
@@ -165,9 +204,10 @@ struct ina_switch {
     struct ina_txq txq;
 };
 
-/* Worst case one input queues: an ABORT to every rank plus a JOIN_ACK per rank. */
-#define INA_SW_TX_RESERVE_BUFS (INA_MAX_WORKERS + 2)
-#define INA_SW_TX_RESERVE_MSGS (2 * INA_MAX_WORKERS + 2)
+/* Worst case one input queues: an ABORT to every rank plus a JOIN_ACK per rank,
+ * and a child's datagrams to its parent (a partial sum, a LEAVE twice, a TREE_JOIN). */
+#define INA_SW_TX_RESERVE_BUFS (INA_MAX_WORKERS + 6)
+#define INA_SW_TX_RESERVE_MSGS (2 * INA_MAX_WORKERS + 6)
 #define INA_SW_TX_BATCH 64 /* finished sums queued (transmit buffers) before a flush is forced */
 
 /* True when the caller must flush sw->txq before the next ina_switch_input(). */
@@ -236,6 +276,53 @@ void ina__job_reset_slots(struct ina_switch *sw, const struct ina_job *job);
 void ina__job_abort(struct ina_switch *sw, struct ina_job *job, int reason);
 /* The same, with the reason the log gives (operator_abort, rank_restarted, ...). */
 void ina__job_abort_why(struct ina_switch *sw, struct ina_job *job, int reason, const char *why);
+
+/* control.c helpers that tree.c shares. */
+void ina__job_free(struct ina_switch *sw, struct ina_job *job);
+void ina__job_send_acks(struct ina_switch *sw, const struct ina_job *job);
+/* Whether every registered member of job proposed its lanes (INA_FLAG_LANES_AUTO,
+ * lane 0): a child then passes the job's count up as a proposal too (§5.6). */
+int ina__job_lanes_proposed(const struct ina_job *job);
+/* NAK every member that joined (its own nonce) with reason; NOSPACE is remembered
+ * for a while so that a rank whose NAK was lost hears it again. Frees the job. */
+void ina__job_refuse(struct ina_switch *sw, struct ina_job *job, int reason, uint64_t now_ns);
+int ina__pool_alloc(struct ina_switch *sw, uint32_t n, uint32_t *base);
+/* Admission policy: a run of free slots of want (capped by the pool and
+ * max_job_slots), halved while none is free, down to min_job_slots.
+ * @return the run's length (its start in *base), 0 if even the least does not fit. */
+uint32_t ina__pool_take(struct ina_switch *sw, uint32_t want, uint32_t *base);
+uint32_t ina__random_u32(void);
+void ina__job_log(const struct ina_job *job, const char *event, const char *reason, int warn);
+
+/* tree.c: this switch as a child of a parent (ina-switch --parent, PROTOCOL.md §12). */
+/* The job's set of joined ranks changed (or it is new): register it with the parent. */
+void ina__tree_register(struct ina_switch *sw, struct ina_job *job, uint64_t now_ns);
+/* dataplane.c: every local contribution of the round is in: send the partial
+ * sum to the parent (again, on a worker's retransmission). */
+void ina__tree_up_data(struct ina_switch *sw, const struct ina_job *job, uint32_t rel,
+                       unsigned set, const struct ina_slot_set *ss);
+/* dataplane.c: the parent's RESULT (job, session, token and source checked). */
+void ina__tree_dp_result(struct ina_switch *sw, struct ina_job *job, const struct ina_hdr *h,
+                         const uint8_t *payload);
+/* Leave the parent's job (abort: with reason; the parent ends it for every rank). */
+void ina__tree_leave(struct ina_switch *sw, struct ina_job *job, int abort, int reason);
+/* A datagram of a kind the parent sends (RESULT, JOIN_ACK, JOIN_NAK, REDIRECT,
+ * ABORT, MIGRATE) reached a child. */
+void ina__tree_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
+                     size_t bodylen, const struct sockaddr_in *src, uint64_t now_ns);
+/* Periodic: retransmit TREE_JOINs not answered yet. */
+void ina__tree_tick(struct ina_switch *sw, struct ina_job *job, uint64_t now_ns);
+
+/* A header of a child's datagram to its parent: the parent's job, session
+ * and token, and the child's rank there (its set's lowest rank). */
+static inline void ina__up_hdr(struct ina_hdr *h, const struct ina_job *job, uint8_t kind)
+{
+    ina_hdr_init(h, kind);
+    h->job = job->up.job;
+    h->rank = job->up.rep;
+    h->session = job->up.session;
+    h->token = job->up.token;
+}
 
 /* The job with wire id `id` in this shard's table, or NULL if the id is not this shard's. */
 static inline struct ina_job *ina__job_by_id(struct ina_switch *sw, uint16_t id)

@@ -44,7 +44,9 @@ static inline double h_now(void)
 static inline int switch_start(struct sw_proc *sp, const char *const *extra)
 {
     setenv("INA_AUTO_CORES", "2", 0);
-    snprintf(sp->port_file, sizeof(sp->port_file), "/tmp/ina-test-port.%d", (int)getpid());
+    static int nstarted; /* a test may run several switches: one port file each */
+    snprintf(sp->port_file, sizeof(sp->port_file), "/tmp/ina-test-port.%d.%d", (int)getpid(),
+             nstarted++);
     unlink(sp->port_file);
     const char *argv[32] = {INA_SWITCH_BIN, "--listen", "127.0.0.1:0", "--port-file",
                             sp->port_file, "--quiet"};
@@ -174,6 +176,43 @@ static inline int run_workers(int n, int (*fn)(int rank, int n, void *arg), void
         usleep(2000);
     }
     return failed;
+}
+
+/*
+ * What the test's parent and its workers share to kill a switch under a
+ * joined job (an anonymous shared mapping): the workers count themselves
+ * joined, the parent kills, then says so.
+ */
+struct h_kill {
+    volatile int joined, killed;
+    volatile double worst_s; /* the slowest failure after the kill */
+};
+
+/*
+ * A switch of the job dies: count this rank joined, wait for the kill, then
+ * one all-reduce must fail by itself within limit_s, with INA_ERR_TIMEOUT,
+ * INA_ERR_ABORTED or -ECONNREFUSED, and the next call with INA_ERR_CLOSED.
+ * @return 0 if so, else 1 (and says why).
+ */
+static inline int h_fail_after_kill(ina_ctx *ctx, struct h_kill *k, double limit_s,
+                                    const char *what, int rank)
+{
+    static float buf[20000];
+    __sync_fetch_and_add(&k->joined, 1);
+    for (double t0 = h_now(); !k->killed && h_now() - t0 < 30;)
+        usleep(1000);
+    double t0 = h_now();
+    int rc = ina_allreduce(ctx, buf, buf, 20000, INA_FLOAT32, INA_SUM);
+    double dt = h_now() - t0;
+    if (dt > k->worst_s)
+        k->worst_s = dt;
+    int rc2 = ina_allreduce(ctx, buf, buf, 10, INA_FLOAT32, INA_SUM);
+    if ((rc == INA_ERR_TIMEOUT || rc == INA_ERR_ABORTED || rc == -ECONNREFUSED) &&
+        rc2 == INA_ERR_CLOSED && dt <= limit_s)
+        return 0;
+    fprintf(stderr, "%s rank %d: %s after %.2f s, then %s\n", what, rank, ina_err_name(rc), dt,
+            ina_err_name(rc2));
+    return 1;
 }
 
 /* Deterministic per (rank, op, index) test data: splitmix64. */

@@ -1,5 +1,6 @@
 /* test_auto.c: the defaults chosen from the host: ranks with different cores agree on one lane
- * count at join (the smallest proposal, or a rank's fixed count), sums verified; ina-switch
+ * count at join (the smallest proposal, or a rank's fixed count), with one switch, an INA_SWITCH
+ * list of two (shards) and under two child switches of a tree, sums verified; ina-switch
  * --threads auto and rings on by default (off with faults or --no-shm), as its log says. */
 #include <math.h>
 #include <stdio.h>
@@ -10,14 +11,16 @@
 #include "e2e/harness.h"
 
 #define ELEMS 256
-static struct sw_proc sw;
+static struct sw_proc sw, sw2, parent;
 
 struct params {
     const char *job;
     const int *cores;  /* per rank: INA_AUTO_CORES */
     const int *lanes;  /* per rank: cfg.lanes (0 = auto) */
-    int want_lanes;    /* what every rank must run */
+    int want_lanes;    /* what every rank must run (per switch) */
     int want_shm;
+    int shards;        /* 2: INA_SWITCH lists sw and sw2; else sw */
+    int tree;          /* ranks 0..n/2-1 join the child sw, the others the child sw2 */
 };
 
 static int verify(const int32_t *ib, const float *fb, size_t count, int n, uint64_t op)
@@ -53,7 +56,13 @@ static int auto_worker(int rank, int n, void *arg)
     snprintf(cores, sizeof(cores), "%d", p->cores[rank]);
     setenv("INA_AUTO_CORES", cores, 1);
     ina_config cfg;
-    worker_config(&cfg, &sw, p->job, rank, n, addr, sizeof(addr));
+    const struct sw_proc *mine = p->tree && rank >= n / 2 ? &sw2 : &sw;
+    worker_config(&cfg, mine, p->job, rank, n, addr, sizeof(addr));
+    if (p->shards == 2) { /* "127.0.0.1:P1,127.0.0.1:P2" */
+        size_t len = strlen(addr);
+        addr[len++] = ',';
+        switch_addr(&sw2, addr + len, sizeof(addr) - len);
+    }
     cfg.elems_per_packet = ELEMS;
     cfg.window = 8;
     cfg.lanes = p->lanes[rank];
@@ -70,7 +79,8 @@ static int auto_worker(int rank, int n, void *arg)
     ina_get_info(ctx, &info);
     const int want_proposed = p->lanes[rank] ? 0 : proposal;
     if (info.lanes != p->want_lanes || info.lanes_proposed != want_proposed ||
-        seen_cores != p->cores[rank] || seen_local != n || info.shm != p->want_shm) {
+        seen_cores != p->cores[rank] || seen_local != n || info.shm != p->want_shm ||
+        info.shards != (p->shards ? p->shards : 1) || info.levels != (p->tree ? 2 : 1)) {
         fprintf(stderr, "%s rank %d: lanes %d (want %d), proposed %d (want %d), cores %d, "
                 "local %d, shm %d (want %d)\n", p->job, rank, info.lanes, p->want_lanes,
                 info.lanes_proposed, want_proposed, seen_cores, seen_local, info.shm,
@@ -179,19 +189,19 @@ int main(void)
     CHECK_EQ_INT(switch_start(&sw, args), 0);
     /* 3 ranks on this host with 6, 12 and 9 cores propose 2, 4 and 3 lanes: all run 2. */
     static const int c_mixed[] = {6, 12, 9}, l_auto[] = {0, 0, 0};
-    struct params agree = {"auto-agree", c_mixed, l_auto, 2, 1};
+    struct params agree = {"auto-agree", c_mixed, l_auto, 2, 1, 0, 0};
     run(&agree, 3);
     /* Rank 0 fixes 3 lanes; the others propose 1 (3 cores for 3 workers): all run 3. */
     static const int c_small[] = {3, 3, 3}, l_fixed[] = {3, 0, 0};
-    struct params fixed = {"auto-fixed", c_small, l_fixed, 3, 1};
+    struct params fixed = {"auto-fixed", c_small, l_fixed, 3, 1, 0, 0};
     run(&fixed, 3);
     /* Everyone proposes 1 (2 cores, 2 workers): one lane, no threads. */
     static const int c_two[] = {2, 2}, l_two[] = {0, 0};
-    struct params one = {"auto-one", c_two, l_two, 1, 1};
+    struct params one = {"auto-one", c_two, l_two, 1, 1, 0, 0};
     run(&one, 2);
     /* A world of one runs one lane whatever the cores. */
     static const int c_big[] = {64}, l_one[] = {0};
-    struct params solo = {"auto-solo", c_big, l_one, 1, 1};
+    struct params solo = {"auto-solo", c_big, l_one, 1, 1, 0, 0};
     run(&solo, 1);
     CHECK_EQ_INT(switch_stop(&sw), 0);
     /* auto-agree: 2 lanes, auto-fixed: 3, auto-one and auto-solo: 1 each. */
@@ -199,6 +209,46 @@ int main(void)
     CHECK_EQ_INT(switch_counter(&sw, "jobs_ended"), 7);
     CHECK(switch_counter(&sw, "join_redirects") > 0);
     CHECK(switch_counter(&sw, "shm_attached") >= 3 * 2 + 3 * 3 + 2 + 1);
+
+    /* Two switches (shards): 3 ranks propose 2 x 2, 2 x 4 and 2 x 3 parts at the first; 4
+     * agreed: 2 lanes at each switch. */
+    char log2[64], logp[64];
+    snprintf(log2, sizeof(log2), "/tmp/ina-test-auto.%d.2.log", (int)getpid());
+    snprintf(logp, sizeof(logp), "/tmp/ina-test-auto.%d.p.log", (int)getpid());
+    sw2.log_path = log2;
+    parent.log_path = logp;
+    setenv("INA_AUTO_CORES", "2", 1);
+    CHECK_EQ_INT(switch_start(&sw, NULL), 0);
+    CHECK_EQ_INT(switch_start(&sw2, NULL), 0);
+    struct params shards = {"auto-shards", c_mixed, l_auto, 2, 1, 2, 0};
+    run(&shards, 3);
+    /* ... and rank 0 fixes 3 lanes: 3 at each switch. */
+    struct params shards_fixed = {"auto-shards-fx", c_small, l_fixed, 3, 1, 2, 0};
+    run(&shards_fixed, 3);
+    CHECK_EQ_INT(switch_stop(&sw), 0);
+    CHECK_EQ_INT(switch_stop(&sw2), 0);
+    CHECK_EQ_INT(switch_counter(&sw, "jobs_ended"), 2 + 3);
+    CHECK_EQ_INT(switch_counter(&sw2, "jobs_ended"), 2 + 3);
+
+    /* A tree: ranks 0, 1 under child sw propose 4 and 3, ranks 2, 3 under child sw2 propose 2
+     * and 4 (their cores over 4 workers); each child passes its smallest up and the parent
+     * agrees 2 for all. */
+    CHECK_EQ_INT(switch_start(&parent, NULL), 0);
+    char up[64];
+    switch_addr(&parent, up, sizeof(up));
+    const char *const child[] = {"--parent", up, NULL};
+    CHECK_EQ_INT(switch_start(&sw, child), 0);
+    CHECK_EQ_INT(switch_start(&sw2, child), 0);
+    static const int c_tree[] = {16, 12, 8, 16}, l_tree[] = {0, 0, 0, 0};
+    struct params tree = {"auto-tree", c_tree, l_tree, 2, 1, 0, 1};
+    run(&tree, 4);
+    CHECK_EQ_INT(switch_stop(&sw), 0);
+    CHECK_EQ_INT(switch_stop(&sw2), 0);
+    CHECK_EQ_INT(switch_stop(&parent), 0);
+    CHECK_EQ_INT(switch_counter(&parent, "jobs_ended"), 2);
+    CHECK(switch_counter(&parent, "tree_joins") >= 4);
+    unlink(log2);
+    unlink(logp);
     unlink(log);
     return check_report("test_auto");
 }

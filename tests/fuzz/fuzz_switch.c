@@ -26,6 +26,7 @@
 #include "switch/counters.c"
 #include "switch/dataplane.c"
 #include "switch/log.c"
+#include "switch/tree.c"
 
 /*
  * Input format: a sequence of records, each
@@ -47,6 +48,12 @@
  *   F_COUNT   set count = (length - 32) / 4 and cut the datagram to match
  *   F_TICK    after the datagram, advance the clock by tick_step[sel >> 5]
  *             and run ina_switch_tick
+ *   F_CHILD   (the first record's flags only) the switch is a child of a tree
+ *             (ina-switch --parent, PROTOCOL.md §12) whose parent is
+ *             src_table[PARENT_SRC]: the harness plays the parent to start the
+ *             jobs, and with F_JOB/F_TOKEN a record from the parent carries
+ *             the credentials of the job's membership at the parent, and
+ *             with F_RANK its registration's nonce at the body's start
  *
  * Before the records, two jobs are started honestly with JOINs: job 1
  * "honest" (world 3, ranks at src_table[0..2]) and job 2 "oracle" (world 2,
@@ -68,6 +75,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define F_RANK 0x10u
 #define F_SETBIT 0x20u
 #define F_TICK 0x40u
+#define F_CHILD 0x80u
+#define PARENT_SRC 6 /* src_table entry that is the parent in child mode */
 
 #define FZ_NSLOTS 16
 #define FZ_MAX_ELEMS 16
@@ -156,6 +165,7 @@ static void addrs_init(void)
 
 static struct ina_switch sw; /* large (the job table): static, re-initialised per input */
 static uint64_t now_ns;
+static int child_mode; /* F_CHILD: the switch has a parent (src_table[PARENT_SRC]) */
 
 /* Every datagram queued in the txq is well-formed. */
 HARNESS static void check_txq(void)
@@ -171,6 +181,18 @@ HARNESS static void check_txq(void)
         CHECKF(len >= INA_HDR_LEN && len <= q->bufsize);
         struct ina_hdr h;
         CHECKF(ina_hdr_decode(b, len, &h) == INA_PARSE_OK);
+        if (child_mode && q->addrs[i].sin_addr.s_addr == src_table[PARENT_SRC].sin_addr.s_addr &&
+            (h.kind == INA_K_TREE_JOIN || h.kind == INA_K_DATA || h.kind == INA_K_LEAVE)) {
+            /* (To the parent's host: a REDIRECT may have moved the port.) */
+            /* A child's datagrams to its parent: its registration, partial
+             * sums and leaves, as member h.rank (a set's lowest rank). */
+            CHECKF(h.rank < INA_MAX_WORKERS);
+            CHECKF((h.kind == INA_K_TREE_JOIN && len == INA_HDR_LEN + INA_TREE_JOIN_LEN) ||
+                   (h.kind == INA_K_DATA && h.count <= FZ_MAX_ELEMS) ||
+                   (h.kind == INA_K_LEAVE &&
+                    (len == INA_HDR_LEN || len == INA_HDR_LEN + INA_NAK_BODY_LEN)));
+            continue;
+        }
         CHECKF(h.rank == INA_RANK_SWITCH);
         switch (h.kind) {
         case INA_K_RESULT:
@@ -178,7 +200,11 @@ HARNESS static void check_txq(void)
             CHECKF(h.count <= FZ_MAX_ELEMS);
             CHECKF(((h.slot & INA_SLOT_SET_BIT) != 0) == (h.seq & 1));
             break;
-        case INA_K_JOIN_ACK: CHECKF(len == INA_HDR_LEN + INA_JOIN_BODY_LEN); break;
+        case INA_K_JOIN_ACK:
+            CHECKF(len == INA_HDR_LEN + INA_JOIN_BODY_LEN);
+            /* A child offers no op 3 and says at least one level lies above it. */
+            CHECKF(!child_mode || (!(h.flags & INA_FLAG_CAP_BFP) && ina_flag_levels(h.flags) >= 1));
+            break;
         case INA_K_JOIN_NAK:
             /* NOSPACE may name rank 0's fallback aggregator (8 more bytes). */
             CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN ||
@@ -194,7 +220,8 @@ HARNESS static void check_txq(void)
             const uint8_t *w = b + INA_HDR_LEN;
             unsigned world = ina_get16(w + 8), joined = ina_get16(w + 10), bits = 0;
             CHECKF(world >= 1 && world <= INA_MAX_WORKERS && joined >= 1 && joined <= world);
-            CHECKF(w[12] <= 1 && (w[12] == 1) == (joined == world));
+            /* (A child waits for its parent with every rank it stands for joined.) */
+            CHECKF(w[12] <= 1 && (child_mode || (w[12] == 1) == (joined == world)));
             for (unsigned r = 0; r < 256; r++)
                 bits += (w[16 + (r >> 3)] >> (r & 7)) & 1;
             CHECKF(bits == joined);
@@ -220,7 +247,7 @@ static void flush_txq(void)
 /* The job table, the slot owner map and every slot set of every active job agree. */
 HARNESS static void check_state(void)
 {
-    uint32_t owned = 0, windows = 0;
+    uint32_t owned = 0, windows = 0, owned_joining = 0;
     for (uint32_t i = 0; i < FZ_NSLOTS; i++) {
         uint16_t o = sw.slot_owner[i];
         if (!o)
@@ -228,8 +255,10 @@ HARNESS static void check_state(void)
         owned++;
         CHECKF(o <= INA_SW_MAX_JOBS);
         const struct ina_job *job = &sw.jobs[o - 1];
-        CHECKF(job->state == INA_JOB_ACTIVE);
-        CHECKF(i >= job->slot_base && i < job->slot_base + job->window);
+        /* An active job's window, or what a child holds while it registers. */
+        uint32_t held = job->state == INA_JOB_ACTIVE ? job->window : job->up.reserved;
+        CHECKF(job->state == INA_JOB_ACTIVE || (job->state == INA_JOB_JOINING && job->child));
+        CHECKF(i >= job->slot_base && i < job->slot_base + held);
     }
     for (int j = 0; j < INA_SW_MAX_JOBS; j++) {
         const struct ina_job *job = &sw.jobs[j];
@@ -237,14 +266,27 @@ HARNESS static void check_state(void)
             continue;
         CHECKF(job->id == j + 1);
         CHECKF(job->world >= 1 && job->world <= INA_MAX_WORKERS);
-        int joined = 0;
+        int joined = 0, weights = 0;
         for (int r = 0; r < INA_MAX_WORKERS; r++) {
-            CHECKF(r < job->world || !job->members[r].joined);
-            joined += job->members[r].joined;
+            const struct ina_member *m = &job->members[r];
+            CHECKF(r < job->world || !m->joined);
+            joined += m->joined;
+            weights += m->joined ? m->weight : 0;
+            /* A member stands for itself (weight 1), for a child's set
+             * (weight > 1: itself and the ranks whose rep it is), or is
+             * stood for by its rep (weight 0). */
+            CHECKF(!m->joined || (m->weight ? m->rep == r : m->rep < r));
+            CHECKF(!m->joined || m->weight || job->members[m->rep].weight > 1);
         }
         CHECKF(joined == job->njoined);
+        CHECKF(weights == joined); /* every joined rank counted once */
         if (job->state == INA_JOB_JOINING) {
-            CHECKF(job->njoined < job->world);
+            CHECKF(job->child ? job->njoined <= job->world : job->njoined < job->world);
+            if (job->child && job->up.reserved) {
+                owned_joining += job->up.reserved;
+                for (uint32_t s = 0; s < job->up.reserved; s++)
+                    CHECKF(sw.slot_owner[job->slot_base + s] == job->id);
+            }
             continue;
         }
         if (job->state == INA_JOB_WAITING) { /* all in, no slots yet */
@@ -252,8 +294,9 @@ HARNESS static void check_state(void)
             continue;
         }
         CHECKF(job->state == INA_JOB_ACTIVE);
-        CHECKF(job->njoined == job->world);
-        CHECKF(job->nleft < job->world);
+        CHECKF(job->child ? job->njoined == job->need && job->need <= job->world
+                          : job->njoined == job->world && job->need == job->world);
+        CHECKF(job->nleft < job->need);
         CHECKF(job->session != 0);
         CHECKF(job->elems >= 1 && job->elems <= FZ_MAX_ELEMS);
         CHECKF(job->window >= 1 && (job->window & (job->window - 1)) == 0);
@@ -263,21 +306,25 @@ HARNESS static void check_state(void)
             CHECKF(sw.slot_owner[job->slot_base + s] == job->id);
             for (unsigned set = 0; set < 2; set++) {
                 const struct ina_slot_set *ss = &sw.slots[job->slot_base + s].set[set];
-                int pop = 0;
-                for (int w = 0; w < INA_BITMAP_WORDS; w++)
-                    pop += __builtin_popcountll(ss->bitmap[w]);
                 for (int r = job->world; r < INA_MAX_WORKERS; r++)
                     CHECKF(!((ss->bitmap[r >> 6] >> (r & 63)) & 1));
-                CHECKF(ss->nrecv == pop);
-                CHECKF(ss->nrecv <= job->world);
+                int ranks = 0; /* the contributions' weights: the ranks they stand for */
+                for (int r = 0; r < job->world; r++)
+                    if ((ss->bitmap[r >> 6] >> (r & 63)) & 1)
+                        ranks += job->members[r].weight;
+                CHECKF(ss->nrecv == ranks);
+                CHECKF(ss->nrecv <= job->need);
                 CHECKF((ss->seq & 1) == set);
                 CHECKF(ss->count <= job->elems);
                 CHECKF(ss->op <= INA_OP_LAST); /* only valid wire ops ever enter a round */
-                CHECKF(ss->complete == (ss->nrecv == job->world));
+                CHECKF(!(ss->up && ss->complete));
+                CHECKF(!ss->up || (job->child && ss->nrecv == job->need));
+                CHECKF(ss->complete || ss->up || ss->nrecv < job->need);
+                CHECKF(!ss->complete || ss->nrecv == job->need);
             }
         }
     }
-    CHECKF(owned == windows);
+    CHECKF(owned == windows + owned_joining);
 }
 
 /* ---- Honest workers ------------------------------------------------------------ */
@@ -304,7 +351,45 @@ static void send_join(const char *name, int world, int rank, uint16_t elems, uin
     ina_switch_input(&sw, b, sizeof(b), src, now_ns);
 }
 
-/* Join `world` ranks; the last JOIN starts the job. Learn its credentials from the ACKs. */
+/*
+ * Child mode: the child registered the ranks that joined with TREE_JOINs to
+ * its parent; answer the last one as the parent would (a JOIN_ACK granting
+ * what it proposed), which starts the job at the child.
+ */
+HARNESS static void play_parent_ack(int world)
+{
+    const struct sockaddr_in *parent = &src_table[PARENT_SRC];
+    struct ina_join j;
+    int found = 0;
+    for (unsigned i = 0; i < sw.txq.nmsg; i++) {
+        struct ina_hdr h;
+        const uint8_t *b = sw.txq.iovs[i].iov_base;
+        size_t len = sw.txq.iovs[i].iov_len;
+        if (!ina_addr_eq(&sw.txq.addrs[i], parent) || ina_hdr_decode(b, len, &h) != 0 ||
+            h.kind != INA_K_TREE_JOIN)
+            continue;
+        CHECKF(ina_join_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &j) == 0);
+        CHECKF(h.rank == 0 && j.world_size == world);
+        found = 1;
+    }
+    CHECKF(found);
+    flush_txq();
+    static uint16_t parent_job = 40;
+    uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_JOIN_ACK);
+    h.job = ++parent_job;
+    h.rank = INA_RANK_SWITCH;
+    h.session = 0x5E550000u + parent_job;
+    h.token = 0x70C00000u + parent_job;
+    h.flags = INA_FLAG_CAP_F32;
+    ina_hdr_encode(b, &h);
+    ina_join_encode(b + INA_HDR_LEN, &j); /* its own proposal, granted */
+    ina_switch_input(&sw, b, sizeof(b), parent, now_ns);
+}
+
+/* Join `world` ranks; the last JOIN starts the job (child mode: the parent's
+ * answer does). Learn its credentials from the ACKs. */
 HARNESS static struct ina_job *start_job(const char *name, int world, uint16_t elems,
                                          uint32_t window, const struct sockaddr_in *addrs,
                                          uint64_t nonce_base)
@@ -315,6 +400,8 @@ HARNESS static struct ina_job *start_job(const char *name, int world, uint16_t e
             flush_txq(); /* the JOIN_WAITs of the ranks before (checked there) */
         send_join(name, world, r, elems, window, nonce_base + (uint64_t)r, &addrs[r]);
     }
+    if (child_mode)
+        play_parent_ack(world);
     CHECKF(sw.txq.nmsg == (unsigned)world);
     uint16_t id = 0;
     uint32_t session = 0, token = 0;
@@ -366,6 +453,33 @@ static void send_data(const struct ina_job *job, int rank, uint32_t slot, uint32
     ina_switch_input(&sw, b, INA_HDR_LEN + 4 * (size_t)count, src, now_ns);
 }
 
+/*
+ * Child mode: the round went up as one partial sum (exact) to the parent;
+ * answer it with the RESULT the parent would send (no other member), which
+ * the child passes down to both ranks.
+ */
+HARNESS static void play_parent_result(const struct ina_job *job, const int32_t *v0,
+                                       const int32_t *v1)
+{
+    CHECKF(sw.txq.nmsg == 1);
+    CHECKF(ina_addr_eq(&sw.txq.addrs[0], &src_table[PARENT_SRC]));
+    uint8_t b[INA_HDR_LEN + 4 * FZ_MAX_ELEMS];
+    size_t len = sw.txq.iovs[0].iov_len;
+    CHECKF(len <= sizeof(b));
+    memcpy(b, sw.txq.iovs[0].iov_base, len);
+    struct ina_hdr h;
+    CHECKF(ina_hdr_decode(b, len, &h) == INA_PARSE_OK);
+    CHECKF(h.kind == INA_K_DATA && h.job == job->up.job && h.rank == job->up.rep &&
+           h.session == job->up.session && h.token == job->up.token && h.count == ORACLE_ELEMS);
+    for (int i = 0; i < ORACLE_ELEMS; i++)
+        CHECKF(ina_get32(b + INA_HDR_LEN + 4 * i) == (uint32_t)v0[i] + (uint32_t)v1[i]);
+    flush_txq();
+    h.kind = INA_K_RESULT;
+    h.rank = INA_RANK_SWITCH;
+    ina_hdr_encode(b, &h);
+    ina_switch_input(&sw, b, len, &src_table[PARENT_SRC], now_ns);
+}
+
 /* The oracle job was untouched by the records: one round per slot set gives exact sums. */
 HARNESS static void oracle_check(uint16_t id, uint32_t session, uint32_t token)
 {
@@ -390,6 +504,8 @@ HARNESS static void oracle_check(uint16_t id, uint32_t session, uint32_t token)
                 CHECKF(sw.txq.nmsg == 0);
                 send_data(job, r, s, seq, v[r], ORACLE_ELEMS, &oracle_addr[r]);
             }
+            if (child_mode)
+                play_parent_result(job, v[0], v[1]);
             CHECKF(sw.txq.nmsg == ORACLE_WORLD);
             for (int r = 0; r < ORACLE_WORLD; r++) {
                 struct ina_hdr h;
@@ -455,13 +571,20 @@ static void one_record(uint8_t sel, uint8_t flags, const uint8_t *bytes, size_t 
         ina_put16(b, INA_WIRE_MAGIC);
         b[2] = INA_WIRE_VERSION;
     }
+    /* From the parent (child mode): the credentials of the job's membership there. */
+    int up = child_mode && (sel & 7) == PARENT_SRC;
     if ((flags & F_JOB) && len >= 12) {
-        ina_put16(b + 4, (uint16_t)(k + 1));
-        ina_put32(b + 8, job->session);
+        ina_put16(b + 4, up ? job->up.job : (uint16_t)(k + 1));
+        ina_put32(b + 8, up ? job->up.session : job->session);
     }
     if ((flags & F_TOKEN) && len >= 16)
-        ina_put32(b + 12, job->token);
-    if ((flags & F_RANK) && len >= 8) {
+        ina_put32(b + 12, up ? job->up.token : job->token);
+    if (up && (flags & F_RANK) && len >= INA_HDR_LEN + 8) {
+        /* The parent answering the job's registration: its nonce (JOIN_ACK,
+         * JOIN_NAK and REDIRECT echo it at the body's start). */
+        ina_put32(b + INA_HDR_LEN, (uint32_t)(job->up.nonce >> 32));
+        ina_put32(b + INA_HDR_LEN + 4, (uint32_t)job->up.nonce);
+    } else if ((flags & F_RANK) && len >= 8) {
         int r = member_rank(job, src);
         if (r >= 0)
             ina_put16(b + 6, (uint16_t)r);
@@ -511,6 +634,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     p.join_timeout_ns = FZ_JOIN_TIMEOUT_NS;
     p.idle_timeout_ns = FZ_IDLE_TIMEOUT_NS;
     p.min_job_slots = 1; /* admission may shrink windows: exercise it */
+    child_mode = size >= 2 && (data[1] & F_CHILD);
+    if (child_mode) {
+        p.nparents = 1;
+        p.parents[0] = src_table[PARENT_SRC];
+    }
     CHECKF(ina_switch_init(&sw, &p) == 0);
 
     start_job("honest", HONEST_WORLD, HONEST_ELEMS, HONEST_WINDOW, src_table, 0x1000);

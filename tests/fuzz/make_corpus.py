@@ -16,10 +16,10 @@ import sys
 MAGIC, VERSION = 0x494E, 1
 K_DATA, K_RESULT, K_JOIN, K_JOIN_ACK, K_JOIN_NAK, K_LEAVE, K_ABORT = 1, 2, 16, 17, 18, 19, 20
 K_SHM_ATTACH, K_DOORBELL = 23, 25
-K_WITHDRAW = 26
+K_REDIRECT, K_MIGRATE, K_WITHDRAW, K_TREE_JOIN = 21, 22, 26, 28
 SET_BIT = 0x80000000
 EXP_ZERO, EXP_NONFINITE = -32768, 32767
-ERR_MISMATCH, ERR_ABORTED = -1005, -1002
+ERR_MISMATCH, ERR_ABORTED, ERR_NOSPACE = -1005, -1002, -1004
 
 
 def hdr(kind, job=0, rank=0, session=0, token=0, slot=0, seq=0, count=0, exp=0, flags=0, op=0,
@@ -57,6 +57,8 @@ def record(a, b, datagram):
 S_JOB, S_TOKEN, S_MAGIC, S_COUNT, S_RANK, S_SETBIT, S_TICK = \
     0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40
 S_CREDS = S_JOB | S_TOKEN
+S_CHILD = 0x80  # first record only: the switch is a child whose parent is address PARENT
+PARENT = 6
 # sel: address index | job table index << 3 | tick step << 5. Addresses 0..2 are ranks 0..2 of
 # job 1 ("honest": world 3, elems 8, window 4); job 2 is the oracle; 5 and 6 are free strangers.
 HONEST, ORACLE, THIRD = 0, 1, 2
@@ -213,7 +215,60 @@ def switch_seeds():
     s["job_table_full"] = b"".join(sw_join(5 + (i & 1), 0, 2, 1, 1, "j%d" % i, 0x100 + i)
                                    for i in range(64))
     s["pool_full"] = b"".join(sw_join(5, 0, 1, 2, 2, "p%d" % i, 0x200 + i) for i in range(6))
+    # A tree of switches (PROTOCOL.md §12). As a parent: two children stand for ranks {0, 1}
+    # and {2, 3} of a job; a round, a duplicate, an abort with a reason; malformed sets.
+    tj = sw_tree_join(5, 1, 4, [1], "tree", 0x61) + sw_tree_join(5, 0, 4, [0, 1], "tree", 0x61)
+    tj += sw_tree_join(6, 2, 4, [2, 3], "tree", 0x62)
+    tj += sw_data(5, 0, 0, [1, 2], job=THIRD) + sw_data(6, 0, 0, [3, 4], job=THIRD, rank=2)
+    tj += sw_data(5, 0, 0, [1, 2], job=THIRD)  # a duplicate: answered with the sum
+    tj += sw_data(5, 1, 1, [1], job=THIRD, rank=1, flags=S_CREDS)  # a rank a child stands for
+    tj += record(sel(5, THIRD), S_CREDS | S_RANK,
+                 hdr(K_LEAVE, rank=0, flags=1) + nak_body(ERR_MISMATCH))
+    s["tree_parent"] = tj
+    bad = sw_tree_join(5, 0, 4, [], "t2", 0x71)  # empty set
+    bad += sw_tree_join(5, 0, 4, [1, 2], "t2", 0x72)  # lowest is 1, header says 0
+    bad += sw_tree_join(5, 0, 2, [0, 2], "t2", 0x73)  # a rank outside the world
+    bad += sw_tree_join(5, 0, 2, [0], "t3", 0x74, window=0) + \
+        sw_tree_join(6, 1, 2, [1], "t3", 0x75)  # a child without room: NOSPACE for all
+    bad += sw_tree_join(5, 0, 2, [0], "t4", 0x76)[:4 + 32 + 64]  # no set
+    bad += sw_tree_join(5, 0, 2, [0, 1], "honest", 0x77)  # a running job's name
+    s["tree_parent_bad"] = bad
+    # As a child (S_CHILD): the honest job runs, its rounds go up; the parent (address
+    # PARENT) answers a round, repeats itself, sends stale and foreign answers, aborts.
+    ch = b"".join(sw_data(r, 0, 0, [r + 1] * 8, flags=S_CREDS | S_RANK | (S_CHILD if r == 0 else 0))
+                  for r in range(HONEST_WORLD))
+    ch += sw_data(1, 0, 0, [2] * 8)  # a worker's retransmission: the partial sum goes up again
+    res = hdr(K_RESULT, rank=0xFFFF, slot=slot_field(0, 0), seq=0, count=8) + ints([6] * 8)
+    ch += record(sel(PARENT), S_CREDS, res) + record(sel(PARENT), S_CREDS, res)  # + duplicate
+    ch += record(sel(5), S_CREDS, res)  # not from the parent
+    ch += record(sel(PARENT), S_CREDS, hdr(K_RESULT, rank=0xFFFF, slot=slot_field(1, 1), seq=1,
+                                             count=8) + ints([6] * 8))  # nothing awaits it
+    ch += sw_round(1, 0) + record(sel(PARENT), S_CREDS, hdr(K_MIGRATE) + bytes(32))
+    ch += record(sel(PARENT), S_CREDS, hdr(K_ABORT) + nak_body(ERR_MISMATCH))
+    s["tree_child"] = ch
+    # A new job "c" at the child (job table entry 2): the parent answers its registration
+    # (S_RANK patches in the registration's nonce): a wrong nonce, a redirect, then a refusal.
+    cj = record(sel(5, THIRD), S_CHILD, hdr(K_JOIN, rank=0) + join_body(2, 4, 2, "c", 0x81))
+    cj += record(sel(PARENT, THIRD), 0, hdr(K_JOIN_ACK) + join_body(2, 4, 2, "c", 0x81))
+    cj += record(sel(PARENT, THIRD), S_RANK, hdr(K_REDIRECT) + struct.pack(">QiHH", 0, 0, 7006, 0))
+    cj += record(sel(PARENT, THIRD), S_RANK, hdr(K_JOIN_NAK) + nak_body(ERR_NOSPACE))
+    # Job "d": started by the parent (it grants window 1), one round through it.
+    cj += record(sel(5, THIRD), 0, hdr(K_JOIN, rank=0) + join_body(1, 4, 2, "d", 0x83))
+    cj += record(sel(PARENT, THIRD), S_RANK, hdr(K_JOIN_ACK, job=9, session=0x99, token=0x77) +
+                 join_body(1, 4, 1, "d", 0))
+    cj += sw_data(5, 0, 0, [5, 6, 7, 8], job=THIRD)
+    cj += sw_tree_join(6, 0, 2, [0, 1], "c2", 0x82, step=4)  # a grandchild; ticks retransmit
+    s["tree_child_join"] = cj
     return s
+
+
+def sw_tree_join(addr, rank, world, ranks, name, nonce, job=HONEST, window=2, step=None):
+    """A TREE_JOIN (PROTOCOL.md §12): the JOIN body, then the bitmap of the ranks it stands for."""
+    bits = bytearray(32)
+    for r in ranks:
+        bits[r >> 3] |= 1 << (r & 7)
+    h = hdr(K_TREE_JOIN, rank=rank)
+    return sw_record(addr, job, 0, step, h + join_body(world, 4, window, name, nonce) + bytes(bits))
 
 
 # ---- fuzz_reply -----------------------------------------------------------------

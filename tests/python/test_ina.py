@@ -75,17 +75,35 @@ def within_bound(result, xs, k, scale=1.0):
     return bool(np.all(err <= bound)), ratio
 
 
-def expect_notsup_or(rep, name, fn, verify):
-    """fn() either raises InaError(INA_ERR_NOTSUP) (not implemented in libina yet) or returns a
-    result that verify() accepts."""
+def expect_result(rep, name, fn, verify):
+    """fn() must return a result that verify() accepts. libina implements every type and op
+    used here: an InaError (NOTSUP included) is a regression, not a tolerated answer."""
     try:
         res = fn()
     except ina.InaError as e:
-        rep.check(name + " (NOTSUP until libina implements it)", e.code == ina.ERR_NOTSUP,
-                  "%s %s" % (e.name, e))
+        rep.check(name, False, "raised %s: %s" % (e.name, e))
         return
     ok, detail = verify(res)
-    rep.check(name + " (implemented)", ok, detail)
+    rep.check(name, ok, detail)
+
+
+def dtype_bounds(dtype, xs, k):
+    """@return (exact, bound) per element of a SUM of xs (one array per rank) in dtype:
+    ina_error_bound(dtype, N, amax of the element's block of k, exact), float64 arrays."""
+    import ctypes
+
+    lib = ina._lib.lib()
+    fn = lib.ina_error_bound
+    fn.restype = ctypes.c_double
+    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_double, ctypes.c_double]
+    st = np.stack([np.asarray(x, dtype=np.float64).ravel() for x in xs])
+    exact, amax_el = st.sum(axis=0), np.abs(st).max(axis=0)
+    bound = np.empty(exact.size)
+    for lo in range(0, exact.size, k):
+        amax = float(amax_el[lo:lo + k].max())
+        for i in range(lo, min(exact.size, lo + k)):
+            bound[i] = fn(dtype, len(xs), amax, float(exact[i]))
+    return exact, bound
 
 
 # ---- groups of checks (each runs on every rank) --------------------------------------------
@@ -95,6 +113,7 @@ def group_numpy(ctx, rep, n, rank):
     k = ctx.elems_per_packet
     rep.check("info: rank and world size", (ctx.rank, ctx.world_size) == (rank, n),
               ctx.info())
+    rep.check("info: one switch, one level", (ctx.shards, ctx.levels) == (1, 1), ctx.info())
     # float32, in place, several packets, a ragged tail
     count = 3 * k + 123
     xs = inputs_f32(n, count, 1)
@@ -145,22 +164,28 @@ def group_numpy(ctx, rep, n, rank):
     rep.check("async int32 result exact", np.array_equal(e2, wrapped_sum([y[:777] for y in ys])))
     ok, ratio = within_bound(e1, [x[:1000] for x in xs], k)
     rep.check("async float32 result within bound", ok, "worst err/bound %.3g" % ratio)
-    # empty array, then the dtypes and ops libina may not implement yet
+    # empty array, then float64 sum and int32 max and min: implemented, so they must work
     ina.allreduce(np.zeros(0, dtype=np.float32), ctx=ctx)
     rep.check("empty array", True)
     f64 = [x.astype(np.float64) for x in xs]
 
     def f64_ok(res):
-        exact, bound = ina.float_error_bounds(f64, k)
-        return bool(np.all(np.abs(res - exact) <= bound * 2)), ""
-    expect_notsup_or(rep, "numpy float64 sum",
-                     lambda: ina.allreduce(f64[rank].copy(), ctx=ctx), f64_ok)
-    expect_notsup_or(rep, "numpy int32 max",
-                     lambda: ina.allreduce(ys[rank].copy(), "max", ctx=ctx),
-                     lambda res: (np.array_equal(res, np.max(ys, axis=0)), ""))
-    expect_notsup_or(rep, "numpy int32 min",
-                     lambda: ina.allreduce(ys[rank].copy(), "min", ctx=ctx),
-                     lambda res: (np.array_equal(res, np.min(ys, axis=0)), ""))
+        exact, bound = dtype_bounds(ina.FLOAT64, f64, k)
+        err = np.abs(res - exact)
+        return bool(np.all(err <= bound)), "worst err/bound %.3g" % float(
+            np.max(err / np.maximum(bound, 1e-300)))
+    expect_result(rep, "numpy float64 sum within ina_error_bound",
+                  lambda: ina.allreduce(f64[rank].copy(), ctx=ctx), f64_ok)
+    expect_result(rep, "numpy int32 max exact",
+                  lambda: ina.allreduce(ys[rank].copy(), "max", ctx=ctx),
+                  lambda res: (np.array_equal(res, np.max(ys, axis=0)), ""))
+    expect_result(rep, "numpy int32 min exact",
+                  lambda: ina.allreduce(ys[rank].copy(), "min", ctx=ctx),
+                  lambda res: (np.array_equal(res, np.min(ys, axis=0)), ""))
+    c = xs[rank].copy()
+    h = ina.allreduce_async(c, "avg", ctx=ctx)
+    rep.check("avg is done by libina (no sum-then-divide in Python)", not h._post_divide)
+    h.wait()
     # float max/min: exact (order keys on the switch's int32 max/min), NaN if any rank has one
     g = xs[rank][:3000].copy()
     g[7] = np.nan if rank == n - 1 else g[7]
@@ -229,18 +254,19 @@ def group_torch(ctx, rep, n, rank):
     rep.check("torch float32 avg (requires_grad leaf) within bound / N", ok, "worst %.3g" % ratio)
     h = ina.allreduce_async(torch.from_numpy(ys[rank][:100].copy()), ctx=ctx)
     rep.check("torch async", np.array_equal(h.wait().numpy(), wrapped_sum([y[:100] for y in ys])))
-    for dt in (torch.float16, torch.bfloat16, torch.float64):
+    for dt, code in ((torch.float16, ina.FLOAT16), (torch.bfloat16, ina.BFLOAT16),
+                     (torch.float64, ina.FLOAT64)):
         # float16 tops out at 65504: bring the inputs (up to ~2^21) into its range.
         div = 256.0 if dt == torch.float16 else 1.0
         src = [torch.from_numpy(x[:500] / div).to(dt) for x in xs]
 
-        def close(res, src=src):
-            want = torch.stack([s.double() for s in src]).sum(0)
-            tol = 2e-2 if dt != torch.float64 else 1e-6
-            err = (res.double() - want).abs().max().item()
-            return err <= tol * want.abs().max().item() + 1e-30, "max err %.3g" % err
-        expect_notsup_or(rep, "torch %s sum" % str(dt).replace("torch.", ""),
-                         lambda src=src: ina.allreduce(src[rank].clone(), ctx=ctx), close)
+        def close(res, src=src, code=code):
+            exact, bound = dtype_bounds(code, [s.double().numpy() for s in src], k)
+            err = np.abs(res.double().numpy() - exact)
+            return bool(np.all(err <= bound)), "worst err/bound %.3g" % float(
+                np.max(err / np.maximum(bound, 1e-300)))
+        expect_result(rep, "torch %s sum within ina_error_bound" % str(dt).replace("torch.", ""),
+                      lambda src=src: ina.allreduce(src[rank].clone(), ctx=ctx), close)
 
 
 def group_hook(ctx, rep, n, rank):
@@ -284,6 +310,8 @@ def group_hook(ctx, rep, n, rank):
                       "worst relative diff %.3g" % worst)
             rep.check("DDP hook (%s): gradient dtype kept" % tag,
                       all(p.grad.dtype == dtype for p in mine.parameters()))
+            rep.check("DDP hook (%s): reduced by libina in its dtype, no float32 detour" % tag,
+                      state.native.get(dtype, True), state.native)
             state.close()
         # state=None: the default context from the environment (RANK, WORLD_SIZE, INA_SWITCH,
         # INA_JOB as torchrun would set them).

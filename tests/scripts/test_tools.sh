@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_tools.sh: the command-line tools and the README example behave as documented.
+# test_tools.sh: the command-line tools and examples/allreduce.c behave as documented.
 set -uo pipefail
 B=${INA_BUILD_DIR:-build}
 SW=$B/bin/ina-switch BENCH=$B/bin/ina-bench EX=$B/examples/allreduce
@@ -76,7 +76,7 @@ else
     echo "skip: no writable /dev/shm with 64 MiB free: ina-bench --switch-shm not checked"
 fi
 
-# The README example, 3 ranks, configured only through the environment
+# examples/allreduce.c, 3 ranks, configured only through the environment
 # (rank 2 through torchrun's RANK/WORLD_SIZE fallback).
 start_switch "$tmp/sw.err"
 export INA_JOB=example

@@ -20,6 +20,7 @@
 #include "switch/counters.c"
 #include "switch/dataplane.c"
 #include "switch/log.c"
+#include "switch/tree.c"
 #include "switch/txq.c"
 
 #define T_NSLOTS 16
@@ -1759,11 +1760,11 @@ static void test_shards_and_lanes(void)
     CHECK_NAK(0, &a1, 0x5555, INA_ERR_MISMATCH);
     tx_reset();
 
-    /* lane >= nlanes, nlanes > 16: REJECTED. */
+    /* lane >= nlanes, nlanes > 64 (INA_MAX_PARTS: shards x lanes): REJECTED. */
     send_lane_join(name, 0, 2, 3, 3, 0x6666, &a0);
     CHECK_NAK(0, &a0, 0x6666, INA_ERR_REJECTED);
     tx_reset();
-    send_lane_join(name, 0, 2, 0, 17, 0x7777, &a0);
+    send_lane_join(name, 0, 2, 0, INA_MAX_PARTS + 1, 0x7777, &a0);
     CHECK_NAK(0, &a0, 0x7777, INA_ERR_REJECTED);
     tx_reset();
 
