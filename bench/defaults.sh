@@ -140,24 +140,39 @@ mpi_run() {
 }
 
 echo "# defaults.sh: N=$N, $SIZE, $ITERS iterations, $CORES cores, $(nproc) online, load $(cut -d' ' -f1-3 /proc/loadavg)"
+# Every run of a repetition, as one line: "ina LABEL|OPTIONS", "gloo", "mpi BTL".
+SETTINGS=("ina defaults|")
+for l in ${LANES//,/ }; do
+    for t in ${THREADS//,/ }; do
+        [ "$t" -gt "$CORES" ] && [ "$t" -gt 1 ] && continue
+        for tr in shm udp; do
+            SETTINGS+=("ina lanes $l, threads $t, $tr|--lanes $l --switch-threads $t --switch-$tr")
+        done
+    done
+done
+SETTINGS=("${SETTINGS[@]/--switch-udp/--switch-no-shm}")
+[ "$GLOO" = 1 ] && SETTINGS+=(gloo)
+[ "$MPI" = 1 ] && SETTINGS+=("mpi tcp" "mpi shm")
+NSET=${#SETTINGS[@]}
+
 for ((rep = 1; rep <= REPS; rep++)); do
     [ "$REP_ONLY" != 0 ] && [ "$rep" != "$REP_ONLY" ] && continue
     echo "repetition $rep of $REPS"
-    ina_run defaults "$rep"
-    for l in ${LANES//,/ }; do
-        for t in ${THREADS//,/ }; do
-            [ "$t" -gt "$CORES" ] && [ "$t" -gt 1 ] && continue
-            ina_run "lanes $l, threads $t, shm" "$rep" --lanes "$l" --switch-threads "$t" \
-                --switch-shm
-            ina_run "lanes $l, threads $t, udp" "$rep" --lanes "$l" --switch-threads "$t" \
-                --switch-no-shm
-        done
+    # Each repetition starts at another setting (a rotation by rep x NSET / REPS), so that
+    # going first, or running after a given neighbour, does not favour one setting.
+    first=$(((rep - 1) * NSET / REPS))
+    for ((i = 0; i < NSET; i++)); do
+        s=${SETTINGS[$(((first + i) % NSET))]}
+        case $s in
+        gloo) gloo_run "$rep" ;;
+        "mpi "*) mpi_run "${s#mpi }" "$rep" ;;
+        *)
+            s=${s#ina }
+            # shellcheck disable=SC2086 # the options are words
+            ina_run "${s%%|*}" "$rep" ${s#*|}
+            ;;
+        esac
     done
-    [ "$GLOO" = 1 ] && gloo_run "$rep"
-    if [ "$MPI" = 1 ]; then
-        mpi_run tcp "$rep"
-        mpi_run shm "$rep"
-    fi
 done
 
 # The table: per label, the median over the repetitions of rank 0's median.
