@@ -109,7 +109,35 @@ def dtype_bounds(dtype, xs, k):
 # ---- groups of checks (each runs on every rank) --------------------------------------------
 
 
+def check_auto_lanes(rep, n, rank, job):
+    """The defaults from the host: lanes "auto" (the default). Each rank sees 3n(rank+1)
+    cores, so it proposes ina.auto_lanes()'s count, 3n(rank+1) // n capped at 4 (3, 4, 4):
+    the job runs the smallest, 3 at N=3, and sums right."""
+    saved = os.environ.get("INA_AUTO_CORES")
+    os.environ["INA_AUTO_CORES"] = str(3 * n * (rank + 1))
+    try:
+        auto = ina.auto_lanes(switch=SWITCH, world_size=n)
+        with ina.Context(switch=SWITCH, rank=rank, world_size=n, job=job + "-auto",
+                         join_timeout_ms=30000, timeout_ms=30000) as c:
+            x = np.arange(10000, dtype=np.int32) * (rank + 1)
+            ina.allreduce(x, ctx=c)
+            want = 1 if n == 1 else 3
+            rep.check("lanes auto: the rank proposed auto_lanes()'s count, the job runs the "
+                      "smallest (%d), the sum is exact" % want,
+                      c.lanes_proposed == auto["lanes"] == (1 if n == 1 else min(4, 3 * (rank + 1)))
+                      and c.lanes == want and c.info()["lanes_proposed"] == auto["lanes"]
+                      and auto["cores"] == 3 * n * (rank + 1) and auto["local_workers"] == n
+                      and np.array_equal(x, np.arange(10000, dtype=np.int32) * (n * (n + 1) // 2)),
+                      (auto, c.lanes, c.lanes_proposed))
+    finally:
+        if saved is None:
+            os.environ.pop("INA_AUTO_CORES", None)
+        else:
+            os.environ["INA_AUTO_CORES"] = saved
+
+
 def group_numpy(ctx, rep, n, rank):
+    check_auto_lanes(rep, n, rank, ctx.job)
     k = ctx.elems_per_packet
     rep.check("info: rank and world size", (ctx.rank, ctx.world_size) == (rank, n),
               ctx.info())
