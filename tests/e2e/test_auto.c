@@ -21,6 +21,7 @@ struct params {
     int want_shm;
     int shards;        /* 2: INA_SWITCH lists sw and sw2; else sw */
     int tree;          /* ranks 0..n/2-1 join the child sw, the others the child sw2 */
+    int host;          /* the switch has no room: the job runs on rank 0's host aggregator */
 };
 
 static int verify(const int32_t *ib, const float *fb, size_t count, int n, uint64_t op)
@@ -80,11 +81,13 @@ static int auto_worker(int rank, int n, void *arg)
     const int want_proposed = p->lanes[rank] ? 0 : proposal;
     if (info.lanes != p->want_lanes || info.lanes_proposed != want_proposed ||
         seen_cores != p->cores[rank] || seen_local != n || info.shm != p->want_shm ||
-        info.shards != (p->shards ? p->shards : 1) || info.levels != (p->tree ? 2 : 1)) {
+        info.shards != (p->shards && !p->host ? p->shards : 1) ||
+        info.levels != (p->tree ? 2 : 1) ||
+        info.path != (p->host ? INA_PATH_HOST : INA_PATH_SWITCH)) {
         fprintf(stderr, "%s rank %d: lanes %d (want %d), proposed %d (want %d), cores %d, "
-                "local %d, shm %d (want %d)\n", p->job, rank, info.lanes, p->want_lanes,
-                info.lanes_proposed, want_proposed, seen_cores, seen_local, info.shm,
-                p->want_shm);
+                "local %d, shm %d (want %d), shards %d, levels %d, path %d\n", p->job, rank,
+                info.lanes, p->want_lanes, info.lanes_proposed, want_proposed, seen_cores,
+                seen_local, info.shm, p->want_shm, info.shards, info.levels, info.path);
         fails++;
     }
     const size_t counts[] = {1, ELEMS + 3, 7 * ELEMS + 11, 40000};
@@ -188,20 +191,20 @@ int main(void)
     const char *const args[] = {"--slots", "96", NULL};
     CHECK_EQ_INT(switch_start(&sw, args), 0);
     /* 3 ranks on this host with 6, 12 and 9 cores propose 2, 4 and 3 lanes: all run 2. */
-    static const int c_mixed[] = {6, 12, 9}, l_auto[] = {0, 0, 0};
-    struct params agree = {"auto-agree", c_mixed, l_auto, 2, 1, 0, 0};
+    static const int c_mixed[] = {6, 12, 9}, l_auto[] = {0, 0, 0, 0};
+    struct params agree = {"auto-agree", c_mixed, l_auto, 2, 1, 0, 0, 0};
     run(&agree, 3);
     /* Rank 0 fixes 3 lanes; the others propose 1 (3 cores for 3 workers): all run 3. */
-    static const int c_small[] = {3, 3, 3}, l_fixed[] = {3, 0, 0};
-    struct params fixed = {"auto-fixed", c_small, l_fixed, 3, 1, 0, 0};
+    static const int c_small[] = {3, 3, 3}, l_fixed[] = {3, 0, 0, 0};
+    struct params fixed = {"auto-fixed", c_small, l_fixed, 3, 1, 0, 0, 0};
     run(&fixed, 3);
     /* Everyone proposes 1 (2 cores, 2 workers): one lane, no threads. */
     static const int c_two[] = {2, 2}, l_two[] = {0, 0};
-    struct params one = {"auto-one", c_two, l_two, 1, 1, 0, 0};
+    struct params one = {"auto-one", c_two, l_two, 1, 1, 0, 0, 0};
     run(&one, 2);
     /* A world of one runs one lane whatever the cores. */
     static const int c_big[] = {64}, l_one[] = {0};
-    struct params solo = {"auto-solo", c_big, l_one, 1, 1, 0, 0};
+    struct params solo = {"auto-solo", c_big, l_one, 1, 1, 0, 0, 0};
     run(&solo, 1);
     CHECK_EQ_INT(switch_stop(&sw), 0);
     /* auto-agree: 2 lanes, auto-fixed: 3, auto-one and auto-solo: 1 each. */
@@ -220,10 +223,10 @@ int main(void)
     setenv("INA_AUTO_CORES", "2", 1);
     CHECK_EQ_INT(switch_start(&sw, NULL), 0);
     CHECK_EQ_INT(switch_start(&sw2, NULL), 0);
-    struct params shards = {"auto-shards", c_mixed, l_auto, 2, 1, 2, 0};
+    struct params shards = {"auto-shards", c_mixed, l_auto, 2, 1, 2, 0, 0};
     run(&shards, 3);
     /* ... and rank 0 fixes 3 lanes: 3 at each switch. */
-    struct params shards_fixed = {"auto-shards-fx", c_small, l_fixed, 3, 1, 2, 0};
+    struct params shards_fixed = {"auto-shards-fx", c_small, l_fixed, 3, 1, 2, 0, 0};
     run(&shards_fixed, 3);
     CHECK_EQ_INT(switch_stop(&sw), 0);
     CHECK_EQ_INT(switch_stop(&sw2), 0);
@@ -239,14 +242,43 @@ int main(void)
     const char *const child[] = {"--parent", up, NULL};
     CHECK_EQ_INT(switch_start(&sw, child), 0);
     CHECK_EQ_INT(switch_start(&sw2, child), 0);
-    static const int c_tree[] = {16, 12, 8, 16}, l_tree[] = {0, 0, 0, 0};
-    struct params tree = {"auto-tree", c_tree, l_tree, 2, 1, 0, 1};
+    static const int c_tree[] = {16, 12, 8, 16}, l_tree[] = {0, 0, 0, 0, 0};
+    struct params tree = {"auto-tree", c_tree, l_tree, 2, 1, 0, 1, 0};
     run(&tree, 4);
     CHECK_EQ_INT(switch_stop(&sw), 0);
     CHECK_EQ_INT(switch_stop(&sw2), 0);
     CHECK_EQ_INT(switch_stop(&parent), 0);
     CHECK_EQ_INT(switch_counter(&parent, "jobs_ended"), 2);
     CHECK(switch_counter(&parent, "tree_joins") >= 4);
+
+    /* Room for one part (1 slot): the count is agreed at part 0 (2 lanes), part 1 is
+     * refused, and every rank moves the job to rank 0's host aggregator with 2 lanes fixed.
+     * The same with two switches (4 parts agreed; part 1 refused at the first). */
+    const char *const small[] = {"--slots", "1", NULL};
+    CHECK_EQ_INT(switch_start(&sw, small), 0);
+    CHECK_EQ_INT(switch_start(&sw2, small), 0);
+    struct params host = {"auto-host", c_mixed, l_auto, 2, 0, 0, 0, 1};
+    run(&host, 3);
+    struct params host2 = {"auto-host-sh", c_mixed, l_auto, 2, 0, 2, 0, 1};
+    run(&host2, 3);
+    /* No room at all (a one-rank job holds the slot): part 0 is refused before any count
+     * is agreed, and the ranks propose again at rank 0's aggregator, which agrees 2. */
+    char haddr[64];
+    ina_config hc;
+    worker_config(&hc, &sw, "auto-holder", 0, 1, haddr, sizeof(haddr));
+    hc.window = 1;
+    hc.lanes = 1;
+    hc.fallback = INA_FALLBACK_NONE;
+    ina_ctx *holder = NULL;
+    CHECK_EQ_INT(ina_init(&holder, &hc), 0);
+    struct params host0 = {"auto-host0", c_mixed, l_auto, 2, 0, 0, 0, 1};
+    run(&host0, 3);
+    struct params host0s = {"auto-host0-sh", c_mixed, l_auto, 2, 0, 2, 0, 1};
+    run(&host0s, 3);
+    CHECK_EQ_INT(ina_finalize(holder), 0);
+    CHECK_EQ_INT(switch_stop(&sw), 0);
+    CHECK_EQ_INT(switch_stop(&sw2), 0);
+    CHECK(switch_counter(&sw, "jobs_refused") >= 4);
     unlink(log2);
     unlink(logp);
     unlink(log);
