@@ -132,7 +132,7 @@ static int adopt_lanes(struct ina_ctx *part0, int nshards, int *nlanes)
 {
     part0->lanes_auto = 0; /* agreed: a later JOIN (fallback) keeps the count */
     if (part0->nlanes < nshards || part0->nlanes % nshards != 0)
-        return ina__fail(part0, INA_ERR_PROTO, "the switch agreed %d parts for job '%s', not "
+        return ina__fail(NULL, INA_ERR_PROTO, "the switch agreed %d parts for job '%s', not "
                          "a multiple of its %d switches", part0->nlanes, part0->job, nshards);
     *nlanes = part0->nlanes / nshards;
     return 0;
