@@ -229,9 +229,12 @@ static int init_parts(struct ina_ctx **out, const ina_config *cfg, const struct 
     ina__fallback_free(refusal.fallback);
     parent->nlanes = nlanes;
     if (rc == 0 && n == 1) {
-        /* lanes = 0 agreed one part: no lane thread (rank 0's aggregator, if
-         * the job fell back, now belongs to the part). */
-        part[0]->fallback = parent->fallback;
+        /* lanes = 0 agreed one part: no lane thread. If the job fell back,
+         * rank 0's aggregator now belongs to the part (opened without one of
+         * its own); else the part keeps the aggregator rank 0 prepared, for
+         * an eviction (§5.8). */
+        if (parent->fallback)
+            part[0]->fallback = parent->fallback;
         free(parent);
         *out = part[0];
         return 0;
