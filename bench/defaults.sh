@@ -12,7 +12,8 @@ exec </dev/null
 usage() {
     cat <<'EOF'
 Usage: bench/defaults.sh [--workers N] [--size S] [--reps R] [--iters I] [--lanes L,..]
-                         [--threads T,..] [--no-gloo] [--no-mpi] [--rep-only K] [--out FILE]
+                         [--threads T,..] [--no-gloo] [--no-mpi] [--rep-only K] [--table]
+                         [--out FILE]
 
 Runs, R times over (interleaved, so that drift hits every setting alike):
   defaults          ina-bench --local N --sizes S (lanes, switch threads, rings: auto)
@@ -28,6 +29,7 @@ Each run reports rank 0's median over I timed iterations (default 5, after 1 war
 table gives, per setting, the median of its R runs and its ratio to the best hand-tuned
 setting and to Gloo. --rep-only K runs only repetition K (1..R) and appends it to the raw
 file, for short locked runs: the table is then made from all the repetitions recorded.
+--table runs nothing: it makes the table from the raw file as it is (after runs cut short).
 Output: a markdown table on stdout and in --out (default bench/results/defaults.md), the raw
 JSON lines beside it (.jsonl). Environment: INA_BUILD_DIR (default build).
 EOF
@@ -36,7 +38,7 @@ EOF
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 B=${INA_BUILD_DIR:-build}
-N=4 SIZE=64M REPS=3 ITERS=5 LANES=1,2,4 THREADS=1,2,4,8 GLOO=1 MPI=1 REP_ONLY=0
+N=4 SIZE=64M REPS=3 ITERS=5 LANES=1,2,4 THREADS=1,2,4,8 GLOO=1 MPI=1 REP_ONLY=0 TABLE=0
 OUT=$ROOT/bench/results/defaults.md
 while [ $# -gt 0 ]; do
     case $1 in
@@ -49,6 +51,7 @@ while [ $# -gt 0 ]; do
     --no-gloo) GLOO=0; shift ;;
     --no-mpi) MPI=0; shift ;;
     --rep-only) REP_ONLY=$2; shift 2 ;;
+    --table) TABLE=1; shift ;;
     --out) OUT=$2; shift 2 ;;
     --help | -h) usage; exit 0 ;;
     *) echo "defaults.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -61,7 +64,7 @@ mkdir -p "$(dirname "$OUT")"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 CORES=$(/usr/bin/python3 -c 'import os; print(len(os.sched_getaffinity(0)))')
-[ "$REP_ONLY" = 0 ] && : >"$RAW"
+[ "$REP_ONLY" = 0 ] && [ "$TABLE" = 0 ] && : >"$RAW"
 
 # One ina-bench run: LABEL then its options. Appends {"label":..., "rep":..., ina-bench's JSON}.
 ina_run() {
@@ -156,6 +159,7 @@ SETTINGS=("${SETTINGS[@]/--switch-udp/--switch-no-shm}")
 NSET=${#SETTINGS[@]}
 
 for ((rep = 1; rep <= REPS; rep++)); do
+    [ "$TABLE" = 1 ] && break
     [ "$REP_ONLY" != 0 ] && [ "$rep" != "$REP_ONLY" ] && continue
     echo "repetition $rep of $REPS"
     # Each repetition starts at another setting (a rotation by rep x NSET / REPS), so that
