@@ -236,15 +236,22 @@ typedef struct ina_config {
                                   measured RTT (srtt + 4 rttvar, RFC 6298) above this floor and
                                   doubles per retry up to 1000 ms (values above 1000
                                   act as 1000). */
-    int lanes;               /**< 0 or 1 = one lane (default). N > 1: split every operation
+    int lanes;               /**< 0 = auto (the default since v0.4): chosen from the host,
+                                  see ina_auto_lanes(); each rank proposes its count at
+                                  join and the job runs the smallest (or the count of a
+                                  rank that fixed it), so ranks on different hosts agree.
+                                  1 = one lane, no threads. N > 1: split every operation
                                   into N contiguous parts, each streamed by its own thread
                                   with its own socket and its own window of slots (a job of
                                   its own at the switch, which may serve it on another
-                                  dataplane thread: ina-switch --threads). All ranks must
-                                  use the same value (else INA_ERR_MISMATCH at join).
-                                  At most 16, and shards x lanes at most 64. With
-                                  several switches, each has L lanes: lane j of every
-                                  switch is driven by the same thread. Since v0.2. */
+                                  dataplane thread: ina-switch --threads). Ranks that fix
+                                  the value must use the same one (else INA_ERR_MISMATCH
+                                  at join). At most 16, and shards x lanes at most 64.
+                                  With several switches, each has L lanes: lane j of
+                                  every switch is driven by the same thread (with 0, the
+                                  agreement runs at part 0's switch and the parts follow
+                                  it). ina_info.lanes says what runs.
+                                  Since v0.2; 0 = auto since v0.4 (before: one lane). */
     int admission_wait_ms;   /**< if the switch's pool is full, wait up to this long for
                                   slots before falling back (0 = do not wait). Since v0.2. */
     int fallback;            /**< INA_FALLBACK_HOST (default) or INA_FALLBACK_NONE. Since v0.2. */
@@ -348,7 +355,8 @@ INA_EXTERN void ina_config_init(ina_config *cfg);
  * Fill cfg from the environment, starting from the defaults:
  * INA_SWITCH (host:port, or a comma-separated list of them: shards), INA_RANK (else RANK), INA_WORLD_SIZE (else
  * WORLD_SIZE), INA_JOB, INA_ELEMS, INA_WINDOW, INA_TIMEOUT_MS,
- * INA_JOIN_TIMEOUT_MS, INA_RTO_MS, INA_LANES, INA_ADMISSION_WAIT_MS, INA_FALLBACK
+ * INA_JOIN_TIMEOUT_MS, INA_RTO_MS, INA_LANES ("auto" = 0, or 1..16),
+ * INA_ADMISSION_WAIT_MS, INA_FALLBACK
  * ("host" or "none"), INA_SECRET_FILE, INA_FLOAT_ADD ("quantized" or "switch"),
  * INA_SPARSE ("off", "on" or "auto"), INA_SPARSE_BLOCK, INA_SPARSE_THRESHOLD,
  * INA_SPARSE_CROSSOVER, INA_SPARSE_MIN_BYTES, INA_BUSY_POLL_US, INA_FIXED_POINT.
@@ -534,7 +542,10 @@ typedef struct ina_info {
                                0: not asked for, or the switch does not offer it. Since v0.4. */
     int sparse;           /**< 1 if the switch offers block-sparse all-reduce (else sparse
                                requests go dense). Since v0.5. */
-    unsigned reserved[1];
+    int lanes_proposed;   /**< lanes = 0 (auto): the count this rank proposed from its host
+                               (ina_auto_lanes()); the job runs ina_info.lanes, the smallest
+                               proposal. 0 when the lanes were set. Since v0.4. */
+    unsigned reserved[1]; /**< zero; v0.4 and v0.5 grew the struct (rebuild against this header) */
 } ina_info;
 
 /** Session parameters agreed at join time. @return 0 or -EINVAL. */
@@ -825,6 +836,7 @@ INA_EXTERN const char *ina_kv_last_error(const ina_kv *kv);
  */
 INA_EXTERN double ina_fixed_error_bound(ina_dtype dtype, int world_size, int bits,
                                         double exact_sum);
+
 /* ---- Block-sparse all-reduce (since v0.5) ------------------------------ */
 
 /*
@@ -885,6 +897,35 @@ INA_EXTERN int ina_allreduce_sparse_start(ina_ctx *ctx, const void *sendbuf, voi
 /** Blocking form of ina_allreduce_sparse_start(). @return as ina_allreduce(). Since v0.5. */
 INA_EXTERN int ina_allreduce_sparse(ina_ctx *ctx, const void *sendbuf, void *recvbuf,
                                     size_t count, ina_dtype dtype, ina_op op, int mode);
+
+/* ---- Defaults chosen from the host (Since v0.4) ----------------------- */
+
+/*
+ * Out of the box, ina uses the host it runs on (docs/PYTHON.md, "Defaults
+ * from the host", has the measurements behind each choice):
+ *  - lanes = 0 (INA_LANES=auto): each rank proposes ina_auto_lanes() lanes
+ *    at join and the job runs the smallest proposal (PROTOCOL.md §5.6).
+ *  - ina-switch --threads auto: half the cores the switch may use, 1..8.
+ *  - ina-switch offers shared-memory rings (--shm) unless told --no-shm, and a
+ *    worker on the switch's host (same user) uses them unless INA_SHM=0.
+ * "Cores" are those of the process's affinity mask, capped by a cgroup v2
+ * CPU quota; INA_AUTO_CORES=N in the environment replaces that count (to see
+ * what another host would get, or for tests).
+ */
+
+/**
+ * The lanes a rank of cfg's job would propose with lanes = 0 (auto): one per
+ * whole core it has to itself, at least 1 and at most 4: cores / (workers of
+ * the job on this host), where the workers on this host are all world_size
+ * ranks when cfg->switch_addr is a loopback address (no other host can reach
+ * it), else LOCAL_WORLD_SIZE (torchrun), OMPI_COMM_WORLD_LOCAL_SIZE,
+ * MPI_LOCALNRANKS or SLURM_NTASKS_PER_NODE, else 1. A world of 1 gets 1.
+ * cores and local_workers (either may be NULL) receive what the rule saw.
+ * cfg->lanes is not read. Nothing is sent.
+ * @return 1..4, or -EINVAL (cfg or cfg->switch_addr NULL, world_size out of
+ * range). Since v0.4.
+ */
+INA_EXTERN int ina_auto_lanes(const ina_config *cfg, int *cores, int *local_workers);
 
 #ifdef __cplusplus
 }

@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/host.h"
 #include "ina.h"
 
 #define EXIT_USAGE 2
@@ -80,7 +81,9 @@ struct opts {
     int elems, window, timeout_ms, join_timeout_ms;
     int lanes, switch_threads;
     int inflight;   /* operations started together per iteration (ina_allreduce_start) */
-    int switch_shm; /* --local: start ina-switch --shm */
+    int switch_shm; /* --local: 1 start ina-switch --shm, -1 --no-shm, 0 its default */
+    const char *switch_desc; /* (hidden, launcher to workers) the switch's threads, for the
+                                report: "T auto" or "T set"; NULL: not started by us */
     int float_add; /* INA_FLOAT_ADD_*; -1: not given (the environment's INA_FLOAT_ADD, else quantized) */
     int sparse;    /* INA_SPARSE_*; INA_SPARSE_DEFAULT: not given (the environment's INA_SPARSE) */
     int sparse_block;        /* 0: the library's default (256) */
@@ -154,8 +157,9 @@ static void usage(FILE *f)
 "  --elems K            elements per packet requested (0 = library default)\n"
 "  --window W           outstanding packets requested, a power of 2\n"
 "                       (0 = library default)\n"
-"  --lanes L            threads (lanes) per worker, each streaming 1/L of every\n"
-"                       operation with its own socket and window (default 1)\n"
+"  --lanes L|auto       threads (lanes) per worker, each streaming 1/L of every\n"
+"                       operation with its own socket and window (default auto:\n"
+"                       the library's choice from the cores, ina_auto_lanes())\n"
 "  --inflight K         each iteration starts K all-reduces of the size at once\n"
 "                       (ina_allreduce_start, own buffers and data each), then\n"
 "                       waits for all; time and algbw count all K (1..64,\n"
@@ -179,8 +183,11 @@ static void usage(FILE *f)
 "                       sleeping (ina.h busy_poll_us); env INA_BUSY_POLL_US\n"
 "  --switch-busy-poll US  --local: run ina-switch --busy-poll US\n"
 "  --switch-shm         --local: run ina-switch --shm (workers on this host use\n"
-"                       shared-memory rings; INA_SHM=0 keeps them on UDP)\n"
-"  --switch-threads T   --local: run ina-switch --threads T (default 1)\n"
+"                       shared-memory rings; INA_SHM=0 keeps them on UDP). The\n"
+"                       switch's default, except with --loss\n"
+"  --switch-no-shm      --local: run ina-switch --no-shm (UDP only)\n"
+"  --switch-threads T|auto  --local: run ina-switch --threads T (default auto:\n"
+"                       the switch's choice, half the cores, 1..8)\n"
 "  --timeout-ms MS      operation deadline without progress (0 = library default)\n"
 "  --join-timeout-ms MS deadline for all ranks to join (0 = library default)\n"
 "  --deadline-s S       overall wall-clock deadline; --local kills the workers\n"
@@ -335,12 +342,12 @@ static int name_index(const char *opt, const char *name, const char *const *name
 enum {
     OPT_LOCAL = 256, OPT_SWITCH_BIN, OPT_SWITCH, OPT_RANK, OPT_WORLD, OPT_JOB, OPT_SIZES,
     OPT_DTYPE, OPT_OP, OPT_ITERS, OPT_WARMUP, OPT_JSON, OPT_ELEMS, OPT_WINDOW, OPT_LANES, OPT_INFLIGHT,
-    OPT_FLOAT_ADD, OPT_SWITCH_SHM, OPT_SWITCH_THREADS, OPT_TIMEOUT,
+    OPT_FLOAT_ADD, OPT_SWITCH_SHM, OPT_SWITCH_NO_SHM, OPT_SWITCH_THREADS, OPT_TIMEOUT,
     OPT_SPARSE, OPT_SPARSE_BLOCK, OPT_SPARSE_THRESHOLD, OPT_DENSITY, OPT_PATTERN,
     OPT_FIXED_POINT, OPT_BUSY_POLL, OPT_SWITCH_BUSY_POLL,
     OPT_JOIN_TIMEOUT, OPT_DEADLINE, OPT_VERBOSE,
     OPT_LOSS,
-    OPT_LOSS_LABEL,
+    OPT_LOSS_LABEL, OPT_SWITCH_DESC,
     OPT_REPORT_FILE, OPT_HELP, OPT_VERSION,
 };
 
@@ -420,12 +427,14 @@ static void parse_args(struct opts *o, int argc, char **argv)
         {"switch-busy-poll", required_argument, NULL, OPT_SWITCH_BUSY_POLL},
         {"switch-threads", required_argument, NULL, OPT_SWITCH_THREADS},
         {"switch-shm", no_argument, NULL, OPT_SWITCH_SHM},
+        {"switch-no-shm", no_argument, NULL, OPT_SWITCH_NO_SHM},
         {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
         {"join-timeout-ms", required_argument, NULL, OPT_JOIN_TIMEOUT},
         {"deadline-s", required_argument, NULL, OPT_DEADLINE},
         {"verbose", no_argument, NULL, OPT_VERBOSE},
         {"loss", required_argument, NULL, OPT_LOSS},
         {"loss-label", required_argument, NULL, OPT_LOSS_LABEL},
+        {"switch-desc", required_argument, NULL, OPT_SWITCH_DESC},
         {"report-file", required_argument, NULL, OPT_REPORT_FILE},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -479,7 +488,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
             o->inflight = parse_int("--inflight", a, 1, 64);
             break;
         case OPT_LANES:
-            o->lanes = parse_int("--lanes", a, 1, 16);
+            o->lanes = strcmp(a, "auto") == 0 ? 0 : parse_int("--lanes", a, 1, 16);
             break;
         case OPT_FLOAT_ADD:
             o->float_add = name_index("--float-add", a, float_add_names, 2);
@@ -500,8 +509,10 @@ static void parse_args(struct opts *o, int argc, char **argv)
         case OPT_SWITCH_BUSY_POLL:
             o->switch_busy_poll = parse_int("--switch-busy-poll", a, 0, 1000000);
             break;
+        case OPT_SWITCH_NO_SHM: o->switch_shm = -1; break;
         case OPT_SWITCH_THREADS:
-            o->switch_threads = parse_int("--switch-threads", a, 1, 64);
+            o->switch_threads = strcmp(a, "auto") == 0 ? 0
+                                : parse_int("--switch-threads", a, 1, 64);
             break;
         case OPT_WINDOW:
             o->window = parse_int("--window", a, 0, 1 << 30);
@@ -514,6 +525,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
         case OPT_VERBOSE: o->verbose = 1; break;
         case OPT_LOSS: parse_loss(o, a); break;
         case OPT_LOSS_LABEL: o->loss_cur = strtod(a, NULL); break;
+        case OPT_SWITCH_DESC: o->switch_desc = a; break;
         case OPT_REPORT_FILE: o->report_file = a; break;
         case OPT_HELP: usage(stdout); exit(0);
         case OPT_VERSION:
@@ -950,7 +962,24 @@ static int run_worker(const struct opts *o)
                 prog, o->rank, cfg.job ? cfg.job : "?", info.job_id, info.session_id, epp,
                 info.window, ina_version_string());
 
+    /* What the defaults chose here (lanes: this rank's proposal and what the
+     * job agreed; the switch's threads: as the launcher started it). */
+    int auto_cores = 0, auto_local = 0;
+    ina_auto_lanes(&cfg, &auto_cores, &auto_local);
+    char lanes_desc[160], sw_desc[96];
+    if (info.lanes_proposed)
+        snprintf(lanes_desc, sizeof lanes_desc, "lanes %d (auto: this rank proposed %d from %d "
+                 "cores for %d workers on this host; the job runs the smallest proposal)",
+                 info.lanes, info.lanes_proposed, auto_cores, auto_local);
+    else
+        snprintf(lanes_desc, sizeof lanes_desc, "lanes %d (set)", info.lanes);
+    if (o->switch_desc)
+        snprintf(sw_desc, sizeof sw_desc, "switch threads %s", o->switch_desc);
+    else
+        snprintf(sw_desc, sizeof sw_desc, "switch threads: not started here");
     if (o->rank == 0 && !o->json) {
+        printf("# defaults: %s; %s; transport %s\n", lanes_desc, sw_desc,
+               info.shm ? "shm (rings)" : "udp");
         printf("# ina-bench: %d workers, dtype %s, op %s, %d elems/packet, window %d, lanes %d, "
                "shards %d, levels %d, in flight %d, path %s, float add %s, transport %s, "
                "%d iterations + %d warmup, libina %s\n",
@@ -1105,12 +1134,17 @@ static int run_worker(const struct opts *o)
                        "\"window\":%d,\"lanes\":%d,\"shards\":%d,\"levels\":%d,"
                        "\"inflight\":%d,\"path\":\"%s\","
                        "\"float_add\":\"%s\",\"transport\":\"%s\",\"fixed_point\":%d,"
-                       "\"busy_poll_us\":%d,",
+                       "\"busy_poll_us\":%d,\"lanes_proposed\":%d,"
+                       "\"cores\":%d,\"local_workers\":%d,\"switch_threads\":%d,"
+                       "\"switch_threads_auto\":%s,",
                        o->world, bytes, count, dname, oname, o->iters, o->warmup, epp,
                        info.window, info.lanes, info.shards, info.levels, o->inflight,
                        info.path == INA_PATH_HOST ? "host" : "switch",
                        float_add_names[info.float_add], info.shm ? "shm" : "udp",
-                       info.fixed_point_bits, o->busy_poll);
+                       info.fixed_point_bits, o->busy_poll,
+                       info.lanes_proposed, auto_cores, auto_local,
+                       o->switch_desc ? atoi(o->switch_desc) : 0,
+                       o->switch_desc && strstr(o->switch_desc, "auto") ? "true" : "false");
                 printf("\"sparse\":\"%s\",\"density\":%.9g,\"pattern\":\"%s\",\"sparse_block\":%d,"
                        "\"sparse_ops\":%" PRId32 ",\"sparse_auto_dense\":%" PRId32 ","
                        "\"sparse_blocks_sent\":%" PRId32 ",",
@@ -1356,12 +1390,12 @@ static int run_local(const struct opts *o)
             argv[a++] = "--fault-rx"; argv[a++] = frx;
             argv[a++] = "--fault-tx"; argv[a++] = ftx;
         }
-        if (o->switch_threads > 1) {
+        if (o->switch_threads > 0) {
             snprintf(thr, sizeof thr, "%d", o->switch_threads);
             argv[a++] = "--threads"; argv[a++] = thr;
         }
         if (o->switch_shm)
-            argv[a++] = "--shm";
+            argv[a++] = o->switch_shm > 0 ? "--shm" : "--no-shm";
         if (o->switch_busy_poll) {
             snprintf(bpu, sizeof bpu, "%d", o->switch_busy_poll);
             argv[a++] = "--busy-poll"; argv[a++] = bpu;
@@ -1438,8 +1472,11 @@ have_switch:
         snprintf(s_warm, sizeof s_warm, "%d", o->warmup);
         snprintf(s_elems, sizeof s_elems, "%d", o->elems);
         snprintf(s_win, sizeof s_win, "%d", o->window);
-        char s_lanes[16], s_inflight[16];
-        snprintf(s_lanes, sizeof s_lanes, "%d", o->lanes ? o->lanes : 1);
+        char s_lanes[16], s_inflight[16], s_swdesc[64];
+        if (o->lanes)
+            snprintf(s_lanes, sizeof s_lanes, "%d", o->lanes);
+        else
+            snprintf(s_lanes, sizeof s_lanes, "auto");
         snprintf(s_inflight, sizeof s_inflight, "%d", o->inflight);
         snprintf(s_to, sizeof s_to, "%d", o->timeout_ms);
         snprintf(s_jto, sizeof s_jto, "%d", o->join_timeout_ms);
@@ -1458,6 +1495,16 @@ have_switch:
         argv[a++] = "--elems"; argv[a++] = s_elems;
         argv[a++] = "--window"; argv[a++] = s_win;
         argv[a++] = "--lanes"; argv[a++] = s_lanes;
+        if (sw > 0) {
+            /* The switch we started: its threads, by the rule it applies itself
+             * (common/host.c) to the same affinity and environment. */
+            if (o->switch_threads)
+                snprintf(s_swdesc, sizeof s_swdesc, "%d (--switch-threads)", o->switch_threads);
+            else
+                snprintf(s_swdesc, sizeof s_swdesc, "%d (auto: half of %d cores)",
+                         ina_auto_switch_threads(ina_host_cores(NULL)), ina_host_cores(NULL));
+            argv[a++] = "--switch-desc"; argv[a++] = s_swdesc;
+        }
         argv[a++] = "--inflight"; argv[a++] = s_inflight;
         if (o->float_add >= 0) {
             argv[a++] = "--float-add";

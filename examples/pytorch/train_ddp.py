@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """train_ddp.py: train a small CNN on scikit-learn's digits (8x8 images, offline) with
 DistributedDataParallel on CPU processes; the gradient all-reduce goes through ina-switch
-(--backend ina, the ina.torch communication hook) or through Gloo (--backend gloo, DDP's
-default all-reduce). The process group is gloo either way: DDP uses it to broadcast the
-initial parameters, and this script to average the per-epoch loss.
+(--backend ina, the ina.torch communication hook; --backend ina-pg, the torch.distributed
+backend "ina" of ina.distributed, with DDP's own all-reduce) or through Gloo (--backend gloo,
+DDP's default all-reduce). With ina and gloo the process group is gloo: DDP uses it to
+broadcast the initial parameters, and this script to average the per-epoch loss; with ina-pg
+it is "ina", which hands those to a Gloo group underneath.
 
 Two ways to run it:
   spawn     train_ddp.py --nproc 2 --backend ina
@@ -30,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -53,8 +56,9 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n", 2)[2])
-    ap.add_argument("--backend", choices=["ina", "gloo"], default="ina",
-                    help="gradient all-reduce: ina (comm hook) or gloo (DDP default)")
+    ap.add_argument("--backend", choices=["ina", "gloo", "ina-pg"], default="ina",
+                    help="gradient all-reduce: ina (comm hook), gloo (DDP default), ina-pg "
+                         "(the process group is the torch.distributed backend 'ina')")
     ap.add_argument("--nproc", type=int, default=None,
                     help="spawn this many ranks (default 2 unless RANK/WORLD_SIZE are set)")
     ap.add_argument("--switch", default=None,
@@ -69,11 +73,18 @@ def parse_args(argv=None):
     ap.add_argument("--batch-size", type=int, default=32, help="per rank")
     ap.add_argument("--hidden", type=int, default=64,
                     help="width of the hidden layer (64: 38K parameters; 1024: 540K)")
+    ap.add_argument("--bucket-kb", type=int, default=0,
+                    help="DDP's bucket size in KiB, the first bucket's too (default: DDP's, "
+                         "25 MiB and 1 MiB for the first)")
     ap.add_argument("--ina-sync", action="store_true",
                     help="run the ina all-reduce inside the hook (no helper thread)")
     ap.add_argument("--timeout", type=float, default=300,
                     help="seconds: the whole spawned run, and gloo's deadline")
     ap.add_argument("--json", action="store_true", help="one JSON object per epoch on stdout")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="time each step's parts (forward, backward, optimizer) and each "
+                         "bucket's all-reduce; report how much all-reduce time was hidden "
+                         "behind backward (adds a comm hook that times gloo's all-reduce too)")
     return ap.parse_args(argv)
 
 
@@ -121,22 +132,42 @@ def run_rank(rank, world, args, master, switch, job, data):
     torch.manual_seed(args.seed)
     torch.use_deterministic_algorithms(True)
     timeout = datetime.timedelta(seconds=args.timeout)
+    pg_backend = "gloo"
+    if args.backend == "ina-pg":
+        import ina.distributed  # noqa: F401  registers the backend "ina"
+
+        pg_backend = "ina"
+        if switch:
+            os.environ["INA_SWITCH"] = switch
     if master:
-        dist.init_process_group("gloo", init_method="tcp://" + master, rank=rank,
+        dist.init_process_group(pg_backend, init_method="tcp://" + master, rank=rank,
                                 world_size=world, timeout=timeout)
     else:
-        dist.init_process_group("gloo", timeout=timeout)
+        dist.init_process_group(pg_backend, timeout=timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
+    # The per-epoch loss bookkeeping goes through gloo whatever the backend (float64 through
+    # ina would be quantized: the printed losses would differ in their last digits).
+    book = dist.new_group(backend="gloo") if pg_backend != "gloo" else None
     xtr, ytr, xte, yte = data if data is not None else load_data(args.seed)
     model = Net(args.hidden)
-    ddp = DDP(model)
+    if args.bucket_kb:
+        # DDP's first bucket has its own cap (1 MiB): the whole digits model fits in it, and
+        # one bucket leaves nothing to overlap with backward.
+        dist._DEFAULT_FIRST_BUCKET_BYTES = args.bucket_kb * 1024
+        ddp = DDP(model, bucket_cap_mb=args.bucket_kb / 1024)
+    else:
+        ddp = DDP(model)
     state = None
+    timer = None
     if args.backend == "ina":
         import ina.torch
 
         ctx = ina.Context(switch=switch, rank=rank, world_size=world, job=job)
-        state = ina.torch.HookState(ctx, background=not args.ina_sync)
+        state = ina.torch.HookState(ctx, background=not args.ina_sync, profile=args.breakdown)
         ddp.register_comm_hook(state, ina.torch.allreduce_hook)
+    elif args.breakdown:
+        timer = BucketTimer(world)
+        ddp.register_comm_hook(timer, timed_allreduce_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
     log = sys.stderr if args.json else sys.stdout
     if rank == 0:
@@ -151,20 +182,28 @@ def run_rank(rank, world, args, master, switch, job, data):
         perm = torch.randperm(len(xtr), generator=gen)
         mine = perm[rank * per_rank:(rank + 1) * per_rank]
         ddp.train()
-        loss_sum, seen, times = 0.0, 0, []
+        loss_sum, seen, times, parts = 0.0, 0, [], []
         for i in range(0, per_rank, args.batch_size):
             idx = mine[i:i + args.batch_size]
             x, y = xtr[idx], ytr[idx]
             t0 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
             loss = F.cross_entropy(ddp(x), y)
+            t1 = time.perf_counter()
             loss.backward()
+            t2 = time.perf_counter()
             opt.step()
-            times.append(time.perf_counter() - t0)
+            t3 = time.perf_counter()
+            times.append(t3 - t0)
+            if args.breakdown:
+                buckets = [(b[0], b[2]) for b in state.take_profile()] if state is not None \
+                    else timer.take()
+                inline = state is not None and not state.background
+                parts.append(step_parts(t0, t1, t2, t3, buckets, inline))
             loss_sum += loss.item() * len(idx)
             seen += len(idx)
         tot = torch.tensor([loss_sum, float(seen)], dtype=torch.float64)
-        dist.all_reduce(tot)  # gloo, outside the timed steps
+        dist.all_reduce(tot, group=book)  # gloo, outside the timed steps
         model.eval()
         with torch.no_grad():
             out = model(xte)
@@ -173,15 +212,84 @@ def run_rank(rank, world, args, master, switch, job, data):
         rec = {"epoch": epoch, "backend": args.backend, "world": world,
                "loss": tot[0].item() / tot[1].item(), "test_loss": test_loss, "accuracy": acc,
                "steps": len(times), "step_ms_median": statistics.median(times) * 1e3}
+        if args.breakdown:
+            rec["breakdown_ms_median"] = {k: statistics.median(p[k] for p in parts) * 1e3
+                                          for k in parts[0] if k != "hidden_frac"}
+            busy = sum(p["comm_busy"] for p in parts)
+            hidden = sum(p["comm_hidden"] for p in parts)
+            rec["comm_hidden_frac"] = hidden / busy if busy > 0 else 0.0
         if rank == 0:
             print("epoch %d/%d: loss %.6f  test loss %.6f  accuracy %.4f  step %.2f ms (median "
                   "of %d)" % (epoch, args.epochs, rec["loss"], test_loss, acc,
                               rec["step_ms_median"], len(times)), file=log, flush=True)
+            if args.breakdown:
+                b = rec["breakdown_ms_median"]
+                print("  medians (ms): forward %.2f, backward %.2f (compute until the last "
+                      "bucket %.2f, then waiting %.2f), optimizer %.2f; all-reduce busy %.2f, "
+                      "hidden behind backward %.2f; epoch total: %.0f%% of the all-reduce time "
+                      "hidden" % (b["forward"], b["backward"], b["backward_compute"],
+                                  b["comm_exposed"], b["optimizer"], b["comm_busy"],
+                                  b["comm_hidden"], 100 * rec["comm_hidden_frac"]),
+                      file=log, flush=True)
             if args.json:
                 print(json.dumps(rec), flush=True)
     if state is not None:
         state.close(close_context=True)
+    if pg_backend == "ina":
+        dist.distributed_c10d._get_default_group().close()
     dist.destroy_process_group()
+
+
+# ---- step-time breakdown (--breakdown) -------------------------------------------------------
+
+
+class BucketTimer:
+    """State of timed_allreduce_hook: (t_submit, t_done) of each bucket's all-reduce."""
+
+    def __init__(self, world):
+        self.world = world
+        self.buckets = []
+        self.lock = threading.Lock()
+
+    def take(self):
+        with self.lock:
+            b, self.buckets = self.buckets, []
+        return b
+
+
+def timed_allreduce_hook(timer, bucket):
+    """DDP's default all-reduce (divide by the world size, all_reduce on the process group,
+    async), plus the time the bucket was handed over and the time its sum was in."""
+    import ina.torch
+
+    t = ina.torch.bucket_tensor(bucket)
+    t.div_(timer.world)
+    t_submit = time.perf_counter()
+    fut = dist.all_reduce(t, async_op=True).get_future()
+
+    def done(f):
+        with timer.lock:
+            timer.buckets.append((t_submit, time.perf_counter()))
+        return f.value()[0]
+
+    return fut.then(done)
+
+
+def step_parts(t0, t1, t2, t3, buckets, inline):
+    """One step's parts, in seconds. buckets: (t_submit, t_end) per bucket, served one at a
+    time in submission order. The all-reduce is busy from max(submit, previous end) to its end;
+    backward waits for it from the last submission (its compute is done then) to its end, and
+    the rest of the busy time ran while backward computed, hidden. Inline all-reduces (in the
+    hook) hide nothing."""
+    busy, last_end, last_submit = 0.0, float("-inf"), t1
+    for submit, end in sorted(buckets):
+        busy += max(0.0, end - max(submit, last_end))
+        last_end = max(last_end, end)
+        last_submit = max(last_submit, submit)
+    exposed = busy if inline else min(busy, max(0.0, t2 - last_submit))
+    return {"step": t3 - t0, "forward": t1 - t0, "backward": t2 - t1,
+            "backward_compute": max(0.0, t2 - t1 - exposed), "comm_exposed": exposed,
+            "optimizer": t3 - t2, "comm_busy": busy, "comm_hidden": busy - exposed}
 
 
 def _spawn_entry(rank, world, args, master, switch, job, data):
@@ -254,7 +362,7 @@ def launch(args):
     tmpdir = tempfile.mkdtemp(prefix="train_ddp.")
     rc = 1
     try:
-        if args.backend == "ina" and not switch:
+        if args.backend in ("ina", "ina-pg") and not switch:
             sw_proc, switch = start_switch(args, tmpdir)
         rc = run_ranks(args, switch)
         return rc

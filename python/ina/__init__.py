@@ -28,7 +28,7 @@ from . import _lib
 __all__ = [
     "InaError", "Context", "Request", "allreduce", "allreduce_async", "default_context",
     "init", "finalize", "float_error_bound", "float_error_bounds", "library_version",
-    "library_path", "strerror", "err_name", "last_error",
+    "library_path", "strerror", "err_name", "last_error", "auto_lanes",
     "INT32", "FLOAT32", "FLOAT16", "BFLOAT16", "FLOAT64", "SUM", "MAX", "MIN", "AVG",
 ]
 
@@ -115,6 +115,26 @@ def library_version():
 def library_path():
     """Path (or soname) libina was loaded from."""
     return _lib.path()
+
+
+def auto_lanes(switch=None, world_size=None):
+    """ina_auto_lanes(): the lanes this process would propose with lanes="auto" (the default)
+    for a job of world_size ranks at switch (both default to the environment, as Context reads
+    it). @return a dict: lanes (1..4), cores (what the rule counted: the affinity mask, a cgroup
+    quota, or INA_AUTO_CORES), local_workers (ranks of the job on this host)."""
+    cfg = _lib.ConfigStruct()
+    _check(_lib.lib().ina_config_from_env(ctypes.byref(cfg)), "ina_config_from_env",
+           last_error(None))
+    keep = []
+    if switch is not None:
+        keep.append(str(switch).encode())
+        cfg.switch_addr = keep[-1]
+    if world_size is not None:
+        cfg.world_size = int(world_size)
+    cores, local = ctypes.c_int(0), ctypes.c_int(0)
+    lanes = _check(_lib.lib().ina_auto_lanes(ctypes.byref(cfg), ctypes.byref(cores),
+                                             ctypes.byref(local)), "ina_auto_lanes")
+    return {"lanes": lanes, "cores": cores.value, "local_workers": local.value}
 
 
 def float_error_bound(world_size, amax, exact_sum):
@@ -299,14 +319,16 @@ class Context:
     """A joined ina job (wraps ina_ctx). Arguments left None come from the environment, as
     ina_init_env() reads it (INA_SWITCH, INA_RANK or RANK, INA_WORLD_SIZE or WORLD_SIZE,
     INA_JOB, INA_ELEMS, INA_WINDOW, INA_TIMEOUT_MS, INA_JOIN_TIMEOUT_MS, INA_RTO_MS, INA_LANES,
-    INA_FLOAT_ADD, INA_SPARSE, ...), or with env=False from the library's defaults. float_add:
-    "quantized" (SwitchML's block floating point, the default) or "switch" (the switch adds
-    float32 values as floats where it can; ina.h INA_FLOAT_ADD_SWITCH); self.float_add says
-    which is in use. busy_poll_us and fixed_point_bits are ina_config's fields of those names
-    (INA_BUSY_POLL_US, INA_FIXED_POINT); self.fixed_point_bits is 0 unless float sums travel in
-    fixed point. sparse: the default block-sparse mode of the context's all-reduces, "off",
-    "on" or "auto" (ina.h INA_SPARSE_*; docs/SPARSE.md), with sparse_block, sparse_threshold,
-    sparse_crossover and sparse_min_bytes; self.sparse says whether the switch offers it.
+    INA_FLOAT_ADD, INA_SPARSE, ...), or with env=False from the library's defaults. lanes:
+    "auto" (or 0, the default: chosen from the host and agreed at join, see auto_lanes()) or
+    1..16. float_add: "quantized" (SwitchML's block floating point, the default) or "switch"
+    (the switch adds float32 values as floats where it can; ina.h INA_FLOAT_ADD_SWITCH);
+    self.float_add says which is in use. busy_poll_us and fixed_point_bits are ina_config's
+    fields of those names (INA_BUSY_POLL_US, INA_FIXED_POINT); self.fixed_point_bits is 0
+    unless float sums travel in fixed point. sparse: the default block-sparse mode of the
+    context's all-reduces, "off", "on" or "auto" (ina.h INA_SPARSE_*; docs/SPARSE.md), with
+    sparse_block, sparse_threshold, sparse_crossover and sparse_min_bytes; self.sparse says
+    whether the switch offers it.
     Blocks until all world_size ranks joined (at most join_timeout_ms). Use as a context
     manager or call close()."""
 
@@ -339,6 +361,8 @@ class Context:
             cfg.switch_addr = text(switch)
         if job is not None:
             cfg.job = text(job)
+        if lanes == "auto":
+            lanes = 0
         for name, v in (("rank", rank), ("world_size", world_size),
                         ("elems_per_packet", elems_per_packet), ("window", window),
                         ("timeout_ms", timeout_ms), ("join_timeout_ms", join_timeout_ms),
@@ -378,6 +402,7 @@ class Context:
         self.job_id = info.job_id
         self.session_id = info.session_id
         self.lanes = info.lanes
+        self.lanes_proposed = info.lanes_proposed
         self.path = PATH_NAMES[info.path] if 0 <= info.path < 2 else str(info.path)
         self.float_add = FLOAT_ADD_NAMES[info.float_add] if 0 <= info.float_add < 2 \
             else str(info.float_add)
@@ -428,6 +453,7 @@ class Context:
         return {"rank": self.rank, "world_size": self.world_size,
                 "elems_per_packet": self.elems_per_packet, "window": self.window,
                 "job_id": self.job_id, "session_id": self.session_id, "lanes": self.lanes,
+                "lanes_proposed": self.lanes_proposed,
                 "path": self.path, "float_add": self.float_add, "shm": self.shm,
                 "shards": self.shards, "levels": self.levels, "sparse": self.sparse}
 

@@ -69,6 +69,7 @@ class InfoStruct(ctypes.Structure):
         ("levels", ctypes.c_int),
         ("fixed_point_bits", ctypes.c_int),
         ("sparse", ctypes.c_int),
+        ("lanes_proposed", ctypes.c_int),
         ("reserved", ctypes.c_uint * 1),
     ]
 
@@ -133,6 +134,8 @@ def _declare(lib):
         "ina_float_error_bound": (c_double, [c_int, c_double, c_double]),
         "ina_float_add_error_bound": (c_double, [c_int, c_int, c_double, c_double]),
         "ina_fixed_error_bound": (c_double, [c_int, c_int, c_int, c_double]),
+        "ina_auto_lanes": (c_int, [ctypes.POINTER(ConfigStruct), ctypes.POINTER(c_int),
+                                   ctypes.POINTER(c_int)]),
     }
     for name, (restype, argtypes) in protos.items():
         fn = getattr(lib, name)

@@ -89,6 +89,10 @@ static inline unsigned ina_flag_levels(uint16_t flags)
 }
 #define INA_FLAG_CAP_SPARSE 0x0100u /* in JOIN_ACK: this switch implements ops 7 and 8 (§17) */
 #define INA_FLAG_CAP_FIX 0x0040u /* in JOIN_ACK: this switch implements INA_OP_ADD_FIX (§13) */
+/* In a JOIN of lane 0: body byte 27 (nlanes) is this rank's proposal, and the
+ * job runs the smallest of its ranks' (or the count of a rank that fixed it).
+ * In the JOIN_ACK to such a rank: byte 27 is that agreed count (§5.6). */
+#define INA_FLAG_LANES_AUTO 0x0800u
 
 /* Largest UDP payload we ever build: fits a 64 KiB IPv4 datagram. */
 #define INA_MAX_DATAGRAM 65507

@@ -105,6 +105,8 @@ int ina_config_from_env(ina_config *cfg)
         env_choice("INA_FLOAT_ADD", "quantized", INA_FLOAT_ADD_QUANTIZED, "switch",
                    INA_FLOAT_ADD_SWITCH, &cfg->float_add))
         return INA_ERR_CONFIG;
+    s = getenv("INA_LANES");
+    const int lanes_auto = s && strcmp(s, "auto") == 0; /* lanes 0, the default */
     s = getenv("INA_SECRET_FILE");
     if (s && *s)
         cfg->secret_file = s;
@@ -131,9 +133,14 @@ int ina_config_from_env(ina_config *cfg)
     };
     int absent[2] = {1, 1}; /* rank, world_size: neither INA_* nor torchrun's */
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        if (vars[i].field == &cfg->lanes && lanes_auto)
+            continue;
         int rc = env_int(vars[i].name, vars[i].field);
         if (rc == 1 && vars[i].fallback)
             rc = env_int(vars[i].fallback, vars[i].field);
+        if (rc < 0 && vars[i].field == &cfg->lanes)
+            return ina__fail(NULL, rc, "INA_LANES='%s' is not 'auto' or a lane count 1..%d",
+                             getenv("INA_LANES"), INA_MAX_LANES);
         if (rc < 0)
             return rc;
         if (i < 2)

@@ -115,6 +115,7 @@ static struct ina_ctx *ctx_new(const ina_config *cfg, int lane, int nlanes)
     ctx->world = cfg->world_size;
     ctx->lane = lane;
     ctx->nlanes = nlanes;
+    ctx->lanes_auto = cfg->lanes == 0 && lane == 0; /* ina_init: nlanes is its proposal */
     ctx->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : INA_DEFAULT_TIMEOUT_MS;
     ctx->join_timeout_ms = cfg->join_timeout_ms ? cfg->join_timeout_ms : INA_DEFAULT_JOIN_TIMEOUT_MS;
     ctx->rto_ms = cfg->rto_ms ? cfg->rto_ms : INA_DEFAULT_RTO_MS;
@@ -160,24 +161,50 @@ static void parts_close(struct ina_ctx **part, int n, int abort)
 }
 
 /*
+ * lanes = 0: part 0 joined with this rank's proposal of nshards x lanes
+ * parts (its JOIN's nlanes, PROTOCOL.md §5.6) and now holds the job's
+ * agreed count. Every rank lists the same switches, so the count is a
+ * multiple of them; a switch that says otherwise breaks the protocol.
+ * @return 0 and *nlanes the lanes per switch, or INA_ERR_PROTO.
+ */
+static int adopt_lanes(struct ina_ctx *part0, int nshards, int *nlanes)
+{
+    part0->lanes_auto = 0; /* agreed: a later JOIN (fallback) keeps the count */
+    if (part0->nlanes < nshards || part0->nlanes % nshards != 0)
+        return ina__fail(NULL, INA_ERR_PROTO, "the switch agreed %d parts for job '%s', not "
+                         "a multiple of its %d switches", part0->nlanes, part0->job, nshards);
+    *nlanes = part0->nlanes / nshards;
+    return 0;
+}
+
+/*
  * A part was refused (NOSPACE) and the refusal named rank 0's host
  * aggregator: the whole job moves there, as if INA_SWITCH named only that
  * aggregator: nlanes parts, one pool of nlanes windows. Rank 0 starts it
- * first (the others retry their JOINs until it answers).
+ * first (the others retry their JOINs until it answers). With lanes = 0 and
+ * no count agreed yet (the refusal was part 0's), part 0 proposes *nlanes
+ * there and the aggregator agrees the count, which *nlanes takes.
  */
 static int parts_fallback(struct ina_ctx *parent, const ina_config *cfg,
-                          const struct sockaddr_in *target, struct ina_ctx **part, int nlanes,
-                          int *n)
+                          const struct sockaddr_in *target, struct ina_ctx **part, int *nlanes,
+                          int agreed, int *n)
 {
     ina_config fb = *cfg;
     fb.fallback = INA_FALLBACK_NONE; /* the aggregator has room by construction */
+    if (agreed)
+        fb.lanes = *nlanes;
     int elems = cfg->elems_per_packet ? cfg->elems_per_packet : ina__default_elems(target);
     int window = cfg->window ? cfg->window : INA_DEFAULT_WINDOW;
-    int rc = parent->rank == 0 ? ina__fallback_start(parent, elems, window * nlanes) : 0;
-    for (*n = 0; rc == 0 && *n < nlanes; ++*n) {
-        if ((rc = ina__lane_open(&part[*n], &fb, target, *n, nlanes, NULL)) != 0)
+    /* (Not agreed yet: the count will be at most rank 0's proposal, *nlanes.) */
+    int rc = parent->rank == 0 ? ina__fallback_start(parent, elems, window * *nlanes) : 0;
+    for (*n = 0; rc == 0 && *n < *nlanes; ++*n) {
+        if ((rc = ina__lane_open(&part[*n], &fb, target, *n, *nlanes, NULL)) != 0)
             break;
         part[*n]->path = INA_PATH_HOST;
+        if (*n == 0 && fb.lanes == 0 && (rc = adopt_lanes(part[0], 1, nlanes)) != 0) {
+            ++*n;
+            break;
+        }
     }
     return rc;
 }
@@ -197,22 +224,37 @@ static int parts_fallback(struct ina_ctx *parent, const ina_config *cfg,
  * admitted so far with the abort flag (their slots are freed at once), and
  * then every rank runs the whole job on rank 0's host aggregator, or every
  * rank returns INA_ERR_NOSPACE (INA_FALLBACK_NONE, or no aggregator named).
+ *
+ * Lanes agreed at join (cfg->lanes = 0): nlanes is this rank's proposal,
+ * part 0's JOIN proposes nshards x nlanes parts, and every later part uses
+ * the agreed count. One part agreed (one switch, one lane): that part is
+ * the context, as with lanes = 1.
  */
 static int init_parts(struct ina_ctx **out, const ina_config *cfg, const struct sockaddr_in *addrs,
                       int nshards, int nlanes)
 {
-    const int nparts = nshards * nlanes;
     struct ina_ctx *parent = ctx_new(cfg, 0, nlanes);
     struct ina_ctx *part[INA_MAX_PARTS];
     if (!parent)
         return -ENOMEM;
+    parent->lanes_auto = 0;
     parent->nshards = nshards;
+    int agreed = cfg->lanes != 0; /* else part 0's JOIN agrees the count */
     struct ina_refusal refusal;
     memset(&refusal, 0, sizeof(refusal));
     int rc = 0, n = 0;
-    for (; n < nparts; n++)
-        if ((rc = ina__lane_open(&part[n], cfg, &addrs[n / nlanes], n, nparts, &refusal)) != 0)
+    for (; n < nshards * nlanes; n++) {
+        if ((rc = ina__lane_open(&part[n], cfg, &addrs[n / nlanes], n, nshards * nlanes,
+                                 &refusal)) != 0)
             break;
+        if (n == 0 && !agreed) {
+            agreed = 1;
+            if ((rc = adopt_lanes(part[0], nshards, &nlanes)) != 0) {
+                n = 1;
+                break;
+            }
+        }
+    }
     if (rc == INA_ERR_NOSPACE) {
         parts_close(part, n, 1);
         n = 0;
@@ -220,10 +262,22 @@ static int init_parts(struct ina_ctx **out, const ina_config *cfg, const struct 
             parent->fallback = refusal.fallback; /* rank 0's: it serves the whole job */
             refusal.fallback = NULL;
             parent->nshards = 1;
-            rc = parts_fallback(parent, cfg, &refusal.target, part, nlanes, &n);
+            rc = parts_fallback(parent, cfg, &refusal.target, part, &nlanes, agreed, &n);
         }
     }
     ina__fallback_free(refusal.fallback);
+    parent->nlanes = nlanes;
+    if (rc == 0 && n == 1) {
+        /* lanes = 0 agreed one part: no lane thread. If the job fell back,
+         * rank 0's aggregator now belongs to the part (opened without one of
+         * its own); else the part keeps the aggregator rank 0 prepared, for
+         * an eviction (§5.8). */
+        if (parent->fallback)
+            part[0]->fallback = parent->fallback;
+        free(parent);
+        *out = part[0];
+        return 0;
+    }
     if (rc == 0)
         rc = ina__req_pool_init(parent);
     if (rc == 0)
@@ -238,6 +292,23 @@ static int init_parts(struct ina_ctx **out, const ina_config *cfg, const struct 
     }
     *out = parent;
     return 0;
+}
+
+/*
+ * lanes = 0 (auto, the default): part 0 joins with this rank's proposal
+ * (auto.c), the switch agrees one count for every rank (PROTOCOL.md §5.6),
+ * and the parts code opens the others.
+ */
+static int init_auto(struct ina_ctx **out, const ina_config *cfg, const struct sockaddr_in *addrs,
+                     int nshards)
+{
+    int proposed = ina__lanes_auto(cfg, NULL, NULL);
+    if (nshards * proposed > INA_MAX_PARTS)
+        proposed = INA_MAX_PARTS / nshards;
+    int rc = init_parts(out, cfg, addrs, nshards, proposed);
+    if (rc == 0)
+        (*out)->lanes_proposed = proposed;
+    return rc;
 }
 
 int ina_init(ina_ctx **out, const ina_config *cfg)
@@ -258,7 +329,9 @@ int ina_init(ina_ctx **out, const ina_config *cfg)
     if (nshards < 1)
         return ina__fail(NULL, INA_ERR_CONFIG, "switch address: %s (set by "
                          "ina_config.switch_addr, INA_SWITCH, ina-bench --switch)", why);
-    int nlanes = cfg->lanes > 1 ? cfg->lanes : 1;
+    if (cfg->lanes == 0)
+        return init_auto(out, cfg, addrs, nshards);
+    int nlanes = cfg->lanes;
     if (nshards * nlanes > INA_MAX_PARTS)
         return ina__fail(NULL, INA_ERR_CONFIG, "%d switches x %d lanes is more than %d parts",
                          nshards, nlanes, INA_MAX_PARTS);
@@ -796,6 +869,7 @@ int ina_get_info(const ina_ctx *ctx, ina_info *info)
         return rc;
     memset(info, 0, sizeof(*info));
     info->lanes = ctx->lanes ? ctx->nlanes : 1;
+    info->lanes_proposed = ctx->lanes_proposed;
     info->shards = ctx->lanes ? ctx->nshards : 1;
     /* Over the parts (or the context itself): the host path if any part
      * took it, rings only if every part has them. */

@@ -31,6 +31,7 @@
 #define INA_MIN_RTT_WINDOW 256 /* RTT samples per window of the min-RTT filter */
 #define INA_REFUSED_FAIL_MS 1000 /* ICMP "port unreachable" this long: switch is gone */
 #define INA_ERRMSG_LEN 256 /* ina_last_error()'s message */
+#define INA_AUTO_LANES_MAX 4 /* lanes=0 (auto): at most this many lanes per rank (auto.c) */
 
 /* Block-sparse all-reduce (sparse.c, PROTOCOL.md §17). */
 #define INA_SPARSE_DEFAULT_BLOCK 256
@@ -208,6 +209,8 @@ struct ina_ctx {
     int lane, nlanes;       /* this context's lane, and the lanes of its job (JOIN); a
                                multi-part parent: lanes per shard */
     int nshards;            /* a multi-part parent: switches each operation is spread over */
+    int lanes_auto;         /* lane 0 of lanes=0: nlanes is a proposal until the JOIN_ACK */
+    int lanes_proposed;     /* lanes=0: what this rank proposed (ina_info), else 0 */
     uint16_t switch_caps;   /* INA_FLAG_CAP_* of the JOIN_ACK */
     int one_round_off;      /* INA_ONE_ROUND=0: every float op takes two rounds */
     int float_add;          /* INA_FLOAT_ADD_*: as configured (ctx.c decides per op) */
@@ -324,6 +327,10 @@ int ina__net_reconnect(struct ina_ctx *ctx, uint16_t port);
 int ina__session_join(struct ina_ctx *ctx, int elems, int window);
 /* Leave the job; with abort set, ask the switch to end the session for every rank. */
 void ina__session_leave(struct ina_ctx *ctx, int abort);
+
+/* auto.c: the lanes this rank proposes for lanes=0, from its cores per worker of
+ * this host (*cores, *local: what the rule saw; may be NULL). */
+int ina__lanes_auto(const ina_config *cfg, int *cores, int *local);
 
 /* 1 if float sums go to the switch as floats (asked for, and it offers INA_OP_ADD_F32). */
 int ina__float_add_in_use(const struct ina_ctx *ctx);

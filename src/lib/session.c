@@ -30,6 +30,8 @@ static int send_join(struct ina_ctx *ctx, uint8_t kind, int elems, int window, u
     ina_hdr_init(&h, kind);
     h.rank = (uint16_t)ctx->rank;
     h.seq = kind == INA_K_JOIN ? (left_ms ? left_ms : 1) : 0;
+    if (kind == INA_K_JOIN && ctx->lanes_auto)
+        h.flags = INA_FLAG_LANES_AUTO; /* nlanes below is a proposal (PROTOCOL.md §5.6) */
     ina_hdr_encode(buf, &h);
     struct ina_join j;
     memset(&j, 0, sizeof(j));
@@ -137,6 +139,10 @@ static int refused_because(struct ina_ctx *ctx, const struct join_watch *w, int 
             return ina__fail(ctx, reason, "the ranks of job '%s' disagree on the world size: "
                              "this rank (%d) has %d, another rank has %u", ctx->job, ctx->rank,
                              ctx->world, w->nak_world);
+        if (w->nak_nlanes && ctx->lanes_auto)
+            return ina__fail(ctx, reason, "the ranks of job '%s' that fixed their lanes "
+                             "disagree (one has %u); this rank (%d) proposed %d (lanes auto)",
+                             ctx->job, w->nak_nlanes, ctx->rank, ctx->nlanes);
         if (w->nak_nlanes && w->nak_nlanes != (unsigned)ctx->nlanes)
             return ina__fail(ctx, reason, "the ranks of job '%s' disagree on the lanes: this "
                              "rank (%d) has %d, another rank has %u", ctx->job, ctx->rank,
@@ -233,12 +239,19 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
         if (!ina_mem_equal_ct(mac, body + INA_JOIN_BODY_LEN, INA_AUTH_LEN))
             return 0;
     }
-    if (j.world_size != ctx->world || j.lane != ctx->lane || j.nlanes != ctx->nlanes ||
+    /* A proposal of lanes (lane 0 of lanes=0) takes the job's count, if the
+     * switch says it agreed one; a switch that does not know the flag
+     * treats the proposal as fixed, and echoes it. */
+    const int agreed = ctx->lanes_auto && (h.flags & INA_FLAG_LANES_AUTO);
+    if (j.world_size != ctx->world || j.lane != ctx->lane ||
+        (agreed ? j.nlanes < 1 || j.nlanes > INA_MAX_PARTS : j.nlanes != ctx->nlanes) ||
         j.elems == 0 || j.window == 0 ||
         j.window > INA_MAX_WINDOW || (j.window & (j.window - 1)) != 0 || j.elems > INA_MAX_ELEMS)
         return ina__fail(ctx, INA_ERR_PROTO, "the switch granted impossible parameters: world "
                          "%u, lane %u of %u, %u elements per packet, window %u", j.world_size,
                          j.lane, j.nlanes, j.elems, j.window);
+    if (agreed)
+        ctx->nlanes = j.nlanes;
     ctx->job_id = h.job;
     ctx->switch_caps = h.flags;
     ctx->session = h.session;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "common/host.h"
 #include "lib/internal.h"
 
 /*
@@ -18,10 +19,6 @@
 #define INA_SHM_MIN_SLOTS 64
 #define INA_SHM_MAX_SLOTS 4096
 
-static int switch_is_local(const struct ina_ctx *ctx)
-{
-    return (ntohl(ctx->switch_addr.sin_addr.s_addr) >> 24) == 127;
-}
 
 static void send_attach(struct ina_ctx *ctx, const char *name, uint32_t nslots,
                         uint32_t slot_size, uint64_t nonce)
@@ -57,7 +54,7 @@ static int is_ack(const struct ina_ctx *ctx, const uint8_t *buf, size_t len, uin
 int ina__shm_attach(struct ina_ctx *ctx)
 {
     const char *env = getenv("INA_SHM");
-    if (!(ctx->switch_caps & INA_FLAG_CAP_SHM) || !switch_is_local(ctx) ||
+    if (!(ctx->switch_caps & INA_FLAG_CAP_SHM) || !ina_addr_is_this_host(&ctx->switch_addr) ||
         (env && strcmp(env, "0") == 0))
         return 0;
     uint32_t nslots = INA_SHM_MIN_SLOTS;

@@ -198,10 +198,11 @@ static uint16_t join_ack_flags(const struct ina_switch *sw, const struct ina_job
 }
 
 /* Queue a control datagram (header + body) to one address; with auth, append
- * the HMAC of the shared secret over both (INA_AUTH_LEN bytes). */
+ * the HMAC of the shared secret over both (INA_AUTH_LEN bytes). flags: header
+ * flag bits beyond the JOIN_ACK's capabilities (INA_FLAG_LANES_AUTO). */
 static void send_ctl_auth(struct ina_switch *sw, const struct ina_job *job, uint8_t kind,
                           const uint8_t *body, size_t bodylen, const struct sockaddr_in *dst,
-                          int auth)
+                          int auth, uint16_t flags)
 {
     if (!ina_txq_room(&sw->txq, 1))
         return; /* the caller guaranteed room for one datagram; never reached */
@@ -210,6 +211,7 @@ static void send_ctl_auth(struct ina_switch *sw, const struct ina_job *job, uint
     h.rank = INA_RANK_SWITCH;
     if (kind == INA_K_JOIN_ACK)
         h.flags = join_ack_flags(sw, job);
+    h.flags |= flags;
     if (job) {
         h.job = job->id;
         h.session = job->session;
@@ -229,7 +231,7 @@ static void send_ctl_auth(struct ina_switch *sw, const struct ina_job *job, uint
 static void send_ctl(struct ina_switch *sw, const struct ina_job *job, uint8_t kind,
                      const uint8_t *body, size_t bodylen, const struct sockaddr_in *dst)
 {
-    send_ctl_auth(sw, job, kind, body, bodylen, dst, 0);
+    send_ctl_auth(sw, job, kind, body, bodylen, dst, 0, 0);
 }
 
 static void send_nak(struct ina_switch *sw, uint64_t nonce, int reason,
@@ -305,8 +307,10 @@ static void send_ack(struct ina_switch *sw, const struct ina_job *job, int rank)
     ina_join_encode(body, &j);
     /* With a secret, the ACK proves the switch knows it: the MAC covers the
      * header (job, session, token) and the body (the rank's nonce). */
+    /* A rank that proposed its lanes learns that body byte 27 is the job's
+     * agreed count (PROTOCOL.md §5.6). */
     send_ctl_auth(sw, job, INA_K_JOIN_ACK, body, sizeof(body), &job->members[rank].addr,
-                  sw->p.has_secret);
+                  sw->p.has_secret, job->members[rank].lanes_auto ? INA_FLAG_LANES_AUTO : 0);
 }
 
 /* Largest power of two <= n (n >= 1). */
@@ -420,6 +424,28 @@ static const struct ina_job *refused_job_of(const struct ina_switch *sw, const s
     return NULL;
 }
 
+/*
+ * Lanes proposed at JOIN (INA_FLAG_LANES_AUTO, PROTOCOL.md §5.6): the lanes
+ * a job's lane 0 would run now. A rank that fixed its lanes (a JOIN without
+ * the flag) decides, and the ranks that fixed them must agree (on_join
+ * checks); otherwise the smallest proposal wins, so that no rank runs more
+ * lanes than its host has cores for.
+ */
+static uint8_t job_lanes(const struct ina_job *job)
+{
+    unsigned fixed = 0, low = INA_MAX_PARTS;
+    for (int r = 0; r < job->world; r++) {
+        const struct ina_member *m = &job->members[r];
+        if (!m->joined || !m->weight)
+            continue; /* a rank a child stands for: the child's registration speaks for it */
+        if (!m->lanes_auto)
+            fixed = m->nlanes;
+        else if (m->nlanes < low)
+            low = m->nlanes;
+    }
+    return (uint8_t)(fixed ? fixed : low);
+}
+
 /* All ranks are in: agree on parameters, take slots, start the session
  * (or wait for slots, or refuse). */
 static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_ns)
@@ -453,6 +479,7 @@ static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_n
     }
     job->elems = (uint16_t)elems;
     job->window = window;
+    job->nlanes = job_lanes(job); /* registrations may have been forgotten since */
     for (uint32_t i = 0; i < window; i++)
         sw->slot_owner[job->slot_base + i] = job->id;
     /* Session ids never repeat within a switch's life (counter), and are
@@ -522,7 +549,26 @@ static int join_params_valid(const struct ina_switch *sw, const struct ina_hdr *
     int window_ok = j->window == 0 ? h->kind == INA_K_TREE_JOIN : (j->window & (j->window - 1)) == 0;
     return j->world_size >= 1 && j->world_size <= INA_MAX_WORKERS && h->rank < j->world_size &&
            j->name[0] != '\0' && j->elems >= 1 && j->elems <= INA_MAX_ELEMS && window_ok &&
-           j->nlanes <= INA_MAX_PARTS && j->lane < j->nlanes;
+           j->nlanes <= INA_MAX_PARTS && j->lane < j->nlanes &&
+           (!(h->flags & INA_FLAG_LANES_AUTO) || j->lane == 0);
+}
+
+/* Whether a JOIN disagrees with the job on the lanes. A proposal never does:
+ * it takes the count the job agrees on. A fixed count must equal that of a
+ * running job, or of the members registered with a fixed count. */
+static int lanes_conflict(const struct ina_job *job, const struct ina_hdr *h,
+                          const struct ina_join *j)
+{
+    if (h->flags & INA_FLAG_LANES_AUTO)
+        return 0;
+    if (job->state == INA_JOB_ACTIVE)
+        return job->nlanes != j->nlanes;
+    for (int r = 0; r < job->world; r++) {
+        const struct ina_member *m = &job->members[r];
+        if (m->joined && m->weight && !m->lanes_auto && m->nlanes != j->nlanes)
+            return 1;
+    }
+    return 0;
 }
 
 /* The JOIN (TREE_JOIN) carries the HMAC of the secret over its header and its
@@ -625,7 +671,10 @@ static void join_record(struct ina_job *job, const struct ina_hdr *h, const stru
         m->window = j->window;
         m->fallback_port = set ? 0 : j->fallback_port;
         m->wait_100ms = j->wait_100ms;
+        m->nlanes = j->nlanes;
+        m->lanes_auto = (h->flags & INA_FLAG_LANES_AUTO) != 0;
     }
+    job->nlanes = job_lanes(job); /* while JOINING: the count the job would run now */
 }
 
 /* One log line for a JOIN the switch refused, and why (PROTOCOL.md §5.2). */
@@ -716,6 +765,20 @@ static void reply_join_wait(struct ina_switch *sw, const struct ina_job *job, in
     send_ctl(sw, NULL, INA_K_JOIN_WAIT, body, sizeof(body), &m->addr);
 }
 
+int ina__job_lanes_proposed(const struct ina_job *job)
+{
+    int any = 0;
+    for (int r = 0; r < job->world; r++) {
+        const struct ina_member *m = &job->members[r];
+        if (!m->joined || !m->weight)
+            continue;
+        if (!m->lanes_auto)
+            return 0;
+        any = 1;
+    }
+    return any && job->lane == 0;
+}
+
 /* Forget the registration that holds rank r (withdrawn, or its rank is
  * gone): the rank's own, or a child's set with every rank of it. A job left
  * with no registered rank is freed, so that its name is free again; a child
@@ -732,9 +795,11 @@ static void member_unregister(struct ina_switch *sw, struct ina_job *job, int r,
     if (job->njoined == 0) {
         log_job(INA_LOG_INFO, job, "job_dropped", "no_rank_waiting");
         ina__job_free(sw, job);
-    } else if (job->child) {
-        ina__tree_register(sw, job, now_ns);
+        return;
     }
+    job->nlanes = job_lanes(job);
+    if (job->child)
+        ina__tree_register(sw, job, now_ns);
 }
 
 /*
@@ -835,7 +900,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         return;
     }
     struct ina_job *job = job_by_name(sw, j.name, j.lane);
-    if (job && (job->world != j.world_size || job->nlanes != j.nlanes)) {
+    if (job && (job->world != j.world_size || lanes_conflict(job, h, &j))) {
         job_mismatch(sw, job, h, &j, src, now_ns);
         return;
     }

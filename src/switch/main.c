@@ -17,6 +17,7 @@
 #include "common/addr.h"
 #include "common/busy_poll.h"
 #include "common/fault.h"
+#include "common/host.h"
 #include "common/udp_gso.h"
 #include "common/log.h"
 #include "switch/ebpf/ebpf_dp.h"
@@ -55,7 +56,8 @@ static void usage(FILE *f)
             "  --listen ADDR[:PORT]  address to listen on (default 127.0.0.1:%d);\n"
             "                        use 0.0.0.0 to accept workers on other hosts;\n"
             "                        port 0 picks a free port (see --port-file)\n"
-            "  --slots N             slots in the pool, shared by all jobs (default 1024)\n"
+            "  --slots N             slots in the pool, shared by all jobs (default 1024,\n"
+            "                        or 256 per dataplane thread if that is more)\n"
             "  --max-elems K         int32 values per slot, the largest packet a job\n"
             "                        may use (default 2048, at most %d)\n"
             "  --max-job-slots N     most slots one job (one lane) may hold (default: a\n"
@@ -65,10 +67,12 @@ static void usage(FILE *f)
             "                        that it waits (if its workers asked to, up to their\n"
             "                        INA_ADMISSION_WAIT_MS) or is refused with NOSPACE,\n"
             "                        and its workers fall back to a host aggregator\n"
-            "  --threads T           dataplane threads (default 1, at most %d). Each has\n"
-            "                        its own UDP socket (listen port + i, or a free port\n"
-            "                        with port 0) and 1/T of the slot pool; jobs and the\n"
-            "                        lanes of a job (INA_LANES) are spread over them\n"
+            "  --threads T|auto      dataplane threads (at most %d). Each has its own UDP\n"
+            "                        socket (listen port + i, or a free port with port 0)\n"
+            "                        and 1/T of the slot pool; jobs and the lanes of a job\n"
+            "                        (INA_LANES) are spread over them. auto (the default):\n"
+            "                        half the cores this process may use, 1..%d\n"
+            "                        (INA_AUTO_CORES=N: count N cores instead)\n"
             "  --join-timeout S      drop a job whose ranks did not all join in S seconds\n"
             "                        (default 120; 0 = never)\n"
             "  --idle-timeout S      abort an active job silent for S seconds, freeing its\n"
@@ -85,9 +89,12 @@ static void usage(FILE *f)
             "                        that joins the group (each carries the job's token)\n"
             "  --no-gso              send and receive one datagram per system call (no UDP\n"
             "                        GSO/GRO batching; for comparison and old kernels)\n"
-            "  --shm                 offer shared-memory rings to workers on this host\n"
+            "  --shm, --no-shm       offer shared-memory rings to workers on this host\n"
             "                        (same user): DATA and results skip the kernel\n"
-            "                        (INA_SHM=0 on a worker keeps it on UDP)\n"
+            "                        (INA_SHM=0 on a worker keeps it on UDP). On by\n"
+            "                        default, except with --multicast, --fault-rx/-tx\n"
+            "                        (faults apply to UDP datagrams only), --dataplane\n"
+            "                        ebpf or --record\n"
             "  --dataplane D         who applies the slot rules to DATA: userspace (this\n"
             "                        process; the default) or ebpf (a TC program on the\n"
             "                        --iface interface, in the kernel: no wake-up of this\n"
@@ -143,7 +150,7 @@ static void usage(FILE *f)
             "\n"
             "Memory: slots x 2 x max-elems x 4 bytes (default 16 MiB).\n"
             "Example: ina-switch --listen 0.0.0.0:48864 --slots 4096\n",
-            INA_DEFAULT_PORT, INA_MAX_ELEMS, INA_SW_MAX_SHARDS);
+            INA_DEFAULT_PORT, INA_MAX_ELEMS, INA_SW_MAX_SHARDS, INA_AUTO_SWITCH_THREADS_MAX);
 }
 
 /* Large buffers: a burst of N windows arriving at once must not overflow the
@@ -652,6 +659,9 @@ static void print_totals(struct shard *sh, unsigned n)
  */
 struct serve_opts {
     unsigned nthreads;
+    const char *threads_from; /* "option", or how auto counted the cores */
+    int cores;                /* --threads auto: the cores it counted, else 0 */
+    const char *shm_from;     /* why rings are offered or not: option, default, ... */
     struct sockaddr_in listen_addr;
     const char *listen_s, *port_file, *fault_rx_spec, *fault_tx_spec;
     int quiet, no_gso;
@@ -765,8 +775,10 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
     ina_log(INA_LOG_INFO, "listening", INA_KV_S("version", ina_version_string()),
             INA_KV_S("addr", ip), INA_KV_I("port", p.shard_ports[0]),
             INA_KV_I("last_port", p.shard_ports[nthreads - 1]), INA_KV_I("threads", nthreads),
+            INA_KV_S("threads_from", o->threads_from), INA_KV_I("cores", o->cores),
             INA_KV_I("slots", p.nslots * nthreads), INA_KV_I("max_elems", p.max_elems),
             INA_KV_S("pool_mib", mib), INA_KV_S("secret", p.has_secret ? "on" : "off"),
+            INA_KV_S("shm", p.shm ? "on" : "off"), INA_KV_S("shm_from", o->shm_from),
             INA_KV_I("parents", p.nparents));
     if (o->metrics) {
         for (; npubs < nthreads; npubs++) {
@@ -788,14 +800,18 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
     unsigned started = 1;
+    int start_failed = 0;
     for (; started < nthreads; started++)
         if (pthread_create(&sh[started].thread, NULL, shard_main, &sh[started]) != 0) {
             ina_log(INA_LOG_ERROR, "thread_start_failed", INA_KV_I("shard", started));
             stop_requested = 1;
+            start_failed = 1;
             break;
         }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    int rc = stop_requested ? 1 : run(&sh[0]);
+    /* A SIGTERM while the threads start (its delivery waits for the mask) is a
+     * clean stop like any other, not a failure. */
+    int rc = start_failed ? 1 : run(&sh[0]);
     stop_requested = 1;
     for (unsigned i = 1; i < started; i++) {
         pthread_join(sh[i].thread, NULL);
@@ -835,7 +851,7 @@ int main(int argc, char **argv)
         {"metrics-port-file", required_argument, 0, 'P'},
         {"secret-file", required_argument, 0, 'S'},
         {"int-ops-only", no_argument, 0, 'I'},
-        {"shm", no_argument, 0, 'H'},
+        {"shm", no_argument, 0, 'H'},            {"no-shm", no_argument, 0, 'h' + 256},
         {"busy-poll", required_argument, 0, 'B'},
         {"dataplane", required_argument, 0, 'D'}, {"iface", required_argument, 0, 'f'},
         {"record", required_argument, 0, 'r'},
@@ -844,14 +860,16 @@ int main(int argc, char **argv)
         {"version", no_argument, 0, 'V'},         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     const char *listen_s = "127.0.0.1", *port_file = NULL;
-    struct ina_switch_params p = {.nslots = 1024,
+    struct ina_switch_params p = {.nslots = 0, /* 0: the default, from the threads */
                                   .max_elems = 2048,
                                   .join_timeout_ns = 120ull * 1000000000ull,
                                   .idle_timeout_ns = 3600ull * 1000000000ull,
                                   .min_job_slots = 8,
                                   .hot_max = 65536};
     int quiet = 0, no_gso = 0, busy_poll_us = 0, c;
-    unsigned nthreads = 1;
+    unsigned nthreads = 0; /* 0: auto */
+    int shm_opt = -1;      /* --shm 1, --no-shm 0, neither -1 */
+    int slots_opt = 0;     /* --slots given */
     const char *fault_rx_spec = NULL, *fault_tx_spec = NULL;
     const char *metrics_s = NULL, *metrics_port_file = NULL, *secret_file = NULL;
     const char *iface = NULL, *record_path = NULL;
@@ -863,24 +881,28 @@ int main(int argc, char **argv)
     char *end;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         long v = 0;
+        if (c == 't' && strcmp(optarg, "auto") == 0) {
+            nthreads = 0;
+            continue;
+        }
         if (c == 's' || c == 'k' || c == 'j' || c == 'i' || c == 't' || c == 'X' || c == 'N' ||
             c == 'K') {
             v = strtol(optarg, &end, 10);
             if (*end || end == optarg || v < 0 || v > (1L << 24) ||
                 (c == 't' && (v < 1 || v > INA_SW_MAX_SHARDS))) {
-                fprintf(stderr, "ina-switch: bad number for --%s: '%s'\n",
+                fprintf(stderr, "ina-switch: bad number for --%s: '%s'%s\n",
                         c == 's' ? "slots" : c == 'k' ? "max-elems" : c == 'j' ? "join-timeout"
                                                     : c == 'i' ? "idle-timeout"
                                                     : c == 't' ? "threads"
                                                     : c == 'X' ? "max-job-slots"
                                                     : c == 'K' ? "hot-keys" : "min-job-slots",
-                        optarg);
+                        optarg, c == 't' ? " (want 1..64 or auto)" : "");
                 return 2;
             }
         }
         switch (c) {
         case 'l': listen_s = optarg; break;
-        case 's': p.nslots = (uint32_t)v; break;
+        case 's': p.nslots = (uint32_t)v; slots_opt = 1; break;
         case 'k': p.max_elems = (uint32_t)v; break;
         case 'j': p.join_timeout_ns = (uint64_t)v * 1000000000ull; break;
         case 'i': p.idle_timeout_ns = (uint64_t)v * 1000000000ull; break;
@@ -918,7 +940,8 @@ int main(int argc, char **argv)
         case 'S': secret_file = optarg; break;
         case 'G': no_gso = 1; break;
         case 'I': p.int_ops_only = 1; break;
-        case 'H': p.shm = 1; break;
+        case 'H': shm_opt = 1; break;
+        case 'h' + 256: shm_opt = 0; break;
         case 'B':
             v = strtol(optarg, &end, 10);
             if (*end || end == optarg || v < 0 || v > INA_BUSY_POLL_MAX_US) {
@@ -960,6 +983,32 @@ int main(int argc, char **argv)
         fprintf(stderr, "ina-switch: unexpected argument '%s' (see --help)\n", argv[optind]);
         return 2;
     }
+    /* Defaults from the host (README, docs/PYTHON.md "Defaults from the host"). */
+    int cores = 0;
+    const char *threads_from = "option";
+    if (nthreads == 0 && (ebpf || record_path)) {
+        nthreads = 1; /* the kernel spreads the eBPF dataplane's packets; a trace takes one */
+        threads_from = ebpf ? "one_with_ebpf" : "one_with_record";
+    } else if (nthreads == 0) {
+        cores = ina_host_cores(&threads_from);
+        nthreads = (unsigned)ina_auto_switch_threads(cores);
+        if (p.mcast_base && nthreads * INA_SW_MAX_JOBS > 254)
+            nthreads = 254 / INA_SW_MAX_JOBS; /* a group per job id in BASE/24 */
+    }
+    if (!slots_opt)
+        p.nslots = nthreads * 256 > 1024 ? nthreads * 256 : 1024; /* a window of 64 per thread */
+    /* Rings pay wherever a worker shares the host (and the user); they are
+     * not a network, so runs that inject network faults, and multicast,
+     * whose results go to a group, keep them off unless asked; so do the
+     * eBPF dataplane (its program sees packets only) and --record (a trace
+     * holds datagrams). */
+    const char *shm_from = shm_opt >= 0 ? "option"
+                           : p.mcast_base ? "off_with_multicast"
+                           : (fault_rx_spec || fault_tx_spec) ? "off_with_faults"
+                           : ebpf ? "off_with_ebpf"
+                           : record_path ? "off_with_record" : "default";
+    p.shm = shm_opt >= 0 ? shm_opt
+                         : !p.mcast_base && !fault_rx_spec && !fault_tx_spec && !ebpf && !record_path;
     if (p.nslots == 0 || p.max_elems == 0 || p.max_elems > INA_MAX_ELEMS) {
         fprintf(stderr, "ina-switch: --slots must be >= 1 and --max-elems 1..%d\n", INA_MAX_ELEMS);
         return 2;
@@ -1050,7 +1099,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "ina-switch: --slots %u is fewer than --threads %u\n", p.nslots, nthreads);
         return 2;
     }
-    struct serve_opts o = {.nthreads = nthreads, .listen_addr = addr, .listen_s = listen_s,
+    struct serve_opts o = {.nthreads = nthreads, .threads_from = threads_from, .cores = cores,
+                           .shm_from = shm_from, .listen_addr = addr, .listen_s = listen_s,
                            .port_file = port_file, .fault_rx_spec = fault_rx_spec,
                            .fault_tx_spec = fault_tx_spec, .quiet = quiet, .no_gso = no_gso,
                            .busy_poll_us = busy_poll_us,

@@ -71,6 +71,8 @@ struct ina_member {
     uint16_t fallback_port; /* rank 0's offer of a host aggregator (JOIN), 0 = none */
     uint16_t wait_100ms;    /* how long it may wait for slots */
     uint8_t joined, left;
+    uint8_t nlanes;     /* its JOIN's nlanes: fixed, or (lanes_auto) a proposal */
+    uint8_t lanes_auto; /* its JOIN had INA_FLAG_LANES_AUTO (lane 0): it takes the job's count */
     /* While the job is JOINING or WAITING, a registration lives only as long
      * as its rank is waiting: its last JOIN (re-sent at least every second)
      * and the deadline the rank gave (JOIN header seq, 0 = none) bound it. */
@@ -123,7 +125,9 @@ struct ina_job {
     enum ina_job_state state;
     uint16_t id; /* shard * INA_SW_MAX_JOBS + index + 1: unique across shards */
     char name[32];
-    uint8_t lane, nlanes; /* a job is one lane of a (name, nlanes) group; see wire.h */
+    uint8_t lane, nlanes; /* a job is one lane of a (name, nlanes) group; see wire.h. Lane 0
+                             of ranks that propose their lanes: the count it would run now
+                             (control.c: job_lanes), final once ACTIVE */
     uint32_t session, token;
     int world;
     int njoined, nleft;
@@ -335,6 +339,9 @@ void ina__job_abort_why(struct ina_switch *sw, struct ina_job *job, int reason, 
 /* control.c helpers that tree.c shares. */
 void ina__job_free(struct ina_switch *sw, struct ina_job *job);
 void ina__job_send_acks(struct ina_switch *sw, const struct ina_job *job);
+/* Whether every registered member of job proposed its lanes (INA_FLAG_LANES_AUTO,
+ * lane 0): a child then passes the job's count up as a proposal too (§5.6). */
+int ina__job_lanes_proposed(const struct ina_job *job);
 /* NAK every member that joined (its own nonce) with reason; NOSPACE is remembered
  * for a while so that a rank whose NAK was lost hears it again. Frees the job. */
 void ina__job_refuse(struct ina_switch *sw, struct ina_job *job, int reason, uint64_t now_ns);

@@ -54,6 +54,8 @@ static void send_tree_join(struct ina_switch *sw, const struct ina_job *job)
     struct ina_hdr h;
     ina_hdr_init(&h, INA_K_TREE_JOIN);
     h.rank = job->up.rep;
+    if (ina__job_lanes_proposed(job))
+        h.flags = INA_FLAG_LANES_AUTO; /* our ranks' smallest proposal, as a proposal (§5.6) */
     struct ina_join j;
     memset(&j, 0, sizeof(j));
     j.nonce = job->up.nonce;
@@ -236,7 +238,10 @@ static void on_parent_ack(struct ina_switch *sw, const struct ina_hdr *h, const 
     job->up.session = h->session;
     job->up.token = h->token;
     job->up.flags = h->flags;
-    if (j.world_size != job->world || j.lane != job->lane || j.nlanes != job->nlanes ||
+    /* Our ranks proposed their lanes: the count the parent agreed is the job's. */
+    const int agreed = (h->flags & INA_FLAG_LANES_AUTO) && ina__job_lanes_proposed(job) &&
+                       j.nlanes >= 1 && j.nlanes <= INA_MAX_PARTS;
+    if (j.world_size != job->world || j.lane != job->lane || (!agreed && j.nlanes != job->nlanes) ||
         j.elems == 0 || j.elems > job->up.elems || j.window == 0 ||
         (j.window & (j.window - 1)) != 0 || j.window > job->up.window) {
         /* A parent that grants what nobody proposed: end it for every rank. */
@@ -245,6 +250,7 @@ static void on_parent_ack(struct ina_switch *sw, const struct ina_hdr *h, const 
         ina__job_refuse(sw, job, INA_ERR_PROTO, now_ns);
         return;
     }
+    job->nlanes = j.nlanes;
     job->elems = j.elems;
     job->window = j.window; /* the first window of what we reserved; the rest goes back */
     for (uint32_t i = job->window; i < job->up.reserved; i++)

@@ -46,9 +46,16 @@ static inline int h_ebpf(void)
     return d && strcmp(d, "ebpf") == 0;
 }
 
-/* Start ina-switch with extra args (NULL-terminated list, may be NULL). @return 0 or -1. */
+/*
+ * Start ina-switch with extra args (NULL-terminated list, may be NULL). @return 0 or -1.
+ * The switch's threads and the workers' lanes default to counts chosen from the host's
+ * cores; the tests count jobs, lanes and slots as on the 2-core host they were written
+ * for, so unless INA_AUTO_CORES is set already, the switch and the workers forked after
+ * this call see 2 cores (one switch thread; one lane for N >= 2). test_auto.c sets its own.
+ */
 static inline int switch_start(struct sw_proc *sp, const char *const *extra)
 {
+    setenv("INA_AUTO_CORES", "2", 0);
     static int nstarted; /* a test may run several switches: one port file each */
     snprintf(sp->port_file, sizeof(sp->port_file), "/tmp/ina-test-port.%d.%d", (int)getpid(),
              nstarted++);

@@ -108,8 +108,9 @@ static void start_tree(int nparents, const char *fault, int shm)
         int a = 0;
         args[a++] = "--parent";
         args[a++] = parents;
-        if (shm)
-            args[a++] = "--shm"; /* a node's processes reach their child through rings */
+        /* A node's processes reach their child through rings (the default);
+         * the other cases keep the children on UDP. */
+        args[a++] = shm ? "--shm" : "--no-shm";
         if (fault) {
             args[a++] = "--fault-rx";
             args[a++] = fault;

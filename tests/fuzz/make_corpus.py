@@ -223,6 +223,19 @@ def switch_seeds():
         sw_join(7, 1, 2, 4, 2, "quiet", 0x54, step=5) +
         sw_join(5, 0, 2, 4, 2, "mm", 0x55) + sw_join(6, 1, 3, 4, 2, "mm", 0x56) +
         sw_join(7, 2, 3, 4, 2, "mm", 0x57))
+    # Lanes proposed at join (header flag bit 11, byte 27 = nlanes): proposals 3 and 2 agree
+    # on 2; a fixed count that differs from a fixed one NAKs; a proposal on lane 1 is refused.
+    def lanes_join(addr, rank, world, lane, nlanes, name, nonce, auto):
+        body = bytearray(join_body(world, 4, 2, name, nonce))
+        body[26], body[27] = lane, nlanes
+        return sw_record(addr, HONEST, 0, None,
+                         hdr(K_JOIN, rank=rank, flags=0x0800 if auto else 0) + bytes(body))
+    s["join_lanes_auto"] = (lanes_join(5, 0, 2, 0, 3, "la", 0x61, True) +
+                            lanes_join(6, 1, 2, 0, 2, "la", 0x62, True) +
+                            lanes_join(5, 0, 3, 0, 2, "lf", 0x63, False) +
+                            lanes_join(6, 1, 3, 0, 4, "lf", 0x64, True) +
+                            lanes_join(7, 2, 3, 0, 3, "lf", 0x65, False) +
+                            lanes_join(5, 0, 2, 1, 2, "l1", 0x66, True))
     s["leave_bad"] = (sw_leave(0, flags=S_RANK) + sw_leave(3, flags=S_CREDS) +
                       record(sel(0), S_CREDS, hdr(K_LEAVE, rank=7)) +
                       record(sel(0), 0, hdr(K_LEAVE, job=0)) +

@@ -109,7 +109,35 @@ def dtype_bounds(dtype, xs, k):
 # ---- groups of checks (each runs on every rank) --------------------------------------------
 
 
+def check_auto_lanes(rep, n, rank, job):
+    """The defaults from the host: lanes "auto" (the default). Each rank sees 3n(rank+1)
+    cores, so it proposes ina.auto_lanes()'s count, 3n(rank+1) // n capped at 4 (3, 4, 4):
+    the job runs the smallest, 3 at N=3, and sums right."""
+    saved = os.environ.get("INA_AUTO_CORES")
+    os.environ["INA_AUTO_CORES"] = str(3 * n * (rank + 1))
+    try:
+        auto = ina.auto_lanes(switch=SWITCH, world_size=n)
+        with ina.Context(switch=SWITCH, rank=rank, world_size=n, job=job + "-auto",
+                         join_timeout_ms=30000, timeout_ms=30000) as c:
+            x = np.arange(10000, dtype=np.int32) * (rank + 1)
+            ina.allreduce(x, ctx=c)
+            want = 1 if n == 1 else 3
+            rep.check("lanes auto: the rank proposed auto_lanes()'s count, the job runs the "
+                      "smallest (%d), the sum is exact" % want,
+                      c.lanes_proposed == auto["lanes"] == (1 if n == 1 else min(4, 3 * (rank + 1)))
+                      and c.lanes == want and c.info()["lanes_proposed"] == auto["lanes"]
+                      and auto["cores"] == 3 * n * (rank + 1) and auto["local_workers"] == n
+                      and np.array_equal(x, np.arange(10000, dtype=np.int32) * (n * (n + 1) // 2)),
+                      (auto, c.lanes, c.lanes_proposed))
+    finally:
+        if saved is None:
+            os.environ.pop("INA_AUTO_CORES", None)
+        else:
+            os.environ["INA_AUTO_CORES"] = saved
+
+
 def group_numpy(ctx, rep, n, rank):
+    check_auto_lanes(rep, n, rank, ctx.job)
     k = ctx.elems_per_packet
     rep.check("info: rank and world size", (ctx.rank, ctx.world_size) == (rank, n),
               ctx.info())
@@ -331,6 +359,225 @@ def group_hook(ctx, rep, n, rank):
         dist.destroy_process_group()
 
 
+def group_staged(ctx, rep, n, rank):
+    """The staged path of CUDA buckets (chunks through reused host buffers, two copy streams),
+    driven by ina.torch.CpuStandIn over CPU tensors: the same code as on a GPU but for the
+    copies. Exact sums, the order of copies and all-reduces, the Future completing after the
+    last copy back, buffer reuse, a failure midway; then DDP against gloo."""
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import ina.torch as itorch
+
+    torch.set_num_threads(1)
+    # 1. One tensor of 5.5 chunks through an Engine, each copy slowed by 5 ms.
+    log = []
+    copier = itorch.CpuStandIn(delay_s=0.005, log=log)
+    eng = itorch.Engine(ctx, device_copy=copier, chunk_bytes=16384)
+    eng.events = []
+    count = 4096 * 5 + 2048
+    xs = [torch.arange(count, dtype=torch.int32) * (r + 1) - 7 * r for r in range(n)]
+    t = xs[rank].clone()
+    t0 = time.perf_counter()
+    fut = eng.submit(t, "sum")
+    returned_s = time.perf_counter() - t0
+    rep.check("staged: submit returns before the work is done", not fut.done(),
+              "returned after %.1f ms" % (returned_s * 1e3))
+    fut.wait()
+    want = sum(x.long() for x in xs).int()
+    rep.check("staged: int32 sum exact over 6 chunks", torch.equal(t, want))
+    ev = {(what, k): tm for what, k, tm in eng.events + log}
+    nchunks = 6
+    order_ok = all(ev[("d2h_end", k)] <= ev[("ar_start", k)] <= ev[("ar_end", k)]
+                   <= ev[("h2d_start", k)] <= ev[("h2d_end", k)] <= ev[("done", None)]
+                   for k in range(nchunks))
+    rep.check("staged: per chunk: copy to host, all-reduce, copy back, then the Future",
+              order_ok, sorted(ev.items(), key=lambda kv: kv[1]))
+    rep.check("staged: chunk k+1's all-reduce starts before chunk k's ends (2 in flight)",
+              all(ev[("ar_start", k + 1)] < ev[("ar_end", k)] for k in range(nchunks - 1)))
+    rep.check("staged: chunk 0 goes back to the device while later chunks reduce",
+              ev[("h2d_end", 0)] < ev[("ar_end", nchunks - 1)])
+    allocs = copier.allocations
+    for step in range(3):
+        u = xs[rank].clone()
+        eng.submit(u, "sum").wait()
+        rep.check("staged: step %d exact, reusing the host buffer" % step,
+                  torch.equal(u, want) and copier.allocations == allocs, copier.allocations)
+    f32 = [torch.randn(30000, generator=torch.Generator().manual_seed(9 + r)) for r in range(n)]
+    u = f32[rank].clone()
+    eng.submit(u, "avg").wait()
+    ok, worst = within_bound(u.numpy(), [x.numpy() for x in f32], ctx.elems_per_packet, 1.0 / n)
+    rep.check("staged: float32 avg within the bound", ok, "worst %.3g" % worst)
+    eng.close()
+    # A failure midway (the context is closed): the Future raises, no copy is left running.
+    with ina.Context(switch=SWITCH, rank=rank, world_size=n, job=ctx.job + "-x") as c2:
+        e2 = itorch.Engine(c2, device_copy=copier, chunk_bytes=16384)
+        c2.close()
+        try:
+            e2.submit(xs[rank].clone(), "sum").wait()
+            rep.check("staged: a closed context fails the Future", False, "no exception")
+        except Exception as e:  # noqa: BLE001
+            rep.check("staged: a closed context fails the Future with INA_ERR_CLOSED",
+                      isinstance(e, ina.InaError) and e.code == ina.ERR_CLOSED
+                      or "INA_ERR_CLOSED" in str(e), e)
+        rep.check("staged: no copy left running after the failure",
+                  all(q.empty() for q in copier._queues.values()))
+        e2.close()
+    copier.close()
+
+    # 2. DDP, several buckets of several chunks, against gloo, over 4 steps.
+    dist.init_process_group("gloo", init_method="tcp://" + os.environ["TEST_MASTER"], rank=rank,
+                            world_size=n, timeout=datetime.timedelta(seconds=60))
+    try:
+        torch.manual_seed(5)
+        # 1.3 MB of gradients: DDP's first bucket takes 1 MiB, the rest goes in 0.1 MB ones.
+        def net():
+            return torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.Tanh(),
+                                       torch.nn.Linear(96, 3000), torch.nn.Tanh(),
+                                       torch.nn.Linear(3000, 8))
+        ref, mine = net(), net()
+        mine.load_state_dict(ref.state_dict())
+        d_ref = DDP(ref, bucket_cap_mb=0.1)
+        d_ina = DDP(mine, bucket_cap_mb=0.1)
+        copier = itorch.CpuStandIn(delay_s=0.0002)
+        state = itorch.HookState(ctx, device_copy=copier, chunk_bytes=65536, profile=True)
+        d_ina.register_comm_hook(state, itorch.allreduce_hook)
+        allocs = []
+        worst = 0.0
+        for step in range(4):
+            g = torch.Generator().manual_seed(100 * step + rank)
+            x = torch.randn(16, 64, generator=g)
+            for model in (d_ref, d_ina):
+                model.zero_grad(set_to_none=True)
+                model(x).square().sum().backward()
+            for p_ref, p_ina in zip(ref.parameters(), mine.parameters()):
+                scale = p_ref.grad.abs().max().item()
+                worst = max(worst, (p_ref.grad - p_ina.grad).abs().max().item() / (scale or 1))
+            allocs.append(copier.allocations)
+            prof = state.take_profile()
+        rep.check("staged DDP: gradients match gloo's average over 4 steps", worst < 1e-5,
+                  "worst relative diff %.3g" % worst)
+        rep.check("staged DDP: several buckets of several chunks per step",
+                  len(prof) >= 2 and max(p[4] for p in prof) >= 2,
+                  [(p[3], p[4]) for p in prof])
+        rep.check("staged DDP: no staging allocation after the second step (buckets rebuilt "
+                  "after the first)", allocs[1] == allocs[2] == allocs[3] >= 1, allocs)
+        state.close()
+        copier.close()
+    finally:
+        dist.destroy_process_group()
+
+
+def group_backend(ctx, rep, n, rank):
+    """torch.distributed's backend "ina" (ina.distributed): all_reduce through ina for the
+    dtypes and ops it serves, the rest through the Gloo group underneath; DDP on it against DDP
+    on a Gloo group; a subgroup with a job of its own."""
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import ina.distributed as idist
+
+    ctx.close()  # the backend makes its own context
+    torch.set_num_threads(1)
+    dist.init_process_group("ina", init_method="tcp://" + os.environ["TEST_MASTER"], rank=rank,
+                            world_size=n, timeout=datetime.timedelta(seconds=60))
+    try:
+        pg = dist.distributed_c10d._get_default_group()
+        rep.check("backend: init_process_group('ina') gives an ina group",
+                  dist.get_backend() == "ina" and isinstance(pg, idist.ProcessGroupIna)
+                  and pg.ctx.world_size == n and pg.ctx.rank == rank, repr(pg))
+        before = dict(pg.counts)
+
+        def val(r, i):
+            return float((r + 1) * (i % 7 + 1))
+        for dt in (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32):
+            t = torch.tensor([val(rank, i) for i in range(50)]).to(dt)
+            dist.all_reduce(t)
+            want = torch.tensor([sum(val(r, i) for r in range(n)) for i in range(50)])
+            rep.check("backend: all_reduce SUM %s" % str(dt).replace("torch.", ""),
+                      torch.equal(t.double(), want.double()), t[:4])
+        t = torch.tensor([val(rank, i) for i in range(50)])
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        rep.check("backend: all_reduce MAX float32 exact",
+                  torch.equal(t, torch.tensor([val(n - 1, i) for i in range(50)])))
+        t = torch.tensor([val(rank, i) for i in range(50)])
+        dist.all_reduce(t, op=dist.ReduceOp.MIN)
+        rep.check("backend: all_reduce MIN float32 exact",
+                  torch.equal(t, torch.tensor([val(0, i) for i in range(50)])))
+        served = pg.counts["ina"] - before["ina"]
+        rep.check("backend: those 7 went through ina", served == 7 and
+                  pg.counts["gloo"] == before["gloo"], pg.counts)
+        # Gloo's: int64, PRODUCT, float64 MAX (no float64 order keys in ina).
+        i64 = torch.full((3,), rank + 1, dtype=torch.int64)
+        dist.all_reduce(i64)
+        p = torch.full((3,), float(rank + 2))
+        dist.all_reduce(p, op=dist.ReduceOp.PRODUCT)
+        f64 = torch.full((3,), float(rank), dtype=torch.float64)
+        dist.all_reduce(f64, op=dist.ReduceOp.MAX)
+        prod = 1.0
+        for r in range(n):
+            prod *= r + 2
+        rep.check("backend: int64, PRODUCT and float64 MAX through gloo, right",
+                  i64.tolist() == [n * (n + 1) // 2] * 3 and p.tolist() == [prod] * 3
+                  and f64.tolist() == [n - 1.0] * 3 and pg.counts["gloo"] == before["gloo"] + 3,
+                  (i64, p, f64, pg.counts))
+        b = torch.full((4,), float(rank))
+        dist.broadcast(b, src=n - 1)
+        outs = [torch.zeros(2) for _ in range(n)]
+        dist.all_gather(outs, torch.full((2,), float(rank)))
+        dist.barrier()
+        rep.check("backend: broadcast, all_gather, barrier through gloo",
+                  b.tolist() == [n - 1.0] * 4
+                  and all(o.tolist() == [float(r)] * 2 for r, o in enumerate(outs)))
+        works = [dist.all_reduce(torch.full((1000,), float(rank + k)), async_op=True)
+                 for k in range(3)]
+        for w in works:
+            w.wait()
+        rep.check("backend: async all_reduce returns a Work", len(works) == 3)
+        # DDP on the ina group against DDP on a gloo group of the same ranks.
+        ref_group = dist.new_group(backend="gloo")
+        torch.manual_seed(11)
+        ref = torch.nn.Sequential(torch.nn.Linear(16, 40), torch.nn.Tanh(), torch.nn.Linear(40, 3))
+        mine = torch.nn.Sequential(torch.nn.Linear(16, 40), torch.nn.Tanh(), torch.nn.Linear(40, 3))
+        mine.load_state_dict(ref.state_dict())
+        d_ref, d_ina = DDP(ref, process_group=ref_group), DDP(mine)
+        worst = 0.0
+        for step in range(3):
+            x = torch.randn(8, 16, generator=torch.Generator().manual_seed(step * 10 + rank))
+            for m in (d_ref, d_ina):
+                m.zero_grad(set_to_none=True)
+                m(x).square().sum().backward()
+            for a, c in zip(ref.parameters(), mine.parameters()):
+                worst = max(worst, ((a.grad - c.grad).abs().max() /
+                                    (a.grad.abs().max() or 1)).item())
+        rep.check("backend: DDP over 'ina' matches DDP over gloo (3 steps)", worst < 1e-5,
+                  "worst relative diff %.3g" % worst)
+        if n >= 3:
+            sub = dist.new_group(ranks=[0, 1], backend="ina")
+            if rank in (0, 1):
+                t = torch.full((10,), float(rank + 1))
+                dist.all_reduce(t, group=sub)
+                rep.check("backend: a subgroup of ranks 0, 1 has its own job",
+                          t.tolist() == [3.0] * 10 and sub.ctx.job != pg.ctx.job
+                          and sub.ctx.world_size == 2, (sub, t[:2]))
+        if hasattr(dist, "Backend") and "devices" in str(
+                __import__("inspect").signature(dist.Backend.register_backend)):
+            rep.check("backend: registered for cpu and cuda (torch 2.x)",
+                      dist.Backend.backend_capability.get("ina") == ["cpu", "cuda"])
+        elif rank == 0:
+            print("SKIP [backend]: 'cpu:ina,cuda:ina' and per-device registration need torch "
+                  ">= 2.0 (this is %s)" % torch.__version__, flush=True)
+        pg.close()
+    finally:
+        dist.destroy_process_group()
+
+
 def group_lifecycle(ctx, rep, n, rank):
     ctx.close()
     rep.check("close() marks the context closed", ctx.closed)
@@ -480,8 +727,9 @@ def group_sparse(ctx, rep, n, rank):
         dist.destroy_process_group()
 
 
-GROUPS = {"numpy": group_numpy, "torch": group_torch, "hook": group_hook,
-          "lifecycle": group_lifecycle, "floatadd": group_floatadd, "sparse": group_sparse}
+GROUPS = {"numpy": group_numpy, "torch": group_torch, "hook": group_hook, "staged": group_staged,
+          "backend": group_backend, "lifecycle": group_lifecycle, "floatadd": group_floatadd,
+          "sparse": group_sparse}
 
 
 def worker(q, group, n, rank, job):
@@ -591,7 +839,8 @@ def main():
         import torch  # noqa: F401  (imported before forking: the workers inherit it)
     plan = [("numpy", 1), ("numpy", 3), ("lifecycle", 1), ("floatadd", 3)]
     if not a.skip_torch:
-        plan += [("torch", 1), ("torch", 3), ("hook", 2), ("sparse", 2)]
+        plan += [("torch", 1), ("torch", 3), ("hook", 2), ("sparse", 2), ("staged", 2),
+                 ("backend", 3)]
     passed, failed = check_loader()
     t_end = time.monotonic() + a.deadline
     for group, n in plan:

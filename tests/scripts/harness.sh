@@ -3,6 +3,9 @@
 # Gives: $tmp, a temporary directory removed on exit, with any switch started by
 # start_switch killed; ok/bad/check, which count passes and failures; finish NAME.
 tmp=$(mktemp -d)
+# The switch's threads and the workers' lanes default to counts chosen from the host's cores
+# (INA_AUTO_CORES replaces the count); the script tests count jobs as on a 2-core host.
+export INA_AUTO_CORES=${INA_AUTO_CORES:-2}
 swpid=
 cleanup() { [ -n "$swpid" ] && kill -9 "$swpid" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT

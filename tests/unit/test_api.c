@@ -70,6 +70,80 @@ static void test_config(void)
     CHECK_EQ_INT(ina_config_from_env(NULL), -EINVAL);
 }
 
+/* INA_LANES=auto and ina_auto_lanes(): one lane per core a worker of this host has, 1..4. */
+static void test_auto_lanes(void)
+{
+    ina_config cfg;
+    ina_config_init(&cfg);
+    CHECK_EQ_INT(cfg.lanes, 0); /* auto, the default */
+    setenv("INA_LANES", "auto", 1);
+    cfg.lanes = 7;
+    CHECK_EQ_INT(ina_config_from_env(&cfg), 0);
+    CHECK_EQ_INT(cfg.lanes, 0);
+    setenv("INA_LANES", "3", 1);
+    CHECK_EQ_INT(ina_config_from_env(&cfg), 0);
+    CHECK_EQ_INT(cfg.lanes, 3);
+    setenv("INA_LANES", "many", 1);
+    CHECK_EQ_INT(ina_config_from_env(&cfg), INA_ERR_CONFIG);
+    CHECK(strstr(ina_last_error(NULL), "INA_LANES") != NULL);
+    unsetenv("INA_LANES");
+
+    const char *launchers[] = {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                               "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"};
+    for (size_t i = 0; i < 4; i++)
+        unsetenv(launchers[i]);
+    int cores = 0, local = 0;
+    ina_config_init(&cfg);
+    /* Loopback: every rank is on this host. 16 cores / 4 ranks = 4 lanes. */
+    setenv("INA_AUTO_CORES", "16", 1);
+    cfg.world_size = 4;
+    CHECK_EQ_INT(ina_auto_lanes(&cfg, &cores, &local), 4);
+    CHECK_EQ_INT(cores, 16);
+    CHECK_EQ_INT(local, 4);
+    cfg.world_size = 8;
+    CHECK_EQ_INT(ina_auto_lanes(&cfg, NULL, NULL), 2);
+    cfg.world_size = 15;
+    CHECK_EQ_INT(ina_auto_lanes(&cfg, NULL, NULL), 1);
+    cfg.world_size = 1;
+    CHECK_EQ_INT(ina_auto_lanes(&cfg, NULL, NULL), 1); /* nothing to aggregate across */
+    cfg.world_size = 2;
+    setenv("INA_AUTO_CORES", "64", 1);
+    CHECK_EQ_INT(ina_auto_lanes(&cfg, NULL, NULL), 4); /* capped */
+    setenv("INA_AUTO_CORES", "2", 1);
+    cfg.world_size = 4;
+    CHECK_EQ_INT(ina_auto_lanes(&cfg, NULL, NULL), 1); /* at least one */
+    /* Another host's switch: the launcher says how many workers share this host; else 1. */
+    cfg.switch_addr = "10.1.2.3:999";
+    cfg.world_size = 32;
+    setenv("INA_AUTO_CORES", "16", 1);
+    CHECK_EQ_INT(ina_auto_lanes(&cfg, &cores, &local), 4);
+    CHECK_EQ_INT(local, 1);
+    for (size_t i = 0; i < 4; i++) {
+        setenv(launchers[i], i == 3 ? "8(x4)" : "8", 1); /* Slurm's form too */
+        CHECK_EQ_INT(ina_auto_lanes(&cfg, &cores, &local), 2);
+        CHECK_EQ_INT(local, 8);
+        unsetenv(launchers[i]);
+    }
+    setenv("LOCAL_WORLD_SIZE", "zero", 1); /* not a count: ignored */
+    CHECK_EQ_INT(ina_auto_lanes(&cfg, &cores, &local), 4);
+    CHECK_EQ_INT(local, 1);
+    unsetenv("LOCAL_WORLD_SIZE");
+    /* INA_AUTO_CORES out of range or not a number: the host's own count (>= 1). */
+    setenv("INA_AUTO_CORES", "0", 1);
+    ina_auto_lanes(&cfg, &cores, &local);
+    CHECK(cores >= 1 && cores != 0);
+    setenv("INA_AUTO_CORES", "lots", 1);
+    ina_auto_lanes(&cfg, &cores, &local);
+    CHECK(cores >= 1);
+    unsetenv("INA_AUTO_CORES");
+    CHECK_EQ_INT(ina_auto_lanes(NULL, NULL, NULL), -EINVAL);
+    cfg.world_size = 0;
+    CHECK_EQ_INT(ina_auto_lanes(&cfg, NULL, NULL), -EINVAL);
+    cfg.world_size = 2;
+    cfg.switch_addr = NULL;
+    CHECK_EQ_INT(ina_auto_lanes(&cfg, NULL, NULL), -EINVAL);
+}
+
 static void test_init_args(void)
 {
     ina_config cfg;
@@ -219,6 +293,7 @@ int main(void)
 {
     test_errors();
     test_config();
+    test_auto_lanes();
     test_init_args();
     test_join_deadline();
     test_allreduce_args();

@@ -1781,6 +1781,118 @@ static void test_shards_and_lanes(void)
     sw_close();
 }
 
+/* A JOIN of lane 0 whose nlanes is a proposal (INA_FLAG_LANES_AUTO) when `proposal`
+ * is set, else a fixed count. */
+static void send_auto_join(const char *name, int rank, int world, int lane, int nlanes,
+                           int proposal, uint64_t nonce, const struct sockaddr_in *src)
+{
+    uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
+    size_t len = make_join(b, name, rank, world, 4, 2, nonce);
+    if (proposal)
+        ina_put16(b + 28, INA_FLAG_LANES_AUTO);
+    b[INA_HDR_LEN + 26] = (uint8_t)lane;
+    b[INA_HDR_LEN + 27] = (uint8_t)nlanes;
+    input(b, len, src);
+    drop_join_waits();
+}
+
+/* Datagram i is a JOIN_ACK to dst granting nlanes, with the lanes flag iff `flag`. */
+static void check_lanes_ack_at(int line, int i, const struct sockaddr_in *dst, int nlanes, int flag)
+{
+    int before = check_failures;
+    const uint8_t *b = check_ctl(i, INA_K_JOIN_ACK, INA_JOIN_BODY_LEN, dst);
+    struct ina_hdr h;
+    struct ina_join j;
+    if (b && tx_hdr(i, &h) == INA_PARSE_OK &&
+        ina_join_decode(b + INA_HDR_LEN, INA_JOIN_BODY_LEN, &j) == INA_PARSE_OK) {
+        CHECK_EQ_INT(j.nlanes, nlanes);
+        CHECK_EQ_INT((h.flags & INA_FLAG_LANES_AUTO) != 0, flag);
+    }
+    if (check_failures != before)
+        fprintf(stderr, "  (check_lanes_ack called from line %d, datagram %d)\n", line, i);
+}
+#define CHECK_LANES_ACK(i, dst, nlanes, flag) check_lanes_ack_at(__LINE__, i, dst, nlanes, flag)
+
+/*
+ * Lanes proposed at join (PROTOCOL.md §5.6): the job's lane 0 runs the
+ * smallest proposal, or the count of a rank that fixed it; fixed counts must
+ * agree, proposals never disagree; the ACK's flag goes only to ranks that
+ * proposed; a proposal on another lane than 0 is refused; a running job
+ * refuses a fixed count it does not run, and a forgotten registration no
+ * longer counts.
+ */
+static void test_lanes_auto(void)
+{
+    sw_open(T_IDLE_TIMEOUT);
+    struct sockaddr_in a[4];
+    for (int r = 0; r < 4; r++)
+        a[r] = addr_port(9600 + r);
+
+    /* Proposals 3, 2, 4: every rank is granted 2, with the flag. */
+    tx_reset();
+    send_auto_join("auto", 0, 3, 0, 3, 1, 0xA0, &a[0]);
+    send_auto_join("auto", 1, 3, 0, 2, 1, 0xA1, &a[1]);
+    CHECK_EQ_INT(job_named("auto")->nlanes, 2);
+    send_auto_join("auto", 2, 3, 0, 4, 1, 0xA2, &a[2]);
+    CHECK_EQ_INT(tx_n(), 3);
+    for (int r = 0; r < 3; r++)
+        CHECK_LANES_ACK(r, &a[r], 2, 1);
+    CHECK_EQ_INT(job_named("auto")->nlanes, 2);
+    /* A fixed count that the running job does not run is refused without ending it. */
+    tx_reset();
+    send_auto_join("auto", 1, 3, 0, 3, 0, 0xB1, &a[1]);
+    CHECK_NAK(0, &a[1], 0xB1, INA_ERR_MISMATCH);
+    CHECK_EQ_INT(job_named("auto")->state, INA_JOB_ACTIVE);
+    tx_reset();
+
+    /* A fixed count decides: rank 0 fixes 3, the others propose 1 and 4. Only the
+     * ranks that proposed get the flag; all run 3. */
+    send_auto_join("mixed", 1, 3, 0, 1, 1, 0xC1, &a[1]);
+    send_auto_join("mixed", 0, 3, 0, 3, 0, 0xC0, &a[0]);
+    CHECK_EQ_INT(job_named("mixed")->nlanes, 3);
+    send_auto_join("mixed", 2, 3, 0, 4, 1, 0xC2, &a[2]);
+    CHECK_EQ_INT(tx_n(), 3);
+    for (int r = 0; r < 3; r++)
+        CHECK_LANES_ACK(r, &a[r], 3, r != 0);
+    tx_reset();
+
+    /* Two fixed counts that differ: MISMATCH for every registered rank, proposals too. */
+    send_auto_join("fixed", 0, 3, 0, 2, 0, 0xD0, &a[0]);
+    send_auto_join("fixed", 1, 3, 0, 4, 1, 0xD1, &a[1]);
+    CHECK_EQ_INT(tx_n(), 0);
+    send_auto_join("fixed", 2, 3, 0, 3, 0, 0xD2, &a[2]);
+    CHECK_NAK(0, &a[2], 0xD2, INA_ERR_MISMATCH);
+    CHECK_EQ_INT(job_named("fixed") == NULL, 1);
+    tx_reset();
+
+    /* A proposal on lane 1: REJECTED (lanes other than 0 join with the agreed count). */
+    struct ina_sw_counters snap = sw->c;
+    send_auto_join("lane1", 0, 2, 1, 2, 1, 0xE0, &a[0]);
+    CHECK_NAK(0, &a[0], 0xE0, INA_ERR_REJECTED);
+    EXPECT_DROP(snap, JOIN);
+    tx_reset();
+
+    /* A withdrawn registration's proposal no longer counts: rank 0 proposes 1 and
+     * withdraws, rank 1 proposes 4, rank 0 comes back with 4, rank 2 proposes 2: 2. */
+    send_auto_join("gone", 0, 3, 0, 1, 1, 0xF0, &a[0]);
+    send_auto_join("gone", 1, 3, 0, 4, 1, 0xF1, &a[1]);
+    CHECK_EQ_INT(job_named("gone")->nlanes, 1);
+    uint8_t w[INA_HDR_LEN + INA_JOIN_BODY_LEN];
+    size_t wl = make_join(w, "gone", 0, 3, 4, 2, 0xF0);
+    w[3] = INA_K_WITHDRAW;
+    w[INA_HDR_LEN + 27] = 1;
+    input(w, wl, &a[0]);
+    CHECK_EQ_INT(job_named("gone")->njoined, 1);
+    CHECK_EQ_INT(job_named("gone")->nlanes, 4);
+    send_auto_join("gone", 0, 3, 0, 4, 1, 0xF3, &a[0]);
+    send_auto_join("gone", 2, 3, 0, 2, 1, 0xF2, &a[2]);
+    CHECK_EQ_INT(tx_n(), 3);
+    for (int r = 0; r < 3; r++)
+        CHECK_LANES_ACK(r, &a[r], 2, 1);
+    tx_reset();
+    sw_close();
+}
+
 /* ---- One-round float sums (INA_OP_ADD_BFP) ------------------------------------ */
 
 static uint64_t bfp_rng = 0x2545F4914F6CDD1Dull;
@@ -2511,6 +2623,7 @@ int main(void)
     ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* only errors: job events are expected here */
     test_init_and_names();
     test_shards_and_lanes();
+    test_lanes_auto();
     test_bfp_one_round();
     test_float_add();
     test_sparse_rounds();
