@@ -102,7 +102,9 @@ INA_EXTERN const char *ina_version_string(void);
     X(INA_ERR_PS_FULL, -1016, "the parameter server's memory limit is reached (ina-ps --max-memory)") \
     X(INA_ERR_STALE, -1018, "update refused: it lags the model by more than the job's bound D (pull and recompute)") \
     X(INA_ERR_RANGE, -1021, "fixed-point value or sum out of range, or not finite: " \
-      "those elements are NaN (the operation completed)")
+      "those elements are NaN (the operation completed)") \
+    X(INA_ERR_SHUTDOWN, -1022, "the switch is shutting down: it refused a new job, or ended " \
+      "this one (between operations, or at its drain deadline)")
 
 typedef enum {
     INA_OK = 0,

@@ -163,7 +163,8 @@ static int lane_update(struct ina_lane *ln)
          * ABORT it was told of), this part's switch must hear it too, even
          * with nothing in flight here, so that it ends the job for every
          * rank now (PROTOCOL.md §12) rather than at their deadlines. */
-        if (!c->head && g->broken != INA_ERR_ABORTED && g->broken != INA_ERR_CLOSED)
+        if (!c->head && g->broken != INA_ERR_ABORTED && g->broken != INA_ERR_CLOSED &&
+            g->broken != INA_ERR_SHUTDOWN)
             ina__session_leave(c, 1);
         ina__stream_fail_all(c, g->broken);
     }

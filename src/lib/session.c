@@ -161,6 +161,9 @@ static int refused_because(struct ina_ctx *ctx, const struct join_watch *w, int 
     case INA_ERR_ABORTED:
         return ina__fail(ctx, reason, "job '%s' was aborted while it was joining (ina-ctl "
                          "abort)", ctx->job);
+    case INA_ERR_SHUTDOWN:
+        return ina__fail(ctx, reason, "the switch at %s is shutting down (draining after "
+                         "SIGTERM) and takes no new jobs", sw);
     case INA_ERR_PROTO:
         return ina__fail(ctx, reason, "the switch at %s speaks another protocol version, or "
                          "granted impossible parameters", sw);

@@ -390,6 +390,11 @@ static void say_why(struct ina_ctx *ctx, int err)
                        "operations in flight or restarted, or an operator aborted the job",
                        what, sw);
         break;
+    case INA_ERR_SHUTDOWN:
+        ina__fail_once(ctx, err, "%s at %s is shutting down (SIGTERM): it let running "
+                       "operations finish, then ended the job; join another aggregator",
+                       what, sw);
+        break;
     case INA_ERR_MISMATCH:
         ina__fail_once(ctx, err, "the ranks ran different operations (count, dtype or op) at "
                        "the same place of their streams: every rank must start the same "
@@ -571,7 +576,7 @@ void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len
         uint64_t nonce;
         int32_t reason = INA_ERR_ABORTED;
         ina_nak_decode(buf + INA_HDR_LEN, len - INA_HDR_LEN, &nonce, &reason);
-        if (reason != INA_ERR_MISMATCH && reason != INA_ERR_TIMEOUT)
+        if (reason != INA_ERR_MISMATCH && reason != INA_ERR_TIMEOUT && reason != INA_ERR_SHUTDOWN)
             reason = INA_ERR_ABORTED;
         ina__stream_fail_all(ctx, reason);
     } else {

@@ -28,6 +28,7 @@ static const char *reason_name(int reason)
     case INA_ERR_MISMATCH: return "mismatch";
     case INA_ERR_NOSPACE: return "no_space";
     case INA_ERR_PROTO: return "protocol_error";
+    case INA_ERR_SHUTDOWN: return "shutdown";
     default: return "other";
     }
 }
@@ -275,7 +276,10 @@ static void send_to_members(struct ina_switch *sw, struct ina_job *job, uint8_t 
 void ina__job_abort_why(struct ina_switch *sw, struct ina_job *job, int reason, const char *why)
 {
     log_job(INA_LOG_INFO, job, "job_aborted", why);
-    sw->c.jobs_aborted++;
+    if (reason == INA_ERR_SHUTDOWN)
+        sw->c.jobs_drained++; /* the switch's own stop, not a job's failure */
+    else
+        sw->c.jobs_aborted++;
     send_to_members(sw, job, INA_K_ABORT, reason);
     if (job->child)
         ina__tree_leave(sw, job, 1, reason); /* the parent ends it for every other child */
@@ -406,6 +410,8 @@ void ina__job_refuse(struct ina_switch *sw, struct ina_job *job, int reason, uin
         return;
     }
     log_job(INA_LOG_WARN, job, "job_refused", reason_name(reason));
+    if (reason == INA_ERR_SHUTDOWN)
+        sw->c.jobs_drained++;
     send_to_members(sw, job, INA_K_JOIN_NAK, reason);
     ina__job_free(sw, job);
 }
@@ -912,6 +918,15 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         return;
     }
     struct ina_member *m = job ? &job->members[h->rank] : NULL;
+    if (sw->draining && !(job && job->state == INA_JOB_ACTIVE && m->nonce == j.nonce &&
+                          ina_addr_eq(&m->addr, src))) {
+        /* Draining: only a running job's own lost ACK is answered (below). */
+        sw->c.drops[INA_DROP_JOIN]++;
+        sw->c.joins_refused_draining++;
+        log_join_refused(h, &j, src, "draining");
+        send_nak(sw, j.nonce, INA_ERR_SHUTDOWN, src);
+        return;
+    }
     if (job && job->state == INA_JOB_ACTIVE) {
         if (m->nonce == j.nonce && ina_addr_eq(&m->addr, src) && m->weight == weight) {
             send_ack(sw, job, h->rank); /* our ACK was lost: say it again */

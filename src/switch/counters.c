@@ -41,6 +41,9 @@ void ina_sw_counters_print(const struct ina_sw_counters *c, FILE *f)
     fprintf(f, "  jobs_shrunk     %llu\n", (unsigned long long)c->jobs_shrunk);
     fprintf(f, "  jobs_waited     %llu\n", (unsigned long long)c->jobs_waited);
     fprintf(f, "  jobs_evicted    %llu\n", (unsigned long long)c->jobs_evicted);
+    fprintf(f, "  jobs_drained    %llu\n", (unsigned long long)c->jobs_drained);
+    fprintf(f, "  joins_refused_draining %llu\n", (unsigned long long)c->joins_refused_draining);
+    fprintf(f, "  secret_reloads  %llu\n", (unsigned long long)c->secret_reloads);
     fprintf(f, "  shm_attached    %llu\n", (unsigned long long)c->shm_attached);
     fprintf(f, "  shm_rx_packets  %llu\n", (unsigned long long)c->shm_rx_packets);
     fprintf(f, "  shm_tx_packets  %llu\n", (unsigned long long)c->shm_tx_packets);

@@ -19,6 +19,9 @@ struct ina_sw_counters {
     uint64_t jobs_shrunk;     /* admitted with fewer slots than proposed (pool busy) */
     uint64_t jobs_waited;     /* had to wait for free slots before starting */
     uint64_t jobs_evicted;    /* moved by the operator to their host fallback */
+    uint64_t jobs_drained;    /* ended by a drain (SIGTERM): ABORT or JOIN_NAK SHUTDOWN */
+    uint64_t joins_refused_draining; /* JOINs of new jobs refused while draining */
+    uint64_t secret_reloads;  /* --secret-file read again on SIGHUP (thread 0 counts) */
     uint64_t shm_attached;    /* ranks that attached shared-memory rings (--shm) */
     uint64_t shm_rx_packets;  /* datagrams taken from rings (also in rx_packets) */
     uint64_t shm_tx_packets;  /* results put into rings (not in tx_packets) */

@@ -25,14 +25,28 @@
 #include "switch/switch.h"
 #include "switch/trace.h"
 
-/* Set by the signal handler, read by every dataplane thread: a lock-free atomic
- * is both async-signal-safe and race-free. */
-static _Atomic int stop_requested;
+/* Set by the signal handlers, read by every dataplane thread: lock-free
+ * atomics are both async-signal-safe and race-free.
+ *  stop_requested   SIGINT, a second SIGTERM, or every thread drained: stop now
+ *  drain_requested  the first SIGTERM (with --drain-timeout > 0): drain.c
+ *  hup_count        SIGHUPs so far: each thread reads --secret-file again
+ *  shards_drained   threads that hold no job any more while draining */
+static _Atomic int stop_requested, drain_requested;
+static _Atomic unsigned hup_count, shards_drained;
+static int drain_enabled = 1; /* --drain-timeout 0: SIGTERM stops at once */
 
 static void on_signal(int sig)
 {
+    if (sig == SIGTERM && drain_enabled && !drain_requested)
+        drain_requested = 1;
+    else
+        stop_requested = 1;
+}
+
+static void on_hup(int sig)
+{
     (void)sig;
-    stop_requested = 1;
+    hup_count++;
 }
 
 static uint64_t now_ns(void)
@@ -50,7 +64,10 @@ static void usage(FILE *f)
             "The ina software switch: aggregates (sums) the packets of the workers of\n"
             "each job in a fixed pool of slots and sends each finished sum back to every\n"
             "worker of the job (one copy per worker; --multicast: one per job).\n"
-            "Runs until SIGINT or SIGTERM, then prints its counters to stderr.\n"
+            "Runs until stopped, then prints its counters to stderr. SIGTERM drains:\n"
+            "new jobs are refused, running operations finish, then each job ends\n"
+            "with INA_ERR_SHUTDOWN (at --drain-timeout at the latest); a second\n"
+            "SIGTERM, or SIGINT, stops at once. SIGHUP reads --secret-file again.\n"
             "\n"
             "Options:\n"
             "  --listen ADDR[:PORT]  address to listen on (default 127.0.0.1:%d);\n"
@@ -77,6 +94,8 @@ static void usage(FILE *f)
             "                        (default 120; 0 = never)\n"
             "  --idle-timeout S      abort an active job silent for S seconds, freeing its\n"
             "                        slots (default 3600; 0 = never)\n"
+            "  --drain-timeout MS    after SIGTERM, end jobs still running after MS\n"
+            "                        milliseconds (default 10000; 0 = SIGTERM stops at once)\n"
             "  --port-file PATH      write the bound port number to PATH once listening\n"
             "  --fault-rx SPEC       inject faults into received datagrams, for testing:\n"
             "                        SPEC is drop=P,dup=P,reorder=P,seed=N (P in 0..1)\n"
@@ -201,6 +220,9 @@ struct shard {
     struct ina_ebpf *ebpf;  /* --dataplane ebpf: the program that keeps the slots; NULL = off */
     FILE *record;           /* --record: every input goes here too (trace.h); NULL = off */
     uint64_t record_t0;
+    uint64_t drain_timeout_ns;   /* --drain-timeout */
+    const char *secret_file;     /* --secret-file, read again on SIGHUP; NULL = none */
+    unsigned hup_seen;           /* hup_count when it last did */
     pthread_t thread;
     int rc;
 };
@@ -466,6 +488,46 @@ static void shm_awake(struct ina_switch *sw)
     }
 }
 
+/* SIGHUP: read --secret-file again. A JOIN from now on must prove the new
+ * secret; running jobs keep going (their tokens are what their DATA proves).
+ * A file that cannot be read leaves the old secret in place. Thread 0 logs
+ * and counts; the others do the same quietly. */
+static void reload_secret(struct shard *sh)
+{
+    struct ina_switch *sw = &sh->sw;
+    const int first = sw->p.shard == 0;
+    sh->hup_seen = hup_count;
+    if (!sh->secret_file) {
+        if (first)
+            ina_log(INA_LOG_WARN, "secret_reload_skipped", INA_KV_S("reason", "no_secret_file"));
+        return;
+    }
+    struct ina_hmac_key key;
+    int rc = ina_hmac_key_from_file(&key, sh->secret_file);
+    if (rc != 0) {
+        if (first)
+            ina_log(INA_LOG_ERROR, "secret_reload_failed", INA_KV_S("path", sh->secret_file),
+                    INA_KV_S("reason", strerror(-rc)), INA_KV_S("kept", "the previous secret"));
+        return;
+    }
+    sw->p.secret = key;
+    if (first) {
+        sw->c.secret_reloads++;
+        ina_log(INA_LOG_INFO, "secret_reloaded", INA_KV_S("path", sh->secret_file));
+    }
+}
+
+/* The first SIGTERM: refuse new jobs, let running operations finish. */
+static void drain_begin(struct shard *sh, uint64_t now)
+{
+    struct ina_switch *sw = &sh->sw;
+    if (sw->p.shard == 0)
+        ina_log(INA_LOG_INFO, "draining",
+                INA_KV_I("deadline_ms", (long long)(sh->drain_timeout_ns / 1000000u)),
+                INA_KV_S("then", "ABORT SHUTDOWN to jobs still running"));
+    ina_switch_drain_start(sw, now, sh->drain_timeout_ns);
+}
+
 static int run(struct shard *sh)
 {
     struct ina_switch *sw = &sh->sw;
@@ -481,8 +543,23 @@ static int run(struct shard *sh)
     uint8_t *shm_buf = rx->mem + (size_t)INA_SW_RX_MSGS * INA_GRO_BUF; /* one ring datagram */
     uint64_t next_tick = now_ns() + 1000000000ull, next_publish = 0, last_input = 0;
     int event_fd = ina_ebpf_event_fd(sh->ebpf);
+    uint64_t next_drain = 0;
+    int drained = 0;
     while (!stop_requested) {
         uint64_t now = now_ns();
+        if (hup_count != sh->hup_seen)
+            reload_secret(sh);
+        if (drain_requested && !drained && now >= next_drain) {
+            if (!sw->draining)
+                drain_begin(sh, now);
+            if (ina_switch_drain_step(sw, now) == 0) {
+                drained = 1;
+                if (++shards_drained == sw->p.nshards)
+                    stop_requested = 1; /* the last thread to drain stops them all */
+            }
+            flush_tx(sh);
+            next_drain = now + 10000000ull; /* 10 ms */
+        }
         int n = rx_burst(sh, rx, now);
         /* The program's events (a MISMATCH: abort the job) before the next
          * burst: each handled one queues an ABORT to every rank. */
@@ -666,6 +743,8 @@ struct serve_opts {
     const char *listen_s, *port_file, *fault_rx_spec, *fault_tx_spec;
     int quiet, no_gso;
     int busy_poll_us;                /* --busy-poll */
+    long drain_timeout_ms;           /* --drain-timeout */
+    const char *secret_file;         /* --secret-file (read again on SIGHUP) */
     const char *ebpf_iface;          /* --dataplane ebpf --iface IF; NULL = userspace dataplane */
     const char *record_path;         /* --record FILE; NULL = off */
     int metrics;                     /* --metrics given */
@@ -709,6 +788,8 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
             goto fail;
         }
         sh[i].busy_poll_ns = (uint64_t)o->busy_poll_us * 1000u;
+        sh[i].drain_timeout_ns = (uint64_t)o->drain_timeout_ms * 1000000u;
+        sh[i].secret_file = o->secret_file;
         if (o->busy_poll_us)
             ina_sock_busy_poll(sh[i].tx.fd, o->busy_poll_us); /* best effort: NAPI devices only */
         p.shard_ports[i] = ntohs(a.sin_port);
@@ -766,7 +847,11 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal; /* no SA_RESTART: poll() must return */
     sigaction(SIGINT, &sa, NULL);
+    drain_enabled = o->drain_timeout_ms > 0;
     sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_hup;
+    sa.sa_flags = SA_RESTART; /* a reload need not wake anyone: each thread looks every loop */
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
     char ip[INET_ADDRSTRLEN], mib[32];
@@ -840,6 +925,7 @@ int main(int argc, char **argv)
         {"max-elems", required_argument, 0, 'k'}, {"port-file", required_argument, 0, 'p'},
         {"join-timeout", required_argument, 0, 'j'},
         {"idle-timeout", required_argument, 0, 'i'},
+        {"drain-timeout", required_argument, 0, 'd' + 256},
         {"fault-rx", required_argument, 0, 'R'}, {"fault-tx", required_argument, 0, 'T'},
         {"no-gso", no_argument, 0, 'G'},        {"threads", required_argument, 0, 't'},
         {"max-job-slots", required_argument, 0, 'X'},
@@ -867,6 +953,7 @@ int main(int argc, char **argv)
                                   .min_job_slots = 8,
                                   .hot_max = 65536};
     int quiet = 0, no_gso = 0, busy_poll_us = 0, c;
+    long drain_timeout_ms = 10000;
     unsigned nthreads = 0; /* 0: auto */
     int shm_opt = -1;      /* --shm 1, --no-shm 0, neither -1 */
     int slots_opt = 0;     /* --slots given */
@@ -906,6 +993,15 @@ int main(int argc, char **argv)
         case 'k': p.max_elems = (uint32_t)v; break;
         case 'j': p.join_timeout_ns = (uint64_t)v * 1000000000ull; break;
         case 'i': p.idle_timeout_ns = (uint64_t)v * 1000000000ull; break;
+        case 'd' + 256:
+            v = strtol(optarg, &end, 10);
+            if (*end || end == optarg || v < 0 || v > 3600000) {
+                fprintf(stderr, "ina-switch: bad --drain-timeout '%s' (want milliseconds, "
+                                "0..3600000; 0: SIGTERM stops at once)\n", optarg);
+                return 2;
+            }
+            drain_timeout_ms = v;
+            break;
         case 'p': port_file = optarg; break;
         case 't': nthreads = (unsigned)v; break;
         case 'X': p.max_job_slots = (uint32_t)v; break;
@@ -1104,6 +1200,7 @@ int main(int argc, char **argv)
                            .port_file = port_file, .fault_rx_spec = fault_rx_spec,
                            .fault_tx_spec = fault_tx_spec, .quiet = quiet, .no_gso = no_gso,
                            .busy_poll_us = busy_poll_us,
+                           .drain_timeout_ms = drain_timeout_ms, .secret_file = secret_file,
                            .ebpf_iface = ebpf ? iface : NULL, .record_path = record_path,
                            .metrics_port_file = metrics_port_file};
     if (metrics_s) {

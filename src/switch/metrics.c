@@ -130,6 +130,9 @@ static void job_labels(struct ina_buf *b, const struct ina_job *j)
     X(jobs_aborted, "Jobs aborted (a rank failed, idle timeout, mismatch, operator)")      \
     X(jobs_refused, "Jobs refused (slot pool or job table full)")                          \
     X(join_redirects, "JOINs redirected to the dataplane thread that owns the lane")        \
+    X(jobs_drained, "Jobs ended by a drain (SIGTERM): ABORT or JOIN_NAK SHUTDOWN")          \
+    X(joins_refused_draining, "JOINs of new jobs refused while draining")                  \
+    X(secret_reloads, "Shared secret read again on SIGHUP")                                  \
     X(shm_attached, "Ranks that attached shared-memory rings")                              \
     X(shm_rx_packets, "Datagrams taken from shared-memory rings")                           \
     X(shm_tx_packets, "Results put into shared-memory rings")                               \

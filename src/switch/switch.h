@@ -38,6 +38,9 @@
 #define INA_SW_MISMATCH_KEEP 8
 #define INA_SW_MISMATCH_NS 3000000000ull
 #define INA_SW_MAX_PARENTS 16     /* --parent addresses (a sharded parent tier) */
+/* Draining (SIGTERM, drain.c): a job counts as between operations once none
+ * of its rounds is partly received and no DATA came for this long. */
+#define INA_SW_DRAIN_QUIET_NS 200000000ull
 
 /* One set (copy) of one slot. Invariant: complete <=> nrecv == job world size
  * for the round `seq`; bitmap has exactly nrecv bits set. */
@@ -222,6 +225,11 @@ struct ina_switch {
      * otherwise that dataplane, told of jobs through these hooks (dp_ops.h). */
     const struct ina_dp_ops *dp;
     void *dp_ctx;
+    /* Graceful drain (SIGTERM; PROTOCOL.md §5.10, drain.c): JOINs of new
+     * jobs are refused; ACTIVE jobs end with ABORT SHUTDOWN between
+     * operations, or at the deadline. */
+    int draining;
+    uint64_t drain_deadline_ns;
 };
 
 /* Worst case one input queues: an ABORT to every rank plus a JOIN_ACK per rank,
@@ -274,6 +282,14 @@ void ina_switch_input_ring(struct ina_switch *sw, struct ina_job *job, int r,
 
 /* Periodic housekeeping: expire joins and idle jobs. */
 void ina_switch_tick(struct ina_switch *sw, uint64_t now_ns);
+
+/* drain.c: start draining (refuse new jobs; JOINING and WAITING jobs get
+ * JOIN_NAK SHUTDOWN now); running jobs may finish their operations until
+ * now_ns + timeout_ns. Idempotent. */
+void ina_switch_drain_start(struct ina_switch *sw, uint64_t now_ns, uint64_t timeout_ns);
+/* drain.c: end (ABORT SHUTDOWN) every job between operations, and every job
+ * once the deadline passed. @return the jobs still held (0: drained). */
+int ina_switch_drain_step(struct ina_switch *sw, uint64_t now_ns);
 
 /* Operator request (ina-ctl abort): end job `id` of this shard for every
  * rank (ABORT, or JOIN_NAK while it is still joining), as the dataplane
