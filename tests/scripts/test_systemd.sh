@@ -32,6 +32,7 @@ check "systemd-analyze verify has nothing to say about it" bash -c "! grep -q 'i
 key() { sed -n "s/^$1=//p" "$unit"; }
 check "journal logging (StandardError=journal)" [ "$(key StandardError)" = journal ]
 check "KillSignal=SIGTERM" [ "$(key KillSignal)" = SIGTERM ]
+check "ExecReload sends SIGHUP" [ "$(key ExecReload)" = '/bin/kill -HUP $MAINPID' ]
 stop_s=$(key TimeoutStopSec)
 default_args=$(key Environment | sed -n 's/^"INA_SWITCH_ARGS=\(.*\)"$/\1/p')
 check "default INA_SWITCH_ARGS listen on loopback only ($default_args)" \
