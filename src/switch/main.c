@@ -898,6 +898,15 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
      * clean stop like any other, not a failure. */
     int rc = start_failed ? 1 : run(&sh[0]);
     stop_requested = 1;
+    /* Stopping: later signals (a launcher's second SIGTERM to the process
+     * group, say) have nothing left to do; keep them pending until exit
+     * discards them, rather than run a handler during teardown. */
+    sigset_t stopping;
+    sigemptyset(&stopping);
+    sigaddset(&stopping, SIGTERM);
+    sigaddset(&stopping, SIGINT);
+    sigaddset(&stopping, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &stopping, NULL);
     for (unsigned i = 1; i < started; i++) {
         pthread_join(sh[i].thread, NULL);
         rc |= sh[i].rc;
