@@ -364,14 +364,15 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-    simgrid_init(&argc, argv);
-    /* Max-min sharing without the TCP latency and bandwidth factors of the default model:
-     * ina's traffic is UDP; the ring's TCP overheads are fitted (--ring-*). */
-    sg_cfg_set_string("network/model", "CM02");
+    /* before simgrid_init, which answers --help with SimGrid's own options and exits */
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
         usage();
         return argc < 2;
     }
+    simgrid_init(&argc, argv);
+    /* Max-min sharing without the TCP latency and bandwidth factors of the default model:
+     * ina's traffic is UDP; the ring's TCP overheads are fitted (--ring-*). */
+    sg_cfg_set_string("network/model", "CM02");
     const char *platform = argv[1];
     for (int i = 2; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;

@@ -10,7 +10,7 @@
 #      colocated shards with from N = 256 on) agrees with the full model within 3%: run.py's
 #      own check at N = 16, and here at N = 64 (dedicated, colocated) and with fewer shards
 #      than hosts (colocated, 32 shards on 64 hosts: groups with and without a shard);
-#   5. ina-sim refuses bad arguments with exit 2 and a message.
+#   5. ina-sim --help prints its usage; it refuses bad arguments with exit 2 and a message.
 # No SimGrid (no ina-sim built): SKIP (scripts/deps.sh --test installs libsimgrid-dev).
 set -uo pipefail
 exec </dev/null
@@ -81,6 +81,10 @@ check "--group with loss: exit 2 with the reason" bash -c "[ $rc -eq 2 ] && grep
 "$SIM" "$tmp/gd64.xml" --layout dedicated --m 64 --n 64 --group 24 >"$tmp/bad" 2>&1
 rc=$?
 check "--group not dividing N: exit 2 with the reason" bash -c "[ $rc -eq 2 ] && grep -q 'multiple of G' '$tmp/bad'"
+"$SIM" --help >"$tmp/help" 2>&1
+rc=$?
+check "ina-sim --help: its own usage (--group among the options), exit 0" \
+    bash -c "[ $rc -eq 0 ] && grep -q '^Usage: ina_sim' '$tmp/help' && grep -q -- '--group G' '$tmp/help'"
 "$SIM" "$tmp/none.xml" --layout sideways --n 4 >"$tmp/bad" 2>&1
 rc=$?
 check "an unknown layout: exit 2 with a message" bash -c "[ $rc -eq 2 ] && grep -q 'unknown layout' '$tmp/bad'"
