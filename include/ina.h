@@ -400,6 +400,7 @@ INA_EXTERN int ina_config_from_env(ina_config *cfg);
  *                       did not prove it knows it
  *   INA_ERR_PROTO       the switch speaks another protocol version, or its
  *                       answer carried impossible parameters
+ *   INA_ERR_SHUTDOWN    the switch is draining (SIGTERM) and takes no new jobs
  *   -ENOMEM, -errno     from the system
  * On failure *out is NULL and nothing is leaked.
  * Notes: 1. Proposals above the switch's limits (elems_per_packet, window)
@@ -450,6 +451,8 @@ INA_EXTERN int ina_finalize(ina_ctx *ctx);
  *   INA_ERR_ABORTED    the switch ended the session (another rank failed,
  *                      left with operations in flight, or was restarted)
  *   INA_ERR_MISMATCH   the ranks passed different counts or operations
+ *   INA_ERR_SHUTDOWN   the switch is shutting down (SIGTERM): it ended the job
+ *                      between two operations, or at its drain deadline
  *   -ECONNREFUSED      the host answered "port unreachable" for 1 s with no
  *                      result: no switch is running at the address
  * On failure recvbuf holds unspecified values. A failed operation breaks the

@@ -122,7 +122,10 @@ static void start_tree(int nparents, const char *fault, int shm)
 
 static void stop_tree(void)
 {
-    for (int i = 0; i < NSW; i++)
+    /* Children first: a child's LEAVE to its parent follows its workers' by
+     * a moment, and a parent stopped before it arrives would count the job
+     * drained, not ended (a race that a loaded host showed). */
+    for (int i = NSW - 1; i >= 0; i--)
         if (sw[i].pid > 0) {
             CHECK_EQ_INT(switch_stop(&sw[i]), 0);
             CHECK_EQ_INT(switch_counter(&sw[i], "drop_MISMATCH"), 0);
