@@ -21,7 +21,20 @@
  *
  * Hosts: worker i runs on host "w<i>" (a tree: node i's child and workers), aggregator
  * j on "a<j>"; with --cpu-host H every CPU cost runs on host H instead (the emulated cluster:
- * all namespaces share the VM's cores). The platform file names them (bench/sim/sim_platform.py). */
+ * all namespaces share the VM's cores). The platform file names them (bench/sim/sim_platform.py).
+ * A shard is at least one packet: with more aggregators than packets the extra ones get none.
+ *
+ * --group G (dedicated and colocated, no loss): the symmetry reduction of docs/CLUSTER.md. On a
+ * non-blocking fat tree every worker behaves alike and so does every aggregator (they differ
+ * only by where they start, a rotation), so G hosts that behave alike can be simulated as one
+ * host whose link is G times as fast, and the G x H messages between G workers and H shards
+ * as one message of G x H chunks: each of them gets 1/(G H) of that link share, the same
+ * rate, so it ends at the same time. Actors: N/G members of G workers on "w<g>"; dedicated:
+ * M/G aggregators of H = G shards on "a<j>"; colocated: the N' = min(N, packets) shards,
+ * H = N'/(N/G) a group, on "w<g>", where the group's H workers that carry a shard are, and
+ * its G - H other workers on "x<g>" (a second member; hosts with and without a shard differ).
+ * The H worker-to-own-shard pairs of a colocated group stay on their host (the loopback):
+ * they are left out of the group's messages. The platform: sim_platform.py grouped. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
@@ -41,11 +54,11 @@ enum layout { ONE, DEDICATED, COLOCATED, TREE, RING };
 
 static struct {
     enum layout layout;
-    int n, m, per_node, window, ring_steps;
+    int n, m, per_node, window, ring_steps, group;
     double bytes, payload, header, agg_cost, worker_cost, loss, rto, ring_step_cost, ring_eff;
     const char *cpu_host, *agg_host;
     uint64_t seed;
-} cfg = {.layout = DEDICATED, .n = 4, .m = 0, .per_node = 1, .window = 128, .ring_steps = 0,
+} cfg = {.layout = DEDICATED, .n = 4, .m = 0, .per_node = 1, .window = 128, .ring_steps = 0, .group = 1,
          .bytes = 64 << 20, .payload = 8192, .header = 74, .agg_cost = 0, .worker_cost = 0,
          .loss = 0, .rto = 0.005, .ring_step_cost = 0, .ring_eff = 1, .cpu_host = NULL,
          .agg_host = NULL, .seed = 1};
@@ -127,21 +140,56 @@ static void send_detached(sg_mailbox_t mb, struct msg m, double bytes)
 }
 
 /* The geometry: how many aggregators (shards), members per aggregator, chunks per shard. */
+static int total_packets(void) { return (int)ceil(cfg.bytes / cfg.payload); }
 static int nshards(void)
 {
+    int want;
     switch (cfg.layout) {
-    case ONE: return 1;
-    case COLOCATED: return cfg.n;
-    default: return cfg.m;
+    case ONE: want = 1; break;
+    case COLOCATED: want = cfg.n; break;
+    default: want = cfg.m;
     }
+    return want < total_packets() ? want : total_packets(); /* a shard is at least a packet */
 }
 static int nodes(void) { return cfg.n / cfg.per_node; }
 static int members(void) { return cfg.layout == TREE ? nodes() : cfg.n; }
 static int chunk_packets(void) { return cfg.window / 2 > 0 ? cfg.window / 2 : 1; }
-static int shard_packets(void)
+static int shard_packets(void) { return (total_packets() + nshards() - 1) / nshards(); }
+
+/* The actors (--group G, the symmetry reduction; G = 1: one actor a worker and a shard). */
+static int groups(void) { return cfg.n / cfg.group; }
+static int group_shards(void) /* H: the shards of one aggregator actor */
 {
-    double pk = ceil(cfg.bytes / cfg.payload);
-    return (int)ceil(pk / nshards());
+    if (cfg.group == 1)
+        return 1;
+    return cfg.layout == COLOCATED ? nshards() / groups() : cfg.group;
+}
+static int agg_actors(void) { return nshards() / group_shards(); }
+static int member_actors(void)
+{
+    if (cfg.group == 1)
+        return members();
+    return cfg.layout == COLOCATED && group_shards() < cfg.group ? 2 * groups() : groups();
+}
+/* The workers member actor w stands for: "w<g>" of a colocated group holds the H that carry
+ * a shard, "x<g>" the others. */
+static int member_weight(int w)
+{
+    if (cfg.group == 1)
+        return 1;
+    if (cfg.layout == COLOCATED)
+        return w < groups() ? group_shards() : cfg.group - group_shards();
+    return cfg.group;
+}
+/* Chunks that one message between member actor w and aggregator actor s carries over the
+ * network: weight x H, less the pairs on one host (colocated; with G = 1 the one pair is
+ * simulated, over the loopback, as before). */
+static int pair_chunks(int w, int s)
+{
+    int k = member_weight(w) * group_shards();
+    if (cfg.group > 1 && cfg.layout == COLOCATED && w == s)
+        k -= group_shards();
+    return k;
 }
 static int nchunks(void) { return (shard_packets() + chunk_packets() - 1) / chunk_packets(); }
 static int packets_of(int chunk)
@@ -156,7 +204,7 @@ static double wire(int packets) { return packets * (cfg.payload + cfg.header); }
 static void aggregator(int argc, char **argv)
 {
     (void)argc;
-    int s = atoi(argv[1]), nm = members(), nc = nchunks();
+    int s = atoi(argv[1]), nm = member_actors(), nc = nchunks();
     int *first = calloc((size_t)nc, sizeof(int)), *extra = calloc((size_t)nc, sizeof(int));
     int *extra_seen = calloc((size_t)nc, sizeof(int));
     int done = 0;
@@ -173,10 +221,10 @@ static void aggregator(int argc, char **argv)
         }
         free(m);
         if (first[c] == nm && extra_seen[c] == extra[c]) {
-            cpu(cfg.agg_cost * packets_of(c) * nm);
+            cpu(cfg.agg_cost * packets_of(c) * members()); /* each of its shards, in parallel */
             for (int w = 0; w < nm; w++)
                 send_detached(mbox('r', w), (struct msg){.shard = s, .chunk = c},
-                              wire(packets_of(c)));
+                              pair_chunks(w, s) * wire(packets_of(c)));
             first[c] = -1; /* complete */
             done++;
         }
@@ -203,7 +251,7 @@ static void retransmit(int argc, char **argv)
 static void member(int argc, char **argv)
 {
     (void)argc;
-    int me = atoi(argv[1]), ns = nshards(), nc = nchunks();
+    int me = atoi(argv[1]), ns = agg_actors(), nc = nchunks(), width = group_shards();
     uint64_t rng = cfg.seed * 0x9E3779B97F4A7C15ull + (uint64_t)me * 7919 + 1;
     int *next = calloc((size_t)ns, sizeof(int)), results = 0;
     sg_comm_t *last = calloc((size_t)ns, sizeof(*last));
@@ -212,6 +260,7 @@ static void member(int argc, char **argv)
     /* The node's workers reach their child over shared memory: in a tree, the child first
      * waits for its node's (per_node) copies; a worker on the node costs CPU only. */
     double node_cpu = cfg.layout == TREE ? cfg.worker_cost * cfg.per_node : cfg.worker_cost;
+    node_cpu *= width; /* a worker of a group sends to (hears from) H shards in turn */
 
     /* send chunk c of shard s; lost packets are resent after the RTO. */
 #define SEND_CHUNK(s, c)                                                                      \
@@ -220,7 +269,7 @@ static void member(int argc, char **argv)
         cpu(node_cpu * np_);                                                                  \
         send_fifo(&last[(s)], mbox('a', (s)), (struct msg){.from = me, .shard = (s), .chunk = (c), \
                                                       .retx_follows = lost_ > 0},             \
-                  wire(np_ - lost_));                                                         \
+                  pair_chunks(me, (s)) * wire(np_) - wire(lost_));                            \
         if (lost_) {                                                                          \
             char a0[] = "retx", a1[16], a2[16], a3[16], a4[16];                               \
             snprintf(a1, sizeof a1, "%d", me);                                                \
@@ -307,20 +356,23 @@ static void usage(void)
            "  --loss P --rto S   packet loss rate and retransmission timeout (0, 0.005)\n"
            "  --ring-steps K     ring: simulate K of the 2(N-1) steps and scale (0: all)\n"
            "  --ring-step-cost S --ring-efficiency E   ring: fixed cost per step, bandwidth factor\n"
+           "  --group G          dedicated, colocated: simulate G alike hosts as one (the symmetry\n"
+           "                     reduction; platform: sim_platform.py grouped; default 1: none)\n"
            "  --seed N\n"
            "Prints one line: layout n m per_node bytes time_s retransmits.\n");
 }
 
 int main(int argc, char **argv)
 {
-    simgrid_init(&argc, argv);
-    /* Max-min sharing without the TCP latency and bandwidth factors of the default model:
-     * ina's traffic is UDP; the ring's TCP overheads are fitted (--ring-*). */
-    sg_cfg_set_string("network/model", "CM02");
+    /* before simgrid_init, which answers --help with SimGrid's own options and exits */
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
         usage();
         return argc < 2;
     }
+    simgrid_init(&argc, argv);
+    /* Max-min sharing without the TCP latency and bandwidth factors of the default model:
+     * ina's traffic is UDP; the ring's TCP overheads are fitted (--ring-*). */
+    sg_cfg_set_string("network/model", "CM02");
     const char *platform = argv[1];
     for (int i = 2; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -356,6 +408,7 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--ring-steps")) cfg.ring_steps = atoi(v);
         else if (!strcmp(k, "--ring-step-cost")) cfg.ring_step_cost = atof(v);
         else if (!strcmp(k, "--ring-efficiency")) cfg.ring_eff = atof(v);
+        else if (!strcmp(k, "--group")) cfg.group = atoi(v);
         else if (!strcmp(k, "--seed")) cfg.seed = strtoull(v, NULL, 10);
         else {
             fprintf(stderr, "ina_sim: unknown option %s (--help)\n", k);
@@ -364,9 +417,26 @@ int main(int argc, char **argv)
     }
     if (cfg.n < 2 || cfg.per_node < 1 || cfg.n % cfg.per_node || cfg.window < 1 ||
         cfg.bytes < cfg.payload || cfg.ring_eff <= 0 ||
-        ((cfg.layout == DEDICATED || cfg.layout == TREE) && cfg.m < 1)) {
+        ((cfg.layout == DEDICATED || cfg.layout == TREE) && cfg.m < 1) || cfg.group < 1) {
         fprintf(stderr, "ina_sim: bad arguments (--help)\n");
         return 2;
+    }
+    if (cfg.group > 1) {
+        const char *why = NULL;
+        if (cfg.layout != DEDICATED && cfg.layout != COLOCATED)
+            why = "only dedicated and colocated";
+        else if (cfg.loss > 0)
+            why = "no loss (a loss draw is per worker)";
+        else if (cfg.n % cfg.group)
+            why = "N a multiple of G";
+        else if (cfg.layout == DEDICATED && (cfg.m % cfg.group || cfg.m > total_packets()))
+            why = "M a multiple of G and at most the packets of a worker (every host a shard)";
+        else if (cfg.layout == COLOCATED && nshards() % groups())
+            why = "the shards (min(N, packets)) a multiple of N/G";
+        if (why) {
+            fprintf(stderr, "ina_sim: --group needs %s\n", why);
+            return 2;
+        }
     }
     simgrid_load_platform(platform);
     char name[32], idx[16];
@@ -385,7 +455,7 @@ int main(int argc, char **argv)
         printf("ring %d 0 1 %.0f %.6f 0\n", cfg.n, cfg.bytes, t);
         return 0;
     }
-    int ns = nshards(), nm = members();
+    int ns = agg_actors(), nm = member_actors();
     for (int s = 0; s < ns; s++) {
         /* one: "a0"; dedicated and tree parents: "a<s>"; colocated: the worker's host. */
         if (cfg.layout == COLOCATED)
@@ -404,7 +474,11 @@ int main(int argc, char **argv)
         sg_actor_create("agg", h, aggregator, 2, av);
     }
     for (int w = 0; w < nm; w++) {
-        snprintf(name, sizeof name, "w%d", w); /* a tree: node w, its per_node workers */
+        /* a tree: node w, its per_node workers; a colocated group's workers without a shard: x */
+        if (w >= groups())
+            snprintf(name, sizeof name, "x%d", w - groups());
+        else
+            snprintf(name, sizeof name, "w%d", w);
         snprintf(idx, sizeof idx, "%d", w);
         char *av[] = {name, idx};
         sg_host_t h = sg_host_by_name(name);
@@ -416,7 +490,7 @@ int main(int argc, char **argv)
     }
     simgrid_run();
     static const char *const names[] = {"one", "dedicated", "colocated", "tree", "ring"};
-    printf("%s %d %d %d %.0f %.6f %ld\n", names[cfg.layout], cfg.n, ns, cfg.per_node, cfg.bytes,
+    printf("%s %d %d %d %.0f %.6f %ld\n", names[cfg.layout], cfg.n, nshards(), cfg.per_node, cfg.bytes,
            t_end, retransmits);
     return 0;
 }

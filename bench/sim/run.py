@@ -13,9 +13,16 @@ simulate a two-level fat tree of 100 Gbit/s links from N = 8 to 4096 workers (do
    the OpenMPI rows. Prints every row with its error; the target is within 15%.
 2. Scale: N = 8..4096 (powers of 2), 16 MiB per worker, on a fat tree (leaves of 32 hosts):
    a hardware switch at the top (N ports at line rate), one software aggregator on a host NIC,
-   M = N dedicated aggregator hosts, colocated shards, node-level children (nodes of 8 workers)
-   under 8 dedicated parent shards, and the ring (with the fitted per-step cost, and with its
-   bandwidth term only). Prints the table and writes a PNG plot.
+   M = N dedicated aggregator hosts (and M = N/8), colocated shards, node-level children
+   (nodes of 8 workers) under 8 dedicated parent shards, and the ring (with the fitted
+   per-step cost, and with its bandwidth term only). Prints the table and writes a PNG plot.
+   A shard is at least one packet: 16 MiB is 2048 packets of 8 KiB, so at N = 4096 there are
+   2048 dedicated aggregators (or colocated shards), not N.
+   Dedicated and colocated shards from N = 256 on: the symmetry reduction (ina_sim --group,
+   32 groups of N/32 alike hosts, docs/CLUSTER.md); N x M messages a chunk otherwise.
+3. The reduction's check: at N = 32, 64 and 128 (M = N/8: 64, 128, 256; --quick: 16) the
+   full model and a reduced one coarser than the sweep's (4 groups of workers; M = N/8: 16)
+   must agree within 3% (run.py exits 1 otherwise).
 
 Options: --sim PATH (default build/bin/ina-sim), --measured PATH (default
 bench/results/latest.jsonl), --out DIR (default bench/results: sim.md, sim.png),
@@ -33,6 +40,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 MiB = 1 << 20
 SWEEP_BYTES = 16 * MiB  # per worker at scale (64 MiB: 4x the messages; over 5 minutes)
+PAYLOAD = 8192  # ina_sim's default --payload
+GROUP_FROM = 256  # the sweep reduces dedicated and colocated shards from this N on
+GROUPS = 32  # ... to this many groups of alike hosts
+CHECK_TOLERANCE = 0.03  # the full and the reduced model agree within this
 PLATFORM = os.path.join(HERE, "sim_platform.py")
 
 # measured label -> (layout arguments for ina_sim, what it is)
@@ -116,37 +127,88 @@ def calibrate(args, tmp, measured, sizes):
     return cost, eff, c, rows
 
 
+def shards_of(n, nbytes):
+    """How many shards N hosts can have: a shard is at least one packet."""
+    return min(n, -(-nbytes // PAYLOAD))
+
+
+def dedicated(m, group, n):
+    """M dedicated aggregator hosts: (layout, platform); group > 1: the reduction."""
+    if group > 1:
+        return "dedicated --m %d --group %d" % (m, group), ("grouped", n, m, group, 0)
+    return "dedicated --m %d" % m, ("fattree", n, m, 32)
+
+
+def colocated(group, n, nbytes):
+    if group > 1:
+        return "colocated --group %d" % group, ("grouped", n, 0, group, shards_of(n, nbytes))
+    return "colocated", ("fattree", n, 1, 32)
+
+
+def reduced(n):
+    """The sweep's group size at N: the full model below GROUP_FROM."""
+    return n // GROUPS if n >= GROUP_FROM else 1
+
+
 def sweep(args, tmp, eff, step_cost, cost, max_n, nbytes):
     ns = [n for n in (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096) if n <= max_n]
-    # name -> (layout, workers per host, aggregator hosts, largest N simulated)
+    # name -> N -> (layout, platform); "*" marks a cell where a shard count is capped
     options = [
-        ("hardware switch at the top", lambda n: ("one --m 1 --agg-host hw", n, 0), 4096),
-        ("one software aggregator (host NIC)", lambda n: ("one --m 1", n, 1), 4096),
-        ("M = N dedicated aggregators", lambda n: ("dedicated --m %d" % n, n, n), 128),
-        ("colocated shards", lambda n: ("colocated", n, 0), 128),
-        ("node children (8/node) + 8 parents", lambda n: ("tree --per-node 8 --m 8", n // 8, 8), 4096),
+        ("hardware switch at the top", lambda n: ("one --m 1 --agg-host hw", ("fattree", n, 1, 32))),
+        ("one software aggregator (host NIC)", lambda n: ("one --m 1", ("fattree", n, 1, 32))),
+        ("M = N dedicated aggregators",
+         lambda n: dedicated(shards_of(n, nbytes), reduced(n), n)),
+        # fewer aggregator hosts: each one's link carries N/M = 8 times a worker's bytes
+        ("M = N/8 dedicated aggregators", lambda n: dedicated(n // 8, reduced(n), n)),
+        ("colocated shards", lambda n: colocated(reduced(n), n, nbytes)),
+        ("node children (8/node) + 8 parents", lambda n: ("tree --per-node 8 --m 8", ("fattree", n // 8, 8, 32))),
         ("ring (OpenMPI-calibrated)", lambda n: ("ring --ring-steps 4 --ring-efficiency %.4f "
-                                                 "--ring-step-cost %.6g" % (eff, step_cost), n, 0), 4096),
+                                                 "--ring-step-cost %.6g" % (eff, step_cost),
+                                                 ("fattree", n, 1, 32))),
         # The fitted per-step cost is the VM's (TCP and OpenMPI on loaded cores, tbf queues):
         # the ring without it, for a fabric where steps cost only their bytes.
         ("ring (bandwidth term only)", lambda n: ("ring --ring-steps 4 --ring-efficiency %.4f"
-                                                  % eff, n, 0), 4096),
+                                                  % eff, ("fattree", n, 1, 32))),
     ]
     res = {}
-    for name, geo, limit in options:
+    for name, geo in options:
         for n in ns:
-            if n > limit:
-                continue
-            layout, hosts, aggs = geo(n)
-            plat = platform_file(tmp, "fattree", hosts, max(aggs, 1), 32)
+            layout, plat = geo(n)
             t0 = time.monotonic()
-            # A hardware switch adds at line rate: no CPU cost per packet.
-            agg_cost = 0 if "--agg-host hw" in layout else cost
-            t = sim(args, plat, layout, n, nbytes, ["--agg-cost", str(agg_cost), "--worker-cost", "0"])
+            t = run_option(args, tmp, layout, plat, n, nbytes, cost)
             res[(name, n)] = t
-            print("  %-38s N=%-5d %9.2f ms  (%.1f s)" % (name, n, t * 1e3, time.monotonic() - t0),
-                  flush=True)
+            print("  %-38s N=%-5d %9.2f ms  (%.1f s)%s" % (name, n, t * 1e3, time.monotonic() - t0,
+                  "  [reduced: groups of %d]" % reduced(n) if "--group" in layout else ""), flush=True)
     return ns, options, res
+
+
+def run_option(args, tmp, layout, plat, n, nbytes, cost):
+    path = platform_file(tmp, *plat)
+    # A hardware switch adds at line rate: no CPU cost per packet.
+    agg_cost = 0 if "--agg-host hw" in layout else cost
+    return sim(args, path, layout, n, nbytes, ["--agg-cost", str(agg_cost), "--worker-cost", "0"])
+
+
+def check_reduction(args, tmp, cost, quick, res, nbytes):
+    """The full model against the reduced one, coarser than the sweep's (4 groups of workers;
+    M = N/8: 16), at the largest N where the full model runs in seconds."""
+    def cases(n):
+        m = shards_of(n, nbytes)
+        return [("M = N dedicated aggregators", n, n // 4, dedicated(m, 1, n), dedicated(m, n // 4, n)),
+                ("colocated shards", n, n // 4, colocated(1, n, nbytes), colocated(n // 4, n, nbytes))]
+    def fewer(n):
+        g = max(2, n // 16)
+        return [("M = N/8 dedicated aggregators", n, g, dedicated(n // 8, 1, n), dedicated(n // 8, g, n))]
+    todo = (cases(16) + fewer(16)) if quick else (
+        [c for n in (32, 64, 128) for c in cases(n)] + [c for n in (64, 128, 256) for c in fewer(n)])
+    rows = []
+    for name, n, g, full, red in todo:
+        t_full = res.get((name, n)) if reduced(n) == 1 else None
+        if t_full is None:
+            t_full = run_option(args, tmp, full[0], full[1], n, nbytes, cost)
+        t_red = run_option(args, tmp, red[0], red[1], n, nbytes, cost)
+        rows.append((name, n, g, t_full, t_red))
+    return rows
 
 
 def main():
@@ -184,30 +246,62 @@ def main():
         print("\n".join(lines), flush=True)
         print("fat tree of 100 Gbit/s links, %d MiB per worker:" % (SWEEP_BYTES // MiB), flush=True)
         ns, options, res = sweep(args, tmp, eff, step_cost, cost, max_n, SWEEP_BYTES)
+        print("the symmetry reduction against the full model:", flush=True)
+        checks = check_reduction(args, tmp, cost, args.quick, res, SWEEP_BYTES)
     head = "| option | " + " | ".join("N=%d" % n for n in ns) + " |"
     lines += ["### At scale: two-level fat tree, 100 Gbit/s links, %d MiB per worker (ms)"
               % (SWEEP_BYTES // MiB), "",
               head, "|---|" + "---|" * len(ns)]
-    for name, _, _ in options:
-        cells = ["%.1f" % (res[(name, n)] * 1e3) if (name, n) in res else "-" for n in ns]
+    packets = -(-SWEEP_BYTES // PAYLOAD)
+    for name, _ in options:
+        capped = "M = N ded" in name or "colocated" in name
+        cells = ["%.1f%s" % (res[(name, n)] * 1e3, "*" if capped and n > packets else "")
+                 if (name, n) in res else "-" for n in ns]
         lines.append("| %s | %s |" % (name, " | ".join(cells)))
-    lines += ["", "Ideal for one worker link: %.2f ms (%d MiB at 100 Gbit/s, headers aside). "
-              "'-': not simulated (the run grows as N x M messages)."
-              % (SWEEP_BYTES * 8 / 100e9 * 1e3, SWEEP_BYTES // MiB),
+    grouped = [n for n in ns if reduced(n) > 1]
+    lines += ["", "Ideal for one worker link: %.2f ms (%d MiB at 100 Gbit/s, headers aside)."
+              % (SWEEP_BYTES * 8 / 100e9 * 1e3, SWEEP_BYTES // MiB)]
+    if any(n > packets for n in ns):
+        lines.append("\\*: %d shards, not N: a shard is at least one packet (%d MiB = %d packets "
+                     "of %d bytes); the hosts with a shard carry N/%d times a worker's bytes."
+                     % (packets, SWEEP_BYTES // MiB, packets, PAYLOAD, packets))
+    if grouped:
+        lines.append("Dedicated aggregators and colocated shards at N = %s: the symmetry reduction "
+                     "(%d groups of N/%d alike hosts, ina_sim --group; checked below)."
+                     % (", ".join(map(str, grouped)), GROUPS, GROUPS))
+    lines += ["", "### The symmetry reduction against the full model (16 MiB, fat tree, ms)", "",
+              "| option | N | group of | full model | reduced | difference |",
+              "|---|---|---|---|---|---|"]
+    worst_red = 0
+    for name, n, g, t_full, t_red in checks:
+        d = t_red / t_full - 1
+        worst_red = max(worst_red, abs(d))
+        lines.append("| %s | %d | %d | %.3f | %.3f | %+.2f%% |" % (name, n, g, t_full * 1e3,
+                                                                t_red * 1e3, d * 100))
+    lines += ["", "Worst difference: %.2f%% (target: within %.0f%%): %s." %
+              (worst_red * 100, CHECK_TOLERANCE * 100,
+               "met" if worst_red <= CHECK_TOLERANCE else "missed"), "",
               "Simulated in %.0f s." % (time.monotonic() - t_start)]
     os.makedirs(args.out, exist_ok=True)
     md = os.path.join(args.out, "sim.md")
     with open(md, "w") as f:
         f.write("\n".join(lines) + "\n")
-    print("\n".join(lines[-(len(options) + 6):]))
+    print("\n".join(lines[lines.index(head) - 2:]))
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(figsize=(7, 4.5))
-        for name, _, _ in options:
+        for name, geo in options:
             xs = [n for n in ns if (name, n) in res]
-            ax.plot(xs, [res[(name, n)] * 1e3 for n in xs], marker="o", label=name)
+            # open markers: the points simulated with the symmetry reduction
+            red = [n for n in xs if "--group" in geo(n)[0]]
+            line, = ax.plot(xs, [res[(name, n)] * 1e3 for n in xs], marker="o", label=name)
+            if red:
+                ax.plot(red, [res[(name, n)] * 1e3 for n in red], marker="o", linestyle="none",
+                        markerfacecolor="white", color=line.get_color())
+        ax.text(0.99, 0.01, "open markers: the symmetry reduction", transform=ax.transAxes,
+                ha="right", va="bottom", fontsize=7)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("workers N")
@@ -220,7 +314,7 @@ def main():
         print("wrote %s and %s" % (md, os.path.join(args.out, "sim.png")))
     except ImportError:
         print("wrote %s (no matplotlib: no plot)" % md)
-    return 0 if worst <= 0.15 else 1
+    return 0 if worst <= 0.15 and worst_red <= CHECK_TOLERANCE else 1
 
 
 if __name__ == "__main__":
