@@ -40,6 +40,7 @@ int kv__hot_open(struct ina_kv *kv)
     c.timeout_ms = kv->cfg.timeout_ms;
     c.join_timeout_ms = kv->cfg.join_timeout_ms;
     c.fallback = INA_FALLBACK_NONE; /* a host aggregator has no hot table */
+    c.lanes = 1; /* the hot table is one switch job: HOT_DATA has no lanes (PROTOCOL.md §14.3) */
     /* Off loopback, as many floats as a 1500-byte MTU holds with the hot prefix
      * (32 + 8 + 4 * 358 = 1472 bytes of UDP payload). */
     struct sockaddr_in sa;
