@@ -18,7 +18,9 @@ squares) asynchronously with staleness bound D:
   fifo    no scheduler: every worker sends its update when it is ready; the server applies
           them in arrival order and refuses those that lag more than D (after the transfer)
   sched   ina-sched: grants keep the delay within D, shortest predicted transfer first,
-          stragglers yield; requests that cannot fit are refused before any byte is sent
+          stragglers yield. In fetch mode (the default) a worker asks before it pulls the
+          model, so neither a pull nor an update is wasted; in update mode it asks after
+          computing, and requests that cannot fit are refused before any byte is sent
 and prints, per run: model versions (updates applied) and wall time until rank 0 sees the
 target loss, updates refused, the ratio FIFO/sched, and the straggler penalty (time with a
 straggler / time without - 1) beside MLfabric's reported +35% (in iterations).
@@ -31,7 +33,8 @@ Options:
   --rate RATE     tbf rate of every link (default 100mbit)
   --keys K        model keys of 64 floats (default 120: 31 KB per update)
   --delay D       staleness bound (default 2)
-  --window W      ina-sched's grants outstanding at most (default 4)
+  --window W      ina-sched's grants outstanding at most (default: ina-sched's, D + 1)
+  --sched-mode M  ina-mlf's --sched-mode: fetch (default) or update
   --updates U     model versions each run trains (default 2500)
   --repeat R      runs of each case, interleaved (default 1)
   --out FILE      also write the report there (default bench/results/mlfabric.md)
@@ -44,7 +47,7 @@ cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 BUILD_DIR=${INA_BUILD_DIR:-build}
 case $BUILD_DIR in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac
-N=8 RATE=100mbit KEYS=120 D=2 WINDOW=4 UPDATES=2500 REPEAT=1 OUT=$ROOT/bench/results/mlfabric.md
+N=8 RATE=100mbit KEYS=120 D=2 WINDOW= SMODE=fetch UPDATES=2500 REPEAT=1 OUT=$ROOT/bench/results/mlfabric.md
 while [ $# -gt 0 ]; do
     case $1 in
         --workers) N=$2; shift 2 ;;
@@ -52,6 +55,7 @@ while [ $# -gt 0 ]; do
         --keys) KEYS=$2; shift 2 ;;
         --delay) D=$2; shift 2 ;;
         --window) WINDOW=$2; shift 2 ;;
+        --sched-mode) SMODE=$2; shift 2 ;;
         --updates) UPDATES=$2; shift 2 ;;
         --repeat) REPEAT=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
@@ -90,6 +94,18 @@ half_rate() { # RATE like 100mbit -> 50mbit
     local n=${RATE%%[a-z]*} u=${RATE##*[0-9]}
     echo "$((n / 2))$u"
 }
+rate_bytes() { # RATE like 100mbit -> bytes per second
+    local n=${RATE%%[a-z]*} u=${RATE##*[0-9]}
+    case $u in kbit) echo $((n * 125)) ;; mbit) echo $((n * 125000)) ;; gbit) echo $((n * 125000000)) ;; *) echo 0 ;; esac
+}
+# The link-bound ideal of a run that reached the target at version V: every version is one
+# update into the server and one model out of it, each over the server's link at RATE
+# (IP fragment headers not counted); nothing sent is wasted.
+UPDATE_BYTES=$((32 + 8 + KEYS * (8 + 4 * 64))) MODEL_BYTES=$((32 + KEYS * 64 * 4))
+ideal_s() {
+    awk -v v="$1" -v b="$UPDATE_BYTES" -v m="$MODEL_BYTES" -v r="$(rate_bytes)" \
+        'BEGIN { if (v == "NA" || r == 0) print "NA"; else printf "%.3f", v * (b > m ? b : m) / r }'
+}
 straggle() { # on|off: the last worker's link at half the rate, both ways
     local r=$RATE
     [ "$1" = on ] && r=$(half_rate)
@@ -114,10 +130,10 @@ run_case() {
     fi
     if [ "$mode" = sched ]; then
         ip netns exec "$SNS" "$BIN/ina-sched" --job "$job" --world "$N" --max-delay "$D" \
-            --window "$WINDOW" --listen "$SIP:$PORT" --log-level warn 2>"$d/s.err" &
+            ${WINDOW:+--window "$WINDOW"} --listen "$SIP:$PORT" --log-level warn 2>"$d/s.err" &
         sp=$!
         PIDS+=($sp)
-        extra+=(--sched "$SIP:$PORT")
+        extra+=(--sched "$SIP:$PORT" --sched-mode "$SMODE")
     fi
     sleep 0.5
     local wp=()
@@ -137,22 +153,29 @@ run_case() {
 field() { sed -n "s/.*$1 \([0-9.e+-]*\).*/\1/p" "$2" | head -1; }
 counter() { sed -n "s/^  $1 *\([0-9]*\)$/\1/p" "$2"; }
 # result DIR: "versions seconds refused_server refused_sched"
+# The target is timed by the first rank to pull a model at the target loss (every rank checks
+# each model it pulls), from the moment the first rank started (one clock: one kernel).
 result() {
     local d=$1 v t
-    v=$(sed -n 's/.* reached at version \([0-9]*\) after.*/\1/p' "$d/w0.out" | head -1)
-    t=$(sed -n 's/.* reached at version [0-9]* after \([0-9.]*\) s.*/\1/p' "$d/w0.out" | head -1)
+    read -r v t < <(cat "$d"/w*.out | awk '/^mlf rank/ {
+            for (i = 1; i < NF; i++) { if ($i == "target_version") tv = $(i + 1);
+                if ($i == "target_unix_ms") tm = $(i + 1); if ($i == "start_unix_ms") sm = $(i + 1) }
+            if (sm > 0 && (s0 == "" || sm < s0)) s0 = sm
+            if (tm > 0 && (best == "" || tm < best)) { best = tm; bv = tv } }
+        END { if (best == "") print "NA NA"; else printf "%d %.3f\n", bv, (best - s0) / 1000 }')
     echo "${v:-NA} ${t:-NA} $(counter updates_stale "$d/p.err") $(cat "$d"/w*.out | sed -n 's/.* sched_refused \([0-9]*\).*/\1/p' | awk '{s+=$1} END {print s+0}')"
 }
 median() { sort -g | awk '{a[NR] = $1} END { if (NR == 0) print "NA"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 {
-    echo "# MLfabric benchmark: N=$N workers, $KEYS keys x 64 floats ($((KEYS * 264 / 1024)) KiB per update), D=$D, ina-sched window $WINDOW"
+    echo "# MLfabric benchmark: N=$N workers, $KEYS keys x 64 floats ($((KEYS * 264 / 1024)) KiB per update), D=$D, ina-sched window ${WINDOW:-D+1}, --sched-mode $SMODE"
     echo
     echo "On the 2-core VM, $(date -u +%Y-%m-%d), load before: $(cut -d' ' -f1-3 /proc/loadavg)."
     echo "Emulated cluster: every link (N workers, the primary and the replica hosts, the"
     echo "scheduler host) shaped to $RATE with tbf; the straggler (worker $SLOW) at $(half_rate)."
     echo "ina-mlf: dense least squares, batch 32, SGD lr 16 at the server, $UPDATES model versions"
-    echo "per run; the target loss is 0.05 x the initial loss, seen by rank 0 after a pull."
+    echo "per run; the target loss is 0.05 x the initial loss (exact: |w - w*|^2 / 2p), timed by the"
+    echo "first rank to pull a model that reaches it, from the first rank's start."
     echo
 } | report
 
@@ -168,15 +191,15 @@ log "run: sched with the replica"
 run_case sched off 0 replica
 
 {
-    echo "| case | versions to target | seconds to target | refused by the server | refused by ina-sched |"
-    echo "|---|---|---|---|---|"
+    echo "| case | versions to target | seconds to target | ideal s (link-bound) | refused by the server | refused by ina-sched |"
+    echo "|---|---|---|---|---|---|"
     for st in off on; do
         for mode in fifo sched; do
             for ((rep = 0; rep < REPEAT; rep++)); do
                 read -r v t rs rq <<<"$(result "$RUN/$mode.$st.$rep")"
                 echo "$v" >>"$RUN/v.$mode.$st"
                 echo "$t" >>"$RUN/t.$mode.$st"
-                echo "| $mode, straggler $st, run $rep | $v | $t | $rs | $rq |"
+                echo "| $mode, straggler $st, run $rep | $v | $t | $(ideal_s "$v") | $rs | $rq |"
             done
         done
     done
@@ -184,7 +207,7 @@ run_case sched off 0 replica
     for st in off on; do
         tf=$(median <"$RUN/t.fifo.$st") ts=$(median <"$RUN/t.sched.$st")
         vf=$(median <"$RUN/v.fifo.$st") vs=$(median <"$RUN/v.sched.$st")
-        echo "Straggler $st: time to target FIFO/sched = $(awk -v a="$tf" -v b="$ts" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "NA" }')x (medians $tf s, $ts s); versions FIFO/sched = $(awk -v a="$vf" -v b="$vs" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "NA" }')x ($vf, $vs). Target: >= 1.3x."
+        echo "Straggler $st: time to target FIFO/sched = $(awk -v a="$tf" -v b="$ts" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "NA" }')x (medians $tf s, $ts s); versions FIFO/sched = $(awk -v a="$vf" -v b="$vs" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "NA" }')x ($vf, $vs); ideal for sched's versions $(ideal_s "$vs") s. Target: >= 1.3x."
     done
     for mode in fifo sched; do
         t0=$(median <"$RUN/t.$mode.off") t1=$(median <"$RUN/t.$mode.on")

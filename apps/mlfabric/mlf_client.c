@@ -212,6 +212,44 @@ static int ask_sched(struct mlf_client *c, uint32_t base, uint32_t bytes, uint32
     return -1;
 }
 
+/* ina-sched is silent: every later update goes unscheduled (a warning, once). */
+static void lose_sched(struct mlf_client *c)
+{
+    c->use_sched = 0;
+    c->granted = 0;
+    c->st.fallbacks++;
+    fprintf(stderr, "mlf[%d]: warning: no answer from ina-sched within %llu ms: sending "
+                    "unscheduled from now on%s\n",
+            c->rank, (unsigned long long)(c->sched_timeout_ns / 1000000),
+            c->nsrv > 1 ? " (the replica is no longer kept in step)" : "");
+}
+
+static size_t update_len(const struct mlf_client *c)
+{
+    return INA_HDR_LEN + INA_PS_UPDATE_PREFIX + c->nkeys * ina_ps_entry_len(c->join.dim);
+}
+
+int mlf_begin(struct mlf_client *c)
+{
+    if (!c->use_sched || !c->fetch || c->granted)
+        return 0;
+    uint32_t stamp;
+    int g = ask_sched(c, INA_SCHED_BASE_AT_GRANT, (uint32_t)update_len(c), &stamp);
+    if (g < 0) {
+        lose_sched(c);
+        return 0;
+    }
+    if (g == 0) {
+        fprintf(stderr, "mlf[%d]: ina-sched refused a fetch request (it never should: "
+                        "PROTOCOL.md §15.3)\n", c->rank);
+        return INA_ERR_PROTO;
+    }
+    c->granted = 1;
+    c->grant_stamp = stamp;
+    c->grant_ns = mono_ns();
+    return 0;
+}
+
 static void tell_done(struct mlf_client *c, uint32_t stamp, const struct mlf_result *res,
                       uint32_t bytes, uint64_t ns)
 {
@@ -230,30 +268,33 @@ static void tell_done(struct mlf_client *c, uint32_t stamp, const struct mlf_res
     send_to(c, b, sizeof(b), &c->sched);
 }
 
+/* A server that keeps answering HELD is alive, but an earlier stamp may never come (its
+ * worker died holding the grant): after this many failover periods it counts as dead. */
+#define HELD_LIMIT 4
+
 int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct mlf_result *res)
 {
     size_t d = c->join.dim, el = ina_ps_entry_len((unsigned)d);
-    size_t len = INA_HDR_LEN + INA_PS_UPDATE_PREFIX + c->nkeys * el;
+    size_t len = update_len(c);
     uint8_t *b[2], r[512];
     static __thread uint8_t bufs[2][INA_MAX_DATAGRAM];
     if (len > sizeof(bufs[0]))
         return -EINVAL;
     uint32_t stamp = INA_STAMP_NONE;
-    if (c->use_sched) {
+    uint64_t since = 0; /* DONE's duration: from the fetch grant, or from the first send */
+    if (c->granted) {
+        stamp = c->grant_stamp;
+        since = c->grant_ns;
+        c->granted = 0;
+    } else if (c->use_sched) {
         int g = ask_sched(c, base, (uint32_t)len, &stamp);
         if (g == 0) { /* the scheduler knows the server would refuse it: not sent */
             c->st.sched_refused++;
             *res = (struct mlf_result){.status = INA_ERR_STALE, .version = base};
             return 0;
         }
-        if (g < 0) {
-            c->use_sched = 0;
-            c->st.fallbacks++;
-            fprintf(stderr, "mlf[%d]: warning: no answer from ina-sched within %llu ms: sending "
-                            "unscheduled from now on%s\n",
-                    c->rank, (unsigned long long)(c->sched_timeout_ns / 1000000),
-                    c->nsrv > 1 ? " (the replica is no longer kept in step)" : "");
-        }
+        if (g < 0)
+            lose_sched(c);
     }
     /* Unstamped updates go to the primary only: two servers could take them in different orders. */
     if (stamp == INA_STAMP_NONE && c->nsrv > 1)
@@ -282,22 +323,32 @@ int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct ml
         }
     }
     uint64_t start = mono_ns(), heard[2] = {start, start};
-    int acked[2] = {0, 0}, have = 0;
+    if (!since)
+        since = start;
+    int acked[2] = {0, 0}, held_by[2] = {0, 0}, have = 0;
     for (;;) {
         int waiting = 0;
         for (int t = 0; t < nt; t++) {
             int i = targets[t];
             if (acked[t] || !c->srv[i].alive)
                 continue;
-            if (mono_ns() - heard[t] > c->failover_ns) {
+            uint64_t now = mono_ns();
+            if (now - start > HELD_LIMIT * c->failover_ns && now - heard[t] <= c->failover_ns)
+                fprintf(stderr, "mlf[%d]: server %d has held update %u (stamp %u) for %llu ms: "
+                                "an earlier stamp never came (a worker died holding a grant?)\n",
+                        c->rank, i, c->uid, stamp,
+                        (unsigned long long)((now - start) / 1000000));
+            if (now - heard[t] > c->failover_ns || now - start > HELD_LIMIT * c->failover_ns) {
                 int rc = fail_over(c, i);
                 if (rc != 0)
                     return rc;
                 continue;
             }
+            waiting = 1;
+            if (held_by[t] && now - heard[t] < 2 * c->rto_ns)
+                continue; /* it holds a copy: resend only to recover a lost answer */
             send_to(c, b[t], len, &c->srv[i].addr);
             c->st.tx_bytes[i] += len;
-            waiting = 1;
         }
         if (!waiting)
             break;
@@ -309,10 +360,16 @@ int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct ml
             if (ina_hdr_decode(r, n, &a) != INA_PARSE_OK || a.kind != INA_K_PS_UPDATE_ACK ||
                 a.slot != c->uid || n != INA_HDR_LEN + INA_PS_UPDATE_ACK_LEN)
                 continue;
+            int held = (int32_t)ina_get32(r + INA_HDR_LEN) == INA_PS_UPDATE_HELD;
             for (int t = 0; t < nt; t++) {
                 int i = targets[t];
                 if (!same_addr(&from, &c->srv[i].addr) || acked[t])
                     continue;
+                if (held) { /* alive, waiting for the stamps before ours: keep waiting */
+                    heard[t] = mono_ns();
+                    held_by[t] = 1;
+                    continue;
+                }
                 acked[t] = 1;
                 if (i == c->primary || !have) {
                     res->status = (int32_t)ina_get32(r + INA_HDR_LEN);
@@ -337,7 +394,7 @@ int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct ml
     else
         c->st.stale++;
     if (stamp != INA_STAMP_NONE)
-        tell_done(c, stamp, res, (uint32_t)len, mono_ns() - start);
+        tell_done(c, stamp, res, (uint32_t)len, mono_ns() - since);
     return 0;
 }
 

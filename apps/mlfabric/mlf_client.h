@@ -30,6 +30,10 @@ struct mlf_client {
     int replica_synced;     /* 0 once updates went unstamped (the replica is left behind) */
     struct sockaddr_in sched;
     int use_sched;
+    int fetch;              /* ask ina-sched before the pull (a fetch request), not after */
+    int granted;            /* a fetch grant is held: the next update carries its stamp */
+    uint32_t grant_stamp;
+    uint64_t grant_ns;      /* when it came: DONE's duration runs from here */
     uint32_t uid, pull_id; /* uid: the servers' update id (+1 per update sent) */
     uint32_t req_id;       /* the scheduler's request id (+1 per REQ, sent or refused) */
     uint64_t rto_ns;        /* resend an unanswered datagram after this */
@@ -48,9 +52,15 @@ struct mlf_result {
 
 /* @return 0, or a negative errno / INA_ERR_* (with a message on stderr). Deadline: timeout_ns. */
 int mlf_join(struct mlf_client *c, uint64_t timeout_ns);
+/* With a scheduler in fetch mode: ask for the next update's grant before the pull (a fetch
+ * request, PROTOCOL.md §15.3), so that the pull and the update it yields both fit the bound.
+ * Otherwise nothing. @return 0 (granted, or unscheduled from now on: c->use_sched is 0 after
+ * a warning), or INA_ERR_PROTO (the scheduler refused a fetch request: it never should). */
+int mlf_begin(struct mlf_client *c);
 /* Pull the whole model (nkeys x dim floats) and its version. @return 0 or INA_ERR_TIMEOUT. */
 int mlf_pull(struct mlf_client *c, float *model, uint32_t *version);
-/* Ask, send, wait for the answers; entries: nkeys x dim gradient floats of base version.
+/* Ask (unless mlf_begin() holds a grant), send, wait for the answers; entries: nkeys x dim
+ * gradient floats of base version.
  * @return 0 (see *res) or INA_ERR_TIMEOUT (every server silent). */
 int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct mlf_result *res);
 void mlf_leave(struct mlf_client *c);

@@ -24,15 +24,20 @@ static void usage(FILE *f)
             "One worker of asynchronous training with bounded staleness on ina-ps\n"
             "(MLfabric, docs/MLFABRIC.md). Each worker pulls the model and its version,\n"
             "computes a minibatch gradient of a dense least-squares model (synthetic data\n"
-            "of a fixed seed), asks ina-sched for a grant (--sched) and sends the update\n"
-            "to the server and its replica (--replica) with the grant's stamp. The server\n"
-            "applies it if it lags at most D versions. All ranks stop when the model\n"
-            "reaches --updates versions; rank 0 reports the loss as it goes.\n"
+            "of a fixed seed), and sends the update to the server and its replica\n"
+            "(--replica) with the stamp of a grant from ina-sched (--sched), asked for\n"
+            "before the pull (fetch mode) or before the update. The server applies it if\n"
+            "it lags at most D versions. All ranks stop once the model reaches --updates\n"
+            "versions (a rank holding a grant still sends that update, so no stamp is\n"
+            "left unused); rank 0 reports the loss as it goes.\n"
             "\n"
             "Options:\n"
             "  --ps ADDR:PORT        the primary ina-ps (required)\n"
             "  --replica ADDR:PORT   its replica (an ina-ps fed the same stamped updates)\n"
             "  --sched ADDR:PORT     ina-sched; without it updates go unscheduled (FIFO)\n"
+            "  --sched-mode M        fetch: ask before pulling the model, so that no pull\n"
+            "                        and no update is wasted (default); update: pull, then\n"
+            "                        ask before sending (the request may be refused STALE)\n"
             "  --rank R, --world N   this worker's rank and the number of workers (required)\n"
             "  --job NAME            the job's name (default mlf)\n"
             "  --max-delay D         staleness bound D, 0..255 (default 2; 0 = synchronous)\n"
@@ -41,7 +46,8 @@ static void usage(FILE *f)
             "  --batch B             samples per gradient (default 16)\n"
             "  --lr X                SGD learning rate at the server (default 8)\n"
             "  --target-loss L       report the version and time when the loss reaches L\n"
-            "                        (rank 0; default 0.05 x the initial loss)\n"
+            "                        (default 0.05 x the initial loss; every rank checks\n"
+            "                        each model it pulls)\n"
             "  --compute-ms MS       extra compute time per gradient, emulated (default 0)\n"
             "  --rto-ms MS           resend an unanswered datagram after MS (default 5)\n"
             "  --failover-ms MS      a server silent this long is dead (default 1500)\n"
@@ -79,17 +85,24 @@ static float sample(const float *wstar, size_t p, uint64_t *s, float *x)
     return y;
 }
 
-static double eval_loss(const float *w, const float *wstar, size_t p, float *x)
+/*
+ * The expected loss over the data distribution, exactly: E[(w - w*).x]^2 / 2 with x_i
+ * independent, mean 0, variance 1/p, is |w - w*|^2 / 2p. It costs p operations, so every
+ * rank evaluates every model it pulls, and the first to see the target times it.
+ */
+static double eval_loss(const float *w, const float *wstar, size_t p)
 {
-    uint64_t s = 12345;
     double sum = 0;
-    for (int n = 0; n < 256; n++) {
-        float y = sample(wstar, p, &s, x), f = 0;
-        for (size_t i = 0; i < p; i++)
-            f += w[i] * x[i];
-        sum += 0.5 * (double)(f - y) * (f - y);
-    }
-    return sum / 256;
+    for (size_t i = 0; i < p; i++)
+        sum += (double)(w[i] - wstar[i]) * (w[i] - wstar[i]);
+    return sum / (2.0 * (double)p);
+}
+
+static uint64_t unix_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 int main(int argc, char **argv)
@@ -103,10 +116,11 @@ int main(int argc, char **argv)
         {"lr", required_argument, 0, 'l'},           {"target-loss", required_argument, 0, 't'},
         {"compute-ms", required_argument, 0, 'c'},   {"rto-ms", required_argument, 0, 'o'},
         {"failover-ms", required_argument, 0, 'f'},  {"sched-timeout-ms", required_argument, 0, 's'},
-        {"join-timeout-ms", required_argument, 0, 'J'}, {"help", no_argument, 0, 'h'},
+        {"join-timeout-ms", required_argument, 0, 'J'}, {"sched-mode", required_argument, 0, 'm'},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     static struct mlf_client c;
-    const char *ps = NULL, *replica = NULL, *sched = NULL, *job = "mlf";
+    const char *ps = NULL, *replica = NULL, *sched = NULL, *job = "mlf", *mode = "fetch";
     long rank = -1, world = 0, D = 2, keys = 16, updates = 800, batch = 16;
     double lr = 8, target = -1, compute_ms = 0, rto = 5, failover = 1500, sched_to = 1000,
            join_to = 30000;
@@ -114,7 +128,8 @@ int main(int argc, char **argv)
     while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         char *end = NULL;
         double v = 0;
-        if (opt != 'P' && opt != 'R' && opt != 'S' && opt != 'j' && opt != 'h' && opt != '?') {
+        if (opt != 'P' && opt != 'R' && opt != 'S' && opt != 'j' && opt != 'm' && opt != 'h' &&
+            opt != '?') {
             v = strtod(optarg, &end);
             if (end == optarg || *end || !(v >= 0) || v > 1e9) {
                 fprintf(stderr, "ina-mlf: bad number '%s' (see --help)\n", optarg);
@@ -126,6 +141,7 @@ int main(int argc, char **argv)
         case 'R': replica = optarg; break;
         case 'S': sched = optarg; break;
         case 'j': job = optarg; break;
+        case 'm': mode = optarg; break;
         case 'r': rank = (long)v; break;
         case 'w': world = (long)v; break;
         case 'D': D = (long)v; break;
@@ -145,10 +161,12 @@ int main(int argc, char **argv)
     }
     if (!ps || world < 1 || world > INA_MAX_WORKERS || rank < 0 || rank >= world || D > 255 ||
         keys < 1 || keys > 240 || batch < 1 || updates < 1 || strlen(job) >= 32 || !*job ||
-        rto < 1 || failover < rto || sched_to < rto) {
+        rto < 1 || failover < rto || sched_to < rto ||
+        (strcmp(mode, "fetch") != 0 && strcmp(mode, "update") != 0)) {
         fprintf(stderr, "ina-mlf: need --ps, --rank R < --world N <= %d; --max-delay <= 255, "
                         "--keys 1..240, --batch and --updates >= 1, a job name of 1..31 "
-                        "characters, timeouts >= --rto-ms >= 1 (see --help)\n",
+                        "characters, timeouts >= --rto-ms >= 1, --sched-mode fetch or update "
+                        "(see --help)\n",
                 INA_MAX_WORKERS);
         return 2;
     }
@@ -174,6 +192,7 @@ int main(int argc, char **argv)
             return 2;
         }
         c.use_sched = 1;
+        c.fetch = strcmp(mode, "fetch") == 0;
     }
     struct ina_ps_join *j = &c.join;
     j->world = (uint16_t)world;
@@ -200,32 +219,32 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < p; i++)
         wstar[i] = unif(&s);
     uint64_t data = 1000003ull * (uint64_t)(rank + 1);
-    uint64_t t0 = mono_ns();
-    double loss0 = -1, hit_s = -1;
+    memset(w, 0, p * sizeof(float));
+    double loss0 = eval_loss(w, wstar, p), hit_s = -1; /* the model starts at 0 */
+    if (target < 0)
+        target = 0.05 * loss0;
+    uint64_t t0 = mono_ns(), start_ms = unix_ms(), hit_ms = 0;
     uint32_t version = 0, hit_v = 0, delay_max = 0;
     int iters = 0;
     for (;;) {
-        if ((rc = mlf_pull(&c, w, &version)) != 0)
+        if ((rc = mlf_begin(&c)) != 0 || (rc = mlf_pull(&c, w, &version)) != 0)
             break;
-        if (rank == 0 && (iters % 10 == 0 || version >= (uint32_t)updates)) {
-            double loss = eval_loss(w, wstar, p, x);
-            if (loss0 < 0) {
-                loss0 = loss;
-                if (target < 0)
-                    target = 0.05 * loss0;
-            }
-            if (hit_s < 0 && loss <= target) {
-                hit_s = (double)(mono_ns() - t0) / 1e9;
-                hit_v = version;
+        double loss = eval_loss(w, wstar, p);
+        if (hit_s < 0 && loss <= target) {
+            hit_s = (double)(mono_ns() - t0) / 1e9;
+            hit_ms = unix_ms();
+            hit_v = version;
+            if (rank == 0)
                 printf("mlf: target loss %.6g reached at version %u after %.3f s\n", target,
                        version, hit_s);
-            }
-            if (iters % 50 == 0)
-                printf("mlf: version %u loss %.6g (%.2f s)\n", version, loss,
-                       (double)(mono_ns() - t0) / 1e9);
-            fflush(stdout);
         }
-        if (version >= (uint32_t)updates)
+        if (rank == 0 && iters % 50 == 0)
+            printf("mlf: version %u loss %.6g (%.2f s)\n", version, loss,
+                   (double)(mono_ns() - t0) / 1e9);
+        fflush(stdout);
+        /* Done; but a grant held is a stamp the servers wait for: send its update. */
+        int last = version >= (uint32_t)updates;
+        if (last && !c.granted)
             break;
         memset(g, 0, p * sizeof(float));
         for (long n = 0; n < batch; n++) {
@@ -242,22 +261,25 @@ int main(int argc, char **argv)
             break;
         if (res.status == 0 && res.delay > delay_max)
             delay_max = res.delay;
+        if (last)
+            break;
         iters++;
     }
     double secs = (double)(mono_ns() - t0) / 1e9;
     if (rank == 0 && rc == 0)
         printf("mlf: final version %u loss %.6g (initial %.6g) in %.3f s; target %.6g %s at "
                "version %u (%.3f s)\n",
-               version, eval_loss(w, wstar, p, x), loss0, secs, target,
+               version, eval_loss(w, wstar, p), loss0, secs, target,
                hit_s >= 0 ? "reached" : "NOT reached", hit_v, hit_s);
     printf("mlf rank %ld: %s iterations %d applied %llu stale %llu sched_refused %llu "
            "delay_max %u retransmits %llu failovers %llu fallbacks %llu bytes_primary %llu "
-           "bytes_replica %llu\n",
+           "bytes_replica %llu target_version %u target_unix_ms %llu start_unix_ms %llu\n",
            rank, rc == 0 ? "ok" : ina_strerror(rc), iters, (unsigned long long)c.st.applied,
            (unsigned long long)c.st.stale, (unsigned long long)c.st.sched_refused, delay_max,
            (unsigned long long)c.st.retransmits, (unsigned long long)c.st.failovers,
            (unsigned long long)c.st.fallbacks, (unsigned long long)c.st.tx_bytes[0],
-           (unsigned long long)c.st.tx_bytes[1]);
+           (unsigned long long)c.st.tx_bytes[1], hit_s >= 0 ? hit_v : 0,
+           (unsigned long long)hit_ms, (unsigned long long)start_ms);
     if (delay_max > (uint32_t)D) {
         fprintf(stderr, "mlf rank %ld: an update was applied with delay %u > D = %ld\n", rank,
                 delay_max, D);

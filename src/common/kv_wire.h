@@ -55,10 +55,15 @@
 #define INA_K_SCHED_DONE_ACK 53 /* ina-sched -> worker: DONE recorded (the worker may stop resending) */
 #define INA_PS_UPDATE_PREFIX 8  /* UPDATE body before its entries: stamp (4), reserved (4) */
 #define INA_PS_UPDATE_ACK_LEN 16 /* status (4), version after (4), delay (4), stamp (4) */
+/* UPDATE_ACK status of a stamped update kept until its turn: not an outcome, the server is
+ * alive and waits for the stamps before it (§15.2) */
+#define INA_PS_UPDATE_HELD 1
 #define INA_SCHED_REQ_LEN 40     /* bytes (4), reserved (4), job name (32) */
 #define INA_SCHED_GRANT_LEN 16   /* status (4), stamp (4), version bound (4), straggler (4) */
 #define INA_SCHED_DONE_LEN 16    /* status (4), bytes (4), duration in us (4), version (4) */
 #define INA_STAMP_NONE 0xFFFFFFFFu /* UPDATE not stamped: applied in arrival order */
+/* REQ base for a fetch request: the worker pulls the model after the grant (§15.3) */
+#define INA_SCHED_BASE_AT_GRANT 0xFFFFFFFFu
 
 /* Wire op of HOT_DATA / HOT_RESULT (byte 30): binary32 add into the hot table's slots. */
 #define INA_OP_HOT_F32 9

@@ -602,6 +602,16 @@ static void send_update_ack(struct ina_ps *ps, const struct ina_ps_job *job,
     tx_push(ps, b, INA_HDR_LEN + INA_PS_UPDATE_ACK_LEN, dst);
 }
 
+/* A stamped update kept until its turn: UPDATE_ACK status HELD (the version now, delay 0),
+ * so that its sender knows this server is alive and waits rather than fails over. */
+static void send_update_held(struct ina_ps *ps, struct ina_ps_job *job, const struct ina_hdr *h,
+                             uint32_t stamp, const struct sockaddr_in *dst)
+{
+    struct ina_ps_lastupd held = {.uid = h->slot, .status = INA_PS_UPDATE_HELD,
+                                  .version = job->applied, .stamp = stamp};
+    send_update_ack(ps, job, &held, dst);
+}
+
 /* Apply one UPDATE's entries as a gradient with the job's optimizer: the model's next version. */
 static int update_apply(struct ina_ps *ps, struct ina_ps_job *job, const struct ina_hdr *h,
                         const uint8_t *entries)
@@ -656,6 +666,8 @@ static int update_one(struct ina_ps *ps, struct ina_ps_job *job, const struct in
         struct ina_ps_held *k = &job->held[stamp % INA_PS_HOLD];
         if (k->used) {
             ps->c.update_dups++; /* a copy of the one held (or a forgery): it waits its turn */
+            if (k->h.rank == h->rank && k->h.slot == h->slot)
+                send_update_held(ps, job, h, stamp, src);
             return 0;
         }
         if (!(k->body = malloc(len)))
@@ -666,6 +678,7 @@ static int update_one(struct ina_ps *ps, struct ina_ps_job *job, const struct in
         k->len = len;
         k->used = 1;
         ps->c.updates_held++;
+        send_update_held(ps, job, h, stamp, src);
         return 0;
     }
     if (h->slot != u->uid + 1 || ahead < 0 || (stamp != INA_STAMP_NONE && early != 0)) {

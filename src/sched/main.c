@@ -36,21 +36,26 @@ static void usage(FILE *f)
             "Usage: ina-sched --job NAME --world N [options]\n"
             "\n"
             "MLfabric's transfer scheduler for one bounded-staleness job on ina-ps\n"
-            "(docs/MLFABRIC.md). Workers ask before sending an update; a grant gives it\n"
-            "its stamp in the one order the primary and the replica apply. Grants keep\n"
-            "every update's delay within --max-delay, prefer the transfer predicted to\n"
-            "finish first (rates learned from completed transfers), and let stragglers'\n"
-            "updates wait behind the others'. Workers that lose the scheduler send\n"
-            "unscheduled. Runs until SIGINT or SIGTERM, then prints its counters.\n"
+            "(docs/MLFABRIC.md). Workers ask before fetching the model (or before sending\n"
+            "an update); a grant gives the update its stamp in the one order the primary\n"
+            "and the replica apply. Grants keep every update's delay within --max-delay,\n"
+            "prefer the transfer predicted to finish first (rates learned from completed\n"
+            "transfers), and let stragglers' requests wait behind the others'; a request\n"
+            "that has waited --max-wait-ms goes first, so no rank starves. Workers that\n"
+            "lose the scheduler send unscheduled. Runs until SIGINT or SIGTERM, then\n"
+            "prints its counters.\n"
             "\n"
             "Options:\n"
             "  --job NAME            the job's name, as its workers' ina-ps JOIN (required)\n"
             "  --world N             ranks of the job, 1..%d (required)\n"
             "  --max-delay D         the job's staleness bound D, 0..255 (default 2)\n"
-            "  --window W            grants outstanding at most, 1..64 (default 2)\n"
+            "  --window W            grants outstanding at most, 1..64 (default D + 1,\n"
+            "                        the most the bound allows for fetch requests)\n"
             "  --grant-timeout MS    a grant with no DONE for MS ms expires (default 5000)\n"
             "  --straggler-ratio R   a rank slower than R x the median rate is a\n"
             "                        straggler, 0..1 (default 0.6; 0 = none)\n"
+            "  --max-wait-ms MS      a request waiting MS ms goes before the others\n"
+            "                        (default 100; 0 = no limit)\n"
             "  --initial-rate MBPS   rate assumed before a rank's first transfer, in MB/s\n"
             "                        (default 100)\n"
             "  --listen ADDR[:PORT]  address to listen on (default 127.0.0.1:%d); port 0\n"
@@ -131,10 +136,12 @@ int main(int argc, char **argv)
         {"grant-timeout", required_argument, 0, 'g'}, {"straggler-ratio", required_argument, 0, 'r'},
         {"initial-rate", required_argument, 0, 'i'}, {"listen", required_argument, 0, 'l'},
         {"port-file", required_argument, 0, 'p'},    {"log-level", required_argument, 0, 'L'},
+        {"max-wait-ms", required_argument, 0, 'a'},
         {"version", no_argument, 0, 'V'},            {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    struct ina_sched_params p = {.max_delay = 2, .window = 2,
+    struct ina_sched_params p = {.max_delay = 2, .window = 0, /* 0: D + 1, below */
                                  .grant_timeout_ns = 5000ull * 1000000ull,
+                                 .max_wait_ns = 100ull * 1000000ull,
                                  .straggler_ratio = 0.6, .initial_rate = 100e6};
     const char *listen_s = "127.0.0.1", *port_file = NULL, *job = NULL;
     enum ina_log_level level = INA_LOG_INFO;
@@ -152,6 +159,10 @@ int main(int argc, char **argv)
             p.grant_timeout_ns = (uint64_t)v * 1000000ull;
             break;
         case 'r': bad = parse_num(optarg, 0, 0.999, &v); p.straggler_ratio = v; break;
+        case 'a':
+            bad = parse_num(optarg, 0, 3600000, &v);
+            p.max_wait_ns = (uint64_t)(v * 1e6);
+            break;
         case 'i': bad = parse_num(optarg, 0.001, 1e6, &v); p.initial_rate = v * 1e6; break;
         case 'l': listen_s = optarg; break;
         case 'p': port_file = optarg; break;
@@ -182,6 +193,8 @@ int main(int argc, char **argv)
         return 2;
     }
     snprintf(p.job, sizeof(p.job), "%s", job);
+    if (p.window == 0)
+        p.window = p.max_delay + 1 > 64 ? 64 : p.max_delay + 1;
     char hp[300];
     if (!strchr(listen_s, ':')) {
         snprintf(hp, sizeof(hp), "%s:%d", listen_s, INA_SCHED_DEFAULT_PORT);

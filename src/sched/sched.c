@@ -120,15 +120,24 @@ static uint32_t known_applied(const struct ina_sched *s)
     return (int32_t)(s->floor - s->applied) > 0 ? s->floor : s->applied;
 }
 
-/* The request's delay at the server is at most A + O - base (one version per grant ahead). */
+/* A request's base: a fetch request's is A when it is granted (the worker pulls after the
+ * grant and the server has applied at least A by then). */
+static uint32_t req_base(const struct ina_sched *s, const struct ina_sched_rank *k)
+{
+    return k->fetch && k->state == INA_SCHED_PENDING ? known_applied(s) : k->base;
+}
+
+/* The request's delay at the server is at most A + O - base (one version per grant ahead);
+ * for a fetch request that is O. */
 static int fits(const struct ina_sched *s, const struct ina_sched_rank *k)
 {
-    return known_applied(s) + s->outstanding - k->base <= s->p.max_delay;
+    return known_applied(s) + s->outstanding - req_base(s, k) <= s->p.max_delay;
 }
 
 static void grant(struct ina_sched *s, unsigned r, uint64_t now)
 {
     struct ina_sched_rank *k = &s->ranks[r];
+    k->base = req_base(s, k);
     k->bound_at_grant = known_applied(s) + s->outstanding;
     if (k->bound_at_grant - k->base > s->p.max_delay)
         s->c.bound_violations++; /* fits() was checked: never */
@@ -144,16 +153,33 @@ static void grant(struct ina_sched *s, unsigned r, uint64_t now)
 /* Slack: grants that may still come before this one's stamp and keep it within D. */
 static uint32_t slack(const struct ina_sched *s, const struct ina_sched_rank *k)
 {
-    return s->p.max_delay - (known_applied(s) + s->outstanding - k->base);
+    return s->p.max_delay - (known_applied(s) + s->outstanding - req_base(s, k));
 }
 
-/* 1 if request a goes before b: non-stragglers first, then those with no slack left (the
- * next grant would make them infeasible), then the shortest predicted transfer. */
-static int before(const struct ina_sched *s, const struct ina_sched_rank *a,
-                  const struct ina_sched_rank *b)
+/* A request that has waited max_wait_ns: slowed (a straggler's, or a slow rank's passed
+ * over by shortest-first), never starved. */
+static int aged(const struct ina_sched *s, const struct ina_sched_rank *k, uint64_t now)
 {
-    if (a->straggler != b->straggler)
-        return b->straggler;
+    return s->p.max_wait_ns && now - k->since_ns >= s->p.max_wait_ns;
+}
+
+/* Order class: 0 a request that has waited its limit, 1 a non-straggler's, 2 a straggler's. */
+static int order_class(const struct ina_sched *s, const struct ina_sched_rank *k, uint64_t now)
+{
+    return aged(s, k, now) ? 0 : k->straggler ? 2 : 1;
+}
+
+/* 1 if request a goes before b: by order_class() (a request that has waited its limit
+ * first, stragglers last), then those with no slack left (the next grant would make them
+ * infeasible), then the shortest predicted transfer; among aged requests, the oldest. */
+static int before(const struct ina_sched *s, const struct ina_sched_rank *a,
+                  const struct ina_sched_rank *b, uint64_t now)
+{
+    int ca = order_class(s, a, now), cb = order_class(s, b, now);
+    if (ca != cb)
+        return ca < cb;
+    if (ca == 0 && a->since_ns != b->since_ns)
+        return a->since_ns < b->since_ns;
     int ua = slack(s, a) == 0, ub = slack(s, b) == 0;
     if (ua != ub)
         return ua;
@@ -168,7 +194,8 @@ static void schedule(struct ina_sched *s, uint64_t now)
 {
     for (unsigned r = 0; r < s->p.world; r++) {
         struct ina_sched_rank *k = &s->ranks[r];
-        if (k->state == INA_SCHED_PENDING && known_applied(s) - k->base > s->p.max_delay) {
+        if (k->state == INA_SCHED_PENDING && !k->fetch &&
+            known_applied(s) - k->base > s->p.max_delay) {
             k->state = INA_SCHED_ANSWERED;
             k->status = INA_ERR_STALE;
             k->bound_at_grant = known_applied(s);
@@ -183,13 +210,15 @@ static void schedule(struct ina_sched *s, uint64_t now)
             if (k->state != INA_SCHED_PENDING || !fits(s, k))
                 continue;
             stragglers += k->straggler;
-            if (best < 0 || before(s, k, &s->ranks[best]))
+            if (best < 0 || before(s, k, &s->ranks[best], now))
                 best = (int)r;
         }
         if (best < 0)
             return;
         if (!s->ranks[best].straggler)
             s->c.straggler_waits += (uint64_t)stragglers;
+        if (aged(s, &s->ranks[best], now))
+            s->c.aged_grants++;
         grant(s, (unsigned)best, now);
     }
 }
@@ -224,9 +253,12 @@ static void on_req(struct ina_sched *s, const struct ina_hdr *h, const uint8_t *
         end_grant(s, k, 1);
     }
     /* The server has reached at least the version the update was computed on (updates sent
-     * unscheduled, or before this scheduler started, are in it): A catches up. */
-    if ((int32_t)(h->seq - s->floor) > 0)
+     * unscheduled, or before this scheduler started, are in it): A catches up. A fetch
+     * request has no base yet. */
+    k->fetch = h->seq == INA_SCHED_BASE_AT_GRANT;
+    if (!k->fetch && (int32_t)(h->seq - s->floor) > 0)
         s->floor = h->seq;
+    s->c.fetch_requests += k->fetch;
     k->state = INA_SCHED_PENDING;
     k->uid = h->slot;
     k->base = h->seq;
@@ -324,7 +356,7 @@ void ina_sched_tick(struct ina_sched *s, uint64_t now_ns)
 #define SCHED_COUNTERS(X)                                                                  \
     X(rx_packets) X(tx_packets) X(tx_errors) X(requests) X(request_dups) X(grants)          \
     X(refused_stale) X(dones) X(done_applied) X(done_stale) X(implicit_dones)              \
-    X(grants_expired) X(bound_violations) X(straggler_waits)
+    X(grants_expired) X(bound_violations) X(straggler_waits) X(fetch_requests) X(aged_grants)
 
 void ina_sched_counters_print(const struct ina_sched *s, FILE *f)
 {

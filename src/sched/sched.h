@@ -15,11 +15,17 @@
  * O = grants outstanding, the model version the update meets is at most
  * A + O, so a request of base b is granted only when A + O - b <= D (never
  * refused by the server); it is refused at once (STALE) when A - b > D (it
- * can never fit again). Among the feasible requests the scheduler grants
+ * can never fit again). A fetch request (base INA_SCHED_BASE_AT_GRANT) asks
+ * before the worker pulls the model: its base will be at least A at the
+ * grant, so it fits when O <= D and is never refused. Scheduling the fetch
+ * as well as the update is what makes no transfer wasted (MLfabric manages
+ * every transfer of the job, the model's too). Among the feasible requests the scheduler grants
  * first the one predicted to finish first: bytes / the rank's learned rate
  * (EWMA of bytes / duration from DONE). A rank whose rate is below
  * straggler_ratio x the median is a straggler: its requests wait while a
- * feasible request of another rank waits.
+ * feasible request of another rank waits. Any request that has waited
+ * max_wait_ns goes first: a straggler is slowed and a slow rank passed over
+ * by shortest-first, but no rank is starved.
  */
 #include <netinet/in.h>
 #include <stdint.h>
@@ -62,6 +68,8 @@ struct ina_sched_counters {
     uint64_t grants_expired; /* grants with neither DONE nor next REQ within the timeout */
     uint64_t bound_violations; /* grants made with A + O - base > D: a bug, must stay 0 */
     uint64_t straggler_waits;  /* times a straggler's feasible request yielded */
+    uint64_t fetch_requests;   /* REQs asked before the pull (base at grant) */
+    uint64_t aged_grants;      /* requests granted first after waiting max_wait_ns */
     uint64_t drops[INA_SCHED_DROP__COUNT];
 };
 
@@ -72,6 +80,7 @@ struct ina_sched_params {
     unsigned window;          /* grants outstanding at most (the server link's share) */
     uint64_t grant_timeout_ns;
     double straggler_ratio;   /* rate below ratio x median: a straggler (0: never) */
+    uint64_t max_wait_ns;     /* a request waiting this long goes first (0: no limit) */
     double initial_rate;      /* bytes/s assumed before a rank's first DONE */
 };
 
@@ -82,7 +91,8 @@ struct ina_sched_rank {
     uint8_t bound;            /* addr fixed by the first REQ */
     uint8_t straggler;
     enum ina_sched_req_state state;
-    uint32_t uid, base, bytes; /* the current request */
+    uint32_t uid, base, bytes; /* the current request (a fetch request: base = A at its grant) */
+    uint8_t fetch;            /* the current request is a fetch request */
     uint32_t stamp;           /* its stamp when granted */
     int32_t status;           /* its answer: 0 granted, INA_ERR_STALE */
     uint32_t bound_at_grant;  /* A + O at the grant */

@@ -103,7 +103,9 @@ HARNESS static void check_tx(void)
         case INA_K_PS_UPDATE_ACK: {
             CHECKF(len == INA_HDR_LEN + INA_PS_UPDATE_ACK_LEN);
             int32_t st = (int32_t)ina_get32(b + INA_HDR_LEN);
-            CHECKF(st == 0 || st == INA_ERR_STALE);
+            CHECKF(st == 0 || st == INA_ERR_STALE || st == INA_PS_UPDATE_HELD);
+            if (st == INA_PS_UPDATE_HELD) /* held: the delay is 0, and it took no stamp */
+                CHECKF(ina_get32(b + INA_HDR_LEN + 8) == 0);
             break;
         }
         case INA_K_PS_PULL_RESP: {

@@ -13,10 +13,11 @@
  * first), bits 3-5: the clock step before the record.
  * flags: F_MAGIC right magic and version; F_REQ / F_DONE kind REQ / DONE with the
  * kind's body length; F_NAME the job's name in a REQ; F_RANK rank = sel & 3;
- * F_TICK run ina_sched_tick after the datagram.
+ * F_TICK run ina_sched_tick after the datagram; F_FETCH a REQ's base is
+ * INA_SCHED_BASE_AT_GRANT (a fetch request).
  * Checked after every record: the queued replies are GRANTs of the right length to
  * bound ranks, grants outstanding never exceed the window nor the ranks holding
- * one, and no grant was made beyond the delay bound.
+ * one, no grant was made beyond the delay bound, and no fetch request was refused.
  */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -27,6 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define F_NAME 0x08u
 #define F_RANK 0x10u
 #define F_TICK 0x20u
+#define F_FETCH 0x40u
 
 #define CHECKF(cond)                                                                      \
     do {                                                                                  \
@@ -55,6 +57,13 @@ static void check(struct ina_sched *s)
         CHECKF(st == 0 || st == INA_ERR_STALE);
         unsigned port = ntohs(s->tx.dst[i].sin_port);
         CHECKF(port >= 42000 && port < 42008);
+        if (st == INA_ERR_STALE) { /* a fetch request always fits, in time: a refusal is of */
+            int update_req = 0;    /* an update request (several ranks may share a port) */
+            for (unsigned r = 0; r < s->p.world; r++)
+                update_req |= s->ranks[r].bound && ntohs(s->ranks[r].addr.sin_port) == port &&
+                              s->ranks[r].uid == h.slot && !s->ranks[r].fetch;
+            CHECKF(update_req);
+        }
     }
     ina_sched_tx_reset(s);
 }
@@ -64,7 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static struct ina_sched s;
     struct ina_sched_params p = {.world = 4, .max_delay = 2, .window = 2,
                                  .grant_timeout_ns = 1000000000ull, .straggler_ratio = 0.6,
-                                 .initial_rate = 1e6};
+                                 .max_wait_ns = 50000000ull, .initial_rate = 1e6};
     snprintf(p.job, sizeof(p.job), "fuzz");
     if (ina_sched_init(&s, &p) != 0)
         abort();
@@ -98,6 +107,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (len >= INA_HDR_LEN && (flags & F_RANK))
             ina_put16(b + 6, sel & 3);
+        if ((flags & F_FETCH) && (flags & F_REQ))
+            ina_put32(b + 20, INA_SCHED_BASE_AT_GRANT); /* the header's seq: the base */
         if ((flags & F_NAME) && (flags & F_REQ))
             memcpy(b + INA_HDR_LEN + 8, "fuzz\0", 5);
         struct sockaddr_in src;

@@ -64,7 +64,8 @@ workers fail --ps 127.0.0.1:$p1port --replica 127.0.0.1:$r1port --sched 127.0.0.
     --updates 1500 --failover-ms 500
 check "training reached version 300 on the primary" until_version fail 300
 kill -9 "$p1"; wait "$p1" 2>/dev/null
-check "the workers finished on the replica" wait_workers
+if wait_workers; then ok "the workers finished on the replica"; else
+    bad "the workers finished on the replica"; tail -n 4 "$tmp"/fail.*.err; fi
 stop "$r1"
 stop "$s1"
 cat "$tmp/fail.0"

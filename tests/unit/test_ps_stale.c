@@ -311,17 +311,24 @@ static void test_replica_failover(void)
         version = v;
     }
     CHECK(same_model(&primary, &witness));
-    /* The replica gets stamps in pairs swapped (the later one first: dropped, resent) and
-     * every third update twice; it is compared with a fresh primary replay as it goes. */
+    /* The replica gets stamps in pairs swapped (the later one first: held, answered HELD,
+     * and a copy of it answered HELD again) and every third update twice; it is compared
+     * with a fresh primary replay as it goes. */
     static struct ina_ps primary2;
     new_ps(&primary2);
     CHECK(join_all(&primary2, INA_PS_MODE_STALE, 3, INA_OPTIM_ADAGRAD, 0));
-    int mismatches = 0, dropped_ok = 0, compared = 0;
+    int mismatches = 0, dropped_ok = 0, compared = 0, held_copies = 0;
     for (int i = 0; i < T; i++) {
         int32_t st;
         uint32_t v, d;
-        if (i % 2 == 0 && i + 1 < T && stream[i + 1].rank != stream[i].rank)
-            dropped_ok += !send_update(&replica, &stream[i + 1], &st, &v, &d);
+        if (i % 2 == 0 && i + 1 < T && stream[i + 1].rank != stream[i].rank) {
+            uint32_t before = replica.jobs[0].applied;
+            int got = send_update(&replica, &stream[i + 1], &st, &v, &d);
+            dropped_ok += got && st == INA_PS_UPDATE_HELD && v == before && d == 0;
+            if (i % 4 == 0) /* its copy: HELD again, still not applied */
+                held_copies += send_update(&replica, &stream[i + 1], &st, &v, &d) &&
+                               st == INA_PS_UPDATE_HELD && v == before;
+        }
         if (i == T / 2)
             break; /* the primary dies here: primary2 stops */
         CHECK(send_update(&replica, &stream[i], &st, &v, &d));
@@ -336,7 +343,7 @@ static void test_replica_failover(void)
     }
     CHECK_EQ_INT(mismatches, 0);
     CHECK(compared > T / 4);
-    CHECK(dropped_ok > 0);
+    CHECK(dropped_ok > 0 && held_copies > 0);
     CHECK_EQ_INT(replica.c.updates_held, (uint64_t)dropped_ok);
     CHECK_EQ_INT(replica.c.drops[INA_PS_DROP_ORDER], 0);
     /* Failover: the workers send the rest to the replica alone (an update the dead primary

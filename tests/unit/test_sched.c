@@ -147,6 +147,123 @@ static void test_bound(unsigned D, unsigned window)
     CHECK_EQ_INT(s.c.done_applied, (uint64_t)applied);
 }
 
+/*
+ * Fetch requests (base at grant): workers ask before they pull, pull some time
+ * after the grant, then send. The scheduler refuses none, the server refuses
+ * none, and at most min(D + 1, window) iterations are in flight at once.
+ */
+static void test_fetch_bound(unsigned D, unsigned window)
+{
+    enum { W = 8, STEPS = 4000 };
+    static struct ina_sched s;
+    new_sched(&s, W, D, window);
+    rng_state = 77 + D * 13 + window;
+    uint32_t server_v = 0, next_apply = 0, uid[W] = {0}, base[W], stamp_of[W];
+    int state[W] = {0}; /* 0 idle, 1 asked, 2 granted (not pulled), 3 pulled (sending) */
+    int refused_at_server = 0, applied = 0, in_flight = 0, most = 0;
+    uint64_t now = 1;
+    for (int step = 0; step < STEPS; step++) {
+        now += 1000;
+        int r = (int)(rng_u64() % W);
+        if (state[r] == 0) {
+            uid[r]++;
+            state[r] = 1;
+            req(&s, r, uid[r], INA_SCHED_BASE_AT_GRANT, 1000 + (uint32_t)(rng_u64() % 9000),
+                "mlf", now);
+        } else if (state[r] == 2) { /* the pull, some time after the grant */
+            base[r] = server_v;
+            state[r] = 3;
+        } else if (state[r] == 3 && stamp_of[r] == next_apply) {
+            int ok = server_v - base[r] <= D;
+            refused_at_server += !ok;
+            server_v += ok;
+            applied += ok;
+            next_apply++;
+            state[r] = 0;
+            in_flight--;
+            done(&s, r, uid[r], stamp_of[r], ok ? 0 : INA_ERR_STALE, 1000,
+                 100 + (uint32_t)(rng_u64() % 1000), server_v, now);
+        }
+        struct answer a[64];
+        int n = answers(&s, a, 64);
+        for (int i = 0; i < n; i++) {
+            int q = a[i].rank;
+            CHECK(q >= 0 && q < W && state[q] == 1 && a[i].uid == uid[q] && a[i].status == 0);
+            state[q] = 2;
+            stamp_of[q] = a[i].stamp;
+            if (++in_flight > most)
+                most = in_flight;
+        }
+    }
+    unsigned cap = D + 1 < window ? D + 1 : window;
+    CHECK_EQ_INT(refused_at_server, 0);
+    CHECK_EQ_INT(s.c.refused_stale, 0);
+    CHECK_EQ_INT(s.c.bound_violations, 0);
+    CHECK_EQ_INT(s.c.fetch_requests, s.c.requests);
+    CHECK(most >= 1 && (unsigned)most <= cap);
+    CHECK(applied > STEPS / 20);
+    CHECK_EQ_INT(s.c.done_applied, (uint64_t)applied);
+    printf("fetch, D %u window %u: %d applied, at most %d in flight (cap %u), none refused\n", D,
+           window, applied, most, cap);
+}
+
+/*
+ * A straggler (ratio 0.6), or a slow rank that shortest-first passes over
+ * (ratio 0: no stragglers), yields to the others' requests, but only for
+ * max_wait_ns: with the others always asking, its request still goes first
+ * after the wait.
+ */
+static void test_max_wait(double ratio)
+{
+    static struct ina_sched s;
+    struct ina_sched_params p = {.world = 3, .max_delay = 0, .window = 1,
+                                 .grant_timeout_ns = 1000000000ull, .straggler_ratio = ratio,
+                                 .max_wait_ns = 10000000ull, .initial_rate = 1e6};
+    snprintf(p.job, sizeof(p.job), "mlf");
+    CHECK_EQ_INT(ina_sched_init(&s, &p), 0);
+    struct answer a[8];
+    uint64_t now = 1;
+    uint32_t uid[3] = {0, 0, 0}, v = 0;
+    static const uint32_t usec[3] = {100, 110, 400}; /* rank 2: a straggler */
+    for (int round = 0; round < 2; round++)
+        for (int r = 0; r < 3; r++) {
+            req(&s, r, ++uid[r], INA_SCHED_BASE_AT_GRANT, 10000, "mlf", now);
+            CHECK(answers(&s, a, 8) == 1 && a[0].rank == r);
+            done(&s, r, uid[r], a[0].stamp, 0, 10000, usec[r], ++v, now);
+        }
+    CHECK(s.ranks[2].straggler == (ratio > 0) && !s.ranks[0].straggler && !s.ranks[1].straggler);
+    /* Rank 0 holds the window; rank 1 and the straggler ask. Every millisecond the holder
+     * finishes and asks again at once, so a non-straggler always waits beside rank 2. */
+    req(&s, 0, ++uid[0], INA_SCHED_BASE_AT_GRANT, 10000, "mlf", now);
+    CHECK(answers(&s, a, 8) == 1 && a[0].rank == 0);
+    int holder = 0;
+    uint32_t stamp = a[0].stamp;
+    uint64_t asked = now;
+    req(&s, 2, ++uid[2], INA_SCHED_BASE_AT_GRANT, 10000, "mlf", now);
+    req(&s, 1, ++uid[1], INA_SCHED_BASE_AT_GRANT, 10000, "mlf", now);
+    CHECK_EQ_INT(answers(&s, a, 8), 0);
+    uint64_t granted_after = 0;
+    for (int k = 0; k < 40 && !granted_after; k++) {
+        now += 1000000;
+        done(&s, holder, uid[holder], stamp, 0, 10000, usec[holder], ++v, now);
+        CHECK_EQ_INT(answers(&s, a, 8), 1);
+        if (a[0].rank == 2) {
+            granted_after = now - asked;
+            break;
+        }
+        int next = a[0].rank;
+        req(&s, holder, ++uid[holder], INA_SCHED_BASE_AT_GRANT, 10000, "mlf", now);
+        CHECK_EQ_INT(answers(&s, a, 8), 0);
+        holder = next;
+        stamp = s.ranks[next].stamp;
+    }
+    CHECK(granted_after >= 10000000ull && granted_after <= 11000000ull);
+    CHECK_EQ_INT(s.c.aged_grants, 1);
+    CHECK(ratio > 0 ? s.c.straggler_waits >= 9 : s.c.straggler_waits == 0);
+    printf("%s granted after %.0f ms of others' requests (wait limit 10 ms)\n",
+           ratio > 0 ? "straggler" : "slowest rank", (double)granted_after / 1e6);
+}
+
 /* Rates learned from DONEs order the grants; the slow rank is a straggler and yields. */
 static void test_sff_stragglers(void)
 {
@@ -265,7 +382,12 @@ int main(void)
     test_bound(0, 1);
     test_bound(2, 3);
     test_bound(4, 8);
+    test_fetch_bound(0, 1);
+    test_fetch_bound(2, 8);
+    test_fetch_bound(4, 3);
     test_sff_stragglers();
+    test_max_wait(0.6);
+    test_max_wait(0);
     test_hostile();
     return check_report("test_sched");
 }
