@@ -222,7 +222,7 @@ TIME_BIN=
 if [ -x /usr/bin/time ]; then TIME_BIN=/usr/bin/time
 else log "GNU time (/usr/bin/time) missing: no worker peak RSS"; fi
 
-PY=/usr/bin/python3
+PY=${INA_PYTHON:-/usr/bin/python3}
 HAVE_MPI=0 HAVE_GLOO=0 HAVE_PLOT=0
 if has "$SYSTEMS" openmpi; then
     if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
@@ -582,7 +582,14 @@ if has "$SETTINGS" cluster; then
         for n in ${CL_WORKERS//,/ }; do
             CLUSTER=${NS_PREFIX}c$n
             ina_ns_teardown "$CLUSTER" 2>/dev/null
-            log "cluster N=$n: namespaces $CLUSTER*, tbf $RATE both ways per worker, MTU $MTU"
+            # The emulated hosts (N workers, up to N aggregator hosts, the switch) share this
+            # machine's cores: each gets its share for ina's automatic defaults (lanes, switch
+            # threads), as a real host of the cluster would count its own. Without this, on a
+            # 16-core machine every namespace took 4 lanes and 8 switch threads for itself, and
+            # 8 shards of 8 threads and 32 lanes oversubscribed the cores and overran the tbf
+            # queues (1637 ms and 159,381 retransmissions at N=8, 64 MiB).
+            export INA_AUTO_CORES=$((NCORES / (2 * n + 1) > 0 ? NCORES / (2 * n + 1) : 1))
+            log "cluster N=$n: namespaces $CLUSTER*, tbf $RATE both ways per worker, MTU $MTU; each emulated host counts $INA_AUTO_CORES core(s) (INA_AUTO_CORES)"
             # Dedicated shard hosts for the scale cases (netns.sh has 8 at most).
             shards=0
             if has "$SYSTEMS" ina && has "$SCALE_CASES" dedicated && [ "$n" -le 8 ]; then
@@ -607,6 +614,7 @@ if has "$SETTINGS" cluster; then
                 scale_tree "$n"
             fi
         done
+        unset INA_AUTO_CORES
     fi
 fi
 

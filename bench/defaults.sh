@@ -63,7 +63,8 @@ RAW=${OUT%.md}.jsonl
 mkdir -p "$(dirname "$OUT")"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-CORES=$(/usr/bin/python3 -c 'import os; print(len(os.sched_getaffinity(0)))')
+PY=${INA_PYTHON:-/usr/bin/python3}
+CORES=$($PY -c 'import os; print(len(os.sched_getaffinity(0)))')
 [ "$REP_ONLY" = 0 ] && [ "$TABLE" = 0 ] && : >"$RAW"
 
 # One ina-bench run: LABEL then its options. Appends {"label":..., "rep":..., ina-bench's JSON}.
@@ -89,9 +90,9 @@ gloo_run() {
     if [ ! -f "$tmp/libbenchdata.so" ]; then
         cc -O2 -shared -fPIC -o "$tmp/libbenchdata.so" bench/benchdata.c -lm || return 1
     fi
-    port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     for ((r = 0; r < N; r++)); do
-        GLOO_SOCKET_IFNAME=lo OMP_NUM_THREADS=1 timeout -k 5 600 /usr/bin/python3 \
+        GLOO_SOCKET_IFNAME=lo OMP_NUM_THREADS=1 timeout -k 5 600 "$PY" \
             bench/gloo_allreduce.py --rank "$r" --world "$N" --master "127.0.0.1:$port" \
             --lib "$tmp/libbenchdata.so" --sizes "$SIZE" --iters "$ITERS" --warmup 1 \
             >"$tmp/gloo.$r" 2>"$tmp/gloo.err.$r" &
@@ -180,7 +181,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
 done
 
 # The table: per label, the median over the repetitions of rank 0's median.
-/usr/bin/python3 - "$RAW" "$OUT" "$N" "$SIZE" "$CORES" <<'EOF'
+"$PY" - "$RAW" "$OUT" "$N" "$SIZE" "$CORES" <<'EOF'
 import json, statistics, sys
 raw, out, n, size, cores = sys.argv[1:]
 runs = {}

@@ -19,7 +19,8 @@
 #
 # Environment: INA_BUILD_DIR (default build), NS (default "2 4" for latency, "1 2 4" for train),
 # SIZES (default "32 256 1024"), REPS, ITERS, TARGET, EPOCHS (default 6), BATCH (16), WINDOW (2:
-# micro-batches of 8 in flight; at most BATCH/8 are useful). Needs OpenMPI and
+# micro-batches of 8 in flight; at most BATCH/8 are useful), TRAIN_BUSY (train: US > 0 adds the
+# row ina-busy, workers and switch busy-polling up to US microseconds; for hosts with spare cores). Needs OpenMPI and
 # bench/build/mpi_allreduce (bench/compare.sh builds it; this script does if it is missing).
 # Run under the team's lock: flock /work/locks/bench.lock bash bench/glm.sh all
 set -euo pipefail
@@ -34,7 +35,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 build=${INA_BUILD_DIR:-$root/build}
 case $build in /*) ;; *) build=$root/$build ;; esac
-PY=/usr/bin/python3
+PY=${INA_PYTHON:-/usr/bin/python3}
 [ -x $PY ] || PY=python3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPI_TCP=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
@@ -145,6 +146,10 @@ print(label, n, s["time_to_target_s"] if s["reached"] else "nan", per, comm, s["
             glm local 1 "$build/bin/ina-glm" "${common[@]}"
         fi
         glm ina "$n" "$build/bin/ina-glm" "${common[@]}" --comm ina --local "$n"
+        if [ "${TRAIN_BUSY:-0}" -gt 0 ]; then
+            glm ina-busy "$n" "$build/bin/ina-glm" "${common[@]}" --comm ina --local "$n" \
+                --busy-poll "$TRAIN_BUSY" --switch-opt=--busy-poll --switch-opt="$TRAIN_BUSY"
+        fi
         glm mpi-tcp "$n" "${mpi[@]}" "${MPI_TCP[@]}" -np "$n" "$build/bin/ina-glm" "${common[@]}" --comm mpi
         glm mpi-shm "$n" "${mpi[@]}" "${MPI_SHM[@]}" -np "$n" "$build/bin/ina-glm" "${common[@]}" --comm mpi
         echo "# N=$n done, load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -163,7 +168,7 @@ print("|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     label, n = r[0], int(r[1])
     tt, ep, comm, obj, epochs = t[(label, n)]
-    base = label.replace("ina", "mpi-tcp") if label.startswith("ina") else None
+    base = label.replace("ina-busy", "ina").replace("ina", "mpi-tcp") if label.startswith("ina") else None
     ref = t.get((base, n), [math.nan])[0] if base else math.nan
     print("| %s | %d | %.3f | %.3f | %.3f | %.4f | %d | %.3f | %s |" % (
         label, n, tt, ep, comm, obj, epochs, local / n,

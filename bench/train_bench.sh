@@ -54,7 +54,7 @@ while [ $# -gt 0 ]; do
 done
 [[ $EPOCHS =~ ^[0-9]+$ ]] && [ "$EPOCHS" -ge 2 ] || { echo "train_bench: --epochs >= 2" >&2; exit 2; }
 
-PY=/usr/bin/python3
+PY=${INA_PYTHON:-/usr/bin/python3}
 TRAIN=$ROOT/examples/pytorch/train_ddp.py
 SW_BIN=$BUILD_DIR/bin/ina-switch
 [ -x "$SW_BIN" ] && [ -e "$BUILD_DIR/lib/libina.so" ] || {

@@ -17,7 +17,7 @@ exec </dev/null
 B=${INA_BUILD_DIR:-build}
 case $B in /*) ;; *) B=$PWD/$B ;; esac
 SRC=${INA_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-PY=/usr/bin/python3
+PY=${INA_PYTHON:-/usr/bin/python3}
 SW=$B/bin/ina-switch
 # shellcheck source=tests/scripts/harness.sh
 . "$SRC/tests/scripts/harness.sh" # $tmp, cleanup, ok/bad/check
