@@ -89,8 +89,8 @@ void ina__round_to_dtype(ina_dtype dt, const double *buf, size_t m, void *out, s
 }
 
 /*
- * The float types other than FLOAT64, and FLOAT32 only for AVG (its SUM has
- * the fused ina_quant_decode): a chunk at a time, the exact double sums (or
+ * FLOAT16 and BFLOAT16 (FLOAT32 has the fused ina_quant_decode and
+ * ina_quant_decode_avg): a chunk at a time, the exact double sums (or
  * for AVG the sums divided by N, one rounding in double), then rounded once
  * to the dtype.
  */
@@ -125,7 +125,7 @@ void ina__block_decode(ina_dtype dt, ina_op op, const uint8_t *in, size_t n, int
         return;
     case INA_FLOAT32:
         if (avg)
-            decode_narrow(dt, 1, in, n, e, nworkers, out);
+            ina_quant_decode_avg(in, n, e, nworkers, out);
         else
             ina_quant_decode(in, n, e, nworkers, out);
         return;

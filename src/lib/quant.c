@@ -398,6 +398,36 @@ void ina_quant_decode_avg_f64(const uint8_t *in, size_t n, int16_t e, int nworke
     }
 }
 
+/*
+ * AVG into floats: (float)((s / N) * 2^(E+L-31)), the doubles of
+ * ina_quant_decode_avg_f64 rounded once to float, in one pass (FLOAT32 AVG,
+ * the DDP hook's op). The special exponents decode to 0, +-Inf or NaN, which
+ * the division leaves as they are.
+ */
+static int decode_avg_special(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
+{
+    if (!decode_special(in, n, e, out, 0))
+        return 0;
+    const float div = (float)(nworkers < 1 ? 1 : nworkers);
+    for (size_t i = 0; i < n; i++)
+        out[i] /= div;
+    return 1;
+}
+
+void ina_quant_decode_avg_scalar(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
+{
+    if (decode_avg_special(in, n, e, nworkers, out))
+        return;
+    const double div = (double)(nworkers < 1 ? 1 : nworkers);
+    const double scale = decode_scale(e, nworkers);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = load_be32(in + 4 * i);
+        int32_t s;
+        memcpy(&s, &u, 4);
+        out[i] = (float)((double)s / div * scale);
+    }
+}
+
 /* ---- int32 passthrough ----------------------------------------------------- */
 
 void ina_i32_encode_scalar(const int32_t *x, size_t n, uint8_t *out)
@@ -468,6 +498,14 @@ void ina_quant_decode_f64_avx2(const uint8_t *in, size_t n, int16_t e, int nwork
     ina__avx2_quant_decode_f64(in, n, decode_scale(e, nworkers), out);
 }
 
+void ina_quant_decode_avg_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
+{
+    if (decode_avg_special(in, n, e, nworkers, out))
+        return;
+    ina__avx2_quant_decode_avg(in, n, (double)(nworkers < 1 ? 1 : nworkers),
+                               decode_scale(e, nworkers), out);
+}
+
 void ina_i32_encode_avx2(const int32_t *x, size_t n, uint8_t *out) { ina__avx2_bswap32(x, n, out); }
 void ina_i32_decode_avx2(const uint8_t *in, size_t n, int32_t *out) { ina__avx2_bswap32(in, n, out); }
 
@@ -495,6 +533,10 @@ void ina_quant_encode_f64_avx2(const double *x, size_t n, int16_t e, int nworker
 void ina_quant_decode_f64_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out)
 {
     ina_quant_decode_f64_scalar(in, n, e, nworkers, out);
+}
+void ina_quant_decode_avg_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
+{
+    ina_quant_decode_avg_scalar(in, n, e, nworkers, out);
 }
 void ina_i32_encode_avx2(const int32_t *x, size_t n, uint8_t *out) { ina_i32_encode_scalar(x, n, out); }
 void ina_i32_decode_avx2(const uint8_t *in, size_t n, int32_t *out) { ina_i32_decode_scalar(in, n, out); }
@@ -570,6 +612,14 @@ void ina_quant_decode_f64(const uint8_t *in, size_t n, int16_t e, int nworkers, 
         ina_quant_decode_f64_avx2(in, n, e, nworkers, out);
     else
         ina_quant_decode_f64_scalar(in, n, e, nworkers, out);
+}
+
+void ina_quant_decode_avg(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
+{
+    if (impl_get() == INA_QUANT_IMPL_AVX2)
+        ina_quant_decode_avg_avx2(in, n, e, nworkers, out);
+    else
+        ina_quant_decode_avg_scalar(in, n, e, nworkers, out);
 }
 
 void ina_i32_encode(const int32_t *x, size_t n, uint8_t *out)

@@ -63,6 +63,10 @@ void ina_quant_decode_f64(const uint8_t *in, size_t n, int16_t e, int nworkers, 
  * (the division), and no overflow where only the sum would overflow. */
 void ina_quant_decode_avg_f64(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out);
 
+/* The same rounded once to float (FLOAT32 AVG), in one pass:
+ * out[i] = (float)ina_quant_decode_avg_f64's out[i], bit for bit. */
+void ina_quant_decode_avg(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out);
+
 /* The block exponent of a block whose largest |x|, as a float32, has the bit
  * pattern absmax_bits (the 16-bit types compute it from their own bits). */
 int16_t ina_quant_exp_of_f32bits(uint32_t absmax_bits);

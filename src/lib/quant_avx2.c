@@ -111,52 +111,62 @@ INA_AVX2 void ina__avx2_quant_encode_f64(const double *x, size_t n, double scale
 
 /* ---- Decode ------------------------------------------------------------------ */
 
-/* 4 big-endian int32 at in -> 4 floats at out (rounded), or 4 doubles if f64. */
-INA_AVX2 static inline void dec4(const uint8_t *in, void *out, int f64, __m256d scale,
-                                 __m128i bswap)
+/* 4 big-endian int32 at in -> 4 floats at out (rounded), or 4 doubles if f64. avg: each
+ * divided by div before the scaling, as the scalar (double)s / div * scale. */
+INA_AVX2 static inline __attribute__((always_inline)) void
+dec4(const uint8_t *in, void *out, int f64, __m256d scale, __m128i bswap, int avg, __m256d div)
 {
     __m128i v = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)in), bswap);
-    __m256d d = _mm256_mul_pd(_mm256_cvtepi32_pd(v), scale);
+    __m256d q = _mm256_cvtepi32_pd(v);
+    if (avg)
+        q = _mm256_div_pd(q, div);
+    __m256d d = _mm256_mul_pd(q, scale);
     if (f64)
         _mm256_storeu_pd((double *)out, d);
     else
         _mm_storeu_ps((float *)out, _mm256_cvtpd_ps(d));
 }
 
-/* Both decoders; always inlined, so each gets its own loop with f64 constant. */
+/* The decoders; always inlined, so each gets its own loop with f64 and avg constant. */
 INA_AVX2 static inline __attribute__((always_inline)) void
-decode_loop(const uint8_t *in, size_t n, double scale, void *outv, int f64)
+decode_loop(const uint8_t *in, size_t n, double scale, void *outv, int f64, int avg, double div)
 {
     uint8_t *out = outv;
     const size_t es = f64 ? 8 : 4; /* bytes per output element */
-    const __m256d vs = _mm256_set1_pd(scale);
+    const __m256d vs = _mm256_set1_pd(scale), vd = _mm256_set1_pd(div);
     const __m128i bswap = _mm_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        dec4(in + 4 * i, out + es * i, f64, vs, bswap);
-        dec4(in + 4 * i + 16, out + es * (i + 4), f64, vs, bswap);
-        dec4(in + 4 * i + 32, out + es * (i + 8), f64, vs, bswap);
-        dec4(in + 4 * i + 48, out + es * (i + 12), f64, vs, bswap);
+        dec4(in + 4 * i, out + es * i, f64, vs, bswap, avg, vd);
+        dec4(in + 4 * i + 16, out + es * (i + 4), f64, vs, bswap, avg, vd);
+        dec4(in + 4 * i + 32, out + es * (i + 8), f64, vs, bswap, avg, vd);
+        dec4(in + 4 * i + 48, out + es * (i + 12), f64, vs, bswap, avg, vd);
     }
     for (; i + 4 <= n; i += 4)
-        dec4(in + 4 * i, out + es * i, f64, vs, bswap);
+        dec4(in + 4 * i, out + es * i, f64, vs, bswap, avg, vd);
     if (i < n) {
         uint8_t ti[16] = {0};
         double to[4];
         memcpy(ti, in + 4 * i, 4 * (n - i));
-        dec4(ti, to, f64, vs, bswap);
+        dec4(ti, to, f64, vs, bswap, avg, vd);
         memcpy(out + es * i, to, es * (n - i));
     }
 }
 
 INA_AVX2 void ina__avx2_quant_decode(const uint8_t *in, size_t n, double scale, float *out)
 {
-    decode_loop(in, n, scale, out, 0);
+    decode_loop(in, n, scale, out, 0, 0, 1.0);
 }
 
 INA_AVX2 void ina__avx2_quant_decode_f64(const uint8_t *in, size_t n, double scale, double *out)
 {
-    decode_loop(in, n, scale, out, 1);
+    decode_loop(in, n, scale, out, 1, 0, 1.0);
+}
+
+INA_AVX2 void ina__avx2_quant_decode_avg(const uint8_t *in, size_t n, double div, double scale,
+                                         float *out)
+{
+    decode_loop(in, n, scale, out, 0, 1, div);
 }
 
 /* ---- Block exponent: max of |x|'s bit patterns ---------------------------------- */

@@ -40,6 +40,7 @@ void ina_quant_encode_scalar(const float *x, size_t n, int16_t e, int nworkers, 
 void ina_quant_decode_scalar(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out);
 void ina_quant_encode_f64_scalar(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out);
 void ina_quant_decode_f64_scalar(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out);
+void ina_quant_decode_avg_scalar(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out);
 void ina_i32_encode_scalar(const int32_t *x, size_t n, uint8_t *out);
 void ina_i32_decode_scalar(const uint8_t *in, size_t n, int32_t *out);
 
@@ -48,6 +49,7 @@ void ina_quant_encode_avx2(const float *x, size_t n, int16_t e, int nworkers, ui
 void ina_quant_decode_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out);
 void ina_quant_encode_f64_avx2(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out);
 void ina_quant_decode_f64_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out);
+void ina_quant_decode_avg_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out);
 void ina_i32_encode_avx2(const int32_t *x, size_t n, uint8_t *out);
 void ina_i32_decode_avx2(const uint8_t *in, size_t n, int32_t *out);
 
@@ -59,6 +61,7 @@ void ina_i32_decode_avx2(const uint8_t *in, size_t n, int32_t *out);
  *           (x[i] widened to double; the _f64 kernel takes doubles)
  *   decode: out[i] = (float)((double)be32(in[i]) * scale)
  *           (the _f64 kernel stores the double, without the rounding)
+ *   decode_avg: out[i] = (float)((double)be32(in[i]) / div * scale)
  *   absmax: max over i of (bits(x[i]) & 0x7FFFFFFF)
  */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -67,6 +70,8 @@ void ina__avx2_quant_encode(const float *x, size_t n, double scale, double qmax,
 void ina__avx2_quant_decode(const uint8_t *in, size_t n, double scale, float *out);
 void ina__avx2_quant_encode_f64(const double *x, size_t n, double scale, double qmax, uint8_t *out);
 void ina__avx2_quant_decode_f64(const uint8_t *in, size_t n, double scale, double *out);
+void ina__avx2_quant_decode_avg(const uint8_t *in, size_t n, double div, double scale,
+                                float *out);
 uint32_t ina__avx2_absmax_bits(const float *x, size_t n);
 void ina__avx2_bswap32(const void *in, size_t n, void *out);
 #else

@@ -61,6 +61,7 @@ struct impl {
     i32d_fn i32d;
     enc64_fn enc64;
     dec64_fn dec64;
+    dec_fn deca; /* FLOAT32 AVG */
 };
 
 static struct impl impls[2];
@@ -118,6 +119,17 @@ static void check_encode(const float *x, size_t n, int16_t e, int nw, unsigned o
     }
 }
 
+static double avg_f64[MAXN];
+
+/* The FLOAT32 AVG reference: the AVG doubles (ina_quant_decode_avg_f64, the
+ * path FLOAT32 AVG took before it had its own kernel) rounded once to float. */
+static void decode_avg_reference(const uint8_t *in, size_t n, int16_t e, int nw, float *out)
+{
+    ina_quant_decode_avg_f64(in, n, e, nw, avg_f64);
+    for (size_t i = 0; i < n; i++)
+        out[i] = (float)avg_f64[i];
+}
+
 static void check_decode(const uint8_t *in, size_t n, int16_t e, int nw, unsigned oalign)
 {
     uint8_t *ref = ref_buf + GUARD + oalign, *got = got_buf + GUARD + oalign;
@@ -129,6 +141,14 @@ static void check_decode(const uint8_t *in, size_t n, int16_t e, int nw, unsigne
         ina_quant_decode_scalar(in, n, e, nw, (float *)(void *)ref);
         impls[k].dec(in, n, e, nw, (float *)(void *)got);
         compare("decode", impls[k].name, n, e, nw, ref, got, 4 * n);
+    }
+    for (int k = 0; k <= nimpls; k++) { /* k == nimpls: the scalar kernel itself */
+        memset(ref_buf, 0x5A, sizeof(ref_buf));
+        memset(got_buf, 0x5A, sizeof(got_buf));
+        decode_avg_reference(in, n, e, nw, (float *)(void *)ref);
+        dec_fn f = k < nimpls ? impls[k].deca : ina_quant_decode_avg_scalar;
+        f(in, n, e, nw, (float *)(void *)got);
+        compare("decode_avg", k < nimpls ? impls[k].name : "scalar", n, e, nw, ref, got, 4 * n);
     }
 }
 
@@ -479,12 +499,13 @@ int main(void)
 {
     impls[nimpls++] = (struct impl){"dispatched", ina_quant_encode, ina_quant_decode,
                                     ina_quant_block_exp, ina_i32_encode, ina_i32_decode,
-                                    ina_quant_encode_f64, ina_quant_decode_f64};
+                                    ina_quant_encode_f64, ina_quant_decode_f64,
+                                    ina_quant_decode_avg};
     if (ina_quant_avx2_supported())
         impls[nimpls++] = (struct impl){"avx2", ina_quant_encode_avx2, ina_quant_decode_avx2,
                                         ina_quant_block_exp_avx2, ina_i32_encode_avx2,
                                         ina_i32_decode_avx2, ina_quant_encode_f64_avx2,
-                                        ina_quant_decode_f64_avx2};
+                                        ina_quant_decode_f64_avx2, ina_quant_decode_avg_avx2};
     printf("quant implementations: active %s, avx2 %s\n", ina_quant_impl_name(ina_quant_impl_active()),
            ina_quant_avx2_supported() ? "supported (tested directly)" : "not available");
 
