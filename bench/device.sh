@@ -33,7 +33,7 @@ exec </dev/null
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 
-usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -uo/p' "$ROOT/bench/device.sh" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
 OUTDIR=${OUT:-$ROOT/bench/results/device}
 PARTS="env build gpucheck gpu pytest defaults latency train cluster defaults8"

@@ -19,7 +19,7 @@ states the conventions for authors; in short:
   nosanitizer   (on a run block) not run in a sanitizer build (say why in the text)
 
 In every block and in `inline code` of the prose: options given to ina-switch, ina-bench,
-ina-ctl, bench/compare.sh must appear in that tool's --help; paths into the tree (build/...,
+ina-ctl, bench/compare.sh (and the other TOOLS below) must appear in that tool's --help; paths into the tree (build/...,
 docs/..., tests/...) must exist; `make TARGET` must be a Makefile target; INA_* names must
 occur in the sources. Markdown links to files must resolve, with their #anchors. Every log
 event ina-switch emits must be documented.
@@ -45,6 +45,7 @@ TOOLS = {  # command word (basename) -> how to get its --help, relative to src o
     "compare.sh": ("src", "bench/compare.sh"),
     "ina-glm": ("build", "bin/ina-glm"),
     "glm.sh": ("src", "bench/glm.sh"),
+    "device.sh": ("src", "bench/device.sh"),
 }
 TREE_ROOTS = ("apps", "bench", "cmake", "docs", "examples", "include", "python", "scripts", "src",
               "tests", "tools")
