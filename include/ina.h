@@ -270,10 +270,10 @@ typedef struct ina_config {
                                   (or the shared-memory ring) up to this many microseconds
                                   before sleeping in poll(); 0 = never spin (default),
                                   at most 1000000. It saves the wake-up of a sleeping
-                                  process (several microseconds on a VM) only where every
-                                  spinning process has a core of its own; on an
-                                  oversubscribed host it takes the CPU the switch and the
-                                  other ranks need, and every operation gets slower
+                                  process (several microseconds on a VM), most where every
+                                  spinning process has a core of its own; the spin yields
+                                  its CPU every microsecond, so that the switch or another
+                                  rank queued on the same CPU still runs at once
                                   (docs/GLM.md). Also sets SO_BUSY_POLL on the socket
                                   (best effort; it acts only on NAPI devices).
                                   Env: INA_BUSY_POLL_US. Since v0.4. */

@@ -1,5 +1,6 @@
 /* busy_poll.c: SO_BUSY_POLL on a socket, best effort (busy_poll.h). */
 #include <errno.h>
+#include <sched.h>
 #include <sys/socket.h>
 
 #include "common/busy_poll.h"
@@ -13,4 +14,26 @@ int ina_sock_busy_poll(int fd, int us)
     if (us <= 0)
         return 0;
     return setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &us, sizeof(us)) == 0 ? 0 : -errno;
+}
+
+void ina_busy_yield(void)
+{
+    sched_yield(); /* cannot fail on Linux */
+}
+
+int ina_busy_move_off_cpu(void)
+{
+    cpu_set_t mask, others;
+    if (sched_getaffinity(0, sizeof(mask), &mask) != 0)
+        return -errno;
+    int cpu = sched_getcpu();
+    if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &mask) || CPU_COUNT(&mask) < 2)
+        return 0;
+    others = mask;
+    CPU_CLR(cpu, &others);
+    if (sched_setaffinity(0, sizeof(others), &others) != 0)
+        return -errno;
+    if (sched_setaffinity(0, sizeof(mask), &mask) != 0)
+        return -errno;
+    return 1;
 }

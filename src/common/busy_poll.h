@@ -7,12 +7,28 @@
  * project's VMs a wake-up is an interrupt to another CPU and an exit to the
  * hypervisor, several microseconds on the critical path of a small
  * all-reduce. Worker (INA_BUSY_POLL_US) and switch (--busy-poll US) spin
- * for a bounded time before they sleep, and only when asked: on a host with
- * fewer cores than spinning processes the spin takes the CPU the others
- * need, and every operation gets slower (docs/GLM.md, "Busy polling").
+ * for a bounded time before they sleep, and only when asked. A spin yields
+ * its CPU often (INA_BUSY_POLL_YIELD_NS), so that a process it waits for,
+ * queued on the same CPU, is not kept off it for the whole spin.
  */
 
 #define INA_BUSY_POLL_MAX_US 1000000 /* bound of INA_BUSY_POLL_US and --busy-poll */
+
+/*
+ * A spinner gives up its CPU (sched_yield) after every INA_BUSY_POLL_YIELD_NS
+ * of spinning. The peer it waits for may be queued on the same CPU: on a
+ * host with fewer cores than spinners, and even with a core to spare, since
+ * a datagram or a doorbell wakes its reader with a "sync" wake-up, which the
+ * scheduler may place on the waker's CPU (the waker is expected to sleep;
+ * a spinner does not), and nothing moves the pair apart afterwards. Without
+ * the yield each hop then costs the spinner's whole budget: a round trip at
+ * N = 1 with 100 us spins took 214 us instead of 1 to 2 us (the 2-core VM;
+ * 250 us at N = 4). With it the queued peer runs within a microsecond or
+ * two (8 us a round trip on one shared CPU). Alone on its CPU, a yield is
+ * one system call (about 0.5 us on the project's VMs) that returns at once.
+ * The switch also moves itself off a CPU it keeps sharing (below).
+ */
+#define INA_BUSY_POLL_YIELD_NS 1000u
 
 /* One turn of a spin loop: tell the CPU (and a hyperthread sibling) we wait. */
 static inline void ina_cpu_relax(void)
@@ -25,6 +41,31 @@ static inline void ina_cpu_relax(void)
     __asm__ __volatile__("" ::: "memory");
 #endif
 }
+
+/* Let another task queued on this CPU run (see INA_BUSY_POLL_YIELD_NS). */
+void ina_busy_yield(void);
+
+/*
+ * Yields keep a spinner and the peer it shares a CPU with going, but not
+ * fast (a context switch each hop), and the scheduler does not part them:
+ * each of the two has always run a moment ago, too recently ("cache hot")
+ * for the load balancer to move it to an idle core. A spinner whose yields
+ * keep giving the CPU away (INA_BUSY_POLL_SHARED_YIELDS in a row, each
+ * taking longer than INA_BUSY_POLL_SHARED_NS) moves itself off its CPU with
+ * ina_busy_move_off_cpu(), at most once per INA_BUSY_POLL_MOVE_EVERY_NS.
+ */
+#define INA_BUSY_POLL_SHARED_NS 2500u
+#define INA_BUSY_POLL_SHARED_YIELDS 8
+#define INA_BUSY_POLL_MOVE_EVERY_NS 10000000ull /* 10 ms */
+
+/*
+ * Move the calling thread to another CPU of its affinity mask: leave the
+ * CPU it runs on out of the mask, which migrates it at once, then restore
+ * the mask (which leaves it where it is). Nothing happens when the mask has
+ * a single CPU.
+ * @return 1 if moved, 0 if there was nowhere to go, or -errno.
+ */
+int ina_busy_move_off_cpu(void);
 
 /*
  * Ask the kernel to busy-poll the device queue for us microseconds in a

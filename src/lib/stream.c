@@ -749,10 +749,11 @@ static void retransmit_expired(struct ina_ctx *ctx, uint64_t now)
  * in poll(), look for input for up to busy_poll_ns. A sleeping worker is
  * woken by the kernel when its result arrives, which on a VM costs an
  * interrupt to another CPU and an exit to the hypervisor; a spinning one
- * takes the result as soon as it lands. That pays only when the spinner has
- * a core of its own: on an oversubscribed host it takes the CPU the switch
- * and the other ranks need (docs/GLM.md, "Busy polling"). Bounded, so a
- * worker whose peers are slow still goes to sleep. With rings (§5.9) the
+ * takes the result as soon as it lands. It pays most when the spinner has
+ * a core of its own (docs/GLM.md, "Busy polling"); it yields the CPU every
+ * INA_BUSY_POLL_YIELD_NS, in case the switch or a peer waits for it on this
+ * one (busy_poll.h). Bounded, so a worker whose peers are slow still goes
+ * to sleep. With rings (§5.9) the
  * spin reads the down ring's memory and looks at the socket only every
  * INA_BUSY_POLL_SOCKET_EVERY turns (an ABORT or MIGRATE comes by UDP).
  * @return what the last receive returned (0: nothing came; sleep).
@@ -760,7 +761,7 @@ static void retransmit_expired(struct ina_ctx *ctx, uint64_t now)
 #define INA_BUSY_POLL_SOCKET_EVERY 32
 static int busy_poll(struct ina_ctx *ctx, uint64_t *now)
 {
-    uint64_t until = *now + ctx->busy_poll_ns;
+    uint64_t until = *now + ctx->busy_poll_ns, yielded = *now;
     if (ctx->next_rto_ns && ctx->next_rto_ns < until)
         until = ctx->next_rto_ns; /* a timer is due: stop spinning and handle it */
     for (unsigned turn = 1; !ctx->broken; turn++) {
@@ -775,6 +776,10 @@ static int busy_poll(struct ina_ctx *ctx, uint64_t *now)
         *now = ina__now_ns();
         if (*now >= until)
             break;
+        if (*now - yielded >= INA_BUSY_POLL_YIELD_NS) {
+            ina_busy_yield(); /* the switch may be queued on this CPU (busy_poll.h) */
+            yielded = *now = ina__now_ns();
+        }
     }
     ctx->stats.busy_poll_sleeps++;
     return 0;

@@ -142,8 +142,9 @@ static void usage(FILE *f)
             "  --busy-poll US        after each input, keep polling the socket (and rings)\n"
             "                        for US microseconds before sleeping (default 0: sleep\n"
             "                        at once). Saves a wake-up per small all-reduce, but\n"
-            "                        takes a core: only for a host with cores to spare\n"
-            "                        (docs/GLM.md); also sets SO_BUSY_POLL (NAPI NICs)\n"
+            "                        takes a core while it spins (it yields it to a worker\n"
+            "                        queued there, docs/GLM.md); also sets SO_BUSY_POLL\n"
+            "                        (NAPI NICs)\n"
             "  --hot-keys N          most keys of one job's hot table (default 65536; 0 = no\n"
             "                        hot table): keys a key-value job aggregates here,\n"
             "                        the rest going to ina-ps (docs/PS.md)\n"
@@ -541,7 +542,9 @@ static int run(struct shard *sh)
         return -ENOMEM;
     }
     uint8_t *shm_buf = rx->mem + (size_t)INA_SW_RX_MSGS * INA_GRO_BUF; /* one ring datagram */
-    uint64_t next_tick = now_ns() + 1000000000ull, next_publish = 0, last_input = 0;
+    uint64_t next_tick = now_ns() + 1000000000ull, next_publish = 0, last_input = 0,
+             last_yield = 0, next_move = 0; /* --busy-poll: yields, moves off a shared CPU */
+    unsigned shared_yields = 0;
     int event_fd = ina_ebpf_event_fd(sh->ebpf);
     uint64_t next_drain = 0;
     int drained = 0;
@@ -572,7 +575,7 @@ static int run(struct shard *sh)
         if (sw->p.shm && shm_burst(sh, shm_buf, now) > 0)
             n = 1;
         if (n > 0)
-            last_input = now;
+            last_input = last_yield = now; /* a spin yields after INA_BUSY_POLL_YIELD_NS */
         if (now >= next_tick) {
             record(sh, INA_TRACE_TICK, NULL, NULL, 0, now);
             ina_switch_tick(sw, now);
@@ -603,7 +606,20 @@ static int run(struct shard *sh)
          * than sleep, so the next datagram is not delayed by a wake-up
          * (busy_poll.h). Bounded: an idle switch sleeps again. */
         if (n <= 0 && now - last_input < sh->busy_poll_ns) {
-            ina_cpu_relax();
+            if (now - last_yield >= INA_BUSY_POLL_YIELD_NS) {
+                ina_busy_yield(); /* a worker may be queued on this CPU (busy_poll.h) */
+                last_yield = now_ns();
+                /* Yields that keep giving the CPU away: a worker shares it
+                 * with us, and nothing else will part us (busy_poll.h). */
+                shared_yields = last_yield - now > INA_BUSY_POLL_SHARED_NS ? shared_yields + 1 : 0;
+                if (shared_yields >= INA_BUSY_POLL_SHARED_YIELDS && last_yield >= next_move) {
+                    ina_busy_move_off_cpu(); /* best effort */
+                    shared_yields = 0;
+                    next_move = last_yield + INA_BUSY_POLL_MOVE_EVERY_NS;
+                }
+            } else {
+                ina_cpu_relax();
+            }
             continue;
         }
         if (n <= 0 && (!sw->p.shm || shm_may_sleep(sw))) {
