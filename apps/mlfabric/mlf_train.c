@@ -1,5 +1,6 @@
 /* mlf_train.c: ina-mlf, one worker of asynchronous, bounded-staleness training on ina-ps with
- * MLfabric's scheduler and replica (docs/MLFABRIC.md). The model: dense least squares. */
+ * MLfabric's scheduler and replica (docs/MLFABRIC.md). The models: dense least squares, or a
+ * small MLP classifier (mlf_mlp.h). */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -11,8 +12,11 @@
 #include <unistd.h>
 
 #include "common/addr.h"
+#include "common/optim.h"
 #include "ina.h"
 #include "mlf_client.h"
+#include "mlf_mlp.h"
+#include "mlf_rng.h"
 
 #define DIM 64
 
@@ -23,8 +27,9 @@ static void usage(FILE *f)
             "\n"
             "One worker of asynchronous training with bounded staleness on ina-ps\n"
             "(MLfabric, docs/MLFABRIC.md). Each worker pulls the model and its version,\n"
-            "computes a minibatch gradient of a dense least-squares model (synthetic data\n"
-            "of a fixed seed), and sends the update to the server and its replica\n"
+            "computes a minibatch gradient (--model: dense least squares, or an MLP\n"
+            "classifier; synthetic data of a fixed seed), and sends the update to the\n"
+            "server and its replica\n"
             "(--replica) with the stamp of a grant from ina-sched (--sched), asked for\n"
             "before the pull (fetch mode) or before the update. The server applies it if\n"
             "it lags at most D versions. All ranks stop once the model reaches --updates\n"
@@ -41,20 +46,25 @@ static void usage(FILE *f)
             "  --rank R, --world N   this worker's rank and the number of workers (required)\n"
             "  --job NAME            the job's name (default mlf)\n"
             "  --max-delay D         staleness bound D, 0..255 (default 2; 0 = synchronous)\n"
-            "  --keys K              model size: K keys of %d floats (default 16)\n"
+            "  --model M             lsq: least squares, y = w*.x, loss |w - w*|^2 / 2p\n"
+            "                        exactly (default); mlp: a classifier of %d inputs, %d\n"
+            "                        ReLU units and %d classes (%zu parameters, 44 keys,\n"
+            "                        random initial values) on labels from a fixed teacher\n"
+            "                        network; loss: cross-entropy on %d held-out samples\n"
+            "  --keys K              lsq: model size, K keys of %d floats (default 16)\n"
             "  --updates U           stop when the model has version U (default 800)\n"
-            "  --batch B             samples per gradient (default 16)\n"
-            "  --lr X                SGD learning rate at the server (default 8)\n"
+            "  --batch B             samples per gradient (default lsq 16, mlp 32)\n"
+            "  --lr X                SGD learning rate at the server (default lsq 8, mlp 0.1)\n"
             "  --target-loss L       report the version and time when the loss reaches L\n"
-            "                        (default 0.05 x the initial loss; every rank checks\n"
-            "                        each model it pulls)\n"
+            "                        (default lsq 0.05, mlp 0.42 x the initial loss; lsq:\n"
+            "                        every rank checks each model it pulls; mlp: every 4th)\n"
             "  --compute-ms MS       extra compute time per gradient, emulated (default 0)\n"
             "  --rto-ms MS           resend an unanswered datagram after MS (default 5)\n"
             "  --failover-ms MS      a server silent this long is dead (default 1500)\n"
             "  --sched-timeout-ms MS no grant this long: send unscheduled (default 1000)\n"
             "  --join-timeout-ms MS  deadline for all ranks to join (default 30000)\n"
             "  --help                this text\n",
-            DIM);
+            MLF_MLP_IN, MLF_MLP_HIDDEN, MLF_MLP_OUT, MLF_MLP_PARAMS, MLF_MLP_EVAL, DIM);
 }
 
 static uint64_t mono_ns(void)
@@ -64,22 +74,12 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static float unif(uint64_t *s) { return (float)((splitmix(s) >> 40) * (2.0 / 16777216.0) - 1.0); }
-
 /* One sample: x uniform with E|x|^2 = 1, y = w*.x (w* uniform in [-1, 1] from a fixed seed). */
 static float sample(const float *wstar, size_t p, uint64_t *s, float *x)
 {
     float scale = sqrtf(3.0f / (float)p), y = 0;
     for (size_t i = 0; i < p; i++) {
-        x[i] = unif(s) * scale;
+        x[i] = mlf_unif(s) * scale;
         y += wstar[i] * x[i];
     }
     return y;
@@ -117,19 +117,21 @@ int main(int argc, char **argv)
         {"compute-ms", required_argument, 0, 'c'},   {"rto-ms", required_argument, 0, 'o'},
         {"failover-ms", required_argument, 0, 'f'},  {"sched-timeout-ms", required_argument, 0, 's'},
         {"join-timeout-ms", required_argument, 0, 'J'}, {"sched-mode", required_argument, 0, 'm'},
+        {"model", required_argument, 0, 'M'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     static struct mlf_client c;
-    const char *ps = NULL, *replica = NULL, *sched = NULL, *job = "mlf", *mode = "fetch";
-    long rank = -1, world = 0, D = 2, keys = 16, updates = 800, batch = 16;
-    double lr = 8, target = -1, compute_ms = 0, rto = 5, failover = 1500, sched_to = 1000,
+    const char *ps = NULL, *replica = NULL, *sched = NULL, *job = "mlf", *mode = "fetch",
+               *model = "lsq";
+    long rank = -1, world = 0, D = 2, keys = 16, updates = 800, batch = -1;
+    double lr = -1, target = -1, compute_ms = 0, rto = 5, failover = 1500, sched_to = 1000,
            join_to = 30000;
     int opt;
     while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         char *end = NULL;
         double v = 0;
-        if (opt != 'P' && opt != 'R' && opt != 'S' && opt != 'j' && opt != 'm' && opt != 'h' &&
-            opt != '?') {
+        if (opt != 'P' && opt != 'R' && opt != 'S' && opt != 'j' && opt != 'm' && opt != 'M' &&
+            opt != 'h' && opt != '?') {
             v = strtod(optarg, &end);
             if (end == optarg || *end || !(v >= 0) || v > 1e9) {
                 fprintf(stderr, "ina-mlf: bad number '%s' (see --help)\n", optarg);
@@ -142,6 +144,7 @@ int main(int argc, char **argv)
         case 'S': sched = optarg; break;
         case 'j': job = optarg; break;
         case 'm': mode = optarg; break;
+        case 'M': model = optarg; break;
         case 'r': rank = (long)v; break;
         case 'w': world = (long)v; break;
         case 'D': D = (long)v; break;
@@ -158,6 +161,17 @@ int main(int argc, char **argv)
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
+    }
+    int mlp = strcmp(model, "mlp") == 0;
+    if (mlp)
+        keys = (long)((MLF_MLP_PARAMS + DIM - 1) / DIM);
+    if (batch < 0)
+        batch = mlp ? 32 : 16;
+    if (lr < 0)
+        lr = mlp ? 0.1 : 8;
+    if (!mlp && strcmp(model, "lsq") != 0) {
+        fprintf(stderr, "ina-mlf: --model is lsq or mlp, not '%s' (see --help)\n", model);
+        return 2;
     }
     if (!ps || world < 1 || world > INA_MAX_WORKERS || rank < 0 || rank >= world || D > 255 ||
         keys < 1 || keys > 240 || batch < 1 || updates < 1 || strlen(job) >= 32 || !*job ||
@@ -203,6 +217,11 @@ int main(int argc, char **argv)
     j->max_delay = (uint8_t)D;
     j->lr = (float)lr;
     j->eps = 1.0f;
+    if (mlp) { /* random initial values (PROTOCOL.md §14.1): an MLP at 0 cannot break symmetry */
+        j->init = INA_INIT_UNIFORM;
+        j->init_scale = 0.2f;
+        j->init_seed = 7;
+    }
     j->sw_version = INA_VERSION_NUMBER;
     snprintf(j->name, sizeof(j->name), "%s", job);
     int rc = mlf_join(&c, (uint64_t)(join_to * 1e6));
@@ -215,22 +234,30 @@ int main(int argc, char **argv)
         fprintf(stderr, "ina-mlf: out of memory\n");
         return 1;
     }
+    static struct mlf_mlp net;
+    double acc = 0;
     uint64_t s = 1;
     for (size_t i = 0; i < p; i++)
-        wstar[i] = unif(&s);
+        wstar[i] = mlf_unif(&s);
+    if (mlp)
+        mlf_mlp_init(&net);
     uint64_t data = 1000003ull * (uint64_t)(rank + 1);
-    memset(w, 0, p * sizeof(float));
-    double loss0 = eval_loss(w, wstar, p), hit_s = -1; /* the model starts at 0 */
+    /* The model's version 0, as the server starts it (PROTOCOL.md §14.1). */
+    for (size_t i = 0; i < p; i++)
+        w[i] = ina_param_init(j->init, j->init_scale, j->init_seed, i / DIM, (unsigned)(i % DIM));
+    double loss0 = mlp ? mlf_mlp_eval(&net, w, &acc) : eval_loss(w, wstar, p), hit_s = -1;
     if (target < 0)
-        target = 0.05 * loss0;
+        target = (mlp ? 0.42 : 0.05) * loss0;
     uint64_t t0 = mono_ns(), start_ms = unix_ms(), hit_ms = 0;
     uint32_t version = 0, hit_v = 0, delay_max = 0;
     int iters = 0;
     for (;;) {
         if ((rc = mlf_begin(&c)) != 0 || (rc = mlf_pull(&c, w, &version)) != 0)
             break;
-        double loss = eval_loss(w, wstar, p);
-        if (hit_s < 0 && loss <= target) {
+        /* The MLP's evaluation costs a few gradients: each rank checks every 4th model. */
+        int check = !mlp || (iters + rank) % 4 == 0;
+        double loss = !check ? -1 : mlp ? mlf_mlp_eval(&net, w, &acc) : eval_loss(w, wstar, p);
+        if (check && hit_s < 0 && loss <= target) {
             hit_s = (double)(mono_ns() - t0) / 1e9;
             hit_ms = unix_ms();
             hit_v = version;
@@ -238,16 +265,21 @@ int main(int argc, char **argv)
                 printf("mlf: target loss %.6g reached at version %u after %.3f s\n", target,
                        version, hit_s);
         }
-        if (rank == 0 && iters % 50 == 0)
-            printf("mlf: version %u loss %.6g (%.2f s)\n", version, loss,
-                   (double)(mono_ns() - t0) / 1e9);
+        if (rank == 0 && iters % 50 == 0 && check) {
+            printf("mlf: version %u loss %.6g", version, loss);
+            if (mlp)
+                printf(" accuracy %.3f", acc);
+            printf(" (%.2f s)\n", (double)(mono_ns() - t0) / 1e9);
+        }
         fflush(stdout);
         /* Done; but a grant held is a stamp the servers wait for: send its update. */
         int last = version >= (uint32_t)updates;
         if (last && !c.granted)
             break;
         memset(g, 0, p * sizeof(float));
-        for (long n = 0; n < batch; n++) {
+        if (mlp)
+            mlf_mlp_grad(&net, w, (int)batch, &data, g);
+        for (long n = 0; !mlp && n < batch; n++) {
             float y = sample(wstar, p, &data, x), f = 0;
             for (size_t i = 0; i < p; i++)
                 f += w[i] * x[i];
@@ -266,11 +298,16 @@ int main(int argc, char **argv)
         iters++;
     }
     double secs = (double)(mono_ns() - t0) / 1e9;
-    if (rank == 0 && rc == 0)
+    if (rank == 0 && rc == 0) {
+        double final = mlp ? mlf_mlp_eval(&net, w, &acc) : eval_loss(w, wstar, p);
         printf("mlf: final version %u loss %.6g (initial %.6g) in %.3f s; target %.6g %s at "
-               "version %u (%.3f s)\n",
-               version, eval_loss(w, wstar, p), loss0, secs, target,
-               hit_s >= 0 ? "reached" : "NOT reached", hit_v, hit_s);
+               "version %u (%.3f s)",
+               version, final, loss0, secs, target, hit_s >= 0 ? "reached" : "NOT reached",
+               hit_v, hit_s);
+        if (mlp)
+            printf("; held-out accuracy %.3f", acc);
+        printf("\n");
+    }
     printf("mlf rank %ld: %s iterations %d applied %llu stale %llu sched_refused %llu "
            "delay_max %u retransmits %llu failovers %llu fallbacks %llu bytes_primary %llu "
            "bytes_replica %llu target_version %u target_unix_ms %llu start_unix_ms %llu\n",

@@ -109,6 +109,28 @@ check "the replica applied the same updates" [ "$(counter r3 updates_applied)" =
 check "with the same delays" [ "$(grep '^  delay_' "$tmp/p3.log")" = "$(grep '^  delay_' "$tmp/r3.log")" ]
 check "copies were answered, not applied again" awk -v n="$(counter p3 update_dups)" 'BEGIN { exit !(n > 0) }'
 check "no delay above D under loss" [ "$(counter p3 delay_violations)$(counter r3 delay_violations)" = 00 ]
+# ---- 4. the MLP classifier, asynchronously, with a replica -----------------------------------
+start p4 "$PS" --quiet; p4=$pid p4port=$port
+start r4 "$PS" --quiet; r4=$pid r4port=$port
+start s4 "$SCHED" --job mlp --world $W --max-delay $D --log-level warn; s4=$pid s4port=$port
+workers mlp --model mlp --ps 127.0.0.1:$p4port --replica 127.0.0.1:$r4port \
+    --sched 127.0.0.1:$s4port --updates 600
+check "the MLP workers finished" wait_workers
+stop "$p4"
+stop "$r4"
+stop "$s4"
+cat "$tmp/mlp.0" | tail -n 2
+check "the MLP's loss reached its target (0.42 x the initial cross-entropy)" \
+    grep -q "target .* reached at" "$tmp/mlp.0"
+acc=$(sed -n 's/.*held-out accuracy \([0-9.]*\).*/\1/p' "$tmp/mlp.0")
+check "the MLP learned: held-out accuracy ${acc:-?} > 0.5 (chance 0.1)" \
+    awk -v a="${acc:-0}" 'BEGIN { exit !(a > 0.5) }'
+applied=$(sum_field mlp applied)
+check "the MLP's primary applied each update once ($applied)" [ "$(counter p4 updates_applied)" = "$applied" ]
+check "the MLP's replica applied the same updates" [ "$(counter r4 updates_applied)" = "$applied" ]
+check "no delay above D (MLP)" [ "$(counter p4 delay_violations)$(counter r4 delay_violations)" = 00 ]
+check "ina-mlf refuses an unknown --model" bash -c "! '$MLF' --model cnn --ps 127.0.0.1:1 --rank 0 --world 1 2>/dev/null"
+
 check "ina-sched and ina-mlf answer --help" bash -c "'$SCHED' --help >/dev/null && '$MLF' --help >/dev/null"
 check "ina-sched refuses a missing --job" bash -c "! '$SCHED' --world 2 2>/dev/null"
 finish test_mlfabric
