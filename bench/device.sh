@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # device.sh: the figures that need a bigger host than the 2-core VM (issues 10, 11 and 14), in one
-# time-boxed pass, for a 16-core host with a GPU that is lent for a few minutes.
+# time-boxed pass, for a 16-core host with a GPU that is lent for a few minutes. The parts run
+# in the order of what is still to be measured (bench/results/device.md has the last pass).
 #
 # Builds a Release tree with every core, then runs each part below under its own time limit,
 # never past the whole run's deadline, and writes everything to OUTDIR as it goes (a part cut
@@ -11,13 +12,14 @@
 #             gradients equal Gloo's (issue 14)
 #   gpu       bench/gpu_ddp.py: DDP on cuda:0, N=4, 1.6M and 18.9M parameters, ina's hook and
 #             the backend "ina" against Gloo (issue 14's target: ina's step <= Gloo's)
-#   pytest    tests/scripts/test_python.sh under this host's torch (the backend on torch 2.x)
-#   defaults  bench/defaults.sh, N=4, 64 MiB: no tuning flag against the hand-tuned grid, Gloo
-#             and OpenMPI (issue 14's targets: within 10% of the best, <= 0.5x Gloo)
 #   latency   bench/glm.sh latency at N = 2, 4, 8, with and without busy polling (issue 11)
 #   train     bench/glm.sh train at N = 1, 2, 4, 8 (issue 11), busy polling included
 #   cluster   bench/compare.sh, emulated cluster (namespaces, tc), N=8, 64 MiB, M=8 dedicated
 #             shards against OpenMPI's ring and Gloo (issue 10); needs root, ip and tc
+#   defaults  bench/defaults.sh, N=4, 64 MiB: no tuning flag against a hand-tuned grid (lanes
+#             2,4 x threads 4,8 x rings/UDP: the last pass's best was lanes 4, threads 8), Gloo
+#             and OpenMPI (issue 14's targets: within 10% of the best, <= 0.5x Gloo)
+#   pytest    tests/scripts/test_python.sh under this host's torch (the backend on torch 2.x)
 #   defaults8 bench/defaults.sh at N=8 (fewer settings, one repetition), if time is left
 #
 # Usage: bench/device.sh [--out DIR] [--parts "env build ..."] [--deadline S] [--quick]
@@ -36,7 +38,7 @@ ROOT=$PWD
 usage() { sed -n '2,/^set -uo/p' "$ROOT/bench/device.sh" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
 OUTDIR=${OUT:-$ROOT/bench/results/device}
-PARTS="env build gpucheck gpu pytest defaults latency train cluster defaults8"
+PARTS="env build gpucheck gpu latency train cluster defaults pytest defaults8"
 DEADLINE=540 QUICK=0
 while [ $# -gt 0 ]; do
     case $1 in
@@ -123,7 +125,7 @@ if [ "$QUICK" = 1 ]; then
 else
     GPU_ARGS=(--nproc 4 --params 1.6M,18.9M --steps 20 --warmup 5)
     GPUCHECK_ARGS=(--nproc 4 --params 0.2M --steps 5 --warmup 2 --backends gloo,ina,ina-pg)
-    DEF_ARGS=(--size 64M --reps 2 --lanes 1,2,4 --threads 2,4,8)
+    DEF_ARGS=(--size 64M --reps 1 --lanes 2,4 --threads 4,8)
     DEF8_ARGS=(--workers 8 --size 64M --reps 1 --lanes 1,2 --threads 4,8)
     LAT_ENV=(NS="2 4 8" SIZES="32 1024" REPS=3 ITERS=300)
     TRAIN_ENV=(NS="1 2 4 8")
@@ -135,12 +137,12 @@ part env 20 5 env_part
 part build 180 30 build_part
 part gpucheck 90 40 "$INA_PYTHON" bench/gpu_ddp.py "${GPUCHECK_ARGS[@]}"
 part gpu 170 60 "$INA_PYTHON" bench/gpu_ddp.py "${GPU_ARGS[@]}"
-part pytest 90 45 bash tests/scripts/test_python.sh
-part defaults 120 40 bash bench/defaults.sh "${DEF_ARGS[@]}" --out "$OUTDIR/defaults.md"
 part latency 90 30 env "${LAT_ENV[@]}" bash bench/glm.sh latency
 part train 90 30 env "${TRAIN_ENV[@]}" TRAIN_BUSY=100 bash bench/glm.sh train
 part cluster 150 60 env BENCH_OUT="$OUTDIR/cluster" bash bench/compare.sh --no-install --no-docs \
     --settings cluster "${CL_ARGS[@]}" --cases dedicated --agg-link 1 --systems ina,openmpi,gloo \
     --float-add quantized --no-latency
+part defaults 110 60 bash bench/defaults.sh "${DEF_ARGS[@]}" --out "$OUTDIR/defaults.md"
+part pytest 90 45 bash tests/scripts/test_python.sh
 part defaults8 90 45 bash bench/defaults.sh "${DEF8_ARGS[@]}" --out "$OUTDIR/defaults8.md"
 say "# done at +$(($(date +%s) - T0))s"
