@@ -31,6 +31,9 @@ applied: a model computed from the same counters, not a run).
 Options:
   --workers N     workers (default 8; the straggler is the last one)
   --rate RATE     tbf rate of every link (default 100mbit)
+  --server-rate R the links of the primary's and the replica's hosts (default: --rate): a
+                  server with a faster NIC than its workers, where a worker's own link, and
+                  so a straggler's, can set the pace
   --model M       ina-mlf's model: lsq (default) or mlp (44 keys, its own lr and target)
   --keys K        lsq: model keys of 64 floats (default 120: 31 KB per update)
   --delay D       staleness bound (default 2)
@@ -48,12 +51,13 @@ cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 BUILD_DIR=${INA_BUILD_DIR:-build}
 case $BUILD_DIR in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac
-N=8 RATE=100mbit KEYS=120 D=2 WINDOW= SMODE=fetch UPDATES=2500 REPEAT=1 OUT=$ROOT/bench/results/mlfabric.md
+N=8 RATE=100mbit SRATE= KEYS=120 D=2 WINDOW= SMODE=fetch UPDATES=2500 REPEAT=1 OUT=$ROOT/bench/results/mlfabric.md
 MODEL=lsq
 while [ $# -gt 0 ]; do
     case $1 in
         --workers) N=$2; shift 2 ;;
         --rate) RATE=$2; shift 2 ;;
+        --server-rate) SRATE=$2; shift 2 ;;
         --keys) KEYS=$2; shift 2 ;;
         --model) MODEL=$2; shift 2 ;;
         --delay) D=$2; shift 2 ;;
@@ -88,6 +92,14 @@ ina_ns_reap_stale "$CL" 2>/dev/null
 export INA_NS_SHAPE_SWITCH=1 INA_NS_LATENCY=${INA_NS_LATENCY:-100ms}
 ina_ns_setup "$CL" $((N + 2)) "$RATE" || exit 1
 PNS=${CL}w$N RNS=${CL}w$((N + 1)) SNS=${CL}sw
+SRATE=${SRATE:-$RATE}
+if [ "$SRATE" != "$RATE" ]; then # the servers' hosts get their own NIC rate, both ways
+    for h in "w$N" "w$((N + 1))"; do
+        tc -n "${CL}$h" qdisc replace dev eth0 root tbf rate "$SRATE" burst 256kb latency "$INA_NS_LATENCY" &&
+            tc -n "${CL}br" qdisc replace dev "${CL}$h" root tbf rate "$SRATE" burst 256kb \
+                latency "$INA_NS_LATENCY" || exit 1
+    done
+fi
 PIP=$(ina_ns_ip "$CL" "w$N") RIP=$(ina_ns_ip "$CL" "w$((N + 1))") SIP=$(ina_ns_ip "$CL" sw)
 PORT=27100
 SLOW=$((N - 1))
@@ -97,12 +109,13 @@ half_rate() { # RATE like 100mbit -> 50mbit
     local n=${RATE%%[a-z]*} u=${RATE##*[0-9]}
     echo "$((n / 2))$u"
 }
-rate_bytes() { # RATE like 100mbit -> bytes per second
-    local n=${RATE%%[a-z]*} u=${RATE##*[0-9]}
+rate_bytes() { # a rate like 100mbit (default: the servers' links) -> bytes per second
+    local r=${1:-$SRATE}
+    local n=${r%%[a-z]*} u=${r##*[0-9]}
     case $u in kbit) echo $((n * 125)) ;; mbit) echo $((n * 125000)) ;; gbit) echo $((n * 125000000)) ;; *) echo 0 ;; esac
 }
 # The link-bound ideal of a run that reached the target at version V: every version is one
-# update into the server and one model out of it, each over the server's link at RATE
+# update into the server and one model out of it, each over the server's link (SRATE)
 # (IP fragment headers not counted); nothing sent is wasted.
 case $MODEL in
 lsq) MODEL_ARGS=(--keys "$KEYS" --batch 32 --lr 16)
@@ -184,6 +197,7 @@ median() { sort -g | awk '{a[NR] = $1} END { if (NR == 0) print "NA"; else if (N
     echo "On the 2-core VM, $(date -u +%Y-%m-%d), load before: $(cut -d' ' -f1-3 /proc/loadavg)."
     echo "Emulated cluster: every link (N workers, the primary and the replica hosts, the"
     echo "scheduler host) shaped to $RATE with tbf; the straggler (worker $SLOW) at $(half_rate)."
+    [ "$SRATE" != "$RATE" ] && echo "The primary's and the replica's hosts: $SRATE (a server NIC faster than the workers')."
     echo "ina-mlf: $MODEL_TEXT, $UPDATES model versions per run;"
     if [ "$MODEL" = mlp ]; then
         echo "the target loss is 0.42 x the initial cross-entropy on 512 held-out samples, timed by"
