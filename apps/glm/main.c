@@ -64,8 +64,8 @@ static void usage(FILE *f)
 "  --fixed-bits F       ina: sums in fixed point with F fractional bits (default\n"
 "                       23: P4SGD's Q8.23); 0: floats (block floating point)\n"
 "  --busy-poll US       ina: spin up to US microseconds for results before\n"
-"                       sleeping; with --local, also give the switch\n"
-"                       --switch-opt=--busy-poll --switch-opt=US (docs/GLM.md)\n"
+"                       sleeping; with --local, the switch it starts spins\n"
+"                       as long (ina-switch --busy-poll US; docs/GLM.md)\n"
 "  --switch HOST:PORT, --rank R, --world N, --job NAME\n"
 "                       ina: where and who (default: INA_SWITCH, INA_RANK or RANK,\n"
 "                       INA_WORLD_SIZE or WORLD_SIZE, OMPI_COMM_WORLD_*, INA_JOB)\n"
@@ -214,6 +214,19 @@ static void parse(int argc, char **argv, struct cli *o)
     if (o->c.kind != GLM_COMM_INA && (o->c.switch_addr || o->c.job || o->c.busy_poll_us))
         usage_error("--switch, --job and --busy-poll are for --comm ina");
     o->c.window = o->t.window;
+    /* --local with --busy-poll: the switch it starts busy-polls too (a spinning worker
+     * gains little while the switch sleeps), unless --switch-opt already says how. */
+    if (o->l.n && o->c.busy_poll_us > 0) {
+        int given = 0;
+        for (int i = 0; i < o->l.nswitch_args; i++)
+            given |= strncmp(o->switch_args[i], "--busy-poll", 11) == 0;
+        if (!given && o->l.nswitch_args + 2 <= 32) {
+            static char us[16];
+            snprintf(us, sizeof(us), "%d", o->c.busy_poll_us);
+            o->switch_args[o->l.nswitch_args++] = "--busy-poll";
+            o->switch_args[o->l.nswitch_args++] = us;
+        }
+    }
 }
 
 /* ---- Output ------------------------------------------------------------------------- */

@@ -123,6 +123,11 @@ sys.exit(0 if len(c) == 5 and c[-1] < 0.9 * c[0] else "curve %s" % c)' "$tmp/$lo
     timeout 120 "$GLM" "${common[@]}" --comm ina --local 4 --window 4 >"$tmp/$loss.w4" 2>"$tmp/err"
     check "$loss: ina W=4 gives W=1's trajectory bit for bit" \
         same_curve "$tmp/$loss.ina4" "$tmp/$loss.w4" 0
+    # Busy polling (workers, and the switch --local starts) changes when, not what.
+    timeout 120 "$GLM" "${common[@]}" --comm ina --local 4 --busy-poll 100 >"$tmp/$loss.busy" \
+        2>"$tmp/err"
+    check "$loss: ina N=4 busy-polling gives the same trajectory bit for bit" \
+        same_curve "$tmp/$loss.ina4" "$tmp/$loss.busy" 0
 done
 if [ "$MPI" = 1 ]; then
     mpi 4 --loss logistic --lr 0.5 --epochs 4 --batch 16 --json "${logistic_data[@]}" \
