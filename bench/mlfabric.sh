@@ -34,8 +34,9 @@ Options:
   --server-rate R the links of the primary's and the replica's hosts (default: --rate): a
                   server with a faster NIC than its workers, where a worker's own link, and
                   so a straggler's, can set the pace
-  --model M       ina-mlf's model: lsq (default) or mlp (44 keys, its own lr and target)
-  --keys K        lsq: model keys of 64 floats (default 120: 31 KB per update)
+  --model M       ina-mlf's model: lsq (default), mlp (44 keys) or ctr, each with its own
+                  lr, batch and target (ina-mlf --help)
+  --keys K        lsq, ctr: model keys of 64 floats (default 120: 31 KB per update)
   --delay D       staleness bound (default 2)
   --window W      ina-sched's grants outstanding at most (default: ina-sched's, D + 1)
   --sched-mode M  ina-mlf's --sched-mode: fetch (default) or update
@@ -123,7 +124,9 @@ lsq) MODEL_ARGS=(--keys "$KEYS" --batch 32 --lr 16)
 mlp) KEYS=44 # ina-mlf --model mlp: 2,762 parameters in 44 keys of 64 floats
      MODEL_ARGS=(--model mlp --batch 32)
      MODEL_TEXT="the MLP classifier (32-64-10, ReLU, cross-entropy), batch 32, SGD lr 0.1 at the server" ;;
-*) echo "mlfabric.sh: --model is lsq or mlp, not '$MODEL'" >&2; exit 2 ;;
+ctr) MODEL_ARGS=(--model ctr --keys "$KEYS")
+     MODEL_TEXT="the CTR click logs, logistic regression over features hashed into $((KEYS * 64)) weights, batch 64, SGD lr 1 at the server" ;;
+*) echo "mlfabric.sh: --model is lsq, mlp or ctr, not '$MODEL'" >&2; exit 2 ;;
 esac
 UPDATE_BYTES=$((32 + 8 + KEYS * (8 + 4 * 64))) MODEL_BYTES=$((32 + KEYS * 64 * 4))
 ideal_s() {
@@ -202,6 +205,10 @@ median() { sort -g | awk '{a[NR] = $1} END { if (NR == 0) print "NA"; else if (N
     if [ "$MODEL" = mlp ]; then
         echo "the target loss is 0.42 x the initial cross-entropy on 512 held-out samples, timed by"
         echo "the first rank to pull and check a model that reaches it (each rank checks every 4th)."
+    elif [ "$MODEL" = ctr ]; then
+        echo "the target is the log-loss on 2000 held-out samples 45% of the way from the planted"
+        echo "model's to the initial one, timed by the first rank to pull and check a model that"
+        echo "reaches it (each rank checks every 4th)."
     else
         echo "the target loss is 0.05 x the initial loss (exact: |w - w*|^2 / 2p), timed by the"
         echo "first rank to pull a model that reaches it, from the first rank's start."

@@ -1,6 +1,7 @@
 /* mlf_train.c: ina-mlf, one worker of asynchronous, bounded-staleness training on ina-ps with
- * MLfabric's scheduler and replica (docs/MLFABRIC.md). The models: dense least squares, or a
- * small MLP classifier (mlf_mlp.h). */
+ * MLfabric's scheduler and replica (docs/MLFABRIC.md). The models: dense least squares, a
+ * small MLP classifier (mlf_mlp.h), or the CTR application's logistic regression over hashed
+ * features (mlf_ctr.h). */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -15,6 +16,7 @@
 #include "common/optim.h"
 #include "ina.h"
 #include "mlf_client.h"
+#include "mlf_ctr.h"
 #include "mlf_mlp.h"
 #include "mlf_rng.h"
 
@@ -50,21 +52,32 @@ static void usage(FILE *f)
             "                        exactly (default); mlp: a classifier of %d inputs, %d\n"
             "                        ReLU units and %d classes (%zu parameters, 44 keys,\n"
             "                        random initial values) on labels from a fixed teacher\n"
-            "                        network; loss: cross-entropy on %d held-out samples\n"
-            "  --keys K              lsq: model size, K keys of %d floats (default 16)\n"
+            "                        network; loss: cross-entropy on %d held-out samples;\n"
+            "                        ctr: the CTR application's click logs (ina-ctr-gen's\n"
+            "                        generator, %d keys, Zipf 1.0), logistic regression\n"
+            "                        with the features hashed into the model's K x 64\n"
+            "                        weights (--keys, default 240), loss: log-loss on %d\n"
+            "                        held-out samples (AUC and the planted model's\n"
+            "                        log-loss reported)\n"
+            "  --keys K              lsq, ctr: model size, K keys of %d floats (default\n"
+            "                        lsq 16, ctr 240)\n"
             "  --updates U           stop when the model has version U (default 800)\n"
-            "  --batch B             samples per gradient (default lsq 16, mlp 32)\n"
-            "  --lr X                SGD learning rate at the server (default lsq 8, mlp 0.1)\n"
+            "  --batch B             samples per gradient (default lsq 16, mlp 32, ctr 64)\n"
+            "  --lr X                SGD learning rate at the server (default lsq 8, mlp\n"
+            "                        0.1, ctr 1)\n"
             "  --target-loss L       report the version and time when the loss reaches L\n"
-            "                        (default lsq 0.05, mlp 0.42 x the initial loss; lsq:\n"
-            "                        every rank checks each model it pulls; mlp: every 4th)\n"
+            "                        (default lsq 0.05, mlp 0.42 x the initial loss; ctr:\n"
+            "                        45%% of the way from the planted model's log-loss to\n"
+            "                        the initial one; lsq: every rank checks each model it\n"
+            "                        pulls; mlp, ctr: every 4th)\n"
             "  --compute-ms MS       extra compute time per gradient, emulated (default 0)\n"
             "  --rto-ms MS           resend an unanswered datagram after MS (default 5)\n"
             "  --failover-ms MS      a server silent this long is dead (default 1500)\n"
             "  --sched-timeout-ms MS no grant this long: send unscheduled (default 1000)\n"
             "  --join-timeout-ms MS  deadline for all ranks to join (default 30000)\n"
             "  --help                this text\n",
-            MLF_MLP_IN, MLF_MLP_HIDDEN, MLF_MLP_OUT, MLF_MLP_PARAMS, MLF_MLP_EVAL, DIM);
+            MLF_MLP_IN, MLF_MLP_HIDDEN, MLF_MLP_OUT, MLF_MLP_PARAMS, MLF_MLP_EVAL, MLF_CTR_KEYS,
+            MLF_CTR_EVAL, DIM);
 }
 
 static uint64_t mono_ns(void)
@@ -123,7 +136,7 @@ int main(int argc, char **argv)
     static struct mlf_client c;
     const char *ps = NULL, *replica = NULL, *sched = NULL, *job = "mlf", *mode = "fetch",
                *model = "lsq";
-    long rank = -1, world = 0, D = 2, keys = 16, updates = 800, batch = -1;
+    long rank = -1, world = 0, D = 2, keys = -1, updates = 800, batch = -1;
     double lr = -1, target = -1, compute_ms = 0, rto = 5, failover = 1500, sched_to = 1000,
            join_to = 30000;
     int opt;
@@ -162,17 +175,19 @@ int main(int argc, char **argv)
         default: usage(stderr); return 2;
         }
     }
-    int mlp = strcmp(model, "mlp") == 0;
-    if (mlp)
-        keys = (long)((MLF_MLP_PARAMS + DIM - 1) / DIM);
-    if (batch < 0)
-        batch = mlp ? 32 : 16;
-    if (lr < 0)
-        lr = mlp ? 0.1 : 8;
-    if (!mlp && strcmp(model, "lsq") != 0) {
-        fprintf(stderr, "ina-mlf: --model is lsq or mlp, not '%s' (see --help)\n", model);
+    int mlp = strcmp(model, "mlp") == 0, ctr = strcmp(model, "ctr") == 0;
+    if (!mlp && !ctr && strcmp(model, "lsq") != 0) {
+        fprintf(stderr, "ina-mlf: --model is lsq, mlp or ctr, not '%s' (see --help)\n", model);
         return 2;
     }
+    if (mlp)
+        keys = (long)((MLF_MLP_PARAMS + DIM - 1) / DIM);
+    else if (keys < 0)
+        keys = ctr ? 240 : 16;
+    if (batch < 0)
+        batch = mlp ? 32 : ctr ? 64 : 16;
+    if (lr < 0)
+        lr = mlp ? 0.1 : ctr ? 1 : 8;
     if (!ps || world < 1 || world > INA_MAX_WORKERS || rank < 0 || rank >= world || D > 255 ||
         keys < 1 || keys > 240 || batch < 1 || updates < 1 || strlen(job) >= 32 || !*job ||
         rto < 1 || failover < rto || sched_to < rto ||
@@ -235,19 +250,27 @@ int main(int argc, char **argv)
         return 1;
     }
     static struct mlf_mlp net;
+    static struct mlf_ctr clicks;
     double acc = 0;
     uint64_t s = 1;
     for (size_t i = 0; i < p; i++)
         wstar[i] = mlf_unif(&s);
     if (mlp)
         mlf_mlp_init(&net);
+    if (ctr && mlf_ctr_init(&clicks, p, (uint32_t)rank) != 0) {
+        fprintf(stderr, "ina-mlf: out of memory\n");
+        return 1;
+    }
     uint64_t data = 1000003ull * (uint64_t)(rank + 1);
     /* The model's version 0, as the server starts it (PROTOCOL.md §14.1). */
     for (size_t i = 0; i < p; i++)
         w[i] = ina_param_init(j->init, j->init_scale, j->init_seed, i / DIM, (unsigned)(i % DIM));
-    double loss0 = mlp ? mlf_mlp_eval(&net, w, &acc) : eval_loss(w, wstar, p), hit_s = -1;
+    double loss0 = mlp ? mlf_mlp_eval(&net, w, &acc)
+                   : ctr ? mlf_ctr_eval(&clicks, w, NULL)
+                         : eval_loss(w, wstar, p),
+           hit_s = -1;
     if (target < 0)
-        target = (mlp ? 0.42 : 0.05) * loss0;
+        target = ctr ? clicks.bayes + 0.45 * (loss0 - clicks.bayes) : (mlp ? 0.42 : 0.05) * loss0;
     uint64_t t0 = mono_ns(), start_ms = unix_ms(), hit_ms = 0;
     uint32_t version = 0, hit_v = 0, delay_max = 0;
     int iters = 0;
@@ -255,8 +278,11 @@ int main(int argc, char **argv)
         if ((rc = mlf_begin(&c)) != 0 || (rc = mlf_pull(&c, w, &version)) != 0)
             break;
         /* The MLP's evaluation costs a few gradients: each rank checks every 4th model. */
-        int check = !mlp || (iters + rank) % 4 == 0;
-        double loss = !check ? -1 : mlp ? mlf_mlp_eval(&net, w, &acc) : eval_loss(w, wstar, p);
+        int check = (!mlp && !ctr) || (iters + rank) % 4 == 0;
+        double loss = !check ? -1
+                      : mlp  ? mlf_mlp_eval(&net, w, &acc)
+                      : ctr  ? mlf_ctr_eval(&clicks, w, NULL)
+                             : eval_loss(w, wstar, p);
         if (check && hit_s < 0 && loss <= target) {
             hit_s = (double)(mono_ns() - t0) / 1e9;
             hit_ms = unix_ms();
@@ -279,7 +305,9 @@ int main(int argc, char **argv)
         memset(g, 0, p * sizeof(float));
         if (mlp)
             mlf_mlp_grad(&net, w, (int)batch, &data, g);
-        for (long n = 0; !mlp && n < batch; n++) {
+        if (ctr)
+            mlf_ctr_grad(&clicks, w, (int)batch, g);
+        for (long n = 0; !mlp && !ctr && n < batch; n++) {
             float y = sample(wstar, p, &data, x), f = 0;
             for (size_t i = 0; i < p; i++)
                 f += w[i] * x[i];
@@ -299,13 +327,17 @@ int main(int argc, char **argv)
     }
     double secs = (double)(mono_ns() - t0) / 1e9;
     if (rank == 0 && rc == 0) {
-        double final = mlp ? mlf_mlp_eval(&net, w, &acc) : eval_loss(w, wstar, p);
+        double final = mlp   ? mlf_mlp_eval(&net, w, &acc)
+                       : ctr ? mlf_ctr_eval(&clicks, w, &acc)
+                             : eval_loss(w, wstar, p);
         printf("mlf: final version %u loss %.6g (initial %.6g) in %.3f s; target %.6g %s at "
                "version %u (%.3f s)",
                version, final, loss0, secs, target, hit_s >= 0 ? "reached" : "NOT reached",
                hit_v, hit_s);
         if (mlp)
             printf("; held-out accuracy %.3f", acc);
+        if (ctr)
+            printf("; held-out AUC %.4f, the planted model's log-loss %.4f", acc, clicks.bayes);
         printf("\n");
     }
     printf("mlf rank %ld: %s iterations %d applied %llu stale %llu sched_refused %llu "
@@ -323,6 +355,8 @@ int main(int argc, char **argv)
         rc = 1;
     }
     mlf_leave(&c);
+    if (ctr)
+        mlf_ctr_free(&clicks);
     free(w);
     free(g);
     free(wstar);

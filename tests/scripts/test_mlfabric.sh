@@ -129,6 +129,21 @@ applied=$(sum_field mlp applied)
 check "the MLP's primary applied each update once ($applied)" [ "$(counter p4 updates_applied)" = "$applied" ]
 check "the MLP's replica applied the same updates" [ "$(counter r4 updates_applied)" = "$applied" ]
 check "no delay above D (MLP)" [ "$(counter p4 delay_violations)$(counter r4 delay_violations)" = 00 ]
+# ---- 5. the CTR model (hashed logistic regression on the click logs), asynchronously --------
+start p5 "$PS" --quiet; p5=$pid p5port=$port
+start s5 "$SCHED" --job ctr --world $W --max-delay $D --log-level warn; s5=$pid s5port=$port
+workers ctr --model ctr --ps 127.0.0.1:$p5port --sched 127.0.0.1:$s5port --updates 800
+check "the CTR workers finished" wait_workers
+stop "$p5"
+stop "$s5"
+cat "$tmp/ctr.0" | tail -n 2
+check "the CTR model's log-loss reached its target" grep -q "target .* reached at" "$tmp/ctr.0"
+auc=$(sed -n 's/.*held-out AUC \([0-9.]*\).*/\1/p' "$tmp/ctr.0")
+check "the CTR model ranks clicks: held-out AUC ${auc:-?} > 0.7 (chance 0.5)" \
+    awk -v a="${auc:-0}" 'BEGIN { exit !(a > 0.7) }'
+applied=$(sum_field ctr applied)
+check "the CTR server applied each update once ($applied)" [ "$(counter p5 updates_applied)" = "$applied" ]
+check "no delay above D (CTR)" [ "$(counter p5 delay_violations)" = 0 ]
 check "ina-mlf refuses an unknown --model" bash -c "! '$MLF' --model cnn --ps 127.0.0.1:1 --rank 0 --world 1 2>/dev/null"
 
 check "ina-sched and ina-mlf answer --help" bash -c "'$SCHED' --help >/dev/null && '$MLF' --help >/dev/null"
