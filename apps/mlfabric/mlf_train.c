@@ -180,6 +180,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "ina-mlf: --model is lsq, mlp or ctr, not '%s' (see --help)\n", model);
         return 2;
     }
+    if (mlp && keys >= 0) {
+        fprintf(stderr, "ina-mlf: --keys is for --model lsq and ctr (the MLP has its own size)\n");
+        return 2;
+    }
     if (mlp)
         keys = (long)((MLF_MLP_PARAMS + DIM - 1) / DIM);
     else if (keys < 0)

@@ -145,6 +145,8 @@ applied=$(sum_field ctr applied)
 check "the CTR server applied each update once ($applied)" [ "$(counter p5 updates_applied)" = "$applied" ]
 check "no delay above D (CTR)" [ "$(counter p5 delay_violations)" = 0 ]
 check "ina-mlf refuses an unknown --model" bash -c "! '$MLF' --model cnn --ps 127.0.0.1:1 --rank 0 --world 1 2>/dev/null"
+check "ina-mlf refuses --keys with --model mlp" \
+    bash -c "'$MLF' --model mlp --keys 8 --ps 127.0.0.1:1 --rank 0 --world 1 2>/dev/null; [ \$? = 2 ]"
 
 check "ina-sched and ina-mlf answer --help" bash -c "'$SCHED' --help >/dev/null && '$MLF' --help >/dev/null"
 check "ina-sched refuses a missing --job" bash -c "! '$SCHED' --world 2 2>/dev/null"
