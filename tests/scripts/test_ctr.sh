@@ -63,7 +63,13 @@ metrics() {
     cat <&3
     exec 3<&-
 }
-metrics /metrics >"$tmp/metrics"
+# The operator view is a snapshot ina-ps publishes every 100 ms (src/ps/metrics.h): the last
+# steps may need one more publication, so ask again for up to 3 s.
+for _ in $(seq 30); do
+    metrics /metrics >"$tmp/metrics"
+    grep -Eq '^ina_ps_steps_applied_total [1-9]' "$tmp/metrics" && break
+    sleep 0.1
+done
 check "/metrics counts the applied steps" grep -Eq '^ina_ps_steps_applied_total [1-9]' "$tmp/metrics"
 check "/metrics has drops by cause" grep -q 'ina_ps_drops_total{cause="SOURCE"}' "$tmp/metrics"
 metrics /counters >"$tmp/counters"
