@@ -144,6 +144,13 @@ static int sl_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+double ctr_logloss(double p, int y)
+{
+    const double e = 1e-12;
+    p = p < e ? e : p > 1 - e ? 1 - e : p;
+    return -(y ? log(p) : log(1 - p));
+}
+
 double ctr_auc(const double *score, const int *label, size_t n)
 {
     struct sl *v = malloc(n * sizeof(*v));

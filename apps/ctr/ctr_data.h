@@ -56,6 +56,9 @@ void ctr_sample(const struct ctr_gen *g, uint32_t stream, uint64_t index, struct
 /* The planted weight of a key (the bias key: b*). */
 double ctr_planted_weight(const struct ctr_gen *g, uint64_t key);
 
+/* The log-loss of predicting click probability p for label y, p clamped to [1e-12, 1 - 1e-12]. */
+double ctr_logloss(double p, int y);
+
 /* Area under the ROC curve of n (score, label) pairs (sorts scores; ties count half). */
 double ctr_auc(const double *score, const int *label, size_t n);
 

@@ -121,13 +121,6 @@ static void uniq_reset(struct uniq *u)
 
 static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
-static double logloss(double p, int y)
-{
-    const double e = 1e-12;
-    p = p < e ? e : p > 1 - e ? 1 - e : p;
-    return -(y ? log(p) : log(1 - p));
-}
-
 /* The same update rule as ina-ps (INA_KV_SGD / INA_KV_ADAGRAD, eps 1, skipping zeros). */
 static void apply_dense(const struct opts *o, float *w, float *acc, const float *g, size_t n)
 {
@@ -357,7 +350,7 @@ int main(int argc, char **argv)
             for (int k = 0; k < batch[i].nf; k++)
                 z += wu[fidx[nf + (size_t)k]];
             double p = sigmoid(z), d = (p - batch[i].label) * scale;
-            loss_sum += logloss(p, batch[i].label);
+            loss_sum += ctr_logloss(p, batch[i].label);
             loss_n++;
             for (int k = 0; k < batch[i].nf; k++)
                 gu[fidx[nf + (size_t)k]] += (float)d;
@@ -437,8 +430,8 @@ int main(int argc, char **argv)
                 z += ew[uniq_add(&eu, es[i].key[k])];
             score[i] = sigmoid(z);
             label[i] = es[i].label;
-            l += logloss(score[i], label[i]);
-            lb += logloss(es[i].p, label[i]);
+            l += ctr_logloss(score[i], label[i]);
+            lb += ctr_logloss(es[i].p, label[i]);
         }
         ev_loss = l / o.eval;
         bayes = lb / o.eval;

@@ -220,7 +220,8 @@ static void parse(int argc, char **argv, struct cli *o)
         int given = 0;
         for (int i = 0; i < o->l.nswitch_args; i++)
             given |= strncmp(o->switch_args[i], "--busy-poll", 11) == 0;
-        if (!given && o->l.nswitch_args + 2 <= 32) {
+        const int cap = (int)(sizeof(o->switch_args) / sizeof(o->switch_args[0]));
+        if (!given && o->l.nswitch_args + 2 <= cap) {
             static char us[16];
             snprintf(us, sizeof(us), "%d", o->c.busy_poll_us);
             o->switch_args[o->l.nswitch_args++] = "--busy-poll";

@@ -21,13 +21,6 @@ static double score_of(const struct mlf_ctr *m, const float *w, const struct ctr
     return 1.0 / (1.0 + exp(-z));
 }
 
-static double logloss(double p, int y)
-{
-    const double eps = 1e-12;
-    p = p < eps ? eps : p > 1 - eps ? 1 - eps : p;
-    return y ? -log(p) : -log(1 - p);
-}
-
 int mlf_ctr_init(struct mlf_ctr *m, size_t p, uint32_t stream)
 {
     if (p < 2 || ctr_gen_init(&m->gen, MLF_CTR_KEYS, 1.0, 1) != 0)
@@ -39,7 +32,7 @@ int mlf_ctr_init(struct mlf_ctr *m, size_t p, uint32_t stream)
     for (int n = 0; n < MLF_CTR_EVAL; n++) {
         ctr_sample(&m->gen, CTR_EVAL_STREAM, (uint64_t)n, &m->eval[n]);
         m->label[n] = m->eval[n].label;
-        b += logloss(m->eval[n].p, m->eval[n].label);
+        b += ctr_logloss(m->eval[n].p, m->eval[n].label);
     }
     m->bayes = b / MLF_CTR_EVAL;
     return 0;
@@ -64,7 +57,7 @@ double mlf_ctr_eval(struct mlf_ctr *m, const float *w, double *auc)
     double l = 0;
     for (int n = 0; n < MLF_CTR_EVAL; n++) {
         m->score[n] = score_of(m, w, &m->eval[n]);
-        l += logloss(m->score[n], m->label[n]);
+        l += ctr_logloss(m->score[n], m->label[n]);
     }
     if (auc)
         *auc = ctr_auc(m->score, m->label, MLF_CTR_EVAL);

@@ -111,6 +111,48 @@ static double eval_loss(const float *w, const float *wstar, size_t p)
     return sum / (2.0 * (double)p);
 }
 
+/* The model a worker trains (--model), and what each needs. */
+struct model {
+    enum { MODEL_LSQ, MODEL_MLP, MODEL_CTR } kind;
+    size_t p;            /* floats in the model */
+    const float *wstar;  /* lsq: the planted model */
+    float *x;            /* lsq: one sample */
+    uint64_t data;       /* lsq, mlp: this worker's sample stream */
+    struct mlf_mlp *mlp;
+    struct mlf_ctr *ctr;
+};
+
+/* The loss of w; *metric (if not NULL): the MLP's accuracy or the CTR model's AUC. */
+static double model_eval(struct model *m, const float *w, double *metric)
+{
+    switch (m->kind) {
+    case MODEL_MLP: return mlf_mlp_eval(m->mlp, w, metric);
+    case MODEL_CTR: return mlf_ctr_eval(m->ctr, w, metric);
+    default: return eval_loss(w, m->wstar, m->p);
+    }
+}
+
+/* g = the gradient of the mean loss of w over the worker's next batch samples. */
+static void model_grad(struct model *m, const float *w, long batch, float *g)
+{
+    if (m->kind == MODEL_MLP) {
+        mlf_mlp_grad(m->mlp, w, (int)batch, &m->data, g); /* the padding of g stays 0 */
+        return;
+    }
+    if (m->kind == MODEL_CTR) {
+        mlf_ctr_grad(m->ctr, w, (int)batch, g);
+        return;
+    }
+    memset(g, 0, m->p * sizeof(float));
+    for (long n = 0; n < batch; n++) {
+        float y = sample(m->wstar, m->p, &m->data, m->x), f = 0;
+        for (size_t i = 0; i < m->p; i++)
+            f += w[i] * m->x[i];
+        for (size_t i = 0; i < m->p; i++)
+            g[i] += (f - y) * m->x[i] / (float)batch;
+    }
+}
+
 static uint64_t unix_ms(void)
 {
     struct timespec ts;
@@ -255,7 +297,10 @@ int main(int argc, char **argv)
     }
     static struct mlf_mlp net;
     static struct mlf_ctr clicks;
-    double acc = 0;
+    struct model m = {.kind = mlp ? MODEL_MLP : ctr ? MODEL_CTR : MODEL_LSQ, .p = p,
+                      .wstar = wstar, .x = x, .data = 1000003ull * (uint64_t)(rank + 1),
+                      .mlp = &net, .ctr = &clicks};
+    double metric = 0; /* the MLP's accuracy, the CTR model's AUC */
     uint64_t s = 1;
     for (size_t i = 0; i < p; i++)
         wstar[i] = mlf_unif(&s);
@@ -265,14 +310,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "ina-mlf: out of memory\n");
         return 1;
     }
-    uint64_t data = 1000003ull * (uint64_t)(rank + 1);
     /* The model's version 0, as the server starts it (PROTOCOL.md §14.1). */
     for (size_t i = 0; i < p; i++)
         w[i] = ina_param_init(j->init, j->init_scale, j->init_seed, i / DIM, (unsigned)(i % DIM));
-    double loss0 = mlp ? mlf_mlp_eval(&net, w, &acc)
-                   : ctr ? mlf_ctr_eval(&clicks, w, NULL)
-                         : eval_loss(w, wstar, p),
-           hit_s = -1;
+    double loss0 = model_eval(&m, w, NULL), hit_s = -1;
     if (target < 0)
         target = ctr ? clicks.bayes + 0.45 * (loss0 - clicks.bayes) : (mlp ? 0.42 : 0.05) * loss0;
     uint64_t t0 = mono_ns(), start_ms = unix_ms(), hit_ms = 0;
@@ -281,12 +322,10 @@ int main(int argc, char **argv)
     for (;;) {
         if ((rc = mlf_begin(&c)) != 0 || (rc = mlf_pull(&c, w, &version)) != 0)
             break;
-        /* The MLP's evaluation costs a few gradients: each rank checks every 4th model. */
-        int check = (!mlp && !ctr) || (iters + rank) % 4 == 0;
-        double loss = !check ? -1
-                      : mlp  ? mlf_mlp_eval(&net, w, &acc)
-                      : ctr  ? mlf_ctr_eval(&clicks, w, NULL)
-                             : eval_loss(w, wstar, p);
+        /* The MLP's and the CTR model's evaluations cost a few gradients: each rank checks
+         * every 4th model. */
+        int check = m.kind == MODEL_LSQ || (iters + rank) % 4 == 0;
+        double loss = check ? model_eval(&m, w, mlp ? &metric : NULL) : -1;
         if (check && hit_s < 0 && loss <= target) {
             hit_s = (double)(mono_ns() - t0) / 1e9;
             hit_ms = unix_ms();
@@ -298,7 +337,7 @@ int main(int argc, char **argv)
         if (rank == 0 && iters % 50 == 0 && check) {
             printf("mlf: version %u loss %.6g", version, loss);
             if (mlp)
-                printf(" accuracy %.3f", acc);
+                printf(" accuracy %.3f", metric);
             printf(" (%.2f s)\n", (double)(mono_ns() - t0) / 1e9);
         }
         fflush(stdout);
@@ -306,18 +345,7 @@ int main(int argc, char **argv)
         int last = version >= (uint32_t)updates;
         if (last && !c.granted)
             break;
-        memset(g, 0, p * sizeof(float));
-        if (mlp)
-            mlf_mlp_grad(&net, w, (int)batch, &data, g);
-        if (ctr)
-            mlf_ctr_grad(&clicks, w, (int)batch, g);
-        for (long n = 0; !mlp && !ctr && n < batch; n++) {
-            float y = sample(wstar, p, &data, x), f = 0;
-            for (size_t i = 0; i < p; i++)
-                f += w[i] * x[i];
-            for (size_t i = 0; i < p; i++)
-                g[i] += (f - y) * x[i] / (float)batch;
-        }
+        model_grad(&m, w, batch, g);
         if (compute_ms > 0)
             usleep((useconds_t)(compute_ms * 1000));
         struct mlf_result res;
@@ -331,17 +359,15 @@ int main(int argc, char **argv)
     }
     double secs = (double)(mono_ns() - t0) / 1e9;
     if (rank == 0 && rc == 0) {
-        double final = mlp   ? mlf_mlp_eval(&net, w, &acc)
-                       : ctr ? mlf_ctr_eval(&clicks, w, &acc)
-                             : eval_loss(w, wstar, p);
+        double final = model_eval(&m, w, &metric);
         printf("mlf: final version %u loss %.6g (initial %.6g) in %.3f s; target %.6g %s at "
                "version %u (%.3f s)",
                version, final, loss0, secs, target, hit_s >= 0 ? "reached" : "NOT reached",
                hit_v, hit_s);
         if (mlp)
-            printf("; held-out accuracy %.3f", acc);
+            printf("; held-out accuracy %.3f", metric);
         if (ctr)
-            printf("; held-out AUC %.4f, the planted model's log-loss %.4f", acc, clicks.bayes);
+            printf("; held-out AUC %.4f, the planted model's log-loss %.4f", metric, clicks.bayes);
         printf("\n");
     }
     printf("mlf rank %ld: %s iterations %d applied %llu stale %llu sched_refused %llu "

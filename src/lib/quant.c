@@ -375,6 +375,9 @@ void ina_quant_decode_f64_scalar(const uint8_t *in, size_t n, int16_t e, int nwo
     }
 }
 
+/* AVG's divisor N (a bad N of 0 or less divides by 1, as the scale rule treats it). */
+static double avg_div(int nworkers) { return (double)(nworkers < 1 ? 1 : nworkers); }
+
 /*
  * AVG into doubles: (s / N) * 2^(E+L-31). Dividing before scaling rounds
  * once, like dividing the exact sum (a power-of-two scaling of a normal
@@ -383,7 +386,7 @@ void ina_quant_decode_f64_scalar(const uint8_t *in, size_t n, int16_t e, int nwo
  */
 void ina_quant_decode_avg_f64(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out)
 {
-    const double div = (double)(nworkers < 1 ? 1 : nworkers);
+    const double div = avg_div(nworkers);
     if (decode_special(in, n, e, out, 1)) {
         for (size_t i = 0; i < n; i++)
             out[i] /= div; /* 0, +-Inf and NaN stay what they are */
@@ -408,7 +411,7 @@ static int decode_avg_special(const uint8_t *in, size_t n, int16_t e, int nworke
 {
     if (!decode_special(in, n, e, out, 0))
         return 0;
-    const float div = (float)(nworkers < 1 ? 1 : nworkers);
+    const float div = (float)avg_div(nworkers);
     for (size_t i = 0; i < n; i++)
         out[i] /= div;
     return 1;
@@ -418,7 +421,7 @@ void ina_quant_decode_avg_scalar(const uint8_t *in, size_t n, int16_t e, int nwo
 {
     if (decode_avg_special(in, n, e, nworkers, out))
         return;
-    const double div = (double)(nworkers < 1 ? 1 : nworkers);
+    const double div = avg_div(nworkers);
     const double scale = decode_scale(e, nworkers);
     for (size_t i = 0; i < n; i++) {
         uint32_t u = load_be32(in + 4 * i);
@@ -502,8 +505,7 @@ void ina_quant_decode_avg_avx2(const uint8_t *in, size_t n, int16_t e, int nwork
 {
     if (decode_avg_special(in, n, e, nworkers, out))
         return;
-    ina__avx2_quant_decode_avg(in, n, (double)(nworkers < 1 ? 1 : nworkers),
-                               decode_scale(e, nworkers), out);
+    ina__avx2_quant_decode_avg(in, n, avg_div(nworkers), decode_scale(e, nworkers), out);
 }
 
 void ina_i32_encode_avx2(const int32_t *x, size_t n, uint8_t *out) { ina__avx2_bswap32(x, n, out); }

@@ -18,10 +18,10 @@ states the conventions for authors; in short:
   nocompile     (c, python, sh) do not compile this block (say why in the text)
   nosanitizer   (on a run block) not run in a sanitizer build (say why in the text)
 
-In every block and in `inline code` of the prose: options given to ina-switch, ina-bench,
-ina-ctl, bench/compare.sh (and the other TOOLS below) must appear in that tool's --help; paths into the tree (build/...,
-docs/..., tests/...) must exist; `make TARGET` must be a Makefile target; INA_* names must
-occur in the sources. Markdown links to files must resolve, with their #anchors. Every log
+In every block and in `inline code` of the prose: options given to the tools of TOOLS below
+(ina-switch, ina-bench, ina-ctl, bench/compare.sh, ...) must appear in that tool's --help;
+paths into the tree (build/..., docs/..., tests/...) must exist; `make TARGET` must be a
+Makefile target; INA_* names must occur in the sources. Markdown links to files must resolve, with their #anchors. Every log
 event ina-switch emits must be documented.
 
   check_docs.py --src SRC --build BUILD [--scratch DIR] [--no-run]
