@@ -2,7 +2,7 @@
 # mlfabric.sh: the MLfabric benchmark on the emulated cluster: bounded-staleness training with
 # ina-sched against FIFO (unscheduled, the seed paper's baseline), with and without a straggler
 # at half bandwidth; and the primary's NIC bytes with MLfabric's replication against chain
-# replication. Root only (network namespaces). Not part of `make test`. See --help.
+# replication, both run. Root only (network namespaces). Not part of `make test`. See --help.
 set -uo pipefail
 exec </dev/null
 
@@ -21,12 +21,23 @@ least squares, or the MLP classifier) asynchronously with staleness bound D:
           stragglers yield. In fetch mode (the default) a worker asks before it pulls the
           model, so neither a pull nor an update is wasted; in update mode it asks after
           computing, and requests that cannot fit are refused before any byte is sent
+  agg     ina-sched with opportunistic aggregation (--aggregate K): fetch requests that
+          wait together are granted as one group; the members sum their updates in an
+          ina-switch on the scheduler's host (its link shaped like the others) and one of
+          them sends the sum: one update, one version (PROTOCOL.md §15.7)
 and prints, per run: model versions (updates applied) and wall time until rank 0 sees the
-target loss, updates refused, the ratio FIFO/sched, and the straggler penalty (time with a
-straggler / time without - 1) beside MLfabric's reported +35% (in iterations).
-A last scheduled run with the replica prints the primary's NIC bytes (rx + tx, from its
-counters) and what chain replication would add (the primary forwarding every update it
-applied: a model computed from the same counters, not a run).
+target loss, updates refused, the bytes into the primary, the ratios FIFO/sched and
+sched/agg, and the straggler penalty (time with a straggler / time without - 1) beside
+MLfabric's reported +35% (in iterations).
+Two last scheduled runs with the replica (no straggler) compare replication schemes:
+  send    each worker sends every stamped update to the primary and to the replica
+          (ina-mlf --replication send, MLfabric's scheme)
+  chain   the workers send to the primary only; it forwards every stamped update it takes
+          to the replica and answers once the replica has it (ina-ps --chain-to and
+          --chain-from, ina-mlf --replication chain; PROTOCOL.md §15.8)
+and print, for each, the primary's NIC bytes (rx + tx, from its counters) and time to
+target, the ratio chain/send of the bytes, and whether the replica applied exactly the
+updates the primary applied.
 
 Options:
   --workers N     workers (default 8; the straggler is the last one)
@@ -42,6 +53,10 @@ Options:
   --window W      ina-sched's grants outstanding at most (default: ina-sched's, D + 1)
   --sched-mode M  ina-mlf's --sched-mode: fetch (default) or update
   --updates U     model versions each run trains (default 2500)
+  --aggregate K   group size at most of the agg case (default 3; 0 = no agg case)
+  --compute-ms MS emulated extra compute per gradient on every worker (default 0: the
+                  gradient's own time); with a heavy model the workers' computation, not
+                  the server's link, limits the job
   --repeat R      runs of each case, interleaved (default 1)
   --out FILE      also write the report there (default bench/results/mlfabric.md)
   --help          this text
@@ -54,7 +69,7 @@ ROOT=$PWD
 BUILD_DIR=${INA_BUILD_DIR:-build}
 case $BUILD_DIR in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac
 N=8 RATE=100mbit SRATE= KEYS= D=2 WINDOW= SMODE=fetch UPDATES=2500 REPEAT=1 OUT=$ROOT/bench/results/mlfabric.md
-MODEL=lsq
+MODEL=lsq AGG=3 COMPUTE=0
 while [ $# -gt 0 ]; do
     case $1 in
         --workers) N=$2; shift 2 ;;
@@ -66,6 +81,8 @@ while [ $# -gt 0 ]; do
         --window) WINDOW=$2; shift 2 ;;
         --sched-mode) SMODE=$2; shift 2 ;;
         --updates) UPDATES=$2; shift 2 ;;
+        --aggregate) AGG=$2; shift 2 ;;
+        --compute-ms) COMPUTE=$2; shift 2 ;;
         --repeat) REPEAT=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
         --help) usage; exit 0 ;;
@@ -132,9 +149,11 @@ ctr) KEYS=${KEYS:-240} # fewer weights: the hashed model barely reaches its targ
 *) echo "mlfabric.sh: --model is lsq, mlp or ctr, not '$MODEL'" >&2; exit 2 ;;
 esac
 UPDATE_BYTES=$((32 + 8 + KEYS * (8 + 4 * 64))) MODEL_BYTES=$((32 + KEYS * 64 * 4))
+# ideal_s V [U]: with U workers' updates per version (a group's members, each pulling the
+# model once), each version is one update in and U models out.
 ideal_s() {
-    awk -v v="$1" -v b="$UPDATE_BYTES" -v m="$MODEL_BYTES" -v r="$(rate_bytes)" \
-        'BEGIN { if (v == "NA" || r == 0) print "NA"; else printf "%.3f", v * (b > m ? b : m) / r }'
+    awk -v v="$1" -v u="${2:-1}" -v b="$UPDATE_BYTES" -v m="$MODEL_BYTES" -v r="$(rate_bytes)" \
+        'BEGIN { if (v == "NA" || u == "NA" || r == 0) print "NA"; else printf "%.3f", v * (b > u * m ? b : u * m) / r }'
 }
 straggle() { # on|off: the last worker's link at half the rate, both ways
     local r=$RATE
@@ -143,24 +162,43 @@ straggle() { # on|off: the last worker's link at half the rate, both ways
     tc -n "${CL}br" qdisc replace dev "${CL}w$SLOW" root tbf rate "$r" burst 128kb latency "$INA_NS_LATENCY"
 }
 
-# run_case MODE STRAGGLER REP [replica]: one training run, results in $RUN/MODE.STRAGGLER.REP/.
+# run_case MODE STRAGGLER REP [replica|chain]: one training run, results in
+# $RUN/MODE.STRAGGLER.REP[.replica|.chain]/. replica: the workers send to both servers;
+# chain: to the primary, which forwards to the replica (PROTOCOL.md §15.8).
 run_case() {
-    local mode=$1 st=$2 rep=$3 repl=${4-} d=$RUN/$1.$2.$3${4:+.replica} r job=m$RANDOM
+    local mode=$1 st=$2 rep=$3 repl=${4-} d=$RUN/$1.$2.$3${4:+.$4} r job=m$RANDOM
     mkdir -p "$d"
     straggle "$st"
-    ip netns exec "$PNS" "$BIN/ina-ps" --listen "$PIP:$PORT" --quiet 2>"$d/p.err" &
+    local pchain=() rchain=()
+    if [ "$repl" = chain ]; then
+        pchain=(--chain-to "$RIP:$PORT" --chain-timeout-ms 20000) # as the workers' failover
+        rchain=(--chain-from "$PIP:$PORT")
+    fi
+    ip netns exec "$PNS" "$BIN/ina-ps" --listen "$PIP:$PORT" "${pchain[@]}" --quiet 2>"$d/p.err" &
     local pp=$! rp= sp=
     PIDS+=($pp)
     local extra=()
     if [ -n "$repl" ]; then
-        ip netns exec "$RNS" "$BIN/ina-ps" --listen "$RIP:$PORT" --quiet 2>"$d/r.err" &
+        ip netns exec "$RNS" "$BIN/ina-ps" --listen "$RIP:$PORT" "${rchain[@]}" --quiet 2>"$d/r.err" &
         rp=$!
         PIDS+=($rp)
         extra+=(--replica "$RIP:$PORT")
+        [ "$repl" = chain ] && extra+=(--replication chain)
     fi
-    if [ "$mode" = sched ]; then
+    local swp=
+    if [ "$mode" = agg ]; then # the switch that sums the groups, on the scheduler's host
+        ip netns exec "$SNS" "$BIN/ina-switch" --listen "$SIP:$((PORT + 1))" --no-shm \
+            2>"$d/sw.err" &
+        swp=$!
+        PIDS+=($swp)
+        extra+=(--switch "$SIP:$((PORT + 1))")
+    fi
+    if [ "$mode" != fifo ]; then
+        local agg=()
+        [ "$mode" = agg ] && agg=(--aggregate "$AGG")
         ip netns exec "$SNS" "$BIN/ina-sched" --job "$job" --world "$N" --max-delay "$D" \
-            ${WINDOW:+--window "$WINDOW"} --listen "$SIP:$PORT" --log-level warn 2>"$d/s.err" &
+            ${WINDOW:+--window "$WINDOW"} "${agg[@]}" --listen "$SIP:$PORT" --log-level warn \
+            2>"$d/s.err" &
         sp=$!
         PIDS+=($sp)
         extra+=(--sched "$SIP:$PORT" --sched-mode "$SMODE")
@@ -170,13 +208,13 @@ run_case() {
     for ((r = 0; r < N; r++)); do
         ip netns exec "${CL}w$r" timeout -k 5 300 "$BIN/ina-mlf" --ps "$PIP:$PORT" "${extra[@]}" \
             --rank "$r" --world "$N" --job "$job" --max-delay "$D" "${MODEL_ARGS[@]}" \
-            --updates "$UPDATES" --rto-ms 40 --failover-ms 20000 \
+            --updates "$UPDATES" --rto-ms 40 --failover-ms 20000 --compute-ms "$COMPUTE" \
             --sched-timeout-ms 20000 >"$d/w$r.out" 2>"$d/w$r.err" &
         wp+=($!)
     done
     local rc=0
     for p in "${wp[@]}"; do wait "$p" || rc=1; done
-    for p in $pp $rp $sp; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    for p in $pp $rp $sp $swp; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
     [ $rc = 0 ] || log "a worker of $mode/$st failed: see $d"
     return $rc
 }
@@ -219,27 +257,37 @@ median() { sort -g | awk '{a[NR] = $1} END { if (NR == 0) print "NA"; else if (N
     echo
 } | report
 
+MODES="fifo sched"
+[ "$AGG" -ge 2 ] && MODES="fifo sched agg"
 for ((rep = 0; rep < REPEAT; rep++)); do
     for st in off on; do
-        for mode in fifo sched; do
+        for mode in $MODES; do
             log "run $rep: $mode, straggler $st"
             run_case "$mode" "$st" "$rep"
         done
     done
 done
-log "run: sched with the replica"
+log "run: sched with the replica, the workers replicating"
 run_case sched off 0 replica
+log "run: sched with the replica, chain replication"
+run_case sched off 0 chain
 
 {
-    echo "| case | versions to target | seconds to target | ideal s (link-bound) | refused by the server | refused by ina-sched |"
-    echo "|---|---|---|---|---|---|"
+    echo "| case | versions to target | seconds to target | ideal s (link-bound) | refused by the server | refused by ina-sched | MB into the primary | updates per version |"
+    echo "|---|---|---|---|---|---|---|---|"
     for st in off on; do
-        for mode in fifo sched; do
+        for mode in $MODES; do
             for ((rep = 0; rep < REPEAT; rep++)); do
-                read -r v t rs rq <<<"$(result "$RUN/$mode.$st.$rep")"
+                d=$RUN/$mode.$st.$rep
+                read -r v t rs rq <<<"$(result "$d")"
                 echo "$v" >>"$RUN/v.$mode.$st"
                 echo "$t" >>"$RUN/t.$mode.$st"
-                echo "| $mode, straggler $st, run $rep | $v | $t | $(ideal_s "$v") | $rs | $rq |"
+                rx=$(counter rx_bytes "$d/p.err")
+                echo "${rx:-0}" >>"$RUN/rx.$mode.$st"
+                # Workers' updates per applied version: 1, or more where groups were summed.
+                upv=$(awk -v a="$(counter updates_applied "$d/p.err")" -v g="$(counter updates_aggregated "$d/p.err")" \
+                    -v m="$(counter aggregated_members "$d/p.err")" 'BEGIN { if (a > 0) printf "%.2f", (a - g + m) / a; else print "NA" }')
+                echo "| $mode, straggler $st, run $rep | $v | $t | $(ideal_s "$v" "$upv") | $rs | $rq | $(awk -v b="${rx:-0}" 'BEGIN { printf "%.1f", b / 1e6 }') | $upv |"
             done
         done
     done
@@ -249,19 +297,37 @@ run_case sched off 0 replica
         vf=$(median <"$RUN/v.fifo.$st") vs=$(median <"$RUN/v.sched.$st")
         echo "Straggler $st: time to target FIFO/sched = $(awk -v a="$tf" -v b="$ts" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "NA" }')x (medians $tf s, $ts s); versions FIFO/sched = $(awk -v a="$vf" -v b="$vs" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "NA" }')x ($vf, $vs); ideal for sched's versions $(ideal_s "$vs") s. Target: >= 1.3x."
     done
-    for mode in fifo sched; do
+    if [ "$AGG" -ge 2 ]; then
+        for st in off on; do
+            ts=$(median <"$RUN/t.sched.$st") ta=$(median <"$RUN/t.agg.$st")
+            vs=$(median <"$RUN/v.sched.$st") va=$(median <"$RUN/v.agg.$st")
+            rs=$(median <"$RUN/rx.sched.$st") ra=$(median <"$RUN/rx.agg.$st")
+            echo "Straggler $st, opportunistic aggregation (K = $AGG): time to target sched/agg = $(awk -v a="$ts" -v b="$ta" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "NA" }')x (medians $ts s, $ta s); versions $vs, $va; bytes into the primary sched/agg = $(awk -v a="$rs" -v b="$ra" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "NA" }')x ($(awk -v b="$rs" 'BEGIN { printf "%.1f", b / 1e6 }') MB, $(awk -v b="$ra" 'BEGIN { printf "%.1f", b / 1e6 }') MB: updates in, and the pulls' requests)."
+        done
+    fi
+    for mode in $MODES; do
         t0=$(median <"$RUN/t.$mode.off") t1=$(median <"$RUN/t.$mode.on")
         v0=$(median <"$RUN/v.$mode.off") v1=$(median <"$RUN/v.$mode.on")
         echo "Straggler penalty, $mode: time $(awk -v a="$t1" -v b="$t0" 'BEGIN { if (b > 0) printf "%+.0f%%", 100 * (a / b - 1); else print "NA" }'), versions $(awk -v a="$v1" -v b="$v0" 'BEGIN { if (b > 0) printf "%+.0f%%", 100 * (a / b - 1); else print "NA" }') (MLfabric's talk: +35% iterations for 10% of workers at half bandwidth)."
     done
-    d=$RUN/sched.off.0.replica
-    rx=$(counter rx_bytes "$d/p.err") tx=$(counter tx_bytes "$d/p.err")
-    up=$(cat "$d"/w*.out | sed -n 's/.* bytes_primary \([0-9]*\).*/\1/p' | awk '{s+=$1} END {print s+0}')
-    app=$(counter updates_applied "$d/p.err")
-    per=$((KEYS * 264 + 40))
-    chain=$((rx + tx + app * per))
     echo
-    echo "Replication (scheduled, no straggler): the primary's NIC carried $((rx + tx)) bytes (rx $rx, tx $tx; the workers sent it $up update bytes); chain replication would add the $app applied updates forwarded to the replica, $((app * per)) bytes: $chain in all, $(awk -v a="$chain" -v b="$((rx + tx))" 'BEGIN { printf "%.2f", a / b }')x (modelled from the counters; the update bytes alone: 2x). Replica: updates_applied $(counter updates_applied "$d/r.err") vs primary $app."
+    echo "Replication (scheduled, no straggler; the primary's NIC: rx + tx bytes from its counters):"
+    echo
+    echo "| scheme | primary NIC bytes | rx | tx | update bytes workers sent to the primary / the replica | versions to target | seconds to target | primary / replica updates_applied | forwarded (resent) |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+    for repl in replica chain; do
+        d=$RUN/sched.off.0.$repl
+        rx=$(counter rx_bytes "$d/p.err") tx=$(counter tx_bytes "$d/p.err")
+        up=$(cat "$d"/w*.out | sed -n 's/.* bytes_primary \([0-9]*\).*/\1/p' | awk '{s+=$1} END {print s+0}')
+        ur=$(cat "$d"/w*.out | sed -n 's/.* bytes_replica \([0-9]*\).*/\1/p' | awk '{s+=$1} END {print s+0}')
+        pa=$(counter updates_applied "$d/p.err") ra=$(counter updates_applied "$d/r.err")
+        read -r v t _ _ <<<"$(result "$d")"
+        echo "$((${rx:-0} + ${tx:-0}))" >"$RUN/nic.$repl"
+        [ "$repl" = replica ] && name="send (workers to both)" || name="chain (primary forwards)"
+        echo "| $name | $((${rx:-0} + ${tx:-0})) | $rx | $tx | $up / $ur | $v | $t | $pa / $ra $([ -n "$pa" ] && [ "$pa" = "$ra" ] && echo equal || echo DIFFER) | $(counter chain_forwarded "$d/p.err") ($(counter chain_fwd_retransmits "$d/p.err")) |"
+    done
+    echo
+    echo "Chain/send, the primary's NIC bytes: $(awk -v a="$(cat "$RUN/nic.chain")" -v b="$(cat "$RUN/nic.replica")" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "NA" }')x. Chain: $(counter chain_acks "$RUN/sched.off.0.chain/p.err") forwards acknowledged, $(counter chain_broken "$RUN/sched.off.0.chain/p.err") chains broken, $(counter chain_mismatch "$RUN/sched.off.0.chain/p.err") mismatches; the replica took $(counter chain_fwd_received "$RUN/sched.off.0.chain/r.err") forwards."
     echo
     echo "Load after: $(cut -d' ' -f1-3 /proc/loadavg). Raw logs: $RUN"
 } | report

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "ina.h"
+#include "mlf_agg.h"
 #include "mlf_client.h"
 
 static uint64_t mono_ns(void)
@@ -187,6 +188,7 @@ static int ask_sched(struct mlf_client *c, uint32_t base, uint32_t bytes, uint32
     ina_hdr_encode(b, &h);
     memset(b + INA_HDR_LEN, 0, INA_SCHED_REQ_LEN);
     ina_put32(b + INA_HDR_LEN, bytes);
+    ina_put32(b + INA_HDR_LEN + 4, c->agg_switch ? INA_SCHED_REQ_AGGREGATE : 0);
     memcpy(b + INA_HDR_LEN + 8, c->join.name, 32);
     uint64_t give_up = mono_ns() + c->sched_timeout_ns;
     while (mono_ns() < give_up) {
@@ -206,6 +208,11 @@ static int ask_sched(struct mlf_client *c, uint32_t base, uint32_t bytes, uint32
             if ((int32_t)ina_get32(r + INA_HDR_LEN) != 0)
                 return 0;
             *stamp = ina_get32(r + INA_HDR_LEN + 4);
+            uint32_t size = ina_get32(r + INA_HDR_LEN + 16), index = ina_get32(r + INA_HDR_LEN + 20);
+            if (size < 1 || size > INA_MAX_WORKERS || index >= size)
+                size = 1, index = 0; /* malformed: sent alone (the sum of its group fails) */
+            c->group_size = (uint16_t)size;
+            c->group_index = (uint16_t)index;
             return 1;
         }
     }
@@ -268,6 +275,59 @@ static void tell_done(struct mlf_client *c, uint32_t stamp, const struct mlf_res
     send_to(c, b, sizeof(b), &c->sched);
 }
 
+#define MLF_AGG_GIVE_UP 3
+
+/*
+ * A group grant (§15.7): sum this rank's update with the other members' in the switch.
+ * The leader then sends the sum (*grad, *base and *members replaced), or its own update
+ * alone if the group could not be summed: @return 0. Any other member is done (its DONE
+ * sent, *res its outcome): @return 1.
+ */
+static int group_update(struct mlf_client *c, const float **grad, uint32_t *base,
+                        uint32_t stamp, uint64_t since, uint32_t bytes, uint32_t *members,
+                        struct mlf_result *res)
+{
+    size_t n = (size_t)c->nkeys * c->join.dim;
+    if (!c->agg_buf && !(c->agg_buf = malloc(n * sizeof(float))))
+        return c->group_index > 0 ? (*res = (struct mlf_result){.status = -ENOMEM}, 1) : 0;
+    struct mlf_agg_group g = {.switch_addr = c->agg_switch, .job = c->join.name,
+                              .stamp = stamp, .size = c->group_size, .index = c->group_index,
+                              .timeout_ms = c->agg_timeout_ms};
+    uint32_t b = *base;
+    /* A rank that gave up on the switch may still get a group grant it asked for before:
+     * it takes its part as a failed one (a member drops its update, a leader sends alone). */
+    int rc = c->agg_switch ? mlf_agg_sum(&g, *grad, c->agg_buf, n, &b) : INA_ERR_CLOSED;
+    c->agg_fail_streak = rc == 0 ? 0 : c->agg_fail_streak + 1;
+    if (rc != 0) {
+        c->st.agg_failures++;
+        fprintf(stderr, "mlf[%d]: warning: the group of stamp %u (%u members) was not summed "
+                        "(%s): %s\n",
+                c->rank, stamp, g.size, ina_strerror(rc),
+                g.index ? "this rank's update is dropped" : "sending this rank's update alone");
+    }
+    if (c->agg_switch && c->agg_fail_streak >= MLF_AGG_GIVE_UP) { /* a dead switch */
+        fprintf(stderr, "mlf[%d]: warning: %d groups in a row not summed: no more aggregation "
+                        "(this rank's requests no longer ask to be grouped)\n",
+                c->rank, MLF_AGG_GIVE_UP);
+        c->agg_switch = NULL;
+    }
+    if (c->group_index > 0) {
+        struct mlf_result done = {.status = rc == 0 ? INA_SCHED_DONE_MEMBER : rc,
+                                  .version = *base};
+        tell_done(c, stamp, &done, bytes, mono_ns() - since);
+        *res = (struct mlf_result){.status = rc, .version = *base};
+        c->st.aggregated += rc == 0;
+        return 1;
+    }
+    if (rc == 0) {
+        *grad = c->agg_buf;
+        *base = b;
+        *members = g.size;
+        c->st.groups_led++;
+    }
+    return 0;
+}
+
 /* A server that keeps answering HELD is alive, but an earlier stamp may never come (its
  * worker died holding the grant): after this many failover periods it counts as dead. */
 #define HELD_LIMIT 4
@@ -280,7 +340,7 @@ int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct ml
     static __thread uint8_t bufs[2][INA_MAX_DATAGRAM];
     if (len > sizeof(bufs[0]))
         return -EINVAL;
-    uint32_t stamp = INA_STAMP_NONE;
+    uint32_t stamp = INA_STAMP_NONE, members = 0;
     uint64_t since = 0; /* DONE's duration: from the fetch grant, or from the first send */
     if (c->granted) {
         stamp = c->grant_stamp;
@@ -295,6 +355,12 @@ int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct ml
         }
         if (g < 0)
             lose_sched(c);
+    }
+    if (stamp != INA_STAMP_NONE && c->group_size > 1) {
+        uint64_t t = since ? since : mono_ns();
+        if (group_update(c, &grad, &base, stamp, t, (uint32_t)len, &members, res))
+            return 0;
+        since = t;
     }
     /* Unstamped updates go to the primary only: two servers could take them in different orders. */
     if (stamp == INA_STAMP_NONE && c->nsrv > 1)
@@ -314,7 +380,7 @@ int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct ml
         h.count = (uint16_t)c->nkeys;
         ina_hdr_encode(b[t], &h);
         ina_put32(b[t] + INA_HDR_LEN, stamp);
-        ina_put32(b[t] + INA_HDR_LEN + 4, 0);
+        ina_put32(b[t] + INA_HDR_LEN + 4, members);
         uint8_t *p = b[t] + INA_HDR_LEN + INA_PS_UPDATE_PREFIX;
         for (uint32_t k = 0; k < c->nkeys; k++, p += el) {
             ina_put64(p, k);
@@ -332,6 +398,10 @@ int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct ml
             int i = targets[t];
             if (acked[t] || !c->srv[i].alive)
                 continue;
+            if (c->chain && i != c->primary) { /* the primary forwards it there (§15.8) */
+                heard[t] = mono_ns(); /* sent to only once it is the primary (failover) */
+                continue;
+            }
             uint64_t now = mono_ns();
             if (now - start > HELD_LIMIT * c->failover_ns && now - heard[t] <= c->failover_ns)
                 fprintf(stderr, "mlf[%d]: server %d has held update %u (stamp %u) for %llu ms: "
@@ -380,7 +450,8 @@ int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct ml
             }
             int all = 1;
             for (int t = 0; t < nt; t++)
-                all &= acked[t] || !c->srv[targets[t]].alive;
+                all &= acked[t] || !c->srv[targets[t]].alive ||
+                       (c->chain && targets[t] != c->primary);
             if (all)
                 break;
         }
@@ -400,6 +471,8 @@ int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct ml
 
 void mlf_leave(struct mlf_client *c)
 {
+    free(c->agg_buf);
+    c->agg_buf = NULL;
     uint8_t b[INA_HDR_LEN + INA_PS_LEAVE_BODY_LEN];
     for (int i = 0; i < c->nsrv; i++) {
         if (!c->srv[i].alive)

@@ -19,6 +19,9 @@ struct mlf_stats {
     uint64_t applied, stale, sched_refused, retransmits, pulls;
     uint64_t failovers, fallbacks;
     uint64_t tx_bytes[2]; /* UPDATE bytes sent to server 0 (primary) and 1 (replica) */
+    uint64_t groups_led;   /* group sums this rank sent as the leader (§15.7) */
+    uint64_t aggregated;   /* this rank's updates summed into a group another member sent */
+    uint64_t agg_failures; /* groups not summed (a dead member or switch): sent alone, or lost */
 };
 
 struct mlf_client {
@@ -28,6 +31,8 @@ struct mlf_client {
     struct mlf_server srv[2];
     int nsrv, primary;      /* primary: index of the server whose answers count */
     int replica_synced;     /* 0 once updates went unstamped (the replica is left behind) */
+    int chain;              /* --replication chain: UPDATEs to the primary alone, which forwards
+                               them to the replica (PROTOCOL.md §15.8); the replica after a failover */
     struct sockaddr_in sched;
     int use_sched;
     int fetch;              /* ask ina-sched before the pull (a fetch request), not after */
@@ -40,12 +45,19 @@ struct mlf_client {
     uint64_t failover_ns;   /* a server silent this long is dead */
     uint64_t sched_timeout_ns; /* no GRANT this long: send unscheduled from now on */
     uint32_t nkeys;
+    const char *agg_switch; /* ina-switch "host:port" for group sums (--switch), or NULL */
+    int agg_timeout_ms;     /* deadline of a group's join and sum */
+    uint16_t group_size, group_index; /* of the grant held: 1, 0 when alone */
+    float *agg_buf;         /* the group's sum (nkeys x dim), allocated at the first group */
+    int agg_fail_streak;    /* groups not summed in a row: at MLF_AGG_GIVE_UP, stop asking */
     struct mlf_stats st;
 };
 
 /* The outcome of one update. */
 struct mlf_result {
-    int32_t status;   /* 0 applied, INA_ERR_STALE refused (by the server or the scheduler) */
+    int32_t status;   /* 0 applied (or, for a group member not its leader, summed into the
+                         group's update), INA_ERR_STALE refused (by the server or the
+                         scheduler), another INA_ERR_* when a member's part was not summed */
     uint32_t version; /* the model version after it */
     uint32_t delay;
 };

@@ -41,7 +41,19 @@ static void usage(FILE *f)
             "Options:\n"
             "  --ps ADDR:PORT        the primary ina-ps (required)\n"
             "  --replica ADDR:PORT   its replica (an ina-ps fed the same stamped updates)\n"
+            "  --replication R       send: this worker sends each stamped update to the\n"
+            "                        primary and to the replica (default); chain: to the\n"
+            "                        primary only, which forwards it (ina-ps --chain-to)\n"
+            "                        and answers once the replica has it\n"
             "  --sched ADDR:PORT     ina-sched; without it updates go unscheduled (FIFO)\n"
+            "  --switch ADDR:PORT    an ina-switch for opportunistic aggregation: when\n"
+            "                        ina-sched (--aggregate K) grants several fetch\n"
+            "                        requests as one group, the members sum their updates\n"
+            "                        there and one of them sends the sum (one update, one\n"
+            "                        version); without it this rank is never grouped\n"
+            "  --agg-timeout-ms MS   deadline of a group's sum; past it the leader sends\n"
+            "                        its own update alone and the others' are dropped\n"
+            "                        (default 1000)\n"
             "  --sched-mode M        fetch: ask before pulling the model, so that no pull\n"
             "                        and no update is wasted (default); update: pull, then\n"
             "                        ask before sending (the request may be refused STALE)\n"
@@ -172,21 +184,22 @@ int main(int argc, char **argv)
         {"compute-ms", required_argument, 0, 'c'},   {"rto-ms", required_argument, 0, 'o'},
         {"failover-ms", required_argument, 0, 'f'},  {"sched-timeout-ms", required_argument, 0, 's'},
         {"join-timeout-ms", required_argument, 0, 'J'}, {"sched-mode", required_argument, 0, 'm'},
-        {"model", required_argument, 0, 'M'},
+        {"model", required_argument, 0, 'M'},       {"switch", required_argument, 0, 'X'},
+        {"agg-timeout-ms", required_argument, 0, 'T'}, {"replication", required_argument, 0, 'E'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     static struct mlf_client c;
     const char *ps = NULL, *replica = NULL, *sched = NULL, *job = "mlf", *mode = "fetch",
-               *model = "lsq";
+               *model = "lsq", *sw = NULL, *replication = "send";
     long rank = -1, world = 0, D = 2, keys = -1, updates = 800, batch = -1;
     double lr = -1, target = -1, compute_ms = 0, rto = 5, failover = 1500, sched_to = 1000,
-           join_to = 30000;
+           join_to = 30000, agg_to = 1000;
     int opt;
     while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         char *end = NULL;
         double v = 0;
         if (opt != 'P' && opt != 'R' && opt != 'S' && opt != 'j' && opt != 'm' && opt != 'M' &&
-            opt != 'h' && opt != '?') {
+            opt != 'X' && opt != 'E' && opt != 'h' && opt != '?') {
             v = strtod(optarg, &end);
             if (end == optarg || *end || !(v >= 0) || v > 1e9) {
                 fprintf(stderr, "ina-mlf: bad number '%s' (see --help)\n", optarg);
@@ -200,6 +213,9 @@ int main(int argc, char **argv)
         case 'j': job = optarg; break;
         case 'm': mode = optarg; break;
         case 'M': model = optarg; break;
+        case 'X': sw = optarg; break;
+        case 'E': replication = optarg; break;
+        case 'T': agg_to = v; break;
         case 'r': rank = (long)v; break;
         case 'w': world = (long)v; break;
         case 'D': D = (long)v; break;
@@ -236,11 +252,12 @@ int main(int argc, char **argv)
         lr = mlp ? 0.1 : ctr ? 1 : 8;
     if (!ps || world < 1 || world > INA_MAX_WORKERS || rank < 0 || rank >= world || D > 255 ||
         keys < 1 || keys > 240 || batch < 1 || updates < 1 || strlen(job) >= 32 || !*job ||
-        rto < 1 || failover < rto || sched_to < rto ||
+        rto < 1 || failover < rto || sched_to < rto || agg_to < 1 || agg_to > 600000 ||
         (strcmp(mode, "fetch") != 0 && strcmp(mode, "update") != 0)) {
         fprintf(stderr, "ina-mlf: need --ps, --rank R < --world N <= %d; --max-delay <= 255, "
                         "--keys 1..240, --batch and --updates >= 1, a job name of 1..31 "
-                        "characters, timeouts >= --rto-ms >= 1, --sched-mode fetch or update "
+                        "characters, timeouts >= --rto-ms >= 1, --agg-timeout-ms 1..600000, "
+                        "--sched-mode fetch or update "
                         "(see --help)\n",
                 INA_MAX_WORKERS);
         return 2;
@@ -268,6 +285,23 @@ int main(int argc, char **argv)
         }
         c.use_sched = 1;
         c.fetch = strcmp(mode, "fetch") == 0;
+    }
+    if (strcmp(replication, "send") != 0 && strcmp(replication, "chain") != 0) {
+        fprintf(stderr, "ina-mlf: --replication is send or chain, not '%s'\n", replication);
+        return 2;
+    }
+    c.chain = strcmp(replication, "chain") == 0;
+    if (sw) {
+        struct sockaddr_in swa;
+        if (ina_parse_hostport(sw, 1, &swa) != 0) {
+            fprintf(stderr, "ina-mlf: cannot parse or resolve --switch '%s'\n", sw);
+            return 2;
+        }
+        if (!sched || !c.fetch)
+            fprintf(stderr, "ina-mlf: note: --switch takes effect only with --sched in fetch "
+                            "mode (ina-sched --aggregate groups fetch requests)\n");
+        c.agg_switch = sw;
+        c.agg_timeout_ms = (int)agg_to;
     }
     struct ina_ps_join *j = &c.join;
     j->world = (uint16_t)world;
@@ -372,12 +406,15 @@ int main(int argc, char **argv)
     }
     printf("mlf rank %ld: %s iterations %d applied %llu stale %llu sched_refused %llu "
            "delay_max %u retransmits %llu failovers %llu fallbacks %llu bytes_primary %llu "
-           "bytes_replica %llu target_version %u target_unix_ms %llu start_unix_ms %llu\n",
+           "bytes_replica %llu groups_led %llu aggregated %llu agg_failures %llu "
+           "target_version %u target_unix_ms %llu start_unix_ms %llu\n",
            rank, rc == 0 ? "ok" : ina_strerror(rc), iters, (unsigned long long)c.st.applied,
            (unsigned long long)c.st.stale, (unsigned long long)c.st.sched_refused, delay_max,
            (unsigned long long)c.st.retransmits, (unsigned long long)c.st.failovers,
            (unsigned long long)c.st.fallbacks, (unsigned long long)c.st.tx_bytes[0],
-           (unsigned long long)c.st.tx_bytes[1], hit_s >= 0 ? hit_v : 0,
+           (unsigned long long)c.st.tx_bytes[1], (unsigned long long)c.st.groups_led,
+           (unsigned long long)c.st.aggregated, (unsigned long long)c.st.agg_failures,
+           hit_s >= 0 ? hit_v : 0,
            (unsigned long long)hit_ms, (unsigned long long)start_ms);
     if (delay_max > (uint32_t)D) {
         fprintf(stderr, "mlf rank %ld: an update was applied with delay %u > D = %ld\n", rank,

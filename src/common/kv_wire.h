@@ -52,18 +52,31 @@
 #define INA_K_SCHED_REQ 50     /* worker -> ina-sched: may I send update slot (seq = base, bytes) */
 #define INA_K_SCHED_GRANT 51   /* ina-sched -> worker: send it with stamp g, or refused (status) */
 #define INA_K_SCHED_DONE 52    /* worker -> ina-sched: the update was answered (outcome, duration) */
-#define INA_K_SCHED_DONE_ACK 53 /* ina-sched -> worker: DONE recorded (the worker may stop resending) */
-#define INA_PS_UPDATE_PREFIX 8  /* UPDATE body before its entries: stamp (4), reserved (4) */
+#define INA_PS_UPDATE_PREFIX 8  /* UPDATE body before its entries: stamp (4), members (4) */
+/* UPDATE body bytes 4..7: 0 (or 1) one rank's update; m >= 2 the sum of m ranks' updates of
+ * one group grant, summed in an ina-switch and sent by the group's leader (§15.7) */
+#define INA_PS_UPDATE_MAX_MEMBERS 256
 #define INA_PS_UPDATE_ACK_LEN 16 /* status (4), version after (4), delay (4), stamp (4) */
 /* UPDATE_ACK status of a stamped update kept until its turn: not an outcome, the server is
  * alive and waits for the stamps before it (§15.2) */
 #define INA_PS_UPDATE_HELD 1
-#define INA_SCHED_REQ_LEN 40     /* bytes (4), reserved (4), job name (32) */
-#define INA_SCHED_GRANT_LEN 16   /* status (4), stamp (4), version bound (4), straggler (4) */
+#define INA_SCHED_REQ_LEN 40     /* bytes (4), flags (4), job name (32) */
+/* REQ flags bit 0: the worker can sum its update with others' in an ina-switch (§15.7) */
+#define INA_SCHED_REQ_AGGREGATE 1u
+/* status (4), stamp (4), version bound (4), straggler (4), group size (4), member index (4) */
+#define INA_SCHED_GRANT_LEN 24
+/* DONE status of a group member that is not its leader: its part went into the group's
+ * update, whose outcome the leader reports (§15.7) */
+#define INA_SCHED_DONE_MEMBER 2
 #define INA_SCHED_DONE_LEN 16    /* status (4), bytes (4), duration in us (4), version (4) */
 #define INA_STAMP_NONE 0xFFFFFFFFu /* UPDATE not stamped: applied in arrival order */
 /* REQ base for a fetch request: the worker pulls the model after the grant (§15.3) */
 #define INA_SCHED_BASE_AT_GRANT 0xFFFFFFFFu
+/* Chain replication between two ina-ps (PROTOCOL.md §15.8). */
+#define INA_K_PS_CHAIN_FWD 55      /* primary -> replica: a stamped UPDATE the primary took */
+#define INA_K_PS_CHAIN_ACK 56      /* replica -> primary: taken there (outcome, next stamp) */
+#define INA_PS_CHAIN_FWD_PREFIX 32 /* CHAIN_FWD body before the UPDATE body: the job's name */
+#define INA_PS_CHAIN_ACK_LEN 20    /* status, version, delay, stamp (4 each), next stamp (4) */
 
 /* Wire op of HOT_DATA / HOT_RESULT (byte 30): binary32 add into the hot table's slots. */
 #define INA_OP_HOT_F32 9

@@ -13,6 +13,7 @@
 
 #include "common/addr.h"
 #include "common/udp_gso.h"
+#include "ps/chain.h"
 #include "ps/metrics.h"
 #include "ps/ps.h"
 #include "common/log.h"
@@ -59,6 +60,13 @@ static void usage(FILE *f)
             "  --idle-timeout S      abort an active job silent for S seconds (default 3600)\n"
             "  --join-timeout S      drop a job whose ranks did not all join in S seconds\n"
             "                        (default 120)\n"
+            "  --chain-to ADDR:PORT  chain replication, primary (PROTOCOL.md §15.8): forward\n"
+            "                        every stamped UPDATE taken (STALE jobs) to the replica\n"
+            "                        there, and answer the worker only once it has it\n"
+            "  --chain-from ADDR:PORT  chain replication, replica: take forwards from that\n"
+            "                        primary only (its --listen address)\n"
+            "  --chain-timeout-ms MS a forward unacknowledged this long breaks the job's\n"
+            "                        chain: the primary answers alone (default 1000)\n"
             "  --port-file PATH      write the bound port to PATH once listening\n"
             "  --fault-rx SPEC       inject faults into received datagrams (testing):\n"
             "                        drop=P,dup=P,reorder=P,seed=N\n"
@@ -154,7 +162,7 @@ static void run(struct loop *l)
     }
     while (!stop_requested) {
         struct pollfd pfd = {.fd = l->fd, .events = POLLIN};
-        poll(&pfd, 1, 100);
+        poll(&pfd, 1, ina_ps_chain_poll_ms(&l->ps, now_ns())); /* forwards' resend timers */
         for (int i = 0; i < RX_MSGS; i++) {
             iovs[i] = (struct iovec){.iov_base = mem + (size_t)i * INA_GRO_BUF, .iov_len = INA_GRO_BUF};
             msgs[i].msg_hdr = (struct msghdr){.msg_name = &addrs[i], .msg_namelen = sizeof(addrs[i]),
@@ -163,6 +171,7 @@ static void run(struct loop *l)
                                               .msg_controllen = INA_GRO_CTRL_LEN};
         }
         uint64_t now = now_ns();
+        ina_ps_chain_tick(&l->ps, now); /* chain replication: resends, the deadline */
         int n = recvmmsg(l->fd, msgs, RX_MSGS, MSG_DONTWAIT, NULL);
         unsigned nseg = 0;
         for (int i = 0; i < n; i++) {
@@ -215,6 +224,8 @@ int main(int argc, char **argv)
         {"metrics", required_argument, 0, 'M'},      {"metrics-port-file", required_argument, 0, 'P'},
         {"log-level", required_argument, 0, 'L'},    {"quiet", no_argument, 0, 'q'},
         {"version", no_argument, 0, 'V'},            {"help", no_argument, 0, 'h'},
+        {"chain-to", required_argument, 0, 'C'},     {"chain-from", required_argument, 0, 'F'},
+        {"chain-timeout-ms", required_argument, 0, 'O'},
         {0, 0, 0, 0}};
     struct ina_ps_params p = {.shard = 0, .nshards = 1, .max_memory = (size_t)1 << 30,
                               .initial_keys = 65536,
@@ -222,7 +233,9 @@ int main(int argc, char **argv)
                               .idle_timeout_ns = 3600ull * 1000000000ull,
                               .step_timeout_ns = 60ull * 1000000000ull};
     const char *listen_s = "127.0.0.1", *port_file = NULL, *metrics_s = NULL,
-               *metrics_port_file = NULL, *frx = NULL, *ftx = NULL;
+               *metrics_port_file = NULL, *frx = NULL, *ftx = NULL, *chain_to = NULL,
+               *chain_from = NULL;
+    uint64_t chain_timeout_ns = INA_PS_CHAIN_DEFAULT_TIMEOUT_NS;
     enum ina_log_level level = INA_LOG_INFO;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -274,6 +287,18 @@ int main(int argc, char **argv)
             break;
         }
         case 'M': metrics_s = optarg; break;
+        case 'C': chain_to = optarg; break;
+        case 'F': chain_from = optarg; break;
+        case 'O': {
+            char *mend;
+            long ms = strtol(optarg, &mend, 10);
+            if (*mend || mend == optarg || ms < 1 || ms > 3600000) {
+                fprintf(stderr, "ina-ps: bad --chain-timeout-ms '%s' (1..3600000)\n", optarg);
+                return 2;
+            }
+            chain_timeout_ns = (uint64_t)ms * 1000000ull;
+            break;
+        }
         case 'P': metrics_port_file = optarg; break;
         case 'L':
             if (ina_log_level_parse(optarg, &level) != 0) {
@@ -320,6 +345,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "ina-ps: --metrics-port-file needs --metrics\n");
         return 2;
     }
+    struct sockaddr_in chain_addr;
+    if (chain_to && chain_from) {
+        fprintf(stderr, "ina-ps: --chain-to and --chain-from together: a server is a chain's "
+                        "primary or its replica, not both\n");
+        return 2;
+    }
+    if ((chain_to || chain_from) &&
+        (!strchr(chain_to ? chain_to : chain_from, ':') ||
+         ina_parse_hostport(chain_to ? chain_to : chain_from, 1, &chain_addr) != 0 ||
+         chain_addr.sin_port == 0)) {
+        fprintf(stderr, "ina-ps: cannot parse or resolve --chain-%s '%s' (want ADDR:PORT)\n",
+                chain_to ? "to" : "from", chain_to ? chain_to : chain_from);
+        return 2;
+    }
     ina_log_setup(level, INA_LOG_TEXT);
 
     static struct loop l; /* large: the job table */
@@ -341,6 +380,13 @@ int main(int argc, char **argv)
         rc = -ENOMEM;
     if (rc != 0) {
         fprintf(stderr, "ina-ps: cannot start: %s\n", strerror(-rc));
+        return 1;
+    }
+    static struct ina_ps_chain chain;
+    if ((chain_to || chain_from) &&
+        ina_ps_chain_init(&chain, &l.ps, chain_to ? &chain_addr : NULL,
+                          chain_from ? &chain_addr : NULL, chain_timeout_ns) != 0) {
+        fprintf(stderr, "ina-ps: cannot set up chain replication\n");
         return 1;
     }
     if (frx)
@@ -371,6 +417,13 @@ int main(int argc, char **argv)
             INA_KV_S("addr", ip), INA_KV_I("port", ntohs(addr.sin_port)),
             INA_KV_I("shard", p.shard), INA_KV_I("nshards", p.nshards),
             INA_KV_S("max_memory_mib", mem));
+    if (chain_to || chain_from) {
+        char cip[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &chain_addr.sin_addr, cip, sizeof(cip));
+        ina_log(INA_LOG_INFO, "chain_replication", INA_KV_S("role", chain_to ? "primary" : "replica"),
+                INA_KV_S(chain_to ? "to" : "from", cip), INA_KV_I("port", ntohs(chain_addr.sin_port)),
+                INA_KV_I("timeout_ms", chain_timeout_ns / 1000000));
+    }
     if (port_file && write_port_file(port_file, ntohs(addr.sin_port)) != 0)
         return 1;
     run(&l);
@@ -386,6 +439,7 @@ int main(int argc, char **argv)
                 (unsigned long long)l.fault_rx.reordered, (unsigned long long)l.fault_tx.dropped,
                 (unsigned long long)l.fault_tx.duplicated, (unsigned long long)l.fault_tx.reordered);
     ina_gso_batch_free(&l.gso);
+    ina_ps_chain_free(&l.ps);
     ina_ps_free(&l.ps);
     close(l.fd);
     return 0;

@@ -80,7 +80,9 @@ struct ina_ps_metrics {
     X(update_dups, "UPDATE copies answered again, not applied again")                    \
     X(delay_violations, "UPDATEs applied with delay above D (a bug; must stay 0)")       \
     X(delay_max, "Largest delay of an applied UPDATE")                                  \
-    X(updates_held, "Stamped UPDATEs kept until the stamps before them came")
+    X(updates_held, "Stamped UPDATEs kept until the stamps before them came")                   \
+    X(updates_aggregated, "Applied UPDATEs that were the sum of a group of workers' updates")  \
+    X(aggregated_members, "Workers' updates summed into those")
 
 static void render_metrics(const struct ina_ps_metrics *m, const struct ina_ps_pub *p,
                            struct ina_buf *b)
@@ -98,6 +100,7 @@ static void render_metrics(const struct ina_ps_metrics *m, const struct ina_ps_p
     ina_prom_family(b, "ina_ps_" #f "_total", "counter", help);        \
     ina_bprintf(b, "ina_ps_" #f "_total %llu\n", (unsigned long long)p->c.f);
     PS_TOTALS(X)
+    INA_PS_CHAIN_COUNTERS(X)
 #undef X
     ina_prom_family(b, "ina_ps_drops_total", "counter", "Datagrams dropped, by cause");
     for (int d = 0; d < INA_PS_DROP__COUNT; d++)
@@ -133,6 +136,7 @@ static void render_counters(const struct ina_ps_pub *p, struct ina_buf *b)
                 ina_version_string(), p->shard, p->nshards, p->mem_used, p->max_memory, p->njobs);
 #define X(f, help) ina_bprintf(b, "\"" #f "\":%llu,", (unsigned long long)p->c.f);
     PS_TOTALS(X)
+    INA_PS_CHAIN_COUNTERS(X)
 #undef X
     ina_bputs(b, "\"drops\":{", 9);
     for (int d = 0; d < INA_PS_DROP__COUNT; d++)

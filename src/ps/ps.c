@@ -586,6 +586,8 @@ static void on_assign(struct ina_ps *ps, struct ina_ps_job *job, const struct in
 static void send_update_ack(struct ina_ps *ps, const struct ina_ps_job *job,
                             const struct ina_ps_lastupd *u, const struct sockaddr_in *dst)
 {
+    if (ps->chain_ops && ps->chain_ops->ack(ps, job, u, dst))
+        return; /* chain replication: HELD until the replica has it, or a CHAIN_ACK (§15.8) */
     uint8_t *b = tx_buf(ps, INA_HDR_LEN + INA_PS_UPDATE_ACK_LEN);
     if (!b)
         return;
@@ -655,7 +657,11 @@ static int update_one(struct ina_ps *ps, struct ina_ps_job *job, const struct in
         return 0;
     }
     struct ina_ps_lastupd *u = &job->last[h->rank];
-    uint32_t stamp = ina_get32(body);
+    uint32_t stamp = ina_get32(body), members = ina_get32(body + 4);
+    if (members > INA_PS_UPDATE_MAX_MEMBERS) {
+        ps->c.drops[INA_PS_DROP_LENGTH]++; /* a malformed body */
+        return 0;
+    }
     if (h->slot == u->uid && u->uid != 0) {
         ps->c.update_dups++;
         send_update_ack(ps, job, u, src);
@@ -697,6 +703,10 @@ static int update_one(struct ina_ps *ps, struct ina_ps_job *job, const struct in
         }
         job->applied++;
         ps->c.updates_applied++;
+        if (members >= 2) { /* a group's sum (§15.7): one update, one version */
+            ps->c.updates_aggregated++;
+            ps->c.aggregated_members += members;
+        }
         ps->c.delay_hist[delay < INA_PS_DELAY_BUCKETS ? delay : INA_PS_DELAY_BUCKETS - 1]++;
         if (delay > ps->c.delay_max)
             ps->c.delay_max = delay;
@@ -708,6 +718,8 @@ static int update_one(struct ina_ps *ps, struct ina_ps_job *job, const struct in
         job->next_stamp++;
     n.version = job->applied;
     *u = n;
+    if (stamp != INA_STAMP_NONE && ps->chain_ops) /* forwarded to the replica (§15.8) */
+        ps->chain_ops->taken(ps, job, h, body, len);
     send_update_ack(ps, job, u, src);
     return stamp != INA_STAMP_NONE;
 }
@@ -752,6 +764,10 @@ void ina_ps_input(struct ina_ps *ps, const uint8_t *buf, size_t len, const struc
     size_t blen = len - INA_HDR_LEN;
     if (h.kind == INA_K_PS_JOIN) {
         on_join(ps, &h, body, blen, src, now_ns);
+        return;
+    }
+    if ((h.kind == INA_K_PS_CHAIN_FWD || h.kind == INA_K_PS_CHAIN_ACK) && ps->chain_ops) {
+        ps->chain_ops->input(ps, &h, body, blen, src, now_ns); /* chain.c (§15.8) */
         return;
     }
     if (h.kind != INA_K_PS_PUSH && h.kind != INA_K_PS_COMMIT && h.kind != INA_K_PS_PULL &&
@@ -830,7 +846,8 @@ void ina_ps_tick(struct ina_ps *ps, uint64_t now_ns)
     X(push_entries) X(push_dups) X(commits) X(steps_applied) X(keys_applied) X(pulls) \
     X(pull_keys) X(assigns) X(assign_entries) X(assign_stale) X(jobs_started)        \
     X(jobs_ended) X(jobs_aborted) X(jobs_refused) X(memory_refusals) X(updates_applied) \
-    X(updates_stale) X(update_dups) X(delay_violations) X(delay_max) X(updates_held)
+    X(updates_stale) X(update_dups) X(delay_violations) X(delay_max) X(updates_held)        \
+    X(updates_aggregated) X(aggregated_members)
 
 void ina_ps_counters_print(const struct ina_ps_counters *c, FILE *f)
 {
@@ -838,9 +855,33 @@ void ina_ps_counters_print(const struct ina_ps_counters *c, FILE *f)
 #define X(name) fprintf(f, "  %-16s %llu\n", #name, (unsigned long long)c->name);
     PS_COUNTERS(X)
 #undef X
+#define X(name, help) fprintf(f, "  %-16s %llu\n", #name, (unsigned long long)c->name);
+    INA_PS_CHAIN_COUNTERS(X)
+#undef X
     for (int d = 0; d < INA_PS_DELAY_BUCKETS; d++)
         fprintf(f, "  delay_%d%-9s %llu\n", d, d == INA_PS_DELAY_BUCKETS - 1 ? "+" : "",
                 (unsigned long long)c->delay_hist[d]);
     for (int d = 0; d < INA_PS_DROP__COUNT; d++)
         fprintf(f, "  drop_%-11s %llu\n", ina_ps_drop_name(d), (unsigned long long)c->drops[d]);
+}
+
+/* ---- For chain.c (chain replication, PROTOCOL.md §15.8) ----------------------------- */
+
+uint8_t *ina__ps_tx_buf(struct ina_ps *ps, size_t len) { return tx_buf(ps, len); }
+
+void ina__ps_tx_push(struct ina_ps *ps, uint8_t *buf, size_t len, const struct sockaddr_in *dst)
+{
+    tx_push(ps, buf, len, dst);
+}
+
+void ina__ps_send_update_ack(struct ina_ps *ps, const struct ina_ps_job *job,
+                             const struct ina_ps_lastupd *u, const struct sockaddr_in *dst)
+{
+    send_update_ack(ps, job, u, dst);
+}
+
+void ina__ps_on_update(struct ina_ps *ps, struct ina_ps_job *job, const struct ina_hdr *h,
+                       const uint8_t *body, size_t len, const struct sockaddr_in *src)
+{
+    on_update(ps, job, h, body, len, src);
 }

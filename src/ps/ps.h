@@ -54,7 +54,11 @@
     X(JOIN, "malformed or refused join/leave")                                      \
     X(TXQ, "reply queue full (an ina-ps bug; the reply is lost)")                    \
     X(ORDER, "UPDATE out of order: update id or stamp not the next, base version ahead") \
-    X(MODE, "kind not served in the job's mode (PUSH/COMMIT in a STALE job, UPDATE in a SYNC one)")
+    X(MODE, "kind not served in the job's mode (PUSH/COMMIT in a STALE job, UPDATE in a SYNC one)") \
+    X(CHAIN_SOURCE, "chain datagram not from the --chain-from (CHAIN_FWD) or --chain-to (CHAIN_ACK) address") \
+    X(CHAIN_JOB, "CHAIN_FWD of no active STALE job of that name, a rank outside it, or another primary session") \
+    X(CHAIN_LENGTH, "chain datagram length disagrees with its count, the job's dim or its body")  \
+    X(CHAIN_ACK, "CHAIN_ACK that answers no forward: credentials, stamp or next stamp out of range")
 
 enum ina_ps_drop {
 #define INA__PS_DROP_ENUM(name, text) INA_PS_DROP_##name,
@@ -63,7 +67,25 @@ enum ina_ps_drop {
     INA_PS_DROP__COUNT
 };
 
+/* Chain replication (chain.c, PROTOCOL.md §15.8): name, help. In the exit report and /metrics. */
+#define INA_PS_CHAIN_COUNTERS(X)                                                                  \
+    X(chain_forwarded, "Stamped UPDATEs forwarded to the replica (--chain-to)")                   \
+    X(chain_fwd_retransmits, "CHAIN_FWDs sent again: no CHAIN_ACK within the retransmission timeout") \
+    X(chain_acks, "CHAIN_ACKs taken from the replica (forwards acknowledged)")                    \
+    X(chain_ack_dups, "CHAIN_ACKs for stamps already acknowledged")                               \
+    X(chain_held_answers, "UPDATE_ACKs answered HELD: the replica had not acknowledged yet")      \
+    X(chain_released, "UPDATE_ACK outcomes sent once the replica acknowledged the stamp")        \
+    X(chain_mismatch, "Replica outcomes that differ from the primary's (a bug; must stay 0)")    \
+    X(chain_broken, "Jobs whose replica missed --chain-timeout-ms: the primary answers alone")    \
+    X(chain_unforwarded, "Stamped UPDATEs not forwarded: the job's chain was broken")             \
+    X(chain_fwd_received, "CHAIN_FWDs accepted from --chain-from (then taken as UPDATEs)")        \
+    X(chain_acks_sent, "CHAIN_ACKs sent to the primary (--chain-from)")
+
 struct ina_ps_counters {
+    /* chain replication's (chain.c) first; reported by name, like the others */
+#define INA__PS_CHAIN_FIELD(name, help) uint64_t name;
+    INA_PS_CHAIN_COUNTERS(INA__PS_CHAIN_FIELD)
+#undef INA__PS_CHAIN_FIELD
     uint64_t rx_packets, rx_bytes, tx_packets, tx_bytes, tx_errors;
     uint64_t pushes;        /* PUSH packets added */
     uint64_t push_entries;  /* (key, values) entries added */
@@ -82,6 +104,8 @@ struct ina_ps_counters {
     uint64_t delay_violations; /* applied with delay > D: an ina-ps bug, must stay 0 */
     uint64_t delay_max;        /* the largest delay applied */
     uint64_t updates_held;     /* stamped UPDATEs kept until their turn came */
+    uint64_t updates_aggregated; /* applied UPDATEs that were the sum of a group (members >= 2) */
+    uint64_t aggregated_members; /* the members' updates in them */
     uint64_t delay_hist[INA_PS_DELAY_BUCKETS]; /* applied updates by delay (last: >= 7) */
     uint64_t drops[INA_PS_DROP__COUNT];
 };
@@ -186,6 +210,24 @@ struct ina_ps {
     size_t mem_used;
     struct ina_ps_counters c;
     struct ina_ps_tx tx;
+    /* Chain replication (chain.c): NULL when off. ps.c calls these hooks only; it links
+     * without chain.c (the unit tests and the fuzzer include ps.c on its own). */
+    const struct ina_ps_chain_ops *chain_ops;
+    struct ina_ps_chain *chain;
+};
+
+/* The hooks of chain replication (PROTOCOL.md §15.8), set by ina_ps_chain_init(). */
+struct ina_ps_chain_ops {
+    /* A CHAIN_FWD or CHAIN_ACK (header decoded, rx counted): the whole datagram is its own. */
+    void (*input)(struct ina_ps *ps, const struct ina_hdr *h, const uint8_t *body, size_t len,
+                  const struct sockaddr_in *src, uint64_t now_ns);
+    /* A stamped UPDATE was just taken (applied or refused; job->last[h->rank] is its outcome),
+     * before its UPDATE_ACK is queued. body, len: the UPDATE's body. */
+    void (*taken)(struct ina_ps *ps, struct ina_ps_job *job, const struct ina_hdr *h,
+                  const uint8_t *body, size_t len);
+    /* An UPDATE_ACK is about to be queued to dst. @return 1 if the hook took it over. */
+    int (*ack)(struct ina_ps *ps, const struct ina_ps_job *job, const struct ina_ps_lastupd *u,
+               const struct sockaddr_in *dst);
 };
 
 /* @return 0, -EINVAL or -ENOMEM. */
@@ -212,6 +254,14 @@ static inline void ina_ps_tx_reset(struct ina_ps *ps)
 
 const char *ina_ps_drop_name(enum ina_ps_drop d);
 void ina_ps_counters_print(const struct ina_ps_counters *c, FILE *f);
+
+/* For chain.c: ps.c's reply queue, UPDATE_ACK and UPDATE handler (§15.2), unchanged. */
+uint8_t *ina__ps_tx_buf(struct ina_ps *ps, size_t len);
+void ina__ps_tx_push(struct ina_ps *ps, uint8_t *buf, size_t len, const struct sockaddr_in *dst);
+void ina__ps_send_update_ack(struct ina_ps *ps, const struct ina_ps_job *job,
+                             const struct ina_ps_lastupd *u, const struct sockaddr_in *dst);
+void ina__ps_on_update(struct ina_ps *ps, struct ina_ps_job *job, const struct ina_hdr *h,
+                       const uint8_t *body, size_t len, const struct sockaddr_in *src);
 
 /* store.c */
 int ina__ps_store_init(struct ina_ps *ps, struct ina_ps_store *s, unsigned dim, int has_state);

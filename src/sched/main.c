@@ -58,6 +58,12 @@ static void usage(FILE *f)
             "                        (default 100; 0 = no limit)\n"
             "  --initial-rate MBPS   rate assumed before a rank's first transfer, in MB/s\n"
             "                        (default 100)\n"
+            "  --aggregate K         opportunistic aggregation: grant fetch requests that\n"
+            "                        wait together (of workers with an ina-switch, not\n"
+            "                        stragglers) as one group of up to K members sharing\n"
+            "                        one stamp; they sum their updates in the switch and\n"
+            "                        one of them sends the sum (ina-mlf --switch), 1..N\n"
+            "                        (default 1: no aggregation)\n"
             "  --listen ADDR[:PORT]  address to listen on (default 127.0.0.1:%d); port 0\n"
             "                        = any (--port-file)\n"
             "  --port-file PATH      write the bound port to PATH once listening\n"
@@ -136,13 +142,14 @@ int main(int argc, char **argv)
         {"grant-timeout", required_argument, 0, 'g'}, {"straggler-ratio", required_argument, 0, 'r'},
         {"initial-rate", required_argument, 0, 'i'}, {"listen", required_argument, 0, 'l'},
         {"port-file", required_argument, 0, 'p'},    {"log-level", required_argument, 0, 'L'},
-        {"max-wait-ms", required_argument, 0, 'a'},
+        {"max-wait-ms", required_argument, 0, 'a'}, {"aggregate", required_argument, 0, 'A'},
         {"version", no_argument, 0, 'V'},            {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     struct ina_sched_params p = {.max_delay = 2, .window = 0, /* 0: D + 1, below */
                                  .grant_timeout_ns = 5000ull * 1000000ull,
                                  .max_wait_ns = 100ull * 1000000ull,
-                                 .straggler_ratio = 0.6, .initial_rate = 100e6};
+                                 .straggler_ratio = 0.6, .initial_rate = 100e6,
+                                 .aggregate = 1};
     const char *listen_s = "127.0.0.1", *port_file = NULL, *job = NULL;
     enum ina_log_level level = INA_LOG_INFO;
     int c;
@@ -164,6 +171,7 @@ int main(int argc, char **argv)
             p.max_wait_ns = (uint64_t)(v * 1e6);
             break;
         case 'i': bad = parse_num(optarg, 0.001, 1e6, &v); p.initial_rate = v * 1e6; break;
+        case 'A': bad = parse_num(optarg, 1, INA_MAX_WORKERS, &v); p.aggregate = (unsigned)v; break;
         case 'l': listen_s = optarg; break;
         case 'p': port_file = optarg; break;
         case 'L':
@@ -190,6 +198,10 @@ int main(int argc, char **argv)
     if (!job || !*job || strlen(job) >= sizeof(p.job) || p.world == 0) {
         fprintf(stderr, "ina-sched: --job NAME (1..31 characters) and --world N are required "
                         "(see --help)\n");
+        return 2;
+    }
+    if (p.aggregate > p.world) {
+        fprintf(stderr, "ina-sched: --aggregate %u is more than --world %u\n", p.aggregate, p.world);
         return 2;
     }
     snprintf(p.job, sizeof(p.job), "%s", job);
@@ -229,7 +241,7 @@ int main(int argc, char **argv)
     ina_log(INA_LOG_INFO, "listening", INA_KV_S("version", ina_version_string()),
             INA_KV_S("addr", ip), INA_KV_I("port", ntohs(addr.sin_port)), INA_KV_S("job", p.job),
             INA_KV_I("world", p.world), INA_KV_I("max_delay", p.max_delay),
-            INA_KV_I("window", p.window));
+            INA_KV_I("window", p.window), INA_KV_I("aggregate", p.aggregate));
     if (port_file && write_port_file(port_file, ntohs(addr.sin_port)) != 0)
         return 1;
     run(fd, &s);

@@ -23,7 +23,7 @@ int ina_sched_init(struct ina_sched *s, const struct ina_sched_params *p)
     memset(s, 0, sizeof(*s));
     if (p->world == 0 || p->world > INA_MAX_WORKERS || p->window == 0 || p->job[0] == '\0' ||
         !memchr(p->job, 0, sizeof(p->job)) || !(p->initial_rate > 0) ||
-        !(p->straggler_ratio >= 0 && p->straggler_ratio < 1))
+        !(p->straggler_ratio >= 0 && p->straggler_ratio < 1) || p->aggregate > p->world)
         return -EINVAL;
     s->p = *p;
     return 0;
@@ -56,6 +56,8 @@ static void send_grant(struct ina_sched *s, unsigned r)
     ina_put32(body + 4, h.seq);
     ina_put32(body + 8, k->bound_at_grant);
     ina_put32(body + 12, k->straggler);
+    ina_put32(body + 16, k->status == 0 ? k->group_size : 1);
+    ina_put32(body + 20, k->status == 0 ? k->group_index : 0);
     s->tx.dst[s->tx.n++] = k->addr;
 }
 
@@ -134,20 +136,37 @@ static int fits(const struct ina_sched *s, const struct ina_sched_rank *k)
     return known_applied(s) + s->outstanding - req_base(s, k) <= s->p.max_delay;
 }
 
-static void grant(struct ina_sched *s, unsigned r, uint64_t now)
+/*
+ * Grant the next stamp to the n ranks of members[] (n > 1: a group, members[0]
+ * its leader). A group is one update at the servers, one version: it counts
+ * once in O, and each member's bound is that of a lone grant at this moment
+ * (every member is a fetch request, based at A).
+ */
+static void grant(struct ina_sched *s, const unsigned *members, unsigned n, uint64_t now)
 {
-    struct ina_sched_rank *k = &s->ranks[r];
-    k->base = req_base(s, k);
-    k->bound_at_grant = known_applied(s) + s->outstanding;
-    if (k->bound_at_grant - k->base > s->p.max_delay)
-        s->c.bound_violations++; /* fits() was checked: never */
-    k->state = INA_SCHED_GRANTED;
-    k->status = 0;
-    k->stamp = s->next_stamp++;
-    k->since_ns = now;
+    uint32_t stamp = s->next_stamp++;
+    for (unsigned i = 0; i < n; i++) {
+        struct ina_sched_rank *k = &s->ranks[members[i]];
+        k->base = req_base(s, k);
+        k->bound_at_grant = known_applied(s) + s->outstanding;
+        if (k->bound_at_grant - k->base > s->p.max_delay)
+            s->c.bound_violations++; /* fits() was checked: never */
+        k->state = INA_SCHED_GRANTED;
+        k->status = 0;
+        k->stamp = stamp;
+        k->since_ns = now;
+        k->member = i > 0;
+        k->group_size = (uint16_t)n;
+        k->group_index = (uint16_t)i;
+        s->c.grants++;
+    }
     s->outstanding++;
-    s->c.grants++;
-    send_grant(s, r);
+    if (n > 1) {
+        s->c.groups++;
+        s->c.group_members += n;
+    }
+    for (unsigned i = 0; i < n; i++)
+        send_grant(s, members[i]);
 }
 
 /* Slack: grants that may still come before this one's stamp and keep it within D. */
@@ -186,9 +205,34 @@ static int before(const struct ina_sched *s, const struct ina_sched_rank *a,
     return predicted(s, a) < predicted(s, b);
 }
 
+/* A request that may join a group: a fetch request (based at the grant) of a rank that can
+ * aggregate and is not a straggler (a straggler would hold its whole group back). */
+static int groupable(const struct ina_sched *s, const struct ina_sched_rank *k)
+{
+    return s->p.aggregate > 1 && k->fetch && k->can_aggregate && !k->straggler;
+}
+
+/* The best pending feasible request by before() (and groupable() if only_groupable), or -1.
+ * *stragglers: the feasible stragglers' requests passed over. */
+static int best_request(struct ina_sched *s, int only_groupable, unsigned *stragglers,
+                        uint64_t now)
+{
+    int best = -1;
+    for (unsigned r = 0; r < s->p.world; r++) {
+        const struct ina_sched_rank *k = &s->ranks[r];
+        if (k->state != INA_SCHED_PENDING || !fits(s, k) || (only_groupable && !groupable(s, k)))
+            continue;
+        *stragglers += k->straggler;
+        if (best < 0 || before(s, k, &s->ranks[best], now))
+            best = (int)r;
+    }
+    return best;
+}
+
 /*
  * Refuse what can never fit, then grant while the window has room: among the
- * feasible requests the first by before().
+ * feasible requests the first by before(); if it can aggregate, the next
+ * groupable requests by before() join it, up to `aggregate` members.
  */
 static void schedule(struct ina_sched *s, uint64_t now)
 {
@@ -204,29 +248,37 @@ static void schedule(struct ina_sched *s, uint64_t now)
         }
     }
     while (s->outstanding < s->p.window) {
-        int best = -1, stragglers = 0;
-        for (unsigned r = 0; r < s->p.world; r++) {
-            const struct ina_sched_rank *k = &s->ranks[r];
-            if (k->state != INA_SCHED_PENDING || !fits(s, k))
-                continue;
-            stragglers += k->straggler;
-            if (best < 0 || before(s, k, &s->ranks[best], now))
-                best = (int)r;
-        }
+        unsigned stragglers = 0, members[INA_MAX_WORKERS], n = 0;
+        int best = best_request(s, 0, &stragglers, now);
         if (best < 0)
             return;
         if (!s->ranks[best].straggler)
-            s->c.straggler_waits += (uint64_t)stragglers;
+            s->c.straggler_waits += stragglers;
         if (aged(s, &s->ranks[best], now))
             s->c.aged_grants++;
-        grant(s, (unsigned)best, now);
+        members[n++] = (unsigned)best;
+        if (groupable(s, &s->ranks[best])) {
+            s->ranks[best].state = INA_SCHED_GRANTED; /* out of the next searches */
+            unsigned ignored = 0;
+            int next;
+            while (n < s->p.aggregate && (next = best_request(s, 1, &ignored, now)) >= 0) {
+                s->ranks[next].state = INA_SCHED_GRANTED;
+                members[n++] = (unsigned)next;
+            }
+            for (unsigned i = 0; i < n; i++) /* grant() computes the bases as for pending ones */
+                s->ranks[members[i]].state = INA_SCHED_PENDING;
+        }
+        grant(s, members, n, now);
     }
 }
 
-/* A grant ends: its outcome is known (DONE), assumed (next REQ, expiry: counted as applied). */
+/* A grant ends: its outcome is known (DONE), assumed (next REQ, expiry: counted as applied).
+ * A group member's other than the leader's holds no share of O: only its request ends. */
 static void end_grant(struct ina_sched *s, struct ina_sched_rank *k, int applied)
 {
     k->state = INA_SCHED_ANSWERED;
+    if (k->member)
+        return;
     s->outstanding--;
     if (applied)
         s->applied++;
@@ -256,6 +308,10 @@ static void on_req(struct ina_sched *s, const struct ina_hdr *h, const uint8_t *
      * unscheduled, or before this scheduler started, are in it): A catches up. A fetch
      * request has no base yet. */
     k->fetch = h->seq == INA_SCHED_BASE_AT_GRANT;
+    k->can_aggregate = (ina_get32(body + 4) & INA_SCHED_REQ_AGGREGATE) != 0;
+    k->member = 0;
+    k->group_size = 1;
+    k->group_index = 0;
     if (!k->fetch && (int32_t)(h->seq - s->floor) > 0)
         s->floor = h->seq;
     s->c.fetch_requests += k->fetch;
@@ -278,6 +334,14 @@ static void on_done(struct ina_sched *s, const struct ina_hdr *h, const uint8_t 
     }
     int32_t status = (int32_t)ina_get32(body);
     s->c.dones++;
+    if (k->member) { /* its part went into the group's update (or failed to): no outcome */
+        s->c.member_dones++;
+        s->c.member_failed += status != INA_SCHED_DONE_MEMBER;
+        end_grant(s, k, 0);
+        learn_rate(s, h->rank, ina_get32(body + 4), ina_get32(body + 8));
+        schedule(s, now);
+        return;
+    }
     if (status == 0)
         s->c.done_applied++;
     else
@@ -356,7 +420,8 @@ void ina_sched_tick(struct ina_sched *s, uint64_t now_ns)
 #define SCHED_COUNTERS(X)                                                                  \
     X(rx_packets) X(tx_packets) X(tx_errors) X(requests) X(request_dups) X(grants)          \
     X(refused_stale) X(dones) X(done_applied) X(done_stale) X(implicit_dones)              \
-    X(grants_expired) X(bound_violations) X(straggler_waits) X(fetch_requests) X(aged_grants)
+    X(grants_expired) X(bound_violations) X(straggler_waits) X(fetch_requests) X(aged_grants)     \
+    X(groups) X(group_members) X(member_dones) X(member_failed)
 
 void ina_sched_counters_print(const struct ina_sched *s, FILE *f)
 {

@@ -26,6 +26,13 @@
  * feasible request of another rank waits. Any request that has waited
  * max_wait_ns goes first: a straggler is slowed and a slow rank passed over
  * by shortest-first, but no rank is starved.
+ *
+ * Opportunistic aggregation (aggregate > 1): fetch requests of ranks that can
+ * sum their updates in an ina-switch (REQ flag) and are granted together form
+ * a group of up to `aggregate` members that shares one stamp; the members sum
+ * their updates in the switch and the leader (member 0) sends the one update.
+ * The group is one version, so it counts once in O and in the bound; the
+ * other members' DONEs end their requests without touching O or A.
  */
 #include <netinet/in.h>
 #include <stdint.h>
@@ -70,6 +77,10 @@ struct ina_sched_counters {
     uint64_t straggler_waits;  /* times a straggler's feasible request yielded */
     uint64_t fetch_requests;   /* REQs asked before the pull (base at grant) */
     uint64_t aged_grants;      /* requests granted first after waiting max_wait_ns */
+    uint64_t groups;           /* grants of two members or more (one stamp each) */
+    uint64_t group_members;    /* members granted in those groups */
+    uint64_t member_dones;     /* DONEs of members other than a group's leader */
+    uint64_t member_failed;    /* of those: the member's part did not reach the switch's sum */
     uint64_t drops[INA_SCHED_DROP__COUNT];
 };
 
@@ -82,6 +93,7 @@ struct ina_sched_params {
     double straggler_ratio;   /* rate below ratio x median: a straggler (0: never) */
     uint64_t max_wait_ns;     /* a request waiting this long goes first (0: no limit) */
     double initial_rate;      /* bytes/s assumed before a rank's first DONE */
+    unsigned aggregate;       /* members of a group at most (1: no aggregation) */
 };
 
 enum ina_sched_req_state { INA_SCHED_NONE = 0, INA_SCHED_PENDING, INA_SCHED_GRANTED, INA_SCHED_ANSWERED };
@@ -93,6 +105,10 @@ struct ina_sched_rank {
     enum ina_sched_req_state state;
     uint32_t uid, base, bytes; /* the current request (a fetch request: base = A at its grant) */
     uint8_t fetch;            /* the current request is a fetch request */
+    uint8_t can_aggregate;    /* its REQ set INA_SCHED_REQ_AGGREGATE */
+    uint8_t member;           /* granted as a group member other than the leader: its grant
+                                 is not counted in O */
+    uint16_t group_size, group_index; /* of its grant: 1, 0 when alone */
     uint32_t stamp;           /* its stamp when granted */
     int32_t status;           /* its answer: 0 granted, INA_ERR_STALE */
     uint32_t bound_at_grant;  /* A + O at the grant */
@@ -119,7 +135,8 @@ struct ina_sched {
     struct ina_sched_tx tx;
 };
 
-/* @return 0 or -EINVAL (world 0 or above INA_MAX_WORKERS, window 0, empty job name). */
+/* @return 0 or -EINVAL (world 0 or above INA_MAX_WORKERS, window 0, empty job name,
+ * aggregate 0 or above world). */
 int ina_sched_init(struct ina_sched *s, const struct ina_sched_params *p);
 void ina_sched_input(struct ina_sched *s, const uint8_t *buf, size_t len,
                      const struct sockaddr_in *src, uint64_t now_ns);

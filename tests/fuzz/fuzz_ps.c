@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps/chain.c"
 #include "ps/ps.c"
 #include "ps/store.c"
 
@@ -23,16 +24,22 @@
  *   F_RANK   the rank the source address holds in job 1, if any
  *   F_COUNT  count = the entries the length holds, by kind (PUSH: key + dim values,
  *            PULL: keys, ASSIGN: key + values + state), length cut to match
- *   F_KIND   kind = PUSH, COMMIT, PULL, ASSIGN, LEAVE, JOIN by bits 6-7 of sel and flag
- *            bit 7 (PS kinds are where the paths are)
+ *   F_KIND   kind = PUSH, COMMIT, PULL, ASSIGN, LEAVE, JOIN, UPDATE, CHAIN_FWD, CHAIN_ACK
+ *            by bits 6-7 of sel and flag bits 6-7 (PS kinds are where the paths are)
  *   F_TICK   after the datagram, advance the clock and run ina_ps_tick
- * Before the records, two jobs start with honest JOINs: "honest" (world 3, dim 2,
- * Adagrad) at src_table[0..2], "oracle" (world 2, dim 1, SGD lr 1) at addresses the
- * records can never use. After them, if the oracle still runs in the same session,
+ * Before the records, three jobs start with honest JOINs: "honest" (world 3, dim 2,
+ * Adagrad) at src_table[0..2], "stale" (the same, mode STALE, D 2) at the same addresses,
+ * and "oracle" (world 2, dim 1, SGD lr 1) at addresses the records can never use.
+ * Chain replication (§15.8) is on both ways at once: forwards are taken from src_table[5]
+ * (--chain-from) and sent to src_table[6] (--chain-to). F_CREDS gives UPDATE, CHAIN_FWD and
+ * CHAIN_ACK the stale job's credentials (and CHAIN_FWD its name); F_COUNT cuts UPDATE and
+ * CHAIN_FWD to whole entries. After them, if the oracle still runs in the same session,
  * one honest step of it must give exact values: no datagram from another address,
  * even with stolen credentials, changes another job's parameters. Checked throughout:
  * the replies queued are well-formed, memory stays within --max-memory, the stores'
- * indexes and records agree, and each open step's counts are bounded.
+ * indexes and records agree, and each open step's counts are bounded; forwards go only to
+ * the replica and CHAIN_ACKs only to the primary, no UPDATE_ACK goes to the primary's
+ * address, and no outcome is told while the chain still waits for its stamp.
  */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -83,6 +90,7 @@ static struct sockaddr_in src_table[8], oracle_addr[2];
 static const uint64_t tick_step[8] = {0, 1000000, 100000000, 1100000000ull, 31000000000ull,
                                       61000000000ull, 121000000000ull, 3601000000000ull};
 static struct ina_ps ps;
+static struct ina_ps_chain chain;
 static uint64_t now_ns;
 
 HARNESS static void check_tx(void)
@@ -92,7 +100,8 @@ HARNESS static void check_tx(void)
         size_t len = ps.tx.iov[i].iov_len;
         CHECKF(b >= ps.tx.mem && b + len <= ps.tx.mem + INA_PS_TX_BYTES);
         struct ina_hdr h;
-        CHECKF(ina_hdr_decode(b, len, &h) == INA_PARSE_OK && h.rank == INA_RANK_SWITCH);
+        CHECKF(ina_hdr_decode(b, len, &h) == INA_PARSE_OK &&
+               (h.rank == INA_RANK_SWITCH || h.kind == INA_K_PS_CHAIN_FWD)); /* FWD: the update's */
         switch (h.kind) {
         case INA_K_PS_JOIN_ACK: CHECKF(len == INA_HDR_LEN + INA_PS_JOIN_BODY_LEN); break;
         case INA_K_PS_JOIN_NAK: CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN); break;
@@ -100,9 +109,24 @@ HARNESS static void check_tx(void)
         case INA_K_PS_PUSH_ACK:
         case INA_K_PS_COMMIT_ACK:
         case INA_K_PS_ASSIGN_ACK: CHECKF(len == INA_HDR_LEN); break;
+        case INA_K_PS_CHAIN_FWD:
+            CHECKF(same_addr(&ps.tx.dst[i], &chain.to) &&
+                   len >= INA_HDR_LEN + INA_PS_CHAIN_FWD_PREFIX + INA_PS_UPDATE_PREFIX);
+            break;
+        case INA_K_PS_CHAIN_ACK:
+            CHECKF(same_addr(&ps.tx.dst[i], &chain.from) &&
+                   len == INA_HDR_LEN + INA_PS_CHAIN_ACK_LEN);
+            break;
         case INA_K_PS_UPDATE_ACK: {
             CHECKF(len == INA_HDR_LEN + INA_PS_UPDATE_ACK_LEN);
+            CHECKF(!same_addr(&ps.tx.dst[i], &chain.from)); /* those become CHAIN_ACKs */
             int32_t st = (int32_t)ina_get32(b + INA_HDR_LEN);
+            uint32_t g = ina_get32(b + INA_HDR_LEN + 12);
+            if (st != INA_PS_UPDATE_HELD && g != INA_STAMP_NONE && h.job >= 1 &&
+                h.job <= INA_PS_MAX_JOBS) { /* the chain's promise: told once the replica has it */
+                const struct ina_ps_chain_job *cj = &chain.jobs[h.job - 1];
+                CHECKF(!(cj->session == ps.jobs[h.job - 1].session && pending(cj, g)));
+            }
             CHECKF(st == 0 || st == INA_ERR_STALE || st == INA_PS_UPDATE_HELD);
             if (st == INA_PS_UPDATE_HELD) /* held: the delay is 0, and it took no stamp */
                 CHECKF(ina_get32(b + INA_HDR_LEN + 8) == 0);
@@ -137,6 +161,8 @@ HARNESS static void check_state(void)
             CHECKF(ina_kmap_get(&s->index, s->keys[r]) == r);
     }
     CHECKF(mem == ps.mem_used && ps.mem_used <= ps.p.max_memory);
+    for (int i = 0; i < INA_PS_MAX_JOBS; i++)
+        CHECKF(chain.jobs[i].n <= INA_PS_CHAIN_WINDOW && (chain.jobs[i].n == 0 || chain.jobs[i].q));
     CHECKF(ps.c.delay_violations == 0); /* no applied UPDATE lagged more than its job's D */
 }
 
@@ -148,7 +174,7 @@ static void send_to(const uint8_t *b, size_t len, const struct sockaddr_in *src)
 }
 
 static uint16_t join(const char *name, int world, int rank, int dim, int optim, float lr,
-                     const struct sockaddr_in *src)
+                     int mode, const struct sockaddr_in *src)
 {
     uint8_t b[INA_HDR_LEN + INA_PS_JOIN_BODY_LEN];
     struct ina_hdr h;
@@ -162,6 +188,8 @@ static uint16_t join(const char *name, int world, int rank, int dim, int optim, 
     j.nshards = 1;
     j.dim = (uint16_t)dim;
     j.optim = (uint8_t)optim;
+    j.mode = (uint8_t)mode;
+    j.max_delay = mode == INA_PS_MODE_STALE ? 2 : 0;
     j.lr = lr;
     j.eps = 1.0f;
     snprintf(j.name, sizeof(j.name), "%s", name);
@@ -194,19 +222,31 @@ static void one_record(uint8_t sel, uint8_t flags, const uint8_t *d, size_t len)
         len = sizeof(b);
     memcpy(b, d, len);
     const struct sockaddr_in *src = &src_table[sel & 7];
-    const struct ina_ps_job *honest = &ps.jobs[0];
+    const struct ina_ps_job *honest = &ps.jobs[0], *stale = job_named("stale");
     if (len >= INA_HDR_LEN) {
         if (flags & F_MAGIC) {
             ina_put16(b, INA_WIRE_MAGIC);
             b[2] = INA_WIRE_VERSION;
         }
         if (flags & F_KIND) {
-            static const uint8_t kinds[] = {INA_K_PS_PUSH, INA_K_PS_COMMIT, INA_K_PS_PULL,
-                                            INA_K_PS_ASSIGN, INA_K_PS_LEAVE, INA_K_PS_JOIN,
-                                            INA_K_PS_UPDATE, INA_K_PS_PULL};
-            b[3] = kinds[(sel >> 6) | ((flags >> 5) & 4)];
+            static const uint8_t kinds[] = {
+                INA_K_PS_PUSH,      INA_K_PS_COMMIT,    INA_K_PS_PULL,   INA_K_PS_ASSIGN,
+                INA_K_PS_LEAVE,     INA_K_PS_JOIN,      INA_K_PS_UPDATE, INA_K_PS_PULL,
+                INA_K_PS_CHAIN_FWD, INA_K_PS_CHAIN_ACK, INA_K_PS_UPDATE, INA_K_PS_CHAIN_FWD,
+                INA_K_PS_CHAIN_ACK, INA_K_PS_CHAIN_FWD, INA_K_PS_UPDATE, INA_K_PS_CHAIN_ACK};
+            b[3] = kinds[(sel >> 6) | ((flags >> 5) & 4) | ((flags >> 3) & 8)];
         }
-        if ((flags & F_CREDS) && honest->state == INA_PS_ACTIVE) {
+        int stale_kind = b[3] == INA_K_PS_UPDATE || b[3] == INA_K_PS_CHAIN_FWD ||
+                         b[3] == INA_K_PS_CHAIN_ACK;
+        if ((flags & F_CREDS) && stale_kind && stale) {
+            ina_put16(b + 4, stale->id);
+            ina_put32(b + 8, stale->session);
+            ina_put32(b + 12, stale->token);
+            if (b[3] == INA_K_PS_CHAIN_FWD && len >= INA_HDR_LEN + INA_PS_CHAIN_FWD_PREFIX) {
+                memset(b + INA_HDR_LEN, 0, INA_PS_CHAIN_FWD_PREFIX);
+                memcpy(b + INA_HDR_LEN, "stale", 5);
+            }
+        } else if ((flags & F_CREDS) && honest->state == INA_PS_ACTIVE) {
             ina_put16(b + 4, honest->id);
             ina_put32(b + 8, honest->session);
             ina_put32(b + 12, honest->token);
@@ -214,12 +254,20 @@ static void one_record(uint8_t sel, uint8_t flags, const uint8_t *d, size_t len)
         if ((flags & F_RANK) && (sel & 7) < 3)
             ina_put16(b + 6, sel & 7);
         if (flags & F_COUNT) {
-            size_t el = b[3] == INA_K_PS_PUSH ? 8 + 4 * 2 : b[3] == INA_K_PS_ASSIGN ? 8 + 8 * 2 : 8;
-            size_t n = (len - INA_HDR_LEN) / el;
+            size_t el = b[3] == INA_K_PS_PUSH || b[3] == INA_K_PS_UPDATE ||
+                                b[3] == INA_K_PS_CHAIN_FWD
+                            ? 8 + 4 * 2
+                        : b[3] == INA_K_PS_ASSIGN ? 8 + 8 * 2
+                                                  : 8;
+            size_t pre = b[3] == INA_K_PS_UPDATE      ? INA_PS_UPDATE_PREFIX
+                         : b[3] == INA_K_PS_CHAIN_FWD ? INA_PS_CHAIN_FWD_PREFIX + INA_PS_UPDATE_PREFIX
+                                                      : 0;
+            size_t n = len >= INA_HDR_LEN + pre ? (len - INA_HDR_LEN - pre) / el : 0;
             if (n > 0xFFFF)
                 n = 0xFFFF;
             ina_put16(b + 24, (uint16_t)n);
-            len = INA_HDR_LEN + n * el;
+            if (len >= INA_HDR_LEN + pre)
+                len = INA_HDR_LEN + pre + n * el;
         }
     }
     send_to(b, len, src);
@@ -228,6 +276,9 @@ static void one_record(uint8_t sel, uint8_t flags, const uint8_t *d, size_t len)
         if (ina_ps_tx_full(&ps))
             check_tx();
         ina_ps_tick(&ps, now_ns);
+        if (ina_ps_tx_full(&ps))
+            check_tx();
+        ina_ps_chain_tick(&ps, now_ns);
     }
     check_tx();
     check_state();
@@ -291,10 +342,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                               .idle_timeout_ns = 60000000000ull,
                               .step_timeout_ns = 30000000000ull};
     CHECKF(ina_ps_init(&ps, &p) == 0);
+    CHECKF(ina_ps_chain_init(&chain, &ps, &src_table[6], &src_table[5], 2000000000ull) == 0);
+    ina_ps_chain_tick(&ps, now_ns);
     for (int r = 0; r < 3; r++)
-        join("honest", 3, r, 2, INA_OPTIM_ADAGRAD, 0.5f, &src_table[r]);
+        join("honest", 3, r, 2, INA_OPTIM_ADAGRAD, 0.5f, INA_PS_MODE_SYNC, &src_table[r]);
     for (int r = 0; r < 2; r++)
-        join("oracle", 2, r, 1, INA_OPTIM_SGD, 1.0f, &oracle_addr[r]);
+        join("oracle", 2, r, 1, INA_OPTIM_SGD, 1.0f, INA_PS_MODE_SYNC, &oracle_addr[r]);
+    for (int r = 0; r < 3; r++)
+        join("stale", 3, r, 2, INA_OPTIM_ADAGRAD, 0.5f, INA_PS_MODE_STALE, &src_table[r]);
     check_tx();
     const struct ina_ps_job *o = job_named("oracle");
     CHECKF(o && job_named("honest") == &ps.jobs[0]);
@@ -335,6 +390,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size -= len;
     }
     oracle_step(oid, osession, otoken);
+    ina_ps_chain_free(&ps);
     ina_ps_free(&ps);
     return 0;
 }

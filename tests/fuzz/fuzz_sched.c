@@ -14,10 +14,14 @@
  * flags: F_MAGIC right magic and version; F_REQ / F_DONE kind REQ / DONE with the
  * kind's body length; F_NAME the job's name in a REQ; F_RANK rank = sel & 3;
  * F_TICK run ina_sched_tick after the datagram; F_FETCH a REQ's base is
- * INA_SCHED_BASE_AT_GRANT (a fetch request).
+ * INA_SCHED_BASE_AT_GRANT (a fetch request). A REQ's flags (body bytes 4..7) come
+ * from the input: fetch requests with INA_SCHED_REQ_AGGREGATE may be granted as
+ * groups (aggregate 3, §15.7).
  * Checked after every record: the queued replies are GRANTs of the right length to
- * bound ranks, grants outstanding never exceed the window nor the ranks holding
- * one, no grant was made beyond the delay bound, and no fetch request was refused.
+ * bound ranks, grants outstanding (a group once) never exceed the window and equal
+ * the ranks holding one outside a group or as its leader, no grant was made beyond
+ * the delay bound, no fetch request was refused, and every group member holds a
+ * fetch request that asked to be grouped, with the group's stamp.
  */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -45,8 +49,13 @@ static const uint64_t tick_step[8] = {0, 1000, 1000000, 100000000, 999000000, 10
 static void check(struct ina_sched *s)
 {
     unsigned granted = 0;
-    for (unsigned r = 0; r < s->p.world; r++)
-        granted += s->ranks[r].state == INA_SCHED_GRANTED;
+    for (unsigned r = 0; r < s->p.world; r++) {
+        const struct ina_sched_rank *k = &s->ranks[r];
+        granted += k->state == INA_SCHED_GRANTED && !k->member;
+        CHECKF(k->group_size <= s->p.aggregate && (k->group_index < k->group_size || k->group_size == 0));
+        if (k->state == INA_SCHED_GRANTED && k->group_size > 1)
+            CHECKF(k->fetch && k->can_aggregate && k->member == (k->group_index > 0));
+    }
     CHECKF(s->outstanding == granted && s->outstanding <= s->p.window);
     CHECKF(s->c.bound_violations == 0);
     for (unsigned i = 0; i < s->tx.n; i++) {
@@ -55,6 +64,9 @@ static void check(struct ina_sched *s)
         CHECKF(h.kind == INA_K_SCHED_GRANT && h.rank == INA_RANK_SWITCH);
         int32_t st = (int32_t)ina_get32(s->tx.buf[i] + INA_HDR_LEN);
         CHECKF(st == 0 || st == INA_ERR_STALE);
+        uint32_t gsize = ina_get32(s->tx.buf[i] + INA_HDR_LEN + 16),
+                 gindex = ina_get32(s->tx.buf[i] + INA_HDR_LEN + 20);
+        CHECKF(gsize >= 1 && gsize <= s->p.aggregate && gindex < gsize);
         unsigned port = ntohs(s->tx.dst[i].sin_port);
         CHECKF(port >= 42000 && port < 42008);
         if (st == INA_ERR_STALE) { /* a fetch request always fits, in time: a refusal is of */
@@ -73,7 +85,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static struct ina_sched s;
     struct ina_sched_params p = {.world = 4, .max_delay = 2, .window = 2,
                                  .grant_timeout_ns = 1000000000ull, .straggler_ratio = 0.6,
-                                 .max_wait_ns = 50000000ull, .initial_rate = 1e6};
+                                 .max_wait_ns = 50000000ull, .initial_rate = 1e6,
+                                 .aggregate = 3};
     snprintf(p.job, sizeof(p.job), "fuzz");
     if (ina_sched_init(&s, &p) != 0)
         abort();

@@ -15,24 +15,9 @@
 #define NKEYS 16
 #define WORLD 4
 
+#include "ps_stale_fixture.h"
+
 static struct sockaddr_in rank_addr[WORLD];
-
-static struct sockaddr_in mkaddr(uint32_t ip, uint16_t port)
-{
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(ip);
-    a.sin_port = htons(port);
-    return a;
-}
-
-static void new_ps(struct ina_ps *ps)
-{
-    struct ina_ps_params p = {.shard = 0, .nshards = 1, .max_memory = 64u << 20,
-                              .initial_keys = 8};
-    CHECK_EQ_INT(ina_ps_init(ps, &p), 0);
-}
 
 /* The last reply of the given kind in ps->tx, decoded (NULL: none); the queue is emptied. */
 static int last_reply(struct ina_ps *ps, uint8_t kind, struct ina_hdr *h, uint8_t *body,
@@ -86,38 +71,6 @@ static int join_all(struct ina_ps *ps, int mode, int d, int optim, int nak_expec
     return last_reply(ps, INA_K_PS_JOIN_ACK, &h, NULL, 0) && h.job == 1;
 }
 
-struct upd {
-    int rank;
-    uint32_t uid, base, stamp;
-    float g[NKEYS / 2][DIM];
-    uint64_t keys[NKEYS / 2];
-};
-
-static size_t encode_update(const struct ina_ps *ps, const struct upd *u, uint8_t *b, int kind)
-{
-    const struct ina_ps_job *job = &ps->jobs[0];
-    struct ina_hdr h;
-    ina_hdr_init(&h, (uint8_t)kind);
-    h.job = job->id;
-    h.session = job->session;
-    h.token = job->token;
-    h.rank = (uint16_t)u->rank;
-    h.slot = u->uid;
-    h.seq = u->base;
-    h.count = NKEYS / 2;
-    ina_hdr_encode(b, &h);
-    uint8_t *p = b + INA_HDR_LEN;
-    ina_put32(p, u->stamp);
-    ina_put32(p + 4, 0);
-    p += INA_PS_UPDATE_PREFIX;
-    for (int e = 0; e < NKEYS / 2; e++, p += ina_ps_entry_len(DIM)) {
-        ina_put64(p, u->keys[e]);
-        for (int j = 0; j < DIM; j++)
-            ina_putf(p + 8 + 4 * j, u->g[e][j]);
-    }
-    return (size_t)(p - b);
-}
-
 /* Send u; @return 1 and the ack's status/version/delay if answered, 0 if dropped. */
 static int send_update(struct ina_ps *ps, const struct upd *u, int32_t *status, uint32_t *version,
                        uint32_t *delay)
@@ -146,30 +99,6 @@ static int send_update(struct ina_ps *ps, const struct upd *u, int32_t *status, 
     *delay = ina_get32(body + 8);
     CHECK_EQ_INT(h.seq, *version);
     return 1;
-}
-
-static void random_update(struct upd *u)
-{
-    for (int e = 0; e < NKEYS / 2; e++) {
-        u->keys[e] = 1000 + (uint64_t)(e * 2 + (int)(rng_u64() & 1));
-        for (int j = 0; j < DIM; j++)
-            u->g[e][j] = (float)(rng_u64() >> 40) / (float)(1 << 24) - 0.5f;
-    }
-}
-
-/* The job's model, key by key (values then state), for bit comparisons. */
-static int same_model(const struct ina_ps *a, const struct ina_ps *b)
-{
-    const struct ina_ps_store *x = &a->jobs[0].store, *y = &b->jobs[0].store;
-    if (x->n != y->n)
-        return 0;
-    for (uint32_t r = 0; r < x->n; r++) {
-        uint32_t s = ina_kmap_get(&y->index, x->keys[r]);
-        if (s == INA_KMAP_NONE || memcmp(x->vals + r * DIM, y->vals + s * DIM, DIM * 4) != 0 ||
-            (x->state && memcmp(x->state + r * DIM, y->state + s * DIM, DIM * 4) != 0))
-            return 0;
-    }
-    return a->jobs[0].applied == b->jobs[0].applied;
 }
 
 /* The bound, refusals, copies, out-of-order ids, bad bases, the mode's kinds. */
@@ -362,6 +291,52 @@ static void test_replica_failover(void)
     ina_ps_free(&witness);
 }
 
+/*
+ * A group's sum (members >= 2, §15.7) is one update like any other: one version, its
+ * delay from the base it carries, counted in updates_aggregated and aggregated_members
+ * only when applied; members above 256 is a malformed body (drop LENGTH).
+ */
+static void test_members(void)
+{
+    static struct ina_ps ps;
+    new_ps(&ps);
+    CHECK(join_all(&ps, INA_PS_MODE_STALE, 1, INA_OPTIM_SGD, 0));
+    rng_state = 3;
+    struct upd u = {.rank = 0, .uid = 1, .base = 0, .stamp = INA_STAMP_NONE};
+    random_update(&u);
+    uint8_t b[4096];
+    size_t n = encode_update(&ps, &u, b, INA_K_PS_UPDATE);
+    ina_put32(b + INA_HDR_LEN + 4, INA_PS_UPDATE_MAX_MEMBERS + 1);
+    ina_ps_input(&ps, b, n, &rank_addr[0], 2);
+    CHECK_EQ_INT(ps.c.drops[INA_PS_DROP_LENGTH], 1);
+    CHECK_EQ_INT(ps.jobs[0].applied, 0);
+    ina_ps_tx_reset(&ps);
+    ina_put32(b + INA_HDR_LEN + 4, 3); /* the sum of 3 members' updates, sent by rank 0 */
+    ina_ps_input(&ps, b, n, &rank_addr[0], 2);
+    CHECK_EQ_INT(ps.jobs[0].applied, 1);
+    CHECK_EQ_INT(ps.c.updates_aggregated, 1);
+    CHECK_EQ_INT(ps.c.aggregated_members, 3);
+    ina_ps_input(&ps, b, n, &rank_addr[0], 2); /* its copy: answered, not counted again */
+    CHECK_EQ_INT(ps.c.update_dups, 1);
+    CHECK_EQ_INT(ps.c.aggregated_members, 3);
+    ina_ps_tx_reset(&ps);
+    u.rank = 1; /* base 0 at version 1, then version 2: a group refused STALE is not counted */
+    u.uid = 1;
+    CHECK_EQ_INT(encode_update(&ps, &u, b, INA_K_PS_UPDATE), n);
+    ina_put32(b + INA_HDR_LEN + 4, 2);
+    ina_ps_input(&ps, b, n, &rank_addr[1], 2);
+    u.rank = 2;
+    CHECK_EQ_INT(encode_update(&ps, &u, b, INA_K_PS_UPDATE), n);
+    ina_put32(b + INA_HDR_LEN + 4, 2);
+    ina_ps_input(&ps, b, n, &rank_addr[2], 2);
+    CHECK_EQ_INT(ps.jobs[0].applied, 2);
+    CHECK_EQ_INT(ps.c.updates_stale, 1);
+    CHECK_EQ_INT(ps.c.updates_aggregated, 2);
+    CHECK_EQ_INT(ps.c.aggregated_members, 5);
+    CHECK_EQ_INT(ps.c.delay_violations, 0);
+    ina_ps_free(&ps);
+}
+
 int main(void)
 {
     for (int r = 0; r < WORLD; r++)
@@ -371,5 +346,6 @@ int main(void)
     test_bound_oracle(0);
     test_bound_oracle(2);
     test_replica_failover();
+    test_members();
     return check_report("test_ps_stale");
 }

@@ -28,8 +28,8 @@ static void new_sched(struct ina_sched *s, unsigned world, unsigned D, unsigned 
     CHECK_EQ_INT(ina_sched_init(s, &p), 0);
 }
 
-static void req(struct ina_sched *s, int r, uint32_t uid, uint32_t base, uint32_t bytes,
-                const char *name, uint64_t now)
+static void req_flags(struct ina_sched *s, int r, uint32_t uid, uint32_t base, uint32_t bytes,
+                      uint32_t flags, const char *name, uint64_t now)
 {
     uint8_t b[INA_HDR_LEN + INA_SCHED_REQ_LEN];
     struct ina_hdr h;
@@ -40,9 +40,16 @@ static void req(struct ina_sched *s, int r, uint32_t uid, uint32_t base, uint32_
     ina_hdr_encode(b, &h);
     memset(b + INA_HDR_LEN, 0, INA_SCHED_REQ_LEN);
     ina_put32(b + INA_HDR_LEN, bytes);
+    ina_put32(b + INA_HDR_LEN + 4, flags);
     snprintf((char *)b + INA_HDR_LEN + 8, 32, "%s", name);
     struct sockaddr_in a = addr_of(r);
     ina_sched_input(s, b, sizeof(b), &a, now);
+}
+
+static void req(struct ina_sched *s, int r, uint32_t uid, uint32_t base, uint32_t bytes,
+                const char *name, uint64_t now)
+{
+    req_flags(s, r, uid, base, bytes, 0, name, now);
 }
 
 static void done(struct ina_sched *s, int r, uint32_t uid, uint32_t stamp, int32_t status,
@@ -67,6 +74,7 @@ struct answer {
     int rank;
     uint32_t uid, stamp;
     int32_t status;
+    uint32_t group_size, group_index;
 };
 
 /* The GRANTs queued, in order, decoded; the queue is emptied. */
@@ -81,6 +89,8 @@ static int answers(struct ina_sched *s, struct answer *out, int cap)
         out[n].uid = h.slot;
         out[n].status = (int32_t)ina_get32(s->tx.buf[i] + INA_HDR_LEN);
         out[n].stamp = ina_get32(s->tx.buf[i] + INA_HDR_LEN + 4);
+        out[n].group_size = ina_get32(s->tx.buf[i] + INA_HDR_LEN + 16);
+        out[n].group_index = ina_get32(s->tx.buf[i] + INA_HDR_LEN + 20);
         n++;
     }
     ina_sched_tx_reset(s);
@@ -205,6 +215,191 @@ static void test_fetch_bound(unsigned D, unsigned window)
     CHECK_EQ_INT(s.c.done_applied, (uint64_t)applied);
     printf("fetch, D %u window %u: %d applied, at most %d in flight (cap %u), none refused\n", D,
            window, applied, most, cap);
+}
+
+/*
+ * Opportunistic aggregation (§15.7): fetch requests that wait together are
+ * granted as groups of at most K members sharing one stamp. Each group is
+ * one update at the simulated server, applied at its members' smallest base.
+ * No group is refused there, at most min(D + 1, window) groups are in flight
+ * (a group counts once), the members' DONEs change neither O nor A, and a
+ * group whose sum failed (its leader sends alone) changes nothing either.
+ */
+static void test_groups(unsigned D, unsigned window, unsigned K)
+{
+    enum { W = 8, STEPS = 6000 };
+    static struct ina_sched s;
+    new_sched(&s, W, D, window);
+    s.p.aggregate = K;
+    rng_state = 991 + D * 7 + K;
+    uint32_t server_v = 0, next_apply = 0, uid[W] = {0}, base[W], stamp_of[W], size_of[W],
+             index_of[W];
+    int state[W] = {0}; /* 0 idle, 1 asked, 2 granted, 3 pulled and computed */
+    int refused_at_server = 0, applied = 0, groups = 0, most = 0, biggest = 0, failed = 0;
+    uint64_t now = 1;
+    for (int step = 0; step < STEPS; step++) {
+        now += 1000;
+        int r = (int)(rng_u64() % W);
+        if (state[r] == 0) {
+            uid[r]++;
+            state[r] = 1;
+            req_flags(&s, r, uid[r], INA_SCHED_BASE_AT_GRANT, 5000, INA_SCHED_REQ_AGGREGATE,
+                      "mlf", now);
+        } else if (state[r] == 2) {
+            base[r] = server_v;
+            state[r] = 3;
+        } else if (state[r] == 3 && stamp_of[r] == next_apply) {
+            /* The group's turn once every member has computed: the switch sums, the leader
+             * sends the sum with the smallest base (or, 1 time in 10, alone: the sum failed). */
+            int members[W], n = 0, ready = 1;
+            uint32_t min_base = base[r];
+            for (int q = 0; q < W; q++) {
+                if (state[q] < 2 || stamp_of[q] != stamp_of[r])
+                    continue;
+                members[n++] = q;
+                ready &= state[q] == 3;
+                if (base[q] < min_base)
+                    min_base = base[q];
+            }
+            if (!ready)
+                continue;
+            CHECK_EQ_INT((uint32_t)n, size_of[r]);
+            int fail = rng_u64() % 10 == 0, leader = -1;
+            for (int i = 0; i < n; i++)
+                if (index_of[members[i]] == 0)
+                    leader = members[i];
+            CHECK(leader >= 0);
+            if (leader < 0)
+                break;
+            uint32_t b = fail ? base[leader] : min_base;
+            int ok = server_v - b <= D;
+            refused_at_server += !ok;
+            server_v += ok;
+            applied += ok;
+            next_apply++;
+            groups += n > 1;
+            failed += fail && n > 1;
+            for (int i = 0; i < n; i++) {
+                int q = members[i];
+                state[q] = 0;
+                if (q == leader)
+                    done(&s, q, uid[q], stamp_of[q], ok ? 0 : INA_ERR_STALE, 5000, 500, server_v,
+                         now);
+                else
+                    done(&s, q, uid[q], stamp_of[q], fail ? INA_ERR_TIMEOUT : INA_SCHED_DONE_MEMBER,
+                         5000, 500, server_v, now);
+            }
+        }
+        struct answer a[64];
+        int n = answers(&s, a, 64);
+        for (int i = 0; i < n; i++) {
+            int q = a[i].rank;
+            CHECK(q >= 0 && q < W && state[q] == 1 && a[i].uid == uid[q] && a[i].status == 0);
+            CHECK(a[i].group_size >= 1 && a[i].group_size <= K &&
+                  a[i].group_index < a[i].group_size);
+            /* The members of a group come together, with one stamp and indexes 0..n-1. */
+            CHECK(a[i].stamp == a[i - a[i].group_index].stamp || i < (int)a[i].group_index);
+            state[q] = 2;
+            stamp_of[q] = a[i].stamp;
+            size_of[q] = a[i].group_size;
+            index_of[q] = a[i].group_index;
+            if ((int)a[i].group_size > biggest)
+                biggest = (int)a[i].group_size;
+        }
+        int in_flight = 0;
+        for (int q = 0; q < W; q++)
+            in_flight += state[q] >= 2 && index_of[q] == 0;
+        if (in_flight > most)
+            most = in_flight;
+    }
+    unsigned cap = D + 1 < window ? D + 1 : window;
+    CHECK_EQ_INT(refused_at_server, 0);
+    CHECK_EQ_INT(s.c.refused_stale, 0);
+    CHECK_EQ_INT(s.c.bound_violations, 0);
+    CHECK(most >= 1 && (unsigned)most <= cap);
+    CHECK(groups > 0 && biggest > 1 && (unsigned)biggest <= K);
+    CHECK_EQ_INT(s.c.done_applied, (uint64_t)applied);
+    uint64_t members_open = 0; /* members of the groups still in flight at the end */
+    for (int q = 0; q < W; q++)
+        members_open += state[q] >= 2 && index_of[q] > 0;
+    CHECK_EQ_INT(s.c.member_dones + members_open, s.c.group_members - s.c.groups);
+    CHECK(s.c.member_failed > 0 && failed > 0);
+    CHECK(s.outstanding <= cap);
+    printf("groups, D %u window %u K %u: %d versions, %d groups (largest %d, %llu members), "
+           "at most %d in flight (cap %u), none refused\n",
+           D, window, K, applied, groups, biggest, (unsigned long long)s.c.group_members, most,
+           cap);
+}
+
+/* Who is never grouped: a rank without the REQ flag, a straggler, a request that is not a
+ * fetch request; and aggregate above world is refused. */
+static void test_group_members(void)
+{
+    static struct ina_sched s;
+    new_sched(&s, 4, 2, 1); /* one grant at a time: the others wait and can be grouped */
+    s.p.aggregate = 4;
+    struct answer a[8];
+    uint64_t now = 1;
+    req_flags(&s, 0, 1, INA_SCHED_BASE_AT_GRANT, 100, INA_SCHED_REQ_AGGREGATE, "mlf", now);
+    CHECK(answers(&s, a, 8) == 1 && a[0].rank == 0 && a[0].group_size == 1);
+    req_flags(&s, 1, 1, INA_SCHED_BASE_AT_GRANT, 100, INA_SCHED_REQ_AGGREGATE, "mlf", now);
+    req_flags(&s, 2, 1, INA_SCHED_BASE_AT_GRANT, 100, 0, "mlf", now); /* cannot aggregate */
+    req_flags(&s, 3, 1, 0, 100, INA_SCHED_REQ_AGGREGATE, "mlf", now); /* an update request */
+    req_flags(&s, 3, 2, INA_SCHED_BASE_AT_GRANT, 100, INA_SCHED_REQ_AGGREGATE, "mlf", now);
+    CHECK_EQ_INT(answers(&s, a, 8), 0);
+    done(&s, 0, 1, 0, 0, 100, 100, 1, now);
+    /* Ranks 1 and 3 wait with the flag: one group; rank 2 waits alone. */
+    int n = answers(&s, a, 8);
+    CHECK(n == 2 && a[0].stamp == 1 && a[1].stamp == 1 && a[0].group_size == 2 &&
+          a[1].group_size == 2 && a[0].group_index == 0 && a[1].group_index == 1);
+    CHECK((a[0].rank == 1 && a[1].rank == 3) || (a[0].rank == 3 && a[1].rank == 1));
+    CHECK_EQ_INT(s.outstanding, 1);
+    /* The member's DONE ends its request only; the leader's ends the group. */
+    int member = a[1].rank, leader = a[0].rank;
+    done(&s, member, member == 3 ? 2 : 1, 1, INA_SCHED_DONE_MEMBER, 100, 100, 1, now);
+    CHECK_EQ_INT(s.outstanding, 1);
+    CHECK_EQ_INT(answers(&s, a, 8), 0);
+    done(&s, leader, leader == 3 ? 2 : 1, 1, 0, 100, 100, 2, now);
+    CHECK_EQ_INT(s.outstanding, 1);
+    CHECK(answers(&s, a, 8) == 1 && a[0].rank == 2 && a[0].group_size == 1);
+    CHECK_EQ_INT(s.c.groups, 1);
+    CHECK_EQ_INT(s.c.member_dones, 1);
+    CHECK_EQ_INT(s.c.member_failed, 0);
+    /* A straggler's request is never grouped. */
+    s.ranks[1].straggler = 1;
+    req_flags(&s, 1, 2, INA_SCHED_BASE_AT_GRANT, 100, INA_SCHED_REQ_AGGREGATE, "mlf", now);
+    req_flags(&s, 3, 3, INA_SCHED_BASE_AT_GRANT, 100, INA_SCHED_REQ_AGGREGATE, "mlf", now);
+    done(&s, 2, 1, 2, 0, 100, 100, 3, now);
+    n = answers(&s, a, 8);
+    CHECK(n == 1 && a[0].rank == 3 && a[0].group_size == 1);
+    /* A member's grant that expires, and a member's next REQ, leave O alone. */
+    struct ina_sched_params p = s.p;
+    p.aggregate = 5;
+    CHECK_EQ_INT(ina_sched_init(&s, &p), -EINVAL);
+    p.aggregate = 4;
+    CHECK_EQ_INT(ina_sched_init(&s, &p), 0);
+    s.p.window = 2;
+    req_flags(&s, 0, 1, INA_SCHED_BASE_AT_GRANT, 100, INA_SCHED_REQ_AGGREGATE, "mlf", now);
+    req_flags(&s, 1, 1, INA_SCHED_BASE_AT_GRANT, 100, INA_SCHED_REQ_AGGREGATE, "mlf", now);
+    req_flags(&s, 2, 1, INA_SCHED_BASE_AT_GRANT, 100, INA_SCHED_REQ_AGGREGATE, "mlf", now);
+    CHECK_EQ_INT(answers(&s, a, 8), 2); /* 0 alone, then 1 alone: the window is full */
+    CHECK_EQ_INT(s.outstanding, 2);
+    /* Rank 0 asks again (its grant ends implicitly): it and rank 2 wait together. */
+    req_flags(&s, 0, 2, INA_SCHED_BASE_AT_GRANT, 100, INA_SCHED_REQ_AGGREGATE, "mlf", now);
+    n = answers(&s, a, 8);
+    CHECK(n == 2 && a[0].group_size == 2 && a[0].stamp == a[1].stamp && a[1].group_index == 1);
+    CHECK_EQ_INT(s.outstanding, 2);
+    int m = a[1].rank;
+    req_flags(&s, m, m == 0 ? 3 : 2, INA_SCHED_BASE_AT_GRANT, 100, INA_SCHED_REQ_AGGREGATE,
+              "mlf", now);
+    CHECK_EQ_INT(s.outstanding, 2); /* the member's implicit end is not the group's */
+    CHECK_EQ_INT(s.c.implicit_dones, 2);
+    CHECK_EQ_INT(answers(&s, a, 8), 0);
+    ina_sched_tick(&s, now + 2000000000ull); /* rank 1's grant and the group's expire */
+    CHECK_EQ_INT(s.c.grants_expired, 2);
+    CHECK(answers(&s, a, 8) == 1 && a[0].rank == m); /* then the member's new request */
+    CHECK_EQ_INT(s.outstanding, 1);
+    CHECK_EQ_INT(s.c.bound_violations, 0);
 }
 
 /*
@@ -388,6 +583,10 @@ int main(void)
     test_sff_stragglers();
     test_max_wait(0.6);
     test_max_wait(0);
+    test_groups(2, 3, 3);
+    test_groups(0, 1, 4);
+    test_groups(4, 8, 8);
+    test_group_members();
     test_hostile();
     return check_report("test_sched");
 }

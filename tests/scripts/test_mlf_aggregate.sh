@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# test_mlf_aggregate.sh: MLfabric's opportunistic aggregation end to end (PROTOCOL.md §15.7,
+# docs/MLFABRIC.md), 8 ina-mlf workers on loopback with ina-sched --aggregate, an ina-switch,
+# a primary and a replica:
+#  1. groups form; each group's updates are summed in the switch and reach both servers as
+#     one update; the counters of workers, scheduler and servers agree member for member;
+#  2. the switch killed mid-training: groups fail within --agg-timeout-ms, leaders send
+#     alone, every rank stops asking to be grouped after 3 failures, training completes,
+#     and the replica stays in step;
+#  3. 2% loss, duplication and reordering both ways at the switch: training completes with
+#     the servers in step and nothing refused.
+set -uo pipefail
+exec </dev/null
+BUILD=${INA_BUILD_DIR:-build}
+# shellcheck source=tests/scripts/harness.sh
+source "$(dirname "$0")/harness.sh"
+SW=$BUILD/bin/ina-switch
+PS=$BUILD/bin/ina-ps
+SCHED=$BUILD/bin/ina-sched
+MLF=$BUILD/bin/ina-mlf
+for b in "$SW" "$PS" "$SCHED" "$MLF"; do
+    [ -x "$b" ] || { echo "SKIP: $b not built"; exit 77; }
+done
+W=8 D=2 K=3
+# shellcheck source=tests/scripts/mlf_harness.sh
+source "$(dirname "$0")/mlf_harness.sh"
+
+# setup CASE [switch options]: a switch, a primary, a replica and a scheduler for CASE.
+setup() {
+    local c=$1
+    shift
+    start "$c.sw" "$SW" --no-shm "$@"; swp=$pid swport=$port
+    start "$c.p" "$PS" --quiet; pp=$pid pport=$port
+    start "$c.r" "$PS" --quiet; rp=$pid rport=$port
+    start "$c.s" "$SCHED" --job "$c" --world $W --max-delay $D --aggregate $K --log-level warn
+    sp=$pid sport=$port
+}
+# agg_workers CASE ARGS...: W workers of CASE on its servers, scheduler and switch.
+agg_workers() {
+    local c=$1
+    shift
+    workers "$c" --ps 127.0.0.1:$pport --replica 127.0.0.1:$rport --sched 127.0.0.1:$sport \
+        --switch 127.0.0.1:$swport --compute-ms 2 "$@"
+}
+stop_all() { stop "$swp"; stop "$pp"; stop "$rp"; stop "$sp"; }
+gt0() { awk -v n="$1" 'BEGIN { exit !(n > 0) }'; }
+# same_servers CASE: both servers applied the same updates, the same groups, the same delays.
+same_servers() {
+    local c=$1 n
+    for n in updates_applied updates_aggregated aggregated_members updates_stale; do
+        [ "$(counter "$c.p" $n)" = "$(counter "$c.r" $n)" ] || { echo "$n differs"; return 1; }
+    done
+    [ "$(grep '^  delay_' "$tmp/$c.p.log")" = "$(grep '^  delay_' "$tmp/$c.r.log")" ]
+}
+
+# ---- 1. groups summed in the switch ------------------------------------------------------------
+setup agg
+agg_workers agg --updates 400
+check "the workers finished" wait_workers
+stop_all
+tail -n 2 "$tmp/agg.0"
+groups=$(counter agg.p updates_aggregated)
+check "groups were summed and applied as one update each ($groups)" gt0 "${groups:-0}"
+check "the scheduler granted those groups (one stamp each)" \
+    [ "$(counter agg.s groups)" -ge "${groups:-1}" ]
+check "every group's sum was sent once, by its leader" [ "$(sum_field agg groups_led)" = "$groups" ]
+check "the server's members = the leaders' and the members' parts summed" \
+    [ "$(counter agg.p aggregated_members)" = "$(($(sum_field agg groups_led) + $(sum_field agg aggregated)))" ]
+check "no group failed" [ "$(sum_field agg agg_failures)$(counter agg.s member_failed)" = 00 ]
+check "the primary applied each update the leaders saw applied, once" \
+    [ "$(counter agg.p updates_applied)" = "$(sum_field agg applied)" ]
+check "the replica is in step (same updates, groups and delays)" same_servers agg
+check "no delay above D" [ "$(counter agg.p delay_violations)$(counter agg.s bound_violations)" = 00 ]
+check "nothing refused" [ "$(counter agg.p updates_stale)" = 0 ]
+check "the loss reached its target" grep -q "target .* reached at" "$tmp/agg.0"
+check "the switch saw the groups' jobs" gt0 "$(sed -n 's/^ *jobs_started *\([0-9]*\).*/\1/p' "$tmp/agg.sw.log" | head -1)"
+
+# ---- 2. the switch killed -------------------------------------------------------------------
+setup dead
+agg_workers dead --updates 1200 --agg-timeout-ms 300
+check "training reached version 200 with the switch" until_version dead 200
+kill -9 "$swp"; wait "$swp" 2>/dev/null
+check "the workers finished without the switch" wait_workers
+stop "$pp"; stop "$rp"; stop "$sp"
+tail -n 2 "$tmp/dead.0"
+check "groups failed, with a warning" gt0 "$(sum_field dead agg_failures)"
+check "ranks stopped asking to be grouped" grep -q "no more aggregation" "$tmp"/dead.*.err
+check "the failed members were counted by the scheduler" gt0 "$(counter dead.s member_failed)"
+check "the replica stayed in step" same_servers dead
+check "no delay above D (switch killed)" [ "$(counter dead.p delay_violations)" = 0 ]
+check "the model reached version 1200" grep -q "final version 1[2-9][0-9][0-9]" "$tmp/dead.0"
+
+# ---- 3. loss, duplication and reordering at the switch -------------------------------------------
+f=drop=0.02,dup=0.02,reorder=0.02
+setup lossy --fault-rx $f,seed=5 --fault-tx $f,seed=6
+agg_workers lossy --updates 300 --agg-timeout-ms 5000
+check "the workers finished under loss at the switch" wait_workers
+stop_all
+tail -n 2 "$tmp/lossy.0"
+check "groups were summed under loss ($(counter lossy.p updates_aggregated))" \
+    gt0 "$(counter lossy.p updates_aggregated)"
+check "no group failed under loss" [ "$(sum_field lossy agg_failures)" = 0 ]
+check "the replica is in step under loss" same_servers lossy
+check "no delay above D, nothing refused under loss" \
+    [ "$(counter lossy.p delay_violations)$(counter lossy.p updates_stale)" = 00 ]
+
+check "ina-sched refuses --aggregate above --world" \
+    bash -c "'$SCHED' --job x --world 2 --aggregate 3 2>/dev/null; [ \$? = 2 ]"
+check "ina-mlf refuses --agg-timeout-ms 0" \
+    bash -c "'$MLF' --ps 127.0.0.1:1 --rank 0 --world 1 --agg-timeout-ms 0 2>/dev/null; [ \$? = 2 ]"
+finish test_mlf_aggregate

@@ -1,0 +1,82 @@
+/* ps_stale_fixture.h: what the STALE-mode tests of ina-ps share (test_ps_stale.c,
+ * test_ps_chain.c): addresses, a server, random updates of NKEYS / 2 keys of DIM floats,
+ * their UPDATE encoding, and a bit-for-bit model comparison. Include after ps/ps.c,
+ * ps/store.c, check.h and rng.h, with DIM and NKEYS defined. */
+#ifndef INA_TEST_PS_STALE_FIXTURE_H
+#define INA_TEST_PS_STALE_FIXTURE_H
+
+static struct sockaddr_in mkaddr(uint32_t ip, uint16_t port)
+{
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(ip);
+    a.sin_port = htons(port);
+    return a;
+}
+
+static void new_ps(struct ina_ps *ps)
+{
+    struct ina_ps_params p = {.shard = 0, .nshards = 1, .max_memory = 64u << 20,
+                              .initial_keys = 8};
+    CHECK_EQ_INT(ina_ps_init(ps, &p), 0);
+}
+
+struct upd {
+    int rank;
+    uint32_t uid, base, stamp;
+    float g[NKEYS / 2][DIM];
+    uint64_t keys[NKEYS / 2];
+};
+
+static void random_update(struct upd *u)
+{
+    for (int e = 0; e < NKEYS / 2; e++) {
+        u->keys[e] = 1000 + (uint64_t)(e * 2 + (int)(rng_u64() & 1));
+        for (int j = 0; j < DIM; j++)
+            u->g[e][j] = (float)(rng_u64() >> 40) / (float)(1 << 24) - 0.5f;
+    }
+}
+
+/* u as an UPDATE (kind) to ps's job 0 (one rank's update: members 0). */
+static size_t encode_update(const struct ina_ps *ps, const struct upd *u, uint8_t *b, int kind)
+{
+    const struct ina_ps_job *job = &ps->jobs[0];
+    struct ina_hdr h;
+    ina_hdr_init(&h, (uint8_t)kind);
+    h.job = job->id;
+    h.session = job->session;
+    h.token = job->token;
+    h.rank = (uint16_t)u->rank;
+    h.slot = u->uid;
+    h.seq = u->base;
+    h.count = NKEYS / 2;
+    ina_hdr_encode(b, &h);
+    uint8_t *p = b + INA_HDR_LEN;
+    ina_put32(p, u->stamp);
+    ina_put32(p + 4, 0);
+    p += INA_PS_UPDATE_PREFIX;
+    for (int e = 0; e < NKEYS / 2; e++, p += ina_ps_entry_len(DIM)) {
+        ina_put64(p, u->keys[e]);
+        for (int j = 0; j < DIM; j++)
+            ina_putf(p + 8 + 4 * j, u->g[e][j]);
+    }
+    return (size_t)(p - b);
+}
+
+/* The job's model, key by key (values then state), and its version, bit for bit. */
+static int same_model(const struct ina_ps *a, const struct ina_ps *b)
+{
+    const struct ina_ps_store *x = &a->jobs[0].store, *y = &b->jobs[0].store;
+    if (x->n != y->n)
+        return 0;
+    for (uint32_t r = 0; r < x->n; r++) {
+        uint32_t s = ina_kmap_get(&y->index, x->keys[r]);
+        if (s == INA_KMAP_NONE || memcmp(x->vals + r * DIM, y->vals + s * DIM, DIM * 4) != 0 ||
+            (x->state && memcmp(x->state + r * DIM, y->state + s * DIM, DIM * 4) != 0))
+            return 0;
+    }
+    return a->jobs[0].applied == b->jobs[0].applied;
+}
+
+#endif
