@@ -242,6 +242,8 @@ median() { sort -g | awk '{a[NR] = $1} END { if (NR == 0) print "NA"; else if (N
     echo "Emulated cluster: every link (N workers, the primary and the replica hosts, the"
     echo "scheduler host) shaped to $RATE with tbf; the straggler (worker $SLOW) at $(half_rate)."
     [ "$SRATE" != "$RATE" ] && echo "The primary's and the replica's hosts: $SRATE (a server NIC faster than the workers')."
+    [ "$COMPUTE" != 0 ] && echo "Every worker adds $COMPUTE ms of emulated compute to each gradient (ina-mlf --compute-ms)."
+    [ "$AGG" -ge 2 ] && echo "agg: ina-sched --aggregate $AGG, and an ina-switch on the scheduler's host (its link shaped like the others) sums the groups."
     echo "ina-mlf: $MODEL_TEXT, $UPDATES model versions per run;"
     if [ "$MODEL" = mlp ]; then
         echo "the target loss is 0.42 x the initial cross-entropy on 512 held-out samples, timed by"
@@ -273,7 +275,7 @@ log "run: sched with the replica, chain replication"
 run_case sched off 0 chain
 
 {
-    echo "| case | versions to target | seconds to target | ideal s (link-bound) | refused by the server | refused by ina-sched | MB into the primary | updates per version |"
+    echo "| case | versions to target | seconds to target | ideal s (link-bound) | refused by the server | refused by ina-sched | KB into the primary per gradient applied | gradients per version |"
     echo "|---|---|---|---|---|---|---|---|"
     for st in off on; do
         for mode in $MODES; do
@@ -282,12 +284,15 @@ run_case sched off 0 chain
                 read -r v t rs rq <<<"$(result "$d")"
                 echo "$v" >>"$RUN/v.$mode.$st"
                 echo "$t" >>"$RUN/t.$mode.$st"
-                rx=$(counter rx_bytes "$d/p.err")
-                echo "${rx:-0}" >>"$RUN/rx.$mode.$st"
-                # Workers' updates per applied version: 1, or more where groups were summed.
-                upv=$(awk -v a="$(counter updates_applied "$d/p.err")" -v g="$(counter updates_aggregated "$d/p.err")" \
-                    -v m="$(counter aggregated_members "$d/p.err")" 'BEGIN { if (a > 0) printf "%.2f", (a - g + m) / a; else print "NA" }')
-                echo "| $mode, straggler $st, run $rep | $v | $t | $(ideal_s "$v" "$upv") | $rs | $rq | $(awk -v b="${rx:-0}" 'BEGIN { printf "%.1f", b / 1e6 }') | $upv |"
+                # Workers' gradients per applied version: 1, or more where groups were summed;
+                # and the bytes into the primary (updates in, every pull's request, refused
+                # updates too) per gradient it applied.
+                read -r upv kbg < <(awk -v a="$(counter updates_applied "$d/p.err")" \
+                    -v g="$(counter updates_aggregated "$d/p.err")" -v m="$(counter aggregated_members "$d/p.err")" \
+                    -v rx="$(counter rx_bytes "$d/p.err")" \
+                    'BEGIN { n = a - g + m; if (a > 0) printf "%.2f %.1f\n", n / a, rx / n / 1000; else print "NA NA" }')
+                echo "$kbg" >>"$RUN/kbg.$mode.$st"
+                echo "| $mode, straggler $st, run $rep | $v | $t | $(ideal_s "$v" "$upv") | $rs | $rq | $kbg | $upv |"
             done
         done
     done
@@ -301,8 +306,8 @@ run_case sched off 0 chain
         for st in off on; do
             ts=$(median <"$RUN/t.sched.$st") ta=$(median <"$RUN/t.agg.$st")
             vs=$(median <"$RUN/v.sched.$st") va=$(median <"$RUN/v.agg.$st")
-            rs=$(median <"$RUN/rx.sched.$st") ra=$(median <"$RUN/rx.agg.$st")
-            echo "Straggler $st, opportunistic aggregation (K = $AGG): time to target sched/agg = $(awk -v a="$ts" -v b="$ta" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "NA" }')x (medians $ts s, $ta s); versions $vs, $va; bytes into the primary sched/agg = $(awk -v a="$rs" -v b="$ra" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "NA" }')x ($(awk -v b="$rs" 'BEGIN { printf "%.1f", b / 1e6 }') MB, $(awk -v b="$ra" 'BEGIN { printf "%.1f", b / 1e6 }') MB: updates in, and the pulls' requests)."
+            ks=$(median <"$RUN/kbg.sched.$st") ka=$(median <"$RUN/kbg.agg.$st")
+            echo "Straggler $st, opportunistic aggregation (K = $AGG): time to target sched/agg = $(awk -v a="$ts" -v b="$ta" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "NA" }')x (medians $ts s, $ta s); versions $vs, $va; bytes into the primary per gradient applied, sched/agg = $(awk -v a="$ks" -v b="$ka" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "NA" }')x ($ks KB, $ka KB)."
         done
     fi
     for mode in $MODES; do
