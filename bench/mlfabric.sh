@@ -54,6 +54,8 @@ Options:
   --sched-mode M  ina-mlf's --sched-mode: fetch (default) or update
   --updates U     model versions each run trains (default 2500)
   --aggregate K   group size at most of the agg case (default 3; 0 = no agg case)
+  --agg-reduce R  what a group's leader sends (ina-mlf --agg-reduce): sum (default) or
+                  mean (for a model whose learning rate suits one update per version)
   --compute-ms MS emulated extra compute per gradient on every worker (default 0: the
                   gradient's own time); with a heavy model the workers' computation, not
                   the server's link, limits the job
@@ -69,7 +71,7 @@ ROOT=$PWD
 BUILD_DIR=${INA_BUILD_DIR:-build}
 case $BUILD_DIR in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac
 N=8 RATE=100mbit SRATE= KEYS= D=2 WINDOW= SMODE=fetch UPDATES=2500 REPEAT=1 OUT=$ROOT/bench/results/mlfabric.md
-MODEL=lsq AGG=3 COMPUTE=0
+MODEL=lsq AGG=3 COMPUTE=0 AGG_REDUCE=sum
 while [ $# -gt 0 ]; do
     case $1 in
         --workers) N=$2; shift 2 ;;
@@ -83,6 +85,7 @@ while [ $# -gt 0 ]; do
         --updates) UPDATES=$2; shift 2 ;;
         --aggregate) AGG=$2; shift 2 ;;
         --compute-ms) COMPUTE=$2; shift 2 ;;
+        --agg-reduce) AGG_REDUCE=$2; shift 2 ;;
         --repeat) REPEAT=$2; shift 2 ;;
         --out) OUT=$2; shift 2 ;;
         --help) usage; exit 0 ;;
@@ -191,7 +194,7 @@ run_case() {
             2>"$d/sw.err" &
         swp=$!
         PIDS+=($swp)
-        extra+=(--switch "$SIP:$((PORT + 1))")
+        extra+=(--switch "$SIP:$((PORT + 1))" --agg-reduce "$AGG_REDUCE")
     fi
     if [ "$mode" != fifo ]; then
         local agg=()
@@ -233,6 +236,10 @@ result() {
         END { if (best == "") print "NA NA"; else printf "%d %.3f\n", bv, (best - s0) / 1000 }')
     echo "${v:-NA} ${t:-NA} $(counter updates_stale "$d/p.err") $(cat "$d"/w*.out | sed -n 's/.* sched_refused \([0-9]*\).*/\1/p' | awk '{s+=$1} END {print s+0}')"
 }
+# ratio A B: A / B to two decimals, NA when either is NA (a run that missed its target) or B is 0.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "NA" || b == "NA" || b + 0 <= 0) print "NA"; else printf "%.2f", a / b }'; }
+# change A B: (A / B - 1) in percent, signed, or NA.
+change() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "NA" || b == "NA" || b + 0 <= 0) print "NA"; else printf "%+.0f%%", 100 * (a / b - 1) }'; }
 median() { sort -g | awk '{a[NR] = $1} END { if (NR == 0) print "NA"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 {
@@ -243,7 +250,7 @@ median() { sort -g | awk '{a[NR] = $1} END { if (NR == 0) print "NA"; else if (N
     echo "scheduler host) shaped to $RATE with tbf; the straggler (worker $SLOW) at $(half_rate)."
     [ "$SRATE" != "$RATE" ] && echo "The primary's and the replica's hosts: $SRATE (a server NIC faster than the workers')."
     [ "$COMPUTE" != 0 ] && echo "Every worker adds $COMPUTE ms of emulated compute to each gradient (ina-mlf --compute-ms)."
-    [ "$AGG" -ge 2 ] && echo "agg: ina-sched --aggregate $AGG, and an ina-switch on the scheduler's host (its link shaped like the others) sums the groups."
+    [ "$AGG" -ge 2 ] && echo "agg: ina-sched --aggregate $AGG, and an ina-switch on the scheduler's host (its link shaped like the others) sums the groups; the leader sends their $AGG_REDUCE."
     echo "ina-mlf: $MODEL_TEXT, $UPDATES model versions per run;"
     if [ "$MODEL" = mlp ]; then
         echo "the target loss is 0.42 x the initial cross-entropy on 512 held-out samples, timed by"
@@ -300,20 +307,20 @@ run_case sched off 0 chain
     for st in off on; do
         tf=$(median <"$RUN/t.fifo.$st") ts=$(median <"$RUN/t.sched.$st")
         vf=$(median <"$RUN/v.fifo.$st") vs=$(median <"$RUN/v.sched.$st")
-        echo "Straggler $st: time to target FIFO/sched = $(awk -v a="$tf" -v b="$ts" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "NA" }')x (medians $tf s, $ts s); versions FIFO/sched = $(awk -v a="$vf" -v b="$vs" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "NA" }')x ($vf, $vs); ideal for sched's versions $(ideal_s "$vs") s. Target: >= 1.3x."
+        echo "Straggler $st: time to target FIFO/sched = $(ratio "$tf" "$ts")x (medians $tf s, $ts s); versions FIFO/sched = $(ratio "$vf" "$vs")x ($vf, $vs); ideal for sched's versions $(ideal_s "$vs") s. Target: >= 1.3x."
     done
     if [ "$AGG" -ge 2 ]; then
         for st in off on; do
             ts=$(median <"$RUN/t.sched.$st") ta=$(median <"$RUN/t.agg.$st")
             vs=$(median <"$RUN/v.sched.$st") va=$(median <"$RUN/v.agg.$st")
             ks=$(median <"$RUN/kbg.sched.$st") ka=$(median <"$RUN/kbg.agg.$st")
-            echo "Straggler $st, opportunistic aggregation (K = $AGG): time to target sched/agg = $(awk -v a="$ts" -v b="$ta" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "NA" }')x (medians $ts s, $ta s); versions $vs, $va; bytes into the primary per gradient applied, sched/agg = $(awk -v a="$ks" -v b="$ka" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "NA" }')x ($ks KB, $ka KB)."
+            echo "Straggler $st, opportunistic aggregation (K = $AGG): time to target sched/agg = $(ratio "$ts" "$ta")x (medians $ts s, $ta s); versions $vs, $va; bytes into the primary per gradient applied, sched/agg = $(ratio "$ks" "$ka")x ($ks KB, $ka KB)."
         done
     fi
     for mode in $MODES; do
         t0=$(median <"$RUN/t.$mode.off") t1=$(median <"$RUN/t.$mode.on")
         v0=$(median <"$RUN/v.$mode.off") v1=$(median <"$RUN/v.$mode.on")
-        echo "Straggler penalty, $mode: time $(awk -v a="$t1" -v b="$t0" 'BEGIN { if (b > 0) printf "%+.0f%%", 100 * (a / b - 1); else print "NA" }'), versions $(awk -v a="$v1" -v b="$v0" 'BEGIN { if (b > 0) printf "%+.0f%%", 100 * (a / b - 1); else print "NA" }') (MLfabric's talk: +35% iterations for 10% of workers at half bandwidth)."
+        echo "Straggler penalty, $mode: time $(change "$t1" "$t0"), versions $(change "$v1" "$v0") (MLfabric's talk: +35% iterations for 10% of workers at half bandwidth)."
     done
     echo
     echo "Replication (scheduled, no straggler; the primary's NIC: rx + tx bytes from its counters):"

@@ -320,6 +320,9 @@ static int group_update(struct mlf_client *c, const float **grad, uint32_t *base
         return 1;
     }
     if (rc == 0) {
+        if (c->agg_mean) /* the members' mean: one step of a k-times larger batch */
+            for (size_t i = 0; i < n; i++)
+                c->agg_buf[i] /= (float)g.size;
         *grad = c->agg_buf;
         *base = b;
         *members = g.size;

@@ -47,6 +47,7 @@ struct mlf_client {
     uint32_t nkeys;
     const char *agg_switch; /* ina-switch "host:port" for group sums (--switch), or NULL */
     int agg_timeout_ms;     /* deadline of a group's join and sum */
+    int agg_mean;           /* the leader sends the members' mean, not their sum */
     uint16_t group_size, group_index; /* of the grant held: 1, 0 when alone */
     float *agg_buf;         /* the group's sum (nkeys x dim), allocated at the first group */
     int agg_fail_streak;    /* groups not summed in a row: at MLF_AGG_GIVE_UP, stop asking */

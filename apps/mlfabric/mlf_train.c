@@ -51,6 +51,10 @@ static void usage(FILE *f)
             "                        requests as one group, the members sum their updates\n"
             "                        there and one of them sends the sum (one update, one\n"
             "                        version); without it this rank is never grouped\n"
+            "  --agg-reduce R        what a group's leader sends: sum (default; for SGD the\n"
+            "                        step of its members' updates one after another) or\n"
+            "                        mean (one step of a k-times larger batch: for models\n"
+            "                        whose learning rate is tuned for one update a version)\n"
             "  --agg-timeout-ms MS   deadline of a group's sum; past it the leader sends\n"
             "                        its own update alone and the others' are dropped\n"
             "                        (default 1000)\n"
@@ -186,11 +190,12 @@ int main(int argc, char **argv)
         {"join-timeout-ms", required_argument, 0, 'J'}, {"sched-mode", required_argument, 0, 'm'},
         {"model", required_argument, 0, 'M'},       {"switch", required_argument, 0, 'X'},
         {"agg-timeout-ms", required_argument, 0, 'T'}, {"replication", required_argument, 0, 'E'},
+        {"agg-reduce", required_argument, 0, 'G'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     static struct mlf_client c;
     const char *ps = NULL, *replica = NULL, *sched = NULL, *job = "mlf", *mode = "fetch",
-               *model = "lsq", *sw = NULL, *replication = "send";
+               *model = "lsq", *sw = NULL, *replication = "send", *agg_reduce = "sum";
     long rank = -1, world = 0, D = 2, keys = -1, updates = 800, batch = -1;
     double lr = -1, target = -1, compute_ms = 0, rto = 5, failover = 1500, sched_to = 1000,
            join_to = 30000, agg_to = 1000;
@@ -199,7 +204,7 @@ int main(int argc, char **argv)
         char *end = NULL;
         double v = 0;
         if (opt != 'P' && opt != 'R' && opt != 'S' && opt != 'j' && opt != 'm' && opt != 'M' &&
-            opt != 'X' && opt != 'E' && opt != 'h' && opt != '?') {
+            opt != 'X' && opt != 'E' && opt != 'G' && opt != 'h' && opt != '?') {
             v = strtod(optarg, &end);
             if (end == optarg || *end || !(v >= 0) || v > 1e9) {
                 fprintf(stderr, "ina-mlf: bad number '%s' (see --help)\n", optarg);
@@ -214,6 +219,7 @@ int main(int argc, char **argv)
         case 'm': mode = optarg; break;
         case 'M': model = optarg; break;
         case 'X': sw = optarg; break;
+        case 'G': agg_reduce = optarg; break;
         case 'E': replication = optarg; break;
         case 'T': agg_to = v; break;
         case 'r': rank = (long)v; break;
@@ -291,6 +297,10 @@ int main(int argc, char **argv)
         return 2;
     }
     c.chain = strcmp(replication, "chain") == 0;
+    if (strcmp(agg_reduce, "sum") != 0 && strcmp(agg_reduce, "mean") != 0) {
+        fprintf(stderr, "ina-mlf: --agg-reduce is sum or mean, not '%s'\n", agg_reduce);
+        return 2;
+    }
     if (sw) {
         struct sockaddr_in swa;
         if (ina_parse_hostport(sw, 1, &swa) != 0) {
@@ -302,6 +312,7 @@ int main(int argc, char **argv)
                             "mode (ina-sched --aggregate groups fetch requests)\n");
         c.agg_switch = sw;
         c.agg_timeout_ms = (int)agg_to;
+        c.agg_mean = strcmp(agg_reduce, "mean") == 0;
     }
     struct ina_ps_join *j = &c.join;
     j->world = (uint16_t)world;
