@@ -7,8 +7,9 @@
 #  2. the switch killed mid-training: groups fail within --agg-timeout-ms, leaders send
 #     alone, every rank stops asking to be grouped after 3 failures, training completes,
 #     and the replica stays in step;
-#  3. 2% loss, duplication and reordering both ways at the switch: training completes with
-#     the servers in step and nothing refused.
+#  3. 2% loss, duplication and reordering both ways at the switch, the leaders sending the
+#     groups' mean (--agg-reduce mean): training completes with the servers in step and
+#     nothing refused.
 set -uo pipefail
 exec </dev/null
 BUILD=${INA_BUILD_DIR:-build}
@@ -93,7 +94,7 @@ check "the model reached version 1200" grep -q "final version 1[2-9][0-9][0-9]" 
 # ---- 3. loss, duplication and reordering at the switch -------------------------------------------
 f=drop=0.02,dup=0.02,reorder=0.02
 setup lossy --fault-rx $f,seed=5 --fault-tx $f,seed=6
-agg_workers lossy --updates 300 --agg-timeout-ms 5000
+agg_workers lossy --updates 300 --agg-timeout-ms 5000 --agg-reduce mean
 check "the workers finished under loss at the switch" wait_workers
 stop_all
 tail -n 2 "$tmp/lossy.0"
@@ -106,6 +107,8 @@ check "no delay above D, nothing refused under loss" \
 
 check "ina-sched refuses --aggregate above --world" \
     bash -c "'$SCHED' --job x --world 2 --aggregate 3 2>/dev/null; [ \$? = 2 ]"
+check "ina-mlf refuses an unknown --agg-reduce" \
+    bash -c "'$MLF' --ps 127.0.0.1:1 --rank 0 --world 1 --agg-reduce max 2>/dev/null; [ \$? = 2 ]"
 check "ina-mlf refuses --agg-timeout-ms 0" \
     bash -c "'$MLF' --ps 127.0.0.1:1 --rank 0 --world 1 --agg-timeout-ms 0 2>/dev/null; [ \$? = 2 ]"
 finish test_mlf_aggregate
