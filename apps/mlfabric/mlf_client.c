@@ -288,15 +288,17 @@ static int group_update(struct mlf_client *c, const float **grad, uint32_t *base
                         struct mlf_result *res)
 {
     size_t n = (size_t)c->nkeys * c->join.dim;
-    if (!c->agg_buf && !(c->agg_buf = malloc(n * sizeof(float))))
-        return c->group_index > 0 ? (*res = (struct mlf_result){.status = -ENOMEM}, 1) : 0;
+    if (!c->agg_buf)
+        c->agg_buf = malloc(n * sizeof(float)); /* once: every group's sum has this size */
     struct mlf_agg_group g = {.switch_addr = c->agg_switch, .job = c->join.name,
                               .stamp = stamp, .size = c->group_size, .index = c->group_index,
                               .timeout_ms = c->agg_timeout_ms};
     uint32_t b = *base;
     /* A rank that gave up on the switch may still get a group grant it asked for before:
      * it takes its part as a failed one (a member drops its update, a leader sends alone). */
-    int rc = c->agg_switch ? mlf_agg_sum(&g, *grad, c->agg_buf, n, &b) : INA_ERR_CLOSED;
+    int rc = !c->agg_buf      ? -ENOMEM
+             : c->agg_switch ? mlf_agg_sum(&g, *grad, c->agg_buf, n, &b)
+                             : INA_ERR_CLOSED;
     c->agg_fail_streak = rc == 0 ? 0 : c->agg_fail_streak + 1;
     if (rc != 0) {
         c->st.agg_failures++;

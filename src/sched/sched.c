@@ -212,17 +212,20 @@ static int groupable(const struct ina_sched *s, const struct ina_sched_rank *k)
     return s->p.aggregate > 1 && k->fetch && k->can_aggregate && !k->straggler;
 }
 
-/* The best pending feasible request by before() (and groupable() if only_groupable), or -1.
- * *stragglers: the feasible stragglers' requests passed over. */
-static int best_request(struct ina_sched *s, int only_groupable, unsigned *stragglers,
+/* The best pending feasible request by before(), or -1. With picked (a group being formed:
+ * the ranks already in it), only a groupable one outside it. *stragglers (if not NULL):
+ * the feasible stragglers' requests passed over. */
+static int best_request(struct ina_sched *s, const uint8_t *picked, unsigned *stragglers,
                         uint64_t now)
 {
     int best = -1;
     for (unsigned r = 0; r < s->p.world; r++) {
         const struct ina_sched_rank *k = &s->ranks[r];
-        if (k->state != INA_SCHED_PENDING || !fits(s, k) || (only_groupable && !groupable(s, k)))
+        if (k->state != INA_SCHED_PENDING || !fits(s, k) ||
+            (picked && (picked[r] || !groupable(s, k))))
             continue;
-        *stragglers += k->straggler;
+        if (stragglers)
+            *stragglers += k->straggler;
         if (best < 0 || before(s, k, &s->ranks[best], now))
             best = (int)r;
     }
@@ -249,7 +252,7 @@ static void schedule(struct ina_sched *s, uint64_t now)
     }
     while (s->outstanding < s->p.window) {
         unsigned stragglers = 0, members[INA_MAX_WORKERS], n = 0;
-        int best = best_request(s, 0, &stragglers, now);
+        int best = best_request(s, NULL, &stragglers, now);
         if (best < 0)
             return;
         if (!s->ranks[best].straggler)
@@ -258,15 +261,13 @@ static void schedule(struct ina_sched *s, uint64_t now)
             s->c.aged_grants++;
         members[n++] = (unsigned)best;
         if (groupable(s, &s->ranks[best])) {
-            s->ranks[best].state = INA_SCHED_GRANTED; /* out of the next searches */
-            unsigned ignored = 0;
+            uint8_t picked[INA_MAX_WORKERS] = {0};
+            picked[best] = 1;
             int next;
-            while (n < s->p.aggregate && (next = best_request(s, 1, &ignored, now)) >= 0) {
-                s->ranks[next].state = INA_SCHED_GRANTED;
+            while (n < s->p.aggregate && (next = best_request(s, picked, NULL, now)) >= 0) {
+                picked[next] = 1;
                 members[n++] = (unsigned)next;
             }
-            for (unsigned i = 0; i < n; i++) /* grant() computes the bases as for pending ones */
-                s->ranks[members[i]].state = INA_SCHED_PENDING;
         }
         grant(s, members, n, now);
     }

@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # mlf_harness.sh: sourced by the MLfabric script tests (test_mlfabric.sh, test_mlf_aggregate.sh)
-# after harness.sh, with MLF (ina-mlf), W (workers) and D (the bound) set; not a test itself.
-# Gives: start (a daemon on a free port), workers / wait_workers, until_version, sum_field,
-# counter, stop; every daemon and worker started is killed on exit.
+# after harness.sh, with MLF (ina-mlf), PS (ina-ps), W (workers) and D (the bound) set; not a
+# test itself.
+# Gives: start (a daemon on a free port), start_chain (a primary and its chain replica),
+# workers / wait_workers, until_version, sum_field, counter, stop; every daemon and worker started is killed on exit.
 pids=()
 cleanup_all() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; cleanup; }
 trap cleanup_all EXIT
@@ -17,6 +18,28 @@ start() {
     pids+=("$pid")
     for _ in $(seq 200); do [ -s "$tmp/$name.port" ] && break; sleep 0.05; done
     port=$(cat "$tmp/$name.port" 2>/dev/null)
+}
+# start_chain CASE FAULTS...: a replica (--chain-from) and its primary (--chain-to) on loopback;
+# the replica must name the primary's port before it starts, so that port is picked here
+# (again if taken). Sets ${CASE}p/${CASE}r (pids) and ${CASE}pport/${CASE}rport.
+start_chain() {
+    local c=$1 try pp
+    shift
+    for try in 1 2 3 4 5; do
+        pp=$((20000 + RANDOM % 30000))
+        start "${c}r" "$PS" --quiet --chain-from 127.0.0.1:$pp "$@"
+        local rpid=$pid rport=$port
+        "$PS" --quiet --listen 127.0.0.1:$pp --chain-to 127.0.0.1:$rport "$@" 2>"$tmp/${c}p.log" &
+        local ppid=$!
+        pids+=("$ppid")
+        sleep 0.2
+        if kill -0 "$ppid" 2>/dev/null; then
+            eval "${c}p=$ppid ${c}r=$rpid ${c}pport=$pp ${c}rport=$rport"
+            return 0
+        fi
+        stop "$rpid" # the port was taken: another
+    done
+    return 1
 }
 # workers CASE ARGS...: start W workers in the background; their pids in $wpids.
 workers() {

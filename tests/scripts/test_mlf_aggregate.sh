@@ -9,7 +9,9 @@
 #     and the replica stays in step;
 #  3. 2% loss, duplication and reordering both ways at the switch, the leaders sending the
 #     groups' mean (--agg-reduce mean): training completes with the servers in step and
-#     nothing refused.
+#     nothing refused;
+#  4. with chain replication (the primary forwards each group's update): the replica, fed by
+#     forwards only, counts the same groups.
 set -uo pipefail
 exec </dev/null
 BUILD=${INA_BUILD_DIR:-build}
@@ -26,11 +28,13 @@ W=8 D=2 K=3
 # shellcheck source=tests/scripts/mlf_harness.sh
 source "$(dirname "$0")/mlf_harness.sh"
 
-# setup CASE [switch options]: a switch, a primary, a replica and a scheduler for CASE.
+# setup CASE [switch options]: a switch, a primary, a replica and a scheduler for CASE. The
+# switch offers shared-memory rings unless told --no-shm: on one host, every group's job
+# attaches them (case 1); the cases that inject faults or kill the switch use UDP.
 setup() {
     local c=$1
     shift
-    start "$c.sw" "$SW" --no-shm "$@"; swp=$pid swport=$port
+    start "$c.sw" "$SW" "$@"; swp=$pid swport=$port
     start "$c.p" "$PS" --quiet; pp=$pid pport=$port
     start "$c.r" "$PS" --quiet; rp=$pid rport=$port
     start "$c.s" "$SCHED" --job "$c" --world $W --max-delay $D --aggregate $K --log-level warn
@@ -45,13 +49,14 @@ agg_workers() {
 }
 stop_all() { stop "$swp"; stop "$pp"; stop "$rp"; stop "$sp"; }
 gt0() { awk -v n="$1" 'BEGIN { exit !(n > 0) }'; }
-# same_servers CASE: both servers applied the same updates, the same groups, the same delays.
+# same_servers PRIMARY REPLICA (their log names): both applied the same updates, the same
+# groups, with the same delays.
 same_servers() {
-    local c=$1 n
+    local n
     for n in updates_applied updates_aggregated aggregated_members updates_stale; do
-        [ "$(counter "$c.p" $n)" = "$(counter "$c.r" $n)" ] || { echo "$n differs"; return 1; }
+        [ "$(counter "$1" $n)" = "$(counter "$2" $n)" ] || { echo "$n differs"; return 1; }
     done
-    [ "$(grep '^  delay_' "$tmp/$c.p.log")" = "$(grep '^  delay_' "$tmp/$c.r.log")" ]
+    [ "$(grep '^  delay_' "$tmp/$1.log")" = "$(grep '^  delay_' "$tmp/$2.log")" ]
 }
 
 # ---- 1. groups summed in the switch ------------------------------------------------------------
@@ -70,14 +75,14 @@ check "the server's members = the leaders' and the members' parts summed" \
 check "no group failed" [ "$(sum_field agg agg_failures)$(counter agg.s member_failed)" = 00 ]
 check "the primary applied each update the leaders saw applied, once" \
     [ "$(counter agg.p updates_applied)" = "$(sum_field agg applied)" ]
-check "the replica is in step (same updates, groups and delays)" same_servers agg
+check "the replica is in step (same updates, groups and delays)" same_servers agg.p agg.r
 check "no delay above D" [ "$(counter agg.p delay_violations)$(counter agg.s bound_violations)" = 00 ]
 check "nothing refused" [ "$(counter agg.p updates_stale)" = 0 ]
 check "the loss reached its target" grep -q "target .* reached at" "$tmp/agg.0"
 check "the switch saw the groups' jobs" gt0 "$(sed -n 's/^ *jobs_started *\([0-9]*\).*/\1/p' "$tmp/agg.sw.log" | head -1)"
 
 # ---- 2. the switch killed -------------------------------------------------------------------
-setup dead
+setup dead --no-shm
 agg_workers dead --updates 1200 --agg-timeout-ms 300
 check "training reached version 200 with the switch" until_version dead 200
 kill -9 "$swp"; wait "$swp" 2>/dev/null
@@ -87,13 +92,13 @@ tail -n 2 "$tmp/dead.0"
 check "groups failed, with a warning" gt0 "$(sum_field dead agg_failures)"
 check "ranks stopped asking to be grouped" grep -q "no more aggregation" "$tmp"/dead.*.err
 check "the failed members were counted by the scheduler" gt0 "$(counter dead.s member_failed)"
-check "the replica stayed in step" same_servers dead
+check "the replica stayed in step" same_servers dead.p dead.r
 check "no delay above D (switch killed)" [ "$(counter dead.p delay_violations)" = 0 ]
 check "the model reached version 1200" grep -q "final version 1[2-9][0-9][0-9]" "$tmp/dead.0"
 
 # ---- 3. loss, duplication and reordering at the switch -------------------------------------------
 f=drop=0.02,dup=0.02,reorder=0.02
-setup lossy --fault-rx $f,seed=5 --fault-tx $f,seed=6
+setup lossy --no-shm --fault-rx $f,seed=5 --fault-tx $f,seed=6
 agg_workers lossy --updates 300 --agg-timeout-ms 5000 --agg-reduce mean
 check "the workers finished under loss at the switch" wait_workers
 stop_all
@@ -101,9 +106,29 @@ tail -n 2 "$tmp/lossy.0"
 check "groups were summed under loss ($(counter lossy.p updates_aggregated))" \
     gt0 "$(counter lossy.p updates_aggregated)"
 check "no group failed under loss" [ "$(sum_field lossy agg_failures)" = 0 ]
-check "the replica is in step under loss" same_servers lossy
+check "the replica is in step under loss" same_servers lossy.p lossy.r
 check "no delay above D, nothing refused under loss" \
     [ "$(counter lossy.p delay_violations)$(counter lossy.p updates_stale)" = 00 ]
+
+# ---- 4. aggregation with chain replication ----------------------------------------------------
+# The leader's one UPDATE reaches the replica only as the primary's forward (§15.8), which
+# carries its members word: the replica counts the same groups.
+start_chain ch
+start ch.sw "$SW" --no-shm; swp=$pid swport=$port
+start ch.s "$SCHED" --job chain --world $W --max-delay $D --aggregate $K --log-level warn
+sp=$pid sport=$port
+pport=$chpport rport=$chrport
+agg_workers chain --updates 300 --replication chain
+check "the workers finished (chain replication)" wait_workers
+stop "$swp"; stop "$chp"; stop "$chr"; stop "$sp"
+check "groups were summed (chain replication: $(counter chp updates_aggregated))" \
+    gt0 "$(counter chp updates_aggregated)"
+check "the workers sent the replica nothing" [ "$(sum_field chain bytes_replica)" = 0 ]
+check "the primary applied each update the workers saw applied, once" \
+    [ "$(counter chp updates_applied)" = "$(sum_field chain applied)" ]
+check "the replica, fed by forwards only, is in step (same updates, groups and delays)" same_servers chp chr
+check "no chain mismatch, no broken chain, no delay above D" \
+    [ "$(counter chp chain_mismatch)$(counter chp chain_broken)$(counter chp delay_violations)" = 000 ]
 
 check "ina-sched refuses --aggregate above --world" \
     bash -c "'$SCHED' --job x --world 2 --aggregate 3 2>/dev/null; [ \$? = 2 ]"

@@ -117,28 +117,6 @@ check "ina-mlf refuses --keys with --model mlp" \
     bash -c "'$MLF' --model mlp --keys 8 --ps 127.0.0.1:1 --rank 0 --world 1 2>/dev/null; [ \$? = 2 ]"
 
 # ---- 6. chain replication ---------------------------------------------------------------------
-# start_chain CASE FAULTS...: a replica (--chain-from) and its primary (--chain-to) on loopback;
-# the replica must name the primary's port before it starts, so that port is picked here
-# (again if taken). Sets ${CASE}p/${CASE}r (pids) and ${CASE}pport/${CASE}rport.
-start_chain() {
-    local c=$1 try pp
-    shift
-    for try in 1 2 3 4 5; do
-        pp=$((20000 + RANDOM % 30000))
-        start "${c}r" "$PS" --quiet --chain-from 127.0.0.1:$pp "$@"
-        local rpid=$pid rport=$port
-        "$PS" --quiet --listen 127.0.0.1:$pp --chain-to 127.0.0.1:$rport "$@" 2>"$tmp/${c}p.log" &
-        local ppid=$!
-        pids+=("$ppid")
-        sleep 0.2
-        if kill -0 "$ppid" 2>/dev/null; then
-            eval "${c}p=$ppid ${c}r=$rpid ${c}pport=$pp ${c}rport=$rport"
-            return 0
-        fi
-        stop "$rpid" # the port was taken: another
-    done
-    return 1
-}
 # Under 5% loss both ways a forward can stay unanswered a while on a loaded host: a deadline
 # well above the retries (the default 1000 ms broke the chain once in about 25 runs).
 start_chain c6 --fault-rx $f,seed=5 --fault-tx $f,seed=6 --chain-timeout-ms 5000
