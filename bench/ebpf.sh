@@ -8,6 +8,9 @@
 #            shared memory) run their 4 ranks in the workers' namespace.
 #   cluster  scripts/netns.sh's emulated cluster: the switch and each worker in a namespace of
 #            its own, on one bridge; every link, the switch's too, shaped to RATE (10gbit).
+# Dataplanes (DPS, default "userspace ebpf userspace-mc ebpf-mc"): the two, each by unicast (a
+# copy of every finished sum per rank) and with --multicast (one copy, to the job's group; the
+# veth or the bridge makes the others).
 # For REPS rounds (default 3), interleaved, each dataplane gets two fresh switches:
 #   throughput  4 workers all-reduce TPUT_SIZE (4M) of int32, TPUT_ITERS (20) times, ELEMS (256)
 #               elements per packet. Switch CPU = the switch process's CPU time (all threads,
@@ -22,12 +25,13 @@
 # for both), which runs in the sender's softirq on a veth; nor, for the userspace switch, the
 # socket delivery after it. So a last row divides the whole machine's busy CPU time
 # (/proc/stat: workers, softirqs and whatever else runs on this shared VM) by the packets.
-# Then the medians over the rounds, the ratios ebpf / userspace against the targets of issue 16
-# (>= 2x packets per core, 256 B p50 <= 0.6x), and the peers' 256 B p50 (veth setting). Every
+# Then the medians over the rounds; the ratios ebpf / userspace and ebpf-mc / userspace (the
+# default switch) against the targets of issue 16 (>= 2x packets per core, 256 B p50 <= 0.6x),
+# and ebpf-mc / userspace-mc (both multicasting); the peers' 256 B p50 (veth setting). Every
 # result is verified (ina-bench and mpi_allreduce check their sums: "ok").
 #
 # Environment: INA_SOURCE_DIR (the sources, default this script's), INA_BUILD_DIR (default
-# build), SETTINGS, REPS, TPUT_SIZE, TPUT_ITERS, ELEMS,
+# build), SETTINGS, DPS, REPS, TPUT_SIZE, TPUT_ITERS, ELEMS,
 # LAT_ITERS, RATE (cluster links, default 10gbit), PEERS (1: OpenMPI rows; 0: none), OUT
 # (raw results, default a new /tmp/ina-ebpf-bench.XXXXXX), PORT (22100). Needs root (namespaces,
 # BPF) and an ina-switch built with the eBPF dataplane; namespaces are named e<pid>...
@@ -37,7 +41,7 @@ set -uo pipefail
 exec </dev/null
 
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
-    sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
 fi
 root=${INA_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -48,6 +52,7 @@ SW=$build/bin/ina-switch BENCH=$build/bin/ina-bench
 SETTINGS=${SETTINGS:-"veth cluster"} REPS=${REPS:-3} TPUT_SIZE=${TPUT_SIZE:-4M}
 TPUT_ITERS=${TPUT_ITERS:-20} ELEMS=${ELEMS:-256} LAT_ITERS=${LAT_ITERS:-500}
 RATE=${RATE:-10gbit} PEERS=${PEERS:-1} PORT=${PORT:-22100}
+DPS=${DPS:-"userspace ebpf userspace-mc ebpf-mc"}
 OUT=${OUT:-$(mktemp -d /tmp/ina-ebpf-bench.XXXXXX)}
 mkdir -p "$OUT"
 die() { echo "ebpf.sh: $*" >&2; exit 1; }
@@ -117,7 +122,8 @@ counter() { awk -v k="$2" '$1 == k { v = $2 } END { print v + 0 }' "$1"; }
 # measure SETTING DP REP KIND: prints "cpu_ns prog_ns contributions wall_s p50_s ok machine_ns"
 measure() {
     local setting=$1 dp=$2 rep=$3 kind=$4 tag=$1-$2-$3-$4 dpargs=() swpid c0 c1 m0 m1 t0 t1
-    [ "$dp" = ebpf ] && dpargs=(--dataplane ebpf --iface "$SW_IF")
+    case $dp in ebpf*) dpargs=(--dataplane ebpf --iface "$SW_IF") ;; esac
+    case $dp in *-mc) dpargs+=(--multicast) ;; esac
     ip netns exec "$SW_NS" "$SW" --listen "$SW_IP:$PORT" --port-file "$OUT/$tag.port" \
         --quiet "${dpargs[@]}" 2>"$OUT/$tag.switch" &
     swpid=$!
@@ -176,7 +182,7 @@ for setting in $SETTINGS; do
     esac
     declare -A cpp=() rate=() wrate=() lat=() mcpp=()
     for rep in $(seq "$REPS"); do
-        for dp in userspace ebpf; do
+        for dp in $DPS; do
             read -r cpu prog contrib wall _ ok mach < <(measure "$setting" "$dp" "$rep" tput)
             [ "$ok" = ok ] && [ "${contrib:-0}" -gt 0 ] || {
                 echo "FAIL: $setting $dp round $rep: throughput run ($ok, see $OUT)"
@@ -195,20 +201,32 @@ for setting in $SETTINGS; do
                 continue
             }
             lat[$dp]+=" $(awk -v t="$p50" 'BEGIN { printf "%.1f", t * 1e6 }')"
-            printf '%-8s round %d %-9s  switch CPU %s us/packet (process %d ms, program %d ms, %d packets; machine %s us/packet), %s packets/s wall; 256 B p50 %s us\n' \
+            printf '%-8s round %d %-12s  switch CPU %s us/packet (process %d ms, program %d ms, %d packets; machine %s us/packet), %s packets/s wall; 256 B p50 %s us\n' \
                 "$setting" "$rep" "$dp" "$c" $((cpu / 1000000)) $((prog / 1000000)) "$contrib" \
                 "${mcpp[$dp]##* }" "${wrate[$dp]##* }" "${lat[$dp]##* }"
         done
     done
     echo
     echo "## $setting: medians of $REPS rounds (load $(cut -d' ' -f1-3 /proc/loadavg))"
-    printf '| %-24s | %12s | %12s | %8s | %s |\n' metric userspace ebpf ratio "target (issue 16)"
-    printf '|%s|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..26})" ------------- -------------- ---------- ------------------
+    # Columns: each dataplane's median, then the ratios (a dataplane not in DPS: "-").
+    printf '| %-26s |' metric
+    for dp in $DPS; do printf ' %12s |' "$dp"; done
+    printf ' %8s | %8s | %8s | %s |\n' "ebpf/us" "ebpf-mc/us" "mc: e/u" "target (issue 16)"
+    printf '|%s|' "$(printf -- '-%.0s' {1..28})"
+    for dp in $DPS; do printf '%s|' --------------; done
+    printf '%s|%s|%s|%s|\n' ---------- ---------- ---------- ------------------
     row() { # NAME KEY-ARRAY TARGET
-        local u e
-        u=$(eval "echo \${$2[userspace]:-}" | med) e=$(eval "echo \${$2[ebpf]:-}" | med)
-        printf '| %-24s | %12s | %12s | %8s | %s |\n' "$1" "$u" "$e" \
-            "$(awk -v u="$u" -v e="$e" 'BEGIN { if (u + 0 > 0) printf "%.2fx", e / u; else print "-" }')" "$3"
+        local dp v
+        declare -A m=()
+        printf '| %-26s |' "$1"
+        for dp in $DPS; do
+            v=$(eval "echo \${$2[$dp]:-}" | med)
+            m[$dp]=$v
+            printf ' %12s |' "$v"
+        done
+        ratio() { awk -v u="${m[$1]:-}" -v e="${m[$2]:-}" 'BEGIN { if (u + 0 > 0 && e + 0 > 0) printf "%.2fx", e / u; else print "-" }'; }
+        printf ' %8s | %8s | %8s | %s |\n' "$(ratio userspace ebpf)" "$(ratio userspace ebpf-mc)" \
+            "$(ratio userspace-mc ebpf-mc)" "$3"
     }
     row "switch CPU us/agg packet" cpp "(the probe: ~0.85 us for eBPF)"
     row "agg packets/s per core" rate ">= 2x"
@@ -220,7 +238,7 @@ for setting in $SETTINGS; do
             ps=()
             for rep in $(seq "$REPS"); do ps+=("$(peer_p50 "$btl")"); done
             p=$(printf '%s\n' "${ps[@]}" | grep -v '^-$' | awk '{ printf "%.1f\n", $1 * 1e6 }' | tr '\n' ' ' | med)
-            echo "peer OpenMPI ($btl), same namespace, 256 B float32 N=4: p50 $p us (rounds: ${ps[*]} s); ina ebpf / it: $(awk -v e="$(echo "${lat[ebpf]:-}" | med)" -v p="$p" 'BEGIN { if (p + 0 > 0) printf "%.2fx", e / p; else print "-" }')"
+            echo "peer OpenMPI ($btl), same namespace, 256 B float32 N=4: p50 $p us (rounds: ${ps[*]} s); ina ebpf / it: $(awk -v e="$(echo "${lat[ebpf]:-}" | med)" -v p="$p" 'BEGIN { if (p + 0 > 0) printf "%.2fx", e / p; else print "-" }'), ina ebpf-mc / it: $(awk -v e="$(echo "${lat[ebpf-mc]:-}" | med)" -v p="$p" 'BEGIN { if (p + 0 > 0) printf "%.2fx", e / p; else print "-" }')"
         done
     elif [ "$setting" = veth ]; then
         echo "peers: skipped (PEERS=0, or no mpicc/mpirun: bench/deps.sh)"

@@ -119,7 +119,8 @@ static void usage(FILE *f)
             "                        --iface interface, in the kernel: no wake-up of this\n"
             "                        process per packet; needs root and a BPF-enabled kernel;\n"
             "                        integer ops and op 3 only, no float adds, --shm,\n"
-            "                        --multicast, --threads or --fault-*; docs/EBPF.md)\n"
+            "                        --threads or --fault-*; --multicast on a NIC or veth,\n"
+            "                        not lo; docs/EBPF.md)\n"
             "  --iface IF            --dataplane ebpf: the interface the workers reach the\n"
             "                        switch by (lo for workers on this host)\n"
             "  --record FILE         write every datagram, tick and operator request the\n"
@@ -848,7 +849,8 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
         struct sockaddr_in a = *listen_addr;
         a.sin_port = htons(p.shard_ports[0]);
         struct ina_ebpf_opts eo = {.iface = o->ebpf_iface, .addr = a, .sock_fd = sh[0].tx.fd,
-                                   .nslots = p.nslots, .lo_gso_off = 1};
+                                   .nslots = p.nslots, .lo_gso_off = 1,
+                                   .multicast = p.mcast_base != 0};
         int rc = ina_ebpf_open(&sh[0].ebpf, &eo, err, sizeof(err));
         if (rc != 0) {
             fprintf(stderr, "ina-switch: --dataplane ebpf: %s\n", err);
@@ -1187,7 +1189,6 @@ int main(int argc, char **argv)
         const char *bad = !iface ? "it needs --iface IF (the interface the workers reach the switch by)"
                           : nthreads > 1 ? "--threads: the kernel spreads packets over the cores itself"
                           : p.shm ? "--shm: the program takes DATA from the interface, not from rings"
-                          : p.mcast_base ? "--multicast is not implemented in the program"
                           : p.nparents ? "--parent: the program sends no partial sums upstream "
                             "(a child switch is a userspace one)"
                           : (fault_rx_spec || fault_tx_spec) ? "--fault-rx/--fault-tx act on the "

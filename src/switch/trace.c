@@ -32,6 +32,8 @@ int ina_trace_write_header(FILE *f, const struct ina_trace_header *h)
     ina_put32(b + 44, h->p.min_job_slots);
     put64(b + 48, h->p.join_timeout_ns);
     put64(b + 56, h->p.idle_timeout_ns);
+    ina_put32(b + 64, h->p.mcast_base);
+    ina_put16(b + 68, h->p.mcast_base ? h->p.mcast_port : 0);
     return fwrite(b, sizeof(b), 1, f) == 1 ? 0 : -EIO;
 }
 
@@ -53,10 +55,18 @@ int ina_trace_read_header(FILE *f, struct ina_trace_header *h)
 {
     uint8_t b[INA_TRACE_HDR_LEN];
     memset(h, 0, sizeof(*h));
-    if (fread(b, sizeof(b), 1, f) != 1 || memcmp(b, trace_magic, 8) != 0 || ina_get32(b + 8) != 1)
+    memset(b, 0, sizeof(b));
+    if (fread(b, INA_TRACE_HDR_LEN_V0, 1, f) != 1 || memcmp(b, trace_magic, 8) != 0 ||
+        ina_get32(b + 8) != 1)
         return -EINVAL;
+    /* 64 bytes (no multicast fields: they read as 0), 72, or longer: the
+     * fields this reader knows, the rest skipped. */
     uint32_t hlen = ina_get32(b + 12);
-    if (hlen < INA_TRACE_HDR_LEN || fseek(f, (long)hlen - INA_TRACE_HDR_LEN, SEEK_CUR) != 0)
+    if (hlen < INA_TRACE_HDR_LEN_V0 || (hlen < INA_TRACE_HDR_LEN && hlen != INA_TRACE_HDR_LEN_V0))
+        return -EINVAL;
+    if (hlen >= INA_TRACE_HDR_LEN &&
+        (fread(b + INA_TRACE_HDR_LEN_V0, INA_TRACE_HDR_LEN - INA_TRACE_HDR_LEN_V0, 1, f) != 1 ||
+         fseek(f, (long)hlen - INA_TRACE_HDR_LEN, SEEK_CUR) != 0))
         return -EINVAL;
     h->seed = get64(b + 16);
     h->sw.sin_family = AF_INET;
@@ -71,6 +81,8 @@ int ina_trace_read_header(FILE *f, struct ina_trace_header *h)
     h->p.min_job_slots = ina_get32(b + 44);
     h->p.join_timeout_ns = get64(b + 48);
     h->p.idle_timeout_ns = get64(b + 56);
+    h->p.mcast_base = ina_get32(b + 64);
+    h->p.mcast_port = h->p.mcast_base ? ina_get16(b + 68) : 0;
     h->p.seed = h->seed;
     return 0;
 }

@@ -35,7 +35,8 @@
 
 #include "switch/switch.h"
 
-#define INA_TRACE_HDR_LEN 64
+#define INA_TRACE_HDR_LEN 72
+#define INA_TRACE_HDR_LEN_V0 64 /* files written before the multicast fields: still read */
 #define INA_TRACE_REC_LEN 20
 
 enum ina_trace_type {

@@ -38,7 +38,8 @@ static inline double h_now(void)
  * INA_TEST_DATAPLANE=ebpf (tests/scripts/test_ebpf_e2e.sh runs the suite so,
  * each test in a network namespace of its own): every switch runs with
  * --dataplane ebpf --iface lo, without the options that dataplane refuses
- * (--shm, --threads, --multicast, --fault-rx/tx); a test skips what needs them.
+ * (--shm, --threads, --fault-rx/tx; --multicast, which it refuses on lo); a test
+ * skips what needs them.
  */
 static inline int h_ebpf(void)
 {

@@ -66,6 +66,7 @@ struct rp {
     int nu, ne;
     uint64_t prog_out;     /* datagrams the program sent (its tx_packets must agree) */
     uint64_t inputs, compared, fed_back, l2_unlearnt;
+    uint64_t group_out;    /* of prog_out, to a job's multicast group (--multicast) */
     int diffs;             /* inputs whose outputs or counters differed */
     int verbose;
 };
@@ -88,6 +89,13 @@ static inline uint64_t rp_rand(struct rp *r)
 /* The Ethernet address the trace's senders have: one per source address. */
 static inline void rp_mac_of(const struct sockaddr_in *a, uint8_t mac[6])
 {
+    uint32_t ip = ntohl(a->sin_addr.s_addr);
+    if (IN_MULTICAST(ip)) { /* a job's group (--multicast): RFC 1112's mapping */
+        const uint8_t g[6] = {0x01, 0x00, 0x5e, (uint8_t)((ip >> 16) & 0x7f), (uint8_t)(ip >> 8),
+                              (uint8_t)ip};
+        memcpy(mac, g, 6);
+        return;
+    }
     mac[0] = 0x02;
     mac[1] = (uint8_t)(a->sin_addr.s_addr >> 24);
     memcpy(mac + 2, &a->sin_port, 2);
@@ -168,6 +176,7 @@ static inline int rp_take_frame(struct rp *r, const uint8_t *f, size_t flen)
     if (bad)
         return -1;
     r->prog_out++;
+    r->group_out += IN_MULTICAST(ntohl(dst.sin_addr.s_addr)) != 0;
     return rp_push(r->eo, &r->ne, &dst, udp + 8, ulen - 8);
 }
 

@@ -37,6 +37,7 @@ static int quiet;
 /* What all the traces reached, summed (the userspace side's counters): a
  * trace that never gets past the first checks compares little. */
 static struct ina_sw_counters reached;
+static uint64_t group_results; /* results the program sent to a job's group (--multicast) */
 
 static int skip(const char *why)
 {
@@ -118,6 +119,7 @@ static int replay_file(const char *path, const struct bench *b)
                bad ? "DIFFERENT" : "same", (unsigned long long)r.inputs,
                (unsigned long long)r.compared, (unsigned long long)r.fed_back);
     ina_sw_counters_add(&reached, &r.u->c);
+    group_results += r.group_out;
     rp_close(&r);
     fclose(f);
     return bad;
@@ -140,6 +142,10 @@ static int fuzz_one(uint64_t seed, int events, const struct bench *b, const char
     h.p.min_job_slots = 2;
     h.p.join_timeout_ns = 2000000000ull;
     h.p.idle_timeout_ns = 0; /* the program's clock is the kernel's, not the trace's */
+    if (seed % 3 == 2) { /* every third trace: --multicast, finished sums to the job's group */
+        h.p.mcast_base = 0xEFFF4900u; /* 239.255.73.0, the default */
+        h.p.mcast_port = 47500;
+    }
     h.p.seed = h.seed;
     FILE *out = NULL;
     char path[512];
@@ -184,6 +190,7 @@ static int fuzz_one(uint64_t seed, int events, const struct bench *b, const char
     if (bad && out)
         printf("  the trace: %s\n", path);
     ina_sw_counters_add(&reached, &r.u->c);
+    group_results += r.group_out;
     rp_close(&r);
     if (out)
         fclose(out);
@@ -293,6 +300,11 @@ int main(int argc, char **argv)
         if (reached.drops[d])
             printf(" %s %llu", ina_drop_name((enum ina_drop)d), (unsigned long long)reached.drops[d]);
     printf("\n");
+    printf("multicast: %llu results to a job's group compared\n", (unsigned long long)group_results);
+    if (!failed && nfuzz >= 3 && group_results == 0) {
+        printf("FAIL: no fuzzed trace with --multicast completed a round\n");
+        failed = 1;
+    }
     printf("test_ebpf_diff: %d traces (%d recorded, %d fuzzed), %s\n", ran, ntraces, nfuzz,
            failed ? "FAILED: the dataplanes differ" : "the dataplanes agree on all of them");
     return failed ? 1 : 0;

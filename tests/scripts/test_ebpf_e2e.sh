@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_ebpf_e2e.sh: ina-switch --dataplane ebpf end to end, with real libina workers.
 #  1. What it refuses, and how: no --iface, an interface that is not there, options the program
-#     does not implement (--shm, --threads, --multicast, --fault-rx, --parent), not root (setpriv),
-#     a child switch's TREE_JOIN.
+#     does not implement (--shm, --threads, --fault-rx, --parent), --multicast on lo, not root
+#     (setpriv), a child switch's TREE_JOIN.
 #  2. A representative subset of the e2e suite (tests/e2e/), each test in a network namespace of
 #     its own with INA_TEST_DATAPLANE=ebpf: every switch it starts runs the program on that
 #     namespace's lo (harness.h). allreduce (N = 1..8 and 64, k = 64..2048, int32 and float32,
@@ -16,11 +16,14 @@
 #     faults (switch-side injection acts on the socket; loss is item 4's).
 #  3. The interface: on a veth pair with UDP GSO on in the workers' namespace, every datagram
 #     reaches the program (the pass-through XDP makes the peer split GSO trains: passed_up 0);
+#     with --multicast, each finished sum leaves the program once, to the job's group, and the
+#     workers get it there (tx_packets = completions + results_resent, few resent);
 #     a switch killed with SIGKILL leaves no program on the interface (TCX), so a userspace
 #     switch on the same port serves the next job.
 #  4. The loss suite (test_netns_loss.sh: 4 workers, bridge, 1% loss both ways) against it,
-#     smaller (4 sizes x 40 iterations), in the gcc build only (CI time; the ASan build would
-#     only re-run the same kernel program with slower workers).
+#     smaller (4 sizes x 40 iterations), by unicast and with --multicast (lost multicast sums
+#     come back by unicast), in the gcc build only (CI time; the ASan build would only re-run
+#     the same kernel program with slower workers).
 # Needs root (namespaces, BPF); without it, or where the kernel will not load the program, or in
 # an ina-switch built without the eBPF dataplane: SKIP, exit 77.
 # Environment: INA_BUILD_DIR (default build), INA_SANITIZE (ON: the smaller e2e subset, item 4
@@ -71,7 +74,12 @@ refuses "no such interface: status 1, says so" 1 "no network interface 'nosuch0'
     --dataplane ebpf --iface nosuch0
 refuses "--shm: refused" 2 "takes DATA from the interface, not from rings" --dataplane ebpf --iface lo --shm
 refuses "--threads: refused" 2 "spreads packets over the cores" --dataplane ebpf --iface lo --threads 2
-refuses "--multicast: refused" 2 "multicast is not implemented" --dataplane ebpf --iface lo --multicast
+out=$(unshare --net sh -c "ip link set lo up; exec timeout 20 '$SW' --listen 127.0.0.1:0 \
+    --dataplane ebpf --iface lo --multicast" 2>&1)
+rc=$?
+if [ "$rc" = 1 ] && grep -q "kernel drops multicast from a loopback address" <<<"$out"
+then ok "--multicast on lo: status 1, says why (a loopback source)"
+else bad "--multicast on lo: status $rc, output: $out"; fi
 refuses "--fault-rx: refused" 2 "act on the socket" --dataplane ebpf --iface lo --fault-rx drop=0.1
 refuses "--parent: refused" 2 "sends no partial sums upstream" --dataplane ebpf --iface lo \
     --listen 127.0.0.1:0 --parent 127.0.0.1:9
@@ -139,6 +147,24 @@ if ip netns add "${P}s" && ip netns add "${P}w" &&
     check "veth: every DATA reached the program, none the socket (passed_up ${passed:-?}, contributions ${contrib:-?})" \
         [ "${passed:-1}" = 0 -a "${contrib:-0}" -gt 3000 ]
 
+    # --multicast: one frame per finished sum, to the group (not a clone per rank), and the
+    # workers take it from there: a few results resent at most, where a group the workers
+    # never hear would make every rank ask again for every round.
+    ip netns exec "${P}s" timeout 60 "$SW" --dataplane ebpf --iface "${P}a" --listen 10.99.7.1:47522 \
+        --multicast --quiet 2>"$tmp/mcast.err" &
+    mpid=$!
+    sleep 0.5
+    ip netns exec "${P}w" timeout 60 "$BENCH" --local 3 --switch 10.99.7.1:47522 --sizes 256,4K,64K \
+        --dtype int32 --iters 20 --elems 256 --json >"$tmp/mcast.out" 2>&1
+    kill -TERM "$mpid"
+    wait "$mpid"
+    c() { awk -v k="$1" '$1 == k { print $2 }' "$tmp/mcast.err"; }
+    tx=$(c tx_packets) done_=$(c completions) resent=$(c results_resent)
+    check "veth --multicast: 3 workers get right sums" [ "$(grep -c '"ok":true' "$tmp/mcast.out")" = 3 ]
+    ctl=$((${tx:-0} - ${done_:-0} - ${resent:-0})) # the control plane's: JOIN_ACKs and the like
+    check "veth --multicast: one frame per finished sum (tx_packets ${tx:-?} = completions ${done_:-?} + resent ${resent:-?} + $ctl control), resent <= completions / 10" \
+        [ "${done_:-0}" -gt 300 -a "$ctl" -ge 0 -a "$ctl" -le 20 -a "$((${resent:-0} * 10))" -le "${done_:-0}" ]
+
     # SIGKILL: nothing stays attached. A userspace switch on the same address then gets the DATA.
     ip netns exec "${P}s" "$SW" --dataplane ebpf --iface "${P}a" --listen 10.99.7.1:47521 --quiet 2>/dev/null &
     kpid=$!
@@ -169,6 +195,17 @@ elif out=$(INA_NETNS_DATAPLANE=ebpf INA_NETNS_PREFIX=el INA_NETNS_SIZES=4,1K,16K
 else
     bad "loss suite against the eBPF dataplane"
     tail -40 <<<"$out"
+fi
+if [ "${INA_SANITIZE:-OFF}" != ON ]; then
+    if out=$(INA_NETNS_DATAPLANE=ebpf INA_NETNS_SWITCH_ARGS=--multicast INA_NETNS_PREFIX=em \
+        INA_NETNS_SIZES=4,1K,16K,64K INA_NETNS_ITERS=40 INA_NETNS_DEADLINE_S=120 \
+        bash tests/scripts/test_netns_loss.sh 2>&1); then
+        if grep -q "^SKIP" <<<"$out"; then echo "note: loss suite skipped: $(grep -m1 SKIP <<<"$out")"
+        else ok "loss suite (1%, 4 workers, bridge) against the eBPF dataplane with --multicast: $(tail -1 <<<"$out")"; fi
+    else
+        bad "loss suite against the eBPF dataplane with --multicast"
+        tail -40 <<<"$out"
+    fi
 fi
 
 echo "test_ebpf_e2e: $((SECONDS - t_start)) s"

@@ -13,7 +13,8 @@
 # Environment: INA_BUILD_DIR (default build), INA_NETNS_SIZES, INA_NETNS_ITERS (per size),
 # INA_NETNS_LOSS (percent, default 1), INA_NETNS_DEADLINE_S (whole test, default 240),
 # INA_NETNS_DATAPLANE (ebpf: the switch runs --dataplane ebpf on its eth0; tests/scripts/
-# test_ebpf_e2e.sh runs it so), INA_NETNS_PREFIX (namespace prefix, default inl).
+# test_ebpf_e2e.sh runs it so), INA_NETNS_SWITCH_ARGS (more ina-switch options, split on spaces,
+# e.g. --multicast), INA_NETNS_PREFIX (namespace prefix, default inl).
 set -uo pipefail
 exec </dev/null
 cd "${INA_SOURCE_DIR:-$(dirname "$0")/../..}" || exit 1
@@ -48,6 +49,8 @@ PREFIX=${INA_NETNS_PREFIX:-inl}
 P=$PREFIX$(($$ % 100000))      # unique per run: gcc and ASan runs may overlap
 sw_dp=()
 [ "${INA_NETNS_DATAPLANE:-}" = ebpf ] && sw_dp=(--dataplane ebpf --iface eth0)
+read -r -a sw_extra <<<"${INA_NETNS_SWITCH_ARGS:-}"
+sw_dp+=("${sw_extra[@]}")
 tmp=$(mktemp -d)
 swpid='' wpids=()
 t_start=$SECONDS

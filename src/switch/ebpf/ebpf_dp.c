@@ -180,6 +180,14 @@ static void hook_job_start(void *ctx, struct ina_switch *sw, const struct ina_jo
     bj.elems = job->elems;
     bj.window = job->window;
     bj.slot_base = job->slot_base;
+    if (job->mcast.sin_family) { /* --multicast: the group's Ethernet address, RFC 1112 */
+        uint32_t g = ntohl(job->mcast.sin_addr.s_addr);
+        const uint8_t mac[6] = {0x01, 0x00, 0x5e, (uint8_t)((g >> 16) & 0x7f), (uint8_t)(g >> 8),
+                                (uint8_t)g};
+        bj.group.addr = job->mcast.sin_addr.s_addr;
+        bj.group.port = job->mcast.sin_port;
+        memcpy(bj.group.mac, mac, sizeof(mac));
+    }
     for (int r = 0; r < job->world; r++) {
         bj.members[r].addr = job->members[r].addr.sin_addr.s_addr;
         bj.members[r].port = job->members[r].addr.sin_port;
@@ -483,6 +491,13 @@ int ina_ebpf_open(struct ina_ebpf **out, const struct ina_ebpf_opts *o, char *er
         if (rc != 0) {
             free(e);
             return fail(err, errlen, rc, "no network interface '%s'", o->iface);
+        }
+        if (e->ifc.loopback && o->multicast) {
+            free(e);
+            return fail(err, errlen, -EINVAL,
+                        "--multicast on the loopback interface '%s': the kernel drops multicast "
+                        "from a loopback address on input (use a veth or a NIC, or --dataplane "
+                        "userspace)", o->iface);
         }
     } else {
         e->ifc.ifindex = o->ifindex;

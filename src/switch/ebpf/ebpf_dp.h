@@ -34,6 +34,10 @@ struct ina_ebpf_opts {
     /* iface is lo: turn its UDP segmentation offload off while the switch
      * runs (so GSO trains reach the program as datagrams), restored at exit. */
     int lo_gso_off;
+    /* The switch sends finished sums to groups (--multicast): refused on a
+     * loopback interface, whose input path drops multicast from a loopback
+     * source (the program's results are input there, not a socket's). */
+    int multicast;
 };
 
 /* Load the program, configure and attach it.

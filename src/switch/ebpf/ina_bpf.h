@@ -48,6 +48,10 @@ struct ina_bpf_job {
     __u32 elems;      /* k */
     __u32 window;     /* W */
     __u32 slot_base;  /* first absolute slot */
+    /* --multicast: the job's group (addr, port) and its Ethernet address
+     * (01:00:5e + the group's low 23 bits), to which a finished sum goes
+     * once; addr 0 = to every rank by unicast (the default). */
+    struct ina_bpf_member group;
     struct ina_bpf_member members[INA_BPF_MAX_RANKS];
 };
 
@@ -64,7 +68,10 @@ struct ina_bpf_set {
 };
 
 struct ina_bpf_values {
-    __s32 v[INA_BPF_MAX_ELEMS]; /* host order */
+    /* Host order, pairs swapped: element j is v[j ^ 1], so that a 64-bit
+     * word is the byte swap of the pair's 8 wire bytes (ina_dp.bpf.c adds
+     * two at a time). Only the program reads them. */
+    __s32 v[INA_BPF_MAX_ELEMS];
 };
 
 /* stats[0], one per CPU: the switch's counters for what the program handled. */

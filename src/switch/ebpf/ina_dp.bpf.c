@@ -23,7 +23,8 @@
  * block floating point shifts; not op 4, float adds: no floating point
  * here). A round's result is written into the completing packet, which is
  * then cloned to every rank (bpf_clone_redirect) with each rank's addresses,
- * the last copy redirected rather than cloned; a duplicate of a complete
+ * the last copy redirected rather than cloned (or, with --multicast, sent
+ * once to the job's group); a duplicate of a complete
  * round is rewritten into that round's result and redirected to its
  * sender. A MISMATCH marks the job ABORTING and tells the control plane
  * (events ring), which sends the ABORT and frees the job.
@@ -189,13 +190,14 @@ static __always_inline __u16 ip_csum(const struct iphdr *ip)
 }
 
 /*
- * Address the packet (a RESULT by now) to member m: Ethernet from the
- * interface to m's next hop, IPv4 from the switch's address, UDP from the
- * switch's port. The UDP checksum is 0 (none, legal for IPv4): the payload
- * changed, and a sum over it would cost more than the rest of the path.
+ * Address the packet (a RESULT by now) to member m (or a job's group):
+ * Ethernet from the interface to m's next hop, IPv4 from the switch's
+ * address with that TTL, UDP from the switch's port. The UDP checksum is 0
+ * (none, legal for IPv4): the payload changed, and a sum over it would cost
+ * more than the rest of the path.
  */
 static __always_inline int address_to(struct __sk_buff *skb, const struct ina_bpf_config *cfg,
-                                       __u32 saddr, const struct ina_bpf_member *m)
+                                       __u32 saddr, const struct ina_bpf_member *m, __u8 ttl)
 {
     void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
     if (data + OFF_INA > end)
@@ -207,7 +209,7 @@ static __always_inline int address_to(struct __sk_buff *skb, const struct ina_bp
     __builtin_memcpy(eth->h_source, cfg->mac, ETH_ALEN);
     ip->saddr = saddr;
     ip->daddr = m->addr;
-    ip->ttl = 64;
+    ip->ttl = ttl;
     ip->check = 0;
     ip->check = ip_csum(ip);
     udp->source = cfg->port;
@@ -379,9 +381,47 @@ static __always_inline void plan_combine(struct ina_bpf_scratch *scr, __u8 op, _
 }
 
 /*
+ * The set's values hold element j at v[j ^ 1] (ina_bpf.h): each 64-bit word
+ * is the byte swap of the element pair's 8 wire bytes, so one load, one
+ * swap and one store move two elements between the wire and the set.
+ */
+#define PAIR_LO 0x7FFFFFFF7FFFFFFFull /* the 31 low bits of each 32-bit lane */
+#define PAIR_HI 0x8000000080000000ull /* their top bits */
+
+/* Two int32 adds at once, each modulo 2^32 as dataplane.c's: the low 31
+ * bits of the lanes add without a carry across lanes; the top bits by xor. */
+static __always_inline __u64 add_pairs(__u64 a, __u64 b)
+{
+    return ((a & PAIR_LO) + (b & PAIR_LO)) ^ ((a ^ b) & PAIR_HI);
+}
+
+/* A contribution of n elements (scr->buf, big-endian) becomes the set's
+ * values: a new round overwrites, so there is no clearing pass. */
+static __always_inline void take_values(__s32 *v, struct ina_bpf_scratch *scr, __u32 n)
+{
+    __u64 *v2 = (__u64 *)v, *b2 = (__u64 *)scr->buf;
+    __u32 np = (n + 1) / 2; /* an odd n moves one element past it: never read */
+#pragma clang loop unroll(disable)
+    for (__u32 i = 0; i < INA_BPF_MAX_ELEMS / 2 && i < np; i++)
+        v2[i] = __builtin_bswap64(b2[i]);
+}
+
+/* The set's n values into scr->buf, big-endian: a round's result. */
+static __always_inline void give_values(const __s32 *v, struct ina_bpf_scratch *scr, __u32 n)
+{
+    const __u64 *v2 = (const __u64 *)v;
+    __u64 *b2 = (__u64 *)scr->buf;
+    __u32 np = (n + 1) / 2;
+#pragma clang loop unroll(disable)
+    for (__u32 i = 0; i < INA_BPF_MAX_ELEMS / 2 && i < np; i++)
+        b2[i] = __builtin_bswap64(v2[i]);
+}
+
+/*
  * Combine one contribution (scr->buf, n elements, big-endian) into the
  * set's values by the round's op, leaving the new values in scr->buf too
- * (the result's payload, if the round completes). Block floating point
+ * (the result's payload, if the round completes). Integer add, the bulk of
+ * the work, goes two elements at a time (add_pairs). Block floating point
  * (op 3) takes the shifts plan_combine() left: v' = round(v / 2^dv) +
  * round(p / 2^dp), each term masked.
  */
@@ -389,24 +429,26 @@ static __always_inline void combine(__s32 *v, struct ina_bpf_scratch *scr, __u32
 {
     __u32 *b = scr->buf;
     if (op == W_OP_ADD) {
+        __u64 *v2 = (__u64 *)v, *b2 = (__u64 *)scr->buf;
+        __u32 np = (n + 1) / 2;
 #pragma clang loop unroll(disable)
-        for (__u32 i = 0; i < INA_BPF_MAX_ELEMS && i < n; i++) {
-            __s32 x = (__s32)((__u32)v[i] + bpf_ntohl(b[i]));
-            v[i] = x;
-            b[i] = bpf_htonl((__u32)x);
+        for (__u32 i = 0; i < INA_BPF_MAX_ELEMS / 2 && i < np; i++) {
+            __u64 x = add_pairs(v2[i], __builtin_bswap64(b2[i]));
+            v2[i] = x;
+            b2[i] = __builtin_bswap64(x);
         }
     } else if (op == W_OP_MAX) {
 #pragma clang loop unroll(disable)
         for (__u32 i = 0; i < INA_BPF_MAX_ELEMS && i < n; i++) {
-            __s32 x = max32(v[i], (__s32)bpf_ntohl(b[i]));
-            v[i] = x;
+            __s32 x = max32(v[i ^ 1], (__s32)bpf_ntohl(b[i]));
+            v[i ^ 1] = x;
             b[i] = bpf_htonl((__u32)x);
         }
     } else if (op == W_OP_MIN) {
 #pragma clang loop unroll(disable)
         for (__u32 i = 0; i < INA_BPF_MAX_ELEMS && i < n; i++) {
-            __s32 x = min32(v[i], (__s32)bpf_ntohl(b[i]));
-            v[i] = x;
+            __s32 x = min32(v[i ^ 1], (__s32)bpf_ntohl(b[i]));
+            v[i ^ 1] = x;
             b[i] = bpf_htonl((__u32)x);
         }
     } else {
@@ -416,10 +458,10 @@ static __always_inline void combine(__s32 *v, struct ina_bpf_scratch *scr, __u32
               pm = (__s64)opaque_get(scr, OQ_PM);
 #pragma clang loop unroll(disable)
         for (__u32 i = 0; i < INA_BPF_MAX_ELEMS && i < n; i++) {
-            __s64 a = (((__s64)v[i] + vr) >> vs) & vm;
+            __s64 a = (((__s64)v[i ^ 1] + vr) >> vs) & vm;
             __s64 c = (((__s64)(__s32)bpf_ntohl(b[i]) + pr) >> ps) & pm;
             __s32 x = (__s32)((__u32)a + (__u32)c);
-            v[i] = x;
+            v[i ^ 1] = x;
             b[i] = bpf_htonl((__u32)x);
         }
     }
@@ -463,7 +505,9 @@ static __always_inline int make_result(struct __sk_buff *skb, struct ina_bpf_scr
  * in rank order: a clone per rank, the last one the packet itself
  * (redirected). bpf_clone_redirect() leaves the packet's head private
  * again (it copies it: the clone keeps the shared one), so the packet can
- * be readdressed in place for the next rank.
+ * be readdressed in place for the next rank. A job with a multicast group
+ * (--multicast) sends it once, to the group, TTL 1 (PROTOCOL.md §4.1): the
+ * network, or the ranks' host, makes the copies, and no clone is made here.
  */
 static __always_inline int send_result(struct __sk_buff *skb, const struct ina_bpf_config *cfg,
                                        struct ina_bpf_stats *st, struct ina_bpf_job *job,
@@ -475,9 +519,18 @@ static __always_inline int send_result(struct __sk_buff *skb, const struct ina_b
         return TC_ACT_SHOT;
     }
     __u64 len = W_HDR + plen;
+    if (job->group.addr) {
+        if (address_to(skb, cfg, saddr, &job->group, 1) != 0) {
+            st->tx_errors++;
+            return TC_ACT_SHOT;
+        }
+        st->tx_packets++;
+        st->tx_bytes += len;
+        return bpf_redirect(cfg->ifindex, 0);
+    }
 #pragma clang loop unroll(disable)
     for (__u32 r = 0; r < INA_BPF_MAX_RANKS && r < world; r++) {
-        if (address_to(skb, cfg, saddr, &job->members[r]) != 0) {
+        if (address_to(skb, cfg, saddr, &job->members[r], 64) != 0) {
             st->tx_errors++;
             return TC_ACT_SHOT;
         }
@@ -521,7 +574,7 @@ static __always_inline int resend_result(struct __sk_buff *skb, const struct ina
         udp->len = bpf_htons((__u16)(8 + rlen));
     }
     if (make_result(skb, scr, opaque(scr, OQ_PLEN, 4 * (__u64)rd->count), rd) != 0 ||
-        address_to(skb, cfg, saddr, m) != 0) {
+        address_to(skb, cfg, saddr, m, 64) != 0) {
         st->tx_errors++;
         return TC_ACT_SHOT;
     }
@@ -637,9 +690,7 @@ static __always_inline int on_data(struct __sk_buff *skb, const struct ina_bpf_c
             ss->complete = world == 1;
             ss->bitmap[0] = ss->bitmap[1] = ss->bitmap[2] = ss->bitmap[3] = 0;
             ss->bitmap[word] = bit;
-#pragma clang loop unroll(disable)
-            for (__u32 i = 0; i < INA_BPF_MAX_ELEMS && i < n; i++)
-                vals->v[i] = (__s32)bpf_ntohl(scr->buf[i]);
+            take_values(vals->v, scr, n);
             o = O_CONTRIBUTED;
             complete = ss->complete; /* N = 1: the payload is the result */
             rd.exp = ss->exp;
@@ -655,9 +706,7 @@ static __always_inline int on_data(struct __sk_buff *skb, const struct ina_bpf_c
                 rd.op = ss->op;
                 rd.tag = ss->tag;
                 __u32 rn = (__u32)opaque(scr, OQ_N, rd.count);
-#pragma clang loop unroll(disable)
-                for (__u32 i = 0; i < INA_BPF_MAX_ELEMS && i < rn; i++)
-                    scr->buf[i] = bpf_htonl((__u32)vals->v[i]);
+                give_values(vals->v, scr, rn);
             }
         } else if (count != ss->count || tag != ss->tag || op != ss->op) {
             o = O_MISMATCH;
