@@ -29,6 +29,9 @@
 # default switch) against the targets of issue 16 (>= 2x packets per core, 256 B p50 <= 0.6x),
 # and ebpf-mc / userspace-mc (both multicasting); the peers' 256 B p50 (veth setting). Every
 # result is verified (ina-bench and mpi_allreduce check their sums: "ok").
+# First, the floor (bench/ebpf_floor.c, where clang and libbpf are there): what a BPF program
+# pays per ELEMS-element packet to copy it in and add it into a slot under the lock, timed by
+# BPF_PROG_TEST_RUN, beside the userspace switch's AVX2 add of the same payload.
 #
 # Environment: INA_SOURCE_DIR (the sources, default this script's), INA_BUILD_DIR (default
 # build), SETTINGS, DPS, REPS, TPUT_SIZE, TPUT_ITERS, ELEMS,
@@ -41,7 +44,7 @@ set -uo pipefail
 exec </dev/null
 
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
-    sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
 fi
 root=${INA_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -70,6 +73,19 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+# The floor of the program's per-packet work (ebpf_floor.c), where it builds; before the run
+# statistics are on (they add two clock reads to every run of every program).
+arch_inc=/usr/include/$(gcc -print-multiarch 2>/dev/null)
+if command -v clang >/dev/null &&
+    clang -O2 -g -target bpf -Wall -I"$arch_inc" -DFLOOR_ELEMS="$ELEMS" -c "$here/ebpf_floor.bpf.c" \
+        -o "$OUT/ebpf_floor.bpf.o" 2>"$OUT/floor-build.err" &&
+    cc -O2 -std=c11 -D_GNU_SOURCE -I"$root/src" -I"$root/include" -o "$OUT/ebpf_floor" \
+        "$here/ebpf_floor.c" "$root/src/common/be32.c" -lbpf 2>>"$OUT/floor-build.err"; then
+    floor=$("$OUT/ebpf_floor" "$OUT/ebpf_floor.bpf.o" "$ELEMS" 7 2>&1)
+else
+    floor="floor: not built (clang or libbpf missing: $OUT/floor-build.err)"
+fi
+
 sysctl -q -w kernel.bpf_stats_enabled=1 >/dev/null || die "cannot enable kernel.bpf_stats_enabled"
 
 # ---- the two settings --------------------------------------------------------------------------
@@ -173,6 +189,9 @@ med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END {
 echo "# ebpf.sh: the 2-core VM, $(uname -r); load $(cut -d' ' -f1-3 /proc/loadavg); REPS $REPS;" \
     "throughput $TPUT_SIZE int32 x $TPUT_ITERS, $ELEMS elems/packet; latency 256 B float32 x" \
     "$LAT_ITERS; N=4; raw results in $OUT"
+echo "## the floor: a BPF program's copy and locked adds per packet, against the userspace add"
+echo "$floor" | sed 's/^/    /'
+echo
 fails=0
 for setting in $SETTINGS; do
     case $setting in

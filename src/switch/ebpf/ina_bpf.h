@@ -86,7 +86,7 @@ struct ina_bpf_stats {
  * its members' rx) and when DATA last passed its checks; zeroed at job start. */
 struct ina_bpf_job_stats {
     __u64 rx_packets, rx_bytes, contributions, completions, retransmits;
-    __u64 last_rx_ns; /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
+    __u64 last_rx_ns; /* bpf_ktime_get_coarse_ns(): CLOCK_MONOTONIC, tick resolution */
     __u64 drops[INA_DROP__COUNT];
     __u64 member_rx[INA_BPF_MAX_RANKS][2]; /* packets, bytes */
 };
