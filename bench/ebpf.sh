@@ -20,7 +20,9 @@
 #               `contributions` counter (every DATA added into a slot). Printed: switch CPU per
 #               aggregated packet, aggregated packets per second per switch core (its inverse),
 #               aggregated packets per second of wall time.
-#   latency     4 workers all-reduce 256 B of float32, LAT_ITERS (500) times: rank 0's median.
+#   latency     4 workers all-reduce 256 B of float32, LAT_ITERS (500) times: rank 0's median;
+#               then 1 worker alone, the same: no rank waits for another, so what is left is
+#               the worker's round trip through the switch, and the switch's wake-up with it.
 # Not counted for either dataplane: the kernel's receive path up to the TC hook (the same
 # for both), which runs in the sender's softirq on a veth; nor, for the userspace switch, the
 # socket delivery after it. So a last row divides the whole machine's busy CPU time
@@ -44,7 +46,7 @@ set -uo pipefail
 exec </dev/null
 
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
-    sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
 fi
 root=${INA_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -103,7 +105,7 @@ setup_veth() {
 workers_veth() {
     local job=$1
     shift
-    ip netns exec "${P}w" timeout 300 "$BENCH" --local 4 --switch "$SW_IP:$PORT" --job "$job" \
+    ip netns exec "${P}w" timeout 300 "$BENCH" --local "${NW:-4}" --switch "$SW_IP:$PORT" --job "$job" \
         --json "$@"
 }
 setup_cluster() {
@@ -114,12 +116,12 @@ setup_cluster() {
 workers_cluster() {
     local job=$1 r pids=()
     shift
-    for r in 1 2 3; do
+    for r in $(seq 1 $((${NW:-4} - 1))); do
         ip netns exec "${P}w$r" timeout 300 "$BENCH" --switch "$SW_IP:$PORT" --rank "$r" \
-            --world 4 --job "$job" --json "$@" >/dev/null 2>>"$OUT/workers.err" &
+            --world "${NW:-4}" --job "$job" --json "$@" >/dev/null 2>>"$OUT/workers.err" &
         pids+=($!)
     done
-    ip netns exec "${P}w0" timeout 300 "$BENCH" --switch "$SW_IP:$PORT" --rank 0 --world 4 \
+    ip netns exec "${P}w0" timeout 300 "$BENCH" --switch "$SW_IP:$PORT" --rank 0 --world "${NW:-4}" \
         --job "$job" --json "$@"
     local rc=$? p
     for p in "${pids[@]}"; do wait "$p" || rc=1; done
@@ -199,7 +201,7 @@ for setting in $SETTINGS; do
     cluster) setup_cluster || die "cannot build the emulated cluster" ;;
     *) die "unknown setting '$setting' (veth or cluster)" ;;
     esac
-    declare -A cpp=() rate=() wrate=() lat=() mcpp=()
+    declare -A cpp=() rate=() wrate=() lat=() lat1=() mcpp=()
     for rep in $(seq "$REPS"); do
         for dp in $DPS; do
             read -r cpu prog contrib wall _ ok mach < <(measure "$setting" "$dp" "$rep" tput)
@@ -220,9 +222,16 @@ for setting in $SETTINGS; do
                 continue
             }
             lat[$dp]+=" $(awk -v t="$p50" 'BEGIN { printf "%.1f", t * 1e6 }')"
-            printf '%-8s round %d %-12s  switch CPU %s us/packet (process %d ms, program %d ms, %d packets; machine %s us/packet), %s packets/s wall; 256 B p50 %s us\n' \
+            read -r _ _ _ _ p50 ok _ < <(NW=1 measure "$setting" "$dp" "$rep" lat1)
+            [ "$ok" = ok ] || {
+                echo "FAIL: $setting $dp round $rep: latency run, N=1 ($ok, see $OUT)"
+                fails=$((fails + 1))
+                continue
+            }
+            lat1[$dp]+=" $(awk -v t="$p50" 'BEGIN { printf "%.1f", t * 1e6 }')"
+            printf '%-8s round %d %-12s  switch CPU %s us/packet (process %d ms, program %d ms, %d packets; machine %s us/packet), %s packets/s wall; 256 B p50 %s us (N=1: %s us)\n' \
                 "$setting" "$rep" "$dp" "$c" $((cpu / 1000000)) $((prog / 1000000)) "$contrib" \
-                "${mcpp[$dp]##* }" "${wrate[$dp]##* }" "${lat[$dp]##* }"
+                "${mcpp[$dp]##* }" "${wrate[$dp]##* }" "${lat[$dp]##* }" "${lat1[$dp]##* }"
         done
     done
     echo
@@ -252,6 +261,7 @@ for setting in $SETTINGS; do
     row "agg packets/s (wall)" wrate "(workers-bound)"
     row "machine CPU us/agg packet" mcpp "(workers, softirqs, neighbours too)"
     row "256 B p50 us, N=4" lat "<= 0.6x"
+    row "256 B p50 us, N=1" lat1 "(the switch's part alone)"
     if [ "$setting" = veth ] && [ "$have_mpi" = 1 ]; then
         for btl in tcp,self vader,self; do
             ps=()
@@ -264,7 +274,7 @@ for setting in $SETTINGS; do
     fi
     echo "ideal: the issue's targets above; per packet, a hardware switch spends no host CPU at all"
     echo
-    unset cpp rate wrate lat mcpp
+    unset cpp rate wrate lat lat1 mcpp
     case $setting in
     veth) ip netns del "${P}s"; ip netns del "${P}w" ;;
     cluster) ina_ns_teardown "$P" ;;
