@@ -21,8 +21,13 @@
 #               aggregated packet, aggregated packets per second per switch core (its inverse),
 #               aggregated packets per second of wall time.
 #   latency     4 workers all-reduce 256 B of float32, LAT_ITERS (500) times: rank 0's median;
-#               then 1 worker alone, the same: no rank waits for another, so what is left is
-#               the worker's round trip through the switch, and the switch's wake-up with it.
+#               again with busy polling (INA_BUSY_POLL_US=BUSY_US, default 200, in the workers;
+#               --busy-poll BUSY_US in a userspace switch; the program needs none: it never
+#               sleeps); then 1 worker alone, sleeping: no rank waits for another, so what is
+#               left is the worker's round trip through the switch, the switch's wake-up with it.
+#               The workers share this host's cores, and are told so (LOCAL_WORLD_SIZE=4: one
+#               lane each on two cores; before 2026-11-27 each took two, and a thread handoff
+#               per operation).
 # Not counted for either dataplane: the kernel's receive path up to the TC hook (the same
 # for both), which runs in the sender's softirq on a veth; nor, for the userspace switch, the
 # socket delivery after it. So a last row divides the whole machine's busy CPU time
@@ -36,7 +41,7 @@
 # BPF_PROG_TEST_RUN, beside the userspace switch's AVX2 add of the same payload.
 #
 # Environment: INA_SOURCE_DIR (the sources, default this script's), INA_BUILD_DIR (default
-# build), SETTINGS, DPS, REPS, TPUT_SIZE, TPUT_ITERS, ELEMS,
+# build), SETTINGS, DPS, REPS, TPUT_SIZE, TPUT_ITERS, ELEMS, BUSY_US,
 # LAT_ITERS, RATE (cluster links, default 10gbit), PEERS (1: OpenMPI rows; 0: none), OUT
 # (raw results, default a new /tmp/ina-ebpf-bench.XXXXXX), PORT (22100). Needs root (namespaces,
 # BPF) and an ina-switch built with the eBPF dataplane; namespaces are named e<pid>...
@@ -46,7 +51,7 @@ set -uo pipefail
 exec </dev/null
 
 if [ "${1:-}" = --help ] || [ "${1:-}" = -h ]; then
-    sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
 fi
 root=${INA_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -57,7 +62,8 @@ SW=$build/bin/ina-switch BENCH=$build/bin/ina-bench
 SETTINGS=${SETTINGS:-"veth cluster"} REPS=${REPS:-3} TPUT_SIZE=${TPUT_SIZE:-4M}
 TPUT_ITERS=${TPUT_ITERS:-20} ELEMS=${ELEMS:-256} LAT_ITERS=${LAT_ITERS:-500}
 RATE=${RATE:-10gbit} PEERS=${PEERS:-1} PORT=${PORT:-22100}
-DPS=${DPS:-"userspace ebpf userspace-mc ebpf-mc"}
+DPS=${DPS:-"userspace ebpf userspace-mc ebpf-mc"} BUSY_US=${BUSY_US:-200}
+WENV=(X_INA_UNUSED=1) # more environment for the workers (measure sets it)
 OUT=${OUT:-$(mktemp -d /tmp/ina-ebpf-bench.XXXXXX)}
 mkdir -p "$OUT"
 die() { echo "ebpf.sh: $*" >&2; exit 1; }
@@ -105,7 +111,7 @@ setup_veth() {
 workers_veth() {
     local job=$1
     shift
-    ip netns exec "${P}w" timeout 300 "$BENCH" --local "${NW:-4}" --switch "$SW_IP:$PORT" --job "$job" \
+    ip netns exec "${P}w" env "${WENV[@]}" timeout 300 "$BENCH" --local "${NW:-4}" --switch "$SW_IP:$PORT" --job "$job" \
         --json "$@"
 }
 setup_cluster() {
@@ -116,12 +122,14 @@ setup_cluster() {
 workers_cluster() {
     local job=$1 r pids=()
     shift
+    # The workers share this host's cores (LOCAL_WORLD_SIZE: their automatic lanes count so,
+    # as ina-bench --local tells its own workers).
     for r in $(seq 1 $((${NW:-4} - 1))); do
-        ip netns exec "${P}w$r" timeout 300 "$BENCH" --switch "$SW_IP:$PORT" --rank "$r" \
+        ip netns exec "${P}w$r" env LOCAL_WORLD_SIZE="${NW:-4}" "${WENV[@]}" timeout 300 "$BENCH" --switch "$SW_IP:$PORT" --rank "$r" \
             --world "${NW:-4}" --job "$job" --json "$@" >/dev/null 2>>"$OUT/workers.err" &
         pids+=($!)
     done
-    ip netns exec "${P}w0" timeout 300 "$BENCH" --switch "$SW_IP:$PORT" --rank 0 --world "${NW:-4}" \
+    ip netns exec "${P}w0" env LOCAL_WORLD_SIZE="${NW:-4}" "${WENV[@]}" timeout 300 "$BENCH" --switch "$SW_IP:$PORT" --rank 0 --world "${NW:-4}" \
         --job "$job" --json "$@"
     local rc=$? p
     for p in "${pids[@]}"; do wait "$p" || rc=1; done
@@ -142,6 +150,11 @@ measure() {
     local setting=$1 dp=$2 rep=$3 kind=$4 tag=$1-$2-$3-$4 dpargs=() swpid c0 c1 m0 m1 t0 t1
     case $dp in ebpf*) dpargs=(--dataplane ebpf --iface "$SW_IF") ;; esac
     case $dp in *-mc) dpargs+=(--multicast) ;; esac
+    local wenv=(X_INA_UNUSED=1)
+    if [ "$kind" = latbp ]; then # busy polling: the workers, and a userspace switch
+        wenv=(INA_BUSY_POLL_US="$BUSY_US")
+        case $dp in userspace*) dpargs+=(--busy-poll "$BUSY_US") ;; esac
+    fi
     ip netns exec "$SW_NS" "$SW" --listen "$SW_IP:$PORT" --port-file "$OUT/$tag.port" \
         --quiet "${dpargs[@]}" 2>"$OUT/$tag.switch" &
     swpid=$!
@@ -154,7 +167,9 @@ measure() {
         args=(--sizes 256 --dtype float32 --iters "$LAT_ITERS" --warmup 20)
     fi
     c0=$(task_cpu_ns "$swpid") m0=$(busy_ns) t0=$(date +%s.%N)
+    WENV=("${wenv[@]}")
     "workers_$setting" "eb-$tag" "${args[@]}" >"$OUT/$tag.json" 2>"$OUT/$tag.err"
+    WENV=(X_INA_UNUSED=1)
     t1=$(date +%s.%N) c1=$(task_cpu_ns "$swpid") m1=$(busy_ns)
     kill -TERM "$swpid"
     wait "$swpid"
@@ -201,7 +216,7 @@ for setting in $SETTINGS; do
     cluster) setup_cluster || die "cannot build the emulated cluster" ;;
     *) die "unknown setting '$setting' (veth or cluster)" ;;
     esac
-    declare -A cpp=() rate=() wrate=() lat=() lat1=() mcpp=()
+    declare -A cpp=() rate=() wrate=() lat=() lat1=() latbp=() mcpp=()
     for rep in $(seq "$REPS"); do
         for dp in $DPS; do
             read -r cpu prog contrib wall _ ok mach < <(measure "$setting" "$dp" "$rep" tput)
@@ -229,24 +244,31 @@ for setting in $SETTINGS; do
                 continue
             }
             lat1[$dp]+=" $(awk -v t="$p50" 'BEGIN { printf "%.1f", t * 1e6 }')"
-            printf '%-8s round %d %-12s  switch CPU %s us/packet (process %d ms, program %d ms, %d packets; machine %s us/packet), %s packets/s wall; 256 B p50 %s us (N=1: %s us)\n' \
+            read -r _ _ _ _ p50 ok _ < <(measure "$setting" "$dp" "$rep" latbp)
+            [ "$ok" = ok ] || {
+                echo "FAIL: $setting $dp round $rep: latency run, busy polling ($ok, see $OUT)"
+                fails=$((fails + 1))
+                continue
+            }
+            latbp[$dp]+=" $(awk -v t="$p50" 'BEGIN { printf "%.1f", t * 1e6 }')"
+            printf '%-8s round %d %-12s  switch CPU %s us/packet (process %d ms, program %d ms, %d packets; machine %s us/packet), %s packets/s wall; 256 B p50 %s us (busy polling %s us, N=1: %s us)\n' \
                 "$setting" "$rep" "$dp" "$c" $((cpu / 1000000)) $((prog / 1000000)) "$contrib" \
-                "${mcpp[$dp]##* }" "${wrate[$dp]##* }" "${lat[$dp]##* }" "${lat1[$dp]##* }"
+                "${mcpp[$dp]##* }" "${wrate[$dp]##* }" "${lat[$dp]##* }" "${latbp[$dp]##* }" "${lat1[$dp]##* }"
         done
     done
     echo
     echo "## $setting: medians of $REPS rounds (load $(cut -d' ' -f1-3 /proc/loadavg))"
     # Columns: each dataplane's median, then the ratios (a dataplane not in DPS: "-").
-    printf '| %-26s |' metric
+    printf '| %-28s |' metric
     for dp in $DPS; do printf ' %12s |' "$dp"; done
     printf ' %8s | %8s | %8s | %s |\n' "ebpf/us" "ebpf-mc/us" "mc: e/u" "target (issue 16)"
-    printf '|%s|' "$(printf -- '-%.0s' {1..28})"
+    printf '|%s|' "$(printf -- '-%.0s' {1..30})"
     for dp in $DPS; do printf '%s|' --------------; done
     printf '%s|%s|%s|%s|\n' ---------- ---------- ---------- ------------------
     row() { # NAME KEY-ARRAY TARGET
         local dp v
         declare -A m=()
-        printf '| %-26s |' "$1"
+        printf '| %-28s |' "$1"
         for dp in $DPS; do
             v=$(eval "echo \${$2[$dp]:-}" | med)
             m[$dp]=$v
@@ -261,6 +283,7 @@ for setting in $SETTINGS; do
     row "agg packets/s (wall)" wrate "(workers-bound)"
     row "machine CPU us/agg packet" mcpp "(workers, softirqs, neighbours too)"
     row "256 B p50 us, N=4" lat "<= 0.6x"
+    row "256 B p50 us, N=4, busy poll" latbp "<= 0.6x (workers spin; a userspace switch too)"
     row "256 B p50 us, N=1" lat1 "(the switch's part alone)"
     if [ "$setting" = veth ] && [ "$have_mpi" = 1 ]; then
         for btl in tcp,self vader,self; do
@@ -274,7 +297,7 @@ for setting in $SETTINGS; do
     fi
     echo "ideal: the issue's targets above; per packet, a hardware switch spends no host CPU at all"
     echo
-    unset cpp rate wrate lat lat1 mcpp
+    unset cpp rate wrate lat lat1 latbp mcpp
     case $setting in
     veth) ip netns del "${P}s"; ip netns del "${P}w" ;;
     cluster) ina_ns_teardown "$P" ;;

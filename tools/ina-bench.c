@@ -124,7 +124,9 @@ static void usage(FILE *f)
 "Modes:\n"
 "  --local N            start ina-switch on 127.0.0.1 and N worker processes\n"
 "                       (1..%d), run the benchmark, stop everything. Rank 0's\n"
-"                       results go to stdout.\n"
+"                       results go to stdout. The workers learn that they share\n"
+"                       this host (LOCAL_WORLD_SIZE=N, unless set), which sizes\n"
+"                       their automatic lanes\n"
 "  --switch HOST:PORT   run one worker against a running ina-switch (default:\n"
 "                       INA_SWITCH). --rank, --world and --job left out come\n"
 "                       from the environment as libina reads it (INA_RANK or\n"
@@ -1346,6 +1348,12 @@ static int run_local(const struct opts *o)
         return 1;
     }
     self[len] = '\0';
+    /* The N workers share this host: say so, as torchrun does, so that
+     * each proposes lanes from its share of the cores (auto.c). Against a
+     * switch on another address the library cannot tell otherwise, and
+     * every worker would take the whole host's cores for itself. */
+    snprintf(desc, sizeof desc, "%d", n);
+    setenv("LOCAL_WORLD_SIZE", desc, 0);
     if (o->switch_bin) {
         snprintf(swbin, sizeof swbin, "%s", o->switch_bin);
     } else {
