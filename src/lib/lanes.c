@@ -8,6 +8,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "common/busy_poll.h"
 #include "lib/internal.h"
 
 /*
@@ -32,6 +33,12 @@
  * progress round of a thread (a burst of packets), never per packet. A
  * thread owns its parts' contexts; the caller's thread touches them only
  * after the threads have stopped (finalize).
+ *
+ * Busy polling (INA_BUSY_POLL_US) applies here too: a lane thread with
+ * parts in flight spins on its sockets and its wake-up descriptor before it
+ * sleeps, and the caller spins on its operation's done flag before it waits
+ * on the condition variable. Otherwise every small operation would pay two
+ * thread wake-ups (caller to lane, lane to caller) beside the network's.
  */
 
 struct ina_part {
@@ -106,7 +113,7 @@ static void part_done(struct ina_lanes *g, struct ina_req *parent, int status)
             lane_wake(&g->lane[i]);
     }
     if (--parent->remaining == 0) {
-        parent->done = 1;
+        __atomic_store_n(&parent->done, 1, __ATOMIC_RELEASE); /* a spinning waiter reads it */
         if (!parent->status)
             g->ops++;
         pthread_cond_broadcast(&g->done_cv);
@@ -173,6 +180,27 @@ static int lane_update(struct ina_lane *ln)
     return c->head != NULL;
 }
 
+/* Poll pfd without sleeping until one is ready or until (ns): busy
+ * polling (INA_BUSY_POLL_US), yielding as stream.c's spin does
+ * (busy_poll.h). @return poll()'s result: > 0 if one is ready, else 0. */
+static int spin_poll(struct pollfd *pfd, int n, uint64_t until)
+{
+    uint64_t now = ina__now_ns(), yielded = now;
+    for (;;) {
+        int r = poll(pfd, (nfds_t)n, 0);
+        if (r != 0)
+            return r > 0 ? r : 0;
+        ina_cpu_relax();
+        now = ina__now_ns();
+        if (now >= until)
+            return 0;
+        if (now - yielded >= INA_BUSY_POLL_YIELD_NS) {
+            ina_busy_yield();
+            yielded = now = ina__now_ns();
+        }
+    }
+}
+
 /*
  * Wait, at most 100 ms, until a part of this thread may have something to
  * do: a datagram on one of their sockets, a wake-up (work or stop), or the
@@ -202,7 +230,17 @@ static void runner_wait(struct ina_runner *rn)
     }
     pfd[n++] = (struct pollfd){.fd = rn->wake_fd, .events = POLLIN};
     int ms = !sleep_ok || wake <= now ? 0 : (int)((wake - now + 999999) / 1000000);
-    if (poll(pfd, (nfds_t)n, ms) > 0 && (pfd[n - 1].revents & POLLIN)) {
+    struct ina_ctx *c0 = g->lane[rn->index].ctx; /* this thread's: it counts the spins */
+    int ready = 0;
+    if (ms > 0 && c0->busy_poll_ns) {
+        uint64_t until = now + c0->busy_poll_ns;
+        ready = spin_poll(pfd, n, until < wake ? until : wake);
+        if (ready > 0)
+            c0->stats.busy_poll_hits++;
+        else
+            c0->stats.busy_poll_sleeps++;
+    }
+    if ((ready > 0 || poll(pfd, (nfds_t)n, ms) > 0) && (pfd[n - 1].revents & POLLIN)) {
         uint64_t v;
         if (read(rn->wake_fd, &v, sizeof(v)) < 0) {
             /* nothing to do: the eventfd is non-blocking and was only a wake-up */
@@ -364,6 +402,18 @@ int ina__lanes_test(struct ina_req *req, int *done)
 int ina__lanes_wait(struct ina_req *req)
 {
     struct ina_lanes *g = req->ctx->lanes;
+    uint64_t spin = req->ctx->busy_poll_ns;
+    if (spin) { /* busy polling: the lane thread's part_done() may come any moment */
+        uint64_t now = ina__now_ns(), until = now + spin, yielded = now;
+        while (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE) && now < until) {
+            ina_cpu_relax();
+            now = ina__now_ns();
+            if (now - yielded >= INA_BUSY_POLL_YIELD_NS) {
+                ina_busy_yield();
+                yielded = now = ina__now_ns();
+            }
+        }
+    }
     pthread_mutex_lock(&g->mu);
     while (!req->done)
         pthread_cond_wait(&g->done_cv, &g->mu);

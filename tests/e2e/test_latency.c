@@ -12,6 +12,7 @@
 static struct sw_proc sw;
 static const char *scenario_name;
 static int busy_poll_us;
+static int lanes; /* 0: the library's choice */
 
 /* P4SGD's sizes: 8 partial dots (32 B) mostly, and a few other small counts. */
 static size_t op_count(int i)
@@ -46,6 +47,7 @@ static int worker(int rank, int n, void *arg)
     worker_config(&cfg, &sw, job, rank, n, addr, sizeof(addr));
     cfg.fixed_point_bits = BITS;
     cfg.busy_poll_us = busy_poll_us;
+    cfg.lanes = lanes;
     cfg.timeout_ms = 30000;
     ina_ctx *ctx;
     int rc = ina_init(&ctx, &cfg);
@@ -110,6 +112,12 @@ static int worker(int rank, int n, void *arg)
                "%llu busy-poll hits\n", scenario_name, (unsigned long long)st.ops,
                (unsigned long long)st.packets_sent, (unsigned long long)st.retransmits,
                (unsigned long long)st.stale_results, (unsigned long long)st.busy_poll_hits);
+    /* with busy polling some wait must have ended in a spin (a lane thread's, with lanes) */
+    if (rank == 0 && !fails && busy_poll_us && st.busy_poll_hits == 0) {
+        fprintf(stderr, "%s: rank 0: busy polling on, but no spin found its input\n",
+                scenario_name);
+        fails++;
+    }
     /* under loss the recovery must have done work, or the faults were not injected */
     if (rank == 0 && !fails && st.retransmits == 0) {
         fprintf(stderr, "%s: rank 0: no retransmits under 1%% loss\n", scenario_name);
@@ -119,9 +127,10 @@ static int worker(int rank, int n, void *arg)
     return fails;
 }
 
-static void scenario(const char *name, int busy_us, const char *rx, const char *tx,
+static void scenario(const char *name, int busy_us, int nlanes, const char *rx, const char *tx,
                      const char *lib)
 {
+    lanes = nlanes;
     const char *args[8] = {"--fault-rx", rx, "--fault-tx", tx, NULL};
     char bp[16];
     if (busy_us) {
@@ -150,11 +159,15 @@ static void scenario(const char *name, int busy_us, const char *rx, const char *
 
 int main(void)
 {
-    scenario("fixed point, loss and duplication 1%", 0, "drop=0.01,dup=0.01,seed=81",
+    scenario("fixed point, loss and duplication 1%", 0, 0, "drop=0.01,dup=0.01,seed=81",
              "drop=0.01,dup=0.01,seed=82", "drop=0.01,dup=0.01,seed=83");
     /* Busy polling changes only when a process sleeps, never what it computes. */
-    scenario("fixed point + busy polling, loss and duplication 1%", 20,
+    scenario("fixed point + busy polling, loss and duplication 1%", 20, 0,
              "drop=0.01,dup=0.01,seed=91", "drop=0.01,dup=0.01,seed=92",
              "drop=0.01,dup=0.01,seed=93");
+    /* With lanes the lane threads and the caller spin instead (lanes.c). */
+    scenario("fixed point + busy polling + 2 lanes, loss and duplication 1%", 20, 2,
+             "drop=0.01,dup=0.01,seed=94", "drop=0.01,dup=0.01,seed=95",
+             "drop=0.01,dup=0.01,seed=96");
     return check_report("test_latency");
 }
