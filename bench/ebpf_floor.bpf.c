@@ -1,7 +1,7 @@
-/* ebpf_floor.bpf.c: the parts of the eBPF dataplane's per-packet work, alone, to time them (bench/ebpf_floor.sh). */
+/* ebpf_floor.bpf.c: the parts of the eBPF dataplane's per-packet work, alone, to time them (bench/ebpf_floor.c, run by bench/ebpf.sh). */
 
 /*
- * Three TC programs, each a prefix of what src/switch/ebpf/ina_dp.bpf.c
+ * Four TC programs, the first three each a prefix of what src/switch/ebpf/ina_dp.bpf.c
  * does with a 1 KiB DATA datagram, run by BPF_PROG_TEST_RUN on the same
  * frame many times (bench/ebpf_floor.c):
  *   floor_empty  returns at once: the cost of a run itself;

@@ -3,8 +3,8 @@
 /*
  * Usage: ebpf_floor OBJ ELEMS [ROUNDS]
  *
- * OBJ is ebpf_floor.bpf.o compiled with -DFLOOR_ELEMS=ELEMS (bench/ebpf_floor.sh
- * does both). Each of ROUNDS (default 7) rounds, interleaved, runs every
+ * OBJ is ebpf_floor.bpf.o compiled with -DFLOOR_ELEMS=ELEMS (bench/ebpf.sh
+ * builds both and runs it first). Each of ROUNDS (default 7) rounds, interleaved, runs every
  * program of OBJ on one DATA frame of ELEMS int32 by BPF_PROG_TEST_RUN,
  * 200,000 times (the kernel reports the mean ns per run), and times the
  * userspace switch's add of the same payload into a slot (ina_be32_add:
@@ -102,6 +102,9 @@ int main(int argc, char **argv)
     int32_t *slot = calloc(elems, sizeof(*slot));
     if (!frame || !slot) {
         fprintf(stderr, "ebpf_floor: out of memory\n");
+        free(frame);
+        free(slot);
+        bpf_object__close(obj);
         return 1;
     }
     frame[12] = 0x08; /* IPv4 */
@@ -117,6 +120,8 @@ int main(int argc, char **argv)
                         .repeat = REPEAT);
             if (bpf_prog_test_run_opts(fds[p], &o) != 0) {
                 fprintf(stderr, "ebpf_floor: test run of %s: %s\n", progs[p], strerror(errno));
+                free(frame);
+                free(slot);
                 bpf_object__close(obj);
                 return 1;
             }

@@ -274,10 +274,10 @@ typedef struct ina_config {
                                   spinning process has a core of its own; the spin yields
                                   its CPU every microsecond, so that the switch or another
                                   rank queued on the same CPU still runs at once
-                                  (docs/GLM.md). With lanes, the lane thread that carries
-                                  an operation spins on its sockets and the caller on the
-                                  operation's completion, so neither hand-off sleeps
-                                  (since v0.5). Also sets SO_BUSY_POLL on the socket
+                                  (docs/GLM.md). With lanes, an idle lane thread spins on
+                                  its queue of work, a busy one on its sockets and rings,
+                                  and the caller on the operation's completion, so within
+                                  the spin neither hand-off sleeps (since v0.5). Also sets SO_BUSY_POLL on the socket
                                   (best effort; it acts only on NAPI devices).
                                   Env: INA_BUSY_POLL_US. Since v0.4. */
     int fixed_point_bits;    /**< 0 = off (default). 1..30: SUM and AVG of the float dtypes

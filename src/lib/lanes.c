@@ -34,11 +34,13 @@
  * thread owns its parts' contexts; the caller's thread touches them only
  * after the threads have stopped (finalize).
  *
- * Busy polling (INA_BUSY_POLL_US) applies here too: a lane thread with
- * parts in flight spins on its sockets and its wake-up descriptor before it
- * sleeps, and the caller spins on its operation's done flag before it waits
- * on the condition variable. Otherwise every small operation would pay two
- * thread wake-ups (caller to lane, lane to caller) beside the network's.
+ * Busy polling (INA_BUSY_POLL_US) applies here too, at both hand-offs: an
+ * idle lane thread spins on its inbox before it sleeps on its condition
+ * variable, one with parts in flight spins on its rings and sockets before
+ * it sleeps in poll(), and the caller spins on its operation's done flag
+ * (part_done()'s last write, so the caller needs no lock once it sees it).
+ * Otherwise every small operation would pay two thread wake-ups (caller to
+ * lane, lane to caller) beside the network's.
  */
 
 struct ina_part {
@@ -113,9 +115,11 @@ static void part_done(struct ina_lanes *g, struct ina_req *parent, int status)
             lane_wake(&g->lane[i]);
     }
     if (--parent->remaining == 0) {
-        __atomic_store_n(&parent->done, 1, __ATOMIC_RELEASE); /* a spinning waiter reads it */
         if (!parent->status)
             g->ops++;
+        /* The last access to parent: a spinning waiter (ina__lanes_wait) that
+         * sees it returns without the lock, and may release parent at once. */
+        __atomic_store_n(&parent->done, 1, __ATOMIC_RELEASE);
         pthread_cond_broadcast(&g->done_cv);
     }
 }
@@ -128,7 +132,7 @@ static void take_inbox(struct ina_lane *ln)
     while (ln->in_count) {
         struct ina_part *pt = &ln->inbox[ln->in_head];
         ln->in_head = (ln->in_head + 1) % INA_MAX_REQS;
-        ln->in_count--;
+        __atomic_sub_fetch(&ln->in_count, 1, __ATOMIC_RELAXED); /* idle_spin reads it */
         struct ina_req *r = ina__req_create(c, pt->src, pt->dst, pt->count, pt->parent->dtype,
                                             pt->parent->op, pt->parent->sparse_mode);
         if (!r) {
@@ -180,16 +184,20 @@ static int lane_update(struct ina_lane *ln)
     return c->head != NULL;
 }
 
-/* Poll pfd without sleeping until one is ready or until (ns): busy
- * polling (INA_BUSY_POLL_US), yielding as stream.c's spin does
- * (busy_poll.h). @return poll()'s result: > 0 if one is ready, else 0. */
-static int spin_poll(struct pollfd *pfd, int n, uint64_t until)
+/* Busy polling (INA_BUSY_POLL_US) for a lane thread: until (ns), without
+ * sleeping, look at the rings of its parts and at pfd (their sockets, its
+ * wake-up descriptor), yielding as stream.c's spin does (busy_poll.h).
+ * @return 1 if something is ready, else 0. */
+static int spin_poll(struct ina_runner *rn, struct pollfd *pfd, int n, uint64_t until)
 {
+    struct ina_lanes *g = rn->group;
     uint64_t now = ina__now_ns(), yielded = now;
     for (;;) {
-        int r = poll(pfd, (nfds_t)n, 0);
-        if (r != 0)
-            return r > 0 ? r : 0;
+        for (int i = rn->index; i < g->n; i += g->nrun)
+            if (g->lane[i].ctx->shm && ina_shm_readable(g->lane[i].ctx->shm, 0))
+                return 1;
+        if (poll(pfd, (nfds_t)n, 0) > 0)
+            return 1;
         ina_cpu_relax();
         now = ina__now_ns();
         if (now >= until)
@@ -199,6 +207,29 @@ static int spin_poll(struct pollfd *pfd, int n, uint64_t until)
             yielded = now = ina__now_ns();
         }
     }
+}
+
+/* An idle lane thread, busy polling: spin, outside g->mu, until work is
+ * queued for one of its parts, the context stops, or busy_poll_ns pass,
+ * rather than sleep on its condition variable at once (a wake-up per small
+ * operation). The caller looks at the inbox again under the lock after. */
+static void idle_spin(struct ina_runner *rn, uint64_t spin_ns)
+{
+    struct ina_lanes *g = rn->group;
+    pthread_mutex_unlock(&g->mu);
+    uint64_t now = ina__now_ns(), until = now + spin_ns, yielded = now;
+    for (int found = 0; !found && now < until;) {
+        found = __atomic_load_n(&g->stop, __ATOMIC_RELAXED);
+        for (int i = rn->index; !found && i < g->n; i += g->nrun)
+            found = __atomic_load_n(&g->lane[i].in_count, __ATOMIC_RELAXED) != 0;
+        ina_cpu_relax();
+        now = ina__now_ns();
+        if (now - yielded >= INA_BUSY_POLL_YIELD_NS) {
+            ina_busy_yield();
+            yielded = now = ina__now_ns();
+        }
+    }
+    pthread_mutex_lock(&g->mu);
 }
 
 /*
@@ -221,7 +252,6 @@ static void runner_wait(struct ina_runner *rn)
             sleep_ok &= !r->done; /* finished in the last round: hand it over first */
         if (!c->head || c->broken)
             continue;
-        sleep_ok &= ina__shm_may_sleep(c);
         pfd[n++] = (struct pollfd){.fd = c->fd, .events = POLLIN};
         if (c->mcast_group && c->mcast_fd >= 0)
             pfd[n++] = (struct pollfd){.fd = c->mcast_fd, .events = POLLIN};
@@ -229,18 +259,26 @@ static void runner_wait(struct ina_runner *rn)
             wake = c->next_rto_ns;
     }
     pfd[n++] = (struct pollfd){.fd = rn->wake_fd, .events = POLLIN};
-    int ms = !sleep_ok || wake <= now ? 0 : (int)((wake - now + 999999) / 1000000);
     struct ina_ctx *c0 = g->lane[rn->index].ctx; /* this thread's: it counts the spins */
-    int ready = 0;
-    if (ms > 0 && c0->busy_poll_ns) {
+    if (sleep_ok && wake > now && c0->busy_poll_ns) {
+        /* Spin first, before the rings' doorbells are armed (a switch rings
+         * an armed one with a datagram per result). */
         uint64_t until = now + c0->busy_poll_ns;
-        ready = spin_poll(pfd, n, until < wake ? until : wake);
-        if (ready > 0)
+        if (spin_poll(rn, pfd, n, until < wake ? until : wake)) {
             c0->stats.busy_poll_hits++;
-        else
+            sleep_ok = 0;
+        } else {
             c0->stats.busy_poll_sleeps++;
+            now = ina__now_ns(); /* the spin used part of the time to the next timer */
+        }
     }
-    if ((ready > 0 || poll(pfd, (nfds_t)n, ms) > 0) && (pfd[n - 1].revents & POLLIN)) {
+    for (int i = rn->index; sleep_ok && i < g->n; i += g->nrun) {
+        struct ina_ctx *c = g->lane[i].ctx;
+        if (c->head && !c->broken)
+            sleep_ok &= ina__shm_may_sleep(c); /* arms its doorbell; 0 if the ring has data */
+    }
+    int ms = !sleep_ok || wake <= now ? 0 : (int)((wake - now + 999999) / 1000000);
+    if (poll(pfd, (nfds_t)n, ms) > 0 && (pfd[n - 1].revents & POLLIN)) {
         uint64_t v;
         if (read(rn->wake_fd, &v, sizeof(v)) < 0) {
             /* nothing to do: the eventfd is non-blocking and was only a wake-up */
@@ -255,6 +293,8 @@ static void *runner_main(void *arg)
 {
     struct ina_runner *rn = arg;
     struct ina_lanes *g = rn->group;
+    uint64_t spin_ns = g->lane[rn->index].ctx->busy_poll_ns;
+    int spun = 0; /* idle: spun once already, so sleep now (the inbox was read after it) */
     pthread_mutex_lock(&g->mu);
     for (;;) {
         int active = 0;
@@ -263,9 +303,16 @@ static void *runner_main(void *arg)
         if (g->stop)
             break;
         if (!active) {
+            if (spin_ns && !spun) {
+                spun = 1;
+                idle_spin(rn, spin_ns);
+                continue;
+            }
+            spun = 0;
             pthread_cond_wait(&rn->cv, &g->mu);
             continue;
         }
+        spun = 0;
         rn->busy = 1;
         pthread_mutex_unlock(&g->mu);
         /* Each part's deadlines fail its operations: this loop ends. */
@@ -282,7 +329,7 @@ static void *runner_main(void *arg)
 static void lanes_stop(struct ina_lanes *g)
 {
     pthread_mutex_lock(&g->mu);
-    g->stop = 1;
+    __atomic_store_n(&g->stop, 1, __ATOMIC_RELAXED); /* an idle_spin() reads it unlocked */
     for (int i = 0; i < g->nrun; i++) {
         pthread_cond_signal(&g->run[i].cv);
         uint64_t one = 1;
@@ -376,7 +423,9 @@ int ina__lanes_submit(struct ina_ctx *parent, struct ina_req *req)
             continue;
         struct ina_lane *ln = &g->lane[i];
         struct ina_part *pt = &ln->inbox[(ln->in_head + ln->in_count) % INA_MAX_REQS];
-        ln->in_count++; /* cannot overflow: the parent has < INA_MAX_REQS requests */
+        /* Cannot overflow: the parent has < INA_MAX_REQS requests. Atomic:
+         * an idle lane thread reads it without the lock (idle_spin). */
+        __atomic_add_fetch(&ln->in_count, 1, __ATOMIC_RELAXED);
         pt->parent = req;
         pt->src = req->src + e0 * bytes;
         pt->dst = req->dst + e0 * bytes;
@@ -405,7 +454,11 @@ int ina__lanes_wait(struct ina_req *req)
     uint64_t spin = req->ctx->busy_poll_ns;
     if (spin) { /* busy polling: the lane thread's part_done() may come any moment */
         uint64_t now = ina__now_ns(), until = now + spin, yielded = now;
-        while (!__atomic_load_n(&req->done, __ATOMIC_ACQUIRE) && now < until) {
+        while (now < until) {
+            /* done is part_done()'s last write to req (release): status is
+             * final, and no lane thread touches req again. */
+            if (__atomic_load_n(&req->done, __ATOMIC_ACQUIRE))
+                return req->status;
             ina_cpu_relax();
             now = ina__now_ns();
             if (now - yielded >= INA_BUSY_POLL_YIELD_NS) {

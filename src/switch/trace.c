@@ -20,7 +20,8 @@ int ina_trace_write_header(FILE *f, const struct ina_trace_header *h)
     uint8_t b[INA_TRACE_HDR_LEN];
     memset(b, 0, sizeof(b));
     memcpy(b, trace_magic, 8);
-    ina_put32(b + 8, 1);
+    ina_put32(b + 8, INA_TRACE_VERSION); /* 2: a version-1 reader refuses it rather than
+                                            replay a multicast trace as unicast */
     ina_put32(b + 12, INA_TRACE_HDR_LEN);
     put64(b + 16, h->seed);
     memcpy(b + 24, &h->sw.sin_addr.s_addr, 4);
@@ -56,18 +57,21 @@ int ina_trace_read_header(FILE *f, struct ina_trace_header *h)
     uint8_t b[INA_TRACE_HDR_LEN];
     memset(h, 0, sizeof(*h));
     memset(b, 0, sizeof(b));
-    if (fread(b, INA_TRACE_HDR_LEN_V0, 1, f) != 1 || memcmp(b, trace_magic, 8) != 0 ||
-        ina_get32(b + 8) != 1)
+    if (fread(b, INA_TRACE_HDR_LEN_V1, 1, f) != 1 || memcmp(b, trace_magic, 8) != 0)
         return -EINVAL;
-    /* 64 bytes (no multicast fields: they read as 0), 72, or longer: the
-     * fields this reader knows, the rest skipped. */
-    uint32_t hlen = ina_get32(b + 12);
-    if (hlen < INA_TRACE_HDR_LEN_V0 || (hlen < INA_TRACE_HDR_LEN && hlen != INA_TRACE_HDR_LEN_V0))
+    /* Version 1: at least 64 bytes, no multicast fields (they read as 0).
+     * Version 2: at least 72. Either: the rest skipped. */
+    uint32_t version = ina_get32(b + 8), hlen = ina_get32(b + 12);
+    if ((version != 1 && version != INA_TRACE_VERSION) || hlen < INA_TRACE_HDR_LEN_V1 ||
+        (version == INA_TRACE_VERSION && hlen < INA_TRACE_HDR_LEN))
         return -EINVAL;
-    if (hlen >= INA_TRACE_HDR_LEN &&
-        (fread(b + INA_TRACE_HDR_LEN_V0, INA_TRACE_HDR_LEN - INA_TRACE_HDR_LEN_V0, 1, f) != 1 ||
-         fseek(f, (long)hlen - INA_TRACE_HDR_LEN, SEEK_CUR) != 0))
+    if (version == 1) {
+        if (fseek(f, (long)hlen - INA_TRACE_HDR_LEN_V1, SEEK_CUR) != 0)
+            return -EINVAL;
+    } else if (fread(b + INA_TRACE_HDR_LEN_V1, INA_TRACE_HDR_LEN - INA_TRACE_HDR_LEN_V1, 1, f) != 1 ||
+               fseek(f, (long)hlen - INA_TRACE_HDR_LEN, SEEK_CUR) != 0) {
         return -EINVAL;
+    }
     h->seed = get64(b + 16);
     h->sw.sin_family = AF_INET;
     memcpy(&h->sw.sin_addr.s_addr, b + 24, 4);

@@ -7,10 +7,10 @@
  * (which replays a trace through both dataplanes and compares them) and
  * usable by any other replayer. Big-endian, docs/EBPF.md §"Trace files":
  *
- *   header, 64 bytes
+ *   header, 72 bytes (version 2; version 1 had the first 64, and no multicast)
  *     0  8  magic "INATRACE"
- *     8  4  version 1
- *    12  4  header length (64; a reader skips what it does not know)
+ *     8  4  version 2 (a reader also takes 1)
+ *    12  4  header length (72; a reader skips what it does not know)
  *    16  8  seed: the recording switch's session/token generator (params.seed)
  *    24  4  the switch's IPv4 address (network order)
  *    28  2  its UDP port
@@ -18,6 +18,8 @@
  *    32  4  nslots      36  4  max_elems
  *    40  4  max_job_slots  44  4  min_job_slots
  *    48  8  join_timeout_ns   56  8  idle_timeout_ns
+ *    64  4  multicast group base (IPv4 as a number; 0 = no --multicast)
+ *    68  2  the groups' UDP port   70  2  0
  *   records, each a 20-byte head then len bytes
  *     0  8  time in ns since the trace began
  *     8  4  source IPv4 address (network order)   12  2  source UDP port
@@ -36,7 +38,8 @@
 #include "switch/switch.h"
 
 #define INA_TRACE_HDR_LEN 72
-#define INA_TRACE_HDR_LEN_V0 64 /* files written before the multicast fields: still read */
+#define INA_TRACE_HDR_LEN_V1 64 /* version 1, before the multicast fields: still read */
+#define INA_TRACE_VERSION 2
 #define INA_TRACE_REC_LEN 20
 
 enum ina_trace_type {

@@ -160,7 +160,7 @@ if ip netns add "${P}s" && ip netns add "${P}w" &&
     wait "$mpid"
     c() { awk -v k="$1" '$1 == k { print $2 }' "$tmp/mcast.err"; }
     tx=$(c tx_packets) done_=$(c completions) resent=$(c results_resent)
-    check "veth --multicast: 3 workers get right sums" [ "$(grep -c '"ok":true' "$tmp/mcast.out")" = 3 ]
+    check "veth --multicast: 3 workers, 3 sizes, every sum verified" [ "$(grep -c '"ok":true' "$tmp/mcast.out")" = 3 ]
     ctl=$((${tx:-0} - ${done_:-0} - ${resent:-0})) # the control plane's: JOIN_ACKs and the like
     check "veth --multicast: one frame per finished sum (tx_packets ${tx:-?} = completions ${done_:-?} + resent ${resent:-?} + $ctl control), resent <= completions / 10" \
         [ "${done_:-0}" -gt 300 -a "$ctl" -ge 0 -a "$ctl" -le 20 -a "$((${resent:-0} * 10))" -le "${done_:-0}" ]
