@@ -210,6 +210,16 @@ echo "## the floor: a BPF program's copy and locked adds per packet, against the
 echo "$floor" | sed 's/^/    /'
 echo
 fails=0
+failed() { # WHAT STATUS: a run of $setting $dp round $rep whose results were not all verified
+    echo "FAIL: $setting $dp round $rep: $1 ($2, see $OUT)"
+    fails=$((fails + 1))
+}
+p50_us() { # KIND: rank 0's 256 B median in us; else the run's status, and status 1
+    local p50 ok
+    read -r _ _ _ _ p50 ok _ < <(measure "$setting" "$dp" "$rep" "$1")
+    [ "$ok" = ok ] || { echo "$ok"; return 1; }
+    awk -v t="$p50" 'BEGIN { printf "%.1f", t * 1e6 }'
+}
 for setting in $SETTINGS; do
     case $setting in
     veth) setup_veth || die "cannot build the veth pair" ;;
@@ -220,37 +230,18 @@ for setting in $SETTINGS; do
     for rep in $(seq "$REPS"); do
         for dp in $DPS; do
             read -r cpu prog contrib wall _ ok mach < <(measure "$setting" "$dp" "$rep" tput)
-            [ "$ok" = ok ] && [ "${contrib:-0}" -gt 0 ] || {
-                echo "FAIL: $setting $dp round $rep: throughput run ($ok, see $OUT)"
-                fails=$((fails + 1))
-                continue
-            }
+            [ "$ok" = ok ] && [ "${contrib:-0}" -gt 0 ] || { failed "throughput run" "$ok"; continue; }
             c=$(awk -v c="$cpu" -v p="$prog" -v n="$contrib" 'BEGIN { printf "%.4f", (c + p) / n / 1000 }')
             cpp[$dp]+=" $c"
             rate[$dp]+=" $(awk -v c="$c" 'BEGIN { printf "%.0f", 1e6 / c }')"
             mcpp[$dp]+=" $(awk -v c="$mach" -v n="$contrib" 'BEGIN { printf "%.3f", c / n / 1000 }')"
             wrate[$dp]+=" $(awk -v w="$wall" -v n="$contrib" 'BEGIN { printf "%.0f", n / w }')"
-            read -r _ _ _ _ p50 ok _ < <(measure "$setting" "$dp" "$rep" lat)
-            [ "$ok" = ok ] || {
-                echo "FAIL: $setting $dp round $rep: latency run ($ok, see $OUT)"
-                fails=$((fails + 1))
-                continue
-            }
-            lat[$dp]+=" $(awk -v t="$p50" 'BEGIN { printf "%.1f", t * 1e6 }')"
-            read -r _ _ _ _ p50 ok _ < <(NW=1 measure "$setting" "$dp" "$rep" lat1)
-            [ "$ok" = ok ] || {
-                echo "FAIL: $setting $dp round $rep: latency run, N=1 ($ok, see $OUT)"
-                fails=$((fails + 1))
-                continue
-            }
-            lat1[$dp]+=" $(awk -v t="$p50" 'BEGIN { printf "%.1f", t * 1e6 }')"
-            read -r _ _ _ _ p50 ok _ < <(measure "$setting" "$dp" "$rep" latbp)
-            [ "$ok" = ok ] || {
-                echo "FAIL: $setting $dp round $rep: latency run, busy polling ($ok, see $OUT)"
-                fails=$((fails + 1))
-                continue
-            }
-            latbp[$dp]+=" $(awk -v t="$p50" 'BEGIN { printf "%.1f", t * 1e6 }')"
+            v=$(p50_us lat) || { failed "latency run" "$v"; continue; }
+            lat[$dp]+=" $v"
+            v=$(NW=1 p50_us lat1) || { failed "latency run, N=1" "$v"; continue; }
+            lat1[$dp]+=" $v"
+            v=$(p50_us latbp) || { failed "latency run, busy polling" "$v"; continue; }
+            latbp[$dp]+=" $v"
             printf '%-8s round %d %-12s  switch CPU %s us/packet (process %d ms, program %d ms, %d packets; machine %s us/packet), %s packets/s wall; 256 B p50 %s us (busy polling %s us, N=1: %s us)\n' \
                 "$setting" "$rep" "$dp" "$c" $((cpu / 1000000)) $((prog / 1000000)) "$contrib" \
                 "${mcpp[$dp]##* }" "${wrate[$dp]##* }" "${lat[$dp]##* }" "${latbp[$dp]##* }" "${lat1[$dp]##* }"

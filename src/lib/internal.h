@@ -280,6 +280,12 @@ extern const char ina__default_switch_addr[]; /* config.c */
 
 uint64_t ina__now_ns(void);
 
+/* stream.c: one turn of a bounded spin (busy polling): relax the CPU, read the clock into
+ * *now, and give the CPU away every INA_BUSY_POLL_YIELD_NS (*yielded: when it last did;
+ * busy_poll.h says why). Start with *now = *yielded = ina__now_ns().
+ * @return 1 while *now < until, 0 when the spin is over. */
+int ina__spin_turn(uint64_t *now, uint64_t *yielded, uint64_t until);
+
 /* launcher.c: rank, world size and (when job is not NULL) a job name from the innermost
  * launcher's environment: OpenMPI (OMPI_COMM_WORLD_*), PMI (PMI_RANK/PMI_SIZE), Slurm's
  * srun (SLURM_PROCID/SLURM_NTASKS, job "slurm-JOBID.STEPID", inside a step only). Rank and

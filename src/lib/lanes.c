@@ -8,7 +8,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "common/busy_poll.h"
 #include "lib/internal.h"
 
 /*
@@ -186,27 +185,20 @@ static int lane_update(struct ina_lane *ln)
 
 /* Busy polling (INA_BUSY_POLL_US) for a lane thread: until (ns), without
  * sleeping, look at the rings of its parts and at pfd (their sockets, its
- * wake-up descriptor), yielding as stream.c's spin does (busy_poll.h).
+ * wake-up descriptor), turn by turn as stream.c spins (ina__spin_turn).
  * @return 1 if something is ready, else 0. */
 static int spin_poll(struct ina_runner *rn, struct pollfd *pfd, int n, uint64_t until)
 {
     struct ina_lanes *g = rn->group;
     uint64_t now = ina__now_ns(), yielded = now;
-    for (;;) {
+    do {
         for (int i = rn->index; i < g->n; i += g->nrun)
             if (g->lane[i].ctx->shm && ina_shm_readable(g->lane[i].ctx->shm, 0))
                 return 1;
         if (poll(pfd, (nfds_t)n, 0) > 0)
             return 1;
-        ina_cpu_relax();
-        now = ina__now_ns();
-        if (now >= until)
-            return 0;
-        if (now - yielded >= INA_BUSY_POLL_YIELD_NS) {
-            ina_busy_yield();
-            yielded = now = ina__now_ns();
-        }
-    }
+    } while (ina__spin_turn(&now, &yielded, until));
+    return 0;
 }
 
 /* An idle lane thread, busy polling: spin, outside g->mu, until work is
@@ -218,17 +210,12 @@ static void idle_spin(struct ina_runner *rn, uint64_t spin_ns)
     struct ina_lanes *g = rn->group;
     pthread_mutex_unlock(&g->mu);
     uint64_t now = ina__now_ns(), until = now + spin_ns, yielded = now;
-    for (int found = 0; !found && now < until;) {
+    int found;
+    do {
         found = __atomic_load_n(&g->stop, __ATOMIC_RELAXED);
         for (int i = rn->index; !found && i < g->n; i += g->nrun)
             found = __atomic_load_n(&g->lane[i].in_count, __ATOMIC_RELAXED) != 0;
-        ina_cpu_relax();
-        now = ina__now_ns();
-        if (now - yielded >= INA_BUSY_POLL_YIELD_NS) {
-            ina_busy_yield();
-            yielded = now = ina__now_ns();
-        }
-    }
+    } while (!found && ina__spin_turn(&now, &yielded, until));
     pthread_mutex_lock(&g->mu);
 }
 
@@ -454,18 +441,12 @@ int ina__lanes_wait(struct ina_req *req)
     uint64_t spin = req->ctx->busy_poll_ns;
     if (spin) { /* busy polling: the lane thread's part_done() may come any moment */
         uint64_t now = ina__now_ns(), until = now + spin, yielded = now;
-        while (now < until) {
+        do {
             /* done is part_done()'s last write to req (release): status is
              * final, and no lane thread touches req again. */
             if (__atomic_load_n(&req->done, __ATOMIC_ACQUIRE))
                 return req->status;
-            ina_cpu_relax();
-            now = ina__now_ns();
-            if (now - yielded >= INA_BUSY_POLL_YIELD_NS) {
-                ina_busy_yield();
-                yielded = now = ina__now_ns();
-            }
-        }
+        } while (ina__spin_turn(&now, &yielded, until));
     }
     pthread_mutex_lock(&g->mu);
     while (!req->done)

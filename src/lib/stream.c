@@ -772,17 +772,24 @@ static int busy_poll(struct ina_ctx *ctx, uint64_t *now)
                 return got;
             }
         }
-        ina_cpu_relax();
-        *now = ina__now_ns();
-        if (*now >= until)
+        if (!ina__spin_turn(now, &yielded, until))
             break;
-        if (*now - yielded >= INA_BUSY_POLL_YIELD_NS) {
-            ina_busy_yield(); /* the switch may be queued on this CPU (busy_poll.h) */
-            yielded = *now = ina__now_ns();
-        }
     }
     ctx->stats.busy_poll_sleeps++;
     return 0;
+}
+
+int ina__spin_turn(uint64_t *now, uint64_t *yielded, uint64_t until)
+{
+    ina_cpu_relax();
+    *now = ina__now_ns();
+    if (*now >= until)
+        return 0;
+    if (*now - *yielded >= INA_BUSY_POLL_YIELD_NS) {
+        ina_busy_yield(); /* the switch, or a lane thread, may be queued on this CPU */
+        *yielded = *now = ina__now_ns();
+    }
+    return 1;
 }
 
 void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)

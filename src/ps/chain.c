@@ -187,12 +187,8 @@ static void send_chain_ack(struct ina_ps *ps, struct ina_ps_chain *ch, const str
     h.slot = u->uid;
     h.seq = u->version;
     ina_hdr_encode(b, &h);
-    uint8_t *p = b + INA_HDR_LEN;
-    ina_put32(p, (uint32_t)u->status);
-    ina_put32(p + 4, u->version);
-    ina_put32(p + 8, u->delay);
-    ina_put32(p + 12, u->stamp);
-    ina_put32(p + 16, job->next_stamp);
+    ina_ps_update_ack_encode(b + INA_HDR_LEN, u->status, u->version, u->delay, u->stamp);
+    ina_put32(b + INA_HDR_LEN + INA_PS_UPDATE_ACK_LEN, job->next_stamp);
     ina__ps_tx_push(ps, b, INA_HDR_LEN + INA_PS_CHAIN_ACK_LEN, &ch->from);
     ps->c.chain_acks_sent++;
 }

@@ -596,11 +596,7 @@ static void send_update_ack(struct ina_ps *ps, const struct ina_ps_job *job,
     h.slot = u->uid;
     h.seq = u->version;
     ina_hdr_encode(b, &h);
-    uint8_t *body = b + INA_HDR_LEN;
-    ina_put32(body, (uint32_t)u->status);
-    ina_put32(body + 4, u->version);
-    ina_put32(body + 8, u->delay);
-    ina_put32(body + 12, u->stamp);
+    ina_ps_update_ack_encode(b + INA_HDR_LEN, u->status, u->version, u->delay, u->stamp);
     tx_push(ps, b, INA_HDR_LEN + INA_PS_UPDATE_ACK_LEN, dst);
 }
 

@@ -196,8 +196,10 @@ int main(void)
     CHECK_EQ_INT(run_workers(2, mismatch_worker, NULL, 30), 0);
     CHECK_EQ_INT(run_workers(3, dead_peer_worker, NULL, 60), 0);
     CHECK_EQ_INT(switch_stop(&sw), 0);
-    /* With 3 dataplane threads, most lanes were sent to another thread at join. */
-    CHECK(switch_counter(&sw, "join_redirects") > 0);
+    /* With 3 dataplane threads, most lanes were sent to another thread at join (the eBPF
+     * dataplane has no threads: every lane's job is the program's). */
+    if (!h_ebpf())
+        CHECK(switch_counter(&sw, "join_redirects") > 0);
     CHECK(switch_counter(&sw, "completions") > 0);
     CHECK_EQ_INT(switch_counter(&sw, "drop_MISMATCH"), 0);
     unlink(log);

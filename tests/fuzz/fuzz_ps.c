@@ -12,6 +12,7 @@
 #include "ps/chain.c"
 #include "ps/ps.c"
 #include "ps/store.c"
+#include "test_addr.h"
 
 /*
  * Input: records [1 byte sel][1 byte flags][2 bytes length, big-endian][datagram]
@@ -74,16 +75,6 @@ ssize_t fuzz_getrandom(void *buf, size_t n, unsigned int flags)
         p[i] = (uint8_t)(rng_state >> 24);
     }
     return (ssize_t)n;
-}
-
-static struct sockaddr_in mkaddr(uint32_t ip, uint16_t port)
-{
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(ip);
-    a.sin_port = htons(port);
-    return a;
 }
 
 static struct sockaddr_in src_table[8], oracle_addr[2];

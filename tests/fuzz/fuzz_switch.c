@@ -29,6 +29,7 @@
 #include "switch/tree.c"
 #include "switch/sparse.c"
 #include "common/sparse_wire.h"
+#include "test_addr.h"
 
 /*
  * Input format: a sequence of records, each
@@ -133,16 +134,6 @@ ssize_t fuzz_getrandom(void *buf, size_t n, unsigned int flags)
 }
 
 /* ---- Addresses ---------------------------------------------------------------- */
-
-static struct sockaddr_in mkaddr(uint32_t ip, uint16_t port)
-{
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(ip);
-    a.sin_port = htons(port);
-    return a;
-}
 
 #define IP(a, b, c, d) \
     ((uint32_t)(a) << 24 | (uint32_t)(b) << 16 | (uint32_t)(c) << 8 | (uint32_t)(d))

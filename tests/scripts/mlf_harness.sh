@@ -66,3 +66,12 @@ sum_field() { cat "$tmp/$1".[0-9] | sed -n "s/.* $2 \([0-9]*\).*/\1/p" | awk '{ 
 # counter NAME COUNTER: a daemon's counter from its exit report.
 counter() { sed -n "s/^  $2 *\([0-9]*\)$/\1/p" "$tmp/$1.log"; }
 stop() { kill -TERM "$1" 2>/dev/null; wait "$1" 2>/dev/null; }
+# same_servers PRIMARY REPLICA (their log names): both applied the same updates, the same
+# groups, with the same delays.
+same_servers() {
+    local n
+    for n in updates_applied updates_aggregated aggregated_members updates_stale; do
+        [ "$(counter "$1" $n)" = "$(counter "$2" $n)" ] || { echo "$n differs"; return 1; }
+    done
+    [ "$(grep '^  delay_' "$tmp/$1.log")" = "$(grep '^  delay_' "$tmp/$2.log")" ]
+}

@@ -9,10 +9,11 @@
 #     one and two rounds), types (every dtype x op, float adds not offered), nonfinite, hostile
 #     (forged and malformed datagrams), multitenant (jobs side by side, admission), failures
 #     (switch killed, worker killed, restart, disagreeing ranks: MISMATCH through the program's
-#     event ring), lifecycle, inflight (the paths without rings, threads or float adds), evict
-#     (operator eviction: the program's bound), idle (its DATA keeps the job's idle timer).
+#     event ring), lifecycle, inflight (the paths without rings, threads or float adds), lanes
+#     (1-4 lanes a worker, each lane a job of the program's; a lane's failure ends the rest),
+#     evict (operator eviction: the program's bound), idle (its DATA keeps the job's idle timer).
 #     (The ASan build: allreduce, types, hostile and failures only.)
-#     Left out: join, secret (control plane only: nothing there changes), shm, lanes (threads),
+#     Left out: join, secret (control plane only: nothing there changes), shm,
 #     faults (switch-side injection acts on the socket; loss is item 4's).
 #  3. The interface: on a veth pair with UDP GSO on in the workers' namespace, every datagram
 #     reaches the program (the pass-through XDP makes the peer split GSO trains: passed_up 0);
@@ -109,7 +110,7 @@ then ok "a child switch's TREE_JOIN: refused (join_refused tree_not_in_this_data
 else bad "a child switch's TREE_JOIN at an eBPF root: $(tail -3 <<<"$out"; grep -m2 -E 'join|drop_JOIN' "$tmp/root.log")"; fi
 
 # ---- 2. The e2e subset ------------------------------------------------------------------------
-e2e_tests="allreduce types nonfinite hostile multitenant failures lifecycle inflight evict idle async"
+e2e_tests="allreduce types nonfinite hostile multitenant failures lifecycle inflight lanes evict idle async"
 # The ASan build runs the same kernel program: there, only the tests whose workers parse the
 # program's results in the most ways (CI time).
 [ "${INA_SANITIZE:-OFF}" = ON ] && e2e_tests="allreduce types hostile failures"

@@ -49,15 +49,6 @@ agg_workers() {
 }
 stop_all() { stop "$swp"; stop "$pp"; stop "$rp"; stop "$sp"; }
 gt0() { awk -v n="$1" 'BEGIN { exit !(n > 0) }'; }
-# same_servers PRIMARY REPLICA (their log names): both applied the same updates, the same
-# groups, with the same delays.
-same_servers() {
-    local n
-    for n in updates_applied updates_aggregated aggregated_members updates_stale; do
-        [ "$(counter "$1" $n)" = "$(counter "$2" $n)" ] || { echo "$n differs"; return 1; }
-    done
-    [ "$(grep '^  delay_' "$tmp/$1.log")" = "$(grep '^  delay_' "$tmp/$2.log")" ]
-}
 
 # ---- 1. groups summed in the switch ------------------------------------------------------------
 setup agg

@@ -103,6 +103,26 @@ check "two ina-bench --local --switch runs share a switch" test "$ra$rb" = 00
 check "shared switch: both verified" bash -c "grep -q '\"ok\": *true' '$tmp/share-a' && grep -q '\"ok\": *true' '$tmp/share-b'"
 "$BENCH" --local 2 --switch "127.0.0.1:$port" --loss 0.01 >/dev/null 2>&1
 check "ina-bench --local --switch with --loss exits 2" test $? -eq 2
+
+# ina-bench --local N tells its workers that they share this host (LOCAL_WORLD_SIZE=N, unless
+# set), which the library cannot tell for a switch on a non-loopback address: a namespace whose
+# lo also has 10.255.0.1 (root only).
+if [ "$(id -u)" = 0 ] && unshare --net true 2>/dev/null; then
+    local_of() { # [ENV...]: "local_workers" of rank 0's JSON, 3 workers, switch on 10.255.0.1
+        unshare --net env "$@" sh -c "ip link set lo up && ip addr add 10.255.0.1/32 dev lo || exit 1
+            timeout 60 '$SW' --listen 10.255.0.1:0 --port-file '$tmp/lport' --quiet 2>/dev/null &
+            sw=\$!
+            for i in \$(seq 100); do [ -s '$tmp/lport' ] && break; sleep 0.05; done
+            timeout 60 '$BENCH' --local 3 --switch 10.255.0.1:\$(cat '$tmp/lport') --sizes 4K \
+                --iters 2 --warmup 0 --json 2>/dev/null
+            kill \$sw; wait \$sw" |
+            sed -n 's/.*"local_workers":\([0-9]*\).*/\1/p'
+        rm -f "$tmp/lport"
+    }
+    check "ina-bench --local 3: its workers count 3 to this host" test "$(local_of X_UNUSED=1)" = 3
+    check "ina-bench --local 3 keeps a LOCAL_WORLD_SIZE already set" \
+        test "$(local_of LOCAL_WORLD_SIZE=5)" = 5
+fi
 # The switch prints its counters on SIGTERM and exits 0
 stop_switch; rc=$?
 check "ina-switch exits 0 on SIGTERM" test "$rc" -eq 0

@@ -1,18 +1,42 @@
 /* ps_stale_fixture.h: what the STALE-mode tests of ina-ps share (test_ps_stale.c,
  * test_ps_chain.c): addresses, a server, random updates of NKEYS / 2 keys of DIM floats,
  * their UPDATE encoding, and a bit-for-bit model comparison. Include after ps/ps.c,
- * ps/store.c, check.h and rng.h, with DIM and NKEYS defined. */
+ * ps/store.c, check.h and rng.h, with WORLD, DIM and NKEYS defined. */
 #ifndef INA_TEST_PS_STALE_FIXTURE_H
 #define INA_TEST_PS_STALE_FIXTURE_H
 
-static struct sockaddr_in mkaddr(uint32_t ip, uint16_t port)
+#include "test_addr.h"
+
+/* Every rank's PS_JOIN of job name to ps, rank r from addr[r]: world WORLD, one shard, DIM,
+ * lr 0.5, eps 1, uniform init (scale 0.1, seed 7), max_delay d (rank 3: d3, so that a test
+ * can make one rank disagree). The answers stay in ps's transmit queue. */
+static void send_joins(struct ina_ps *ps, const struct sockaddr_in *addr, const char *name,
+                       int mode, int d, int d3, int optim)
 {
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(ip);
-    a.sin_port = htons(port);
-    return a;
+    for (int r = 0; r < WORLD; r++) {
+        uint8_t b[INA_HDR_LEN + INA_PS_JOIN_BODY_LEN];
+        struct ina_hdr h;
+        ina_hdr_init(&h, INA_K_PS_JOIN);
+        h.rank = (uint16_t)r;
+        ina_hdr_encode(b, &h);
+        struct ina_ps_join j;
+        memset(&j, 0, sizeof(j));
+        j.nonce = 100 + (uint64_t)r;
+        j.world = WORLD;
+        j.nshards = 1;
+        j.dim = DIM;
+        j.optim = (uint8_t)optim;
+        j.mode = (uint8_t)mode;
+        j.max_delay = (uint8_t)(r == 3 ? d3 : d);
+        j.lr = 0.5f;
+        j.eps = 1.0f;
+        j.init = INA_INIT_UNIFORM;
+        j.init_scale = 0.1f;
+        j.init_seed = 7;
+        snprintf(j.name, sizeof(j.name), "%s", name);
+        ina_ps_join_encode(b + INA_HDR_LEN, &j);
+        ina_ps_input(ps, b, sizeof(b), &addr[r], 1);
+    }
 }
 
 static void new_ps(struct ina_ps *ps)

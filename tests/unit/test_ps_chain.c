@@ -25,30 +25,7 @@ static struct sockaddr_in rank_addr[WORLD], paddr, raddr;
 
 static void join_all(struct ina_ps *ps, const char *name)
 {
-    for (int r = 0; r < WORLD; r++) {
-        uint8_t b[INA_HDR_LEN + INA_PS_JOIN_BODY_LEN];
-        struct ina_hdr h;
-        ina_hdr_init(&h, INA_K_PS_JOIN);
-        h.rank = (uint16_t)r;
-        ina_hdr_encode(b, &h);
-        struct ina_ps_join j;
-        memset(&j, 0, sizeof(j));
-        j.nonce = 100 + (uint64_t)r;
-        j.world = WORLD;
-        j.nshards = 1;
-        j.dim = DIM;
-        j.optim = INA_OPTIM_ADAGRAD;
-        j.mode = INA_PS_MODE_STALE;
-        j.max_delay = 2;
-        j.lr = 0.5f;
-        j.eps = 1.0f;
-        j.init = INA_INIT_UNIFORM;
-        j.init_scale = 0.1f;
-        j.init_seed = 7;
-        snprintf(j.name, sizeof(j.name), "%s", name);
-        ina_ps_join_encode(b + INA_HDR_LEN, &j);
-        ina_ps_input(ps, b, sizeof(b), &rank_addr[r], 1);
-    }
+    send_joins(ps, rank_addr, name, INA_PS_MODE_STALE, 2, 2, INA_OPTIM_ADAGRAD);
     CHECK(ps->jobs[0].state == INA_PS_ACTIVE);
     ina_ps_tx_reset(ps);
 }

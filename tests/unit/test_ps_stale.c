@@ -41,30 +41,7 @@ static int last_reply(struct ina_ps *ps, uint8_t kind, struct ina_hdr *h, uint8_
 
 static int join_all(struct ina_ps *ps, int mode, int d, int optim, int nak_expected)
 {
-    for (int r = 0; r < WORLD; r++) {
-        uint8_t b[INA_HDR_LEN + INA_PS_JOIN_BODY_LEN];
-        struct ina_hdr h;
-        ina_hdr_init(&h, INA_K_PS_JOIN);
-        h.rank = (uint16_t)r;
-        ina_hdr_encode(b, &h);
-        struct ina_ps_join j;
-        memset(&j, 0, sizeof(j));
-        j.nonce = 100 + (uint64_t)r;
-        j.world = WORLD;
-        j.nshards = 1;
-        j.dim = DIM;
-        j.optim = (uint8_t)optim;
-        j.mode = (uint8_t)mode;
-        j.max_delay = (uint8_t)(r == 3 && nak_expected ? d + 1 : d);
-        j.lr = 0.5f;
-        j.eps = 1.0f;
-        j.init = INA_INIT_UNIFORM;
-        j.init_scale = 0.1f;
-        j.init_seed = 7;
-        snprintf(j.name, sizeof(j.name), "stale");
-        ina_ps_join_encode(b + INA_HDR_LEN, &j);
-        ina_ps_input(ps, b, sizeof(b), &rank_addr[r], 1);
-    }
+    send_joins(ps, rank_addr, "stale", mode, d, nak_expected ? d + 1 : d, optim);
     struct ina_hdr h;
     if (nak_expected)
         return last_reply(ps, INA_K_PS_JOIN_NAK, &h, NULL, 0);

@@ -15,6 +15,7 @@
 #include "switch/dataplane.c"
 #include "switch/tree.c"
 #include "switch/txq.c"
+#include "test_addr.h"
 
 /*
  * The network: a parent P (and P2, a second dataplane thread of P's host for
@@ -48,16 +49,6 @@ static struct {
 } drop_rule;
 static int dup_links; /* deliver every datagram between two switches twice */
 static int delivered_between_switches;
-
-static struct sockaddr_in mkaddr(uint32_t ip, uint16_t port)
-{
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(ip);
-    a.sin_port = htons(port);
-    return a;
-}
 
 static int child_of(int r) { return r < NW / 2 ? C0 : C1; }
 
