@@ -43,10 +43,12 @@ Options:
                        K x RATE, like a host's NIC; K = a number or N) for the cases of
                        --cases (default none,1)
   --cases LIST         ina past one aggregator host (docs/SCALE.md), cluster only: one (one
-                       switch), dedicated (N shard hosts), colocated (a shard in each worker's
-                       namespace), tree (nodes of 2 ranks with a child switch each and a parent
-                       tier of N/2 hosts), tree-peers (OpenMPI and Gloo on those nodes);
-                       default one,dedicated,colocated,tree,tree-peers; "none" for none
+                       switch), dedicated (N shard hosts), dedicated-mc (the same, each shard
+                       multicasting its results: ina-switch --multicast), colocated (a shard
+                       in each worker's namespace), tree (nodes of 2 ranks with a child switch
+                       each and a parent tier of N/2 hosts), tree-peers (OpenMPI and Gloo on
+                       those nodes); default one,dedicated,dedicated-mc,colocated,tree,
+                       tree-peers; "none" for none
   --scale-sizes LIST   the sizes of those cases (default 16M,64M; "all" = --sizes)
   --systems LIST       ina,openmpi,gloo (default all; openmpi includes the shared-memory
                        row on loopback)
@@ -85,7 +87,7 @@ LO_SHM=1
 SETTINGS=cluster,loopback
 SYSTEMS=ina,openmpi,gloo
 AGG_LINKS=none,1
-SCALE_CASES=one,dedicated,colocated,tree,tree-peers
+SCALE_CASES=one,dedicated,dedicated-mc,colocated,tree,tree-peers
 SCALE_SIZES=16M,64M
 MERGE=0
 LATENCY=1
@@ -127,7 +129,7 @@ done
 case $DTYPE in float32 | int32) ;; *) echo "compare: bad --dtype '$DTYPE'" >&2; exit 2 ;; esac
 [[ $AGG_LINKS =~ ^(none|N|[0-9]+)(,(none|N|[0-9]+))*$ ]] ||
     { echo "compare: bad --agg-link '$AGG_LINKS' (want none, N or numbers)" >&2; exit 2; }
-[[ ,$SCALE_CASES, =~ ^(,(one|dedicated|colocated|tree|tree-peers|none))+,$ ]] ||
+[[ ,$SCALE_CASES, =~ ^(,(one|dedicated|dedicated-mc|colocated|tree|tree-peers|none))+,$ ]] ||
     { echo "compare: bad --cases '$SCALE_CASES'" >&2; exit 2; }
 case $FLOAT_ADD in quantized | switch | quantized,switch | switch,quantized) ;; *) echo "compare: bad --float-add '$FLOAT_ADD' (want quantized, switch or quantized,switch)" >&2; exit 2 ;; esac
 [[ $ITERS_SCALE =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "compare: bad --iters-scale" >&2; exit 2; }
@@ -592,7 +594,8 @@ if has "$SETTINGS" cluster; then
             log "cluster N=$n: namespaces $CLUSTER*, tbf $RATE both ways per worker, MTU $MTU; each emulated host counts $INA_AUTO_CORES core(s) (INA_AUTO_CORES)"
             # Dedicated shard hosts for the scale cases (netns.sh has 8 at most).
             shards=0
-            if has "$SYSTEMS" ina && has "$SCALE_CASES" dedicated && [ "$n" -le 8 ]; then
+            if has "$SYSTEMS" ina && { has "$SCALE_CASES" dedicated || has "$SCALE_CASES" dedicated-mc; } &&
+                [ "$n" -le 8 ]; then
                 shards=$n
             fi
             if ! INA_NS_SHARDS=$shards ina_ns_setup "$CLUSTER" "$n" "$RATE" "$MTU" ||

@@ -3,6 +3,7 @@
 # (docs/SCALE.md), with every aggregator link shaped like a host's NIC (k x B):
 #   one        one ina-switch, in the switch namespace (its link k x B)
 #   dedicated  N shards, one per dedicated aggregator host s0..s(N-1) (links k x B)
+#   dedicated-mc  the same, each shard multicasting its results (ina-switch --multicast)
 #   colocated  N shards, one in each worker namespace (the worker's own link B)
 #   tree       a second cluster of N/2 nodes of 2 ranks each: a child switch per node
 #              (ina-switch --parent), and a parent tier sharded over N/2 hosts (links k x B);
@@ -116,6 +117,28 @@ scale_filter() {
     [ -n "$out" ] && echo "$out"
 }
 
+# scale_dedicated N K MC: N shards, one per dedicated aggregator host (links K x B). MC "mc":
+# each shard multicasts every finished sum once (ina-switch --multicast) instead of sending
+# it to each worker; the bridge delivers the group to the worker ports only (scripts/netns.sh),
+# as a switch with IGMP snooping would. Every shard gets a base of its own (239.255.73+i.0):
+# the shards listen on one port, and with one base their jobs' groups would coincide, so every
+# worker would receive every shard's results (and drop the others' by their tokens).
+scale_dedicated() {
+    local n=$1 k=$2 mc=$3 i list= w
+    for ((i = 0; i < n; i++)); do
+        scale_start "shard$i" "${CLUSTER}s$i" "$(ina_ns_ip "$CLUSTER" "s$i"):$SCALE_PORT" \
+            ${mc:+--multicast=239.255.$((73 + i)).0} || break
+        list+=${list:+,}$(ina_ns_ip "$CLUSTER" "s$i"):$SCALE_PORT
+    done
+    for ((i = 0; i < n; i++)); do RANK_NS[i]=${CLUSTER}w$i RANK_ADDR[i]=$list; done
+    # 256 packets in flight per worker (2 MiB of jumbo frames), 256/N per shard: the most a
+    # shaped link's queue (20 ms at B) holds without drops, measured at N=4 and N=8 (128/N
+    # gives batches too small for the VM's 2 cores at N=8; 512/N overflows).
+    w=$((256 / n))
+    [ "${#SCALE_PIDS[@]}" -eq "$n" ] && scale_ina "$n" "ina-ded${mc}-k$k" "$k" "$w"
+    scale_stop "$n"
+}
+
 # scale_flat N: the one-switch, dedicated and colocated cases on cluster $CLUSTER (N worker
 # hosts, N shard hosts), at every aggregator-link factor of AGG_LINKS.
 scale_flat() {
@@ -136,21 +159,8 @@ scale_flat() {
                 done && scale_ina "$n" "ina-one-k$k" "$k" 32
             scale_stop "$n"
         fi
-        if has "$SCALE_CASES" dedicated; then
-            list=
-            for ((i = 0; i < n; i++)); do
-                scale_start "shard$i" "${CLUSTER}s$i" "$(ina_ns_ip "$CLUSTER" "s$i"):$SCALE_PORT" ||
-                    break
-                list+=${list:+,}$(ina_ns_ip "$CLUSTER" "s$i"):$SCALE_PORT
-            done
-            for ((i = 0; i < n; i++)); do RANK_NS[i]=${CLUSTER}w$i RANK_ADDR[i]=$list; done
-            # 256 packets in flight per worker (2 MiB of jumbo frames), 256/N per shard: the
-            # most a shaped link's queue (20 ms at B) holds without drops, measured at N=4 and
-            # N=8 (128/N gives batches too small for the VM's 2 cores at N=8; 512/N overflows).
-            w=$((256 / n))
-            [ "${#SCALE_PIDS[@]}" -eq "$n" ] && scale_ina "$n" "ina-ded-k$k" "$k" "$w"
-            scale_stop "$n"
-        fi
+        has "$SCALE_CASES" dedicated && scale_dedicated "$n" "$k" ""
+        has "$SCALE_CASES" dedicated-mc && scale_dedicated "$n" "$k" mc
     done
     ina_ns_shape_aggregators "$CLUSTER" ""
     if has "$SCALE_CASES" colocated; then

@@ -44,6 +44,9 @@
 # ~98 Mbit/s each way; a sender in a worker namespace is slowed down by its own qdisc, while
 # traffic to a worker beyond the rate is tail-dropped at the bridge-side tbf (as a switch port
 # would; these drops show in `tc -n PREFIXbr -s qdisc`, not in ina_ns_loss_stats).
+# Multicast: the bridge floods it (no IGMP snooping) to the worker ports only; the ports of the
+# aggregator hosts (sw, sI) have mcast_flood off, as if a snooping switch knew their hosts join
+# no group. Results multicast by ina-switch --multicast so reach every worker.
 # MTU: 1500 by default; MTU (4th argument) or INA_NS_MTU, e.g. 9000, sets every interface.
 # Loss: one nft table in the bridge namespace, family bridge, forward chain; it counts every
 # IPv4 frame the bridge forwards, then drops N of 10000 at random (`numgen random mod 10000
@@ -153,6 +156,11 @@ _ina_ns_add_node() {
     _ina_ns_if_up "$ns" eth0 "$addr" "$mtu" || return 1
     case $role in
         sw | s[0-7])
+            # No multicast floods toward an aggregator host: the bridge does no IGMP snooping,
+            # so without this a job's result group (ina-switch --multicast) would also reach
+            # every other aggregator's shaped link, where a switch with snooping sends it to
+            # the group's members (the workers) only.
+            ip -n "$brns" link set dev "$ns" type bridge_slave mcast_flood off || return 1
             # An aggregator host: unshaped (a hardware switch's port) unless asked.
             if [ -n "${INA_NS_SWITCH_RATE-}" ]; then rate=$INA_NS_SWITCH_RATE
             elif [ "${INA_NS_SHAPE_SWITCH:-0}" != 1 ]; then rate=; fi ;;

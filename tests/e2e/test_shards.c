@@ -1,4 +1,4 @@
-/* test_shards.c: one job spread over several switches (an INA_SWITCH list): every dtype x op at M = 1..3 shards and N = 1..4, with lanes, in place and in flight, under loss and duplication; a refusal by one shard (all ranks to rank 0's host, or all NOSPACE, the other shards' slots freed); a shard that dies. */
+/* test_shards.c: one job spread over several switches (an INA_SWITCH list): every dtype x op at M = 1..3 shards and N = 1..4, with lanes, in place and in flight, under loss and duplication; shards that multicast their results, two of them to the same group and port; a refusal by one shard (all ranks to rank 0's host, or all NOSPACE, the other shards' slots freed); a shard that dies. */
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -11,6 +11,7 @@
 
 static struct sw_proc sw[NSW];
 static char logs[NSW][64];
+static const char *hosts[NSW] = {"127.0.0.1", "127.0.0.1", "127.0.0.1"}; /* shard i's address */
 
 struct run {
     const char *job;
@@ -22,14 +23,15 @@ struct run {
     int dead;          /* shard NSW-1 is killed after the join */
 };
 
-static struct h_kill *sh; /* shared with the workers */
+static struct h_kill *sh;          /* shared with the workers */
+static unsigned long *stale_sum;   /* their stale_results, summed (test_multicast) */
 
-/* "127.0.0.1:P0,127.0.0.1:P1,..." for the first m switches. */
+/* "HOST0:P0,HOST1:P1,..." for the first m switches. */
 static void switch_list(char *buf, size_t len, int m)
 {
     size_t off = 0;
     for (int i = 0; i < m; i++)
-        off += (size_t)snprintf(buf + off, len - off, "%s127.0.0.1:%d", i ? "," : "", sw[i].port);
+        off += (size_t)snprintf(buf + off, len - off, "%s%s:%d", i ? "," : "", hosts[i], sw[i].port);
 }
 
 static int open_ctx(const struct run *p, int rank, int n, ina_ctx **ctx, char *addrs, size_t len)
@@ -129,6 +131,9 @@ static int worker(int rank, int n, void *arg)
         fails += h_fail_after_kill(ctx, sh, 10, p->job, rank);
     } else {
         fails += all_ops(ctx, rank, n, info.shards * info.lanes);
+        ina_stats st;
+        if (ina_get_stats(ctx, &st) == 0)
+            __atomic_fetch_add(stale_sum, (unsigned long)st.stale_results, __ATOMIC_RELAXED);
     }
     ina_finalize(ctx);
     return fails;
@@ -182,6 +187,59 @@ static void test_matrix(void)
     for (int i = 0; i < NSW; i++)
         retx += switch_counter(&sw[i], "drop_DUP_PENDING") + switch_counter(&sw[i], "results_resent");
     CHECK(retx > 0); /* the loss and duplication were real */
+}
+
+/*
+ * Every shard multicasts its results (ina-switch --multicast). Shards 0 and 1
+ * listen on one port at two addresses with the default base, so their jobs'
+ * groups coincide, as they would for shards on several hosts on one port: each
+ * worker's group sockets then receive both shards' results, and must use only
+ * their own shard's (the others fail the token check and count as stale).
+ * Shard 2 has a base of its own. Under loss and duplication, with lanes.
+ */
+static void test_multicast(void)
+{
+    if (h_ebpf()) {
+        printf("multicast: skipped (the eBPF dataplane refuses --multicast on lo)\n");
+        return;
+    }
+    static const char *const f[] = {"--multicast", "--fault-rx", "drop=0.01,dup=0.01,seed=9", NULL};
+    static const char *const f2[] = {"--multicast=239.255.90.0", "--fault-rx", "drop=0.01,dup=0.01,seed=9", NULL};
+    char listen1[32];
+    const char *const *extra[NSW] = {f, NULL, f2};
+    const char *x1[] = {"--listen", listen1, "--multicast", "--fault-rx", "drop=0.01,dup=0.01,seed=9", NULL};
+    hosts[1] = "127.0.0.2";
+    for (int i = 0; i < NSW; i++) {
+        snprintf(logs[i], sizeof(logs[i]), "/tmp/ina-test-shards.%d.%d.log", (int)getpid(), i);
+        sw[i].log_path = logs[i];
+        if (i == 1) /* shard 0's port, at another address: a later --listen wins */
+            snprintf(listen1, sizeof(listen1), "127.0.0.2:%d", sw[0].port);
+        CHECK_EQ_INT(switch_start(&sw[i], i == 1 ? x1 : extra[i]), 0);
+    }
+    CHECK_EQ_INT(sw[1].port, sw[0].port);
+    *stale_sum = 0;
+    setenv("INA_FAULT", "drop=0.01,dup=0.01", 1);
+    for (int n = 2; n <= 3; n++) {
+        static char job[32];
+        struct run p = {job, NSW, n - 1, 8, INA_FALLBACK_HOST, 0, INA_PATH_SWITCH, NSW, 0};
+        snprintf(job, sizeof(job), "shards-mc-%d", n);
+        int failed = run_workers(n, worker, &p, 120);
+        printf("multicast M=%d N=%d lanes=%d: %s\n", NSW, n, p.lanes, failed ? "FAILED" : "ok");
+        CHECK_EQ_INT(failed, 0);
+    }
+    unsetenv("INA_FAULT");
+    stop_all();
+    hosts[1] = "127.0.0.1";
+    for (int i = 0; i < NSW; i++) {
+        /* One datagram per finished sum, plus the unicast resends; unicast
+         * results would take N >= 2 per sum. */
+        long long tx = switch_counter(&sw[i], "tx_packets"), done = switch_counter(&sw[i], "completions"),
+                  resent = switch_counter(&sw[i], "results_resent");
+        printf("multicast shard %d: %lld datagrams sent, %lld sums, %lld resent\n", i, tx, done, resent);
+        CHECK(done > 0);
+        CHECK(tx - resent < done + done / 2);
+    }
+    CHECK(*stale_sum > 0); /* the two shards' results did meet on the workers' sockets */
 }
 
 /*
@@ -256,11 +314,15 @@ int main(void)
 {
     sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     CHECK(sh != MAP_FAILED);
+    stale_sum = mmap(NULL, sizeof(*stale_sum), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(stale_sum != MAP_FAILED);
     test_matrix();
+    test_multicast();
     test_refused();
     test_dead_shard();
     for (int i = 0; i < NSW; i++)
         unlink(logs[i]);
     munmap((void *)sh, sizeof(*sh));
+    munmap(stale_sum, sizeof(*stale_sum));
     return check_report("test_shards");
 }
