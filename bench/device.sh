@@ -15,7 +15,8 @@
 #   latency   bench/glm.sh latency at N = 2, 4, 8, with and without busy polling (issue 11)
 #   train     bench/glm.sh train at N = 1, 2, 4, 8 (issue 11), busy polling included
 #   cluster   bench/compare.sh, emulated cluster (namespaces, tc), N=8, 64 MiB, M=8 dedicated
-#             shards against OpenMPI's ring and Gloo (issue 10); needs root, ip and tc
+#             shards (results unicast, then multicast) against OpenMPI's ring and Gloo (issue 10);
+#             needs root, ip and tc
 #   defaults  bench/defaults.sh, N=4, 64 MiB: no tuning flag against a hand-tuned grid (lanes
 #             2,4 x threads 4,8 x rings/UDP: the last pass's best was lanes 4, threads 8), Gloo
 #             and OpenMPI (issue 14's targets: within 10% of the best, <= 0.5x Gloo)
@@ -139,8 +140,8 @@ part gpucheck 90 40 "$INA_PYTHON" bench/gpu_ddp.py "${GPUCHECK_ARGS[@]}"
 part gpu 170 60 "$INA_PYTHON" bench/gpu_ddp.py "${GPU_ARGS[@]}"
 part latency 90 30 env "${LAT_ENV[@]}" bash bench/glm.sh latency
 part train 90 30 env "${TRAIN_ENV[@]}" TRAIN_BUSY=100 bash bench/glm.sh train
-part cluster 150 60 env BENCH_OUT="$OUTDIR/cluster" bash bench/compare.sh --no-install --no-docs \
-    --settings cluster "${CL_ARGS[@]}" --cases dedicated --agg-link 1 --systems ina,openmpi,gloo \
+part cluster 200 60 env BENCH_OUT="$OUTDIR/cluster" bash bench/compare.sh --no-install --no-docs \
+    --settings cluster "${CL_ARGS[@]}" --cases dedicated,dedicated-mc --agg-link 1 --systems ina,openmpi,gloo \
     --float-add quantized --no-latency
 part defaults 110 60 bash bench/defaults.sh "${DEF_ARGS[@]}" --out "$OUTDIR/defaults.md"
 part pytest 90 45 bash tests/scripts/test_python.sh
