@@ -386,8 +386,9 @@ INA_EXTERN int ina_config_from_env(ina_config *cfg);
  * Create a context and join the job: register with the switch and wait
  * until all world_size ranks have registered (at most join_timeout_ms).
  * While it waits, it writes a line to stderr after 3 s and then every 10 s
- * saying what for (the ranks still missing, no switch at the address, ...);
- * INA_QUIET=1 in the environment silences them. On failure,
+ * saying what for (the ranks still missing, no switch at the address, ...),
+ * and rank 0 warns once if two of its shards multicast results to one group
+ * (docs/SCALE.md); INA_QUIET=1 in the environment silences them. On failure,
  * ina_last_error(NULL) says which value or which cause.
  * @return 0 and *out set, or:
  *   -EINVAL             NULL argument or a field out of range

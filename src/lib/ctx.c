@@ -210,6 +210,37 @@ static int parts_fallback(struct ina_ctx *parent, const ina_config *cfg,
 }
 
 /*
+ * Shards that multicast their results (ina-switch --multicast) on one port
+ * with one base number their jobs alike, so two parts may get one group:
+ * each part's group socket then receives both shards' results and drops
+ * the other's by its token (stale_results). Correct, but every result is
+ * received twice or more: rank 0 says so once, with the remedy.
+ */
+static void warn_shared_groups(struct ina_ctx *const *part, int n)
+{
+    if (part[0]->rank != 0 || part[0]->quiet)
+        return;
+    for (int a = 0; a < n; a++)
+        for (int b = a + 1; b < n; b++) {
+            const struct ina_ctx *x = part[a], *y = part[b];
+            if (!x->mcast_group || x->mcast_group != y->mcast_group ||
+                x->mcast_port != y->mcast_port ||
+                (x->switch_addr.sin_addr.s_addr == y->switch_addr.sin_addr.s_addr &&
+                 x->switch_addr.sin_port == y->switch_addr.sin_port))
+                continue;
+            char sx[32], sy[32];
+            ina__switch_str(x, sx, sizeof(sx));
+            ina__switch_str(y, sy, sizeof(sy));
+            fprintf(stderr, "ina: job '%s': shards %s and %s multicast results to one group "
+                    "(%u.%u.%u.%u:%u): every worker receives both and drops the other's; give "
+                    "each shard its own ina-switch --multicast=BASE (docs/SCALE.md)\n", x->job,
+                    sx, sy, x->mcast_group >> 24, (x->mcast_group >> 16) & 255,
+                    (x->mcast_group >> 8) & 255, x->mcast_group & 255, (unsigned)x->mcast_port);
+            return;
+        }
+}
+
+/*
  * Several parts: shards (a list of switch addresses) times lanes (threads).
  * Part p = shard i x lanes + lane j streams to shard i as its own job (the
  * job's name, lane p of nshards x lanes): each a correct single-lane stream
@@ -278,6 +309,8 @@ static int init_parts(struct ina_ctx **out, const ina_config *cfg, const struct 
         *out = part[0];
         return 0;
     }
+    if (rc == 0)
+        warn_shared_groups(part, n);
     if (rc == 0)
         rc = ina__req_pool_init(parent);
     if (rc == 0)

@@ -21,6 +21,7 @@ struct run {
     int expect_path;   /* then: INA_PATH_* */
     int expect_shards; /* then: ina_info.shards */
     int dead;          /* shard NSW-1 is killed after the join */
+    const char *err0;  /* if set: rank 0's stderr goes to this file */
 };
 
 static struct h_kill *sh;          /* shared with the workers */
@@ -108,6 +109,8 @@ static int worker(int rank, int n, void *arg)
     const struct run *p = arg;
     char addrs[256];
     ina_ctx *ctx;
+    if (p->err0 && rank == 0 && !freopen(p->err0, "w", stderr))
+        return 1;
     int rc = open_ctx(p, rank, n, &ctx, addrs, sizeof(addrs));
     if (rc != p->expect_init) {
         fprintf(stderr, "%s rank %d: ina_init: %s, want %s\n", p->job, rank, ina_err_name(rc),
@@ -174,7 +177,7 @@ static void test_matrix(void)
         for (int n = 1; n <= 4; n++) {
             static char job[32];
             struct run p = {job, m, (m + n) % 3 == 0 ? 2 : 1, 8, INA_FALLBACK_HOST, 0,
-                            INA_PATH_SWITCH, m, 0};
+                            INA_PATH_SWITCH, m, 0, NULL};
             snprintf(job, sizeof(job), "shards-%d-%d", m, n);
             int failed = run_workers(n, worker, &p, 120);
             printf("M=%d N=%d lanes=%d: %s (%.1f s so far)\n", m, n, p.lanes,
@@ -218,10 +221,12 @@ static void test_multicast(void)
     }
     CHECK_EQ_INT(sw[1].port, sw[0].port);
     *stale_sum = 0;
+    char err0[64];
+    snprintf(err0, sizeof(err0), "/tmp/ina-test-shards.%d.err0", (int)getpid());
     setenv("INA_FAULT", "drop=0.01,dup=0.01", 1);
     for (int n = 2; n <= 3; n++) {
         static char job[32];
-        struct run p = {job, NSW, n - 1, 8, INA_FALLBACK_HOST, 0, INA_PATH_SWITCH, NSW, 0};
+        struct run p = {job, NSW, n - 1, 8, INA_FALLBACK_HOST, 0, INA_PATH_SWITCH, NSW, 0, err0};
         snprintf(job, sizeof(job), "shards-mc-%d", n);
         int failed = run_workers(n, worker, &p, 120);
         printf("multicast M=%d N=%d lanes=%d: %s\n", NSW, n, p.lanes, failed ? "FAILED" : "ok");
@@ -240,6 +245,20 @@ static void test_multicast(void)
         CHECK(tx - resent < done + done / 2);
     }
     CHECK(*stale_sum > 0); /* the two shards' results did meet on the workers' sockets */
+    /* ... and rank 0 said so, naming the two shards (of the last run). */
+    char line[512] = "", want[64];
+    FILE *said = fopen(err0, "r");
+    CHECK(said != NULL);
+    if (said) {
+        while (fgets(line, sizeof(line), said) && !strstr(line, "multicast results to one group"))
+            line[0] = 0;
+        fclose(said);
+    }
+    printf("multicast: rank 0 said: %s", line[0] ? line : "(nothing)\n");
+    snprintf(want, sizeof(want), "shards 127.0.0.1:%d and 127.0.0.2:%d", sw[0].port, sw[1].port);
+    CHECK(strstr(line, want) != NULL);
+    CHECK(strstr(line, "--multicast=BASE") != NULL);
+    unlink(err0);
 }
 
 /*
@@ -264,11 +283,11 @@ static void test_refused(void)
     cfg.window = 16;
     CHECK_EQ_INT(ina_init(&hog, &cfg), 0);
 
-    struct run fb = {"shards-fallback", 3, 1, 16, INA_FALLBACK_HOST, 0, INA_PATH_HOST, 1, 0};
+    struct run fb = {"shards-fallback", 3, 1, 16, INA_FALLBACK_HOST, 0, INA_PATH_HOST, 1, 0, NULL};
     CHECK_EQ_INT(run_workers(3, worker, &fb, 60), 0);
-    struct run fb2 = {"shards-fallback2", 2, 2, 8, INA_FALLBACK_HOST, 0, INA_PATH_HOST, 1, 0};
+    struct run fb2 = {"shards-fallback2", 2, 2, 8, INA_FALLBACK_HOST, 0, INA_PATH_HOST, 1, 0, NULL};
     CHECK_EQ_INT(run_workers(2, worker, &fb2, 60), 0);
-    struct run none = {"shards-none", 3, 1, 16, INA_FALLBACK_NONE, INA_ERR_NOSPACE, 0, 0, 0};
+    struct run none = {"shards-none", 3, 1, 16, INA_FALLBACK_NONE, INA_ERR_NOSPACE, 0, 0, 0, NULL};
     CHECK_EQ_INT(run_workers(3, worker, &none, 60), 0);
 
     /* Shard 0 took a whole window for each of those jobs, and gave it back. */
@@ -289,7 +308,7 @@ static void test_dead_shard(void)
 {
     start_all(NULL);
     memset((void *)sh, 0, sizeof(*sh));
-    struct run p = {"shards-dead", 3, 1, 8, INA_FALLBACK_HOST, 0, INA_PATH_SWITCH, 3, 1};
+    struct run p = {"shards-dead", 3, 1, 8, INA_FALLBACK_HOST, 0, INA_PATH_SWITCH, 3, 1, NULL};
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0)
