@@ -122,6 +122,11 @@ def section(by, scale, config, rate, human, fmt_ms):
               "shards: 2 (N-1)/N S / (e B) (each host's link carries its worker's parts out and "
               "its shard's results out); tree with N/2 parents of k B: max(S, S / k) / (e B); "
               "ring (OpenMPI, Gloo): 2 (N-1)/N S / B at TCP's payload efficiency.")
+    if any(case_of(k[2]) and case_of(k[2])[0] == "dedmc" for k in by):
+        md.append("- Results multicast: every shard runs `ina-switch --multicast=BASE` with a "
+                  "base of its own, and sends each finished sum once; the bridge copies it to "
+                  "the worker ports only (no floods toward the aggregator hosts: scripts/netns.sh), "
+                  "as a switch with IGMP snooping would. Everything else is the unicast row's.")
     if targets:
         md.append("- Issue 10's targets at 64 MiB (against the faster of the two rings):")
         md += ["  " + t for t in targets]
