@@ -105,15 +105,15 @@ env_part() {
 }
 
 build_part() {
-    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DINA_EBPF=OFF >build.cmake.log 2>&1 ||
-        { tail -30 build.cmake.log; return 1; }
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DINA_EBPF=OFF >"$OUTDIR/build.cmake.log" 2>&1 ||
+        { tail -30 "$OUTDIR/build.cmake.log"; return 1; }
     cmake --build build -j"$CORES" 2>&1 | grep -E 'warning|error|Error' | head -40
     [ -x build/bin/ina-switch ] && [ -x build/bin/ina-bench ] && [ -x build/bin/ina-glm ] &&
         [ -f build/lib/libina.so ] && echo "build: ok"
 }
 
 export -f env_part build_part
-export CORES
+export CORES OUTDIR
 
 if [ "$QUICK" = 1 ]; then
     GPU_ARGS=(--device cpu --standin --params 0.2M --nproc 2 --steps 3 --warmup 1)
