@@ -85,7 +85,7 @@ trap 'exit 130' INT TERM
 # statistics are on (they add two clock reads to every run of every program).
 arch_inc=/usr/include/$(gcc -print-multiarch 2>/dev/null)
 if command -v clang >/dev/null &&
-    clang -O2 -g -target bpf -Wall -I"$arch_inc" -DFLOOR_ELEMS="$ELEMS" -c "$here/ebpf_floor.bpf.c" \
+    clang -O2 -g -target bpf -Wall -I"$arch_inc" -I"$root/src" -DFLOOR_ELEMS="$ELEMS" -c "$here/ebpf_floor.bpf.c" \
         -o "$OUT/ebpf_floor.bpf.o" 2>"$OUT/floor-build.err" &&
     cc -O2 -std=c11 -D_GNU_SOURCE -I"$root/src" -I"$root/include" -o "$OUT/ebpf_floor" \
         "$here/ebpf_floor.c" "$root/src/common/be32.c" -lbpf 2>>"$OUT/floor-build.err"; then

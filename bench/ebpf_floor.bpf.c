@@ -22,6 +22,8 @@
 
 #include <bpf/bpf_helpers.h>
 
+#include "switch/ebpf/pair_add.bpf.h"
+
 #define FLOOR_MAX_ELEMS 2048
 #define FLOOR_PAYLOAD_OFF 74 /* Ethernet 14 + IPv4 20 + UDP 8 + the ina header 32 */
 
@@ -56,8 +58,6 @@ struct {
 #define FLOOR_ELEMS 256
 #endif
 
-#define PAIR_LO 0x7FFFFFFF7FFFFFFFull
-#define PAIR_HI 0x8000000080000000ull
 
 SEC("tc")
 int floor_empty(struct __sk_buff *skb)
@@ -102,8 +102,7 @@ int floor_add(struct __sk_buff *skb)
     bpf_spin_lock(&set->lock);
 #pragma clang loop unroll(disable)
     for (__u32 i = 0; i < FLOOR_MAX_ELEMS / 2 && i < np; i++) {
-        __u64 a = v2[i], b = __builtin_bswap64(b2[i]);
-        __u64 x = ((a & PAIR_LO) + (b & PAIR_LO)) ^ ((a ^ b) & PAIR_HI);
+        __u64 x = add_pairs(v2[i], __builtin_bswap64(b2[i]));
         v2[i] = x;
         b2[i] = __builtin_bswap64(x);
     }

@@ -47,6 +47,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "switch/ebpf/ina_bpf.h"
+#include "switch/ebpf/pair_add.bpf.h"
 
 /* The wire constants this program uses (common/wire.h; ebpf_dp.c checks
  * that they agree). */
@@ -385,16 +386,6 @@ static __always_inline void plan_combine(struct ina_bpf_scratch *scr, __u8 op, _
  * is the byte swap of the element pair's 8 wire bytes, so one load, one
  * swap and one store move two elements between the wire and the set.
  */
-#define PAIR_LO 0x7FFFFFFF7FFFFFFFull /* the 31 low bits of each 32-bit lane */
-#define PAIR_HI 0x8000000080000000ull /* their top bits */
-
-/* Two int32 adds at once, each modulo 2^32 as dataplane.c's: the low 31
- * bits of the lanes add without a carry across lanes; the top bits by xor. */
-static __always_inline __u64 add_pairs(__u64 a, __u64 b)
-{
-    return ((a & PAIR_LO) + (b & PAIR_LO)) ^ ((a ^ b) & PAIR_HI);
-}
-
 /* A contribution of n elements (scr->buf, big-endian) becomes the set's
  * values: a new round overwrites, so there is no clearing pass. */
 static __always_inline void take_values(__s32 *v, struct ina_bpf_scratch *scr, __u32 n)
