@@ -277,8 +277,9 @@ typedef struct ina_config {
                                   (docs/GLM.md). With lanes, an idle lane thread spins on
                                   its queue of work, a busy one on its sockets and rings,
                                   and the caller on the operation's completion, so within
-                                  the spin neither hand-off sleeps (since v0.5). Also sets SO_BUSY_POLL on the socket
-                                  (best effort; it acts only on NAPI devices).
+                                  the spin neither hand-off sleeps (since v0.5). Also sets
+                                  SO_BUSY_POLL on the socket (best effort; it acts only on
+                                  NAPI devices).
                                   Env: INA_BUSY_POLL_US. Since v0.4. */
     int fixed_point_bits;    /**< 0 = off (default). 1..30: SUM and AVG of the float dtypes
                                   travel as 32-bit fixed point with this many fractional

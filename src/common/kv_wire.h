@@ -196,7 +196,6 @@ static inline unsigned ina_ps_shard_of(uint64_t key, unsigned nshards)
     return (unsigned)((ina_key_mix(key) >> 32) % nshards);
 }
 
-/* Bytes of one PUSH entry (key + dim values), one ASSIGN entry (+ dim state). */
 /* An UPDATE_ACK body (INA_PS_UPDATE_ACK_LEN bytes), which a CHAIN_ACK's begins with too
  * (§15.4, §15.8). */
 static inline void ina_ps_update_ack_encode(uint8_t *p, int32_t status, uint32_t version,
@@ -208,6 +207,7 @@ static inline void ina_ps_update_ack_encode(uint8_t *p, int32_t status, uint32_t
     ina_put32(p + 12, stamp);
 }
 
+/* Bytes of one PUSH entry (key + dim values), one ASSIGN entry (+ dim state). */
 static inline size_t ina_ps_entry_len(unsigned dim) { return 8 + 4 * (size_t)dim; }
 static inline size_t ina_ps_assign_len(unsigned dim) { return 8 + 8 * (size_t)dim; }
 

@@ -249,7 +249,7 @@ static void read_acks(int line, struct job_info *ji, const char *name, int elems
         CHECK_EQ_INT(h.job, ji->job);
         CHECK_EQ_INT(h.session, ji->session);
         CHECK_EQ_INT(h.token, ji->token);
-        struct ina_join j;
+        struct ina_join j = {0}; /* read below even if the decode failed */
         CHECK_EQ_INT(ina_join_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &j), INA_PARSE_OK);
         CHECK(j.nonce == ji->nonce[r]);
         CHECK_EQ_INT(j.world_size, ji->world);

@@ -255,7 +255,7 @@ static int w_take_ack(int r)
     int i = w_last(r, INA_K_JOIN_ACK, &h);
     if (i < 0)
         return 0;
-    struct ina_join j;
+    struct ina_join j = {0}; /* read below even if the decode failed (a CHECK does not return) */
     CHECK_EQ_INT(ina_join_decode(inbox[r][i].b + INA_HDR_LEN, inbox[r][i].len - INA_HDR_LEN, &j), 0);
     CHECK(j.nonce == ws[r].nonce);
     CHECK_EQ_INT(j.world_size, NW);

@@ -366,7 +366,7 @@ static int hook_data(void *ctx, struct ina_switch *sw, const uint8_t *buf, size_
     ina_put16(udp + 6, 0);
     memcpy(udp + 8, buf, len);
     uint32_t outlen = sizeof(e->out);
-    int verdict;
+    int verdict = TC_ACT_SHOT; /* set by every run that succeeds */
     if (ina_ebpf_test_run(e, f, (uint32_t)(FRAME_HDR + len), e->out, &outlen, &verdict) != 0) {
         e->fed_back_failed++;
         sw->c.rx_packets++;
