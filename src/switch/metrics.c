@@ -130,6 +130,9 @@ static void job_labels(struct ina_buf *b, const struct ina_job *j)
     X(jobs_aborted, "Jobs aborted (a rank failed, idle timeout, mismatch, operator)")      \
     X(jobs_refused, "Jobs refused (slot pool or job table full)")                          \
     X(join_redirects, "JOINs redirected to the dataplane thread that owns the lane")        \
+    X(jobs_shrunk, "Jobs admitted with fewer slots than proposed (pool busy)")              \
+    X(jobs_waited, "Jobs that waited for free slots before starting")                       \
+    X(jobs_evicted, "Jobs whose slots the operator took (moved to their host fallback)")    \
     X(jobs_drained, "Jobs ended by a drain (SIGTERM): ABORT or JOIN_NAK SHUTDOWN")          \
     X(joins_refused_draining, "JOINs of new jobs refused while draining")                  \
     X(secret_reloads, "Shared secret read again on SIGHUP")                                  \
