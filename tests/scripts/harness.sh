@@ -41,3 +41,16 @@ finish() {
     echo "$1: $pass passed, $fail failed"
     [ "$fail" -eq 0 ]
 }
+
+# asan_runtime BUILD: for an ASan build (INA_SANITIZE=ON in BUILD/CMakeCache.txt), print the
+# shared ASan runtime of its compiler, which a Python process needs in LD_PRELOAD to load that
+# build's libina.so. Prints nothing for other builds. Status 1: an ASan build whose compiler
+# names no shared runtime.
+asan_runtime() {
+    grep -q '^INA_SANITIZE:BOOL=ON' "$1/CMakeCache.txt" 2>/dev/null || return 0
+    local cc rt
+    cc=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$1/CMakeCache.txt")
+    rt=$("${cc:-clang}" -print-file-name=libclang_rt.asan-x86_64.so 2>/dev/null)
+    [ -n "$rt" ] && [ -f "$rt" ] || return 1
+    echo "$rt"
+}

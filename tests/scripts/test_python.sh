@@ -34,13 +34,11 @@ fi
 
 export INA_LIBRARY=$B/lib/libina.so INA_BUILD_DIR=$B PYTHONDONTWRITEBYTECODE=1
 PYENV=()
-if grep -q '^INA_SANITIZE:BOOL=ON' "$B/CMakeCache.txt" 2>/dev/null; then
-    cc=$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$B/CMakeCache.txt")
-    rt=$("${cc:-clang}" -print-file-name=libclang_rt.asan-x86_64.so 2>/dev/null)
-    if [ -z "$rt" ] || [ ! -f "$rt" ]; then
-        echo "SKIP (ASan build): no shared ASan runtime from ${cc:-clang} to load the instrumented libina into Python"
-        exit 0
-    fi
+if ! rt=$(asan_runtime "$B"); then
+    echo "SKIP (ASan build): no shared ASan runtime from its compiler to load the instrumented libina into Python"
+    exit 0
+fi
+if [ -n "$rt" ]; then
     PYENV=(env "LD_PRELOAD=$rt" "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1"
         "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
     if ! "${PYENV[@]}" timeout 60 "$PY" -c "import sys; sys.path.insert(0, '$SRC/python'); import ina; ina.library_version()" \
