@@ -127,6 +127,7 @@ int ina_shm_attach(struct ina_shm *s, const char *name, uint32_t nslots, uint32_
     /* Start from the indices as they are (0 unless the worker sent already). */
     s->up_idx = atomic_load_explicit(&s->hdr->up.head, memory_order_acquire);
     s->down_idx = atomic_load_explicit(&s->hdr->down.tail, memory_order_acquire);
+    snprintf(s->name, sizeof(s->name), "%s", name); /* name_valid(): it fits */
     return 0;
 }
 

@@ -63,6 +63,7 @@ struct ina_shm {
     uint32_t nslots, slot_size;
     uint64_t up_idx, down_idx; /* private: the index this side owns in each ring */
     int corrupt;               /* a peer index made no sense: stop using it */
+    char name[INA_SHM_NAME_MAX]; /* the object's name, as attached (empty after create) */
 };
 
 /* Bytes of an object with nslots slots of slot_size per ring. */

@@ -1075,7 +1075,8 @@ static void retry_waiting(struct ina_switch *sw, uint64_t now_ns)
  * for its DATA and RESULTs to go through its rings. Checked like a LEAVE
  * (job, session, token, rank, source address), then the object: its name's
  * pattern, owner, mode, size and header (shm_ring.c). Answered with SHM_ACK,
- * reason 0 or why not; a repeated request (a lost ACK) gets the same answer.
+ * reason 0 or why not; a repeated request (a lost ACK) gets the same answer,
+ * one that names another object while the rank has rings gets -EBUSY.
  */
 static void on_shm_attach(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
                           size_t bodylen, const struct sockaddr_in *src)
@@ -1100,6 +1101,10 @@ static void on_shm_attach(struct ina_switch *sw, const struct ina_hdr *h, const 
     int reason = 0;
     if (!sw->p.shm || sw->p.mcast_base) {
         reason = INA_ERR_NOTSUP; /* not offered (its JOIN_ACK said so) */
+    } else if (m->shm && strcmp(m->shm->name, name) != 0) {
+        /* Already attached to another object: one pair of rings per rank. Saying
+         * yes would leave the worker sending into rings nobody reads. */
+        reason = -EBUSY;
     } else if (!m->shm) {
         if (slot_size < ina_shm_slot_size(INA_HDR_LEN + 4 * (size_t)job->elems)) {
             reason = -EINVAL; /* a result would not fit a slot */
