@@ -96,7 +96,7 @@ static inline unsigned ina_flag_levels(uint16_t flags)
 
 /* Largest UDP payload we ever build: fits a 64 KiB IPv4 datagram. */
 #define INA_MAX_DATAGRAM 65507
-#define INA_MAX_ELEMS ((INA_MAX_DATAGRAM - INA_HDR_LEN) / 4) /* 16360 */
+#define INA_MAX_ELEMS ((INA_MAX_DATAGRAM - INA_HDR_LEN) / 4) /* 16368 */
 
 /* Special block exponents (int16). The switch's max() treats them as numbers:
  * a zero block never wins over a real one, a non-finite block always wins. */
