@@ -316,7 +316,7 @@ class Peer:
                     continue
                 world, elems, window, lane, nlanes = b[1], b[2], b[3], b[7], b[8]
                 if (world != self.N or lane != 0 or nlanes not in (0, 1)
-                        or not 1 <= elems <= 16360
+                        or not 1 <= elems <= 16368
                         or not (1 <= window <= 4096 and window & (window - 1) == 0)):
                     raise PeerError(-1008, "JOIN_ACK grants invalid parameters")
                 self.job, self.session, self.token = h[3], h[5], h[6]

@@ -59,7 +59,7 @@ WOP_ADD, WOP_BFP, WOP_FIX = 0, 3, 5  # §3 offset 30, wire ops
 ERR = {-1001: "TIMEOUT", -1002: "ABORTED", -1003: "REJECTED", -1004: "NOSPACE",
        -1005: "MISMATCH", -1008: "PROTO", -1022: "SHUTDOWN"}   # §4.3
 
-MAX_ELEMS = 16360                   # §2 INA_MAX_ELEMS
+MAX_ELEMS = 16368                   # §2 INA_MAX_ELEMS
 SW_VERSION = 100                    # §4.1 sw_version: informational
 
 # JOIN body, §4.1: nonce u64, world u16, elems u16, window u32, sw_version u32,

@@ -1,15 +1,9 @@
 #!/usr/bin/env bash
 # test_protocol_peers.sh: docs/PROTOCOL.md is enough to write a compatible peer. Each script in
 # tests/protocol/ was written from PROTOCOL.md alone (no source of this project read), and speaks
-# its part of the wire protocol against this build's daemons:
-#   peer_worker.py    §1-§11, §13: a worker (JOIN, INT32, the float rounds, op 3, op 5, loss,
-#                     forged DATA, REDIRECT), and jobs mixing it with a libina rank;
-#   peer_sparse.py    §17: block-sparse ops 7 and 8, the auto probe, mixed jobs with libina,
-#                     malformed places, and a clean-room switch serving a libina rank;
-#   peer_ps.py        §14: an ina-ps client (steps, pulls, limits, refusals, forged requests)
-#                     and the switch's hot table;
-#   peer_mlfabric.py  §15: UPDATE at ina-ps, ina-sched's REQ/GRANT/DONE, group grants and
-#                     chain replication, forged datagrams.
+# its part of the wire protocol against this build's daemons (tests/protocol/README.md lists
+# them): a worker, admission and the job life-cycle, the float dtypes, shared-memory rings,
+# shards and trees, block-sparse ops, ina-ps and the hot table, MLfabric.
 # Each starts its own daemons on loopback, has a deadline, prints "ok - ..." or "FAIL - ..."
 # per check, and exits 0 only if every check passed. A change to the code that breaks the
 # written protocol fails here; a change to the protocol must change PROTOCOL.md and the peer.
@@ -44,9 +38,11 @@ if [ -n "$rt" ]; then
     echo "ASan build: the libina ranks run with LD_PRELOAD=$rt"
 fi
 
-for peer in worker sparse ps mlfabric; do
+for script in "$SRC"/tests/protocol/peer_*.py; do
+    peer=$(basename "$script" .py)
+    peer=${peer#peer_}
     log=$tmp/$peer.log
-    timeout -k 5 120 "$PY" "$SRC/tests/protocol/peer_$peer.py" --bindir "$B/bin" \
+    timeout -k 5 120 "$PY" "$script" --bindir "$B/bin" \
         --libdir "$B/lib" --pythondir "$SRC/python" >"$log" 2>&1
     rc=$?
     cat "$log"
