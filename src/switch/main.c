@@ -859,6 +859,17 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
             fprintf(stderr, "ina-switch: --dataplane ebpf: %s\n", err);
             goto fail;
         }
+        uint32_t fit = ina_ebpf_mtu_elems(sh[0].ebpf);
+        if (fit && fit < sh[0].sw.p.max_elems) {
+            /* The program sees only whole datagrams and sends results at the link
+             * layer: a packet larger than the MTU would not get through it. No job
+             * exists yet, and the pool was sized for the larger k. */
+            fprintf(stderr, "ina-switch: --dataplane ebpf: --max-elems %u capped to %u (a DATA "
+                            "must fit %s's MTU, %d bytes)\n",
+                    sh[0].sw.p.max_elems, fit, o->ebpf_iface, 20 + 8 + INA_HDR_LEN + 4 * (int)fit);
+            sh[0].sw.p.max_elems = fit;
+            p.max_elems = fit;
+        }
         ina_ebpf_bind(sh[0].ebpf, &sh[0].sw);
         ina_log(INA_LOG_INFO, "dataplane", INA_KV_S("kind", "ebpf"), INA_KV_S("iface", o->ebpf_iface),
                 INA_KV_I("max_elems", p.max_elems));
@@ -1200,6 +1211,11 @@ int main(int argc, char **argv)
         if (bad) {
             fprintf(stderr, "ina-switch: --dataplane ebpf: %s\n", bad);
             return 2;
+        }
+        char why[256];
+        if (!ina_ebpf_built(why, sizeof(why))) {
+            fprintf(stderr, "ina-switch: --dataplane ebpf: %s\n", why);
+            return 1;
         }
         if (p.max_elems > INA_EBPF_MAX_ELEMS) {
             fprintf(stderr, "ina-switch: --dataplane ebpf: --max-elems %u capped to %d (the "

@@ -658,6 +658,20 @@ void ina_ebpf_close(struct ina_ebpf *e)
     free(e);
 }
 
+int ina_ebpf_built(char *err, size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    return 1;
+}
+
+uint32_t ina_ebpf_mtu_elems(const struct ina_ebpf *e)
+{
+    if (!e || e->ifc.mtu <= 20 + 8 + INA_HDR_LEN)
+        return 0;
+    return (uint32_t)(e->ifc.mtu - 20 - 8 - INA_HDR_LEN) / 4; /* IPv4, UDP, ina header */
+}
+
 int ina_ebpf_test_run(struct ina_ebpf *e, const void *frame, uint32_t len, void *out,
                       uint32_t *outlen, int *retval)
 {

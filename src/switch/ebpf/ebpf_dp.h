@@ -40,9 +40,18 @@ struct ina_ebpf_opts {
     int multicast;
 };
 
+/* 1 if this build has the eBPF dataplane; else 0, with the reason in err. */
+int ina_ebpf_built(char *err, size_t errlen);
 /* Load the program, configure and attach it.
  * @return 0, or a negative errno with a one-line explanation in err. */
 int ina_ebpf_open(struct ina_ebpf **out, const struct ina_ebpf_opts *o, char *err, size_t errlen);
+/* The largest k (int32 values per packet) whose DATA, and so whose RESULT,
+ * fits the interface's MTU in one IPv4 datagram; 0 if the MTU is unknown.
+ * The program aggregates only datagrams it sees whole, and sends results at
+ * the link layer, where nothing fragments them: a larger k would reach it
+ * in fragments (fed back only up to about 3.5 KiB) and its results would
+ * not leave. */
+uint32_t ina_ebpf_mtu_elems(const struct ina_ebpf *e);
 /* Make e the dataplane of sw (sw->dp), a switch without jobs yet: from now
  * on sw's jobs are mirrored, and the program's counters fold into sw's. */
 void ina_ebpf_bind(struct ina_ebpf *e, struct ina_switch *sw);

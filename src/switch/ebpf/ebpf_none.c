@@ -4,13 +4,19 @@
 
 #include "switch/ebpf/ebpf_dp.h"
 
+int ina_ebpf_built(char *err, size_t errlen)
+{
+    snprintf(err, errlen,
+             "this ina-switch was built without the eBPF dataplane: building it needs clang "
+             "(BPF target), libbpf-dev and bpftool (scripts/deps.sh), then a rebuild");
+    return 0;
+}
+
 int ina_ebpf_open(struct ina_ebpf **out, const struct ina_ebpf_opts *o, char *err, size_t errlen)
 {
     (void)o;
     *out = NULL;
-    snprintf(err, errlen,
-             "this ina-switch was built without the eBPF dataplane: building it needs clang "
-             "(BPF target), libbpf-dev and bpftool (scripts/deps.sh), then a rebuild");
+    ina_ebpf_built(err, errlen);
     return -ENOTSUP;
 }
 
@@ -39,6 +45,12 @@ void ina_ebpf_report(const struct ina_ebpf *e, FILE *f)
 }
 
 void ina_ebpf_close(struct ina_ebpf *e) { (void)e; }
+
+uint32_t ina_ebpf_mtu_elems(const struct ina_ebpf *e)
+{
+    (void)e;
+    return 0;
+}
 
 int ina_ebpf_test_run(struct ina_ebpf *e, const void *frame, uint32_t len, void *out,
                       uint32_t *outlen, int *retval)

@@ -44,6 +44,9 @@ int ina_iface_info(const char *name, struct ina_iface *out)
     r.ifr_addr.sa_family = AF_INET;
     if (ifreq_ioctl(name, SIOCGIFADDR, &r) == 0)
         out->addr = ((struct sockaddr_in *)&r.ifr_addr)->sin_addr.s_addr;
+    memset(&r, 0, sizeof(r));
+    if (ifreq_ioctl(name, SIOCGIFMTU, &r) == 0)
+        out->mtu = r.ifr_mtu;
     struct ethtool_drvinfo di;
     memset(&di, 0, sizeof(di));
     di.cmd = ETHTOOL_GDRVINFO;

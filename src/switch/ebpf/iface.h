@@ -10,6 +10,7 @@ struct ina_iface {
     uint8_t mac[6];    /* its Ethernet address (lo: zeros) */
     uint32_t addr;     /* its first IPv4 address, network order; 0 = none */
     char driver[32];   /* ETHTOOL_GDRVINFO, e.g. "veth"; "" if unknown */
+    int mtu;           /* SIOCGIFMTU, bytes of IP datagram; 0 if unknown */
 };
 
 /* @return 0, or -errno (-ENODEV: no such interface). */
