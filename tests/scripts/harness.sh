@@ -36,6 +36,12 @@ stop_switch() {
     return $rc
 }
 
+# wait_for SECONDS CMD...: run CMD every 0.1 s until it succeeds or the deadline passes.
+wait_for() {
+    local end=$((SECONDS + $1)); shift
+    until "$@" >/dev/null 2>&1; do [ $SECONDS -ge $end ] && return 1; sleep 0.1; done
+}
+
 # finish NAME: the summary line; exit status 0 only if nothing failed.
 finish() {
     echo "$1: $pass passed, $fail failed"
