@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -109,14 +110,19 @@ void ina_http_json(struct ina_buf *b, const struct ina_http_stats *s)
  * CONN_MAX connections, an event loop in the manner of Redis's ae, so a slow
  * client delays no one. Each connection has one deadline for its whole
  * request (reading the head, answering, writing the answer): a client that
- * trickles a byte a second is closed at it however often it sends. When every
- * place is taken, a new connection takes the place of the oldest: that is the
- * one that has been slow the longest, which is what a client holding places
- * open has, while an operator's request, sent at once, is answered the next
- * time round the loop. At most ACCEPT_BURST connections are accepted per
- * round, fewer than CONN_MAX, so one accepted this round is never the one
- * dropped to make room in it. Answers held for clients that read slowly are
- * bounded together by OUT_MAX.
+ * trickles a byte a second is closed at it however often it sends.
+ *
+ * When every place is taken, a new connection takes the place of the oldest
+ * one still reading its request (of the oldest one, if all are answering):
+ * the one that has been slow the longest, which is what a client holding
+ * places open has. An honest client sends its request at once, and is not
+ * exposed to that: the kernel hands a connection over only once its first
+ * bytes are in (TCP_DEFER_ACCEPT), and a connection is read as soon as it is
+ * accepted, so a whole request is answered before anyone can take its place.
+ * At most ACCEPT_BURST connections are accepted per round, fewer than
+ * CONN_MAX, so a request that came in parts is read at least once more before
+ * its place can go. Answers held for clients that read slowly are bounded
+ * together by OUT_MAX.
  */
 #define CONN_MAX 64
 #define ACCEPT_BURST 16
@@ -177,15 +183,14 @@ static void conn_close(struct ina_http *h, struct conn *c)
     h->st.open_connections--;
 }
 
-/* The oldest open connection other than `keep`, answering ones only if
- * `answering`; NULL if none. */
+/* The oldest open connection other than `keep` that is answering (answering
+ * 1) or still reading (0); NULL if none. */
 static struct conn *conn_oldest(struct ina_http *h, const struct conn *keep, int answering)
 {
     struct conn *old = NULL;
     for (int i = 0; i < CONN_MAX; i++) {
         struct conn *c = &h->conns[i];
-        if (c->fd >= 0 && c != keep && (!answering || c->answering) &&
-            (!old || c->born < old->born))
+        if (c->fd >= 0 && c != keep && c->answering == answering && (!old || c->born < old->born))
             old = c;
     }
     return old;
@@ -351,6 +356,7 @@ static void accept_some(struct ina_http *h)
                 c = &h->conns[i];
         if (!c) {
             c = conn_oldest(h, NULL, 0);
+            c = c ? c : conn_oldest(h, NULL, 1);
             h->st.dropped++;
             conn_close(h, c);
         }
@@ -360,6 +366,7 @@ static void accept_some(struct ina_http *h)
         c->req[0] = '\0';
         h->st.connections++;
         h->st.open_connections++;
+        conn_io(h, c); /* its request is likely in already (TCP_DEFER_ACCEPT) */
     }
 }
 
@@ -424,6 +431,9 @@ struct ina_http *ina_http_start(const struct sockaddr_in *addr, const char *port
                 INA_KV_I("port", ntohs(a.sin_port)), INA_KV_S("reason", strerror(errno)));
         goto fail;
     }
+    /* Connections come to accept() with their first bytes (best effort: a
+     * client that sends nothing still comes, after about a second). */
+    setsockopt(h->fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &one, sizeof(one));
     socklen_t alen = sizeof(a);
     getsockname(h->fd, (struct sockaddr *)&a, &alen);
     if (port_file) {

@@ -73,7 +73,8 @@ start_switch "$tmp/sw.err" --metrics 127.0.0.1:0 --metrics-port-file "$tmp/mport
 pids+=("$swpid")
 "$PS" --listen 127.0.0.1:0 --port-file "$tmp/psport" --metrics 127.0.0.1:0 \
     --metrics-port-file "$tmp/psmport" 2>"$tmp/ps.err" &
-pids+=($!)
+pspid=$!
+pids+=("$pspid")
 for _ in $(seq 200); do [ -s "$tmp/mport" ] && [ -s "$tmp/psmport" ] && break; sleep 0.05; done
 mport=$(cat "$tmp/mport") psmport=$(cat "$tmp/psmport")
 check "switch and ina-ps views up" test -n "$mport" -a -n "$psmport"
@@ -94,6 +95,7 @@ attack() {
         "$CTL" --metrics 127.0.0.1:$mport --timeout 5 counters >"$tmp/ctl.$n.$i" 2>&1
         check "$n slow clients: ina-ctl counters answered ($i of 3)" \
             grep -Eq '^rx_packets +[0-9]+$' "$tmp/ctl.$n.$i"
+        grep -Eq '^rx_packets +[0-9]+$' "$tmp/ctl.$n.$i" || head -3 "$tmp/ctl.$n.$i"
         ask_ps "$psmport" >"$tmp/ps.$n.$i" 2>&1
         check "$n slow clients: ina-ps GET /counters answered ($i of 3)" \
             python3 -c "import json,sys; json.load(open(sys.argv[1]))['counters']" "$tmp/ps.$n.$i"
@@ -144,4 +146,6 @@ check "a trickling client is closed at its deadline" grep -q '^closed' "$tmp/tri
 check "still serving after the attacks" bash -c "$CTL --metrics 127.0.0.1:$mport counters >/dev/null"
 
 check "ina-switch exits 0 on SIGTERM" stop_switch
+kill -TERM "$pspid"; wait "$pspid"; rc=$?
+check "ina-ps exits 0 on SIGTERM" test $rc -eq 0
 finish test_opview_slowloris
