@@ -82,7 +82,6 @@ unsigned long long ina_http_now_ns(void)
     return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
 }
 
-
 void ina_http_prom(struct ina_buf *b, const char *prefix, const struct ina_http_stats *s)
 {
     char name[96];
@@ -128,6 +127,7 @@ void ina_http_json(struct ina_buf *b, const struct ina_http_stats *s)
 #define ACCEPT_BURST 16
 #define OUT_MAX ((size_t)32 << 20)
 #define LISTEN_BACKLOG 128
+#define ACCEPT_REST_NS 100000000ull /* 100 ms */
 
 struct conn {
     int fd; /* -1: a free place */
@@ -149,6 +149,7 @@ struct ina_http {
     void *arg;
     struct ina_http_stats st;
     size_t out_bytes; /* answer bytes held by connections still writing */
+    unsigned long long accept_rest_until; /* ns: accept() failed for want of descriptors */
     struct conn conns[CONN_MAX];
 };
 
@@ -348,8 +349,14 @@ static void accept_some(struct ina_http *h)
         struct sockaddr_in peer;
         socklen_t plen = sizeof(peer);
         int fd = accept4(h->fd, (struct sockaddr *)&peer, &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0)
-            return; /* none left (EAGAIN), or out of descriptors: next round */
+        if (fd < 0) {
+            /* None left (EAGAIN), or none to be had: out of descriptors or
+             * memory leaves the listener readable, so rest it a while rather
+             * than spin on it. */
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                h->accept_rest_until = ina_http_now_ns() + ACCEPT_REST_NS;
+            return;
+        }
         struct conn *c = NULL;
         for (int i = 0; i < CONN_MAX && !c; i++)
             if (h->conns[i].fd < 0)
@@ -378,7 +385,7 @@ static void *http_main(void *arg)
     while (!atomic_load(&h->stop)) {
         unsigned long long now = ina_http_now_ns();
         int n = 1, ms = 100; /* the stop flag is looked at this often */
-        pfd[0] = (struct pollfd){.fd = h->fd, .events = POLLIN};
+        pfd[0] = (struct pollfd){.fd = h->fd, .events = now < h->accept_rest_until ? 0 : POLLIN};
         for (int i = 0; i < CONN_MAX; i++) {
             struct conn *c = &h->conns[i];
             if (c->fd < 0)
