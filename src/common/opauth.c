@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 
 #define OP_LABEL "ina operator v1"
@@ -166,7 +167,8 @@ enum ina_opauth_verdict ina_opauth_check(struct ina_opauth *a, const struct ina_
     if (!authorization)
         return INA_OPAUTH_NONE;
     const char *v = authorization;
-    if (strncmp(v, "Bearer ", 7) == 0) {
+    /* Scheme names are case-insensitive (RFC 9110 11.1). */
+    if (strncasecmp(v, "Bearer ", 7) == 0) {
         char want[INA_OPAUTH_HEX + 1];
         uint8_t w[INA_SHA256_LEN], g[INA_SHA256_LEN];
         ina_opauth_read_token(op, want);
@@ -176,7 +178,7 @@ enum ina_opauth_verdict ina_opauth_check(struct ina_opauth *a, const struct ina_
         from_hex(want, w, sizeof(w));
         return ina_mem_equal_ct(w, g, sizeof(w)) ? INA_OPAUTH_READ : INA_OPAUTH_BAD;
     }
-    if (strncmp(v, INA_OPAUTH_SCHEME " ", sizeof(INA_OPAUTH_SCHEME)) == 0)
+    if (strncasecmp(v, INA_OPAUTH_SCHEME " ", sizeof(INA_OPAUTH_SCHEME)) == 0)
         return check_signed(a, op, v + sizeof(INA_OPAUTH_SCHEME), method, target, now_ms);
     return INA_OPAUTH_BAD;
 }

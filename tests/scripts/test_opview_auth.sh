@@ -5,8 +5,6 @@ B=${INA_BUILD_DIR:-build}
 SW=$B/bin/ina-switch BENCH=$B/bin/ina-bench CTL=$B/bin/ina-ctl
 # shellcheck source=harness.sh
 . "$(dirname "$0")/harness.sh"
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; cleanup' EXIT
 unset INA_SECRET_FILE
 
 # req METHOD PATH [AUTHORIZATION]: one request to the view; prints "STATUS BODY".
@@ -29,7 +27,6 @@ printf 's3cret\n' >"$tmp/secret"
 printf 'not the secret\n' >"$tmp/wrong"
 start_switch "$tmp/sw.err" --secret-file "$tmp/secret" --metrics 127.0.0.1:0 \
     --metrics-port-file "$tmp/mport"
-pids+=("$swpid")
 for _ in $(seq 200); do [ -s "$tmp/mport" ] && break; sleep 0.05; done
 mport=$(cat "$tmp/mport")
 check "switch with a secret and its view up" test -n "$mport"
@@ -38,9 +35,9 @@ check "switch with a secret and its view up" test -n "$mport"
 for r in 0 1; do
     INA_SECRET_FILE=$tmp/secret timeout 120 "$BENCH" --switch "$INA_SWITCH" --rank $r --world 2 \
         --job guarded --sizes 64K --iters 1000000 --warmup 0 >"$tmp/bench$r" 2>&1 &
-    pids+=($!)
+    bg_pids+=($!)
 done
-b0=${pids[-2]} b1=${pids[-1]}
+b0=${bg_pids[-2]} b1=${bg_pids[-1]}
 check "ina-ctl --secret-file jobs lists the running job" wait_for 15 bash -c \
     "$CTL --metrics 127.0.0.1:$mport --secret-file $tmp/secret jobs | grep -Eq '^ +[0-9]+  guarded +0 +2 +2 +[0-9]+ active'"
 INA_SECRET_FILE=$tmp/secret "$CTL" --metrics 127.0.0.1:$mport jobs >"$tmp/jobs" 2>&1
@@ -148,7 +145,6 @@ check "ina-switch exits 0 on SIGTERM" stop_switch
 # Without a secret nothing changes: everything is open to whoever reaches the view, and an
 # ina-ctl that has a secret works all the same.
 start_switch "$tmp/sw2.err" --metrics 127.0.0.1:0 --metrics-port-file "$tmp/mport2"
-pids+=("$swpid")
 for _ in $(seq 200); do [ -s "$tmp/mport2" ] && break; sleep 0.05; done
 mport=$(cat "$tmp/mport2")
 check "no secret: GET /jobs 200" grep -q '^200 {"jobs":' <(req GET /jobs)

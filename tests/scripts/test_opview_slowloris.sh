@@ -5,8 +5,6 @@ B=${INA_BUILD_DIR:-build}
 SW=$B/bin/ina-switch PS=$B/bin/ina-ps CTL=$B/bin/ina-ctl
 # shellcheck source=harness.sh
 . "$(dirname "$0")/harness.sh"
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; cleanup' EXIT
 
 # slowloris.py HOST PORT N READY_FILE: keep N connections open to HOST:PORT, each sending
 # the start of a request and then one more header byte every second, never the blank line
@@ -70,11 +68,10 @@ print(urllib.request.urlopen("http://127.0.0.1:%s/counters" % sys.argv[1], timeo
 }
 
 start_switch "$tmp/sw.err" --metrics 127.0.0.1:0 --metrics-port-file "$tmp/mport"
-pids+=("$swpid")
 "$PS" --listen 127.0.0.1:0 --port-file "$tmp/psport" --metrics 127.0.0.1:0 \
     --metrics-port-file "$tmp/psmport" 2>"$tmp/ps.err" &
 pspid=$!
-pids+=("$pspid")
+bg_pids+=("$pspid")
 for _ in $(seq 200); do [ -s "$tmp/mport" ] && [ -s "$tmp/psmport" ] && break; sleep 0.05; done
 mport=$(cat "$tmp/mport") psmport=$(cat "$tmp/psmport")
 check "switch and ina-ps views up" test -n "$mport" -a -n "$psmport"
@@ -87,7 +84,7 @@ attack() {
     rm -f "$tmp/ready_sw" "$tmp/ready_ps"
     python3 "$tmp/slowloris.py" 127.0.0.1 "$mport" "$n" "$tmp/ready_sw" & lp+=($!)
     python3 "$tmp/slowloris.py" 127.0.0.1 "$psmport" "$n" "$tmp/ready_ps" & lp+=($!)
-    pids+=("${lp[@]}")
+    bg_pids+=("${lp[@]}")
     for _ in $(seq 300); do [ -s "$tmp/ready_sw" ] && [ -s "$tmp/ready_ps" ] && break; sleep 0.1; done
     check "$n slow clients connected" test -s "$tmp/ready_sw" -a -s "$tmp/ready_ps"
     sleep 2 # let them trickle: each has sent a few bytes and been dropped or is still open

@@ -46,6 +46,8 @@ int main(void)
     snprintf(bearer, sizeof(bearer), "Bearer %s", token);
     CHECK_EQ_INT(check(&a, &op, NULL, "GET", "/jobs", T0), INA_OPAUTH_NONE);
     CHECK_EQ_INT(check(&a, &op, bearer, "GET", "/jobs", T0), INA_OPAUTH_READ);
+    bearer[0] = 'b'; /* scheme names are case-insensitive */
+    CHECK_EQ_INT(check(&a, &op, bearer, "GET", "/jobs", T0), INA_OPAUTH_READ);
     CHECK_EQ_INT(check(&a, &other, bearer, "GET", "/jobs", T0), INA_OPAUTH_BAD);
     /* It stays a read token on a POST: the view refuses acts with it. */
     CHECK_EQ_INT(check(&a, &op, bearer, "POST", "/jobs/1/abort", T0), INA_OPAUTH_READ);
