@@ -1,4 +1,4 @@
-/* ina-ctl: operator client of ina-switch --metrics: list jobs, show one, abort one, print counters. */
+/* ina-ctl: operator client of ina-switch --metrics: list jobs, show one, abort one, print counters; with the switch's secret, it proves it knows it. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,12 +12,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/opauth.h"
 #include "ina.h"
+
+/* With --secret-file: the operator key, the read token for reads (docs/TOOLS.md). */
+static int have_secret;
+static struct ina_hmac_key op_key;
+static char read_auth[sizeof("Bearer ") + INA_OPAUTH_HEX];
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: ina-ctl [--metrics ADDR:PORT] [--json] [--timeout S] COMMAND\n"
+            "Usage: ina-ctl [--metrics ADDR:PORT] [--secret-file F] [--json] [--timeout S] COMMAND\n"
             "\n"
             "Talks to the operator endpoint of a running ina-switch (started with\n"
             "--metrics ADDR:PORT).\n"
@@ -32,17 +38,23 @@ static void usage(FILE *f)
             "                carry on at rank 0's host aggregator (INA_FALLBACK=host),\n"
             "                or fail with INA_ERR_NOSPACE (INA_FALLBACK=none)\n"
             "  counters      the switch's totals, drops by cause\n"
+            "  read-token    print the read token of --secret-file, for a Prometheus\n"
+            "                scraper (Authorization: Bearer TOKEN); needs no switch\n"
             "\n"
             "Options:\n"
             "  --metrics ADDR:PORT  the switch's --metrics address (default: $INA_METRICS,\n"
             "                       else 127.0.0.1:9464); a bare PORT means 127.0.0.1:PORT\n"
+            "  --secret-file F      the switch's shared secret (default: $INA_SECRET_FILE):\n"
+            "                       needed, when the switch has one, for jobs, job, abort,\n"
+            "                       evict and --json jobs; counters need none\n"
             "  --json               print the switch's JSON instead of a table (jobs and\n"
             "                       job: GET /jobs; counters: GET /counters; abort: the reply)\n"
             "  --timeout S          give up after S seconds (default 3)\n"
             "  --version            print the version and exit\n"
             "  --help               this text\n"
             "\n"
-            "Exit status: 0 done, 1 the switch is unreachable or refused (no such job), 2 usage.\n");
+            "Exit status: 0 done, 1 the switch is unreachable or refused (no such job, no\n"
+            "proof of its secret: HTTP 401), 2 usage or an unreadable --secret-file.\n");
 }
 
 static double now_s(void)
@@ -58,9 +70,10 @@ static int left_ms(double deadline)
     return l <= 0 ? 0 : (int)(l * 1000) + 1;
 }
 
-/* One HTTP/1.0 request; *body gets the malloc'ed response body. @return status, or -1. */
-static int http(const char *hostport, const char *method, const char *path, double timeout_s,
-                char **body)
+/* One HTTP/1.0 request, with Authorization: auth unless NULL; *body gets the
+ * malloc'ed response body. @return status, or -1. */
+static int http(const char *hostport, const char *method, const char *path, const char *auth,
+                double timeout_s, char **body)
 {
     char host[256], port[16] = "9464";
     const char *colon = strrchr(hostport, ':');
@@ -99,9 +112,10 @@ static int http(const char *hostport, const char *method, const char *path, doub
             close(fd);
         return -1;
     }
-    char req[512];
-    int n = snprintf(req, sizeof(req), "%s %s HTTP/1.0\r\nHost: %s\r\nContent-Length: 0\r\n\r\n",
-                     method, path, host);
+    char req[1024];
+    int n = snprintf(req, sizeof(req),
+                     "%s %s HTTP/1.0\r\nHost: %s\r\n%s%s%sContent-Length: 0\r\n\r\n", method,
+                     path, host, auth ? "Authorization: " : "", auth ? auth : "", auth ? "\r\n" : "");
     for (int off = 0; off < n;) {
         ssize_t w = send(fd, req + off, (size_t)(n - off), MSG_NOSIGNAL);
         if (w > 0) {
@@ -267,19 +281,35 @@ static const char *state_name(double s)
     return s == 3 ? "active" : s == 2 ? "waiting" : s == 1 ? "joining" : "?";
 }
 
+/* The Authorization of a read: the read token, if we have the secret. */
+static const char *reader(void) { return have_secret ? read_auth : NULL; }
+
+/* GET path with the read token: 0 and *body (malloc'ed), or 1 after saying why. */
+static int get(const char *metrics, const char *path, double timeout_s, char **body)
+{
+    int status = http(metrics, "GET", path, reader(), timeout_s, body);
+    if (status == 200)
+        return 0;
+    if (status >= 0) {
+        fprintf(stderr, "ina-ctl: GET %s: HTTP %d %s", path, status, *body);
+        if (status == 401)
+            fprintf(stderr, "ina-ctl: %s\n", have_secret
+                                                ? "the switch has another secret than --secret-file"
+                                                : "the switch has a secret: pass --secret-file "
+                                                  "(or set INA_SECRET_FILE)");
+    }
+    free(*body);
+    *body = NULL;
+    return 1;
+}
+
 static int show(const char *metrics, const char *cmd, long id_want, double timeout_s)
 {
     char *body = NULL;
-    int status = http(metrics, "GET", "/metrics", timeout_s, &body);
-    if (status < 0)
+    if (get(metrics, "/metrics", timeout_s, &body) != 0)
         return 1;
-    if (status != 200) {
-        fprintf(stderr, "ina-ctl: GET /metrics: HTTP %d\n", status);
-        free(body);
-        return 1;
-    }
     struct job *jobs = NULL;
-    int njobs = 0, cap = 0, rc = 0;
+    int njobs = 0, cap = 0, rc = 0, withheld = 0;
     int counters = strcmp(cmd, "counters") == 0;
     if (counters)
         printf("%-28s %s\n", "counter", "value");
@@ -288,6 +318,10 @@ static int show(const char *metrics, const char *cmd, long id_want, double timeo
         char idb[16];
         if (parse_sample(line, &s) != 0)
             continue;
+        if (strcmp(s.name, "ina_switch_view_details") == 0) {
+            withheld = s.value == 0; /* about this answer, not a count */
+            continue;
+        }
         if (counters) {
             if (strncmp(s.name, "ina_switch_", 11) != 0)
                 continue;
@@ -340,7 +374,11 @@ static int show(const char *metrics, const char *cmd, long id_want, double timeo
             }
         }
     }
-    if (!counters && id_want < 0) {
+    if (!counters && withheld) {
+        fprintf(stderr, "ina-ctl: the switch has a secret and withholds its jobs: pass "
+                        "--secret-file (or set INA_SECRET_FILE)\n");
+        rc = 1;
+    } else if (!counters && id_want < 0) {
         printf("%5s  %-20s %4s %5s %7s %6s %-8s %8s %12s %8s\n", "ID", "NAME", "LANE", "WORLD",
                "JOINED", "SLOTS", "STATE", "AGE_S", "PACKETS", "DROPS");
         for (int i = 0; i < njobs; i++) {
@@ -375,10 +413,8 @@ static int show(const char *metrics, const char *cmd, long id_want, double timeo
 static int show_workers(const char *metrics, long id, double timeout_s)
 {
     char *body = NULL;
-    if (http(metrics, "GET", "/metrics", timeout_s, &body) != 200) {
-        free(body);
+    if (get(metrics, "/metrics", timeout_s, &body) != 0)
         return 1;
-    }
     printf("  %5s %7s %12s %14s\n", "RANK", "JOINED", "PACKETS", "BYTES");
     double joined[256] = {0}, pk[256] = {0}, by[256] = {0};
     int maxr = -1;
@@ -404,15 +440,36 @@ static int show_workers(const char *metrics, long id, double timeout_s)
     return 0;
 }
 
+/* The Authorization of an act: a fresh challenge from the switch, signed.
+ * @return 0, or 1 after saying why. */
+static int sign_act(const char *metrics, const char *method, const char *path, double timeout_s,
+                    char auth[INA_OPAUTH_HEADER_LEN])
+{
+    char *body = NULL, challenge[INA_OPAUTH_HEX + 1];
+    if (get(metrics, "/challenge", timeout_s, &body) != 0)
+        return 1;
+    const char *c = strstr(body, "\"challenge\":\"");
+    int ok = c && sscanf(c + 13, "%64[0-9a-f]", challenge) == 1 &&
+             strlen(challenge) == INA_OPAUTH_HEX;
+    free(body);
+    if (!ok) {
+        fprintf(stderr, "ina-ctl: the switch's GET /challenge gave no challenge\n");
+        return 1;
+    }
+    ina_opauth_sign(&op_key, method, path, challenge, auth);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"metrics", required_argument, 0, 'm'},
+                                          {"secret-file", required_argument, 0, 'S'},
                                           {"json", no_argument, 0, 'j'},
                                           {"timeout", required_argument, 0, 't'},
                                           {"help", no_argument, 0, 'h'},
                                           {"version", no_argument, 0, 'V'},
                                           {0, 0, 0, 0}};
-    const char *metrics = getenv("INA_METRICS");
+    const char *metrics = getenv("INA_METRICS"), *secret_file = getenv("INA_SECRET_FILE");
     if (!metrics || !*metrics)
         metrics = "127.0.0.1:9464";
     int json = 0, c;
@@ -421,6 +478,7 @@ int main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'm': metrics = optarg; break;
+        case 'S': secret_file = optarg; break;
         case 'j': json = 1; break;
         case 't':
             timeout_s = strtod(optarg, &end);
@@ -443,11 +501,26 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[optind];
     int need_id = !strcmp(cmd, "job") || !strcmp(cmd, "abort") || !strcmp(cmd, "evict");
-    if ((strcmp(cmd, "jobs") && strcmp(cmd, "counters") && !need_id) ||
+    if ((strcmp(cmd, "jobs") && strcmp(cmd, "counters") && strcmp(cmd, "read-token") &&
+         !need_id) ||
         argc - optind != (need_id ? 2 : 1)) {
         fprintf(stderr, "ina-ctl: bad command line (want jobs | job ID | abort ID | evict ID | "
-                        "counters)\n");
+                        "counters | read-token)\n");
         return 2;
+    }
+    if (secret_file && *secret_file) {
+        struct ina_hmac_key secret;
+        int rc = ina_hmac_key_from_file(&secret, secret_file);
+        if (rc != 0) {
+            fprintf(stderr, "ina-ctl: cannot use --secret-file %s: %s\n", secret_file,
+                    rc == -EINVAL ? "empty or longer than 4096 bytes" : strerror(-rc));
+            return 2;
+        }
+        ina_opauth_key(&op_key, &secret);
+        char token[INA_OPAUTH_HEX + 1];
+        ina_opauth_read_token(&op_key, token);
+        snprintf(read_auth, sizeof(read_auth), "Bearer %s", token);
+        have_secret = 1;
     }
     long id = -1;
     if (need_id) {
@@ -457,10 +530,22 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (!strcmp(cmd, "read-token")) {
+        char token[INA_OPAUTH_HEX + 1];
+        if (!have_secret) {
+            fprintf(stderr, "ina-ctl: read-token needs --secret-file (or INA_SECRET_FILE)\n");
+            return 2;
+        }
+        ina_opauth_read_token(&op_key, token);
+        printf("%s\n", token);
+        return 0;
+    }
     if (!strcmp(cmd, "abort") || !strcmp(cmd, "evict")) {
-        char path[64], *body = NULL;
+        char path[64], *body = NULL, auth[INA_OPAUTH_HEADER_LEN];
         snprintf(path, sizeof(path), "/jobs/%ld/%s", id, cmd);
-        int st = http(metrics, "POST", path, timeout_s, &body);
+        if (have_secret && sign_act(metrics, "POST", path, timeout_s, auth) != 0)
+            return 1;
+        int st = http(metrics, "POST", path, have_secret ? auth : NULL, timeout_s, &body);
         if (st < 0)
             return 1;
         if (json)
@@ -471,16 +556,22 @@ int main(int argc, char **argv)
             printf("eviction of job %ld requested; its workers move to their host fallback\n", id);
         else
             fprintf(stderr, "ina-ctl: %s of job %ld refused: HTTP %d %s", cmd, id, st, body);
+        if (st == 401 && !have_secret)
+            fprintf(stderr, "ina-ctl: the switch has a secret: pass --secret-file (or set "
+                            "INA_SECRET_FILE)\n");
         free(body);
         return st == 202 ? 0 : 1;
     }
     if (json) {
         char *body = NULL;
-        int st = http(metrics, "GET", strcmp(cmd, "counters") ? "/jobs" : "/counters", timeout_s,
-                      &body);
+        int st = http(metrics, "GET", strcmp(cmd, "counters") ? "/jobs" : "/counters", reader(),
+                      timeout_s, &body);
         if (st < 0)
             return 1;
         fputs(body, stdout);
+        if (st == 401 && !have_secret)
+            fprintf(stderr, "ina-ctl: the switch has a secret: pass --secret-file (or set "
+                            "INA_SECRET_FILE)\n");
         free(body);
         return st == 200 ? 0 : 1;
     }

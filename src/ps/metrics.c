@@ -129,7 +129,8 @@ static void render_metrics(const struct ina_ps_metrics *m, const struct ina_ps_p
     }
 }
 
-static void render_counters(const struct ina_ps_pub *p, struct ina_buf *b)
+static void render_counters(const struct ina_ps_pub *p, const struct ina_http_stats *hs,
+                            struct ina_buf *b)
 {
     ina_bprintf(b, "{\"version\":\"%s\",\"shard\":%u,\"nshards\":%u,\"memory_bytes\":%zu,"
                    "\"memory_limit_bytes\":%zu,\"jobs\":%u,\"counters\":{",
@@ -142,16 +143,18 @@ static void render_counters(const struct ina_ps_pub *p, struct ina_buf *b)
     for (int d = 0; d < INA_PS_DROP__COUNT; d++)
         ina_bprintf(b, "%s\"%s\":%llu", d ? "," : "", ina_ps_drop_name(d),
                     (unsigned long long)p->c.drops[d]);
-    ina_bputs(b, "}}}\n", 4);
+    ina_bprintf(b, "}},\"http\":");
+    ina_http_json(b, hs);
+    ina_bputs(b, "}\n", 2);
 }
 
-static int handle(void *arg, const char *method, const char *path, struct ina_buf *b,
-                  const char **ctype)
+static int handle(void *arg, const struct ina_http_req *rq, struct ina_buf *b, const char **ctype)
 {
     struct ina_ps_metrics *m = arg;
+    const char *path = rq->path;
     if (strcmp(path, "/metrics") != 0 && strcmp(path, "/counters") != 0)
         return ina_http_error(b, 404, "no such path (try /metrics, /counters)");
-    if (strcmp(method, "GET") != 0)
+    if (strcmp(rq->method, "GET") != 0)
         return ina_http_error(b, 405, "use GET");
     struct ina_ps_pub *snap = malloc(sizeof(*snap));
     if (!snap)
@@ -162,8 +165,9 @@ static int handle(void *arg, const char *method, const char *path, struct ina_bu
     if (strcmp(path, "/metrics") == 0) {
         *ctype = "text/plain; version=0.0.4; charset=utf-8";
         render_metrics(m, snap, b);
+        ina_http_prom(b, "ina_ps", rq->stats);
     } else {
-        render_counters(snap, b);
+        render_counters(snap, rq->stats, b);
     }
     free(snap);
     return 200;

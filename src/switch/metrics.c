@@ -15,6 +15,7 @@
 
 #include "common/http.h"
 #include "common/log.h"
+#include "common/opauth.h"
 
 
 /* ---- Shard side ---------------------------------------------------------- */
@@ -34,6 +35,8 @@ void ina_sw_pub_publish(struct ina_sw_pub *pub, const struct ina_switch *sw)
         return; /* the HTTP thread is reading: publish next period */
     pub->c = sw->c;
     pub->nslots = sw->p.nslots;
+    pub->has_secret = sw->p.has_secret; /* SIGHUP's new secret reaches the view too */
+    pub->secret = sw->p.secret;
     unsigned n = 0;
     for (int i = 0; i < INA_SW_MAX_JOBS; i++)
         if (sw->jobs[i].state != INA_JOB_FREE)
@@ -62,6 +65,8 @@ struct view {
     uint32_t nslots, slots_used;
     unsigned njobs;
     struct ina_job *jobs;
+    int has_secret; /* thread 0's: reading and acting need proof of it */
+    struct ina_hmac_key secret;
 };
 
 struct ina_metrics {
@@ -69,6 +74,8 @@ struct ina_metrics {
     struct ina_sw_pub *pubs;
     unsigned npubs;
     uint64_t start_ns;
+    struct ina_opauth auth;   /* challenges handed out and used (HTTP thread only) */
+    uint64_t refusal_logged_ns; /* refused acts are logged at most once a second */
 };
 
 static uint64_t mono_ns(void) { return ina_http_now_ns(); }
@@ -84,6 +91,10 @@ static int view_collect(struct ina_metrics *m, struct view *v)
         pthread_mutex_lock(&pub->mu);
         ina_sw_counters_add(&v->c, &pub->c);
         v->nslots += pub->nslots;
+        if (s == 0) {
+            v->has_secret = pub->has_secret;
+            v->secret = pub->secret;
+        }
         memcpy(v->jobs + v->njobs, pub->jobs, pub->njobs * sizeof(*v->jobs));
         v->njobs += pub->njobs;
         pthread_mutex_unlock(&pub->mu);
@@ -170,7 +181,9 @@ static void job_labels(struct ina_buf *b, const struct ina_job *j)
     X(completions, "Rounds completed")                                      \
     X(retransmits, "Retransmitted duplicates (answered or dropped pending)")
 
-static void render_metrics(struct ina_metrics *m, const struct view *v, struct ina_buf *b)
+/* details 0: the switch's totals only (no proof of the secret was given). */
+static void render_metrics(struct ina_metrics *m, const struct view *v, int details,
+                           const struct ina_http_stats *hs, struct ina_buf *b)
 {
     uint64_t now = mono_ns();
     ina_prom_family(b, "ina_switch_info", "gauge", "Version of this ina-switch");
@@ -194,6 +207,13 @@ static void render_metrics(struct ina_metrics *m, const struct view *v, struct i
     for (int d = 0; d < INA_DROP__COUNT; d++)
         ina_bprintf(b, "ina_switch_drops_total{cause=\"%s\"} %llu\n", ina_drop_name(d),
                 (unsigned long long)v->c.drops[d]);
+    ina_http_prom(b, "ina_switch", hs);
+    ina_prom_family(b, "ina_switch_view_details", "gauge",
+                    "1: this answer has the per-job and per-rank series; 0: withheld, it "
+                    "carried no proof of the shared secret (--secret-file)");
+    ina_bprintf(b, "ina_switch_view_details %d\n", details);
+    if (!details)
+        return;
 
 #define X(f, help, val)                                               \
     ina_prom_family(b, "ina_job_" #f, "gauge", help);                          \
@@ -258,12 +278,15 @@ static void json_counters(struct ina_buf *b, const struct ina_sw_counters *c)
     ina_bputs(b, "}}", 2);
 }
 
-static void render_counters(struct ina_metrics *m, const struct view *v, struct ina_buf *b)
+static void render_counters(struct ina_metrics *m, const struct view *v,
+                            const struct ina_http_stats *hs, struct ina_buf *b)
 {
     ina_bprintf(b, "{\"version\":\"%s\",\"threads\":%u,\"slots\":%u,\"slots_used\":%u,\"jobs\":%u,"
                "\"counters\":",
             ina_version_string(), m->npubs, v->nslots, v->slots_used, v->njobs);
     json_counters(b, &v->c);
+    ina_bprintf(b, ",\"http\":");
+    ina_http_json(b, hs);
     ina_bputs(b, "}\n", 2);
 }
 
@@ -309,7 +332,8 @@ static void render_jobs(const struct view *v, struct ina_buf *b)
 /* ---- Abort ---------------------------------------------------------------- */
 
 /* @return 202 queued, 404 no such job, 503 mailbox full. */
-static int request_abort(struct ina_metrics *m, const struct view *v, unsigned long id, int evict)
+static int request_abort(struct ina_metrics *m, const struct view *v, unsigned long id, int evict,
+                         const char *peer)
 {
     const struct ina_job *found = NULL;
     for (unsigned i = 0; i < v->njobs; i++)
@@ -330,17 +354,43 @@ static int request_abort(struct ina_metrics *m, const struct view *v, unsigned l
     if (rc == 202)
         ina_log(INA_LOG_INFO, evict ? "evict_requested" : "abort_requested", INA_KV_I("job", id),
                 INA_KV_S("name", found->name),
-                INA_KV_I("lane", found->lane));
+                INA_KV_I("lane", found->lane), INA_KV_S("peer", peer));
     return rc;
+}
+
+/* ---- Who may read and act (docs/TOOLS.md "Operator view and ina-ctl") ------ */
+
+static void peer_name(const struct sockaddr_in *a, char out[INET_ADDRSTRLEN + 8])
+{
+    char ip[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+    snprintf(out, INET_ADDRSTRLEN + 8, "%s:%u", ip, ntohs(a->sin_port));
+}
+
+/* The request asked for more than its proof allows: 401 (503 while the
+ * memory of used challenges is full). A refused act is logged, at most once
+ * a second: every refusal is counted (http_unauthorized). */
+static int refuse(struct ina_metrics *m, const struct ina_http_req *rq, enum ina_opauth_verdict v,
+                  int act, struct ina_buf *b)
+{
+    uint64_t now = mono_ns();
+    if (act && now - m->refusal_logged_ns >= 1000000000ull) {
+        char peer[INET_ADDRSTRLEN + 8];
+        peer_name(rq->peer, peer);
+        m->refusal_logged_ns = now;
+        ina_log(INA_LOG_WARN, "operator_refused", INA_KV_S("path", rq->path),
+                INA_KV_S("reason", ina_opauth_name(v)), INA_KV_S("peer", peer));
+    }
+    return ina_http_error(b, v == INA_OPAUTH_BUSY ? 503 : 401, ina_opauth_why(v));
 }
 
 /* ---- HTTP (common/http.c serves; this routes) ------------------------------ */
 
-static int handle(void *arg, const char *method, const char *path, struct ina_buf *b,
-                  const char **ctype)
+static int handle(void *arg, const struct ina_http_req *rq, struct ina_buf *b, const char **ctype)
 {
     struct ina_metrics *m = arg;
-    int get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+    const char *path = rq->path;
+    int get = strcmp(rq->method, "GET") == 0, post = strcmp(rq->method, "POST") == 0;
     unsigned long id = 0;
     int idlen = 0;
     int is_abort = sscanf(path, "/jobs/%lu/abort%n", &id, &idlen) == 1 &&
@@ -351,8 +401,9 @@ static int handle(void *arg, const char *method, const char *path, struct ina_bu
     if (is_evict && id >= INA_SW_EVICT_FLAG)
         is_evict = 0; /* not a job id: 404 below */
     is_abort |= is_evict;
-    if (strcmp(path, "/metrics") != 0 && strcmp(path, "/jobs") != 0 &&
-        strcmp(path, "/counters") != 0 && !is_abort)
+    int is_jobs = strcmp(path, "/jobs") == 0;
+    if (strcmp(path, "/metrics") != 0 && !is_jobs && strcmp(path, "/counters") != 0 &&
+        strcmp(path, "/challenge") != 0 && !is_abort)
         return ina_http_error(b, 404, "no such path (try /metrics, /jobs, /counters, POST "
                                       "/jobs/ID/abort, POST /jobs/ID/evict)");
     if ((is_abort && !post) || (!is_abort && !get))
@@ -360,18 +411,42 @@ static int handle(void *arg, const char *method, const char *path, struct ina_bu
     struct view v;
     if (view_collect(m, &v) != 0)
         return ina_http_error(b, 503, "out of memory");
+    /* With a secret, a request that carries proof must carry a valid one;
+     * reading per-job details needs the read token or a signed request, acting
+     * a signed one. The totals and challenges stay open. Without a secret,
+     * anyone who reaches the view may do everything, as before. */
+    enum ina_opauth_verdict proof = INA_OPAUTH_ACT;
+    if (v.has_secret) {
+        struct ina_hmac_key op;
+        ina_opauth_key(&op, &v.secret);
+        proof = ina_opauth_check(&m->auth, &op, rq->authorization, rq->method, rq->target,
+                                 mono_ns() / 1000000u);
+    }
+    int may_read = proof == INA_OPAUTH_READ || proof == INA_OPAUTH_ACT;
     int status = 200;
-    if (is_abort) {
-        status = request_abort(m, &v, id, is_evict);
+    if (proof > INA_OPAUTH_ACT || (is_abort && proof != INA_OPAUTH_ACT) || (is_jobs && !may_read)) {
+        status = refuse(m, rq, proof, is_abort, b);
+    } else if (is_abort) {
+        char peer[INET_ADDRSTRLEN + 8];
+        peer_name(rq->peer, peer);
+        status = request_abort(m, &v, id, is_evict, peer);
         ina_bprintf(b, "{\"job\":%lu,\"%s\":\"%s\"}\n", id, is_evict ? "evict" : "abort",
                     status == 202 ? "requested" : status == 404 ? "no such job" : "mailbox full");
     } else if (strcmp(path, "/metrics") == 0) {
         *ctype = "text/plain; version=0.0.4; charset=utf-8";
-        render_metrics(m, &v, b);
-    } else if (strcmp(path, "/jobs") == 0) {
+        render_metrics(m, &v, may_read, rq->stats, b);
+    } else if (is_jobs) {
         render_jobs(&v, b);
+    } else if (strcmp(path, "/challenge") == 0) {
+        char c[INA_OPAUTH_HEX + 1];
+        status = ina_opauth_challenge(&m->auth, mono_ns() / 1000000u, c) == 0 ? 200 : 503;
+        if (status == 200)
+            ina_bprintf(b, "{\"challenge\":\"%s\",\"expires_s\":%d}\n", c,
+                        INA_OPAUTH_CHALLENGE_MS / 1000);
+        else
+            ina_http_error(b, 503, "no randomness for a challenge");
     } else {
-        render_counters(m, &v, b);
+        render_counters(m, &v, rq->stats, b);
     }
     free(v.jobs);
     return status;
@@ -386,6 +461,12 @@ struct ina_metrics *ina_metrics_start(const struct sockaddr_in *addr, const char
     m->pubs = pubs;
     m->npubs = npubs;
     m->start_ns = mono_ns();
+    int rc = ina_opauth_init(&m->auth);
+    if (rc != 0) {
+        ina_log(INA_LOG_ERROR, "metrics_listen_failed", INA_KV_S("reason", strerror(-rc)));
+        free(m);
+        return NULL;
+    }
     m->http = ina_http_start(addr, port_file, handle, m);
     if (!m->http) {
         free(m);

@@ -24,6 +24,8 @@ struct ina_sw_pub {
     unsigned njobs;
     struct ina_job jobs[INA_SW_MAX_JOBS]; /* the used entries, compacted */
     uint32_t nslots;                      /* this shard's pool */
+    int has_secret;                       /* --secret-file, as last read (SIGHUP) */
+    struct ina_hmac_key secret;
     uint16_t abort_ids[INA_SW_MAILBOX]; /* job ids; | INA_SW_EVICT_FLAG: evict, not abort */
     unsigned nabort;
     atomic_uint pending; /* nabort, readable without the lock */
@@ -46,8 +48,12 @@ struct ina_metrics;
  *   GET  /metrics          Prometheus text format 0.0.4
  *   GET  /jobs             JSON: every job with its per-worker counters
  *   GET  /counters         JSON: the switch totals
+ *   GET  /challenge        JSON: a challenge for a signed act (common/opauth.h)
  *   POST /jobs/ID/abort    ask the shard that owns job ID to abort it
- * @return the server, or NULL (a message on stderr).
+ *   POST /jobs/ID/evict    ask it to move the job to its host fallback
+ * With a secret (thread 0's, as published), /jobs and /metrics's per-job
+ * series need the read token or a signed request, abort and evict a signed
+ * request. @return the server, or NULL (a message on stderr).
  */
 struct ina_metrics *ina_metrics_start(const struct sockaddr_in *addr, const char *port_file,
                                       struct ina_sw_pub *pubs, unsigned npubs);

@@ -1,13 +1,19 @@
 # shellcheck shell=bash
 # harness.sh: sourced by the script tests (tests/scripts/test_*.sh); not a test itself.
 # Gives: $tmp, a temporary directory removed on exit, with any switch started by
-# start_switch killed; ok/bad/check, which count passes and failures; finish NAME.
+# start_switch and any process in bg_pids killed; ok/bad/check, which count passes and
+# failures; wait_for; finish NAME.
 tmp=$(mktemp -d)
 # The switch's threads and the workers' lanes default to counts chosen from the host's cores
 # (INA_AUTO_CORES replaces the count); the script tests count jobs as on a 2-core host.
 export INA_AUTO_CORES=${INA_AUTO_CORES:-2}
 swpid=
-cleanup() { [ -n "$swpid" ] && kill -9 "$swpid" 2>/dev/null; rm -rf "$tmp"; }
+bg_pids=() # other processes a test starts in the background: killed on exit too
+cleanup() {
+    local p
+    for p in "$swpid" "${bg_pids[@]}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done
+    rm -rf "$tmp"
+}
 trap cleanup EXIT
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok: $1"; }
@@ -34,6 +40,12 @@ stop_switch() {
     local rc=$?
     swpid=
     return $rc
+}
+
+# wait_for SECONDS CMD...: run CMD every 0.1 s until it succeeds or the deadline passes.
+wait_for() {
+    local end=$((SECONDS + $1)); shift
+    until "$@" >/dev/null 2>&1; do [ $SECONDS -ge $end ] && return 1; sleep 0.1; done
 }
 
 # finish NAME: the summary line; exit status 0 only if nothing failed.
