@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/addr.h"
+#include "common/size.h"
 #include "common/udp_gso.h"
 #include "ps/chain.h"
 #include "ps/metrics.h"
@@ -82,25 +83,6 @@ static void usage(FILE *f)
             "  --version             print the version and exit\n"
             "  --help                this text\n",
             INA_PS_DEFAULT_PORT);
-}
-
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    double mul = 1;
-    if (end == s || v <= 0)
-        return -1;
-    if (*end == 'K' || *end == 'k')
-        mul = 1024.0, end++;
-    else if (*end == 'M' || *end == 'm')
-        mul = 1048576.0, end++;
-    else if (*end == 'G' || *end == 'g')
-        mul = 1073741824.0, end++;
-    if (*end || v * mul < 4096 || v * mul > 1e15)
-        return -1;
-    *out = (size_t)(v * mul);
-    return 0;
 }
 
 static int write_port_file(const char *path, unsigned port)
@@ -265,7 +247,7 @@ int main(int argc, char **argv)
             break;
         }
         case 'm':
-            if (parse_size(optarg, &p.max_memory) != 0) {
+            if (ina_parse_size(optarg, 4096, &p.max_memory) != 0) {
                 fprintf(stderr, "ina-ps: bad --max-memory '%s' (e.g. 512M, 4G; at least 4K)\n",
                         optarg);
                 return 2;

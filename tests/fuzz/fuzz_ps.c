@@ -37,7 +37,8 @@
  * CHAIN_FWD to whole entries. After them, if the oracle still runs in the same session,
  * one honest step of it must give exact values: no datagram from another address,
  * even with stolen credentials, changes another job's parameters. Checked throughout:
- * the replies queued are well-formed, memory stays within --max-memory, the stores'
+ * the replies queued are well-formed, every byte held (stores, packet bitmaps, held UPDATE
+ * copies, chain forwards) is charged and stays within --max-memory, the stores'
  * indexes and records agree, and each open step's counts are bounded; forwards go only to
  * the replica and CHAIN_ACKs only to the primary, no UPDATE_ACK goes to the primary's
  * address, and no outcome is told while the chain still waits for its stamp.
@@ -138,13 +139,26 @@ HARNESS static void check_tx(void)
 
 HARNESS static void check_state(void)
 {
+    /* Every byte held for the jobs, counted from the structures: all of it charged to
+     * --max-memory (PROTOCOL.md §14.2.4: bitmaps; §15.2: held copies; §15.8: forwards). */
     size_t mem = 0;
+    for (int i = 0; i < INA_PS_MAX_JOBS; i++) {
+        const struct ina_ps_chain_job *cj = &chain.jobs[i];
+        mem += cj->q ? INA_PS_CHAIN_WINDOW * sizeof(*cj->q) : 0;
+        for (unsigned k = 0; k < cj->n; k++)
+            mem += cj->q[(cj->head + k) % INA_PS_CHAIN_WINDOW].len;
+    }
     for (int i = 0; i < INA_PS_MAX_JOBS; i++) {
         const struct ina_ps_job *j = &ps.jobs[i];
         if (j->state == INA_PS_FREE)
             continue;
         const struct ina_ps_store *s = &j->store;
-        mem += s->bytes;
+        mem += s->bytes + (j->scratch ? s->dim * sizeof(float) : 0);
+        for (int p = 0; p < 2; p++)
+            for (int r = 0; r < INA_MAX_WORKERS; r++)
+                mem += j->rs[p][r].bits ? j->rs[p][r].nbits / 8 : 0;
+        for (int k = 0; k < INA_PS_HOLD; k++)
+            mem += j->held[k].used ? j->held[k].len : 0;
         CHECKF(s->n <= s->cap && s->index.n == s->n);
         for (int p = 0; p < 2; p++)
             CHECKF(s->ntouched[p] <= s->n && j->ncommitted[p] <= (uint32_t)j->world);
