@@ -8,6 +8,7 @@
 #include "common/kmap.h"
 #include "common/log.h"
 #include "switch/switch.h"
+#include "rss.h"
 #include "test_addr.h"
 
 #define HOT_MAX 65536
@@ -237,20 +238,6 @@ static size_t table_charge(uint32_t n)
     return n ? 8 * (size_t)n + 12 * (size_t)ina_kmap_cells(n) : 0;
 }
 
-/* The resident set of this process, in KiB (VmRSS), or 0 if unknown. */
-static long vm_rss_kib(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kib = 0;
-    while (f && fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kib;
-}
-
 /* Rank 0 installs keys[0..n) as epoch, in chunks of 4096, as libina does (§14.3): a NOSPACE
  * cuts the list to the total it names and starts again. @return the keys installed. */
 static uint32_t install_all(const struct job *j, uint32_t epoch, const uint64_t *keys, uint32_t n)
@@ -287,7 +274,7 @@ static void test_hot_memory(void)
     static uint64_t keys[HOT_MAX];
     for (uint32_t i = 0; i < HOT_MAX; i++)
         keys[i] = 0x100000000ull + i;
-    long rss0 = vm_rss_kib();
+    long rss0 = test_rss_kib();
     size_t charged = 0, peak = 0;
     uint32_t full = 0, cut = 0, empty = 0;
     for (int i = 0; i < INA_SW_MAX_JOBS; i++) {
@@ -309,14 +296,14 @@ static void test_hot_memory(void)
                   a.keys[0] == keys[n - 1]);
         }
     }
-    long rss1 = vm_rss_kib();
+    long rss1 = test_rss_kib();
     printf("hot memory: %u full tables, %u cut, %u empty; %zu bytes charged (limit %zu); "
            "%llu refusals; VmRSS %ld -> %ld KiB\n", full, cut, empty, charged, limit,
            (unsigned long long)sw->c.hot_refusals, rss0, rss1);
     CHECK(full >= 1 && empty >= 1);
     CHECK(sw->c.hot_refusals >= (uint64_t)(cut + empty));
     CHECK_EQ_INT(sw->c.hot_installs, INA_SW_MAX_JOBS);
-    /* Resident memory follows (about 160 MiB before the bound); slack for malloc and ASan. */
+    /* Resident memory follows (about 130 MiB before the bound); slack for malloc. */
     if (rss0 > 0 && rss1 > 0)
         CHECK(rss1 - rss0 < 64 * 1024);
     sw_close();

@@ -10,6 +10,8 @@
 #include "ps/chain.c"
 #include "ps/ps.c"
 #include "ps/store.c"
+#include "ps_wire.h"
+#include "rss.h"
 #include "test_addr.h"
 
 #define LIMIT (4u << 20) /* ina-ps --max-memory 4M, as in the attack */
@@ -68,27 +70,9 @@ static size_t held_bytes(void)
     return b;
 }
 
-/* The resident set of this process, in KiB (VmRSS), or 0 if unknown. */
-static long vm_rss_kib(void)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kib = 0;
-    while (f && fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return kib;
-}
-
 static void join(const char *name, int world, int rank, int mode, const struct sockaddr_in *src)
 {
     uint8_t b[INA_HDR_LEN + INA_PS_JOIN_BODY_LEN];
-    struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_PS_JOIN);
-    h.rank = (uint16_t)rank;
-    ina_hdr_encode(b, &h);
     struct ina_ps_join j;
     memset(&j, 0, sizeof(j));
     j.nonce = 0x5000 + (uint64_t)rank;
@@ -100,8 +84,7 @@ static void join(const char *name, int world, int rank, int mode, const struct s
     j.lr = 1.0f;
     j.eps = 1.0f;
     snprintf(j.name, sizeof(j.name), "%s", name);
-    ina_ps_join_encode(b + INA_HDR_LEN, &j);
-    input(b, sizeof(b), src);
+    input(b, ps_join_datagram(b, rank, &j), src);
 }
 
 static struct sockaddr_in rank_addr(int job, int rank)
@@ -114,11 +97,7 @@ static void push(const struct ina_ps_job *job, int rank, uint32_t s, uint32_t id
 {
     uint8_t b[INA_HDR_LEN + 12];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_PS_PUSH);
-    h.job = job->id;
-    h.session = job->session;
-    h.token = job->token;
-    h.rank = (uint16_t)rank;
+    ps_job_hdr(&h, job, INA_K_PS_PUSH, rank);
     h.slot = idx;
     h.seq = s;
     h.count = 1;
@@ -149,7 +128,7 @@ static void open_ps(size_t limit, uint32_t initial_keys)
 static void test_index_flood(void)
 {
     open_ps(LIMIT, 16); /* small stores: all 16 jobs start, as in the attack */
-    long rss0 = vm_rss_kib();
+    long rss0 = test_rss_kib();
     for (int j = 0; j < INA_PS_MAX_JOBS; j++) {
         char name[32];
         snprintf(name, sizeof(name), "flood%d", j);
@@ -173,7 +152,7 @@ static void test_index_flood(void)
                     peak = held > peak ? held : peak;
                     agree = agree && held == ps.mem_used;
                 }
-    long rss1 = vm_rss_kib();
+    long rss1 = test_rss_kib();
     printf("index flood: peak %zu bytes held, limit %u; VmRSS %ld -> %ld KiB; "
            "%llu refusals, %llu jobs aborted\n", peak, LIMIT, rss0, rss1,
            (unsigned long long)ps.c.memory_refusals, (unsigned long long)ps.c.jobs_aborted);
@@ -184,7 +163,7 @@ static void test_index_flood(void)
     /* Each refusal ended its job for every rank with PS_ABORT PS_FULL (§14.2.6). */
     CHECK_EQ_INT(ps.c.jobs_aborted, ps.c.memory_refusals);
     CHECK_EQ_INT(aborts_full, ps.c.jobs_aborted * INA_MAX_WORKERS);
-    /* Resident memory follows (1 GiB before the fix); slack for the allocator and ASan. */
+    /* Resident memory follows (1 GiB before the fix); slack for the allocator. */
     if (rss0 > 0 && rss1 > 0)
         CHECK(rss1 - rss0 < 128 * 1024);
     ina_ps_free(&ps);
@@ -217,11 +196,7 @@ static void test_bitmap_charged(void)
     for (int r = 0; r < 2; r++) {
         uint8_t lb[INA_HDR_LEN];
         struct ina_hdr h;
-        ina_hdr_init(&h, INA_K_PS_LEAVE);
-        h.job = job->id;
-        h.session = job->session;
-        h.token = job->token;
-        h.rank = (uint16_t)r;
+        ps_job_hdr(&h, job, INA_K_PS_LEAVE, r);
         ina_hdr_encode(lb, &h);
         struct sockaddr_in a = rank_addr(0, r);
         input(lb, sizeof(lb), &a);
@@ -237,11 +212,7 @@ static size_t stale_update(uint8_t *b, const struct ina_ps_job *job, int rank, u
                            uint32_t stamp)
 {
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_PS_UPDATE);
-    h.job = job->id;
-    h.session = job->session;
-    h.token = job->token;
-    h.rank = (uint16_t)rank;
+    ps_job_hdr(&h, job, INA_K_PS_UPDATE, rank);
     h.slot = uid;
     h.seq = job->applied;
     h.count = BIG_ENTRIES;
