@@ -25,10 +25,7 @@ static int alloc_cells(struct ina_kmap *m, uint32_t cap)
 int ina_kmap_init(struct ina_kmap *m, uint32_t cap_hint)
 {
     memset(m, 0, sizeof(*m));
-    uint32_t cap = 16;
-    while (cap < 2u * cap_hint && cap < (1u << 31))
-        cap *= 2;
-    return alloc_cells(m, cap);
+    return alloc_cells(m, ina_kmap_cells(cap_hint));
 }
 
 void ina_kmap_free(struct ina_kmap *m)

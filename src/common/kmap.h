@@ -35,7 +35,17 @@ static inline uint64_t ina_key_mix(uint64_t x)
     return x ^ (x >> 31);
 }
 
-/* @return 0 or -ENOMEM. cap_hint: keys expected (0: a small table). */
+/* Cells of a table made for cap_hint keys: the smallest power of two >= max(16, 2 cap_hint)
+ * (at most 2^31). */
+static inline uint32_t ina_kmap_cells(uint32_t cap_hint)
+{
+    uint32_t cap = 16;
+    while (cap < 2u * (uint64_t)cap_hint && cap < (1u << 31))
+        cap *= 2;
+    return cap;
+}
+/* @return 0 or -ENOMEM. cap_hint: keys expected (0: a small table); ina_kmap_cells(cap_hint)
+ * cells, ina_kmap_bytes() of them. */
 int ina_kmap_init(struct ina_kmap *m, uint32_t cap_hint);
 void ina_kmap_free(struct ina_kmap *m);
 /* Forget every key, keep the memory. */

@@ -19,11 +19,12 @@ static struct ina_ps_chain_fwd *q_at(struct ina_ps_chain_job *cj, unsigned i)
 }
 
 /* Forget the job's forwards (its session ended, or the chain is detached). */
-static void cj_reset(struct ina_ps_chain_job *cj)
+static void cj_reset(struct ina_ps *ps, struct ina_ps_chain_job *cj)
 {
     for (unsigned i = 0; i < cj->n; i++)
         free(q_at(cj, i)->buf);
     free(cj->q);
+    ina__ps_uncharge(ps, &cj->bytes, cj->bytes);
     cj->q = NULL;
     cj->head = cj->n = 0;
     cj->session = 0;
@@ -88,6 +89,7 @@ static void release_head(struct ina_ps *ps, struct ina_ps_job *job, struct ina_p
     cj->n--; /* first: the ack hook then sees the stamp as no longer pending */
     cj->head_ns = ps->chain->now_ns; /* the next one's resend timer starts now at the earliest */
     free(e.buf);
+    ina__ps_uncharge(ps, &cj->bytes, e.len);
     const struct ina_ps_lastupd *lu = &job->last[e.rank];
     if (lu->uid == e.uid && lu->stamp == e.stamp && lu->status != INA_PS_UPDATE_HELD) {
         ina__ps_send_update_ack(ps, job, lu, &job->members[e.rank].addr);
@@ -110,6 +112,35 @@ static void chain_break(struct ina_ps *ps, struct ina_ps_job *job, struct ina_ps
 
 /* ---- Hooks ---------------------------------------------------------------------------- */
 
+/*
+ * A forward's buffer of flen bytes, and the job's ring on first use, both charged to
+ * --max-memory: the UPDATEs are the workers', and a slow replica must not let them take
+ * the host's memory. @return the buffer, or NULL with *why "max_memory" or "out_of_memory".
+ */
+static uint8_t *fwd_alloc(struct ina_ps *ps, struct ina_ps_chain_job *cj, size_t flen,
+                          const char **why)
+{
+    const size_t ring = INA_PS_CHAIN_WINDOW * sizeof(*cj->q);
+    *why = "max_memory";
+    if (!cj->q) {
+        if (ina__ps_charge(ps, &cj->bytes, ring) != 0)
+            return NULL;
+        if (!(cj->q = calloc(INA_PS_CHAIN_WINDOW, sizeof(*cj->q)))) {
+            ina__ps_uncharge(ps, &cj->bytes, ring);
+            *why = "out_of_memory";
+            return NULL;
+        }
+    }
+    if (ina__ps_charge(ps, &cj->bytes, flen) != 0)
+        return NULL;
+    uint8_t *buf = malloc(flen);
+    if (!buf) {
+        ina__ps_uncharge(ps, &cj->bytes, flen);
+        *why = "out_of_memory";
+    }
+    return buf;
+}
+
 /* Primary: a stamped UPDATE was taken; forward it. */
 static void chain_taken(struct ina_ps *ps, struct ina_ps_job *job, const struct ina_hdr *h,
                         const uint8_t *body, size_t len)
@@ -119,7 +150,7 @@ static void chain_taken(struct ina_ps *ps, struct ina_ps_job *job, const struct 
         return;
     struct ina_ps_chain_job *cj = &ch->jobs[job->id - 1];
     if (cj->session != job->session) {
-        cj_reset(cj);
+        cj_reset(ps, cj);
         cj->session = job->session;
     }
     if (cj->broken) {
@@ -127,19 +158,14 @@ static void chain_taken(struct ina_ps *ps, struct ina_ps_job *job, const struct 
         return;
     }
     size_t flen = INA_HDR_LEN + INA_PS_CHAIN_FWD_PREFIX + len;
-    if (!cj->q && !(cj->q = calloc(INA_PS_CHAIN_WINDOW, sizeof(*cj->q)))) {
-        chain_break(ps, job, cj, "out_of_memory");
-        ps->c.chain_unforwarded++;
-        return;
-    }
-    if (cj->n == INA_PS_CHAIN_WINDOW || flen > INA_MAX_DATAGRAM) {
-        chain_break(ps, job, cj, cj->n == INA_PS_CHAIN_WINDOW ? "window_full" : "update_too_long");
-        ps->c.chain_unforwarded++;
-        return;
-    }
-    uint8_t *buf = malloc(flen);
+    const char *why = cj->n == INA_PS_CHAIN_WINDOW ? "window_full"
+                      : flen > INA_MAX_DATAGRAM      ? "update_too_long"
+                                                     : NULL;
+    uint8_t *buf = why ? NULL : fwd_alloc(ps, cj, flen, &why);
     if (!buf) {
-        chain_break(ps, job, cj, "out_of_memory");
+        if (strcmp(why, "max_memory") == 0)
+            ps->c.memory_refusals++;
+        chain_break(ps, job, cj, why);
         ps->c.chain_unforwarded++;
         return;
     }
@@ -370,7 +396,7 @@ void ina_ps_chain_tick(struct ina_ps *ps, uint64_t now_ns)
         struct ina_ps_chain_job *cj = &ch->jobs[i];
         struct ina_ps_job *job = &ps->jobs[i];
         if (cj->session && (job->state != INA_PS_ACTIVE || job->session != cj->session)) {
-            cj_reset(cj); /* the job ended: nobody waits for these answers */
+            cj_reset(ps, cj); /* the job ended: nobody waits for these answers */
             continue;
         }
         if (cj->n == 0)
@@ -423,7 +449,7 @@ void ina_ps_chain_free(struct ina_ps *ps)
     if (!ps->chain)
         return;
     for (int i = 0; i < INA_PS_MAX_JOBS; i++)
-        cj_reset(&ps->chain->jobs[i]);
+        cj_reset(ps, &ps->chain->jobs[i]);
     ps->chain = NULL;
     ps->chain_ops = NULL;
 }

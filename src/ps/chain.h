@@ -52,6 +52,7 @@ struct ina_ps_chain_job {
     uint32_t session; /* 0: none */
     int broken;       /* the replica missed the deadline: no more forwards this session */
     struct ina_ps_chain_fwd *q; /* ring of INA_PS_CHAIN_WINDOW (malloc on first use) */
+    size_t bytes;               /* the ring's and the forwards' bytes, charged to --max-memory */
     unsigned head, n;
     uint64_t head_ns; /* when the oldest became the oldest (its resend timer starts then) */
     /* replica: the primary's credentials, pinned by the first forward of replica session

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/addr.h"
+#include "common/size.h"
 #include "common/udp_gso.h"
 #include "ps/chain.h"
 #include "ps/metrics.h"
@@ -50,10 +51,11 @@ static void usage(FILE *f)
             "                        0.0.0.0 for workers on other hosts; port 0 = any\n"
             "  --shard I/S           this is shard I of S (default 0/1); every JOIN must\n"
             "                        say the same, else it is refused\n"
-            "  --max-memory SIZE     bytes of parameters, optimizer state and step sums of\n"
-            "                        all jobs together (default 1G, at least 4K; K, M, G\n"
-            "                        suffixes). A key past it aborts its job with\n"
-            "                        INA_ERR_PS_FULL\n"
+            "  --max-memory SIZE     bytes of all jobs together (default 1G, at least 4K; K,\n"
+            "                        M, G suffixes): parameters, optimizer state, step sums,\n"
+            "                        packet bitmaps, held UPDATEs, forwards to the replica.\n"
+            "                        A key or bitmap past it aborts its job with\n"
+            "                        INA_ERR_PS_FULL (PROTOCOL.md 14.2.8)\n"
             "  --initial-keys N      records preallocated per job (default 65536); the\n"
             "                        store doubles when full, within --max-memory\n"
             "  --step-timeout S      abort a job whose open step misses a rank's COMMIT for S\n"
@@ -83,25 +85,6 @@ static void usage(FILE *f)
             "  --version             print the version and exit\n"
             "  --help                this text\n",
             INA_PS_DEFAULT_PORT);
-}
-
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    double mul = 1;
-    if (end == s || v <= 0)
-        return -1;
-    if (*end == 'K' || *end == 'k')
-        mul = 1024.0, end++;
-    else if (*end == 'M' || *end == 'm')
-        mul = 1048576.0, end++;
-    else if (*end == 'G' || *end == 'g')
-        mul = 1073741824.0, end++;
-    if (*end || v * mul < 4096 || v * mul > 1e15)
-        return -1;
-    *out = (size_t)(v * mul);
-    return 0;
 }
 
 static int write_port_file(const char *path, unsigned port)
@@ -266,7 +249,7 @@ int main(int argc, char **argv)
             break;
         }
         case 'm':
-            if (parse_size(optarg, &p.max_memory) != 0) {
+            if (ina_parse_size(optarg, 4096, &p.max_memory) != 0) {
                 fprintf(stderr, "ina-ps: bad --max-memory '%s' (e.g. 512M, 4G; at least 4K)\n",
                         optarg);
                 return 2;

@@ -46,6 +46,7 @@ int ina_ps_init(struct ina_ps *ps, const struct ina_ps_params *p)
 static void job_free(struct ina_ps *ps, struct ina_ps_job *job)
 {
     ina__ps_store_free(ps, &job->store);
+    ina__ps_uncharge(ps, &job->aux_bytes, job->aux_bytes); /* bitmaps, held copies, scratch */
     for (int p = 0; p < 2; p++)
         for (int r = 0; r < INA_MAX_WORKERS; r++)
             free(job->rs[p][r].bits);
@@ -293,11 +294,16 @@ static void on_join(struct ina_ps *ps, const struct ina_hdr *h, const uint8_t *b
             send_nak(ps, j.nonce, INA_ERR_NOSPACE, src);
             return;
         }
-        int rc = ina__ps_store_init(ps, &job->store, j.dim, ina_optim_has_state(j.optim));
+        /* The scratch first: the store then takes what is left of --max-memory. */
+        int rc = ina__ps_charge(ps, &job->aux_bytes, j.dim * sizeof(float)) != 0
+                     ? INA_ERR_PS_FULL
+                     : ina__ps_store_init(ps, &job->store, j.dim, ina_optim_has_state(j.optim));
         if (rc == 0 && !(job->scratch = malloc(j.dim * sizeof(float)))) {
             ina__ps_store_free(ps, &job->store);
             rc = -ENOMEM;
         }
+        if (rc != 0)
+            ina__ps_uncharge(ps, &job->aux_bytes, job->aux_bytes);
         if (rc != 0) {
             ps->c.jobs_refused++;
             send_nak(ps, j.nonce, rc == -ENOMEM ? INA_ERR_PS_FULL : rc, src);
@@ -393,16 +399,29 @@ static int step_window(const struct ina_ps_job *job, uint32_t s)
     return d < 0 ? 1 : d < 2 ? 0 : -1;
 }
 
-static int bit_test_set(struct ina_ps_rankstep *rs, uint32_t i)
+/*
+ * Mark packet index i (< INA_PS_MAX_PACKETS) of rank step rs. The bitmap grows to the
+ * first INA_PS_BITMAP_MIN * 2^m bits above i, charged to --max-memory before it is
+ * allocated (PROTOCOL.md §14.2.4): an index far beyond what the rank sent costs the job,
+ * not the shard. @return 1 if i was marked already, 0 if now, -1 if the growth does not
+ * fit --max-memory (nothing allocated), -2 if the allocation failed.
+ */
+static int bit_test_set(struct ina_ps *ps, struct ina_ps_job *job, struct ina_ps_rankstep *rs,
+                        uint32_t i)
 {
     if (i >= rs->nbits) {
-        uint32_t n = rs->nbits ? rs->nbits : 512;
+        uint32_t n = rs->nbits ? rs->nbits : INA_PS_BITMAP_MIN;
         while (n <= i)
             n *= 2;
-        uint64_t *b = realloc(rs->bits, n / 8);
-        if (!b)
+        size_t more = (n - rs->nbits) / 8;
+        if (ina__ps_charge(ps, &job->aux_bytes, more) != 0)
             return -1;
-        memset((uint8_t *)b + rs->nbits / 8, 0, (n - rs->nbits) / 8);
+        uint64_t *b = realloc(rs->bits, n / 8);
+        if (!b) {
+            ina__ps_uncharge(ps, &job->aux_bytes, more);
+            return -2;
+        }
+        memset((uint8_t *)b + rs->nbits / 8, 0, more);
         rs->bits = b;
         rs->nbits = n;
     }
@@ -437,9 +456,11 @@ static void on_push(struct ina_ps *ps, struct ina_ps_job *job, const struct ina_
         return;
     }
     struct ina_ps_rankstep *rs = rankstep(job, h->rank, h->seq);
-    int seen = bit_test_set(rs, h->slot);
+    int seen = bit_test_set(ps, job, rs, h->slot);
     if (seen < 0) {
-        job_abort(ps, job, INA_ERR_PS_FULL, "out_of_memory");
+        if (seen == -1)
+            ps->c.memory_refusals++;
+        job_abort(ps, job, INA_ERR_PS_FULL, seen == -1 ? "max_memory" : "out_of_memory");
         return;
     }
     if (seen) {
@@ -672,8 +693,14 @@ static int update_one(struct ina_ps *ps, struct ina_ps_job *job, const struct in
                 send_update_held(ps, job, h, stamp, src);
             return 0;
         }
-        if (!(k->body = malloc(len)))
+        if (ina__ps_charge(ps, &job->aux_bytes, len) != 0) {
+            ps->c.memory_refusals++; /* not kept, no answer: the sender resends it */
+            return 0;
+        }
+        if (!(k->body = malloc(len))) {
+            ina__ps_uncharge(ps, &job->aux_bytes, len);
             return 0; /* not kept: the sender resends it */
+        }
         memcpy(k->body, body, len);
         k->h = *h;
         k->src = *src;
@@ -728,6 +755,7 @@ static void on_update(struct ina_ps *ps, struct ina_ps_job *job, const struct in
     while (r == 1 && job->held[job->next_stamp % INA_PS_HOLD].used) {
         struct ina_ps_held k = job->held[job->next_stamp % INA_PS_HOLD];
         job->held[job->next_stamp % INA_PS_HOLD] = (struct ina_ps_held){0};
+        ina__ps_uncharge(ps, &job->aux_bytes, k.len); /* first: update_one may free the job */
         if (ina_get32(k.body) != job->next_stamp || ina_ps_tx_full(ps)) {
             free(k.body); /* not its turn after all (a forgery), or no room to answer */
             break;

@@ -29,6 +29,7 @@
 #define INA_PS_DEFAULT_PORT 48870
 #define INA_PS_MAX_JOBS 16
 #define INA_PS_MAX_PACKETS (1u << 20) /* PUSH packets of one rank, step and shard */
+#define INA_PS_BITMAP_MIN 512u        /* bits of a packet bitmap when it is first made */
 #define INA_PS_TX_MSGS 1024            /* replies queued at most */
 #define INA_PS_TX_BYTES (4u << 20)     /* their bytes at most */
 /* Room one input may need: a full datagram, plus an ABORT or a COMMIT_ACK to every rank. */
@@ -96,7 +97,7 @@ struct ina_ps_counters {
     uint64_t pulls, pull_keys;
     uint64_t assigns, assign_entries, assign_stale; /* ASSIGN entries ignored as older than the key */
     uint64_t jobs_started, jobs_ended, jobs_aborted, jobs_refused;
-    uint64_t memory_refusals; /* keys refused: --max-memory reached */
+    uint64_t memory_refusals; /* keys, packet bitmaps, held UPDATEs or forwards refused: --max-memory */
     /* Bounded staleness (MODE_STALE, PROTOCOL.md §15.2). */
     uint64_t updates_applied;  /* UPDATEs applied (delay <= D) */
     uint64_t updates_stale;    /* UPDATEs refused with INA_ERR_STALE (delay > D) */
@@ -149,8 +150,8 @@ struct ina_ps_rankstep {
     uint32_t step1;   /* step + 1 this entry describes, 0 = none */
     uint32_t nrecv;   /* PUSH packets added */
     uint8_t committed;
-    uint64_t *bits;   /* PUSH packet indices received */
-    uint32_t nbits;   /* capacity in bits */
+    uint64_t *bits;   /* PUSH packet indices received (kept for the parity's next step) */
+    uint32_t nbits;   /* capacity in bits: 0, or INA_PS_BITMAP_MIN doubled, charged */
 };
 
 struct ina_ps_member {
@@ -182,11 +183,14 @@ struct ina_ps_job {
     struct ina_ps_lastupd last[INA_MAX_WORKERS];
     struct ina_ps_held held[INA_PS_HOLD]; /* by stamp % INA_PS_HOLD */
     float *scratch;       /* one entry's gradient (dim floats) */
+    /* Memory of the job besides its store, charged to --max-memory like the store: the
+     * packet bitmaps, the held UPDATEs' copies and scratch. */
+    size_t aux_bytes;
 };
 
 struct ina_ps_params {
     unsigned shard, nshards;
-    size_t max_memory;        /* bytes of all jobs' stores together */
+    size_t max_memory;        /* bytes of all jobs together: stores, bitmaps, held copies, forwards */
     uint32_t initial_keys;    /* records preallocated per job */
     uint64_t join_timeout_ns; /* a JOINING job missing ranks this long is dropped */
     uint64_t idle_timeout_ns; /* an ACTIVE job silent this long is aborted (TIMEOUT) */
@@ -264,6 +268,11 @@ void ina__ps_on_update(struct ina_ps *ps, struct ina_ps_job *job, const struct i
                        const uint8_t *body, size_t len, const struct sockaddr_in *src);
 
 /* store.c */
+/* --max-memory covers every allocation a job's datagrams cause (all jobs of the shard
+ * together). Charge n more bytes to *owner (a store's, a job's or chain replication's
+ * count). @return 0, or -1 with nothing charged when they do not fit. */
+int ina__ps_charge(struct ina_ps *ps, size_t *owner, size_t n);
+void ina__ps_uncharge(struct ina_ps *ps, size_t *owner, size_t n);
 int ina__ps_store_init(struct ina_ps *ps, struct ina_ps_store *s, unsigned dim, int has_state);
 void ina__ps_store_free(struct ina_ps *ps, struct ina_ps_store *s);
 /* The record of key, created (initial value, version 0) if new and memory allows.

@@ -38,25 +38,41 @@ static int records_resize(struct ina_ps_store *s, uint32_t cap)
     return 0;
 }
 
+int ina__ps_charge(struct ina_ps *ps, size_t *owner, size_t n)
+{
+    if (n > ps->p.max_memory - ps->mem_used) /* mem_used <= max_memory always holds */
+        return -1;
+    ps->mem_used += n;
+    *owner += n;
+    return 0;
+}
+
+void ina__ps_uncharge(struct ina_ps *ps, size_t *owner, size_t n)
+{
+    ps->mem_used -= n;
+    *owner -= n;
+}
+
+/* Bytes of a store with room for cap records: the record arrays and the index. */
+static size_t store_bytes(const struct ina_ps_store *s, uint32_t cap)
+{
+    return records_bytes(s, cap) + ina_kmap_bytes(ina_kmap_cells(cap));
+}
+
 int ina__ps_store_init(struct ina_ps *ps, struct ina_ps_store *s, unsigned dim, int has_state)
 {
     memset(s, 0, sizeof(*s));
     s->dim = dim;
     s->has_state = has_state;
     uint32_t cap = ps->p.initial_keys ? ps->p.initial_keys : 1024;
-    size_t need = records_bytes(s, cap) + ina_kmap_bytes(2 * cap);
-    while (cap > 16 && ps->mem_used + need > ps->p.max_memory) {
+    while (cap > 16 && store_bytes(s, cap) > ps->p.max_memory - ps->mem_used)
         cap /= 2; /* a small limit: start smaller, the limit decides later */
-        need = records_bytes(s, cap) + ina_kmap_bytes(2 * cap);
-    }
-    if (ps->mem_used + need > ps->p.max_memory)
+    if (ina__ps_charge(ps, &s->bytes, store_bytes(s, cap)) != 0)
         return INA_ERR_PS_FULL;
     if (ina_kmap_init(&s->index, cap) != 0 || records_resize(s, cap) != 0) {
         ina__ps_store_free(ps, s);
         return -ENOMEM;
     }
-    s->bytes = records_bytes(s, s->cap) + ina_kmap_bytes(s->index.cap);
-    ps->mem_used += s->bytes;
     return 0;
 }
 
@@ -86,19 +102,21 @@ static int store_make_room(struct ina_ps *ps, struct ina_ps_store *s)
 {
     if (s->n == s->cap) {
         size_t more = records_bytes(s, 2 * s->cap) - records_bytes(s, s->cap);
-        if (s->cap >= (1u << 30) || ps->mem_used + more > ps->p.max_memory)
+        if (s->cap >= (1u << 30) || ina__ps_charge(ps, &s->bytes, more) != 0)
             return -1;
-        if (records_resize(s, 2 * s->cap) != 0)
+        if (records_resize(s, 2 * s->cap) != 0) {
+            ina__ps_uncharge(ps, &s->bytes, more);
             return -1;
-        s->bytes += more;
-        ps->mem_used += more;
+        }
     }
     if (ina_kmap_full(&s->index)) {
         size_t more = ina_kmap_bytes(s->index.cap); /* the table doubles */
-        if (ps->mem_used + more > ps->p.max_memory || ina_kmap_grow(&s->index) != 0)
+        if (ina__ps_charge(ps, &s->bytes, more) != 0)
             return -1;
-        s->bytes += more;
-        ps->mem_used += more;
+        if (ina_kmap_grow(&s->index) != 0) {
+            ina__ps_uncharge(ps, &s->bytes, more);
+            return -1;
+        }
     }
     return 0;
 }

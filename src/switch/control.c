@@ -63,6 +63,7 @@ int ina_switch_init(struct ina_switch *sw, const struct ina_switch_params *p)
         p->max_elems > INA_MAX_ELEMS)
         return -EINVAL;
     sw->p = *p;
+    sw->hot_own.limit = p->hot_memory ? p->hot_memory : INA_SW_DEFAULT_HOT_MEMORY;
     sw->slots = calloc(p->nslots, sizeof(*sw->slots));
     sw->values = calloc((size_t)p->nslots * 2 * p->max_elems, sizeof(int32_t));
     sw->slot_owner = calloc(p->nslots, sizeof(*sw->slot_owner));

@@ -30,6 +30,7 @@ struct ina_sw_counters {
     uint64_t joins_expired;   /* registrations forgotten: the rank's deadline passed or it fell silent */
     uint64_t hot_installs;    /* hot tables (epochs) activated (PROTOCOL.md §14.3) */
     uint64_t hot_keyed;       /* keyed hot entries added into slots */
+    uint64_t hot_refusals;    /* HOT_INSTALLs refused NOSPACE: --hot-memory is full */
     /* A tree of switches (PROTOCOL.md §12). As a parent: */
     uint64_t tree_joins;      /* TREE_JOINs of child switches registered */
     /* As a child (--parent): */

@@ -18,26 +18,97 @@
  * epoch's; the other ranks read it back (HOT_FETCH). Memory: at most
  * --hot-keys keys per job (key list + index, 32 to 56 bytes a key),
  * allocated on the control path when an install starts, freed with the job.
+ * All jobs' tables together stay within --hot-memory (struct ina_hot_budget):
+ * an install is charged, before anything is allocated, everything it will
+ * hold until it becomes active (key list, bitmap, the index it then makes);
+ * one that does not fit is answered NOSPACE with the keys that would fit,
+ * and rank 0 installs that many of its hottest instead.
  */
 struct ina_hot {
     uint32_t epoch; /* active epoch, 0 = none */
     uint32_t n;     /* its keys */
-    uint64_t *keys; /* position -> key */
+    uint64_t *keys; /* position -> key; not NULL once epoch > 0 */
     struct ina_kmap map; /* key -> position */
     /* the install in progress */
     uint32_t pend_epoch, pend_total, pend_filled;
     uint64_t *pend_keys, *pend_bits;
+    /* --hot-memory: the budget, and what this table holds of it */
+    struct ina_hot_budget *budget;
+    size_t act_bytes, pend_bytes;
 };
+
+/* ---- Memory (--hot-memory, PROTOCOL.md §14.3) -------------------------------- */
+
+/* The charge of an active table of n keys: its key list and its index. An empty
+ * table (a few hundred bytes) is part of the job's fixed footprint. */
+static size_t table_bytes(uint32_t n)
+{
+    return n ? 8 * (size_t)n + ina_kmap_bytes(ina_kmap_cells(n)) : 0;
+}
+
+/* The charge of an install of total keys: its key list, its bitmap of positions
+ * written, and the index it makes when it becomes active. */
+static size_t install_bytes(uint32_t total)
+{
+    return total ? table_bytes(total) + 8 * ((size_t)total / 64 + 1) : 0;
+}
+
+static struct ina_hot_budget *hot_budget(struct ina_switch *sw)
+{
+    return sw->p.hot_budget ? sw->p.hot_budget : &sw->hot_own;
+}
+
+/* Take n bytes of the budget. @return 0, or -1 (nothing taken) if they do not fit. */
+static int budget_take(struct ina_hot_budget *b, size_t n)
+{
+    size_t used = atomic_load(&b->used);
+    do {
+        if (n > b->limit || used > b->limit - n)
+            return -1;
+    } while (!atomic_compare_exchange_weak(&b->used, &used, used + n));
+    return 0;
+}
+
+static void budget_give(struct ina_hot_budget *b, size_t n)
+{
+    if (n)
+        atomic_fetch_sub(&b->used, n);
+}
+
+/* The most keys, up to total, whose install would fit what is left of the budget now. */
+static uint32_t install_fit(struct ina_hot_budget *b, uint32_t total)
+{
+    size_t used = atomic_load(&b->used), left = used < b->limit ? b->limit - used : 0;
+    uint32_t lo = 0, hi = total; /* install_bytes(lo) fits (0 always does) */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo + 1) / 2;
+        if (install_bytes(mid) <= left)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+static void pend_clear(struct ina_hot *t)
+{
+    free(t->pend_keys);
+    free(t->pend_bits);
+    budget_give(t->budget, t->pend_bytes);
+    t->pend_bytes = 0;
+    t->pend_keys = t->pend_bits = NULL;
+    t->pend_epoch = t->pend_total = t->pend_filled = 0;
+}
 
 void ina__hot_free(struct ina_job *job)
 {
     struct ina_hot *t = job->hot;
     if (!t)
         return;
+    pend_clear(t);
     free(t->keys);
     ina_kmap_free(&t->map);
-    free(t->pend_keys);
-    free(t->pend_bits);
+    budget_give(t->budget, t->act_bytes);
     free(t);
     job->hot = NULL;
 }
@@ -148,14 +219,6 @@ static void send_keys(struct ina_switch *sw, const struct ina_job *job, uint32_t
     ina_txq_push(&sw->txq, b, len, dst);
 }
 
-static void pend_clear(struct ina_hot *t)
-{
-    free(t->pend_keys);
-    free(t->pend_bits);
-    t->pend_keys = t->pend_bits = NULL;
-    t->pend_epoch = t->pend_total = t->pend_filled = 0;
-}
-
 /* The last position of the pending table arrived: index it and make it the
  * active one. @return 0, or INA_ERR_MISMATCH (a key twice), -ENOMEM. */
 static int activate(struct ina_switch *sw, struct ina_job *job)
@@ -177,11 +240,33 @@ static int activate(struct ina_switch *sw, struct ina_job *job)
     t->n = t->pend_total;
     t->epoch = t->pend_epoch;
     t->pend_keys = NULL;
+    /* The table now holds its key list and index (within what the install took);
+     * the old table and the bitmap are freed. */
+    size_t now = table_bytes(t->n);
+    budget_give(t->budget, t->act_bytes + t->pend_bytes - now);
+    t->act_bytes = now;
+    t->pend_bytes = 0;
     pend_clear(t);
     sw->c.hot_installs++;
     ina_log(INA_LOG_INFO, "hot_installed", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
             INA_KV_I("epoch", t->epoch), INA_KV_I("keys", t->n));
     return 0;
+}
+
+/* An install that --hot-memory has no room for: NOSPACE with the keys that would fit
+ * (fewer than total), which rank 0 then installs instead, its hottest first. */
+static void refuse_install(struct ina_switch *sw, const struct ina_job *job, uint32_t epoch,
+                           uint32_t total, uint32_t off, const struct sockaddr_in *src)
+{
+    struct ina_hot_budget *b = hot_budget(sw);
+    uint32_t fit = install_fit(b, total);
+    if (fit >= total)
+        fit = total - 1; /* room freed by another thread since: still less than asked */
+    sw->c.hot_refusals++;
+    ina_log(INA_LOG_WARN, "hot_refused", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
+            INA_KV_I("epoch", epoch), INA_KV_I("keys", total), INA_KV_I("fit", fit),
+            INA_KV_I("hot_memory", b->limit));
+    send_keys(sw, job, epoch, fit, off, 0, INA_ERR_NOSPACE, NULL, src);
 }
 
 static void on_install(struct ina_switch *sw, struct ina_job *job, const uint8_t *b, size_t len,
@@ -203,14 +288,20 @@ static void on_install(struct ina_switch *sw, struct ina_job *job, const uint8_t
         return;
     }
     struct ina_hot *t = job->hot;
+    t->budget = hot_budget(sw);
     if (epoch <= t->epoch) { /* a repeat of an installed epoch (its ack was lost) */
         send_keys(sw, job, epoch, t->epoch == epoch ? t->n : total, off, 0, 0, NULL, src);
         return;
     }
     if (t->pend_epoch != epoch || t->pend_total != total) {
-        pend_clear(t);
+        pend_clear(t); /* a new install replaces the one in progress, and its charge */
+        if (budget_take(t->budget, install_bytes(total)) != 0) {
+            refuse_install(sw, job, epoch, total, off, src);
+            return;
+        }
+        t->pend_bytes = install_bytes(total);
         t->pend_keys = malloc(8 * (size_t)(total ? total : 1));
-        t->pend_bits = calloc((total + 63) / 64 + 1, 8);
+        t->pend_bits = calloc(total / 64 + 1, 8);
         if (!t->pend_keys || !t->pend_bits) {
             pend_clear(t);
             send_keys(sw, job, epoch, total, off, 0, -ENOMEM, NULL, src);
@@ -235,13 +326,14 @@ static void on_install(struct ina_switch *sw, struct ina_job *job, const uint8_t
 static void on_fetch(struct ina_switch *sw, struct ina_job *job, const uint8_t *b, size_t len,
                      const struct sockaddr_in *src)
 {
-    if (len < INA_HOT_FETCH_LEN) {
+    uint32_t epoch = len >= INA_HOT_FETCH_LEN ? ina_get32(b) : 0;
+    if (epoch == 0) { /* short, or epoch 0: no table ever has it */
         sw->c.drops[INA_DROP_JOIN]++;
         return;
     }
-    uint32_t epoch = ina_get32(b), off = ina_get32(b + 4), want = ina_get16(b + 8);
+    uint32_t off = ina_get32(b + 4), want = ina_get16(b + 8);
     const struct ina_hot *t = job->hot;
-    if (!t || t->epoch < epoch) {
+    if (!t || t->epoch < epoch) { /* none active yet (an install may be in progress) */
         send_keys(sw, job, epoch, 0, off, 0, INA_HOT_PENDING, NULL, src);
         return;
     }

@@ -18,6 +18,7 @@
 #include "common/busy_poll.h"
 #include "common/fault.h"
 #include "common/host.h"
+#include "common/size.h"
 #include "common/udp_gso.h"
 #include "common/log.h"
 #include "switch/ebpf/ebpf_dp.h"
@@ -152,6 +153,10 @@ static void usage(FILE *f)
             "  --hot-keys N          most keys of one job's hot table (default 65536; 0 = no\n"
             "                        hot table): keys a key-value job aggregates here,\n"
             "                        the rest going to ina-ps (docs/PS.md)\n"
+            "  --hot-memory SIZE     bytes of all jobs' hot tables together (default 64M, at\n"
+            "                        least 4K; K, M, G suffixes). An install past it is\n"
+            "                        answered with the keys that still fit, and the job\n"
+            "                        installs that many (counter hot_refusals)\n"
             "  --metrics ADDR:PORT   serve the operator view over HTTP on a separate thread:\n"
             "                        GET /metrics (Prometheus text), GET /jobs and\n"
             "                        GET /counters (JSON), POST /jobs/ID/abort and\n"
@@ -178,7 +183,8 @@ static void usage(FILE *f)
             "  --version             print the version and exit\n"
             "  --help                this text\n"
             "\n"
-            "Memory: slots x 2 x max-elems x 4 bytes (default 16 MiB).\n"
+            "Memory: slots x 2 x max-elems x 4 bytes (default 16 MiB), plus the hot tables\n"
+            "(at most --hot-memory, 64 MiB by default).\n"
             "Example: ina-switch --listen 0.0.0.0:48864 --slots 4096\n",
             INA_DEFAULT_PORT, INA_MAX_ELEMS, INA_SW_MAX_SHARDS, INA_AUTO_SWITCH_THREADS_MAX);
 }
@@ -824,6 +830,10 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
     }
     if (p.mcast_base)
         p.mcast_port = p.shard_ports[0];
+    /* --hot-memory: one budget for the hot tables of every thread (PROTOCOL.md §14.3). */
+    static struct ina_hot_budget hot_budget;
+    hot_budget.limit = p.hot_memory ? p.hot_memory : INA_SW_DEFAULT_HOT_MEMORY;
+    p.hot_budget = &hot_budget;
     for (unsigned i = 0; i < nthreads; i++) {
         p.shard = i;
         int rc = ina_switch_init(&sh[i].sw, &p);
@@ -989,6 +999,7 @@ int main(int argc, char **argv)
         {"dataplane", required_argument, 0, 'D'}, {"iface", required_argument, 0, 'f'},
         {"record", required_argument, 0, 'r'},
         {"hot-keys", required_argument, 0, 'K'},
+        {"hot-memory", required_argument, 0, 'K' + 256},
         {"parent", required_argument, 0, 'U'},
         {"version", no_argument, 0, 'V'},         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -1105,6 +1116,13 @@ int main(int argc, char **argv)
         case 'f': iface = optarg; break;
         case 'r': record_path = optarg; break;
         case 'K': p.hot_max = (uint32_t)v; break;
+        case 'K' + 256:
+            if (ina_parse_size(optarg, 4096, &p.hot_memory) != 0) {
+                fprintf(stderr, "ina-switch: bad --hot-memory '%s' (e.g. 64M, 1G; at least 4K)\n",
+                        optarg);
+                return 2;
+            }
+            break;
         case 'U': parent_s = optarg; break;
         case 'M': {
             struct in_addr g;

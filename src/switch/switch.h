@@ -12,6 +12,7 @@
  */
 
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "common/sha256.h"
@@ -41,6 +42,19 @@
 /* Draining (SIGTERM, drain.c): a job counts as between operations once none
  * of its rounds is partly received and no DATA came for this long. */
 #define INA_SW_DRAIN_QUIET_NS 200000000ull
+#define INA_SW_DEFAULT_HOT_MEMORY ((size_t)64 << 20) /* --hot-memory */
+
+/*
+ * --hot-memory: the bytes of every job's hot table together (hot.c, PROTOCOL.md
+ * §14.3), charged when an install starts and released when the table goes. One
+ * budget serves every dataplane thread of an ina-switch (main.c owns it): it is
+ * taken on the control path only (HOT_INSTALL, a job's end), with one atomic
+ * compare-and-swap, never per packet.
+ */
+struct ina_hot_budget {
+    _Atomic size_t used;
+    size_t limit;
+};
 
 /* One set (copy) of one slot. Invariant: complete <=> nrecv == job world size
  * for the round `seq`; bitmap has exactly nrecv bits set. */
@@ -190,6 +204,11 @@ struct ina_switch_params {
     uint64_t seed;
     /* --hot-keys: most keys of one job's hot table (PROTOCOL.md §14.3); 0 = no hot table. */
     uint32_t hot_max;
+    /* --hot-memory: the budget of all hot tables, shared by several instances (main.c's
+     * threads); NULL: this instance's own (sw->hot_own), of hot_memory bytes (0: the
+     * default, INA_SW_DEFAULT_HOT_MEMORY). */
+    struct ina_hot_budget *hot_budget;
+    size_t hot_memory;
     /* --parent: this switch is a child (PROTOCOL.md §12, tree.c): each job's
      * partial sums go to parents[shard(name, lane) mod nparents]. 0 = a root. */
     unsigned nparents;
@@ -230,6 +249,7 @@ struct ina_switch {
      * operations, or at the deadline. */
     int draining;
     uint64_t drain_deadline_ns;
+    struct ina_hot_budget hot_own; /* the hot tables' budget when p.hot_budget is NULL */
 };
 
 /* Worst case one input queues: an ABORT to every rank plus a JOIN_ACK per rank,

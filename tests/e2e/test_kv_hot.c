@@ -1,4 +1,4 @@
-/* test_kv_hot.c: hot keys summed in the switch, cold keys at ina-ps: every update applied exactly once, across hot-set reinstalls, with and without 1% loss, duplication and reordering. */
+/* test_kv_hot.c: hot keys summed in the switch, cold keys at ina-ps: every update applied exactly once, across hot-set reinstalls, with and without 1% loss, duplication and reordering, and with hot sets cut by --hot-memory. */
 #include <math.h>
 
 #include "check.h"
@@ -10,6 +10,9 @@
 #define P 2     /* profile steps: first hot set at step 2 */
 #define E 3     /* a new hot set every 3 steps: at 2, 5, 8, 11 */
 #define H 48    /* hot keys */
+/* ina-switch --hot-memory 4K (PROTOCOL.md §14.3): a set of H_CUT keys (I = 3888 bytes) fits
+ * alone, not beside the one before it: the four installs get 100, 3, 99 and 4 keys. */
+#define H_CUT 100
 
 static char addrs[256], swaddr[64];
 
@@ -34,6 +37,7 @@ struct run {
     const char *job;
     int optimizer, hot, faults;
     int many_cores; /* the host looks like 16 cores: auto lanes would give each rank 4 */
+    int hot_memory_4k; /* ina-switch --hot-memory 4K, the job asks for H_CUT hot keys */
 };
 
 static void model_step(float *w, float *acc, int n, int t, int optimizer, float lr)
@@ -68,7 +72,7 @@ static int worker(int rank, int n, void *arg)
     c.lr = run->optimizer == INA_KV_ADAGRAD ? 0.25f : 1.0f;
     if (run->hot) {
         c.switch_addr = swaddr;
-        c.hot_keys = H;
+        c.hot_keys = run->hot_memory_4k ? H_CUT : H;
         c.profile_steps = P;
         c.reprofile_steps = E;
     }
@@ -116,6 +120,13 @@ static int worker(int rank, int n, void *arg)
                 (unsigned long long)st.hot_keys);
         bad++;
     }
+    /* --hot-memory cut the sets: the switch answered NOSPACE with what fit, and the job
+     * went on with fewer hot keys (the rest at ina-ps), every update still exact. */
+    if (run->hot_memory_4k && st.hot_keys != 4) {
+        fprintf(stderr, "%s rank %d: %llu hot keys at the end, want 4 (cut by --hot-memory)\n",
+                run->job, rank, (unsigned long long)st.hot_keys);
+        bad++;
+    }
     if (rank == 0)
         printf("%s: %llu of %llu entries hot, %llu installs moving %llu keys in and %llu out, "
                "%llu PS retransmits\n", run->job,
@@ -138,8 +149,9 @@ static int run_cluster(const struct run *run)
         if (ps_start(&ps[i], i, 2, run->faults ? fault : NULL) != 0)
             return 1;
     ps_addrs(ps, 2, addrs, sizeof(addrs));
+    const char *small[] = {"--hot-memory", "4K", NULL};
     if (run->hot) {
-        if (switch_start(&sw, run->faults ? fault : NULL) != 0)
+        if (switch_start(&sw, run->faults ? fault : run->hot_memory_4k ? small : NULL) != 0)
             return 1;
         switch_addr(&sw, swaddr, sizeof(swaddr));
     }
@@ -154,12 +166,13 @@ static int run_cluster(const struct run *run)
 int main(void)
 {
     struct run runs[] = {
-        {"allps", INA_KV_SGD, 0, 0, 0},
-        {"hotcold", INA_KV_SGD, 1, 0, 0},
-        {"hotcold-16cores", INA_KV_SGD, 1, 0, 1},
-        {"hotcold-adagrad", INA_KV_ADAGRAD, 1, 0, 0},
-        {"hotcold-faults", INA_KV_SGD, 1, 1, 0},
-        {"allps-faults", INA_KV_ADAGRAD, 0, 1, 0},
+        {"allps", INA_KV_SGD, 0, 0, 0, 0},
+        {"hotcold", INA_KV_SGD, 1, 0, 0, 0},
+        {"hotcold-16cores", INA_KV_SGD, 1, 0, 1, 0},
+        {"hotcold-adagrad", INA_KV_ADAGRAD, 1, 0, 0, 0},
+        {"hotcold-faults", INA_KV_SGD, 1, 1, 0, 0},
+        {"allps-faults", INA_KV_ADAGRAD, 0, 1, 0, 0},
+        {"hotcold-hotmem", INA_KV_ADAGRAD, 1, 0, 0, 1},
     };
     for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
         int bad = run_cluster(&runs[i]);

@@ -12,6 +12,7 @@
 #include "ps/chain.c"
 #include "ps/ps.c"
 #include "ps/store.c"
+#include "ps_wire.h"
 #include "test_addr.h"
 
 /*
@@ -37,7 +38,8 @@
  * CHAIN_FWD to whole entries. After them, if the oracle still runs in the same session,
  * one honest step of it must give exact values: no datagram from another address,
  * even with stolen credentials, changes another job's parameters. Checked throughout:
- * the replies queued are well-formed, memory stays within --max-memory, the stores'
+ * the replies queued are well-formed, every byte held (stores, packet bitmaps, held UPDATE
+ * copies, chain forwards) is charged and stays within --max-memory, the stores'
  * indexes and records agree, and each open step's counts are bounded; forwards go only to
  * the replica and CHAIN_ACKs only to the primary, no UPDATE_ACK goes to the primary's
  * address, and no outcome is told while the chain still waits for its stamp.
@@ -138,13 +140,26 @@ HARNESS static void check_tx(void)
 
 HARNESS static void check_state(void)
 {
+    /* Every byte held for the jobs, counted from the structures: all of it charged to
+     * --max-memory (PROTOCOL.md §14.2.4: bitmaps; §15.2: held copies; §15.8: forwards). */
     size_t mem = 0;
+    for (int i = 0; i < INA_PS_MAX_JOBS; i++) {
+        const struct ina_ps_chain_job *cj = &chain.jobs[i];
+        mem += cj->q ? INA_PS_CHAIN_WINDOW * sizeof(*cj->q) : 0;
+        for (unsigned k = 0; k < cj->n; k++)
+            mem += cj->q[(cj->head + k) % INA_PS_CHAIN_WINDOW].len;
+    }
     for (int i = 0; i < INA_PS_MAX_JOBS; i++) {
         const struct ina_ps_job *j = &ps.jobs[i];
         if (j->state == INA_PS_FREE)
             continue;
         const struct ina_ps_store *s = &j->store;
-        mem += s->bytes;
+        mem += s->bytes + (j->scratch ? s->dim * sizeof(float) : 0);
+        for (int p = 0; p < 2; p++)
+            for (int r = 0; r < INA_MAX_WORKERS; r++)
+                mem += j->rs[p][r].bits ? j->rs[p][r].nbits / 8 : 0;
+        for (int k = 0; k < INA_PS_HOLD; k++)
+            mem += j->held[k].used ? j->held[k].len : 0;
         CHECKF(s->n <= s->cap && s->index.n == s->n);
         for (int p = 0; p < 2; p++)
             CHECKF(s->ntouched[p] <= s->n && j->ncommitted[p] <= (uint32_t)j->world);
@@ -168,10 +183,6 @@ static uint16_t join(const char *name, int world, int rank, int dim, int optim, 
                      int mode, const struct sockaddr_in *src)
 {
     uint8_t b[INA_HDR_LEN + INA_PS_JOIN_BODY_LEN];
-    struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_PS_JOIN);
-    h.rank = (uint16_t)rank;
-    ina_hdr_encode(b, &h);
     struct ina_ps_join j;
     memset(&j, 0, sizeof(j));
     j.nonce = 0x1000 + (uint64_t)rank + (uint64_t)world * 77;
@@ -184,8 +195,7 @@ static uint16_t join(const char *name, int world, int rank, int dim, int optim, 
     j.lr = lr;
     j.eps = 1.0f;
     snprintf(j.name, sizeof(j.name), "%s", name);
-    ina_ps_join_encode(b + INA_HDR_LEN, &j);
-    send_to(b, sizeof(b), src);
+    send_to(b, ps_join_datagram(b, rank, &j), src);
     return 0;
 }
 
@@ -195,15 +205,6 @@ static const struct ina_ps_job *job_named(const char *name)
         if (ps.jobs[i].state == INA_PS_ACTIVE && strcmp(ps.jobs[i].p.name, name) == 0)
             return &ps.jobs[i];
     return NULL;
-}
-
-static void session_hdr(struct ina_hdr *h, const struct ina_ps_job *job, uint8_t kind, int rank)
-{
-    ina_hdr_init(h, kind);
-    h->job = job->id;
-    h->session = job->session;
-    h->token = job->token;
-    h->rank = (uint16_t)rank;
 }
 
 static void one_record(uint8_t sel, uint8_t flags, const uint8_t *d, size_t len)
@@ -285,7 +286,7 @@ HARNESS static void oracle_step(uint16_t id, uint32_t session, uint32_t token)
     uint8_t b[INA_HDR_LEN + 12];
     struct ina_hdr h;
     for (int r = 0; r < 2; r++) {
-        session_hdr(&h, o, INA_K_PS_PUSH, r);
+        ps_job_hdr(&h, o, INA_K_PS_PUSH, r);
         h.seq = step;
         h.slot = 1000 + (uint32_t)r; /* a packet index no record can have used for this step */
         h.count = 1;
@@ -298,7 +299,7 @@ HARNESS static void oracle_step(uint16_t id, uint32_t session, uint32_t token)
     /* A commit must name the packets the rank sent: ask the shard's own count. */
     for (int r = 0; r < 2; r++) {
         const struct ina_ps_rankstep *rs = &o->rs[step & 1][r];
-        session_hdr(&h, o, INA_K_PS_COMMIT, r);
+        ps_job_hdr(&h, o, INA_K_PS_COMMIT, r);
         h.seq = step;
         h.slot = rs->step1 == step + 1 ? rs->nrecv : 0;
         ina_hdr_encode(b, &h);
@@ -352,7 +353,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint8_t b[INA_HDR_LEN + 12];
         struct ina_hdr h;
         for (int r = 0; r < 2; r++) {
-            session_hdr(&h, oj, INA_K_PS_PUSH, r);
+            ps_job_hdr(&h, oj, INA_K_PS_PUSH, r);
             h.count = 1;
             ina_hdr_encode(b, &h);
             ina_put64(b + INA_HDR_LEN, 5);
@@ -360,7 +361,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             send_to(b, sizeof(b), &oracle_addr[r]);
         }
         for (int r = 0; r < 2; r++) {
-            session_hdr(&h, oj, INA_K_PS_COMMIT, r);
+            ps_job_hdr(&h, oj, INA_K_PS_COMMIT, r);
             h.slot = 1;
             ina_hdr_encode(b, &h);
             send_to(b, INA_HDR_LEN, &oracle_addr[r]);

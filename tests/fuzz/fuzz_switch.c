@@ -83,6 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define FZ_NSLOTS 16
 #define FZ_HOT_MAX 24 /* keys of a job's hot table (--hot-keys) */
+#define FZ_HOT_MEMORY 2048 /* --hot-memory: two full tables, then NOSPACE */
 #define FZ_MAX_ELEMS 16
 #define FZ_JOIN_TIMEOUT_NS 1000000000ull  /* 1 s */
 #define FZ_IDLE_TIMEOUT_NS 10000000000ull /* 10 s */
@@ -320,7 +321,9 @@ HARNESS static void check_state(void)
                 CHECKF((ss->seq & 1) == set);
                 CHECKF(ss->count <= job->elems);
                 /* only valid wire ops ever enter a round */
-                CHECKF(ss->op <= INA_OP_LAST || ina_op_is_sparse(ss->op));
+                CHECKF(ss->op <= INA_OP_LAST || ina_op_is_sparse(ss->op) ||
+                       (ss->hot && ss->op == INA_OP_HOT_F32)); /* a hot round: op 9 only */
+                CHECKF(!ss->hot || ss->op == INA_OP_HOT_F32);
                 if (ina_op_is_sparse(ss->op)) { /* a checked layout, within the slot */
                     uint32_t lay = (uint32_t)sw.values[((size_t)(job->slot_base + s) * 2 + set) *
                                                        sw.p.max_elems];
@@ -335,6 +338,21 @@ HARNESS static void check_state(void)
         }
     }
     CHECKF(owned == windows + owned_joining);
+    /* --hot-memory: the tables hold what they were charged (PROTOCOL.md §14.3), together
+     * within the bound, and an active table has its keys. */
+    size_t hot = 0;
+    for (int j = 0; j < INA_SW_MAX_JOBS; j++) {
+        const struct ina_hot *t = sw.jobs[j].hot;
+        if (!t)
+            continue;
+        CHECKF(sw.jobs[j].state != INA_JOB_FREE);
+        CHECKF(t->act_bytes == (t->epoch ? table_bytes(t->n) : 0));
+        CHECKF(t->pend_bytes == (t->pend_epoch ? install_bytes(t->pend_total) : 0));
+        CHECKF(t->epoch == 0 || t->keys);
+        CHECKF(t->n <= FZ_HOT_MAX && t->pend_total <= FZ_HOT_MAX);
+        hot += t->act_bytes + t->pend_bytes;
+    }
+    CHECKF(hot == atomic_load(&sw.hot_own.used) && hot <= FZ_HOT_MEMORY);
 }
 
 /* ---- Honest workers ------------------------------------------------------------ */
@@ -645,6 +663,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     p.idle_timeout_ns = FZ_IDLE_TIMEOUT_NS;
     p.min_job_slots = 1; /* admission may shrink windows: exercise it */
     p.hot_max = FZ_HOT_MAX; /* the hot table (kinds 5, 6, 45..47) is part of the surface */
+    p.hot_memory = FZ_HOT_MEMORY;
     child_mode = size >= 2 && (data[1] & F_CHILD);
     if (child_mode) {
         p.nparents = 1;

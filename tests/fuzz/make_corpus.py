@@ -3,8 +3,10 @@
 
     /usr/bin/python3 tests/fuzz/make_corpus.py [OUTDIR]   (default: tests/fuzz/corpus)
 
-Writes OUTDIR/switch/* for fuzz_switch and OUTDIR/reply/* for fuzz_reply, in
-the record formats described at the top of fuzz_switch.c and fuzz_reply.c.
+Writes OUTDIR/switch/* for fuzz_switch, OUTDIR/reply/* for fuzz_reply and some
+of OUTDIR/ps/* for fuzz_ps (the others were kept from fuzzing runs), in the record
+formats described at the top of fuzz_switch.c, fuzz_reply.c and fuzz_ps.c, and
+OUTDIR/../regressions/switch/ the crash inputs made from the same helpers.
 Existing files of the same names are overwritten; nothing else is touched.
 The seeds are valid and near-valid inputs that reach the deep paths at once
 (complete rounds, joins, leaves, timeouts); the fuzzer mutates from there.
@@ -17,6 +19,8 @@ MAGIC, VERSION = 0x494E, 1
 K_DATA, K_RESULT, K_JOIN, K_JOIN_ACK, K_JOIN_NAK, K_LEAVE, K_ABORT = 1, 2, 16, 17, 18, 19, 20
 K_SHM_ATTACH, K_DOORBELL = 23, 25
 K_REDIRECT, K_MIGRATE, K_WITHDRAW, K_TREE_JOIN = 21, 22, 26, 28
+K_HOT_DATA, K_HOT_INSTALL, K_HOT_FETCH = 5, 45, 46
+OP_HOT_F32, FLAG_HOT_KEYED = 9, 0x0001
 SET_BIT = 0x80000000
 EXP_ZERO, EXP_NONFINITE = -32768, 32767
 ERR_MISMATCH, ERR_ABORTED, ERR_NOSPACE = -1005, -1002, -1004
@@ -292,6 +296,71 @@ def switch_seeds():
     cj += sw_data(5, 0, 0, [5, 6, 7, 8], job=THIRD)
     cj += sw_tree_join(6, 0, 2, [0, 1], "c2", 0x82, step=4)  # a grandchild; ticks retransmit
     s["tree_child_join"] = cj
+    s.update(hot_seeds())
+    return s
+
+
+def hot_install(addr, job, epoch, total, offset, keys):
+    """HOT_INSTALL (PROTOCOL.md §14.3) from addr, with job's credentials and rank."""
+    body = struct.pack(">IIIHH", epoch, total, offset, len(keys), 0) + \
+        b"".join(struct.pack(">Q", k) for k in keys)
+    return record(sel(addr, job), S_CREDS | S_RANK, hdr(K_HOT_INSTALL) + body)
+
+
+def hot_fetch(addr, job, epoch, offset, maxc):
+    return record(sel(addr, job), S_CREDS | S_RANK,
+                  hdr(K_HOT_FETCH) + struct.pack(">IIHH", epoch, offset, maxc, 0))
+
+
+def hot_data(addr, slot, seq, epoch, base, values=None, pairs=None):
+    """HOT_DATA of the honest job: dense values, or keyed (key, value) pairs."""
+    if pairs is not None:
+        body = b"".join(struct.pack(">Qf", k, v) for k, v in pairs)
+        count, flags = 8, FLAG_HOT_KEYED  # the block's positions, like the dense ones
+    else:
+        body = b"".join(struct.pack(">f", v) for v in values)
+        count, flags = len(values), 0
+    h = hdr(K_HOT_DATA, rank=addr, slot=slot_field(slot, seq), seq=seq, count=count,
+            flags=flags, op=OP_HOT_F32)
+    return record(sel(addr), S_CREDS | S_RANK, h + struct.pack(">II", epoch, base) + body)
+
+
+HOT_KEYS24 = [0x1000 + 7 * i for i in range(24)]  # fuzz_switch's --hot-keys is 24
+
+
+def hot_seeds():
+    """The hot table (§14.3): installs, fetches, rounds, and --hot-memory (2 KiB in
+    fuzz_switch: two full tables, then NOSPACE)."""
+    s = {}
+    k = HOT_KEYS24
+    h = hot_install(0, HONEST, 1, 12, 0, k[:6]) + hot_fetch(1, HONEST, 1, 0, 20)
+    h += hot_install(0, HONEST, 1, 12, 6, k[6:12]) + hot_fetch(1, HONEST, 1, 0, 20)
+    h += hot_fetch(2, HONEST, 1, 12, 20) + hot_fetch(2, HONEST, 1, 13, 20)  # at and past H
+    h += hot_fetch(2, HONEST, 2, 0, 20) + hot_fetch(2, HONEST, 0, 0, 20)    # later; epoch 0
+    h += (hot_data(0, 0, 0, 1, 0, values=[1.0] * 8) + hot_data(1, 0, 0, 1, 0, values=[2.0] * 8) +
+          hot_data(2, 0, 0, 1, 0, pairs=[(k[1], 0.5), (k[3], -1.0)]))
+    h += hot_data(0, 1, 0, 1, 8, values=[1.0] * 4)
+    h += hot_install(0, HONEST, 2, 24, 0, k) + hot_install(0, HONEST, 2, 0, 0, [])
+    s["hot_install_fetch"] = h
+    m = hot_install(0, HONEST, 1, 24, 0, k)
+    m += sw_join(5, 0, 1, 4, 1, "hot2", 0x61) + hot_install(5, THIRD, 1, 24, 0, k)
+    m += sw_join(6, 0, 1, 4, 1, "hot3", 0x62) + record(sel(6, 3), S_CREDS | S_RANK,
+                                                      hdr(K_HOT_INSTALL) + struct.pack(
+                                                          ">IIIHH", 1, 24, 0, 0, 0))
+    m += hot_install(0, HONEST, 2, 24, 0, k)  # a reinstall beside epoch 1: NOSPACE
+    m += sw_leave(5, job=THIRD) + hot_install(0, HONEST, 2, 24, 0, k)  # room again
+    s["hot_memory_full"] = m
+    return s
+
+
+def switch_regressions():
+    """Inputs that once crashed fuzz_switch (tests/fuzz/regressions/switch/)."""
+    s = {}
+    # Issue 30, item 8: a one-rank job, HOT_INSTALL epoch 1 total 5 with one key, then
+    # HOT_FETCH epoch 0 offset 0: an offset applied to the NULL key list (UBSan, hot.c).
+    s["hot_fetch_epoch0"] = (sw_join(5, 0, 1, 4, 1, "hot-ub", 0x71) +
+                             hot_install(5, THIRD, 1, 5, 0, [42]) +
+                             hot_fetch(5, THIRD, 0, 0, 10))
     return s
 
 
@@ -424,6 +493,44 @@ def reply_seeds():
     return s
 
 
+# ---- fuzz_ps --------------------------------------------------------------------
+
+# flags (fuzz_ps.c); sel bits 0-2: the source (0..2: ranks 0..2 of "honest" and "stale")
+P_MAGIC, P_CREDS, P_RANK, P_COUNT = 0x01, 0x02, 0x04, 0x08
+K_PS_PUSH, K_PS_UPDATE = 35, 48
+PS_DIM = 2  # the dim of fuzz_ps's jobs
+
+
+def ps_push(rank, step, index, keys):
+    body = b"".join(struct.pack(">Qff", k, 1.0, -1.0) for k in keys)
+    return record(rank, P_MAGIC | P_CREDS | P_RANK,
+                  hdr(K_PS_PUSH, rank=rank, slot=index, seq=step, count=len(keys)) + body)
+
+
+def ps_update(rank, uid, stamp, nkeys):
+    """An UPDATE of the stale job (base 0, one rank's), nkeys entries of one key."""
+    body = struct.pack(">II", stamp, 0) + struct.pack(">Qff", 9, 0.5, 0.25) * nkeys
+    return record(rank, P_MAGIC | P_CREDS | P_RANK,
+                  hdr(K_PS_UPDATE, rank=rank, slot=uid, seq=0, count=nkeys) + body)
+
+
+def ps_seeds():
+    """Seeds for the memory paths of ina-ps (PROTOCOL.md §14.2.8) at fuzz_ps's 256 KiB
+    --max-memory: packet bitmaps of the largest index, and held UPDATE copies."""
+    s = {}
+    f = ps_push(0, 0, 100, [1])
+    for step in (0, 1):
+        for rank in range(3):
+            f += ps_push(rank, step, (1 << 20) - 1, [2 + rank])  # 128 KiB bitmaps
+    f += ps_push(1, 0, 1 << 20, [5])                             # drop INDEX
+    s["push_index_flood"] = f
+    # ranks 1 and 2 send stamps 1 and 2 before stamp 0: two copies held (charged), then
+    # taken in stamp order (run-fuzz.sh's -max_len of 8192 bounds a seed)
+    s["update_held"] = (ps_update(1, 1, 1, 120) + ps_update(2, 1, 2, 120) +
+                        ps_update(0, 1, 0, 10))
+    return s
+
+
 def write(outdir, name, seeds):
     d = os.path.join(outdir, name)
     os.makedirs(d, exist_ok=True)
@@ -437,6 +544,8 @@ def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
     write(outdir, "switch", switch_seeds())
     write(outdir, "reply", reply_seeds())
+    write(outdir, "ps", ps_seeds())
+    write(os.path.join(outdir, os.pardir, "regressions"), "switch", switch_regressions())
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 """Clean-room peer and conformance test for ina-ps (the parameter-server shard).
 
 Written from docs/PROTOCOL.md alone (§2 transport, §3 header, §4.2/§4.3 NAK body and
-reason codes, §14.1 keys/initial values/optimizers, §14.2 the PS protocol, §14.3 the hot
-table at the switch).  It starts ina-ps (and, for §14.3, ina-switch) on 127.0.0.1 with
+reason codes, §14.1 keys/initial values/optimizers, §14.2 the PS protocol and its memory
+(§14.2.8), §14.3 the hot table at the switch and --hot-memory).  It starts ina-ps (and, for §14.3, ina-switch) on 127.0.0.1 with
 free ports, plays the workers of a few jobs with plain UDP sockets, and checks the answers
 and the values against a model computed here in emulated binary32.
 
@@ -1057,6 +1057,35 @@ def test_ps(bindir):
               '(no step committed: rank 0xFFFF, A = 0), no PUSH_ACK', det)
     p.close()
 
+    # §14.2.4 rule 5, §14.2.8: a packet bitmap is charged to --max-memory before it grows.
+    # The cr-full job was aborted (its memory released): this dim-1 SGD job holds its
+    # scratch (4 B) and a store of 16 records (16 * (28 + 12) B) with 32 index cells
+    # (12 B each): 1028 B of the 4096.
+    B = Job('cr-bits', 1, 1)
+    p = Peer(addr2, 0)
+    send_ps_join(p, B)
+    m = p.recv('PS_JOIN_ACK at the small shard')
+    if check(m is not None and m.kind == K_PS_JOIN_ACK, '§14.2.8 a dim-1 job fits 4K again '
+             'once the aborted job released its memory', repr(m)):
+        p.job, p.session, p.token = m.job, m.session, m.token
+        # index 3000: the bitmap of 512 bits doubles to 4096 (512 B): 1540 B in all
+        p.push(0, 3000, [(7, [1.0])])
+        push_ack_ok(p, 0, 3000, '§14.2.4 rule 5: PUSH index 3000 grows the rank\'s bitmap '
+                    'to 4096 bits (512 B), within --max-memory 4K -> PS_PUSH_ACK')
+        # index 20000: it would double to 32768 bits (4096 B), past the limit
+        p.push(0, 20000, [(7, [1.0])])
+        m = p.recv('PS_ABORT PS_FULL (bitmap)')
+        ok, det = answer_ok(m, p, K_PS_ABORT)
+        if ok and len(m.body) >= 24:
+            det = repr(ABORTB.unpack_from(m.body))
+            ok = ABORTB.unpack_from(m.body)[:5] == (0, ERR_PS_FULL, 0xFFFF, 0, 0)
+        time.sleep(0.05)
+        rest = p.pending()
+        check(ok and rest == [], '§14.2.4 rule 5, §14.2.8: PUSH index 20000 would grow the '
+              'bitmap to 4096 B, past --max-memory 4K: PS_ABORT PS_FULL, no PS_PUSH_ACK',
+              det + ' then %r' % rest)
+    p.close()
+
 
 def main():
     global VERBOSE
@@ -1075,6 +1104,7 @@ def main():
         test_ps(args.bindir)
         if not args.no_hot:
             test_hot(args.bindir)
+            test_hot_memory(args.bindir)
     except Exception as e:  # noqa: BLE001 - report any crash as a failure
         import traceback
         traceback.print_exc()
@@ -1104,6 +1134,150 @@ def hot_tag(n, count, dtype, reduction, p, epoch):
     x ^= (epoch * 0x9E3779B97F4A7C15) & M64
     y = ((x + p) * 0xD6E8FEB86659FD93) & M64
     return ((y ^ (y >> 32)) >> 24) & 0xFF
+
+
+def install(peer, epoch, total, offset, keys):
+    """§14.3 HOT_INSTALL: epoch, total, offset, count u16, reserved u16, keys."""
+    peer.send(K_HOT_INSTALL, struct.pack('>IIIHH', epoch, total, offset, len(keys), 0)
+              + struct.pack('>%dQ' % len(keys), *keys), slot=0, seq=0)
+
+
+def fetch(peer, epoch, offset, maxc):
+    """§14.3 HOT_FETCH: epoch, offset, max count u16, reserved u16."""
+    peer.send(K_HOT_FETCH, struct.pack('>IIHH', epoch, offset, maxc, 0))
+
+
+def hot_keys(peer, what):
+    """§14.3 HOT_KEYS: epoch, total, offset, count u16, reserved u16, status i32."""
+    m = peer.recv(what)
+    if m is None or m.kind != K_HOT_KEYS or len(m.raw) < 52:
+        return None, repr(m)
+    ep, total, off, cnt, _, status = struct.unpack_from('>IIIHHi', m.body)
+    keys = list(struct.unpack_from('>%dQ' % cnt, m.body, 20)) \
+        if len(m.raw) == 52 + 8 * cnt else None
+    okh = ((m.job, m.session, m.token, m.rank) ==
+           (peer.job, peer.session, peer.token, RANK_SERVER) and keys is not None)
+    return (ep, total, off, status, keys, okh), repr(m)
+
+
+def hot_cells(n):
+    """§14.3: c(n), the smallest power of two >= max(16, 2n)."""
+    c = 16
+    while c < 2 * n:
+        c *= 2
+    return c
+
+
+def hot_table_charge(n):
+    """§14.3: A(n), an active table of n keys (0 for none)."""
+    return 8 * n + 12 * hot_cells(n) if n else 0
+
+
+def hot_install_charge(t):
+    """§14.3: I(T), an install of T keys until it is active (0 for none)."""
+    return hot_table_charge(t) + 8 * (t // 64 + 1) if t else 0
+
+
+def hot_fit(left, total):
+    """§14.3 step 4: the largest T < total whose I(T) fits `left` bytes (0 if none)."""
+    return max([t for t in range(total) if hot_install_charge(t) <= left] or [0])
+
+
+def test_hot_memory(bindir):
+    """§14.3 --hot-memory (the charges A and I, NOSPACE with what fits, release at a job's
+    end) and HOT_FETCH of epoch 0, with one-rank switch jobs."""
+    tmp = State.tmpdir
+    pf, mpf = os.path.join(tmp, 'swm.port'), os.path.join(tmp, 'swm.mport')
+    LIMIT = 4096
+    _, (port, mport) = start_daemon(
+        [os.path.join(bindir, 'ina-switch'), '--listen', '127.0.0.1:0', '--threads', '1',
+         '--no-shm', '--slots', '64', '--hot-keys', '1000', '--hot-memory', '4K',
+         '--port-file', pf, '--metrics', '127.0.0.1:0', '--metrics-port-file', mpf,
+         '--log-level', 'debug' if VERBOSE else 'error'], pf, 'ina-switch-hotmem', (mpf,))
+    addr = ('127.0.0.1', port)
+    peers = {}
+    for name in ('a', 'b', 'c'):
+        p = Peer(addr, 0)
+        # §4.1 JOIN of a one-rank job: it starts at once (JOIN_ACK, no JOIN_WAIT)
+        p.send_raw(hdr(K_JOIN, rank=0) +
+                   JOINB.pack(p.nonce, 1, 8, 4, 100, 0, 0, 0, 1, 0, 0, b'cr-hm-' + name.encode()))
+        m = p.recv('JOIN_ACK of job %s' % name)
+        if not check(m is not None and m.kind == K_JOIN_ACK and m.flags & FLAG_CAP_HOT,
+                     '§14.3 one-rank job %s joined, hot table offered' % name, repr(m)):
+            return
+        p.job, p.session, p.token = m.job, m.session, m.token
+        peers[name] = p
+    a, b, c = peers['a'], peers['b'], peers['c']
+    keys = random.Random(14033).sample(range(1, 1 << 63), 200)
+    c0 = counters(mport, addr)
+
+    # A: 100 keys, I(100) = 800 + 12 * 256 + 16 = 3888 <= 4096
+    install(a, 1, 100, 0, keys[:100])
+    r, det = hot_keys(a, 'HOT_KEYS for job a')
+    check(r is not None and r[5] and r[:4] == (1, 100, 0, 0), '§14.3 an install whose I(T) '
+          '(%d B) fits --hot-memory 4K -> status 0, active' % hot_install_charge(100), det)
+    used = hot_table_charge(100)
+    # HOT_FETCH of epoch 0: no table has it, dropped JOIN, no answer
+    fetch(a, 0, 0, 10)
+    fetch(a, 1, 99, 10)
+    r, det = hot_keys(a, 'HOT_KEYS after the epoch-0 fetch')
+    check(r is not None and r[:4] == (1, 100, 99, 0) and r[4] == keys[99:100],
+          '§14.3 HOT_FETCH epoch 0 gets no answer (the next answer is the epoch-1 fetch\'s)',
+          det)
+    # B: 100 keys do not fit beside A's A(100): NOSPACE with total = the fit
+    m_b = hot_fit(LIMIT - used, 100)
+    install(b, 1, 100, 0, keys[100:])
+    r, det = hot_keys(b, 'HOT_KEYS NOSPACE for job b')
+    check(r is not None and r[5] and r[0] == 1 and r[3] == ERR_NOSPACE and r[1] == m_b,
+          '§14.3 step 4: an install past --hot-memory -> NOSPACE, total = the largest T whose '
+          'I(T) fits beside A(100) (%d)' % m_b, det)
+    install(b, 1, m_b, 0, keys[100:100 + m_b])
+    r, det = hot_keys(b, 'HOT_KEYS for job b cut')
+    check(r is not None and r[:4] == (1, m_b, 0, 0),
+          '§14.3 the install cut to that total fits -> status 0', det)
+    fetch(b, 1, 0, 100)
+    r, det = hot_keys(b, 'HOT_KEYS fetch b')
+    check(r is not None and r[3] == 0 and r[4] == keys[100:100 + m_b],
+          '§14.3 job b\'s table holds the first %d keys' % m_b, det)
+    used += hot_table_charge(m_b)
+    # A's reinstall needs I(T) beside its own A(100): cut, and epoch 1 stays
+    m_a = hot_fit(LIMIT - used, 100)
+    install(a, 2, 100, 0, keys[:100])
+    r, det = hot_keys(a, 'HOT_KEYS NOSPACE for a reinstall')
+    check(r is not None and r[0] == 2 and r[3] == ERR_NOSPACE and r[1] == m_a,
+          '§14.3 a reinstall needs the new I(T) beside the active A(n): NOSPACE, total %d'
+          % m_a, det)
+    fetch(a, 1, 0, 200)
+    r, det = hot_keys(a, 'HOT_KEYS epoch 1 of a')
+    check(r is not None and r[3] == 0 and r[1] == 100 and r[4] == keys[:100],
+          '§14.3 the refused reinstall left epoch 1 active', det)
+    # an empty table always fits
+    install(c, 1, 0, 0, [])
+    r, det = hot_keys(c, 'HOT_KEYS empty table')
+    check(r is not None and r[:4] == (1, 0, 0, 0), '§14.3 an install of total 0 always fits '
+          '(--hot-memory full)', det)
+    c1 = counters(mport, addr)
+    check(c1.get('hot_refusals', 0) - c0.get('hot_refusals', 0) == 2 and
+          c1.get('hot_installs', 0) - c0.get('hot_installs', 0) == 3 and
+          drops(c1, 'JOIN') - drops(c0, 'JOIN') == 1,
+          '§14.3 counters: hot_refusals +2, hot_installs +3, drop JOIN +1 (the epoch-0 fetch)',
+          'hot_refusals %+d hot_installs %+d JOIN %+d' % (
+              c1.get('hot_refusals', 0) - c0.get('hot_refusals', 0),
+              c1.get('hot_installs', 0) - c0.get('hot_installs', 0),
+              drops(c1, 'JOIN') - drops(c0, 'JOIN')))
+    # B leaves: its job ends, its charge is released; A's reinstall then gets more
+    b.send(K_LEAVE)
+    used -= hot_table_charge(m_b)
+    m_a2 = hot_fit(LIMIT - used, 100)
+    install(a, 2, 100, 0, keys[:100])
+    r, det = hot_keys(a, 'HOT_KEYS after b left')
+    check(r is not None and r[3] == ERR_NOSPACE and r[1] == m_a2 and m_a2 > m_a,
+          '§14.3 a job\'s charge is released when it ends: the reinstall now fits %d keys'
+          % m_a2, det)
+    for p in (a, b, c):
+        if p is not b:
+            p.send(K_LEAVE)
+        p.close()
 
 
 def test_hot(bindir):
@@ -1149,27 +1323,6 @@ def test_hot(bindir):
         x = rng.getrandbits(64)
         if x not in hot:
             hot.append(x)
-
-    def install(peer, epoch, total, offset, keys):
-        """§14.3 HOT_INSTALL: epoch, total, offset, count u16, reserved u16, keys."""
-        peer.send(K_HOT_INSTALL, struct.pack('>IIIHH', epoch, total, offset, len(keys), 0)
-                  + struct.pack('>%dQ' % len(keys), *keys), slot=0, seq=0)
-
-    def fetch(peer, epoch, offset, maxc):
-        """§14.3 HOT_FETCH: epoch, offset, max count u16, reserved u16."""
-        peer.send(K_HOT_FETCH, struct.pack('>IIHH', epoch, offset, maxc, 0))
-
-    def hot_keys(peer, what):
-        """§14.3 HOT_KEYS: epoch, total, offset, count u16, reserved u16, status i32."""
-        m = peer.recv(what)
-        if m is None or m.kind != K_HOT_KEYS or len(m.raw) < 52:
-            return None, repr(m)
-        ep, total, off, cnt, _, status = struct.unpack_from('>IIIHHi', m.body)
-        keys = list(struct.unpack_from('>%dQ' % cnt, m.body, 20)) \
-            if len(m.raw) == 52 + 8 * cnt else None
-        okh = ((m.job, m.session, m.token, m.rank) ==
-               (peer.job, peer.session, peer.token, RANK_SERVER) and keys is not None)
-        return (ep, total, off, status, keys, okh), repr(m)
 
     # install epoch 1 in two chunks; between them the table is pending
     install(r0, 1, H, 0, hot[:7])

@@ -5,6 +5,7 @@
 #ifndef INA_TEST_PS_STALE_FIXTURE_H
 #define INA_TEST_PS_STALE_FIXTURE_H
 
+#include "ps_wire.h"
 #include "test_addr.h"
 
 /* Every rank's PS_JOIN of job name to ps, rank r from addr[r]: world WORLD, one shard, DIM,
@@ -15,10 +16,6 @@ static void send_joins(struct ina_ps *ps, const struct sockaddr_in *addr, const 
 {
     for (int r = 0; r < WORLD; r++) {
         uint8_t b[INA_HDR_LEN + INA_PS_JOIN_BODY_LEN];
-        struct ina_hdr h;
-        ina_hdr_init(&h, INA_K_PS_JOIN);
-        h.rank = (uint16_t)r;
-        ina_hdr_encode(b, &h);
         struct ina_ps_join j;
         memset(&j, 0, sizeof(j));
         j.nonce = 100 + (uint64_t)r;
@@ -34,8 +31,7 @@ static void send_joins(struct ina_ps *ps, const struct sockaddr_in *addr, const 
         j.init_scale = 0.1f;
         j.init_seed = 7;
         snprintf(j.name, sizeof(j.name), "%s", name);
-        ina_ps_join_encode(b + INA_HDR_LEN, &j);
-        ina_ps_input(ps, b, sizeof(b), &addr[r], 1);
+        ina_ps_input(ps, b, ps_join_datagram(b, r, &j), &addr[r], 1);
     }
 }
 
@@ -65,13 +61,8 @@ static void random_update(struct upd *u)
 /* u as an UPDATE (kind) to ps's job 0 (one rank's update: members 0). */
 static size_t encode_update(const struct ina_ps *ps, const struct upd *u, uint8_t *b, int kind)
 {
-    const struct ina_ps_job *job = &ps->jobs[0];
     struct ina_hdr h;
-    ina_hdr_init(&h, (uint8_t)kind);
-    h.job = job->id;
-    h.session = job->session;
-    h.token = job->token;
-    h.rank = (uint16_t)u->rank;
+    ps_job_hdr(&h, &ps->jobs[0], (uint8_t)kind, u->rank);
     h.slot = u->uid;
     h.seq = u->base;
     h.count = NKEYS / 2;

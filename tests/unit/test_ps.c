@@ -9,6 +9,7 @@
 /* The engine is not in libina: compile it into this test (not main.c). */
 #include "ps/ps.c"
 #include "ps/store.c"
+#include "ps_wire.h"
 
 #define WORLD 2
 
@@ -49,10 +50,6 @@ static void input(int rank, const uint8_t *b, size_t len)
 static void join(int rank, uint64_t nonce)
 {
     uint8_t b[INA_HDR_LEN + INA_PS_JOIN_BODY_LEN];
-    struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_PS_JOIN);
-    h.rank = (uint16_t)rank;
-    ina_hdr_encode(b, &h);
     struct ina_ps_join j;
     memset(&j, 0, sizeof(j));
     j.nonce = nonce;
@@ -64,8 +61,7 @@ static void join(int rank, uint64_t nonce)
     j.lr = 1.0f;
     j.eps = 1.0f;
     snprintf(j.name, sizeof(j.name), "unit");
-    ina_ps_join_encode(b + INA_HDR_LEN, &j);
-    input(rank, b, sizeof(b));
+    input(rank, b, ps_join_datagram(b, rank, &j));
 }
 
 /* A request of the job from rank: kind, slot, seq, count, flags, body. */
