@@ -20,19 +20,9 @@ import re
 import subprocess
 import sys
 
-passed = failed = 0
-
-
-def check(what, cond, detail=""):
-    global passed, failed
-    if cond:
-        passed += 1
-        print("ok: " + what)
-    else:
-        failed += 1
-        print("FAIL: " + what)
-        for line in str(detail).rstrip().splitlines()[-30:]:
-            print("    " + line)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_docs  # noqa: E402 (beside this file: its ok:/FAIL: lines and counters)
+from check_docs import check  # noqa: E402
 
 
 def read(path):
@@ -132,8 +122,8 @@ def main():
     check_sources(src, v)
     if a.build:
         check_build(os.path.abspath(a.build), v)
-    print("check_version: %d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    print("check_version: %d passed, %d failed" % (check_docs.passed, check_docs.failed))
+    return 1 if check_docs.failed else 0
 
 
 if __name__ == "__main__":

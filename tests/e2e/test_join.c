@@ -169,20 +169,27 @@ static int collect(pid_t pid, int fd, char *buf, size_t len)
     return child_status(pid);
 }
 
-static int closed_port;
-
-static void join_closed_port(void)
+/* ina_init of rank 0 of a world-1 job (job NULL: the default) against 127.0.0.1:port;
+ * its code and message on stderr. */
+static void join_at_port(int port, const char *job, int join_timeout_ms)
 {
     ina_config cfg;
     ina_config_init(&cfg);
     char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", closed_port);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
     cfg.switch_addr = addr;
-    cfg.join_timeout_ms = 4500;
-    ina_ctx *ctx;
+    if (job)
+        cfg.job = job;
+    cfg.join_timeout_ms = join_timeout_ms;
+    ina_ctx *ctx = NULL;
     int rc = ina_init(&ctx, &cfg);
     fprintf(stderr, "rc=%s msg=%s\n", ina_err_name(rc), ina_last_error(NULL));
+    ina_finalize(ctx);
 }
+
+static int closed_port;
+
+static void join_closed_port(void) { join_at_port(closed_port, NULL, 4500); }
 
 static void join_closed_port_quiet(void)
 {
@@ -196,8 +203,8 @@ static void join_waiting(void)
     fprintf(stderr, "rc=%s msg=%s\n", ina_err_name(j.rc), j.msg);
 }
 
-/* A free UDP port on loopback (bound, then closed: nothing listens there). */
-static int free_udp_port(void)
+/* A UDP socket on loopback, on a free port; *port set. */
+static int udp_bound(int *port)
 {
     int fd = socket(AF_INET, SOCK_DGRAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -205,8 +212,20 @@ static int free_udp_port(void)
     if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
         getsockname(fd, (struct sockaddr *)&a, &l) != 0)
         return -1;
+    struct timeval tv = {.tv_sec = 2};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+/* A free UDP port on loopback (bound, then closed: nothing listens there). */
+static int free_udp_port(void)
+{
+    int port, fd = udp_bound(&port);
+    if (fd < 0)
+        return -1;
     close(fd);
-    return ntohs(a.sin_port);
+    return port;
 }
 
 /*
@@ -242,20 +261,6 @@ static void test_join_messages(void)
 
 /* ---- Versions: the JOIN says the worker's, the switch names a stale one ------------------ */
 
-/* A UDP socket on loopback, on a free port; *port set. */
-static int udp_bound(int *port)
-{
-    int fd = socket(AF_INET, SOCK_DGRAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t l = sizeof(a);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &l) != 0)
-        return -1;
-    struct timeval tv = {.tv_sec = 2};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    *port = ntohs(a.sin_port);
-    return fd;
-}
 
 /* Send a JOIN of (name, rank, world, window) saying sw_version to the test switch. */
 static void raw_join(int fd, const char *name, int rank, int world, uint32_t window,
@@ -348,18 +353,8 @@ static void test_version_skew(void)
 static int fake_port;
 static void join_fake(void)
 {
-    ina_config cfg;
-    ina_config_init(&cfg);
-    char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", fake_port);
-    cfg.switch_addr = addr;
-    cfg.job = "stale";
-    cfg.join_timeout_ms = 3000;
     setenv("INA_QUIET", "1", 1);
-    ina_ctx *ctx = NULL;
-    int rc = ina_init(&ctx, &cfg);
-    fprintf(stderr, "rc=%s msg=%s\n", ina_err_name(rc), ina_last_error(NULL));
-    ina_finalize(ctx);
+    join_at_port(fake_port, "stale", 3000);
 }
 
 /* Run join_fake against a stand-in that answers its first JOIN with a datagram
