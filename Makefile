@@ -18,7 +18,7 @@ SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 .DEFAULT_GOAL := all
-.PHONY: all deps deps-test demo test test-gcc asan asan-run fuzz install uninstall clean help
+.PHONY: all deps deps-test demo check test test-gcc asan asan-run fuzz install uninstall clean help
 
 ## all   : check packages, configure and build build/ (default compiler, no -Werror by default)
 all: deps
@@ -37,8 +37,18 @@ deps-test:
 demo: all
 	INA_BUILD_DIR=$(BUILD_DIR) bash scripts/demo.sh
 
-## test  : gcc build with -Werror + ctest, then clang ASan/UBSan build with -Werror + ctest;
-##         both always run, and both must pass
+## check : the quick tier, under a minute of tests: gcc build with -Werror, then the ctests
+##         labelled quick (unit tests, a short end-to-end subset, the ABI, version, source-map
+##         and layer checks); for every change, before `make test`
+check: deps
+	CC=gcc cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	    -DINA_WERROR=ON -DINA_SANITIZE=OFF
+	env -u MAKELEVEL cmake --build $(BUILD_DIR) -j$(JOBS)
+	bash scripts/run-ctest.sh $(BUILD_DIR) -L quick
+
+## test  : the full tier: gcc build with -Werror + every ctest, then clang ASan/UBSan build
+##         with -Werror + every ctest, all serially; both always run, and both
+##         must pass (CI)
 test: deps-test
 	@rc=0; \
 	$(MAKE) --no-print-directory test-gcc || rc=1; \

@@ -71,8 +71,15 @@ extern "C" {
 
 /* ---- Version ----------------------------------------------------------- */
 
+/*
+ * The one place the version is written: CMake reads these three lines for
+ * project(VERSION), so the shared library's name, ina.pc and the CMake
+ * package follow; tests/docs/check_version.py fails when a man page, the
+ * Python package or a document says another one. Bump MINOR with every
+ * change of a public struct's layout (see "ABI" below and docs/API.md#abi).
+ */
 #define INA_VERSION_MAJOR 0
-#define INA_VERSION_MINOR 1
+#define INA_VERSION_MINOR 6
 #define INA_VERSION_PATCH 0
 #define INA_VERSION_NUMBER \
     (INA_VERSION_MAJOR * 10000 + INA_VERSION_MINOR * 100 + INA_VERSION_PATCH)
@@ -81,6 +88,45 @@ extern "C" {
 INA_EXTERN unsigned ina_version_number(void);
 /** @return "MAJOR.MINOR.PATCH" of the library actually linked. Since v0.1. */
 INA_EXTERN const char *ina_version_string(void);
+
+/*
+ * ABI
+ * ---
+ * The caller allocates ina_config, ina_stats, ina_info, ina_kv_config and
+ * ina_kv_stats and the library fills them, so both must agree on their
+ * layout. While the major version is 0 the shared library's SONAME is
+ * libina.so.0.MINOR, and every change of a struct's layout bumps MINOR: a
+ * program built against another minor version is refused by the dynamic
+ * loader instead of being handed a struct of another size. A program that
+ * loads libina by other means (dlopen, ctypes, another language) must compare
+ * its sizes with the functions below before it passes a struct (the Python
+ * package does, and names the library it refuses). docs/API.md#abi says
+ * what is promised.
+ *
+ * Adding a field to one of these structs:
+ *  1. Append it after the last field, just before `reserved`. Never insert
+ *     between fields, reorder them or change a field's type.
+ *  2. Its zero value must mean what the library did before the field existed
+ *     (a cleared struct keeps the old behaviour); ina_config_init() and
+ *     ina_kv_config_init() write its default.
+ *  3. If it fits in `reserved` at that member's alignment, shrink `reserved`
+ *     by as much and the size stays; otherwise the size grows.
+ *  4. Mark it "Since vMAJOR.MINOR" with the version of the coming release,
+ *     and bump INA_VERSION_MINOR above if that release does not have it yet.
+ *  5. Mirror it in python/ina/_lib.py: tests/python/test_abi.py compares the
+ *     mirrors' sizes and offsets with this header.
+ */
+
+/** @return sizeof(ina_config) in the library actually linked. Since v0.6. */
+INA_EXTERN size_t ina_config_size(void);
+/** @return sizeof(ina_stats) in the library actually linked. Since v0.6. */
+INA_EXTERN size_t ina_stats_size(void);
+/** @return sizeof(ina_info) in the library actually linked. Since v0.6. */
+INA_EXTERN size_t ina_info_size(void);
+/** @return sizeof(ina_kv_config) in the library actually linked. Since v0.6. */
+INA_EXTERN size_t ina_kv_config_size(void);
+/** @return sizeof(ina_kv_stats) in the library actually linked. Since v0.6. */
+INA_EXTERN size_t ina_kv_stats_size(void);
 
 /* ---- Errors ------------------------------------------------------------ */
 
@@ -309,10 +355,9 @@ typedef struct ina_config {
     int sparse_min_bytes;    /**< INA_SPARSE_AUTO keeps operations smaller than this dense
                                   without measuring; 0 = 1 MiB. Env: INA_SPARSE_MIN_BYTES.
                                   Since v0.5. */
-    unsigned reserved[2];    /**< zero; room for new fields. v0.2 took slots of it for
-                                  lanes, admission_wait_ms, fallback and secret_file, which
-                                  changed the struct's layout on LP64 (v0.x: rebuild against
-                                  this header). */
+    unsigned reserved[2];    /**< zero; room for new fields: append them just before this
+                                  one, as "ABI" at the top says (v0.2 took slots of it, which
+                                  changed the layout on LP64). */
 } ina_config;
 
 /**
@@ -521,7 +566,8 @@ typedef struct ina_stats {
     uint64_t sparse_ops;         /**< operations (parts) that streamed block-sparse */
     uint64_t sparse_auto_dense;  /**< INA_SPARSE_AUTO operations that measured and went dense */
     uint64_t sparse_blocks_sent; /**< blocks sent in sparse packets, retransmissions included */
-    uint64_t reserved[2]; /**< zero; v0.4 and v0.5 grew the struct (rebuild against this header) */
+    uint64_t reserved[2]; /**< zero; append new counters just before this one ("ABI" at the
+                               top; v0.4 and v0.5 grew the struct) */
 } ina_stats;
 
 /** Copy the context's counters into *st. @return 0 or -EINVAL. */
@@ -555,7 +601,8 @@ typedef struct ina_info {
     int lanes_proposed;   /**< lanes = 0 (auto): the count this rank proposed from its host
                                (ina_auto_lanes()); the job runs ina_info.lanes, the smallest
                                proposal. 0 when the lanes were set. Since v0.4. */
-    unsigned reserved[1]; /**< zero; v0.4 and v0.5 grew the struct (rebuild against this header) */
+    unsigned reserved[1]; /**< zero; append new fields just before this one ("ABI" at the
+                               top; v0.4 and v0.5 grew the struct) */
 } ina_info;
 
 /** Session parameters agreed at join time. @return 0 or -EINVAL. */

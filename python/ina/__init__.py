@@ -32,7 +32,7 @@ __all__ = [
     "INT32", "FLOAT32", "FLOAT16", "BFLOAT16", "FLOAT64", "SUM", "MAX", "MIN", "AVG",
 ]
 
-__version__ = "0.1.0"
+__version__ = _lib.VERSION  # include/ina.h's version
 
 # ---- constants (include/ina.h) -------------------------------------------------------------
 

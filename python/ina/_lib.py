@@ -4,15 +4,24 @@ Search order (the first that exists wins; see find_library()):
   1. $INA_LIBRARY, a path to libina.so (an error if it is set but cannot be loaded);
   2. the in-tree build: <repo>/build/lib/libina.so, with this file at <repo>/python/ina/;
   3. the installed layout: this file at $PREFIX/lib/python3/dist-packages/ina/, the library
-     at $PREFIX/lib/libina.so.0;
-  4. the dynamic loader's search path: ctypes.CDLL("libina.so.0").
+     at $PREFIX/lib/SONAME (libina.so.0.MINOR while the major version is 0);
+  4. the dynamic loader's search path: ctypes.CDLL(SONAME).
+The library found must lay out its structs as the mirrors below do (check_abi()): one that
+does not is refused with an error that names it, before any struct is passed.
 """
 import ctypes
 import os
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
-# ---- structs (must match include/ina.h exactly) -----------------------------------------------
+# The package's version: include/ina.h's INA_VERSION_* (tests/docs/check_version.py).
+VERSION = "0.6.0"
+_MAJOR, _MINOR = (int(x) for x in VERSION.split(".")[:2])
+# The shared library's SONAME (CMakeLists.txt, docs/API.md#abi).
+SONAME = "libina.so.%d.%d" % (_MAJOR, _MINOR) if _MAJOR == 0 else "libina.so.%d" % _MAJOR
+
+# ---- structs (mirrors of include/ina.h; tests/python/test_abi.py compares every size and
+# offset with the header, and check_abi() the sizes with the library loaded) ------------------
 
 
 class ConfigStruct(ctypes.Structure):
@@ -83,9 +92,9 @@ def candidates():
     intree = os.path.join(repo, "build", "lib", "libina.so")
     # $PREFIX/lib/python3/dist-packages/ina -> $PREFIX/lib
     libdir = os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))
-    installed = os.path.join(libdir, "libina.so.0")
+    installed = os.path.join(libdir, SONAME)
     return [("in-tree build", intree), ("installed next to the package", installed),
-            ("dynamic loader search path", "libina.so.0")]
+            ("dynamic loader search path", SONAME)]
 
 
 def find_library():
@@ -109,12 +118,51 @@ def find_library():
                   "to the path of libina.so. Tried:\n  " + "\n  ".join(tried))
 
 
+# (size function of libina, ctypes mirror, C name): the structs the library fills.
+MIRRORS = (("ina_config_size", ConfigStruct, "ina_config"),
+           ("ina_stats_size", StatsStruct, "ina_stats"),
+           ("ina_info_size", InfoStruct, "ina_info"))
+
+
+def check_abi(handle, where):
+    """Refuse a libina whose structs are not the size of the mirrors above: ina_config_init()
+    or ina_get_stats() would write past the Python buffer. where: the path it was loaded
+    from, for the message. Raises OSError naming the library, its version and the sizes."""
+    try:
+        fn = handle.ina_version_string
+        fn.restype, fn.argtypes = ctypes.c_char_p, []
+        have = fn().decode(errors="replace")
+    except AttributeError:
+        have = "unknown"
+    wrong = []
+    for name, cls, cname in MIRRORS:
+        try:
+            fn = getattr(handle, name)
+        except AttributeError:
+            raise OSError("ina: %s is libina %s, which does not say the sizes of its structs "
+                          "(%s() is new in 0.6): this Python package (ina %s) needs libina %d.%d. "
+                          "Rebuild it (make) or install the matching libina, or point "
+                          "INA_LIBRARY at it" % (where, have, name, VERSION, _MAJOR, _MINOR)) from None
+        fn.restype, fn.argtypes = ctypes.c_size_t, []
+        theirs, ours = fn(), ctypes.sizeof(cls)
+        if theirs != ours:
+            wrong.append("%s is %d bytes there, %d here" % (cname, theirs, ours))
+    if wrong:
+        raise OSError("ina: %s (libina %s) lays out its structs differently from this Python "
+                      "package (ina %s): %s. A stale library or a stale package: rebuild "
+                      "libina (make) or install the matching one, or point INA_LIBRARY at it"
+                      % (where, have, VERSION, "; ".join(wrong)))
+
+
 def _declare(lib):
     c_int, c_size_t, c_void_p, c_double = ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p, \
         ctypes.c_double
     protos = {
         "ina_version_number": (ctypes.c_uint, []),
         "ina_version_string": (ctypes.c_char_p, []),
+        "ina_config_size": (c_size_t, []),
+        "ina_stats_size": (c_size_t, []),
+        "ina_info_size": (c_size_t, []),
         "ina_strerror": (ctypes.c_char_p, [c_int]),
         "ina_err_name": (ctypes.c_char_p, [c_int]),
         "ina_last_error": (ctypes.c_char_p, [c_void_p]),
@@ -152,8 +200,9 @@ def lib():
     """The loaded libina (loaded on first use)."""
     global _LIB, _PATH
     if _LIB is None:
-        handle, path = find_library()
-        _LIB, _PATH = _declare(handle), path
+        handle, where = find_library()
+        check_abi(handle, where)
+        _LIB, _PATH = _declare(handle), where
     return _LIB
 
 

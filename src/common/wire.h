@@ -344,8 +344,8 @@ static inline int ina_join_decode(const uint8_t *b, size_t len, struct ina_join 
 
 /* JOIN_NAK, ABORT and REDIRECT body, 16 bytes: nonce (8, echoed; 0 in ABORT),
  * reason (4, a negative INA_ERR_* code as two's complement; 0 in REDIRECT),
- * then REDIRECT: port (2, the UDP port to JOIN at), reserved (2); others:
- * reserved (4). A JOIN_NAK NOSPACE of a job whose rank 0 offered a fallback
+ * then REDIRECT: port (2, the UDP port to JOIN at), reserved (2); JOIN_NAK:
+ * below; others: reserved (4). A JOIN_NAK NOSPACE of a job whose rank 0 offered a fallback
  * aggregator is 8 bytes longer: IPv4 address (4) and port (2) of that
  * aggregator, reserved (2). */
 #define INA_NAK_BODY_LEN 16
@@ -354,6 +354,9 @@ static inline int ina_join_decode(const uint8_t *b, size_t len, struct ina_join 
  * 14 its nlanes (0: not known). */
 #define INA_NAK_MISMATCH_WORLD 12
 #define INA_NAK_MISMATCH_NLANES 14
+/* In a JOIN_NAK of any other reason: bytes 12..15 the sender's INA_VERSION_NUMBER (0 from a
+ * switch before 0.6), so that a worker can name both versions (PROTOCOL.md §4.2). */
+#define INA_NAK_VERSION 12
 /* MIGRATE body, 32 bytes: the NOSPACE NAK layout with the fallback address
  * (bytes 0..23; nonce 0), then bound (8): the first stream position of the
  * session, round * W + slot, that the switch no longer serves. */

@@ -30,7 +30,7 @@
 #define INA_FAST_RTX_NOSAMPLE_MS 10 /* the same before any RTT sample */
 #define INA_MIN_RTT_WINDOW 256 /* RTT samples per window of the min-RTT filter */
 #define INA_REFUSED_FAIL_MS 1000 /* ICMP "port unreachable" this long: switch is gone */
-#define INA_ERRMSG_LEN 256 /* ina_last_error()'s message */
+#define INA_ERRMSG_LEN 384 /* ina_last_error()'s message */
 #define INA_AUTO_LANES_MAX 4 /* lanes=0 (auto): at most this many lanes per rank (auto.c) */
 
 /* Block-sparse all-reduce (sparse.c, PROTOCOL.md §17). */

@@ -7,6 +7,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "common/version.h"
 #include "lib/internal.h"
 
 static uint64_t random_nonce(void)
@@ -71,7 +72,26 @@ struct join_watch {
     unsigned world, joined, state;
     uint8_t bitmap[32];
     unsigned nak_world, nak_nlanes; /* a MISMATCH's other side (0: not said) */
+    uint32_t switch_version; /* its INA_VERSION_NUMBER, from a JOIN_NAK (0: not said) */
 };
+
+/*
+ * "libina 0.6.0, switch 0.5.0 (the versions differ)": for the refusals that
+ * a stale worker or switch could explain (REJECTED, PROTO), so that the
+ * message names both versions (PROTOCOL.md §4.1, §4.2).
+ */
+static const char *versions(uint32_t switch_version, char *buf, size_t len)
+{
+    char theirs[INA_VERSION_STR_LEN];
+    if (!switch_version)
+        snprintf(buf, len, "libina %s, the switch does not say its version (older than 0.6)",
+                 ina_version_string());
+    else
+        snprintf(buf, len, "libina %s, switch %s%s", ina_version_string(),
+                 ina__version_str(switch_version, theirs, sizeof(theirs)),
+                 switch_version != INA_VERSION_NUMBER ? " (the versions differ)" : "");
+    return buf;
+}
 
 /* What the join is waiting for, as a phrase. */
 static void describe_wait(const struct ina_ctx *ctx, const struct join_watch *w, char *buf,
@@ -131,7 +151,7 @@ static void note_progress(const struct ina_ctx *ctx, const struct join_watch *w,
 /* Why the switch refused the JOIN (JOIN_NAK reason), for ina_last_error(). */
 static int refused_because(struct ina_ctx *ctx, const struct join_watch *w, int reason)
 {
-    char sw[32];
+    char sw[32], vers[96];
     ina__switch_str(ctx, sw, sizeof(sw));
     switch (reason) {
     case INA_ERR_MISMATCH:
@@ -153,8 +173,9 @@ static int refused_because(struct ina_ctx *ctx, const struct join_watch *w, int 
     case INA_ERR_REJECTED:
         return ina__fail(ctx, reason, "the switch at %s refused rank %d of job '%s': parameters "
                          "it does not take, that rank running elsewhere, or a missing or wrong "
-                         "shared secret (the switch's log says which: join_refused)", sw,
-                         ctx->rank, ctx->job);
+                         "shared secret (the switch's log says which: join_refused); %s", sw,
+                         ctx->rank, ctx->job,
+                         versions(w->switch_version, vers, sizeof(vers)));
     case INA_ERR_NOSPACE:
         return ina__fail(ctx, reason, "the switch at %s has no free slots for job '%s'", sw,
                          ctx->job);
@@ -165,8 +186,9 @@ static int refused_because(struct ina_ctx *ctx, const struct join_watch *w, int 
         return ina__fail(ctx, reason, "the switch at %s is shutting down (draining after "
                          "SIGTERM) and takes no new jobs", sw);
     case INA_ERR_PROTO:
-        return ina__fail(ctx, reason, "the switch at %s speaks another protocol version, or "
-                         "granted impossible parameters", sw);
+        return ina__fail(ctx, reason, "the switch at %s refused the join as of another protocol "
+                         "version (this rank speaks %d); %s", sw, INA_WIRE_VERSION,
+                         versions(w->switch_version, vers, sizeof(vers)));
     default:
         return ina__fail(ctx, reason, "the switch at %s refused the join: %s", sw,
                          ina_strerror(reason));
@@ -180,9 +202,17 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
                          struct join_watch *w)
 {
     struct ina_hdr h;
+    char vers[96];
     int perr = ina_hdr_decode(buf, len, &h);
-    if (perr == INA_PARSE_VERSION && (h.kind == INA_K_JOIN_NAK || h.kind == INA_K_JOIN_ACK))
-        return INA_ERR_PROTO; /* a switch of another protocol version answered */
+    if (perr == INA_PARSE_VERSION && (h.kind == INA_K_JOIN_NAK || h.kind == INA_K_JOIN_ACK)) {
+        /* A switch of another protocol version answered: its body's layout,
+         * and so its software version, is unknown. */
+        char sw[32];
+        ina__switch_str(ctx, sw, sizeof(sw));
+        return ina__fail(ctx, INA_ERR_PROTO, "the switch at %s answered in protocol version %u, "
+                         "this rank speaks %d (libina %s)", sw, (unsigned)h.version,
+                         INA_WIRE_VERSION, ina_version_string());
+    }
     if (perr != INA_PARSE_OK)
         return 0;
     const uint8_t *body = buf + INA_HDR_LEN;
@@ -213,6 +243,8 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
         if (reason == INA_ERR_MISMATCH) {
             w->nak_world = ina_get16(body + INA_NAK_MISMATCH_WORLD);
             w->nak_nlanes = body[INA_NAK_MISMATCH_NLANES];
+        } else {
+            w->switch_version = ina_get32(body + INA_NAK_VERSION);
         }
         return reason < 0 ? reason : INA_ERR_REJECTED;
     }
@@ -236,7 +268,8 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
          * proof: not from the switch (a forgery), ignore it and wait. */
         if (blen < INA_JOIN_BODY_LEN + INA_AUTH_LEN)
             return ina__fail(ctx, INA_ERR_REJECTED, "the switch did not prove it knows the "
-                             "shared secret: it runs without --secret-file");
+                             "shared secret: it runs without --secret-file; %s",
+                             versions(j.sw_version, vers, sizeof(vers)));
         uint8_t mac[INA_SHA256_LEN];
         ina_hmac_sha256(&ctx->secret, buf, INA_HDR_LEN + INA_JOIN_BODY_LEN, mac);
         if (!ina_mem_equal_ct(mac, body + INA_JOIN_BODY_LEN, INA_AUTH_LEN))
@@ -251,8 +284,9 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
         j.elems == 0 || j.window == 0 ||
         j.window > INA_MAX_WINDOW || (j.window & (j.window - 1)) != 0 || j.elems > INA_MAX_ELEMS)
         return ina__fail(ctx, INA_ERR_PROTO, "the switch granted impossible parameters: world "
-                         "%u, lane %u of %u, %u elements per packet, window %u", j.world_size,
-                         j.lane, j.nlanes, j.elems, j.window);
+                         "%u, lane %u of %u, %u elements per packet, window %u; %s",
+                         j.world_size, j.lane, j.nlanes, j.elems, j.window,
+                         versions(j.sw_version, vers, sizeof(vers)));
     if (agreed)
         ctx->nlanes = j.nlanes;
     ctx->job_id = h.job;

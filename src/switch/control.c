@@ -7,6 +7,7 @@
 #include <sys/random.h>
 
 #include "common/log.h"
+#include "common/version.h"
 #include "switch/switch.h"
 
 /* One log line about a job: its id, name, lane and session, and why. */
@@ -236,11 +237,19 @@ static void send_ctl(struct ina_switch *sw, const struct ina_job *job, uint8_t k
     send_ctl_auth(sw, job, kind, body, bodylen, dst, 0, 0);
 }
 
+/* A JOIN_NAK's body but MISMATCH's: it says this switch's version, so that a
+ * refused worker can name both (PROTOCOL.md §4.2). */
+static void nak_encode(uint8_t *body, uint64_t nonce, int reason)
+{
+    ina_nak_encode(body, nonce, reason);
+    ina_put32(body + INA_NAK_VERSION, INA_VERSION_NUMBER);
+}
+
 static void send_nak(struct ina_switch *sw, uint64_t nonce, int reason,
                      const struct sockaddr_in *dst)
 {
     uint8_t body[INA_NAK_BODY_LEN];
-    ina_nak_encode(body, nonce, reason);
+    nak_encode(body, nonce, reason);
     send_ctl(sw, NULL, INA_K_JOIN_NAK, body, sizeof(body), dst);
 }
 
@@ -377,7 +386,7 @@ static void send_refusal(struct ina_switch *sw, const struct ina_job *job, int r
     const struct ina_member *m = &job->members[r], *r0 = &job->members[0];
     uint8_t body[INA_NAK_FALLBACK_LEN];
     memset(body, 0, sizeof(body));
-    ina_nak_encode(body, m->nonce, INA_ERR_NOSPACE);
+    nak_encode(body, m->nonce, INA_ERR_NOSPACE);
     size_t len = INA_NAK_BODY_LEN;
     if (r0_offers_fallback(job)) {
         memcpy(body + 16, &r0->addr.sin_addr.s_addr, 4); /* already network order */
@@ -684,17 +693,43 @@ static void join_record(struct ina_job *job, const struct ina_hdr *h, const stru
     job->nlanes = job_lanes(job); /* while JOINING: the count the job would run now */
 }
 
+/* "IP:port" of a JOIN's source, for the log. */
+static const char *from_str(const struct sockaddr_in *src, char *buf, size_t len)
+{
+    char ip[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &src->sin_addr, ip, sizeof(ip));
+    snprintf(buf, len, "%s:%u", ip, (unsigned)ntohs(src->sin_port));
+    return buf;
+}
+
 /* One log line for a JOIN the switch refused, and why (PROTOCOL.md §5.2). */
 static void log_join_refused(const struct ina_hdr *h, const struct ina_join *j,
                              const struct sockaddr_in *src, const char *reason)
 {
-    char from[INET_ADDRSTRLEN + 8];
-    char ip[INET_ADDRSTRLEN] = "?";
-    inet_ntop(AF_INET, &src->sin_addr, ip, sizeof(ip));
-    snprintf(from, sizeof(from), "%s:%u", ip, (unsigned)ntohs(src->sin_port));
+    char from[INET_ADDRSTRLEN + 8], version[INA_VERSION_STR_LEN];
     ina_log(INA_LOG_WARN, "join_refused", INA_KV_S("name", j->name), INA_KV_I("lane", j->lane),
-            INA_KV_I("rank", h->rank), INA_KV_I("world", j->world_size), INA_KV_S("from", from),
+            INA_KV_I("rank", h->rank), INA_KV_I("world", j->world_size),
+            INA_KV_S("from", from_str(src, from, sizeof(from))),
+            INA_KV_S("version", ina__version_str(j->sw_version, version, sizeof(version))),
             INA_KV_S("reason", reason));
+}
+
+/*
+ * A member whose JOIN says another version than this switch's: a stale
+ * worker (or child switch) is the first suspect when the job then fails, so
+ * name it, once per job (on its lane 0: every lane's JOIN says the same).
+ */
+static void warn_version_skew(struct ina_job *job, const struct ina_hdr *h,
+                              const struct ina_join *j, const struct sockaddr_in *src)
+{
+    if (j->sw_version == INA_VERSION_NUMBER || job->version_warned || job->lane != 0)
+        return;
+    job->version_warned = 1;
+    char from[INET_ADDRSTRLEN + 8], version[INA_VERSION_STR_LEN];
+    ina_log(INA_LOG_WARN, "version_skew", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
+            INA_KV_I("rank", h->rank), INA_KV_S("from", from_str(src, from, sizeof(from))),
+            INA_KV_S("version", ina__version_str(j->sw_version, version, sizeof(version))),
+            INA_KV_S("switch_version", ina_version_string()));
 }
 
 /* JOIN_NAK MISMATCH that tells the receiver what the other party declared. */
@@ -958,9 +993,12 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
     join_record(job, h, &j, set, weight, src, now_ns);
     if (tree)
         sw->c.tree_joins++;
+    char version[INA_VERSION_STR_LEN];
     ina_log(INA_LOG_DEBUG, "rank_joined", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
             INA_KV_I("lane", job->lane), INA_KV_I("rank", h->rank), INA_KV_I("ranks", weight),
-            INA_KV_I("joined", job->njoined), INA_KV_I("world", job->world));
+            INA_KV_I("joined", job->njoined), INA_KV_I("world", job->world),
+            INA_KV_S("version", ina__version_str(j.sw_version, version, sizeof(version))));
+    warn_version_skew(job, h, &j, src);
     /* Start only with every rank alive and waiting: forget the ones that
      * are not (this rank's registration is fresh, so it stays). A child
      * never starts a job: its parent does (§12.3). */

@@ -161,6 +161,7 @@ struct ina_job {
     struct sockaddr_in mcast; /* group finished sums go to; sin_family 0 = unicast to each rank */
     struct ina_job_counters c;
     struct ina_hot *hot; /* the job's hot table (hot.c), NULL until rank 0 installs one */
+    int version_warned;  /* a member joined with another version: logged once (version_skew) */
     struct ina_member members[INA_MAX_WORKERS];
 };
 

@@ -22,7 +22,8 @@ In every block and in `inline code` of the prose: options given to the tools of 
 (ina-switch, ina-bench, ina-ctl, bench/compare.sh, ...) must appear in that tool's --help;
 paths into the tree (build/..., docs/..., tests/...) must exist; `make TARGET` must be a
 Makefile target; INA_* names must occur in the sources. Markdown links to files must resolve, with their #anchors. Every log
-event ina-switch emits must be documented.
+event ina-switch emits must be documented. docs/README.md's source map and the tables of
+documents must be complete (check_map.py).
 
   check_docs.py --src SRC --build BUILD [--scratch DIR] [--no-run]
 
@@ -37,6 +38,9 @@ import shlex
 import shutil
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check_map  # noqa: E402 (beside this file)
 
 TOOLS = {  # command word (basename) -> how to get its --help, relative to src or build
     "ina-switch": ("build", "bin/ina-switch"),
@@ -511,6 +515,13 @@ def main():
     missing = sorted(events - documented)
     check("every log event of ina-switch is documented", not missing,
           "not in any document: " + ", ".join(missing))
+
+    # 4'. The source map and the tables of documents (check_map.py, docs/README.md).
+    probs = check_map.check_source_map(src)
+    check("docs/README.md's source map names every source file, and only those", not probs,
+          "\n".join(probs))
+    probs = check_map.check_documents(src)
+    check("the tables of documents list every docs/*.md", not probs, "\n".join(probs))
 
     # 5. Run: C programs as one-rank jobs, then each document's run blocks.
     runs = [b for b in blocks if b.lang in SHELLS and "run" in b.flags]

@@ -1,4 +1,4 @@
-/* test_join.c: joining goes wrong and says why: a rank that gave up joining takes its registration back (or the switch forgets it), a failed join does not bind the job's name, ranks that disagree on the world size all fail with MISMATCH, and a join that waits says what for. */
+/* test_join.c: joining goes wrong and says why: a rank that gave up joining takes its registration back (or the switch forgets it), a failed join does not bind the job's name, ranks that disagree on the world size all fail with MISMATCH, a join that waits says what for, and a version skew is named on both sides. */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -6,9 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "common/wire.h"
 #include "e2e/harness.h"
 
 static struct sw_proc sw;
@@ -167,20 +169,27 @@ static int collect(pid_t pid, int fd, char *buf, size_t len)
     return child_status(pid);
 }
 
-static int closed_port;
-
-static void join_closed_port(void)
+/* ina_init of rank 0 of a world-1 job (job NULL: the default) against 127.0.0.1:port;
+ * its code and message on stderr. */
+static void join_at_port(int port, const char *job, int join_timeout_ms)
 {
     ina_config cfg;
     ina_config_init(&cfg);
     char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", closed_port);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
     cfg.switch_addr = addr;
-    cfg.join_timeout_ms = 4500;
-    ina_ctx *ctx;
+    if (job)
+        cfg.job = job;
+    cfg.join_timeout_ms = join_timeout_ms;
+    ina_ctx *ctx = NULL;
     int rc = ina_init(&ctx, &cfg);
     fprintf(stderr, "rc=%s msg=%s\n", ina_err_name(rc), ina_last_error(NULL));
+    ina_finalize(ctx);
 }
+
+static int closed_port;
+
+static void join_closed_port(void) { join_at_port(closed_port, NULL, 4500); }
 
 static void join_closed_port_quiet(void)
 {
@@ -194,8 +203,8 @@ static void join_waiting(void)
     fprintf(stderr, "rc=%s msg=%s\n", ina_err_name(j.rc), j.msg);
 }
 
-/* A free UDP port on loopback (bound, then closed: nothing listens there). */
-static int free_udp_port(void)
+/* A UDP socket on loopback, on a free port; *port set. */
+static int udp_bound(int *port)
 {
     int fd = socket(AF_INET, SOCK_DGRAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -203,8 +212,20 @@ static int free_udp_port(void)
     if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
         getsockname(fd, (struct sockaddr *)&a, &l) != 0)
         return -1;
+    struct timeval tv = {.tv_sec = 2};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+/* A free UDP port on loopback (bound, then closed: nothing listens there). */
+static int free_udp_port(void)
+{
+    int port, fd = udp_bound(&port);
+    if (fd < 0)
+        return -1;
     close(fd);
-    return ntohs(a.sin_port);
+    return port;
 }
 
 /*
@@ -238,6 +259,185 @@ static void test_join_messages(void)
     CHECK(strstr(out, "port unreachable") != NULL);
 }
 
+/* ---- Versions: the JOIN says the worker's, the switch names a stale one ------------------ */
+
+
+/* Send a JOIN of (name, rank, world, window) saying sw_version to the test switch. */
+static void raw_join(int fd, const char *name, int rank, int world, uint32_t window,
+                     uint64_t nonce, uint32_t sw_version)
+{
+    uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_JOIN);
+    h.rank = (uint16_t)rank;
+    ina_hdr_encode(b, &h);
+    struct ina_join j;
+    memset(&j, 0, sizeof(j));
+    j.nonce = nonce;
+    j.world_size = (uint16_t)world;
+    j.elems = 4;
+    j.window = window;
+    j.sw_version = sw_version;
+    j.nlanes = 1;
+    snprintf(j.name, sizeof(j.name), "%s", name);
+    ina_join_encode(b + INA_HDR_LEN, &j);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)sw.port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    sendto(fd, b, sizeof(b), 0, (struct sockaddr *)&to, sizeof(to));
+}
+
+/* The next datagram of one of the kinds in `want` (others skipped), or 0 bytes. */
+static ssize_t recv_kind(int fd, uint8_t *b, size_t len, uint8_t want1, uint8_t want2)
+{
+    for (int i = 0; i < 16; i++) {
+        ssize_t n = recv(fd, b, len, 0);
+        if (n < (ssize_t)INA_HDR_LEN)
+            return 0;
+        if (b[3] == want1 || b[3] == want2)
+            return n;
+    }
+    return 0;
+}
+
+/*
+ * Issue 31: JOINs that say version 0.5.0 at a switch of another version. The
+ * switch warns once per job naming the worker (version_skew: rank, address,
+ * version), however many JOINs; a JOIN it refuses is answered with a JOIN_NAK
+ * that carries the switch's version (PROTOCOL.md §4.2), and its join_refused
+ * line names the worker's version. (The lines are checked in main, from the
+ * switch's log.)
+ */
+static void test_version_skew(void)
+{
+    int p0, p1;
+    int a = udp_bound(&p0), b = udp_bound(&p1);
+    CHECK(a >= 0 && b >= 0);
+    uint8_t buf[512];
+    for (int i = 0; i < 3; i++) /* retransmissions: still one warning */
+        raw_join(a, "skew", 0, 2, 2, 0x5111, 500);
+    raw_join(b, "skew", 1, 2, 2, 0x5112, 500);
+    ssize_t n = recv_kind(b, buf, sizeof(buf), INA_K_JOIN_ACK, INA_K_JOIN_NAK);
+    CHECK(n >= (ssize_t)(INA_HDR_LEN + INA_JOIN_BODY_LEN) && buf[3] == INA_K_JOIN_ACK);
+    struct ina_join j = {0};
+    if (n > 0)
+        CHECK_EQ_INT(ina_join_decode(buf + INA_HDR_LEN, (size_t)n - INA_HDR_LEN, &j), 0);
+    CHECK_EQ_INT(j.sw_version, INA_VERSION_NUMBER); /* the ACK says the switch's */
+    struct ina_hdr h;
+    if (n > 0 && ina_hdr_decode(buf, (size_t)n, &h) == INA_PARSE_OK) {
+        struct ina_hdr lh;
+        ina_hdr_init(&lh, INA_K_LEAVE);
+        lh.job = h.job;
+        lh.session = h.session;
+        lh.token = h.token;
+        struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)sw.port),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        for (int r = 0; r < 2; r++) {
+            lh.rank = (uint16_t)r;
+            ina_hdr_encode(buf, &lh);
+            sendto(r ? b : a, buf, INA_HDR_LEN, 0, (struct sockaddr *)&to, sizeof(to));
+        }
+    }
+    /* A window that is not a power of 2: JOIN_NAK REJECTED, bytes 12..15 the version. */
+    raw_join(a, "skew_bad", 0, 2, 3, 0x5113, 500);
+    n = recv_kind(a, buf, sizeof(buf), INA_K_JOIN_NAK, INA_K_JOIN_NAK);
+    CHECK(n >= (ssize_t)(INA_HDR_LEN + INA_NAK_BODY_LEN));
+    if (n > 0) {
+        CHECK_EQ_INT((int32_t)ina_get32(buf + INA_HDR_LEN + 8), INA_ERR_REJECTED);
+        CHECK_EQ_INT(ina_get32(buf + INA_HDR_LEN + INA_NAK_VERSION), INA_VERSION_NUMBER);
+    }
+    close(a);
+    close(b);
+}
+
+/* A stand-in switch on its own port answers one JOIN of libina as told. */
+static int fake_port;
+static void join_fake(void)
+{
+    setenv("INA_QUIET", "1", 1);
+    join_at_port(fake_port, "stale", 3000);
+}
+
+/* Run join_fake against a stand-in that answers its first JOIN with a datagram
+ * of `kind` in wire version `wire`: a NAK body (reason, bytes 12..15 nak_version)
+ * or a JOIN_ACK body (window 3: impossible; sw_version nak_version). */
+static void fake_answer(uint8_t kind, uint8_t wire, int reason, uint32_t nak_version,
+                        char *out, size_t outlen)
+{
+    int fd = udp_bound(&fake_port);
+    CHECK(fd >= 0);
+    int pfd;
+    pid_t pid = spawn_captured(join_fake, &pfd);
+    uint8_t b[512];
+    struct sockaddr_in from;
+    socklen_t fl = sizeof(from);
+    ssize_t n = recvfrom(fd, b, sizeof(b), 0, (struct sockaddr *)&from, &fl);
+    CHECK(n >= (ssize_t)(INA_HDR_LEN + INA_JOIN_BODY_LEN));
+    struct ina_join j = {0};
+    if (n > 0)
+        ina_join_decode(b + INA_HDR_LEN, (size_t)n - INA_HDR_LEN, &j);
+    CHECK_EQ_INT(j.sw_version, INA_VERSION_NUMBER); /* libina says its real version */
+    struct ina_hdr h;
+    ina_hdr_init(&h, kind);
+    h.rank = INA_RANK_SWITCH;
+    if (kind == INA_K_JOIN_ACK) {
+        h.job = 1;
+        h.session = h.token = 7;
+    }
+    uint8_t reply[INA_HDR_LEN + INA_JOIN_BODY_LEN];
+    ina_hdr_encode(reply, &h);
+    reply[2] = wire;
+    size_t len = INA_HDR_LEN;
+    if (kind == INA_K_JOIN_NAK) {
+        ina_nak_encode(reply + len, j.nonce, reason);
+        ina_put32(reply + len + INA_NAK_VERSION, nak_version);
+        len += INA_NAK_BODY_LEN;
+    } else {
+        j.window = 3;
+        j.sw_version = nak_version;
+        ina_join_encode(reply + len, &j);
+        len += INA_JOIN_BODY_LEN;
+    }
+    sendto(fd, reply, len, 0, (struct sockaddr *)&from, fl);
+    CHECK_EQ_INT(collect(pid, pfd, out, outlen), 0);
+    close(fd);
+}
+
+/*
+ * Issue 31: a join that fails for a reason a version skew could explain
+ * (REJECTED, PROTO) names both versions in ina_last_error(): libina's, and
+ * the switch's from its JOIN_NAK or JOIN_ACK.
+ */
+static void test_version_named(void)
+{
+    char out[1024], want[96];
+    const char *mine = ina_version_string();
+    fake_answer(INA_K_JOIN_NAK, INA_WIRE_VERSION, INA_ERR_REJECTED, 500, out, sizeof(out));
+    printf("REJECTED by a 0.5.0 switch:\n%s", out);
+    snprintf(want, sizeof(want), "libina %s, switch 0.5.0 (the versions differ)", mine);
+    CHECK(strstr(out, "rc=INA_ERR_REJECTED") && strstr(out, want));
+
+    fake_answer(INA_K_JOIN_NAK, INA_WIRE_VERSION, INA_ERR_REJECTED, 0, out, sizeof(out));
+    printf("REJECTED by a switch that does not say:\n%s", out);
+    snprintf(want, sizeof(want), "libina %s, the switch does not say its version", mine);
+    CHECK(strstr(out, "rc=INA_ERR_REJECTED") && strstr(out, want));
+
+    fake_answer(INA_K_JOIN_NAK, INA_WIRE_VERSION, INA_ERR_PROTO, 70000, out, sizeof(out));
+    printf("PROTO from a 7.0.0 switch:\n%s", out);
+    snprintf(want, sizeof(want), "libina %s, switch 7.0.0 (the versions differ)", mine);
+    CHECK(strstr(out, "rc=INA_ERR_PROTO") && strstr(out, want));
+
+    fake_answer(INA_K_JOIN_ACK, INA_WIRE_VERSION, 0, 500, out, sizeof(out));
+    printf("impossible JOIN_ACK of a 0.5.0 switch:\n%s", out);
+    snprintf(want, sizeof(want), "window 3; libina %s, switch 0.5.0 (the versions differ)", mine);
+    CHECK(strstr(out, "rc=INA_ERR_PROTO") && strstr(out, want));
+
+    fake_answer(INA_K_JOIN_NAK, 2, INA_ERR_REJECTED, 0, out, sizeof(out));
+    printf("a JOIN_NAK of wire version 2:\n%s", out);
+    snprintf(want, sizeof(want), "answered in protocol version 2, this rank speaks 1 (libina %s)",
+             mine);
+    CHECK(strstr(out, "rc=INA_ERR_PROTO") && strstr(out, want));
+}
+
 int main(void)
 {
     char log[64];
@@ -249,21 +449,36 @@ int main(void)
     test_killed();
     test_world_mismatch();
     test_join_messages();
+    test_version_skew();
+    test_version_named();
     CHECK_EQ_INT(switch_stop(&sw), 0);
     CHECK(switch_counter(&sw, "joins_withdrawn") >= 2);
     CHECK(switch_counter(&sw, "joins_expired") >= 1);
     /* The switch logged each refused JOIN with its reason. */
     FILE *f = fopen(log, "r");
     char line[512];
-    int refused = 0, forgotten = 0;
+    int refused = 0, forgotten = 0, skew = 0, skew_refused = 0;
+    char skew_want[128];
+    snprintf(skew_want, sizeof(skew_want), "version=0.5.0 switch_version=%s",
+             ina_version_string());
     while (f && fgets(line, sizeof(line), f)) {
         refused += strstr(line, "event=join_refused") && strstr(line, "reason=world_size_mismatch");
         forgotten += strstr(line, "event=join_forgotten") != NULL;
+        if (strstr(line, "event=version_skew")) {
+            printf("%s", line);
+            skew += strstr(line, "name=skew ") && strstr(line, "rank=0 from=127.0.0.1:") &&
+                    strstr(line, skew_want);
+            skew += 100 * (strstr(line, "name=skew ") == NULL); /* no other job skewed */
+        }
+        skew_refused += strstr(line, "event=join_refused") && strstr(line, "name=skew_bad") &&
+                        strstr(line, "version=0.5.0") && strstr(line, "reason=bad_parameters");
     }
     if (f)
         fclose(f);
     CHECK(refused >= 1);
     CHECK(forgotten >= 3);
+    CHECK_EQ_INT(skew, 1); /* once per job, naming rank 0, its address and both versions */
+    CHECK_EQ_INT(skew_refused, 1);
     unlink(log);
     return check_report("test_join");
 }

@@ -56,6 +56,8 @@ JBODY = struct.Struct(">QHHIIIHBBHH32s")
 # §4.2 NAK body (16 bytes; 24 with the NOSPACE fallback): nonce u64, reason i32,
 # port/world u16, nlanes u8, reserved u8, [fallback_addr u32, fallback_port u16, reserved u16]
 NAK = struct.Struct(">QiHBB")
+# §4.2: in a JOIN_NAK of any reason but MISMATCH, bytes 12..15 are instead sw_version u32.
+NAK_VERSION = struct.Struct(">QiI")
 NAK_FB = struct.Struct(">IHH")
 # §4.5 JOIN_WAIT body, 48 bytes: nonce u64, world u16, joined u16, state u8, 3 reserved,
 # 32-byte bitmap.
@@ -682,6 +684,8 @@ def test_bad_joins(sw, closers):
     closers.append(p.close)
     c0 = sw.counters()
 
+    nak_versions = []
+
     def nak_for(body, flags=0, rank=0, version=VERSION, what=""):
         nonce = struct.unpack_from(">Q", body, 0)[0]
         p.send(hdr(K_JOIN, rank=rank, flags=flags, version=version) + body)
@@ -691,6 +695,7 @@ def test_bad_joins(sw, closers):
         h = dec_hdr(d)
         if h["kind"] != K_JOIN_NAK:
             return ("kind", h["kind"])
+        nak_versions.append(NAK_VERSION.unpack_from(d, 32)[2])
         return h["version"], nak_of(d)[2]
 
     def b(world=2, elems=64, window=8, lane=0, nlanes=1, name=b"badj"):
@@ -726,6 +731,16 @@ def test_bad_joins(sw, closers):
     # step 1: version 2 JOIN with a body: JOIN_NAK PROTO in version 1, nonce echoed.
     got = nak_for(b(), version=2, what="JOIN_NAK PROTO")
     check(got == (1, ERR_PROTO), "step 1: a version-2 JOIN -> version-1 JOIN_NAK PROTO", repr(got))
+    # §4.2: those JOIN_NAKs (REJECTED, PROTO) carry the switch's sw_version in bytes 12..15,
+    # the one its JOIN_ACK carries (§4.1).
+    v = Rank(sw.port, "nakver", 0, 1, window=2)
+    closers.append(v.close)
+    ack_version = v.ack[1][4] if start_job([v]) else None
+    if v.ack:
+        v.leave()
+    check(ack_version and nak_versions and set(nak_versions) == {ack_version},
+          "§4.2: every JOIN_NAK REJECTED or PROTO carries the switch's sw_version (its "
+          "JOIN_ACK's, nonzero)", repr((ack_version, sorted(set(nak_versions)))))
     c1 = sw.counters()
     dj = c1["drops"]["JOIN"] - c0["drops"]["JOIN"]
     check(dj == len(cases) + 2, "steps 2-3: refused/dropped JOINs count as drop JOIN",

@@ -30,22 +30,30 @@ if grep -q '^INA_SANITIZE:BOOL=ON' "$B/CMakeCache.txt"; then
 fi
 echo "note: consumers built with $CC $CFLAGS"
 
+# The version, from the one place it is written (include/ina.h), and the SONAME that follows
+# it (docs/API.md#abi): libina.so.0.MINOR before 1.0, libina.so.MAJOR after.
+read -r major minor patch < <(sed -n 's/^#define INA_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9][0-9]*\)$/\2/p' \
+    "$SRC/include/ina.h" | xargs)
+ver=$major.$minor.$patch
+if [ "$major" -eq 0 ]; then soname=libina.so.$major.$minor; else soname=libina.so.$major; fi
+echo "note: ina.h says version $ver, SONAME $soname"
+
 # ---- 1. Staged install: DESTDIR=stage, prefix /opt/ina-test ------------------------------
 stage=$tmp/stage prefix=/opt/ina-test
 root=$stage$prefix
 DESTDIR=$stage cmake --install "$B" --prefix "$prefix" >"$tmp/install1.log" 2>&1
 check "cmake --install with DESTDIR exits 0" test $? -eq 0
 check "nothing installed outside DESTDIR" test "$(find "$stage" -mindepth 1 -maxdepth 1)" = "$stage/opt"
-for f in lib/libina.so.0.1.0 lib/libina.a include/ina.h lib/pkgconfig/ina.pc \
+for f in lib/libina.so.$ver lib/libina.a include/ina.h lib/pkgconfig/ina.pc \
     lib/cmake/ina/inaConfig.cmake lib/cmake/ina/inaConfigVersion.cmake \
     lib/cmake/ina/inaTargets.cmake bin/ina-switch bin/ina-bench bin/ina-ctl \
     share/man/man1/ina-switch.1 share/man/man1/ina-bench.1 share/man/man1/ina-ctl.1 \
     share/man/man3/ina.3 lib/systemd/system/ina-switch.service; do
     check "installed $f" test -f "$root/$f"
 done
-check "libina.so.0 -> libina.so.0.1.0" test "$(readlink "$root/lib/libina.so.0")" = libina.so.0.1.0
-check "libina.so -> libina.so.0" test "$(readlink "$root/lib/libina.so")" = libina.so.0
-check "SONAME libina.so.0" bash -c "readelf -d '$root/lib/libina.so.0.1.0' | grep -q 'SONAME.*\[libina.so.0\]'"
+check "$soname -> libina.so.$ver" test "$(readlink "$root/lib/$soname")" = "libina.so.$ver"
+check "libina.so -> $soname" test "$(readlink "$root/lib/libina.so")" = "$soname"
+check "SONAME $soname" bash -c "readelf -d '$root/lib/libina.so.$ver' | grep -q 'SONAME.*\[$soname\]'"
 check "tools run from the installed tree" bash -c "'$root/bin/ina-switch' --version | grep -q ina-switch"
 if [ -f "$B/lib/libina-mpi.so" ]; then
     check "installed lib/libina-mpi.so" test -f "$root/lib/libina-mpi.so"
@@ -71,7 +79,7 @@ check "ina.pc: prefix=$prefix" grep -qx "prefix=$prefix" "$pc"
 check "ina.pc: Libs: -L\${libdir} -lina" grep -qx 'Libs: -L${libdir} -lina' "$pc"
 check "ina.pc: Libs.private: -lm -pthread" grep -qx 'Libs.private: -lm -pthread' "$pc"
 export PKG_CONFIG_PATH=$root/lib/pkgconfig PKG_CONFIG_SYSROOT_DIR=$stage PKG_CONFIG_LIBDIR=
-check "pkg-config --modversion ina = 0.1.0" test "$(pkg-config --modversion ina)" = 0.1.0
+check "pkg-config --modversion ina = $ver" test "$(pkg-config --modversion ina)" = "$ver"
 check "pkg-config --cflags --libs ina (sysroot $stage)" \
     test "$(pkg-config --cflags --libs ina | xargs)" = "-I$root/include -L$root/lib -lina"
 check "pkg-config --static --libs ina adds -lm -pthread" \
@@ -82,8 +90,8 @@ check "pkg-config --static --libs ina adds -lm -pthread" \
 $CC $CFLAGS $(pkg-config --cflags ina) -o "$tmp/ex_pc" "$SRC/examples/allreduce.c" \
     $(pkg-config --libs ina) 2>"$tmp/cc.log"
 check "example builds with pkg-config --cflags --libs ina" test $? -eq 0
-check "example links the installed libina.so.0" bash -c \
-    "LD_LIBRARY_PATH='$root/lib' ldd '$tmp/ex_pc' | grep -q 'libina.so.0 => $root/lib/libina.so.0'"
+check "example links the installed $soname" bash -c \
+    "LD_LIBRARY_PATH='$root/lib' ldd '$tmp/ex_pc' | grep -q '$soname => $root/lib/$soname'"
 unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR PKG_CONFIG_LIBDIR
 
 # man renders the installed pages without warnings (groff-base and man-db are on every
@@ -114,12 +122,20 @@ if [ -d "$SRC/python/ina" ]; then
     check "python3 imports the installed package" bash -c "cd / && env -u INA_LIBRARY \
         PYTHONPATH='$pfx/lib/python3/dist-packages' python3 -c 'import ina; print(ina.__file__)' |
         grep -q '^$pfx/lib/python3/dist-packages/ina/__init__.py$'"
+    if grep -q '^INA_SANITIZE:BOOL=ON' "$B/CMakeCache.txt"; then
+        echo "note: sanitizer build: the installed package does not load its libina here"
+    else
+        check "the installed package loads $pfx/lib/$soname" bash -c "cd / && env -u INA_LIBRARY \
+            PYTHONPATH='$pfx/lib/python3/dist-packages' python3 -c \
+            'import ina; print(ina.library_path(), ina.library_version())' |
+            grep -qx '$pfx/lib/$soname $ver'"
+    fi
 fi
 mkdir -p "$tmp/consumer"
 cat >"$tmp/consumer/CMakeLists.txt" <<EOF
 cmake_minimum_required(VERSION 3.20)
 project(consumer C)
-find_package(ina 0.1 REQUIRED)
+find_package(ina $major.$minor REQUIRED)
 add_executable(ex_shared $SRC/examples/allreduce.c)
 target_link_libraries(ex_shared PRIVATE ina::ina)
 add_executable(ex_static $SRC/examples/allreduce.c)
@@ -131,12 +147,12 @@ cmake -S "$tmp/consumer" -B "$tmp/consumer/build" -DCMAKE_C_COMPILER="$CC" \
 rc=$?
 check "CMake project with find_package(ina) configures and builds" test "$rc" -eq 0
 [ "$rc" -eq 0 ] || cat "$tmp/consumer.log"
-check "ina::ina links the installed libina.so.0" bash -c \
-    "ldd '$tmp/consumer/build/ex_shared' | grep -q 'libina.so.0 => $pfx/lib/libina.so.0'"
+check "ina::ina links the installed $soname" bash -c \
+    "ldd '$tmp/consumer/build/ex_shared' | grep -q '$soname => $pfx/lib/$soname'"
 check "ina::ina_static links no libina.so" bash -c \
     "! ldd '$tmp/consumer/build/ex_static' | grep -q libina.so"
-check "find_package(ina 0.9) refuses version 0.1" bash -c \
-    "sed 's/find_package(ina 0.1/find_package(ina 0.9/' '$tmp/consumer/CMakeLists.txt' >'$tmp/v.txt' &&
+check "find_package(ina $major.$((minor + 1))) refuses version $ver" bash -c \
+    "sed 's/find_package(ina $major.$minor /find_package(ina $major.$((minor + 1)) /' '$tmp/consumer/CMakeLists.txt' >'$tmp/v.txt' &&
      mkdir -p '$tmp/v' && cp '$tmp/v.txt' '$tmp/v/CMakeLists.txt' &&
      ! cmake -S '$tmp/v' -B '$tmp/v/build' -DCMAKE_PREFIX_PATH='$pfx' >/dev/null 2>&1"
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # test_python.sh: the Python package (python/ina) and the DDP training example against this
 # build's libina and ina-switch:
+#   0. tests/python/test_abi.py: the ctypes mirrors of the C structs have the sizes and offsets
+#      of include/ina.h and of this build's libina, and a stale libina is refused by name;
 #   1. tests/python/test_ina.py: ina.allreduce on numpy arrays and torch tensors (in place,
 #      non-contiguous, int32 exact, float32 within ina_float_error_bound, async, errors), N=1
 #      and N=3 workers, and the ina.torch DDP hook against Gloo's gradients (N=2);
@@ -55,6 +57,11 @@ result() {
     cat "$2"
     if [ "$1" -eq 0 ] && grep -q "$3" "$2"; then ok "$4"; else bad "$4 (exit status $1)"; fi
 }
+
+"${PYENV[@]}" timeout -k 5 120 "$PY" "$SRC/tests/python/test_abi.py" --src "$SRC" --build "$B" \
+    >"$tmp/abi" 2>&1
+result $? "$tmp/abi" '^test_abi: [1-9][0-9]* passed, 0 failed' \
+    "test_abi.py (the ctypes mirrors against ina.h and libina; a stale libina refused)"
 stop_switch() {
     kill -TERM "$swpid"; wait "$swpid"; local rc=$?; swpid=
     [ "$rc" -eq 0 ] && ok "ina-switch exits 0 after the Python tests" || bad "ina-switch exit status $rc"

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "common/version.h"
 #include "ina.h"
 #include "lib/internal.h"
 
@@ -30,6 +31,36 @@ static void test_errors(void)
     CHECK(ina_strerror(12345) != NULL && ina_err_name(-99999) != NULL);
     CHECK(ina_version_number() == INA_VERSION_NUMBER);
     CHECK(strlen(ina_version_string()) >= 5);
+}
+
+/* The ABI block of ina.h: the library's struct sizes are the header's, its version
+ * string is the header's, and ina_config_init() writes nothing past sizeof(ina_config). */
+static void test_abi(void)
+{
+    CHECK_EQ_INT(ina_config_size(), sizeof(ina_config));
+    CHECK_EQ_INT(ina_stats_size(), sizeof(ina_stats));
+    CHECK_EQ_INT(ina_info_size(), sizeof(ina_info));
+    CHECK_EQ_INT(ina_kv_config_size(), sizeof(ina_kv_config));
+    CHECK_EQ_INT(ina_kv_stats_size(), sizeof(ina_kv_stats));
+    char want[INA_VERSION_STR_LEN], buf[INA_VERSION_STR_LEN];
+    snprintf(want, sizeof(want), "%d.%d.%d", INA_VERSION_MAJOR, INA_VERSION_MINOR,
+             INA_VERSION_PATCH);
+    CHECK(strcmp(ina_version_string(), want) == 0);
+    CHECK(strcmp(ina__version_str(ina_version_number(), buf, sizeof(buf)), want) == 0);
+    CHECK(strcmp(ina__version_str(500, buf, sizeof(buf)), "0.5.0") == 0);
+    CHECK(strcmp(ina__version_str(10203, buf, sizeof(buf)), "1.2.3") == 0);
+    CHECK(strcmp(ina__version_str(0, buf, sizeof(buf)), "unknown") == 0);
+    CHECK(strcmp(ina__version_str(UINT32_MAX, buf, sizeof(buf)), "429496.72.95") == 0);
+    union {
+        ina_config cfg;
+        unsigned char bytes[sizeof(ina_config) + 64];
+    } u;
+    memset(u.bytes, 0xA5, sizeof(u.bytes));
+    ina_config_init(&u.cfg);
+    int intact = 1;
+    for (size_t i = sizeof(ina_config); i < sizeof(u.bytes); i++)
+        intact &= u.bytes[i] == 0xA5;
+    CHECK(intact);
 }
 
 static void test_config(void)
@@ -292,6 +323,7 @@ static void test_allreduce_args(void)
 int main(void)
 {
     test_errors();
+    test_abi();
     test_config();
     test_auto_lanes();
     test_init_args();

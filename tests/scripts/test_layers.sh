@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# test_layers.sh: scripts/check-layers.py finds what it must (issue 31). On a small made-up
+# tree (src/lib and src/switch, its objects compiled here), it fails on a library file that
+# includes a daemon's header (a), on two headers that include each other (b) and on two
+# object files that call each other (c), naming the files and a symbol; it passes when the
+# allowlist names exactly those; and it fails on an allowlist entry that no longer occurs,
+# and on a cycle that shrank (printing the line to write). The real tree is checked by the
+# ctest check_layers.
+set -uo pipefail
+exec </dev/null
+SRC=${INA_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+# shellcheck source=tests/scripts/harness.sh
+. "$SRC/tests/scripts/harness.sh" # $tmp, ok/bad/check, finish
+CHECK=$SRC/scripts/check-layers.py
+T=$tmp/tree
+mkdir -p "$T/src/lib" "$T/src/switch" "$T/build/CMakeFiles/ina_obj.dir/src/lib"
+cat >"$T/src/switch/s.h" <<'C'
+int s_fn(void);
+C
+cat >"$T/src/lib/x.h" <<'C'
+#ifndef X_H
+#define X_H
+#include "y.h"
+#endif
+C
+cat >"$T/src/lib/y.h" <<'C'
+#ifndef Y_H
+#define Y_H
+#include "x.h"
+#endif
+C
+cat >"$T/src/lib/a.c" <<'C'
+#include "switch/s.h"
+int b_fn(int);
+int a_fn(int n) { return n ? b_fn(n - 1) : 0; }
+C
+cat >"$T/src/lib/b.c" <<'C'
+int a_fn(int);
+int b_fn(int n) { return n ? a_fn(n - 1) : 1; }
+C
+cat >"$T/src/lib/c.c" <<'C'
+int a_fn(int);
+int c_fn(void) { return a_fn(3); }
+C
+for f in a b c; do
+    cc -c -I"$T/src" -o "$T/build/CMakeFiles/ina_obj.dir/src/lib/$f.c.o" "$T/src/lib/$f.c" ||
+        bad "cc $f.c"
+done
+
+# run ALLOWLIST-TEXT: check-layers on the made-up tree; its output in $tmp/out, status in $rc.
+run() {
+    printf '%s\n' "$1" >"$tmp/allow"
+    python3 "$CHECK" --src "$T" --build "$T/build" --allowlist "$tmp/allow" >"$tmp/out" 2>&1
+    rc=$?
+}
+has() { grep -qF -- "$1" "$tmp/out"; }
+
+run "# nothing allowed"
+cat "$tmp/out"
+check "no allowlist: the check fails" test "$rc" -eq 1
+check "(a) names the library file and the daemon's header" \
+    has "FAIL: src/lib/a.c includes src/switch/s.h"
+check "(b) prints the include cycle" has "FAIL: include cycle in src/lib/ (2 files): x.h -> y.h -> x.h"
+check "(c) prints the call cycle" has "FAIL: link cycle in src/lib/ (2 files): a.c -> b.c -> a.c"
+check "(c) names a symbol of each edge" bash -c "grep -qF 'a.c -> b.c (b_fn)' '$tmp/out' &&
+    grep -qF 'b.c -> a.c (a_fn)' '$tmp/out'"
+check "(c) c.c, which calls into the cycle, is not in it" bash -c "! grep -qF 'c.c' '$tmp/out'"
+
+exact="include src/lib/a.c -> src/switch/s.h
+include-cycle src/lib: x.h y.h
+link-cycle src/lib: b.c a.c   # any order"
+run "$exact"
+check "the allowlist names exactly what is there: the check passes" test "$rc" -eq 0
+has "check-layers: passed" || cat "$tmp/out"
+
+run "$exact
+include src/lib/b.c -> src/switch/s.h"
+check "an entry that no longer occurs fails the check" test "$rc" -eq 1
+check "... and is named, with its line" \
+    has "FAIL: allowlist line 4 (include src/lib/b.c -> src/switch/s.h) no longer occurs"
+
+run "include src/lib/a.c -> src/switch/s.h
+include-cycle src/lib: x.h y.h
+link-cycle src/lib: a.c b.c c.c"
+check "a cycle that shrank fails the check" test "$rc" -eq 1
+check "... and the check prints the entry to write instead" \
+    has "link-cycle src/lib: a.c b.c"
+[ "$rc" -eq 1 ] || cat "$tmp/out"
+
+run "frobnicate src/lib: a.c"
+check "an entry of an unknown kind is refused" bash -c "[ $rc -ne 0 ] && grep -q 'unknown kind' '$tmp/out'"
+
+finish test_layers
