@@ -822,6 +822,12 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
     for (unsigned i = 0; i < nthreads; i++) {
         p.shard = i;
         int rc = ina_switch_init(&sh[i].sw, &p);
+        if (rc == 0 && i == 0) {
+            /* One cookie key for every thread: a worker that thread 0
+             * REDIRECTs keeps its cookie (PROTOCOL.md §4.4). */
+            p.cookie_key = sh[0].sw.cookie_key;
+            p.cookie_key_set = 1;
+        }
         if (rc == 0 && tx_init(&sh[i].tx, &sh[i].sw.txq, !no_gso) != 0)
             rc = -ENOMEM;
         if (rc != 0) {
