@@ -170,9 +170,9 @@ static int refused_because(struct ina_ctx *ctx, const struct join_watch *w, int 
                          ctx->nlanes);
     case INA_ERR_REJECTED:
         return ina__fail(ctx, reason, "the switch at %s refused rank %d of job '%s': parameters "
-                         "it does not take, that rank running elsewhere, or a missing or wrong "
-                         "shared secret (the switch's log says which: join_refused)", sw,
-                         ctx->rank, ctx->job);
+                         "it does not take, that rank running or joining from another host, a "
+                         "session that already ended, or a missing or wrong shared secret (the "
+                         "switch's log says which: join_refused)", sw, ctx->rank, ctx->job);
     case INA_ERR_NOSPACE:
         return ina__fail(ctx, reason, "the switch at %s has no free slots for job '%s'", sw,
                          ctx->job);
