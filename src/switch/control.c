@@ -746,9 +746,9 @@ static void unregister(struct ina_job *job, unsigned rep)
  * Record a registration of a JOINING job: one rank (a worker's JOIN, set =
  * {rank}) or a child switch's set (TREE_JOIN). A child re-registers as its
  * set grows, with the same nonce from the same address: its earlier entry
- * goes first. A rank already registered by someone else is taken over (the
- * newest registration wins, as a later JOIN of a rank overwrites the record
- * of the earlier one); if a child stood for it, the whole of that child's
+ * goes first. A rank already registered by someone else is taken over (only
+ * from the same host, or once that registration is over: on_join checked,
+ * rank_held_elsewhere); if a child stood for it, the whole of that child's
  * set goes, and the child re-registers what is left when it retransmits.
  */
 static void join_record(struct ina_job *job, const struct ina_hdr *h, const struct ina_join *j,

@@ -184,12 +184,7 @@ static void evict_with_secret(const char *log, const char *mport)
 {
     char secret[64];
     snprintf(secret, sizeof(secret), "/tmp/ina-test-evict-secret.%d", (int)getpid());
-    FILE *f = fopen(secret, "w");
-    CHECK(f != NULL);
-    if (!f)
-        return;
-    fputs("evict me gently\n", f);
-    fclose(f);
+    CHECK_EQ_INT(h_write_file(secret, "evict me gently\n"), 0);
     start(mport, "--secret-file", secret);
     struct params p5 = {"evict-5", 1, INA_FALLBACK_HOST, 0, secret};
     CHECK_EQ_INT(evict_run(&p5, 3), 0);

@@ -327,12 +327,7 @@ int main(void)
         return 1;
     char secret[64];
     snprintf(secret, sizeof(secret), "/tmp/ina-test-replay-secret.%d", (int)getpid());
-    FILE *f = fopen(secret, "w");
-    CHECK(f != NULL);
-    if (f) {
-        fputs("replay me if you can\n", f);
-        fclose(f);
-    }
+    CHECK_EQ_INT(h_write_file(secret, "replay me if you can\n"), 0);
     finished_job(NULL);
     finished_job(secret);
     forged_tree_join();

@@ -131,16 +131,6 @@ static void fallback_with_secret(const char *log)
     unlink(log);
 }
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
-}
-
 int main(void)
 {
     sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -149,8 +139,8 @@ int main(void)
         return 1;
     snprintf(secret_path, sizeof(secret_path), "/tmp/ina-test-secret.%d", (int)getpid());
     snprintf(wrong_path, sizeof(wrong_path), "/tmp/ina-test-wrong.%d", (int)getpid());
-    write_file(secret_path, "correct horse battery staple\n");
-    write_file(wrong_path, "correct horse battery stapler\n");
+    CHECK_EQ_INT(h_write_file(secret_path, "correct horse battery staple\n"), 0);
+    CHECK_EQ_INT(h_write_file(wrong_path, "correct horse battery stapler\n"), 0);
     char log[64];
     snprintf(log, sizeof(log), "/tmp/ina-test-secret-log.%d", (int)getpid());
 
