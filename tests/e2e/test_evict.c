@@ -186,8 +186,11 @@ static void evict_with_secret(const char *log, const char *mport)
     snprintf(secret, sizeof(secret), "/tmp/ina-test-evict-secret.%d", (int)getpid());
     CHECK_EQ_INT(h_write_file(secret, "evict me gently\n"), 0);
     start(mport, "--secret-file", secret);
+    /* (For ina-ctl: an operator view that asks for proof of the secret takes it from there.) */
+    setenv("INA_SECRET_FILE", secret, 1);
     struct params p5 = {"evict-5", 1, INA_FALLBACK_HOST, 0, secret};
     CHECK_EQ_INT(evict_run(&p5, 3), 0);
+    unsetenv("INA_SECRET_FILE");
     CHECK(sh->ops_after >= 20);
     CHECK_EQ_INT(sh->path, INA_PATH_HOST);
     CHECK_EQ_INT(sh->err[0], 0);
