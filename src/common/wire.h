@@ -124,6 +124,8 @@ enum ina_kind {
                               slots (body: INA_JOIN_WAIT_BODY_LEN, below) */
     INA_K_TREE_JOIN = 28,  /* child switch -> parent: register a set of ranks as one member
                               (body: JOIN body + INA_TREE_SET_LEN rank bitmap; §12) */
+    INA_K_JOIN_COOKIE = 29, /* switch -> worker (or child), with a shared secret only: JOIN
+                               again with this cookie (body: INA_JOIN_COOKIE_BODY_LEN, below) */
 };
 
 /* JOIN header field seq: the joiner's remaining join time in ms (0 = not
@@ -142,8 +144,8 @@ enum ina_kind {
 
 /* TREE_JOIN (docs/PROTOCOL.md §12): the 64-byte JOIN body, then the set of
  * ranks the child stands for, a bitmap of INA_MAX_WORKERS bits: rank r is bit
- * (r & 7) of byte (r >> 3). With a shared secret the HMAC of the datagram's
- * first 128 bytes follows (INA_AUTH_LEN bytes). */
+ * (r & 7) of byte (r >> 3). With a shared secret the parent's cookie follows
+ * (INA_COOKIE_LEN bytes), then the HMAC of the datagram's first 160 bytes. */
 #define INA_TREE_SET_LEN 32
 #define INA_TREE_JOIN_LEN (INA_JOIN_BODY_LEN + INA_TREE_SET_LEN)
 
@@ -338,9 +340,16 @@ static inline int ina_join_decode(const uint8_t *b, size_t len, struct ina_join 
 }
 
 /* Shared-secret extension (ina-switch --secret-file, docs/PROTOCOL.md 4.4):
- * 32 bytes right after a JOIN or JOIN_ACK body, HMAC-SHA256 keyed with the
- * secret over the datagram's first 96 bytes (header + 64-byte body). */
+ * 32 bytes right after a JOIN_ACK (or WITHDRAW) body, HMAC-SHA256 keyed with
+ * the secret over the datagram's first 96 bytes (header + 64-byte body). A
+ * JOIN (TREE_JOIN) carries the switch's cookie after its body (and set), then
+ * the HMAC over everything before it: its freshness is proved too. */
 #define INA_AUTH_LEN 32
+/* The cookie a switch with a secret hands out in JOIN_COOKIE and a JOIN must
+ * echo (zeros when it has none yet). Opaque to the worker. */
+#define INA_COOKIE_LEN 32
+/* JOIN_COOKIE body, 40 bytes: nonce (8) of the JOIN answered, cookie (32). */
+#define INA_JOIN_COOKIE_BODY_LEN 40
 
 /* JOIN_NAK, ABORT and REDIRECT body, 16 bytes: nonce (8, echoed; 0 in ABORT),
  * reason (4, a negative INA_ERR_* code as two's complement; 0 in REDIRECT),

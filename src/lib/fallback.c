@@ -42,6 +42,12 @@ struct ina_fallback {
     struct iovec iovs[INA_FALLBACK_MSGS];
     struct sockaddr_in src[INA_FALLBACK_MSGS];
     struct mmsghdr txmsgs[64];
+    /* The switch's secret, which every rank knows: the aggregator stands in
+     * for the switch, so it proves the secret as the switch does (a rank
+     * with a secret trusts no JOIN_ACK without the proof, PROTOCOL.md §4.4).
+     * Taken from the context that prepares it: the one that read the file. */
+    int has_secret;
+    struct ina_hmac_key secret;
 };
 
 int ina__fallback_prepare(struct ina_ctx *ctx)
@@ -69,6 +75,8 @@ int ina__fallback_prepare(struct ina_ctx *ctx)
         setsockopt(fb->fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
     if (setsockopt(fb->fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)) != 0)
         setsockopt(fb->fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+    fb->has_secret = ctx->has_secret;
+    fb->secret = ctx->secret;
     ctx->fallback = fb;
     return 0;
 }
@@ -164,6 +172,8 @@ int ina__fallback_start(struct ina_ctx *ctx, int elems, int nslots)
     p.join_timeout_ns = (uint64_t)ctx->join_timeout_ms * 1000000ull;
     p.idle_timeout_ns = 0; /* it lives as long as rank 0's context */
     memcpy(p.only_job, ctx->job, sizeof(p.only_job));
+    p.has_secret = fb->has_secret;
+    p.secret = fb->secret;
     fb->rxmem = malloc((size_t)INA_FALLBACK_MSGS * INA_MAX_DATAGRAM);
     int rc = fb->rxmem ? ina_switch_init(&fb->sw, &p) : -ENOMEM;
     if (rc == 0) {

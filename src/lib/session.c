@@ -22,11 +22,13 @@ static uint64_t random_nonce(void)
 /*
  * JOIN (or WITHDRAW, the same body: PROTOCOL.md §5.2). A JOIN's header seq
  * tells the switch how long this rank will go on waiting (ms), so that it
- * forgets the registration then even if the WITHDRAW is lost.
+ * forgets the registration then even if the WITHDRAW is lost. With a secret,
+ * a JOIN carries the switch's last cookie (zeros: none yet) under its proof.
  */
-static int send_join(struct ina_ctx *ctx, uint8_t kind, int elems, int window, uint32_t left_ms)
+static int send_join(struct ina_ctx *ctx, uint8_t kind, int elems, int window, uint32_t left_ms,
+                     const uint8_t *cookie)
 {
-    uint8_t buf[INA_HDR_LEN + INA_JOIN_BODY_LEN + INA_AUTH_LEN];
+    uint8_t buf[INA_HDR_LEN + INA_JOIN_BODY_LEN + INA_COOKIE_LEN + INA_AUTH_LEN];
     struct ina_hdr h;
     ina_hdr_init(&h, kind);
     h.rank = (uint16_t)ctx->rank;
@@ -49,7 +51,11 @@ static int send_join(struct ina_ctx *ctx, uint8_t kind, int elems, int window, u
     memcpy(j.name, ctx->job, sizeof(j.name));
     ina_join_encode(buf + INA_HDR_LEN, &j);
     size_t len = INA_HDR_LEN + INA_JOIN_BODY_LEN;
-    if (ctx->has_secret) { /* proof of the secret over header and body (PROTOCOL.md 4.4) */
+    if (ctx->has_secret && kind == INA_K_JOIN) {
+        memcpy(buf + len, cookie, INA_COOKIE_LEN);
+        len += INA_COOKIE_LEN;
+    }
+    if (ctx->has_secret) { /* proof of the secret over all of it (PROTOCOL.md 4.4) */
         ina_hmac_sha256(&ctx->secret, buf, len, buf + len);
         len += INA_AUTH_LEN;
     }
@@ -58,6 +64,7 @@ static int send_join(struct ina_ctx *ctx, uint8_t kind, int elems, int window, u
 
 #define JOIN_REDIRECTED 2
 #define JOIN_WAITING 3
+#define JOIN_CHALLENGED 4
 #define INA_MAX_REDIRECTS 4 /* a switch redirects once; more is a loop */
 #define JOIN_FIRST_NOTE_MS 3000 /* say what the join waits for after this long... */
 #define JOIN_NOTE_EVERY_MS 10000 /* ...and again this often */
@@ -73,6 +80,11 @@ struct join_watch {
     uint8_t bitmap[32];
     unsigned nak_world, nak_nlanes; /* a MISMATCH's other side (0: not said) */
     uint32_t switch_version; /* its INA_VERSION_NUMBER, from a JOIN_NAK (0: not said) */
+    /* With a secret: the switch's last cookie (JOIN_COOKIE, PROTOCOL.md §4.4),
+     * and whether the one JOIN that may answer a cookie at once went since
+     * the last JOIN of the schedule (forged cookies must not make us flood). */
+    uint8_t cookie[INA_COOKIE_LEN];
+    int cookie_answered;
 };
 
 /*
@@ -91,6 +103,12 @@ static const char *versions(uint32_t switch_version, char *buf, size_t len)
                  ina__version_str(switch_version, theirs, sizeof(theirs)),
                  switch_version != INA_VERSION_NUMBER ? " (the versions differ)" : "");
     return buf;
+}
+
+/* The join time left, in ms rounded up (a JOIN's header seq; at least 1). */
+static uint32_t join_left_ms(const struct join_watch *w, uint64_t now)
+{
+    return now < w->deadline ? (uint32_t)((w->deadline - now + 999999) / 1000000) : 1;
 }
 
 /* What the join is waiting for, as a phrase. */
@@ -172,9 +190,9 @@ static int refused_because(struct ina_ctx *ctx, const struct join_watch *w, int 
                          ctx->nlanes);
     case INA_ERR_REJECTED:
         return ina__fail(ctx, reason, "the switch at %s refused rank %d of job '%s': parameters "
-                         "it does not take, that rank running elsewhere, or a missing or wrong "
-                         "shared secret (the switch's log says which: join_refused); %s", sw,
-                         ctx->rank, ctx->job,
+                         "it does not take, that rank running or joining from another host, a "
+                         "session that already ended, or a missing or wrong shared secret (the "
+                         "switch's log says which: join_refused); %s", sw, ctx->rank, ctx->job,
                          versions(w->switch_version, vers, sizeof(vers)));
     case INA_ERR_NOSPACE:
         return ina__fail(ctx, reason, "the switch at %s has no free slots for job '%s'", sw,
@@ -227,6 +245,14 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
         w->state = body[12];
         memcpy(w->bitmap, body + 16, sizeof(w->bitmap));
         return JOIN_WAITING;
+    }
+    if (h.kind == INA_K_JOIN_COOKIE) {
+        /* Only a switch with a secret asks: the cookie goes under the proof. */
+        if (!ctx->has_secret || blen < INA_JOIN_COOKIE_BODY_LEN ||
+            ((uint64_t)ina_get32(body) << 32 | ina_get32(body + 4)) != ctx->nonce)
+            return 0;
+        memcpy(w->cookie, body + 8, INA_COOKIE_LEN);
+        return JOIN_CHALLENGED;
     }
     if (h.kind == INA_K_JOIN_NAK) {
         uint64_t nonce;
@@ -305,7 +331,7 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
 static void withdraw(struct ina_ctx *ctx, int elems, int window)
 {
     for (int i = 0; i < 2; i++)
-        send_join(ctx, INA_K_WITHDRAW, elems, window, 0);
+        send_join(ctx, INA_K_WITHDRAW, elems, window, 0, NULL);
 }
 
 int ina__session_join(struct ina_ctx *ctx, int elems, int window)
@@ -337,8 +363,8 @@ int ina__session_join(struct ina_ctx *ctx, int elems, int window)
         }
         if (now >= next_send) {
             /* refused while no switch: retry */
-            send_join(ctx, INA_K_JOIN, elems, window,
-                      (uint32_t)((w.deadline - now + 999999) / 1000000));
+            send_join(ctx, INA_K_JOIN, elems, window, join_left_ms(&w, now), w.cookie);
+            w.cookie_answered = 0;
             next_send = now + interval_ms * 1000000ull;
             interval_ms = interval_ms * 2 > 1000 ? 1000 : interval_ms * 2;
         }
@@ -364,6 +390,15 @@ int ina__session_join(struct ina_ctx *ctx, int elems, int window)
             }
             if (rc == JOIN_WAITING)
                 continue;
+            if (rc == JOIN_CHALLENGED) {
+                /* Join again with the cookie now: one round trip, not a retry interval. */
+                if (!w.cookie_answered) {
+                    w.cookie_answered = 1;
+                    send_join(ctx, INA_K_JOIN, elems, window, join_left_ms(&w, ina__now_ns()),
+                              w.cookie);
+                }
+                continue;
+            }
             if (rc == JOIN_REDIRECTED) {
                 if (++redirects > INA_MAX_REDIRECTS) {
                     withdraw(ctx, elems, window);

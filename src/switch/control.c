@@ -70,14 +70,25 @@ int ina_switch_init(struct ina_switch *sw, const struct ina_switch_params *p)
     sw->slot_owner = calloc(p->nslots, sizeof(*sw->slot_owner));
     sw->rng = p->seed;
     sw->session_counter = ina__random_u32(sw);
+    sw->ended_nonce = calloc(INA_SW_ENDED_KEEP, sizeof(*sw->ended_nonce));
+    sw->ended = calloc(INA_SW_ENDED_KEEP, sizeof(*sw->ended));
+    if (p->cookie_key_set) {
+        sw->cookie_key = p->cookie_key;
+    } else if (p->has_secret) {
+        uint32_t k[8];
+        for (unsigned i = 0; i < 8; i++)
+            k[i] = ina__random_u32(sw);
+        ina_hmac_key_init(&sw->cookie_key, k, sizeof(k));
+    }
     /* A buffer holds a DATA or RESULT (a HOT_RESULT has a prefix), or the
      * longest control datagram: a child's TREE_JOIN with the secret's proof. */
-    const size_t ctl = INA_TREE_JOIN_LEN + INA_AUTH_LEN;
+    const size_t ctl = INA_TREE_JOIN_LEN + INA_COOKIE_LEN + INA_AUTH_LEN;
     const size_t data = INA_HOT_PREFIX_LEN + 4 * (size_t)p->max_elems;
     int rc = ina_txq_init(&sw->txq, INA_SW_TX_BATCH + INA_SW_TX_RESERVE_BUFS,
                           INA_HDR_LEN + (data > ctl ? data : ctl),
                           INA_SW_TX_BATCH * INA_MAX_WORKERS + INA_SW_TX_RESERVE_MSGS);
-    if (!sw->slots || !sw->values || !sw->slot_owner || rc != 0) {
+    if (!sw->slots || !sw->values || !sw->slot_owner || !sw->ended_nonce || !sw->ended ||
+        rc != 0) {
         ina_switch_free(sw);
         return -ENOMEM;
     }
@@ -95,6 +106,8 @@ void ina_switch_free(struct ina_switch *sw)
     free(sw->slots);
     free(sw->values);
     free(sw->slot_owner);
+    free(sw->ended_nonce);
+    free(sw->ended);
     ina_txq_free(&sw->txq);
     memset(sw, 0, sizeof(*sw));
 }
@@ -150,8 +163,53 @@ static void job_detach_rings(struct ina_job *job)
     }
 }
 
+/*
+ * A session ended, or a job was refused: remember its registrations (each
+ * member that registered itself: a worker, or a child for its set), so that
+ * a JOIN naming one again is known for a replay (PROTOCOL.md §5.2 step 3‴).
+ * A worker's nonce is new for each join, so no live worker ever sends one of
+ * these again: without a secret this is what keeps a finished session dead,
+ * with one it covers the few seconds a captured JOIN's cookie stays fresh.
+ */
+static void ended_remember(struct ina_switch *sw, const struct ina_job *job)
+{
+    for (int r = 0; r < job->world; r++) {
+        const struct ina_member *m = &job->members[r];
+        if (!m->joined || !m->weight)
+            continue; /* a rank a child stands for: the child's registration is remembered */
+        unsigned k = sw->nended++ % INA_SW_ENDED_KEEP;
+        sw->ended_nonce[k] = m->nonce;
+        memcpy(sw->ended[k].name, job->name, sizeof(sw->ended[k].name));
+        sw->ended[k].rank = (uint16_t)r;
+        sw->ended[k].lane = job->lane;
+    }
+}
+
+/* Whether a JOIN names a remembered registration: its (name, lane, rank, nonce). */
+static int ended_has(const struct ina_switch *sw, const struct ina_hdr *h,
+                     const struct ina_join *j)
+{
+    if (j->nonce == 0)
+        return 0; /* (0: an entry forgotten, or never written) */
+    for (unsigned k = 0; k < INA_SW_ENDED_KEEP; k++)
+        if (sw->ended_nonce[k] == j->nonce && sw->ended[k].rank == h->rank &&
+            sw->ended[k].lane == j->lane && strcmp(sw->ended[k].name, j->name) == 0)
+            return 1;
+    return 0;
+}
+
+/* Forget a remembered nonce: its rank joins again with it, legitimately. */
+static void ended_forget(struct ina_switch *sw, uint64_t nonce)
+{
+    for (unsigned k = 0; k < INA_SW_ENDED_KEEP; k++)
+        if (sw->ended_nonce[k] == nonce)
+            sw->ended_nonce[k] = 0;
+}
+
 void ina__job_free(struct ina_switch *sw, struct ina_job *job)
 {
+    if (job->state == INA_JOB_ACTIVE)
+        ended_remember(sw, job); /* however it ended: that session does not start again */
     job_detach_rings(job);
     if (job->state == INA_JOB_ACTIVE && sw->dp)
         sw->dp->job_end(sw->dp_ctx, sw, job);
@@ -410,6 +468,7 @@ static void job_refuse(struct ina_switch *sw, struct ina_job *job, uint64_t now_
     unsigned k = sw->nrefused++ % INA_SW_REFUSED_KEEP;
     sw->refused[k] = *job;
     sw->refused_at[k] = now_ns;
+    ended_remember(sw, job); /* after the 5 s of repeated NAKs: refused for good */
     ina__job_free(sw, job);
 }
 
@@ -421,7 +480,9 @@ void ina__job_refuse(struct ina_switch *sw, struct ina_job *job, int reason, uin
     }
     log_job(INA_LOG_WARN, job, "job_refused", reason_name(reason));
     if (reason == INA_ERR_SHUTDOWN)
-        sw->c.jobs_drained++;
+        sw->c.jobs_drained++; /* (the switch refuses every JOIN until it exits) */
+    else
+        ended_remember(sw, job);
     send_to_members(sw, job, INA_K_JOIN_NAK, reason);
     ina__job_free(sw, job);
 }
@@ -587,8 +648,9 @@ static int lanes_conflict(const struct ina_job *job, const struct ina_hdr *h,
     return 0;
 }
 
-/* The JOIN (TREE_JOIN) carries the HMAC of the secret over its header and its
- * first covered body bytes: 64 (96 for a TREE_JOIN, whose set is covered too). */
+/* The JOIN (TREE_JOIN, WITHDRAW) carries the HMAC of the secret over its
+ * header and its first covered body bytes: a JOIN's body and cookie (a
+ * TREE_JOIN's set too), a WITHDRAW's body. */
 static int join_auth_ok(const struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
                         size_t bodylen, size_t covered)
 {
@@ -602,6 +664,58 @@ static int join_auth_ok(const struct ina_switch *sw, const struct ina_hdr *h, co
     ina_hmac_update(&m, body, covered);
     ina_hmac_final(&m, mac);
     return ina_mem_equal_ct(mac, body + covered, INA_AUTH_LEN);
+}
+
+/*
+ * A JOIN cookie (PROTOCOL.md §4.4): the time it was made (ms of this
+ * switch's clock, 8 bytes), then 24 bytes of an HMAC under this switch's own
+ * random key over that time, the JOIN's source address and port, kind, rank,
+ * nonce, lane and name. Stateless, as a TCP SYN cookie: the switch keeps
+ * nothing per challenge, yet knows a cookie it made, for whom, and when.
+ */
+static void cookie_make(const struct ina_switch *sw, uint8_t *cookie, uint64_t t_ms,
+                        const struct ina_hdr *h, const uint8_t *body,
+                        const struct sockaddr_in *src)
+{
+    uint8_t in[8 + 4 + 2 + 1 + 2 + 8 + 1 + 32], mac[INA_SHA256_LEN];
+    ina_put32(in, (uint32_t)(t_ms >> 32));
+    ina_put32(in + 4, (uint32_t)t_ms);
+    memcpy(in + 8, &src->sin_addr.s_addr, 4); /* network order, as the port */
+    memcpy(in + 12, &src->sin_port, 2);
+    in[14] = h->kind;
+    ina_put16(in + 15, h->rank);
+    memcpy(in + 17, body, 8);       /* nonce */
+    in[25] = body[26];              /* lane */
+    memcpy(in + 26, body + 32, 32); /* name */
+    ina_hmac_sha256(&sw->cookie_key, in, sizeof(in), mac);
+    memcpy(cookie, in, 8);
+    memcpy(cookie + 8, mac, INA_COOKIE_LEN - 8);
+}
+
+/* The JOIN's cookie is one this switch made for it, and fresh. */
+static int cookie_fresh(const struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
+                        const uint8_t *cookie, const struct sockaddr_in *src, uint64_t now_ns)
+{
+    uint64_t t_ms = (uint64_t)ina_get32(cookie) << 32 | ina_get32(cookie + 4);
+    if (t_ms > UINT64_MAX / 1000000u)
+        return 0;
+    uint64_t t_ns = t_ms * 1000000u;
+    if (t_ns > now_ns ? t_ns - now_ns > INA_SW_COOKIE_AHEAD_NS : now_ns - t_ns > INA_SW_COOKIE_NS)
+        return 0; /* stale (or all zeros: the worker has none yet) */
+    uint8_t want[INA_COOKIE_LEN];
+    cookie_make(sw, want, t_ms, h, body, src);
+    return ina_mem_equal_ct(want, cookie, INA_COOKIE_LEN);
+}
+
+/* JOIN_COOKIE: join again, echoing this (fresh) cookie under the proof. */
+static void send_cookie(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
+                        const struct sockaddr_in *src, uint64_t now_ns)
+{
+    uint8_t reply[INA_JOIN_COOKIE_BODY_LEN];
+    memcpy(reply, body, 8); /* the JOIN's nonce */
+    cookie_make(sw, reply + 8, now_ns / 1000000u, h, body, src);
+    sw->c.join_challenges++;
+    send_ctl(sw, NULL, INA_K_JOIN_COOKIE, reply, sizeof(reply), src);
 }
 
 static int set_has(const uint8_t *set, unsigned r) { return (set[r >> 3] >> (r & 7)) & 1; }
@@ -642,9 +756,9 @@ static void unregister(struct ina_job *job, unsigned rep)
  * Record a registration of a JOINING job: one rank (a worker's JOIN, set =
  * {rank}) or a child switch's set (TREE_JOIN). A child re-registers as its
  * set grows, with the same nonce from the same address: its earlier entry
- * goes first. A rank already registered by someone else is taken over (the
- * newest registration wins, as a later JOIN of a rank overwrites the record
- * of the earlier one); if a child stood for it, the whole of that child's
+ * goes first. A rank already registered by someone else is taken over (only
+ * from the same host, or once that registration is over: on_join checked,
+ * rank_held_elsewhere); if a child stood for it, the whole of that child's
  * set goes, and the child re-registers what is left when it retransmits.
  */
 static void join_record(struct ina_job *job, const struct ina_hdr *h, const struct ina_join *j,
@@ -787,6 +901,7 @@ static void job_mismatch(struct ina_switch *sw, struct ina_job *job, const struc
     sw->mismatched[k].world = j->world_size;
     sw->mismatched[k].at_ns = now_ns;
     log_job(INA_LOG_WARN, job, "job_dropped", what);
+    ended_remember(sw, job);
     ina__job_free(sw, job);
 }
 
@@ -851,6 +966,15 @@ static void member_unregister(struct ina_switch *sw, struct ina_job *job, int r,
  * was lost) is forgotten here, so that no session starts with a member that
  * is not there. @return registrations forgotten (the job may be freed).
  */
+/* Why a member's registration is over (its deadline passed, or it fell
+ * silent), or NULL while it lives. */
+static const char *registration_over(const struct ina_member *m, uint64_t now_ns)
+{
+    return m->join_deadline_ns && now_ns > m->join_deadline_ns ? "deadline_passed"
+           : now_ns - m->join_seen_ns > INA_SW_JOIN_SILENT_NS   ? "rank_silent"
+                                                                : NULL;
+}
+
 static int expire_registrations(struct ina_switch *sw, struct ina_job *job, uint64_t now_ns)
 {
     int n = 0;
@@ -858,9 +982,7 @@ static int expire_registrations(struct ina_switch *sw, struct ina_job *job, uint
         const struct ina_member *m = &job->members[r];
         if (!m->joined || !m->weight)
             continue; /* (a rank a child stands for lives as long as the child's registration) */
-        const char *why = m->join_deadline_ns && now_ns > m->join_deadline_ns ? "deadline_passed"
-                          : now_ns - m->join_seen_ns > INA_SW_JOIN_SILENT_NS   ? "rank_silent"
-                                                                               : NULL;
+        const char *why = registration_over(m, now_ns);
         if (why) {
             sw->c.joins_expired++;
             n++;
@@ -870,6 +992,34 @@ static int expire_registrations(struct ina_switch *sw, struct ina_job *job, uint
     return n;
 }
 
+
+/*
+ * A registration (a JOIN: the set {rank}; a TREE_JOIN: its set) may take over
+ * a rank registered before only from the member that holds it (the same
+ * nonce and address:port: a child whose set changed), from the same host (a
+ * restart there: new nonce, new port), or once that member's registration is
+ * over. Never from a member alive on another host: names are not secret,
+ * and without this anyone could claim a joining job's ranks, start it with
+ * itself and lock the real ranks out (PROTOCOL.md §5.2 step 6′).
+ * @return the first rank the newcomer may not take, or -1.
+ */
+static int rank_held_elsewhere(const struct ina_job *job, const struct ina_hdr *h,
+                               const struct ina_join *j, const uint8_t *set,
+                               const struct sockaddr_in *src, uint64_t now_ns)
+{
+    for (int r = 0; r < job->world; r++) {
+        int mine = set ? set_has(set, (unsigned)r) : (unsigned)r == h->rank;
+        if (!mine || !job->members[r].joined)
+            continue;
+        const struct ina_member *holder = &job->members[job->members[r].rep];
+        if ((holder->nonce == j->nonce && ina_addr_eq(&holder->addr, src)) ||
+            holder->addr.sin_addr.s_addr == src->sin_addr.s_addr ||
+            registration_over(holder, now_ns))
+            continue;
+        return r;
+    }
+    return -1;
+}
 
 /*
  * JOIN from a worker, or TREE_JOIN from a child switch that stands for a set
@@ -895,12 +1045,21 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         return;
     }
     const uint8_t *set = tree ? body + INA_JOIN_BODY_LEN : NULL;
-    if (sw->p.has_secret &&
-        !join_auth_ok(sw, h, body, bodylen, tree ? INA_TREE_JOIN_LEN : INA_JOIN_BODY_LEN)) {
-        sw->c.drops[INA_DROP_AUTH]++;
-        log_join_refused(h, &j, src, "auth");
-        send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
-        return;
+    const size_t covered = tree ? INA_TREE_JOIN_LEN : INA_JOIN_BODY_LEN;
+    if (sw->p.has_secret) {
+        /* Proof of the secret over the body and the cookie after it... */
+        if (!join_auth_ok(sw, h, body, bodylen, covered + INA_COOKIE_LEN)) {
+            sw->c.drops[INA_DROP_AUTH]++;
+            log_join_refused(h, &j, src, "auth");
+            send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+            return;
+        }
+        /* ...and of freshness: the cookie is one we handed out lately, for
+         * this JOIN. Else (the first JOIN, or a replay) a new cookie. */
+        if (!cookie_fresh(sw, h, body, body + covered, src, now_ns)) {
+            send_cookie(sw, h, body, src, now_ns);
+            return;
+        }
     }
     int weight = 1;
     if (!join_params_valid(sw, h, &j) || (tree && !(weight = tree_set_valid(h, &j, set))) ||
@@ -942,12 +1101,21 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         return;
     }
     struct ina_job *job = job_by_name(sw, j.name, j.lane);
+    unsigned mworld, mnlanes;
+    const int mismatched = !job && recently_mismatched(sw, &j, now_ns, &mworld, &mnlanes);
+    if (!mismatched && ended_has(sw, h, &j)) {
+        /* A session ends once: this is a replay (or a copy from the past). */
+        sw->c.drops[INA_DROP_JOIN]++;
+        sw->c.joins_replayed++;
+        log_join_refused(h, &j, src, "session_ended");
+        send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+        return;
+    }
     if (job && (job->world != j.world_size || lanes_conflict(job, h, &j))) {
         job_mismatch(sw, job, h, &j, src, now_ns);
         return;
     }
-    unsigned mworld, mnlanes;
-    if (!job && recently_mismatched(sw, &j, now_ns, &mworld, &mnlanes)) {
+    if (mismatched) {
         sw->c.drops[INA_DROP_JOIN]++;
         log_join_refused(h, &j, src, "ranks_disagree");
         send_nak_mismatch(sw, j.nonce, mworld, mnlanes, src);
@@ -979,6 +1147,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
             return;
         }
         ina__job_abort_why(sw, job, INA_ERR_ABORTED, "rank_restarted");
+        ended_forget(sw, j.nonce); /* (the same nonce from a new port: it joins on) */
         job = NULL;
     }
     if (!job) {
@@ -989,6 +1158,13 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
             send_nak(sw, j.nonce, INA_ERR_NOSPACE, src);
             return;
         }
+    }
+    if (rank_held_elsewhere(job, h, &j, set, src, now_ns) >= 0) {
+        sw->c.drops[INA_DROP_JOIN]++;
+        sw->c.joins_refused_taken++;
+        log_join_refused(h, &j, src, "rank_joining_elsewhere");
+        send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+        return;
     }
     join_record(job, h, &j, set, weight, src, now_ns);
     if (tree)
@@ -1199,6 +1375,7 @@ void ina__ctl_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
     case INA_K_REDIRECT:
     case INA_K_ABORT:
     case INA_K_MIGRATE:
+    case INA_K_JOIN_COOKIE:
         if (sw->p.nparents) {
             ina__tree_input(sw, h, body, bodylen, src, now_ns); /* from our parent */
             break;
@@ -1227,6 +1404,7 @@ int ina_switch_abort_job(struct ina_switch *sw, uint16_t id)
         /* Still joining: the ranks that joined wait for an ACK; refuse them. */
         sw->c.jobs_aborted++;
         send_to_members(sw, job, INA_K_JOIN_NAK, INA_ERR_ABORTED);
+        ended_remember(sw, job);
         ina__job_free(sw, job);
     }
     return 0;

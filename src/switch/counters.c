@@ -50,6 +50,9 @@ void ina_sw_counters_print(const struct ina_sw_counters *c, FILE *f)
     fprintf(f, "  doorbells       %llu\n", (unsigned long long)c->doorbells);
     fprintf(f, "  joins_withdrawn %llu\n", (unsigned long long)c->joins_withdrawn);
     fprintf(f, "  joins_expired   %llu\n", (unsigned long long)c->joins_expired);
+    fprintf(f, "  join_challenges %llu\n", (unsigned long long)c->join_challenges);
+    fprintf(f, "  joins_replayed  %llu\n", (unsigned long long)c->joins_replayed);
+    fprintf(f, "  joins_refused_taken %llu\n", (unsigned long long)c->joins_refused_taken);
     fprintf(f, "  hot_installs    %llu\n", (unsigned long long)c->hot_installs);
     fprintf(f, "  hot_keyed       %llu\n", (unsigned long long)c->hot_keyed);
     fprintf(f, "  hot_refusals    %llu\n", (unsigned long long)c->hot_refusals);

@@ -28,6 +28,9 @@ struct ina_sw_counters {
     uint64_t doorbells;       /* DOORBELL datagrams sent to sleeping workers */
     uint64_t joins_withdrawn; /* registrations withdrawn by their rank (WITHDRAW) */
     uint64_t joins_expired;   /* registrations forgotten: the rank's deadline passed or it fell silent */
+    uint64_t join_challenges; /* JOINs answered with a fresh cookie (secret: none, or a stale one) */
+    uint64_t joins_replayed;  /* JOINs refused: their registration's session had ended (a replay) */
+    uint64_t joins_refused_taken; /* JOINs refused: a rank of theirs is registered, alive, elsewhere */
     uint64_t hot_installs;    /* hot tables (epochs) activated (PROTOCOL.md §14.3) */
     uint64_t hot_keyed;       /* keyed hot entries added into slots */
     uint64_t hot_refusals;    /* HOT_INSTALLs refused NOSPACE: --hot-memory is full */

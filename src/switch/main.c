@@ -172,9 +172,11 @@ static void usage(FILE *f)
             "  --secret-file PATH    shared secret: a JOIN must carry an HMAC-SHA256 of it\n"
             "                        (workers: INA_SECRET_FILE) or is refused with\n"
             "                        INA_ERR_REJECTED and counted as drop AUTH; the\n"
-            "                        JOIN_ACK proves the switch knows it too; it guards\n"
-            "                        the operator view (--metrics) as well. The file's\n"
-            "                        content less trailing newlines, 1..4096 bytes\n"
+            "                        JOIN_ACK proves the switch knows it too. A JOIN also\n"
+            "                        echoes a cookie the switch handed out less than 4 s\n"
+            "                        before: a captured JOIN cannot be replayed later. It\n"
+            "                        guards the operator view (--metrics) as well. The\n"
+            "                        file's content less trailing newlines, 1..4096 bytes\n"
             "  --log-level L         error, warn, info (default) or debug; one line per\n"
             "                        event on stderr: time, level, event, key=value fields\n"
             "  --log-format F        text (default) or json (one object per line)\n"
@@ -837,6 +839,12 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
     for (unsigned i = 0; i < nthreads; i++) {
         p.shard = i;
         int rc = ina_switch_init(&sh[i].sw, &p);
+        if (rc == 0 && i == 0) {
+            /* One cookie key for every thread: a worker that thread 0
+             * REDIRECTs keeps its cookie (PROTOCOL.md §4.4). */
+            p.cookie_key = sh[0].sw.cookie_key;
+            p.cookie_key_set = 1;
+        }
         if (rc == 0 && tx_init(&sh[i].tx, &sh[i].sw.txq, !no_gso) != 0)
             rc = -ENOMEM;
         if (rc != 0) {

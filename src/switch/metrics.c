@@ -153,6 +153,9 @@ static void job_labels(struct ina_buf *b, const struct ina_job *j)
     X(doorbells, "Doorbells sent to workers asleep on a ring")                              \
     X(joins_withdrawn, "Registrations withdrawn by a rank that gave up joining")            \
     X(joins_expired, "Registrations forgotten: deadline passed or the rank fell silent")    \
+    X(join_challenges, "JOINs answered with a fresh cookie (shared secret)")                  \
+    X(joins_replayed, "JOINs refused: they name a registration of a session that ended")     \
+    X(joins_refused_taken, "JOINs refused: a rank of theirs is registered, alive, elsewhere") \
     X(tree_joins, "TREE_JOINs of child switches registered")                                \
     X(up_packets, "Partial sums sent to the parent (--parent)")                             \
     X(up_resent, "Partial sums sent to the parent again (a worker retransmitted)")          \

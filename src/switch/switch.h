@@ -39,6 +39,16 @@
 #define INA_SW_MISMATCH_KEEP 8
 #define INA_SW_MISMATCH_NS 3000000000ull
 #define INA_SW_MAX_PARENTS 16     /* --parent addresses (a sharded parent tier) */
+/* With a shared secret, a JOIN must echo a cookie this switch handed out
+ * (JOIN_COOKIE) at most this long ago: a captured JOIN cannot be replayed
+ * later (PROTOCOL.md §4.4). A little from the future is taken too: the
+ * threads of one switch read the clock at different moments. */
+#define INA_SW_COOKIE_NS 4000000000ull
+#define INA_SW_COOKIE_AHEAD_NS 1000000000ull
+/* Registrations of sessions that ended (or were refused) that the switch
+ * remembers, so that a JOIN naming one again is refused rather than
+ * starting the session anew (PROTOCOL.md §5.2 step 3‴). */
+#define INA_SW_ENDED_KEEP 4096
 /* Draining (SIGTERM, drain.c): a job counts as between operations once none
  * of its rounds is partly received and no DATA came for this long. */
 #define INA_SW_DRAIN_QUIET_NS 200000000ull
@@ -130,6 +140,11 @@ struct ina_uplink {
     uint64_t next_send_ns;   /* TREE_JOIN retransmission, 100 ms doubling to 1 s */
     uint32_t interval_ms;
     int redirects;
+    /* With a secret: the parent's last cookie (JOIN_COOKIE), echoed in every
+     * TREE_JOIN, and whether the one answer to it that may go at once (not
+     * waiting for the schedule) went since the last scheduled send. */
+    uint8_t cookie[INA_COOKIE_LEN];
+    int cookie_answered;
     /* From the parent's JOIN_ACK: its job, session, token and capabilities. */
     int active;              /* 1 once the parent started the job */
     uint16_t job;
@@ -188,6 +203,12 @@ struct ina_switch_params {
      * JOIN_ACK carries one too (docs/PROTOCOL.md 4.4). has_secret 0 = off. */
     int has_secret;
     struct ina_hmac_key secret;
+    /* The key of this switch's JOIN cookies (with a secret): random at
+     * ina_switch_init unless set here, as main.c does so that every
+     * dataplane thread takes the cookies of the others (a REDIRECT moves a
+     * worker between them, its cookie still good). */
+    int cookie_key_set;
+    struct ina_hmac_key cookie_key;
     /* --int-ops-only: offer and accept only the integer ops (wire ops 0..2),
      * as a switch without shifters or floating point would (a hardware
      * pipeline, an eBPF dataplane): workers then send floats quantized, in
@@ -238,6 +259,18 @@ struct ina_switch {
         uint64_t at_ns;
     } mismatched[INA_SW_MISMATCH_KEEP];
     unsigned nmismatched;
+    /* Registrations of the last INA_SW_ENDED_KEEP sessions that ended or
+     * were refused (control.c: ended_remember), the oldest overwritten: a
+     * JOIN that names one again is a replay, refused (PROTOCOL.md §5.2 step
+     * 3‴). The nonces apart, for a fast scan. */
+    uint64_t *ended_nonce;
+    struct ina_ended {
+        char name[32];
+        uint16_t rank;
+        uint8_t lane;
+    } *ended;
+    unsigned nended;
+    struct ina_hmac_key cookie_key; /* p.cookie_key, or a random one */
     struct ina_sw_counters c;
     struct ina_txq txq;
     uint64_t rng; /* p.seed's generator state */

@@ -76,7 +76,11 @@ static void send_tree_join(struct ina_switch *sw, const struct ina_job *job)
     ina_join_encode(buf + INA_HDR_LEN, &j);
     memcpy(buf + INA_HDR_LEN + INA_JOIN_BODY_LEN, job->up.set, INA_TREE_SET_LEN);
     size_t len = INA_HDR_LEN + INA_TREE_JOIN_LEN;
-    if (sw->p.has_secret) { /* the parent's secret is ours: one secret per tree */
+    if (sw->p.has_secret) {
+        /* The parent's secret is ours (one secret per tree); its cookie
+         * proves this TREE_JOIN fresh (zeros until it sent one). */
+        memcpy(buf + len, job->up.cookie, INA_COOKIE_LEN);
+        len += INA_COOKIE_LEN;
         ina_hmac_sha256(&sw->p.secret, buf, len, buf + len);
         len += INA_AUTH_LEN;
     }
@@ -128,6 +132,7 @@ void ina__tree_register(struct ina_switch *sw, struct ina_job *job, uint64_t now
     if (!job->up.nonce) {
         job->up.nonce = random_nonce(sw);
         job->up.addr = *parent_of(sw, job);
+        memset(job->up.cookie, 0, sizeof(job->up.cookie));
     }
     memcpy(job->up.set, set, sizeof(set));
     job->up.rep = (uint16_t)rep;
@@ -144,6 +149,7 @@ void ina__tree_tick(struct ina_switch *sw, struct ina_job *job, uint64_t now_ns)
         ina__tree_register(sw, job, now_ns); /* room now? then say so at once */
     if (!job->up.nonce || now_ns < job->up.next_send_ns)
         return;
+    job->up.cookie_answered = 0;
     send_tree_join(sw, job);
     job->up.interval_ms = job->up.interval_ms * 2 > TREE_JOIN_MAX_MS ? TREE_JOIN_MAX_MS
                                                                      : job->up.interval_ms * 2;
@@ -322,6 +328,23 @@ void ina__tree_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8
         send_tree_join(sw, job);
         return;
     case INA_K_JOIN_WAIT: /* registered there; the parent's job still waits: nothing to do */
+        return;
+    case INA_K_JOIN_COOKIE:
+        /* A parent with a secret wants a fresh cookie in our TREE_JOIN
+         * (§4.4): take it and register again at once, but at most once
+         * between two scheduled sends, so that a flood of (forged) cookies
+         * cannot make us flood the parent. */
+        if (!sw->p.has_secret || bodylen < INA_JOIN_COOKIE_BODY_LEN ||
+            !(job = job_of_nonce(sw, (uint64_t)ina_get32(body) << 32 | ina_get32(body + 4), src,
+                                 0))) {
+            sw->c.drops[INA_DROP_UPSTREAM]++;
+            return;
+        }
+        memcpy(job->up.cookie, body + 8, INA_COOKIE_LEN);
+        if (!job->up.cookie_answered) {
+            job->up.cookie_answered = 1;
+            send_tree_join(sw, job);
+        }
         return;
     default: /* MIGRATE: a parent does not evict a tree's job (§12.8) */
         sw->c.drops[INA_DROP_UPSTREAM]++;

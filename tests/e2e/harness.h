@@ -161,6 +161,16 @@ static inline int ctl_job(int metrics_port, const char *cmd, unsigned id)
     return rc;
 }
 
+/* Write text into a new file (a secret file, say). @return 0, or -1. */
+static inline int h_write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    int ok = fputs(text, f) >= 0;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
 /* Fill a config for rank r of n against the switch. */
 static inline void worker_config(ina_config *cfg, const struct sw_proc *sp, const char *job, int r,
                           int n, char *addrbuf, size_t addrlen)

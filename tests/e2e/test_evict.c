@@ -1,6 +1,7 @@
 /* test_evict.c: a running job loses its slots (ina-ctl evict) and carries on at rank 0's host
- * aggregator with every sum verified; lanes; shared-memory rings left for UDP; and
- * INA_FALLBACK=none failing cleanly. */
+ * aggregator with every sum verified; lanes; shared-memory rings left for UDP;
+ * INA_FALLBACK=none failing cleanly; and a switch with a shared secret, whose ranks join the
+ * aggregator with it. */
 #include <libgen.h>
 #include <math.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@ struct params {
     const char *job;
     int lanes, fallback;
     int shm; /* attach rings to the --shm switch (else INA_SHM=0: UDP) */
+    const char *secret; /* the switch's --secret-file, or NULL */
 };
 
 /* Counts straddling several windows, and small ones in one round (op 3). */
@@ -45,6 +47,7 @@ static int worker(int rank, int n, void *arg)
     cfg.window = WINDOW;
     cfg.lanes = p->lanes;
     cfg.fallback = p->fallback;
+    cfg.secret_file = p->secret;
     setenv("INA_SHM", p->shm ? "1" : "0", 1);
     cfg.timeout_ms = 5000;
     ina_ctx *ctx;
@@ -160,6 +163,45 @@ static int evict_run(struct params *p, int n)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 }
 
+/* Start the switch with the operator view (and extra args), and read its port. */
+static void start(const char *mport, const char *extra0, const char *extra1)
+{
+    const char *const args[] = {"--metrics", "127.0.0.1:0", "--metrics-port-file", mport,
+                                extra0, extra1, NULL};
+    CHECK_EQ_INT(switch_start(&sw, args), 0);
+    FILE *f = fopen(mport, "r");
+    CHECK(f && fscanf(f, "%d", &metrics_port) == 1);
+    if (f)
+        fclose(f);
+}
+
+/*
+ * A switch with a shared secret: the evicted job's ranks join rank 0's host
+ * aggregator with the secret too, and the aggregator must prove it as the
+ * switch does (PROTOCOL.md §4.4, §5.8): the job goes on, every sum verified.
+ */
+static void evict_with_secret(const char *log, const char *mport)
+{
+    char secret[64];
+    snprintf(secret, sizeof(secret), "/tmp/ina-test-evict-secret.%d", (int)getpid());
+    CHECK_EQ_INT(h_write_file(secret, "evict me gently\n"), 0);
+    start(mport, "--secret-file", secret);
+    /* (For ina-ctl: an operator view that asks for proof of the secret takes it from there.) */
+    setenv("INA_SECRET_FILE", secret, 1);
+    struct params p5 = {"evict-5", 1, INA_FALLBACK_HOST, 0, secret};
+    CHECK_EQ_INT(evict_run(&p5, 3), 0);
+    unsetenv("INA_SECRET_FILE");
+    CHECK(sh->ops_after >= 20);
+    CHECK_EQ_INT(sh->path, INA_PATH_HOST);
+    CHECK_EQ_INT(sh->err[0], 0);
+    CHECK_EQ_INT(switch_stop(&sw), 0);
+    CHECK_EQ_INT(switch_counter(&sw, "jobs_evicted"), 1);
+    CHECK_EQ_INT(switch_counter(&sw, "drop_AUTH"), 0);
+    unlink(log);
+    unlink(mport);
+    unlink(secret);
+}
+
 int main(void)
 {
     sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -167,30 +209,24 @@ int main(void)
     snprintf(log, sizeof(log), "/tmp/ina-test-evict.%d.log", (int)getpid());
     snprintf(mport, sizeof(mport), "/tmp/ina-test-evict-m.%d", (int)getpid());
     sw.log_path = log;
-    const char *const args[] = {"--metrics", "127.0.0.1:0", "--metrics-port-file", mport, "--shm",
-                                NULL};
-    CHECK_EQ_INT(switch_start(&sw, args), 0);
-    FILE *f = fopen(mport, "r");
-    CHECK(f && fscanf(f, "%d", &metrics_port) == 1);
-    if (f)
-        fclose(f);
+    start(mport, "--shm", NULL);
 
     /* One lane, N = 3: sums stay right across the move, which really happened. */
-    struct params p1 = {"evict-1", 1, INA_FALLBACK_HOST, 0};
+    struct params p1 = {"evict-1", 1, INA_FALLBACK_HOST, 0, NULL};
     CHECK_EQ_INT(evict_run(&p1, 3), 0);
     CHECK(sh->ops_before >= 10);
     CHECK(sh->ops_after >= 20);
     CHECK_EQ_INT(sh->path, INA_PATH_HOST);
 
     /* Two lanes: only lane 0's job is evicted; lane 1 stays on the switch. */
-    struct params p2 = {"evict-2", 2, INA_FALLBACK_HOST, 0};
+    struct params p2 = {"evict-2", 2, INA_FALLBACK_HOST, 0, NULL};
     CHECK_EQ_INT(evict_run(&p2, 2), 0);
     CHECK(sh->ops_after >= 20);
     CHECK_EQ_INT(sh->path, INA_PATH_HOST);
 
     /* Rings: the job leaves them for UDP to the aggregator, sums still right.
      * (Not with the eBPF dataplane: it has no rings.) */
-    struct params p4 = {"evict-4", 1, INA_FALLBACK_HOST, 1};
+    struct params p4 = {"evict-4", 1, INA_FALLBACK_HOST, 1, NULL};
     if (!h_ebpf()) {
         CHECK_EQ_INT(evict_run(&p4, 3), 0);
         CHECK(sh->ops_after >= 20);
@@ -200,7 +236,7 @@ int main(void)
     }
 
     /* No fallback: the operations past the move fail with NOSPACE, none hangs. */
-    struct params p3 = {"evict-3", 1, INA_FALLBACK_NONE, 0};
+    struct params p3 = {"evict-3", 1, INA_FALLBACK_NONE, 0, NULL};
     CHECK_EQ_INT(evict_run(&p3, 2), 0);
     CHECK_EQ_INT(sh->err[0], INA_ERR_NOSPACE);
 
@@ -214,6 +250,7 @@ int main(void)
     CHECK_EQ_INT(switch_counter(&sw, "shm_attached"), h_ebpf() ? 0 : 3); /* only evict-4's ranks */
     unlink(log);
     unlink(mport);
+    evict_with_secret(log, mport);
     munmap(sh, sizeof(*sh));
     return check_report("test_evict");
 }

@@ -1,4 +1,6 @@
-/* test_secret.c: ina-switch --secret-file: the right secret joins and sums; a missing or wrong one is refused (INA_ERR_REJECTED, counted AUTH); a switch without the secret is refused by the worker. */
+/* test_secret.c: ina-switch --secret-file: the right secret joins and sums; a missing or wrong one is refused (INA_ERR_REJECTED, counted AUTH); a switch without the secret is refused by the worker; a job refused NOSPACE runs at rank 0's host aggregator with the secret. */
+#include <sys/mman.h>
+
 #include "check.h"
 #include "e2e/harness.h"
 
@@ -8,7 +10,14 @@ static char secret_path[64], wrong_path[64];
 struct wcfg {
     const char *job, *secret;
     int lanes;
+    int path; /* the path rank 0 must report (INA_PATH_*), or -1: any */
 };
+
+/* What the workers tell the test (an anonymous shared mapping). */
+struct shared {
+    volatile int hog_joined, hog_release, path;
+};
+static struct shared *sh;
 
 static int sum_worker(int rank, int n, void *arg)
 {
@@ -25,6 +34,14 @@ static int sum_worker(int rank, int n, void *arg)
         return 1;
     }
     int fails = 0;
+    ina_info info;
+    ina_get_info(ctx, &info);
+    if (rank == 0)
+        sh->path = info.path;
+    if (w->path >= 0 && info.path != w->path) {
+        fprintf(stderr, "rank %d: path %d, not %d\n", rank, info.path, w->path);
+        fails++;
+    }
     int32_t in[3000], out[3000];
     for (int op = 0; op < 5 && !fails; op++) {
         for (int i = 0; i < 3000; i++)
@@ -62,22 +79,68 @@ static int join_once(const char *job, const char *secret)
     return rc;
 }
 
-static void write_file(const char *path, const char *text)
+/* A world-1 job that holds every slot of the pool until the test releases it. */
+static int hog_worker(int rank, int n, void *arg)
 {
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (f) {
-        fputs(text, f);
-        fclose(f);
+    const char *secret = arg;
+    char addr[64];
+    ina_config cfg;
+    worker_config(&cfg, &sw, "secret-hog", rank, n, addr, sizeof(addr));
+    cfg.secret_file = secret;
+    cfg.window = 16;
+    ina_ctx *ctx;
+    int rc = ina_init(&ctx, &cfg);
+    if (rc) {
+        fprintf(stderr, "hog: ina_init: %s\n", ina_err_name(rc));
+        return 1;
     }
+    sh->hog_joined = 1;
+    for (double t0 = h_now(); !sh->hog_release && h_now() - t0 < 60;)
+        usleep(5000);
+    ina_finalize(ctx);
+    return 0;
+}
+
+/*
+ * A job refused NOSPACE by a switch with a secret runs at rank 0's host
+ * aggregator (PROTOCOL.md §5.7), which must prove the secret to the ranks
+ * as the switch does: the job runs there, every sum right.
+ */
+static void fallback_with_secret(const char *log)
+{
+    const char *extra[] = {"--secret-file", secret_path, "--slots", "16", "--max-job-slots", "16",
+                           "--min-job-slots", "16", NULL};
+    CHECK_EQ_INT(switch_start(&sw, extra), 0);
+    fflush(NULL);
+    pid_t hog = fork();
+    if (hog == 0)
+        _exit(run_workers(1, hog_worker, secret_path, 90) ? 1 : 0);
+    for (double t0 = h_now(); !sh->hog_joined && h_now() - t0 < 30;)
+        usleep(5000);
+    CHECK(sh->hog_joined);
+    struct wcfg host = {"secret-fallback", secret_path, 0, INA_PATH_HOST};
+    CHECK_EQ_INT(run_workers(3, sum_worker, &host, 60), 0);
+    CHECK_EQ_INT(sh->path, INA_PATH_HOST);
+    sh->hog_release = 1;
+    int st = 1;
+    waitpid(hog, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK_EQ_INT(switch_stop(&sw), 0);
+    CHECK_EQ_INT(switch_counter(&sw, "jobs_refused"), 1);
+    CHECK_EQ_INT(switch_counter(&sw, "drop_AUTH"), 0);
+    unlink(log);
 }
 
 int main(void)
 {
+    sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(sh != MAP_FAILED);
+    if (sh == MAP_FAILED)
+        return 1;
     snprintf(secret_path, sizeof(secret_path), "/tmp/ina-test-secret.%d", (int)getpid());
     snprintf(wrong_path, sizeof(wrong_path), "/tmp/ina-test-wrong.%d", (int)getpid());
-    write_file(secret_path, "correct horse battery staple\n");
-    write_file(wrong_path, "correct horse battery stapler\n");
+    CHECK_EQ_INT(h_write_file(secret_path, "correct horse battery staple\n"), 0);
+    CHECK_EQ_INT(h_write_file(wrong_path, "correct horse battery stapler\n"), 0);
     char log[64];
     snprintf(log, sizeof(log), "/tmp/ina-test-secret-log.%d", (int)getpid());
 
@@ -85,7 +148,8 @@ int main(void)
     const char *extra[] = {"--secret-file", secret_path, NULL};
     sw.log_path = log;
     CHECK_EQ_INT(switch_start(&sw, extra), 0);
-    struct wcfg right = {"secret-ok", secret_path, 0}, lanes = {"secret-lanes", secret_path, 2};
+    struct wcfg right = {"secret-ok", secret_path, 0, -1},
+                lanes = {"secret-lanes", secret_path, 2, -1};
     CHECK_EQ_INT(run_workers(3, sum_worker, &right, 60), 0);
     CHECK_EQ_INT(run_workers(2, sum_worker, &lanes, 60), 0); /* every lane proves the secret */
     double t0 = h_now();
@@ -107,6 +171,7 @@ int main(void)
     CHECK_EQ_INT(switch_stop(&sw), 0);
     CHECK_EQ_INT(switch_counter(&sw, "drop_AUTH"), 0);
 
+    fallback_with_secret(log);
     unlink(secret_path);
     unlink(wrong_path);
     unlink(log);

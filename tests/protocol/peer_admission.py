@@ -2,7 +2,8 @@
 """Clean-room peer for admission and the job life-cycle at ina-switch.
 
 Written from docs/PROTOCOL.md alone (sections cited inline), covering §4.4 (shared
-secret), §4.5 (JOIN_WAIT), §5.1-§5.8 (job states, JOIN processing in code order,
+secret, its cookies and replays), §4.5 (JOIN_WAIT), §5.1-§5.8 (job states, JOIN
+processing in code order, sessions that end once, ranks a stranger cannot take,
 WITHDRAW and expiry, parameter agreement, slot admission and WAITING, teardown,
 packets of an earlier session, lanes and dataplane threads, fallback address,
 eviction) with §2, §3, §4.1-§4.3 and §6 as needed.  It speaks raw UDP to ina-switch
@@ -45,7 +46,7 @@ MAGIC, VERSION = 0x494E, 1
 # §4 packet kinds
 K_DATA, K_RESULT = 1, 2
 K_JOIN, K_JOIN_ACK, K_JOIN_NAK, K_LEAVE, K_ABORT, K_REDIRECT, K_MIGRATE = 16, 17, 18, 19, 20, 21, 22
-K_WITHDRAW, K_JOIN_WAIT = 26, 27
+K_WITHDRAW, K_JOIN_WAIT, K_TREE_JOIN, K_JOIN_COOKIE = 26, 27, 28, 29
 RANK_SWITCH = 0xFFFF                      # §3 rank field of switch → worker packets
 FLAG_ABORT = 0x0001                       # §3 flags bit 0 of LEAVE
 FLAG_LANES_AUTO = 0x0800                  # §3 flags bit 11 of JOIN / JOIN_ACK, §5.6
@@ -317,6 +318,7 @@ class Rank:
         self.elems, self.window, self.lane, self.nlanes = elems, window, lane, nlanes
         self.fb, self.wait, self.flags = fb, wait, flags
         self.nonce = nonce or new_nonce()
+        self.cookie = bytes(32)           # §4.4: zeros until the switch hands one out
         self.job = self.session = self.token = None
         self.k = self.W = None
         self.ack = None
@@ -326,21 +328,38 @@ class Rank:
         return JBODY.pack(self.nonce, self.world, self.elems, self.window, 100, 0, 0,
                           self.lane, self.nlanes, self.fb, self.wait, self.name.encode())
 
-    def join_dgram(self, secret=None, seq=0):
+    def join_dgram(self, secret=None, seq=0, cookie=None):
         # §3 header use: JOIN carries only rank, seq (remaining join time) and flag bit 11.
         d = hdr(K_JOIN, rank=self.rank, seq=seq, flags=self.flags) + self.body()
         if secret is not None:
-            d += hmac.new(secret, d[:96], hashlib.sha256).digest()    # §4.4
+            # §4.4: bytes 96..127 the cookie (zeros: none yet), 128..159 HMAC(S, bytes 0..127)
+            d += self.cookie if cookie is None else cookie
+            d += hmac.new(secret, d[:128], hashlib.sha256).digest()
         return d
 
+    def take_cookie(self, d):
+        # §4 JOIN_COOKIE (29): nonce (8), then the cookie (32)
+        self.cookie = d[40:72]
+
     def join(self, secret=None, seq=0):
+        """A JOIN.  With a secret and no cookie yet, as §4.4's worker: the switch answers
+        JOIN_COOKIE, and the JOIN goes again at once with its cookie.  Returns that
+        JOIN_COOKIE, or None."""
         self.peer.send(self.join_dgram(secret, seq))
+        if secret is None or self.cookie != bytes(32):
+            return None
+        d = self.peer.expect(K_JOIN_COOKIE, self.nonce, 1.0, "JOIN_COOKIE for %s rank %d"
+                             % (self.name, self.rank))
+        if d is not None:
+            self.take_cookie(d)
+            self.peer.send(self.join_dgram(secret, seq))
+        return d
 
     def withdraw(self, secret=None, twice=True):
         # §4 WITHDRAW (26): the JOIN body of the rank's JOINs; header rank only (§3).
         d = hdr(K_WITHDRAW, rank=self.rank) + self.body()
         if secret is not None:
-            d += hmac.new(secret, d[:96], hashlib.sha256).digest()    # §4 row WITHDRAW
+            d += hmac.new(secret, d[:96], hashlib.sha256).digest()    # §4.4 row WITHDRAW: no cookie
         self.peer.send(d)
         if twice:
             self.peer.send(d)                                         # §5.2: sent twice
@@ -526,12 +545,55 @@ def test_secret(bindir, tmp, closers):
     check(d is not None and nak_of(d)[2] == ERR_REJECTED,
           "secret: JOIN whose body was altered after signing -> REJECTED")
 
-    # Correct proofs: admitted.  Rank 0 first gets JOIN_WAIT (§5.2 step 9).
-    r0.join(secret)
+    # The layout before the cookie (the proof at bytes 96..127 over bytes 0..95): refused.
+    old = hdr(K_JOIN, rank=0) + r0.body()
+    old += hmac.new(secret, old, hashlib.sha256).digest()
+    r0.peer.send(old)
+    d = r0.peer.expect(K_JOIN_NAK, r0.nonce, 1.0, "JOIN_NAK to a JOIN with its proof at 96")
+    check(d is not None and nak_of(d)[2] == ERR_REJECTED,
+          "secret: a JOIN of 128 bytes (proof at 96..127, no cookie) -> REJECTED (§4.4)")
+
+    # §5.2 step 2″: a valid proof over a zero cookie -> JOIN_COOKIE, nothing registered.
+    c0 = sw.counters()
+    r0.peer.send(r0.join_dgram(secret))
+    kinds = (K_JOIN_COOKIE, K_JOIN_WAIT, K_JOIN_ACK, K_JOIN_NAK)
+    d = r0.peer.expect(kinds, r0.nonce, 1.0, "JOIN_COOKIE")
+    ok = d is not None and len(d) >= 72
+    if ok:
+        h = dec_hdr(d)
+        ok = (h["kind"] == K_JOIN_COOKIE and h["rank"] == RANK_SWITCH and h["job"] == 0 and
+              h["session"] == 0 and h["token"] == 0)
+    check(ok, "secret: a proved JOIN without a cookie -> JOIN_COOKIE (nonce echoed, 40-byte body)",
+          repr(d and (dec_hdr(d), len(d))))
+    if ok:
+        r0.take_cookie(d)
+    # The cookie is good only from the source it was made for (§4.4): from another port
+    # the switch asks again, with another cookie.
+    other = Peer(sw.port)
+    closers.append(other.close)
+    other.send(r0.join_dgram(secret))
+    d = other.expect(kinds, r0.nonce, 1.0, "JOIN_COOKIE to the cookie from another port")
+    check(d is not None and dec_hdr(d)["kind"] == K_JOIN_COOKIE and d[40:72] != r0.cookie,
+          "secret: the cookie sent from another port is not taken: JOIN_COOKIE, a new cookie",
+          repr(d and dec_hdr(d)["kind"]))
+    # A cookie changed after the switch made it, under a valid proof: asked again.
+    bent = bytearray(r0.cookie)
+    bent[31] ^= 0x80
+    r0.peer.send(r0.join_dgram(secret, cookie=bytes(bent)))
+    d = r0.peer.expect(kinds, r0.nonce, 1.0, "JOIN_COOKIE to a bent cookie")
+    check(d is not None and dec_hdr(d)["kind"] == K_JOIN_COOKIE,
+          "secret: a cookie the switch did not make -> JOIN_COOKIE", repr(d and dec_hdr(d)))
+
+    # Correct proof and cookie: admitted.  Rank 0 first gets JOIN_WAIT (§5.2 step 9).
+    r0.peer.send(r0.join_dgram(secret))
     d = r0.peer.expect((K_JOIN_WAIT, K_JOIN_ACK, K_JOIN_NAK), r0.nonce, 1.0, "JOIN_WAIT (secret)")
     check(d is not None and dec_hdr(d)["kind"] == K_JOIN_WAIT,
-          "secret: JOIN with a valid proof is registered (JOIN_WAIT)",
+          "secret: JOIN with a valid proof and its cookie is registered (JOIN_WAIT)",
           repr(d and dec_hdr(d)))
+    c1 = sw.counters()
+    check(c1["join_challenges"] - c0["join_challenges"] == 3,
+          "secret: the three JOIN_COOKIEs count in join_challenges",
+          "+%d" % (c1["join_challenges"] - c0["join_challenges"]))
     r1.join(secret)
     acks = []
     for r in (r0, r1):
@@ -552,7 +614,7 @@ def test_secret(bindir, tmp, closers):
         check(res == [expected_sum(vals)] * 2, "secret: DATA of the admitted job is summed",
               repr(res))
     c = sw.counters()
-    check(c["drops"].get("AUTH") == 4, "secret: the four refused JOINs count as drop AUTH",
+    check(c["drops"].get("AUTH") == 5, "secret: the five refused JOINs count as drop AUTH",
           "AUTH=%r" % c["drops"].get("AUTH"))
 
     # WITHDRAW with a secret (§4 WITHDRAW row, §5.2): a proof is required.
@@ -584,9 +646,115 @@ def test_secret(bindir, tmp, closers):
           "secret: WITHDRAW with the proof over its bytes 0..95 forgets the registration",
           repr(d and jwait_of(d)))
     j[0].withdraw(secret)
+    if not ok:
+        return
+    # §4.4 "Replay": r0's JOIN, byte for byte as it went (its cookie and proof), sent again
+    # after the session ended: refused while its cookie is fresh (§5.2 step 3‴), only
+    # challenged once it is stale; either way no job.
+    captured = r0.join_dgram(secret)
+    r0.leave()
+    r1.leave()
+    time.sleep(0.05)
+    c2 = sw.counters()
+    r0.peer.drain()
+    r0.peer.send(captured)
+    kinds = (K_JOIN_COOKIE, K_JOIN_WAIT, K_JOIN_ACK, K_JOIN_NAK)
+    d = r0.peer.expect(kinds, r0.nonce, 1.0, "JOIN_NAK to a replayed JOIN")
+    check(d is not None and dec_hdr(d)["kind"] == K_JOIN_NAK and nak_of(d)[2] == ERR_REJECTED,
+          "secret: an ended session's JOIN replayed with its fresh cookie -> REJECTED "
+          "(step 3‴)", repr(d and dec_hdr(d)["kind"]))
+    c3 = sw.counters()
+    check(c3["joins_replayed"] - c2["joins_replayed"] == 1, "secret: counted in joins_replayed")
+    time.sleep(4.2 - 0.25)                  # past the cookie's 4 s
+    r0.peer.send(captured)
+    d = r0.peer.expect(kinds, r0.nonce, 1.0, "JOIN_COOKIE to a stale replayed JOIN")
+    check(d is not None and dec_hdr(d)["kind"] == K_JOIN_COOKIE,
+          "secret: the same JOIN 4 s later -> JOIN_COOKIE only (its cookie is stale)",
+          repr(d and dec_hdr(d)["kind"]))
+    c4 = sw.counters()
+    check(c4["jobs_started"] == c3["jobs_started"] == c2["jobs_started"],
+          "secret: no job started by the replays", repr((c2["jobs_started"], c4["jobs_started"])))
+
+
+def test_end_once(sw, closers):
+    """§5.2 step 3‴ and "Sessions end once"; step 6′ (a stranger cannot take a joining rank)."""
+    kinds = (K_JOIN_NAK, K_JOIN_WAIT, K_JOIN_ACK)
+    # A job runs and ends; its ranks' JOINs, sent again byte for byte from their own
+    # addresses, are refused: the session ends once.
+    e = [Rank(sw.port, "once", r, 2) for r in range(2)]
+    closers.extend(x.close for x in e)
+    ok = start_job(e)
+    check(ok, "end once: a job of two ranks starts")
+    captured = [x.join_dgram() for x in e]
+    for x in e:
+        x.leave()
+    time.sleep(0.05)
+    c0 = sw.counters()
+    for x, d in zip(e, captured):
+        x.peer.drain()
+        x.peer.send(d)
+    got = []
+    for x in e:
+        d = x.peer.expect(kinds, x.nonce, 1.0, "JOIN_NAK to a JOIN of an ended session")
+        got.append(d and (dec_hdr(d)["kind"], nak_of(d)[2]))
+    check(got == [(K_JOIN_NAK, ERR_REJECTED)] * 2,
+          "step 3‴: the JOINs of a session that ended, replayed -> JOIN_NAK REJECTED", repr(got))
+    c1 = sw.counters()
+    check(c1["joins_replayed"] - c0["joins_replayed"] == 2 and
+          c1["drops"]["JOIN"] - c0["drops"]["JOIN"] == 2,
+          "step 3‴: counted in joins_replayed and drop JOIN",
+          "+%d, +%d" % (c1["joins_replayed"] - c0["joins_replayed"],
+                        c1["drops"]["JOIN"] - c0["drops"]["JOIN"]))
+    check(c1["jobs_started"] == c0["jobs_started"] and
+          all(j["name"] != "once" for j in sw.jobs()),
+          "step 3‴: no job of that name after the replay")
+    # The job's next incarnation (new nonces) runs as ever, and the old JOIN replayed
+    # meanwhile does not end it (step 3‴ comes before step 5″).
+    n = [Rank(sw.port, "once", r, 2) for r in range(2)]
+    closers.extend(x.close for x in n)
+    ok = start_job(n)
+    check(ok, "end once: a new incarnation of the job starts")
+    e[0].peer.send(captured[0])
+    d = e[0].peer.expect(kinds, e[0].nonce, 1.0, "JOIN_NAK to a replay during the new session")
+    check(d is not None and nak_of(d)[2] == ERR_REJECTED,
+          "step 3‴: a replay from the same host while the new session runs -> REJECTED")
     if ok:
-        r0.leave()
-        r1.leave()
+        vals = [[3, 4], [5, -6]]
+        res = run_round(n, 0, 0, vals)
+        check(res == [expected_sum(vals)] * 2, "end once: the new session is not ended by it",
+              repr(res))
+        for x in n:
+            x.leave()
+
+    # Step 6′: rank 0 of a joining job registered from 127.0.0.1; a JOIN of rank 0
+    # from 127.0.0.2 (another host, another nonce) may not take it while it lives.
+    t0 = Rank(sw.port, "taken", 0, 2)
+    closers.append(t0.close)
+    t0.join()
+    d = t0.peer.expect(kinds, t0.nonce, 1.0, "JOIN_WAIT taken r0")
+    check(d is not None and dec_hdr(d)["kind"] == K_JOIN_WAIT, "takeover: rank 0 registered")
+    c2 = sw.counters()
+    s0 = Rank(sw.port, "taken", 0, 2, ip="127.0.0.2")
+    closers.append(s0.close)
+    s0.join()
+    d = s0.peer.expect(kinds, s0.nonce, 1.0, "JOIN_NAK to the stranger's JOIN")
+    check(d is not None and dec_hdr(d)["kind"] == K_JOIN_NAK and nak_of(d)[2] == ERR_REJECTED,
+          "step 6′: a JOIN from another host for a live registered rank -> REJECTED",
+          repr(d and dec_hdr(d)["kind"]))
+    c3 = sw.counters()
+    check(c3["joins_refused_taken"] - c2["joins_refused_taken"] == 1,
+          "step 6′: counted in joins_refused_taken")
+    # The same host, another port and nonce (a restart there) takes it; rank 1 completes
+    # the job with it, and the stranger hears nothing more.
+    t0b = Rank(sw.port, "taken", 0, 2)
+    t1 = Rank(sw.port, "taken", 1, 2)
+    closers.extend([t0b.close, t1.close])
+    ok = start_job([t0b, t1])
+    check(ok, "step 6′: a restart on the same host takes the rank; the job starts with it")
+    check(s0.peer.quiet(0.2) == [], "step 6′: nothing more to the stranger")
+    if ok:
+        for x in (t0b, t1):
+            x.leave()
 
 
 def test_join_wait(sw, closers):
@@ -1656,6 +1824,7 @@ def main():
         closers.append(sw.stop)
         switches.append(sw)
         test_join_wait(sw, closers)
+        test_end_once(sw, closers)
         test_bad_joins(sw, closers)
         active = test_agreement(sw, closers, max_elems, max_job_slots)
         test_mismatch(sw, closers, active)

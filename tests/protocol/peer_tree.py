@@ -914,11 +914,23 @@ class CleanParent(Node):
         if not j:
             j = dict(name=name, world=b["world"], state="joining", regs=[], owner={})
             self.jobs[name] = j
+        now = time.monotonic()
+        # §5.2 step 6' (§12.3): a rank held by another member (not this nonce+address) from
+        # another IP address, whose registration lives (deadline not passed, last JOIN at
+        # most 3.5 s old), is not taken: JOIN_NAK REJECTED.
+        for r in j["regs"]:
+            same = r["nonce"] == b["nonce"] and r["addr"] == a
+            alive = (not r["deadline"] or now <= r["deadline"]) and now - r["seen"] <= 3.5
+            if not same and set(r["ranks"]) & set(ranks) and r["addr"][0] != a[0] and alive:
+                self.cnt["joins_refused_taken"] += 1
+                self.nak(a, b["nonce"], ERR_REJECTED)
+                return
         # §12.3 step 7: (a) forget this nonce+address, (b) forget registrations holding the ranks, (c) record
         drop = [r for r in j["regs"] if (r["nonce"] == b["nonce"] and r["addr"] == a) or set(r["ranks"]) & set(ranks)]
         j["regs"] = [r for r in j["regs"] if r not in drop]
         reg = dict(rep=ranks[0], ranks=ranks, weight=len(ranks), nonce=b["nonce"], addr=a, elems=b["elems"],
-                   window=b["window"], tree=tree, left=False)
+                   window=b["window"], tree=tree, left=False, seen=now,
+                   deadline=now + h["seq"] / 1000.0 if h["seq"] else 0)
         j["regs"].append(reg)
         j["owner"] = {r: g for g in j["regs"] for r in g["ranks"]}
         if len(j["owner"]) == j["world"]:
@@ -1266,6 +1278,35 @@ def _scenario_child(args, tmp, P, C):
           jw and jw[-1][2]["world"] == 4 and jw[-1][2]["ranks"] == [0, 1] and jw[-1][2]["state"] == 0, jw)
     check("A tree: the job has not started while direct members are missing (no JOIN_ACK yet)",
           not C.find("parent_ack"), C.find("parent_ack"))
+    # §5.2 step 6', §12.3: a TREE_JOIN from another host claiming the joining job's ranks
+    # {0, 1} (registered, alive, by the child) and rank 2 is refused; the child keeps them.
+    far = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        far.bind(("127.0.0.2", 0))
+        cT = P.settled()
+        nonce = random.getrandbits(64) | 1
+        far.sendto(hdr(TREE_JOIN, rank=0) + jbody(nonce, N, 64, 8, 0, 1, 0, 0, b"ta") + bitmap([0, 1, 2]),
+                   P.addr)
+        far.settimeout(1.0)
+        try:
+            h = parse(far.recv(2000))
+            got = (h["kind"], NBODY.unpack_from(h["body"])[0] == nonce, nak_reason(h["body"])) if h else None
+        except socket.timeout:
+            got = None
+        check("A takeover: TREE_JOIN from another IP claiming live ranks of a joining job -> JOIN_NAK REJECTED",
+              got == (JOIN_NAK, True, ERR_REJECTED), got)
+        n0 = len(C.find("join_wait"))
+        jw = wait_for(lambda: C.find("join_wait")[n0:], "a JOIN_WAIT to the child after the takeover", 5)
+        check("A takeover: the child still holds {0, 1} at the parent (its next JOIN_WAIT)",
+              jw and jw[-1][2]["ranks"] == [0, 1], jw and jw[-1][2])
+        cU = P.settled()
+        check("A takeover: counted in joins_refused_taken (+1), no tree_joins from it",
+              cU["joins_refused_taken"] - cT["joins_refused_taken"] == 1,
+              cU["joins_refused_taken"] - cT["joins_refused_taken"])
+    except OSError as e:
+        check("A takeover: TREE_JOIN from 127.0.0.2 could be sent", False, e)
+    finally:
+        far.close()
     # the direct members of the parent: rank 2 (clean-room), rank 3 (libina)
     b2 = run_thread(lambda: clean(2, P.addr, "rank2@parent"))
     L3 = LibinaRank(args, "127.0.0.1:%d" % P.port, 3, N, "ta", ops)

@@ -807,20 +807,27 @@ static void test_join_nospace(void)
     CHECK(job_named("c") == NULL);
     CHECK_EQ_INT(sw->c.jobs_refused, 1);
     tx_reset();
-    /* A new incarnation (another nonce) is a new job, as ever; and after the
-     * memory's 5 s the old nonce is too. */
+    /* A new incarnation (another nonce) is a new job, as ever. After the
+     * memory's 5 s the old nonce is refused for good (§5.2 step 3‴): the
+     * refused job's JOINs, replayed, start nothing. */
     send_join("c", 0, 2, 4, 1, 0xC2, &c0);
     CHECK_EQ_INT(tx_n(), 0);
     CHECK(job_named("c") != NULL);
     now_ns += INA_SW_REFUSED_NS;
     send_join("c", 0, 2, 4, 1, 0xC2, &c0); /* rank 0 re-sends its JOIN, as a waiting rank does */
     CHECK_EQ_INT(tx_n(), 0);
-    send_join("c", 1, 2, 4, 1, 0xC1, &c1); /* completes the new job: refused again */
+    send_join("c", 1, 2, 4, 1, 0xC1, &c1); /* the refused job's nonce: not registered */
+    CHECK_EQ_INT(tx_n(), 1);
+    CHECK_NAK(0, &c1, 0xC1, INA_ERR_REJECTED);
+    CHECK_EQ_INT(sw->c.joins_replayed, 1);
+    CHECK_EQ_INT(job_named("c")->njoined, 1);
+    tx_reset();
+    send_join("c", 1, 2, 4, 1, 0xC3, &c1); /* completes the new job: refused again */
     CHECK_EQ_INT(tx_n(), 2);
     CHECK_EQ_INT(sw->c.jobs_refused, 2);
     tx_reset();
     now_ns += INA_SW_REFUSED_NS + 1;
-    send_join("c", 1, 2, 4, 1, 0xC1, &c1); /* long after: a new JOINING job */
+    send_join("c", 1, 2, 4, 1, 0xC4, &c1); /* long after: a new JOINING job */
     CHECK_EQ_INT(tx_n(), 0);
     CHECK(job_named("c") != NULL);
     tx_reset();

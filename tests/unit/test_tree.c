@@ -223,19 +223,20 @@ static size_t join_dg(uint8_t *b, const struct ina_hdr *h, uint64_t nonce, int w
     return INA_HDR_LEN + INA_TREE_JOIN_LEN;
 }
 
-static void w_join(int r, uint64_t nonce)
+/* Rank r's JOIN with nonce; with the secret, echoing cookie (zeros: none) under its proof. */
+static void w_send_join(int r, uint64_t nonce, const uint8_t *cookie)
 {
-    uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN + INA_AUTH_LEN];
+    uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN + INA_COOKIE_LEN + INA_AUTH_LEN];
     struct ina_hdr h;
     ina_hdr_init(&h, INA_K_JOIN);
     h.rank = (uint16_t)r;
     size_t len = join_dg(b, &h, nonce, NW, W, job_name, 0);
     if (wsecret) {
+        memcpy(b + len, cookie, INA_COOKIE_LEN);
+        len += INA_COOKIE_LEN;
         ina_hmac_sha256(&wkey, b, len, b + len);
         len += INA_AUTH_LEN;
     }
-    ws[r].nonce = nonce;
-    ws[r].acked = 0;
     ina_switch_input(&sws[child_of(r)], b, len, &w_addr[r], now);
 }
 
@@ -246,6 +247,28 @@ static int w_last(int r, int kind, struct ina_hdr *h)
         if (ina_hdr_decode(inbox[r][i].b, inbox[r][i].len, h) == INA_PARSE_OK && h->kind == kind)
             return i;
     return -1;
+}
+
+/*
+ * Rank r joins its child with nonce. With the secret, as libina does: the
+ * first JOIN has no cookie, the child answers JOIN_COOKIE, and the JOIN goes
+ * again at once with it (PROTOCOL.md §4.4).
+ */
+static void w_join(int r, uint64_t nonce)
+{
+    static const uint8_t none[INA_COOKIE_LEN];
+    ws[r].nonce = nonce;
+    ws[r].acked = 0;
+    w_send_join(r, nonce, none);
+    if (!wsecret)
+        return;
+    deliver();
+    struct ina_hdr h;
+    int i = w_last(r, INA_K_JOIN_COOKIE, &h);
+    CHECK(i >= 0 && inbox[r][i].len == INA_HDR_LEN + INA_JOIN_COOKIE_BODY_LEN &&
+          ina_get32(inbox[r][i].b + INA_HDR_LEN + 4) == (uint32_t)nonce);
+    if (i >= 0)
+        w_send_join(r, nonce, inbox[r][i].b + INA_HDR_LEN + 8);
 }
 
 /* Take r's JOIN_ACK (its job, session, token). @return 1 if it has one. */
@@ -792,28 +815,124 @@ static void tree_join_by_hand(int sw_idx, const struct sockaddr_in *src, uint64_
                      now);
 }
 
+/* A worker's JOIN of (name, rank, world), by hand, to a switch from src. */
+static void join_by_hand(int sw_idx, const struct sockaddr_in *src, uint64_t nonce, int rank,
+                         int world, const char *name)
+{
+    uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_JOIN);
+    h.rank = (uint16_t)rank;
+    ina_switch_input(&sws[sw_idx], b, join_dg(b, &h, nonce, world, W, name, 0), src, now);
+}
+
+/* The kind and reason of the last datagram sw_idx queued to dst (-1, 0 if none). */
+static int last_to(int sw_idx, const struct sockaddr_in *dst, int32_t *reason)
+{
+    const struct ina_txq *t = &sws[sw_idx].txq;
+    for (int i = (int)t->nmsg - 1; i >= 0; i--) {
+        if (!ina_addr_eq(&t->addrs[i], dst))
+            continue;
+        const uint8_t *b = t->iovs[i].iov_base;
+        uint64_t nonce;
+        *reason = 0;
+        if (t->iovs[i].iov_len >= INA_HDR_LEN + INA_NAK_BODY_LEN)
+            ina_nak_decode(b + INA_HDR_LEN, t->iovs[i].iov_len - INA_HDR_LEN, &nonce, reason);
+        return b[3];
+    }
+    *reason = 0;
+    return -1;
+}
+
 /* A member's registrations replace each other (the same nonce and address:
- * its earlier set goes, even when the sets do not overlap), and a rank
- * registered by another member is taken over with all of that member's set. */
+ * its earlier set goes, even when the sets do not overlap). A rank registered
+ * by another member, alive on another host, is not taken over (§5.2 step 6′);
+ * one registered from the same host (a restart), or whose member fell
+ * silent, is, with all of that member's set. */
 static void test_reregistration(void)
 {
     struct opts o = {0};
     net_open(&o);
     const struct ina_job *pj = &sws[P].jobs[0];
-    tree_join_by_hand(P, &sw_addr[C0], 0x51, 0x1, 4); /* {0} */
+    tree_join_by_hand(P, &sw_addr[C0], 0x51, 0x1, 5); /* {0} */
     CHECK_EQ_INT(pj->njoined, 1);
-    tree_join_by_hand(P, &sw_addr[C0], 0x51, 0x2, 4); /* {1}: the same member moved */
+    tree_join_by_hand(P, &sw_addr[C0], 0x51, 0x2, 5); /* {1}: the same member moved */
     CHECK_EQ_INT(pj->njoined, 1);
     CHECK(!pj->members[0].joined);
     CHECK_EQ_INT(pj->members[1].weight, 1);
-    tree_join_by_hand(P, &sw_addr[C1], 0x52, 0xE, 4); /* {1, 2, 3}: takes rank 1 over */
+    ina_switch_tx_reset(&sws[P]);
+    tree_join_by_hand(P, &sw_addr[C1], 0x52, 0xE, 5); /* {1, 2, 3}: rank 1 is C0's, alive */
+    int32_t reason;
+    CHECK_EQ_INT(last_to(P, &sw_addr[C1], &reason), INA_K_JOIN_NAK);
+    CHECK_EQ_INT(reason, INA_ERR_REJECTED);
+    CHECK_EQ_INT(sws[P].c.joins_refused_taken, 1);
+    CHECK_EQ_INT(pj->njoined, 1);
+    CHECK_EQ_INT(pj->members[1].weight, 1);
+    tree_join_by_hand(P, &sw_addr[C1], 0x52, 0xC, 5); /* {2, 3}: nobody's yet */
+    CHECK_EQ_INT(pj->njoined, 3);
+    tree_join_by_hand(P, &sw_addr[C0], 0x51, 0x3, 5); /* {0, 1}: C0's set grows */
+    CHECK_EQ_INT(pj->njoined, 4);
+    CHECK_EQ_INT(pj->members[0].weight, 2);
+    /* C0 restarts: a new nonce from another port of its host takes its ranks. */
+    struct sockaddr_in c0b = sw_addr[C0];
+    c0b.sin_port = htons(7100);
+    tree_join_by_hand(P, &c0b, 0x53, 0x3, 5);
+    CHECK_EQ_INT(pj->njoined, 4);
+    CHECK(pj->members[0].nonce == 0x53 && ina_addr_eq(&pj->members[1].addr, &c0b));
+    /* C0 falls silent: once its registration is over, C1 may take rank 1
+     * (C1 re-registers, as its TREE_JOINs go on; C0's whole set goes). */
+    now += INA_SW_JOIN_SILENT_NS + 1;
+    tree_join_by_hand(P, &sw_addr[C1], 0x52, 0xE, 5);
     CHECK_EQ_INT(pj->njoined, 3);
     CHECK_EQ_INT(pj->members[1].weight, 3);
     CHECK_EQ_INT(pj->members[2].rep, 1);
-    tree_join_by_hand(P, &sw_addr[C0], 0x51, 0x3, 4); /* {0, 1}: takes 1 back, C1's set goes */
-    CHECK_EQ_INT(pj->njoined, 2);
-    CHECK(!pj->members[2].joined && !pj->members[3].joined);
+    CHECK(!pj->members[0].joined);
+    CHECK_EQ_INT(sws[P].c.joins_refused_taken, 1);
     CHECK_EQ_INT(pj->state, INA_JOB_JOINING);
+    net_close();
+}
+
+/*
+ * Issue 30, item 6: ranks 0 and 1 of a world of 3 joined the parent; a
+ * TREE_JOIN from another host claiming {0, 1, 2} must not take them over,
+ * start the job with itself and lock them out. It is refused (REJECTED,
+ * joins_refused_taken), the real ranks stay registered, and the job starts
+ * with them when rank 2 joins. So it goes for a forged worker JOIN too.
+ */
+static void test_takeover_refused(void)
+{
+    struct opts o = {0};
+    net_open(&o);
+    const struct sockaddr_in a[3] = {mkaddr(0x0A000501, 5000), mkaddr(0x0A000502, 5001),
+                                     mkaddr(0x0A000503, 5002)};
+    const struct sockaddr_in forger = mkaddr(0x0A000909, 7000);
+    const struct ina_job *pj = &sws[P].jobs[0];
+    join_by_hand(P, &a[0], 0x61, 0, 3, "takeover");
+    join_by_hand(P, &a[1], 0x62, 1, 3, "takeover");
+    CHECK_EQ_INT(pj->njoined, 2);
+    ina_switch_tx_reset(&sws[P]);
+    uint8_t b[INA_HDR_LEN + INA_TREE_JOIN_LEN];
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_TREE_JOIN);
+    ina_switch_input(&sws[P], b, join_dg(b, &h, 0x66, 3, W, "takeover", 0x7), &forger, now);
+    int32_t reason;
+    CHECK_EQ_INT(last_to(P, &forger, &reason), INA_K_JOIN_NAK);
+    CHECK_EQ_INT(reason, INA_ERR_REJECTED);
+    CHECK_EQ_INT(sws[P].c.joins_refused_taken, 1);
+    join_by_hand(P, &forger, 0x67, 1, 3, "takeover"); /* a forged worker JOIN of rank 1 */
+    CHECK_EQ_INT(sws[P].c.joins_refused_taken, 2);
+    CHECK_EQ_INT(pj->state, INA_JOB_JOINING);
+    CHECK_EQ_INT(pj->njoined, 2);
+    for (int r = 0; r < 2; r++)
+        CHECK(ina_addr_eq(&pj->members[r].addr, &a[r]) && pj->members[r].weight == 1);
+    CHECK(!pj->members[2].joined);
+    ina_switch_tx_reset(&sws[P]);
+    join_by_hand(P, &a[2], 0x63, 2, 3, "takeover");
+    CHECK_EQ_INT(pj->state, INA_JOB_ACTIVE);
+    CHECK(!pj->tree);
+    for (int r = 0; r < 3; r++)
+        CHECK_EQ_INT(last_to(P, &a[r], &reason), INA_K_JOIN_ACK);
+    CHECK_EQ_INT(last_to(P, &forger, &reason), -1);
     net_close();
 }
 
@@ -942,6 +1061,7 @@ int main(void)
     test_secret();
     test_tree_join_refused();
     test_reregistration();
+    test_takeover_refused();
     test_registration_lifetime();
     return check_report("test_tree");
 }
