@@ -130,6 +130,20 @@ static void ring_bell(struct ina_ctx *ctx)
     ina__net_send(ctx, buf, sizeof(buf));
 }
 
+/*
+ * The switch reads a ring only while it runs: one that died awake (its
+ * `sleeping` word clear) asks for no DOORBELL, and nothing would reach its
+ * port. So a retransmission (a timer expired: no RESULT came) rings anyway.
+ * A live switch takes it as a wake-up; the host of a dead one answers "port
+ * unreachable", and the context fails with -ECONNREFUSED as on UDP rather
+ * than at its deadline.
+ */
+void ina__shm_probe(struct ina_ctx *ctx)
+{
+    if (ctx->shm)
+        ring_bell(ctx);
+}
+
 unsigned ina__shm_send(struct ina_ctx *ctx, const struct iovec *iov, const unsigned *order,
                        unsigned n)
 {
