@@ -948,6 +948,17 @@ def ring_job(sw, name, k=64, W=8, nslots=8, slot_size=None, ring_ranks=(0,)):
     return ranks, objs
 
 
+def wait_aborts(ranks, timeout, what):
+    """Take the ranks' UDP datagrams until every one has an ABORT, or timeout s."""
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end and not all(r.aborts for r in ranks):
+        need_time(what)
+        select.select([r.sock for r in ranks], [], [], 0.05)
+        for r in ranks:
+            for d in r.recv_all():
+                r.handle(d, "udp")
+
+
 def run_ops(ranks, specs, timeout=8.0):
     """specs: list of (dtype, [values per rank]); returns list of (ops per rank)."""
     allops = []
@@ -1375,13 +1386,7 @@ def test_hostile(sw, args):
     C[0].up_tail += o.nslots + 3
     o.set64(OFF_UP_TAIL, C[0].up_tail)
     C[0].send(hdr(K_DOORBELL, job=C[0].job, rank=0, session=C[0].session, token=C[0].token))
-    t_end = time.monotonic() + 1.5
-    while time.monotonic() < t_end and not (C[0].aborts and C[1].aborts):
-        need_time("ABORT after a corrupt ring index")
-        select.select([C[0].sock, C[1].sock], [], [], 0.05)
-        for r in C:
-            for d in r.recv_all():
-                r.handle(d, "udp")
+    wait_aborts(C, 1.5, "ABORT after a corrupt ring index")
     after = sw.wait_counters(lambda c: delta(before, c, "drop_SHM") >= 1
                              and delta(before, c, "jobs_aborted") >= 1, timeout=1.0)
     check(C[0].aborts and C[1].aborts and delta(before, after, "drop_SHM") >= 1
@@ -1543,13 +1548,7 @@ def test_unsealed(bindir, tmp):
         V[0].ring_up = False
         os.ftruncate(o.fd, 0)
         o.close()
-        t_end = time.monotonic() + 2.0                  # the switch reads rings every ≤ 200 ms
-        while time.monotonic() < t_end and not (V[0].aborts and V[1].aborts):
-            need_time("ABORT after the ring object was truncated")
-            select.select([V[0].sock, V[1].sock], [], [], 0.05)
-            for r in V:
-                for d in r.recv_all():
-                    r.handle(d, "udp")
+        wait_aborts(V, 2.0, "ABORT after the ring object was truncated")  # rings read every ≤ 200 ms
         after = sw2.wait_counters(lambda c: delta(before, c, "shm_faults") >= 1
                                   and delta(before, c, "jobs_aborted") >= 1, timeout=1.0)
         check(sw2.p.poll() is None, "the switch survived the truncation (no SIGBUS death)")
