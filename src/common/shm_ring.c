@@ -45,6 +45,9 @@ static uint8_t *slots(struct ina_shm *s, int up) { return up ? s->up_slots : s->
  * (async-signal-safe): an entry is published by its base, stored last, and
  * withdrawn by clearing the base before the object is unmapped.
  */
+_Static_assert(ATOMIC_POINTER_LOCK_FREE == 2 && ATOMIC_LONG_LOCK_FREE == 2 &&
+                   ATOMIC_INT_LOCK_FREE == 2,
+               "the SIGBUS handler reads the guard's table: its atomics must be lock-free");
 struct guard_entry {
     _Atomic uintptr_t base; /* 0: free */
     _Atomic size_t len;
