@@ -964,7 +964,8 @@ INA_EXTERN int ina_allreduce_sparse(ina_ctx *ctx, const void *sendbuf, void *rec
  *    at join and the job runs the smallest proposal (PROTOCOL.md §5.6).
  *  - ina-switch --threads auto: half the cores the switch may use, 1..8.
  *  - ina-switch offers shared-memory rings (--shm) unless told --no-shm, and a
- *    worker on the switch's host (same user) uses them unless INA_SHM=0.
+ *    worker on the switch's host (same user, same pid namespace) uses them
+ *    unless INA_SHM=0.
  * "Cores" are those of the process's affinity mask, capped by a cgroup v2
  * CPU quota; INA_AUTO_CORES=N in the environment replaces that count (to see
  * what another host would get, or for tests).

@@ -10,6 +10,15 @@
  * worker creates: "up" (worker -> switch: DATA) and "down" (switch ->
  * worker: RESULT). Control packets stay on UDP.
  *
+ * The object is a memfd sealed against any change of size (F_SEAL_SHRINK,
+ * F_SEAL_GROW, F_SEAL_SEAL) before the switch sees it: a page of a shared
+ * mapping that its file no longer covers kills whoever touches it (SIGBUS),
+ * and the worker is not trusted that far. The switch opens the worker's very
+ * descriptor (/proc/<pid>/fd/<fd>) and refuses an object without the seals.
+ * A POSIX shm object (the first version of §5.9, which any process of the
+ * user can truncate) is mapped only when the switch is told to
+ * (--shm-unsealed), and then under the fault guard below.
+ *
  * Each ring is single-producer, single-consumer: the producer owns tail, the
  * consumer owns head, each published with release and read with acquire. A
  * slot is a 4-byte length and the datagram. Each side keeps its own index
@@ -18,6 +27,11 @@
  * indices make no sense is "corrupt" and no longer used (the caller then
  * falls back or fails, never reads out of bounds). Geometry (slot count and
  * size) is read once at attach and kept privately.
+ *
+ * The fault guard (the switch's, ina_shm_guard_install): every object a
+ * switch maps is registered; a SIGBUS whose address lies in one replaces
+ * that mapping with private zero pages and marks the ring faulted, which the
+ * ring functions then take as corrupt. Any other SIGBUS kills as before.
  *
  * Wake-ups: a consumer about to sleep (in poll, on its UDP socket) sets the
  * ring's `sleeping` word, then looks at the ring once more; a producer that
@@ -32,7 +46,8 @@
 
 #define INA_SHM_MAGIC 0x494E415348524E47ull /* "INASHRNG" */
 #define INA_SHM_VERSION 1
-#define INA_SHM_NAME_MAX 64 /* bytes, NUL included: "/ina.<uid>.<16 hex>" */
+#define INA_SHM_NAME_MAX 64 /* bytes, NUL included: "ina.<uid>.<16 hex>" (a memfd's name) */
+#define INA_SHM_GUARD_MAX 16384 /* objects one switch maps at once: 64 jobs x 256 ranks */
 
 /* One direction. Each index on its own cache line. */
 struct ina_shm_ring_ctl {
@@ -62,7 +77,9 @@ struct ina_shm {
     size_t map_len;
     uint32_t nslots, slot_size;
     uint64_t up_idx, down_idx; /* private: the index this side owns in each ring */
-    int corrupt;               /* a peer index made no sense: stop using it */
+    int corrupt;               /* a peer index made no sense, or the object faulted: stop using it */
+    int faulted;               /* the fault guard replaced the mapping (a SIGBUS; implies corrupt) */
+    int guard;                 /* 1 + its entry in the fault guard's table, 0: not registered */
     char name[INA_SHM_NAME_MAX]; /* the object's name, as attached (empty after create) */
 };
 
@@ -79,31 +96,67 @@ static inline uint32_t ina_shm_slot_size(size_t max_datagram)
 }
 
 /*
- * Worker: create, allocate and map a new object (O_EXCL, mode 0600) with a
- * fresh random name written to name (INA_SHM_NAME_MAX bytes). The pages
- * are allocated here (no SIGBUS later on a full /dev/shm: -ENOSPC now).
+ * Worker: create, allocate, seal and map a new object: a memfd named
+ * "ina.<euid>.<16 random hex digits>" (written to name, INA_SHM_NAME_MAX
+ * bytes) whose size nobody can change any more. Its pages are allocated here
+ * (-ENOSPC now rather than a SIGBUS later). *fd is its descriptor, which the
+ * switch opens as /proc/<pid>/fd/<fd>: keep it open until the attach is
+ * answered (or given up), then close it.
  * @return 0 or -errno.
  */
-int ina_shm_create(struct ina_shm *s, char *name, uint32_t nslots, uint32_t slot_size);
+int ina_shm_create(struct ina_shm *s, char *name, int *fd, uint32_t nslots, uint32_t slot_size);
 
 /*
- * Switch: open and map the object `name` created by a worker, which must
- * match the pattern of ina_shm_create, belong to this user, be mode 0600 and
- * have exactly the geometry expected (nslots, slot_size as the worker said
- * in SHM_ATTACH, checked against the header).
- * @return 0 or -errno (-EPROTO: not a ring of that geometry).
+ * Switch: map the object that process pid holds as descriptor fd: a memfd
+ * called name (the pattern of ina_shm_create), owned by this user, sealed
+ * (ina_shm_sealed), with exactly the geometry expected (nslots, slot_size as
+ * the worker said in SHM_ATTACH, checked against the header).
+ * @return 0 or -errno: -EINVAL a bad name, pid or geometry; -ENOENT no such
+ * process or descriptor, or not that memfd; -EACCES the worker's descriptors
+ * are not ours to open; -EPERM another owner, or not sealed; -EPROTO not a
+ * ring of that geometry; -ENOSPC the fault guard's table is full.
  */
-int ina_shm_attach(struct ina_shm *s, const char *name, uint32_t nslots, uint32_t slot_size);
+int ina_shm_attach(struct ina_shm *s, const char *name, uint32_t pid, uint32_t fd,
+                   uint32_t nslots, uint32_t slot_size);
+
+/*
+ * Switch, --shm-unsealed only: map the POSIX shm object `name` of the first
+ * version of §5.9 ("/ina.<uid>.<16 hex>", this user's, mode 0600, exact
+ * size and header). Its size can change under the mapping: only under the
+ * fault guard. @return 0 or -errno, as ina_shm_attach (-EPERM: owner or mode).
+ */
+int ina_shm_attach_named(struct ina_shm *s, const char *name, uint32_t nslots,
+                         uint32_t slot_size);
+
+/* 0 if fd's size is sealed for good (F_SEAL_SHRINK, F_SEAL_GROW and
+ * F_SEAL_SEAL all set), else -EPERM (no seals at all: not a memfd made for sealing). */
+int ina_shm_sealed(int fd);
 
 /* Unmap (either side). Safe on a zeroed struct. */
 void ina_shm_unmap(struct ina_shm *s);
 
-/* Remove the name (the mappings stay): the switch once it has mapped the
- * object, the worker once it has its answer (or none). */
+/* Remove a POSIX shm name (ina_shm_attach_named's objects). */
 void ina_shm_unlink(const char *name);
 
-/* 1 if name has the form ina_shm_create gives. */
+/* 1 if name has the form ina_shm_create gives (a memfd's name). */
 int ina_shm_name_valid(const char *name);
+
+/* 1 if name is a POSIX shm name of the first version: "/ina.<uid>.<16 hex>". */
+int ina_shm_named_valid(const char *name);
+
+/*
+ * The fault guard (switch): install the SIGBUS handler, once per process.
+ * Threads that touch rings must not block SIGBUS (the kernel would kill the
+ * process instead of running the handler). @return 0 or -errno.
+ */
+int ina_shm_guard_install(void);
+
+/* 1 if a SIGBUS hit this object and the guard replaced it (then it is also
+ * corrupt). Cheap: one relaxed load. */
+int ina_shm_faulted(struct ina_shm *s);
+
+/* SIGBUSes the guard has absorbed in this process (for tests and reports). */
+unsigned long ina_shm_guard_faults(void);
 
 /*
  * Producer side of a ring: a slot to write the next datagram into (at most

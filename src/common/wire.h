@@ -149,13 +149,18 @@ enum ina_kind {
 #define INA_TREE_SET_LEN 32
 #define INA_TREE_JOIN_LEN (INA_JOIN_BODY_LEN + INA_TREE_SET_LEN)
 
-/* SHM_ATTACH body, 80 bytes (PROTOCOL.md §5.9):
+/* SHM_ATTACH body, 88 bytes (PROTOCOL.md §5.9):
  *  off len
  *   0   8  nonce      echoed in SHM_ACK
  *   8   4  nslots     per ring, a power of 2
  *  12   4  slot_size  bytes per slot
- *  16  64  name       the object's name, NUL-padded ("/ina.<uid>.<16 hex digits>") */
-#define INA_SHM_ATTACH_BODY_LEN 80
+ *  16  64  name       NUL-padded: the memfd's name ("ina.<uid>.<16 hex digits>"), or
+ *                     a POSIX shm name of version 1 ("/ina.<uid>.<16 hex digits>")
+ *  80   4  pid        a memfd: the worker's process id
+ *  84   4  fd         a memfd: its descriptor there (the switch opens /proc/<pid>/fd/<fd>)
+ * A POSIX shm name needs only the first 80 bytes. */
+#define INA_SHM_ATTACH_BODY_LEN 88
+#define INA_SHM_ATTACH_NAMED_LEN 80
 
 /* A worker may split its stream into lanes (threads), each its own job at
  * the switch: same name, lane index 0..nlanes-1 (see docs/PROTOCOL.md). */

@@ -355,6 +355,9 @@ int ina__shm_recv(struct ina_ctx *ctx, uint64_t now);
 /* About to poll: @return 0 if the down ring has data (do not sleep). */
 int ina__shm_may_sleep(struct ina_ctx *ctx);
 void ina__shm_awake(struct ina_ctx *ctx); /* after poll */
+/* A retransmission on rings: ring the switch over UDP too, so that a dead
+ * switch is found by its host's "port unreachable" (-ECONNREFUSED). */
+void ina__shm_probe(struct ina_ctx *ctx);
 
 /* reqpool.c: requests from a per-context free list of slabs (no allocation
  * per operation, no lock: a context is used by one thread at a time).

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "common/host.h"
 #include "lib/internal.h"
@@ -11,8 +12,14 @@
 /*
  * Why optional and best effort: the rings only pay on one host, and only a
  * switch started with --shm, run by the same user, can map them. Anything
- * that goes wrong while attaching (no offer, another user, no /dev/shm, a
- * lost answer) leaves the context on UDP, which carries the same protocol.
+ * that goes wrong while attaching (no offer, another user, another pid
+ * namespace, a lost answer) leaves the context on UDP, which carries the
+ * same protocol.
+ *
+ * The object is a memfd whose size is sealed (shm_ring.h), so that neither
+ * side can lose a page of its mapping: a same-user process that opens it
+ * (through /proc/<pid>/fd) can write nonsense into the rings, which both
+ * sides check, but cannot make either side fault.
  */
 
 #define INA_SHM_ATTACH_WAIT_MS 2000 /* at most, then UDP */
@@ -20,7 +27,8 @@
 #define INA_SHM_MAX_SLOTS 4096
 
 
-static void send_attach(struct ina_ctx *ctx, const char *name, uint32_t nslots,
+/* SHM_ATTACH for the memfd `name`, our descriptor fd (§5.9). */
+static void send_attach(struct ina_ctx *ctx, const char *name, int fd, uint32_t nslots,
                         uint32_t slot_size, uint64_t nonce)
 {
     uint8_t buf[INA_HDR_LEN + INA_SHM_ATTACH_BODY_LEN];
@@ -34,6 +42,8 @@ static void send_attach(struct ina_ctx *ctx, const char *name, uint32_t nslots,
     ina_put32(b + 8, nslots);
     ina_put32(b + 12, slot_size);
     memcpy(b + 16, name, strnlen(name, INA_SHM_NAME_MAX - 1));
+    ina_put32(b + 80, (uint32_t)getpid());
+    ina_put32(b + 84, (uint32_t)fd);
     ina__net_send(ctx, buf, sizeof(buf));
 }
 
@@ -63,9 +73,10 @@ int ina__shm_attach(struct ina_ctx *ctx)
     uint32_t slot_size = ina_shm_slot_size(INA_HDR_LEN + INA_HOT_PREFIX_LEN + 4 * (size_t)ctx->elems);
     struct ina_shm *s = calloc(1, sizeof(*s));
     char name[INA_SHM_NAME_MAX];
+    int fd;
     if (!s)
         return 0;
-    if (ina_shm_create(s, name, nslots, slot_size) != 0) {
+    if (ina_shm_create(s, name, &fd, nslots, slot_size) != 0) {
         free(s);
         return 0;
     }
@@ -79,7 +90,7 @@ int ina__shm_attach(struct ina_ctx *ctx)
         if (now >= deadline)
             break;
         if (now >= next_send) {
-            send_attach(ctx, name, nslots, slot_size, nonce);
+            send_attach(ctx, name, fd, nslots, slot_size, nonce);
             next_send = now + 100000000ull;
         }
         uint64_t wake = next_send < deadline ? next_send : deadline;
@@ -90,7 +101,7 @@ int ina__shm_attach(struct ina_ctx *ctx)
         while (!done && (n = recv(ctx->fd, buf, sizeof(buf), MSG_DONTWAIT)) >= 0)
             done = is_ack(ctx, buf, (size_t)n, nonce, &reason);
     }
-    ina_shm_unlink(name); /* mapped by both sides now, or by nobody else */
+    close(fd); /* the switch opens it only while we wait: mapped by both sides now, or by us */
     if (reason != 0) {
         ina_shm_unmap(s);
         free(s);
@@ -117,6 +128,20 @@ static void ring_bell(struct ina_ctx *ctx)
     ina__hdr_session(&h, ctx, INA_K_DOORBELL);
     ina_hdr_encode(buf, &h);
     ina__net_send(ctx, buf, sizeof(buf));
+}
+
+/*
+ * The switch reads a ring only while it runs: one that died awake (its
+ * `sleeping` word clear) asks for no DOORBELL, and nothing would reach its
+ * port. So a retransmission (a timer expired: no RESULT came) rings anyway.
+ * A live switch takes it as a wake-up; the host of a dead one answers "port
+ * unreachable", and the context fails with -ECONNREFUSED as on UDP rather
+ * than at its deadline.
+ */
+void ina__shm_probe(struct ina_ctx *ctx)
+{
+    if (ctx->shm)
+        ring_bell(ctx);
 }
 
 unsigned ina__shm_send(struct ina_ctx *ctx, const struct iovec *iov, const unsigned *order,

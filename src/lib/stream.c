@@ -714,6 +714,7 @@ static void retransmit_expired(struct ina_ctx *ctx, uint64_t now)
     if (ctx->next_rto_ns == 0 || now < ctx->next_rto_ns)
         return;
     ctx->next_rto_ns = 0;
+    int resent = 0;
     for (uint32_t i = 0; i < ctx->window; i++) {
         struct ina_wslot *ws = &ctx->slots[i];
         if (!ws->inflight)
@@ -738,10 +739,13 @@ static void retransmit_expired(struct ina_ctx *ctx, uint64_t now)
             ws->rto_ms = ws->rto_ms * 2 > INA_MAX_RTO_MS ? INA_MAX_RTO_MS : ws->rto_ms * 2;
             ctx->stats.retransmits++;
             tx_packet(ctx, i, ws);
+            resent = 1;
         }
         arm_timer(ctx, ws, ws->deadline_ns <= now ? now : ws->deadline_ns - (uint64_t)ws->rto_ms * 1000000ull);
     }
     tx_flush(ctx);
+    if (resent)
+        ina__shm_probe(ctx); /* on rings: is the switch still there? */
 }
 
 /*

@@ -95,12 +95,12 @@ int ina_switch_init(struct ina_switch *sw, const struct ina_switch_params *p)
     return 0;
 }
 
-static void job_detach_rings(struct ina_job *job);
+static void job_detach_rings(struct ina_switch *sw, struct ina_job *job);
 
 void ina_switch_free(struct ina_switch *sw)
 {
     for (int i = 0; sw->slots && i < INA_SW_MAX_JOBS; i++) {
-        job_detach_rings(&sw->jobs[i]);
+        job_detach_rings(sw, &sw->jobs[i]);
         ina__hot_free(&sw->jobs[i]);
     }
     free(sw->slots);
@@ -149,12 +149,14 @@ void ina__job_reset_slots(struct ina_switch *sw, const struct ina_job *job)
     }
 }
 
-/* Unmap the rings of every rank of job that attached them. */
-static void job_detach_rings(struct ina_job *job)
+/* Unmap the rings of every rank of job that attached them; count those a
+ * SIGBUS replaced (the fault guard, shm_ring.h), each once, here. */
+static void job_detach_rings(struct ina_switch *sw, struct ina_job *job)
 {
     for (int r = 0; r < INA_MAX_WORKERS; r++) {
         struct ina_member *m = &job->members[r];
         if (m->shm) {
+            sw->c.shm_faults += (uint64_t)ina_shm_faulted(m->shm);
             ina_shm_unmap(m->shm);
             free(m->shm);
             m->shm = NULL;
@@ -210,7 +212,7 @@ void ina__job_free(struct ina_switch *sw, struct ina_job *job)
 {
     if (job->state == INA_JOB_ACTIVE)
         ended_remember(sw, job); /* however it ended: that session does not start again */
-    job_detach_rings(job);
+    job_detach_rings(sw, job);
     if (job->state == INA_JOB_ACTIVE && sw->dp)
         sw->dp->job_end(sw->dp_ctx, sw, job);
     ina__hot_free(job);
@@ -1286,12 +1288,37 @@ static void retry_waiting(struct ina_switch *sw, uint64_t now_ns)
 }
 
 /*
+ * Map the object an SHM_ATTACH names (PROTOCOL.md §5.9): a sealed memfd of the
+ * worker's, or with --shm-unsealed a POSIX shm name of the first version.
+ * @return 0 or -errno, the SHM_ACK's reason.
+ */
+static int shm_map(struct ina_switch *sw, struct ina_shm *shm, const char *name,
+                   const uint8_t *body, size_t bodylen, uint32_t nslots, uint32_t slot_size)
+{
+    if (name[0] != '/') {
+        if (bodylen < INA_SHM_ATTACH_BODY_LEN)
+            return -EINVAL; /* no pid and descriptor */
+        return ina_shm_attach(shm, name, ina_get32(body + 80), ina_get32(body + 84), nslots,
+                              slot_size);
+    }
+    /* A POSIX shm object: any process of this user can shrink it under our
+     * mapping. Refused unless the operator accepts that (the fault guard
+     * then turns a shrink into an aborted job). */
+    if (!sw->p.shm_unsealed)
+        return -EPERM;
+    int rc = ina_shm_attach_named(shm, name, nslots, slot_size);
+    if (rc == 0)
+        ina_shm_unlink(name); /* mapped by both sides: nothing left in /dev/shm if the worker dies */
+    return rc;
+}
+
+/*
  * SHM_ATTACH (PROTOCOL.md §5.9): a rank of an active job on this host asks
  * for its DATA and RESULTs to go through its rings. Checked like a LEAVE
- * (job, session, token, rank, source address), then the object: its name's
- * pattern, owner, mode, size and header (shm_ring.c). Answered with SHM_ACK,
- * reason 0 or why not; a repeated request (a lost ACK) gets the same answer,
- * one that names another object while the rank has rings gets -EBUSY.
+ * (job, session, token, rank, source address), then the object (shm_map).
+ * Answered with SHM_ACK, reason 0 or why not; a repeated request (a lost ACK)
+ * gets the same answer, one that names another object while the rank has
+ * rings gets -EBUSY.
  */
 static void on_shm_attach(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
                           size_t bodylen, const struct sockaddr_in *src)
@@ -1303,7 +1330,7 @@ static void on_shm_attach(struct ina_switch *sw, const struct ina_hdr *h, const 
     }
     if (job->session != h->session || job->token != h->token || h->rank >= job->world ||
         job->members[h->rank].weight != 1 || /* a worker, not a child switch */
-        !ina_addr_eq(src, &job->members[h->rank].addr) || bodylen < INA_SHM_ATTACH_BODY_LEN) {
+        !ina_addr_eq(src, &job->members[h->rank].addr) || bodylen < INA_SHM_ATTACH_NAMED_LEN) {
         sw->c.drops[INA_DROP_JOIN]++;
         return;
     }
@@ -1325,13 +1352,10 @@ static void on_shm_attach(struct ina_switch *sw, const struct ina_hdr *h, const 
             reason = -EINVAL; /* a result would not fit a slot */
         } else if (!(m->shm = calloc(1, sizeof(*m->shm)))) {
             reason = -ENOMEM;
-        } else if ((reason = ina_shm_attach(m->shm, name, nslots, slot_size)) != 0) {
+        } else if ((reason = shm_map(sw, m->shm, name, body, bodylen, nslots, slot_size)) != 0) {
             free(m->shm);
             m->shm = NULL;
         } else {
-            /* Both sides have it mapped: the name is no longer needed. Removing
-             * it here too leaves nothing in /dev/shm if the worker dies now. */
-            ina_shm_unlink(name);
             sw->c.shm_attached++;
             log_job(INA_LOG_DEBUG, job, "shm_attached", "rings");
         }

@@ -48,6 +48,7 @@ void ina_sw_counters_print(const struct ina_sw_counters *c, FILE *f)
     fprintf(f, "  shm_rx_packets  %llu\n", (unsigned long long)c->shm_rx_packets);
     fprintf(f, "  shm_tx_packets  %llu\n", (unsigned long long)c->shm_tx_packets);
     fprintf(f, "  doorbells       %llu\n", (unsigned long long)c->doorbells);
+    fprintf(f, "  shm_faults      %llu\n", (unsigned long long)c->shm_faults);
     fprintf(f, "  joins_withdrawn %llu\n", (unsigned long long)c->joins_withdrawn);
     fprintf(f, "  joins_expired   %llu\n", (unsigned long long)c->joins_expired);
     fprintf(f, "  join_challenges %llu\n", (unsigned long long)c->join_challenges);

@@ -116,7 +116,12 @@ static void usage(FILE *f)
             "                        (INA_SHM=0 on a worker keeps it on UDP). On by\n"
             "                        default, except with --multicast, --fault-rx/-tx\n"
             "                        (faults apply to UDP datagrams only), --dataplane\n"
-            "                        ebpf or --record\n"
+            "                        ebpf or --record. Rings are a memfd whose size the\n"
+            "                        worker sealed; a POSIX shm object (libina before the\n"
+            "                        seals) is refused, and that worker stays on UDP\n"
+            "  --shm-unsealed        map such POSIX shm objects too: a worker can then\n"
+            "                        shrink one under the switch, which survives and\n"
+            "                        aborts that job (counter shm_faults)\n"
             "  --dataplane D         who applies the slot rules to DATA: userspace (this\n"
             "                        process; the default) or ebpf (a TC program on the\n"
             "                        --iface interface, in the kernel: no wake-up of this\n"
@@ -445,7 +450,9 @@ static int rx_burst(struct shard *sh, struct rx_batch *rx, uint64_t now)
  * The attached rings (PROTOCOL.md §5.9): each datagram is copied out first
  * (the worker may still write to its ring), then processed as if it came
  * from the rank's registered address: every check of the UDP path applies.
- * A corrupt ring (indices that make no sense) aborts that rank's job.
+ * A corrupt ring (indices that make no sense) aborts that rank's job; so
+ * does one whose object lost pages under the mapping (the fault guard
+ * replaced them: a copy made meanwhile is not a datagram).
  * @return datagrams taken.
  */
 static unsigned shm_burst(struct shard *sh, uint8_t *buf, uint64_t now)
@@ -466,12 +473,15 @@ static unsigned shm_burst(struct shard *sh, uint8_t *buf, uint64_t now)
                         sw->c.drops[INA_DROP_SHM]++;
                         if (ina_switch_tx_full(sw))
                             flush_tx(sh);
-                        ina__job_abort_why(sw, job, INA_ERR_PROTO, "ring_corrupt");
+                        ina__job_abort_why(sw, job, INA_ERR_PROTO,
+                                           shm->faulted ? "ring_fault" : "ring_corrupt");
                     }
                     break;
                 }
                 memcpy(buf, p, len);
                 ina_shm_pop(shm, 1);
+                if (ina_shm_faulted(shm))
+                    continue; /* the next peek finds it corrupt */
                 if (ina_switch_tx_full(sw))
                     flush_tx(sh);
                 ina_switch_input_ring(sw, job, r, buf, len, now);
@@ -909,6 +919,11 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
     sa.sa_flags = SA_RESTART; /* a reload need not wake anyone: each thread looks every loop */
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* A worker's ring object that loses pages under our mapping must cost
+     * its job, not this process (shm_ring.h: the fault guard). SIGBUS can
+     * always be caught: this cannot fail. */
+    if (p.shm)
+        (void)ina_shm_guard_install();
 
     char ip[INET_ADDRSTRLEN], mib[32];
     inet_ntop(AF_INET, &addr0.sin_addr, ip, sizeof(ip));
@@ -939,6 +954,12 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
      * flag within one poll timeout. */
     sigset_t all, old;
     sigfillset(&all);
+    /* Except a fault's signal: the kernel kills a thread that faults with it
+     * blocked, handler or not, and the rings' guard handles SIGBUS. */
+    sigdelset(&all, SIGBUS);
+    sigdelset(&all, SIGSEGV);
+    sigdelset(&all, SIGFPE);
+    sigdelset(&all, SIGILL);
     pthread_sigmask(SIG_BLOCK, &all, &old);
     unsigned started = 1;
     int start_failed = 0;
@@ -1003,6 +1024,7 @@ int main(int argc, char **argv)
         {"secret-file", required_argument, 0, 'S'},
         {"int-ops-only", no_argument, 0, 'I'},
         {"shm", no_argument, 0, 'H'},            {"no-shm", no_argument, 0, 'h' + 256},
+        {"shm-unsealed", no_argument, 0, 'H' + 256},
         {"busy-poll", required_argument, 0, 'B'},
         {"dataplane", required_argument, 0, 'D'}, {"iface", required_argument, 0, 'f'},
         {"record", required_argument, 0, 'r'},
@@ -1104,6 +1126,7 @@ int main(int argc, char **argv)
         case 'I': p.int_ops_only = 1; break;
         case 'H': shm_opt = 1; break;
         case 'h' + 256: shm_opt = 0; break;
+        case 'H' + 256: p.shm_unsealed = 1; break;
         case 'B':
             v = strtol(optarg, &end, 10);
             if (*end || end == optarg || v < 0 || v > INA_BUSY_POLL_MAX_US) {

@@ -151,6 +151,7 @@ static void job_labels(struct ina_buf *b, const struct ina_job *j)
     X(shm_rx_packets, "Datagrams taken from shared-memory rings")                           \
     X(shm_tx_packets, "Results put into shared-memory rings")                               \
     X(doorbells, "Doorbells sent to workers asleep on a ring")                              \
+    X(shm_faults, "Rings whose object shrank under the switch (job aborted, switch alive)")  \
     X(joins_withdrawn, "Registrations withdrawn by a rank that gave up joining")            \
     X(joins_expired, "Registrations forgotten: deadline passed or the rank fell silent")    \
     X(join_challenges, "JOINs answered with a fresh cookie (shared secret)")                  \

@@ -220,6 +220,9 @@ struct ina_switch_params {
     int bpf_ops_only;
     /* --shm: offer shared-memory rings to workers on this host (§5.9). */
     int shm;
+    /* --shm-unsealed: also map POSIX shm objects (§5.9's first version), whose
+     * size a worker can change under the mapping: only under the fault guard. */
+    int shm_unsealed;
     /* Nonzero: session ids and tokens come from a generator seeded with this
      * (--record, and tests that replay a recorded trace: the same joins then
      * get the same sessions and tokens). 0: getrandom, unpredictable. */

@@ -3,10 +3,13 @@
 ina-switch on the same host.
 
 Written from docs/PROTOCOL.md alone (plus the user docs for starting the tools).
-It is a worker that joins over UDP (§4.1, §5.2, §7.1), creates the POSIX shm object of
-§5.9, attaches it with SHM_ATTACH (§4), moves its DATA/RESULT through the rings, follows
-the sleep/doorbell rule, and leaves (§5.4).  It checks the switch's side of all of it,
-plus the hostile cases §5.9 defines.
+It is a worker that joins over UDP (§4.1, §5.2, §7.1), creates the sealed memfd of §5.9,
+attaches it with SHM_ATTACH (§4: name, pid, descriptor), moves its DATA/RESULT through the
+rings, follows the sleep/doorbell rule, and leaves (§5.4).  It checks the switch's side of
+all of it, plus the hostile cases §5.9 defines: every refusal of the attach checks (each
+with its errno), an object of the first version (a POSIX shm object, refused unless
+--shm-unsealed), corrupt indices, and, under --shm-unsealed, an object truncated under the
+switch (the Faults rule: the job aborted, the switch alive).
 
 Usage: python3 peer_shm.py --bindir DIR [--libdir DIR] [--pythondir DIR] [-v]
 
@@ -32,6 +35,7 @@ import argparse
 import ctypes
 import ctypes.util
 import errno
+import fcntl
 import http.client
 import json
 import math
@@ -56,7 +60,7 @@ WAITING_FOR = ["start-up"]
 VERBOSE = False
 RESULTS = []                   # (ok, text)
 PROCS = []                     # daemons / children we started
-SHM_PATHS = []                 # objects we created (removed at exit if still there)
+SHM_PATHS = []                 # POSIX shm objects we created (removed at exit if still there)
 
 
 def log(*a):
@@ -120,6 +124,7 @@ INT32, FLOAT32 = 0, 1          # §1 dtype values
 SUM = 0                        # §1 reduction values
 ERR_NOTSUP = -1007             # §4.3
 ERR_ABORTED = -1002
+ERR_PROTO = -1008
 
 HDR = struct.Struct(">HBBHHIIIIHhHBB")   # §3: 32-byte header, big-endian
 assert HDR.size == 32
@@ -129,6 +134,8 @@ SHM_MAGIC = 0x494E415348524E47             # "INASHRNG", written last
 SHM_HDR = 448
 OFF_UP_HEAD, OFF_UP_TAIL, OFF_UP_SLEEP = 64, 128, 192
 OFF_DN_HEAD, OFF_DN_TAIL, OFF_DN_SLEEP = 256, 320, 384
+# §5.9 "The object": the size is sealed for good with all three
+ALL_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 
 
 def hdr(kind, job=0, rank=0, session=0, token=0, slot=0, seq=0, count=0, exp=0,
@@ -273,26 +280,11 @@ fence = _Fence()
 
 # ---------------------------------------------------------------- the shm object (§5.9)
 
-class ShmObject:
-    """The worker's object: created O_EXCL, mode 0600, /ina.<uid>.<16 hex>."""
+class _Mapped:
+    """What both kinds of object share: the mapping and index access."""
 
-    def __init__(self, nslots, slot_size, name=None, mode=0o600, owner=None, magic=SHM_MAGIC,
-                 version=1, size_delta=0, hdr_nslots=None, hdr_slot_size=None):
-        self.nslots, self.slot_size = nslots, slot_size
-        self.name = name or "/ina.%d.%016x" % (os.getuid(), random.getrandbits(64))
-        self.path = "/dev/shm/" + self.name.lstrip("/")
-        self.size = SHM_HDR + 2 * nslots * slot_size + size_delta
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        SHM_PATHS.append(self.path)
-        try:
-            os.fchmod(fd, mode)                # umask-proof
-            if owner is not None:
-                os.fchown(fd, owner, owner)
-            os.ftruncate(fd, self.size)       # zero-filled: indices 0, sleeping 0
-            self.mm = mmap.mmap(fd, self.size, mmap.MAP_SHARED,
-                                mmap.PROT_READ | mmap.PROT_WRITE)
-        finally:
-            os.close(fd)
+    def _map(self, fd, nslots, slot_size, magic, version, hdr_nslots, hdr_slot_size):
+        self.mm = mmap.mmap(fd, self.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self.mv = memoryview(self.mm)
         self.u64 = self.mv[0:SHM_HDR].cast("Q")
         self.u32 = self.mv[0:SHM_HDR].cast("I")
@@ -317,14 +309,14 @@ class ShmObject:
     def set32(self, off, v):
         self.u32[off // 4] = v
 
-    def unlink(self):
-        try:
-            os.unlink(self.path)
-            return 0
-        except OSError as e:
-            return e.errno
+    def close_fd(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
     def close(self):
+        """Unmap (touches nothing: safe on a truncated object) and close the descriptor."""
+        self.close_fd()
         if self.mm is None:
             return
         self.u64.release()
@@ -332,6 +324,58 @@ class ShmObject:
         self.mv.release()
         self.mm.close()
         self.mm = None
+
+
+class ShmObject(_Mapped):
+    """The worker's object (§5.9): a memfd named ina.<uid>.<16 hex>, sized with fallocate,
+    header written, then sealed F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL.  The hostile
+    cases pass other seals (seals=None: a memfd made without MFD_ALLOW_SEALING)."""
+
+    legacy = False
+
+    def __init__(self, nslots, slot_size, name=None, seals=ALL_SEALS, owner=None, magic=SHM_MAGIC,
+                 version=1, size_delta=0, hdr_nslots=None, hdr_slot_size=None):
+        self.nslots, self.slot_size = nslots, slot_size
+        self.name = name or "ina.%d.%016x" % (os.getuid(), random.getrandbits(64))
+        self.size = SHM_HDR + 2 * nslots * slot_size + size_delta
+        flags = os.MFD_CLOEXEC | (os.MFD_ALLOW_SEALING if seals is not None else 0)
+        self.fd = os.memfd_create(self.name, flags)
+        self.fdnum = self.fd                   # what SHM_ATTACH names, even once closed
+        os.posix_fallocate(self.fd, 0, self.size)   # zero-filled: indices 0, sleeping 0
+        if owner is not None:
+            os.fchown(self.fd, owner, owner)
+        self._map(self.fd, nslots, slot_size, magic, version, hdr_nslots, hdr_slot_size)
+        if seals:
+            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, seals)
+
+    def seals(self):
+        return fcntl.fcntl(self.fd, fcntl.F_GET_SEALS)
+
+
+class PosixShmObject(_Mapped):
+    """An object of §5.9's first version: POSIX shm in /dev/shm, /ina.<uid>.<16 hex>, mode
+    0600, sized with ftruncate (which its owner can change at any time).  The descriptor is
+    kept, to truncate it under the switch."""
+
+    legacy = True
+
+    def __init__(self, nslots, slot_size):
+        self.nslots, self.slot_size = nslots, slot_size
+        self.name = "/ina.%d.%016x" % (os.getuid(), random.getrandbits(64))
+        self.path = "/dev/shm/" + self.name.lstrip("/")
+        self.size = SHM_HDR + 2 * nslots * slot_size
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        SHM_PATHS.append(self.path)
+        os.fchmod(self.fd, 0o600)              # umask-proof
+        os.ftruncate(self.fd, self.size)
+        self._map(self.fd, nslots, slot_size, SHM_MAGIC, 1, None, None)
+
+    def unlink(self):
+        try:
+            os.unlink(self.path)
+            return 0
+        except OSError as e:
+            return e.errno
 
 
 # ---------------------------------------------------------------- ops and ranks (§7)
@@ -442,11 +486,17 @@ class Rank:
                 self.failed = "JOIN_NAK %d" % reason
 
     # ---- attach (§5.9)
-    def attach(self, obj, wait=2.0, token=None, expect_answer=True):
-        """Send SHM_ATTACH every 100 ms for up to `wait` s; return the SHM_ACK reason or None."""
+    def attach(self, obj, wait=2.0, token=None, name=None, pid=None, fd=None, short=None):
+        """Send SHM_ATTACH every 100 ms for up to `wait` s; return the SHM_ACK reason or None.
+        A memfd's body has 88 bytes (name, then this process's id and the descriptor); a
+        first-version object's 80 (short=True: 80 bytes whatever the object).  name, pid,
+        fd: what the body says instead of the truth (hostile cases)."""
         nonce = random.getrandbits(64) | 1
         body = struct.pack(">QII64s", nonce, obj.nslots, obj.slot_size,
-                           obj.name.encode().ljust(64, b"\0"))
+                           (obj.name if name is None else name).encode().ljust(64, b"\0"))
+        if not (obj.legacy if short is None else short):
+            body += struct.pack(">II", os.getpid() if pid is None else pid,
+                                obj.fdnum if fd is None else fd)
         d = hdr(K_SHM_ATTACH, job=self.job, rank=self.rank, session=self.session,
                 token=self.token if token is None else token) + body
         t_end = time.monotonic() + wait
@@ -889,12 +939,24 @@ def ring_job(sw, name, k=64, W=8, nslots=8, slot_size=None, ring_ranks=(0,)):
             ss = slot_size or ((4 + 32 + 4 * r.k + 63) // 64) * 64
             o = ShmObject(nslots, ss)
             reason = r.attach(o)
+            o.close_fd()                       # answered: the switch has its own mapping
             if reason != 0:
                 raise RuntimeError("attach of %s refused: %r" % (name, reason))
             r.use_shm(o)
             r.ring_up = True
             objs[r.rank] = o
     return ranks, objs
+
+
+def wait_aborts(ranks, timeout, what):
+    """Take the ranks' UDP datagrams until every one has an ABORT, or timeout s."""
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end and not all(r.aborts for r in ranks):
+        need_time(what)
+        select.select([r.sock for r in ranks], [], [], 0.05)
+        for r in ranks:
+            for d in r.recv_all():
+                r.handle(d, "udp")
 
 
 def run_ops(ranks, specs, timeout=8.0):
@@ -929,22 +991,28 @@ def test_main_job(sw, args):
 
     slot_size = ((4 + 32 + 4 * k + 63) // 64) * 64      # ≥ 4 + 32 + 4k, multiple of 64
     obj = ShmObject(nslots, slot_size)
-    st = os.stat(obj.path)
-    check(st.st_size == SHM_HDR + 2 * nslots * slot_size and (st.st_mode & 0o777) == 0o600,
-          "object %s created O_EXCL, mode 0600, size 448 + 2*nslots*slot_size = %d"
+    st = os.fstat(obj.fd)
+    check(st.st_size == SHM_HDR + 2 * nslots * slot_size and obj.seals() & ALL_SEALS == ALL_SEALS,
+          "object %s: a memfd of size 448 + 2*nslots*slot_size = %d, sealed SHRINK|GROW|SEAL"
           % (obj.name, st.st_size))
+    try:
+        os.ftruncate(obj.fd, 0)
+        e = 0
+    except OSError as x:
+        e = x.errno
+    check(e == errno.EPERM, "the sealed object cannot be shrunk, not even by its creator (EPERM)",
+          "errno=%r" % e)
     reason = r0.attach(obj)
-    check(reason == 0, "SHM_ATTACH answered SHM_ACK reason 0 (attached)", "reason=%r" % reason)
-    check(not os.path.exists(obj.path),
-          "switch removed the object's name after mapping it (nothing left in /dev/shm)")
-    e = obj.unlink()
-    check(e == errno.ENOENT, "worker's own removal after reason 0 finds ENOENT", "errno=%r" % e)
-    check(sw.maps_has(obj.name) is True, "the switch process maps the (deleted) object")
+    check(reason == 0, "SHM_ATTACH (88 bytes: name, pid, fd) answered SHM_ACK reason 0 (attached)",
+          "reason=%r" % reason)
+    obj.close_fd()                                      # §5.9: closed once answered
+    check(sw.maps_has(obj.name) is True, "the switch process maps the memfd")
     c1 = sw.wait_counters(lambda c: delta(c0, c, "shm_attached") >= 1)
     check(delta(c0, c1, "shm_attached") == 1, "counter shm_attached +1",
           "delta=%d" % delta(c0, c1, "shm_attached"))
     reason2 = r0.attach(obj)
-    check(reason2 == 0, "a repeated SHM_ATTACH gets reason 0 again", "reason=%r" % reason2)
+    check(reason2 == 0, "a repeated SHM_ATTACH gets reason 0 again (its descriptor closed by now: "
+          "not looked at)", "reason=%r" % reason2)
     r0.use_shm(obj)
 
     # §5.9 "When the switch uses the down ring": before the up ring has delivered a datagram
@@ -1129,8 +1197,6 @@ def test_main_job(sw, args):
         time.sleep(0.02)
     check(sw.maps_has(obj.name) is False, "the switch unmapped the rank's rings when the job was freed")
     obj.close()
-    left = [n for n in os.listdir("/dev/shm") if n == obj.name.lstrip("/")]
-    check(not left, "nothing of the job is left in /dev/shm")
     r0.sock.close()
     r1.sock.close()
     return {"doorbells_sw_to_worker_phase": db_sw_to_w, "doorbells_worker_to_sw_phase": db_w_to_sw,
@@ -1165,6 +1231,7 @@ def test_libina_mixed(sw, args):
         return
     obj = ShmObject(8, ((4 + 32 + 4 * r0.k + 63) // 64) * 64)
     reason = r0.attach(obj)
+    obj.close_fd()
     check(reason == 0, "mixed job: rank 0's rings attached", "reason=%r" % reason)
     r0.use_shm(obj)
     r0.ring_up = True
@@ -1215,49 +1282,76 @@ def test_hostile(sw, args):
     sw.wait_counters(lambda c: True)  # a fresh snapshot before the hostile cases
     reasons = {}
 
-    def refused(label, **kw):
-        o = ShmObject(8, ss, **kw)
+    def refused(label, want, make=None, attach=None, **kw):
+        """One refusal of §5.9's attach checks: SHM_ACK with the errno of the check
+        (want, positive), drop SHM +1, nothing attached, the object not mapped."""
+        o = make() if make else ShmObject(8, ss, **kw)
         before = sw.fresh()
-        reason = C[0].attach(o, wait=0.6)
-        exists = os.path.exists(o.path)
-        o.unlink()
+        reason = C[0].attach(o, wait=0.6, **(attach or {}))
+        mapped = sw.maps_has(o.name)
+        exists = o.unlink() == 0 if o.legacy else None    # the worker removes it (first version)
         o.close()
         after = sw.wait_counters(lambda c: delta(before, c, "drop_SHM") >= 1, timeout=0.6)
         reasons[label] = reason
-        check(reason is not None and reason < 0 and delta(before, after, "drop_SHM") == 1
-              and delta(before, after, "shm_attached") == 0,
-              "refused: %s -> SHM_ACK reason %s (negative errno), drop SHM +1" % (label, reason),
-              "exists_after=%s dSHM=%d" % (exists, delta(before, after, "drop_SHM")))
+        check(reason == -want and delta(before, after, "drop_SHM") == 1
+              and delta(before, after, "shm_attached") == 0 and not mapped,
+              "refused: %s -> SHM_ACK reason -%s, drop SHM +1, not mapped"
+              % (label, errno.errorcode.get(want, want)),
+              "reason=%r dSHM=%d mapped=%s" % (reason, delta(before, after, "drop_SHM"), mapped))
         return exists
 
     ex = {}
-    if os.getuid() == 0:
-        ex["owner"] = refused("object owned by another user (uid 65534)", owner=65534)
-    ex["mode"] = refused("mode 0644", mode=0o644)
-    ex["magic"] = refused("bad magic", magic=0x1122334455667788)
-    ex["version"] = refused("version 2", version=2)
-    ex["size"] = refused("size not 448 + 2*nslots*slot_size", size_delta=64)
-    ex["nslots"] = refused("nslots 6 (not a power of 2)", hdr_nslots=6)
-    ex["small"] = refused("slot_size 256 < the job's largest datagram (4+32+4k=%d)" % (36 + 4 * k),
-                          hdr_slot_size=256)
-    ex["name"] = refused("name outside the pattern (/inb.<uid>.<hex>)",
-                         name="/inb.%d.%016x" % (os.getuid(), random.getrandbits(64)))
-    ex["name_hex"] = refused("name with 15 hex digits (/ina.<uid>.<15 hex>)",
-                             name="/ina.%d.%015x" % (os.getuid(), random.getrandbits(60)))
-    ex["name_upper"] = refused("name with uppercase hex digits",
-                               name="/ina.%d.%016X" % (os.getuid(), random.getrandbits(64) | (0xA << 60)))
-    log("refusal reasons:", reasons, "name still present after refusal:", ex)
+    u = os.getuid()
+    if u == 0:
+        refused("object owned by another user (uid 65534) (check 7)", errno.EPERM, owner=65534)
+    refused("bad magic (check 8)", errno.EPROTO, magic=0x1122334455667788)
+    refused("version 2 (check 8)", errno.EPROTO, version=2)
+    refused("size not 448 + 2*nslots*slot_size (check 8)", errno.EPROTO, size_delta=64)
+    refused("nslots 6, not a power of 2 (check 3)", errno.EINVAL, make=lambda: ShmObject(6, ss))
+    refused("slot_size 256 < the job's largest datagram (4+32+4k=%d) (check 1)" % (36 + 4 * k),
+            errno.EINVAL, make=lambda: ShmObject(8, 256))
+    refused("header nslots 16, SHM_ATTACH nslots 8 (check 8)", errno.EPROTO, hdr_nslots=16)
+    refused("name outside the pattern (inb.<uid>.<hex>) (check 3)", errno.EINVAL,
+            name="inb.%d.%016x" % (u, random.getrandbits(64)))
+    refused("name with 15 hex digits (check 3)", errno.EINVAL,
+            name="ina.%d.%015x" % (u, random.getrandbits(60)))
+    refused("name with uppercase hex digits (check 3)", errno.EINVAL,
+            name="ina.%d.%016X" % (u, random.getrandbits(64) | (0xA << 60)))
+    refused("a memfd's name in an 80-byte body (no pid, no fd) (check 3)", errno.EINVAL,
+            attach={"short": True})
+    refused("pid 0 (check 3)", errno.EINVAL, attach={"pid": 0})
+    refused("no such process (pid 2^31 - 2) (check 4)", errno.ENOENT, attach={"pid": 2**31 - 2})
+    refused("no such descriptor (fd 65000) (check 4)", errno.ENOENT, attach={"fd": 65000})
+    null = os.open("/dev/null", os.O_RDONLY)
+    refused("another descriptor of ours (/dev/null) (check 5)", errno.ENOENT, attach={"fd": null})
+    os.close(null)
+    refused("the body names another memfd than the descriptor holds (check 5)", errno.ENOENT,
+            attach={"name": "ina.%d.%016x" % (u, random.getrandbits(64))})
+    refused("a memfd made without MFD_ALLOW_SEALING (check 6)", errno.EPERM, seals=None)
+    refused("a memfd with no seals (check 6)", errno.EPERM, seals=0)
+    refused("sealed SHRINK|GROW only, not SEAL (check 6)", errno.EPERM,
+            seals=fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
+    refused("sealed SHRINK|SEAL: it may grow (check 6)", errno.EPERM,
+            seals=fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
+    refused("sealed GROW|SEAL: it may shrink (check 6)", errno.EPERM,
+            seals=fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+    ex["first_version"] = refused("an object of the first version (POSIX shm, 80 bytes) (check 2)",
+                                  errno.EPERM, make=lambda: PosixShmObject(8, ss))
+    check(ex["first_version"] is True, "a refused first-version object's name is left to the worker "
+          "(it removed it)")
+    log("refusal reasons:", reasons)
 
     # wrong token: header check like a LEAVE's -> silent drop JOIN
     o = ShmObject(8, ss)
     before = sw.fresh()
     reason = C[0].attach(o, wait=0.4, token=C[0].token ^ 0x5A5A5A5A)
     after = sw.wait_counters(lambda c: delta(before, c, "drop_JOIN") >= 1, timeout=0.6)
-    check(reason is None and delta(before, after, "drop_JOIN") >= 1 and os.path.exists(o.path),
+    check(reason is None and delta(before, after, "drop_JOIN") >= 1 and not sw.maps_has(o.name),
           "SHM_ATTACH with a wrong token: no answer, drop JOIN, object left alone",
           "reason=%r dJOIN=%d" % (reason, delta(before, after, "drop_JOIN")))
     # now the real attach of the victim's rank 0
     reason = C[0].attach(o)
+    o.close_fd()
     check(reason == 0, "after the refusals a correct SHM_ATTACH is accepted", "reason=%r" % reason)
     C[0].use_shm(o)
     C[0].ring_up = True
@@ -1292,13 +1386,7 @@ def test_hostile(sw, args):
     C[0].up_tail += o.nslots + 3
     o.set64(OFF_UP_TAIL, C[0].up_tail)
     C[0].send(hdr(K_DOORBELL, job=C[0].job, rank=0, session=C[0].session, token=C[0].token))
-    t_end = time.monotonic() + 1.5
-    while time.monotonic() < t_end and not (C[0].aborts and C[1].aborts):
-        need_time("ABORT after a corrupt ring index")
-        select.select([C[0].sock, C[1].sock], [], [], 0.05)
-        for r in C:
-            for d in r.recv_all():
-                r.handle(d, "udp")
+    wait_aborts(C, 1.5, "ABORT after a corrupt ring index")
     after = sw.wait_counters(lambda c: delta(before, c, "drop_SHM") >= 1
                              and delta(before, c, "jobs_aborted") >= 1, timeout=1.0)
     check(C[0].aborts and C[1].aborts and delta(before, after, "drop_SHM") >= 1
@@ -1330,7 +1418,7 @@ def test_hostile(sw, args):
         r.sock.close()
     for x in dobjs.values():
         x.close()
-    return {"reasons": reasons, "name_left_after_refusal": ex}
+    return {"reasons": reasons}
 
 
 def note(text):
@@ -1346,21 +1434,20 @@ def test_experiments(sw, args):
     # (1) another uid in the name, then a second SHM_ATTACH naming another object
     r = Rank(sw.port, "shm-reattach", 0, 1, k, W)
     check(join_all([r]), "job shm-reattach (N=1) joined")
-    a = ShmObject(8, ss, name="/ina.%d.%016x" % (os.getuid() + 1, random.getrandbits(64)))
+    a = ShmObject(8, ss, name="ina.%d.%016x" % (os.getuid() + 1, random.getrandbits(64)))
     res["other_uid_name_reason"] = r.attach(a, wait=0.6)
+    a.close_fd()
     b = ShmObject(8, ss)
     res["second_object_reason"] = r.attach(b, wait=0.6)
-    res["second_object_name_left"] = os.path.exists(b.path)
     res["second_object_mapped_by_switch"] = sw.maps_has(b.name)
     # §5.9: any <uid> matching the pattern is accepted (the owner is what counts); a second
     # SHM_ATTACH naming another object is refused -EBUSY and that object left untouched.
     check(res["other_uid_name_reason"] == 0,
-          "a name with another uid (/ina.<uid+1>.<hex>) owned by this user is attached (reason %r)"
+          "a name with another uid (ina.<uid+1>.<hex>) owned by this user is attached (reason %r)"
           % (res["other_uid_name_reason"],))
-    check(res["second_object_reason"] == -errno.EBUSY and res["second_object_name_left"]
-          and not res["second_object_mapped_by_switch"],
-          "a second SHM_ATTACH naming another object: SHM_ACK -EBUSY (%r), its name left in "
-          "/dev/shm, not mapped by the switch" % (res["second_object_reason"],))
+    check(res["second_object_reason"] == -errno.EBUSY and not res["second_object_mapped_by_switch"],
+          "a second SHM_ATTACH naming another object: SHM_ACK -EBUSY (%r), not mapped by the "
+          "switch" % (res["second_object_reason"],))
     # the rank's rings are still the first object's: a DATA there completes
     d = hdr(K_DATA, job=r.job, rank=0, session=r.session, token=r.token, slot=0, seq=0,
             count=3, op=0, tag=packet_tag(op_seed(1, 3, INT32, SUM), 0)) + struct.pack(">3i", 1, 2, 3)
@@ -1374,7 +1461,6 @@ def test_experiments(sw, args):
           "after the refusal the switch still reads the first object's up ring")
     r.leave()
     r.sock.close()
-    b.unlink()
     a.close()
     b.close()
 
@@ -1423,7 +1509,6 @@ def test_noshm(bindir, tmp):
         check(reason == ERR_NOTSUP and delta(before, after, "drop_SHM") == 1,
               "--no-shm: SHM_ATTACH answered INA_ERR_NOTSUP (-1007), drop SHM +1",
               "reason=%r dSHM=%d" % (reason, delta(before, after, "drop_SHM")))
-        o.unlink()
         o.close()
         # the job works over UDP
         ops = [r.add_op(INT32, [5, -3, 2**31 - 1])]
@@ -1431,6 +1516,61 @@ def test_noshm(bindir, tmp):
         check(ok and ops[0].out == [5, -3, 2**31 - 1], "--no-shm: the job runs over UDP (N=1)")
         r.leave()
         r.sock.close()
+    finally:
+        sw2.stop()
+
+
+def test_unsealed(bindir, tmp):
+    """--shm-unsealed (§5.9 "The first version", "Faults"): a POSIX shm object is mapped;
+    truncated under the switch, it costs its job, not the switch, nor the job beside it."""
+    sw2 = Switch(bindir, tmp, ["--shm-unsealed"], tag="unsealed")
+    try:
+        k, W = 64, 8
+        ss = ((4 + 32 + 4 * k + 63) // 64) * 64
+        D, dobjs = ring_job(sw2, "shm-v2-beside", k=k, W=W)   # sealed rings, untouched
+        V = [Rank(sw2.port, "shm-v1", r, 2, k, W) for r in range(2)]
+        check(join_all(V), "--shm-unsealed: job shm-v1 joined")
+        o = PosixShmObject(8, ss)
+        reason = V[0].attach(o)
+        check(reason == 0 and not os.path.exists(o.path),
+              "--shm-unsealed: a first-version object (80-byte SHM_ATTACH) is attached, reason 0, "
+              "and the switch removed its name", "reason=%r" % reason)
+        V[0].use_shm(o)
+        V[0].ring_up = True
+        vals = [int_data(r, 5 * k + 3, 41) for r in range(2)]
+        ok, ops = run_ops(V, [(INT32, vals)])
+        check(ok and ops[0][0].out == exact_int(vals) and o.get64(OFF_UP_TAIL) > 0,
+              "--shm-unsealed: the first-version rings carry an exact INT32 SUM")
+        # The attack: take every page away under the switch's mapping. From here on
+        # nothing of this process touches the object either (it would fault here too).
+        before = sw2.fresh()
+        V[0].shm = None
+        V[0].ring_up = False
+        os.ftruncate(o.fd, 0)
+        o.close()
+        wait_aborts(V, 2.0, "ABORT after the ring object was truncated")  # rings read every ≤ 200 ms
+        after = sw2.wait_counters(lambda c: delta(before, c, "shm_faults") >= 1
+                                  and delta(before, c, "jobs_aborted") >= 1, timeout=1.0)
+        check(sw2.p.poll() is None, "the switch survived the truncation (no SIGBUS death)")
+        check(V[0].aborts[:1] == [ERR_PROTO] and V[1].aborts[:1] == [ERR_PROTO],
+              "the job of the truncated object is aborted: ABORT reason INA_ERR_PROTO to every rank",
+              "aborts=%s/%s" % (V[0].aborts, V[1].aborts))
+        check(delta(before, after, "shm_faults") == 1 and delta(before, after, "drop_SHM") >= 1
+              and delta(before, after, "jobs_aborted") == 1,
+              "counters: shm_faults +1, drop SHM, jobs_aborted +1",
+              "dFaults=%d dSHM=%d dAborted=%d" % (delta(before, after, "shm_faults"),
+                                                 delta(before, after, "drop_SHM"),
+                                                 delta(before, after, "jobs_aborted")))
+        check("ring_fault" in sw2.logtext(), "switch logged job_aborted reason=ring_fault")
+        vals = [int_data(r, 12 * k + 1, 42) for r in range(2)]
+        ok, ops = run_ops(D, [(INT32, vals)])
+        check(ok and ops[0][0].out == exact_int(vals) and ops[0][1].out == exact_int(vals),
+              "the job beside it, on sealed rings, still computes exact sums")
+        for r in D + V:
+            r.leave()
+            r.sock.close()
+        for x in dobjs.values():
+            x.close()
     finally:
         sw2.stop()
 
@@ -1462,6 +1602,7 @@ def main():
         notes["hostile"] = test_hostile(sw, args)
         notes["experiments"] = test_experiments(sw, args)
         test_noshm(args.bindir, tmp)
+        test_unsealed(args.bindir, tmp)
         # the switch survived everything
         c = sw.counters()
         check(sw.p.poll() is None and c["jobs"] == 0,

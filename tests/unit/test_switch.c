@@ -34,6 +34,7 @@ static struct ina_switch *sw;
 static uint64_t now_ns;
 static int open_int_ops_only; /* sw_open: the next switch has --int-ops-only */
 static int open_shm;          /* sw_open: the next switch has --shm */
+static int open_shm_unsealed; /* ... and --shm-unsealed */
 
 /* ---- Setup ------------------------------------------------------------------ */
 
@@ -47,6 +48,7 @@ static void sw_open(uint64_t idle_timeout)
     p.idle_timeout_ns = idle_timeout;
     p.int_ops_only = open_int_ops_only;
     p.shm = open_shm;
+    p.shm_unsealed = open_shm_unsealed;
     sw = malloc(sizeof(*sw));
     CHECK(sw != NULL);
     if (!sw)
@@ -2359,14 +2361,16 @@ static void test_sparse_rounds(void)
 }
 
 /*
- * Rings (PROTOCOL.md §5.9), the switch's side: an attach is acknowledged and
- * the name removed at once; RESULTs stay on UDP until the rank's up ring has
- * delivered a datagram (a rank that gave up waiting for SHM_ACK never uses
- * its rings), and go down the ring after that.
+ * Rings (PROTOCOL.md §5.9), the switch's side: an attach of a sealed memfd is
+ * acknowledged; RESULTs stay on UDP until the rank's up ring has delivered a
+ * datagram (a rank that gave up waiting for SHM_ACK never uses its rings),
+ * and go down the ring after that. A POSIX shm name (version 1: its size is
+ * not sealed) is refused unless --shm-unsealed.
  */
-/* Rank `rank` of ji asks for rings: SHM_ATTACH for the object `name`, nonce 0x5348. */
-static void send_shm_attach(const struct job_info *ji, int rank, const char *name,
-                            uint32_t slot_size)
+/* Rank `rank` of ji asks for rings: SHM_ATTACH for the object `name` (a memfd that
+ * this process holds as fd, or a POSIX shm name), a body of bodylen bytes, nonce 0x5348. */
+static void send_shm_attach(const struct job_info *ji, int rank, const char *name, int fd,
+                            uint32_t slot_size, size_t bodylen)
 {
     uint8_t b[INA_HDR_LEN + INA_SHM_ATTACH_BODY_LEN];
     struct ina_hdr h;
@@ -2381,7 +2385,9 @@ static void send_shm_attach(const struct job_info *ji, int rank, const char *nam
     ina_put32(b + INA_HDR_LEN + 8, 16);
     ina_put32(b + INA_HDR_LEN + 12, slot_size);
     memcpy(b + INA_HDR_LEN + 16, name, strlen(name));
-    input(b, sizeof(b), &ji->addr[rank]);
+    ina_put32(b + INA_HDR_LEN + 80, (uint32_t)getpid());
+    ina_put32(b + INA_HDR_LEN + 84, (uint32_t)fd);
+    input(b, INA_HDR_LEN + bodylen, &ji->addr[rank]);
 }
 
 /* The queue is one SHM_ACK echoing nonce 0x5348: @return its reason (-1 if it is not). */
@@ -2400,20 +2406,46 @@ static int32_t shm_ack_reason(void)
     return reason;
 }
 
+/* A POSIX shm object of §5.9's first version, 16 slots of slot_size: its name in
+ * name, its descriptor (-1 if none could be made). */
+static int named_ring(char *name, uint32_t slot_size)
+{
+    snprintf(name, INA_SHM_NAME_MAX, "/ina.%u.%016llx", (unsigned)geteuid(),
+             (unsigned long long)(0x5348000000000000ull | (unsigned)getpid()));
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    size_t size = ina_shm_size(16, slot_size);
+    struct ina_shm_hdr *h = fd >= 0 && ftruncate(fd, (off_t)size) == 0
+                                ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                                : MAP_FAILED;
+    if (h == MAP_FAILED) {
+        if (fd >= 0)
+            close(fd);
+        shm_unlink(name);
+        return -1;
+    }
+    h->version = INA_SHM_VERSION;
+    h->nslots = 16;
+    h->slot_size = slot_size;
+    h->magic = INA_SHM_MAGIC;
+    munmap(h, size);
+    return fd;
+}
+
 static void test_shm_attach(void)
 {
     struct ina_shm w; /* rank 0's side of the object */
     char name[INA_SHM_NAME_MAX];
+    int fd;
     uint32_t slot_size = ina_shm_slot_size(INA_HDR_LEN + 4 * T_MAX_ELEMS);
-    if (ina_shm_create(&w, name, 16, slot_size) != 0) {
-        printf("test_switch: shm attach: SKIP (no POSIX shared memory here)\n");
+    if (ina_shm_create(&w, name, &fd, 16, slot_size) != 0) {
+        printf("test_switch: shm attach: SKIP (no sealed memfd here)\n");
         return;
     }
     /* A switch without --shm offers no rings and refuses them (NOTSUP, drop SHM). */
     sw_open(T_IDLE_TIMEOUT);
     struct job_info ji = START_JOB("rings", 2, 8, 2, 9400, 0x9400);
     struct ina_sw_counters snap = sw->c;
-    send_shm_attach(&ji, 0, name, slot_size);
+    send_shm_attach(&ji, 0, name, fd, slot_size, INA_SHM_ATTACH_BODY_LEN);
     CHECK_EQ_INT(shm_ack_reason(), INA_ERR_NOTSUP);
     EXPECT_DROP(snap, SHM);
     CHECK_EQ_INT(sw->c.shm_attached, 0);
@@ -2425,16 +2457,30 @@ static void test_shm_attach(void)
     CHECK_EQ_INT(ack_flags("caps", 9399), INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32 | INA_FLAG_CAP_SHM |
                                               INA_FLAG_CAP_SPARSE | INA_FLAG_CAP_FIX);
     ji = START_JOB("rings", 2, 8, 2, 9400, 0x9400);
-    send_shm_attach(&ji, 0, name, slot_size);
+    /* Rank 1 names a POSIX shm object: its size is not sealed, refused (EPERM). */
+    char pname[INA_SHM_NAME_MAX];
+    int pfd = named_ring(pname, slot_size);
+    CHECK(pfd >= 0);
+    snap = sw->c;
+    send_shm_attach(&ji, 1, pname, -1, slot_size, INA_SHM_ATTACH_NAMED_LEN);
+    CHECK_EQ_INT(shm_ack_reason(), -EPERM);
+    EXPECT_DROP(snap, SHM);
+    tx_reset();
+    /* A memfd's name in a body without its pid and descriptor: EINVAL. */
+    send_shm_attach(&ji, 0, name, fd, slot_size, INA_SHM_ATTACH_NAMED_LEN);
+    CHECK_EQ_INT(shm_ack_reason(), -EINVAL);
+    tx_reset();
+    send_shm_attach(&ji, 0, name, fd, slot_size, INA_SHM_ATTACH_BODY_LEN);
     CHECK_EQ_INT(shm_ack_reason(), 0);
     CHECK_EQ_INT(sw->c.shm_attached, 1);
+    tx_reset();
+    close(fd); /* libina closes it once answered; the switch keeps its mapping */
+    send_shm_attach(&ji, 0, name, fd, slot_size, INA_SHM_ATTACH_BODY_LEN); /* lost ACK: again */
+    CHECK_EQ_INT(shm_ack_reason(), 0);
+    CHECK_EQ_INT(sw->c.shm_attached, 1);
+    tx_reset();
     size_t len;
     struct ina_hdr ah;
-    int fd = shm_open(name, O_RDWR, 0);
-    CHECK(fd < 0 && errno == ENOENT); /* the switch removed the name */
-    if (fd >= 0)
-        close(fd);
-    tx_reset();
 
     /* Attached, but nothing came through the ring yet: both RESULTs by UDP. */
     int32_t v0[8] = {1, 2, 3, 4, 5, 6, 7, 8}, v1[8] = {10, 20, 30, 40, 50, 60, 70, 80}, want[8];
@@ -2461,8 +2507,26 @@ static void test_shm_attach(void)
     CHECK_EQ_INT(sw->c.shm_tx_packets, 1);
     tx_reset();
     sw_close();
-    open_shm = 0;
     ina_shm_unmap(&w);
+
+    /* --shm-unsealed: the POSIX shm object is mapped, and its name removed. */
+    open_shm_unsealed = 1;
+    sw_open(T_IDLE_TIMEOUT);
+    ji = START_JOB("rings", 2, 8, 2, 9400, 0x9400);
+    send_shm_attach(&ji, 1, pname, -1, slot_size, INA_SHM_ATTACH_NAMED_LEN);
+    CHECK_EQ_INT(shm_ack_reason(), 0);
+    CHECK_EQ_INT(sw->c.shm_attached, 1);
+    int gone = shm_open(pname, O_RDWR, 0);
+    CHECK(gone < 0 && errno == ENOENT);
+    if (gone >= 0)
+        close(gone);
+    tx_reset();
+    sw_close();
+    open_shm_unsealed = 0;
+    open_shm = 0;
+    if (pfd >= 0)
+        close(pfd);
+    shm_unlink(pname);
 }
 
 /* ---- Registrations live only while their rank waits (PROTOCOL.md §5.2) ---------- */
