@@ -19,8 +19,8 @@
 
 #include "common/blake2b.h"
 #include "common/sha256.h"
+#include "common/wire.h" /* INA_MAC_LEN */
 
-#define INA_MAC_LEN 16
 #define INA_SESSION_KEY_LEN 32
 #define INA_SESSION_KEY_LABEL "ina/session-key/v1"
 

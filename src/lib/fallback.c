@@ -164,6 +164,15 @@ int ina__fallback_start(struct ina_ctx *ctx, int elems, int nslots)
     p.join_timeout_ns = (uint64_t)ctx->join_timeout_ms * 1000000ull;
     p.idle_timeout_ns = 0; /* it lives as long as rank 0's context */
     memcpy(p.only_job, ctx->job, sizeof(p.only_job));
+    if (ctx->integrity) {
+        /* Per-packet integrity holds on this path too: the ranks join here
+         * asking for it, and the tags' keys come from the secret. */
+        p.integrity = 1;
+        p.has_secret = 1;
+        p.secret = ctx->secret;
+        if (p.max_elems > INA_MAX_ELEMS_TAGGED)
+            p.max_elems = INA_MAX_ELEMS_TAGGED;
+    }
     fb->rxmem = malloc((size_t)INA_FALLBACK_MSGS * INA_MAX_DATAGRAM);
     int rc = fb->rxmem ? ina_switch_init(&fb->sw, &p) : -ENOMEM;
     if (rc == 0) {
