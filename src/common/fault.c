@@ -40,6 +40,8 @@ int ina_fault_parse(struct ina_fault *f, const char *spec)
                 f->dup = v;
             else if (klen == 7 && strncmp(p, "reorder", 7) == 0)
                 f->reorder = v;
+            else if (klen == 7 && strncmp(p, "corrupt", 7) == 0)
+                f->corrupt = v;
             else
                 goto bad;
         }
@@ -79,4 +81,15 @@ unsigned ina_fault_plan(struct ina_fault *f, unsigned n, unsigned *out)
     for (unsigned j = 0; j < nheld; j++)
         out[k++] = out[2 * n - 1 - j];
     return k;
+}
+
+int ina_fault_corrupt(struct ina_fault *f, uint8_t *buf, size_t len)
+{
+    const size_t hdr = 32; /* INA_HDR_LEN: the payload, and a tag if any, after it */
+    if (len <= hdr || !chance(&f->rng, f->corrupt))
+        return 0;
+    uint64_t bit = next_u64(&f->rng) % (8 * (len - hdr));
+    buf[hdr + bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    f->corrupted++;
+    return 1;
 }

@@ -151,6 +151,7 @@ int ina__shm_recv(struct ina_ctx *ctx, uint64_t now)
         }
         memcpy(ctx->ringmem, p, len); /* copied out: the switch may still write there */
         ina_shm_pop(ctx->shm, 0);
+        ina_fault_corrupt(&ctx->fault, ctx->ringmem, len); /* INA_FAULT=corrupt */
         ina__stream_on_datagram(ctx, ctx->ringmem, len, now);
         got++;
     }

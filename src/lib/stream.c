@@ -171,9 +171,11 @@ static void tx_flush(struct ina_ctx *ctx)
     if (ctx->ntx == 0)
         return;
     unsigned order[2 * INA_BURST], n = ctx->ntx;
-    if (ina_fault_active(&ctx->fault))
+    if (ina_fault_active(&ctx->fault)) {
+        for (unsigned i = 0; i < ctx->ntx; i++) /* after the tag: a change on the way */
+            ina_fault_corrupt(&ctx->fault, ctx->io->txiov[i].iov_base, ctx->io->txiov[i].iov_len);
         n = ina_fault_plan(&ctx->fault, ctx->ntx, order);
-    else
+    } else
         for (unsigned i = 0; i < n; i++)
             order[i] = i;
     if (ctx->shm) {
@@ -654,10 +656,11 @@ static int rx_burst_fd(struct ina_ctx *ctx, int fd, uint64_t now, int group)
             continue;
         }
         size_t len = io->rxmsg[i].msg_len, seg = ina_gro_segment_size(mh, len);
-        const uint8_t *p = io->rxiov[i].iov_base;
         const int foreign = group && !group_sender_ok(ctx, mh);
+        uint8_t *p = io->rxiov[i].iov_base;
         for (size_t off = 0; off < len && !ctx->broken; off += seg) {
             size_t dlen = len - off < seg ? len - off : seg;
+            ina_fault_corrupt(&ctx->fault, p + off, dlen); /* INA_FAULT=corrupt: rewritten on the way */
             if (group && (foreign || !group_kind_ok(p + off, dlen))) {
                 ctx->stats.group_rejected++;
                 continue;

@@ -99,7 +99,9 @@ static void usage(FILE *f)
             "                        milliseconds (default 10000; 0 = SIGTERM stops at once)\n"
             "  --port-file PATH      write the bound port number to PATH once listening\n"
             "  --fault-rx SPEC       inject faults into received datagrams, for testing:\n"
-            "                        SPEC is drop=P,dup=P,reorder=P,seed=N (P in 0..1)\n"
+            "                        SPEC is drop=P,dup=P,reorder=P,corrupt=P,seed=N (P in\n"
+            "                        0..1; corrupt flips a bit past the header, as an\n"
+            "                        attacker on the path would: see --integrity)\n"
             "  --fault-tx SPEC       the same for sent datagrams\n"
             "  --multicast[=BASE]    send each finished sum once, to a multicast group per\n"
             "                        job (BASE + job id, default 239.255.73.0 + id, on the\n"
@@ -309,6 +311,8 @@ static void flush_tx(struct shard *sh)
     }
     unsigned n = q->nmsg, ndest = 0;
     if (ina_fault_active(&sh->fault_tx)) {
+        for (unsigned i = 0; i < q->nmsg; i++) /* (a buffer several entries share: each may flip) */
+            ina_fault_corrupt(&sh->fault_tx, q->iovs[i].iov_base, q->iovs[i].iov_len);
         n = ina_fault_plan(&sh->fault_tx, q->nmsg, tx->order);
     } else {
         for (unsigned i = 0; i < n; i++)
@@ -424,9 +428,11 @@ static int rx_burst(struct shard *sh, struct rx_batch *rx, uint64_t now)
     int n = recvmmsg(sh->tx.fd, rx->msgs, INA_SW_RX_MSGS, MSG_DONTWAIT, NULL);
     if (n > 0) {
         unsigned nseg = rx_split(rx, n, &sh->rx_trunc), norder = nseg;
-        if (ina_fault_active(&sh->fault_rx))
+        if (ina_fault_active(&sh->fault_rx)) {
+            for (unsigned i = 0; i < nseg; i++) /* in the receive buffer, ours to change */
+                ina_fault_corrupt(&sh->fault_rx, (uint8_t *)rx->seg[i], rx->seglen[i]);
             norder = ina_fault_plan(&sh->fault_rx, nseg, rx->order);
-        else
+        } else
             for (unsigned i = 0; i < nseg; i++)
                 rx->order[i] = i;
         for (unsigned o = 0; o < norder; o++) {
@@ -774,9 +780,11 @@ static void print_totals(struct shard *sh, unsigned n)
         frx.dropped += sh[i].fault_rx.dropped;
         frx.duplicated += sh[i].fault_rx.duplicated;
         frx.reordered += sh[i].fault_rx.reordered;
+        frx.corrupted += sh[i].fault_rx.corrupted;
         ftx.dropped += sh[i].fault_tx.dropped;
         ftx.duplicated += sh[i].fault_tx.duplicated;
         ftx.reordered += sh[i].fault_tx.reordered;
+        ftx.corrupted += sh[i].fault_tx.corrupted;
     }
     if (trunc)
         fprintf(stderr, "ina-switch: %llu oversized or non-IPv4 datagrams ignored\n",
@@ -786,11 +794,12 @@ static void print_totals(struct shard *sh, unsigned n)
         ina_ebpf_report(sh[i].ebpf, stderr);
     if (ina_fault_active(&sh[0].fault_rx) || ina_fault_active(&sh[0].fault_tx))
         fprintf(stderr,
-                "  fault_rx        dropped %llu duplicated %llu reordered %llu\n"
-                "  fault_tx        dropped %llu duplicated %llu reordered %llu\n",
+                "  fault_rx        dropped %llu duplicated %llu reordered %llu corrupted %llu\n"
+                "  fault_tx        dropped %llu duplicated %llu reordered %llu corrupted %llu\n",
                 (unsigned long long)frx.dropped, (unsigned long long)frx.duplicated,
-                (unsigned long long)frx.reordered, (unsigned long long)ftx.dropped,
-                (unsigned long long)ftx.duplicated, (unsigned long long)ftx.reordered);
+                (unsigned long long)frx.reordered, (unsigned long long)frx.corrupted,
+                (unsigned long long)ftx.dropped, (unsigned long long)ftx.duplicated,
+                (unsigned long long)ftx.reordered, (unsigned long long)ftx.corrupted);
 }
 
 /*
