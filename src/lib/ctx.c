@@ -111,6 +111,7 @@ static struct ina_ctx *ctx_new(const ina_config *cfg, int lane, int nlanes)
     ctx->magic = INA_CTX_LIVE;
     ctx->fd = -1;
     ctx->mcast_fd = -1;
+    ctx->guard_fd = -1;
     ctx->wake_fd = -1;
     snprintf(ctx->job, sizeof(ctx->job), "%s", cfg->job);
     ctx->rank = cfg->rank;
@@ -443,6 +444,8 @@ int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, const struct soc
         ina__req_pool_free(ctx);
         if (ctx->mcast_fd >= 0)
             close(ctx->mcast_fd);
+        if (ctx->guard_fd >= 0)
+            close(ctx->guard_fd);
         if (ctx->fd >= 0)
             close(ctx->fd);
         free(ctx);
@@ -507,7 +510,9 @@ static void lane_release(struct ina_ctx *ctx)
         close(ctx->fd);
     if (ctx->mcast_fd >= 0) /* also after a move to the fallback, which has no group */
         close(ctx->mcast_fd);
-    ctx->fd = ctx->mcast_fd = -1;
+    if (ctx->guard_fd >= 0)
+        close(ctx->guard_fd);
+    ctx->fd = ctx->mcast_fd = ctx->guard_fd = -1;
 }
 
 void ina__lane_close(struct ina_ctx *ctx)

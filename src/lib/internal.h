@@ -204,6 +204,7 @@ struct ina_ctx {
     uint64_t nonce;
     uint32_t elems, window; /* granted */
     int mcast_fd;           /* socket joined to the job's result group, -1 = unicast results */
+    int guard_fd;           /* with a group: fd's port held on every address (net.c), -1 */
     uint32_t mcast_group;   /* host order, from JOIN_ACK; 0 = none */
     uint16_t mcast_port;
     int broken;             /* 0, or the error that broke the context */

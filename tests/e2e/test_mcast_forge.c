@@ -26,8 +26,14 @@
  * switch's own port without raw sockets (a socket bound to another local or a
  * multicast address on that port, SO_REUSEPORT, SO_REUSEADDR, IP_FREEBIND):
  * the switch holds the port on every address (its guard), so each bind fails.
- * The root forger spoofs the source with a raw socket: that passes the source
- * check, and only the tag of the shared secret's session key stops it.
+ * It also forges DATA as rank 1 (whose packets come late) from rank 1's own
+ * port: the token it read makes them look right to the switch, and only the
+ * source address stops them. Binding rank 1's port on another address would
+ * give it that source, so a rank of a multicast job holds its port on every
+ * address too, and those binds fail as well.
+ * The root forger spoofs the switch's source with a raw socket: that passes
+ * the source check, and only the tag of the shared secret's session key stops
+ * it (DATA from a spoofed rank is what --integrity stops: test_integrity).
  */
 
 #define NOPS 200
@@ -37,7 +43,7 @@
 struct shared {
     volatile int ready, forger_ready, done;
     uint32_t group;  /* host order */
-    uint16_t gport, swport;
+    uint16_t gport, swport, wport1; /* wport1: rank 1's port (another user finds it in /proc/net/udp) */
     uint32_t window;
     volatile int wrong[2], failed[2];
     ina_stats st[2];
@@ -45,7 +51,7 @@ struct shared {
 };
 static struct shared *sh;
 static struct sw_proc sw;
-static char secret_path[64];
+static char secret_path[64], log_path[64];
 static const char *use_secret; /* this scenario's secret file, or NULL */
 
 static int worker(int rank, int n, void *arg)
@@ -64,11 +70,19 @@ static int worker(int rank, int n, void *arg)
         fprintf(stderr, "rank %d: ina_init: %s (%s)\n", rank, ina_err_name(rc), ina_last_error(NULL));
         return 1;
     }
+    if (rank == 1) {
+        struct sockaddr_in local;
+        socklen_t len = sizeof(local);
+        getsockname(ctx->fd, (struct sockaddr *)&local, &len);
+        sh->wport1 = ntohs(local.sin_port);
+    }
     if (rank == 0) {
         sh->group = ctx->mcast_group;
         sh->gport = ctx->mcast_port;
         sh->swport = ntohs(ctx->switch_addr.sin_port);
         sh->window = ctx->window;
+        for (double t0 = h_now(); !sh->wport1 && h_now() - t0 < 10;)
+            usleep(1000);
         sh->ready = 1;
     }
     for (double t0 = h_now(); !sh->forger_ready && h_now() - t0 < 10;)
@@ -182,7 +196,7 @@ static void forger(int root)
         sh->forger_ready = 1;
         return;
     }
-    int fd;
+    int fd, dfd = -1; /* dfd: sends DATA as rank 1 (not as root: --integrity's part) */
     if (root) {
         fd = socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
     } else {
@@ -191,7 +205,14 @@ static void forger(int root)
             sh->spoof_bound++;
         else
             fd = socket(AF_INET, SOCK_DGRAM, 0);
+        dfd = spoof_socket(sh->wport1);
+        if (dfd >= 0)
+            sh->spoof_bound++;
+        else
+            dfd = socket(AF_INET, SOCK_DGRAM, 0);
     }
+    struct sockaddr_in swa = {.sin_family = AF_INET, .sin_port = htons(sh->swport),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     struct ip_mreqn ifc = {.imr_address.s_addr = htonl(INADDR_LOOPBACK),
                            .imr_ifindex = (int)if_nametoindex("lo")};
     setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &ifc, sizeof(ifc));
@@ -219,6 +240,12 @@ static void forger(int root)
                 size_t len = forge_result(d, &h, s % sh->window, q, (uint8_t)tag);
                 send_forged(fd, root, d, len);
                 sh->forged++;
+                if (dfd >= 0) { /* the same round's DATA, as rank 1 */
+                    d[3] = INA_K_DATA;
+                    ina_put16(d + 6, 1);
+                    sendto(dfd, d, len, 0, (struct sockaddr *)&swa, sizeof(swa));
+                    sh->forged++;
+                }
             }
         }
         if (sh->results_seen == 20) {
@@ -252,13 +279,15 @@ static void scenario(const char *what, const char *secret, int root)
     sh->done = 1;
     waitpid(f, NULL, 0);
     switch_stop(&sw);
+    long long source = switch_counter(&sw, "drop_SOURCE");
     uint64_t group = sh->st[0].group_rejected + sh->st[1].group_rejected,
              mac = sh->st[0].mac_rejected + sh->st[1].mac_rejected;
     printf("%s: %ld RESULTs seen, %ld forged, %ld ABORTs forged; wrong sums %d+%d, failed ops "
            "%d+%d; the ranks dropped %" PRIu64 " (group_rejected) + %" PRIu64
-           " (mac_rejected)\n",
+           " (mac_rejected); the switch dropped %lld DATA from rank 1's address but another "
+           "port (SOURCE)\n",
            what, sh->results_seen, sh->forged, sh->aborts_sent, sh->wrong[0], sh->wrong[1],
-           sh->failed[0], sh->failed[1], group, mac);
+           sh->failed[0], sh->failed[1], group, mac, source);
     CHECK_EQ_INT(failed, 0);
     CHECK(sh->results_seen > 0); /* the attack ran */
     CHECK(sh->forged > 0);
@@ -268,10 +297,12 @@ static void scenario(const char *what, const char *secret, int root)
     CHECK_EQ_INT(sh->failed[0] + sh->failed[1], 0);
     /* Counted where they were stopped: a forger's own source by the group rule,
      * the switch's spoofed one by the tag. */
-    if (root)
+    if (root) {
         CHECK(mac > 0);
-    else
+    } else {
         CHECK(group > 0);
+        CHECK(source > 0); /* the forged DATA reached the switch, from another port */
+    }
 }
 
 int main(void)
@@ -286,6 +317,8 @@ int main(void)
     }
     sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     snprintf(secret_path, sizeof(secret_path), "/tmp/ina-test-mforge.%d", (int)getpid());
+    snprintf(log_path, sizeof(log_path), "/tmp/ina-test-mforge-log.%d", (int)getpid());
+    sw.log_path = log_path;
     FILE *s = fopen(secret_path, "w");
     CHECK(s != NULL);
     if (s) {
@@ -296,5 +329,6 @@ int main(void)
     scenario("secret, forger uid 65534", secret_path, 0);
     scenario("secret, root forger spoofing the switch's address:port", secret_path, 1);
     unlink(secret_path);
+    unlink(log_path);
     return check_report("test_mcast_forge");
 }
