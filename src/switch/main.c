@@ -183,7 +183,7 @@ static void usage(FILE *f)
             "                        (INA_INTEGRITY=1), else their JOIN is refused with\n"
             "                        INA_ERR_NOTSUP. Costs a keyed BLAKE2b per packet\n"
             "                        (docs/BENCHMARKS.md); k at most 16364. Not with\n"
-            "                        --dataplane ebpf or --parent\n"
+            "                        --dataplane ebpf, --parent or --record\n"
             "  --log-level L         error, warn, info (default) or debug; one line per\n"
             "                        event on stderr: time, level, event, key=value fields\n"
             "  --log-format F        text (default) or json (one object per line)\n"
@@ -1341,6 +1341,8 @@ int main(int argc, char **argv)
                                                         "cannot compute the tags (a keyed BLAKE2b)"
                           : parent_s                  ? "--parent: a tree carries no tags between "
                                                         "its levels"
+                          : record_path               ? "--record: a trace holds no secret, so a "
+                                                        "replay could not check the tags"
                                                       : NULL;
     if (no_tags) {
         fprintf(stderr, "ina-switch: --integrity: %s\n", no_tags);

@@ -244,6 +244,10 @@ int main(void)
     CHECK(switch_refuses(bpf));
     CHECK(switch_refuses(child));
     CHECK(switch_refuses(bpf_mc));
+    const char *rec[] = {"--integrity", "--secret-file", secret_path, "--record",
+                         "/tmp/ina-test-integrity.trace", NULL};
+    CHECK(switch_refuses(rec));
+    unlink("/tmp/ina-test-integrity.trace");
 
     unlink(secret_path);
     unlink(log);
