@@ -16,6 +16,9 @@ struct params {
 struct shared {
     volatile int wrong, failed, bad_info;
     volatile unsigned long mac_rejected, retransmits, corrupted;
+    /* the eviction run: */
+    volatile unsigned job_id;
+    volatile int ops_before, ops_after, stop, path;
 };
 static struct shared *sh;
 static struct sw_proc sw;
@@ -96,6 +99,65 @@ static void run(const struct params *p, int n)
     CHECK_EQ_INT(sh->wrong, 0);
     CHECK(sh->mac_rejected > 0); /* flipped results, dropped by the ranks */
     CHECK(sh->retransmits > 0);  /* ... and recovered */
+}
+
+/*
+ * Operations until rank 0 says stop (a 1-element all-reduce of its flag), for
+ * the eviction: the switch's MIGRATE is tagged, the job moves to rank 0's host
+ * aggregator and keeps integrity there (PROTOCOL.md §4.6, §5.8).
+ */
+static int evict_worker(int rank, int n, void *arg)
+{
+    (void)arg;
+    char addr[64];
+    ina_config cfg;
+    worker_config(&cfg, &sw, "integrity-evict", rank, n, addr, sizeof(addr));
+    cfg.elems_per_packet = 256;
+    cfg.window = 16;
+    cfg.lanes = 1;
+    cfg.secret_file = secret_path;
+    cfg.integrity = 1;
+    ina_ctx *ctx;
+    if (ina_init(&ctx, &cfg)) {
+        __sync_fetch_and_add(&sh->failed, 1);
+        return 1;
+    }
+    if (rank == 0)
+        sh->job_id = ctx->job_id;
+    static int32_t in[5000], out[5000];
+    int rc = 0;
+    for (uint64_t op = 0, more = 1; more && !rc; op++) {
+        size_t count = op_count((int)op);
+        for (size_t j = 0; j < count; j++)
+            in[j] = h_i32(rank, op, j);
+        rc = ina_allreduce(ctx, in, out, count, INA_INT32, INA_SUM);
+        if (!rc && h_check_sum(out, count, 1, n, op, 0, 0))
+            __sync_fetch_and_add(&sh->wrong, 1);
+        ina_info info;
+        ina_get_info(ctx, &info);
+        if (rank == 0 && !rc) {
+            if (info.path == INA_PATH_HOST)
+                sh->ops_after++;
+            else
+                sh->ops_before++;
+            sh->path = info.path;
+            if (!info.integrity)
+                sh->bad_info++;
+        }
+        int32_t flag = rank == 0 && !sh->stop, sum = 0;
+        if (!rc)
+            rc = ina_allreduce(ctx, &flag, &sum, 1, INA_INT32, INA_SUM);
+        more = sum > 0;
+    }
+    if (rc) {
+        fprintf(stderr, "integrity-evict rank %d: %s\n", rank, ina_err_name(rc));
+        __sync_fetch_and_add(&sh->failed, 1);
+    }
+    ina_stats st;
+    ina_get_stats(ctx, &st);
+    __sync_fetch_and_add(&sh->mac_rejected, (unsigned long)st.mac_rejected);
+    ina_finalize(ctx);
+    return rc != 0;
 }
 
 /* ina-switch with args (after --listen 127.0.0.1:0) must exit with status 2. */
@@ -219,8 +281,51 @@ int main(void)
     run(&fb, 3);
     unsetenv("INA_FAULT");
     CHECK_EQ_INT(ina_finalize(holder), 0);
+    CHECK_EQ_INT(switch_stop(&sw), 0);
+
+    /* An operator eviction: a tagged MIGRATE (itself subject to the flips:
+     * a lost one is sent again for the next DATA past the bound), then rank 0's
+     * host aggregator, with integrity. */
+    char mport[64];
+    snprintf(mport, sizeof(mport), "/tmp/ina-test-integrity-m.%d", (int)getpid());
+    const char *ev[] = {"--secret-file", secret_path, "--integrity", "--metrics", "127.0.0.1:0",
+                        "--metrics-port-file", mport, NULL};
+    CHECK_EQ_INT(switch_start(&sw, ev), 0);
+    int metrics_port = 0;
+    FILE *mp = fopen(mport, "r");
+    CHECK(mp && fscanf(mp, "%d", &metrics_port) == 1);
+    if (mp)
+        fclose(mp);
+    memset(sh, 0, sizeof(*sh));
+    setenv("INA_FAULT", FLIPS, 1);
+    fflush(NULL);
+    pid_t ev_pid = fork();
+    if (ev_pid == 0)
+        _exit(run_workers(3, evict_worker, NULL, 90) ? 1 : 0);
+    unsetenv("INA_FAULT");
+    for (double t1 = h_now(); (sh->ops_before < 10 || !sh->job_id) && h_now() - t1 < 30;)
+        usleep(5000);
+    CHECK_EQ_INT(ctl_job(metrics_port, "evict", sh->job_id), 0);
+    for (double t1 = h_now(); sh->ops_after < 20 && !sh->failed && h_now() - t1 < 30;)
+        usleep(5000);
+    sh->stop = 1;
+    int ev_st;
+    waitpid(ev_pid, &ev_st, 0);
+    printf("integrity-evict: %d operations on the switch, %d at rank 0's host; %d wrong, %d "
+           "failed; %lu datagrams dropped (mac_rejected)\n", sh->ops_before, sh->ops_after,
+           sh->wrong, sh->failed, sh->mac_rejected);
+    CHECK(WIFEXITED(ev_st) && WEXITSTATUS(ev_st) == 0);
+    CHECK_EQ_INT(sh->failed, 0);
+    CHECK_EQ_INT(sh->wrong, 0);
+    CHECK_EQ_INT(sh->bad_info, 0);
+    CHECK_EQ_INT(sh->path, INA_PATH_HOST);
+    CHECK(sh->ops_after >= 20);
+    CHECK_EQ_INT(switch_stop(&sw), 0);
+    CHECK_EQ_INT(switch_counter(&sw, "jobs_evicted"), 1);
+    unlink(mport);
 
     /* Both sides must agree, and integrity needs the secret. */
+    CHECK_EQ_INT(switch_start(&sw, one), 0);
     double t0 = h_now();
     CHECK_EQ_INT(join_once("integrity-not-asked", 0, secret_path), INA_ERR_NOTSUP);
     CHECK_EQ_INT(join_once("integrity-no-secret", 1, NULL), INA_ERR_CONFIG);
