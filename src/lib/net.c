@@ -11,6 +11,7 @@
 
 #include "common/addr.h"
 #include "common/busy_poll.h"
+#include "common/port_guard.h"
 #include "lib/internal.h"
 
 uint64_t ina__now_ns(void)
@@ -72,10 +73,6 @@ int ina__net_send(struct ina_ctx *ctx, const uint8_t *buf, size_t len)
     return n < 0 ? -errno : 0;
 }
 
-#ifndef IP_MULTICAST_ALL
-#define IP_MULTICAST_ALL 49
-#endif
-
 /*
  * A job that multicasts its results shows its token to any process that
  * joins the group, and a process of another user could then send DATA (or a
@@ -89,25 +86,13 @@ int ina__net_send(struct ina_ctx *ctx, const uint8_t *buf, size_t len)
  */
 static int guard_port(struct ina_ctx *ctx, const struct sockaddr_in *local)
 {
-    int one = 1, zero = 0, small = 4096;
-    if (setsockopt(ctx->fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0)
-        return -errno;
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int rc = ina_mcast_listen_opts(ctx->fd);
+    int fd = rc ? rc : ina_mcast_guard_open(ntohs(local->sin_port));
     if (fd < 0)
-        return -errno;
-    struct sockaddr_in any = {.sin_family = AF_INET, .sin_port = local->sin_port,
-                              .sin_addr.s_addr = htonl(INADDR_ANY)};
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-    setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof(zero));
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0 ||
-        bind(fd, (struct sockaddr *)&any, sizeof(any)) != 0) {
-        int rc = -errno;
-        close(fd);
-        return ina__fail(ctx, rc, "cannot hold this rank's port %u on every address (another "
+        return ina__fail(ctx, fd, "cannot hold this rank's port %u on every address (another "
                          "user's socket holds it, and could send as this rank to a job whose "
                          "token its multicast group shows): %s",
-                         (unsigned)ntohs(local->sin_port), strerror(-rc));
-    }
+                         (unsigned)ntohs(local->sin_port), strerror(-fd));
     ctx->guard_fd = fd;
     return 0;
 }

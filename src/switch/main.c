@@ -20,8 +20,8 @@
 #include "common/host.h"
 #include "common/udp_gso.h"
 #include "common/log.h"
+#include "common/port_guard.h"
 #include "switch/ebpf/ebpf_dp.h"
-#include "switch/mcast_guard.h"
 #include "switch/metrics.h"
 #include "switch/switch.h"
 #include "switch/trace.h"
@@ -250,7 +250,7 @@ struct shard {
     unsigned hup_seen;           /* hup_count when it last did */
     pthread_t thread;
     int rc;
-    /* --multicast (mcast_guard.h): this shard's port held on every address,
+    /* --multicast (port_guard.h): this shard's port held on every address,
      * and (shard 0) the groups' port held for the workers; -1 = none. */
     int guard_fd, group_fd;
 };
@@ -684,7 +684,7 @@ static void log_listen_failed(const struct sockaddr_in *addr, const char *listen
             INA_KV_I("port", ntohs(addr->sin_port)), INA_KV_S("reason", strerror(err)));
 }
 
-/* mcast: the port is shared with its guard (mcast_guard.h), yet no other
+/* mcast: the port is shared with its guard (port_guard.h), yet no other
  * socket may hold exactly this address:port, as without --multicast.
  * @return the fd, -1 (logged), or -EAGAIN: an ephemeral port another socket
  * also holds (pick again). */
@@ -835,7 +835,7 @@ static void close_fd(int *fd)
 /*
  * One attempt of open_sockets: every shard's socket on the listen port + i
  * (or a port of the kernel's choice); with --multicast, each one's guard and
- * the groups' port, shard 0's port + threads (mcast_guard.h). @return 0,
+ * the groups' port, shard 0's port + threads (port_guard.h). @return 0,
  * -1 (logged), or -EAGAIN: a port a --multicast switch needs is taken, and
  * the ports were the kernel's choice (choose again).
  */

@@ -1,5 +1,5 @@
-/* mcast_guard.c: the guard of a --multicast switch's port and the reservation of its groups' port; see mcast_guard.h. */
-#include "switch/mcast_guard.h"
+/* port_guard.c: holding a port on every address (a --multicast switch, and its workers), and the groups' port; see port_guard.h. */
+#include "common/port_guard.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
-/* mcast_guard.h: the sockets that make a --multicast switch's source address:port its own (PROTOCOL.md §4.1). */
-#ifndef INA_SW_MCAST_GUARD_H
-#define INA_SW_MCAST_GUARD_H
+/* port_guard.h: the sockets that make a UDP address:port one's own on this host: a --multicast switch's, and its workers' (PROTOCOL.md §4.1). */
+#ifndef INA_PORT_GUARD_H
+#define INA_PORT_GUARD_H
 
 /*
  * A worker takes a RESULT from the job's group only if it comes from the
@@ -17,12 +17,15 @@
  * datagram goes to the socket whose address matches best: the listen one).
  * The group's port cannot be the guarded one (workers must bind it), so the
  * switch names another in its JOIN_ACK and keeps it reserved itself.
+ * The group shows the job's token, so the switch's check of a rank's source
+ * address:port needs the same: a worker of such a job guards its own port
+ * (libina net.c).
  */
 
 #include <netinet/in.h>
 #include <stdint.h>
 
-/* Before bind(): the listen socket will share its port with the guard. @return 0 or -errno. */
+/* The socket that will share its port with the guard (before or after its bind). @return 0 or -errno. */
 int ina_mcast_listen_opts(int fd);
 
 /* After bind(): no other socket is bound to exactly addr (the listen socket
@@ -30,8 +33,11 @@ int ina_mcast_listen_opts(int fd);
  * silently). @return 0, or -EADDRINUSE; 0 if /proc/net/udp cannot be read. */
 int ina_mcast_port_exclusive(int fd, const struct sockaddr_in *addr);
 
-/* The guard of port: a socket bound to 0.0.0.0:port. @return its fd, or -errno
- * (-EADDRINUSE: another user's socket holds the port on some address). */
+/* The guard of port: a socket bound to 0.0.0.0:port, sharing it (SO_REUSEPORT)
+ * with the caller's socket on that port, which must have SO_REUSEPORT too
+ * (ina_mcast_listen_opts, before or after its bind). It is never read.
+ * @return its fd, or -errno (-EADDRINUSE: another user's socket holds the
+ * port on some address). */
 int ina_mcast_guard_open(uint16_t port);
 
 /* Reserve the groups' port: 0.0.0.0:port with SO_REUSEADDR, so that workers
@@ -39,4 +45,4 @@ int ina_mcast_guard_open(uint16_t port);
  * @return its fd, or -errno. */
 int ina_mcast_group_port_open(uint16_t port);
 
-#endif
+#endif /* INA_PORT_GUARD_H */
