@@ -26,17 +26,24 @@ static char secret_path[64];
 
 static size_t op_count(int i) { return (size_t)(i % 5) * 1100 + 7; }
 
+/* Rank r of n of job, with the secret: 256 elements a packet (multi-packet operations). */
+static void config(ina_config *cfg, const char *job, int rank, int n, char *addr, size_t alen,
+                   int lanes, int integrity)
+{
+    worker_config(cfg, &sw, job, rank, n, addr, alen);
+    cfg->elems_per_packet = 256;
+    cfg->window = 16;
+    cfg->lanes = lanes;
+    cfg->secret_file = secret_path;
+    cfg->integrity = integrity;
+}
+
 static int worker(int rank, int n, void *arg)
 {
     const struct params *p = arg;
     char addr[64];
     ina_config cfg;
-    worker_config(&cfg, &sw, p->job, rank, n, addr, sizeof(addr));
-    cfg.elems_per_packet = 256;
-    cfg.window = 16;
-    cfg.lanes = p->lanes;
-    cfg.secret_file = secret_path;
-    cfg.integrity = p->integrity;
+    config(&cfg, p->job, rank, n, addr, sizeof(addr), p->lanes, p->integrity);
     ina_ctx *ctx;
     int rc = ina_init(&ctx, &cfg);
     if (rc) {
@@ -111,12 +118,7 @@ static int evict_worker(int rank, int n, void *arg)
     (void)arg;
     char addr[64];
     ina_config cfg;
-    worker_config(&cfg, &sw, "integrity-evict", rank, n, addr, sizeof(addr));
-    cfg.elems_per_packet = 256;
-    cfg.window = 16;
-    cfg.lanes = 1;
-    cfg.secret_file = secret_path;
-    cfg.integrity = 1;
+    config(&cfg, "integrity-evict", rank, n, addr, sizeof(addr), 1, 1);
     ina_ctx *ctx;
     if (ina_init(&ctx, &cfg)) {
         __sync_fetch_and_add(&sh->failed, 1);
