@@ -10,9 +10,10 @@
  *   drop     the datagram is left out
  *   dup      it is delivered twice in a row
  *   reorder  it is moved to the end of the burst (after later datagrams)
- *   corrupt  one bit of its payload (past the 32-byte header) is flipped, as
- *            an attacker on the path would rewrite a sum (the owner calls
- *            ina_fault_corrupt on each datagram it sends or receives)
+ *   corrupt  one bit of a DATA's or RESULT's payload (past the 32-byte
+ *            header) is flipped, as an attacker on the path would rewrite a
+ *            sum (the owner calls ina_fault_corrupt on each datagram it sends
+ *            or receives; other kinds are left alone)
  * Decisions come from a seeded PRNG, so a failing run can be replayed.
  * Disabled injectors (all rates 0) cost one branch per burst.
  */
@@ -37,8 +38,9 @@ static inline int ina_fault_active(const struct ina_fault *f)
     return f->drop > 0 || f->dup > 0 || f->reorder > 0 || f->corrupt > 0;
 }
 
-/* With probability corrupt, flip one random bit of buf past the header (a
- * datagram of len bytes; nothing if it has no payload). @return 1 if it did. */
+/* With probability corrupt, flip one random bit of buf past the header, if it
+ * is a DATA or RESULT (HOT_DATA, HOT_RESULT) with a payload (a datagram of len
+ * bytes). @return 1 if it did. */
 int ina_fault_corrupt(struct ina_fault *f, uint8_t *buf, size_t len);
 
 /*
