@@ -572,7 +572,7 @@ void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len
         buf[2] == INA_WIRE_VERSION && tagged_kind(buf[3])) {
         /* Only the switch knows the session key besides the ranks: a datagram
          * without its tag was forged, or changed on the way. */
-        size_t n = ina_mac_strip(&ctx->mac_key, buf, len);
+        size_t n = len >= INA_HDR_LEN + INA_MAC_LEN ? ina_mac_strip(&ctx->mac_key, buf, len) : 0;
         if (n == 0) {
             ctx->stats.mac_rejected++;
             return;

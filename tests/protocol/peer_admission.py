@@ -602,7 +602,7 @@ def tag_of(key, d):
 
 
 def tag_ok(key, d):
-    return len(d) > 48 and hmac.compare_digest(d[-16:], tag_of(key, d[:-16]))
+    return len(d) >= 48 and hmac.compare_digest(d[-16:], tag_of(key, d[:-16]))
 
 
 def test_tags(bindir, tmp, closers):
