@@ -37,6 +37,10 @@ Options:
                        row "ina (float add)"), or quantized,switch (default: both)
   --no-shm             loopback: ina over UDP; by default the loopback switch runs with
                        --shm and the workers use shared-memory rings (PROTOCOL.md §5.9)
+  --no-integrity       loopback: skip the row "ina (integrity)" (by default ina runs a
+                       second time there, quantized, against a switch started with
+                       --secret-file and --integrity: every DATA and result tagged,
+                       PROTOCOL.md §4.6)
   --settings LIST      cluster,loopback (default both)
   --agg-link LIST      the cluster's aggregator hosts: "none" (their links unshaped: the model
                        of a hardware switch, row "ina"), or K (every aggregator link shaped to
@@ -84,6 +88,7 @@ MTU=9000
 ELEMS=2048
 FLOAT_ADD=quantized,switch
 LO_SHM=1
+LO_INTEGRITY=1
 SETTINGS=cluster,loopback
 SYSTEMS=ina,openmpi,gloo
 AGG_LINKS=none,1
@@ -109,6 +114,7 @@ while [ $# -gt 0 ]; do
         --elems) ELEMS=${2:?}; shift ;;
         --float-add) FLOAT_ADD=${2:?}; shift ;;
         --no-shm) LO_SHM=0 ;;
+        --no-integrity) LO_INTEGRITY=0 ;;
         --settings) SETTINGS=${2:?}; shift ;;
         --agg-link) AGG_LINKS=${2:?}; shift ;;
         --cases) SCALE_CASES=${2:?}; shift ;;
@@ -326,7 +332,9 @@ PORT_BASE=$((20000 + $$ % 20000))
 
 # ---- ina ----------------------------------------------------------------------------------
 
-# start_switch SETTING LISTEN LOGPREFIX: sets SW_PID and SW_ADDR (HOST:PORT).
+# start_switch SETTING LISTEN LOGPREFIX: sets SW_PID and SW_ADDR (HOST:PORT). The switch also
+# gets the options in the array SW_EXTRA (the integrity row's).
+SW_EXTRA=()
 start_switch() {
     local setting=$1 listen=$2 lp=$3 pf=$3.port i host=${2%:*}
     rm -f "$pf"
@@ -336,7 +344,8 @@ start_switch() {
     else
         local shm=()
         [ "$LO_SHM" = 1 ] && shm=(--shm) # one host: the workers use shared-memory rings
-        "$INA_SWITCH" --listen "$listen" --port-file "$pf" "${shm[@]}" >"$lp.out" 2>"$lp.err" &
+        "$INA_SWITCH" --listen "$listen" --port-file "$pf" "${shm[@]}" "${SW_EXTRA[@]}" \
+            >"$lp.out" 2>"$lp.err" &
     fi
     SW_PID=$!
     [ "$setting" = loopback ] && LO_SWITCH_PID=$SW_PID
@@ -373,21 +382,29 @@ stop_switch() {
 
 # run_ina SETTING N PART ITERS WARMUP SIZES TIMEOUT: N workers against the running switch, one
 # ina-bench launch per iteration group (its --iters is one count for all sizes).
-# run_ina SETTING N PART ITERS WARMUP SIZES TIMEOUT MODE: MODE quantized (label ina) or
-# switch (label ina-f32: the switch adds the floats).
+# run_ina SETTING N PART ITERS WARMUP SIZES TIMEOUT MODE: MODE quantized (label ina),
+# switch (label ina-f32: the switch adds the floats) or integrity (label ina-mac: quantized,
+# every DATA and result tagged; the switch must run with --secret-file $SECRET --integrity).
 run_ina() {
     local setting=$1 n=$2 part=$3 it=$4 wu=$5 sizes=$6 to=$7 mode=$8 r d rc=0 job mx mn label=ina
     [ "$mode" = switch ] && label=ina-f32
+    [ "$mode" = integrity ] && label=ina-mac
     d=$RUN/$setting-n$n-$label-$part-i$it
     mkdir -p "$d"
     job=b$part$it-$n-$$-$mode
     job=${job:0:31}
     local extra=()
     [ "$setting" = cluster ] && extra=(--elems "$ELEMS")
-    extra+=(--float-add "$mode")
+    local envs=()
+    if [ "$mode" = integrity ]; then
+        extra+=(--float-add quantized)
+        envs=(env "INA_SECRET_FILE=$SECRET" INA_INTEGRITY=1)
+    else
+        extra+=(--float-add "$mode")
+    fi
     : >"$d/cmd"
     for ((r = 0; r < n; r++)); do
-        local cmd=(timeout -k 5 "$to")
+        local cmd=(timeout -k 5 "$to" "${envs[@]}")
         [ "$setting" = cluster ] && cmd=(ip netns exec "${CLUSTER}w$r" "${cmd[@]}")
         [ -n "$TIME_BIN" ] && cmd+=("$TIME_BIN" -f %M -o "$d/rss.$r")
         cmd+=("$INA_BENCH" --switch "$SW_ADDR" --rank "$r" --world "$n" --job "$job" --json
@@ -540,6 +557,25 @@ run_all() {
             echo "$INA_SWITCH --listen $listen --port-file $SW_LOG.port" >"$SW_LOG.cmd"
             record_failure "$setting" ina "$n" 1 "$SW_LOG.cmd" "$SW_LOG.err"
         fi
+    fi
+    # The same on loopback with per-packet integrity: its cost against the row "ina".
+    if has "$SYSTEMS" ina && [ "$setting" = loopback ] && [ "$LO_INTEGRITY" = 1 ]; then
+        SECRET=$RUN/secret
+        printf 'compare.sh %s %s\n' "$STAMP" "$$" >"$SECRET"
+        SW_LOG=$RUN/$setting-n$n-switch-mac
+        SW_EXTRA=(--secret-file "$SECRET" --integrity)
+        if start_switch "$setting" 127.0.0.1:0 "$SW_LOG"; then
+            for g in "${parts[@]}"; do
+                read -r it wu mx sizes part <<<"$g"
+                to=$(group_timeout "$it" "$wu" "$mx" "$n")
+                run_ina "$setting" "$n" "$part" "$it" "$wu" "$sizes" "$to" integrity
+            done
+            stop_switch "$setting" "$n" "$SW_LOG"
+        else
+            echo "$INA_SWITCH --listen 127.0.0.1:0 --port-file $SW_LOG.port ${SW_EXTRA[*]}" >"$SW_LOG.cmd"
+            record_failure "$setting" ina-mac "$n" 1 "$SW_LOG.cmd" "$SW_LOG.err"
+        fi
+        SW_EXTRA=()
     fi
     if [ "$HAVE_MPI" = 1 ]; then
         local btls=tcp

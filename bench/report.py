@@ -30,11 +30,12 @@ WIRE_EXTRA = 20   # preamble + SFD + inter-frame gap (a real Ethernet link; tbf 
 LABEL_NAMES = {
     "ina": "ina",
     "ina-f32": "ina (float add)",
+    "ina-mac": "ina (integrity)",
     "openmpi-tcp": "OpenMPI TCP",
     "openmpi-shm": "OpenMPI shm (vader)",
     "gloo": "Gloo",
 }
-ORDER = ["ina", "ina-f32", "openmpi-tcp", "openmpi-shm", "gloo"]
+ORDER = ["ina", "ina-f32", "ina-mac", "openmpi-tcp", "openmpi-shm", "gloo"]
 
 
 def system_of(label):
@@ -527,7 +528,8 @@ def plot(by, settings, config, rate, path):
     if not settings:
         return
     fig, axes = plt.subplots(1, len(settings), figsize=(7 * len(settings), 5), squeeze=False)
-    colors = {"ina": "tab:red", "ina-f32": "tab:orange", "openmpi-tcp": "tab:blue", "openmpi-shm": "tab:cyan",
+    colors = {"ina": "tab:red", "ina-f32": "tab:orange", "ina-mac": "tab:brown",
+              "openmpi-tcp": "tab:blue", "openmpi-shm": "tab:cyan",
               "gloo": "tab:green"}
     styles = ["-", "--", ":", "-."]
     for ax, setting in zip(axes[0], settings):

@@ -355,7 +355,17 @@ typedef struct ina_config {
     int sparse_min_bytes;    /**< INA_SPARSE_AUTO keeps operations smaller than this dense
                                   without measuring; 0 = 1 MiB. Env: INA_SPARSE_MIN_BYTES.
                                   Since v0.5. */
-    unsigned reserved[2];    /**< zero; room for new fields: append them just before this
+    int integrity;           /**< 1: every DATA and result of this context carries a tag of
+                                  a key only holders of secret_file can derive, so a wrong sum
+                                  cannot be made by changing packets on the way (even by root
+                                  on a host the packets pass): a changed or forged packet is
+                                  dropped (ina_stats.mac_rejected) and resent. 0 (default):
+                                  off. Needs secret_file (else INA_ERR_CONFIG) and a switch
+                                  started with --integrity (both sides must agree, else
+                                  ina_init fails with INA_ERR_NOTSUP); costs one keyed
+                                  BLAKE2b per packet on each side (docs/BENCHMARKS.md).
+                                  Env: INA_INTEGRITY=1. Since v0.6. */
+    unsigned reserved[1];    /**< zero; room for new fields: append them just before this
                                   one, as "ABI" at the top says (v0.2 took slots of it, which
                                   changed the layout on LP64). */
 } ina_config;
@@ -410,7 +420,8 @@ INA_EXTERN void ina_config_init(ina_config *cfg);
  * INA_ADMISSION_WAIT_MS, INA_FALLBACK
  * ("host" or "none"), INA_SECRET_FILE, INA_FLOAT_ADD ("quantized" or "switch"),
  * INA_SPARSE ("off", "on" or "auto"), INA_SPARSE_BLOCK, INA_SPARSE_THRESHOLD,
- * INA_SPARSE_CROSSOVER, INA_SPARSE_MIN_BYTES, INA_BUSY_POLL_US, INA_FIXED_POINT.
+ * INA_SPARSE_CROSSOVER, INA_SPARSE_MIN_BYTES, INA_BUSY_POLL_US, INA_FIXED_POINT,
+ * INA_INTEGRITY ("0" or "1").
  * What INA_* and torchrun's RANK/WORLD_SIZE leave unset comes from the
  * innermost launcher (since v0.4), rank and size from one launcher together:
  * OpenMPI (OMPI_COMM_WORLD_RANK/_SIZE, job "ompi-" OMPI_MCA_ess_base_jobid),
@@ -440,7 +451,8 @@ INA_EXTERN int ina_config_from_env(ina_config *cfg);
  *   -EINVAL             NULL argument or a field out of range
  *   INA_ERR_CONFIG      a switch address does not resolve, the list of switches is
  *                       malformed (an empty entry) or shards x lanes exceeds 64, a
- *                       malformed INA_FAULT, an unreadable secret_file
+ *                       malformed INA_FAULT, an unreadable secret_file, integrity
+ *                       without secret_file
  *   INA_ERR_TIMEOUT     not all ranks joined in time, or no switch answered
  *   INA_ERR_NOSPACE     the switch has no room for the job's window
  *   INA_ERR_MISMATCH    the ranks declared different world sizes (or lanes): every
@@ -451,6 +463,8 @@ INA_EXTERN int ina_config_from_env(ina_config *cfg);
  *   INA_ERR_PROTO       the switch speaks another protocol version, or its
  *                       answer carried impossible parameters
  *   INA_ERR_SHUTDOWN    the switch is draining (SIGTERM) and takes no new jobs
+ *   INA_ERR_NOTSUP      integrity is on at one side only: ina_config.integrity
+ *                       without ina-switch --integrity, or the reverse (since v0.6)
  *   -ENOMEM, -errno     from the system
  * On failure *out is NULL and nothing is leaked.
  * Notes: 1. Proposals above the switch's limits (elems_per_packet, window)
@@ -566,8 +580,16 @@ typedef struct ina_stats {
     uint64_t sparse_ops;         /**< operations (parts) that streamed block-sparse */
     uint64_t sparse_auto_dense;  /**< INA_SPARSE_AUTO operations that measured and went dense */
     uint64_t sparse_blocks_sent; /**< blocks sent in sparse packets, retransmissions included */
+    /* Forgeries dropped (since v0.6; docs/PROTOCOL.md §4.6, §7.5): */
+    uint64_t group_rejected; /**< datagrams on the job's multicast group (ina-switch --multicast)
+                                  that did not come from the switch's address and port, or
+                                  were not results: another process's forgeries */
+    uint64_t mac_rejected;   /**< results, ABORTs and MIGRATEs of a session with tags (a
+                                  secret_file, and --multicast or integrity) whose tag was
+                                  missing or wrong: forged or changed on the way; a lost
+                                  result is resent as after any loss */
     uint64_t reserved[2]; /**< zero; append new counters just before this one ("ABI" at the
-                               top; v0.4 and v0.5 grew the struct) */
+                               top; v0.4, v0.5 and v0.6 grew the struct) */
 } ina_stats;
 
 /** Copy the context's counters into *st. @return 0 or -EINVAL. */
@@ -601,8 +623,10 @@ typedef struct ina_info {
     int lanes_proposed;   /**< lanes = 0 (auto): the count this rank proposed from its host
                                (ina_auto_lanes()); the job runs ina_info.lanes, the smallest
                                proposal. 0 when the lanes were set. Since v0.4. */
+    int integrity;        /**< 1 if every DATA and result carries a tag (ina_config.integrity,
+                               agreed by the switch). Since v0.6. */
     unsigned reserved[1]; /**< zero; append new fields just before this one ("ABI" at the
-                               top; v0.4 and v0.5 grew the struct) */
+                               top; v0.4, v0.5 and v0.6 grew the struct) */
 } ina_info;
 
 /** Session parameters agreed at join time. @return 0 or -EINVAL. */

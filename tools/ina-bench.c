@@ -938,6 +938,9 @@ static int run_worker(const struct opts *o)
     const char *secret = getenv("INA_SECRET_FILE"); /* as ina_config_from_env() reads it */
     if (secret && *secret)
         cfg.secret_file = secret;
+    const char *integrity = getenv("INA_INTEGRITY"); /* likewise ("1": every packet tagged) */
+    if (integrity && strcmp(integrity, "1") == 0)
+        cfg.integrity = 1;
 
     rc = ina_init(&g_ctx, &cfg);
     if (rc) {

@@ -414,6 +414,7 @@ class Context:
         self.shards = info.shards  # switches each operation is spread over (INA_SWITCH list)
         self.levels = info.levels  # aggregation levels above the worker: 2 under a child switch
         self.sparse = bool(info.sparse)
+        self.integrity = bool(info.integrity)  # every DATA and result tagged (INA_INTEGRITY=1)
 
     # -- lifetime --
 
@@ -458,7 +459,8 @@ class Context:
                 "job_id": self.job_id, "session_id": self.session_id, "lanes": self.lanes,
                 "lanes_proposed": self.lanes_proposed,
                 "path": self.path, "float_add": self.float_add, "shm": self.shm,
-                "shards": self.shards, "levels": self.levels, "sparse": self.sparse}
+                "shards": self.shards, "levels": self.levels, "sparse": self.sparse,
+                "integrity": self.integrity}
 
     def stats(self):
         """The context's counters (ina_get_stats) as a dict."""

@@ -47,14 +47,16 @@ class ConfigStruct(ctypes.Structure):
         ("sparse_threshold", ctypes.c_double),
         ("sparse_crossover", ctypes.c_double),
         ("sparse_min_bytes", ctypes.c_int),
-        ("reserved", ctypes.c_uint * 2),
+        ("integrity", ctypes.c_int),
+        ("reserved", ctypes.c_uint * 1),
     ]
 
 
 STATS_FIELDS = ("ops", "packets_sent", "packets_received", "retransmits", "stale_results",
                 "bytes_sent", "nonfinite_blocks", "rtx_fast", "rtx_probe", "rtx_timeout",
                 "fixed_invalid", "busy_poll_hits", "busy_poll_sleeps",
-                "sparse_ops", "sparse_auto_dense", "sparse_blocks_sent")
+                "sparse_ops", "sparse_auto_dense", "sparse_blocks_sent",
+                "group_rejected", "mac_rejected")
 
 
 class StatsStruct(ctypes.Structure):
@@ -79,6 +81,7 @@ class InfoStruct(ctypes.Structure):
         ("fixed_point_bits", ctypes.c_int),
         ("sparse", ctypes.c_int),
         ("lanes_proposed", ctypes.c_int),
+        ("integrity", ctypes.c_int),
         ("reserved", ctypes.c_uint * 1),
     ]
 

@@ -1,6 +1,9 @@
 /* fault.c: seeded fault injection; see fault.h. */
 #include "common/fault.h"
 
+#include "common/kv_wire.h" /* INA_K_HOT_DATA, INA_K_HOT_RESULT */
+#include "common/wire.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +43,8 @@ int ina_fault_parse(struct ina_fault *f, const char *spec)
                 f->dup = v;
             else if (klen == 7 && strncmp(p, "reorder", 7) == 0)
                 f->reorder = v;
+            else if (klen == 7 && strncmp(p, "corrupt", 7) == 0)
+                f->corrupt = v;
             else
                 goto bad;
         }
@@ -79,4 +84,20 @@ unsigned ina_fault_plan(struct ina_fault *f, unsigned n, unsigned *out)
     for (unsigned j = 0; j < nheld; j++)
         out[k++] = out[2 * n - 1 - j];
     return k;
+}
+
+int ina_fault_corrupt(struct ina_fault *f, uint8_t *buf, size_t len)
+{
+    /* Sums only: a changed JOIN would just be refused (its proof fails), which
+     * is not what this models. The payload, and a tag if any, follow the header. */
+    const size_t hdr = INA_HDR_LEN;
+    if (len <= hdr || f->corrupt <= 0 ||
+        (buf[3] != INA_K_DATA && buf[3] != INA_K_RESULT && buf[3] != INA_K_HOT_DATA &&
+         buf[3] != INA_K_HOT_RESULT) ||
+        !chance(&f->rng, f->corrupt))
+        return 0;
+    uint64_t bit = next_u64(&f->rng) % (8 * (len - hdr));
+    buf[hdr + bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    f->corrupted++;
+    return 1;
 }

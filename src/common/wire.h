@@ -93,10 +93,20 @@ static inline unsigned ina_flag_levels(uint16_t flags)
  * job runs the smallest of its ranks' (or the count of a rank that fixed it).
  * In the JOIN_ACK to such a rank: byte 27 is that agreed count (§5.6). */
 #define INA_FLAG_LANES_AUTO 0x0800u
+/* In JOIN: this rank asks for per-packet integrity (every DATA and RESULT
+ * tagged, PROTOCOL.md §4.6); in JOIN_ACK: the switch runs with it. Both sides
+ * must agree: a switch refuses a JOIN that disagrees with it (JOIN_NAK
+ * INA_ERR_NOTSUP). */
+#define INA_FLAG_INTEGRITY 0x1000u
 
 /* Largest UDP payload we ever build: fits a 64 KiB IPv4 datagram. */
 #define INA_MAX_DATAGRAM 65507
 #define INA_MAX_ELEMS ((INA_MAX_DATAGRAM - INA_HDR_LEN) / 4) /* 16368 */
+/* A tagged datagram (PROTOCOL.md §4.6: a secret's session that multicasts its
+ * results, or per-packet integrity) ends with a 16-byte tag, so its sessions'
+ * k is at most this. */
+#define INA_MAC_LEN 16
+#define INA_MAX_ELEMS_TAGGED ((INA_MAX_DATAGRAM - INA_HDR_LEN - INA_MAC_LEN) / 4) /* 16364 */
 
 /* Special block exponents (int16). The switch's max() treats them as numbers:
  * a zero block never wins over a real one, a non-finite block always wins. */

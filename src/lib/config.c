@@ -103,7 +103,8 @@ int ina_config_from_env(ina_config *cfg)
     if (env_choice("INA_FALLBACK", "host", INA_FALLBACK_HOST, "none", INA_FALLBACK_NONE,
                    &cfg->fallback) ||
         env_choice("INA_FLOAT_ADD", "quantized", INA_FLOAT_ADD_QUANTIZED, "switch",
-                   INA_FLOAT_ADD_SWITCH, &cfg->float_add))
+                   INA_FLOAT_ADD_SWITCH, &cfg->float_add) ||
+        env_choice("INA_INTEGRITY", "0", 0, "1", 1, &cfg->integrity))
         return INA_ERR_CONFIG;
     s = getenv("INA_LANES");
     const int lanes_auto = s && strcmp(s, "auto") == 0; /* lanes 0, the default */

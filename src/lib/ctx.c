@@ -88,6 +88,8 @@ static int config_check(const ina_config *cfg)
     if (cfg->fixed_point_bits < 0 || cfg->fixed_point_bits > INA_FIXED_MAX_BITS)
         return BAD("fixed_point_bits %d is outside 0..%d (INA_FIXED_POINT; 0: off)",
                    cfg->fixed_point_bits, INA_FIXED_MAX_BITS);
+    if (cfg->integrity != 0 && cfg->integrity != 1)
+        return BAD("integrity %d is not 0 (off) or 1 (INA_INTEGRITY)", cfg->integrity);
     if (cfg->fixed_point_bits && cfg->float_add == INA_FLOAT_ADD_SWITCH)
         return BAD("fixed_point_bits %d and float_add INA_FLOAT_ADD_SWITCH both say how float "
                    "sums travel: choose one", cfg->fixed_point_bits);
@@ -109,6 +111,7 @@ static struct ina_ctx *ctx_new(const ina_config *cfg, int lane, int nlanes)
     ctx->magic = INA_CTX_LIVE;
     ctx->fd = -1;
     ctx->mcast_fd = -1;
+    ctx->guard_fd = -1;
     ctx->wake_fd = -1;
     snprintf(ctx->job, sizeof(ctx->job), "%s", cfg->job);
     ctx->rank = cfg->rank;
@@ -133,6 +136,7 @@ static struct ina_ctx *ctx_new(const ina_config *cfg, int lane, int nlanes)
                                                   : INA_SPARSE_DEFAULT_MIN_BYTES;
     ctx->busy_poll_ns = (uint64_t)cfg->busy_poll_us * 1000u;
     ctx->fixed_bits = cfg->fixed_point_bits;
+    ctx->integrity = cfg->integrity;
     ctx->addr_is_default = cfg->switch_addr == ina__default_switch_addr;
     const char *quiet = getenv("INA_QUIET");
     ctx->quiet = quiet && *quiet && strcmp(quiet, "0") != 0;
@@ -400,6 +404,11 @@ int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, const struct soc
         }
         ctx->has_secret = 1;
     }
+    if (ctx->integrity && !ctx->has_secret) {
+        free(ctx);
+        return ina__fail(NULL, INA_ERR_CONFIG, "integrity (INA_INTEGRITY=1) needs secret_file "
+                         "(INA_SECRET_FILE): the tags' key is derived from the shared secret");
+    }
     int rc = ina__net_open(ctx, addr);
     if (rc == 0 && ctx->rank == 0 && ctx->fallback_mode == INA_FALLBACK_HOST)
         rc = ina__fallback_prepare(ctx);
@@ -435,6 +444,8 @@ int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, const struct soc
         ina__req_pool_free(ctx);
         if (ctx->mcast_fd >= 0)
             close(ctx->mcast_fd);
+        if (ctx->guard_fd >= 0)
+            close(ctx->guard_fd);
         if (ctx->fd >= 0)
             close(ctx->fd);
         free(ctx);
@@ -499,7 +510,9 @@ static void lane_release(struct ina_ctx *ctx)
         close(ctx->fd);
     if (ctx->mcast_fd >= 0) /* also after a move to the fallback, which has no group */
         close(ctx->mcast_fd);
-    ctx->fd = ctx->mcast_fd = -1;
+    if (ctx->guard_fd >= 0)
+        close(ctx->guard_fd);
+    ctx->fd = ctx->mcast_fd = ctx->guard_fd = -1;
 }
 
 void ina__lane_close(struct ina_ctx *ctx)
@@ -910,12 +923,14 @@ int ina_get_info(const ina_ctx *ctx, ina_info *info)
     info->path = INA_PATH_SWITCH;
     info->shm = 1;
     info->sparse = 1; /* only if every part's switch offers it (else those parts go dense) */
+    info->integrity = 1; /* every part agreed it (a part cannot join without) */
     for (int i = 0; i < np; i++) {
         const struct ina_ctx *l = ctx->lanes ? ina__lanes_ctx(ctx, i) : ctx;
         if (l->path == INA_PATH_HOST)
             info->path = INA_PATH_HOST;
         info->shm &= l->shm != NULL;
         info->sparse &= (l->switch_caps & INA_FLAG_CAP_SPARSE) != 0;
+        info->integrity &= l->integrity_on;
     }
     if (ctx->lanes)
         ctx = ina__lanes_ctx(ctx, 0); /* part 0's parameters (each part has its own job) */

@@ -174,6 +174,13 @@ int ina__fallback_start(struct ina_ctx *ctx, int elems, int nslots)
     memcpy(p.only_job, ctx->job, sizeof(p.only_job));
     p.has_secret = fb->has_secret;
     p.secret = fb->secret;
+    if (ctx->integrity) {
+        /* Per-packet integrity holds on this path too: the ranks join here
+         * asking for it, and the tags' keys come from the secret. */
+        p.integrity = 1;
+        if (p.max_elems > INA_MAX_ELEMS_TAGGED)
+            p.max_elems = INA_MAX_ELEMS_TAGGED;
+    }
     fb->rxmem = malloc((size_t)INA_FALLBACK_MSGS * INA_MAX_DATAGRAM);
     int rc = fb->rxmem ? ina_switch_init(&fb->sw, &p) : -ENOMEM;
     if (rc == 0) {

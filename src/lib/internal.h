@@ -8,6 +8,7 @@
 
 #include "common/fault.h"
 #include "common/kv_wire.h"
+#include "common/mac.h"
 #include "common/sha256.h"
 #include "common/shm_ring.h"
 #include "common/udp_gso.h"
@@ -177,6 +178,7 @@ struct ina_io {
     struct mmsghdr rxmsg[INA_RX_MSGS];
     struct iovec rxiov[INA_RX_MSGS];
     char rxctrl[INA_RX_MSGS][INA_GRO_CTRL_LEN];
+    struct sockaddr_in rxaddr[INA_RX_MSGS]; /* senders, on the group socket (§7.5) */
 };
 
 #define INA_CTX_LIVE 0x494E4143u   /* "INAC" */
@@ -202,6 +204,7 @@ struct ina_ctx {
     uint64_t nonce;
     uint32_t elems, window; /* granted */
     int mcast_fd;           /* socket joined to the job's result group, -1 = unicast results */
+    int guard_fd;           /* with a group: fd's port held on every address (net.c), -1 */
     uint32_t mcast_group;   /* host order, from JOIN_ACK; 0 = none */
     uint16_t mcast_port;
     int broken;             /* 0, or the error that broke the context */
@@ -263,6 +266,13 @@ struct ina_ctx {
     struct ina_fault fault;      /* send-side fault injection (INA_FAULT), off by default */
     int has_secret;              /* config secret_file: JOIN and JOIN_ACK carry HMACs */
     struct ina_hmac_key secret;
+    /* Tags of the session key (PROTOCOL.md §4.6). integrity: asked for
+     * (ina_config.integrity); integrity_on: the switch agreed at join. tag_rx:
+     * the switch tags its RESULTs, ABORTs and MIGRATEs (a secret, and a
+     * multicast group or integrity); tag_tx: this rank tags its DATA. */
+    int integrity, integrity_on;
+    int tag_rx, tag_tx;
+    struct ina_mac_key mac_key;
 
     /* I/O buffers, sized at join */
     uint8_t *txmem, *rxmem;

@@ -169,8 +169,9 @@ static int hot_recv(struct ina_kv *kv, uint8_t *b, size_t cap, int ms)
         if (ina_hdr_decode(b, (size_t)n, &h) != INA_PARSE_OK || h.session != kv->hctx->session ||
             h.token != kv->hctx->token)
             continue;
-        if (h.kind == INA_K_ABORT)
-            return -1;
+        if (h.kind == INA_K_ABORT &&
+            (!kv->hctx->tag_rx || ina_mac_strip(&kv->hctx->mac_key, b, (size_t)n)))
+            return -1; /* (a session with tags: only the switch's, PROTOCOL.md §4.6) */
         if (h.kind == INA_K_HOT_KEYS && (size_t)n >= INA_HDR_LEN + INA_HOT_KEYS_HDR)
             return (int)n;
     }

@@ -11,6 +11,7 @@
 
 #include "common/addr.h"
 #include "common/busy_poll.h"
+#include "common/port_guard.h"
 #include "lib/internal.h"
 
 uint64_t ina__now_ns(void)
@@ -73,6 +74,30 @@ int ina__net_send(struct ina_ctx *ctx, const uint8_t *buf, size_t len)
 }
 
 /*
+ * A job that multicasts its results shows its token to any process that
+ * joins the group, and a process of another user could then send DATA (or a
+ * LEAVE) as this rank: Linux lets it bind this socket's port on another
+ * address (a multicast one, or any with IP_FREEBIND) and send from there with
+ * this host's address as the source, which the switch takes for this rank's.
+ * So hold the port on every address, as the switch holds its own (PROTOCOL.md
+ * §4.1): a socket on the wildcard address that is never read, sharing the
+ * port with SO_REUSEPORT, which the kernel grants only to sockets of one
+ * effective uid. Fails if another user's socket already holds the port.
+ */
+static int guard_port(struct ina_ctx *ctx, const struct sockaddr_in *local)
+{
+    int rc = ina_mcast_listen_opts(ctx->fd);
+    int fd = rc ? rc : ina_mcast_guard_open(ntohs(local->sin_port));
+    if (fd < 0)
+        return ina__fail(ctx, fd, "cannot hold this rank's port %u on every address (another "
+                         "user's socket holds it, and could send as this rank to a job whose "
+                         "token its multicast group shows): %s",
+                         (unsigned)ntohs(local->sin_port), strerror(-fd));
+    ctx->guard_fd = fd;
+    return 0;
+}
+
+/*
  * With `ina-switch --multicast` every finished sum goes to the job's group
  * once, and each worker receives it on a second socket bound to group:port
  * and joined to the group on the interface its unicast socket uses. The
@@ -85,6 +110,9 @@ int ina__net_open_mcast(struct ina_ctx *ctx)
     socklen_t len = sizeof(local);
     if (getsockname(ctx->fd, (struct sockaddr *)&local, &len) != 0)
         return -errno;
+    int guarded = guard_port(ctx, &local);
+    if (guarded != 0)
+        return guarded;
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -errno;

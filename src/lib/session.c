@@ -35,6 +35,8 @@ static int send_join(struct ina_ctx *ctx, uint8_t kind, int elems, int window, u
     h.seq = kind == INA_K_JOIN ? (left_ms ? left_ms : 1) : 0;
     if (kind == INA_K_JOIN && ctx->lanes_auto)
         h.flags = INA_FLAG_LANES_AUTO; /* nlanes below is a proposal (PROTOCOL.md §5.6) */
+    if (kind == INA_K_JOIN && ctx->integrity)
+        h.flags |= INA_FLAG_INTEGRITY; /* every DATA and RESULT tagged (§4.6) */
     ina_hdr_encode(buf, &h);
     struct ina_join j;
     memset(&j, 0, sizeof(j));
@@ -207,6 +209,14 @@ static int refused_because(struct ina_ctx *ctx, const struct join_watch *w, int 
         return ina__fail(ctx, reason, "the switch at %s refused the join as of another protocol "
                          "version (this rank speaks %d); %s", sw, INA_WIRE_VERSION,
                          versions(w->switch_version, vers, sizeof(vers)));
+    case INA_ERR_NOTSUP:
+        if (ctx->integrity)
+            return ina__fail(ctx, reason, "the switch at %s runs without --integrity, and this "
+                             "rank asks for per-packet integrity (ina_config.integrity, "
+                             "INA_INTEGRITY=1): both sides must agree", sw);
+        return ina__fail(ctx, reason, "the switch at %s runs with --integrity: set "
+                         "ina_config.integrity (INA_INTEGRITY=1, with secret_file) on every "
+                         "rank", sw);
     default:
         return ina__fail(ctx, reason, "the switch at %s refused the join: %s", sw,
                          ina_strerror(reason));
@@ -313,8 +323,27 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
                          "%u, lane %u of %u, %u elements per packet, window %u; %s",
                          j.world_size, j.lane, j.nlanes, j.elems, j.window,
                          versions(j.sw_version, vers, sizeof(vers)));
+    /* Integrity is agreed when asked for and granted (the HMAC above covers
+     * the flag). A switch that predates it ignores the flag: refuse. */
+    const int integrity = (h.flags & INA_FLAG_INTEGRITY) != 0;
+    if (integrity != ctx->integrity)
+        return ctx->integrity
+                   ? ina__fail(ctx, INA_ERR_NOTSUP, "the switch does not offer per-packet "
+                               "integrity (ina-switch --integrity), which this rank asks for")
+                   : ina__fail(ctx, INA_ERR_PROTO, "the switch granted per-packet integrity, "
+                               "which this rank did not ask for");
+    /* Tagged datagrams (§4.6) leave 16 bytes less for the payload. */
+    const int tagged = ctx->has_secret && (j.mcast_group || integrity);
+    if (tagged && j.elems > INA_MAX_ELEMS_TAGGED)
+        return ina__fail(ctx, INA_ERR_PROTO, "the switch granted %u elements per packet, more "
+                         "than a tagged datagram holds (%d)", j.elems, INA_MAX_ELEMS_TAGGED);
     if (agreed)
         ctx->nlanes = j.nlanes;
+    ctx->integrity_on = integrity;
+    ctx->tag_rx = tagged;
+    ctx->tag_tx = integrity;
+    if (tagged)
+        ina_mac_key_derive(&ctx->mac_key, &ctx->secret, h.job, h.session, h.token);
     ctx->job_id = h.job;
     ctx->switch_caps = h.flags;
     ctx->session = h.session;

@@ -70,7 +70,8 @@ int ina__shm_attach(struct ina_ctx *ctx)
     uint32_t nslots = INA_SHM_MIN_SLOTS;
     while (nslots < 2 * ctx->window && nslots < INA_SHM_MAX_SLOTS)
         nslots *= 2;
-    uint32_t slot_size = ina_shm_slot_size(INA_HDR_LEN + INA_HOT_PREFIX_LEN + 4 * (size_t)ctx->elems);
+    uint32_t slot_size = ina_shm_slot_size(INA_HDR_LEN + INA_HOT_PREFIX_LEN +
+                                           4 * (size_t)ctx->elems + INA_MAC_LEN); /* §4.6 */
     struct ina_shm *s = calloc(1, sizeof(*s));
     char name[INA_SHM_NAME_MAX];
     int fd;
@@ -175,6 +176,7 @@ int ina__shm_recv(struct ina_ctx *ctx, uint64_t now)
         }
         memcpy(ctx->ringmem, p, len); /* copied out: the switch may still write there */
         ina_shm_pop(ctx->shm, 0);
+        ina_fault_corrupt(&ctx->fault, ctx->ringmem, len); /* INA_FAULT=corrupt */
         ina__stream_on_datagram(ctx, ctx->ringmem, len, now);
         got++;
     }

@@ -12,11 +12,11 @@
 #include "lib/internal.h"
 
 /* Largest datagram we send or accept: a full DATA/RESULT, or a control body
- * (an ABORT is 48 bytes, more than a RESULT when elems < 4). */
+ * (an ABORT is 48 bytes, more than a RESULT when elems < 4); and a tag (§4.6). */
 static size_t max_datagram(const struct ina_ctx *ctx)
 {
     size_t data = 4 * (size_t)ctx->elems + INA_HOT_PREFIX_LEN; /* a HOT_RESULT is 8 bytes longer */
-    return INA_HDR_LEN + (data > INA_JOIN_BODY_LEN ? data : INA_JOIN_BODY_LEN);
+    return INA_HDR_LEN + (data > INA_JOIN_BODY_LEN ? data : INA_JOIN_BODY_LEN) + INA_MAC_LEN;
 }
 
 int ina__stream_init(struct ina_ctx *ctx)
@@ -171,9 +171,11 @@ static void tx_flush(struct ina_ctx *ctx)
     if (ctx->ntx == 0)
         return;
     unsigned order[2 * INA_BURST], n = ctx->ntx;
-    if (ina_fault_active(&ctx->fault))
+    if (ina_fault_active(&ctx->fault)) {
+        for (unsigned i = 0; i < ctx->ntx; i++) /* after the tag: a change on the way */
+            ina_fault_corrupt(&ctx->fault, ctx->io->txiov[i].iov_base, ctx->io->txiov[i].iov_len);
         n = ina_fault_plan(&ctx->fault, ctx->ntx, order);
-    else
+    } else
         for (unsigned i = 0; i < n; i++)
             order[i] = i;
     if (ctx->shm) {
@@ -194,7 +196,10 @@ static void tx_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_wslot
 {
     if (ctx->ntx == INA_BURST)
         tx_flush(ctx);
-    size_t len = build_packet(ctx, slot, ws, ctx->io->txiov[ctx->ntx].iov_base);
+    uint8_t *buf = ctx->io->txiov[ctx->ntx].iov_base;
+    size_t len = build_packet(ctx, slot, ws, buf);
+    if (ctx->tag_tx) /* per-packet integrity: the session key's tag after the payload (§4.6) */
+        len = ina_mac_append(&ctx->mac_key, buf, len);
     ctx->io->txiov[ctx->ntx].iov_len = len;
     ctx->ntx++;
     ctx->stats.packets_sent++;
@@ -552,9 +557,28 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
     result_accepted(ctx, ws, now);
 }
 
+/* What the switch tags in a session with tags (§4.6): everything of the
+ * session that a forger could use, from any path. */
+static int tagged_kind(uint8_t kind)
+{
+    return kind == INA_K_RESULT || kind == INA_K_HOT_RESULT || kind == INA_K_ABORT ||
+           kind == INA_K_MIGRATE;
+}
+
 void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len, uint64_t now)
 {
     struct ina_hdr h;
+    if (ctx->tag_rx && len >= INA_HDR_LEN && ina_get16(buf) == INA_WIRE_MAGIC &&
+        buf[2] == INA_WIRE_VERSION && tagged_kind(buf[3])) {
+        /* Only the switch knows the session key besides the ranks: a datagram
+         * without its tag was forged, or changed on the way. */
+        size_t n = len >= INA_HDR_LEN + INA_MAC_LEN ? ina_mac_strip(&ctx->mac_key, buf, len) : 0;
+        if (n == 0) {
+            ctx->stats.mac_rejected++;
+            return;
+        }
+        len = n;
+    }
     if (ina_hdr_decode(buf, len, &h) != INA_PARSE_OK) {
         ctx->stats.stale_results++;
         return;
@@ -584,15 +608,37 @@ void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len
     }
 }
 
-/* Receive and process one burst (each message may be a GRO train).
- * @return messages received. */
-static int rx_burst_fd(struct ina_ctx *ctx, int fd, uint64_t now)
+/*
+ * The job's multicast group (PROTOCOL.md §7.5): anyone may send to it, so
+ * the switch's own address and port (what the unicast socket is connected
+ * to, which the kernel checks for that socket) must be the sender's. The
+ * switch sends only results there (ABORT, MIGRATE and resent results go by
+ * unicast). A GRO train comes from one sender.
+ */
+static int group_sender_ok(const struct ina_ctx *ctx, const struct msghdr *mh)
+{
+    const struct sockaddr_in *a = mh->msg_name;
+    return mh->msg_namelen == sizeof(*a) && a->sin_family == AF_INET &&
+           a->sin_addr.s_addr == ctx->switch_addr.sin_addr.s_addr &&
+           a->sin_port == ctx->switch_addr.sin_port;
+}
+
+static int group_kind_ok(const uint8_t *p, size_t len)
+{
+    return len >= INA_HDR_LEN && (p[3] == INA_K_RESULT || p[3] == INA_K_HOT_RESULT);
+}
+
+/* Receive and process one burst (each message may be a GRO train); group:
+ * fd is the multicast group's socket. @return messages received. */
+static int rx_burst_fd(struct ina_ctx *ctx, int fd, uint64_t now, int group)
 {
     struct ina_io *io = ctx->io;
     for (unsigned i = 0; i < INA_RX_MSGS; i++) {
         io->rxmsg[i].msg_hdr.msg_control = io->rxctrl[i];
         io->rxmsg[i].msg_hdr.msg_controllen = INA_GRO_CTRL_LEN;
         io->rxmsg[i].msg_hdr.msg_flags = 0;
+        io->rxmsg[i].msg_hdr.msg_name = group ? &io->rxaddr[i] : NULL;
+        io->rxmsg[i].msg_hdr.msg_namelen = group ? sizeof(io->rxaddr[i]) : 0;
     }
     int n = recvmmsg(fd, io->rxmsg, INA_RX_MSGS, MSG_DONTWAIT, NULL);
     if (n < 0 && errno == ECONNREFUSED && !ctx->refused_since_ns)
@@ -610,9 +656,17 @@ static int rx_burst_fd(struct ina_ctx *ctx, int fd, uint64_t now)
             continue;
         }
         size_t len = io->rxmsg[i].msg_len, seg = ina_gro_segment_size(mh, len);
-        const uint8_t *p = io->rxiov[i].iov_base;
-        for (size_t off = 0; off < len && !ctx->broken; off += seg)
-            ina__stream_on_datagram(ctx, p + off, len - off < seg ? len - off : seg, now);
+        const int foreign = group && !group_sender_ok(ctx, mh);
+        uint8_t *p = io->rxiov[i].iov_base;
+        for (size_t off = 0; off < len && !ctx->broken; off += seg) {
+            size_t dlen = len - off < seg ? len - off : seg;
+            ina_fault_corrupt(&ctx->fault, p + off, dlen); /* INA_FAULT=corrupt: rewritten on the way */
+            if (group && (foreign || !group_kind_ok(p + off, dlen))) {
+                ctx->stats.group_rejected++;
+                continue;
+            }
+            ina__stream_on_datagram(ctx, p + off, dlen, now);
+        }
     }
     return n > 0 ? n : 0;
 }
@@ -620,13 +674,13 @@ static int rx_burst_fd(struct ina_ctx *ctx, int fd, uint64_t now)
 /* Both sockets: the unicast one, and the job's multicast group if any. */
 static int rx_burst(struct ina_ctx *ctx, uint64_t now)
 {
-    int n = rx_burst_fd(ctx, ctx->fd, now);
+    int n = rx_burst_fd(ctx, ctx->fd, now, 0);
     if (ctx->shm && !ctx->broken) {
         int m = ina__shm_recv(ctx, now);
         n = m > n ? m : n;
     }
     if (ctx->mcast_group && ctx->mcast_fd >= 0 && !ctx->broken) {
-        int m = rx_burst_fd(ctx, ctx->mcast_fd, now);
+        int m = rx_burst_fd(ctx, ctx->mcast_fd, now, 1);
         n = m > n ? m : n;
     }
     return n;

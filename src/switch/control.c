@@ -61,7 +61,8 @@ int ina_switch_init(struct ina_switch *sw, const struct ina_switch_params *p)
 {
     memset(sw, 0, sizeof(*sw));
     if (p->nslots == 0 || p->nslots > (1u << 24) || p->max_elems == 0 ||
-        p->max_elems > INA_MAX_ELEMS)
+        p->max_elems > (ina_switch_tags(p) ? INA_MAX_ELEMS_TAGGED : INA_MAX_ELEMS) ||
+        (p->integrity && !p->has_secret))
         return -EINVAL;
     sw->p = *p;
     sw->hot_own.limit = p->hot_memory ? p->hot_memory : INA_SW_DEFAULT_HOT_MEMORY;
@@ -80,10 +81,11 @@ int ina_switch_init(struct ina_switch *sw, const struct ina_switch_params *p)
             k[i] = ina__random_u32(sw);
         ina_hmac_key_init(&sw->cookie_key, k, sizeof(k));
     }
-    /* A buffer holds a DATA or RESULT (a HOT_RESULT has a prefix), or the
-     * longest control datagram: a child's TREE_JOIN with the secret's proof. */
+    /* A buffer holds a DATA or RESULT (a HOT_RESULT has a prefix) and its
+     * tag, or the longest control datagram: a child's TREE_JOIN with the
+     * secret's proof. */
     const size_t ctl = INA_TREE_JOIN_LEN + INA_COOKIE_LEN + INA_AUTH_LEN;
-    const size_t data = INA_HOT_PREFIX_LEN + 4 * (size_t)p->max_elems;
+    const size_t data = INA_HOT_PREFIX_LEN + 4 * (size_t)p->max_elems + INA_MAC_LEN;
     int rc = ina_txq_init(&sw->txq, INA_SW_TX_BATCH + INA_SW_TX_RESERVE_BUFS,
                           INA_HDR_LEN + (data > ctl ? data : ctl),
                           INA_SW_TX_BATCH * INA_MAX_WORKERS + INA_SW_TX_RESERVE_MSGS);
@@ -243,7 +245,8 @@ static uint16_t join_ack_flags(const struct ina_switch *sw, const struct ina_job
                                      : INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32 | INA_FLAG_CAP_SPARSE) |
                  (sw->p.shm && !sw->p.mcast_base ? INA_FLAG_CAP_SHM : 0) |
                  INA_FLAG_CAP_FIX | /* integer arithmetic: offered even with --int-ops-only */
-                 (sw->p.hot_max && !sw->p.int_ops_only ? INA_FLAG_CAP_HOT : 0);
+                 (sw->p.hot_max && !sw->p.int_ops_only ? INA_FLAG_CAP_HOT : 0) |
+                 (sw->p.integrity ? INA_FLAG_INTEGRITY : 0);
     if (sw->p.bpf_ops_only) /* the eBPF program implements ops 0..3 of DATA only */
         f &= (uint16_t)~(INA_FLAG_CAP_F32 | INA_FLAG_CAP_SPARSE | INA_FLAG_CAP_FIX |
                          INA_FLAG_CAP_HOT);
@@ -288,6 +291,8 @@ static void send_ctl_auth(struct ina_switch *sw, const struct ina_job *job, uint
         ina_hmac_sha256(&sw->p.secret, buf, len, buf + len);
         len += INA_AUTH_LEN;
     }
+    if (job && job->tagged && kind == INA_K_MIGRATE)
+        len = ina_mac_append(&job->mac, buf, len); /* only the switch's (§4.6) */
     ina_txq_push(&sw->txq, buf, len, dst);
 }
 
@@ -336,10 +341,13 @@ static void send_to_members(struct ina_switch *sw, struct ina_job *job, uint8_t 
     ina_hdr_encode(buf, &h);
     ina_nak_encode(body, 0, reason);
     memcpy(buf + INA_HDR_LEN, body, sizeof(body));
+    size_t len = INA_HDR_LEN + sizeof(body);
+    if (job->tagged) /* an ABORT of a session with tags: only the switch's (§4.6) */
+        len = ina_mac_append(&job->mac, buf, len);
     for (int r = 0; r < job->world; r++) {
         if (!job->members[r].joined || !job->members[r].weight)
             continue; /* a rank a child stands for hears it from the child */
-        ina_txq_push(&sw->txq, buf, INA_HDR_LEN + sizeof(body), &job->members[r].addr);
+        ina_txq_push(&sw->txq, buf, len, &job->members[r].addr);
     }
 }
 
@@ -574,6 +582,11 @@ static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_n
         job->mcast.sin_addr.s_addr = htonl(sw->p.mcast_base + job->id);
         job->mcast.sin_port = htons(sw->p.mcast_port);
     }
+    /* The session key, from the secret of this moment: the ranks derive it
+     * from the JOIN_ACK, and a SIGHUP reload later does not change it. */
+    job->tagged = (uint8_t)ina_switch_tags(&sw->p);
+    if (job->tagged)
+        ina_mac_key_derive(&job->mac, &sw->p.secret, job->id, job->session, job->token);
     job->last_rx_ns = now_ns;
     job->need = job->world;
     ina__job_reset_slots(sw, job);
@@ -1063,6 +1076,14 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
             return;
         }
     }
+    if (((h->flags & INA_FLAG_INTEGRITY) != 0) != (sw->p.integrity != 0) ||
+        (tree && sw->p.integrity)) {
+        /* Integrity must be on at both ends (a child switch cannot carry it). */
+        sw->c.drops[INA_DROP_JOIN]++;
+        log_join_refused(h, &j, src, "integrity_mismatch");
+        send_nak(sw, j.nonce, INA_ERR_NOTSUP, src);
+        return;
+    }
     int weight = 1;
     if (!join_params_valid(sw, h, &j) || (tree && !(weight = tree_set_valid(h, &j, set))) ||
         (tree && sw->p.mcast_base)) {
@@ -1348,7 +1369,8 @@ static void on_shm_attach(struct ina_switch *sw, const struct ina_hdr *h, const 
          * yes would leave the worker sending into rings nobody reads. */
         reason = -EBUSY;
     } else if (!m->shm) {
-        if (slot_size < ina_shm_slot_size(INA_HDR_LEN + 4 * (size_t)job->elems)) {
+        if (slot_size < ina_shm_slot_size(INA_HDR_LEN + 4 * (size_t)job->elems +
+                                          (job->tagged ? INA_MAC_LEN : 0))) {
             reason = -EINVAL; /* a result would not fit a slot */
         } else if (!(m->shm = calloc(1, sizeof(*m->shm)))) {
             reason = -ENOMEM;

@@ -110,6 +110,8 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
         ina_put32(buf + INA_HDR_LEN + 4, ss->hot_base);
         len += INA_HOT_PREFIX_LEN;
     }
+    if (job->tagged) /* once for every copy: the rank field is the switch's (§4.6) */
+        len = ina_mac_append(&job->mac, buf, len);
     if (dest >= 0) {
         send_to_rank(sw, job, dest, buf, len);
         copies = 1;
@@ -447,7 +449,18 @@ void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
     struct ina_hdr h;
     sw->c.rx_packets++;
     sw->c.rx_bytes += len;
-    switch (ina_hdr_decode(buf, len, &h)) {
+    /* --integrity: DATA ends with its tag (§4.6), checked once the job is
+     * known; the checks before see the datagram without it. */
+    const int tagged = sw->p.integrity && len >= INA_HDR_LEN &&
+                       (buf[3] == INA_K_DATA || buf[3] == INA_K_HOT_DATA);
+    const int no_room = tagged && len < INA_HDR_LEN + INA_MAC_LEN; /* LENGTH, after magic, version */
+    const size_t tagged_len = len;
+    if (tagged && !no_room)
+        len -= INA_MAC_LEN;
+    int perr = ina_hdr_decode(buf, len, &h);
+    if (perr == INA_PARSE_OK && no_room)
+        perr = INA_PARSE_LENGTH;
+    switch (perr) {
     case INA_PARSE_OK: break;
     case INA_PARSE_SHORT: return drop(sw, INA_DROP_SHORT);
     case INA_PARSE_MAGIC: return drop(sw, INA_DROP_MAGIC);
@@ -468,7 +481,7 @@ void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
     if (!job || job->state != INA_JOB_ACTIVE)
         return drop(sw, INA_DROP_NO_JOB);
     job->c.rx_packets++;
-    job->c.rx_bytes += len;
+    job->c.rx_bytes += tagged_len;
     if (h.session != job->session)
         return drop_job(sw, job, INA_DROP_SESSION);
     if (h.token != job->token)
@@ -478,8 +491,10 @@ void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
     struct ina_member *m = &job->members[h.rank];
     if (!ina_addr_eq(src, &m->addr))
         return drop_job(sw, job, INA_DROP_SOURCE);
+    if (tagged && !ina_mac_strip(&job->mac, buf, tagged_len))
+        return drop_job(sw, job, INA_DROP_MAC); /* forged, or changed on the way */
     m->rx_packets++;
-    m->rx_bytes += len;
+    m->rx_bytes += tagged_len;
     job->last_rx_ns = now_ns;
     ina__dp_data(sw, job, &h, buf + INA_HDR_LEN, len - INA_HDR_LEN, src);
 }

@@ -35,7 +35,8 @@
     X(UPSTREAM, "from the parent (--parent), fitting no job or round that awaits it")         \
     X(SPARSE, "malformed block-sparse payload (layout, places, counts or positions)")       \
     X(DATAPLANE, "DATA that only the in-kernel dataplane aggregates reached the socket (a bug)") \
-    X(HOT, "hot-table packet: epoch not installed, key outside the table or its block")
+    X(HOT, "hot-table packet: epoch not installed, key outside the table or its block") \
+    X(MAC, "DATA without the right tag of its session key (--integrity): forged or changed")
 
 enum ina_drop {
 #define INA__DROP_ENUM(name, text) INA_DROP_##name,

@@ -21,6 +21,7 @@
 #include "common/size.h"
 #include "common/udp_gso.h"
 #include "common/log.h"
+#include "common/port_guard.h"
 #include "switch/ebpf/ebpf_dp.h"
 #include "switch/metrics.h"
 #include "switch/switch.h"
@@ -99,16 +100,24 @@ static void usage(FILE *f)
             "                        milliseconds (default 10000; 0 = SIGTERM stops at once)\n"
             "  --port-file PATH      write the bound port number to PATH once listening\n"
             "  --fault-rx SPEC       inject faults into received datagrams, for testing:\n"
-            "                        SPEC is drop=P,dup=P,reorder=P,seed=N (P in 0..1)\n"
+            "                        SPEC is drop=P,dup=P,reorder=P,corrupt=P,seed=N (P in\n"
+            "                        0..1; corrupt flips a bit of a DATA's or RESULT's\n"
+            "                        payload, as an attacker on the path would: see\n"
+            "                        --integrity)\n"
             "  --fault-tx SPEC       the same for sent datagrams\n"
             "  --multicast[=BASE]    send each finished sum once, to a multicast group per\n"
             "                        job (BASE + job id, default 239.255.73.0 + id, on the\n"
-            "                        listen port) instead of once per worker; the workers\n"
-            "                        join the group. Needs a multicast-capable path (lo, a\n"
-            "                        bridge); results are then visible to any host process\n"
-            "                        that joins the group (each carries the job's token).\n"
-            "                        Shards of one job on one port: a BASE each\n"
-            "                        (docs/SCALE.md)\n"
+            "                        listen port + threads) instead of once per worker;\n"
+            "                        the workers join the group and take from it only\n"
+            "                        results sent from this switch's address and port,\n"
+            "                        which it holds on every address so that no other\n"
+            "                        user may send from it. Needs --listen on one\n"
+            "                        address (not 0.0.0.0) and a multicast-capable path\n"
+            "                        (lo, a bridge); results are visible to any host\n"
+            "                        process that joins the group (each carries the job's\n"
+            "                        token): with --secret-file they carry a tag that\n"
+            "                        only holders of the secret can make. Shards of one\n"
+            "                        job on one port: a BASE each (docs/SCALE.md)\n"
             "  --no-gso              send and receive one datagram per system call (no UDP\n"
             "                        GSO/GRO batching; for comparison and old kernels)\n"
             "  --shm, --no-shm       offer shared-memory rings to workers on this host\n"
@@ -181,7 +190,18 @@ static void usage(FILE *f)
             "                        echoes a cookie the switch handed out less than 4 s\n"
             "                        before: a captured JOIN cannot be replayed later. It\n"
             "                        guards the operator view (--metrics) as well. The\n"
-            "                        file's content less trailing newlines, 1..4096 bytes\n"
+            "                        file's content less trailing newlines, 1..4096 bytes.\n"
+            "                        With --multicast, results, ABORTs and MIGRATEs carry\n"
+            "                        a tag of a per-session key derived from it\n"
+            "  --integrity           every DATA and result carries a 16-byte tag of a\n"
+            "                        per-session key derived from --secret-file (needed),\n"
+            "                        so no one without the secret, not even root on a host\n"
+            "                        on the path, can change a sum unseen: a bad tag is\n"
+            "                        dropped (drop MAC) and resent. Workers must ask for it\n"
+            "                        (INA_INTEGRITY=1), else their JOIN is refused with\n"
+            "                        INA_ERR_NOTSUP. Costs a keyed BLAKE2b per packet\n"
+            "                        (docs/BENCHMARKS.md); k at most 16364. Not with\n"
+            "                        --dataplane ebpf, --parent or --record\n"
             "  --log-level L         error, warn, info (default) or debug; one line per\n"
             "                        event on stderr: time, level, event, key=value fields\n"
             "  --log-format F        text (default) or json (one object per line)\n"
@@ -249,6 +269,9 @@ struct shard {
     unsigned hup_seen;           /* hup_count when it last did */
     pthread_t thread;
     int rc;
+    /* --multicast (port_guard.h): this shard's port held on every address,
+     * and (shard 0) the groups' port held for the workers; -1 = none. */
+    int guard_fd, group_fd;
 };
 
 static int tx_init(struct tx_state *tx, const struct ina_txq *q, int gso)
@@ -307,6 +330,8 @@ static void flush_tx(struct shard *sh)
     }
     unsigned n = q->nmsg, ndest = 0;
     if (ina_fault_active(&sh->fault_tx)) {
+        for (unsigned i = 0; i < q->nmsg; i++) /* (a buffer several entries share: each may flip) */
+            ina_fault_corrupt(&sh->fault_tx, q->iovs[i].iov_base, q->iovs[i].iov_len);
         n = ina_fault_plan(&sh->fault_tx, q->nmsg, tx->order);
     } else {
         for (unsigned i = 0; i < n; i++)
@@ -422,9 +447,11 @@ static int rx_burst(struct shard *sh, struct rx_batch *rx, uint64_t now)
     int n = recvmmsg(sh->tx.fd, rx->msgs, INA_SW_RX_MSGS, MSG_DONTWAIT, NULL);
     if (n > 0) {
         unsigned nseg = rx_split(rx, n, &sh->rx_trunc), norder = nseg;
-        if (ina_fault_active(&sh->fault_rx))
+        if (ina_fault_active(&sh->fault_rx)) {
+            for (unsigned i = 0; i < nseg; i++) /* in the receive buffer, ours to change */
+                ina_fault_corrupt(&sh->fault_rx, (uint8_t *)rx->seg[i], rx->seglen[i]);
             norder = ina_fault_plan(&sh->fault_rx, nseg, rx->order);
-        else
+        } else
             for (unsigned i = 0; i < nseg; i++)
                 rx->order[i] = i;
         for (unsigned o = 0; o < norder; o++) {
@@ -673,23 +700,42 @@ static void *shard_main(void *arg)
     return NULL;
 }
 
-static int open_socket(struct sockaddr_in *addr, const char *listen_s, int gro, int quiet)
+static void log_listen_failed(const struct sockaddr_in *addr, const char *listen_s, int err)
+{
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &addr->sin_addr, ip, sizeof(ip));
+    ina_log(INA_LOG_ERROR, "listen_failed", INA_KV_S("listen", listen_s), INA_KV_S("addr", ip),
+            INA_KV_I("port", ntohs(addr->sin_port)), INA_KV_S("reason", strerror(err)));
+}
+
+/* mcast: the port is shared with its guard (port_guard.h), yet no other
+ * socket may hold exactly this address:port, as without --multicast.
+ * @return the fd, -1 (logged), or -EAGAIN: an ephemeral port another socket
+ * also holds (pick again). */
+static int open_socket(struct sockaddr_in *addr, const char *listen_s, int gro, int quiet,
+                       int mcast)
 {
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)addr, sizeof(*addr)) != 0) {
-        char ip[INET_ADDRSTRLEN];
-        inet_ntop(AF_INET, &addr->sin_addr, ip, sizeof(ip));
-        ina_log(INA_LOG_ERROR, "listen_failed", INA_KV_S("listen", listen_s), INA_KV_S("addr", ip),
-                INA_KV_I("port", ntohs(addr->sin_port)), INA_KV_S("reason", strerror(errno)));
+    if (fd < 0 || (mcast && ina_mcast_listen_opts(fd) != 0) ||
+        bind(fd, (struct sockaddr *)addr, sizeof(*addr)) != 0) {
+        log_listen_failed(addr, listen_s, errno);
         if (fd >= 0)
             close(fd);
+        return -1;
+    }
+    const int ephemeral = addr->sin_port == 0;
+    socklen_t alen = sizeof(*addr);
+    getsockname(fd, (struct sockaddr *)addr, &alen);
+    if (mcast && ina_mcast_port_exclusive(fd, addr) != 0) {
+        close(fd);
+        if (ephemeral)
+            return -EAGAIN;
+        log_listen_failed(addr, listen_s, EADDRINUSE);
         return -1;
     }
     set_buffers(fd, 32 << 20);
     if (gro && ina_udp_enable_gro(fd) != 0 && !quiet)
         ina_log(INA_LOG_WARN, "gro_unavailable", INA_KV_S("reason", "receiving datagrams one by one"));
-    socklen_t alen = sizeof(*addr);
-    getsockname(fd, (struct sockaddr *)addr, &alen);
     return fd;
 }
 
@@ -731,6 +777,10 @@ static void shards_free(struct shard *sh, unsigned n)
             fclose(sh[i].record);
         if (sh[i].tx.fd >= 0)
             close(sh[i].tx.fd);
+        if (sh[i].guard_fd >= 0)
+            close(sh[i].guard_fd);
+        if (sh[i].group_fd >= 0)
+            close(sh[i].group_fd);
         tx_free(&sh[i].tx);
         ina_switch_free(&sh[i].sw);
     }
@@ -754,9 +804,11 @@ static void print_totals(struct shard *sh, unsigned n)
         frx.dropped += sh[i].fault_rx.dropped;
         frx.duplicated += sh[i].fault_rx.duplicated;
         frx.reordered += sh[i].fault_rx.reordered;
+        frx.corrupted += sh[i].fault_rx.corrupted;
         ftx.dropped += sh[i].fault_tx.dropped;
         ftx.duplicated += sh[i].fault_tx.duplicated;
         ftx.reordered += sh[i].fault_tx.reordered;
+        ftx.corrupted += sh[i].fault_tx.corrupted;
     }
     if (trunc)
         fprintf(stderr, "ina-switch: %llu oversized or non-IPv4 datagrams ignored\n",
@@ -766,11 +818,12 @@ static void print_totals(struct shard *sh, unsigned n)
         ina_ebpf_report(sh[i].ebpf, stderr);
     if (ina_fault_active(&sh[0].fault_rx) || ina_fault_active(&sh[0].fault_tx))
         fprintf(stderr,
-                "  fault_rx        dropped %llu duplicated %llu reordered %llu\n"
-                "  fault_tx        dropped %llu duplicated %llu reordered %llu\n",
+                "  fault_rx        dropped %llu duplicated %llu reordered %llu corrupted %llu\n"
+                "  fault_tx        dropped %llu duplicated %llu reordered %llu corrupted %llu\n",
                 (unsigned long long)frx.dropped, (unsigned long long)frx.duplicated,
-                (unsigned long long)frx.reordered, (unsigned long long)ftx.dropped,
-                (unsigned long long)ftx.duplicated, (unsigned long long)ftx.reordered);
+                (unsigned long long)frx.reordered, (unsigned long long)frx.corrupted,
+                (unsigned long long)ftx.dropped, (unsigned long long)ftx.duplicated,
+                (unsigned long long)ftx.reordered, (unsigned long long)ftx.corrupted);
 }
 
 /*
@@ -796,13 +849,94 @@ struct serve_opts {
     const char *metrics_port_file;
 };
 
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+/*
+ * One attempt of open_sockets: every shard's socket on the listen port + i
+ * (or a port of the kernel's choice); with --multicast, each one's guard and
+ * the groups' port, shard 0's port + threads (port_guard.h). @return 0,
+ * -1 (logged), or -EAGAIN: a port a --multicast switch needs is taken, and
+ * the ports were the kernel's choice (choose again).
+ */
+static int open_sockets_once(struct shard *sh, struct ina_switch_params *p,
+                             const struct serve_opts *o)
+{
+    const uint16_t base_port = ntohs(o->listen_addr.sin_port);
+    const int mcast = p->mcast_base != 0;
+    for (unsigned i = 0; i < o->nthreads; i++) {
+        struct sockaddr_in a = o->listen_addr;
+        a.sin_port = htons(base_port ? (uint16_t)(base_port + i) : 0);
+        /* No UDP_GRO with the eBPF dataplane: the kernel would merge DATA
+         * into trains before the program sees it (GRO runs before TC). */
+        sh[i].tx.fd = open_socket(&a, o->listen_s, !o->no_gso && !o->ebpf_iface,
+                                  o->quiet || i > 0, mcast);
+        if (sh[i].tx.fd < 0) {
+            int rc = sh[i].tx.fd == -EAGAIN ? -EAGAIN : -1;
+            sh[i].tx.fd = -1;
+            return rc;
+        }
+        if (mcast && enable_multicast_tx(sh[i].tx.fd, &a) != 0)
+            return -1;
+        p->shard_ports[i] = ntohs(a.sin_port);
+        if (mcast && (sh[i].guard_fd = ina_mcast_guard_open(p->shard_ports[i])) < 0) {
+            if (!base_port)
+                return -EAGAIN;
+            ina_log(INA_LOG_ERROR, "multicast_guard_failed", INA_KV_I("port", p->shard_ports[i]),
+                    INA_KV_S("reason", strerror(-sh[i].guard_fd)),
+                    INA_KV_S("means", "another user's socket holds this port on some address: "
+                                      "it could send as this switch"));
+            return -1;
+        }
+    }
+    if (!mcast)
+        return 0;
+    uint32_t q = (uint32_t)p->shard_ports[0] + o->nthreads;
+    if (q > 65535 || (sh[0].group_fd = ina_mcast_group_port_open((uint16_t)q)) < 0) {
+        if (!base_port)
+            return -EAGAIN;
+        ina_log(INA_LOG_ERROR, "multicast_port_failed", INA_KV_I("port", (long long)q),
+                INA_KV_S("reason", q > 65535 ? "past the last port" : strerror(-sh[0].group_fd)),
+                INA_KV_S("means", "the groups' port (the listen port + threads) is taken"));
+        return -1;
+    }
+    p->mcast_port = (uint16_t)q;
+    return 0;
+}
+
+/* Every shard's socket, and with --multicast their guards and the groups' port
+ * (open_sockets_once). @return 0 or -1 (logged). */
+static int open_sockets(struct shard *sh, struct ina_switch_params *p, const struct serve_opts *o)
+{
+    for (int attempt = 0;; attempt++) {
+        int rc = open_sockets_once(sh, p, o);
+        if (rc == 0)
+            return 0;
+        for (unsigned i = 0; i < o->nthreads; i++) {
+            close_fd(&sh[i].tx.fd);
+            close_fd(&sh[i].guard_fd);
+            close_fd(&sh[i].group_fd);
+        }
+        if (rc != -EAGAIN || attempt == 32) {
+            if (rc == -EAGAIN)
+                ina_log(INA_LOG_ERROR, "multicast_port_failed",
+                        INA_KV_S("reason", "no free run of ports after 32 tries"));
+            return -1;
+        }
+    }
+}
+
 static int serve(const struct ina_switch_params *params, const struct serve_opts *o)
 {
     unsigned nthreads = o->nthreads;
     const struct sockaddr_in *listen_addr = &o->listen_addr;
-    const char *listen_s = o->listen_s, *port_file = o->port_file;
+    const char *port_file = o->port_file;
     const char *fault_rx_spec = o->fault_rx_spec, *fault_tx_spec = o->fault_tx_spec;
-    int quiet = o->quiet, no_gso = o->no_gso;
+    int no_gso = o->no_gso;
     struct shard *sh = calloc(nthreads, sizeof(*sh));
     struct ina_sw_pub *pubs = o->metrics ? calloc(nthreads, sizeof(*pubs)) : NULL;
     struct ina_metrics *metrics = NULL;
@@ -814,34 +948,23 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
         return 1;
     }
     for (unsigned i = 0; i < nthreads; i++)
-        sh[i].tx.fd = -1;
+        sh[i].tx.fd = sh[i].guard_fd = sh[i].group_fd = -1;
     struct ina_switch_params p = *params;
     p.nshards = nthreads;
     p.nslots = params->nslots / nthreads;
     if (p.max_job_slots == 0)
         p.max_job_slots = p.nslots / 4 ? p.nslots / 4 : 1;
-    uint16_t base_port = ntohs(listen_addr->sin_port);
     struct sockaddr_in addr0 = *listen_addr;
+    if (open_sockets(sh, &p, o) != 0)
+        goto fail;
+    addr0.sin_port = htons(p.shard_ports[0]);
     for (unsigned i = 0; i < nthreads; i++) {
-        struct sockaddr_in a = *listen_addr;
-        a.sin_port = htons(base_port ? (uint16_t)(base_port + i) : 0);
-        /* No UDP_GRO with the eBPF dataplane: the kernel would merge DATA
-         * into trains before the program sees it (GRO runs before TC). */
-        sh[i].tx.fd = open_socket(&a, listen_s, !no_gso && !o->ebpf_iface, quiet || i > 0);
-        if (sh[i].tx.fd < 0 || (p.mcast_base && enable_multicast_tx(sh[i].tx.fd, &a) != 0)) {
-            goto fail;
-        }
         sh[i].busy_poll_ns = (uint64_t)o->busy_poll_us * 1000u;
         sh[i].drain_timeout_ns = (uint64_t)o->drain_timeout_ms * 1000000u;
         sh[i].secret_file = o->secret_file;
         if (o->busy_poll_us)
             ina_sock_busy_poll(sh[i].tx.fd, o->busy_poll_us); /* best effort: NAPI devices only */
-        p.shard_ports[i] = ntohs(a.sin_port);
-        if (i == 0)
-            addr0 = a;
     }
-    if (p.mcast_base)
-        p.mcast_port = p.shard_ports[0];
     /* --hot-memory: one budget for the hot tables of every thread (PROTOCOL.md §14.3). */
     static struct ina_hot_budget hot_budget;
     hot_budget.limit = p.hot_memory ? p.hot_memory : INA_SW_DEFAULT_HOT_MEMORY;
@@ -934,6 +1057,7 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
             INA_KV_S("threads_from", o->threads_from), INA_KV_I("cores", o->cores),
             INA_KV_I("slots", p.nslots * nthreads), INA_KV_I("max_elems", p.max_elems),
             INA_KV_S("pool_mib", mib), INA_KV_S("secret", p.has_secret ? "on" : "off"),
+            INA_KV_S("integrity", p.integrity ? "on" : "off"),
             INA_KV_S("shm", p.shm ? "on" : "off"), INA_KV_S("shm_from", o->shm_from),
             INA_KV_I("parents", p.nparents));
     if (o->metrics) {
@@ -1023,6 +1147,7 @@ int main(int argc, char **argv)
         {"metrics-port-file", required_argument, 0, 'P'},
         {"secret-file", required_argument, 0, 'S'},
         {"int-ops-only", no_argument, 0, 'I'},
+        {"integrity", no_argument, 0, 'i' + 256},
         {"shm", no_argument, 0, 'H'},            {"no-shm", no_argument, 0, 'h' + 256},
         {"shm-unsealed", no_argument, 0, 'H' + 256},
         {"busy-poll", required_argument, 0, 'B'},
@@ -1124,6 +1249,7 @@ int main(int argc, char **argv)
         case 'S': secret_file = optarg; break;
         case 'G': no_gso = 1; break;
         case 'I': p.int_ops_only = 1; break;
+        case 'i' + 256: p.integrity = 1; break;
         case 'H': shm_opt = 1; break;
         case 'h' + 256: shm_opt = 0; break;
         case 'H' + 256: p.shm_unsealed = 1; break;
@@ -1212,6 +1338,13 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    if (p.mcast_base && addr.sin_addr.s_addr == htonl(INADDR_ANY)) {
+        fprintf(stderr, "ina-switch: --multicast needs --listen on one address, not %s: workers "
+                        "take a group's results only from the address and port they joined, "
+                        "and a wildcard leaves the multicast source to the routing table\n",
+                listen_s);
+        return 2;
+    }
     if (p.mcast_base && nthreads * INA_SW_MAX_JOBS > 254) {
         fprintf(stderr, "ina-switch: --multicast supports at most %d --threads (one group per "
                         "job id in BASE/24)\n", 254 / INA_SW_MAX_JOBS);
@@ -1253,6 +1386,33 @@ int main(int argc, char **argv)
         fprintf(stderr, "ina-switch: --shm and --multicast cannot be combined (results go either "
                         "into each worker's ring or to the group)\n");
         return 2;
+    }
+    /* Tags (PROTOCOL.md §4.6) come from the secret, are computed in this
+     * process, and end every tagged datagram. */
+    const char *no_tags = !p.integrity                ? NULL
+                          : !secret_file              ? "it needs --secret-file (the tags' key comes "
+                                                        "from the shared secret)"
+                          : ebpf                      ? "--dataplane ebpf: the program in the kernel "
+                                                        "cannot compute the tags (a keyed BLAKE2b)"
+                          : parent_s                  ? "--parent: a tree carries no tags between "
+                                                        "its levels"
+                          : record_path               ? "--record: a trace holds no secret, so a "
+                                                        "replay could not check the tags"
+                                                      : NULL;
+    if (no_tags) {
+        fprintf(stderr, "ina-switch: --integrity: %s\n", no_tags);
+        return 2;
+    }
+    if (ebpf && secret_file && p.mcast_base) {
+        fprintf(stderr, "ina-switch: --dataplane ebpf: --secret-file with --multicast tags every "
+                        "result with the session's key, which the program in the kernel cannot "
+                        "compute (use the userspace dataplane, or no --multicast)\n");
+        return 2;
+    }
+    if (p.max_elems > INA_MAX_ELEMS_TAGGED && secret_file && (p.mcast_base || p.integrity)) {
+        fprintf(stderr, "ina-switch: --max-elems %u capped to %d (a tagged datagram ends with "
+                        "its 16-byte tag)\n", p.max_elems, INA_MAX_ELEMS_TAGGED);
+        p.max_elems = INA_MAX_ELEMS_TAGGED;
     }
     if (ebpf) {
         const char *bad = !iface ? "it needs --iface IF (the interface the workers reach the switch by)"

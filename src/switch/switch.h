@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "common/mac.h"
 #include "common/sha256.h"
 #include "common/shm_ring.h"
 #include "common/kv_wire.h"
@@ -174,6 +175,13 @@ struct ina_job {
     int evicted;            /* the operator moved it away (control.c: ina_switch_evict_job) */
     uint64_t evict_bound;   /* then: first stream position (round * W + slot) not served */
     struct sockaddr_in mcast; /* group finished sums go to; sin_family 0 = unicast to each rank */
+    /* Tags (PROTOCOL.md §4.6): with a secret, a session that multicasts its
+     * results or runs with integrity is tagged: the switch tags its RESULTs,
+     * ABORTs and MIGRATEs with the session key, derived at job start (a
+     * secret reloaded later does not change it), and with integrity its DATA
+     * must carry the key's tag too. */
+    uint8_t tagged;
+    struct ina_mac_key mac;
     struct ina_job_counters c;
     struct ina_hot *hot; /* the job's hot table (hot.c), NULL until rank 0 installs one */
     int version_warned;  /* a member joined with another version: logged once (version_skew) */
@@ -209,6 +217,11 @@ struct ina_switch_params {
      * worker between them, its cookie still good). */
     int cookie_key_set;
     struct ina_hmac_key cookie_key;
+    /* --integrity (needs the secret): every DATA and RESULT carries the tag
+     * of its session key (PROTOCOL.md §4.6); a JOIN must ask for it, and a
+     * JOIN that asks is refused without it. With a secret and --multicast,
+     * RESULTs, ABORTs and MIGRATEs are tagged even without it. */
+    int integrity;
     /* --int-ops-only: offer and accept only the integer ops (wire ops 0..2),
      * as a switch without shifters or floating point would (a hardware
      * pipeline, an eBPF dataplane): workers then send floats quantized, in
@@ -294,6 +307,13 @@ struct ina_switch {
 #define INA_SW_TX_RESERVE_BUFS (INA_MAX_WORKERS + 6)
 #define INA_SW_TX_RESERVE_MSGS (2 * INA_MAX_WORKERS + 6)
 #define INA_SW_TX_BATCH 64 /* finished sums queued (transmit buffers) before a flush is forced */
+
+/* Whether this switch's sessions are tagged (PROTOCOL.md §4.6): then k is at
+ * most INA_MAX_ELEMS_TAGGED. */
+static inline int ina_switch_tags(const struct ina_switch_params *p)
+{
+    return p->has_secret && (p->mcast_base || p->integrity);
+}
 
 /* True when the caller must flush sw->txq before the next ina_switch_input(). */
 static inline int ina_switch_tx_full(const struct ina_switch *sw)

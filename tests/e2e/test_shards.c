@@ -25,7 +25,7 @@ struct run {
 };
 
 static struct h_kill *sh;          /* shared with the workers */
-static unsigned long *stale_sum;   /* their stale_results, summed (test_multicast) */
+static unsigned long *stale_sum;   /* their group_rejected, summed (test_multicast) */
 
 /* "HOST0:P0,HOST1:P1,..." for the first m switches. */
 static void switch_list(char *buf, size_t len, int m)
@@ -136,7 +136,7 @@ static int worker(int rank, int n, void *arg)
         fails += all_ops(ctx, rank, n, info.shards * info.lanes);
         ina_stats st;
         if (ina_get_stats(ctx, &st) == 0)
-            __atomic_fetch_add(stale_sum, (unsigned long)st.stale_results, __ATOMIC_RELAXED);
+            __atomic_fetch_add(stale_sum, (unsigned long)st.group_rejected, __ATOMIC_RELAXED);
     }
     ina_finalize(ctx);
     return fails;
@@ -197,7 +197,8 @@ static void test_matrix(void)
  * listen on one port at two addresses with the default base, so their jobs'
  * groups coincide, as they would for shards on several hosts on one port: each
  * worker's group sockets then receive both shards' results, and must use only
- * their own shard's (the others fail the token check and count as stale).
+ * their own shard's (the others come from another address: group_rejected,
+ * PROTOCOL.md §7.5).
  * Shard 2 has a base of its own. Under loss and duplication, with lanes.
  */
 static void test_multicast(void)

@@ -2,7 +2,8 @@
 """Clean-room peer for admission and the job life-cycle at ina-switch.
 
 Written from docs/PROTOCOL.md alone (sections cited inline), covering §4.4 (shared
-secret, its cookies and replays), §4.5 (JOIN_WAIT), §5.1-§5.8 (job states, JOIN
+secret, its cookies and replays), §4.5 (JOIN_WAIT), §4.6 (session keys, tags,
+per-packet integrity; with §4.1's multicast rules), §5.1-§5.8 (job states, JOIN
 processing in code order, sessions that end once, ranks a stranger cannot take,
 WITHDRAW and expiry, parameter agreement, slot admission and WAITING, teardown,
 packets of an earlier session, lanes and dataplane threads, fallback address,
@@ -50,6 +51,7 @@ K_WITHDRAW, K_JOIN_WAIT, K_TREE_JOIN, K_JOIN_COOKIE = 26, 27, 28, 29
 RANK_SWITCH = 0xFFFF                      # §3 rank field of switch → worker packets
 FLAG_ABORT = 0x0001                       # §3 flags bit 0 of LEAVE
 FLAG_LANES_AUTO = 0x0800                  # §3 flags bit 11 of JOIN / JOIN_ACK, §5.6
+FLAG_INTEGRITY = 0x1000                   # §3 flags bit 12 of JOIN / JOIN_ACK, §4.6
 # §4.1 JOIN / JOIN_ACK body, 64 bytes from byte 32:
 # nonce u64, world u16, elems u16, window u32, sw_version u32, mcast_group u32,
 # mcast_port u16, lane u8, nlanes u8, fallback_port u16, wait u16, name 32 bytes.
@@ -66,6 +68,7 @@ JWAIT = struct.Struct(">QHHB3s32s")
 # §4.3 reason codes on the wire
 ERR_TIMEOUT, ERR_ABORTED, ERR_REJECTED, ERR_NOSPACE, ERR_MISMATCH, ERR_PROTO = (
     -1001, -1002, -1003, -1004, -1005, -1008)
+ERR_NOTSUP = -1007                        # §4.3: JOIN_NAK of an integrity mismatch (§4.6)
 
 def hdr(kind, job=0, rank=0, session=0, token=0, slot=0, seq=0, count=0, exp=0,
         flags=0, op=0, tag=0, version=VERSION):
@@ -755,6 +758,166 @@ def test_end_once(sw, closers):
     if ok:
         for x in (t0b, t1):
             x.leave()
+
+
+def session_key(secret, job, session, token):
+    # §4.6: K = HMAC-SHA256(S, "ina/session-key/v1" || job (2) || session (4) || token (4))
+    return hmac.new(secret, b"ina/session-key/v1" + struct.pack(">HII", job, session, token),
+                    hashlib.sha256).digest()
+
+
+def tag_of(key, d):
+    # §4.6: keyed BLAKE2b, key length 32, digest length 16, over every byte before the tag
+    return hashlib.blake2b(d, key=key, digest_size=16).digest()
+
+
+def tag_ok(key, d):
+    return len(d) >= 48 and hmac.compare_digest(d[-16:], tag_of(key, d[:-16]))
+
+
+def test_tags(bindir, tmp, closers):
+    """§4.6 per-packet integrity and tags, §5.2 step 2'', §6.1 checks 4 and 11'; §4.1 the
+    group's port, source and guard, with a secret's tags on multicast RESULTs."""
+    secret = b"tags for the clean room"
+    sw = Switch(bindir, tmp, ["--threads", "1", "--integrity"], secret=secret + b"\n")
+    closers.append(sw.stop)
+    # §4.6 / §5.2 step 2'': a proved JOIN without bit 12 at a switch with --integrity.
+    r0 = Rank(sw.port, "tags", 0, 2)
+    r1 = Rank(sw.port, "tags", 1, 2, flags=FLAG_INTEGRITY)
+    closers.extend((r0.close, r1.close))
+    c0 = sw.counters()
+    r0.join(secret)
+    d = r0.peer.expect((K_JOIN_ACK, K_JOIN_NAK, K_JOIN_WAIT), r0.nonce, 1.0, "NAK NOTSUP")
+    check(d is not None and dec_hdr(d)["kind"] == K_JOIN_NAK and nak_of(d)[2] == ERR_NOTSUP,
+          "integrity: a JOIN without flag bit 12 at a switch with --integrity -> JOIN_NAK "
+          "NOTSUP (-1007)", repr(d and nak_of(d)))
+    r0.flags = FLAG_INTEGRITY
+    ok = start_job([r0, r1], secret)
+    check(ok, "integrity: JOINs with bit 12 and the proof are admitted")
+    if not ok:
+        return
+    acks = [r.ack for r in (r0, r1)]
+    check(all(h["flags"] & FLAG_INTEGRITY for h, _ in acks),
+          "integrity: every JOIN_ACK has flag bit 12", repr([h["flags"] for h, _ in acks]))
+    K = session_key(secret, r0.job, r0.session, r0.token)
+    vals = [[5, -7, 2 ** 31 - 1, 0, 9], [1, 2, 3, -4, 2 ** 31 - 1]]
+    tags = [op_tag(1, 5, 0)] * 2
+
+    def data(r, v, tag_bytes=None, seq=0):
+        d = hdr(K_DATA, job=r.job, rank=r.rank, session=r.session, token=r.token,
+                slot=(seq & 1) << 31, seq=seq, count=len(v), tag=op_tag(1, len(v), 0))
+        d += struct.pack(">%di" % len(v), *v)
+        return d + (tag_of(K, d) if tag_bytes is None else tag_bytes)
+
+    # §6.1 check 4 (length - 16) and 11' (the tag): untagged and wrong-tagged DATA is
+    # dropped without a contribution, so the round waits for rank 0.
+    r0.peer.send(data(r0, vals[0], b""))                         # untagged: LENGTH
+    r0.peer.send(data(r0, vals[0], bytes(16)))                   # wrong tag: MAC
+    bad = bytearray(data(r0, vals[0]))
+    bad[32] ^= 0x40                                              # changed after tagging
+    r0.peer.send(bytes(bad))
+    r1.peer.send(data(r1, vals[1]))
+    got = r1.peer.expect(K_RESULT, None, 0.4, "no RESULT yet")
+    check(got is None, "integrity: untagged, wrongly tagged and altered DATA add nothing "
+          "(no RESULT while rank 0's real DATA is missing)", repr(got))
+    r0.peer.send(data(r0, vals[0]))
+    res = [r.peer.expect(K_RESULT, None, 1.0, "tagged RESULT") for r in (r0, r1)]
+    want = expected_sum(vals)
+    check(all(d is not None and len(d) == 32 + 4 * 5 + 16 and tag_ok(K, d) and
+              list(struct.unpack_from(">5i", d, 32)) == want for d in res),
+          "integrity: the RESULT is 32 + 4*count + 16 bytes, tagged BLAKE2b-128 under "
+          "HMAC-SHA256(S, label || job || session || token), with the sum",
+          repr([len(d) if d else None for d in res]))
+    c1 = sw.counters()
+    dm = c1["drops"].get("MAC", 0) - c0["drops"].get("MAC", 0)
+    dl = c1["drops"]["LENGTH"] - c0["drops"]["LENGTH"]
+    check(dm == 2 and dl == 1, "integrity: drop MAC counts the 2 bad tags, LENGTH the "
+          "untagged DATA", "MAC +%d LENGTH +%d" % (dm, dl))
+    # §4.6: an ABORT of a tagged session is 64 bytes, tagged.
+    r0.leave(abort=True)
+    d = r1.peer.expect(K_ABORT, None, 1.0, "tagged ABORT")
+    check(d is not None and len(d) == 64 and tag_ok(K, d),
+          "integrity: the ABORT is 64 bytes (body and tag) and its tag is right",
+          repr(d and len(d)))
+    sw.stop()
+
+    # §4.6 / §5.2 step 2'': bit 12 at a switch without --integrity.
+    sw2 = Switch(bindir, tmp, ["--threads", "1"], secret=secret)
+    closers.append(sw2.stop)
+    r = Rank(sw2.port, "tags-no", 0, 1, flags=FLAG_INTEGRITY)
+    closers.append(r.close)
+    r.join(secret)
+    d = r.peer.expect((K_JOIN_ACK, K_JOIN_NAK), r.nonce, 1.0, "NAK NOTSUP (no --integrity)")
+    check(d is not None and dec_hdr(d)["kind"] == K_JOIN_NAK and nak_of(d)[2] == ERR_NOTSUP,
+          "integrity: a JOIN with bit 12 at a switch without --integrity -> JOIN_NAK NOTSUP",
+          repr(d and nak_of(d)))
+    sw2.stop()
+
+    # §4.1: --multicast needs one listen address.
+    rc = subprocess.run([os.path.join(bindir, "ina-switch"), "--listen", "0.0.0.0:0",
+                         "--multicast", "--quiet"], stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL, timeout=10).returncode
+    check(rc == 2, "multicast: --listen 0.0.0.0 is refused at start (exit status 2)", rc)
+    # §4.1 / §4.6 (a): a secret with --multicast. The group's port is the switch's + 1
+    # (one thread); the RESULT comes to the group from the switch's address:port, tagged.
+    sw3 = Switch(bindir, tmp, ["--threads", "1", "--multicast"], secret=secret)
+    closers.append(sw3.stop)
+    m = [Rank(sw3.port, "tags-mc", i, 2) for i in range(2)]
+    closers.extend(x.close for x in m)
+    ok = start_job(m, secret)
+    check(ok, "multicast with a secret: the job is admitted")
+    if not ok:
+        return
+    _h, b = m[0].ack
+    group, gport = b[5], b[6]
+    check(group == 0xEFFF4900 + m[0].job and gport == sw3.port + 1,
+          "multicast: JOIN_ACK names group BASE + job and the group's port = listen port + 1",
+          "group %08x port %d (switch port %d)" % (group, gport, sw3.port))
+    g = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    closers.append(g.close)
+    g.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    g.bind((socket.inet_ntoa(struct.pack(">I", group)), gport))
+    g.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+                 struct.pack(">I", group) + socket.inet_aton("127.0.0.1"))
+    Km = session_key(secret, m[0].job, m[0].session, m[0].token)
+    for r, v in zip(m, vals):
+        d = hdr(K_DATA, job=r.job, rank=r.rank, session=r.session, token=r.token, slot=0,
+                seq=0, count=len(v), tag=op_tag(1, len(v), 0))
+        r.peer.send(d + struct.pack(">%di" % len(v), *v))     # DATA untagged: no integrity
+    g.settimeout(1.0)
+    try:
+        d, src = g.recvfrom(70000)
+    except socket.timeout:
+        d, src = None, None
+    check(d is not None and src == ("127.0.0.1", sw3.port) and len(d) == 32 + 20 + 16 and
+          tag_ok(Km, d) and list(struct.unpack_from(">5i", d, 32)) == want,
+          "multicast with a secret: the group's RESULT comes from the switch's address:port, "
+          "tagged under the session key", repr((src, d and len(d))))
+    # §4.1: the switch holds its port on every address; another user cannot bind it.
+    if os.geteuid() == 0:
+        pid = os.fork()
+        if pid == 0:
+            fails = 0
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                for addr in ("239.1.2.3", "127.0.0.2", "0.0.0.0", "127.0.0.1"):
+                    for opt in (socket.SO_REUSEADDR, socket.SO_REUSEPORT):
+                        t = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                        t.setsockopt(socket.SOL_SOCKET, opt, 1)
+                        try:
+                            t.bind((addr, sw3.port))
+                        except OSError:
+                            fails += 1
+                        t.close()
+            finally:
+                os._exit(0 if fails == 8 else 1)
+        _, st = os.waitpid(pid, 0)
+        check(st == 0, "multicast: another user cannot bind the switch's port on any address "
+              "(multicast, other local, wildcard, its own; SO_REUSEADDR or SO_REUSEPORT)", st)
+    for r in m:
+        r.leave()
+    sw3.stop()
 
 
 def test_join_wait(sw, closers):
@@ -1817,6 +1980,7 @@ def main():
     try:
         idle = test_idle_start(a.bindir, tmp, closers)
         test_secret(a.bindir, tmp, closers)
+        test_tags(a.bindir, tmp, closers)
         max_elems, max_job_slots = 100, 32
         sw = Switch(a.bindir, tmp, ["--threads", "1", "--slots", "256", "--max-elems",
                                     str(max_elems), "--max-job-slots", str(max_job_slots),
