@@ -881,9 +881,14 @@ INA_EXTERN double ina_fixed_error_bound(ina_dtype dtype, int world_size, int bit
  * small for one block (elems_per_packet < sparse_block + 4). Small float
  * sums never use the one-round mode (their exponents ride on the positions).
  * Lanes and shards: every part (shard i, lane j) of an operation is its own
- * sparse operation at its switch (AUTO decides per part; a part whose switch
- * does not offer sparse goes dense; ina_info.sparse is 1 only if every
- * part's switch offers it). Trees: a child switch (ina-switch --parent)
+ * sparse operation at its switch (AUTO measures per part, every part of an
+ * operation of at least sparse_min_bytes: the floor is the whole operation's
+ * size; a part whose switch does not offer sparse goes dense; ina_info.sparse
+ * is 1 only if every part's switch offers it). Blocks are those of the whole
+ * operation (elements b*B .. b*B + B-1), for the bound too, also where B
+ * does not divide the packets at which parts are cut. An AUTO operation is
+ * within the bound of the mode it ran: dense's where it measured dense
+ * (ina_stats.sparse_auto_dense). Trees: a child switch (ina-switch --parent)
  * does not offer sparse, so every operation under it goes dense
  * (ina_info.sparse 0). Every rank must use the same mode, block, threshold
  * semantics, crossover and floor (else INA_ERR_MISMATCH, or a timeout).

@@ -623,15 +623,18 @@ static struct ina_req *req_new(struct ina_ctx *ctx, const void *sendbuf, void *r
 /* The mode a request asked for (INA_SPARSE_DEFAULT: the context's), as it will
  * run here: OFF where sparse cannot run (the switch does not offer it, MAX or
  * MIN, no block fits a packet), and AUTO below the size floor is OFF too.
- * Every rank decides alike: the same count, dtype, op, settings and switch. */
-static int sparse_mode_of(const struct ina_ctx *ctx, size_t count, ina_dtype dtype, ina_op op,
-                          int mode)
+ * The floor is the whole operation's size, not a part's: an operation the
+ * caller sees above it is measured in every part (lanes and shards cut it
+ * into parts smaller than the floor). Every rank decides alike: the same
+ * count, dtype, op, settings and switch. */
+static int sparse_mode_of(const struct ina_ctx *ctx, size_t count, size_t phase, size_t total,
+                          ina_dtype dtype, ina_op op, int mode)
 {
     if (mode == INA_SPARSE_DEFAULT)
         mode = ctx->sparse_mode;
-    if (mode == INA_SPARSE_OFF || !ina__sparse_possible(ctx, count, dtype, op))
+    if (mode == INA_SPARSE_OFF || !ina__sparse_possible(ctx, count, phase, dtype, op))
         return INA_SPARSE_OFF;
-    if (mode == INA_SPARSE_AUTO && count * ina__dtype_size(dtype) < ctx->sparse_min_bytes)
+    if (mode == INA_SPARSE_AUTO && total * ina__dtype_size(dtype) < ctx->sparse_min_bytes)
         return INA_SPARSE_OFF;
     return mode;
 }
@@ -657,12 +660,15 @@ static int probe_create(struct ina_ctx *ctx, struct ina_req *req)
 }
 
 struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
-                                size_t count, ina_dtype dtype, ina_op op, int sparse_mode)
+                                size_t count, ina_dtype dtype, ina_op op, int sparse_mode,
+                                size_t offset, size_t total)
 {
     struct ina_req *req = req_new(ctx, sendbuf, recvbuf, count, dtype, op);
     if (!req)
         return NULL;
-    int mode = sparse_mode_of(ctx, count, dtype, op, sparse_mode);
+    /* Sparse blocks lie on the whole operation's grid (PROTOCOL.md §17.2). */
+    const size_t phase = offset ? offset % (size_t)ctx->sparse_block : 0;
+    int mode = sparse_mode_of(ctx, count, phase, total, dtype, op, sparse_mode);
     /* The tag tells sparse ops (and their block length) from dense ones, and
      * a dense fixed-point op's scale (§13) from another's; an op asked sparse
      * keeps its sparse term even if it then goes dense (§17). */
@@ -675,7 +681,7 @@ struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *
             mix = (uint64_t)ctx->fixed_bits;
     }
     req->tag_seed = op_tag_seed(ctx->nops_started + (count != 0), count, dtype, op, mix);
-    if (mode != INA_SPARSE_OFF && (ina__sparse_prepare(ctx, req, mode == INA_SPARSE_AUTO) != 0 ||
+    if (mode != INA_SPARSE_OFF && (ina__sparse_prepare(ctx, req, phase, mode == INA_SPARSE_AUTO) != 0 ||
                                    (mode == INA_SPARSE_AUTO && probe_create(ctx, req) != 0))) {
         ina__req_release(ctx, req);
         return NULL;
@@ -808,7 +814,7 @@ static int start_op(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t cou
         return INA_ERR_BUSY;
     if (ctx->lanes)
         return lanes_start_op(ctx, sendbuf, recvbuf, count, dtype, op, sparse_mode, out);
-    ina_req *req = ina__req_create(ctx, sendbuf, recvbuf, count, dtype, op, sparse_mode);
+    ina_req *req = ina__req_create(ctx, sendbuf, recvbuf, count, dtype, op, sparse_mode, 0, count);
     if (!req)
         return -ENOMEM;
     if (!req->done)

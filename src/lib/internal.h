@@ -67,7 +67,8 @@ struct ina_sparse_op {
     uint32_t block;      /* B: elements per block */
     uint32_t places;     /* C: places per packet */
     uint32_t colblocks;  /* M: blocks per column */
-    uint64_t nblocks;    /* ceil(count / B) */
+    uint32_t phase;      /* a part's offset into its first block (block 0 is B - phase long) */
+    uint64_t nblocks;    /* ceil((phase + count) / B) */
     uint64_t ncols;      /* K = ceil(nblocks / M) */
     uint64_t next_col;   /* U: the next column not started */
     int64_t last_nonempty; /* op-local index of the last packet with places, -1: none */
@@ -367,18 +368,24 @@ void ina__req_release(struct ina_ctx *ctx, struct ina_req *req);
 void ina__req_pool_free(struct ina_ctx *ctx);
 
 /* ctx.c: allocate a request for checked arguments, link it, and queue it on
- * the stream (count 0: done at once). @return NULL if out of memory. */
+ * the stream (count 0: done at once). The request is elements [offset,
+ * offset + count) of an operation of total elements: a part (lanes.c), or
+ * the whole operation (0, count). @return NULL if out of memory. */
 struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
-                                size_t count, ina_dtype dtype, ina_op op, int sparse_mode);
+                                size_t count, ina_dtype dtype, ina_op op, int sparse_mode,
+                                size_t offset, size_t total);
 /* ctx.c: plan req as a dense operation (wire op, payload, rounds, npackets). */
 void ina__req_plan_dense(struct ina_ctx *ctx, struct ina_req *req);
 
 /* sparse.c: block-sparse operations (PROTOCOL.md §17). */
-/* 1 if an op of count elements of dtype and op can stream sparse on ctx. */
-int ina__sparse_possible(const struct ina_ctx *ctx, size_t count, ina_dtype dtype, ina_op op);
+/* 1 if an op (or part) of count elements of dtype and op, starting phase
+ * elements into a block of sparse_block, can stream sparse on ctx. */
+int ina__sparse_possible(const struct ina_ctx *ctx, size_t count, size_t phase, ina_dtype dtype,
+                         ina_op op);
 /* Prepare req to stream sparse (mode ON), or to probe first (AUTO): scan
- * its input for non-zero blocks. @return 0 or -ENOMEM. */
-int ina__sparse_prepare(struct ina_ctx *ctx, struct ina_req *req, int autodecide);
+ * its input for non-zero blocks (block 0 short by phase elements: its
+ * blocks lie on the grid of the whole operation). @return 0 or -ENOMEM. */
+int ina__sparse_prepare(struct ina_ctx *ctx, struct ina_req *req, size_t phase, int autodecide);
 /* The probe of an AUTO op completed with the ranks' summed density. */
 void ina__sparse_decide(struct ina_ctx *ctx, struct ina_req *req, int32_t sum);
 /* Plan packet p (op-local) of sparse req in slot ws, whose previous packet

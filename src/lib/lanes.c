@@ -46,7 +46,7 @@ struct ina_part {
     struct ina_req *parent;
     const uint8_t *src;
     uint8_t *dst;
-    size_t count;
+    size_t offset, count; /* elements [offset, offset + count) of the parent */
 };
 
 struct ina_runner;
@@ -133,7 +133,8 @@ static void take_inbox(struct ina_lane *ln)
         ln->in_head = (ln->in_head + 1) % INA_MAX_REQS;
         __atomic_sub_fetch(&ln->in_count, 1, __ATOMIC_RELAXED); /* idle_spin reads it */
         struct ina_req *r = ina__req_create(c, pt->src, pt->dst, pt->count, pt->parent->dtype,
-                                            pt->parent->op, pt->parent->sparse_mode);
+                                            pt->parent->op, pt->parent->sparse_mode, pt->offset,
+                                            pt->parent->count);
         if (!r) {
             part_done(g, pt->parent, -ENOMEM);
             continue;
@@ -416,6 +417,7 @@ int ina__lanes_submit(struct ina_ctx *parent, struct ina_req *req)
         pt->parent = req;
         pt->src = req->src + e0 * bytes;
         pt->dst = req->dst + e0 * bytes;
+        pt->offset = e0;
         pt->count = e1 - e0;
         req->remaining++;
         lane_wake(ln);
