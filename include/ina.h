@@ -24,13 +24,16 @@
  * Distinct contexts are independent. libina starts threads of its own only
  * where a feature needs them: one per lane of a context with lanes > 1, and,
  * on rank 0, one for the host aggregator when the job falls back to it
- * (INA_FALLBACK_HOST). A plain context runs in the caller's thread only.
+ * (INA_FALLBACK_HOST). A context of one lane runs in the caller's thread
+ * only, over one switch or several (shards: one poll over their sockets).
  *
  * Progress rule (as in MPI)
  * -------------------------
  * Operations advance only inside libina calls on their context: ina_test(),
  * ina_wait(), ina_allreduce() and ina_allreduce_start(). An operation that
- * was started and is never tested or waited on does not complete.
+ * was started and is never tested or waited on does not complete. The one
+ * exception is a context with lanes > 1: its lane threads also advance its
+ * operations between calls (that is what they are for).
  *
  * Collective rule
  * ---------------
@@ -425,10 +428,12 @@ INA_EXTERN int ina_init(ina_ctx **out, const ina_config *cfg);
 INA_EXTERN int ina_init_env(ina_ctx **out);
 
 /**
- * Leave the job and free the context. Operations still in flight fail with
- * INA_ERR_CLOSED and their requests are freed; leaving with operations in
- * flight ends the session for the other ranks too (they get
- * INA_ERR_ABORTED). Accepts NULL.
+ * Leave the job and free the context. Operations still in flight (started
+ * and not complete) fail with INA_ERR_CLOSED and their requests are freed;
+ * leaving with operations in flight ends the session for the other ranks too
+ * (they get INA_ERR_ABORTED), with shards and lanes on every switch. (Only
+ * lanes > 1 may complete an operation between calls: progress rule.) Accepts
+ * NULL.
  * Every later call with this handle, ina_finalize() included, returns
  * INA_ERR_CLOSED: libina keeps a small shell of each finalized context for
  * the life of the process, so a stale handle is caught, never dereferenced
@@ -451,7 +456,7 @@ INA_EXTERN int ina_finalize(ina_ctx *ctx);
  *   -EOVERFLOW         count * sizeof(element) does not fit in size_t
  *   INA_ERR_NOTSUP     dtype 5..15 or op 4..15 (reserved), or MAX/MIN on
  *                      FLOAT64 (see ina_op)
- *   INA_ERR_CLOSED     the context was broken by an earlier failure
+ *   INA_ERR_CLOSED     the context is finalized, or was broken by an earlier failure
  *   INA_ERR_TIMEOUT    no progress for timeout_ms (a peer or the switch is gone)
  *   INA_ERR_ABORTED    the switch ended the session (another rank failed,
  *                      left with operations in flight, or was restarted)
@@ -477,9 +482,13 @@ typedef struct ina_req ina_req;
  * completes as soon as its own results are in, so a later small request
  * may finish before an earlier large one. The buffers must stay valid and
  * untouched until the request completes.
- * @return 0, or the argument errors of ina_allreduce(), or INA_ERR_BUSY
- * (more than 1024 requests in flight). On error *req is NULL and no
- * request exists.
+ * @return 0, or
+ *   -EINVAL, -EOVERFLOW, INA_ERR_NOTSUP   the argument errors of ina_allreduce()
+ *   INA_ERR_CLOSED     the context is finalized, or broken by an earlier failure
+ *                      (a session that ended between operations returns its
+ *                      reason once instead, e.g. INA_ERR_ABORTED, as ina_allreduce)
+ *   INA_ERR_BUSY       more than 1024 requests in flight
+ * On error *req is NULL and no request exists.
  */
 INA_EXTERN int ina_allreduce_start(ina_ctx *ctx, const void *sendbuf, void *recvbuf,
                                    size_t count, ina_dtype dtype, ina_op op,
@@ -788,7 +797,9 @@ INA_EXTERN const char *ina_kv_last_error(const ina_kv *kv);
  * (INA_ERR_ABORTED); a switch that dies fails the operation on every rank
  * within timeout_ms (INA_ERR_TIMEOUT, INA_ERR_ABORTED, or -ECONNREFUSED).
  * ina_info.shards says how many switches a context uses. Shards add sockets
- * and windows (the window is per part), not threads: lanes add threads.
+ * and windows (the window is per part), not threads: lanes add threads. With
+ * one lane, the caller's thread drives every switch's part inside libina
+ * calls (the progress rule holds as for one switch).
  *
  * Trees. A switch started with `ina-switch --parent HOST:PORT` (a child,
  * e.g. one per node) adds the packets of the workers that join it and sends

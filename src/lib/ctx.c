@@ -154,10 +154,8 @@ static void ctx_retire(struct ina_ctx *ctx)
 /* Leave and close parts [0, n): with abort, the switches end those jobs for every rank at once. */
 static void parts_close(struct ina_ctx **part, int n, int abort)
 {
-    for (int i = 0; i < n; i++) {
-        ina__session_leave(part[i], abort);
-        ina__lane_close(part[i]);
-    }
+    for (int i = 0; i < n; i++)
+        ina__lane_close(part[i], abort);
 }
 
 /*
@@ -453,7 +451,7 @@ int ina_init_env(ina_ctx **out)
     return rc ? rc : ina_init(out, &cfg);
 }
 
-static void lane_release(struct ina_ctx *ctx);
+static void lane_release(struct ina_ctx *ctx, int abort);
 
 int ina_finalize(ina_ctx *ctx)
 {
@@ -474,16 +472,17 @@ int ina_finalize(ina_ctx *ctx)
         }
         ina__req_pool_free(ctx); /* every request, waited or not */
     } else {
-        lane_release(ctx);
+        lane_release(ctx, 0);
     }
     ctx_retire(ctx);
     return 0;
 }
 
-/* Fail what is in flight, leave, free the stream and sockets; keep the struct. */
-static void lane_release(struct ina_ctx *ctx)
+/* Fail what is in flight, leave (with abort if asked, or if something was in
+ * flight), free the stream and sockets; keep the struct. */
+static void lane_release(struct ina_ctx *ctx, int abort)
 {
-    int abort = ctx->head != NULL;
+    abort |= ctx->head != NULL;
     ina__stream_fail_all(ctx, INA_ERR_CLOSED);
     while (ctx->live) {
         struct ina_req *r = ctx->live;
@@ -502,9 +501,9 @@ static void lane_release(struct ina_ctx *ctx)
     ctx->fd = ctx->mcast_fd = -1;
 }
 
-void ina__lane_close(struct ina_ctx *ctx)
+void ina__lane_close(struct ina_ctx *ctx, int abort)
 {
-    lane_release(ctx);
+    lane_release(ctx, abort);
     free(ctx);
 }
 

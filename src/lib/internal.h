@@ -431,24 +431,27 @@ struct ina_refusal {
 };
 
 /* ctx.c: open one lane's context (socket, join, stream) at addr, as lane
- * `lane` of nlanes; close it (leave, free everything; the struct too). With
+ * `lane` of nlanes; close it (leave, with the abort flag if abort or if it
+ * has operations in flight; free everything, the struct too). With
  * refusal (one part of several), a NOSPACE is returned as is, with *refusal
  * filled, rather than answered by a move to the host aggregator. */
 int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, const struct sockaddr_in *addr,
                    int lane, int nlanes, struct ina_refusal *refusal);
-void ina__lane_close(struct ina_ctx *ctx);
+void ina__lane_close(struct ina_ctx *ctx, int abort);
 /* ctx.c: the default elems_per_packet for a switch at addr (2048 on loopback, else 256). */
 int ina__default_elems(const struct sockaddr_in *addr);
 
 /* lanes.c: a multi-part context. start takes the n part contexts (all
- * joined) and runs nthreads threads (part p on thread p mod nthreads);
- * submit splits an operation over the parts. */
+ * joined) and runs nthreads threads (part p on thread p mod nthreads), or,
+ * for nthreads 1, none: the caller's thread drives every part inside
+ * submit, test and wait. submit splits an operation over the parts. */
 int ina__lanes_start(struct ina_ctx *parent, struct ina_ctx **lane_ctx, int n, int nthreads);
 int ina__lanes_submit(struct ina_ctx *parent, struct ina_req *req);
 int ina__lanes_test(struct ina_req *req, int *done);
 int ina__lanes_wait(struct ina_req *req);
 void ina__lanes_stats(const struct ina_ctx *parent, ina_stats *st);
-/* Stop the threads, close every lane, free the lanes. */
+/* Stop the threads, close every lane (with the abort flag if an operation
+ * is in flight), free the lanes. */
 void ina__lanes_close(struct ina_ctx *parent);
 /* The context of part i, and how many parts there are (for ina_get_info). */
 const struct ina_ctx *ina__lanes_ctx(const struct ina_ctx *parent, int i);
