@@ -233,8 +233,14 @@ typedef struct ina_config {
     const char *job;         /**< job name, 1..31 bytes. Default "default". */
     int rank;                /**< 0..world_size-1. Default 0. */
     int world_size;          /**< 1..INA_MAX_WORKERS. Default 1. */
-    int elems_per_packet;    /**< 0 = default: 2048 on loopback, 256 elsewhere (fits MTU 1500). */
-    int window;              /**< outstanding packets (slots), power of 2; 0 = default 128. */
+    int elems_per_packet;    /**< 0 = default: 2048 on loopback, 256 elsewhere (fits MTU 1500);
+                                  else 1..16368 (a 65535-byte datagram). Above: ina_init
+                                  refuses it (-EINVAL). The switch may grant fewer (its
+                                  --max-elems, default 2048): ina_info.elems_per_packet. */
+    int window;              /**< outstanding packets (slots) per part, a power of 2 up to
+                                  4096; 0 = default 128. Else ina_init refuses it (-EINVAL).
+                                  The switch may grant fewer (its pool and --max-job-slots):
+                                  ina_info.window. */
     int timeout_ms;          /**< deadline for an operation without progress; 0 = 30000. */
     int join_timeout_ms;     /**< deadline for all ranks to join; 0 = 60000. */
     int rto_ms;              /**< retransmission timeout floor; 0 = 100. The timeout adapts to the
@@ -379,8 +385,20 @@ INA_EXTERN void ina_config_init(ina_config *cfg);
  * Strings point into the environment (or, for a launcher's job name, into
  * storage kept for the life of the process). (libina also reads INA_QUIET, INA_SHM,
  * INA_ONE_ROUND, INA_NO_GSO, INA_NO_SIMD and INA_FAULT itself, when it needs them.)
- * @return 0, or INA_ERR_CONFIG if a variable is present but malformed, or a
- * launcher's rank is outside 0..size-1 (ina_last_error(NULL) names it).
+ * Each value is checked against the range of its field (as ina_init would):
+ * INA_RANK 0..255 (and below INA_WORLD_SIZE when both are given), INA_WORLD_SIZE
+ * 1..256, INA_ELEMS 0..16368, INA_WINDOW 0 or a power of 2 up to 4096, the
+ * times >= 0, INA_LANES auto or 0..16, INA_SPARSE_BLOCK 0 or 32..256,
+ * INA_SPARSE_CROSSOVER 0..256, INA_SPARSE_THRESHOLD finite >= 0,
+ * INA_BUSY_POLL_US 0..1000000, INA_FIXED_POINT 0..30 (not with
+ * INA_FLOAT_ADD=switch), INA_JOB at most 31 bytes, INA_SWITCH a list of
+ * HOST[:PORT] without empty entries, at most 64 (names are resolved by
+ * ina_init). A variable that is set but empty is an error, not unset (since
+ * v0.5): it does not let RANK, WORLD_SIZE or a launcher's variable decide.
+ * (torchrun's and launchers' empty variables count as unset.)
+ * @return 0, or INA_ERR_CONFIG if a variable is set but empty, malformed or
+ * out of its range, or a launcher's rank is outside 0..size-1
+ * (ina_last_error(NULL) names the variable, its value and the rule).
  */
 INA_EXTERN int ina_config_from_env(ina_config *cfg);
 
@@ -411,8 +429,10 @@ INA_EXTERN int ina_config_from_env(ina_config *cfg);
  *   INA_ERR_SHUTDOWN    the switch is draining (SIGTERM) and takes no new jobs
  *   -ENOMEM, -errno     from the system
  * On failure *out is NULL and nothing is leaked.
- * Notes: 1. Proposals above the switch's limits (elems_per_packet, window)
- * are capped by the switch; ina_get_info() tells what was granted. 2. With
+ * Notes: 1. libina refuses elems_per_packet above 16368 and window above 4096
+ * (-EINVAL, above); within those, proposals above the switch's own limits
+ * are capped by the switch (never refused), and ina_get_info() tells what
+ * was granted. 2. With
  * several switches or lanes, admission is all or nothing: if one switch has
  * no room, every rank leaves the others and the whole job runs on rank 0's
  * host (INA_FALLBACK_HOST) or ina_init() returns INA_ERR_NOSPACE on every rank
