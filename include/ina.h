@@ -228,8 +228,9 @@ typedef struct ina_config {
     const char *switch_addr; /**< "host:port" or "host" (port 48864). Default "127.0.0.1".
                                   A comma-separated list spreads every operation over
                                   those switches (shards; see "Several switches" below):
-                                  every rank must give the same list, in the same order.
-                                  Since v0.4. */
+                                  every rank must give the same switches, in any order
+                                  (each rank orders them by address and port; since v0.5,
+                                  before: in the same order). Since v0.4. */
     const char *job;         /**< job name, 1..31 bytes. Default "default". */
     int rank;                /**< 0..world_size-1. Default 0. */
     int world_size;          /**< 1..INA_MAX_WORKERS. Default 1. */
@@ -810,7 +811,8 @@ INA_EXTERN const char *ina_kv_last_error(const ina_kv *kv);
  * parts at packet boundaries, and part (shard i, lane j) is streamed through
  * switch i with its own socket, window and retransmission (a lane of its
  * own there). Nothing else changes: the same results, the same bounds. Every
- * rank must list the same switches in the same order. Admission is all or
+ * rank must list the same switches, in any order: shard i is the i-th by IPv4
+ * address and port, on every rank (PROTOCOL.md §12.1). Admission is all or
  * nothing (ina_init note 2). A failure on any part fails the operation on
  * every part and every rank: a rank whose part fails by its own deadline
  * tells every switch, which ends the job for every other rank

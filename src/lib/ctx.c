@@ -342,6 +342,31 @@ static int init_auto(struct ina_ctx **out, const ina_config *cfg, const struct s
     return rc;
 }
 
+/*
+ * The shards in the order every rank uses, whatever order its list has: by
+ * IPv4 address, then port, ascending; entries that resolve alike (one
+ * switch named twice) keep their list order. Part p goes to shard p / L and
+ * parts join in order (PROTOCOL.md §12.1), so ranks that listed the same
+ * switches in different orders would each wait at a different first switch
+ * until the join deadline, and no switch could tell them apart (each sees
+ * an ordinary job that lacks ranks). Sorted, they meet and the job runs.
+ */
+static uint64_t shard_key(const struct sockaddr_in *a)
+{
+    return (uint64_t)ntohl(a->sin_addr.s_addr) << 16 | ntohs(a->sin_port);
+}
+
+static void shards_sort(struct sockaddr_in *a, int n)
+{
+    for (int i = 1; i < n; i++) { /* insertion sort: stable, and n <= 64 */
+        struct sockaddr_in x = a[i];
+        int j = i;
+        for (; j > 0 && shard_key(&a[j - 1]) > shard_key(&x); j--)
+            a[j] = a[j - 1];
+        a[j] = x;
+    }
+}
+
 int ina_init(ina_ctx **out, const ina_config *cfg)
 {
     ina__fail_clear(NULL);
@@ -360,6 +385,7 @@ int ina_init(ina_ctx **out, const ina_config *cfg)
     if (nshards < 1)
         return ina__fail(NULL, INA_ERR_CONFIG, "switch address: %s (set by "
                          "ina_config.switch_addr, INA_SWITCH, ina-bench --switch)", why);
+    shards_sort(addrs, nshards);
     if (cfg->lanes == 0)
         return init_auto(out, cfg, addrs, nshards);
     int nlanes = cfg->lanes;
