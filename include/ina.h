@@ -24,13 +24,16 @@
  * Distinct contexts are independent. libina starts threads of its own only
  * where a feature needs them: one per lane of a context with lanes > 1, and,
  * on rank 0, one for the host aggregator when the job falls back to it
- * (INA_FALLBACK_HOST). A plain context runs in the caller's thread only.
+ * (INA_FALLBACK_HOST). A context of one lane runs in the caller's thread
+ * only, over one switch or several (shards: one poll over their sockets).
  *
  * Progress rule (as in MPI)
  * -------------------------
  * Operations advance only inside libina calls on their context: ina_test(),
  * ina_wait(), ina_allreduce() and ina_allreduce_start(). An operation that
- * was started and is never tested or waited on does not complete.
+ * was started and is never tested or waited on does not complete. The one
+ * exception is a context with lanes > 1: its lane threads also advance its
+ * operations between calls (that is what they are for).
  *
  * Collective rule
  * ---------------
@@ -271,13 +274,20 @@ typedef struct ina_config {
     const char *switch_addr; /**< "host:port" or "host" (port 48864). Default "127.0.0.1".
                                   A comma-separated list spreads every operation over
                                   those switches (shards; see "Several switches" below):
-                                  every rank must give the same list, in the same order.
-                                  Since v0.4. */
+                                  every rank must give the same switches, in any order
+                                  (each rank orders them by address and port; since v0.5,
+                                  before: in the same order). Since v0.4. */
     const char *job;         /**< job name, 1..31 bytes. Default "default". */
     int rank;                /**< 0..world_size-1. Default 0. */
     int world_size;          /**< 1..INA_MAX_WORKERS. Default 1. */
-    int elems_per_packet;    /**< 0 = default: 2048 on loopback, 256 elsewhere (fits MTU 1500). */
-    int window;              /**< outstanding packets (slots), power of 2; 0 = default 128. */
+    int elems_per_packet;    /**< 0 = default: 2048 on loopback, 256 elsewhere (fits MTU 1500);
+                                  else 1..16368 (a 65535-byte datagram). Above: ina_init
+                                  refuses it (-EINVAL). The switch may grant fewer (its
+                                  --max-elems, default 2048): ina_info.elems_per_packet. */
+    int window;              /**< outstanding packets (slots) per part, a power of 2 up to
+                                  4096; 0 = default 128. Else ina_init refuses it (-EINVAL).
+                                  The switch may grant fewer (its pool and --max-job-slots):
+                                  ina_info.window. */
     int timeout_ms;          /**< deadline for an operation without progress; 0 = 30000. */
     int join_timeout_ms;     /**< deadline for all ranks to join; 0 = 60000. */
     int rto_ms;              /**< retransmission timeout floor; 0 = 100. The timeout adapts to the
@@ -432,8 +442,20 @@ INA_EXTERN void ina_config_init(ina_config *cfg);
  * Strings point into the environment (or, for a launcher's job name, into
  * storage kept for the life of the process). (libina also reads INA_QUIET, INA_SHM,
  * INA_ONE_ROUND, INA_NO_GSO, INA_NO_SIMD and INA_FAULT itself, when it needs them.)
- * @return 0, or INA_ERR_CONFIG if a variable is present but malformed, or a
- * launcher's rank is outside 0..size-1 (ina_last_error(NULL) names it).
+ * Each value is checked against the range of its field (as ina_init would):
+ * INA_RANK 0..255 (and below INA_WORLD_SIZE when both are given), INA_WORLD_SIZE
+ * 1..256, INA_ELEMS 0..16368, INA_WINDOW 0 or a power of 2 up to 4096, the
+ * times >= 0, INA_LANES auto or 0..16, INA_SPARSE_BLOCK 0 or 32..256,
+ * INA_SPARSE_CROSSOVER 0..256, INA_SPARSE_THRESHOLD finite >= 0,
+ * INA_BUSY_POLL_US 0..1000000, INA_FIXED_POINT 0..30 (not with
+ * INA_FLOAT_ADD=switch), INA_JOB at most 31 bytes, INA_SWITCH a list of
+ * HOST[:PORT] without empty entries, at most 64 (names are resolved by
+ * ina_init). A variable that is set but empty is an error, not unset (since
+ * v0.5): it does not let RANK, WORLD_SIZE or a launcher's variable decide.
+ * (torchrun's and launchers' empty variables count as unset.)
+ * @return 0, or INA_ERR_CONFIG if a variable is set but empty, malformed or
+ * out of its range, or a launcher's rank is outside 0..size-1
+ * (ina_last_error(NULL) names the variable, its value and the rule).
  */
 INA_EXTERN int ina_config_from_env(ina_config *cfg);
 
@@ -467,8 +489,10 @@ INA_EXTERN int ina_config_from_env(ina_config *cfg);
  *                       without ina-switch --integrity, or the reverse (since v0.6)
  *   -ENOMEM, -errno     from the system
  * On failure *out is NULL and nothing is leaked.
- * Notes: 1. Proposals above the switch's limits (elems_per_packet, window)
- * are capped by the switch; ina_get_info() tells what was granted. 2. With
+ * Notes: 1. libina refuses elems_per_packet above 16368 and window above 4096
+ * (-EINVAL, above); within those, proposals above the switch's own limits
+ * are capped by the switch (never refused), and ina_get_info() tells what
+ * was granted. 2. With
  * several switches or lanes, admission is all or nothing: if one switch has
  * no room, every rank leaves the others and the whole job runs on rank 0's
  * host (INA_FALLBACK_HOST) or ina_init() returns INA_ERR_NOSPACE on every rank
@@ -484,10 +508,12 @@ INA_EXTERN int ina_init(ina_ctx **out, const ina_config *cfg);
 INA_EXTERN int ina_init_env(ina_ctx **out);
 
 /**
- * Leave the job and free the context. Operations still in flight fail with
- * INA_ERR_CLOSED and their requests are freed; leaving with operations in
- * flight ends the session for the other ranks too (they get
- * INA_ERR_ABORTED). Accepts NULL.
+ * Leave the job and free the context. Operations still in flight (started
+ * and not complete) fail with INA_ERR_CLOSED and their requests are freed;
+ * leaving with operations in flight ends the session for the other ranks too
+ * (they get INA_ERR_ABORTED), with shards and lanes on every switch. (Only
+ * lanes > 1 may complete an operation between calls: progress rule.) Accepts
+ * NULL.
  * Every later call with this handle, ina_finalize() included, returns
  * INA_ERR_CLOSED: libina keeps a small shell of each finalized context for
  * the life of the process, so a stale handle is caught, never dereferenced
@@ -510,7 +536,7 @@ INA_EXTERN int ina_finalize(ina_ctx *ctx);
  *   -EOVERFLOW         count * sizeof(element) does not fit in size_t
  *   INA_ERR_NOTSUP     dtype 5..15 or op 4..15 (reserved), or MAX/MIN on
  *                      FLOAT64 (see ina_op)
- *   INA_ERR_CLOSED     the context was broken by an earlier failure
+ *   INA_ERR_CLOSED     the context is finalized, or was broken by an earlier failure
  *   INA_ERR_TIMEOUT    no progress for timeout_ms (a peer or the switch is gone)
  *   INA_ERR_ABORTED    the switch ended the session (another rank failed,
  *                      left with operations in flight, or was restarted)
@@ -536,9 +562,13 @@ typedef struct ina_req ina_req;
  * completes as soon as its own results are in, so a later small request
  * may finish before an earlier large one. The buffers must stay valid and
  * untouched until the request completes.
- * @return 0, or the argument errors of ina_allreduce(), or INA_ERR_BUSY
- * (more than 1024 requests in flight). On error *req is NULL and no
- * request exists.
+ * @return 0, or
+ *   -EINVAL, -EOVERFLOW, INA_ERR_NOTSUP   the argument errors of ina_allreduce()
+ *   INA_ERR_CLOSED     the context is finalized, or broken by an earlier failure
+ *                      (a session that ended between operations returns its
+ *                      reason once instead, e.g. INA_ERR_ABORTED, as ina_allreduce)
+ *   INA_ERR_BUSY       more than 1024 requests in flight
+ * On error *req is NULL and no request exists.
  */
 INA_EXTERN int ina_allreduce_start(ina_ctx *ctx, const void *sendbuf, void *recvbuf,
                                    size_t count, ina_dtype dtype, ina_op op,
@@ -852,14 +882,17 @@ INA_EXTERN const char *ina_kv_last_error(const ina_kv *kv);
  * parts at packet boundaries, and part (shard i, lane j) is streamed through
  * switch i with its own socket, window and retransmission (a lane of its
  * own there). Nothing else changes: the same results, the same bounds. Every
- * rank must list the same switches in the same order. Admission is all or
+ * rank must list the same switches, in any order: shard i is the i-th by IPv4
+ * address and port, on every rank (PROTOCOL.md §12.1). Admission is all or
  * nothing (ina_init note 2). A failure on any part fails the operation on
  * every part and every rank: a rank whose part fails by its own deadline
  * tells every switch, which ends the job for every other rank
  * (INA_ERR_ABORTED); a switch that dies fails the operation on every rank
  * within timeout_ms (INA_ERR_TIMEOUT, INA_ERR_ABORTED, or -ECONNREFUSED).
  * ina_info.shards says how many switches a context uses. Shards add sockets
- * and windows (the window is per part), not threads: lanes add threads.
+ * and windows (the window is per part), not threads: lanes add threads. With
+ * one lane, the caller's thread drives every switch's part inside libina
+ * calls (the progress rule holds as for one switch).
  *
  * Trees. A switch started with `ina-switch --parent HOST:PORT` (a child,
  * e.g. one per node) adds the packets of the workers that join it and sends
@@ -952,9 +985,14 @@ INA_EXTERN double ina_fixed_error_bound(ina_dtype dtype, int world_size, int bit
  * small for one block (elems_per_packet < sparse_block + 4). Small float
  * sums never use the one-round mode (their exponents ride on the positions).
  * Lanes and shards: every part (shard i, lane j) of an operation is its own
- * sparse operation at its switch (AUTO decides per part; a part whose switch
- * does not offer sparse goes dense; ina_info.sparse is 1 only if every
- * part's switch offers it). Trees: a child switch (ina-switch --parent)
+ * sparse operation at its switch (AUTO measures per part, every part of an
+ * operation of at least sparse_min_bytes: the floor is the whole operation's
+ * size; a part whose switch does not offer sparse goes dense; ina_info.sparse
+ * is 1 only if every part's switch offers it). Blocks are those of the whole
+ * operation (elements b*B .. b*B + B-1), for the bound too, also where B
+ * does not divide the packets at which parts are cut. An AUTO operation is
+ * within the bound of the mode it ran: dense's where it measured dense
+ * (ina_stats.sparse_auto_dense). Trees: a child switch (ina-switch --parent)
  * does not offer sparse, so every operation under it goes dense
  * (ina_info.sparse 0). Every rank must use the same mode, block, threshold
  * semantics, crossover and floor (else INA_ERR_MISMATCH, or a timeout).

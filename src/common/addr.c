@@ -36,6 +36,8 @@ int ina_parse_hostport_why(const char *s, int allow_port0, struct sockaddr_in *o
             return -1;
         }
     }
+    if (!out)
+        return 0; /* the syntax only */
     struct addrinfo hints, *res;
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_INET;
@@ -84,7 +86,7 @@ int ina_parse_hostport_list(const char *s, int allow_port0, struct sockaddr_in *
         }
         memcpy(one, p, len);
         one[len] = 0;
-        if (ina_parse_hostport_why(one, allow_port0, &out[n], why, whylen) != 0)
+        if (ina_parse_hostport_why(one, allow_port0, out ? &out[n] : NULL, why, whylen) != 0)
             return -1;
         n++;
         if (!end)

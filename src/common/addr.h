@@ -11,14 +11,15 @@
  */
 int ina_parse_hostport(const char *s, int allow_port0, struct sockaddr_in *out);
 /* The same; on failure, why (the value and the rule) goes to why[whylen]
- * (why may be NULL). */
+ * (why may be NULL). out NULL: check the syntax only, resolve nothing. */
 int ina_parse_hostport_why(const char *s, int allow_port0, struct sockaddr_in *out, char *why,
                            size_t whylen);
 
 /*
  * A comma-separated list of "host[:port]" (INA_SWITCH with shards, ina-switch
  * --parent), each resolved as by ina_parse_hostport(), into out[0..max-1].
- * Spaces around an entry are ignored. @return the number of entries (>= 1),
+ * Spaces around an entry are ignored; out NULL checks the syntax only (no
+ * name is resolved). @return the number of entries (>= 1),
  * or -1 if the list is empty, has an empty or malformed entry, or has more
  * than max entries; then why (may be NULL) says which and why.
  */

@@ -158,10 +158,8 @@ static void ctx_retire(struct ina_ctx *ctx)
 /* Leave and close parts [0, n): with abort, the switches end those jobs for every rank at once. */
 static void parts_close(struct ina_ctx **part, int n, int abort)
 {
-    for (int i = 0; i < n; i++) {
-        ina__session_leave(part[i], abort);
-        ina__lane_close(part[i]);
-    }
+    for (int i = 0; i < n; i++)
+        ina__lane_close(part[i], abort);
 }
 
 /*
@@ -348,6 +346,31 @@ static int init_auto(struct ina_ctx **out, const ina_config *cfg, const struct s
     return rc;
 }
 
+/*
+ * The shards in the order every rank uses, whatever order its list has: by
+ * IPv4 address, then port, ascending; entries that resolve alike (one
+ * switch named twice) keep their list order. Part p goes to shard p / L and
+ * parts join in order (PROTOCOL.md §12.1), so ranks that listed the same
+ * switches in different orders would each wait at a different first switch
+ * until the join deadline, and no switch could tell them apart (each sees
+ * an ordinary job that lacks ranks). Sorted, they meet and the job runs.
+ */
+static uint64_t shard_key(const struct sockaddr_in *a)
+{
+    return (uint64_t)ntohl(a->sin_addr.s_addr) << 16 | ntohs(a->sin_port);
+}
+
+static void shards_sort(struct sockaddr_in *a, int n)
+{
+    for (int i = 1; i < n; i++) { /* insertion sort: stable, and n <= 64 */
+        struct sockaddr_in x = a[i];
+        int j = i;
+        for (; j > 0 && shard_key(&a[j - 1]) > shard_key(&x); j--)
+            a[j] = a[j - 1];
+        a[j] = x;
+    }
+}
+
 int ina_init(ina_ctx **out, const ina_config *cfg)
 {
     ina__fail_clear(NULL);
@@ -366,6 +389,7 @@ int ina_init(ina_ctx **out, const ina_config *cfg)
     if (nshards < 1)
         return ina__fail(NULL, INA_ERR_CONFIG, "switch address: %s (set by "
                          "ina_config.switch_addr, INA_SWITCH, ina-bench --switch)", why);
+    shards_sort(addrs, nshards);
     if (cfg->lanes == 0)
         return init_auto(out, cfg, addrs, nshards);
     int nlanes = cfg->lanes;
@@ -464,7 +488,7 @@ int ina_init_env(ina_ctx **out)
     return rc ? rc : ina_init(out, &cfg);
 }
 
-static void lane_release(struct ina_ctx *ctx);
+static void lane_release(struct ina_ctx *ctx, int abort);
 
 int ina_finalize(ina_ctx *ctx)
 {
@@ -485,16 +509,17 @@ int ina_finalize(ina_ctx *ctx)
         }
         ina__req_pool_free(ctx); /* every request, waited or not */
     } else {
-        lane_release(ctx);
+        lane_release(ctx, 0);
     }
     ctx_retire(ctx);
     return 0;
 }
 
-/* Fail what is in flight, leave, free the stream and sockets; keep the struct. */
-static void lane_release(struct ina_ctx *ctx)
+/* Fail what is in flight, leave (with abort if asked, or if something was in
+ * flight), free the stream and sockets; keep the struct. */
+static void lane_release(struct ina_ctx *ctx, int abort)
 {
-    int abort = ctx->head != NULL;
+    abort |= ctx->head != NULL;
     ina__stream_fail_all(ctx, INA_ERR_CLOSED);
     while (ctx->live) {
         struct ina_req *r = ctx->live;
@@ -515,9 +540,9 @@ static void lane_release(struct ina_ctx *ctx)
     ctx->fd = ctx->mcast_fd = ctx->guard_fd = -1;
 }
 
-void ina__lane_close(struct ina_ctx *ctx)
+void ina__lane_close(struct ina_ctx *ctx, int abort)
 {
-    lane_release(ctx);
+    lane_release(ctx, abort);
     free(ctx);
 }
 
@@ -636,15 +661,18 @@ static struct ina_req *req_new(struct ina_ctx *ctx, const void *sendbuf, void *r
 /* The mode a request asked for (INA_SPARSE_DEFAULT: the context's), as it will
  * run here: OFF where sparse cannot run (the switch does not offer it, MAX or
  * MIN, no block fits a packet), and AUTO below the size floor is OFF too.
- * Every rank decides alike: the same count, dtype, op, settings and switch. */
-static int sparse_mode_of(const struct ina_ctx *ctx, size_t count, ina_dtype dtype, ina_op op,
-                          int mode)
+ * The floor is the whole operation's size, not a part's: an operation the
+ * caller sees above it is measured in every part (lanes and shards cut it
+ * into parts smaller than the floor). Every rank decides alike: the same
+ * count, dtype, op, settings and switch. */
+static int sparse_mode_of(const struct ina_ctx *ctx, size_t count, size_t phase, size_t total,
+                          ina_dtype dtype, ina_op op, int mode)
 {
     if (mode == INA_SPARSE_DEFAULT)
         mode = ctx->sparse_mode;
-    if (mode == INA_SPARSE_OFF || !ina__sparse_possible(ctx, count, dtype, op))
+    if (mode == INA_SPARSE_OFF || !ina__sparse_possible(ctx, count, phase, dtype, op))
         return INA_SPARSE_OFF;
-    if (mode == INA_SPARSE_AUTO && count * ina__dtype_size(dtype) < ctx->sparse_min_bytes)
+    if (mode == INA_SPARSE_AUTO && total * ina__dtype_size(dtype) < ctx->sparse_min_bytes)
         return INA_SPARSE_OFF;
     return mode;
 }
@@ -670,12 +698,15 @@ static int probe_create(struct ina_ctx *ctx, struct ina_req *req)
 }
 
 struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
-                                size_t count, ina_dtype dtype, ina_op op, int sparse_mode)
+                                size_t count, ina_dtype dtype, ina_op op, int sparse_mode,
+                                size_t offset, size_t total)
 {
     struct ina_req *req = req_new(ctx, sendbuf, recvbuf, count, dtype, op);
     if (!req)
         return NULL;
-    int mode = sparse_mode_of(ctx, count, dtype, op, sparse_mode);
+    /* Sparse blocks lie on the whole operation's grid (PROTOCOL.md §17.2). */
+    const size_t phase = offset ? offset % (size_t)ctx->sparse_block : 0;
+    int mode = sparse_mode_of(ctx, count, phase, total, dtype, op, sparse_mode);
     /* The tag tells sparse ops (and their block length) from dense ones, and
      * a dense fixed-point op's scale (§13) from another's; an op asked sparse
      * keeps its sparse term even if it then goes dense (§17). */
@@ -688,7 +719,7 @@ struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *
             mix = (uint64_t)ctx->fixed_bits;
     }
     req->tag_seed = op_tag_seed(ctx->nops_started + (count != 0), count, dtype, op, mix);
-    if (mode != INA_SPARSE_OFF && (ina__sparse_prepare(ctx, req, mode == INA_SPARSE_AUTO) != 0 ||
+    if (mode != INA_SPARSE_OFF && (ina__sparse_prepare(ctx, req, phase, mode == INA_SPARSE_AUTO) != 0 ||
                                    (mode == INA_SPARSE_AUTO && probe_create(ctx, req) != 0))) {
         ina__req_release(ctx, req);
         return NULL;
@@ -821,7 +852,7 @@ static int start_op(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t cou
         return INA_ERR_BUSY;
     if (ctx->lanes)
         return lanes_start_op(ctx, sendbuf, recvbuf, count, dtype, op, sparse_mode, out);
-    ina_req *req = ina__req_create(ctx, sendbuf, recvbuf, count, dtype, op, sparse_mode);
+    ina_req *req = ina__req_create(ctx, sendbuf, recvbuf, count, dtype, op, sparse_mode, 0, count);
     if (!req)
         return -ENOMEM;
     if (!req->done)

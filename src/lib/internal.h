@@ -68,7 +68,8 @@ struct ina_sparse_op {
     uint32_t block;      /* B: elements per block */
     uint32_t places;     /* C: places per packet */
     uint32_t colblocks;  /* M: blocks per column */
-    uint64_t nblocks;    /* ceil(count / B) */
+    uint32_t phase;      /* a part's offset into its first block (block 0 is B - phase long) */
+    uint64_t nblocks;    /* ceil((phase + count) / B) */
     uint64_t ncols;      /* K = ceil(nblocks / M) */
     uint64_t next_col;   /* U: the next column not started */
     int64_t last_nonempty; /* op-local index of the last packet with places, -1: none */
@@ -380,18 +381,24 @@ void ina__req_release(struct ina_ctx *ctx, struct ina_req *req);
 void ina__req_pool_free(struct ina_ctx *ctx);
 
 /* ctx.c: allocate a request for checked arguments, link it, and queue it on
- * the stream (count 0: done at once). @return NULL if out of memory. */
+ * the stream (count 0: done at once). The request is elements [offset,
+ * offset + count) of an operation of total elements: a part (lanes.c), or
+ * the whole operation (0, count). @return NULL if out of memory. */
 struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
-                                size_t count, ina_dtype dtype, ina_op op, int sparse_mode);
+                                size_t count, ina_dtype dtype, ina_op op, int sparse_mode,
+                                size_t offset, size_t total);
 /* ctx.c: plan req as a dense operation (wire op, payload, rounds, npackets). */
 void ina__req_plan_dense(struct ina_ctx *ctx, struct ina_req *req);
 
 /* sparse.c: block-sparse operations (PROTOCOL.md §17). */
-/* 1 if an op of count elements of dtype and op can stream sparse on ctx. */
-int ina__sparse_possible(const struct ina_ctx *ctx, size_t count, ina_dtype dtype, ina_op op);
+/* 1 if an op (or part) of count elements of dtype and op, starting phase
+ * elements into a block of sparse_block, can stream sparse on ctx. */
+int ina__sparse_possible(const struct ina_ctx *ctx, size_t count, size_t phase, ina_dtype dtype,
+                         ina_op op);
 /* Prepare req to stream sparse (mode ON), or to probe first (AUTO): scan
- * its input for non-zero blocks. @return 0 or -ENOMEM. */
-int ina__sparse_prepare(struct ina_ctx *ctx, struct ina_req *req, int autodecide);
+ * its input for non-zero blocks (block 0 short by phase elements: its
+ * blocks lie on the grid of the whole operation). @return 0 or -ENOMEM. */
+int ina__sparse_prepare(struct ina_ctx *ctx, struct ina_req *req, size_t phase, int autodecide);
 /* The probe of an AUTO op completed with the ranks' summed density. */
 void ina__sparse_decide(struct ina_ctx *ctx, struct ina_req *req, int32_t sum);
 /* Plan packet p (op-local) of sparse req in slot ws, whose previous packet
@@ -437,24 +444,27 @@ struct ina_refusal {
 };
 
 /* ctx.c: open one lane's context (socket, join, stream) at addr, as lane
- * `lane` of nlanes; close it (leave, free everything; the struct too). With
+ * `lane` of nlanes; close it (leave, with the abort flag if abort or if it
+ * has operations in flight; free everything, the struct too). With
  * refusal (one part of several), a NOSPACE is returned as is, with *refusal
  * filled, rather than answered by a move to the host aggregator. */
 int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, const struct sockaddr_in *addr,
                    int lane, int nlanes, struct ina_refusal *refusal);
-void ina__lane_close(struct ina_ctx *ctx);
+void ina__lane_close(struct ina_ctx *ctx, int abort);
 /* ctx.c: the default elems_per_packet for a switch at addr (2048 on loopback, else 256). */
 int ina__default_elems(const struct sockaddr_in *addr);
 
 /* lanes.c: a multi-part context. start takes the n part contexts (all
- * joined) and runs nthreads threads (part p on thread p mod nthreads);
- * submit splits an operation over the parts. */
+ * joined) and runs nthreads threads (part p on thread p mod nthreads), or,
+ * for nthreads 1, none: the caller's thread drives every part inside
+ * submit, test and wait. submit splits an operation over the parts. */
 int ina__lanes_start(struct ina_ctx *parent, struct ina_ctx **lane_ctx, int n, int nthreads);
 int ina__lanes_submit(struct ina_ctx *parent, struct ina_req *req);
 int ina__lanes_test(struct ina_req *req, int *done);
 int ina__lanes_wait(struct ina_req *req);
 void ina__lanes_stats(const struct ina_ctx *parent, ina_stats *st);
-/* Stop the threads, close every lane, free the lanes. */
+/* Stop the threads, close every lane (with the abort flag if an operation
+ * is in flight), free the lanes. */
 void ina__lanes_close(struct ina_ctx *parent);
 /* The context of part i, and how many parts there are (for ina_get_info). */
 const struct ina_ctx *ina__lanes_ctx(const struct ina_ctx *parent, int i);

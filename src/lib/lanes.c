@@ -1,4 +1,4 @@
-/* lanes.c: a context of several parts (lanes x shards): a socket and window per part, a thread per lane, each op split over them. */
+/* lanes.c: a context of several parts (lanes x shards): a socket and window per part, a thread per lane (none for one lane), each op split over them. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -26,12 +26,18 @@
  * p = shard i x lanes + lane j streams to shard i. A thread per lane drives
  * that lane's part at every shard, so shards add sockets and windows but no
  * threads (on hosts whose cores the workers need, threads cost more than
- * they give).
+ * they give). With one lane there is no thread at all: the caller's thread
+ * drives every part inside libina calls, one poll over their sockets, as a
+ * plain context drives its one (ina.h's threading and progress rules). It
+ * saves two thread wake-ups per operation, and a rank that stops calling
+ * libina stops its operations, so that finalizing with operations in
+ * flight ends them for the other ranks.
  *
  * Threads and locking: one mutex per context, taken per operation and per
  * progress round of a thread (a burst of packets), never per packet. A
  * thread owns its parts' contexts; the caller's thread touches them only
- * after the threads have stopped (finalize).
+ * after the threads have stopped (finalize), or, with one lane, always (it
+ * is the only thread; the mutex is then never contended).
  *
  * Busy polling (INA_BUSY_POLL_US) applies here too, at both hand-offs: an
  * idle lane thread spins on its inbox before it sleeps on its condition
@@ -46,7 +52,7 @@ struct ina_part {
     struct ina_req *parent;
     const uint8_t *src;
     uint8_t *dst;
-    size_t count;
+    size_t offset, count; /* elements [offset, offset + count) of the parent */
 };
 
 struct ina_runner;
@@ -77,7 +83,8 @@ struct ina_runner {
 
 struct ina_lanes {
     int n;    /* parts */
-    int nrun; /* threads */
+    int nrun; /* threads: run[0 .. nrun-1] */
+    int caller_drives; /* one lane: no thread; run[0] is the caller's (lanes_drive) */
     pthread_mutex_t mu;
     pthread_cond_t done_cv; /* some operation finished */
     int stop;
@@ -133,7 +140,8 @@ static void take_inbox(struct ina_lane *ln)
         ln->in_head = (ln->in_head + 1) % INA_MAX_REQS;
         __atomic_sub_fetch(&ln->in_count, 1, __ATOMIC_RELAXED); /* idle_spin reads it */
         struct ina_req *r = ina__req_create(c, pt->src, pt->dst, pt->count, pt->parent->dtype,
-                                            pt->parent->op, pt->parent->sparse_mode);
+                                            pt->parent->op, pt->parent->sparse_mode, pt->offset,
+                                            pt->parent->count);
         if (!r) {
             part_done(g, pt->parent, -ENOMEM);
             continue;
@@ -313,6 +321,30 @@ static void *runner_main(void *arg)
     return NULL;
 }
 
+/*
+ * One lane, no thread: the caller's thread does a lane thread's round inside
+ * libina calls. New parts go into their streams, every stream is advanced
+ * without blocking (sends, results, timers, deadlines), and finished parts
+ * are handed to their operations.
+ */
+static void lanes_drive(struct ina_lanes *g)
+{
+    pthread_mutex_lock(&g->mu);
+    for (int i = 0; i < g->n; i++)
+        lane_update(&g->lane[i]);
+    pthread_mutex_unlock(&g->mu);
+    for (int i = 0; i < g->n; i++)
+        ina__stream_progress(g->lane[i].ctx, 0);
+    pthread_mutex_lock(&g->mu);
+    for (int i = 0; i < g->n; i++)
+        lane_update(&g->lane[i]);
+    /* A part that failed in this round breaks the parts before it now, not
+     * at the next call (there may be none): their switches must hear it. */
+    for (int i = 0; g->broken && i < g->n; i++)
+        lane_update(&g->lane[i]);
+    pthread_mutex_unlock(&g->mu);
+}
+
 static void lanes_stop(struct ina_lanes *g)
 {
     pthread_mutex_lock(&g->mu);
@@ -353,6 +385,7 @@ int ina__lanes_start(struct ina_ctx *parent, struct ina_ctx **lane_ctx, int n, i
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->done_cv, NULL);
     g->nrun = nthreads < 1 ? 1 : nthreads > n ? n : nthreads;
+    g->caller_drives = g->nrun == 1; /* run[0]: the caller's thread, in lanes_drive */
     int rc = 0;
     for (int i = 0; i < g->nrun; i++) {
         struct ina_runner *rn = &g->run[i];
@@ -373,7 +406,7 @@ int ina__lanes_start(struct ina_ctx *parent, struct ina_ctx **lane_ctx, int n, i
         if (!ln->inbox && rc == 0)
             rc = -ENOMEM;
     }
-    for (int i = 0; i < g->nrun && rc == 0; i++) {
+    for (int i = 0; i < g->nrun && rc == 0 && !g->caller_drives; i++) {
         rc = -pthread_create(&g->run[i].thread, NULL, runner_main, &g->run[i]);
         g->run[i].started = rc == 0;
     }
@@ -416,18 +449,23 @@ int ina__lanes_submit(struct ina_ctx *parent, struct ina_req *req)
         pt->parent = req;
         pt->src = req->src + e0 * bytes;
         pt->dst = req->dst + e0 * bytes;
+        pt->offset = e0;
         pt->count = e1 - e0;
         req->remaining++;
         lane_wake(ln);
     }
     part_done(g, req, 0); /* count 0: done at once */
     pthread_mutex_unlock(&g->mu);
+    if (g->caller_drives)
+        lanes_drive(g); /* its first packets go now, as a plain context's do */
     return 0;
 }
 
 int ina__lanes_test(struct ina_req *req, int *done)
 {
     struct ina_lanes *g = req->ctx->lanes;
+    if (g->caller_drives)
+        lanes_drive(g);
     pthread_mutex_lock(&g->mu);
     *done = req->done;
     int status = req->done ? req->status : 0;
@@ -438,6 +476,12 @@ int ina__lanes_test(struct ina_req *req, int *done)
 int ina__lanes_wait(struct ina_req *req)
 {
     struct ina_lanes *g = req->ctx->lanes;
+    if (g->caller_drives) {
+        /* Bounded: every part's deadline fails its operations (ina__stream_progress). */
+        for (lanes_drive(g); !req->done; lanes_drive(g))
+            runner_wait(&g->run[0]); /* a datagram, a ring's data, the next timer, or 100 ms */
+        return req->status;
+    }
     uint64_t spin = req->ctx->busy_poll_ns;
     if (spin) { /* busy polling: the lane thread's part_done() may come any moment */
         uint64_t now = ina__now_ns(), until = now + spin, yielded = now;
@@ -475,10 +519,15 @@ void ina__lanes_close(struct ina_ctx *parent)
 {
     struct ina_lanes *g = parent->lanes;
     lanes_stop(g);
-    /* Parts still queued or in flight: their lanes leave with abort (a
-     * rank that quits mid-operation ends it for the others). */
+    /* An operation in flight (started, not complete): a rank that quits
+     * mid-operation ends it for the others, on every part, also one whose
+     * share is done or was never taken from its queue (each part is a job
+     * of its own at its switch, and the other ranks may wait on any). */
+    int abort = 0;
+    for (const struct ina_req *r = parent->live; r; r = r->live_next)
+        abort |= !r->done;
     for (int i = 0; i < g->n; i++)
-        ina__lane_close(g->lane[i].ctx);
+        ina__lane_close(g->lane[i].ctx, abort);
     lanes_destroy(g);
     parent->lanes = NULL;
 }

@@ -43,7 +43,15 @@ static unsigned ctx_places(const struct ina_ctx *ctx)
     return ina_sparse_places((unsigned)ctx->sparse_block, ctx->elems);
 }
 
-int ina__sparse_possible(const struct ina_ctx *ctx, size_t count, ina_dtype dtype, ina_op op)
+/* Blocks of a part of count elements that starts phase elements into a block. */
+static uint64_t nblocks_of(const struct ina_ctx *ctx, size_t count, size_t phase)
+{
+    uint64_t b = (uint64_t)ctx->sparse_block;
+    return ((uint64_t)phase + (uint64_t)count + b - 1) / b;
+}
+
+int ina__sparse_possible(const struct ina_ctx *ctx, size_t count, size_t phase, ina_dtype dtype,
+                         ina_op op)
 {
     (void)dtype;
     if (!(ctx->switch_caps & INA_FLAG_CAP_SPARSE) || count == 0)
@@ -52,8 +60,7 @@ int ina__sparse_possible(const struct ina_ctx *ctx, size_t count, ina_dtype dtyp
         return 0;
     if (ctx_places(ctx) == 0) /* a packet holds no block of this length */
         return 0;
-    uint64_t nblocks = ((uint64_t)count + (uint64_t)ctx->sparse_block - 1) / (uint64_t)ctx->sparse_block;
-    return nblocks < INA_SPARSE_END;
+    return nblocks_of(ctx, count, phase) < INA_SPARSE_END;
 }
 
 /* Every slot's two place arrays, once per context. */
@@ -92,16 +99,17 @@ static void go_sparse(struct ina_ctx *ctx, struct ina_req *req)
     ctx->stats.sparse_ops++;
 }
 
-int ina__sparse_prepare(struct ina_ctx *ctx, struct ina_req *req, int autodecide)
+int ina__sparse_prepare(struct ina_ctx *ctx, struct ina_req *req, size_t phase, int autodecide)
 {
     if (places_alloc(ctx) != 0)
         return -ENOMEM;
     uint64_t b = (uint64_t)ctx->sparse_block;
-    uint64_t nblocks = ((uint64_t)req->count + b - 1) / b;
+    uint64_t nblocks = nblocks_of(ctx, req->count, phase);
     struct ina_sparse_op *sp = malloc(sizeof(*sp) + (size_t)((nblocks + 63) / 64) * sizeof(uint64_t));
     if (!sp)
         return -ENOMEM;
     sp->block = (uint32_t)b;
+    sp->phase = (uint32_t)phase;
     sp->places = ctx_places(ctx);
     /* Columns of M blocks: long enough that a column's first round (no
      * block) costs little, short enough that there are about 2 columns per
@@ -113,8 +121,8 @@ int ina__sparse_prepare(struct ina_ctx *ctx, struct ina_req *req, int autodecide
     sp->next_col = 0;
     sp->last_nonempty = -1;
     sp->ended = 0;
-    sp->nnz = ina__sparse_scan(req->dtype, req->src, req->count, (size_t)b, ctx->sparse_threshold,
-                               sp->map);
+    sp->nnz = ina__sparse_scan(req->dtype, req->src, req->count, (size_t)b, phase,
+                               ctx->sparse_threshold, sp->map);
     req->sp = sp;
     if (!autodecide) {
         go_sparse(ctx, req);
@@ -152,15 +160,25 @@ static inline uint64_t col_end(const struct ina_sparse_op *sp, uint64_t col)
     return e < sp->nblocks ? e : sp->nblocks;
 }
 
+/* The first element of block b (b <= nblocks: nblocks gives count). Blocks
+ * lie on the whole operation's grid: a part that starts phase elements into
+ * a block has a short block 0 (sparse_scan.h). */
+static inline size_t block_start(const struct ina_req *req, uint64_t b)
+{
+    if (b == 0)
+        return 0;
+    size_t e = (size_t)b * req->sp->block - req->sp->phase;
+    return e < req->count ? e : req->count;
+}
+
 static inline size_t block_elems(const struct ina_req *req, uint64_t b)
 {
-    size_t start = (size_t)b * req->sp->block, left = req->count - start;
-    return left < req->sp->block ? left : req->sp->block;
+    return block_start(req, b + 1) - block_start(req, b);
 }
 
 static inline const uint8_t *block_src(const struct ina_req *req, uint64_t b)
 {
-    return req->src + (size_t)b * req->sp->block * req->esize;
+    return req->src + block_start(req, b) * req->esize;
 }
 
 /* This rank's next non-zero block of col from block `from` on, or END. */
@@ -276,7 +294,7 @@ size_t ina__sparse_build(struct ina_ctx *ctx, const struct ina_wslot *ws, uint8_
             ina__block_encode_f32wire(req->dtype, src, len, blk);
         else
             ina__block_encode(req->dtype, src, len, pl->e, ctx->world, blk);
-        memset(blk + 4 * len, 0, 4 * (b - len)); /* the op's last block may be short */
+        memset(blk + 4 * len, 0, 4 * (b - len)); /* a part's first and last blocks may be short */
         blk += 4 * (size_t)b;
         nhas++;
     }
@@ -289,9 +307,7 @@ static void zero_blocks(const struct ina_req *req, uint64_t from, uint64_t to)
 {
     if (from >= to)
         return;
-    size_t e0 = (size_t)from * req->sp->block, e1 = (size_t)to * req->sp->block;
-    if (e1 > req->count)
-        e1 = req->count;
+    size_t e0 = block_start(req, from), e1 = block_start(req, to);
     memset(req->dst + e0 * req->esize, 0, (e1 - e0) * req->esize);
 }
 
@@ -324,7 +340,7 @@ int ina__sparse_on_result(struct ina_ctx *ctx, struct ina_wslot *ws, const uint8
         uint32_t next = ina_get32(d + 4), info = ina_get32(d + 8);
         if (info & INA_SPARSE_HAS) {
             size_t len = block_elems(req, pl->pos);
-            uint8_t *dst = req->dst + (size_t)pl->pos * b * req->esize;
+            uint8_t *dst = req->dst + block_start(req, pl->pos) * req->esize;
             if (req->payload == INA_PAYLOAD_F32) {
                 ina__block_decode_f32wire(req->dtype, req->op, blk, len, ctx->world, dst);
             } else {

@@ -26,11 +26,14 @@ int ina__block_nonzero_scalar(ina_dtype dt, const void *x, size_t n, double thre
 int ina__block_nonzero_avx2(ina_dtype dt, const void *x, size_t n, double threshold);
 
 /*
- * Bit b of map (nblocks = ceil(count / block) bits, map has room for them
- * rounded up to 64) = block b is not zero; the last block may be shorter.
- * @return the number of non-zero blocks.
+ * Bit b of map (nblocks = ceil((phase + count) / block) bits, map has room
+ * for them rounded up to 64) = block b is not zero. Blocks lie on the grid
+ * of the whole operation, of which x is a part starting phase elements
+ * (0 <= phase < block) after a block boundary: block 0 holds the first
+ * block - phase elements, block b > 0 elements b * block - phase on; the
+ * last block may be shorter too. @return the number of non-zero blocks.
  */
-uint64_t ina__sparse_scan(ina_dtype dt, const void *x, size_t count, size_t block,
+uint64_t ina__sparse_scan(ina_dtype dt, const void *x, size_t count, size_t block, size_t phase,
                           double threshold, uint64_t *map);
 
 /* The first set bit of map in [from, to), or to if none. */

@@ -266,7 +266,9 @@ static void test_multicast(void)
  * Shard 1 has no room (another job holds its whole pool), shard 0 has room
  * for exactly one window. Every rank must take the same path: all to rank 0's
  * host, or all INA_ERR_NOSPACE; and shard 0's window must be free again (a
- * job needing all of it is then admitted there).
+ * job needing all of it is then admitted there). Parts join in the order of
+ * the shards' addresses and ports (PROTOCOL.md §12.1): the switches, alike,
+ * are numbered in that order.
  */
 static void test_refused(void)
 {
@@ -275,8 +277,14 @@ static void test_refused(void)
     for (int i = 0; i < NSW; i++) {
         snprintf(logs[i], sizeof(logs[i]), "/tmp/ina-test-shards.%d.%d.log", (int)getpid(), i);
         sw[i].log_path = logs[i];
-        CHECK_EQ_INT(switch_start(&sw[i], i < 2 ? tiny : NULL), 0);
+        CHECK_EQ_INT(switch_start(&sw[i], tiny), 0);
     }
+    for (int i = 1; i < NSW; i++) /* all on 127.0.0.1: by port */
+        for (int j = i; j > 0 && sw[j - 1].port > sw[j].port; j--) {
+            struct sw_proc t = sw[j];
+            sw[j] = sw[j - 1];
+            sw[j - 1] = t;
+        }
     char addr[64];
     ina_config cfg;
     ina_ctx *hog, *check;

@@ -473,8 +473,9 @@ static void test_evict(void)
  * with the dense result, and ina_info.sparse is 0:
  * - a tree (sw2 the parent, sw a child with --parent; shards 0): the child
  *   offers no sparse (PROTOCOL.md §17.1), so no part goes sparse;
- * - shards whose switches differ (shards 2, sw2 --int-ops-only): part 0 (at
- *   sw) runs sparse, part 1 (at sw2) dense.
+ * - shards whose switches differ (shards 2, sw2 --int-ops-only): the part at
+ *   sw runs sparse, the part at sw2 dense (which is part 0 depends on their
+ *   ports: PROTOCOL.md §12.1's shard order).
  * Int32 sums exact, and in the tree a float32 sum within the dense bound.
  */
 static int partly_dense_worker(int rank, int n, void *arg)

@@ -59,22 +59,64 @@ static inline void vfy_gen(ina_dtype dt, int r, uint64_t op, size_t i, int speci
     memcpy(dst, &u16, 2);
 }
 
-/* The same element as a double. */
-static inline double vfy_value(ina_dtype dt, int r, uint64_t op, size_t i, int special)
+/*
+ * Block-sparse inputs (tests/e2e/test_inflight.c): granules of `granule`
+ * elements, each kept with chance density (the same granules on every rank
+ * if same, else each rank its own), the rest zero. density >= 1: every
+ * element as vfy_gen writes it. NULL means that too.
+ */
+struct vfy_sparsity {
+    double density;
+    size_t granule;
+    int same;
+};
+
+static inline int vfy_kept(const struct vfy_sparsity *sp, int r, uint64_t op, size_t i)
 {
+    if (!sp || sp->density >= 1)
+        return 1;
+    uint64_t h = h_mix(op * 0x100000001ull ^ (i / sp->granule) ^ 0x5A5A000000000000ull ^
+                       (sp->same ? 0 : (uint64_t)(r + 1) * 0x9E3779B97F4A7C15ull));
+    return (double)(h >> 11) * 0x1p-53 < sp->density;
+}
+
+/* vfy_gen, or a zero of dt where the sparsity drops the element. */
+static inline void vfy_gen_sparse(ina_dtype dt, int r, uint64_t op, size_t i,
+                                  const struct vfy_sparsity *sp, void *dst)
+{
+    static const size_t esize[] = {4, 4, 2, 2, 8};
+    if (vfy_kept(sp, r, op, i))
+        vfy_gen(dt, r, op, i, 0, dst);
+    else
+        memset(dst, 0, esize[dt]);
+}
+
+/* The same element as a double. */
+static inline double vfy_value_sparse(ina_dtype dt, int r, uint64_t op, size_t i, int special,
+                                      const struct vfy_sparsity *sp)
+{
+    if (!vfy_kept(sp, r, op, i))
+        return 0;
     uint8_t one[8];
     vfy_gen(dt, r, op, i, special, one);
     return value_at(dt, one, 0);
 }
 
-static inline int vfy_check_int(int n, ina_op opk, uint64_t op, size_t count, const int32_t *out)
+static inline double vfy_value(ina_dtype dt, int r, uint64_t op, size_t i, int special)
+{
+    return vfy_value_sparse(dt, r, op, i, special, NULL);
+}
+
+/* int32 results of elements [first, last) of an operation. */
+static inline int vfy_check_int_sparse(int n, ina_op opk, uint64_t op, size_t first, size_t last,
+                                       const struct vfy_sparsity *sp, const int32_t *out)
 {
     int bad = 0;
-    for (size_t i = 0; i < count; i++) {
+    for (size_t i = first; i < last; i++) {
         uint32_t sum = 0;
         int32_t mx = INT32_MIN, mn = INT32_MAX;
         for (int r = 0; r < n; r++) {
-            int32_t v = (int32_t)vfy_value(INA_INT32, r, op, i, 0);
+            int32_t v = (int32_t)vfy_value_sparse(INA_INT32, r, op, i, 0, sp);
             sum += (uint32_t)v;
             mx = v > mx ? v : mx;
             mn = v < mn ? v : mn;
@@ -84,32 +126,54 @@ static inline int vfy_check_int(int n, ina_op opk, uint64_t op, size_t count, co
                        : opk == INA_MIN ? mn
                                         : (int32_t)sum / n; /* AVG: truncation toward zero */
         if (out[i] != want && bad++ < 5)
-            fprintf(stderr, "int32 %s n=%d count=%zu i=%zu: got %d want %d\n", vfy_onames[opk], n,
-                    count, i, out[i], want);
+            fprintf(stderr, "int32 %s n=%d i=%zu: got %d want %d\n", vfy_onames[opk], n, i,
+                    out[i], want);
     }
     return bad;
 }
 
-static inline int vfy_check_float(ina_dtype dt, int n, ina_op opk, uint64_t op, size_t count,
-                                  int special, size_t k, int float_add, const void *out)
+/* Largest |x| over the n ranks' elements [b0, b0 + len) of op, and whether one is not finite. */
+static inline double vfy_amax(ina_dtype dt, int n, uint64_t op, size_t b0, size_t len, int special,
+                              const struct vfy_sparsity *sp, int *nonfinite)
+{
+    double amax = 0;
+    for (int r = 0; r < n; r++)
+        for (size_t j = 0; j < len; j++) {
+            double x = vfy_value_sparse(dt, r, op, b0 + j, special, sp);
+            *nonfinite |= !isfinite(x);
+            amax = fmax(amax, fabs(x));
+        }
+    return amax;
+}
+
+/* The quantization blocks a float sum may have used (vfy_check_sparse). */
+enum { VFY_DENSE = 1, VFY_SPARSE = 2 };
+
+/*
+ * Float results of elements [first, last) of an operation of count elements
+ * (first a multiple of k) against the documented bounds. Quantized sums use
+ * the bound of their block's largest magnitude: packets of k elements (grids
+ * VFY_DENSE), or blocks of sb elements of the operation (VFY_SPARSE); with
+ * both, an element may be within either.
+ */
+static inline int vfy_check_float_sparse(ina_dtype dt, int n, ina_op opk, uint64_t op,
+                                         size_t count, size_t first, size_t last, int special,
+                                         size_t k, size_t sb, int grids, int float_add,
+                                         const struct vfy_sparsity *sp, const void *out)
 {
     int bad = 0;
-    for (size_t b0 = 0; b0 < count; b0 += k) {
-        size_t len = count - b0 < k ? count - b0 : k;
-        double amax = 0;
+    for (size_t b0 = first; b0 < last; b0 += k) {
+        size_t len = last - b0 < k ? last - b0 : k;
         int nonfinite = 0;
-        for (int r = 0; r < n; r++)
-            for (size_t j = 0; j < len; j++) {
-                double x = vfy_value(dt, r, op, b0 + j, special);
-                nonfinite |= !isfinite(x);
-                amax = fmax(amax, fabs(x));
-            }
+        double amax = vfy_amax(dt, n, op, b0, len, special, sp, &nonfinite);
+        double samax = 0; /* the sparse block's, for the element at hand */
+        size_t sblock = (size_t)-1;
         for (size_t j = 0; j < len; j++) {
             size_t i = b0 + j;
             double hi = 0, lo = 0, got = value_at(dt, out, i);
             int has_inf = 0, has_nan = 0;
             for (int r = 0; r < n; r++) {
-                double x = vfy_value(dt, r, op, i, special);
+                double x = vfy_value_sparse(dt, r, op, i, special, sp);
                 has_inf |= isinf(x);
                 has_nan |= isnan(x);
                 two_sum(&hi, &lo, x);
@@ -117,9 +181,9 @@ static inline int vfy_check_float(ina_dtype dt, int n, ina_op opk, uint64_t op, 
             int ok;
             if (opk == INA_MAX || opk == INA_MIN) {
                 /* exact (PROTOCOL.md §8.9): one of the inputs, NaN if any rank has one */
-                double want = vfy_value(dt, 0, op, i, special);
+                double want = vfy_value_sparse(dt, 0, op, i, special, sp);
                 for (int r = 1; r < n; r++) {
-                    double x = vfy_value(dt, r, op, i, special);
+                    double x = vfy_value_sparse(dt, r, op, i, special, sp);
                     want = opk == INA_MAX ? fmax(want, x) : fmin(want, x);
                 }
                 ok = has_nan ? isnan(got) : got == want;
@@ -128,7 +192,7 @@ static inline int vfy_check_float(ina_dtype dt, int n, ina_op opk, uint64_t op, 
                  * only +Inf, so an Inf sum is +Inf); the bound of ina.h. */
                 double abs_sum = 0;
                 for (int r = 0; r < n; r++)
-                    abs_sum += fabs(vfy_value(dt, r, op, i, special));
+                    abs_sum += fabs(vfy_value_sparse(dt, r, op, i, special, sp));
                 double b = ina_float_add_error_bound(dt, n, abs_sum, hi + lo);
                 if (has_nan)
                     ok = isnan(got);
@@ -139,18 +203,39 @@ static inline int vfy_check_float(ina_dtype dt, int n, ina_op opk, uint64_t op, 
                          b / n + 0x1p-52 * fabs((hi + lo) / n) + avg_error_bound(dt, 1, 0, 0);
                 else
                     ok = fabs((got - hi) - lo) <= b;
-            } else if (nonfinite) /* PROTOCOL.md §8: IEEE for the non-finite, NaN for the rest */
+            } else if (nonfinite) { /* PROTOCOL.md §8: IEEE for the non-finite, NaN for the rest */
                 ok = has_inf && !has_nan ? got == INFINITY : isnan(got);
-            else if (opk == INA_AVG)
-                ok = fabs((got - hi / n) - lo / n) <= avg_error_bound(dt, n, amax, hi + lo);
-            else
-                ok = fabs((got - hi) - lo) <= ina_error_bound(dt, n, amax, hi + lo);
+            } else {
+                double err = opk == INA_AVG ? fabs((got - hi / n) - lo / n) : fabs((got - hi) - lo);
+#define VFY_BOUND(a) (opk == INA_AVG ? avg_error_bound(dt, n, (a), hi + lo) \
+                                     : ina_error_bound(dt, n, (a), hi + lo))
+                ok = (grids & VFY_DENSE) && err <= VFY_BOUND(amax);
+                if (!ok && (grids & VFY_SPARSE)) {
+                    if (i / sb != sblock) {
+                        int nf = 0;
+                        sblock = i / sb;
+                        size_t s0 = sblock * sb;
+                        samax = vfy_amax(dt, n, op, s0, count - s0 < sb ? count - s0 : sb, special,
+                                         sp, &nf);
+                    }
+                    ok = err <= VFY_BOUND(samax);
+                }
+#undef VFY_BOUND
+            }
             if (!ok && bad++ < 5)
-                fprintf(stderr, "%s %s n=%d count=%zu i=%zu: got %.17g, exact sum %.17g, amax %g\n",
-                        vfy_dnames[dt], vfy_onames[opk], n, count, i, got, hi + lo, amax);
+                fprintf(stderr, "%s %s n=%d count=%zu i=%zu: got %.17g, exact sum %.17g, amax %g"
+                        " (packet), %g (sparse block of %zu)\n", vfy_dnames[dt], vfy_onames[opk],
+                        n, count, i, got, hi + lo, amax, samax, sb);
         }
     }
     return bad;
+}
+
+static inline int vfy_check_float(ina_dtype dt, int n, ina_op opk, uint64_t op, size_t count,
+                                  int special, size_t k, int float_add, const void *out)
+{
+    return vfy_check_float_sparse(dt, n, opk, op, count, 0, count, special, k, 0, VFY_DENSE,
+                                  float_add, NULL, out);
 }
 
 /*
@@ -162,8 +247,19 @@ static inline int vfy_check_float(ina_dtype dt, int n, ina_op opk, uint64_t op, 
 static inline int vfy_check(ina_dtype dt, int n, ina_op opk, uint64_t op, size_t count, int special,
                             size_t k, int float_add, const void *out)
 {
-    return dt == INA_INT32 ? vfy_check_int(n, opk, op, count, out)
+    return dt == INA_INT32 ? vfy_check_int_sparse(n, opk, op, 0, count, NULL, out)
                            : vfy_check_float(dt, n, opk, op, count, special, k, float_add, out);
+}
+
+/* The same for elements [first, last) of vfy_gen_sparse's data (sp), whose float sums used
+ * packets of k elements or blocks of sb elements of the operation, as grids says. */
+static inline int vfy_check_sparse(ina_dtype dt, int n, ina_op opk, uint64_t op, size_t count,
+                                   size_t first, size_t last, size_t k, size_t sb, int grids,
+                                   int float_add, const struct vfy_sparsity *sp, const void *out)
+{
+    return dt == INA_INT32 ? vfy_check_int_sparse(n, opk, op, first, last, sp, out)
+                           : vfy_check_float_sparse(dt, n, opk, op, count, first, last, 0, k, sb,
+                                                    grids, float_add, sp, out);
 }
 
 #endif

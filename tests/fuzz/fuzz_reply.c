@@ -270,7 +270,7 @@ static void op_start(struct ina_ctx *ctx, struct fz_op *op, size_t count, int is
     }
     struct ina_req *req = ina__req_create(ctx, op->src, op->dst, count,
                                           is_float ? INA_FLOAT32 : INA_INT32, INA_SUM,
-                                          sparse ? INA_SPARSE_ON : INA_SPARSE_OFF);
+                                          sparse ? INA_SPARSE_ON : INA_SPARSE_OFF, 0, count);
     CHECKF(req != NULL);
     op->req = req;
     if (!req->done)

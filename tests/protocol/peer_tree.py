@@ -439,10 +439,17 @@ class Worker:
         return None
 
 
+def shard_order(addrs):
+    """§12.1 shard order: by IPv4 address, then port, as unsigned numbers, ascending
+    (stable: an address listed twice keeps the list's order)."""
+    return sorted(addrs, key=lambda a: (struct.unpack("!I", socket.inet_aton(a[0]))[0], a[1]))
+
+
 class ShardedWorker:
-    """§12.1: P = M parts (L = 1), part p JOINs shard p with lane = p, nlanes = P."""
+    """§12.1: P = M parts (L = 1), part p JOINs shard p (in shard order) with lane = p, nlanes = P."""
 
     def __init__(self, addrs, rank, world, name, elems=64, window=8):
+        addrs = shard_order(addrs)
         P = len(addrs)
         self.parts = [Worker(a, rank, world, name, elems, window, lane=p, nlanes=P, label="rank%d.part%d" % (rank, p))
                       for p, a in enumerate(addrs)]
@@ -1710,9 +1717,10 @@ OPS_S = [dict(dtype=0, count=1000, salt=51), dict(dtype=1, count=700, salt=52), 
 def scenario_shards(args, tmp):
     S1 = Switch(args.bindir, tmp, "shard1", ["--no-shm", "--int-ops-only"])  # no op 3 (§8.7): two rounds
     S2 = Switch(args.bindir, tmp, "shard2", ["--no-shm", "--int-ops-only"])
+    S1, S2 = sorted((S1, S2), key=lambda s: shard_order([S1.addr, S2.addr]).index(s.addr))  # shard 0, 1
     c1a, c2a = S1.counters(), S2.counters()
     N = 2
-    sw = ShardedWorker([S1.addr, S2.addr], 0, N, "sh")
+    sw = ShardedWorker([S2.addr, S1.addr], 0, N, "sh")                  # any order (§12.1)
 
     def run():
         sw.join()

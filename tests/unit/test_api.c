@@ -101,6 +101,102 @@ static void test_config(void)
     CHECK_EQ_INT(ina_config_from_env(NULL), -EINVAL);
 }
 
+/* ina_config_from_env with one variable set (then unset): INA_ERR_CONFIG and a message that
+ * names the variable and contains want, or 0 (want NULL). */
+static void env_case(const char *name, const char *value, const char *want)
+{
+    ina_config cfg;
+    setenv(name, value, 1);
+    int rc = ina_config_from_env(&cfg);
+    const char *msg = ina_last_error(NULL);
+    if (want) {
+        CHECK_EQ_INT(rc, INA_ERR_CONFIG);
+        CHECK(strstr(msg, name) != NULL && strstr(msg, want) != NULL);
+        if (rc != INA_ERR_CONFIG || !strstr(msg, name) || !strstr(msg, want))
+            fprintf(stderr, "  %s='%s': %s, '%s' (want '%s')\n", name, value, ina_err_name(rc), msg,
+                    want);
+    } else {
+        CHECK_EQ_INT(rc, 0);
+    }
+    unsetenv(name);
+}
+
+/* Issue 30, item 13: an empty variable is an error, not unset (and lets nothing else
+ * decide); out-of-range values are refused by ina_config_from_env, naming the variable
+ * and the range, not left to ina_init. */
+static void test_config_edges(void)
+{
+    ina_config cfg;
+    setenv("RANK", "2", 1);
+    setenv("WORLD_SIZE", "4", 1);
+    setenv("INA_RANK", "", 1);
+    CHECK_EQ_INT(ina_config_from_env(&cfg), INA_ERR_CONFIG); /* was: rank 2, from RANK */
+    CHECK(strcmp(ina_last_error(NULL), "INA_RANK is set but empty: unset it for the default") == 0);
+    unsetenv("INA_RANK");
+    CHECK_EQ_INT(ina_config_from_env(&cfg), 0);
+    CHECK_EQ_INT(cfg.rank, 2);
+    setenv("RANK", "", 1); /* torchrun's (and launchers') empty variables say nothing */
+    CHECK_EQ_INT(ina_config_from_env(&cfg), 0);
+    CHECK_EQ_INT(cfg.rank, 0);
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    static const char *const vars[] = {
+        "INA_SWITCH", "INA_RANK", "INA_WORLD_SIZE", "INA_JOB", "INA_ELEMS", "INA_WINDOW",
+        "INA_TIMEOUT_MS", "INA_JOIN_TIMEOUT_MS", "INA_RTO_MS", "INA_LANES", "INA_ADMISSION_WAIT_MS",
+        "INA_FALLBACK", "INA_SECRET_FILE", "INA_FLOAT_ADD", "INA_SPARSE", "INA_SPARSE_BLOCK",
+        "INA_SPARSE_THRESHOLD", "INA_SPARSE_CROSSOVER", "INA_SPARSE_MIN_BYTES",
+        "INA_BUSY_POLL_US", "INA_FIXED_POINT"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+        env_case(vars[i], "", "set but empty");
+    /* The issue's values, then each range's edges. */
+    env_case("INA_BUSY_POLL_US", "-5", "outside 0..1000000");
+    env_case("INA_BUSY_POLL_US", "1000000", NULL);
+    env_case("INA_LANES", "17", "'auto' or a lane count 1..16");
+    env_case("INA_LANES", "16", NULL);
+    env_case("INA_SPARSE_BLOCK", "12", "0 (the default, 256) or 32..256");
+    env_case("INA_SPARSE_BLOCK", "257", "outside 0..256");
+    env_case("INA_SPARSE_BLOCK", "32", NULL);
+    env_case("INA_FIXED_POINT", "40", "outside 0..30");
+    env_case("INA_FIXED_POINT", "30", NULL);
+    env_case("INA_SWITCH", "a,,b", "an empty entry");
+    env_case("INA_SWITCH", "a:70000", "not a number in 1..65535");
+    env_case("INA_SWITCH", "no-such-host.invalid:1,b", NULL); /* resolving is ina_init's */
+    env_case("INA_WINDOW", "100", "not a power of 2");
+    env_case("INA_WINDOW", "8192", "outside 0..4096");
+    env_case("INA_WINDOW", "4096", NULL);
+    env_case("INA_ELEMS", "16369", "outside 0..16368");
+    env_case("INA_ELEMS", "16368", NULL);
+    env_case("INA_WORLD_SIZE", "257", "outside 1..256");
+    env_case("INA_WORLD_SIZE", "0", "outside 1..256");
+    env_case("INA_RANK", "-1", "outside 0..255");
+    env_case("INA_TIMEOUT_MS", "-1", "outside 0..");
+    env_case("INA_JOIN_TIMEOUT_MS", "-1", "outside 0..");
+    env_case("INA_RTO_MS", "-1", "outside 0..");
+    env_case("INA_ADMISSION_WAIT_MS", "-1", "outside 0..");
+    env_case("INA_SPARSE_MIN_BYTES", "-1", "outside 0..");
+    env_case("INA_SPARSE_CROSSOVER", "300", "not a number in 0..256");
+    env_case("INA_SPARSE_THRESHOLD", "inf", "not a finite number >= 0");
+    env_case("INA_JOB", "a-job-name-that-is-longer-than-31-bytes", "longer than 31 bytes");
+    /* Pairs. */
+    setenv("INA_WORLD_SIZE", "2", 1);
+    env_case("INA_RANK", "2", "INA_RANK=2 is not below INA_WORLD_SIZE=2");
+    unsetenv("INA_WORLD_SIZE");
+    env_case("INA_RANK", "2", NULL); /* the world size may still be set in code */
+    setenv("INA_FLOAT_ADD", "switch", 1);
+    env_case("INA_FIXED_POINT", "23", "INA_FLOAT_ADD=switch");
+    unsetenv("INA_FLOAT_ADD");
+    /* What ina_init refuses (docs: the limits of ina_config), it refuses with the rule. */
+    ina_ctx *ctx;
+    ina_config_init(&cfg);
+    cfg.window = INA_MAX_WINDOW * 2;
+    CHECK_EQ_INT(ina_init(&ctx, &cfg), -EINVAL);
+    CHECK(strstr(ina_last_error(NULL), "power of 2 up to 4096") != NULL);
+    ina_config_init(&cfg);
+    cfg.elems_per_packet = INA_MAX_ELEMS + 1;
+    CHECK_EQ_INT(ina_init(&ctx, &cfg), -EINVAL);
+    CHECK(strstr(ina_last_error(NULL), "outside 0..16368") != NULL);
+}
+
 /* INA_LANES=auto and ina_auto_lanes(): one lane per core a worker of this host has, 1..4. */
 static void test_auto_lanes(void)
 {
@@ -325,6 +421,7 @@ int main(void)
     test_errors();
     test_abi();
     test_config();
+    test_config_edges();
     test_auto_lanes();
     test_init_args();
     test_join_deadline();

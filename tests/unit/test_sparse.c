@@ -102,7 +102,7 @@ static void test_map(void)
             x[b * B + next_rand() % (b == nb - 1 ? N - b * B : B)] = -2.5f;
         nnz += (uint64_t)want[b];
     }
-    CHECK_EQ_INT(ina__sparse_scan(INA_FLOAT32, x, N, B, 0.0, map), nnz);
+    CHECK_EQ_INT(ina__sparse_scan(INA_FLOAT32, x, N, B, 0, 0.0, map), nnz);
     for (size_t b = 0; b < nb; b++)
         CHECK_EQ_INT(ina__map_test(map, b), want[b]);
     /* map_next: the first set bit in [from, to), or to. */
@@ -114,8 +114,30 @@ static void test_map(void)
             CHECK_EQ_INT(ina__map_next(map, from, to), w);
         }
     /* A threshold above every value: nothing is left. */
-    CHECK_EQ_INT(ina__sparse_scan(INA_FLOAT32, x, N, B, 3.0, map), 0);
+    CHECK_EQ_INT(ina__sparse_scan(INA_FLOAT32, x, N, B, 0, 3.0, map), 0);
     CHECK_EQ_INT(ina__map_next(map, 0, nb), nb);
+}
+
+/* A part that starts inside a block of its operation (lanes.c cuts at packet
+ * boundaries): block 0 is short, the others lie on the operation's grid. */
+static void test_map_phase(void)
+{
+    enum { N = 1000, B = 100, PHASE = 40 };
+    static float x[N];
+    const size_t nb = (PHASE + N + B - 1) / B; /* 11: 60, 100 x 9, 40 elements */
+    uint64_t map[1];
+    for (size_t b = 0; b < nb; b++) {
+        size_t start = b ? b * B - PHASE : 0, end = (b + 1) * B - PHASE < N ? (b + 1) * B - PHASE : N;
+        memset(x, 0, sizeof(x));
+        x[start + next_rand() % (end - start)] = 1.5f; /* block b alone */
+        CHECK_EQ_INT(ina__sparse_scan(INA_FLOAT32, x, N, B, PHASE, 0.0, map), 1);
+        CHECK_EQ_INT(ina__map_next(map, 0, nb), b);
+        /* Its neighbours' edges belong to them. */
+        memset(x, 0, sizeof(x));
+        x[start] = x[end - 1] = 2.0f;
+        CHECK_EQ_INT(ina__sparse_scan(INA_FLOAT32, x, N, B, PHASE, 0.0, map), 1);
+        CHECK_EQ_INT(map[0], 1ull << b);
+    }
 }
 
 /* ---- The payload checks (sparse_wire.h) ---------------------------------------- */
@@ -184,6 +206,7 @@ int main(void)
     test_known_answers();
     test_agree_random();
     test_map();
+    test_map_phase();
     test_wire_check();
     return check_report("test_sparse");
 }
