@@ -13,6 +13,7 @@
 
 #include "common/addr.h"
 #include "common/size.h"
+#include "common/rx_burst.h"
 #include "common/udp_gso.h"
 #include "ps/chain.h"
 #include "ps/metrics.h"
@@ -132,55 +133,32 @@ static void flush_tx(struct loop *l)
 
 static void run(struct loop *l)
 {
-    uint8_t *mem = malloc((size_t)RX_MSGS * INA_GRO_BUF);
-    struct mmsghdr msgs[RX_MSGS];
-    struct iovec iovs[RX_MSGS];
-    struct sockaddr_in addrs[RX_MSGS];
-    char ctrl[RX_MSGS][INA_GRO_CTRL_LEN];
-    const uint8_t *seg[RX_MSGS * INA_GSO_MAX_SEGS];
-    size_t seglen[RX_MSGS * INA_GSO_MAX_SEGS];
-    unsigned segsrc[RX_MSGS * INA_GSO_MAX_SEGS], order[2 * RX_MSGS * INA_GSO_MAX_SEGS];
+    /* Static: about 100 KiB of descriptors, and there is one loop per process. */
+    static struct ina_rx rx;
+    static struct ina_rx_pkt pkts[INA_RX_MAX_PKTS];
+    static unsigned order[2 * INA_RX_MAX_PKTS];
     uint64_t last_tick = now_ns(), last_pub = last_tick;
-    if (!mem) {
+    if (ina_rx_init(&rx, RX_MSGS, INA_GRO_BUF) != 0) {
         ina_log(INA_LOG_ERROR, "out_of_memory", INA_KV_S("reason", "receive buffers"));
         return;
     }
     while (!stop_requested) {
         struct pollfd pfd = {.fd = l->fd, .events = POLLIN};
         poll(&pfd, 1, ina_ps_chain_poll_ms(&l->ps, now_ns())); /* forwards' resend timers */
-        for (int i = 0; i < RX_MSGS; i++) {
-            iovs[i] = (struct iovec){.iov_base = mem + (size_t)i * INA_GRO_BUF, .iov_len = INA_GRO_BUF};
-            msgs[i].msg_hdr = (struct msghdr){.msg_name = &addrs[i], .msg_namelen = sizeof(addrs[i]),
-                                              .msg_iov = &iovs[i], .msg_iovlen = 1,
-                                              .msg_control = ctrl[i],
-                                              .msg_controllen = INA_GRO_CTRL_LEN};
-        }
         uint64_t now = now_ns();
         ina_ps_chain_tick(&l->ps, now); /* chain replication: resends, the deadline */
-        int n = recvmmsg(l->fd, msgs, RX_MSGS, MSG_DONTWAIT, NULL);
-        unsigned nseg = 0;
-        for (int i = 0; i < n; i++) {
-            struct msghdr *mh = &msgs[i].msg_hdr;
-            if (mh->msg_namelen != sizeof(struct sockaddr_in) || (mh->msg_flags & MSG_TRUNC))
-                continue;
-            size_t len = msgs[i].msg_len, sz = ina_gro_segment_size(mh, len);
-            for (size_t off = 0; off < len && nseg < RX_MSGS * INA_GSO_MAX_SEGS; off += sz) {
-                seg[nseg] = (const uint8_t *)iovs[i].iov_base + off;
-                seglen[nseg] = len - off < sz ? len - off : sz;
-                segsrc[nseg++] = (unsigned)i;
-            }
-        }
-        unsigned norder = nseg;
+        int n = ina_rx_burst(&rx, l->fd, pkts, INA_RX_MAX_PKTS);
+        unsigned npkts = n > 0 ? (unsigned)n : 0, norder = npkts;
         if (ina_fault_active(&l->fault_rx))
-            norder = ina_fault_plan(&l->fault_rx, nseg, order);
+            norder = ina_fault_plan(&l->fault_rx, npkts, order);
         else
-            for (unsigned i = 0; i < nseg; i++)
+            for (unsigned i = 0; i < npkts; i++)
                 order[i] = i;
         for (unsigned o = 0; o < norder; o++) {
-            unsigned s = order[o];
+            const struct ina_rx_pkt *pk = &pkts[order[o]];
             if (ina_ps_tx_full(&l->ps))
                 flush_tx(l);
-            ina_ps_input(&l->ps, seg[s], seglen[s], &addrs[segsrc[s]], now);
+            ina_ps_input(&l->ps, pk->data, pk->len, pk->src, now);
         }
         if (now - last_tick > 100000000ull) {
             if (ina_ps_tx_full(&l->ps))
@@ -195,7 +173,7 @@ static void run(struct loop *l)
             last_pub = now;
         }
     }
-    free(mem);
+    ina_rx_free(&rx);
 }
 
 int main(int argc, char **argv)
