@@ -209,9 +209,9 @@ static int ask_sched(struct mlf_client *c, uint32_t base, uint32_t bytes, uint32
         if (!waiting && mono_ns() - start >= c->sched_timeout_ns && mono_ns() < give_up) {
             waiting = mono_ns();
             c->st.sched_waits++;
-            fprintf(stderr, "mlf[%d]: warning: no answer from ina-sched within %llu ms: sending "
-                            "nothing unscheduled (the bound holds), asking again for up to "
-                            "%llu ms\n",
+            fprintf(stderr, "mlf[%d]: warning: no grant from ina-sched within %llu ms (it is "
+                            "busy, or gone): sending nothing unscheduled (the bound holds), "
+                            "asking again for up to %llu ms\n",
                     c->rank, (unsigned long long)(c->sched_timeout_ns / 1000000),
                     (unsigned long long)((give_up - start) / 1000000));
         }

@@ -10,9 +10,10 @@
 
 #include "common/log.h"
 
-static int same_addr(const struct sockaddr_in *a, const struct sockaddr_in *b)
+static int from_sched(const struct ina_ps *ps, const struct sockaddr_in *src)
 {
-    return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
+    return src->sin_addr.s_addr == ps->sched->addr.sin_addr.s_addr &&
+           src->sin_port == ps->sched->addr.sin_port;
 }
 
 /* The link's state of job, reset when the job slot holds a new session. */
@@ -301,7 +302,7 @@ static void sched_input(struct ina_ps *ps, const struct ina_hdr *h, const uint8_
                         size_t len, const struct sockaddr_in *src, uint64_t now_ns)
 {
     (void)now_ns;
-    if (!same_addr(src, &ps->sched->addr)) {
+    if (!from_sched(ps, src)) {
         ps->c.drops[INA_PS_DROP_SCHED_SOURCE]++;
         return;
     }
@@ -335,20 +336,4 @@ void ina_ps_sched_free(struct ina_ps *ps)
             free(ps->sched->jobs[i].kept[r].buf);
     ps->sched = NULL;
     ps->sched_ops = NULL;
-}
-
-void ina_ps_jobs_print(const struct ina_ps *ps, FILE *f)
-{
-    for (int i = 0; i < INA_PS_MAX_JOBS; i++) {
-        const struct ina_ps_job *job = &ps->jobs[i];
-        if (job->state != INA_PS_ACTIVE || job->p.mode != INA_PS_MODE_STALE)
-            continue;
-        fprintf(f, "  job %s version %u stamp %u digest %016llx\n", job->p.name, job->applied,
-                job->next_stamp, (unsigned long long)ina_ps_job_digest(job));
-        for (int r = 0; r < job->world; r++)
-            if (job->members[r].joined)
-                fprintf(f, "  job %s rank %d applied %llu%s\n", job->p.name, r,
-                        (unsigned long long)job->members[r].updates_applied,
-                        job->members[r].left ? " left" : "");
-    }
 }

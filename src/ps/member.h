@@ -60,8 +60,5 @@ struct ina_ps_sched {
 int ina_ps_sched_init(struct ina_ps_sched *sc, struct ina_ps *ps, const struct sockaddr_in *addr);
 /* Detach and free (before ina_ps_free). */
 void ina_ps_sched_free(struct ina_ps *ps);
-/* The exit report's lines of every active STALE job: version, stamp, digest, and each rank's
- * updates applied. */
-void ina_ps_jobs_print(const struct ina_ps *ps, FILE *f);
 
 #endif

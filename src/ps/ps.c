@@ -392,21 +392,40 @@ uint64_t ina_ps_job_digest(const struct ina_ps_job *job)
     return sum;
 }
 
+/* Each joined rank's updates applied, "r:n,r:n,...", into buf (INA_MAX_WORKERS * 24 bytes). */
+static void applied_list(const struct ina_ps_job *job, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int r = 0; r < job->world && n + 24 < cap; r++)
+        if (job->members[r].joined)
+            n += (size_t)snprintf(buf + n, cap - n, "%s%d:%llu", n ? "," : "", r,
+                                  (unsigned long long)job->members[r].updates_applied);
+}
+
 /* A STALE job ends: its version, stamp, digest and each rank's updates applied, so that a
  * replica's end can be compared with its primary's (§15.9). */
 static void log_stale_end(const struct ina_ps_job *job)
 {
-    char applied[INA_MAX_WORKERS * 24] = "";
-    size_t n = 0;
-    for (int r = 0; r < job->world && n < sizeof(applied) - 24; r++)
-        if (job->members[r].joined)
-            n += (size_t)snprintf(applied + n, sizeof(applied) - n, "%s%d:%llu", n ? "," : "", r,
-                                  (unsigned long long)job->members[r].updates_applied);
-    char digest[20];
+    char applied[INA_MAX_WORKERS * 24], digest[20];
+    applied_list(job, applied, sizeof(applied));
     snprintf(digest, sizeof(digest), "%016llx", (unsigned long long)ina_ps_job_digest(job));
     ina_log(INA_LOG_INFO, "stale_job_ended", INA_KV_I("job", job->id), INA_KV_S("name", job->p.name),
             INA_KV_I("version", job->applied), INA_KV_I("stamp", job->next_stamp),
             INA_KV_S("digest", digest), INA_KV_S("applied", applied));
+}
+
+void ina_ps_jobs_print(const struct ina_ps *ps, FILE *f)
+{
+    for (int i = 0; i < INA_PS_MAX_JOBS; i++) {
+        const struct ina_ps_job *job = &ps->jobs[i];
+        if (job->state != INA_PS_ACTIVE || job->p.mode != INA_PS_MODE_STALE)
+            continue;
+        char applied[INA_MAX_WORKERS * 24];
+        applied_list(job, applied, sizeof(applied));
+        fprintf(f, "  job %s version %u stamp %u digest %016llx applied %s\n", job->p.name,
+                job->applied, job->next_stamp, (unsigned long long)ina_ps_job_digest(job), applied);
+    }
 }
 
 int ina__ps_rank_left(struct ina_ps *ps, struct ina_ps_job *job, unsigned r)

@@ -285,6 +285,9 @@ const char *ina_ps_drop_name(enum ina_ps_drop d);
 /* The model's digest (PROTOCOL.md §15.9): the sum over stored keys of FNV-1a 64 of the key
  * and its values (and state); equal at equal versions for a replica in step. */
 uint64_t ina_ps_job_digest(const struct ina_ps_job *job);
+/* The exit report's line of every active STALE job: "  job NAME version V stamp G digest D
+ * applied r:n,..." (the log's stale_job_ended says the same of a job that ended). */
+void ina_ps_jobs_print(const struct ina_ps *ps, FILE *f);
 void ina_ps_counters_print(const struct ina_ps_counters *c, FILE *f);
 
 /* For chain.c: ps.c's reply queue, UPDATE_ACK and UPDATE handler (§15.2), unchanged. */

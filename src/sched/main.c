@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/addr.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "sched/sched.h"
 
@@ -82,6 +83,9 @@ static void usage(FILE *f)
             "                        = any (--port-file); with --ps, the address the\n"
             "                        servers' --sched names, so a restart must reuse it\n"
             "  --port-file PATH      write the bound port to PATH once listening\n"
+            "  --fault-rx SPEC       inject faults into received datagrams (testing):\n"
+            "                        drop=P,dup=P,reorder=P,seed=N\n"
+            "  --fault-tx SPEC       the same for sent datagrams\n"
             "  --log-level L         error, warn, info (default) or debug\n"
             "  --version             print the version and exit\n"
             "  --help                this text\n",
@@ -100,13 +104,20 @@ static int write_port_file(const char *path, unsigned port)
     return 0;
 }
 
+static struct ina_fault fault_rx, fault_tx; /* --fault-rx, --fault-tx (testing) */
+
 static void send_one(int fd, struct ina_sched *s, const uint8_t *b, size_t len,
                      const struct sockaddr_in *dst)
 {
-    if (sendto(fd, b, len, 0, (const struct sockaddr *)dst, sizeof(*dst)) < 0)
-        s->c.tx_errors++;
-    else
-        s->c.tx_packets++;
+    unsigned order[2], n = 1;
+    if (ina_fault_active(&fault_tx))
+        n = ina_fault_plan(&fault_tx, 1, order); /* 0: dropped, 2: duplicated */
+    for (unsigned i = 0; i < n; i++) {
+        if (sendto(fd, b, len, 0, (const struct sockaddr *)dst, sizeof(*dst)) < 0)
+            s->c.tx_errors++;
+        else
+            s->c.tx_packets++;
+    }
 }
 
 static void flush_tx(int fd, struct ina_sched *s)
@@ -118,22 +129,37 @@ static void flush_tx(int fd, struct ina_sched *s)
     ina_sched_tx_reset(s);
 }
 
+#define RX_BURST 64
+
 static void run(int fd, struct ina_sched *s)
 {
-    uint8_t buf[65536];
+    static uint8_t buf[RX_BURST][65536];
+    struct sockaddr_in src[RX_BURST];
+    size_t len[RX_BURST];
+    unsigned order[2 * RX_BURST];
     uint64_t last_tick = now_ns();
     while (!stop_requested) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         poll(&pfd, 1, 5);
-        for (int i = 0; i < 64; i++) {
-            struct sockaddr_in src;
-            socklen_t sl = sizeof(src);
-            ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&src, &sl);
-            if (n < 0)
+        unsigned n = 0;
+        while (n < RX_BURST) {
+            socklen_t sl = sizeof(src[n]);
+            ssize_t got = recvfrom(fd, buf[n], sizeof(buf[n]), MSG_DONTWAIT,
+                                   (struct sockaddr *)&src[n], &sl);
+            if (got < 0)
                 break;
-            if (sl != sizeof(src))
+            if (sl != sizeof(src[n]))
                 continue;
-            ina_sched_input(s, buf, (size_t)n, &src, now_ns());
+            len[n++] = (size_t)got;
+        }
+        unsigned norder = n;
+        if (ina_fault_active(&fault_rx))
+            norder = ina_fault_plan(&fault_rx, n, order);
+        else
+            for (unsigned i = 0; i < n; i++)
+                order[i] = i;
+        for (unsigned o = 0; o < norder; o++) {
+            ina_sched_input(s, buf[order[o]], len[order[o]], &src[order[o]], now_ns());
             flush_tx(fd, s);
         }
         uint64_t now = now_ns();
@@ -165,7 +191,8 @@ int main(int argc, char **argv)
         {"port-file", required_argument, 0, 'p'},    {"log-level", required_argument, 0, 'L'},
         {"max-wait-ms", required_argument, 0, 'a'}, {"aggregate", required_argument, 0, 'A'},
         {"ps", required_argument, 0, 'P'},           {"replica", required_argument, 0, 'R'},
-        {"failover-ms", required_argument, 0, 'f'},
+        {"failover-ms", required_argument, 0, 'f'},  {"fault-rx", required_argument, 0, 'x'},
+        {"fault-tx", required_argument, 0, 'y'},
         {"version", no_argument, 0, 'V'},            {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     struct ina_sched_params p = {.max_delay = 2, .window = 0, /* 0: D + 1, below */
@@ -196,6 +223,14 @@ int main(int argc, char **argv)
             break;
         case 'i': bad = parse_num(optarg, 0.001, 1e6, &v); p.initial_rate = v * 1e6; break;
         case 'A': bad = parse_num(optarg, 1, INA_MAX_WORKERS, &v); p.aggregate = (unsigned)v; break;
+        case 'x':
+        case 'y':
+            if (ina_fault_parse(c == 'x' ? &fault_rx : &fault_tx, optarg) != 0) {
+                fprintf(stderr, "ina-sched: bad --fault-%s '%s' (want drop=P,dup=P,reorder=P,"
+                                "seed=N)\n", c == 'x' ? "rx" : "tx", optarg);
+                return 2;
+            }
+            break;
         case 'P': servers[0] = optarg; break;
         case 'R': servers[1] = optarg; break;
         case 'f':
@@ -290,6 +325,13 @@ int main(int argc, char **argv)
         return 1;
     run(fd, &s);
     ina_sched_counters_print(&s, stderr);
+    if (ina_fault_active(&fault_rx) || ina_fault_active(&fault_tx))
+        fprintf(stderr,
+                "  fault_rx        dropped %llu duplicated %llu reordered %llu\n"
+                "  fault_tx        dropped %llu duplicated %llu reordered %llu\n",
+                (unsigned long long)fault_rx.dropped, (unsigned long long)fault_rx.duplicated,
+                (unsigned long long)fault_rx.reordered, (unsigned long long)fault_tx.dropped,
+                (unsigned long long)fault_tx.duplicated, (unsigned long long)fault_tx.reordered);
     close(fd);
     return 0;
 }

@@ -666,14 +666,15 @@ static void on_state(struct ina_sched *s, unsigned i, const uint8_t *body, uint6
             s->next_stamp = sv->next_stamp;
         }
     }
-    /* Both servers at the same stamp and version took the same updates: same model. */
+    /* Both servers at the same stamp resolved the same stamps alike: same version, same
+     * model (updates held do not change it). */
     if (s->p.nservers == 2 && s->srv[0].have_state && s->srv[1].have_state &&
-        s->srv[0].next_stamp == s->srv[1].next_stamp && s->srv[0].version == s->srv[1].version &&
+        s->srv[0].next_stamp == s->srv[1].next_stamp &&
         (!s->checked || s->checked_stamp != s->srv[0].next_stamp)) {
         s->checked = 1;
         s->checked_stamp = s->srv[0].next_stamp;
         s->c.replica_checks++;
-        if (s->srv[0].digest != s->srv[1].digest) {
+        if (s->srv[0].digest != s->srv[1].digest || s->srv[0].version != s->srv[1].version) {
             s->c.replica_mismatch++;
             ina_log(INA_LOG_ERROR, "replica_mismatch", INA_KV_I("stamp", s->checked_stamp),
                     INA_KV_I("version", s->srv[0].version));
@@ -853,7 +854,7 @@ void ina_sched_input(struct ina_sched *s, const uint8_t *buf, size_t len,
         k->bound = 1; /* the first REQ of a rank fixes its address (as a JOIN would) */
         k->addr = *src;
         ina_log(INA_LOG_INFO, "rank_bound", INA_KV_I("rank", h.rank),
-                INA_KV_I("port", ntohs(src->sin_port)));
+                INA_KV_I("port", ntohs(src->sin_port)), INA_KV_I("world", live_ranks(s)));
     }
     if (!k->bound || k->addr.sin_addr.s_addr != src->sin_addr.s_addr ||
         k->addr.sin_port != src->sin_port) {
