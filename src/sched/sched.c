@@ -619,6 +619,7 @@ static void servers_tick(struct ina_sched *s, uint64_t now)
         s->repair = 0;
         o = other_server(s);
     }
+    recovery_tick(s, now);
     for (unsigned e = 0; e < INA_SCHED_VOIDS; e++) {
         struct ina_sched_void *v = &s->voids[e];
         if (v->state == INA_SCHED_VOID_FREE || (v->sent_ns && now - v->sent_ns < INA_SCHED_RESEND_NS))
@@ -631,7 +632,6 @@ static void servers_tick(struct ina_sched *s, uint64_t now)
         v->sent_ns = now;
         send_sync(s, i, INA_PS_SYNC_VOID, v->stamp, v->n);
     }
-    recovery_tick(s, now);
     repair_tick(s, now);
 }
 
