@@ -618,6 +618,13 @@ static void servers_tick(struct ina_sched *s, uint64_t now)
         s->c.server_failovers++;
         s->repair = 0;
         o = other_server(s);
+        /* Voids the old authority made but the new one has not: it decides them now (it has
+         * no update of theirs: the workers send it one only after the old one answered). */
+        for (unsigned e = 0; e < INA_SCHED_VOIDS; e++)
+            if (s->voids[e].state == INA_SCHED_VOID_RELAY) {
+                s->voids[e].state = INA_SCHED_VOID_ASK;
+                s->voids[e].sent_ns = 0;
+            }
     }
     recovery_tick(s, now);
     for (unsigned e = 0; e < INA_SCHED_VOIDS; e++) {
