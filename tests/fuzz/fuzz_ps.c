@@ -100,7 +100,8 @@ HARNESS static void check_tx(void)
         CHECKF(b >= ps.tx.mem && b + len <= ps.tx.mem + INA_PS_TX_BYTES);
         struct ina_hdr h;
         CHECKF(ina_hdr_decode(b, len, &h) == INA_PARSE_OK &&
-               (h.rank == INA_RANK_SWITCH || h.kind == INA_K_PS_CHAIN_FWD)); /* FWD: the update's */
+               (h.rank == INA_RANK_SWITCH || h.kind == INA_K_PS_CHAIN_FWD ||
+                h.kind == INA_K_PS_REPLAY)); /* FWD, REPLAY: the update's rank */
         switch (h.kind) {
         case INA_K_PS_JOIN_ACK: CHECKF(len == INA_HDR_LEN + INA_PS_JOIN_BODY_LEN); break;
         case INA_K_PS_JOIN_NAK: CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN); break;
