@@ -312,7 +312,15 @@ static void sched_input(struct ina_ps *ps, const struct ina_hdr *h, const uint8_
         replay_input(ps, h, body, len);
 }
 
-static const struct ina_ps_sched_ops sched_ops = {.input = sched_input, .taken = sched_taken};
+/* An UPDATE came with a stamp already resolved: was it voided here (§15.2 step 2b)? */
+static int sched_voided(struct ina_ps *ps, struct ina_ps_job *job, uint32_t g)
+{
+    uint32_t run;
+    return fate_of(job, sched_job(ps, job), g, &run) == INA_PS_FATE_VOIDED;
+}
+
+static const struct ina_ps_sched_ops sched_ops = {.input = sched_input, .taken = sched_taken,
+                                                  .voided = sched_voided};
 
 /* ---- API ------------------------------------------------------------------------------- */
 

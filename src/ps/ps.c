@@ -787,9 +787,10 @@ static int update_one(struct ina_ps *ps, struct ina_ps_job *job, const struct in
         send_update_held(ps, job, h, stamp, src);
         return 0;
     }
-    if (stamp != INA_STAMP_NONE && early < 0 && h->slot == u->uid + 1) {
-        /* The stamp was resolved without this update: it was voided (§15.9), since an update
-         * taken with it would be the rank's last one. Never applied; a copy gets this again. */
+    if (stamp != INA_STAMP_NONE && early < 0 && h->slot == u->uid + 1 && ps->sched_ops &&
+        ps->sched_ops->voided(ps, job, stamp)) {
+        /* Its stamp was voided before it came (§15.9): never applied; a copy gets this again,
+         * and the rank goes on with its next id. */
         *u = (struct ina_ps_lastupd){.uid = h->slot, .status = INA_PS_UPDATE_VOIDED,
                                      .version = job->applied, .stamp = stamp};
         ps->c.updates_voided++;

@@ -243,6 +243,8 @@ struct ina_ps_sched_ops {
     /* A stamped UPDATE was just taken (as chain_ops->taken): kept for a PS_REPLAY. */
     void (*taken)(struct ina_ps *ps, struct ina_ps_job *job, const struct ina_hdr *h,
                   const uint8_t *body, size_t len);
+    /* @return 1 if stamp g (below the job's next stamp) was voided here. */
+    int (*voided)(struct ina_ps *ps, struct ina_ps_job *job, uint32_t g);
 };
 
 /* The hooks of chain replication (PROTOCOL.md §15.8), set by ina_ps_chain_init(). */
