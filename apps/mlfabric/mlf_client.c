@@ -365,8 +365,16 @@ static int group_update(struct mlf_client *c, const float **grad, uint32_t *base
 }
 
 /* A server that keeps answering HELD is alive, but an earlier stamp may never come (its
- * worker died holding the grant): after this many failover periods it counts as dead. */
+ * worker died holding the grant, and no scheduler voids it): after this many failover
+ * periods it counts as dead; with a scheduler, not before --sched-fallback-ms either (the
+ * scheduler may be restarting, and its successor voids that stamp, §15.9). */
 #define HELD_LIMIT 4
+
+static uint64_t held_limit_ns(const struct mlf_client *c)
+{
+    uint64_t t = HELD_LIMIT * c->failover_ns;
+    return c->sched_fallback_ns > t && c->sched.sin_port ? c->sched_fallback_ns : t;
+}
 
 int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct mlf_result *res)
 {
@@ -447,13 +455,13 @@ int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct ml
                 continue;
             }
             uint64_t now = mono_ns();
-            if (now - start > HELD_LIMIT * c->failover_ns && now - heard[t] <= c->failover_ns)
+            if (now - start > held_limit_ns(c) && now - heard[t] <= c->failover_ns)
                 fprintf(stderr, "mlf[%d]: server %d has held update %u (stamp %u) for %llu ms: "
                                 "an earlier stamp never came (a worker died holding a grant, "
                                 "and no ina-sched voided it?)\n",
                         c->rank, i, c->uid, stamp,
                         (unsigned long long)((now - start) / 1000000));
-            if (now - heard[t] > c->failover_ns || now - start > HELD_LIMIT * c->failover_ns) {
+            if (now - heard[t] > c->failover_ns || now - start > held_limit_ns(c)) {
                 int rc = fail_over(c, i);
                 if (rc != 0)
                     return rc;

@@ -438,6 +438,7 @@ static void on_void_state(struct ina_sched *s, unsigned i, uint32_t arg, uint32_
             if ((int32_t)(sv->next_stamp - (v->stamp + v->n)) < 0)
                 continue; /* not all resolved yet: asked again */
             v->state = INA_SCHED_VOID_FREE;
+            s->repair_eager_ns = now + INA_SCHED_EAGER_NS; /* the other server: at once */
             if ((int32_t)(sv->next_stamp - s->next_stamp) > 0)
                 s->next_stamp = sv->next_stamp;
             if (s->recovering == INA_SCHED_RECOVER_VOID) {
@@ -460,6 +461,7 @@ static void on_void_state(struct ina_sched *s, unsigned i, uint32_t arg, uint32_
                 continue;
             }
             s->c.stamps_voided++;
+            s->repair_eager_ns = now + INA_SCHED_EAGER_NS;
             ina_log(INA_LOG_WARN, "stamp_voided", INA_KV_I("stamp", v->stamp),
                     INA_KV_I("rank", v->rank), INA_KV_I("version", sv->version));
             if (v->rank < s->p.world) {
@@ -500,13 +502,18 @@ static void repair_tick(struct ina_sched *s, uint64_t now)
         s->repair = 0;
         return;
     }
+    /* Right after the authority voided stamps, the other server lags for that reason: ask at
+     * once. Otherwise only a lag that stays across a probe (the copies may be on their way). */
+    int eager = now < s->repair_eager_ns;
     if (!b->lag_since_ns || b->lag_stamp != b->next_stamp) {
-        b->lag_stamp = b->next_stamp; /* behind, but moving: the copies are on their way */
+        b->lag_stamp = b->next_stamp;
         b->lag_since_ns = now;
         s->repair = 0;
-        return;
+        if (!eager)
+            return;
     }
-    if (now - b->lag_since_ns < INA_SCHED_PROBE_NS || (s->repair && now - s->repair_ns < INA_SCHED_RESEND_NS))
+    if ((!eager && now - b->lag_since_ns < INA_SCHED_PROBE_NS) ||
+        (s->repair && now - s->repair_ns < INA_SCHED_RESEND_NS))
         return;
     s->repair = 1; /* stuck across a probe: what became of that stamp at the authority? */
     s->repair_stamp = b->next_stamp;

@@ -61,6 +61,8 @@
 #define INA_SCHED_PROBE_NS 100000000ull  /* PS_SYNC STATE to each server this often */
 #define INA_SCHED_RESEND_NS 20000000ull  /* an unanswered VOID, fate question or REPLAY again */
 #define INA_SCHED_REPAIR_NS 300000000ull /* a replica stuck on a taken stamp this long: replay */
+#define INA_SCHED_EAGER_NS 1000000000ull /* after the authority voided stamps, a lagging
+                                            replica is asked about at once, this long */
 #define INA_SCHED_VOIDS 64               /* stamps being voided at once (>= the largest window) */
 
 #define INA_SCHED_DROP_MAP(X)                                                     \
@@ -225,6 +227,7 @@ struct ina_sched {
     uint8_t repair;
     uint32_t repair_stamp;
     uint64_t repair_ns;
+    uint64_t repair_eager_ns; /* until then, no probe's wait before asking (voids just made) */
     struct ina_sched_counters c;
     struct ina_sched_tx tx;
 };
