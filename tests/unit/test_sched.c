@@ -966,6 +966,41 @@ static void test_servers(void)
     CHECK_EQ_INT(ina_sched_init(&s, &bad), -EINVAL);
 }
 
+/* Right after the authority voided a stamp, a replica lagging on it is asked about at once
+ * (no probe's wait): the workers stop sending it copies it cannot hold if it lags long. */
+static void test_eager_repair(void)
+{
+    static struct ina_sched s;
+    struct answer a[16];
+    struct sync_msg m[32];
+    int na, n;
+    running(&s, 4, 2, 3, 1 * MS);
+    req(&s, 0, 1, INA_SCHED_BASE_AT_GRANT, 100, "mlf", 2 * MS);
+    done(&s, 0, 1, 0, 0, 100, 100, 1, 3 * MS); /* stamp 0 applied at both */
+    req(&s, 1, 1, INA_SCHED_BASE_AT_GRANT, 100, "mlf", 4 * MS); /* stamp 1: its worker dies */
+    drain(&s, a, &na, m, 32);
+    CHECK(na == 2 && a[1].stamp == 1);
+    struct srv_state p = {.version = 1, .next_stamp = 1, .joined = 0x0F}, r = p;
+    uint64_t t = 4 * MS;
+    while (t < 1200 * MS) { /* the lease runs out: VOID 1 asked of the authority */
+        t += 20 * MS;
+        state_from(&s, 0, &p, "mlf", 0, NULL, t);
+        state_from(&s, 1, &r, "mlf", 0, NULL, t);
+        ina_sched_tick(&s, t);
+        n = drain(&s, a, &na, m, 32);
+        if (has_sync(m, n, 0, INA_PS_SYNC_VOID, 1))
+            break;
+    }
+    struct srv_state v = {.action = INA_PS_SYNC_VOID, .arg = 1, .result = INA_PS_FATE_VOIDED,
+                          .run = 1, .version = 1, .next_stamp = 2, .joined = 0x0F};
+    state_from(&s, 0, &v, "mlf", 0, NULL, t + 1 * MS);
+    state_from(&s, 1, &r, "mlf", 0, NULL, t + 2 * MS); /* the replica still at 1 */
+    ina_sched_tick(&s, t + 7 * MS);
+    n = drain(&s, a, &na, m, 32);
+    CHECK(has_sync(m, n, 0, INA_PS_SYNC_STATE, 1)); /* its fate asked at once, no probe's wait */
+    CHECK(s.repair_eager_ns > t);
+}
+
 int main(void)
 {
     ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT);
@@ -986,5 +1021,6 @@ int main(void)
     test_recovery();
     test_lease();
     test_servers();
+    test_eager_repair();
     return check_report("test_sched");
 }
