@@ -452,13 +452,7 @@ int main(int argc, char **argv)
         ina_ps_pub_destroy(&pub);
     ina_ps_counters_print(&l.ps.c, stderr);
     ina_ps_jobs_print(&l.ps, stderr);
-    if (ina_fault_active(&l.fault_rx) || ina_fault_active(&l.fault_tx))
-        fprintf(stderr,
-                "  fault_rx        dropped %llu duplicated %llu reordered %llu\n"
-                "  fault_tx        dropped %llu duplicated %llu reordered %llu\n",
-                (unsigned long long)l.fault_rx.dropped, (unsigned long long)l.fault_rx.duplicated,
-                (unsigned long long)l.fault_rx.reordered, (unsigned long long)l.fault_tx.dropped,
-                (unsigned long long)l.fault_tx.duplicated, (unsigned long long)l.fault_tx.reordered);
+    ina_fault_report(stderr, &l.fault_rx, &l.fault_tx);
     ina_gso_batch_free(&l.gso);
     ina_ps_chain_free(&l.ps);
     ina_ps_sched_free(&l.ps);

@@ -325,13 +325,7 @@ int main(int argc, char **argv)
         return 1;
     run(fd, &s);
     ina_sched_counters_print(&s, stderr);
-    if (ina_fault_active(&fault_rx) || ina_fault_active(&fault_tx))
-        fprintf(stderr,
-                "  fault_rx        dropped %llu duplicated %llu reordered %llu\n"
-                "  fault_tx        dropped %llu duplicated %llu reordered %llu\n",
-                (unsigned long long)fault_rx.dropped, (unsigned long long)fault_rx.duplicated,
-                (unsigned long long)fault_rx.reordered, (unsigned long long)fault_tx.dropped,
-                (unsigned long long)fault_tx.duplicated, (unsigned long long)fault_tx.reordered);
+    ina_fault_report(stderr, &fault_rx, &fault_tx);
     close(fd);
     return 0;
 }

@@ -21,29 +21,12 @@
 
 static struct sockaddr_in rank_addr[WORLD + 1], sched_addr, stranger;
 
-/* PS_JOIN of rank r (world, start, nonce) from from. */
+/* PS_JOIN of rank r of job "el" (world, start, nonce) from from. */
 static void join_one(struct ina_ps *ps, int r, int world, int start, int mode, uint64_t nonce,
                      const struct sockaddr_in *from)
 {
-    uint8_t b[INA_HDR_LEN + INA_PS_JOIN_BODY_LEN];
-    struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_PS_JOIN);
-    h.rank = (uint16_t)r;
-    ina_hdr_encode(b, &h);
-    struct ina_ps_join j;
-    memset(&j, 0, sizeof(j));
-    j.nonce = nonce;
-    j.world = (uint16_t)world;
-    j.nshards = 1;
-    j.dim = DIM;
-    j.mode = (uint8_t)mode;
-    j.max_delay = 2;
-    j.lr = 0.5f;
-    j.eps = 1.0f;
-    j.start = (uint16_t)start;
-    snprintf(j.name, sizeof(j.name), "el");
-    ina_ps_join_encode(b + INA_HDR_LEN, &j);
-    ina_ps_input(ps, b, sizeof(b), from, 1);
+    send_join(ps, from, "el", r, world, start, mode, mode == INA_PS_MODE_STALE ? 2 : 0,
+              INA_OPTIM_SGD, nonce);
 }
 
 /* How many replies of kind went to dst (NULL: anyone); the last one's header and body. */
