@@ -143,7 +143,7 @@ check "chain: no mismatch, no broken chain, no delay above D" \
 start_chain c7
 start s7 "$SCHED" --job chainfail --world $W --max-delay $D --log-level warn; s7=$pid s7port=$port
 workers chainfail --ps 127.0.0.1:$c7pport --replica 127.0.0.1:$c7rport --sched 127.0.0.1:$s7port \
-    --replication chain --updates 800 --failover-ms 500
+    --replication chain --updates 1500 --failover-ms 500
 check "chain: training reached version 300 on the primary" until_version chainfail 300
 kill -9 "$c7p"; wait "$c7p" 2>/dev/null
 if wait_workers; then ok "chain: the workers finished on the replica"; else
