@@ -176,10 +176,10 @@ int mlf_pull(struct mlf_client *c, float *model, uint32_t *version)
     }
 }
 
-/* REQ until GRANT. @return 1 granted (*stamp), 0 refused (stale), -1 no scheduler (fall back). */
-static int ask_sched(struct mlf_client *c, uint32_t base, uint32_t bytes, uint32_t *stamp)
+/* A REQ (§15.3): the next request id, base, bytes and flags. */
+static void encode_req(struct mlf_client *c, uint8_t *b, uint32_t base, uint32_t bytes,
+                       uint32_t flags)
 {
-    uint8_t b[INA_HDR_LEN + INA_SCHED_REQ_LEN], r[512];
     struct ina_hdr h;
     ina_hdr_init(&h, INA_K_SCHED_REQ);
     h.rank = (uint16_t)c->rank;
@@ -188,10 +188,33 @@ static int ask_sched(struct mlf_client *c, uint32_t base, uint32_t bytes, uint32
     ina_hdr_encode(b, &h);
     memset(b + INA_HDR_LEN, 0, INA_SCHED_REQ_LEN);
     ina_put32(b + INA_HDR_LEN, bytes);
-    ina_put32(b + INA_HDR_LEN + 4, c->agg_switch ? INA_SCHED_REQ_AGGREGATE : 0);
+    ina_put32(b + INA_HDR_LEN + 4, flags);
     memcpy(b + INA_HDR_LEN + 8, c->join.name, 32);
-    uint64_t give_up = mono_ns() + c->sched_timeout_ns;
+}
+
+/*
+ * REQ until GRANT. A scheduler silent for sched_timeout_ns may be restarting: the worker
+ * sends nothing unscheduled, so the bound holds and the replica stays in step, and keeps
+ * asking (a restarted ina-sched takes the same REQ, §15.9) until sched_fallback_ns.
+ * @return 1 granted (*stamp), 0 refused (stale), -1 no scheduler (fall back).
+ */
+static int ask_sched(struct mlf_client *c, uint32_t base, uint32_t bytes, uint32_t *stamp)
+{
+    uint8_t b[INA_HDR_LEN + INA_SCHED_REQ_LEN], r[512];
+    encode_req(c, b, base, bytes, c->agg_switch ? INA_SCHED_REQ_AGGREGATE : 0);
+    uint64_t start = mono_ns(), waiting = 0;
+    uint64_t give_up = start + (c->sched_fallback_ns > c->sched_timeout_ns ? c->sched_fallback_ns
+                                                                          : c->sched_timeout_ns);
     while (mono_ns() < give_up) {
+        if (!waiting && mono_ns() - start >= c->sched_timeout_ns && mono_ns() < give_up) {
+            waiting = mono_ns();
+            c->st.sched_waits++;
+            fprintf(stderr, "mlf[%d]: warning: no grant from ina-sched within %llu ms (it is "
+                            "busy, or gone): sending nothing unscheduled (the bound holds), "
+                            "asking again for up to %llu ms\n",
+                    c->rank, (unsigned long long)(c->sched_timeout_ns / 1000000),
+                    (unsigned long long)((give_up - start) / 1000000));
+        }
         send_to(c, b, sizeof(b), &c->sched);
         uint64_t until = mono_ns() + (c->rto_ns > 10000000ull ? 2 * c->rto_ns : 20000000ull);
         if (until > give_up)
@@ -205,6 +228,12 @@ static int ask_sched(struct mlf_client *c, uint32_t base, uint32_t bytes, uint32
                 a.slot != c->req_id || !same_addr(&from, &c->sched) ||
                 n != INA_HDR_LEN + INA_SCHED_GRANT_LEN)
                 continue;
+            if (waiting) {
+                c->st.reattaches++;
+                fprintf(stderr, "mlf[%d]: ina-sched answers again after %llu ms: scheduled "
+                                "again\n",
+                        c->rank, (unsigned long long)((mono_ns() - start) / 1000000));
+            }
             if ((int32_t)ina_get32(r + INA_HDR_LEN) != 0)
                 return 0;
             *stamp = ina_get32(r + INA_HDR_LEN + 4);
@@ -225,9 +254,11 @@ static void lose_sched(struct mlf_client *c)
     c->use_sched = 0;
     c->granted = 0;
     c->st.fallbacks++;
+    uint64_t t = c->sched_fallback_ns > c->sched_timeout_ns ? c->sched_fallback_ns
+                                                            : c->sched_timeout_ns;
     fprintf(stderr, "mlf[%d]: warning: no answer from ina-sched within %llu ms: sending "
                     "unscheduled from now on%s\n",
-            c->rank, (unsigned long long)(c->sched_timeout_ns / 1000000),
+            c->rank, (unsigned long long)(t / 1000000),
             c->nsrv > 1 ? " (the replica is no longer kept in step)" : "");
 }
 
@@ -334,8 +365,16 @@ static int group_update(struct mlf_client *c, const float **grad, uint32_t *base
 }
 
 /* A server that keeps answering HELD is alive, but an earlier stamp may never come (its
- * worker died holding the grant): after this many failover periods it counts as dead. */
+ * worker died holding the grant, and no scheduler voids it): after this many failover
+ * periods it counts as dead; with a scheduler, not before --sched-fallback-ms either (the
+ * scheduler may be restarting, and its successor voids that stamp, §15.9). */
 #define HELD_LIMIT 4
+
+static uint64_t held_limit_ns(const struct mlf_client *c)
+{
+    uint64_t t = HELD_LIMIT * c->failover_ns;
+    return c->sched_fallback_ns > t && c->sched.sin_port ? c->sched_fallback_ns : t;
+}
 
 int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct mlf_result *res)
 {
@@ -396,24 +435,33 @@ int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct ml
     uint64_t start = mono_ns(), heard[2] = {start, start};
     if (!since)
         since = start;
-    int acked[2] = {0, 0}, held_by[2] = {0, 0}, have = 0;
+    /* primary_heard: the primary answered this update (HELD or an outcome). With the workers
+     * replicating, the replica's copy waits for it: then whatever the replica has, the
+     * primary has too, so a stamp the primary voids (§15.9) is voided at the replica as
+     * well, never taken there. */
+    int acked[2] = {0, 0}, held_by[2] = {0, 0}, have = 0, primary_heard = 0, voided = 0;
+    int replica_due = 0; /* the round after the primary's first answer sends the replica's copy */
     for (;;) {
         int waiting = 0;
-        for (int t = 0; t < nt; t++) {
+        for (int t = 0; t < nt && !voided; t++) {
             int i = targets[t];
             if (acked[t] || !c->srv[i].alive)
                 continue;
-            if (c->chain && i != c->primary) { /* the primary forwards it there (§15.8) */
-                heard[t] = mono_ns(); /* sent to only once it is the primary (failover) */
+            if (i != c->primary && (c->chain || !primary_heard)) {
+                /* chain: the primary forwards it there (§15.8); send: after the primary's
+                 * answer. Sent to directly once it is the primary (failover). */
+                heard[t] = mono_ns();
+                waiting |= !c->chain;
                 continue;
             }
             uint64_t now = mono_ns();
-            if (now - start > HELD_LIMIT * c->failover_ns && now - heard[t] <= c->failover_ns)
+            if (now - start > held_limit_ns(c) && now - heard[t] <= c->failover_ns)
                 fprintf(stderr, "mlf[%d]: server %d has held update %u (stamp %u) for %llu ms: "
-                                "an earlier stamp never came (a worker died holding a grant?)\n",
+                                "an earlier stamp never came (a worker died holding a grant, "
+                                "and no ina-sched voided it?)\n",
                         c->rank, i, c->uid, stamp,
                         (unsigned long long)((now - start) / 1000000));
-            if (now - heard[t] > c->failover_ns || now - start > HELD_LIMIT * c->failover_ns) {
+            if (now - heard[t] > c->failover_ns || now - start > held_limit_ns(c)) {
                 int rc = fail_over(c, i);
                 if (rc != 0)
                     return rc;
@@ -425,7 +473,7 @@ int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct ml
             send_to(c, b[t], len, &c->srv[i].addr);
             c->st.tx_bytes[i] += len;
         }
-        if (!waiting)
+        if (!waiting || voided)
             break;
         uint64_t until = mono_ns() + c->rto_ns;
         struct sockaddr_in from;
@@ -435,11 +483,16 @@ int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct ml
             if (ina_hdr_decode(r, n, &a) != INA_PARSE_OK || a.kind != INA_K_PS_UPDATE_ACK ||
                 a.slot != c->uid || n != INA_HDR_LEN + INA_PS_UPDATE_ACK_LEN)
                 continue;
-            int held = (int32_t)ina_get32(r + INA_HDR_LEN) == INA_PS_UPDATE_HELD;
+            int32_t status = (int32_t)ina_get32(r + INA_HDR_LEN);
+            int held = status == INA_PS_UPDATE_HELD;
             for (int t = 0; t < nt; t++) {
                 int i = targets[t];
                 if (!same_addr(&from, &c->srv[i].addr) || acked[t])
                     continue;
+                if (i == c->primary && !primary_heard) {
+                    primary_heard = 1;
+                    replica_due = nt > 1 && !c->chain; /* the replica's copy goes now */
+                }
                 if (held) { /* alive, waiting for the stamps before ours: keep waiting */
                     heard[t] = mono_ns();
                     held_by[t] = 1;
@@ -447,24 +500,39 @@ int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct ml
                 }
                 acked[t] = 1;
                 if (i == c->primary || !have) {
-                    res->status = (int32_t)ina_get32(r + INA_HDR_LEN);
+                    res->status = status;
                     res->version = ina_get32(r + INA_HDR_LEN + 4);
                     res->delay = ina_get32(r + INA_HDR_LEN + 8);
                     have = 1;
                 }
+                if (i == c->primary && status == INA_PS_UPDATE_VOIDED)
+                    voided = 1; /* never taken, and never to be: the replica gets nothing */
             }
             int all = 1;
             for (int t = 0; t < nt; t++)
                 all &= acked[t] || !c->srv[targets[t]].alive ||
                        (c->chain && targets[t] != c->primary);
-            if (all)
+            if (all || voided || replica_due)
                 break;
         }
-        c->st.retransmits++;
+        if (!replica_due)
+            c->st.retransmits++;
+        replica_due = 0;
     }
     c->st.retransmits--; /* the last round resent nothing */
     if (!have)
         return INA_ERR_TIMEOUT;
+    if (c->trace)
+        fprintf(stderr, "mlf[%d]: update %u stamp %u base %u: %s version %u delay %u\n", c->rank,
+                c->uid, stamp, base,
+                res->status == 0                      ? "applied"
+                : res->status == INA_PS_UPDATE_VOIDED ? "voided"
+                                                      : "refused",
+                res->version, res->delay);
+    if (res->status == INA_PS_UPDATE_VOIDED) {
+        c->st.voided++; /* ina-sched voided the stamp: it knows; no DONE */
+        return 0;
+    }
     if (res->status == 0)
         c->st.applied++;
     else
@@ -478,6 +546,12 @@ void mlf_leave(struct mlf_client *c)
 {
     free(c->agg_buf);
     c->agg_buf = NULL;
+    if (c->use_sched) { /* out of the scheduler's world at once (§15.9); no answer */
+        uint8_t q[INA_HDR_LEN + INA_SCHED_REQ_LEN];
+        encode_req(c, q, INA_SCHED_BASE_AT_GRANT, 0, INA_SCHED_REQ_LEAVE);
+        send_to(c, q, sizeof(q), &c->sched);
+        send_to(c, q, sizeof(q), &c->sched);
+    }
     uint8_t b[INA_HDR_LEN + INA_PS_LEAVE_BODY_LEN];
     for (int i = 0; i < c->nsrv; i++) {
         if (!c->srv[i].alive)

@@ -22,6 +22,9 @@ struct mlf_stats {
     uint64_t groups_led;   /* group sums this rank sent as the leader (§15.7) */
     uint64_t aggregated;   /* this rank's updates summed into a group another member sent */
     uint64_t agg_failures; /* groups not summed (a dead member or switch): sent alone, or lost */
+    uint64_t voided;       /* updates answered VOIDED: their grant's lease ran out (§15.9) */
+    uint64_t sched_waits;  /* times ina-sched went silent and this rank waited for it */
+    uint64_t reattaches;   /* ... and got a grant again (a restarted scheduler) */
 };
 
 struct mlf_client {
@@ -43,7 +46,9 @@ struct mlf_client {
     uint32_t req_id;       /* the scheduler's request id (+1 per REQ, sent or refused) */
     uint64_t rto_ns;        /* resend an unanswered datagram after this */
     uint64_t failover_ns;   /* a server silent this long is dead */
-    uint64_t sched_timeout_ns; /* no GRANT this long: send unscheduled from now on */
+    uint64_t sched_timeout_ns; /* no GRANT this long: warn, keep the bound, wait for ina-sched */
+    uint64_t sched_fallback_ns; /* no GRANT this long: send unscheduled from now on */
+    int trace;              /* each update's outcome on stderr (--trace) */
     uint32_t nkeys;
     const char *agg_switch; /* ina-switch "host:port" for group sums (--switch), or NULL */
     int agg_timeout_ms;     /* deadline of a group's join and sum */
@@ -58,7 +63,9 @@ struct mlf_client {
 struct mlf_result {
     int32_t status;   /* 0 applied (or, for a group member not its leader, summed into the
                          group's update), INA_ERR_STALE refused (by the server or the
-                         scheduler), another INA_ERR_* when a member's part was not summed */
+                         scheduler), INA_PS_UPDATE_VOIDED (its grant's lease ran out and
+                         its stamp was voided), another INA_ERR_* when a member's part was
+                         not summed */
     uint32_t version; /* the model version after it */
     uint32_t delay;
 };
@@ -70,12 +77,17 @@ int mlf_join(struct mlf_client *c, uint64_t timeout_ns);
  * Otherwise nothing. @return 0 (granted, or unscheduled from now on: c->use_sched is 0 after
  * a warning), or INA_ERR_PROTO (the scheduler refused a fetch request: it never should). */
 int mlf_begin(struct mlf_client *c);
+/* Ask for the next update's grant (fetch mode) or send (update mode) as mlf_begin() and
+ * mlf_update() say; when ina-sched is silent for sched_timeout_ns, the worker sends nothing
+ * unscheduled (the bound and the replica are kept) and asks again until a scheduler answers
+ * (a restarted one: §15.9) or sched_fallback_ns passes. */
 /* Pull the whole model (nkeys x dim floats) and its version. @return 0 or INA_ERR_TIMEOUT. */
 int mlf_pull(struct mlf_client *c, float *model, uint32_t *version);
 /* Ask (unless mlf_begin() holds a grant), send, wait for the answers; entries: nkeys x dim
  * gradient floats of base version.
  * @return 0 (see *res) or INA_ERR_TIMEOUT (every server silent). */
 int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct mlf_result *res);
+/* Leave: PS_LEAVE to the servers, and a REQ with flag LEAVE to ina-sched (each twice). */
 void mlf_leave(struct mlf_client *c);
 
 #endif

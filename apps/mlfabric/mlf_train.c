@@ -61,7 +61,12 @@ static void usage(FILE *f)
             "  --sched-mode M        fetch: ask before pulling the model, so that no pull\n"
             "                        and no update is wasted (default); update: pull, then\n"
             "                        ask before sending (the request may be refused STALE)\n"
-            "  --rank R, --world N   this worker's rank and the number of workers (required)\n"
+            "  --rank R, --world N   this worker's rank and the number of workers (required);\n"
+            "                        with --start-ranks, N is the most ranks the job has\n"
+            "  --start-ranks M       the job starts once M ranks joined (default N); ranks\n"
+            "                        M..N-1 may join it while it runs: each pulls the\n"
+            "                        current model and is scheduled from then on. A rank\n"
+            "                        is used once: a restarted worker takes a free one\n"
             "  --job NAME            the job's name (default mlf)\n"
             "  --max-delay D         staleness bound D, 0..255 (default 2; 0 = synchronous)\n"
             "  --model M             lsq: least squares, y = w*.x, loss |w - w*|^2 / 2p\n"
@@ -89,7 +94,14 @@ static void usage(FILE *f)
             "  --compute-ms MS       extra compute time per gradient, emulated (default 0)\n"
             "  --rto-ms MS           resend an unanswered datagram after MS (default 5)\n"
             "  --failover-ms MS      a server silent this long is dead (default 1500)\n"
-            "  --sched-timeout-ms MS no grant this long: send unscheduled (default 1000)\n"
+            "  --sched-timeout-ms MS no grant this long: warn, send nothing unscheduled (the\n"
+            "                        bound and the replica are kept) and keep asking, so\n"
+            "                        that a restarted ina-sched takes over (default 1000)\n"
+            "  --sched-fallback-ms MS  no grant this long: send unscheduled from then on\n"
+            "                        (FIFO; the replica is left behind) (default 30000; at\n"
+            "                        most --sched-timeout-ms: at once)\n"
+            "  --trace               print each update's outcome (applied, refused, voided)\n"
+            "                        on stderr as it comes\n"
             "  --join-timeout-ms MS  deadline for all ranks to join (default 30000)\n"
             "  --help                this text\n",
             MLF_MLP_IN, MLF_MLP_HIDDEN, MLF_MLP_OUT, MLF_MLP_PARAMS, MLF_MLP_EVAL, MLF_CTR_KEYS,
@@ -190,21 +202,23 @@ int main(int argc, char **argv)
         {"join-timeout-ms", required_argument, 0, 'J'}, {"sched-mode", required_argument, 0, 'm'},
         {"model", required_argument, 0, 'M'},       {"switch", required_argument, 0, 'X'},
         {"agg-timeout-ms", required_argument, 0, 'T'}, {"replication", required_argument, 0, 'E'},
-        {"agg-reduce", required_argument, 0, 'G'},
+        {"agg-reduce", required_argument, 0, 'G'},   {"start-ranks", required_argument, 0, 'W'},
+        {"sched-fallback-ms", required_argument, 0, 'F'}, {"trace", no_argument, 0, 'Z'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     static struct mlf_client c;
     const char *ps = NULL, *replica = NULL, *sched = NULL, *job = "mlf", *mode = "fetch",
                *model = "lsq", *sw = NULL, *replication = "send", *agg_reduce = "sum";
-    long rank = -1, world = 0, D = 2, keys = -1, updates = 800, batch = -1;
+    long rank = -1, world = 0, D = 2, keys = -1, updates = 800, batch = -1, start_ranks = 0;
     double lr = -1, target = -1, compute_ms = 0, rto = 5, failover = 1500, sched_to = 1000,
-           join_to = 30000, agg_to = 1000;
+           join_to = 30000, agg_to = 1000, sched_fallback = 30000;
+    int trace = 0;
     int opt;
     while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         char *end = NULL;
         double v = 0;
         if (opt != 'P' && opt != 'R' && opt != 'S' && opt != 'j' && opt != 'm' && opt != 'M' &&
-            opt != 'X' && opt != 'E' && opt != 'G' && opt != 'h' && opt != '?') {
+            opt != 'X' && opt != 'E' && opt != 'G' && opt != 'Z' && opt != 'h' && opt != '?') {
             v = strtod(optarg, &end);
             if (end == optarg || *end || !(v >= 0) || v > 1e9) {
                 fprintf(stderr, "ina-mlf: bad number '%s' (see --help)\n", optarg);
@@ -235,6 +249,9 @@ int main(int argc, char **argv)
         case 'f': failover = v; break;
         case 's': sched_to = v; break;
         case 'J': join_to = v; break;
+        case 'W': start_ranks = (long)v; break;
+        case 'F': sched_fallback = v; break;
+        case 'Z': trace = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -259,9 +276,11 @@ int main(int argc, char **argv)
     if (!ps || world < 1 || world > INA_MAX_WORKERS || rank < 0 || rank >= world || D > 255 ||
         keys < 1 || keys > 240 || batch < 1 || updates < 1 || strlen(job) >= 32 || !*job ||
         rto < 1 || failover < rto || sched_to < rto || agg_to < 1 || agg_to > 600000 ||
+        start_ranks > world ||
         (strcmp(mode, "fetch") != 0 && strcmp(mode, "update") != 0)) {
         fprintf(stderr, "ina-mlf: need --ps, --rank R < --world N <= %d; --max-delay <= 255, "
-                        "--keys 1..240, --batch and --updates >= 1, a job name of 1..31 "
+                        "--keys 1..240, --batch and --updates >= 1, --start-ranks <= N, a "
+                        "job name of 1..31 "
                         "characters, timeouts >= --rto-ms >= 1, --agg-timeout-ms 1..600000, "
                         "--sched-mode fetch or update "
                         "(see --help)\n",
@@ -276,6 +295,8 @@ int main(int argc, char **argv)
     c.rto_ns = (uint64_t)(rto * 1e6);
     c.failover_ns = (uint64_t)(failover * 1e6);
     c.sched_timeout_ns = (uint64_t)(sched_to * 1e6);
+    c.sched_fallback_ns = (uint64_t)(sched_fallback * 1e6);
+    c.trace = trace;
     const char *addrs[2] = {ps, replica};
     for (int i = 0; i < 2 && addrs[i]; i++) {
         if (ina_parse_hostport(addrs[i], 1, &c.srv[i].addr) != 0) {
@@ -321,6 +342,7 @@ int main(int argc, char **argv)
     j->optim = 0; /* SGD */
     j->mode = INA_PS_MODE_STALE;
     j->max_delay = (uint8_t)D;
+    j->start = (uint16_t)start_ranks; /* 0: every rank starts the job */
     j->lr = (float)lr;
     j->eps = 1.0f;
     if (mlp) { /* random initial values (PROTOCOL.md §14.1): an MLP at 0 cannot break symmetry */
@@ -417,7 +439,8 @@ int main(int argc, char **argv)
     }
     printf("mlf rank %ld: %s iterations %d applied %llu stale %llu sched_refused %llu "
            "delay_max %u retransmits %llu failovers %llu fallbacks %llu bytes_primary %llu "
-           "bytes_replica %llu groups_led %llu aggregated %llu agg_failures %llu "
+           "bytes_replica %llu groups_led %llu aggregated %llu agg_failures %llu voided %llu "
+           "sched_waits %llu reattaches %llu "
            "target_version %u target_unix_ms %llu start_unix_ms %llu\n",
            rank, rc == 0 ? "ok" : ina_strerror(rc), iters, (unsigned long long)c.st.applied,
            (unsigned long long)c.st.stale, (unsigned long long)c.st.sched_refused, delay_max,
@@ -425,6 +448,8 @@ int main(int argc, char **argv)
            (unsigned long long)c.st.fallbacks, (unsigned long long)c.st.tx_bytes[0],
            (unsigned long long)c.st.tx_bytes[1], (unsigned long long)c.st.groups_led,
            (unsigned long long)c.st.aggregated, (unsigned long long)c.st.agg_failures,
+           (unsigned long long)c.st.voided, (unsigned long long)c.st.sched_waits,
+           (unsigned long long)c.st.reattaches,
            hit_s >= 0 ? hit_v : 0,
            (unsigned long long)hit_ms, (unsigned long long)start_ms);
     if (delay_max > (uint32_t)D) {

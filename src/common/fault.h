@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct ina_fault {
     double drop, dup, reorder, corrupt; /* probabilities, 0..1 */
@@ -48,5 +49,9 @@ int ina_fault_corrupt(struct ina_fault *f, uint8_t *buf, size_t len);
  * in order, into out (capacity 2n) and returns how many.
  */
 unsigned ina_fault_plan(struct ina_fault *f, unsigned n, unsigned *out);
+
+/* The exit reports' two lines of what the receive and send injectors did, if either is on:
+ * "  fault_rx        dropped N duplicated N reordered N", then the same for fault_tx. */
+void ina_fault_report(FILE *f, const struct ina_fault *rx, const struct ina_fault *tx);
 
 #endif

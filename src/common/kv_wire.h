@@ -77,6 +77,35 @@
 #define INA_K_PS_CHAIN_ACK 56      /* replica -> primary: taken there (outcome, next stamp) */
 #define INA_PS_CHAIN_FWD_PREFIX 32 /* CHAIN_FWD body before the UPDATE body: the job's name */
 #define INA_PS_CHAIN_ACK_LEN 20    /* status, version, delay, stamp (4 each), next stamp (4) */
+/* Membership and failures (PROTOCOL.md §15.9): ina-sched <-> ina-ps (ina-ps --sched). */
+#define INA_K_PS_SYNC 53   /* ina-sched -> ina-ps: a job's state, and an action on it */
+#define INA_K_PS_STATE 54  /* ina-ps -> ina-sched: the answer */
+#define INA_K_PS_REPLAY 57 /* ina-ps -> ina-sched -> ina-ps: a stamped update taken, sent again
+                              (the CHAIN_FWD format, §15.8) */
+#define INA_PS_SYNC_LEN 44   /* name (32), action (4), argument (4), count (4) */
+#define INA_PS_STATE_LEN 140 /* name (32), action, argument, result, run, V, G, held, flags (4
+                                each), world (2), start (2), digest (8), joined, left (32 each) */
+/* PS_SYNC actions */
+#define INA_PS_SYNC_STATE 0  /* report the state and the fate of stamp `argument`; nothing else */
+#define INA_PS_SYNC_VOID 1   /* void the stamps argument .. argument + count - 1 not here */
+#define INA_PS_SYNC_REPLAY 2 /* send the update taken with stamp `argument` again (PS_REPLAY) */
+#define INA_PS_SYNC_DEPART 3 /* rank `argument` has gone: mark it left */
+#define INA_PS_VOID_MAX 64   /* stamps one VOID may name */
+/* PS_STATE result: the fate of the stamp asked about */
+#define INA_PS_FATE_TAKEN 0   /* an update took it (applied or refused) */
+#define INA_PS_FATE_VOIDED 1  /* voided: no update was taken with it */
+#define INA_PS_FATE_HELD 2    /* its update is here, held until the stamps before it */
+#define INA_PS_FATE_WAITING 3 /* not here yet */
+#define INA_PS_FATE_UNKNOWN 4 /* resolved too long ago to tell taken from voided */
+#define INA_PS_FATE_NO_JOB 5  /* no active STALE job of that name */
+/* PS_STATE flags */
+#define INA_PS_STATE_CHAIN_PRIMARY 1u /* ina-ps --chain-to */
+#define INA_PS_STATE_CHAIN_REPLICA 2u /* ina-ps --chain-from */
+#define INA_PS_STATE_CHAIN_BROKEN 4u  /* this job's chain is broken (§15.8 step 5) */
+/* UPDATE_ACK status of an update whose stamp was voided before it came: not applied (§15.9) */
+#define INA_PS_UPDATE_VOIDED 2
+/* REQ flags bit 1: the rank leaves the job (no answer; §15.9) */
+#define INA_SCHED_REQ_LEAVE 2u
 
 /* Wire op of HOT_DATA / HOT_RESULT (byte 30): binary32 add into the hot table's slots. */
 #define INA_OP_HOT_F32 9
@@ -113,6 +142,8 @@ struct ina_ps_join {
     uint64_t init_seed;
     char name[32];
     uint32_t hot_keys, profile_steps, reprofile_steps; /* the hot-set schedule, checked alike */
+    uint16_t start; /* MODE_STALE: ranks that start the job (0 = world); later ones join it
+                       running (PROTOCOL.md §15.9) */
 };
 
 static inline void ina_put64(uint8_t *p, uint64_t v)
@@ -160,6 +191,7 @@ static inline void ina_ps_join_encode(uint8_t *b, const struct ina_ps_join *j)
     ina_put32(b + 80, j->hot_keys);
     ina_put32(b + 84, j->profile_steps);
     ina_put32(b + 88, j->reprofile_steps);
+    ina_put16(b + 92, j->start);
 }
 
 /* @return 0, or INA_PARSE_LENGTH (short body, name not terminated). */
@@ -186,6 +218,7 @@ static inline int ina_ps_join_decode(const uint8_t *b, size_t len, struct ina_ps
     j->hot_keys = ina_get32(b + 80);
     j->profile_steps = ina_get32(b + 84);
     j->reprofile_steps = ina_get32(b + 88);
+    j->start = ina_get16(b + 92);
     return memchr(j->name, 0, 32) ? INA_PARSE_OK : INA_PARSE_LENGTH;
 }
 

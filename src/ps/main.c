@@ -16,6 +16,7 @@
 #include "common/rx_burst.h"
 #include "common/udp_gso.h"
 #include "ps/chain.h"
+#include "ps/member.h"
 #include "ps/metrics.h"
 #include "ps/ps.h"
 #include "common/log.h"
@@ -71,6 +72,12 @@ static void usage(FILE *f)
             "                        primary only (its --listen address)\n"
             "  --chain-timeout-ms MS a forward unacknowledged this long breaks the job's\n"
             "                        chain: the primary answers alone (default 1000)\n"
+            "  --sched ADDR:PORT     MLfabric's membership and failures (PROTOCOL.md §15.9):\n"
+            "                        take PS_SYNC and PS_REPLAY from the ina-sched listening\n"
+            "                        there (ina-sched --ps/--replica), which voids the stamps\n"
+            "                        of workers that died holding a grant, rebuilds its state\n"
+            "                        from this server after a restart and repairs a replica;\n"
+            "                        off by default (those kinds are dropped)\n"
             "  --port-file PATH      write the bound port to PATH once listening\n"
             "  --fault-rx SPEC       inject faults into received datagrams (testing):\n"
             "                        drop=P,dup=P,reorder=P,seed=N\n"
@@ -188,7 +195,7 @@ int main(int argc, char **argv)
         {"log-level", required_argument, 0, 'L'},    {"quiet", no_argument, 0, 'q'},
         {"version", no_argument, 0, 'V'},            {"help", no_argument, 0, 'h'},
         {"chain-to", required_argument, 0, 'C'},     {"chain-from", required_argument, 0, 'F'},
-        {"chain-timeout-ms", required_argument, 0, 'O'},
+        {"chain-timeout-ms", required_argument, 0, 'O'}, {"sched", required_argument, 0, 'D'},
         {0, 0, 0, 0}};
     struct ina_ps_params p = {.shard = 0, .nshards = 1, .max_memory = (size_t)1 << 30,
                               .initial_keys = 65536,
@@ -197,7 +204,7 @@ int main(int argc, char **argv)
                               .step_timeout_ns = 60ull * 1000000000ull};
     const char *listen_s = "127.0.0.1", *port_file = NULL, *metrics_s = NULL,
                *metrics_port_file = NULL, *frx = NULL, *ftx = NULL, *chain_to = NULL,
-               *chain_from = NULL;
+               *chain_from = NULL, *sched_s = NULL;
     uint64_t chain_timeout_ns = INA_PS_CHAIN_DEFAULT_TIMEOUT_NS;
     enum ina_log_level level = INA_LOG_INFO;
     int c;
@@ -251,6 +258,7 @@ int main(int argc, char **argv)
         }
         case 'M': metrics_s = optarg; break;
         case 'C': chain_to = optarg; break;
+        case 'D': sched_s = optarg; break;
         case 'F': chain_from = optarg; break;
         case 'O': {
             char *mend;
@@ -322,6 +330,12 @@ int main(int argc, char **argv)
                 chain_to ? "to" : "from", chain_to ? chain_to : chain_from);
         return 2;
     }
+    struct sockaddr_in sched_addr;
+    if (sched_s && (!strchr(sched_s, ':') || ina_parse_hostport(sched_s, 1, &sched_addr) != 0 ||
+                    sched_addr.sin_port == 0)) {
+        fprintf(stderr, "ina-ps: cannot parse or resolve --sched '%s' (want ADDR:PORT)\n", sched_s);
+        return 2;
+    }
     ina_log_setup(level, INA_LOG_TEXT);
 
     static struct loop l; /* large: the job table */
@@ -350,6 +364,11 @@ int main(int argc, char **argv)
         ina_ps_chain_init(&chain, &l.ps, chain_to ? &chain_addr : NULL,
                           chain_from ? &chain_addr : NULL, chain_timeout_ns) != 0) {
         fprintf(stderr, "ina-ps: cannot set up chain replication\n");
+        return 1;
+    }
+    static struct ina_ps_sched sched;
+    if (sched_s && ina_ps_sched_init(&sched, &l.ps, &sched_addr) != 0) {
+        fprintf(stderr, "ina-ps: cannot set up the link to ina-sched\n");
         return 1;
     }
     if (frx)
@@ -394,15 +413,11 @@ int main(int argc, char **argv)
     if (l.pub)
         ina_ps_pub_destroy(&pub);
     ina_ps_counters_print(&l.ps.c, stderr);
-    if (ina_fault_active(&l.fault_rx) || ina_fault_active(&l.fault_tx))
-        fprintf(stderr,
-                "  fault_rx        dropped %llu duplicated %llu reordered %llu\n"
-                "  fault_tx        dropped %llu duplicated %llu reordered %llu\n",
-                (unsigned long long)l.fault_rx.dropped, (unsigned long long)l.fault_rx.duplicated,
-                (unsigned long long)l.fault_rx.reordered, (unsigned long long)l.fault_tx.dropped,
-                (unsigned long long)l.fault_tx.duplicated, (unsigned long long)l.fault_tx.reordered);
+    ina_ps_jobs_print(&l.ps, stderr);
+    ina_fault_report(stderr, &l.fault_rx, &l.fault_tx);
     ina_gso_batch_free(&l.gso);
     ina_ps_chain_free(&l.ps);
+    ina_ps_sched_free(&l.ps);
     ina_ps_free(&l.ps);
     close(l.fd);
     return 0;

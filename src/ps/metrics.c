@@ -101,6 +101,7 @@ static void render_metrics(const struct ina_ps_metrics *m, const struct ina_ps_p
     ina_bprintf(b, "ina_ps_" #f "_total %llu\n", (unsigned long long)p->c.f);
     PS_TOTALS(X)
     INA_PS_CHAIN_COUNTERS(X)
+    INA_PS_MEMBER_COUNTERS(X)
 #undef X
     ina_prom_family(b, "ina_ps_drops_total", "counter", "Datagrams dropped, by cause");
     for (int d = 0; d < INA_PS_DROP__COUNT; d++)
@@ -138,6 +139,7 @@ static void render_counters(const struct ina_ps_pub *p, const struct ina_http_st
 #define X(f, help) ina_bprintf(b, "\"" #f "\":%llu,", (unsigned long long)p->c.f);
     PS_TOTALS(X)
     INA_PS_CHAIN_COUNTERS(X)
+    INA_PS_MEMBER_COUNTERS(X)
 #undef X
     ina_bputs(b, "\"drops\":{", 9);
     for (int d = 0; d < INA_PS_DROP__COUNT; d++)

@@ -45,6 +45,8 @@ int ina_ps_init(struct ina_ps *ps, const struct ina_ps_params *p)
 
 static void job_free(struct ina_ps *ps, struct ina_ps_job *job)
 {
+    if (ps->sched_ops)
+        ps->sched_ops->job_end(ps, job); /* its replay copies (member.c) */
     ina__ps_store_free(ps, &job->store);
     ina__ps_uncharge(ps, &job->aux_bytes, job->aux_bytes); /* bitmaps, held copies, scratch */
     for (int p = 0; p < 2; p++)
@@ -197,7 +199,7 @@ static int join_same(const struct ina_ps_join *a, const struct ina_ps_join *b)
            a->init_acc == b->init_acc && a->init_scale == b->init_scale &&
            a->init_seed == b->init_seed && a->nshards == b->nshards &&
            a->hot_keys == b->hot_keys && a->profile_steps == b->profile_steps &&
-           a->reprofile_steps == b->reprofile_steps;
+           a->reprofile_steps == b->reprofile_steps && a->start == b->start;
 }
 
 static int join_valid(const struct ina_ps *ps, const struct ina_hdr *h, const struct ina_ps_join *j,
@@ -212,12 +214,16 @@ static int join_valid(const struct ina_ps *ps, const struct ina_hdr *h, const st
         *reason = INA_ERR_NOTSUP; /* a hot set is summed in synchronous steps only */
         return 0;
     }
+    if (j->mode == INA_PS_MODE_SYNC && j->start != j->world) {
+        *reason = INA_ERR_NOTSUP; /* a synchronous step needs every rank from the start */
+        return 0;
+    }
     if (j->optim > INA_OPTIM_ADAGRAD || j->init > INA_INIT_UNIFORM) {
         *reason = INA_ERR_NOTSUP;
         return 0;
     }
     return j->world >= 1 && j->world <= INA_MAX_WORKERS && h->rank < j->world &&
-           j->name[0] != '\0' && j->dim >= 1 && j->dim <= INA_PS_MAX_DIM &&
+           j->name[0] != '\0' && j->start <= j->world && j->dim >= 1 && j->dim <= INA_PS_MAX_DIM &&
            j->shard == ps->p.shard && j->nshards == ps->p.nshards && isfinite(j->lr) &&
            isfinite(j->eps) && isfinite(j->init_acc) && isfinite(j->init_scale) &&
            (j->optim != INA_OPTIM_ADAGRAD || (j->eps > 0 && j->init_acc >= 0));
@@ -240,9 +246,11 @@ static void job_start(struct ina_ps *ps, struct ina_ps_job *job, uint64_t now_ns
     job->state = INA_PS_ACTIVE;
     job->last_rx_ns = now_ns;
     ps->c.jobs_started++;
-    log_job(INA_LOG_INFO, job, "job_started", "all_ranks_joined");
+    log_job(INA_LOG_INFO, job, "job_started",
+            job->njoined == job->world ? "all_ranks_joined" : "start_ranks_joined");
     for (int r = 0; r < job->world; r++)
-        send_join_ack(ps, job, r);
+        if (job->members[r].joined)
+            send_join_ack(ps, job, r);
 }
 
 static void on_join(struct ina_ps *ps, const struct ina_hdr *h, const uint8_t *body, size_t len,
@@ -254,6 +262,8 @@ static void on_join(struct ina_ps *ps, const struct ina_hdr *h, const uint8_t *b
         ps->c.drops[INA_PS_DROP_JOIN]++;
         return;
     }
+    if (j.start == 0)
+        j.start = j.world; /* 0: every rank starts the job (as before §15.9) */
     if (!join_valid(ps, h, &j, &reason)) {
         ps->c.drops[INA_PS_DROP_JOIN]++;
         ina_log(INA_LOG_WARN, "join_refused", INA_KV_S("name", j.name), INA_KV_I("rank", h->rank),
@@ -277,8 +287,30 @@ static void on_join(struct ina_ps *ps, const struct ina_hdr *h, const uint8_t *b
             send_join_ack(ps, job, h->rank); /* the ACK was lost */
             return;
         }
+        if (!m->joined) { /* a STALE job started with fewer ranks: this one joins it running */
+            m->joined = 1;
+            m->nonce = j.nonce;
+            m->addr = *src;
+            job->njoined++;
+            ps->c.ranks_joined_late++;
+            ina_log(INA_LOG_INFO, "rank_joined", INA_KV_I("job", job->id),
+                    INA_KV_S("name", job->p.name), INA_KV_I("rank", h->rank),
+                    INA_KV_I("version", job->applied), INA_KV_I("ranks", job->njoined));
+            send_join_ack(ps, job, h->rank);
+            return;
+        }
         if (m->addr.sin_addr.s_addr != src->sin_addr.s_addr) {
             ps->c.drops[INA_PS_DROP_JOIN]++; /* a stranger cannot end a running job */
+            send_nak(ps, j.nonce, INA_ERR_REJECTED, src);
+            return;
+        }
+        if (job->p.start < job->world) {
+            /* An elastic job outlives its ranks: a restarted worker takes a free rank, so
+             * that no update of the old one can be mistaken for the new one's (§15.9). */
+            ps->c.drops[INA_PS_DROP_JOIN]++;
+            ps->c.ranks_refused++;
+            ina_log(INA_LOG_WARN, "join_refused", INA_KV_S("name", j.name),
+                    INA_KV_I("rank", h->rank), INA_KV_S("reason", "rank_in_use"));
             send_nak(ps, j.nonce, INA_ERR_REJECTED, src);
             return;
         }
@@ -322,7 +354,7 @@ static void on_join(struct ina_ps *ps, const struct ina_hdr *h, const uint8_t *b
     m->joined = 1;
     m->nonce = j.nonce;
     m->addr = *src;
-    if (job->njoined == job->world && job->state == INA_PS_JOINING)
+    if (job->njoined == job->p.start && job->state == INA_PS_JOINING)
         job_start(ps, job, now_ns);
 }
 
@@ -335,16 +367,90 @@ static void on_leave(struct ina_ps *ps, struct ina_ps_job *job, const struct ina
         job_abort(ps, job, INA_ERR_ABORTED, "rank_aborted");
         return;
     }
-    struct ina_ps_member *m = &job->members[h->rank];
+    ina__ps_rank_left(ps, job, h->rank);
+}
+
+/* FNV-1a, 64 bits, over n bytes, continuing from h. */
+static uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001B3ull;
+    return h;
+}
+
+uint64_t ina_ps_job_digest(const struct ina_ps_job *job)
+{
+    const struct ina_ps_store *st = &job->store;
+    uint64_t sum = 0;
+    for (uint32_t r = 0; r < st->n; r++) {
+        uint8_t b[8];
+        ina_put64(b, st->keys[r]);
+        uint64_t h = fnv1a(0xCBF29CE484222325ull, b, 8);
+        for (unsigned j = 0; j < st->dim; j++) {
+            ina_putf(b, st->vals[(size_t)r * st->dim + j]);
+            h = fnv1a(h, b, 4);
+        }
+        if (st->state)
+            for (unsigned j = 0; j < st->dim; j++) {
+                ina_putf(b, st->state[(size_t)r * st->dim + j]);
+                h = fnv1a(h, b, 4);
+            }
+        sum += h; /* a sum: the same whatever order the keys were stored in */
+    }
+    return sum;
+}
+
+/* Each joined rank's updates applied, "r:n,r:n,...", into buf (INA_MAX_WORKERS * 24 bytes). */
+static void applied_list(const struct ina_ps_job *job, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int r = 0; r < job->world && n + 24 < cap; r++)
+        if (job->members[r].joined)
+            n += (size_t)snprintf(buf + n, cap - n, "%s%d:%llu", n ? "," : "", r,
+                                  (unsigned long long)job->members[r].updates_applied);
+}
+
+/* A STALE job ends: its version, stamp, digest and each rank's updates applied, so that a
+ * replica's end can be compared with its primary's (§15.9). */
+static void log_stale_end(const struct ina_ps_job *job)
+{
+    char applied[INA_MAX_WORKERS * 24], digest[20];
+    applied_list(job, applied, sizeof(applied));
+    snprintf(digest, sizeof(digest), "%016llx", (unsigned long long)ina_ps_job_digest(job));
+    ina_log(INA_LOG_INFO, "stale_job_ended", INA_KV_I("job", job->id), INA_KV_S("name", job->p.name),
+            INA_KV_I("version", job->applied), INA_KV_I("stamp", job->next_stamp),
+            INA_KV_S("digest", digest), INA_KV_S("applied", applied));
+}
+
+void ina_ps_jobs_print(const struct ina_ps *ps, FILE *f)
+{
+    for (int i = 0; i < INA_PS_MAX_JOBS; i++) {
+        const struct ina_ps_job *job = &ps->jobs[i];
+        if (job->state != INA_PS_ACTIVE || job->p.mode != INA_PS_MODE_STALE)
+            continue;
+        char applied[INA_MAX_WORKERS * 24];
+        applied_list(job, applied, sizeof(applied));
+        fprintf(f, "  job %s version %u stamp %u digest %016llx applied %s\n", job->p.name,
+                job->applied, job->next_stamp, (unsigned long long)ina_ps_job_digest(job), applied);
+    }
+}
+
+int ina__ps_rank_left(struct ina_ps *ps, struct ina_ps_job *job, unsigned r)
+{
+    struct ina_ps_member *m = &job->members[r];
     if (!m->left) {
         m->left = 1;
         job->nleft++;
     }
-    if (job->nleft == job->world) {
-        log_job(INA_LOG_INFO, job, "job_ended", "all_ranks_left");
-        ps->c.jobs_ended++;
-        job_free(ps, job);
-    }
+    if (job->nleft < job->njoined)
+        return 0;
+    log_job(INA_LOG_INFO, job, "job_ended", "all_ranks_left");
+    if (job->p.mode == INA_PS_MODE_STALE)
+        log_stale_end(job);
+    ps->c.jobs_ended++;
+    job_free(ps, job);
+    return 1;
 }
 
 /* ---- Steps -------------------------------------------------------------------- */
@@ -710,6 +816,16 @@ static int update_one(struct ina_ps *ps, struct ina_ps_job *job, const struct in
         send_update_held(ps, job, h, stamp, src);
         return 0;
     }
+    if (stamp != INA_STAMP_NONE && early < 0 && h->slot == u->uid + 1 && ps->sched_ops &&
+        ps->sched_ops->voided(ps, job, stamp)) {
+        /* Its stamp was voided before it came (§15.9): never applied; a copy gets this again,
+         * and the rank goes on with its next id. */
+        *u = (struct ina_ps_lastupd){.uid = h->slot, .status = INA_PS_UPDATE_VOIDED,
+                                     .version = job->applied, .stamp = stamp};
+        ps->c.updates_voided++;
+        send_update_ack(ps, job, u, src);
+        return 0;
+    }
     if (h->slot != u->uid + 1 || ahead < 0 || (stamp != INA_STAMP_NONE && early != 0)) {
         ps->c.drops[INA_PS_DROP_ORDER]++; /* the sender resends until its turn comes */
         return 0;
@@ -726,6 +842,7 @@ static int update_one(struct ina_ps *ps, struct ina_ps_job *job, const struct in
         }
         job->applied++;
         ps->c.updates_applied++;
+        job->members[h->rank].updates_applied++;
         if (members >= 2) { /* a group's sum (§15.7): one update, one version */
             ps->c.updates_aggregated++;
             ps->c.aggregated_members += members;
@@ -743,26 +860,57 @@ static int update_one(struct ina_ps *ps, struct ina_ps_job *job, const struct in
     *u = n;
     if (stamp != INA_STAMP_NONE && ps->chain_ops) /* forwarded to the replica (§15.8) */
         ps->chain_ops->taken(ps, job, h, body, len);
+    if (stamp != INA_STAMP_NONE && ps->sched_ops) /* kept for a replay (§15.9) */
+        ps->sched_ops->taken(ps, job, h, body, len);
     send_update_ack(ps, job, u, src);
     return stamp != INA_STAMP_NONE;
+}
+
+/*
+ * Take the held updates whose turn has come, in stamp order. One that cannot be answered
+ * now (the reply queue is full) stays held for the next datagram or tick: a worker that was
+ * told HELD may have sent its copy to the replica already (§15.4), so this server must take
+ * it too. @return 1 if the held update of stamp G was taken, 0 if none is held, -1 if it
+ * waits for room.
+ */
+static int take_held(struct ina_ps *ps, struct ina_ps_job *job)
+{
+    int took = 0;
+    for (;;) {
+        struct ina_ps_held *slot = &job->held[job->next_stamp % INA_PS_HOLD];
+        if (!slot->used)
+            return took;
+        if (ina_ps_tx_full(ps))
+            return took ? took : -1;
+        struct ina_ps_held k = *slot;
+        *slot = (struct ina_ps_held){0};
+        ina__ps_uncharge(ps, &job->aux_bytes, k.len); /* first: update_one may free the job */
+        int r = ina_get32(k.body) == job->next_stamp /* else a forgery: not its turn */
+                    ? update_one(ps, job, &k.h, k.body, k.len, &k.src)
+                    : 0;
+        free(k.body);
+        if (r != 1)
+            return took;
+        took = 1;
+    }
 }
 
 static void on_update(struct ina_ps *ps, struct ina_ps_job *job, const struct ina_hdr *h,
                       const uint8_t *body, size_t len, const struct sockaddr_in *src)
 {
-    int r = update_one(ps, job, h, body, len, src);
-    /* The held updates whose turn has come, in stamp order. */
-    while (r == 1 && job->held[job->next_stamp % INA_PS_HOLD].used) {
-        struct ina_ps_held k = job->held[job->next_stamp % INA_PS_HOLD];
-        job->held[job->next_stamp % INA_PS_HOLD] = (struct ina_ps_held){0};
-        ina__ps_uncharge(ps, &job->aux_bytes, k.len); /* first: update_one may free the job */
-        if (ina_get32(k.body) != job->next_stamp || ina_ps_tx_full(ps)) {
-            free(k.body); /* not its turn after all (a forgery), or no room to answer */
-            break;
-        }
-        r = update_one(ps, job, &k.h, k.body, k.len, &k.src);
-        free(k.body);
-    }
+    update_one(ps, job, h, body, len, src);
+    take_held(ps, job); /* ours may have been the stamp they waited for */
+}
+
+int ina__ps_resolve_next(struct ina_ps *ps, struct ina_ps_job *job)
+{
+    int r = take_held(ps, job);
+    if (r != 0 || job->state != INA_PS_ACTIVE) /* taken, no room, or the job just ended */
+        return r > 0 ? 0 : -1;
+    job->next_stamp++; /* no update of this stamp is here: void it */
+    ps->c.stamps_voided++;
+    take_held(ps, job);
+    return 1;
 }
 
 /* ---- Input -------------------------------------------------------------------- */
@@ -792,6 +940,13 @@ void ina_ps_input(struct ina_ps *ps, const uint8_t *buf, size_t len, const struc
     }
     if ((h.kind == INA_K_PS_CHAIN_FWD || h.kind == INA_K_PS_CHAIN_ACK) && ps->chain_ops) {
         ps->chain_ops->input(ps, &h, body, blen, src, now_ns); /* chain.c (§15.8) */
+        return;
+    }
+    if (h.kind == INA_K_PS_SYNC || h.kind == INA_K_PS_REPLAY) {
+        if (ps->sched_ops)
+            ps->sched_ops->input(ps, &h, body, blen, src, now_ns); /* member.c (§15.9) */
+        else
+            ps->c.drops[INA_PS_DROP_SCHED_SOURCE]++; /* no --sched: nobody may send these */
         return;
     }
     if (h.kind != INA_K_PS_PUSH && h.kind != INA_K_PS_COMMIT && h.kind != INA_K_PS_PULL &&
@@ -855,6 +1010,8 @@ void ina_ps_tick(struct ina_ps *ps, uint64_t now_ns)
             if (ina_ps_tx_full(ps))
                 continue;
             job_abort(ps, job, INA_ERR_TIMEOUT, "idle_timeout");
+        } else if (job->state == INA_PS_ACTIVE && job->p.mode == INA_PS_MODE_STALE) {
+            take_held(ps, job); /* those that waited for room in the reply queue */
         } else if (job->state == INA_PS_ACTIVE && ps->p.step_timeout_ns &&
                    job->step_open_ns[job->applied & 1] &&
                    now_ns - job->step_open_ns[job->applied & 1] > ps->p.step_timeout_ns) {
@@ -881,6 +1038,7 @@ void ina_ps_counters_print(const struct ina_ps_counters *c, FILE *f)
 #undef X
 #define X(name, help) fprintf(f, "  %-16s %llu\n", #name, (unsigned long long)c->name);
     INA_PS_CHAIN_COUNTERS(X)
+    INA_PS_MEMBER_COUNTERS(X)
 #undef X
     for (int d = 0; d < INA_PS_DELAY_BUCKETS; d++)
         fprintf(f, "  delay_%d%-9s %llu\n", d, d == INA_PS_DELAY_BUCKETS - 1 ? "+" : "",

@@ -59,7 +59,10 @@
     X(CHAIN_SOURCE, "chain datagram not from the --chain-from (CHAIN_FWD) or --chain-to (CHAIN_ACK) address") \
     X(CHAIN_JOB, "CHAIN_FWD of no active STALE job of that name, a rank outside it, or another primary session") \
     X(CHAIN_LENGTH, "chain datagram length disagrees with its count, the job's dim or its body")  \
-    X(CHAIN_ACK, "CHAIN_ACK that answers no forward: credentials, stamp or next stamp out of range")
+    X(CHAIN_ACK, "CHAIN_ACK that answers no forward: credentials, stamp or next stamp out of range") \
+    X(SCHED_SOURCE, "PS_SYNC or PS_REPLAY not from the --sched address (or no --sched)")  \
+    X(SCHED_JOB, "PS_REPLAY of no active STALE job of that name, or of a rank not joined")  \
+    X(SCHED_LENGTH, "PS_SYNC or PS_REPLAY length disagrees with its body, count or the job's dim, or a bad action")
 
 enum ina_ps_drop {
 #define INA__PS_DROP_ENUM(name, text) INA_PS_DROP_##name,
@@ -82,10 +85,22 @@ enum ina_ps_drop {
     X(chain_fwd_received, "CHAIN_FWDs accepted from --chain-from (then taken as UPDATEs)")        \
     X(chain_acks_sent, "CHAIN_ACKs sent to the primary (--chain-from)")
 
+/* Membership and failures (member.c, PROTOCOL.md §15.9): name, help. */
+#define INA_PS_MEMBER_COUNTERS(X)                                                                 \
+    X(ranks_joined_late, "Ranks that joined a STALE job already running (PS_JOIN start < world)")  \
+    X(ranks_refused, "PS_JOINs refused: the rank of a running STALE job with start < world was taken") \
+    X(ranks_departed, "Ranks marked left by ina-sched (PS_SYNC DEPART): their grant was voided")    \
+    X(stamps_voided, "Stamps voided at ina-sched's PS_SYNC VOID: no update was here for them")      \
+    X(updates_voided, "UPDATEs answered VOIDED: their stamp had been voided before they came")      \
+    X(sched_syncs, "PS_SYNCs taken from --sched (each answered with a PS_STATE)")                  \
+    X(replays_sent, "PS_REPLAYs sent to --sched: a taken update, for a replica that lacks it")     \
+    X(replays_taken, "PS_REPLAYs from --sched taken as their rank's UPDATE")
+
 struct ina_ps_counters {
-    /* chain replication's (chain.c) first; reported by name, like the others */
+    /* chain replication's (chain.c) and membership's (member.c) first; reported by name */
 #define INA__PS_CHAIN_FIELD(name, help) uint64_t name;
     INA_PS_CHAIN_COUNTERS(INA__PS_CHAIN_FIELD)
+    INA_PS_MEMBER_COUNTERS(INA__PS_CHAIN_FIELD)
 #undef INA__PS_CHAIN_FIELD
     uint64_t rx_packets, rx_bytes, tx_packets, tx_bytes, tx_errors;
     uint64_t pushes;        /* PUSH packets added */
@@ -159,6 +174,7 @@ struct ina_ps_member {
     uint64_t nonce;
     uint8_t joined, left;
     uint64_t rx_packets, rx_bytes;
+    uint64_t updates_applied; /* MODE_STALE: this rank's UPDATEs applied (the exit report) */
 };
 
 enum ina_ps_job_state { INA_PS_FREE = 0, INA_PS_JOINING, INA_PS_ACTIVE };
@@ -218,6 +234,23 @@ struct ina_ps {
      * without chain.c (the unit tests and the fuzzer include ps.c on its own). */
     const struct ina_ps_chain_ops *chain_ops;
     struct ina_ps_chain *chain;
+    /* ina-sched's link (member.c, --sched): NULL when off; the same arrangement. */
+    const struct ina_ps_sched_ops *sched_ops;
+    struct ina_ps_sched *sched;
+};
+
+/* The hooks of ina-sched's link (PROTOCOL.md §15.9), set by ina_ps_sched_init(). */
+struct ina_ps_sched_ops {
+    /* A PS_SYNC or PS_REPLAY (header decoded, rx counted). */
+    void (*input)(struct ina_ps *ps, const struct ina_hdr *h, const uint8_t *body, size_t len,
+                  const struct sockaddr_in *src, uint64_t now_ns);
+    /* A stamped UPDATE was just taken (as chain_ops->taken): kept for a PS_REPLAY. */
+    void (*taken)(struct ina_ps *ps, struct ina_ps_job *job, const struct ina_hdr *h,
+                  const uint8_t *body, size_t len);
+    /* @return 1 if stamp g (below the job's next stamp) was voided here. */
+    int (*voided)(struct ina_ps *ps, struct ina_ps_job *job, uint32_t g);
+    /* The job's slot is being freed: release what was kept for it (charged to its aux_bytes). */
+    void (*job_end)(struct ina_ps *ps, struct ina_ps_job *job);
 };
 
 /* The hooks of chain replication (PROTOCOL.md §15.8), set by ina_ps_chain_init(). */
@@ -257,6 +290,12 @@ static inline void ina_ps_tx_reset(struct ina_ps *ps)
 }
 
 const char *ina_ps_drop_name(enum ina_ps_drop d);
+/* The model's digest (PROTOCOL.md §15.9): the sum over stored keys of FNV-1a 64 of the key
+ * and its values (and state); equal at equal versions for a replica in step. */
+uint64_t ina_ps_job_digest(const struct ina_ps_job *job);
+/* The exit report's line of every active STALE job: "  job NAME version V stamp G digest D
+ * applied r:n,..." (the log's stale_job_ended says the same of a job that ended). */
+void ina_ps_jobs_print(const struct ina_ps *ps, FILE *f);
 void ina_ps_counters_print(const struct ina_ps_counters *c, FILE *f);
 
 /* For chain.c: ps.c's reply queue, UPDATE_ACK and UPDATE handler (§15.2), unchanged. */
@@ -266,6 +305,14 @@ void ina__ps_send_update_ack(struct ina_ps *ps, const struct ina_ps_job *job,
                              const struct ina_ps_lastupd *u, const struct sockaddr_in *dst);
 void ina__ps_on_update(struct ina_ps *ps, struct ina_ps_job *job, const struct ina_hdr *h,
                        const uint8_t *body, size_t len, const struct sockaddr_in *src);
+/* For member.c (§15.9): resolve the job's next stamp G, if it is here (held: taken) or not
+ * (voided, G += 1), then take the held updates whose turn has come.
+ * @return 1 if G was voided, 0 if it was taken, -1 if nothing could be done now (no room
+ * in the reply queue for the held update's answer). */
+int ina__ps_resolve_next(struct ina_ps *ps, struct ina_ps_job *job);
+/* Rank r has gone (PS_LEAVE or ina-sched's DEPART): the job ends once every rank that
+ * joined has. @return 1 if the job ended. */
+int ina__ps_rank_left(struct ina_ps *ps, struct ina_ps_job *job, unsigned r);
 
 /* store.c */
 /* --max-memory covers every allocation a job's datagrams cause (all jobs of the shard

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/addr.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "sched/sched.h"
 
@@ -41,17 +42,24 @@ static void usage(FILE *f)
             "and the replica apply. Grants keep every update's delay within --max-delay,\n"
             "prefer the transfer predicted to finish first (rates learned from completed\n"
             "transfers), and let stragglers' requests wait behind the others'; a request\n"
-            "that has waited --max-wait-ms goes first, so no rank starves. Workers that\n"
-            "lose the scheduler send unscheduled. Runs until SIGINT or SIGTERM, then\n"
-            "prints its counters.\n"
+            "that has waited --max-wait-ms goes first, so no rank starves. A grant is a\n"
+            "lease: with the job's servers given (--ps, --replica; each started with\n"
+            "ina-ps --sched naming this scheduler's --listen address), the stamp of a\n"
+            "worker that died holding a grant is voided at the servers and the world\n"
+            "shrinks; ranks may join and leave; the scheduler follows the replica when\n"
+            "the primary dies, repairs a replica that lags, and, restarted, rebuilds its\n"
+            "state from the servers while the workers wait for it (PROTOCOL.md §15.9).\n"
+            "Runs until SIGINT or SIGTERM, then prints its counters.\n"
             "\n"
             "Options:\n"
             "  --job NAME            the job's name, as its workers' ina-ps JOIN (required)\n"
-            "  --world N             ranks of the job, 1..%d (required)\n"
+            "  --world N             ranks of the job, 1..%d (required); the most it has\n"
+            "                        when ranks join it running (ina-mlf --start-ranks)\n"
             "  --max-delay D         the job's staleness bound D, 0..255 (default 2)\n"
             "  --window W            grants outstanding at most, 1..64 (default D + 1,\n"
             "                        the most the bound allows for fetch requests)\n"
-            "  --grant-timeout MS    a grant with no DONE for MS ms expires (default 5000)\n"
+            "  --grant-timeout MS    a grant's lease: with no DONE for MS ms it expires\n"
+            "                        (default 2000); with --ps its stamp is then voided\n"
             "  --straggler-ratio R   a rank slower than R x the median rate is a\n"
             "                        straggler, 0..1 (default 0.6; 0 = none)\n"
             "  --max-wait-ms MS      a request waiting MS ms goes before the others\n"
@@ -64,9 +72,21 @@ static void usage(FILE *f)
             "                        one stamp; they sum their updates in the switch and\n"
             "                        one of them sends the sum (ina-mlf --switch), 1..N\n"
             "                        (default 1: no aggregation)\n"
+            "  --ps ADDR:PORT        the job's primary ina-ps (started with --sched naming\n"
+            "                        this scheduler): probed every 100 ms, told to void\n"
+            "                        the stamps of expired leases, asked for the job's\n"
+            "                        state when this scheduler starts on a running job\n"
+            "  --replica ADDR:PORT   the primary's replica: voids repeated there, checked\n"
+            "                        against the primary (model digests), repaired when\n"
+            "                        it lags; it becomes the authority if the primary dies\n"
+            "  --failover-ms MS      a server silent MS ms is dead (default 1500)\n"
             "  --listen ADDR[:PORT]  address to listen on (default 127.0.0.1:%d); port 0\n"
-            "                        = any (--port-file)\n"
+            "                        = any (--port-file); with --ps, the address the\n"
+            "                        servers' --sched names, so a restart must reuse it\n"
             "  --port-file PATH      write the bound port to PATH once listening\n"
+            "  --fault-rx SPEC       inject faults into received datagrams (testing):\n"
+            "                        drop=P,dup=P,reorder=P,seed=N\n"
+            "  --fault-tx SPEC       the same for sent datagrams\n"
             "  --log-level L         error, warn, info (default) or debug\n"
             "  --version             print the version and exit\n"
             "  --help                this text\n",
@@ -85,34 +105,62 @@ static int write_port_file(const char *path, unsigned port)
     return 0;
 }
 
-static void flush_tx(int fd, struct ina_sched *s)
+static struct ina_fault fault_rx, fault_tx; /* --fault-rx, --fault-tx (testing) */
+
+static void send_one(int fd, struct ina_sched *s, const uint8_t *b, size_t len,
+                     const struct sockaddr_in *dst)
 {
-    for (unsigned i = 0; i < s->tx.n; i++) {
-        if (sendto(fd, s->tx.buf[i], sizeof(s->tx.buf[i]), 0, (struct sockaddr *)&s->tx.dst[i],
-                   sizeof(s->tx.dst[i])) < 0)
+    unsigned order[2], n = 1;
+    if (ina_fault_active(&fault_tx))
+        n = ina_fault_plan(&fault_tx, 1, order); /* 0: dropped, 2: duplicated */
+    for (unsigned i = 0; i < n; i++) {
+        if (sendto(fd, b, len, 0, (const struct sockaddr *)dst, sizeof(*dst)) < 0)
             s->c.tx_errors++;
         else
             s->c.tx_packets++;
     }
+}
+
+static void flush_tx(int fd, struct ina_sched *s)
+{
+    for (unsigned i = 0; i < s->tx.n; i++)
+        send_one(fd, s, s->tx.buf[i], s->tx.len[i], &s->tx.dst[i]);
+    if (s->tx.relay) /* a PS_REPLAY passed on: it points into the receive buffer */
+        send_one(fd, s, s->tx.relay, s->tx.relay_len, &s->tx.relay_dst);
     ina_sched_tx_reset(s);
 }
 
+#define RX_BURST 64
+
 static void run(int fd, struct ina_sched *s)
 {
-    uint8_t buf[65536];
+    static uint8_t buf[RX_BURST][65536];
+    struct sockaddr_in src[RX_BURST];
+    size_t len[RX_BURST];
+    unsigned order[2 * RX_BURST];
     uint64_t last_tick = now_ns();
     while (!stop_requested) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         poll(&pfd, 1, 5);
-        for (int i = 0; i < 64; i++) {
-            struct sockaddr_in src;
-            socklen_t sl = sizeof(src);
-            ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&src, &sl);
-            if (n < 0)
+        unsigned n = 0;
+        while (n < RX_BURST) {
+            socklen_t sl = sizeof(src[n]);
+            ssize_t got = recvfrom(fd, buf[n], sizeof(buf[n]), MSG_DONTWAIT,
+                                   (struct sockaddr *)&src[n], &sl);
+            if (got < 0)
                 break;
-            if (sl != sizeof(src))
+            if (sl != sizeof(src[n]))
                 continue;
-            ina_sched_input(s, buf, (size_t)n, &src, now_ns());
+            len[n++] = (size_t)got;
+        }
+        unsigned norder = n;
+        if (ina_fault_active(&fault_rx))
+            norder = ina_fault_plan(&fault_rx, n, order);
+        else
+            for (unsigned i = 0; i < n; i++)
+                order[i] = i;
+        for (unsigned o = 0; o < norder; o++) {
+            ina_sched_input(s, buf[order[o]], len[order[o]], &src[order[o]], now_ns());
             flush_tx(fd, s);
         }
         uint64_t now = now_ns();
@@ -143,14 +191,18 @@ int main(int argc, char **argv)
         {"initial-rate", required_argument, 0, 'i'}, {"listen", required_argument, 0, 'l'},
         {"port-file", required_argument, 0, 'p'},    {"log-level", required_argument, 0, 'L'},
         {"max-wait-ms", required_argument, 0, 'a'}, {"aggregate", required_argument, 0, 'A'},
+        {"ps", required_argument, 0, 'P'},           {"replica", required_argument, 0, 'R'},
+        {"failover-ms", required_argument, 0, 'f'},  {"fault-rx", required_argument, 0, 'x'},
+        {"fault-tx", required_argument, 0, 'y'},
         {"version", no_argument, 0, 'V'},            {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     struct ina_sched_params p = {.max_delay = 2, .window = 0, /* 0: D + 1, below */
-                                 .grant_timeout_ns = 5000ull * 1000000ull,
+                                 .grant_timeout_ns = 2000ull * 1000000ull,
+                                 .failover_ns = 1500ull * 1000000ull,
                                  .max_wait_ns = 100ull * 1000000ull,
                                  .straggler_ratio = 0.6, .initial_rate = 100e6,
                                  .aggregate = 1};
-    const char *listen_s = "127.0.0.1", *port_file = NULL, *job = NULL;
+    const char *listen_s = "127.0.0.1", *port_file = NULL, *job = NULL, *servers[2] = {0};
     enum ina_log_level level = INA_LOG_INFO;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -172,6 +224,20 @@ int main(int argc, char **argv)
             break;
         case 'i': bad = parse_num(optarg, 0.001, 1e6, &v); p.initial_rate = v * 1e6; break;
         case 'A': bad = parse_num(optarg, 1, INA_MAX_WORKERS, &v); p.aggregate = (unsigned)v; break;
+        case 'x':
+        case 'y':
+            if (ina_fault_parse(c == 'x' ? &fault_rx : &fault_tx, optarg) != 0) {
+                fprintf(stderr, "ina-sched: bad --fault-%s '%s' (want drop=P,dup=P,reorder=P,"
+                                "seed=N)\n", c == 'x' ? "rx" : "tx", optarg);
+                return 2;
+            }
+            break;
+        case 'P': servers[0] = optarg; break;
+        case 'R': servers[1] = optarg; break;
+        case 'f':
+            bad = parse_num(optarg, 1, 3600000, &v);
+            p.failover_ns = (uint64_t)v * 1000000ull;
+            break;
         case 'l': listen_s = optarg; break;
         case 'p': port_file = optarg; break;
         case 'L':
@@ -205,6 +271,19 @@ int main(int argc, char **argv)
         return 2;
     }
     snprintf(p.job, sizeof(p.job), "%s", job);
+    if (servers[1] && !servers[0]) {
+        fprintf(stderr, "ina-sched: --replica needs --ps (the primary)\n");
+        return 2;
+    }
+    for (int i = 0; i < 2 && servers[i]; i++) {
+        if (!strchr(servers[i], ':') || ina_parse_hostport(servers[i], 1, &p.server[i]) != 0 ||
+            p.server[i].sin_port == 0) {
+            fprintf(stderr, "ina-sched: cannot parse or resolve --%s '%s' (want ADDR:PORT)\n",
+                    i ? "replica" : "ps", servers[i]);
+            return 2;
+        }
+        p.nservers++;
+    }
     if (p.window == 0)
         p.window = p.max_delay + 1 > 64 ? 64 : p.max_delay + 1;
     char hp[300];
@@ -241,11 +320,13 @@ int main(int argc, char **argv)
     ina_log(INA_LOG_INFO, "listening", INA_KV_S("version", ina_version_string()),
             INA_KV_S("addr", ip), INA_KV_I("port", ntohs(addr.sin_port)), INA_KV_S("job", p.job),
             INA_KV_I("world", p.world), INA_KV_I("max_delay", p.max_delay),
-            INA_KV_I("window", p.window), INA_KV_I("aggregate", p.aggregate));
+            INA_KV_I("window", p.window), INA_KV_I("aggregate", p.aggregate),
+            INA_KV_I("servers", p.nservers));
     if (port_file && write_port_file(port_file, ntohs(addr.sin_port)) != 0)
         return 1;
     run(fd, &s);
     ina_sched_counters_print(&s, stderr);
+    ina_fault_report(stderr, &fault_rx, &fault_tx);
     close(fd);
     return 0;
 }

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+
 #include "common/log.h"
 #include "sched/sched.h"
 
@@ -21,11 +23,17 @@ const char *ina_sched_drop_name(enum ina_sched_drop d)
 int ina_sched_init(struct ina_sched *s, const struct ina_sched_params *p)
 {
     memset(s, 0, sizeof(*s));
-    if (p->world == 0 || p->world > INA_MAX_WORKERS || p->window == 0 || p->job[0] == '\0' ||
-        !memchr(p->job, 0, sizeof(p->job)) || !(p->initial_rate > 0) ||
-        !(p->straggler_ratio >= 0 && p->straggler_ratio < 1) || p->aggregate > p->world)
+    if (p->world == 0 || p->world > INA_MAX_WORKERS || p->window == 0 ||
+        p->window > INA_SCHED_VOIDS || p->job[0] == '\0' || !memchr(p->job, 0, sizeof(p->job)) ||
+        !(p->initial_rate > 0) || !(p->straggler_ratio >= 0 && p->straggler_ratio < 1) ||
+        p->aggregate > p->world || p->nservers > 2 || (p->nservers && !p->failover_ns))
         return -EINVAL;
+    for (unsigned i = 0; i < p->nservers; i++)
+        if (p->server[i].sin_port == 0)
+            return -EINVAL;
     s->p = *p;
+    /* With servers, a scheduler may be starting on a running job: ask before granting. */
+    s->recovering = p->nservers ? INA_SCHED_RECOVER_STATE : INA_SCHED_RUNNING;
     return 0;
 }
 
@@ -34,17 +42,29 @@ void ina_sched_tx_reset(struct ina_sched *s)
     s->c.drops[INA_SCHED_DROP_TXQ] += s->tx.overflows;
     s->tx.overflows = 0;
     s->tx.n = 0;
+    s->tx.relay = NULL;
+    s->tx.relay_len = 0;
+}
+
+/* Room for one reply of len bytes to dst, or NULL (counted: drop TXQ). */
+static uint8_t *tx_slot(struct ina_sched *s, size_t len, const struct sockaddr_in *dst)
+{
+    if (s->tx.n >= INA_SCHED_TX_MSGS) {
+        s->tx.overflows++;
+        return NULL;
+    }
+    s->tx.len[s->tx.n] = len;
+    s->tx.dst[s->tx.n] = *dst;
+    return s->tx.buf[s->tx.n++];
 }
 
 /* GRANT to rank r: its current request's answer (a grant with its stamp, or a refusal). */
 static void send_grant(struct ina_sched *s, unsigned r)
 {
-    if (s->tx.n >= INA_SCHED_TX_MSGS) {
-        s->tx.overflows++;
-        return;
-    }
     const struct ina_sched_rank *k = &s->ranks[r];
-    uint8_t *b = s->tx.buf[s->tx.n];
+    uint8_t *b = tx_slot(s, INA_HDR_LEN + INA_SCHED_GRANT_LEN, &k->addr);
+    if (!b)
+        return;
     struct ina_hdr h;
     ina_hdr_init(&h, INA_K_SCHED_GRANT);
     h.rank = INA_RANK_SWITCH;
@@ -58,7 +78,6 @@ static void send_grant(struct ina_sched *s, unsigned r)
     ina_put32(body + 12, k->straggler);
     ina_put32(body + 16, k->status == 0 ? k->group_size : 1);
     ina_put32(body + 20, k->status == 0 ? k->group_index : 0);
-    s->tx.dst[s->tx.n++] = k->addr;
 }
 
 /* ---- Learned rates and stragglers ------------------------------------------ */
@@ -75,7 +94,7 @@ static void mark_stragglers(struct ina_sched *s)
     double rates[INA_MAX_WORKERS];
     unsigned n = 0;
     for (unsigned r = 0; r < s->p.world; r++)
-        if (s->ranks[r].samples >= 2)
+        if (s->ranks[r].samples >= 2 && !s->ranks[r].departed)
             rates[n++] = s->ranks[r].rate;
     if (n < 2 || s->p.straggler_ratio <= 0)
         return;
@@ -84,7 +103,7 @@ static void mark_stragglers(struct ina_sched *s)
     for (unsigned r = 0; r < s->p.world; r++) {
         struct ina_sched_rank *k = &s->ranks[r];
         uint8_t was = k->straggler;
-        k->straggler = k->samples >= 2 && k->rate < s->p.straggler_ratio * median;
+        k->straggler = k->samples >= 2 && !k->departed && k->rate < s->p.straggler_ratio * median;
         if (k->straggler != was)
             ina_log(INA_LOG_INFO, k->straggler ? "straggler" : "straggler_recovered",
                     INA_KV_I("rank", r), INA_KV_I("rate_kbps", (long long)(k->rate / 1000)),
@@ -239,6 +258,8 @@ static int best_request(struct ina_sched *s, const uint8_t *picked, unsigned *st
  */
 static void schedule(struct ina_sched *s, uint64_t now)
 {
+    if (s->recovering)
+        return; /* the stamps and A are not known yet (§15.9) */
     for (unsigned r = 0; r < s->p.world; r++) {
         struct ina_sched_rank *k = &s->ranks[r];
         if (k->state == INA_SCHED_PENDING && !k->fetch &&
@@ -285,6 +306,416 @@ static void end_grant(struct ina_sched *s, struct ina_sched_rank *k, int applied
         s->applied++;
 }
 
+/* ---- Membership and failures (§15.9) ---------------------------------------------------- */
+
+static unsigned live_ranks(const struct ina_sched *s)
+{
+    unsigned n = 0;
+    for (unsigned r = 0; r < s->p.world; r++)
+        n += s->ranks[r].bound && !s->ranks[r].departed;
+    return n;
+}
+
+static void depart(struct ina_sched *s, unsigned r, const char *why)
+{
+    struct ina_sched_rank *k = &s->ranks[r];
+    if (k->departed)
+        return;
+    k->departed = 1;
+    s->c.ranks_departed++;
+    ina_log(INA_LOG_WARN, "rank_departed", INA_KV_I("rank", r), INA_KV_S("reason", why),
+            INA_KV_I("world", live_ranks(s)));
+    mark_stragglers(s);
+}
+
+/* A datagram of rank r: a departed rank is back in the world. */
+static void heard_from(struct ina_sched *s, unsigned r)
+{
+    struct ina_sched_rank *k = &s->ranks[r];
+    if (!k->departed)
+        return;
+    k->departed = 0;
+    k->depart_voided = 0;
+    s->c.ranks_returned++;
+    ina_log(INA_LOG_INFO, "rank_returned", INA_KV_I("rank", r), INA_KV_I("world", live_ranks(s)));
+}
+
+/* Server i is heard from within the failover time (counting from the start for one never
+ * heard). */
+static int server_alive(const struct ina_sched *s, unsigned i, uint64_t now)
+{
+    uint64_t last = s->srv[i].last_rx_ns ? s->srv[i].last_rx_ns : s->start_ns;
+    return now - last <= s->p.failover_ns;
+}
+
+/* The server that is not the authority, or -1. */
+static int other_server(const struct ina_sched *s)
+{
+    return s->p.nservers == 2 ? (int)(1 - s->auth) : -1;
+}
+
+/* PS_SYNC to server i: action on the job, with its argument and count. */
+static void send_sync(struct ina_sched *s, unsigned i, uint32_t action, uint32_t arg, uint32_t n)
+{
+    uint8_t *b = tx_slot(s, INA_HDR_LEN + INA_PS_SYNC_LEN, &s->p.server[i]);
+    if (!b)
+        return;
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_PS_SYNC);
+    h.rank = INA_RANK_SWITCH;
+    h.slot = ++s->srv[i].q;
+    ina_hdr_encode(b, &h);
+    uint8_t *p = b + INA_HDR_LEN;
+    memset(p, 0, INA_PS_SYNC_LEN);
+    memcpy(p, s->p.job, strnlen(s->p.job, 31));
+    ina_put32(p + 32, action);
+    ina_put32(p + 36, arg);
+    ina_put32(p + 40, n);
+    s->c.syncs_sent++;
+}
+
+static struct ina_sched_void *void_add(struct ina_sched *s, uint8_t state, unsigned rank,
+                                       uint32_t stamp, uint32_t n, int in_o)
+{
+    for (unsigned i = 0; i < INA_SCHED_VOIDS; i++) {
+        struct ina_sched_void *v = &s->voids[i];
+        if (v->state != INA_SCHED_VOID_FREE)
+            continue;
+        *v = (struct ina_sched_void){.state = state, .in_o = (uint8_t)in_o,
+                                     .rank = (uint16_t)rank, .stamp = stamp, .n = n};
+        return v;
+    }
+    return NULL;
+}
+
+/* A grant's lease ran out: its worker died, left or stalls. With servers, its stamp stays in
+ * O until the authority says whether its update came (taken) or not (voided); without, it
+ * counts as applied, as before §15.9. */
+static void expire(struct ina_sched *s, unsigned r, uint64_t now)
+{
+    struct ina_sched_rank *k = &s->ranks[r];
+    s->c.grants_expired++;
+    ina_log(INA_LOG_WARN, "grant_expired", INA_KV_I("rank", r), INA_KV_I("uid", k->uid),
+            INA_KV_I("stamp", k->stamp));
+    if (!s->p.nservers || k->member ||
+        !void_add(s, INA_SCHED_VOID_ASK, r, k->stamp, 1, 1)) {
+        end_grant(s, k, 1); /* it may still be applied: counted as applied (the safe side) */
+        depart(s, r, "lease_expired");
+    } else {
+        /* Its share of O moves to the void. It departs if the stamp is voided: a worker
+         * whose update is held behind a dead one's stamp outlives its lease too. */
+        k->state = INA_SCHED_ANSWERED;
+    }
+    (void)now;
+}
+
+/* The authority resolved a void of an expired grant (or a restart's orphans). */
+static void void_resolved(struct ina_sched *s, struct ina_sched_void *v)
+{
+    if (v->in_o) {
+        v->in_o = 0;
+        s->outstanding--;
+    }
+}
+
+/* A PS_STATE about stamps being voided, from server i. */
+static void on_void_state(struct ina_sched *s, unsigned i, uint32_t arg, uint32_t result,
+                          uint32_t run, uint64_t now)
+{
+    const struct ina_sched_server *sv = &s->srv[i];
+    int o = other_server(s);
+    for (unsigned e = 0; e < INA_SCHED_VOIDS; e++) {
+        struct ina_sched_void *v = &s->voids[e];
+        if (v->stamp != arg || v->state == INA_SCHED_VOID_FREE ||
+            (v->state == INA_SCHED_VOID_ASK) != (i == s->auth))
+            continue;
+        if (result == INA_PS_FATE_NO_JOB) { /* no job there: nothing to void */
+            void_resolved(s, v);
+            v->state = INA_SCHED_VOID_FREE;
+            continue;
+        }
+        if (v->state == INA_SCHED_VOID_ASK && v->n > 1) { /* a restart's orphans */
+            if ((int32_t)(sv->next_stamp - (v->stamp + v->n)) < 0)
+                continue; /* not all resolved yet: asked again */
+            v->state = INA_SCHED_VOID_FREE;
+            s->repair_eager_ns = now + INA_SCHED_EAGER_NS; /* the other server: at once */
+            if ((int32_t)(sv->next_stamp - s->next_stamp) > 0)
+                s->next_stamp = sv->next_stamp;
+            if (s->recovering == INA_SCHED_RECOVER_VOID) {
+                s->recovering = INA_SCHED_RUNNING;
+                s->c.recoveries++;
+                ina_log(INA_LOG_WARN, "recovered", INA_KV_S("reason", "orphans_voided"),
+                        INA_KV_I("version", known_applied(s)), INA_KV_I("next_stamp", s->next_stamp),
+                        INA_KV_I("world", live_ranks(s)));
+            }
+            continue;
+        }
+        if (v->state == INA_SCHED_VOID_ASK) {
+            if (result == INA_PS_FATE_HELD || result == INA_PS_FATE_WAITING)
+                continue; /* its update is here, or earlier stamps are not: asked again */
+            void_resolved(s, v);
+            if (result != INA_PS_FATE_VOIDED) {
+                s->c.voids_late++; /* its update came after all (the worker is slow, or died
+                                      after sending it) */
+                v->state = INA_SCHED_VOID_FREE;
+                continue;
+            }
+            s->c.stamps_voided++;
+            s->repair_eager_ns = now + INA_SCHED_EAGER_NS;
+            ina_log(INA_LOG_WARN, "stamp_voided", INA_KV_I("stamp", v->stamp),
+                    INA_KV_I("rank", v->rank), INA_KV_I("version", sv->version));
+            if (v->rank < s->p.world) {
+                depart(s, v->rank, "stamp_voided");
+                s->ranks[v->rank].depart_voided = 1; /* its servers are told it has gone */
+            }
+            v->state = o >= 0 ? INA_SCHED_VOID_RELAY : INA_SCHED_VOID_FREE;
+            v->sent_ns = 0; /* at the other server now */
+            continue;
+        }
+        /* RELAY: the other server voids it too, or it must already have. */
+        if (result == INA_PS_FATE_HELD || result == INA_PS_FATE_WAITING)
+            continue;
+        if (result == INA_PS_FATE_VOIDED) {
+            s->c.void_relays++;
+        } else if (result == INA_PS_FATE_TAKEN) {
+            s->c.replica_diverged++; /* it took what the authority voided: a bug, never */
+            ina_log(INA_LOG_ERROR, "replica_diverged", INA_KV_I("stamp", v->stamp),
+                    INA_KV_I("server", i));
+        }
+        v->state = INA_SCHED_VOID_FREE;
+    }
+    (void)run;
+    schedule(s, now);
+}
+
+/* The other server lags the authority on the same stamp: ask the authority about it, then
+ * void it there too, or replay its update (§15.9). */
+static void repair_tick(struct ina_sched *s, uint64_t now)
+{
+    int o = other_server(s);
+    if (o < 0)
+        return;
+    struct ina_sched_server *a = &s->srv[s->auth], *b = &s->srv[o];
+    if (!a->have_state || !b->have_state || !server_alive(s, s->auth, now) ||
+        !server_alive(s, (unsigned)o, now) || (int32_t)(b->next_stamp - a->next_stamp) >= 0) {
+        b->lag_since_ns = 0;
+        s->repair = 0;
+        return;
+    }
+    /* Right after the authority voided stamps, the other server lags for that reason: ask at
+     * once. Otherwise only a lag that stays across a probe (the copies may be on their way). */
+    int eager = now < s->repair_eager_ns;
+    if (!b->lag_since_ns || b->lag_stamp != b->next_stamp) {
+        b->lag_stamp = b->next_stamp;
+        b->lag_since_ns = now;
+        s->repair = 0;
+        if (!eager)
+            return;
+    }
+    if ((!eager && now - b->lag_since_ns < INA_SCHED_PROBE_NS) ||
+        (s->repair && now - s->repair_ns < INA_SCHED_RESEND_NS))
+        return;
+    s->repair = 1; /* stuck across a probe: what became of that stamp at the authority? */
+    s->repair_stamp = b->next_stamp;
+    s->repair_ns = now;
+    send_sync(s, s->auth, INA_PS_SYNC_STATE, b->next_stamp, 0);
+}
+
+/* The authority's answer about the stamp the other server is stuck at. */
+static void on_repair_state(struct ina_sched *s, uint32_t action, uint32_t arg, uint32_t result,
+                            uint32_t run, uint64_t now)
+{
+    int o = other_server(s);
+    if (!s->repair || arg != s->repair_stamp || o < 0)
+        return;
+    if (action == INA_PS_SYNC_STATE && s->repair == 1) {
+        if (result == INA_PS_FATE_VOIDED) { /* void it there too (unless being done) */
+            int busy = 0;
+            for (unsigned e = 0; e < INA_SCHED_VOIDS; e++)
+                busy |= s->voids[e].state != INA_SCHED_VOID_FREE && s->voids[e].stamp == arg;
+            if (!busy)
+                void_add(s, INA_SCHED_VOID_RELAY, 0xFFFF, arg, run ? run : 1, 0);
+            s->repair = 0;
+        } else if (result == INA_PS_FATE_TAKEN &&
+                   !(s->srv[s->auth].flags & INA_PS_STATE_CHAIN_PRIMARY) &&
+                   now - s->srv[o].lag_since_ns >= INA_SCHED_REPAIR_NS) {
+            s->repair = 2; /* its worker died before the replica had it: the primary has it */
+            s->repair_ns = now;
+            send_sync(s, s->auth, INA_PS_SYNC_REPLAY, arg, 0);
+        } else {
+            s->repair = 0; /* taken: the worker (or the chain) is still delivering it */
+        }
+    } else if (action == INA_PS_SYNC_REPLAY && s->repair == 2 && !run) {
+        s->repair = 0; /* not kept there (its rank sent a later update: that worker is alive) */
+    }
+}
+
+/* The scheduler started with servers: rebuild A and the next stamp from the authority. */
+static void recovery_tick(struct ina_sched *s, uint64_t now)
+{
+    struct ina_sched_server *a = &s->srv[s->auth];
+    int o = other_server(s);
+    if (s->recovering == INA_SCHED_RECOVER_STATE) {
+        if (a->no_job) {
+            s->recovering = INA_SCHED_RUNNING; /* a new job: nothing to rebuild */
+        } else if (a->have_state) {
+            if ((int32_t)(a->version - s->floor) > 0)
+                s->floor = a->version;
+            s->next_stamp = a->next_stamp;
+            s->recovering = INA_SCHED_RECOVER_RANKS;
+            ina_log(INA_LOG_WARN, "recovering", INA_KV_I("version", a->version),
+                    INA_KV_I("next_stamp", a->next_stamp), INA_KV_I("server", s->auth));
+        } else if (now - s->start_ns > s->p.failover_ns) {
+            if (o >= 0 && (s->srv[o].have_state || s->srv[o].no_job)) {
+                s->auth = (unsigned)o; /* the primary is silent, the replica is not */
+                s->c.server_failovers++;
+            } else {
+                s->recovering = INA_SCHED_RUNNING;
+                ina_log(INA_LOG_WARN, "no_server_state", INA_KV_S("reason", "no_answer"));
+            }
+        }
+        return;
+    }
+    if (s->recovering != INA_SCHED_RECOVER_RANKS)
+        return;
+    /* Every live rank asks again once its old grant, if any, was answered: then no stamp
+     * beyond the authority's next one belongs to a live worker, and none is held. */
+    int all = a->held == 0;
+    for (unsigned r = 0; r < s->p.world && all; r++)
+        if ((a->joined[r / 8] >> (r % 8) & 1) && !(a->left[r / 8] >> (r % 8) & 1))
+            all = s->ranks[r].state == INA_SCHED_PENDING;
+    if (all) {
+        if ((int32_t)(a->next_stamp - s->next_stamp) > 0)
+            s->next_stamp = a->next_stamp;
+        s->recovering = INA_SCHED_RUNNING;
+        s->c.recoveries++;
+        ina_log(INA_LOG_WARN, "recovered", INA_KV_S("reason", "all_ranks_asked"),
+                INA_KV_I("version", known_applied(s)), INA_KV_I("next_stamp", s->next_stamp),
+                INA_KV_I("world", live_ranks(s)));
+        schedule(s, now);
+    } else if (now - s->start_ns > s->p.grant_timeout_ns) {
+        /* A rank is silent (dead) or still on an old grant: after a lease, void whatever the
+         * old scheduler may have granted and has not come (a late update is answered VOIDED). */
+        if (void_add(s, INA_SCHED_VOID_ASK, 0xFFFF, a->next_stamp, INA_PS_VOID_MAX, 0))
+            s->recovering = INA_SCHED_RECOVER_VOID;
+    }
+}
+
+static void servers_tick(struct ina_sched *s, uint64_t now)
+{
+    int o = other_server(s);
+    for (unsigned i = 0; i < s->p.nservers; i++) {
+        struct ina_sched_server *sv = &s->srv[i];
+        if (now - sv->last_probe_ns < INA_SCHED_PROBE_NS && sv->last_probe_ns)
+            continue;
+        sv->last_probe_ns = now;
+        send_sync(s, i, INA_PS_SYNC_STATE, 0, 0);
+        if (!sv->have_state)
+            continue;
+        for (unsigned r = 0; r < s->p.world; r++) /* until its state shows the rank left */
+            if (s->ranks[r].depart_voided && (sv->joined[r / 8] >> (r % 8) & 1) &&
+                !(sv->left[r / 8] >> (r % 8) & 1))
+                send_sync(s, i, INA_PS_SYNC_DEPART, r, 0);
+    }
+    if (o >= 0 && !s->recovering && !server_alive(s, s->auth, now) &&
+        server_alive(s, (unsigned)o, now) && s->srv[o].last_rx_ns) {
+        ina_log(INA_LOG_WARN, "server_failover", INA_KV_I("from", s->auth), INA_KV_I("to", o),
+                INA_KV_I("silent_ms", (now - s->srv[s->auth].last_rx_ns) / 1000000));
+        s->auth = (unsigned)o;
+        s->c.server_failovers++;
+        s->repair = 0;
+        o = other_server(s);
+        /* Voids the old authority made but the new one has not: it decides them now (it has
+         * no update of theirs: the workers send it one only after the old one answered). */
+        for (unsigned e = 0; e < INA_SCHED_VOIDS; e++)
+            if (s->voids[e].state == INA_SCHED_VOID_RELAY) {
+                s->voids[e].state = INA_SCHED_VOID_ASK;
+                s->voids[e].sent_ns = 0;
+            }
+    }
+    recovery_tick(s, now);
+    for (unsigned e = 0; e < INA_SCHED_VOIDS; e++) {
+        struct ina_sched_void *v = &s->voids[e];
+        if (v->state == INA_SCHED_VOID_FREE || (v->sent_ns && now - v->sent_ns < INA_SCHED_RESEND_NS))
+            continue;
+        unsigned i = v->state == INA_SCHED_VOID_ASK ? s->auth : (unsigned)o;
+        if (v->state == INA_SCHED_VOID_RELAY && (o < 0 || !server_alive(s, i, now))) {
+            v->state = INA_SCHED_VOID_FREE; /* nobody to repeat it at */
+            continue;
+        }
+        v->sent_ns = now;
+        send_sync(s, i, INA_PS_SYNC_VOID, v->stamp, v->n);
+    }
+    repair_tick(s, now);
+}
+
+/* A PS_STATE from server i (length and name checked). */
+static void on_state(struct ina_sched *s, unsigned i, const uint8_t *body, uint64_t now)
+{
+    struct ina_sched_server *sv = &s->srv[i];
+    uint32_t action = ina_get32(body + 32), arg = ina_get32(body + 36),
+             result = ina_get32(body + 40), run = ina_get32(body + 44);
+    s->c.states++;
+    sv->last_rx_ns = now ? now : 1;
+    sv->no_job = result == INA_PS_FATE_NO_JOB;
+    sv->have_state = !sv->no_job;
+    if (sv->have_state) {
+        sv->version = ina_get32(body + 48);
+        sv->next_stamp = ina_get32(body + 52);
+        sv->held = ina_get32(body + 56);
+        sv->flags = ina_get32(body + 60);
+        sv->world = ina_get16(body + 64);
+        sv->start = ina_get16(body + 66);
+        sv->digest = ina_get64(body + 68);
+        memcpy(sv->joined, body + 76, 32);
+        memcpy(sv->left, body + 108, 32);
+    }
+    if (i == s->auth && sv->have_state) {
+        if ((int32_t)(sv->version - s->floor) > 0)
+            s->floor = sv->version; /* at most the version now: A stays a lower bound */
+        if (!s->recovering && (int32_t)(sv->next_stamp - s->next_stamp) > 0) {
+            s->c.stamps_resynced++; /* stamps it took that this scheduler never granted */
+            ina_log(INA_LOG_WARN, "stamps_resynced", INA_KV_I("ours", s->next_stamp),
+                    INA_KV_I("server", sv->next_stamp));
+            s->next_stamp = sv->next_stamp;
+        }
+    }
+    /* Both servers at the same stamp resolved the same stamps alike: same version, same
+     * model (updates held do not change it). */
+    if (s->p.nservers == 2 && s->srv[0].have_state && s->srv[1].have_state &&
+        s->srv[0].next_stamp == s->srv[1].next_stamp &&
+        (!s->checked || s->checked_stamp != s->srv[0].next_stamp)) {
+        s->checked = 1;
+        s->checked_stamp = s->srv[0].next_stamp;
+        s->c.replica_checks++;
+        if (s->srv[0].digest != s->srv[1].digest || s->srv[0].version != s->srv[1].version) {
+            s->c.replica_mismatch++;
+            ina_log(INA_LOG_ERROR, "replica_mismatch", INA_KV_I("stamp", s->checked_stamp),
+                    INA_KV_I("version", s->srv[0].version));
+        }
+    }
+    if (action == INA_PS_SYNC_VOID)
+        on_void_state(s, i, arg, result, run, now);
+    else if (i == s->auth && (action == INA_PS_SYNC_STATE || action == INA_PS_SYNC_REPLAY))
+        on_repair_state(s, action, arg, result, run, now);
+}
+
+/* A PS_REPLAY from the authority (source, length and name checked): pass it on. */
+static void on_replay(struct ina_sched *s, const uint8_t *buf, size_t len)
+{
+    int o = other_server(s);
+    if (s->repair != 2 || ina_get32(buf + INA_HDR_LEN + 32) != s->repair_stamp || o < 0) {
+        s->c.drops[INA_SCHED_DROP_ORDER]++; /* not asked for: nothing is relayed unasked */
+        return;
+    }
+    s->tx.relay = buf;
+    s->tx.relay_len = len;
+    s->tx.relay_dst = s->p.server[o];
+    s->c.replays_relayed++;
+    s->repair = 0;
+    s->srv[o].lag_since_ns = 0; /* give it a probe to take it before asking again */
+}
+
 /* ---- Input ------------------------------------------------------------------------ */
 
 static void on_req(struct ina_sched *s, const struct ina_hdr *h, const uint8_t *body,
@@ -293,8 +724,8 @@ static void on_req(struct ina_sched *s, const struct ina_hdr *h, const uint8_t *
     struct ina_sched_rank *k = &s->ranks[h->rank];
     if (k->state != INA_SCHED_NONE && h->slot == k->uid) {
         s->c.request_dups++;
-        if (k->state != INA_SCHED_PENDING)
-            send_grant(s, h->rank); /* the GRANT was lost */
+        if (k->state != INA_SCHED_PENDING && k->status != INA_ERR_CLOSED)
+            send_grant(s, h->rank); /* the GRANT was lost (a LEAVE has no answer) */
         return;
     }
     if (k->state != INA_SCHED_NONE && (int32_t)(h->slot - k->uid) < 0) {
@@ -305,6 +736,16 @@ static void on_req(struct ina_sched *s, const struct ina_hdr *h, const uint8_t *
         s->c.implicit_dones++; /* it asks again: the last update was answered, DONE lost */
         end_grant(s, k, 1);
     }
+    if (ina_get32(body + 4) & INA_SCHED_REQ_LEAVE) { /* it leaves: no answer (§15.9) */
+        k->state = INA_SCHED_ANSWERED;
+        k->uid = h->slot;
+        k->status = INA_ERR_CLOSED;
+        s->c.leaves++;
+        depart(s, h->rank, "left");
+        schedule(s, now);
+        return;
+    }
+    heard_from(s, h->rank);
     /* The server has reached at least the version the update was computed on (updates sent
      * unscheduled, or before this scheduler started, are in it): A catches up. A fetch
      * request has no base yet. */
@@ -335,6 +776,7 @@ static void on_done(struct ina_sched *s, const struct ina_hdr *h, const uint8_t 
     }
     int32_t status = (int32_t)ina_get32(body);
     s->c.dones++;
+    heard_from(s, h->rank);
     if (k->member) { /* its part went into the group's update (or failed to): no outcome */
         s->c.member_dones++;
         s->c.member_failed += status != INA_SCHED_DONE_MEMBER;
@@ -355,6 +797,35 @@ static void on_done(struct ina_sched *s, const struct ina_hdr *h, const uint8_t 
     schedule(s, now);
 }
 
+/* PS_STATE or PS_REPLAY: from one of the job's servers (PS_REPLAY: the authority), of this
+ * job (§15.9). */
+static void server_input(struct ina_sched *s, const struct ina_hdr *h, const uint8_t *buf,
+                         size_t len, const struct sockaddr_in *src, uint64_t now)
+{
+    int i = -1;
+    for (unsigned k = 0; k < s->p.nservers; k++)
+        if (s->p.server[k].sin_addr.s_addr == src->sin_addr.s_addr &&
+            s->p.server[k].sin_port == src->sin_port)
+            i = (int)k;
+    if (i < 0 || (h->kind == INA_K_PS_REPLAY && (unsigned)i != s->auth)) {
+        s->c.drops[INA_SCHED_DROP_SERVER]++;
+        return;
+    }
+    if (h->kind == INA_K_PS_STATE ? len != INA_HDR_LEN + INA_PS_STATE_LEN
+                                  : len < INA_HDR_LEN + 32 + INA_PS_UPDATE_PREFIX) {
+        s->c.drops[INA_SCHED_DROP_LENGTH]++;
+        return;
+    }
+    if (strncmp((const char *)buf + INA_HDR_LEN, s->p.job, sizeof(s->p.job)) != 0) {
+        s->c.drops[INA_SCHED_DROP_NAME]++;
+        return;
+    }
+    if (h->kind == INA_K_PS_STATE)
+        on_state(s, (unsigned)i, buf + INA_HDR_LEN, now);
+    else
+        on_replay(s, buf, len);
+}
+
 void ina_sched_input(struct ina_sched *s, const uint8_t *buf, size_t len,
                      const struct sockaddr_in *src, uint64_t now_ns)
 {
@@ -369,6 +840,12 @@ void ina_sched_input(struct ina_sched *s, const uint8_t *buf, size_t len,
     }
     const uint8_t *body = buf + INA_HDR_LEN;
     size_t blen = len - INA_HDR_LEN;
+    if (!s->start_ns)
+        s->start_ns = now_ns ? now_ns : 1;
+    if (h.kind == INA_K_PS_STATE || h.kind == INA_K_PS_REPLAY) {
+        server_input(s, &h, buf, len, src, now_ns);
+        return;
+    }
     if (h.kind != INA_K_SCHED_REQ && h.kind != INA_K_SCHED_DONE) {
         s->c.drops[INA_SCHED_DROP_KIND]++;
         return;
@@ -391,7 +868,7 @@ void ina_sched_input(struct ina_sched *s, const uint8_t *buf, size_t len,
         k->bound = 1; /* the first REQ of a rank fixes its address (as a JOIN would) */
         k->addr = *src;
         ina_log(INA_LOG_INFO, "rank_bound", INA_KV_I("rank", h.rank),
-                INA_KV_I("port", ntohs(src->sin_port)));
+                INA_KV_I("port", ntohs(src->sin_port)), INA_KV_I("world", live_ranks(s)));
     }
     if (!k->bound || k->addr.sin_addr.s_addr != src->sin_addr.s_addr ||
         k->addr.sin_port != src->sin_port) {
@@ -406,15 +883,15 @@ void ina_sched_input(struct ina_sched *s, const uint8_t *buf, size_t len,
 
 void ina_sched_tick(struct ina_sched *s, uint64_t now_ns)
 {
+    if (!s->start_ns)
+        s->start_ns = now_ns ? now_ns : 1;
     for (unsigned r = 0; r < s->p.world; r++) {
         struct ina_sched_rank *k = &s->ranks[r];
-        if (k->state == INA_SCHED_GRANTED && now_ns - k->since_ns > s->p.grant_timeout_ns) {
-            s->c.grants_expired++;
-            ina_log(INA_LOG_WARN, "grant_expired", INA_KV_I("rank", r), INA_KV_I("uid", k->uid),
-                    INA_KV_I("stamp", k->stamp));
-            end_grant(s, k, 1); /* it may still be applied: counted as applied (the safe side) */
-        }
+        if (k->state == INA_SCHED_GRANTED && now_ns - k->since_ns > s->p.grant_timeout_ns)
+            expire(s, r, now_ns);
     }
+    if (s->p.nservers)
+        servers_tick(s, now_ns);
     schedule(s, now_ns);
 }
 
@@ -422,7 +899,10 @@ void ina_sched_tick(struct ina_sched *s, uint64_t now_ns)
     X(rx_packets) X(tx_packets) X(tx_errors) X(requests) X(request_dups) X(grants)          \
     X(refused_stale) X(dones) X(done_applied) X(done_stale) X(implicit_dones)              \
     X(grants_expired) X(bound_violations) X(straggler_waits) X(fetch_requests) X(aged_grants)     \
-    X(groups) X(group_members) X(member_dones) X(member_failed)
+    X(groups) X(group_members) X(member_dones) X(member_failed) X(leaves) X(ranks_departed)   \
+    X(ranks_returned) X(syncs_sent) X(states) X(stamps_voided) X(voids_late) X(void_relays)  \
+    X(replays_relayed) X(replica_checks) X(replica_mismatch) X(replica_diverged)             \
+    X(server_failovers) X(recoveries) X(stamps_resynced)
 
 void ina_sched_counters_print(const struct ina_sched *s, FILE *f)
 {
@@ -435,6 +915,7 @@ void ina_sched_counters_print(const struct ina_sched *s, FILE *f)
         fprintf(f, "  drop_%-11s %llu\n", ina_sched_drop_name(d), (unsigned long long)c->drops[d]);
     for (unsigned r = 0; r < s->p.world; r++)
         if (s->ranks[r].samples)
-            fprintf(f, "  rank %-3u rate %.0f B/s%s\n", r, s->ranks[r].rate,
-                    s->ranks[r].straggler ? " (straggler)" : "");
+            fprintf(f, "  rank %-3u rate %.0f B/s%s%s\n", r, s->ranks[r].rate,
+                    s->ranks[r].straggler ? " (straggler)" : "",
+                    s->ranks[r].departed ? " (departed)" : "");
 }

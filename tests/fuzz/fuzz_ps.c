@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ps/chain.c"
+#include "ps/member.c"
 #include "ps/ps.c"
 #include "ps/store.c"
 #include "ps_wire.h"
@@ -26,8 +27,9 @@
  *   F_RANK   the rank the source address holds in job 1, if any
  *   F_COUNT  count = the entries the length holds, by kind (PUSH: key + dim values,
  *            PULL: keys, ASSIGN: key + values + state), length cut to match
- *   F_KIND   kind = PUSH, COMMIT, PULL, ASSIGN, LEAVE, JOIN, UPDATE, CHAIN_FWD, CHAIN_ACK
- *            by bits 6-7 of sel and flag bits 6-7 (PS kinds are where the paths are)
+ *   F_KIND   kind = PUSH, COMMIT, PULL, ASSIGN, LEAVE, JOIN, UPDATE, CHAIN_FWD, CHAIN_ACK,
+ *            PS_SYNC, PS_REPLAY by bits 6-7 of sel and flag bits 6-7 (PS kinds are where the
+ *            paths are)
  *   F_TICK   after the datagram, advance the clock and run ina_ps_tick
  * Before the records, three jobs start with honest JOINs: "honest" (world 3, dim 2,
  * Adagrad) at src_table[0..2], "stale" (the same, mode STALE, D 2) at the same addresses,
@@ -35,14 +37,18 @@
  * Chain replication (§15.8) is on both ways at once: forwards are taken from src_table[5]
  * (--chain-from) and sent to src_table[6] (--chain-to). F_CREDS gives UPDATE, CHAIN_FWD and
  * CHAIN_ACK the stale job's credentials (and CHAIN_FWD its name); F_COUNT cuts UPDATE and
- * CHAIN_FWD to whole entries. After them, if the oracle still runs in the same session,
+ * CHAIN_FWD to whole entries. ina-sched's link (§15.9) is on too, its address src_table[4]:
+ * F_CREDS names the stale job in a PS_SYNC or PS_REPLAY, F_COUNT cuts a PS_REPLAY to whole
+ * entries and makes a PS_SYNC well-formed (its length, an action 0..3, a count 0..64). After them, if the oracle still runs in the same session,
  * one honest step of it must give exact values: no datagram from another address,
  * even with stolen credentials, changes another job's parameters. Checked throughout:
  * the replies queued are well-formed, every byte held (stores, packet bitmaps, held UPDATE
  * copies, chain forwards) is charged and stays within --max-memory, the stores'
  * indexes and records agree, and each open step's counts are bounded; forwards go only to
  * the replica and CHAIN_ACKs only to the primary, no UPDATE_ACK goes to the primary's
- * address, and no outcome is told while the chain still waits for its stamp.
+ * address, and no outcome is told while the chain still waits for its stamp; PS_STATE and
+ * PS_REPLAY go only to ina-sched, a VOIDED answer is for a stamp already resolved, a job's
+ * next stamp never goes back, and the voided stamps recorded lie below it.
  */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -84,7 +90,9 @@ static const uint64_t tick_step[8] = {0, 1000000, 100000000, 1100000000ull, 3100
                                       61000000000ull, 121000000000ull, 3601000000000ull};
 static struct ina_ps ps;
 static struct ina_ps_chain chain;
+static struct ina_ps_sched link;
 static uint64_t now_ns;
+static uint32_t last_session[INA_PS_MAX_JOBS], last_stamp[INA_PS_MAX_JOBS];
 
 HARNESS static void check_tx(void)
 {
@@ -94,7 +102,8 @@ HARNESS static void check_tx(void)
         CHECKF(b >= ps.tx.mem && b + len <= ps.tx.mem + INA_PS_TX_BYTES);
         struct ina_hdr h;
         CHECKF(ina_hdr_decode(b, len, &h) == INA_PARSE_OK &&
-               (h.rank == INA_RANK_SWITCH || h.kind == INA_K_PS_CHAIN_FWD)); /* FWD: the update's */
+               (h.rank == INA_RANK_SWITCH || h.kind == INA_K_PS_CHAIN_FWD ||
+                h.kind == INA_K_PS_REPLAY)); /* FWD, REPLAY: the update's rank */
         switch (h.kind) {
         case INA_K_PS_JOIN_ACK: CHECKF(len == INA_HDR_LEN + INA_PS_JOIN_BODY_LEN); break;
         case INA_K_PS_JOIN_NAK: CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN); break;
@@ -110,6 +119,14 @@ HARNESS static void check_tx(void)
             CHECKF(same_addr(&ps.tx.dst[i], &chain.from) &&
                    len == INA_HDR_LEN + INA_PS_CHAIN_ACK_LEN);
             break;
+        case INA_K_PS_STATE:
+            CHECKF(same_addr(&ps.tx.dst[i], &link.addr) && len == INA_HDR_LEN + INA_PS_STATE_LEN);
+            CHECKF(ina_get32(b + INA_HDR_LEN + 40) <= INA_PS_FATE_NO_JOB);
+            break;
+        case INA_K_PS_REPLAY:
+            CHECKF(same_addr(&ps.tx.dst[i], &link.addr) && h.rank != INA_RANK_SWITCH &&
+                   len >= INA_HDR_LEN + 32 + INA_PS_UPDATE_PREFIX);
+            break;
         case INA_K_PS_UPDATE_ACK: {
             CHECKF(len == INA_HDR_LEN + INA_PS_UPDATE_ACK_LEN);
             CHECKF(!same_addr(&ps.tx.dst[i], &chain.from)); /* those become CHAIN_ACKs */
@@ -120,9 +137,13 @@ HARNESS static void check_tx(void)
                 const struct ina_ps_chain_job *cj = &chain.jobs[h.job - 1];
                 CHECKF(!(cj->session == ps.jobs[h.job - 1].session && pending(cj, g)));
             }
-            CHECKF(st == 0 || st == INA_ERR_STALE || st == INA_PS_UPDATE_HELD);
-            if (st == INA_PS_UPDATE_HELD) /* held: the delay is 0, and it took no stamp */
+            CHECKF(st == 0 || st == INA_ERR_STALE || st == INA_PS_UPDATE_HELD ||
+                   st == INA_PS_UPDATE_VOIDED);
+            if (st == INA_PS_UPDATE_HELD || st == INA_PS_UPDATE_VOIDED) /* took no stamp */
                 CHECKF(ina_get32(b + INA_HDR_LEN + 8) == 0);
+            if (st == INA_PS_UPDATE_VOIDED && h.job >= 1 && h.job <= INA_PS_MAX_JOBS &&
+                ps.jobs[h.job - 1].session == h.session) /* voided: resolved before it came */
+                CHECKF((int32_t)(g - ps.jobs[h.job - 1].next_stamp) < 0);
             break;
         }
         case INA_K_PS_PULL_RESP: {
@@ -169,6 +190,26 @@ HARNESS static void check_state(void)
     CHECKF(mem == ps.mem_used && ps.mem_used <= ps.p.max_memory);
     for (int i = 0; i < INA_PS_MAX_JOBS; i++)
         CHECKF(chain.jobs[i].n <= INA_PS_CHAIN_WINDOW && (chain.jobs[i].n == 0 || chain.jobs[i].q));
+    for (int i = 0; i < INA_PS_MAX_JOBS; i++) { /* §15.9: stamps only move on */
+        const struct ina_ps_job *j = &ps.jobs[i];
+        if (j->state != INA_PS_ACTIVE)
+            continue;
+        if (last_session[i] == j->session)
+            CHECKF((int32_t)(j->next_stamp - last_stamp[i]) >= 0);
+        last_session[i] = j->session;
+        last_stamp[i] = j->next_stamp;
+        const struct ina_ps_sched_job *sj = &link.jobs[i];
+        if (sj->session != j->session)
+            continue;
+        CHECKF(sj->nruns <= INA_PS_VOID_RUNS);
+        for (unsigned k = 0; k < sj->nruns; k++) {
+            const struct ina_ps_void_run *v = &sj->runs[(sj->head + k) % INA_PS_VOID_RUNS];
+            CHECKF(v->n >= 1 && (int32_t)(v->first + v->n - j->next_stamp) <= 0);
+        }
+        for (int r = 0; r < INA_MAX_WORKERS; r++)
+            CHECKF(!sj->kept[r].valid || (sj->kept[r].len <= sj->kept[r].cap &&
+                                          (int32_t)(sj->kept[r].stamp - j->next_stamp) < 0));
+    }
     CHECKF(ps.c.delay_violations == 0); /* no applied UPDATE lagged more than its job's D */
 }
 
@@ -223,18 +264,20 @@ static void one_record(uint8_t sel, uint8_t flags, const uint8_t *d, size_t len)
         if (flags & F_KIND) {
             static const uint8_t kinds[] = {
                 INA_K_PS_PUSH,      INA_K_PS_COMMIT,    INA_K_PS_PULL,   INA_K_PS_ASSIGN,
-                INA_K_PS_LEAVE,     INA_K_PS_JOIN,      INA_K_PS_UPDATE, INA_K_PS_PULL,
+                INA_K_PS_LEAVE,     INA_K_PS_JOIN,      INA_K_PS_UPDATE, INA_K_PS_SYNC,
                 INA_K_PS_CHAIN_FWD, INA_K_PS_CHAIN_ACK, INA_K_PS_UPDATE, INA_K_PS_CHAIN_FWD,
-                INA_K_PS_CHAIN_ACK, INA_K_PS_CHAIN_FWD, INA_K_PS_UPDATE, INA_K_PS_CHAIN_ACK};
+                INA_K_PS_CHAIN_ACK, INA_K_PS_REPLAY,    INA_K_PS_UPDATE, INA_K_PS_SYNC};
             b[3] = kinds[(sel >> 6) | ((flags >> 5) & 4) | ((flags >> 3) & 8)];
         }
         int stale_kind = b[3] == INA_K_PS_UPDATE || b[3] == INA_K_PS_CHAIN_FWD ||
-                         b[3] == INA_K_PS_CHAIN_ACK;
+                         b[3] == INA_K_PS_CHAIN_ACK || b[3] == INA_K_PS_SYNC ||
+                         b[3] == INA_K_PS_REPLAY;
         if ((flags & F_CREDS) && stale_kind && stale) {
             ina_put16(b + 4, stale->id);
             ina_put32(b + 8, stale->session);
             ina_put32(b + 12, stale->token);
-            if (b[3] == INA_K_PS_CHAIN_FWD && len >= INA_HDR_LEN + INA_PS_CHAIN_FWD_PREFIX) {
+            if ((b[3] == INA_K_PS_CHAIN_FWD || b[3] == INA_K_PS_SYNC || b[3] == INA_K_PS_REPLAY) &&
+                len >= INA_HDR_LEN + INA_PS_CHAIN_FWD_PREFIX) { /* the job's name first */
                 memset(b + INA_HDR_LEN, 0, INA_PS_CHAIN_FWD_PREFIX);
                 memcpy(b + INA_HDR_LEN, "stale", 5);
             }
@@ -245,15 +288,22 @@ static void one_record(uint8_t sel, uint8_t flags, const uint8_t *d, size_t len)
         }
         if ((flags & F_RANK) && (sel & 7) < 3)
             ina_put16(b + 6, sel & 7);
-        if (flags & F_COUNT) {
+        if ((flags & F_COUNT) && b[3] == INA_K_PS_SYNC) { /* well-formed: only the values vary */
+            if (len < INA_HDR_LEN + INA_PS_SYNC_LEN)
+                memset(b + len, 0, INA_HDR_LEN + INA_PS_SYNC_LEN - len);
+            len = INA_HDR_LEN + INA_PS_SYNC_LEN;
+            ina_put32(b + INA_HDR_LEN + 32, ina_get32(b + INA_HDR_LEN + 32) & 3);
+            ina_put32(b + INA_HDR_LEN + 40, ina_get32(b + INA_HDR_LEN + 40) % (INA_PS_VOID_MAX + 1));
+        } else if (flags & F_COUNT) {
             size_t el = b[3] == INA_K_PS_PUSH || b[3] == INA_K_PS_UPDATE ||
-                                b[3] == INA_K_PS_CHAIN_FWD
+                                b[3] == INA_K_PS_CHAIN_FWD || b[3] == INA_K_PS_REPLAY
                             ? 8 + 4 * 2
                         : b[3] == INA_K_PS_ASSIGN ? 8 + 8 * 2
                                                   : 8;
-            size_t pre = b[3] == INA_K_PS_UPDATE      ? INA_PS_UPDATE_PREFIX
-                         : b[3] == INA_K_PS_CHAIN_FWD ? INA_PS_CHAIN_FWD_PREFIX + INA_PS_UPDATE_PREFIX
-                                                      : 0;
+            size_t pre = b[3] == INA_K_PS_UPDATE ? INA_PS_UPDATE_PREFIX
+                         : b[3] == INA_K_PS_CHAIN_FWD || b[3] == INA_K_PS_REPLAY
+                             ? INA_PS_CHAIN_FWD_PREFIX + INA_PS_UPDATE_PREFIX
+                             : 0;
             size_t n = len >= INA_HDR_LEN + pre ? (len - INA_HDR_LEN - pre) / el : 0;
             if (n > 0xFFFF)
                 n = 0xFFFF;
@@ -335,6 +385,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                               .step_timeout_ns = 30000000000ull};
     CHECKF(ina_ps_init(&ps, &p) == 0);
     CHECKF(ina_ps_chain_init(&chain, &ps, &src_table[6], &src_table[5], 2000000000ull) == 0);
+    CHECKF(ina_ps_sched_init(&link, &ps, &src_table[4]) == 0);
+    memset(last_session, 0, sizeof(last_session));
     ina_ps_chain_tick(&ps, now_ns);
     for (int r = 0; r < 3; r++)
         join("honest", 3, r, 2, INA_OPTIM_ADAGRAD, 0.5f, INA_PS_MODE_SYNC, &src_table[r]);
@@ -383,6 +435,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     oracle_step(oid, osession, otoken);
     ina_ps_chain_free(&ps);
+    ina_ps_sched_free(&ps);
     ina_ps_free(&ps);
     return 0;
 }

@@ -3,10 +3,13 @@
 
     /usr/bin/python3 tests/fuzz/make_corpus.py [OUTDIR]   (default: tests/fuzz/corpus)
 
-Writes OUTDIR/switch/* for fuzz_switch, OUTDIR/reply/* for fuzz_reply and some
-of OUTDIR/ps/* for fuzz_ps (the others were kept from fuzzing runs), in the record
-formats described at the top of fuzz_switch.c, fuzz_reply.c and fuzz_ps.c, and
-OUTDIR/../regressions/switch/ the crash inputs made from the same helpers.
+Writes OUTDIR/switch/* for fuzz_switch, OUTDIR/reply/* for fuzz_reply, some
+of OUTDIR/ps/* for fuzz_ps (the others were kept from fuzzing runs: the memory
+paths, and the membership_* seeds of PROTOCOL.md §15.9) and the membership_* seeds of
+OUTDIR/sched/ (fuzz_sched.c: PS_SYNC, PS_STATE, PS_REPLAY, leases and recovery), in the
+record formats described at the top of fuzz_switch.c, fuzz_reply.c, fuzz_ps.c and
+fuzz_sched.c, and OUTDIR/../regressions/switch/ the crash inputs made from the same
+helpers.
 Existing files of the same names are overwritten; nothing else is touched.
 The seeds are valid and near-valid inputs that reach the deep paths at once
 (complete rounds, joins, leaves, timeouts); the fuzzer mutates from there.
@@ -493,10 +496,9 @@ def reply_seeds():
     return s
 
 
-# ---- fuzz_ps --------------------------------------------------------------------
+# ---- fuzz_ps: the memory paths (PROTOCOL.md §14.2.8) ------------------------------
 
 # flags (fuzz_ps.c); sel bits 0-2: the source (0..2: ranks 0..2 of "honest" and "stale")
-P_MAGIC, P_CREDS, P_RANK, P_COUNT = 0x01, 0x02, 0x04, 0x08
 K_PS_PUSH, K_PS_UPDATE = 35, 48
 PS_DIM = 2  # the dim of fuzz_ps's jobs
 
@@ -514,7 +516,7 @@ def ps_update(rank, uid, stamp, nkeys):
                   hdr(K_PS_UPDATE, rank=rank, slot=uid, seq=0, count=nkeys) + body)
 
 
-def ps_seeds():
+def ps_memory_seeds():
     """Seeds for the memory paths of ina-ps (PROTOCOL.md §14.2.8) at fuzz_ps's 256 KiB
     --max-memory: packet bitmaps of the largest index, and held UPDATE copies."""
     s = {}
@@ -531,6 +533,137 @@ def ps_seeds():
     return s
 
 
+# ---- fuzz_ps and fuzz_sched: MLfabric's membership and failures (PROTOCOL.md §15.9) ------
+
+K_UPDATE, K_REQ, K_DONE, K_SYNC, K_STATE, K_REPLAY = 48, 50, 52, 53, 54, 57
+STAMP_NONE = 0xFFFFFFFF
+# fuzz_ps.c flags; the kind comes from sel bits 6-7 and flag bits 7 (+4) and 6 (+8)
+P_MAGIC, P_CREDS, P_RANK, P_COUNT, P_KIND, P_TICK = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
+P_UPDATE = (2, 0x80)   # kinds[6]
+P_SYNC = (3, 0x80)     # kinds[7]
+P_REPLAY = (1, 0xC0)   # kinds[13]
+P_SCHED = 4            # src_table[4]: the --sched address
+
+
+def ps_record(src, kind, datagram, extra=0):
+    """One fuzz_ps record from src_table[src] of kind (a (sel bits, flag bits) pair)."""
+    sel_hi, fl = kind
+    flags = P_MAGIC | P_CREDS | P_RANK | P_COUNT | P_KIND | fl | extra
+    return record((sel_hi << 6) | src, flags, datagram)
+
+
+def stale_update(rank, uid, base, stamp, value):
+    """An UPDATE of the stale job (dim 2): the harness patches credentials, rank, count."""
+    return (hdr(K_UPDATE, rank=rank, slot=uid, seq=base, count=1) + ints([stamp, 0]) +
+            struct.pack(">Qff", 7, value, -value))
+
+
+def ps_sync(action, arg, n=1):
+    return hdr(K_SYNC, rank=0xFFFF, slot=1) + b"stale".ljust(32, b"\0") + ints([action, arg, n])
+
+
+def ps_seeds():
+    s = {}
+    # stamp 0 applied, stamp 2 held, stamp 1 voided (2 taken), stamp 1's late update VOIDED,
+    # stamp 2 replayed and its PS_REPLAY taken back as a copy, a departure, fates, orphans
+    seq = (ps_record(0, P_UPDATE, stale_update(0, 1, 0, 0, 1.0)) +
+           ps_record(2, P_UPDATE, stale_update(2, 1, 0, 2, 2.0)) +
+           ps_record(P_SCHED, P_SYNC, ps_sync(0, 2)) +
+           ps_record(P_SCHED, P_SYNC, ps_sync(1, 1, 1)) +
+           ps_record(1, P_UPDATE, stale_update(1, 1, 0, 1, 3.0)) +
+           ps_record(1, P_UPDATE, stale_update(1, 1, 0, 1, 3.0)) +
+           ps_record(P_SCHED, P_SYNC, ps_sync(2, 2)) +
+           ps_record(P_SCHED, P_REPLAY, hdr(K_REPLAY, rank=2, slot=1, seq=0, count=1) +
+                     b"stale".ljust(32, b"\0") + ints([2, 0]) + struct.pack(">Qff", 7, 2.0, -2.0)) +
+           ps_record(P_SCHED, P_SYNC, ps_sync(3, 1)) +
+           ps_record(P_SCHED, P_SYNC, ps_sync(0, 1)) +
+           ps_record(0, P_UPDATE, stale_update(0, 2, 2, 5, 1.5)) +
+           ps_record(P_SCHED, P_SYNC, ps_sync(1, 3, 64)) +
+           ps_record(2, P_UPDATE, stale_update(2, 2, 3, 67, 0.5)))
+    s["membership_voids"] = seq
+    # forged: from a rank's address, short, a bad action, a count of 0 and 65
+    s["membership_forged"] = (ps_record(0, P_SYNC, ps_sync(1, 0, 1)) +
+                              record((P_SYNC[0] << 6) | P_SCHED, P_MAGIC | P_KIND | 0x80,
+                                     ps_sync(1, 0)[:60]) +
+                              record((P_SYNC[0] << 6) | P_SCHED, P_MAGIC | P_CREDS | P_KIND | 0x80,
+                                     ps_sync(7, 0, 1)) +
+                              record((P_SYNC[0] << 6) | P_SCHED, P_MAGIC | P_CREDS | P_KIND | 0x80,
+                                     ps_sync(1, 0, 65)))
+    return s
+
+
+# fuzz_sched.c flags
+Q_MAGIC, Q_REQ, Q_DONE, Q_NAME, Q_RANK, Q_TICK, Q_FETCH, Q_SERVER = \
+    0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80
+STEP_1MS, STEP_100MS, STEP_5S = 2, 3, 6  # tick_step indexes (sel bits 3-5)
+
+
+def sched_req(rank, q, flags=0):
+    return hdr(K_REQ, rank=rank, slot=q, seq=0xFFFFFFFF) + ints([1000, flags]) + \
+        b"fuzz".ljust(32, b"\0")
+
+
+def sched_state(action, arg, result, run, version, stamp, joined=0x0F, left=0, pick=200, near=200):
+    """A PS_STATE; the header's tag (pick) and op (near) bytes below 128 / 64 let the harness
+    put a stamp being voided or repaired in arg, and a next stamp near the scheduler's."""
+    body = (b"fuzz".ljust(32, b"\0") + ints([action, arg, result, run, version, stamp, 0, 0]) +
+            struct.pack(">HHQ", 4, 4, 0) + bytes([joined]) + bytes(31) + bytes([left]) + bytes(31))
+    h = bytearray(hdr(K_STATE, rank=0xFFFF, seq=version))
+    h[30], h[31] = near, pick
+    return bytes(h) + body
+
+
+def sched_seeds():
+    s = {}
+    st = Q_MAGIC | Q_SERVER | Q_REQ | Q_NAME
+    seq = record(STEP_1MS << 3, st, sched_state(0, 0, 5, 0, 0, 0))  # NO_JOB: a new job
+    seq += record(STEP_1MS << 3, Q_TICK, b"")
+    for r in range(4):
+        seq += record((STEP_1MS << 3) | r, Q_MAGIC | Q_REQ | Q_NAME | Q_RANK | Q_FETCH,
+                      sched_req(r, 1))
+    seq += record(STEP_5S << 3, Q_TICK, b"")                        # the leases run out
+    seq += record(STEP_1MS << 3, st, sched_state(1, 0, 2, 0, 0, 0, pick=0))   # held
+    seq += record(STEP_1MS << 3, st, sched_state(1, 0, 1, 1, 1, 2, pick=1))   # voided
+    seq += record(STEP_100MS << 3, Q_TICK, b"")
+    seq += record(STEP_1MS << 3, st | Q_FETCH, sched_state(1, 0, 1, 1, 1, 2, pick=1))
+    seq += record(STEP_100MS << 3, Q_TICK, b"")
+    seq += record(STEP_1MS << 3, st | Q_FETCH, sched_state(0, 0, 0, 0, 1, 1))  # replica lags
+    seq += record(STEP_100MS << 3, Q_TICK, b"")
+    seq += record(STEP_100MS << 3, Q_TICK, b"")
+    seq += record(STEP_1MS << 3, st, sched_state(0, 0, 0, 0, 1, 2, pick=64))  # its fate: taken
+    seq += record(STEP_100MS << 3, Q_TICK, b"")
+    seq += record(STEP_100MS << 3, Q_TICK, b"")
+    seq += record(STEP_100MS << 3, Q_TICK, b"")
+    seq += record(STEP_1MS << 3, st, sched_state(0, 0, 0, 0, 1, 2, pick=64))
+    seq += record(STEP_1MS << 3, Q_MAGIC | Q_SERVER | Q_DONE | Q_NAME,
+                  hdr(K_REPLAY, rank=1, slot=1, count=1)[:31] + bytes([64]) +
+                  b"fuzz".ljust(32, b"\0") + ints([1, 0]) + bytes(12))
+    seq += record((STEP_1MS << 3) | 1, Q_MAGIC | Q_REQ | Q_NAME | Q_RANK,
+                  sched_req(1, 2, flags=2))                         # rank 1 leaves
+    s["membership_leases"] = seq
+    # a scheduler starting on a running job: every rank asks, or the lease voids the orphans
+    seq = b""
+    for r in range(3):
+        seq += record((STEP_1MS << 3) | r, Q_MAGIC | Q_REQ | Q_NAME | Q_RANK | Q_FETCH,
+                      sched_req(r, 9))
+    seq += record(STEP_1MS << 3, st, sched_state(0, 0, 0, 0, 10, 12))
+    seq += record(STEP_1MS << 3, Q_TICK, b"")
+    seq += record((STEP_1MS << 3) | 3, Q_MAGIC | Q_REQ | Q_NAME | Q_RANK | Q_FETCH, sched_req(3, 4))
+    seq += record(STEP_1MS << 3, Q_TICK, b"")
+    s["membership_recovery"] = seq
+    seq = b""
+    for r in range(3):
+        seq += record((STEP_1MS << 3) | r, Q_MAGIC | Q_REQ | Q_NAME | Q_RANK | Q_FETCH,
+                      sched_req(r, 9))
+    seq += record(STEP_1MS << 3, st, sched_state(0, 0, 0, 0, 10, 12))
+    seq += record(STEP_5S << 3, Q_TICK, b"")
+    seq += record(STEP_1MS << 3, Q_TICK, b"")
+    seq += record(STEP_1MS << 3, st, sched_state(1, 12, 1, 64, 10, 76, pick=200))
+    seq += record(STEP_1MS << 3, Q_TICK, b"")
+    s["membership_orphans"] = seq
+    return s
+
+
 def write(outdir, name, seeds):
     d = os.path.join(outdir, name)
     os.makedirs(d, exist_ok=True)
@@ -544,8 +677,9 @@ def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
     write(outdir, "switch", switch_seeds())
     write(outdir, "reply", reply_seeds())
-    write(outdir, "ps", ps_seeds())
+    write(outdir, "ps", {**ps_memory_seeds(), **ps_seeds()})
     write(os.path.join(outdir, os.pardir, "regressions"), "switch", switch_regressions())
+    write(outdir, "sched", sched_seeds())
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Clean-room MLfabric peer and conformance test (PROTOCOL.md §15, with §3, §14.2).
+"""Clean-room MLfabric peer and conformance test (PROTOCOL.md §15, with §3, §14.2;
+§15.9: elastic jobs, PS_SYNC/PS_STATE/PS_REPLAY at ina-ps, ina-sched's leases, voids,
+departures, failover and recovery against fake servers).
 
 Written from docs/PROTOCOL.md alone.  It plays two workers of a bounded-staleness
 (STALE) job against the real ina-ps and ina-sched (and, for §15.8, a chain of two
@@ -30,6 +32,11 @@ PS_LEAVE = 43
 UPDATE, UPDATE_ACK = 48, 49
 SCHED_REQ, SCHED_GRANT, SCHED_DONE = 50, 51, 52
 CHAIN_FWD, CHAIN_ACK = 55, 56
+PS_SYNC, PS_STATE, PS_REPLAY = 53, 54, 57   # §15.9
+SYNC_STATE, SYNC_VOID, SYNC_REPLAY, SYNC_DEPART = 0, 1, 2, 3   # §15.9.2 actions
+FATE_TAKEN, FATE_VOIDED, FATE_HELD, FATE_WAITING, FATE_UNKNOWN, FATE_NO_JOB = 0, 1, 2, 3, 4, 5
+VOIDED = 2                # §15.2 UPDATE_ACK status 2
+REQ_LEAVE = 2             # §15.3 REQ flags bit 1
 RANK_SWITCH = 0xFFFF      # §3 offset 6
 STAMP_NONE = 0xFFFFFFFF   # §15.2 body bytes 0..3
 BASE_AT_GRANT = 0xFFFFFFFF  # §15.3 INA_SCHED_BASE_AT_GRANT
@@ -37,13 +44,14 @@ REQ_AGGREGATE = 1         # §15.3 REQ flags bit 0
 ERR_STALE = -1018         # §4.3
 ERR_MISMATCH = -1005
 ERR_NOTSUP = -1007
+ERR_REJECTED = -1003
 HELD = 1                  # §15.2 UPDATE_ACK status 1
 DONE_MEMBER = 2           # §15.3 INA_SCHED_DONE_MEMBER
 
 HDR = struct.Struct(">HBBHHIIIIHhHBB")   # §3: 32 bytes, big-endian (§2)
 assert HDR.size == 32
-# §14.2.1 PS_JOIN body, 96 bytes
-PSJOIN = struct.Struct(">QHHHHBBBBffffIQ32sIIII")
+# §14.2.1 PS_JOIN body, 96 bytes; bytes 92..93 start M (§15.9.1), 94..95 reserved
+PSJOIN = struct.Struct(">QHHHHBBBBffffIQ32sIIIHH")
 assert PSJOIN.size == 96
 
 VERBOSE = False
@@ -159,9 +167,10 @@ class Sock:
 class PsRank:
     """A rank of one STALE job at one ina-ps (§14.2, §15.1, §15.2)."""
 
-    def __init__(self, addr, name, world, rank, dim, D, mode=1, nonce=None):
+    def __init__(self, addr, name, world, rank, dim, D, mode=1, nonce=None, start=0):
         self.sock = Sock(addr)
         self.name, self.world, self.rank, self.dim, self.D, self.mode = name, world, rank, dim, D, mode
+        self.start = start
         self.nonce = nonce or random.getrandbits(63) | 1
         self.job = self.session = self.token = 0
         self.pull_id = 0
@@ -171,7 +180,7 @@ class PsRank:
         # max_delay (byte 19, §15.1), lr 1.0, eps 0, init_acc 0, init_scale 0,
         # sw_version, init_seed, name, hot_keys 0 (§15.1: a STALE job needs 0), P, E, 0.
         body = PSJOIN.pack(self.nonce, self.world, 0, 1, self.dim, 0, self.mode, 0, self.D,
-                           1.0, 0.0, 0.0, 0.0, 100, 0, name32(self.name), 0, 0, 0, 0)
+                           1.0, 0.0, 0.0, 0.0, 100, 0, name32(self.name), 0, 0, 0, self.start, 0)
         return hdr(PS_JOIN, rank=self.rank) + body
 
     def take_join_answer(self, h):
@@ -785,6 +794,385 @@ def test_chain(d, tmp, verbose_ctr=False):
         r.sock.close()
 
 
+# ================================================================ §15.9 membership and failures
+def fnv1a64(h, data):
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def digest_of(model):
+    """§15.9.2: sum mod 2^64 over stored keys of FNV-1a-64(key BE, values as binary32 BE)."""
+    total = 0
+    for key, vals in model.items():
+        h = fnv1a64(0xCBF29CE484222325, struct.pack(">Q", key))
+        h = fnv1a64(h, struct.pack(">%df" % len(vals), *vals))
+        total = (total + h) & 0xFFFFFFFFFFFFFFFF
+    return total
+
+
+STATE = struct.Struct(">32sIIIIIIII HHQ 32s32s")   # §15.9.2 PS_STATE body, 140 bytes
+assert STATE.size == 140
+
+
+class Link:
+    """One unconnected UDP socket: ina-sched's side toward ina-ps, or a fake ina-ps."""
+
+    def __init__(self):
+        self.s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.s.bind(("127.0.0.1", 0))
+        self.port = self.s.getsockname()[1]
+        self.q = 0
+
+    def sendto(self, data, addr):
+        self.s.sendto(data, addr)
+
+    def recv(self, timeout, want=None):
+        end = time.monotonic() + timeout
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return None, None
+            self.s.settimeout(left)
+            try:
+                data, frm = self.s.recvfrom(65536)
+            except socket.timeout:
+                return None, None
+            except ConnectionRefusedError:
+                continue
+            h = parse(data)
+            if h is not None and (want is None or want(h)):
+                h["raw"] = data
+                return h, frm
+
+    def sync_dg(self, name, action, arg, n=1, length=None):
+        # §15.9.2 PS_SYNC: rank 0xFFFF, slot q, body name, action, argument, count (44 B)
+        self.q += 1
+        dg = hdr(PS_SYNC, rank=RANK_SWITCH, slot=self.q) + name32(name) + struct.pack(">III", action, arg, n)
+        return dg if length is None else dg[:length]
+
+    def sync(self, addr, name, action, arg, n=1, timeout=1.0):
+        """PS_SYNC to addr; its PS_STATE decoded (and any PS_REPLAY that came first)."""
+        global WAITING
+        WAITING = "PS_STATE for action %d arg %d" % (action, arg)
+        self.sendto(self.sync_dg(name, action, arg, n), addr)
+        q, replay = self.q, None
+        while True:
+            h, frm = self.recv(timeout, lambda h: h["kind"] in (PS_STATE, PS_REPLAY))
+            if h is None:
+                return None, replay
+            if h["kind"] == PS_REPLAY:
+                replay = h
+                continue
+            if h["slot"] == q:
+                return decode_state(h), replay
+
+
+def decode_state(h):
+    f = STATE.unpack_from(h["body"], 0)
+    keys = ("name", "action", "arg", "result", "run", "V", "G", "held", "flags", "world",
+            "start", "digest", "joined", "left")
+    st = dict(zip(keys, f))
+    st["len"], st["seq"], st["rank"] = h["len"], h["seq"], h["rank"]
+    st["joined_set"] = {r for r in range(256) if st["joined"][r // 8] >> (r % 8) & 1}
+    st["left_set"] = {r for r in range(256) if st["left"][r // 8] >> (r % 8) & 1}
+    return st
+
+
+def test_elastic(ps_addr, ps_m):
+    """§15.9.1: PS_JOIN start M < N; later ranks join the running job; a rank used once."""
+    NAME, DIM = "mlfe", 2
+    c0 = ps_counters(ps_m)
+    P = [PsRank(ps_addr, NAME, 3, r, DIM, 1, start=2) for r in range(3)]
+    res = ps_join_all(P[:2])
+    ok = all(r and r[0] == "ack" for r in res)
+    check(ok and all(r[1][19] == 2 for r in res),
+          "§15.9.1 world 3, start 2: both starting ranks get PS_JOIN_ACK echoing start 2", repr(res))
+    if not ok:
+        return
+    r2 = ps_join_all([P[2]])[0]
+    check(r2 is not None and r2[0] == "ack" and P[2].session == P[0].session and P[2].token == P[0].token,
+          "§15.9.1 rank 2 joins the running job: PS_JOIN_ACK at once, the job's session and token", repr(r2))
+    again = PsRank(ps_addr, NAME, 3, 1, DIM, 1, start=2)   # rank 1 restarted: new port, new nonce
+    ra = ps_join_all([again], 1.0)[0]
+    check(ra == ("nak", ERR_REJECTED),
+          "§15.9.1 rank 1 restarted (same IP, new nonce and port): PS_JOIN_NAK REJECTED", repr(ra))
+    V, vals = P[0].pull([1, 2])
+    c1 = ps_counters(ps_m)
+    check(V == 0 and c1["ranks_joined_late"] - c0["ranks_joined_late"] == 1
+          and c1["ranks_refused"] - c0["ranks_refused"] == 1,
+          "§15.9.1 the job goes on (rank 0 pulls), ranks_joined_late +1, ranks_refused +1",
+          "V=%r late+%d refused+%d" % (V, c1["ranks_joined_late"] - c0["ranks_joined_late"],
+                                      c1["ranks_refused"] - c0["ranks_refused"]))
+    z = PsRank(ps_addr, "mlfe0", 1, 0, DIM, 1, start=0)
+    rz = ps_join_all([z])[0]
+    check(rz is not None and rz[0] == "ack" and rz[1][19] == 1, "§15.9.1 start 0 is read as N and echoed as N",
+          repr(rz))
+    sy = PsRank(ps_addr, "mlfes", 2, 0, DIM, 0, mode=0, start=1)
+    check(ps_join_all([sy], 1.0)[0] == ("nak", ERR_NOTSUP), "§15.9.1 a SYNC job with start < N: NAK NOTSUP")
+    big = PsRank(ps_addr, "mlfeb", 3, 0, DIM, 1, start=4)
+    check(ps_join_all([big], 1.0)[0] == ("nak", ERR_REJECTED), "§15.9.1 start > N: NAK REJECTED")
+    for r in P + [again, z, sy, big]:
+        r.sock.close()
+
+
+def test_ps_membership(d, tmp):
+    """§15.9.2, §15.9.3, §15.2 step 2b: ina-ps --sched played by this peer."""
+    global WAITING
+    link = Link()
+    a_p, (a_port, a_m) = d.start("ina-ps", ["--listen", "127.0.0.1:0", "--port-file", os.path.join(tmp, "ma.port"),
+                                            "--sched", "127.0.0.1:%d" % link.port, "--metrics", "127.0.0.1:0",
+                                            "--metrics-port-file", os.path.join(tmp, "ma.mport"), "--quiet"],
+                                 [os.path.join(tmp, "ma.port"), os.path.join(tmp, "ma.mport")])
+    b_p, (b_port, b_m) = d.start("ina-ps", ["--listen", "127.0.0.1:0", "--port-file", os.path.join(tmp, "mb.port"),
+                                            "--sched", "127.0.0.1:%d" % link.port, "--metrics", "127.0.0.1:0",
+                                            "--metrics-port-file", os.path.join(tmp, "mb.mport"), "--quiet"],
+                                 [os.path.join(tmp, "mb.port"), os.path.join(tmp, "mb.mport")])
+    A_addr, B_addr = ("127.0.0.1", a_port), ("127.0.0.1", b_port)
+    NAME, D, DIM, KEYS = "mlfm", 2, 2, [3, 4]
+    A = [PsRank(A_addr, NAME, 3, r, DIM, D) for r in range(3)]
+    B = [PsRank(B_addr, NAME, 3, r, DIM, D, nonce=A[r].nonce) for r in range(3)]
+    res = ps_join_all(A) + ps_join_all(B)
+    if not check(all(r and r[0] == "ack" for r in res), "§15.9 three ranks join two servers started with --sched",
+                 repr(res)):
+        return
+    st, _ = link.sync(A_addr, NAME, SYNC_STATE, 0)
+    check(st is not None and st["len"] == 172 and st["rank"] == RANK_SWITCH and st["V"] == 0 and st["G"] == 0
+          and st["world"] == 3 and st["start"] == 3 and st["joined_set"] == {0, 1, 2} and not st["left_set"]
+          and st["digest"] == 0 and st["result"] == FATE_WAITING and st["action"] == SYNC_STATE,
+          "§15.9.2 PS_STATE of a new job: 172 bytes, V 0, G 0, N 3, M 3, ranks 0..2 joined, digest 0, "
+          "stamp 0 WAITING", repr(st and {k: st[k] for k in ("len", "V", "G", "world", "start", "digest", "result")}))
+    g0, g1, g2, g3 = (grad_of(k, KEYS, DIM) for k in (1, 2, 3, 4))
+    for S in (A, B):
+        a = S[0].update(1, 0, 0, g0)
+        check(a is not None and a["status"] == 0 and a["V"] == 1, "§15.2 stamp 0 applied at %s" %
+              ("the primary" if S is A else "the replica"), repr(a))
+        S[2].sock.send(S[2].update_dg(1, 0, 2, g2))
+        a = S[2].wait_ack(1, 1.0)
+        check(a is not None and a["status"] == HELD, "§15.2 stamp 2 held (stamp 1's worker died)", repr(a))
+    st, _ = link.sync(A_addr, NAME, SYNC_STATE, 2)
+    check(st is not None and st["result"] == FATE_HELD and st["held"] == 1 << 1 and st["V"] == 1 and st["G"] == 1,
+          "§15.9.2 fate of stamp 2: HELD, held bit 1 (G + 1), V 1, G 1", repr(st and (st["result"], st["held"])))
+    st, _ = link.sync(A_addr, NAME, SYNC_STATE, 1)
+    check(st is not None and st["result"] == FATE_WAITING, "§15.9.2 fate of stamp 1: WAITING")
+    st, _ = link.sync(A_addr, NAME, SYNC_VOID, 1, 1)
+    check(st is not None and st["result"] == FATE_VOIDED and st["run"] == 1 and st["G"] == 3 and st["V"] == 2,
+          "§15.9.2 VOID 1: voided (run 1), the held stamp 2 taken at once: G 3, V 2",
+          repr(st and {k: st[k] for k in ("result", "run", "G", "V")}))
+    a = A[2].wait_ack(1, 1.0, want_final=True)
+    check(a is not None and a["status"] == 0 and a["V"] == 2 and a["delay"] == 1,
+          "§15.9.2 the held update's outcome goes to its rank unasked (applied, V 2, delay 1)", repr(a))
+    c0 = ps_counters(a_m)
+    a = A[1].update(1, 0, 1, g1)
+    a2 = A[1].update(1, 0, 1, g1)
+    c1 = ps_counters(a_m)
+    check(a is not None and a["status"] == VOIDED and a["V"] == 2 and a["delay"] == 0 and a["stamp"] == 1
+          and a2 is not None and a2["status"] == VOIDED and c1["updates_voided"] - c0["updates_voided"] == 1
+          and c1["update_dups"] - c0["update_dups"] == 1 and c1["updates_applied"] == c0["updates_applied"],
+          "§15.2 step 2b: the voided stamp's late update is answered VOIDED (V 2, delay 0), a copy the same, "
+          "nothing applied", "%r %r" % (a, a2))
+    st, _ = link.sync(B_addr, NAME, SYNC_VOID, 1, 1)    # the void repeated at the replica
+    b2 = B[2].wait_ack(1, 1.0, want_final=True)
+    sa, _ = link.sync(A_addr, NAME, SYNC_STATE, 0)
+    check(st is not None and st["result"] == FATE_VOIDED and b2 is not None and b2["status"] == 0
+          and sa is not None and st["G"] == sa["G"] == 3 and st["V"] == sa["V"] == 2 and st["digest"] == sa["digest"],
+          "§15.9.4 the void repeated at the replica: the same stamps, version and digest as the primary",
+          repr(st and sa and (st["G"], sa["G"], st["digest"], sa["digest"])))
+    V, model = A[0].pull(KEYS)
+    check(sa is not None and V == 2 and digest_of(model) == sa["digest"],
+          "§15.9.2 the digest is the text's FNV-1a sum over the stored keys of the pulled model",
+          "%x vs %x" % (digest_of(model or {}), sa and sa["digest"] or 0))
+    st, _ = link.sync(A_addr, NAME, SYNC_STATE, 0)
+    check(st is not None and st["result"] == FATE_TAKEN, "§15.9.2 fate of stamp 0: TAKEN")
+    # stamp 3 reaches the primary only (its worker died before the replica had it): replayed
+    a = A[0].update(2, 2, 3, g3)
+    check(a is not None and a["status"] == 0 and a["V"] == 3, "§15.2 stamp 3 applied at the primary", repr(a))
+    st, rp = link.sync(A_addr, NAME, SYNC_REPLAY, 3)
+    want_body = name32(NAME) + struct.pack(">II", 3, 0) + entries(g3, DIM)
+    check(st is not None and st["result"] == FATE_TAKEN and st["run"] == 1 and rp is not None
+          and rp["rank"] == 0 and rp["slot"] == 2 and rp["seq"] == 2 and rp["count"] == len(KEYS)
+          and rp["body"] == want_body,
+          "§15.9.3 REPLAY 3: a PS_REPLAY (rank 0, u 2, b 2, the name and the UPDATE's body) before the "
+          "PS_STATE (TAKEN, run 1)", repr(st and (st["result"], st["run"])) + " " + repr(rp and (rp["rank"], rp["slot"])))
+    if rp is not None:
+        link.sendto(rp["raw"], B_addr)
+        b = B[0].wait_ack(2, 1.0, want_final=True)
+        sb, _ = link.sync(B_addr, NAME, SYNC_STATE, 0)
+        sa, _ = link.sync(A_addr, NAME, SYNC_STATE, 0)
+        check(b is not None and b["status"] == 0 and b["V"] == 3 and sb is not None and sa is not None
+              and sb["G"] == sa["G"] == 4 and sb["digest"] == sa["digest"],
+              "§15.9.3 the replica takes the PS_REPLAY as rank 0's update (answered to rank 0): in step again",
+              repr(b) + repr(sb and sa and (sb["G"], sa["G"])))
+    st, rp = link.sync(A_addr, NAME, SYNC_REPLAY, 0)
+    check(st is not None and st["run"] == 0 and rp is None,
+          "§15.9.2 REPLAY of a stamp whose rank has sent a later update: none (run 0)")
+    st, _ = link.sync(A_addr, NAME, SYNC_DEPART, 1)
+    check(st is not None and st["left_set"] == {1} and st["joined_set"] == {0, 1, 2},
+          "§15.9.2 DEPART 1: rank 1 left", repr(st and st["left_set"]))
+    # forged and malformed
+    c0 = ps_counters(a_m)
+    A[0].sock.send(link.sync_dg(NAME, SYNC_VOID, 4, 1))          # from a rank's address
+    link.sendto(link.sync_dg(NAME, SYNC_STATE, 0, length=75), A_addr)
+    link.sendto(link.sync_dg(NAME, 4, 0), A_addr)
+    link.sendto(link.sync_dg(NAME, SYNC_VOID, 4, 65), A_addr)
+    link.sendto(link.sync_dg(NAME, SYNC_VOID, 4, 0), A_addr)
+    h, _ = link.recv(0.2)
+    c1 = ps_counters(a_m)
+    check(h is None and c1["drop_SCHED_SOURCE"] - c0["drop_SCHED_SOURCE"] == 1
+          and c1["drop_SCHED_LENGTH"] - c0["drop_SCHED_LENGTH"] == 4,
+          "§15.9.2 a PS_SYNC from elsewhere (SCHED_SOURCE), 75 bytes, action 4, count 65 or 0 (SCHED_LENGTH): "
+          "dropped, no answer", "source+%d length+%d" % (c1["drop_SCHED_SOURCE"] - c0["drop_SCHED_SOURCE"],
+                                                       c1["drop_SCHED_LENGTH"] - c0["drop_SCHED_LENGTH"]))
+    st, _ = link.sync(A_addr, "nosuch", SYNC_VOID, 0, 1)
+    check(st is not None and st["result"] == FATE_NO_JOB and st["G"] == 0 and st["seq"] == 0,
+          "§15.9.2 an unknown name: PS_STATE result 5 (NO_JOB), zeros")
+    for r in A + B:
+        r.sock.close()
+    d.stop(a_p)
+    d.stop(b_p)
+
+
+class FakeServer:
+    """A server as ina-sched sees it (§15.9.5), answering its PS_SYNCs as told."""
+
+    def __init__(self, name):
+        self.link, self.name = Link(), name
+        self.V = self.G = 0
+        self.joined, self.left, self.digest, self.silent = {0, 1}, set(), 0, False
+        self.log = []   # (time, action, arg, n)
+        self.fate = {}  # (action, arg) -> (result, run)
+
+    def bits(self, ranks):
+        b = bytearray(32)
+        for r in ranks:
+            b[r // 8] |= 1 << (r % 8)
+        return bytes(b)
+
+    def answer(self, h, frm):
+        action, arg, n = struct.unpack_from(">III", h["body"], 32)
+        self.log.append((time.monotonic(), action, arg, n, h["len"], h["rank"], h["body"][:32]))
+        if self.silent:
+            return
+        if action == SYNC_DEPART:
+            self.left.add(arg)
+        result, run = self.fate.get((action, arg), (FATE_TAKEN if arg < self.G else FATE_WAITING, 0))
+        if result == FATE_NO_JOB:
+            body = name32(self.name) + struct.pack(">IIII", action, arg, result, 0) + bytes(140 - 48)
+        else:
+            body = (name32(self.name) + struct.pack(">IIIIIIII", action, arg, result, run, self.V, self.G, 0, 0)
+                    + struct.pack(">HHQ", 2, 2, self.digest) + self.bits(self.joined) + self.bits(self.left))
+        self.link.sendto(hdr(PS_STATE, rank=RANK_SWITCH, slot=h["slot"], seq=self.V) + body, frm)
+
+
+def pump(servers, secs):
+    """Answer both fake servers' PS_SYNCs for secs seconds."""
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
+        for s in servers:
+            h, frm = s.link.recv(0.005, lambda h: h["kind"] == PS_SYNC)
+            if h is not None:
+                s.answer(h, frm)
+
+
+def test_sched_servers(d, tmp):
+    """§15.9.5: ina-sched --ps/--replica against two fake servers played by this peer."""
+    global WAITING
+    NAME = "mlfs"
+    P, R = FakeServer(NAME), FakeServer(NAME)
+    P.fate[(SYNC_STATE, 0)] = (FATE_NO_JOB, 0)   # a new job: nothing to rebuild
+    P.silent = R.silent = True
+    args = ["--job", NAME, "--world", "2", "--max-delay", "1", "--ps", "127.0.0.1:%d" % P.link.port,
+            "--replica", "127.0.0.1:%d" % R.link.port, "--grant-timeout", "300", "--failover-ms", "800",
+            "--listen", "127.0.0.1:0", "--port-file", os.path.join(tmp, "sm.port"), "--log-level", "error"]
+    sp, (sport,) = d.start("ina-sched", args, [os.path.join(tmp, "sm.port")])
+    S = [SchedRank(("127.0.0.1", sport), NAME, r) for r in range(2)]
+    S[0].sock.send(S[0].req_dg(1, BASE_AT_GRANT))
+    pump([P, R], 0.35)
+    g = S[0].wait_grant(1, 0.01)
+    probes = [t for (t, a, arg, n, ln, rk, nm) in P.log if a == SYNC_STATE]
+    gaps = [b - a for a, b in zip(probes, probes[1:])]
+    check(len(probes) >= 3 and all(0.06 < x < 0.2 for x in gaps) and all(ln == 76 and rk == RANK_SWITCH
+                                                                          and nm == name32(NAME)
+                                                                          for (_, _, _, _, ln, rk, nm) in P.log),
+          "§15.9.5 PS_SYNC STATE probes (76 bytes, rank 0xFFFF, the job's name) every 100 ms", repr(gaps))
+    check(g is None, "§15.9.5 recovering: no GRANT before the authority's first PS_STATE", repr(g))
+    P.silent = R.silent = False
+    P.fate[(SYNC_VOID, 0)] = (FATE_VOIDED, 1)    # rank 0 will die holding stamp 0
+    R.fate[(SYNC_VOID, 0)] = (FATE_VOIDED, 1)
+    g, t_end = None, time.monotonic() + 0.5
+    while g is None and time.monotonic() < t_end:
+        pump([P, R], 0.005)
+        g = S[0].wait_grant(1, 0.001)
+    t0 = time.monotonic()
+    check(g is not None and g["status"] == 0 and g["g"] == 0,
+          "§15.9.5 the authority says NO_JOB (a new job): the kept REQ is granted stamp 0", repr(g))
+    del P.fate[(SYNC_STATE, 0)]
+    # no DONE: after its 300 ms lease, VOID 0 at the primary
+    while time.monotonic() - t0 < 0.8 and not any(x[1] == SYNC_VOID for x in P.log):
+        pump([P, R], 0.005)
+    tv = [t for (t, a, arg, n, *_r) in P.log if a == SYNC_VOID and arg == 0 and n == 1]
+    check(bool(tv) and 0.25 < tv[0] - t0 < 0.6,
+          "§15.9.5 the lease (300 ms) ran out: PS_SYNC VOID 0 (count 1) to the primary",
+          "after %.3f s" % (tv[0] - t0 if tv else -1))
+    P.G, P.V = 1, 0
+    pump([P, R], 0.3)
+    rv = [x for x in R.log if x[1] == SYNC_VOID and x[2] == 0 and x[0] >= tv[0]] if tv else []
+    deps = [x for x in P.log if x[1] == SYNC_DEPART and x[2] == 0]
+    check(bool(rv), "§15.9.5 voided at the authority: the void repeated at the replica (VOID 0 there)")
+    check(bool(deps) and 0 in P.left, "§15.9.5 its rank departed: PS_SYNC DEPART 0 after a probe")
+    P.log.clear()
+    pump([P, R], 0.25)
+    check(not any(x[1] == SYNC_DEPART for x in P.log), "§15.9.5 no DEPART once the state shows rank 0 left")
+    # rank 1 leaves: no answer
+    S[1].sock.send(S[1].req_dg(1, BASE_AT_GRANT, flags=REQ_LEAVE))
+    S[1].sock.send(S[1].req_dg(1, BASE_AT_GRANT, flags=REQ_LEAVE))
+    check(S[1].wait_grant(1, 0.2) is None, "§15.9.5 a REQ with flag LEAVE (and its copy): no answer")
+    # rank 0 returns and takes stamp 1; it dies again; the primary goes silent: the replica
+    # becomes the authority and the void is asked of it
+    S[0].sock.send(S[0].req_dg(2, BASE_AT_GRANT))
+    pump([P, R], 0.05)
+    g = S[0].wait_grant(2, 0.3)
+    check(g is not None and g["status"] == 0 and g["g"] == 1, "§15.9.5 the departed rank asks again: stamp 1",
+          repr(g))
+    P.silent = True
+    R.fate[(SYNC_VOID, 1)] = (FATE_VOIDED, 1)
+    R.log.clear()
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 1.6 and not any(x[1] == SYNC_VOID and x[2] == 1 for x in R.log):
+        pump([P, R], 0.02)
+    rv = [x[0] - t0 for x in R.log if x[1] == SYNC_VOID and x[2] == 1]
+    check(bool(rv) and rv[0] > 0.6, "§15.9.5 the primary silent past --failover-ms: stamp 1 voided at the replica, "
+          "now the authority", "after %.3f s" % (rv[0] if rv else -1))
+    c = sched_counters(d.stop(sp))
+    check(c.get("stamps_voided") == 2 and c.get("void_relays") == 1 and c.get("server_failovers") == 1
+          and c.get("leaves") == 1 and c.get("ranks_departed", 0) >= 2 and c.get("bound_violations") == 0,
+          "§15.5 ina-sched report: stamps_voided 2, void_relays 1, server_failovers 1, leaves 1",
+          repr({k: c.get(k) for k in ("stamps_voided", "void_relays", "server_failovers", "leaves",
+                                      "ranks_departed")}))
+    # a scheduler starting on a running job (V 10, G 12, ranks 0 and 1): both ask, then grants
+    P2, R2 = FakeServer(NAME), FakeServer(NAME)
+    P2.V, P2.G = 10, 12
+    R2.V, R2.G = 10, 12
+    args[7], args[9] = "127.0.0.1:%d" % P2.link.port, "127.0.0.1:%d" % R2.link.port
+    sp, (sport,) = d.start("ina-sched", args, [os.path.join(tmp, "sm.port")])
+    S2 = [SchedRank(("127.0.0.1", sport), NAME, r) for r in range(2)]
+    S2[0].sock.send(S2[0].req_dg(5, BASE_AT_GRANT))
+    pump([P2, R2], 0.15)
+    check(S2[0].wait_grant(5, 0.01) is None, "§15.9.5 recovery: no GRANT while rank 1 has not asked")
+    S2[1].sock.send(S2[1].req_dg(9, BASE_AT_GRANT))
+    pump([P2, R2], 0.1)
+    g0, g1 = S2[0].wait_grant(5, 0.2), S2[1].wait_grant(9, 0.2)
+    check(g0 is not None and g1 is not None and {g0["g"], g1["g"]} == {12, 13} and min(g0["bound"], g1["bound"]) == 10,
+          "§15.9.5 every live rank asked: grants from the servers' next stamp 12, A from their version 10",
+          repr((g0, g1)))
+    c = sched_counters(d.stop(sp))
+    check(c.get("recoveries") == 1 and c.get("replica_checks", 0) >= 1 and c.get("replica_mismatch") == 0,
+          "§15.9.5 report: recoveries 1; the replica checked at the same stamp, no mismatch",
+          repr({k: c.get(k) for k in ("recoveries", "replica_checks", "replica_mismatch")}))
+    for r in S + S2:
+        r.sock.close()
+
+
 def main():
     global VERBOSE, WAITING
     ap = argparse.ArgumentParser()
@@ -795,7 +1183,7 @@ def main():
     args = ap.parse_args()
     VERBOSE = args.v
     signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(60)
+    signal.alarm(90)
     tmp = tempfile.mkdtemp(prefix="peer_mlf.")
     d = Daemons(args.bindir, tmp)
     try:
@@ -826,6 +1214,16 @@ def main():
                                                                 "member_failed", "implicit_dones",
                                                                 "fetch_requests", "grants")}))
         test_chain(d, tmp)
+        test_elastic(ps_addr, pm)
+        test_ps_membership(d, tmp)
+        c = ps_counters(pm)
+        before = c["drop_SCHED_SOURCE"]
+        lk = Link()
+        lk.sendto(lk.sync_dg("mlfa", SYNC_STATE, 0), ps_addr)
+        h, _ = lk.recv(0.2)
+        check(h is None and ps_counters(pm)["drop_SCHED_SOURCE"] - before == 1,
+              "§15.9.2 a server without --sched drops PS_SYNC (SCHED_SOURCE), no answer")
+        test_sched_servers(d, tmp)
     except Deadline as e:
         print("FAIL - %s" % e, flush=True)
         d.kill_all()

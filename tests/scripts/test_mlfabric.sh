@@ -3,7 +3,9 @@
 #  1. scheduled, with a replica, and the primary killed mid-training: the workers fail over,
 #     training completes on the replica, every update the workers saw applied was applied
 #     once there, no delay above D;
-#  2. the scheduler killed mid-training: the workers warn, send unscheduled, and finish;
+#  2. the scheduler killed mid-training, the workers told to fall back at once
+#     (--sched-fallback-ms 0; by default they wait for a restarted one, test_mlf_membership.sh):
+#     they warn, send unscheduled, and finish;
 #  3. 5% loss, duplication and reordering both ways at the primary and the replica: no update
 #     lost or doubled, and both servers took the same updates with the same delays;
 #  6. chain replication (ina-ps --chain-to/--chain-from, ina-mlf --replication chain): the
@@ -49,7 +51,7 @@ check "no scheduler fallback" [ "$(sum_field fail fallbacks)" = 0 ]
 start p2 "$PS" --quiet; p2=$pid p2port=$port
 start s2 "$SCHED" --job nosched --world $W --max-delay $D --log-level warn; s2=$pid s2port=$port
 workers nosched --ps 127.0.0.1:$p2port --sched 127.0.0.1:$s2port --updates 1500 \
-    --sched-timeout-ms 300
+    --sched-timeout-ms 300 --sched-fallback-ms 0
 check "training reached version 300 with the scheduler" until_version nosched 300
 kill -9 "$s2"; wait "$s2" 2>/dev/null
 check "the workers finished unscheduled" wait_workers
@@ -141,7 +143,7 @@ check "chain: no mismatch, no broken chain, no delay above D" \
 start_chain c7
 start s7 "$SCHED" --job chainfail --world $W --max-delay $D --log-level warn; s7=$pid s7port=$port
 workers chainfail --ps 127.0.0.1:$c7pport --replica 127.0.0.1:$c7rport --sched 127.0.0.1:$s7port \
-    --replication chain --updates 800 --failover-ms 500
+    --replication chain --updates 1500 --failover-ms 500
 check "chain: training reached version 300 on the primary" until_version chainfail 300
 kill -9 "$c7p"; wait "$c7p" 2>/dev/null
 if wait_workers; then ok "chain: the workers finished on the replica"; else

@@ -8,31 +8,39 @@
 #include "ps_wire.h"
 #include "test_addr.h"
 
-/* Every rank's PS_JOIN of job name to ps, rank r from addr[r]: world WORLD, one shard, DIM,
- * lr 0.5, eps 1, uniform init (scale 0.1, seed 7), max_delay d (rank 3: d3, so that a test
- * can make one rank disagree). The answers stay in ps's transmit queue. */
+/* One PS_JOIN of job name to ps, rank r from addr: world, start (0: all), one shard, DIM,
+ * lr 0.5, eps 1, uniform init (scale 0.1, seed 7), the mode and max_delay d. The answers stay
+ * in ps's transmit queue. */
+static void send_join(struct ina_ps *ps, const struct sockaddr_in *addr, const char *name, int r,
+                      int world, int start, int mode, int d, int optim, uint64_t nonce)
+{
+    uint8_t b[INA_HDR_LEN + INA_PS_JOIN_BODY_LEN];
+    struct ina_ps_join j;
+    memset(&j, 0, sizeof(j));
+    j.nonce = nonce;
+    j.world = (uint16_t)world;
+    j.start = (uint16_t)start;
+    j.nshards = 1;
+    j.dim = DIM;
+    j.optim = (uint8_t)optim;
+    j.mode = (uint8_t)mode;
+    j.max_delay = (uint8_t)d;
+    j.lr = 0.5f;
+    j.eps = 1.0f;
+    j.init = INA_INIT_UNIFORM;
+    j.init_scale = 0.1f;
+    j.init_seed = 7;
+    snprintf(j.name, sizeof(j.name), "%s", name);
+    ina_ps_input(ps, b, ps_join_datagram(b, r, &j), addr, 1);
+}
+
+/* Every rank's PS_JOIN of job name to ps, rank r from addr[r]: world WORLD, max_delay d (rank
+ * 3: d3, so that a test can make one rank disagree). */
 static void send_joins(struct ina_ps *ps, const struct sockaddr_in *addr, const char *name,
                        int mode, int d, int d3, int optim)
 {
-    for (int r = 0; r < WORLD; r++) {
-        uint8_t b[INA_HDR_LEN + INA_PS_JOIN_BODY_LEN];
-        struct ina_ps_join j;
-        memset(&j, 0, sizeof(j));
-        j.nonce = 100 + (uint64_t)r;
-        j.world = WORLD;
-        j.nshards = 1;
-        j.dim = DIM;
-        j.optim = (uint8_t)optim;
-        j.mode = (uint8_t)mode;
-        j.max_delay = (uint8_t)(r == 3 ? d3 : d);
-        j.lr = 0.5f;
-        j.eps = 1.0f;
-        j.init = INA_INIT_UNIFORM;
-        j.init_scale = 0.1f;
-        j.init_seed = 7;
-        snprintf(j.name, sizeof(j.name), "%s", name);
-        ina_ps_input(ps, b, ps_join_datagram(b, r, &j), &addr[r], 1);
-    }
+    for (int r = 0; r < WORLD; r++)
+        send_join(ps, &addr[r], name, r, WORLD, 0, mode, r == 3 ? d3 : d, optim, 100 + (uint64_t)r);
 }
 
 static void new_ps(struct ina_ps *ps)

@@ -83,7 +83,7 @@ static int answers(struct ina_sched *s, struct answer *out, int cap)
     int n = 0;
     for (unsigned i = 0; i < s->tx.n && n < cap; i++) {
         struct ina_hdr h = {0};
-        CHECK(ina_hdr_decode(s->tx.buf[i], sizeof(s->tx.buf[i]), &h) == INA_PARSE_OK &&
+        CHECK(ina_hdr_decode(s->tx.buf[i], s->tx.len[i], &h) == INA_PARSE_OK &&
               h.kind == INA_K_SCHED_GRANT);
         out[n].rank = ntohs(s->tx.dst[i].sin_port) - 41000;
         out[n].uid = h.slot;
@@ -571,6 +571,436 @@ static void test_hostile(void)
     CHECK_EQ_INT(ina_sched_init(&s, &bad), -EINVAL);
 }
 
+/* ---- Membership and failures (§15.9): the job's servers played by the test -------------- */
+
+static struct sockaddr_in server_addr(int i) { return addr_of(2000 + i); } /* ports 43000, 43001 */
+
+static void new_sched_servers(struct ina_sched *s, unsigned world, unsigned D, unsigned window)
+{
+    struct ina_sched_params p = {.world = world, .max_delay = D, .window = window,
+                                 .grant_timeout_ns = 1000000000ull, .straggler_ratio = 0.6,
+                                 .initial_rate = 1e6, .nservers = 2,
+                                 .failover_ns = 500000000ull};
+    p.server[0] = server_addr(0);
+    p.server[1] = server_addr(1);
+    snprintf(p.job, sizeof(p.job), "mlf");
+    CHECK_EQ_INT(ina_sched_init(s, &p), 0);
+}
+
+struct srv_state {
+    uint32_t action, arg, result, run, version, next_stamp, held, flags;
+    uint64_t digest;
+    uint8_t joined, left; /* ranks 0..7 */
+};
+
+/* A PS_STATE from server i (or from src if not NULL); cut bytes off its length. */
+static void state_from(struct ina_sched *s, int i, const struct srv_state *st, const char *name,
+                       size_t cut, const struct sockaddr_in *src, uint64_t now)
+{
+    uint8_t b[INA_HDR_LEN + INA_PS_STATE_LEN];
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_PS_STATE);
+    h.rank = INA_RANK_SWITCH;
+    h.seq = st->version;
+    ina_hdr_encode(b, &h);
+    uint8_t *p = b + INA_HDR_LEN;
+    memset(p, 0, INA_PS_STATE_LEN);
+    snprintf((char *)p, 32, "%s", name);
+    ina_put32(p + 32, st->action);
+    ina_put32(p + 36, st->arg);
+    ina_put32(p + 40, st->result);
+    ina_put32(p + 44, st->run);
+    ina_put32(p + 48, st->version);
+    ina_put32(p + 52, st->next_stamp);
+    ina_put32(p + 56, st->held);
+    ina_put32(p + 60, st->flags);
+    ina_put16(p + 64, 8);
+    ina_put16(p + 66, 8);
+    ina_put64(p + 68, st->digest);
+    p[76] = st->joined;
+    p[108] = st->left;
+    struct sockaddr_in a = src ? *src : server_addr(i);
+    ina_sched_input(s, b, sizeof(b) - cut, &a, now);
+}
+
+struct sync_msg {
+    int server;
+    uint32_t action, arg, n;
+};
+
+/* The queue, split: GRANTs into a (count *na), PS_SYNCs into m; the queue is emptied. */
+static int drain(struct ina_sched *s, struct answer *a, int *na, struct sync_msg *m, int cap)
+{
+    int n = 0, g = 0;
+    for (unsigned i = 0; i < s->tx.n; i++) {
+        struct ina_hdr h = {0};
+        CHECK(ina_hdr_decode(s->tx.buf[i], s->tx.len[i], &h) == INA_PARSE_OK);
+        const uint8_t *p = s->tx.buf[i] + INA_HDR_LEN;
+        if (h.kind == INA_K_SCHED_GRANT && a && g < cap) {
+            a[g].rank = ntohs(s->tx.dst[i].sin_port) - 41000;
+            a[g].uid = h.slot;
+            a[g].status = (int32_t)ina_get32(p);
+            a[g].stamp = ina_get32(p + 4);
+            a[g].group_size = ina_get32(p + 16);
+            a[g++].group_index = ina_get32(p + 20);
+        } else if (h.kind == INA_K_PS_SYNC && n < cap) {
+            CHECK(s->tx.len[i] == INA_HDR_LEN + INA_PS_SYNC_LEN && strcmp((const char *)p, "mlf") == 0);
+            m[n].server = ntohs(s->tx.dst[i].sin_port) - 43000;
+            m[n].action = ina_get32(p + 32);
+            m[n].arg = ina_get32(p + 36);
+            m[n++].n = ina_get32(p + 40);
+        } else {
+            CHECK(h.kind == INA_K_SCHED_GRANT || h.kind == INA_K_PS_SYNC);
+        }
+    }
+    if (na)
+        *na = g;
+    ina_sched_tx_reset(s);
+    return n;
+}
+
+/* Is there a PS_SYNC action(arg) to server i among m? */
+static int has_sync(const struct sync_msg *m, int n, int server, uint32_t action, uint32_t arg)
+{
+    for (int k = 0; k < n; k++)
+        if (m[k].server == server && m[k].action == action && m[k].arg == arg)
+            return 1;
+    return 0;
+}
+
+#define MS 1000000ull
+
+/* A scheduler started on a running job waits for the authority's state and for its live
+ * ranks, then grants from the servers' next stamp; a fresh job starts at once. */
+static void test_recovery(void)
+{
+    static struct ina_sched s;
+    struct answer a[16];
+    struct sync_msg m[32];
+    int na;
+    /* a fresh job: NO_JOB from the primary */
+    new_sched_servers(&s, 4, 2, 3);
+    req(&s, 0, 1, INA_SCHED_BASE_AT_GRANT, 100, "mlf", 1 * MS);
+    ina_sched_tick(&s, 2 * MS);
+    int n = drain(&s, a, &na, m, 32);
+    CHECK(na == 0 && has_sync(m, n, 0, INA_PS_SYNC_STATE, 0) && has_sync(m, n, 1, INA_PS_SYNC_STATE, 0));
+    struct srv_state st = {.result = INA_PS_FATE_NO_JOB};
+    state_from(&s, 0, &st, "mlf", 0, NULL, 3 * MS);
+    ina_sched_tick(&s, 4 * MS);
+    drain(&s, a, &na, m, 32);
+    CHECK(na == 1 && a[0].rank == 0 && a[0].stamp == 0 && s.recovering == INA_SCHED_RUNNING);
+    CHECK_EQ_INT(s.c.recoveries, 0);
+    /* a running job (V 10, next stamp 12, ranks 0..3): every live rank asks, then grants */
+    new_sched_servers(&s, 4, 2, 3);
+    for (int r = 0; r < 3; r++)
+        req(&s, r, 7, INA_SCHED_BASE_AT_GRANT, 100, "mlf", 1 * MS);
+    ina_sched_tick(&s, 2 * MS);
+    st = (struct srv_state){.version = 10, .next_stamp = 12, .joined = 0x0F};
+    state_from(&s, 0, &st, "mlf", 0, NULL, 3 * MS);
+    ina_sched_tick(&s, 4 * MS);
+    drain(&s, a, &na, m, 32);
+    CHECK(na == 0 && s.recovering == INA_SCHED_RECOVER_RANKS);
+    req(&s, 3, 5, INA_SCHED_BASE_AT_GRANT, 100, "mlf", 5 * MS);
+    ina_sched_tick(&s, 6 * MS);
+    drain(&s, a, &na, m, 32);
+    CHECK(na == 3 && s.recovering == INA_SCHED_RUNNING && s.c.recoveries == 1);
+    for (int k = 0; k < na; k++)
+        CHECK(a[k].status == 0 && a[k].stamp == 12 + (uint32_t)k);
+    CHECK_EQ_INT(known_applied(&s), 10);
+    /* rank 3 dead (joined, never asks): after a lease, the old grants' stamps are voided */
+    new_sched_servers(&s, 4, 2, 3);
+    for (int r = 0; r < 3; r++)
+        req(&s, r, 7, INA_SCHED_BASE_AT_GRANT, 100, "mlf", 1 * MS);
+    ina_sched_tick(&s, 2 * MS);
+    st = (struct srv_state){.version = 10, .next_stamp = 12, .joined = 0x0F, .held = 1u << 2};
+    state_from(&s, 0, &st, "mlf", 0, NULL, 3 * MS);
+    ina_sched_tick(&s, 500 * MS);
+    drain(&s, a, &na, m, 32);
+    CHECK(na == 0);
+    ina_sched_tick(&s, 1100 * MS);
+    n = drain(&s, a, &na, m, 32);
+    CHECK(na == 0 && s.recovering == INA_SCHED_RECOVER_VOID &&
+          has_sync(m, n, 0, INA_PS_SYNC_VOID, 12));
+    for (int k = 0; k < n; k++)
+        if (m[k].action == INA_PS_SYNC_VOID)
+            CHECK(m[k].n == INA_PS_VOID_MAX);
+    st = (struct srv_state){.action = INA_PS_SYNC_VOID, .arg = 12, .result = INA_PS_FATE_VOIDED,
+                            .run = 2, .version = 11, .next_stamp = 12 + INA_PS_VOID_MAX,
+                            .joined = 0x0F};
+    state_from(&s, 0, &st, "mlf", 0, NULL, 1101 * MS);
+    ina_sched_tick(&s, 1102 * MS);
+    drain(&s, a, &na, m, 32);
+    CHECK(na == 3 && a[0].stamp == 12 + INA_PS_VOID_MAX && s.c.recoveries == 1);
+    CHECK_EQ_INT(s.c.bound_violations, 0);
+    /* no server answers at all: it starts without their state */
+    new_sched_servers(&s, 4, 2, 3);
+    req(&s, 0, 1, INA_SCHED_BASE_AT_GRANT, 100, "mlf", 1 * MS);
+    ina_sched_tick(&s, 400 * MS);
+    drain(&s, a, &na, m, 32);
+    CHECK(na == 0);
+    ina_sched_tick(&s, 600 * MS);
+    drain(&s, a, &na, m, 32);
+    CHECK(na == 1 && a[0].stamp == 0 && s.recovering == INA_SCHED_RUNNING);
+}
+
+/* A fresh scheduler with both servers answering: running, job at version 0. */
+static void running(struct ina_sched *s, unsigned world, unsigned D, unsigned window, uint64_t now)
+{
+    new_sched_servers(s, world, D, window);
+    ina_sched_tick(s, now);
+    struct srv_state st = {.result = INA_PS_FATE_NO_JOB};
+    state_from(s, 0, &st, "mlf", 0, NULL, now); /* the job starts after this scheduler */
+    ina_sched_tick(s, now);
+    st = (struct srv_state){.joined = (uint8_t)((1u << world) - 1)};
+    state_from(s, 0, &st, "mlf", 0, NULL, now);
+    state_from(s, 1, &st, "mlf", 0, NULL, now);
+    ina_sched_tx_reset(s);
+    CHECK(s->recovering == INA_SCHED_RUNNING);
+}
+
+/* Leases: a worker dies holding stamp 0; the stamp stays in O until the authority voids it,
+ * the void is repeated at the replica, the rank departs there and here; a grant held behind
+ * it outlives its lease but is taken, not voided. */
+static void test_lease(void)
+{
+    static struct ina_sched s;
+    struct answer a[16];
+    struct sync_msg m[32];
+    int na, n;
+    running(&s, 4, 2, 2, 1 * MS);
+    req(&s, 0, 1, INA_SCHED_BASE_AT_GRANT, 100, "mlf", 2 * MS);
+    req(&s, 1, 1, INA_SCHED_BASE_AT_GRANT, 100, "mlf", 2 * MS);
+    req(&s, 2, 1, INA_SCHED_BASE_AT_GRANT, 100, "mlf", 2 * MS);
+    drain(&s, a, &na, m, 32);
+    CHECK(na == 2 && s.outstanding == 2); /* window 2: rank 2 waits */
+    int dead = a[0].stamp == 0 ? a[0].rank : a[1].rank, slow = a[0].stamp == 0 ? a[1].rank : a[0].rank;
+    ina_sched_tick(&s, 1100 * MS); /* both leases run out: voids asked, O unchanged */
+    n = drain(&s, a, &na, m, 32);
+    CHECK(na == 0 && s.outstanding == 2 && s.c.grants_expired == 2);
+    CHECK(has_sync(m, n, 0, INA_PS_SYNC_VOID, 0) && has_sync(m, n, 0, INA_PS_SYNC_VOID, 1));
+    CHECK(!s.ranks[dead].departed && !s.ranks[slow].departed);
+    /* stamp 1 is held there (its worker sent it): asked again, not voided */
+    struct srv_state st = {.action = INA_PS_SYNC_VOID, .arg = 1, .result = INA_PS_FATE_HELD,
+                           .next_stamp = 0, .held = 2, .joined = 0x0F};
+    state_from(&s, 0, &st, "mlf", 0, NULL, 1101 * MS);
+    st = (struct srv_state){.joined = 0x0F}; /* the replica answers its probes */
+    state_from(&s, 1, &st, "mlf", 0, NULL, 1101 * MS);
+    CHECK_EQ_INT(s.outstanding, 2);
+    /* stamp 0 voided (the held 1 taken at once): O 1, rank `dead` departs, world 3 */
+    st = (struct srv_state){.action = INA_PS_SYNC_VOID, .arg = 0, .result = INA_PS_FATE_VOIDED,
+                            .run = 1, .version = 1, .next_stamp = 2, .joined = 0x0F};
+    state_from(&s, 0, &st, "mlf", 0, NULL, 1102 * MS);
+    CHECK(s.outstanding == 2 && s.c.stamps_voided == 1 && s.ranks[dead].departed &&
+          live_ranks(&s) == 2); /* ranks 0..2 were bound; rank 2 granted in its place */
+    n = drain(&s, a, &na, m, 32);
+    CHECK(na == 1 && a[0].rank == 2 && a[0].stamp == 2); /* O below the window again */
+    ina_sched_tick(&s, 1130 * MS); /* resends: VOID 1 to the authority, VOID 0 at the replica */
+    n = drain(&s, a, &na, m, 32);
+    CHECK(has_sync(m, n, 0, INA_PS_SYNC_VOID, 1) && has_sync(m, n, 1, INA_PS_SYNC_VOID, 0) &&
+          !has_sync(m, n, 0, INA_PS_SYNC_VOID, 0));
+    st = (struct srv_state){.action = INA_PS_SYNC_VOID, .arg = 1, .result = INA_PS_FATE_TAKEN,
+                            .version = 2, .next_stamp = 2, .joined = 0x0F};
+    state_from(&s, 0, &st, "mlf", 0, NULL, 1131 * MS);
+    CHECK(s.outstanding == 1 && s.c.voids_late == 1 && !s.ranks[slow].departed);
+    st = (struct srv_state){.action = INA_PS_SYNC_VOID, .arg = 0, .result = INA_PS_FATE_VOIDED,
+                            .run = 1, .version = 2, .next_stamp = 2, .joined = 0x0F};
+    state_from(&s, 1, &st, "mlf", 0, NULL, 1132 * MS);
+    CHECK_EQ_INT(s.c.void_relays, 1);
+    /* the next probes tell both servers `dead` departed, until their state shows it left */
+    ina_sched_tick(&s, 1300 * MS);
+    n = drain(&s, a, &na, m, 32);
+    CHECK(has_sync(m, n, 0, INA_PS_SYNC_DEPART, (uint32_t)dead) &&
+          has_sync(m, n, 1, INA_PS_SYNC_DEPART, (uint32_t)dead));
+    st = (struct srv_state){.version = 3, .next_stamp = 3, .joined = 0x0F,
+                            .left = (uint8_t)(1u << dead)};
+    state_from(&s, 0, &st, "mlf", 0, NULL, 1301 * MS);
+    state_from(&s, 1, &st, "mlf", 0, NULL, 1301 * MS);
+    ina_sched_tick(&s, 1500 * MS);
+    n = drain(&s, a, &na, m, 32);
+    CHECK(!has_sync(m, n, 0, INA_PS_SYNC_DEPART, (uint32_t)dead) &&
+          !has_sync(m, n, 1, INA_PS_SYNC_DEPART, (uint32_t)dead));
+    /* the slow rank's DONE for its expired grant: dropped; its next REQ: scheduled */
+    done(&s, slow, 1, 1, 0, 100, 10, 2, 1501 * MS);
+    CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_ORDER], 1);
+    req(&s, slow, 2, INA_SCHED_BASE_AT_GRANT, 100, "mlf", 1502 * MS);
+    drain(&s, a, &na, m, 32);
+    CHECK(na == 1 && a[0].rank == slow && a[0].stamp == 3);
+    /* the dead rank comes back after all: in the world again */
+    req(&s, dead, 2, INA_SCHED_BASE_AT_GRANT, 100, "mlf", 1503 * MS);
+    CHECK(!s.ranks[dead].departed && s.c.ranks_returned == 1 && live_ranks(&s) == 3);
+    /* a rank leaves: no answer, out of the world; the copy of its LEAVE: no answer either */
+    req_flags(&s, 3, 1, INA_SCHED_BASE_AT_GRANT, 0, INA_SCHED_REQ_LEAVE, "mlf", 1504 * MS);
+    req_flags(&s, 3, 1, INA_SCHED_BASE_AT_GRANT, 0, INA_SCHED_REQ_LEAVE, "mlf", 1505 * MS);
+    drain(&s, a, &na, m, 32);
+    CHECK(s.c.leaves == 1 && s.ranks[3].departed);
+    for (int k = 0; k < na; k++)
+        CHECK(a[k].rank != 3);
+    CHECK_EQ_INT(s.c.bound_violations, 0);
+}
+
+/* The primary silent: the replica becomes the authority; a replica that lags on a stamp is
+ * repaired (voided there too, or replayed); digests compared; forged answers dropped. */
+static void test_servers(void)
+{
+    static struct ina_sched s;
+    struct answer a[16];
+    struct sync_msg m[32];
+    int na, n;
+    running(&s, 4, 2, 3, 1 * MS);
+    /* the replica checks: equal stamps, equal digests; then a mismatch */
+    struct srv_state p = {.version = 5, .next_stamp = 5, .digest = 77, .joined = 0x0F};
+    state_from(&s, 0, &p, "mlf", 0, NULL, 2 * MS);
+    /* the authority took stamps this scheduler never granted: ours move past them */
+    CHECK(s.next_stamp == 5 && s.c.stamps_resynced == 1);
+    state_from(&s, 1, &p, "mlf", 0, NULL, 2 * MS);
+    CHECK(s.c.replica_checks >= 1 && s.c.replica_mismatch == 0);
+    p.next_stamp = p.version = 6;
+    state_from(&s, 0, &p, "mlf", 0, NULL, 3 * MS);
+    p.digest = 78;
+    state_from(&s, 1, &p, "mlf", 0, NULL, 3 * MS);
+    CHECK_EQ_INT(s.c.replica_mismatch, 1);
+    /* the replica stuck at 6 while the primary is at 9: across a probe, the fate of 6 is
+     * asked; voided there: voided at the replica too */
+    p = (struct srv_state){.version = 9, .next_stamp = 9, .joined = 0x0F};
+    struct srv_state r = {.version = 6, .next_stamp = 6, .joined = 0x0F};
+    state_from(&s, 0, &p, "mlf", 0, NULL, 100 * MS);
+    state_from(&s, 1, &r, "mlf", 0, NULL, 100 * MS);
+    ina_sched_tick(&s, 101 * MS);
+    n = drain(&s, a, &na, m, 32);
+    CHECK(!has_sync(m, n, 0, INA_PS_SYNC_STATE, 6));
+    ina_sched_tick(&s, 205 * MS);
+    n = drain(&s, a, &na, m, 32);
+    CHECK(has_sync(m, n, 0, INA_PS_SYNC_STATE, 6));
+    struct srv_state f = p;
+    f.action = INA_PS_SYNC_STATE;
+    f.arg = 6;
+    f.result = INA_PS_FATE_VOIDED;
+    f.run = 2;
+    state_from(&s, 0, &f, "mlf", 0, NULL, 206 * MS);
+    ina_sched_tick(&s, 207 * MS);
+    n = drain(&s, a, &na, m, 32);
+    CHECK(has_sync(m, n, 1, INA_PS_SYNC_VOID, 6));
+    for (int k = 0; k < n; k++)
+        if (m[k].action == INA_PS_SYNC_VOID)
+            CHECK(m[k].n == 2 && m[k].server == 1);
+    r.action = INA_PS_SYNC_VOID;
+    r.arg = 6;
+    r.result = INA_PS_FATE_VOIDED;
+    r.next_stamp = 8;
+    state_from(&s, 1, &r, "mlf", 0, NULL, 208 * MS);
+    CHECK_EQ_INT(s.c.void_relays, 1);
+    /* stuck at 8, taken at the primary: asked again until the repair delay, then replayed */
+    r = (struct srv_state){.version = 8, .next_stamp = 8, .joined = 0x0F};
+    state_from(&s, 1, &r, "mlf", 0, NULL, 300 * MS);
+    f.arg = 8;
+    f.result = INA_PS_FATE_TAKEN;
+    uint64_t t = 300 * MS;
+    int replay_asked = 0;
+    while (t < 900 * MS && !replay_asked) {
+        t += 10 * MS;
+        ina_sched_tick(&s, t);
+        n = drain(&s, a, &na, m, 32);
+        if (has_sync(m, n, 0, INA_PS_SYNC_STATE, 8))
+            state_from(&s, 0, &f, "mlf", 0, NULL, t);
+        n = drain(&s, a, &na, m, 32);
+        replay_asked = has_sync(m, n, 0, INA_PS_SYNC_REPLAY, 8);
+        state_from(&s, 0, &p, "mlf", 0, NULL, t); /* both alive meanwhile */
+        state_from(&s, 1, &r, "mlf", 0, NULL, t);
+    }
+    CHECK(replay_asked && t - 300 * MS >= INA_SCHED_REPAIR_NS);
+    /* the PS_REPLAY: from the replica (not the authority) dropped; from the primary relayed */
+    uint8_t rp[INA_HDR_LEN + 32 + INA_PS_UPDATE_PREFIX + 12];
+    struct ina_hdr h;
+    ina_hdr_init(&h, INA_K_PS_REPLAY);
+    h.rank = 2;
+    h.slot = 4;
+    h.count = 1;
+    ina_hdr_encode(rp, &h);
+    memset(rp + INA_HDR_LEN, 0, sizeof(rp) - INA_HDR_LEN);
+    snprintf((char *)rp + INA_HDR_LEN, 32, "mlf");
+    ina_put32(rp + INA_HDR_LEN + 32, 8);
+    struct sockaddr_in s0 = server_addr(0), s1 = server_addr(1), stranger = addr_of(3000);
+    ina_sched_input(&s, rp, sizeof(rp), &s1, t + 1);
+    CHECK(s.c.drops[INA_SCHED_DROP_SERVER] == 1 && !s.tx.relay);
+    ina_sched_input(&s, rp, sizeof(rp), &s0, t + 1);
+    CHECK(s.tx.relay == rp && s.tx.relay_len == sizeof(rp) &&
+          s.tx.relay_dst.sin_port == s1.sin_port && s.c.replays_relayed == 1);
+    ina_sched_tx_reset(&s);
+    ina_sched_input(&s, rp, sizeof(rp), &s0, t + 2); /* not asked for again: dropped */
+    CHECK(s.c.drops[INA_SCHED_DROP_ORDER] == 1 && !s.tx.relay);
+    /* forged or broken PS_STATEs */
+    state_from(&s, 0, &p, "mlf", 0, &stranger, t + 3);
+    CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_SERVER], 2);
+    state_from(&s, 0, &p, "mlf", 1, NULL, t + 3);
+    CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_LENGTH], 1);
+    state_from(&s, 0, &p, "other", 0, NULL, t + 3);
+    CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_NAME], 1);
+    /* the authority's next stamp ahead of ours (stamps we never granted): ours moves */
+    p.next_stamp = 40;
+    state_from(&s, 0, &p, "mlf", 0, NULL, t + 4);
+    CHECK_EQ_INT(s.next_stamp, 40);
+    /* the primary goes silent: past the failover time the replica is the authority, and a
+     * lease that runs out is voided there */
+    req(&s, 0, 1, INA_SCHED_BASE_AT_GRANT, 100, "mlf", t + 5);
+    drain(&s, a, &na, m, 32);
+    CHECK(na == 1 && a[0].stamp == 40);
+    uint64_t u = t + 5;
+    while (u < t + 1200 * MS) {
+        u += 50 * MS;
+        r.next_stamp = 40;
+        r.version = p.version;
+        state_from(&s, 1, &r, "mlf", 0, NULL, u);
+        ina_sched_tick(&s, u);
+        drain(&s, a, &na, m, 32);
+    }
+    CHECK(s.auth == 1 && s.c.server_failovers == 1 && s.c.grants_expired == 1);
+    ina_sched_tick(&s, u + 30 * MS);
+    n = drain(&s, a, &na, m, 32);
+    CHECK(has_sync(m, n, 1, INA_PS_SYNC_VOID, 40) && !has_sync(m, n, 0, INA_PS_SYNC_VOID, 40));
+    CHECK_EQ_INT(s.c.bound_violations, 0);
+    struct ina_sched_params bad = s.p;
+    bad.failover_ns = 0;
+    CHECK_EQ_INT(ina_sched_init(&s, &bad), -EINVAL);
+    bad = s.p;
+    bad.server[1].sin_port = 0;
+    CHECK_EQ_INT(ina_sched_init(&s, &bad), -EINVAL);
+}
+
+/* Right after the authority voided a stamp, a replica lagging on it is asked about at once
+ * (no probe's wait): the workers stop sending it copies it cannot hold if it lags long. */
+static void test_eager_repair(void)
+{
+    static struct ina_sched s;
+    struct answer a[16];
+    struct sync_msg m[32];
+    int na, n;
+    running(&s, 4, 2, 3, 1 * MS);
+    req(&s, 0, 1, INA_SCHED_BASE_AT_GRANT, 100, "mlf", 2 * MS);
+    done(&s, 0, 1, 0, 0, 100, 100, 1, 3 * MS); /* stamp 0 applied at both */
+    req(&s, 1, 1, INA_SCHED_BASE_AT_GRANT, 100, "mlf", 4 * MS); /* stamp 1: its worker dies */
+    drain(&s, a, &na, m, 32);
+    CHECK(na == 2 && a[1].stamp == 1);
+    struct srv_state p = {.version = 1, .next_stamp = 1, .joined = 0x0F}, r = p;
+    uint64_t t = 4 * MS;
+    while (t < 1200 * MS) { /* the lease runs out: VOID 1 asked of the authority */
+        t += 20 * MS;
+        state_from(&s, 0, &p, "mlf", 0, NULL, t);
+        state_from(&s, 1, &r, "mlf", 0, NULL, t);
+        ina_sched_tick(&s, t);
+        n = drain(&s, a, &na, m, 32);
+        if (has_sync(m, n, 0, INA_PS_SYNC_VOID, 1))
+            break;
+    }
+    struct srv_state v = {.action = INA_PS_SYNC_VOID, .arg = 1, .result = INA_PS_FATE_VOIDED,
+                          .run = 1, .version = 1, .next_stamp = 2, .joined = 0x0F};
+    state_from(&s, 0, &v, "mlf", 0, NULL, t + 1 * MS);
+    state_from(&s, 1, &r, "mlf", 0, NULL, t + 2 * MS); /* the replica still at 1 */
+    ina_sched_tick(&s, t + 7 * MS);
+    n = drain(&s, a, &na, m, 32);
+    CHECK(has_sync(m, n, 0, INA_PS_SYNC_STATE, 1)); /* its fate asked at once, no probe's wait */
+    CHECK(s.repair_eager_ns > t);
+}
+
 int main(void)
 {
     ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT);
@@ -588,5 +1018,9 @@ int main(void)
     test_groups(4, 8, 8);
     test_group_members();
     test_hostile();
+    test_recovery();
+    test_lease();
+    test_servers();
+    test_eager_repair();
     return check_report("test_sched");
 }
