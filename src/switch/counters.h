@@ -30,7 +30,9 @@ struct ina_sw_counters {
     uint64_t joins_expired;   /* registrations forgotten: the rank's deadline passed or it fell silent */
     uint64_t hot_installs;    /* hot tables (epochs) activated (PROTOCOL.md §14.3) */
     uint64_t hot_keyed;       /* keyed hot entries added into slots */
-    uint64_t hot_refusals;    /* HOT_INSTALLs refused NOSPACE: --hot-memory is full */
+    uint64_t hot_refusals;    /* HOT_INSTALLs refused NOSPACE, samples refused: --hot-memory is full */
+    uint64_t hot_samples;     /* (key, count) pairs of HOT_SAMPLEs counted */
+    uint64_t hot_sample_drops; /* ... not counted: --hot-memory had no room for them */
     /* A tree of switches (PROTOCOL.md §12). As a parent: */
     uint64_t tree_joins;      /* TREE_JOINs of child switches registered */
     /* As a child (--parent): */
