@@ -71,8 +71,8 @@ static void usage(FILE *f)
             "  --steps T           timed steps (default 30)\n"
             "  --warmup W          steps before the timed ones (default 3)\n"
             "  --optimizer O       sgd or adagrad (default adagrad)\n"
-            "  --lr LR             learning rate (default 1.0)\n"
-            "  --eps EPS           Adagrad's eps (default 1)\n"
+            "  --lr LR             learning rate (default 0.2)\n"
+            "  --eps EPS           Adagrad's eps (default 0.001)\n"
             "  --data FILE         train on FILE (click logs) instead of the generator\n"
             "  --format F          criteo (default) or avazu: the format of --data\n"
             "  --drift D           synthetic data: from step D on, the field values map to\n"
@@ -177,7 +177,7 @@ static int parse(int argc, char **argv, struct opts *o)
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     *o = (struct opts){.mode = -1, .world = 1, .batch = 1024, .steps = 30, .warmup = 3,
                        .eval = 20000, .optimizer = INA_KV_ADAGRAD, .hot = 32000, .profile = 2,
-                       .keys = 1000000, .seed = 1, .alpha = 1.0, .lr = 1.0f, .eps = 1.0f,
+                       .keys = 1000000, .seed = 1, .alpha = 1.0, .lr = 0.2f, .eps = 0.001f,
                        .drift = -1, .ps = "127.0.0.1:48870", .sw = "127.0.0.1", .job = "ctr"};
     int bad_format = 0;
     const char *e = getenv("INA_RANK") ? getenv("INA_RANK") : getenv("RANK");

@@ -258,7 +258,7 @@ static inline unsigned ina_ps_shard_of(uint64_t key, unsigned nshards)
 /* The hot-set profile's sample (PROTOCOL.md §14.4): entry i of rank r's push of step t is
  * counted when ina_hot_sampled(ina_hot_sample_base(r, t), i, R): 1 in R entries, by a hash.
  * libina's R: INA_KV_SAMPLE, else this. */
-#define INA_HOT_SAMPLE_RATE 4
+#define INA_HOT_SAMPLE_RATE 2
 static inline uint64_t ina_hot_sample_base(uint32_t rank, uint32_t step)
 {
     return ina_key_mix((uint64_t)rank << 32 | step);
