@@ -91,6 +91,7 @@ int ctr_gen_init(struct ctr_gen *g, uint64_t keys, double alpha, uint64_t seed)
     g->seed = seed;
     g->vocab = keys / CTR_FIELDS;
     g->drift_index = UINT64_MAX;
+    g->rank_fields = 0;
     return zipf_init(&g->zipf, alpha, (uint32_t)g->vocab);
 }
 
@@ -126,7 +127,8 @@ void ctr_sample(const struct ctr_gen *g, uint32_t stream, uint64_t index, struct
         int nv = f < 20 ? 1 : 1 + (int)(rnd(&r) * 6);
         for (int v = 0; v < nv; v++) {
             uint64_t rank = ctr_zipf_at(g, rnd(&r));
-            uint64_t key = ctr_mix(((uint64_t)f << 48) ^ rank ^ salt) % g->keys;
+            uint64_t own = f >= CTR_FIELDS - g->rank_fields ? (uint64_t)(stream + 1) << 32 : 0;
+            uint64_t key = ctr_mix(((uint64_t)f << 48) ^ rank ^ salt ^ own) % g->keys;
             s->key[s->nf++] = key;
             logit += ctr_planted_weight(g, key);
         }

@@ -43,6 +43,9 @@ struct ctr_gen {
     /* Samples from this index on (of every stream) draw their keys from another hash: the
      * same Zipf ranks land on other keys, so the hot keys change (UINT64_MAX: never). */
     uint64_t drift_index;
+    /* The last rank_fields fields map each stream's values to keys of its own: ranks that
+     * see different keys (a job a rank's profile alone would serve badly). 0: none. */
+    int rank_fields;
 };
 
 struct ctr_sample {

@@ -21,7 +21,7 @@ enum mode { MODE_PS, MODE_HOTCOLD, MODE_DENSE_INA, MODE_DENSE_MPI };
 struct opts {
     enum mode mode;
     int rank, world, batch, steps, warmup, eval, optimizer, hot, profile, reprofile, dgram, quiet;
-    int drift, steplog, predraw;
+    int drift, steplog, predraw, rank_fields;
     uint64_t keys, seed;
     double alpha;
     float lr, eps;
@@ -77,6 +77,9 @@ static void usage(FILE *f)
             "  --format F          criteo (default) or avazu: the format of --data\n"
             "  --drift D           synthetic data: from step D on, the field values map to\n"
             "                      other keys (the hot keys change; a test of the refresh)\n"
+            "  --rank-fields F     synthetic data: the last F of the 26 fields map each\n"
+            "                      rank's values to keys of its own (ranks see different\n"
+            "                      hot keys; a test of sampling every rank's traffic)\n"
             "  --hot-keys H        hot keys (hotcold; default 32000)\n"
             "  --profile P         profiled steps before the first hot set (default 2)\n"
             "  --reprofile E       a new hot set every E steps (default 0: never)\n"
@@ -173,7 +176,7 @@ static int parse(int argc, char **argv, struct opts *o)
         {"eps", required_argument, 0, 'x'},     {"data", required_argument, 0, 'd'},
         {"format", required_argument, 0, 'f'},  {"drift", required_argument, 0, 'R'},
         {"predraw", no_argument, 0, 'y'},       {"steplog", no_argument, 0, 'L'},
-        {"mark-dir", required_argument, 0, 'M'},
+        {"mark-dir", required_argument, 0, 'M'}, {"rank-fields", required_argument, 0, 'F'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     *o = (struct opts){.mode = -1, .world = 1, .batch = 1024, .steps = 30, .warmup = 3,
                        .eval = 20000, .optimizer = INA_KV_ADAGRAD, .hot = 32000, .profile = 2,
@@ -223,6 +226,7 @@ static int parse(int argc, char **argv, struct opts *o)
         case 'y': o->predraw = 1; break;
         case 'L': o->steplog = 1; break;
         case 'M': o->mark_dir = optarg; break;
+        case 'F': o->rank_fields = atoi(optarg); break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return -1;
         }
@@ -230,10 +234,11 @@ static int parse(int argc, char **argv, struct opts *o)
     if ((int)o->mode < 0 || o->optimizer < 0 || o->batch < 1 || o->steps < 1 || o->warmup < 0 ||
         o->keys < 26 || !(o->alpha > 0) || o->world < 1 || o->rank < 0 || o->rank >= o->world ||
         o->eval < 0 || optind < argc || bad_format || !(o->eps > 0) ||
-        (o->data && o->drift >= 0)) {
+        (o->data && (o->drift >= 0 || o->rank_fields)) || o->rank_fields < 0 ||
+        o->rank_fields > CTR_FIELDS) {
         fprintf(stderr, "ina-ctr: bad or missing arguments (want --mode ps|hotcold|dense-ina|"
-                        "dense-mpi, --format criteo|avazu, --eps > 0, --drift only without "
-                        "--data; see --help)\n");
+                        "dense-mpi, --format criteo|avazu, --eps > 0, --rank-fields 0..26, "
+                        "--drift and --rank-fields only without --data; see --help)\n");
         return -1;
     }
 #ifndef INA_CTR_MPI
@@ -366,8 +371,8 @@ static struct ctr_sample *eval_set(const struct ctr_gen *g, const struct opts *o
         return es;
     }
     struct ctr_file f;
-    int rc = ctr_file_open(&f, o->data, o->format, o->keys);
-    for (*n = 0; rc == 0 && *n < o->eval; (*n)++)
+    int rc = ctr_file_open(&f, o->data, o->format, o->keys) == 0 ? 1 : -1;
+    for (*n = 0; rc == 1 && *n < o->eval; (*n)++)
         if ((rc = ctr_file_next(&f, &es[*n])) != 1)
             break;
     if (rc < 0) {
@@ -421,6 +426,7 @@ int main(int argc, char **argv)
     }
     if (o.drift >= 0)
         g.drift_index = (uint64_t)o.drift * (uint64_t)o.batch;
+    g.rank_fields = o.rank_fields;
     struct source src;
     if (source_open(&src, &g, &o) != 0) {
         fprintf(stderr, "ina-ctr: %s\n", src.file.err);

@@ -52,6 +52,7 @@ void ina_sw_counters_print(const struct ina_sw_counters *c, FILE *f)
     fprintf(f, "  joins_expired   %llu\n", (unsigned long long)c->joins_expired);
     fprintf(f, "  hot_installs    %llu\n", (unsigned long long)c->hot_installs);
     fprintf(f, "  hot_keyed       %llu\n", (unsigned long long)c->hot_keyed);
+    fprintf(f, "  hot_bitmap      %llu\n", (unsigned long long)c->hot_bitmap);
     fprintf(f, "  hot_refusals    %llu\n", (unsigned long long)c->hot_refusals);
     fprintf(f, "  hot_samples     %llu\n", (unsigned long long)c->hot_samples);
     fprintf(f, "  hot_sample_drops %llu\n", (unsigned long long)c->hot_sample_drops);

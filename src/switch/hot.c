@@ -51,12 +51,19 @@ struct hot_cand {
     uint32_t count;
 };
 
+/* What a sample is charged (PROTOCOL.md §14.3, HOT_SAMPLE): these, not sizeof, so that the
+ * charges are the protocol's on every host. */
+#define HOT_RANK_CHARGE 24 /* a rank's record */
+#define HOT_CAND_CHARGE 16 /* a sampled key and its sum */
+
 /* One rank's part of a sample: the chunks it announced, which arrived. */
 struct hot_rank_sample {
     uint32_t nchunks, got; /* nchunks 0: nothing yet */
     uint64_t *bits;        /* chunks received; NULL once the rank is complete */
     int done;
 };
+_Static_assert(sizeof(struct hot_rank_sample) <= 24 && sizeof(struct hot_cand) <= 16,
+               "a sample's charges cover its records");
 
 /* ---- Memory (--hot-memory, PROTOCOL.md §14.3) -------------------------------- */
 
@@ -511,7 +518,7 @@ static int sample_activate(struct ina_switch *sw, struct ina_job *job)
     t->map = map;
     t->n = n;
     t->epoch = t->smp_epoch;
-    size_t now = table_bytes(n); /* <= the sample's charge: 16 and 12 a key against 8 + 12 */
+    size_t now = table_bytes(n); /* <= the sample's charge: 16 + 12 a key against 8 + 12 */
     budget_give(t->budget, t->act_bytes + t->smp_bytes - now);
     t->act_bytes = now;
     t->smp_bytes = 0;
@@ -530,7 +537,7 @@ static int sample_room(struct ina_hot *t)
 {
     if (t->smp_map.n == t->smp_cap) {
         uint32_t cap = t->smp_cap ? 2 * t->smp_cap : 16;
-        size_t more = sizeof(struct hot_cand) * (size_t)(cap - t->smp_cap);
+        size_t more = HOT_CAND_CHARGE * (size_t)(cap - t->smp_cap);
         if (cap <= t->smp_cap || budget_take(t->budget, more) != 0)
             return -1;
         struct hot_cand *c = realloc(t->smp, sizeof(*c) * (size_t)cap);
@@ -560,7 +567,7 @@ static int sample_room(struct ina_hot *t)
 static int sample_start(struct ina_hot *t, int world, uint32_t epoch, uint32_t want)
 {
     sample_clear(t, world);
-    size_t bytes = sizeof(struct hot_rank_sample) * (size_t)world + ina_kmap_bytes(ina_kmap_cells(0));
+    size_t bytes = HOT_RANK_CHARGE * (size_t)world + ina_kmap_bytes(ina_kmap_cells(0));
     if (budget_take(t->budget, bytes) != 0)
         return -1;
     t->smp_bytes = bytes;
