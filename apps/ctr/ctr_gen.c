@@ -66,12 +66,6 @@ static int cmp_desc(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-static int cmp_desc64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? 1 : x > y ? -1 : 0;
-}
-
 /* Per key, the number of (worker, step) batches holding it, over steps [t0, t0 + n). */
 static uint32_t *batch_counts(const struct ctr_gen *g, int workers, int only_rank0, int batch,
                               int t0, int n, uint32_t *seen_epoch)
@@ -94,58 +88,6 @@ static uint32_t *batch_counts(const struct ctr_gen *g, int workers, int only_ran
             }
         }
     return cnt;
-}
-
-/* What the switch installs from every rank's sample (PROTOCOL.md §14.4): per rank, 1 in R
- * entries of its pushes of steps 0..P-1 (in push order, repeats once), its top H keys; the
- * sums of those, as counts (the coverage then takes their top H). */
-static uint32_t *sampled_counts(const struct ctr_gen *g, int workers, int batch, int P, uint32_t R,
-                                uint64_t H)
-{
-    uint64_t K1 = g->keys + 1, maxk = (uint64_t)batch * CTR_MAX_FEATURES;
-    uint32_t *sum = calloc(K1, 4), *cnt = calloc(K1, 4), *seen = calloc(K1, 4), stamp = 0;
-    uint64_t *keys = malloc(maxk * 8), *ord = malloc(K1 * 8);
-    struct ctr_sample s;
-    if (!sum || !cnt || !seen || !keys || !ord) {
-        free(sum);
-        sum = NULL;
-        goto out;
-    }
-    for (int w = 0; w < workers; w++) {
-        memset(cnt, 0, K1 * 4);
-        for (int t = 0; t < P; t++) {
-            uint32_t n = 0;
-            stamp++;
-            for (int i = 0; i < batch; i++) {
-                ctr_sample(g, (uint32_t)w, (uint64_t)t * (uint64_t)batch + (uint64_t)i, &s);
-                for (int k = 0; k < s.nf; k++)
-                    if (seen[s.key[k]] != stamp) {
-                        seen[s.key[k]] = stamp;
-                        keys[n++] = s.key[k];
-                    }
-            }
-            uint64_t base = ina_hot_sample_base((uint32_t)w, (uint32_t)t);
-            for (uint32_t i = 0; i < n; i++)
-                if (ina_hot_sampled(base, i, R))
-                    cnt[keys[i]]++;
-        }
-        /* this rank's top H: count desc, key asc; the H-th count decides */
-        uint64_t m = 0;
-        for (uint64_t k = 0; k < K1; k++)
-            if (cnt[k])
-                ord[m++] = (uint64_t)cnt[k] << 40 | (K1 - 1 - k); /* K < 2^40 */
-        qsort(ord, m, 8, cmp_desc64);
-        for (uint64_t i = 0; i < m && i < H; i++) {
-            uint64_t k = K1 - 1 - (ord[i] & ((1ull << 40) - 1));
-            sum[k] += cnt[k];
-        }
-    }
-out:
-    free(cnt);
-    free(seen);
-    free(keys);
-    free(ord);
-    return sum;
 }
 
 /* The count threshold of the top H keys (keys with a count above it are in; ties at
@@ -408,7 +350,7 @@ int main(int argc, char **argv)
            "hot share (1 in R sampled)");
     for (const char *p = hot; *p;) {
         uint64_t H = strtoull(p, NULL, 10);
-        uint32_t *smp = sampled_counts(&g, workers, batch, profile, (uint32_t)sample, H);
+        uint32_t *smp = ctr_sampled_sums(&g, workers, batch, profile, (uint32_t)sample, H);
         if (!smp) {
             fprintf(stderr, "ina-ctr-gen: out of memory\n");
             return 1;

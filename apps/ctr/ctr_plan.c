@@ -52,10 +52,8 @@ static int u32_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Worker w's distinct keys of step t, in the order of first appearance (ina-ctr's push
- * order), into keys; seen[] marks them with stamp. @return how many. */
-static uint32_t batch_keys(const struct ctr_gen *g, int w, int t, int batch, uint64_t *keys,
-                           uint32_t *seen, uint32_t stamp)
+uint32_t ctr_batch_keys(const struct ctr_gen *g, int w, int t, int batch, uint64_t *keys,
+                        uint32_t *seen, uint32_t stamp)
 {
     struct ctr_sample s;
     uint32_t n = 0;
@@ -70,29 +68,25 @@ static uint32_t batch_keys(const struct ctr_gen *g, int w, int t, int batch, uin
     return n;
 }
 
-/*
- * The hot set every rank's sample picks (PROTOCOL.md §14.4): per rank, 1 in R entries of
- * its pushes of steps 0..P-1 counted, its top H sent; the switch sums them and keeps the
- * top H, hottest first. pos[key] = position + 1 (0: cold). @return H' (<= H) or -1.
- */
-static long hot_set(const struct ctr_gen *g, const struct ctr_plan_opts *po, uint64_t H,
-                    uint32_t *pos)
+uint32_t *ctr_sampled_sums(const struct ctr_gen *g, int workers, int batch, int P, uint32_t R,
+                           uint64_t H)
 {
-    uint64_t K1 = g->keys + 1, maxk = (uint64_t)po->batch * CTR_MAX_FEATURES;
-    uint32_t *cnt = calloc(K1, 4), *sum = calloc(K1, 4), *seen = calloc(K1, 4);
+    uint64_t K1 = g->keys + 1, maxk = (uint64_t)batch * CTR_MAX_FEATURES;
+    uint32_t *cnt = calloc(K1, 4), *sum = calloc(K1, 4), *seen = calloc(K1, 4), stamp = 0;
     uint64_t *keys = malloc(maxk * 8);
     struct kc *all = malloc(K1 * sizeof(*all));
-    long n = -1;
-    if (!cnt || !sum || !seen || !keys || !all)
+    if (!cnt || !sum || !seen || !keys || !all) {
+        free(sum);
+        sum = NULL;
         goto out;
-    uint32_t stamp = 0;
-    for (int w = 0; w < po->workers; w++) {
+    }
+    for (int w = 0; w < workers; w++) {
         memset(cnt, 0, K1 * 4);
-        for (int t = 0; t < po->profile; t++) {
-            uint32_t m = batch_keys(g, w, t, po->batch, keys, seen, ++stamp);
+        for (int t = 0; t < P; t++) {
+            uint32_t m = ctr_batch_keys(g, w, t, batch, keys, seen, ++stamp);
             uint64_t base = ina_hot_sample_base((uint32_t)w, (uint32_t)t);
             for (uint32_t i = 0; i < m; i++)
-                if (ina_hot_sampled(base, i, (uint32_t)po->sample))
+                if (ina_hot_sampled(base, i, R))
                     cnt[keys[i]]++;
         }
         uint64_t m = 0;
@@ -103,20 +97,36 @@ static long hot_set(const struct ctr_gen *g, const struct ctr_plan_opts *po, uin
         for (uint64_t i = 0; i < m && i < H; i++)
             sum[all[i].key] += all[i].count;
     }
-    uint64_t m = 0;
-    for (uint64_t k = 0; k < K1; k++)
-        if (sum[k])
-            all[m++] = (struct kc){k, sum[k]};
-    qsort(all, m, sizeof(*all), kc_cmp);
-    n = (long)(m < H ? m : H);
-    memset(pos, 0, K1 * 4);
-    for (long i = 0; i < n; i++)
-        pos[all[i].key] = (uint32_t)i + 1;
 out:
     free(cnt);
-    free(sum);
     free(seen);
     free(keys);
+    free(all);
+    return sum;
+}
+
+/* The hot set the switch installs from the samples (ctr_sampled_sums): the top H of the
+ * sums, hottest first. pos[key] = position + 1 (0: cold). @return H' (<= H) or -1. */
+static long hot_set(const struct ctr_gen *g, const struct ctr_plan_opts *po, uint64_t H,
+                    uint32_t *pos)
+{
+    uint64_t K1 = g->keys + 1;
+    uint32_t *sum = ctr_sampled_sums(g, po->workers, po->batch, po->profile,
+                                     (uint32_t)po->sample, H);
+    struct kc *all = malloc(K1 * sizeof(*all));
+    long n = -1;
+    if (sum && all) {
+        uint64_t m = 0;
+        for (uint64_t k = 0; k < K1; k++)
+            if (sum[k])
+                all[m++] = (struct kc){k, sum[k]};
+        qsort(all, m, sizeof(*all), kc_cmp);
+        n = (long)(m < H ? m : H);
+        memset(pos, 0, K1 * 4);
+        for (long i = 0; i < n; i++)
+            pos[all[i].key] = (uint32_t)i + 1;
+    }
+    free(sum);
     free(all);
     return n;
 }
@@ -230,7 +240,7 @@ static void traffic_mod(const struct ctr_gen *g, const struct ctr_plan_opts *po,
     for (int w = 0; w < po->workers; w++) {
         struct link wl = {0, 0};
         for (int t = po->profile; t < po->profile + po->steps; t++) {
-            uint32_t n = batch_keys(g, w, t, po->batch, keys, seen, ++stamp), c[MAXH] = {0};
+            uint32_t n = ctr_batch_keys(g, w, t, po->batch, keys, seen, ++stamp), c[MAXH] = {0};
             for (uint32_t i = 0; i < n; i++)
                 c[ina_ps_shard_of(keys[i], S)]++;
             for (unsigned s = 0; s < S; s++)
@@ -276,7 +286,7 @@ static int measure(const struct ctr_gen *g, const struct ctr_plan_opts *po, cons
     int i = 0;
     for (int t = po->profile; t < po->profile + po->steps; t++)
         for (int w = 0; w < po->workers; w++, i++) {
-            uint32_t n = batch_keys(g, w, t, po->batch, keys, seen, ++stamp);
+            uint32_t n = ctr_batch_keys(g, w, t, po->batch, keys, seen, ++stamp);
             memset(nnz, 0, (nb ? nb : 1) * 4);
             cd->off[i] = o;
             for (uint32_t j = 0; j < n; j++) {

@@ -40,6 +40,16 @@ struct ctr_plan_opts {
     int multicast;       /* HOT_RESULT once per block (ina-switch --multicast) */
 };
 
+/* Worker w's distinct keys of step t, in the order of first appearance (ina-ctr's push
+ * order), into keys (room for batch * CTR_MAX_FEATURES); seen[] (K + 1 entries) marks them
+ * with stamp, a value new to it. @return how many. */
+uint32_t ctr_batch_keys(const struct ctr_gen *g, int w, int t, int batch, uint64_t *keys,
+                        uint32_t *seen, uint32_t stamp);
+/* What the switch sums from every rank's sample (PROTOCOL.md §14.4): per rank, 1 in R of
+ * its entries of steps 0..P-1 counted, its top H keys (count desc, key asc) with their
+ * counts. @return the sums per key (K + 1 entries, malloc'd), or NULL. */
+uint32_t *ctr_sampled_sums(const struct ctr_gen *g, int workers, int batch, int P, uint32_t R,
+                           uint64_t H);
 /* Print the plan (see above) to out. @return 0, or -1 (no memory). */
 int ctr_plan(const struct ctr_gen *g, const struct ctr_plan_opts *po, FILE *out);
 

@@ -238,26 +238,39 @@ static int frac(int rank, int n, void *arg)
     return bad;
 }
 
+/* ina_kv_open with ps_addrs "127.0.0.1:P0W0,127.0.0.1:P1W1" fails INA_ERR_CONFIG, nothing
+ * joined, saying why. */
+static void refused_config(const struct sw_proc *ps, const char *w0, const char *w1,
+                           const char *why)
+{
+    char a[256];
+    snprintf(a, sizeof(a), "127.0.0.1:%d%s,127.0.0.1:%d%s", ps[0].port, w0, ps[1].port, w1);
+    ina_kv_config c;
+    kv_config(&c, a, "badweight", 0, 1);
+    ina_kv *kv = NULL;
+    CHECK_EQ_INT(ina_kv_open(&kv, &c), INA_ERR_CONFIG);
+    CHECK(kv == NULL && strstr(ina_last_error(NULL), why) != NULL);
+}
+
 /* Weights that do not parse, or given to some shards only: INA_ERR_CONFIG, nothing joined. */
 static void bad_weights(const struct sw_proc *ps)
 {
     const char *bad[] = {"@0", "@65536", "@x", "@", "@3x", "@-1"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        char a[256];
-        snprintf(a, sizeof(a), "127.0.0.1:%d%s,127.0.0.1:%d@1", ps[0].port, bad[i], ps[1].port);
-        ina_kv_config c;
-        kv_config(&c, a, "badweight", 0, 1);
-        ina_kv *kv = NULL;
-        CHECK_EQ_INT(ina_kv_open(&kv, &c), INA_ERR_CONFIG);
-        CHECK(kv == NULL && strstr(ina_last_error(NULL), "weight") != NULL);
-    }
-    char a[256];
-    snprintf(a, sizeof(a), "127.0.0.1:%d@2,127.0.0.1:%d", ps[0].port, ps[1].port);
-    ina_kv_config c;
-    kv_config(&c, a, "someweight", 0, 1);
-    ina_kv *kv = NULL;
-    CHECK_EQ_INT(ina_kv_open(&kv, &c), INA_ERR_CONFIG);
-    CHECK(kv == NULL && strstr(ina_last_error(NULL), "1 of 2 shards") != NULL);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        refused_config(ps, bad[i], "@1", "weight");
+    refused_config(ps, "@2", "", "1 of 2 shards");
+}
+
+/* A rank of ranks that disagree: rank 0 registers first or second, so one of them is refused
+ * (MISMATCH) and the other times out. @return 1 if so. */
+static int refused_join(ina_kv_config *c)
+{
+    c->join_timeout_ms = 3000;
+    ina_kv *kv;
+    int rc = ina_kv_open(&kv, c);
+    if (rc == 0)
+        ina_kv_close(kv);
+    return rc == INA_ERR_MISMATCH || rc == INA_ERR_TIMEOUT;
 }
 
 /* Ranks whose weights differ disagree on the shards' ranges: MISMATCH (or the other rank
@@ -269,12 +282,7 @@ static int disagree_weights(int rank, int n, void *arg)
     snprintf(a, sizeof(a), "127.0.0.1:%d@%d,127.0.0.1:%d@1", ps[0].port, rank + 1, ps[1].port);
     ina_kv_config c;
     kv_config(&c, a, "weights-differ", rank, n);
-    c.join_timeout_ms = 3000;
-    ina_kv *kv;
-    int rc = ina_kv_open(&kv, &c);
-    if (rc == 0)
-        ina_kv_close(kv);
-    return !(rc == INA_ERR_MISMATCH || rc == INA_ERR_TIMEOUT);
+    return !refused_join(&c);
 }
 
 /* Ranks that disagree on a parameter fail at once with MISMATCH. */
@@ -284,13 +292,7 @@ static int disagree(int rank, int n, void *arg)
     ina_kv_config c;
     kv_config(&c, addrs, "disagree", rank, n);
     c.lr = rank == 0 ? 0.1f : 0.2f;
-    c.join_timeout_ms = 3000;
-    ina_kv *kv;
-    int rc = ina_kv_open(&kv, &c);
-    if (rc == 0)
-        ina_kv_close(kv);
-    /* rank 0 registers first or second: one of them is refused, the other times out */
-    return !(rc == INA_ERR_MISMATCH || rc == INA_ERR_TIMEOUT);
+    return !refused_join(&c);
 }
 
 int main(void)

@@ -592,6 +592,22 @@ def commit_ack_ok(peer, step):
     return ok, det
 
 
+def two_rank_step(p0, p1, job, step, e0, e1):
+    """§14.2.4: one step of a two-rank job, one PUSH each (p0's first: the shard sums in
+    arrival order), both COMMITs; the model applies it. @return whether every answer
+    came."""
+    p0.push(step, 0, e0)
+    okp0 = push_ack_ok(p0, step, 0, None)
+    p1.push(step, 0, e1)
+    okp1 = push_ack_ok(p1, step, 0, None)
+    p0.commit(step, 1)
+    p1.commit(step, 1)
+    okc0, _ = commit_ack_ok(p0, step)
+    okc1, _ = commit_ack_ok(p1, step)
+    job.apply_step(e0 + e1)
+    return okp0 and okp1 and okc0 and okc1
+
+
 def rand_f32(rng, lo=-1.0, hi=1.0):
     return f32(rng.uniform(lo, hi))
 
@@ -829,18 +845,10 @@ def test_ps(bindir):
     # the server still runs a full step correctly (forged PUSHes added nothing)
     g0 = [(K[5], [0.5, -0.25, 0.125])]
     g1 = [(K[5], [0.5, 0.75, 0.0]), (K[6], [1.0, 1.0, 1.0])]
-    a0.push(3, 0, g0)
-    okp0 = push_ack_ok(a0, 3, 0, None)
-    a1.push(3, 0, g1)
-    okp1 = push_ack_ok(a1, 3, 0, None)
-    a0.commit(3, 1)
-    a1.commit(3, 1)
-    okc0, _ = commit_ack_ok(a0, 3)
-    okc1, _ = commit_ack_ok(a1, 3)
-    A.apply_step(g0 + g1)
+    oks = two_rank_step(a0, a1, A, 3, g0, g1)
     ok, _ = do_pull(a1, A, K, 15)
-    check(okp0 and okp1 and okc0 and okc1 and ok, '§14.2.3 after the hostile datagrams a '
-          'step is still applied exactly (forged PUSHes were not added)')
+    check(oks and ok, '§14.2.3 after the hostile datagrams a step is still applied exactly '
+          '(forged PUSHes were not added)')
     stranger.close()
 
     # ---------------- PS_JOIN refusals (§14.2.2)
@@ -927,18 +935,9 @@ def test_ps(bindir):
         KW = [rng.getrandbits(64) for _ in range(4)]
         e0 = [(k, [rand_f32(rng)]) for k in KW]
         e1 = [(k, [rand_f32(rng)]) for k in KW[1:]]
-        w0.push(0, 0, e0)
-        okp0 = push_ack_ok(w0, 0, 0, None)
-        w1.push(0, 0, e1)
-        okp1 = push_ack_ok(w1, 0, 0, None)
-        w0.commit(0, 1)
-        w1.commit(0, 1)
-        okc0, _ = commit_ack_ok(w0, 0)
-        okc1, _ = commit_ack_ok(w1, 0)
-        W.apply_step(e0 + e1)
+        oks = two_rank_step(w0, w1, W, 0, e0, e1)
         okv, _ = do_pull(w1, W, KW, 3)
-        check(okp0 and okp1 and okc0 and okc1 and okv, '§14.2.4 a step of the split job is '
-              'applied like any other')
+        check(oks and okv, '§14.2.4 a step of the split job is applied like any other')
     for p in (w0, w1):
         p.leave()
         p.close()
@@ -959,17 +958,10 @@ def test_ps(bindir):
             x0 = [(k, [rand_f32(rng, -3, 3), 0.0 if step == 1 else rand_f32(rng)])
                   for k in KB[:4]]
             x1 = [(k, [rand_f32(rng, -3, 3), rand_f32(rng)]) for k in KB[1:5]]
-            b1.push(step, 0, x1)        # rank 1 first this time: arrival order matters
-            ok1 = push_ack_ok(b1, step, 0, None)
-            b0.push(step, 0, x0)
-            ok0 = push_ack_ok(b0, step, 0, None)
-            b0.commit(step, 1)
-            b1.commit(step, 1)
-            okc0, _ = commit_ack_ok(b0, step)
-            okc1, _ = commit_ack_ok(b1, step)
-            B.apply_step(x1 + x0)
+            # rank 1 first this time: arrival order matters
+            oks = two_rank_step(b1, b0, B, step, x1, x0)
             ok, _ = do_pull(b1, B, KB, 10 + step, state=True)
-            check(ok0 and ok1 and okc0 and okc1 and ok,
+            check(oks and ok,
                   '§14.1 ADAGRAD step %d: values and states bit-exact' % step)
         # ASSIGN: version of KB[1] is 3 (updated in step 2).  T = 2 < 3: ignored.
         c_before = counters(mport, addr)

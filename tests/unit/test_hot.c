@@ -71,12 +71,14 @@ static void join_n(const char *name, uint16_t port, int n, struct job *out)
     for (unsigned i = 0; i < sw->txq.nmsg; i++) { /* the last JOIN started the job */
         struct ina_hdr a;
         if (ina_hdr_decode(sw->txq.iovs[i].iov_base, sw->txq.iovs[i].iov_len, &a) ==
-                INA_PARSE_OK && a.kind == INA_K_JOIN_ACK)
+                INA_PARSE_OK && a.kind == INA_K_JOIN_ACK) {
+            CHECK(a.flags & INA_FLAG_CAP_HOT);
             for (int r = 0; r < n; r++) {
                 out[r].id = a.job;
                 out[r].session = a.session;
                 out[r].token = a.token;
             }
+        }
     }
     CHECK(out[0].id != 0);
     ina_txq_reset(&sw->txq);
@@ -84,35 +86,9 @@ static void join_n(const char *name, uint16_t port, int n, struct job *out)
 
 static struct job join1(const char *name, uint16_t port)
 {
-    uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
-    struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_JOIN);
-    ina_hdr_encode(b, &h);
-    struct ina_join j;
-    memset(&j, 0, sizeof(j));
-    j.nonce = 0x77000 + port;
-    j.world_size = 1;
-    j.elems = 8;
-    j.window = 1;
-    j.sw_version = INA_VERSION_NUMBER;
-    snprintf(j.name, sizeof(j.name), "%s", name);
-    ina_join_encode(b + INA_HDR_LEN, &j);
-    struct job job = {.addr = mkaddr(0x7F000001, port)};
-    ina_txq_reset(&sw->txq);
-    ina_switch_input(sw, b, sizeof(b), &job.addr, 1000);
-    for (unsigned i = 0; i < sw->txq.nmsg; i++) {
-        struct ina_hdr a;
-        if (ina_hdr_decode(sw->txq.iovs[i].iov_base, sw->txq.iovs[i].iov_len, &a) ==
-                INA_PARSE_OK && a.kind == INA_K_JOIN_ACK) {
-            job.id = a.job;
-            job.session = a.session;
-            job.token = a.token;
-            CHECK(a.flags & INA_FLAG_CAP_HOT);
-        }
-    }
-    CHECK(job.id != 0);
-    ina_txq_reset(&sw->txq);
-    return job;
+    struct job j;
+    join_n(name, port, 1, &j);
+    return j;
 }
 
 /* A HOT_INSTALL or HOT_FETCH of job j with that body; the answer, if any, in ans. */
