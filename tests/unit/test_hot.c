@@ -101,7 +101,7 @@ struct answer {
 
 static struct answer control(const struct job *j, uint8_t kind, const uint8_t *body, size_t blen)
 {
-    static uint8_t b[INA_HDR_LEN + INA_HOT_INSTALL_HDR + 8 * 4096];
+    static uint8_t b[INA_HDR_LEN + INA_HOT_SAMPLE_HDR + INA_HOT_SAMPLE_PAIR * 4096]; /* the longest body */
     struct ina_hdr h;
     ina_hdr_init(&h, kind);
     h.job = j->id;
