@@ -608,6 +608,17 @@ def two_rank_step(p0, p1, job, step, e0, e1):
     return okp0 and okp1 and okc0 and okc1
 
 
+def drop_diffs(c_before, c_after, causes):
+    """The drops expected (one per entry of `causes`) by cause, and the causes whose
+    counters moved otherwise ('CAUSE +got (want +n)')."""
+    want = {}
+    for x in causes:
+        want[x] = want.get(x, 0) + 1
+    diffs = ['%s %+d (want %+d)' % (c, drops(c_after, c) - drops(c_before, c), w)
+             for c, w in sorted(want.items()) if drops(c_after, c) - drops(c_before, c) != w]
+    return want, diffs
+
+
 def rand_f32(rng, lo=-1.0, hi=1.0):
     return f32(rng.uniform(lo, hi))
 
@@ -1608,11 +1619,7 @@ def test_hot(bindir):
     ok0, d0 = hot_result(r0, *info, want, 'HOT_RESULT after hostile packets')
     ok1, d1 = hot_result(r1, *info, want, 'HOT_RESULT after hostile packets')
     c_after = counters(mport, addr)
-    want_d = {}
-    for x in bad:
-        want_d[x] = want_d.get(x, 0) + 1
-    diffs = ['%s %+d (want %+d)' % (c, drops(c_after, c) - drops(c_before, c), w)
-             for c, w in sorted(want_d.items()) if drops(c_after, c) - drops(c_before, c) != w]
+    want_d, diffs = drop_diffs(c_before, c_after, bad)
     check(ok0 and ok1 and not diffs and c_after['jobs_aborted'] == c_before['jobs_aborted'],
           '§14.3 %d hostile HOT_DATA (op 4, bad length, epoch 2, key not in table, key of '
           'another block, bad token/session) dropped as %s; the round then sums only the '
@@ -1683,11 +1690,7 @@ def test_hot(bindir):
     ok0, d0 = hot_result(r0, *info, want, 'HOT_RESULT after hostile bitmaps')
     ok1, d1 = hot_result(r1, *info, want, 'HOT_RESULT after hostile bitmaps')
     c_after = counters(mport, addr)
-    want_d = {}
-    for x in bad:
-        want_d[x] = want_d.get(x, 0) + 1
-    diffs = ['%s %+d (want %+d)' % (c, drops(c_after, c) - drops(c_before, c), w)
-             for c, w in sorted(want_d.items()) if drops(c_after, c) - drops(c_before, c) != w]
+    want_d, diffs = drop_diffs(c_before, c_after, bad)
     check(ok0 and ok1 and not diffs, '§14.3 rule 14\' bitmaps: a bit past count, a value '
           'missing, both flags -> LENGTH; another epoch -> HOT; the round sums only the '
           'honest two', '; '.join(diffs) + ' ' + d0 + d1)
