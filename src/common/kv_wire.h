@@ -96,8 +96,8 @@
 #define INA_HOT_PREFIX_LEN 8   /* HOT_DATA/HOT_RESULT: epoch (4), base position (4) */
 #define INA_HOT_KEYED_LEN 12   /* key (8) + value (4) */
 #define INA_PS_JOIN_BODY_LEN 96
-/* A PS_JOIN body with a weighted split (split 1): the 96 bytes, then the shard's range of
- * the key hash, first u32 and last u32 (PROTOCOL.md §14.1, §14.2.1). */
+/* A PS_JOIN body with a weighted split (byte 94, split 1): the 96 bytes, then the shard's
+ * range of the key hash, first u32 and last u32 (PROTOCOL.md §14.1, §14.2.1). */
 #define INA_PS_JOIN_SPLIT_LEN 104
 #define INA_PS_SPLIT_MOD 0   /* key k on shard (mix(k) >> 32) mod S */
 #define INA_PS_SPLIT_RANGE 1 /* key k on the shard whose [first, last] holds mix(k) >> 32 */
@@ -197,7 +197,7 @@ static inline void ina_ps_join_encode(uint8_t *b, const struct ina_ps_join *j)
     ina_put32(b + 80, j->hot_keys);
     ina_put32(b + 84, j->profile_steps);
     ina_put32(b + 88, j->reprofile_steps);
-    b[92] = j->split;
+    b[94] = j->split;
 }
 
 /* The whole body into b (room for INA_PS_JOIN_SPLIT_LEN bytes). @return its length:
@@ -237,7 +237,7 @@ static inline int ina_ps_join_decode(const uint8_t *b, size_t len, struct ina_ps
     j->hot_keys = ina_get32(b + 80);
     j->profile_steps = ina_get32(b + 84);
     j->reprofile_steps = ina_get32(b + 88);
-    j->split = b[92];
+    j->split = b[94];
     j->range_first = j->range_last = 0;
     if (j->split == INA_PS_SPLIT_RANGE) {
         if (len < INA_PS_JOIN_SPLIT_LEN)

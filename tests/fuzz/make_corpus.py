@@ -533,9 +533,9 @@ PS_DIM = 2  # the dim of fuzz_ps's jobs
 
 def ps_join_split(rank, world, name, nonce, first, last, split=1):
     """A PS_JOIN (PROTOCOL.md §14.2.1) of a job with a weighted split: the 96 bytes with
-    split at byte 92, then range_first and range_last."""
-    body = struct.pack(">QHHHHBBBBffffIQ32sIIIB3x", nonce, world, 0, 1, 1, 0, 0, 0, 0, 0.5,
-                       1.0, 0.0, 0.0, 600, 3, name.encode(), 0, 0, 0, split)
+    split at byte 94, then range_first and range_last."""
+    body = struct.pack(">QHHHHBBBBffffIQ32sIIIHBx", nonce, world, 0, 1, 1, 0, 0, 0, 0, 0.5,
+                       1.0, 0.0, 0.0, 600, 3, name.encode(), 0, 0, 0, 0, split)
     body += struct.pack(">II", first, last)
     return record(rank, P_MAGIC, hdr(K_PS_JOIN, rank=rank) + body)
 

@@ -445,10 +445,10 @@ def ps_join_body(job, nonce, **over):
 
 
 def split_body(job, nonce, first, last, split=1, cut=0, **over):
-    """§14.2.1: a PS_JOIN body with split (byte 92) and, after the 96 bytes, range_first
+    """§14.2.1: a PS_JOIN body with split (byte 94) and, after the 96 bytes, range_first
     and range_last (bytes 96..103); `cut` bytes removed from its end."""
     b = bytearray(ps_join_body(job, nonce, **over))
-    b[92] = split
+    b[94] = split
     b += struct.pack('>II', first, last)
     return bytes(b[:len(b) - cut])
 
@@ -936,7 +936,7 @@ def test_ps(bindir):
     send_ps_join(w1, W, body=split_body(W, w1.nonce, 0, 0xFFFFFFFF))
     acks = [p.recv('PS_JOIN_ACK of the split job') for p in (w0, w1)]
     ok = all(m is not None and m.kind == K_PS_JOIN_ACK and len(m.raw) == 136 and
-             m.body[92] == 1 and struct.unpack_from('>II', m.body, 96) == (0, 0xFFFFFFFF)
+             m.body[94] == 1 and struct.unpack_from('>II', m.body, 96) == (0, 0xFFFFFFFF)
              for m in acks)
     check(ok, '§14.2.1 a split job starts: PS_JOIN_ACK of 136 bytes echoing split 1 and '
           'the range', repr(acks))
