@@ -1284,6 +1284,23 @@ def sample_counted(left, world, nchunks, nkeys):
     return n
 
 
+def one_rank_jobs(addr, names):
+    """§4.1 JOIN of one-rank switch jobs 'cr-hm-NAME': each starts at once (JOIN_ACK, no
+    JOIN_WAIT) with the hot table offered. @return {name: Peer}, or None (a check failed)."""
+    peers = {}
+    for name in names:
+        p = Peer(addr, 0)
+        p.send_raw(hdr(K_JOIN, rank=0) +
+                   JOINB.pack(p.nonce, 1, 8, 4, 100, 0, 0, 0, 1, 0, 0, b'cr-hm-' + name.encode()))
+        m = p.recv('JOIN_ACK of job %s' % name)
+        if not check(m is not None and m.kind == K_JOIN_ACK and m.flags & FLAG_CAP_HOT,
+                     '§14.3 one-rank job %s joined, hot table offered' % name, repr(m)):
+            return None
+        p.job, p.session, p.token = m.job, m.session, m.token
+        peers[name] = p
+    return peers
+
+
 def test_hot_memory(bindir):
     """§14.3 --hot-memory (the charges A and I, NOSPACE with what fits, release at a job's
     end) and HOT_FETCH of epoch 0, with one-rank switch jobs."""
@@ -1296,18 +1313,9 @@ def test_hot_memory(bindir):
          '--port-file', pf, '--metrics', '127.0.0.1:0', '--metrics-port-file', mpf,
          '--log-level', 'debug' if VERBOSE else 'error'], pf, 'ina-switch-hotmem', (mpf,))
     addr = ('127.0.0.1', port)
-    peers = {}
-    for name in ('a', 'b', 'c'):
-        p = Peer(addr, 0)
-        # §4.1 JOIN of a one-rank job: it starts at once (JOIN_ACK, no JOIN_WAIT)
-        p.send_raw(hdr(K_JOIN, rank=0) +
-                   JOINB.pack(p.nonce, 1, 8, 4, 100, 0, 0, 0, 1, 0, 0, b'cr-hm-' + name.encode()))
-        m = p.recv('JOIN_ACK of job %s' % name)
-        if not check(m is not None and m.kind == K_JOIN_ACK and m.flags & FLAG_CAP_HOT,
-                     '§14.3 one-rank job %s joined, hot table offered' % name, repr(m)):
-            return
-        p.job, p.session, p.token = m.job, m.session, m.token
-        peers[name] = p
+    peers = one_rank_jobs(addr, ('a', 'b', 'c'))
+    if peers is None:
+        return
     a, b, c = peers['a'], peers['b'], peers['c']
     keys = random.Random(14033).sample(range(1, 1 << 63), 200)
     c0 = counters(mport, addr)
@@ -1383,17 +1391,9 @@ def test_hot_memory(bindir):
     # HOT_SAMPLE under --hot-memory 4K, every other job gone (nothing charged): job d's
     # sample of 300 keys keeps the keys that find room (steps 5, 6), and its table then
     # holds them; job e's table leaves job f's sample no room to begin (step 4).
-    more = {}
-    for name in ('d', 'e', 'f'):
-        p = Peer(addr, 0)
-        p.send_raw(hdr(K_JOIN, rank=0) +
-                   JOINB.pack(p.nonce, 1, 8, 4, 100, 0, 0, 0, 1, 0, 0, b'cr-hm-' + name.encode()))
-        m = p.recv('JOIN_ACK of job %s' % name)
-        if not check(m is not None and m.kind == K_JOIN_ACK, '§14.3 job %s joined' % name,
-                     repr(m)):
-            return
-        p.job, p.session, p.token = m.job, m.session, m.token
-        more[name] = p
+    more = one_rank_jobs(addr, ('d', 'e', 'f'))
+    if more is None:
+        return
     d, e, f = more['d'], more['e'], more['f']
     time.sleep(0.2)
     c0 = counters(mport, addr)
