@@ -738,7 +738,11 @@ enum { INA_KV_INIT_ZERO = 0, INA_KV_INIT_UNIFORM = 1 }; /* ina_kv_config.init */
 typedef struct ina_kv_config {
     const char *ps_addrs;    /**< the ina-ps shards in shard order, "HOST:PORT,HOST:PORT,...";
                                   key k lives on shard (splitmix64(k) >> 32) mod S (PROTOCOL.md
-                                  §14.1). Default "127.0.0.1:48870" (one shard). Env INA_PS. */
+                                  §14.1). With weights, "HOST:PORT@W,..." (W 1..65535, every
+                                  shard or none; since v0.6): shard s holds a share W_s / sum
+                                  of the keys (by ranges of the hash), e.g. less for a shard
+                                  whose host also runs the switch. Default "127.0.0.1:48870"
+                                  (one shard). Env INA_PS. */
     const char *switch_addr; /**< NULL (default): every key goes to ina-ps (all-PS). Else the
                                   ina-switch whose hot table sums the hot keys ("HOST[:PORT]");
                                   needs hot_keys > 0. Env INA_KV_SWITCH. */
@@ -756,8 +760,11 @@ typedef struct ina_kv_config {
     float init_scale;
     uint64_t init_seed;
     int hot_keys;            /**< H: most hot keys (default 0 = none, all-PS). With a switch,
-                                  the H keys rank 0 pushed most in the profile window are summed
-                                  by the switch; the switch may cap H (ina-switch --hot-keys). */
+                                  the H keys pushed most in the profile window are summed by
+                                  the switch: every rank samples its pushes (1 in R entries,
+                                  env INA_KV_SAMPLE, default 2) and sends its H most sampled,
+                                  the switch sums them and keeps the top H; it may cap H
+                                  (ina-switch --hot-keys). */
     int profile_steps;       /**< P: steps profiled before the first hot set (default 8); the
                                   hot set starts at step P */
     int reprofile_steps;     /**< E: a new hot set from the last P steps every E steps

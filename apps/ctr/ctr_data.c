@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-static uint64_t mix(uint64_t x)
+uint64_t ctr_mix(uint64_t x)
 {
     x += 0x9E3779B97F4A7C15ull;
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -18,7 +18,7 @@ struct rng {
 static double rnd(struct rng *r) /* [0, 1) */
 {
     r->s += 0x9E3779B97F4A7C15ull;
-    return (double)(mix(r->s) >> 11) / 9007199254740992.0;
+    return (double)(ctr_mix(r->s) >> 11) / 9007199254740992.0;
 }
 
 /* Zipf(s) over 1..n as Walker's alias table (Vose's construction): O(n) once, O(1) a draw. */
@@ -72,9 +72,10 @@ static int zipf_init(struct ctr_zipf *z, double s, uint32_t n)
     return 0;
 }
 
-static uint64_t zipf_draw(const struct ctr_zipf *z, struct rng *r)
+uint64_t ctr_zipf_at(const struct ctr_gen *g, double u01)
 {
-    double u = rnd(r) * z->n;
+    const struct ctr_zipf *z = &g->zipf;
+    double u = u01 * z->n;
     uint32_t i = (uint32_t)u;
     if (i >= z->n)
         i = z->n - 1;
@@ -89,6 +90,8 @@ int ctr_gen_init(struct ctr_gen *g, uint64_t keys, double alpha, uint64_t seed)
     g->alpha = alpha;
     g->seed = seed;
     g->vocab = keys / CTR_FIELDS;
+    g->drift_index = UINT64_MAX;
+    g->rank_fields = 0;
     return zipf_init(&g->zipf, alpha, (uint32_t)g->vocab);
 }
 
@@ -104,11 +107,11 @@ double ctr_planted_weight(const struct ctr_gen *g, uint64_t key)
 {
     if (key == g->keys)
         return -1.4;
-    uint64_t h = mix(key ^ g->seed ^ 0x5151);
+    uint64_t h = ctr_mix(key ^ g->seed ^ 0x5151);
     /* the sum of three uniforms on [-1, 1): mean 0, variance 1 */
     double u = 0;
     for (int i = 0; i < 3; i++) {
-        h = mix(h);
+        h = ctr_mix(h);
         u += (double)(h >> 11) / 4503599627370496.0 - 1.0;
     }
     return 0.3 * u;
@@ -116,14 +119,16 @@ double ctr_planted_weight(const struct ctr_gen *g, uint64_t key)
 
 void ctr_sample(const struct ctr_gen *g, uint32_t stream, uint64_t index, struct ctr_sample *s)
 {
-    struct rng r = {mix(g->seed ^ ((uint64_t)stream << 40) ^ index)};
+    struct rng r = {ctr_mix(g->seed ^ ((uint64_t)stream << 40) ^ index)};
     double logit = 0;
+    uint64_t salt = g->seed * 31 ^ (index >= g->drift_index ? 0xD21F7ull << 24 : 0);
     s->nf = 0;
     for (int f = 0; f < CTR_FIELDS; f++) {
         int nv = f < 20 ? 1 : 1 + (int)(rnd(&r) * 6);
         for (int v = 0; v < nv; v++) {
-            uint64_t rank = zipf_draw(&g->zipf, &r);
-            uint64_t key = mix(((uint64_t)f << 48) ^ rank ^ (g->seed * 31)) % g->keys;
+            uint64_t rank = ctr_zipf_at(g, rnd(&r));
+            uint64_t own = f >= CTR_FIELDS - g->rank_fields ? (uint64_t)(stream + 1) << 32 : 0;
+            uint64_t key = ctr_mix(((uint64_t)f << 48) ^ rank ^ salt ^ own) % g->keys;
             s->key[s->nf++] = key;
             logit += ctr_planted_weight(g, key);
         }

@@ -40,6 +40,12 @@ struct ctr_gen {
     uint64_t seed;
     uint64_t vocab; /* values per field */
     struct ctr_zipf zipf;
+    /* Samples from this index on (of every stream) draw their keys from another hash: the
+     * same Zipf ranks land on other keys, so the hot keys change (UINT64_MAX: never). */
+    uint64_t drift_index;
+    /* The last rank_fields fields map each stream's values to keys of its own: ranks that
+     * see different keys (a job a rank's profile alone would serve badly). 0: none. */
+    int rank_fields;
 };
 
 struct ctr_sample {
@@ -49,10 +55,15 @@ struct ctr_sample {
     double p; /* the planted model's click probability */
 };
 
+/* splitmix64's finalizer after adding its constant: the generator's hash. */
+uint64_t ctr_mix(uint64_t x);
+
 /* @return 0, or -1 if keys < 26, alpha <= 0 or no memory. */
 int ctr_gen_init(struct ctr_gen *g, uint64_t keys, double alpha, uint64_t seed);
 void ctr_gen_free(struct ctr_gen *g);
 void ctr_sample(const struct ctr_gen *g, uint32_t stream, uint64_t index, struct ctr_sample *s);
+/* The Zipf rank (1..vocab) at u in [0, 1): one draw of the fields' distribution. */
+uint64_t ctr_zipf_at(const struct ctr_gen *g, double u);
 /* The planted weight of a key (the bias key: b*). */
 double ctr_planted_weight(const struct ctr_gen *g, uint64_t key);
 

@@ -5,9 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ctr_data.h"
+#include "ctr_file.h"
 #include "ina.h"
 #ifdef INA_CTR_MPI
 #include <mpi.h>
@@ -18,10 +21,12 @@ enum mode { MODE_PS, MODE_HOTCOLD, MODE_DENSE_INA, MODE_DENSE_MPI };
 struct opts {
     enum mode mode;
     int rank, world, batch, steps, warmup, eval, optimizer, hot, profile, reprofile, dgram, quiet;
+    int drift, steplog, predraw, rank_fields;
     uint64_t keys, seed;
     double alpha;
-    float lr;
-    const char *ps, *sw, *job;
+    float lr, eps;
+    const char *ps, *sw, *job, *data, *mark_dir;
+    enum ctr_format format;
 };
 
 static double now_s(void)
@@ -49,6 +54,11 @@ static void usage(FILE *f)
             "and pushes it (one synchronous step). Rank 0 then evaluates on held-out samples\n"
             "and prints log-loss and AUC next to the planted model's (Bayes) log-loss.\n"
             "\n"
+            "Data: the synthetic generator (default), or a file of click logs (--data):\n"
+            "Criteo's display-ads TSV or Avazu's CSV, features hashed into K keys\n"
+            "(apps/ctr/ctr_file.h). Rank r trains on blocks r, r + N, ... of B lines after\n"
+            "the first --eval lines (the held-out set), from the start again at the end.\n"
+            "\n"
             "Options (environment: INA_RANK/RANK, INA_WORLD_SIZE/WORLD_SIZE):\n"
             "  --rank R --world N  this worker and the workers (default 0 of 1)\n"
             "  --ps ADDRS          ina-ps shards, HOST:PORT,... (default 127.0.0.1:48870)\n"
@@ -61,12 +71,26 @@ static void usage(FILE *f)
             "  --steps T           timed steps (default 30)\n"
             "  --warmup W          steps before the timed ones (default 3)\n"
             "  --optimizer O       sgd or adagrad (default adagrad)\n"
-            "  --lr LR             learning rate (default 1.0)\n"
+            "  --lr LR             learning rate (default 0.2)\n"
+            "  --eps EPS           Adagrad's eps (default 0.001)\n"
+            "  --data FILE         train on FILE (click logs) instead of the generator\n"
+            "  --format F          criteo (default) or avazu: the format of --data\n"
+            "  --drift D           synthetic data: from step D on, the field values map to\n"
+            "                      other keys (the hot keys change; a test of the refresh)\n"
+            "  --rank-fields F     synthetic data: the last F of the 26 fields map each\n"
+            "                      rank's values to keys of its own (ranks see different\n"
+            "                      hot keys; a test of sampling every rank's traffic)\n"
             "  --hot-keys H        hot keys (hotcold; default 32000)\n"
             "  --profile P         profiled steps before the first hot set (default 2)\n"
             "  --reprofile E       a new hot set every E steps (default 0: never)\n"
             "  --datagram BYTES    largest datagram to a shard (0: ina_kv's default)\n"
             "  --eval N            held-out samples rank 0 evaluates (default 20000; 0: none)\n"
+            "  --predraw           draw every step's batch before the first step (the step\n"
+            "                      time then excludes the data's generation or reading)\n"
+            "  --steplog           print 'STEP rank=R step=T ms=X hot_share=S' every step\n"
+            "  --mark-dir DIR      pause 0.5 s before the timed steps and after them, rank 0\n"
+            "                      making DIR/start and DIR/end as each pause begins (for\n"
+            "                      counting the timed steps' bytes on the links)\n"
             "  --quiet             no per-step progress lines\n"
             "  --help              this text\n"
             "Rank 0 ends with one line 'RESULT key=value ...'; every rank prints 'RANKSTAT ...'.\n",
@@ -121,7 +145,7 @@ static void uniq_reset(struct uniq *u)
 
 static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
-/* The same update rule as ina-ps (INA_KV_SGD / INA_KV_ADAGRAD, eps 1, skipping zeros). */
+/* The same update rule as ina-ps (INA_KV_SGD / INA_KV_ADAGRAD, skipping zeros). */
 static void apply_dense(const struct opts *o, float *w, float *acc, const float *g, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -129,7 +153,7 @@ static void apply_dense(const struct opts *o, float *w, float *acc, const float 
             continue;
         if (o->optimizer == INA_KV_ADAGRAD) {
             acc[i] += g[i] * g[i];
-            w[i] -= o->lr * g[i] / (1.0f + sqrtf(acc[i]));
+            w[i] -= o->lr * g[i] / (o->eps + sqrtf(acc[i]));
         } else {
             w[i] -= o->lr * g[i];
         }
@@ -149,11 +173,16 @@ static int parse(int argc, char **argv, struct opts *o)
         {"hot-keys", required_argument, 0, 'H'}, {"profile", required_argument, 0, 'p'},
         {"reprofile", required_argument, 0, 'E'}, {"datagram", required_argument, 0, 'D'},
         {"eval", required_argument, 0, 'e'},    {"quiet", no_argument, 0, 'q'},
+        {"eps", required_argument, 0, 'x'},     {"data", required_argument, 0, 'd'},
+        {"format", required_argument, 0, 'f'},  {"drift", required_argument, 0, 'R'},
+        {"predraw", no_argument, 0, 'y'},       {"steplog", no_argument, 0, 'L'},
+        {"mark-dir", required_argument, 0, 'M'}, {"rank-fields", required_argument, 0, 'F'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     *o = (struct opts){.mode = -1, .world = 1, .batch = 1024, .steps = 30, .warmup = 3,
                        .eval = 20000, .optimizer = INA_KV_ADAGRAD, .hot = 32000, .profile = 2,
-                       .keys = 1000000, .seed = 1, .alpha = 1.0, .lr = 1.0f,
-                       .ps = "127.0.0.1:48870", .sw = "127.0.0.1", .job = "ctr"};
+                       .keys = 1000000, .seed = 1, .alpha = 1.0, .lr = 0.2f, .eps = 0.001f,
+                       .drift = -1, .ps = "127.0.0.1:48870", .sw = "127.0.0.1", .job = "ctr"};
+    int bad_format = 0;
     const char *e = getenv("INA_RANK") ? getenv("INA_RANK") : getenv("RANK");
     if (e)
         o->rank = atoi(e);
@@ -190,15 +219,26 @@ static int parse(int argc, char **argv, struct opts *o)
         case 'D': o->dgram = atoi(optarg); break;
         case 'e': o->eval = atoi(optarg); break;
         case 'q': o->quiet = 1; break;
+        case 'x': o->eps = (float)atof(optarg); break;
+        case 'd': o->data = optarg; break;
+        case 'f': bad_format |= ctr_format_parse(optarg, &o->format) != 0; break;
+        case 'R': o->drift = atoi(optarg); break;
+        case 'y': o->predraw = 1; break;
+        case 'L': o->steplog = 1; break;
+        case 'M': o->mark_dir = optarg; break;
+        case 'F': o->rank_fields = atoi(optarg); break;
         case 'h': usage(stdout); exit(0);
         default: usage(stderr); return -1;
         }
     }
     if ((int)o->mode < 0 || o->optimizer < 0 || o->batch < 1 || o->steps < 1 || o->warmup < 0 ||
         o->keys < 26 || !(o->alpha > 0) || o->world < 1 || o->rank < 0 || o->rank >= o->world ||
-        o->eval < 0 || optind < argc) {
+        o->eval < 0 || optind < argc || bad_format || !(o->eps > 0) ||
+        (o->data && (o->drift >= 0 || o->rank_fields)) || o->rank_fields < 0 ||
+        o->rank_fields > CTR_FIELDS) {
         fprintf(stderr, "ina-ctr: bad or missing arguments (want --mode ps|hotcold|dense-ina|"
-                        "dense-mpi; see --help)\n");
+                        "dense-mpi, --format criteo|avazu, --eps > 0, --rank-fields 0..26, "
+                        "--drift and --rank-fields only without --data; see --help)\n");
         return -1;
     }
 #ifndef INA_CTR_MPI
@@ -210,22 +250,155 @@ static int parse(int argc, char **argv, struct opts *o)
     return 0;
 }
 
-/* Worker rank's batch of step t: its samples, its distinct keys, each feature's key index.
- * With req, libina's progress is driven every 32 samples: operations advance only inside
- * its calls (the MPI progress rule), so a push left alone would wait for the batch. */
-static void draw_batch(const struct ctr_gen *g, const struct opts *o, int t, struct ctr_sample *batch,
-                       struct uniq *u, uint32_t *fidx, ina_kv_req *req)
+/* ---- Batches ------------------------------------------------------------------------- */
+
+/* One rank's batch of one step, compact: its distinct keys, each feature's index into them,
+ * each sample's feature count and label. */
+struct batch {
+    struct uniq u;
+    uint32_t *fidx;
+    uint8_t *nf, *label;
+};
+
+static int batch_init(struct batch *b, int samples)
 {
-    uniq_reset(u);
+    size_t maxf = (size_t)samples * CTR_MAX_FEATURES;
+    b->fidx = malloc(maxf * sizeof(uint32_t));
+    b->nf = malloc((size_t)samples);
+    b->label = malloc((size_t)samples);
+    return uniq_init(&b->u, (uint32_t)maxf) == 0 && b->fidx && b->nf && b->label ? 0 : -1;
+}
+
+static void batch_free(struct batch *b)
+{
+    free(b->u.tab);
+    free(b->u.idx);
+    free(b->u.keys);
+    free(b->fidx);
+    free(b->nf);
+    free(b->label);
+}
+
+/* Where a rank's samples come from: the generator, or a file (its blocks r, r + N, ...). */
+struct source {
+    const struct ctr_gen *g;
+    const struct opts *o;
+    struct ctr_file file;
+    int is_file;
+    int64_t left; /* file: samples of the current block still to read */
+};
+
+/* The file's next sample of this rank: blocks of B lines, rank r's every N-th, after the
+ * held-out lines; from the start again at the end. @return 0 or -1 (cf->err). */
+static int file_sample(struct source *src, struct ctr_sample *s)
+{
+    const struct opts *o = src->o;
+    for (int pass = 0; pass < 3; pass++) {
+        if (src->left == 0) { /* the other ranks' blocks */
+            ctr_file_skip(&src->file, (uint64_t)(o->world - 1) * (uint64_t)o->batch);
+            src->left = o->batch;
+        }
+        int rc = ctr_file_next(&src->file, s);
+        if (rc == 1) {
+            src->left--;
+            return 0;
+        }
+        if (rc < 0)
+            return -1;
+        /* The end: again from this rank's first block. */
+        if (ctr_file_rewind(&src->file) != 0 ||
+            ctr_file_skip(&src->file, (uint64_t)o->eval + (uint64_t)o->rank * (uint64_t)o->batch) <
+                (uint64_t)o->eval + (uint64_t)o->rank * (uint64_t)o->batch)
+            break;
+        src->left = o->batch;
+    }
+    snprintf(src->file.err, sizeof(src->file.err), "%s has no training line for rank %d after "
+             "the %d held-out lines", o->data, o->rank, o->eval);
+    return -1;
+}
+
+static int source_open(struct source *src, const struct ctr_gen *g, const struct opts *o)
+{
+    memset(src, 0, sizeof(*src));
+    src->g = g;
+    src->o = o;
+    if (!o->data)
+        return 0;
+    src->is_file = 1;
+    if (ctr_file_open(&src->file, o->data, o->format, o->keys) != 0)
+        return -1;
+    uint64_t first = (uint64_t)o->eval + (uint64_t)o->rank * (uint64_t)o->batch;
+    ctr_file_skip(&src->file, first);
+    src->left = o->batch;
+    return 0;
+}
+
+/* Rank's batch of step t. With req, libina's progress is driven every 32 samples:
+ * operations advance only inside its calls (the MPI progress rule), so a push left alone
+ * would wait for the batch. @return 0 or -1 (a file's line breaks its format). */
+static int draw_batch(struct source *src, int t, struct batch *b, ina_kv_req *req)
+{
+    const struct opts *o = src->o;
+    struct ctr_sample s;
+    uniq_reset(&b->u);
     size_t nf = 0;
     for (int i = 0; i < o->batch; i++) {
         int done;
         if (req && i % 32 == 0 && ina_kv_test(req, &done) == 0 && done)
             req = NULL;
-        ctr_sample(g, (uint32_t)o->rank, (uint64_t)t * (uint64_t)o->batch + (uint64_t)i, &batch[i]);
-        for (int k = 0; k < batch[i].nf; k++)
-            fidx[nf++] = uniq_add(u, batch[i].key[k]);
+        if (!src->is_file)
+            ctr_sample(src->g, (uint32_t)o->rank, (uint64_t)t * (uint64_t)o->batch + (uint64_t)i, &s);
+        else if (file_sample(src, &s) != 0)
+            return -1;
+        for (int k = 0; k < s.nf; k++)
+            b->fidx[nf++] = uniq_add(&b->u, s.key[k]);
+        b->nf[i] = (uint8_t)s.nf;
+        b->label[i] = (uint8_t)s.label;
     }
+    return 0;
+}
+
+/* The held-out samples: the generator's evaluation stream, or the file's first lines. */
+static struct ctr_sample *eval_set(const struct ctr_gen *g, const struct opts *o, int *n)
+{
+    struct ctr_sample *es = malloc((size_t)o->eval * sizeof(*es));
+    if (!es)
+        return NULL;
+    if (!o->data) {
+        for (int i = 0; i < o->eval; i++)
+            ctr_sample(g, CTR_EVAL_STREAM, (uint64_t)i, &es[i]);
+        *n = o->eval;
+        return es;
+    }
+    struct ctr_file f;
+    int rc = ctr_file_open(&f, o->data, o->format, o->keys) == 0 ? 1 : -1;
+    for (*n = 0; rc == 1 && *n < o->eval; (*n)++)
+        if ((rc = ctr_file_next(&f, &es[*n])) != 1)
+            break;
+    if (rc < 0) {
+        fprintf(stderr, "ina-ctr: %s: %s\n", o->data, f.err);
+        free(es);
+        es = NULL;
+    }
+    if (f.f)
+        ctr_file_close(&f);
+    return es;
+}
+
+/* --mark-dir: every rank pauses, rank 0 says where (the links go quiet for a moment). */
+static void mark(const struct opts *o, const char *name)
+{
+    if (!o->mark_dir)
+        return;
+    if (o->rank == 0) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s", o->mark_dir, name);
+        FILE *f = fopen(path, "w");
+        if (f)
+            fclose(f);
+    }
+    fflush(NULL);
+    usleep(500000);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -251,6 +424,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "ina-ctr: out of memory for the generator\n");
         return 1;
     }
+    if (o.drift >= 0)
+        g.drift_index = (uint64_t)o.drift * (uint64_t)o.batch;
+    g.rank_fields = o.rank_fields;
+    struct source src;
+    if (source_open(&src, &g, &o) != 0) {
+        fprintf(stderr, "ina-ctr: %s\n", src.file.err);
+        return 1;
+    }
     const size_t K1 = o.keys + 1; /* with the bias */
     ina_kv *kv = NULL;
     ina_ctx *ctx = NULL;
@@ -265,7 +446,7 @@ int main(int argc, char **argv)
         c.world_size = o.world;
         c.optimizer = o.optimizer;
         c.lr = o.lr;
-        c.eps = 1.0f;
+        c.eps = o.eps;
         c.datagram_bytes = o.dgram;
         if (o.mode == MODE_HOTCOLD) {
             c.switch_addr = o.sw;
@@ -303,32 +484,35 @@ int main(int argc, char **argv)
             }
         }
     }
-    /* Two batches: while step t's push is on the wire, batch t + 1 is drawn (its
-     * generation costs CPU, not network: overlapping it is what a real input
-     * pipeline does, and it keeps the step time a measure of the communication). */
-    struct uniq ub[2];
+    int total = o.steps + o.warmup;
+    /* Batches: every step's drawn first (--predraw), or two: while step t's push is on the
+     * wire, batch t + 1 is drawn (its generation costs CPU, not network: overlapping it is
+     * what a real input pipeline does, and it keeps the step time a measure of the
+     * communication, when the CPU has room for both). */
+    int nb = o.predraw ? total : 2;
+    struct batch *bb = calloc((size_t)nb, sizeof(*bb));
     size_t maxf = (size_t)o.batch * CTR_MAX_FEATURES;
-    struct ctr_sample *bb[2] = {malloc((size_t)o.batch * sizeof(struct ctr_sample)),
-                                malloc((size_t)o.batch * sizeof(struct ctr_sample))};
-    uint32_t *fb[2] = {malloc(maxf * sizeof(uint32_t)), malloc(maxf * sizeof(uint32_t))};
     float *wu = malloc(maxf * sizeof(float)), *gu = malloc(maxf * sizeof(float));
-    double *step_s = malloc((size_t)(o.steps + o.warmup) * sizeof(double));
-    if (uniq_init(&ub[0], (uint32_t)maxf) != 0 || uniq_init(&ub[1], (uint32_t)maxf) != 0 ||
-        !bb[0] || !bb[1] || !fb[0] || !fb[1] || !wu || !gu || !step_s) {
-        fprintf(stderr, "ina-ctr: out of memory\n");
+    double *step_s = malloc((size_t)total * sizeof(double));
+    int nomem = !bb || !wu || !gu || !step_s;
+    for (int i = 0; i < nb && !nomem; i++)
+        nomem = batch_init(&bb[i], o.batch) != 0;
+    if (nomem) {
+        fprintf(stderr, "ina-ctr: out of memory for %d batches\n", nb);
         return 1;
     }
-    ina_kv_stats st0 = {0}, st1 = {0};
+    for (int t = 0; t < (o.predraw ? total : 1) && rc == 0; t++)
+        if (draw_batch(&src, t, &bb[t], NULL) != 0)
+            rc = -EINVAL;
+    ina_kv_stats st0 = {0}, st1 = {0}, stp = {0}, stn;
     ina_stats is0 = {0}, is1 = {0};
     double loss_sum = 0, loss_n = 0;
     const double scale = 1.0 / ((double)o.world * o.batch);
-    int total = o.steps + o.warmup;
-    draw_batch(&g, &o, 0, bb[0], &ub[0], fb[0], NULL);
     for (int t = 0; t < total && rc == 0; t++) {
-        struct uniq *u = &ub[t & 1];
-        struct ctr_sample *batch = bb[t & 1];
-        uint32_t *fidx = fb[t & 1];
+        struct batch *b = &bb[o.predraw ? t : t & 1];
+        struct uniq *u = &b->u;
         if (t == o.warmup) {
+            mark(&o, "start");
             if (kv)
                 ina_kv_get_stats(kv, &st0);
             if (ctx)
@@ -347,14 +531,14 @@ int main(int argc, char **argv)
         size_t nf = 0;
         for (int i = 0; i < o.batch && rc == 0; i++) {
             double z = 0;
-            for (int k = 0; k < batch[i].nf; k++)
-                z += wu[fidx[nf + (size_t)k]];
-            double p = sigmoid(z), d = (p - batch[i].label) * scale;
-            loss_sum += ctr_logloss(p, batch[i].label);
+            for (int k = 0; k < b->nf[i]; k++)
+                z += wu[b->fidx[nf + (size_t)k]];
+            double p = sigmoid(z), d = (p - b->label[i]) * scale;
+            loss_sum += ctr_logloss(p, b->label[i]);
             loss_n++;
-            for (int k = 0; k < batch[i].nf; k++)
-                gu[fidx[nf + (size_t)k]] += (float)d;
-            nf += (size_t)batch[i].nf;
+            for (int k = 0; k < b->nf[i]; k++)
+                gu[b->fidx[nf + (size_t)k]] += (float)d;
+            nf += b->nf[i];
         }
         ina_kv_req *req = NULL;
         t_comp = now_s();
@@ -365,8 +549,13 @@ int main(int argc, char **argv)
             for (uint32_t i = 0; i < u->n; i++)
                 grad[u->keys[i]] = gu[i];
         }
-        if (rc == 0 && t + 1 < total) /* the next batch, while this step communicates */
-            draw_batch(&g, &o, t + 1, bb[(t + 1) & 1], &ub[(t + 1) & 1], fb[(t + 1) & 1], req);
+        if (rc == 0 && !o.predraw && t + 1 < total && /* the next batch, while this step communicates */
+            draw_batch(&src, t + 1, &bb[(t + 1) & 1], req) != 0) {
+            if (req)
+                ina_kv_wait(req);
+            rc = -EINVAL;
+            break;
+        }
         t_next = now_s();
         if (rc == 0 && kv) {
             rc = ina_kv_wait(req);
@@ -392,10 +581,22 @@ int main(int argc, char **argv)
                     kv ? ina_kv_last_error(kv) : ctx ? ina_last_error(ctx) : "MPI");
             break;
         }
+        if (o.steplog && kv) { /* the hot share of this step's entries */
+            ina_kv_get_stats(kv, &stn);
+            uint64_t e = stn.push_entries - stp.push_entries;
+            printf("STEP rank=%d step=%d ms=%.2f hot_share=%.4f hot_keys=%llu\n", o.rank, t,
+                   1e3 * step_s[t], e ? (double)(stn.hot_entries - stp.hot_entries) / (double)e : 0.0,
+                   (unsigned long long)stn.hot_keys);
+            stp = stn;
+        }
         if (o.rank == 0 && !o.quiet && ((t + 1) % 10 == 0 || t + 1 == total))
             fprintf(stderr, "ina-ctr: step %d/%d: %.1f ms, %u keys, train log-loss %.4f\n", t + 1,
                     total, 1e3 * step_s[t], u->n, loss_sum / loss_n);
     }
+    if (rc == -EINVAL)
+        fprintf(stderr, "ina-ctr rank %d: %s: %s\n", o.rank, o.data, src.file.err);
+    if (rc == 0)
+        mark(&o, "end");
     if (kv)
         ina_kv_get_stats(kv, &st1);
     if (ctx)
@@ -404,38 +605,37 @@ int main(int argc, char **argv)
     /* Rank 0: held-out log-loss and AUC, and the planted model's (the Bayes) log-loss. */
     double ev_loss = NAN, ev_auc = NAN, bayes = NAN;
     if (rc == 0 && o.rank == 0 && o.eval > 0) {
+        int ne = 0;
+        struct ctr_sample *es = eval_set(&g, &o, &ne);
         double *score = malloc((size_t)o.eval * sizeof(double));
         int *label = malloc((size_t)o.eval * sizeof(int));
-        struct ctr_sample *es = malloc((size_t)o.eval * sizeof(*es));
         struct uniq eu;
-        if (!score || !label || !es || uniq_init(&eu, (uint32_t)o.eval * CTR_MAX_FEATURES) != 0) {
-            fprintf(stderr, "ina-ctr: out of memory for the evaluation\n");
+        if (!es || !score || !label || uniq_init(&eu, (uint32_t)o.eval * CTR_MAX_FEATURES) != 0) {
+            fprintf(stderr, "ina-ctr: no evaluation: %s\n", es ? "out of memory" : "no held-out set");
             return 1;
         }
-        for (int i = 0; i < o.eval; i++) {
-            ctr_sample(&g, CTR_EVAL_STREAM, (uint64_t)i, &es[i]);
+        for (int i = 0; i < ne; i++)
             for (int k = 0; k < es[i].nf; k++)
                 uniq_add(&eu, es[i].key[k]);
-        }
-        float *ew = malloc(eu.n * sizeof(float));
+        float *ew = malloc((eu.n ? eu.n : 1) * sizeof(float));
         if (kv)
             rc = ina_kv_pull(kv, eu.keys, ew, eu.n);
         else
             for (uint32_t i = 0; i < eu.n; i++)
                 ew[i] = w[eu.keys[i]];
         double l = 0, lb = 0;
-        for (int i = 0; rc == 0 && i < o.eval; i++) {
+        for (int i = 0; rc == 0 && i < ne; i++) {
             double z = 0;
             for (int k = 0; k < es[i].nf; k++)
                 z += ew[uniq_add(&eu, es[i].key[k])];
             score[i] = sigmoid(z);
             label[i] = es[i].label;
             l += ctr_logloss(score[i], label[i]);
-            lb += ctr_logloss(es[i].p, label[i]);
+            lb += ctr_logloss(es[i].p, label[i]); /* NaN for a file: no planted model */
         }
-        ev_loss = l / o.eval;
-        bayes = lb / o.eval;
-        ev_auc = ctr_auc(score, label, (size_t)o.eval);
+        ev_loss = ne ? l / ne : NAN;
+        bayes = ne ? lb / ne : NAN;
+        ev_auc = ctr_auc(score, label, (size_t)ne);
         free(ew);
         free(eu.tab);
         free(eu.idx);
@@ -482,13 +682,11 @@ int main(int argc, char **argv)
     free(w);
     free(acc);
     free(grad);
-    for (int i = 0; i < 2; i++) {
-        free(bb[i]);
-        free(fb[i]);
-        free(ub[i].tab);
-        free(ub[i].idx);
-        free(ub[i].keys);
-    }
+    for (int i = 0; i < nb; i++)
+        batch_free(&bb[i]);
+    free(bb);
+    if (src.is_file)
+        ctr_file_close(&src.file);
     free(wu);
     free(gu);
     free(step_s);

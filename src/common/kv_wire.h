@@ -44,7 +44,8 @@
 /* Hot-table control at the switch (§14.3), from the PS range. */
 #define INA_K_HOT_INSTALL 45 /* rank 0 -> switch: keys [offset, offset+count) of epoch e */
 #define INA_K_HOT_FETCH 46   /* worker -> switch: send me keys [offset, ...) of epoch e */
-#define INA_K_HOT_KEYS 47    /* switch -> worker: the answer to both */
+#define INA_K_HOT_KEYS 47    /* switch -> worker: the answer to all three */
+#define INA_K_HOT_SAMPLE 64  /* worker -> switch: its sampled (key, count) pairs of epoch e */
 
 /* MLfabric (PROTOCOL.md §15): bounded-staleness updates to ina-ps, and ina-sched. */
 #define INA_K_PS_UPDATE 48     /* worker -> ina-ps: one update computed on model version seq */
@@ -110,26 +111,59 @@
 /* Wire op of HOT_DATA / HOT_RESULT (byte 30): binary32 add into the hot table's slots. */
 #define INA_OP_HOT_F32 9
 
-/* JOIN_ACK flag: this switch has a hot table (kinds 5, 6, 45..47, op 9). */
+/* JOIN_ACK flag: this switch has a hot table (kinds 5, 6, 45..47, 64, op 9). */
 #define INA_FLAG_CAP_HOT 0x0080u
 /* HOT_DATA flag: the entries are (key, value) pairs, not the dense block. */
 #define INA_FLAG_HOT_KEYED 0x0001u
 /* PULL / PULL_RESP flag: with the optimizer state after the values. */
 #define INA_FLAG_PS_STATE 0x0002u
 
+/* HOT_DATA flag: a bitmap of the block's positions present (bit i of byte i / 8, from the
+ * least significant), then their values in position order: no key bytes. */
+#define INA_FLAG_HOT_BITMAP 0x0002u
+
 #define INA_HOT_PREFIX_LEN 8   /* HOT_DATA/HOT_RESULT: epoch (4), base position (4) */
 #define INA_HOT_KEYED_LEN 12   /* key (8) + value (4) */
 #define INA_PS_JOIN_BODY_LEN 96
+/* A PS_JOIN body with a weighted split (byte 94, split 1): the 96 bytes, then the shard's
+ * range of the key hash, first u32 and last u32 (PROTOCOL.md §14.1, §14.2.1). */
+#define INA_PS_JOIN_SPLIT_LEN 104
+#define INA_PS_SPLIT_MOD 0   /* key k on shard (mix(k) >> 32) mod S */
+#define INA_PS_SPLIT_RANGE 1 /* key k on the shard whose [first, last] holds mix(k) >> 32 */
 #define INA_PS_ABORT_BODY_LEN 24
 #define INA_PS_LEAVE_BODY_LEN 8
 #define INA_HOT_INSTALL_HDR 16 /* epoch, total, offset, count, reserved */
 #define INA_HOT_FETCH_LEN 12
+#define INA_HOT_SAMPLE_HDR 16  /* epoch, want, chunk, nchunks, count, reserved */
+#define INA_HOT_SAMPLE_PAIR 12 /* key (8) + count (4) */
 #define INA_HOT_KEYS_HDR 20    /* epoch, total, offset, count, reserved, status */
 #define INA_PS_MAX_DIM 64
 #define INA_PS_MODE_SYNC 0     /* synchronous steps (PUSH/COMMIT) */
 #define INA_PS_MODE_STALE 1    /* bounded staleness: UPDATE applied if its delay <= max_delay (§15) */
 /* HOT_KEYS status: the epoch asked for is not installed yet (ask again). */
 #define INA_HOT_PENDING 1
+
+/* The body of a HOT_DATA block of count positions, nnz of them nonzero, after its prefix,
+ * in the shortest of its three encodings (PROTOCOL.md §14.3): dense 4 count; bitmap
+ * ceil(count / 8) + 4 nnz; keyed 12 nnz. *flags gets its flag (0 for dense). Ties go to
+ * dense, then to the bitmap. */
+static inline size_t ina_hot_block_len(size_t count, size_t nnz, uint16_t *flags)
+{
+    size_t dense = 4 * count, bitmap = (count + 7) / 8 + 4 * nnz, keyed = 12 * nnz;
+    uint16_t f = 0;
+    size_t len = dense;
+    if (bitmap < len) {
+        len = bitmap;
+        f = INA_FLAG_HOT_BITMAP;
+    }
+    if (keyed < len) {
+        len = keyed;
+        f = INA_FLAG_HOT_KEYED;
+    }
+    if (flags)
+        *flags = f;
+    return len;
+}
 
 /* PS_JOIN / PS_JOIN_ACK body, 96 bytes (PROTOCOL.md §14.2.1). */
 struct ina_ps_join {
@@ -144,6 +178,8 @@ struct ina_ps_join {
     uint32_t hot_keys, profile_steps, reprofile_steps; /* the hot-set schedule, checked alike */
     uint16_t start; /* MODE_STALE: ranks that start the job (0 = world); later ones join it
                        running (PROTOCOL.md §15.9) */
+    uint8_t split;                 /* INA_PS_SPLIT_MOD or INA_PS_SPLIT_RANGE */
+    uint32_t range_first, range_last; /* SPLIT_RANGE: this shard's hashes, inclusive */
 };
 
 static inline void ina_put64(uint8_t *p, uint64_t v)
@@ -169,6 +205,7 @@ static inline float ina_getf(const uint8_t *p)
     return f;
 }
 
+/* The first INA_PS_JOIN_BODY_LEN bytes of the body (a range split: ina_ps_join_encode_split). */
 static inline void ina_ps_join_encode(uint8_t *b, const struct ina_ps_join *j)
 {
     memset(b, 0, INA_PS_JOIN_BODY_LEN);
@@ -192,9 +229,23 @@ static inline void ina_ps_join_encode(uint8_t *b, const struct ina_ps_join *j)
     ina_put32(b + 84, j->profile_steps);
     ina_put32(b + 88, j->reprofile_steps);
     ina_put16(b + 92, j->start);
+    b[94] = j->split;
 }
 
-/* @return 0, or INA_PARSE_LENGTH (short body, name not terminated). */
+/* The whole body into b (room for INA_PS_JOIN_SPLIT_LEN bytes). @return its length:
+ * INA_PS_JOIN_BODY_LEN, or INA_PS_JOIN_SPLIT_LEN with a range split. */
+static inline size_t ina_ps_join_encode_split(uint8_t *b, const struct ina_ps_join *j)
+{
+    ina_ps_join_encode(b, j);
+    if (j->split == INA_PS_SPLIT_MOD)
+        return INA_PS_JOIN_BODY_LEN;
+    ina_put32(b + 96, j->range_first);
+    ina_put32(b + 100, j->range_last);
+    return INA_PS_JOIN_SPLIT_LEN;
+}
+
+/* @return 0, or INA_PARSE_LENGTH (short body, name not terminated, a range split without
+ * its range). A split other than MOD and RANGE is decoded as is (the shard refuses it). */
 static inline int ina_ps_join_decode(const uint8_t *b, size_t len, struct ina_ps_join *j)
 {
     if (len < INA_PS_JOIN_BODY_LEN)
@@ -219,6 +270,14 @@ static inline int ina_ps_join_decode(const uint8_t *b, size_t len, struct ina_ps
     j->profile_steps = ina_get32(b + 84);
     j->reprofile_steps = ina_get32(b + 88);
     j->start = ina_get16(b + 92);
+    j->split = b[94];
+    j->range_first = j->range_last = 0;
+    if (j->split == INA_PS_SPLIT_RANGE) {
+        if (len < INA_PS_JOIN_SPLIT_LEN)
+            return INA_PARSE_LENGTH;
+        j->range_first = ina_get32(b + 96);
+        j->range_last = ina_get32(b + 100);
+    }
     return memchr(j->name, 0, 32) ? INA_PARSE_OK : INA_PARSE_LENGTH;
 }
 
@@ -227,6 +286,50 @@ static inline int ina_ps_join_decode(const uint8_t *b, size_t len, struct ina_ps
 static inline unsigned ina_ps_shard_of(uint64_t key, unsigned nshards)
 {
     return (unsigned)((ina_key_mix(key) >> 32) % nshards);
+}
+
+/* The hot-set profile's sample (PROTOCOL.md §14.4): entry i of rank r's push of step t is
+ * counted when ina_hot_sampled(ina_hot_sample_base(r, t), i, R): 1 in R entries, by a hash.
+ * libina's R: INA_KV_SAMPLE, else this. */
+#define INA_HOT_SAMPLE_RATE 2
+static inline uint64_t ina_hot_sample_base(uint32_t rank, uint32_t step)
+{
+    return ina_key_mix((uint64_t)rank << 32 | step);
+}
+static inline int ina_hot_sampled(uint64_t base, uint64_t i, uint32_t R)
+{
+    return R <= 1 || ina_key_mix(base ^ i) % R == 0;
+}
+
+/* A weighted split's ranges (PROTOCOL.md §14.1): shard s of nshards, weight w[s] (1..65535),
+ * holds the hashes [first[s], first[s + 1]), first[s] = floor(2^32 (w[0] + ... + w[s-1]) / W),
+ * W the sum of all weights; in integers, so that every rank computes the same. */
+static inline void ina_ps_split_first(const uint32_t *w, unsigned nshards, uint64_t *first)
+{
+    uint64_t total = 0, before = 0;
+    for (unsigned s = 0; s < nshards; s++)
+        total += w[s];
+    for (unsigned s = 0; s <= nshards; s++) {
+        first[s] = (before << 32) / total;
+        if (s < nshards)
+            before += w[s];
+    }
+}
+
+/* The shard of key with a weighted split (INA_PS_SPLIT_RANGE): shard s holds the hashes
+ * [first[s], first[s + 1]), first[0] = 0, first[nshards] = 2^32. */
+static inline unsigned ina_ps_shard_in(uint64_t key, const uint64_t *first, unsigned nshards)
+{
+    uint64_t u = ina_key_mix(key) >> 32;
+    unsigned lo = 0, hi = nshards - 1; /* the last s with first[s] <= u */
+    while (lo < hi) {
+        unsigned mid = (lo + hi + 1) / 2;
+        if (first[mid] <= u)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
 }
 
 /* An UPDATE_ACK body (INA_PS_UPDATE_ACK_LEN bytes), which a CHAIN_ACK's begins with too

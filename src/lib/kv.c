@@ -168,6 +168,8 @@ int ina_kv_open(ina_kv **out, const ina_kv_config *cfg)
         kv->cfg.join_timeout_ms = INA_DEFAULT_JOIN_TIMEOUT_MS;
     const char *rto = getenv("INA_RTO_MS");
     kv->rto_ms = rto && atoi(rto) > 0 ? (uint32_t)atoi(rto) : INA_DEFAULT_RTO_MS;
+    const char *smp = getenv("INA_KV_SAMPLE");
+    kv->sample_rate = smp && atoi(smp) > 0 ? (uint32_t)atoi(smp) : INA_HOT_SAMPLE_RATE;
     kv->optim = (struct ina_optim){.kind = cfg->optimizer, .lr = cfg->lr, .eps = cfg->eps,
                                    .init_acc = cfg->init_acc};
     for (unsigned s = 0; s < INA_KV_MAX_SHARDS; s++)
@@ -262,14 +264,14 @@ static int by_shard(struct ina_kv *kv, struct ina_kv_req *op)
     uint32_t *cnt = op->sent; /* scratch before use */
     for (size_t i = 0; i < op->n; i++)
         if (ina_kmap_get(&kv->hot_map, op->keys[i]) == INA_KMAP_NONE)
-            cnt[ina_ps_shard_of(op->keys[i], S)]++;
+            cnt[kv__shard_of(kv, op->keys[i])]++;
     for (unsigned s = 0; s < S; s++)
         op->sh_off[s + 1] = op->sh_off[s] + cnt[s];
     for (unsigned s = 0; s < S; s++)
         cnt[s] = op->sh_off[s];
     for (size_t i = 0; i < op->n; i++)
         if (ina_kmap_get(&kv->hot_map, op->keys[i]) == INA_KMAP_NONE)
-            op->order[cnt[ina_ps_shard_of(op->keys[i], S)]++] = (uint32_t)i;
+            op->order[cnt[kv__shard_of(kv, op->keys[i])]++] = (uint32_t)i;
     memset(op->sent, 0, 4 * (size_t)S * sizeof(uint32_t));
     return 0;
 }
@@ -316,7 +318,7 @@ int ina_kv_push_start(ina_kv *kv, const uint64_t *keys, const float *vals, size_
         if ((rc = drain(kv)) != 0 || (rc = kv__hot_transition(kv)) != 0)
             return rc;
     }
-    if (kv->hctx && kv->cfg.rank == 0)
+    if (kv->hctx)
         kv__hot_profile(kv, keys, n);
     struct ina_kv_req *op = calloc(1, sizeof(*op));
     if (!op)

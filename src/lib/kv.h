@@ -91,6 +91,10 @@ struct ina_kv {
     char job[32];
     unsigned nshards;
     struct kv_shard shard[INA_KV_MAX_SHARDS];
+    /* ps_addrs with weights ("HOST:PORT@W"): shard s holds the key hashes
+     * [split_first[s], split_first[s + 1]) (PROTOCOL.md §14.1); 0 = modulo split. */
+    int split;
+    uint64_t split_first[INA_KV_MAX_SHARDS + 1];
     size_t dgram;          /* largest datagram to a shard */
     uint32_t rto_ms;       /* first retransmission timeout of a request (INA_RTO_MS, 100) */
     struct ina_optim optim;
@@ -114,7 +118,8 @@ struct ina_kv {
     struct ina_kmap hot_map; /* key -> position */
     float *hot_vals, *hot_state;
     uint32_t next_transition; /* the step at whose start the hot set changes next */
-    struct ina_kmap prof_map;  /* rank 0: key -> index into prof_count */
+    uint32_t sample_rate;      /* the profile counts 1 in R entries (INA_KV_SAMPLE) */
+    struct ina_kmap prof_map;  /* key -> index into prof_count */
     uint32_t *prof_count;
     uint64_t *prof_keys;
     uint32_t prof_cap;
@@ -123,6 +128,13 @@ struct ina_kv {
 };
 
 #define INA_KV_LIVE 0x494E4B56u /* "INKV" */
+
+/* The shard of key, by the job's split. */
+static inline unsigned kv__shard_of(const struct ina_kv *kv, uint64_t key)
+{
+    return kv->split ? ina_ps_shard_in(key, kv->split_first, kv->nshards)
+                     : ina_ps_shard_of(key, kv->nshards);
+}
 
 /* kv_rpc.c */
 int kv__shards_open(struct ina_kv *kv);
@@ -152,7 +164,7 @@ void kv__on_pull_resp(struct ina_kv *kv, struct kv_rpc *r, const struct ina_hdr 
 /* kv_hot.c */
 int kv__hot_open(struct ina_kv *kv);
 void kv__hot_close(struct ina_kv *kv, int abort);
-/* Count the keys of a push for the profile (rank 0). */
+/* Count a sample of the keys of a push for the profile. */
 void kv__hot_profile(struct ina_kv *kv, const uint64_t *keys, size_t n);
 /* At the start of step kv->steps_started: install the next hot set if due (blocking). */
 int kv__hot_transition(struct ina_kv *kv);

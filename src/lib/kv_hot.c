@@ -74,16 +74,20 @@ void kv__hot_close(struct ina_kv *kv, int abort)
     kv->hctx = NULL;
 }
 
-/* ---- Profile (rank 0): how often each key was pushed in the last P steps ---------- */
+/* ---- Profile (every rank): a sample of the keys it pushed in the last P steps ------ */
 
 void kv__hot_profile(struct ina_kv *kv, const uint64_t *keys, size_t n)
 {
-    uint32_t T = kv->next_transition, P = (uint32_t)kv->cfg.profile_steps;
+    uint32_t T = kv->next_transition, P = (uint32_t)kv->cfg.profile_steps, R = kv->sample_rate;
     if (T == UINT32_MAX || kv->steps_started + P < T)
         return; /* not in the window before the next transition */
     if (!kv->prof_map.cap && ina_kmap_init(&kv->prof_map, 1024) != 0)
         return;
+    /* 1 in R entries, by a hash of (rank, step, index): a run samples the same again */
+    uint64_t base = ina_hot_sample_base((uint32_t)kv->cfg.rank, kv->steps_started);
     for (size_t i = 0; i < n; i++) {
+        if (!ina_hot_sampled(base, i, R))
+            continue;
         if (kv->prof_map.n == kv->prof_cap) {
             uint32_t cap = kv->prof_cap ? 2 * kv->prof_cap : 1024;
             uint32_t *c = realloc(kv->prof_count, cap * sizeof(*c));
@@ -121,26 +125,20 @@ static int kc_cmp(const void *a, const void *b)
     return x->key < y->key ? -1 : x->key > y->key;
 }
 
-/* The at most H most pushed keys of the profile, most first; the profile is reset. */
-static uint64_t *top_keys(struct ina_kv *kv, uint32_t H, uint32_t *nout)
+/* The at most H most sampled keys of the profile with their counts, most first; the
+ * profile is reset. */
+static struct kc *top_keys(struct ina_kv *kv, uint32_t H, uint32_t *nout)
 {
     uint32_t n = kv->prof_map.n;
     struct kc *all = malloc((n ? n : 1) * sizeof(*all));
-    uint64_t *out = malloc((H ? H : 1) * sizeof(*out));
-    if (!all || !out) {
-        free(all);
-        free(out);
+    if (!all)
         return NULL;
-    }
     for (uint32_t i = 0; i < n; i++)
         all[i] = (struct kc){kv->prof_count[i], kv->prof_keys[i]};
     qsort(all, n, sizeof(*all), kc_cmp);
     *nout = n < H ? n : H;
-    for (uint32_t i = 0; i < *nout; i++)
-        out[i] = all[i].key;
-    free(all);
     ina_kmap_clear(&kv->prof_map);
-    return out;
+    return all;
 }
 
 /* ---- Talking to the switch on the hot context's socket ----------------------------- */
@@ -177,79 +175,100 @@ static int hot_recv(struct ina_kv *kv, uint8_t *b, size_t cap, int ms)
     }
 }
 
-/*
- * Rank 0: install keys[0..n) as epoch at the switch, in chunks that fit a
- * datagram, each resent until acknowledged. The switch may answer NOSPACE
- * with its limit: the list is cut to it (the hottest keys first) and sent
- * again. @return 0, or the error (the handle is failed).
- */
-static int install(struct ina_kv *kv, uint32_t epoch, uint64_t *keys, uint32_t *n)
+/* One HOT_SAMPLE: chunk c of nchunks, top[off, off + cnt). */
+static void sample_chunk(struct ina_kv *kv, uint32_t epoch, const struct kc *top, uint32_t n,
+                         size_t per, uint32_t c, uint32_t nchunks)
 {
-    size_t per = (kv->dgram - INA_HDR_LEN - INA_HOT_INSTALL_HDR) / 8;
+    uint8_t body[65536];
+    uint32_t off = (uint32_t)(c * per), cnt = n > off ? (n - off < per ? n - off : (uint32_t)per) : 0;
+    ina_put32(body, epoch);
+    ina_put32(body + 4, (uint32_t)kv->cfg.hot_keys);
+    ina_put16(body + 8, (uint16_t)c);
+    ina_put16(body + 10, (uint16_t)nchunks);
+    ina_put16(body + 12, (uint16_t)cnt);
+    ina_put16(body + 14, 0);
+    for (uint32_t i = 0; i < cnt; i++) {
+        uint8_t *p = body + INA_HOT_SAMPLE_HDR + INA_HOT_SAMPLE_PAIR * (size_t)i;
+        ina_put64(p, top[off + i].key);
+        ina_put32(p + 8, top[off + i].count);
+    }
+    hot_send(kv, INA_K_HOT_SAMPLE, body, INA_HOT_SAMPLE_HDR + INA_HOT_SAMPLE_PAIR * (size_t)cnt);
+}
+
+/*
+ * Send this rank's sample of the next epoch to the switch (HOT_SAMPLE): top[0..n) as
+ * (key, count) pairs, most sampled first, in chunks that fit a datagram. At most 64 KiB of
+ * chunks are unacknowledged at once (N ranks send theirs together into the switch's one
+ * link), each resent after 200 ms without its answer. The switch sums every rank's sample
+ * and makes the hottest keys the epoch's table (PROTOCOL.md §14.3, §14.4).
+ * @return 0 or the error.
+ */
+static int send_sample(struct ina_kv *kv, uint32_t epoch, const struct kc *top, uint32_t n)
+{
+    size_t per = (kv->dgram - INA_HDR_LEN - INA_HOT_SAMPLE_HDR) / INA_HOT_SAMPLE_PAIR;
     if (per > 4096)
         per = 4096;
-    uint32_t nchunks = (uint32_t)((*n + per - 1) / per);
-    uint8_t *acked = calloc(nchunks + 1, 1), body[65536], rx[2048];
-    if (!acked)
+    if (n > 65535 * per)
+        n = (uint32_t)(65535 * per); /* nchunks is 16 bits: the rest are the coldest anyway */
+    uint32_t nchunks = n ? (uint32_t)((n + per - 1) / per) : 1;
+    uint32_t window = (uint32_t)(65536 / kv->dgram) > 4 ? (uint32_t)(65536 / kv->dgram) : 4;
+    uint8_t *acked = calloc(nchunks, 1), rx[2048];
+    uint64_t *sent_ns = calloc(nchunks, sizeof(uint64_t));
+    if (!acked || !sent_ns) {
+        free(acked);
+        free(sent_ns);
         return -ENOMEM;
+    }
     uint64_t deadline = ina__now_ns() + (uint64_t)kv->cfg.timeout_ms * 1000000ull;
-    uint32_t left = nchunks ? nchunks : 1;
+    uint32_t left = nchunks, next = 0, inflight = 0;
     int rc = 0;
     while (left && !rc) {
-        if (ina__now_ns() > deadline) {
+        uint64_t now = ina__now_ns();
+        if (now > deadline) {
             rc = INA_ERR_TIMEOUT;
             break;
         }
-        for (uint32_t c = 0; c < (nchunks ? nchunks : 1); c++) {
-            if (acked[c])
-                continue;
-            uint32_t off = (uint32_t)(c * per), cnt = *n - off < per ? *n - off : (uint32_t)per;
-            if (!nchunks)
-                off = cnt = 0;
-            ina_put32(body, epoch);
-            ina_put32(body + 4, *n);
-            ina_put32(body + 8, off);
-            ina_put16(body + 12, (uint16_t)cnt);
-            ina_put16(body + 14, 0);
-            for (uint32_t i = 0; i < cnt; i++)
-                ina_put64(body + INA_HOT_INSTALL_HDR + 8 * i, keys[off + i]);
-            hot_send(kv, INA_K_HOT_INSTALL, body, INA_HOT_INSTALL_HDR + 8 * (size_t)cnt);
+        for (uint32_t c = 0; c < next; c++)
+            if (!acked[c] && now - sent_ns[c] > 200000000ull) {
+                sample_chunk(kv, epoch, top, n, per, c, nchunks);
+                sent_ns[c] = now;
+            }
+        for (; next < nchunks && inflight < window; next++, inflight++) {
+            sample_chunk(kv, epoch, top, n, per, next, nchunks);
+            sent_ns[next] = now;
         }
-        uint64_t until = ina__now_ns() + 100000000ull;
-        int len;
-        while (left && (len = hot_recv(kv, rx, sizeof(rx), 20)) != 0) {
+        int len, wait = 20;
+        while (left && (len = hot_recv(kv, rx, sizeof(rx), wait)) != 0) {
+            wait = 0;
             if (len < 0) {
                 rc = INA_ERR_ABORTED;
                 break;
             }
             const uint8_t *p = rx + INA_HDR_LEN;
-            uint32_t e = ina_get32(p), total = ina_get32(p + 4), off = ina_get32(p + 8);
+            uint32_t e = ina_get32(p), total = ina_get32(p + 4), c = ina_get32(p + 8);
             int32_t status = (int32_t)ina_get32(p + 16);
-            if (e != epoch)
-                continue;
-            if (status == INA_ERR_NOSPACE && total < *n) {
-                *n = total; /* cut to the switch's limit and start over */
-                free(acked);
-                return install(kv, epoch, keys, n);
-            }
+            if (e != epoch || total != nchunks || c >= next)
+                continue; /* another epoch's answer */
             if (status != 0) {
-                rc = status;
+                rc = status == INA_ERR_MISMATCH ? INA_ERR_MISMATCH
+                     : status == -ENOMEM        ? -ENOMEM
+                                                : INA_ERR_PROTO;
                 break;
             }
-            uint32_t c = (uint32_t)(off / per);
-            if (total == *n && c < (nchunks ? nchunks : 1) && !acked[c]) {
+            if (!acked[c]) {
                 acked[c] = 1;
                 left--;
+                inflight--;
             }
-            if (ina__now_ns() > until)
-                break;
         }
     }
     free(acked);
+    free(sent_ns);
     return rc;
 }
 
-/* Ranks 1..N-1: read epoch's keys from the switch (ask again while it is pending). */
+/* Read epoch's keys from the switch (ask again while it is pending: until every rank's
+ * sample is in). */
 static uint64_t *fetch(struct ina_kv *kv, uint32_t epoch, uint32_t *nout, int *err)
 {
     uint8_t body[INA_HOT_FETCH_LEN], rx[65536];
@@ -345,7 +364,7 @@ static int move_keys(struct ina_kv *kv, const uint64_t *nkeys, uint32_t nn, stru
         size_t m = 0;
         for (uint32_t i = 0; i <= kv->nhot; i++) {
             if (i < kv->nhot && (ina_kmap_get(nmap, kv->hot_keys[i]) != INA_KMAP_NONE ||
-                                 ina_ps_shard_of(kv->hot_keys[i], S) != s))
+                                 kv__shard_of(kv, kv->hot_keys[i]) != s))
                 continue;
             if (i < kv->nhot) {
                 kv->stats.hot_keys_out++;
@@ -371,14 +390,14 @@ static int move_keys(struct ina_kv *kv, const uint64_t *nkeys, uint32_t nn, stru
         return -ENOMEM;
     for (uint32_t i = 0; i < nn; i++)
         if (ina_kmap_get(&kv->hot_map, nkeys[i]) == INA_KMAP_NONE)
-            tr.sh_off[ina_ps_shard_of(nkeys[i], S) + 1]++;
+            tr.sh_off[kv__shard_of(kv, nkeys[i]) + 1]++;
     for (unsigned s = 0; s < S; s++)
         tr.sh_off[s + 1] += tr.sh_off[s];
     uint32_t fill[INA_KV_MAX_SHARDS];
     memcpy(fill, tr.sh_off, S * sizeof(uint32_t));
     for (uint32_t i = 0; i < nn; i++)
         if (ina_kmap_get(&kv->hot_map, nkeys[i]) == INA_KMAP_NONE) {
-            tr.pos[fill[ina_ps_shard_of(nkeys[i], S)]++] = i;
+            tr.pos[fill[kv__shard_of(kv, nkeys[i])]++] = i;
             kv->stats.hot_keys_in++;
         }
     per = (kv->dgram - INA_HDR_LEN) / 8;
@@ -405,15 +424,13 @@ static int move_keys(struct ina_kv *kv, const uint64_t *nkeys, uint32_t nn, stru
 
 int kv__hot_transition(struct ina_kv *kv)
 {
-    uint32_t epoch = kv->epoch + 1, nn = 0;
-    int rc = 0;
+    uint32_t epoch = kv->epoch + 1, nn = 0, nsample = 0;
     uint64_t *nkeys = NULL;
-    if (kv->cfg.rank == 0) {
-        nkeys = top_keys(kv, (uint32_t)kv->cfg.hot_keys, &nn);
-        rc = nkeys ? install(kv, epoch, nkeys, &nn) : -ENOMEM;
-    } else {
+    struct kc *top = top_keys(kv, (uint32_t)kv->cfg.hot_keys, &nsample);
+    int rc = top ? send_sample(kv, epoch, top, nsample) : -ENOMEM;
+    free(top);
+    if (rc == 0)
         nkeys = fetch(kv, epoch, &nn, &rc);
-    }
     struct ina_kmap nmap = {0};
     if (rc == 0 && ina_kmap_init(&nmap, nn) != 0)
         rc = -ENOMEM;
@@ -440,9 +457,8 @@ int kv__hot_transition(struct ina_kv *kv)
     free(tr.sh_off);
     if (rc != 0) {
         if (!kv->broken)
-            kv__fail(kv, rc, "the hot set of step %u (epoch %u) could not be %s: %s",
-                     kv->steps_started, epoch, kv->cfg.rank == 0 ? "installed" : "fetched",
-                     ina_strerror(rc));
+            kv__fail(kv, rc, "the hot set of step %u (epoch %u) could not be sampled or "
+                     "fetched: %s", kv->steps_started, epoch, ina_strerror(rc));
         free(nkeys);
         free(tr.vals);
         free(tr.state);

@@ -19,9 +19,43 @@ static void shard_str(const struct ina_kv *kv, unsigned s, char *buf, size_t len
     snprintf(buf, len, "shard %u (%s:%u)", s, ip, (unsigned)ntohs(kv->shard[s].addr.sin_port));
 }
 
+/* A shard entry's weight, "HOST[:PORT]@W" (W 1..65535), cut off the entry; 0 without one. */
+static int parse_weight(struct ina_kv *kv, char *one, uint32_t *w)
+{
+    char *at = strchr(one, '@'), *end;
+    *w = 0;
+    if (!at)
+        return 0;
+    *at = '\0';
+    unsigned long x = strtoul(at + 1, &end, 10);
+    if (at[1] < '0' || at[1] > '9' || *end || x < 1 || x > 65535)
+        return ina__fail(NULL, INA_ERR_CONFIG, "shard %u: weight '%s' is not an integer "
+                         "1..65535 (ps_addrs \"HOST:PORT@W,...\")", kv->nshards, at + 1);
+    *w = (uint32_t)x;
+    return 0;
+}
+
+/* With weights, the ranges of a weighted split (ina_ps_split_first). Every entry has a
+ * weight, or none has. */
+static int split_ranges(struct ina_kv *kv, const uint32_t *weight)
+{
+    unsigned with = 0;
+    for (unsigned s = 0; s < kv->nshards; s++)
+        with += weight[s] != 0;
+    if (with == 0)
+        return 0;
+    if (with != kv->nshards)
+        return ina__fail(NULL, INA_ERR_CONFIG, "ps_addrs gives %u of %u shards a weight: give "
+                         "every shard one (\"HOST:PORT@W\") or none", with, kv->nshards);
+    kv->split = 1;
+    ina_ps_split_first(weight, kv->nshards, kv->split_first);
+    return 0;
+}
+
 int kv__shards_open(struct ina_kv *kv)
 {
     const char *p = kv->cfg.ps_addrs;
+    uint32_t weight[INA_KV_MAX_SHARDS];
     kv->nshards = 0;
     while (*p) {
         const char *c = strchr(p, ',');
@@ -35,6 +69,9 @@ int kv__shards_open(struct ina_kv *kv)
                              kv->cfg.ps_addrs);
         memcpy(one, p, len);
         one[len] = '\0';
+        int rc = parse_weight(kv, one, &weight[kv->nshards]);
+        if (rc)
+            return rc;
         struct kv_shard *sh = &kv->shard[kv->nshards];
         char hp[300];
         snprintf(hp, sizeof(hp), strchr(one, ':') ? "%s" : "%s:48870", one);
@@ -60,7 +97,7 @@ int kv__shards_open(struct ina_kv *kv)
     }
     if (kv->nshards == 0)
         return ina__fail(NULL, INA_ERR_CONFIG, "ps_addrs is empty");
-    return 0;
+    return split_ranges(kv, weight);
 }
 
 static void send_raw(struct ina_kv *kv, unsigned s, const uint8_t *buf, size_t len)
@@ -111,7 +148,7 @@ int kv__shards_join(struct ina_kv *kv)
     j.hot_keys = (uint32_t)kv->cfg.hot_keys;
     j.profile_steps = (uint32_t)kv->cfg.profile_steps;
     j.reprofile_steps = (uint32_t)kv->cfg.reprofile_steps;
-    uint8_t buf[INA_HDR_LEN + INA_PS_JOIN_BODY_LEN], rx[2048];
+    uint8_t buf[INA_HDR_LEN + INA_PS_JOIN_SPLIT_LEN], rx[2048];
     int joined[INA_KV_MAX_SHARDS] = {0}, njoined = 0;
     uint64_t start = ina__now_ns(), next = start, gap = 100;
     uint64_t deadline = start + (uint64_t)kv->cfg.join_timeout_ms * 1000000ull;
@@ -128,8 +165,11 @@ int kv__shards_join(struct ina_kv *kv)
                 h.rank = (uint16_t)kv->cfg.rank;
                 ina_hdr_encode(buf, &h);
                 j.shard = (uint16_t)s;
-                ina_ps_join_encode(buf + INA_HDR_LEN, &j);
-                send_raw(kv, s, buf, sizeof(buf));
+                j.split = kv->split ? INA_PS_SPLIT_RANGE : INA_PS_SPLIT_MOD;
+                j.range_first = (uint32_t)kv->split_first[s];
+                j.range_last = (uint32_t)(kv->split_first[s + 1] - 1);
+                size_t blen = ina_ps_join_encode_split(buf + INA_HDR_LEN, &j);
+                send_raw(kv, s, buf, INA_HDR_LEN + blen);
             }
             next = now + gap * 1000000ull;
             gap = gap * 2 > 1000 ? 1000 : gap * 2;
@@ -440,12 +480,15 @@ void kv__progress(struct ina_kv *kv, int timeout_ms)
                 wake = r->deadline_ns;
         if (kv->hctx && kv->hctx->head && kv->hctx->next_rto_ns && kv->hctx->next_rto_ns < wake)
             wake = kv->hctx->next_rto_ns;
-        struct pollfd pfd[INA_KV_MAX_SHARDS + 1];
+        struct pollfd pfd[INA_KV_MAX_SHARDS + 2];
         unsigned n = 0;
         for (unsigned s = 0; s < kv->nshards; s++)
             pfd[n++] = (struct pollfd){.fd = kv->shard[s].fd, .events = POLLIN};
-        if (kv->hctx && kv->hctx->head)
+        if (kv->hctx && kv->hctx->head) {
             pfd[n++] = (struct pollfd){.fd = kv->hctx->fd, .events = POLLIN};
+            if (kv->hctx->mcast_group && kv->hctx->mcast_fd >= 0) /* ina-switch --multicast */
+                pfd[n++] = (struct pollfd){.fd = kv->hctx->mcast_fd, .events = POLLIN};
+        }
         poll(pfd, n, wake > now ? (int)((wake - now + 999999) / 1000000) : 0);
         now = ina__now_ns();
         rx_all(kv, now, rxbuf);

@@ -83,9 +83,10 @@ static inline uint8_t packet_tag(const struct ina_req *req, uint64_t p)
 
 /*
  * HOT_DATA payload of block b (n floats at src, PROTOCOL.md §14.3): epoch and
- * first position, then the block dense, or, when fewer than a third of its
- * values are nonzero, as (key, value) pairs, which is shorter. Both give the
- * switch the same sums (untouched positions add +0). @return bytes written.
+ * first position, then the block in the shortest of three encodings
+ * (ina_hot_block_len): dense; a bitmap of its nonzero positions and their
+ * values (no key bytes); or (key, value) pairs of its nonzero values. All give
+ * the switch the same sums (untouched positions add +0). @return bytes written.
  */
 static size_t build_hot(const struct ina_req *req, uint64_t b, size_t k, size_t n, uint8_t *out,
                         uint16_t *flags)
@@ -97,19 +98,30 @@ static size_t build_hot(const struct ina_req *req, uint64_t b, size_t k, size_t 
     for (size_t i = 0; i < n; i++)
         nnz += g[i] != 0.0f;
     uint8_t *p = out + INA_HOT_PREFIX_LEN;
-    if (INA_HOT_KEYED_LEN * nnz >= 4 * n) {
+    uint16_t f;
+    size_t len = ina_hot_block_len(n, nnz, &f);
+    *flags |= f;
+    if (f == 0) {
         for (size_t i = 0; i < n; i++)
             ina_putf(p + 4 * i, g[i]);
-        return INA_HOT_PREFIX_LEN + 4 * n;
+    } else if (f == INA_FLAG_HOT_BITMAP) {
+        uint8_t *val = p + (n + 7) / 8;
+        memset(p, 0, (n + 7) / 8);
+        for (size_t i = 0; i < n; i++)
+            if (g[i] != 0.0f) {
+                p[i / 8] |= (uint8_t)(1u << (i % 8));
+                ina_putf(val, g[i]);
+                val += 4;
+            }
+    } else {
+        for (size_t i = 0; i < n; i++)
+            if (g[i] != 0.0f) {
+                ina_put64(p, req->hot_keys[b * k + i]);
+                ina_putf(p + 8, g[i]);
+                p += INA_HOT_KEYED_LEN;
+            }
     }
-    *flags |= INA_FLAG_HOT_KEYED;
-    for (size_t i = 0; i < n; i++)
-        if (g[i] != 0.0f) {
-            ina_put64(p, req->hot_keys[b * k + i]);
-            ina_putf(p + 8, g[i]);
-            p += INA_HOT_KEYED_LEN;
-        }
-    return (size_t)(p - out);
+    return INA_HOT_PREFIX_LEN + len;
 }
 
 /* Build the DATA datagram of the packet in flight in ws into buf. @return its length. */

@@ -178,7 +178,7 @@ static void job_abort(struct ina_ps *ps, struct ina_ps_job *job, int reason, con
 
 static void send_join_ack(struct ina_ps *ps, const struct ina_ps_job *job, int r)
 {
-    uint8_t *b = tx_buf(ps, INA_HDR_LEN + INA_PS_JOIN_BODY_LEN);
+    uint8_t *b = tx_buf(ps, INA_HDR_LEN + INA_PS_JOIN_SPLIT_LEN);
     if (!b)
         return;
     struct ina_hdr h;
@@ -187,8 +187,8 @@ static void send_join_ack(struct ina_ps *ps, const struct ina_ps_job *job, int r
     struct ina_ps_join j = job->p;
     j.nonce = job->members[r].nonce;
     j.sw_version = INA_VERSION_NUMBER;
-    ina_ps_join_encode(b + INA_HDR_LEN, &j);
-    tx_push(ps, b, INA_HDR_LEN + INA_PS_JOIN_BODY_LEN, &job->members[r].addr);
+    size_t blen = ina_ps_join_encode_split(b + INA_HDR_LEN, &j);
+    tx_push(ps, b, INA_HDR_LEN + blen, &job->members[r].addr);
 }
 
 /* The parameters every rank of a job must declare alike. */
@@ -199,7 +199,20 @@ static int join_same(const struct ina_ps_join *a, const struct ina_ps_join *b)
            a->init_acc == b->init_acc && a->init_scale == b->init_scale &&
            a->init_seed == b->init_seed && a->nshards == b->nshards &&
            a->hot_keys == b->hot_keys && a->profile_steps == b->profile_steps &&
-           a->reprofile_steps == b->reprofile_steps && a->start == b->start;
+           a->reprofile_steps == b->reprofile_steps && a->start == b->start &&
+           a->split == b->split && a->range_first == b->range_first &&
+           a->range_last == b->range_last;
+}
+
+/* A weighted split's range (PROTOCOL.md §14.2.2 step 4): not empty, and the first shard's
+ * starts at 0, the last shard's ends at 2^32 - 1 (the ranks agree on every shard's range,
+ * each shard checks its own, so together they cover every hash). */
+static int split_valid(const struct ina_ps_join *j)
+{
+    if (j->split == INA_PS_SPLIT_MOD)
+        return 1;
+    return j->range_first <= j->range_last && (j->shard != 0 || j->range_first == 0) &&
+           (j->shard + 1u != j->nshards || j->range_last == UINT32_MAX);
 }
 
 static int join_valid(const struct ina_ps *ps, const struct ina_hdr *h, const struct ina_ps_join *j,
@@ -218,7 +231,7 @@ static int join_valid(const struct ina_ps *ps, const struct ina_hdr *h, const st
         *reason = INA_ERR_NOTSUP; /* a synchronous step needs every rank from the start */
         return 0;
     }
-    if (j->optim > INA_OPTIM_ADAGRAD || j->init > INA_INIT_UNIFORM) {
+    if (j->optim > INA_OPTIM_ADAGRAD || j->init > INA_INIT_UNIFORM || j->split > INA_PS_SPLIT_RANGE) {
         *reason = INA_ERR_NOTSUP;
         return 0;
     }
@@ -226,7 +239,8 @@ static int join_valid(const struct ina_ps *ps, const struct ina_hdr *h, const st
            j->name[0] != '\0' && j->start <= j->world && j->dim >= 1 && j->dim <= INA_PS_MAX_DIM &&
            j->shard == ps->p.shard && j->nshards == ps->p.nshards && isfinite(j->lr) &&
            isfinite(j->eps) && isfinite(j->init_acc) && isfinite(j->init_scale) &&
-           (j->optim != INA_OPTIM_ADAGRAD || (j->eps > 0 && j->init_acc >= 0));
+           (j->optim != INA_OPTIM_ADAGRAD || (j->eps > 0 && j->init_acc >= 0)) &&
+           split_valid(j);
 }
 
 static struct ina_ps_job *job_by_name(struct ina_ps *ps, const char *name)

@@ -1389,7 +1389,7 @@ static void on_shm_attach(struct ina_switch *sw, const struct ina_hdr *h, const 
     send_ctl(sw, job, INA_K_SHM_ACK, ack, sizeof(ack), src);
 }
 
-/* HOT_INSTALL, HOT_FETCH (PROTOCOL.md §14.3): checked like a LEAVE, then hot.c. */
+/* HOT_INSTALL, HOT_FETCH, HOT_SAMPLE (PROTOCOL.md §14.3): checked like a LEAVE, then hot.c. */
 static void on_hot(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
                    size_t bodylen, const struct sockaddr_in *src)
 {
@@ -1431,7 +1431,8 @@ void ina__ctl_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
     case INA_K_SHM_ATTACH: on_shm_attach(sw, h, body, bodylen, src); break;
     case INA_K_DOORBELL: break; /* it woke us; the main loop reads the rings */
     case INA_K_HOT_INSTALL:
-    case INA_K_HOT_FETCH: on_hot(sw, h, body, bodylen, src); break;
+    case INA_K_HOT_FETCH:
+    case INA_K_HOT_SAMPLE: on_hot(sw, h, body, bodylen, src); break;
     default: sw->c.drops[INA_DROP_KIND]++; break;
     }
     if (sw->slots_freed)

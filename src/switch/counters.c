@@ -56,7 +56,10 @@ void ina_sw_counters_print(const struct ina_sw_counters *c, FILE *f)
     fprintf(f, "  joins_refused_taken %llu\n", (unsigned long long)c->joins_refused_taken);
     fprintf(f, "  hot_installs    %llu\n", (unsigned long long)c->hot_installs);
     fprintf(f, "  hot_keyed       %llu\n", (unsigned long long)c->hot_keyed);
+    fprintf(f, "  hot_bitmap      %llu\n", (unsigned long long)c->hot_bitmap);
     fprintf(f, "  hot_refusals    %llu\n", (unsigned long long)c->hot_refusals);
+    fprintf(f, "  hot_samples     %llu\n", (unsigned long long)c->hot_samples);
+    fprintf(f, "  hot_sample_drops %llu\n", (unsigned long long)c->hot_sample_drops);
     fprintf(f, "  tree_joins      %llu\n", (unsigned long long)c->tree_joins);
     fprintf(f, "  up_packets      %llu\n", (unsigned long long)c->up_packets);
     fprintf(f, "  up_resent       %llu\n", (unsigned long long)c->up_resent);

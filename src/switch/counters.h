@@ -34,7 +34,10 @@ struct ina_sw_counters {
     uint64_t joins_refused_taken; /* JOINs refused: a rank of theirs is registered, alive, elsewhere */
     uint64_t hot_installs;    /* hot tables (epochs) activated (PROTOCOL.md §14.3) */
     uint64_t hot_keyed;       /* keyed hot entries added into slots */
-    uint64_t hot_refusals;    /* HOT_INSTALLs refused NOSPACE: --hot-memory is full */
+    uint64_t hot_bitmap;      /* values of bitmap HOT_DATA added into slots */
+    uint64_t hot_refusals;    /* HOT_INSTALLs refused NOSPACE, samples refused: --hot-memory is full */
+    uint64_t hot_samples;     /* (key, count) pairs of HOT_SAMPLEs counted */
+    uint64_t hot_sample_drops; /* ... not counted: --hot-memory had no room for them */
     /* A tree of switches (PROTOCOL.md §12). As a parent: */
     uint64_t tree_joins;      /* TREE_JOINs of child switches registered */
     /* As a child (--parent): */

@@ -311,6 +311,7 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
             ss->hot_base = hin.base;
             ina__hot_load(job, set_values(sw, abs_slot, set), &hin, h->count);
             sw->c.hot_keyed += hin.nkeyed;
+            sw->c.hot_bitmap += hin.nbitmap;
         } else {
             ina_be32_load(set_values(sw, abs_slot, set), payload, h->count);
         }
@@ -352,6 +353,7 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         } else if (hot) {
             ina__hot_add(job, set_values(sw, abs_slot, set), &hin, h->count);
             sw->c.hot_keyed += hin.nkeyed;
+            sw->c.hot_bitmap += hin.nbitmap;
         } else if (ss->op == INA_OP_ADD_BFP) {
             combine(ss, set_values(sw, abs_slot, set), payload, h->count, h->exp);
         } else {

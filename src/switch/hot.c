@@ -35,7 +35,35 @@ struct ina_hot {
     /* --hot-memory: the budget, and what this table holds of it */
     struct ina_hot_budget *budget;
     size_t act_bytes, pend_bytes;
+    /* The sample in progress (HOT_SAMPLE): every rank's sampled counts of the next epoch,
+     * summed by key; the epoch activates when the last rank's last chunk is in. */
+    uint32_t smp_epoch, smp_want; /* 0 = none */
+    uint32_t smp_done;            /* ranks whose sample is complete */
+    struct hot_rank_sample *smp_rank; /* per rank, world entries */
+    struct ina_kmap smp_map;      /* key -> index into smp */
+    struct hot_cand *smp;         /* the keys sampled and their summed counts */
+    uint32_t smp_cap;             /* room in smp */
+    size_t smp_bytes;             /* its charge */
 };
+
+struct hot_cand {
+    uint64_t key;
+    uint32_t count;
+};
+
+/* What a sample is charged (PROTOCOL.md §14.3, HOT_SAMPLE): these, not sizeof, so that the
+ * charges are the protocol's on every host. */
+#define HOT_RANK_CHARGE 24 /* a rank's record */
+#define HOT_CAND_CHARGE 16 /* a sampled key and its sum */
+
+/* One rank's part of a sample: the chunks it announced, which arrived. */
+struct hot_rank_sample {
+    uint32_t nchunks, got; /* nchunks 0: nothing yet */
+    uint64_t *bits;        /* chunks received; NULL once the rank is complete */
+    int done;
+};
+_Static_assert(sizeof(struct hot_rank_sample) <= 24 && sizeof(struct hot_cand) <= 16,
+               "a sample's charges cover its records");
 
 /* ---- Memory (--hot-memory, PROTOCOL.md §14.3) -------------------------------- */
 
@@ -100,11 +128,27 @@ static void pend_clear(struct ina_hot *t)
     t->pend_epoch = t->pend_total = t->pend_filled = 0;
 }
 
+static void sample_clear(struct ina_hot *t, int world)
+{
+    if (t->smp_rank)
+        for (int r = 0; r < world; r++)
+            free(t->smp_rank[r].bits);
+    free(t->smp_rank);
+    ina_kmap_free(&t->smp_map);
+    free(t->smp);
+    budget_give(t->budget, t->smp_bytes);
+    t->smp_rank = NULL;
+    t->smp = NULL;
+    t->smp_bytes = 0;
+    t->smp_epoch = t->smp_want = t->smp_done = t->smp_cap = 0;
+}
+
 void ina__hot_free(struct ina_job *job)
 {
     struct ina_hot *t = job->hot;
     if (!t)
         return;
+    sample_clear(t, job->world);
     pend_clear(t);
     free(t->keys);
     ina_kmap_free(&t->map);
@@ -121,8 +165,23 @@ int ina__hot_parse(const struct ina_hdr *h, const uint8_t *payload, size_t plen,
     in->epoch = ina_get32(payload);
     in->base = ina_get32(payload + 4);
     in->keyed = (h->flags & INA_FLAG_HOT_KEYED) != 0;
+    in->bitmap = (h->flags & INA_FLAG_HOT_BITMAP) != 0;
     in->entries = payload + INA_HOT_PREFIX_LEN;
     size_t body = plen - INA_HOT_PREFIX_LEN;
+    if (in->keyed && in->bitmap)
+        return -1;
+    if (in->bitmap) { /* the bitmap's bits past count are 0; then one value a bit set */
+        size_t nb = ((size_t)h->count + 7) / 8;
+        if (body < nb || (h->count % 8 && in->entries[nb - 1] >> (h->count % 8)))
+            return -1;
+        size_t m = 0;
+        for (size_t i = 0; i < nb; i++)
+            m += (size_t)__builtin_popcount(in->entries[i]);
+        in->nkeyed = 0;
+        in->nbitmap = (uint32_t)m;
+        return body == nb + 4 * m ? 0 : -1;
+    }
+    in->nbitmap = 0;
     if (!in->keyed) {
         in->nkeyed = 0;
         return body == 4 * (size_t)h->count ? 0 : -1;
@@ -166,9 +225,25 @@ static inline int32_t f_bits(float f)
     return v;
 }
 
+/* A bitmap block: each present position's value added (load: the others +0.0f first). */
+static void bitmap_add(int32_t *v, const struct ina_hot_in *in, uint32_t count)
+{
+    const uint8_t *bits = in->entries, *val = in->entries + (count + 7) / 8;
+    for (uint32_t j = 0; j < (count + 7) / 8; j++)
+        for (unsigned b = bits[j]; b; b &= b - 1, val += 4) {
+            uint32_t p = 8 * j + (uint32_t)__builtin_ctz(b);
+            v[p] = f_bits(bits_f(v[p]) + ina_getf(val));
+        }
+}
+
 void ina__hot_load(const struct ina_job *job, int32_t *v, const struct ina_hot_in *in,
                    uint32_t count)
 {
+    if (in->bitmap) {
+        memset(v, 0, 4 * (size_t)count);
+        bitmap_add(v, in, count);
+        return;
+    }
     if (!in->keyed) {
         ina_be32_load(v, in->entries, count);
         return;
@@ -180,6 +255,10 @@ void ina__hot_load(const struct ina_job *job, int32_t *v, const struct ina_hot_i
 void ina__hot_add(const struct ina_job *job, int32_t *v, const struct ina_hot_in *in,
                   uint32_t count)
 {
+    if (in->bitmap) {
+        bitmap_add(v, in, count);
+        return;
+    }
     if (!in->keyed) {
         ina_be32_fadd(v, in->entries, count);
         return;
@@ -247,9 +326,11 @@ static int activate(struct ina_switch *sw, struct ina_job *job)
     t->act_bytes = now;
     t->pend_bytes = 0;
     pend_clear(t);
+    if (t->smp_epoch && t->smp_epoch <= t->epoch)
+        sample_clear(t, job->world); /* an install overtook it */
     sw->c.hot_installs++;
     ina_log(INA_LOG_INFO, "hot_installed", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
-            INA_KV_I("epoch", t->epoch), INA_KV_I("keys", t->n));
+            INA_KV_I("epoch", t->epoch), INA_KV_I("keys", t->n), INA_KV_S("from", "install"));
     return 0;
 }
 
@@ -350,6 +431,271 @@ static void on_fetch(struct ina_switch *sw, struct ina_job *job, const uint8_t *
     send_keys(sw, job, epoch, t->n, off, n, 0, t->keys + off, src);
 }
 
+/* ---- Samples: every rank's counts, summed here (HOT_SAMPLE, PROTOCOL.md §14.3) ---- */
+
+/* Hotter first: the larger count, then the smaller key. */
+static int cand_before(const struct hot_cand *a, const struct hot_cand *b)
+{
+    return a->count != b->count ? a->count > b->count : a->key < b->key;
+}
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const struct hot_cand *x = a, *y = b;
+    return cand_before(x, y) ? -1 : cand_before(y, x);
+}
+
+static void cand_swap(struct hot_cand *a, struct hot_cand *b)
+{
+    struct hot_cand t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Put the k hottest of c[0..n) first (in any order): quickselect, expected O(n). */
+static void cand_select(struct hot_cand *c, uint32_t n, uint32_t k)
+{
+    uint32_t lo = 0, hi = n; /* the k-th hottest is in [lo, hi) */
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    while (hi - lo > 1 && k > lo && k < hi) {
+        x = ina_key_mix(x + 1);
+        cand_swap(&c[lo + (uint32_t)(x % (hi - lo))], &c[hi - 1]);
+        struct hot_cand pivot = c[hi - 1];
+        uint32_t store = lo;
+        for (uint32_t i = lo; i + 1 < hi; i++)
+            if (cand_before(&c[i], &pivot))
+                cand_swap(&c[i], &c[store++]);
+        cand_swap(&c[store], &c[hi - 1]); /* c[lo..store) hotter than the pivot, at store */
+        if (store + 1 == k || store == k)
+            return;
+        if (store > k)
+            hi = store;
+        else
+            lo = store + 1;
+    }
+}
+
+/* Every rank's sample is in: the min(want, --hot-keys) hottest keys (by summed count, the
+ * smaller key first among equals), hottest first, become the active table. The table takes
+ * less memory than the sample it comes from, whose charge it inherits. @return 0 or -ENOMEM. */
+static int sample_activate(struct ina_switch *sw, struct ina_job *job)
+{
+    struct ina_hot *t = job->hot;
+    uint32_t n = t->smp_map.n;
+    if (n > t->smp_want)
+        n = t->smp_want;
+    if (n > sw->p.hot_max)
+        n = sw->p.hot_max;
+    cand_select(t->smp, t->smp_map.n, n);
+    qsort(t->smp, n, sizeof(*t->smp), cand_cmp);
+    /* The key list in place, over the candidates (key i at byte 8i, read before it is
+     * overwritten: 8i + 8 <= 16i from i = 1 on). */
+    uint8_t *raw = (uint8_t *)t->smp;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t key = t->smp[i].key;
+        memcpy(raw + 8 * (size_t)i, &key, 8);
+    }
+    uint64_t *keys = realloc(t->smp, 8 * (size_t)(n ? n : 1));
+    if (!keys)
+        keys = raw ? (uint64_t *)(void *)raw : malloc(8);
+    t->smp = NULL;
+    if (!keys) {
+        sample_clear(t, job->world);
+        return -ENOMEM;
+    }
+    ina_kmap_free(&t->smp_map);
+    struct ina_kmap map;
+    if (ina_kmap_init(&map, n) != 0) {
+        free(keys);
+        sample_clear(t, job->world);
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        ina_kmap_put(&map, keys[i], i);
+    free(t->keys);
+    ina_kmap_free(&t->map);
+    t->keys = keys;
+    t->map = map;
+    t->n = n;
+    t->epoch = t->smp_epoch;
+    size_t now = table_bytes(n); /* <= the sample's charge: 16 + 12 a key against 8 + 12 */
+    budget_give(t->budget, t->act_bytes + t->smp_bytes - now);
+    t->act_bytes = now;
+    t->smp_bytes = 0;
+    sample_clear(t, job->world);
+    if (t->pend_epoch && t->pend_epoch <= t->epoch)
+        pend_clear(t);
+    sw->c.hot_installs++;
+    ina_log(INA_LOG_INFO, "hot_installed", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
+            INA_KV_I("epoch", t->epoch), INA_KV_I("keys", t->n), INA_KV_S("from", "sample"));
+    return 0;
+}
+
+/* Room for one more sampled key: the candidates and the index grow, charged first.
+ * @return 0, or -1 (nothing changed: the key is not counted). */
+static int sample_room(struct ina_hot *t)
+{
+    if (t->smp_map.n == t->smp_cap) {
+        uint32_t cap = t->smp_cap ? 2 * t->smp_cap : 16;
+        size_t more = HOT_CAND_CHARGE * (size_t)(cap - t->smp_cap);
+        if (cap <= t->smp_cap || budget_take(t->budget, more) != 0)
+            return -1;
+        struct hot_cand *c = realloc(t->smp, sizeof(*c) * (size_t)cap);
+        if (!c) {
+            budget_give(t->budget, more);
+            return -1;
+        }
+        t->smp = c;
+        t->smp_cap = cap;
+        t->smp_bytes += more;
+    }
+    if (ina_kmap_full(&t->smp_map)) {
+        size_t more = ina_kmap_bytes(t->smp_map.cap); /* doubling adds as much again */
+        if (budget_take(t->budget, more) != 0)
+            return -1;
+        if (ina_kmap_grow(&t->smp_map) != 0) {
+            budget_give(t->budget, more);
+            return -1;
+        }
+        t->smp_bytes += more;
+    }
+    return 0;
+}
+
+/* Start the sample of epoch (discarding another one in progress): the ranks' records and
+ * an empty index, charged. @return 0, or -1 if they do not fit (or no memory). */
+static int sample_start(struct ina_hot *t, int world, uint32_t epoch, uint32_t want)
+{
+    sample_clear(t, world);
+    size_t bytes = HOT_RANK_CHARGE * (size_t)world + ina_kmap_bytes(ina_kmap_cells(0));
+    if (budget_take(t->budget, bytes) != 0)
+        return -1;
+    t->smp_bytes = bytes;
+    t->smp_rank = calloc((size_t)world, sizeof(*t->smp_rank));
+    if (!t->smp_rank || ina_kmap_init(&t->smp_map, 0) != 0) {
+        sample_clear(t, world);
+        return -1;
+    }
+    t->smp_epoch = epoch;
+    t->smp_want = want;
+    return 0;
+}
+
+/* A sample that --hot-memory cannot hold at all: its epoch becomes active with no keys
+ * (every key cold), so the ranks' fetches are answered rather than left pending. */
+static int sample_refused(struct ina_switch *sw, struct ina_job *job, uint32_t epoch)
+{
+    struct ina_hot *t = job->hot;
+    sw->c.hot_refusals++;
+    ina_log(INA_LOG_WARN, "hot_refused", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
+            INA_KV_I("epoch", epoch), INA_KV_I("keys", 0), INA_KV_I("fit", 0),
+            INA_KV_I("hot_memory", t->budget->limit));
+    sample_clear(t, job->world);
+    uint64_t *keys = malloc(8);
+    if (!keys)
+        return -ENOMEM;
+    free(t->keys);
+    ina_kmap_free(&t->map);
+    ina_kmap_init(&t->map, 0); /* an empty index: lookups on cap 0 find nothing anyway */
+    budget_give(t->budget, t->act_bytes);
+    t->act_bytes = 0;
+    t->keys = keys;
+    t->n = 0;
+    t->epoch = epoch;
+    if (t->pend_epoch && t->pend_epoch <= epoch)
+        pend_clear(t);
+    sw->c.hot_installs++;
+    return 0;
+}
+
+/* Add chunk's pairs (key, count) to the sample; keys that find no room are not counted. */
+static void sample_add(struct ina_switch *sw, struct ina_hot *t, const uint8_t *p, uint32_t count)
+{
+    for (uint32_t i = 0; i < count; i++, p += INA_HOT_SAMPLE_PAIR) {
+        uint64_t key = ina_get64(p);
+        uint32_t c = ina_get32(p + 8), idx = ina_kmap_get(&t->smp_map, key);
+        if (idx == INA_KMAP_NONE) {
+            if (sample_room(t) != 0) {
+                sw->c.hot_sample_drops++;
+                continue;
+            }
+            idx = ina_kmap_put(&t->smp_map, key, t->smp_map.n);
+            t->smp[idx] = (struct hot_cand){key, 0};
+        }
+        t->smp[idx].count = c > UINT32_MAX - t->smp[idx].count ? UINT32_MAX : t->smp[idx].count + c;
+        sw->c.hot_samples++;
+    }
+}
+
+static void on_sample(struct ina_switch *sw, struct ina_job *job, uint16_t rank, const uint8_t *b,
+                      size_t len, const struct sockaddr_in *src)
+{
+    uint32_t epoch = ina_get32(b), want = ina_get32(b + 4);
+    uint32_t chunk = ina_get16(b + 8), nchunks = ina_get16(b + 10), count = ina_get16(b + 12);
+    if (len != INA_HOT_SAMPLE_HDR + INA_HOT_SAMPLE_PAIR * (size_t)count || epoch == 0 ||
+        want == 0 || nchunks == 0 || chunk >= nchunks) {
+        sw->c.drops[INA_DROP_JOIN]++;
+        return;
+    }
+    if (!job->hot && !(job->hot = calloc(1, sizeof(*job->hot)))) {
+        send_keys(sw, job, epoch, nchunks, chunk, 0, -ENOMEM, NULL, src);
+        return;
+    }
+    struct ina_hot *t = job->hot;
+    t->budget = hot_budget(sw);
+    if (epoch <= t->epoch) { /* active already (this chunk's answer was lost) */
+        send_keys(sw, job, epoch, nchunks, chunk, 0, 0, NULL, src);
+        return;
+    }
+    if (t->smp_epoch == epoch && t->smp_want != want) {
+        send_keys(sw, job, epoch, nchunks, chunk, 0, INA_ERR_MISMATCH, NULL, src);
+        return;
+    }
+    if (t->smp_epoch != epoch && sample_start(t, job->world, epoch, want) != 0) {
+        int st = sample_refused(sw, job, epoch);
+        send_keys(sw, job, epoch, nchunks, chunk, 0, st, NULL, src);
+        return;
+    }
+    struct hot_rank_sample *rs = &t->smp_rank[rank];
+    if (rs->nchunks && rs->nchunks != nchunks) {
+        sw->c.drops[INA_DROP_JOIN]++; /* a rank announces its chunks once */
+        return;
+    }
+    if (!rs->done && !rs->nchunks) {
+        size_t bytes = 8 * ((size_t)nchunks / 64 + 1);
+        int took = budget_take(t->budget, bytes) == 0;
+        rs->nchunks = nchunks;
+        rs->bits = took ? calloc(1, bytes) : NULL;
+        if (rs->bits) {
+            t->smp_bytes += bytes;
+        } else {
+            if (took)
+                budget_give(t->budget, bytes);
+            rs->done = 1; /* no room to tell its chunks apart: its sample is left out */
+            sw->c.hot_sample_drops += count;
+            t->smp_done++;
+            ina_log(INA_LOG_WARN, "hot_sample_cut", INA_KV_I("job", job->id),
+                    INA_KV_S("name", job->name), INA_KV_I("epoch", epoch), INA_KV_I("rank", rank),
+                    INA_KV_I("hot_memory", t->budget->limit));
+        }
+    }
+    if (!rs->done && !(rs->bits[chunk / 64] & (1ull << (chunk % 64)))) {
+        rs->bits[chunk / 64] |= 1ull << (chunk % 64);
+        sample_add(sw, t, b + INA_HOT_SAMPLE_HDR, count);
+        if (++rs->got == rs->nchunks) {
+            size_t bytes = 8 * ((size_t)nchunks / 64 + 1);
+            free(rs->bits);
+            rs->bits = NULL;
+            budget_give(t->budget, bytes);
+            t->smp_bytes -= bytes;
+            rs->done = 1;
+            t->smp_done++;
+        }
+    }
+    int status = t->smp_done == (uint32_t)job->world ? sample_activate(sw, job) : 0;
+    send_keys(sw, job, epoch, nchunks, chunk, 0, status, NULL, src);
+}
+
 void ina__hot_control(struct ina_switch *sw, struct ina_job *job, const struct ina_hdr *h,
                       const uint8_t *body, size_t len, const struct sockaddr_in *src)
 {
@@ -363,6 +709,12 @@ void ina__hot_control(struct ina_switch *sw, struct ina_job *job, const struct i
             return;
         }
         on_install(sw, job, body, len, src);
+    } else if (h->kind == INA_K_HOT_SAMPLE) {
+        if (len < INA_HOT_SAMPLE_HDR) {
+            sw->c.drops[INA_DROP_JOIN]++;
+            return;
+        }
+        on_sample(sw, job, h->rank, body, len, src);
     } else {
         on_fetch(sw, job, body, len, src);
     }

@@ -169,7 +169,10 @@ static void job_labels(struct ina_buf *b, const struct ina_job *j)
     X(sparse_tx_blocks, "Blocks carried by block-sparse RESULTs")                            \
     X(hot_installs, "Hot tables (epochs) activated")                                         \
     X(hot_keyed, "Keyed hot entries added into slots")                                      \
-    X(hot_refusals, "Hot-table installs refused: --hot-memory full")
+    X(hot_bitmap, "Values of bitmap hot blocks added into slots")                           \
+    X(hot_refusals, "Hot-table installs refused: --hot-memory full")                          \
+    X(hot_samples, "Sampled (key, count) pairs counted for a hot set")                      \
+    X(hot_sample_drops, "Sampled pairs not counted: --hot-memory full")
 
 #define JOB_GAUGES(X)                                                                 \
     X(world, "Ranks of the job", (double)j->world)                                    \

@@ -389,9 +389,11 @@ struct ina_hot;
 /* A HOT_DATA packet, parsed. */
 struct ina_hot_in {
     uint32_t epoch, base;
-    int keyed;
-    uint32_t nkeyed;       /* keyed: entries */
-    const uint8_t *entries; /* dense: count values; keyed: nkeyed (key, value) */
+    int keyed, bitmap;
+    uint32_t nkeyed;       /* keyed: entries (0 otherwise) */
+    uint32_t nbitmap;      /* bitmap: values (0 otherwise) */
+    const uint8_t *entries; /* dense: count values; keyed: nkeyed (key, value); bitmap: the
+                               bitmap, then nkeyed values */
 };
 /* Parse the payload of a HOT_DATA. @return 0, or -1 if its length is wrong. */
 int ina__hot_parse(const struct ina_hdr *h, const uint8_t *payload, size_t plen,

@@ -1,4 +1,4 @@
-/* test_kv.c: the key-value API against ina-ps shards (all-PS): exact sums, repeated keys, async, optimizers, misuse, refusals. */
+/* test_kv.c: the key-value API against ina-ps shards (all-PS): exact sums, repeated keys, async, optimizers, weighted splits, misuse, refusals. */
 #include <math.h>
 
 #include "check.h"
@@ -8,7 +8,7 @@
 #define M 150    /* entries per push (with repeats) */
 #define STEPS 6
 
-static char addrs[256];
+static char addrs[256], weighted[256];
 
 /* Entry j of rank r's push at step t: a key with repeats (every 10th entry is key 7) and
  * an integer value, so sums are exact in binary32 whatever the order. */
@@ -68,13 +68,14 @@ static int check_all(ina_kv *kv, const struct model *m, const char *what, int t)
 struct run {
     int optimizer, async, nshards;
     const char *job;
+    int weighted; /* the shards with weights (PROTOCOL.md §14.1): "...@1,...@5" */
 };
 
 static int worker(int rank, int n, void *arg)
 {
     const struct run *run = arg;
     ina_kv_config c;
-    kv_config(&c, addrs, run->job, rank, n);
+    kv_config(&c, run->weighted ? weighted : addrs, run->job, rank, n);
     c.optimizer = run->optimizer;
     c.lr = run->optimizer == INA_KV_ADAGRAD ? 0.5f : 1.0f;
     c.eps = 1.0f;
@@ -237,6 +238,53 @@ static int frac(int rank, int n, void *arg)
     return bad;
 }
 
+/* ina_kv_open with ps_addrs "127.0.0.1:P0W0,127.0.0.1:P1W1" fails INA_ERR_CONFIG, nothing
+ * joined, saying why. */
+static void refused_config(const struct sw_proc *ps, const char *w0, const char *w1,
+                           const char *why)
+{
+    char a[256];
+    snprintf(a, sizeof(a), "127.0.0.1:%d%s,127.0.0.1:%d%s", ps[0].port, w0, ps[1].port, w1);
+    ina_kv_config c;
+    kv_config(&c, a, "badweight", 0, 1);
+    ina_kv *kv = NULL;
+    CHECK_EQ_INT(ina_kv_open(&kv, &c), INA_ERR_CONFIG);
+    CHECK(kv == NULL && strstr(ina_last_error(NULL), why) != NULL);
+}
+
+/* Weights that do not parse, or given to some shards only: INA_ERR_CONFIG, nothing joined. */
+static void bad_weights(const struct sw_proc *ps)
+{
+    const char *bad[] = {"@0", "@65536", "@x", "@", "@3x", "@-1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        refused_config(ps, bad[i], "@1", "weight");
+    refused_config(ps, "@2", "", "1 of 2 shards");
+}
+
+/* A rank of ranks that disagree: rank 0 registers first or second, so one of them is refused
+ * (MISMATCH) and the other times out. @return 1 if so. */
+static int refused_join(ina_kv_config *c)
+{
+    c->join_timeout_ms = 3000;
+    ina_kv *kv;
+    int rc = ina_kv_open(&kv, c);
+    if (rc == 0)
+        ina_kv_close(kv);
+    return rc == INA_ERR_MISMATCH || rc == INA_ERR_TIMEOUT;
+}
+
+/* Ranks whose weights differ disagree on the shards' ranges: MISMATCH (or the other rank
+ * times out), never a job that splits the keys two ways. */
+static int disagree_weights(int rank, int n, void *arg)
+{
+    const struct sw_proc *ps = arg;
+    char a[256];
+    snprintf(a, sizeof(a), "127.0.0.1:%d@%d,127.0.0.1:%d@1", ps[0].port, rank + 1, ps[1].port);
+    ina_kv_config c;
+    kv_config(&c, a, "weights-differ", rank, n);
+    return !refused_join(&c);
+}
+
 /* Ranks that disagree on a parameter fail at once with MISMATCH. */
 static int disagree(int rank, int n, void *arg)
 {
@@ -244,13 +292,7 @@ static int disagree(int rank, int n, void *arg)
     ina_kv_config c;
     kv_config(&c, addrs, "disagree", rank, n);
     c.lr = rank == 0 ? 0.1f : 0.2f;
-    c.join_timeout_ms = 3000;
-    ina_kv *kv;
-    int rc = ina_kv_open(&kv, &c);
-    if (rc == 0)
-        ina_kv_close(kv);
-    /* rank 0 registers first or second: one of them is refused, the other times out */
-    return !(rc == INA_ERR_MISMATCH || rc == INA_ERR_TIMEOUT);
+    return !refused_join(&c);
 }
 
 int main(void)
@@ -263,16 +305,23 @@ int main(void)
             return 1;
         }
     ps_addrs(ps, 2, addrs, sizeof(addrs));
+    snprintf(weighted, sizeof(weighted), "127.0.0.1:%d@1,127.0.0.1:%d@5", ps[0].port, ps[1].port);
     for (int i = 0; i < K; i++)
         all_keys[i] = i == 0 ? 7 : (uint64_t)i * 1000003ull + 13;
     for (int i = 0; i < 5; i++)
         all_keys[K + i] = all_keys[i * 3]; /* repeats in a pull */
 
-    struct run sgd = {INA_KV_SGD, 0, 2, "sgd"}, ada = {INA_KV_ADAGRAD, 0, 2, "adagrad"},
-               async = {INA_KV_SGD, 1, 2, "async"};
+    struct run sgd = {INA_KV_SGD, 0, 2, "sgd", 0}, ada = {INA_KV_ADAGRAD, 0, 2, "adagrad", 0},
+               async = {INA_KV_SGD, 1, 2, "async", 0},
+               wsgd = {INA_KV_SGD, 0, 2, "weighted-sgd", 1},
+               wasync = {INA_KV_ADAGRAD, 1, 2, "weighted-async", 1};
     CHECK_EQ_INT(run_workers(3, worker, &sgd, 120), 0);
     CHECK_EQ_INT(run_workers(3, worker, &ada, 120), 0);
     CHECK_EQ_INT(run_workers(2, worker, &async, 120), 0);
+    CHECK_EQ_INT(run_workers(3, worker, &wsgd, 120), 0);
+    CHECK_EQ_INT(run_workers(2, worker, &wasync, 120), 0);
+    bad_weights(ps);
+    CHECK_EQ_INT(run_workers(2, disagree_weights, ps, 60), 0);
     CHECK_EQ_INT(run_workers(2, misuse, NULL, 60), 0);
     CHECK_EQ_INT(run_workers(3, frac, NULL, 60), 0);
     CHECK_EQ_INT(run_workers(2, disagree, NULL, 60), 0);

@@ -105,7 +105,7 @@ HARNESS static void check_tx(void)
                (h.rank == INA_RANK_SWITCH || h.kind == INA_K_PS_CHAIN_FWD ||
                 h.kind == INA_K_PS_REPLAY)); /* FWD, REPLAY: the update's rank */
         switch (h.kind) {
-        case INA_K_PS_JOIN_ACK: CHECKF(len == INA_HDR_LEN + INA_PS_JOIN_BODY_LEN); break;
+        case INA_K_PS_JOIN_ACK: CHECKF(len == INA_HDR_LEN + INA_PS_JOIN_BODY_LEN || len == INA_HDR_LEN + INA_PS_JOIN_SPLIT_LEN); break;
         case INA_K_PS_JOIN_NAK: CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN); break;
         case INA_K_PS_ABORT: CHECKF(len == INA_HDR_LEN + INA_PS_ABORT_BODY_LEN); break;
         case INA_K_PS_PUSH_ACK:

@@ -350,7 +350,8 @@ HARNESS static void check_state(void)
         CHECKF(t->pend_bytes == (t->pend_epoch ? install_bytes(t->pend_total) : 0));
         CHECKF(t->epoch == 0 || t->keys);
         CHECKF(t->n <= FZ_HOT_MAX && t->pend_total <= FZ_HOT_MAX);
-        hot += t->act_bytes + t->pend_bytes;
+        CHECKF(t->smp_epoch || t->smp_bytes == 0);
+        hot += t->act_bytes + t->pend_bytes + t->smp_bytes;
     }
     CHECKF(hot == atomic_load(&sw.hot_own.used) && hot <= FZ_HOT_MEMORY);
 }
@@ -662,7 +663,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     p.join_timeout_ns = FZ_JOIN_TIMEOUT_NS;
     p.idle_timeout_ns = FZ_IDLE_TIMEOUT_NS;
     p.min_job_slots = 1; /* admission may shrink windows: exercise it */
-    p.hot_max = FZ_HOT_MAX; /* the hot table (kinds 5, 6, 45..47) is part of the surface */
+    p.hot_max = FZ_HOT_MAX; /* the hot table (kinds 5, 6, 45..47, 64) is part of the surface */
     p.hot_memory = FZ_HOT_MEMORY;
     child_mode = size >= 2 && (data[1] & F_CHILD);
     if (child_mode) {

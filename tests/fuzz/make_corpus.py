@@ -22,8 +22,8 @@ MAGIC, VERSION = 0x494E, 1
 K_DATA, K_RESULT, K_JOIN, K_JOIN_ACK, K_JOIN_NAK, K_LEAVE, K_ABORT = 1, 2, 16, 17, 18, 19, 20
 K_SHM_ATTACH, K_DOORBELL = 23, 25
 K_REDIRECT, K_MIGRATE, K_WITHDRAW, K_TREE_JOIN = 21, 22, 26, 28
-K_HOT_DATA, K_HOT_INSTALL, K_HOT_FETCH = 5, 45, 46
-OP_HOT_F32, FLAG_HOT_KEYED = 9, 0x0001
+K_HOT_DATA, K_HOT_INSTALL, K_HOT_FETCH, K_HOT_SAMPLE = 5, 45, 46, 64
+OP_HOT_F32, FLAG_HOT_KEYED, FLAG_HOT_BITMAP = 9, 0x0001, 0x0002
 SET_BIT = 0x80000000
 EXP_ZERO, EXP_NONFINITE = -32768, 32767
 ERR_MISMATCH, ERR_ABORTED, ERR_NOSPACE = -1005, -1002, -1004
@@ -315,9 +315,23 @@ def hot_fetch(addr, job, epoch, offset, maxc):
                   hdr(K_HOT_FETCH) + struct.pack(">IIHH", epoch, offset, maxc, 0))
 
 
-def hot_data(addr, slot, seq, epoch, base, values=None, pairs=None):
-    """HOT_DATA of the honest job: dense values, or keyed (key, value) pairs."""
-    if pairs is not None:
+def hot_sample(addr, job, epoch, want, chunk, nchunks, pairs):
+    """HOT_SAMPLE (PROTOCOL.md §14.3): a rank's sampled (key, count) pairs, one chunk."""
+    body = struct.pack(">IIHHHH", epoch, want, chunk, nchunks, len(pairs), 0) + \
+        b"".join(struct.pack(">QI", k, c) for k, c in pairs)
+    return record(sel(addr, job), S_CREDS | S_RANK, hdr(K_HOT_SAMPLE) + body)
+
+
+def hot_data(addr, slot, seq, epoch, base, values=None, pairs=None, present=None):
+    """HOT_DATA of the honest job: dense values, keyed (key, value) pairs, or a bitmap of
+    the present (position, value)s of a block of 8."""
+    if present is not None:
+        bits = 0
+        for pos, _ in present:
+            bits |= 1 << pos
+        body = bytes([bits]) + b"".join(struct.pack(">f", v) for _, v in sorted(present))
+        count, flags = 8, FLAG_HOT_BITMAP
+    elif pairs is not None:
         body = b"".join(struct.pack(">Qf", k, v) for k, v in pairs)
         count, flags = 8, FLAG_HOT_KEYED  # the block's positions, like the dense ones
     else:
@@ -353,6 +367,22 @@ def hot_seeds():
     m += hot_install(0, HONEST, 2, 24, 0, k)  # a reinstall beside epoch 1: NOSPACE
     m += sw_leave(5, job=THIRD) + hot_install(0, HONEST, 2, 24, 0, k)  # room again
     s["hot_memory_full"] = m
+    # Every rank's sample of epoch 1 (two chunks from rank 0, one of them twice, one empty
+    # sample), the table the switch picks from their sums, then rounds in all three
+    # encodings, and a sample of epoch 2 that asks for more than --hot-keys.
+    sm = hot_sample(0, HONEST, 1, 12, 0, 2, [(k[i], 5 - i % 5) for i in range(10)])
+    sm += hot_sample(1, HONEST, 1, 12, 0, 1, [(k[i], 3) for i in range(4, 16)])
+    sm += hot_sample(0, HONEST, 1, 12, 0, 2, [(k[i], 5 - i % 5) for i in range(10)])
+    sm += hot_sample(1, HONEST, 1, 13, 0, 1, [])  # another want: MISMATCH
+    sm += hot_fetch(2, HONEST, 1, 0, 20)           # pending
+    sm += hot_sample(2, HONEST, 1, 12, 0, 1, [])
+    sm += hot_sample(0, HONEST, 1, 12, 1, 2, [(k[20], 9)]) + hot_fetch(2, HONEST, 1, 0, 20)
+    sm += (hot_data(0, 0, 0, 1, 0, present=[(1, 0.5), (6, 2.0)]) +
+           hot_data(1, 0, 0, 1, 0, values=[1.0] * 8) +
+           hot_data(2, 0, 0, 1, 0, present=[(0, -1.0)]))
+    sm += hot_data(0, 1, 0, 1, 8, present=[(0, 1.0)])
+    sm += hot_sample(0, HONEST, 2, 40, 0, 1, [(x, 1) for x in k])
+    s["hot_sample"] = sm
     return s
 
 
@@ -499,8 +529,17 @@ def reply_seeds():
 # ---- fuzz_ps: the memory paths (PROTOCOL.md §14.2.8) ------------------------------
 
 # flags (fuzz_ps.c); sel bits 0-2: the source (0..2: ranks 0..2 of "honest" and "stale")
-K_PS_PUSH, K_PS_UPDATE = 35, 48
+K_PS_JOIN, K_PS_PUSH, K_PS_UPDATE = 32, 35, 48
 PS_DIM = 2  # the dim of fuzz_ps's jobs
+
+
+def ps_join_split(rank, world, name, nonce, first, last, split=1):
+    """A PS_JOIN (PROTOCOL.md §14.2.1) of a job with a weighted split: the 96 bytes with
+    split at byte 94, then range_first and range_last."""
+    body = struct.pack(">QHHHHBBBBffffIQ32sIIIHBx", nonce, world, 0, 1, 1, 0, 0, 0, 0, 0.5,
+                       1.0, 0.0, 0.0, 600, 3, name.encode(), 0, 0, 0, 0, split)
+    body += struct.pack(">II", first, last)
+    return record(rank, P_MAGIC, hdr(K_PS_JOIN, rank=rank) + body)
 
 
 def ps_push(rank, step, index, keys):
@@ -530,6 +569,13 @@ def ps_memory_seeds():
     # taken in stamp order (run-fuzz.sh's -max_len of 8192 bounds a seed)
     s["update_held"] = (ps_update(1, 1, 1, 120) + ps_update(2, 1, 2, 120) +
                         ps_update(0, 1, 0, 10))
+    # A weighted split (§14.1): a 2-rank job whose ranks agree on the range of this shard
+    # (0 of 1: all of it), a third JOIN that names another range, and refused ranges.
+    s["join_split"] = (ps_join_split(3, 2, "w", 0x51, 0, 0xFFFFFFFF) +
+                       ps_join_split(4, 2, "w", 0x52, 0, 0xFFFFFFFF) +
+                       ps_join_split(5, 2, "w", 0x53, 0, 0xFFFFFFFE) +
+                       ps_join_split(5, 2, "w2", 0x54, 1, 0xFFFFFFFF) +
+                       ps_join_split(5, 2, "w3", 0x55, 0, 0xFFFFFFFF, split=2))
     return s
 
 

@@ -50,11 +50,13 @@ K_PS_LEAVE, K_PS_ABORT = 43, 44
 K_JOIN, K_JOIN_ACK, K_JOIN_NAK, K_LEAVE, K_JOIN_WAIT = 16, 17, 18, 19, 27
 K_HOT_DATA, K_HOT_RESULT = 5, 6
 K_HOT_INSTALL, K_HOT_FETCH, K_HOT_KEYS = 45, 46, 47
+K_HOT_SAMPLE = 64
 
 FLAG_ABORT = 0x0001       # §3 flags bit 0 (LEAVE, PS_LEAVE §14.2)
 FLAG_PS_STATE = 0x0002    # §14.2: flag bit 1 of PS_PULL / PS_PULL_RESP
 FLAG_CAP_HOT = 0x0080     # §3: JOIN_ACK flag bit 7 (§14.3)
 FLAG_HOT_KEYED = 0x0001   # §14.3: HOT_DATA flags bit 0
+FLAG_HOT_BITMAP = 0x0002  # §14.3: HOT_DATA flags bit 1
 OP_HOT_F32 = 9            # §3 / §14.3
 
 # §4.3 reason codes
@@ -442,6 +444,24 @@ def ps_join_body(job, nonce, **over):
                        p['hot'], p['prof'], p['reprof'], p['res'])
 
 
+def split_body(job, nonce, first, last, split=1, cut=0, **over):
+    """§14.2.1: a PS_JOIN body with split (byte 94) and, after the 96 bytes, range_first
+    and range_last (bytes 96..103); `cut` bytes removed from its end."""
+    b = bytearray(ps_join_body(job, nonce, **over))
+    b[94] = split
+    b += struct.pack('>II', first, last)
+    return bytes(b[:len(b) - cut])
+
+
+def split_first(weights):
+    """§14.1: F(s) = floor(2^32 (w_0 + ... + w_(s-1)) / W), s = 0..S."""
+    total, before, out = sum(weights), 0, []
+    for w in weights + [0]:
+        out.append((before << 32) // total)
+        before += w
+    return out
+
+
 def send_ps_join(peer, job, rank=None, version=VERSION, body=None, **over):
     """§14.2 PS_JOIN: header job/session/token 0, rank = proposed rank."""
     if body is None:
@@ -570,6 +590,33 @@ def commit_ack_ok(peer, step):
         ok = m.slot == 0 and m.seq == step
         det = 'slot %d seq %d' % (m.slot, m.seq)
     return ok, det
+
+
+def two_rank_step(p0, p1, job, step, e0, e1):
+    """§14.2.4: one step of a two-rank job, one PUSH each (p0's first: the shard sums in
+    arrival order), both COMMITs; the model applies it. @return whether every answer
+    came."""
+    p0.push(step, 0, e0)
+    okp0 = push_ack_ok(p0, step, 0, None)
+    p1.push(step, 0, e1)
+    okp1 = push_ack_ok(p1, step, 0, None)
+    p0.commit(step, 1)
+    p1.commit(step, 1)
+    okc0, _ = commit_ack_ok(p0, step)
+    okc1, _ = commit_ack_ok(p1, step)
+    job.apply_step(e0 + e1)
+    return okp0 and okp1 and okc0 and okc1
+
+
+def drop_diffs(c_before, c_after, causes):
+    """The drops expected (one per entry of `causes`) by cause, and the causes whose
+    counters moved otherwise ('CAUSE +got (want +n)')."""
+    want = {}
+    for x in causes:
+        want[x] = want.get(x, 0) + 1
+    diffs = ['%s %+d (want %+d)' % (c, drops(c_after, c) - drops(c_before, c), w)
+             for c, w in sorted(want.items()) if drops(c_after, c) - drops(c_before, c) != w]
+    return want, diffs
 
 
 def rand_f32(rng, lo=-1.0, hi=1.0):
@@ -809,18 +856,10 @@ def test_ps(bindir):
     # the server still runs a full step correctly (forged PUSHes added nothing)
     g0 = [(K[5], [0.5, -0.25, 0.125])]
     g1 = [(K[5], [0.5, 0.75, 0.0]), (K[6], [1.0, 1.0, 1.0])]
-    a0.push(3, 0, g0)
-    okp0 = push_ack_ok(a0, 3, 0, None)
-    a1.push(3, 0, g1)
-    okp1 = push_ack_ok(a1, 3, 0, None)
-    a0.commit(3, 1)
-    a1.commit(3, 1)
-    okc0, _ = commit_ack_ok(a0, 3)
-    okc1, _ = commit_ack_ok(a1, 3)
-    A.apply_step(g0 + g1)
+    oks = two_rank_step(a0, a1, A, 3, g0, g1)
     ok, _ = do_pull(a1, A, K, 15)
-    check(okp0 and okp1 and okc0 and okc1 and ok, '§14.2.3 after the hostile datagrams a '
-          'step is still applied exactly (forged PUSHes were not added)')
+    check(oks and ok, '§14.2.3 after the hostile datagrams a step is still applied exactly '
+          '(forged PUSHes were not added)')
     stranger.close()
 
     # ---------------- PS_JOIN refusals (§14.2.2)
@@ -870,6 +909,49 @@ def test_ps(bindir):
         far.close()
     ok, _ = do_pull(a0, A, K, 16)
     check(ok, '§14.2.2 the refused JOINs left job A running with its values')
+
+    # ---------------- a weighted split (§14.1, §14.2.1, §14.2.2): this shard is 0 of 1,
+    # so its range is every hash, [0, 2^32 - 1]
+    F = split_first([3, 1])
+    check(F == [0, 3 << 30, 1 << 32], '§14.1 F(s) of weights 3, 1: 0, 3/4 of 2^32, 2^32',
+          repr(F))
+    W = Job('cr-split', 2, 1)
+    send_ps_join(jp, W, body=split_body(W, jp.nonce, 0, 0xFFFFFFFF, split=2))
+    expect_nak(jp, ERR_NOTSUP, '§14.2.2 step 3: PS_JOIN split 2 -> NAK NOTSUP')
+    for desc, first, last in (('range_first 1 at shard 0', 1, 0xFFFFFFFF),
+                              ('range_last 2^32 - 2 at the last shard', 0, 0xFFFFFFFE),
+                              ('range_first > range_last', 5, 4)):
+        send_ps_join(jp, W, body=split_body(W, jp.nonce, first, last))
+        expect_nak(jp, ERR_REJECTED, '§14.2.2 step 4: PS_JOIN split 1 with %s -> NAK '
+                   'REJECTED' % desc)
+    send_ps_join(jp, W, body=split_body(W, jp.nonce, 0, 0xFFFFFFFF, cut=1))  # 103 bytes
+    m = jp.recv('no answer to a split PS_JOIN without its range', timeout=0.3)
+    check(m is None, '§14.2.2 step 2: PS_JOIN split 1 of 103 body bytes -> no answer',
+          repr(m))
+    w0, w1 = Peer(addr, 0), Peer(addr, 1)
+    send_ps_join(w0, W, body=split_body(W, w0.nonce, 0, 0xFFFFFFFF))
+    send_ps_join(w1, W, body=split_body(W, w1.nonce, 0, 0xFFFFFFFF, split=0))
+    expect_nak(w1, ERR_MISMATCH, '§14.2.2 step 5: rank 1 with split 0 where rank 0 said 1 '
+               '-> NAK MISMATCH', nonce=w1.nonce)
+    send_ps_join(w1, W, body=split_body(W, w1.nonce, 0, 0xFFFFFFFF))
+    acks = [p.recv('PS_JOIN_ACK of the split job') for p in (w0, w1)]
+    ok = all(m is not None and m.kind == K_PS_JOIN_ACK and len(m.raw) == 136 and
+             m.body[94] == 1 and struct.unpack_from('>II', m.body, 96) == (0, 0xFFFFFFFF)
+             for m in acks)
+    check(ok, '§14.2.1 a split job starts: PS_JOIN_ACK of 136 bytes echoing split 1 and '
+          'the range', repr(acks))
+    if ok:
+        for p, m in zip((w0, w1), acks):
+            p.job, p.session, p.token = m.job, m.session, m.token
+        KW = [rng.getrandbits(64) for _ in range(4)]
+        e0 = [(k, [rand_f32(rng)]) for k in KW]
+        e1 = [(k, [rand_f32(rng)]) for k in KW[1:]]
+        oks = two_rank_step(w0, w1, W, 0, e0, e1)
+        okv, _ = do_pull(w1, W, KW, 3)
+        check(oks and okv, '§14.2.4 a step of the split job is applied like any other')
+    for p in (w0, w1):
+        p.leave()
+        p.close()
     jp.close()
 
     # ---------------- Job B: ADAGRAD, ZERO init, dim 2; ASSIGN (§14.2.5)
@@ -887,17 +969,10 @@ def test_ps(bindir):
             x0 = [(k, [rand_f32(rng, -3, 3), 0.0 if step == 1 else rand_f32(rng)])
                   for k in KB[:4]]
             x1 = [(k, [rand_f32(rng, -3, 3), rand_f32(rng)]) for k in KB[1:5]]
-            b1.push(step, 0, x1)        # rank 1 first this time: arrival order matters
-            ok1 = push_ack_ok(b1, step, 0, None)
-            b0.push(step, 0, x0)
-            ok0 = push_ack_ok(b0, step, 0, None)
-            b0.commit(step, 1)
-            b1.commit(step, 1)
-            okc0, _ = commit_ack_ok(b0, step)
-            okc1, _ = commit_ack_ok(b1, step)
-            B.apply_step(x1 + x0)
+            # rank 1 first this time: arrival order matters
+            oks = two_rank_step(b1, b0, B, step, x1, x0)
             ok, _ = do_pull(b1, B, KB, 10 + step, state=True)
-            check(ok0 and ok1 and okc0 and okc1 and ok,
+            check(oks and ok,
                   '§14.1 ADAGRAD step %d: values and states bit-exact' % step)
         # ASSIGN: version of KB[1] is 3 (updated in step 2).  T = 2 < 3: ignored.
         c_before = counters(mport, addr)
@@ -1183,6 +1258,49 @@ def hot_fit(left, total):
     return max([t for t in range(total) if hot_install_charge(t) <= left] or [0])
 
 
+def sample_counted(left, world, nchunks, nkeys):
+    """§14.3 HOT_SAMPLE steps 4 to 6 under `left` bytes of --hot-memory, one rank's sample of
+    nkeys distinct keys: how many keys are counted (None: the sample cannot begin)."""
+    used = 24 * world + 192
+    if used > left:
+        return None
+    used += 8 * (nchunks // 64 + 1)
+    if used > left:
+        return 0
+    cap, cells, n = 0, 16, 0
+    for _ in range(nkeys):
+        if n == cap:
+            new = 16 if cap == 0 else 2 * cap
+            if used + 16 * (new - cap) > left:
+                continue
+            used += 16 * (new - cap)
+            cap = new
+        if 2 * (n + 1) > cells:
+            if used + 12 * cells > left:
+                continue
+            used += 12 * cells
+            cells *= 2
+        n += 1
+    return n
+
+
+def one_rank_jobs(addr, names):
+    """§4.1 JOIN of one-rank switch jobs 'cr-hm-NAME': each starts at once (JOIN_ACK, no
+    JOIN_WAIT) with the hot table offered. @return {name: Peer}, or None (a check failed)."""
+    peers = {}
+    for name in names:
+        p = Peer(addr, 0)
+        p.send_raw(hdr(K_JOIN, rank=0) +
+                   JOINB.pack(p.nonce, 1, 8, 4, 100, 0, 0, 0, 1, 0, 0, b'cr-hm-' + name.encode()))
+        m = p.recv('JOIN_ACK of job %s' % name)
+        if not check(m is not None and m.kind == K_JOIN_ACK and m.flags & FLAG_CAP_HOT,
+                     '§14.3 one-rank job %s joined, hot table offered' % name, repr(m)):
+            return None
+        p.job, p.session, p.token = m.job, m.session, m.token
+        peers[name] = p
+    return peers
+
+
 def test_hot_memory(bindir):
     """§14.3 --hot-memory (the charges A and I, NOSPACE with what fits, release at a job's
     end) and HOT_FETCH of epoch 0, with one-rank switch jobs."""
@@ -1195,18 +1313,9 @@ def test_hot_memory(bindir):
          '--port-file', pf, '--metrics', '127.0.0.1:0', '--metrics-port-file', mpf,
          '--log-level', 'debug' if VERBOSE else 'error'], pf, 'ina-switch-hotmem', (mpf,))
     addr = ('127.0.0.1', port)
-    peers = {}
-    for name in ('a', 'b', 'c'):
-        p = Peer(addr, 0)
-        # §4.1 JOIN of a one-rank job: it starts at once (JOIN_ACK, no JOIN_WAIT)
-        p.send_raw(hdr(K_JOIN, rank=0) +
-                   JOINB.pack(p.nonce, 1, 8, 4, 100, 0, 0, 0, 1, 0, 0, b'cr-hm-' + name.encode()))
-        m = p.recv('JOIN_ACK of job %s' % name)
-        if not check(m is not None and m.kind == K_JOIN_ACK and m.flags & FLAG_CAP_HOT,
-                     '§14.3 one-rank job %s joined, hot table offered' % name, repr(m)):
-            return
-        p.job, p.session, p.token = m.job, m.session, m.token
-        peers[name] = p
+    peers = one_rank_jobs(addr, ('a', 'b', 'c'))
+    if peers is None:
+        return
     a, b, c = peers['a'], peers['b'], peers['c']
     keys = random.Random(14033).sample(range(1, 1 << 63), 200)
     c0 = counters(mport, addr)
@@ -1276,6 +1385,50 @@ def test_hot_memory(bindir):
           % m_a2, det)
     for p in (a, b, c):
         if p is not b:
+            p.send(K_LEAVE)
+        p.close()
+
+    # HOT_SAMPLE under --hot-memory 4K, every other job gone (nothing charged): job d's
+    # sample of 300 keys keeps the keys that find room (steps 5, 6), and its table then
+    # holds them; job e's table leaves job f's sample no room to begin (step 4).
+    more = one_rank_jobs(addr, ('d', 'e', 'f'))
+    if more is None:
+        return
+    d, e, f = more['d'], more['e'], more['f']
+    time.sleep(0.2)
+    c0 = counters(mport, addr)
+    skeys = random.Random(14034).sample(range(1, 1 << 63), 300)
+    kept = sample_counted(LIMIT, 1, 1, 300)
+    d.send(K_HOT_SAMPLE, struct.pack('>IIHHHH', 1, 1000, 0, 1, 300, 0) + b''.join(
+        struct.pack('>QI', x, 300 - i) for i, x in enumerate(skeys)), slot=0, seq=0)
+    r, det = hot_keys(d, 'HOT_KEYS sample of d')
+    fetch(d, 1, 0, 1000)
+    r2, det2 = hot_keys(d, 'HOT_KEYS fetch d')
+    check(r is not None and r[3] == 0 and r2 is not None and r2[3] == 0 and r2[1] == kept and
+          r2[4] == skeys[:kept], '§14.3 HOT_SAMPLE steps 4-6 under --hot-memory 4K: the first '
+          '%d of 300 sampled keys find room (16 B a key, a 12 B-a-cell index, both doubling), '
+          'the table holds them' % kept, det + det2)
+    d.send(K_LEAVE)
+    t103 = keys[:103]   # A(103) = 824 + 12 * 256 = 3896: 200 B left, under 24 + 192
+    install(e, 1, 103, 0, t103)
+    r, det = hot_keys(e, 'HOT_KEYS install e')
+    f.send(K_HOT_SAMPLE, struct.pack('>IIHHHH', 1, 10, 0, 1, 1, 0) + struct.pack('>QI', 5, 1),
+           slot=0, seq=0)
+    r1, det1 = hot_keys(f, 'HOT_KEYS sample f')
+    fetch(f, 1, 0, 10)
+    r2, det2 = hot_keys(f, 'HOT_KEYS fetch f')
+    check(r is not None and r[3] == 0 and r1 is not None and r1[3] == 0 and r2 is not None and
+          r2[3] == 0 and r2[1] == 0, '§14.3 HOT_SAMPLE step 4: a sample with no room to begin '
+          '(24 N + 192 B) -> its epoch active at once with 0 keys', det + det1 + det2)
+    c1 = counters(mport, addr)
+    check(c1.get('hot_sample_drops', 0) - c0.get('hot_sample_drops', 0) == 300 - kept and
+          c1.get('hot_refusals', 0) - c0.get('hot_refusals', 0) == 1,
+          '§14.3 counters: hot_sample_drops +%d, hot_refusals +1' % (300 - kept),
+          'hot_sample_drops %+d hot_refusals %+d' % (
+              c1.get('hot_sample_drops', 0) - c0.get('hot_sample_drops', 0),
+              c1.get('hot_refusals', 0) - c0.get('hot_refusals', 0)))
+    for p in (d, e, f):
+        if p is not d:
             p.send(K_LEAVE)
         p.close()
 
@@ -1362,22 +1515,34 @@ def test_hot(bindir):
     nblocks = (H + k - 1) // k
     g = 0
 
-    def hot_data(peer, g, n, b, vals=None, pairs=None, epoch=1, **kw):
+    def hot_data(peer, g, n, b, vals=None, pairs=None, present=None, epoch=1, bits=None,
+                 flags=None, **kw):
         base = b * k
         cnt = min(k, H - base)
         seq = g // W
         slot = (g % W) | ((seq & 1) << 31)
         tag = hot_tag(n, H, 1, 0, b, epoch)
-        if pairs is not None:
+        if present is not None:
+            # §14.3 bitmap: bit i (from the least significant of byte i // 8) = position
+            # base + i present; then the present positions' values in position order
+            bm = bytearray((cnt + 7) // 8)
+            for i, _ in present:
+                bm[i // 8] |= 1 << (i % 8)
+            if bits is not None:
+                bm = bytearray(bits)
+            body = struct.pack('>II', epoch, base) + bytes(bm) + b''.join(
+                struct.pack('>f', v) for _, v in sorted(present))
+            fl = FLAG_HOT_BITMAP
+        elif pairs is not None:
             body = struct.pack('>II', epoch, base) + b''.join(
                 struct.pack('>Qf', key, v) for key, v in pairs)
-            flags = FLAG_HOT_KEYED
+            fl = FLAG_HOT_KEYED
         else:
             body = struct.pack('>II', epoch, base) + struct.pack('>%df' % len(vals), *vals)
-            flags = 0
+            fl = 0
         kw.setdefault('op', OP_HOT_F32)
         kw.setdefault('count', cnt)
-        peer.send(K_HOT_DATA, body, slot=slot, seq=seq, flags=flags,
+        peer.send(K_HOT_DATA, body, slot=slot, seq=seq, flags=fl if flags is None else flags,
                   tag=kw.pop('tag', tag), **kw)
         return slot, seq, cnt, base, tag
 
@@ -1454,11 +1619,7 @@ def test_hot(bindir):
     ok0, d0 = hot_result(r0, *info, want, 'HOT_RESULT after hostile packets')
     ok1, d1 = hot_result(r1, *info, want, 'HOT_RESULT after hostile packets')
     c_after = counters(mport, addr)
-    want_d = {}
-    for x in bad:
-        want_d[x] = want_d.get(x, 0) + 1
-    diffs = ['%s %+d (want %+d)' % (c, drops(c_after, c) - drops(c_before, c), w)
-             for c, w in sorted(want_d.items()) if drops(c_after, c) - drops(c_before, c) != w]
+    want_d, diffs = drop_diffs(c_before, c_after, bad)
     check(ok0 and ok1 and not diffs and c_after['jobs_aborted'] == c_before['jobs_aborted'],
           '§14.3 %d hostile HOT_DATA (op 4, bad length, epoch 2, key not in table, key of '
           'another block, bad token/session) dropped as %s; the round then sums only the '
@@ -1486,6 +1647,58 @@ def test_hot(bindir):
           d0 + d1)
     g += 1
 
+    # ---- bitmap blocks (§14.3): a round of a bitmap, a dense and (block 0) a keyed packet
+    # of three ranks' worth... two ranks: bitmap first (zeros plus the values), then dense
+    c_before = counters(mport, addr)
+    allok, dets, nbm = True, [], 0
+    for b in range(nblocks):
+        base = b * k
+        cnt = min(k, H - base)
+        dense = [rand_f32(rng) for _ in range(cnt)]
+        pres = [(i, rand_f32(rng)) for i in sorted(rng.sample(range(cnt), min(3, cnt)))]
+        info = hot_data(r0, g, 6, b, present=pres)
+        hot_data(r1, g, 6, b, vals=dense)
+        bmv = [0.0] * cnt
+        for i, v in pres:
+            bmv[i] = fadd(0.0, v)
+        want = [fadd(bmv[i], dense[i]) for i in range(cnt)]
+        nbm += len(pres)
+        for p in (r0, r1):
+            okr, det = hot_result(p, *info, want, 'HOT_RESULT bitmap block %d' % b)
+            allok = allok and okr
+            dets.append(det)
+        g += 1
+    check(allok, '§14.3 bitmap HOT_DATA (flags bit 1): zeros plus each present value at '
+          'its position, then a dense packet added -> HOT_RESULT binary32 sums',
+          '; '.join(d for d in dets if d)[:300])
+    # hostile bitmaps for the next round: none may open or join it
+    n, b = 7, nblocks - 1
+    base = b * k
+    cnt = min(k, H - base)
+    pres = [(0, 1.0)]
+    bad = []
+    if cnt % 8:
+        hot_data(r0, g, n, b, present=pres, bits=[1 | (1 << cnt % 8)]); bad.append('LENGTH')
+    hot_data(r0, g, n, b, present=pres + [(1, 2.0)], bits=[1]); bad.append('LENGTH')
+    hot_data(r0, g, n, b, present=pres, flags=FLAG_HOT_BITMAP | FLAG_HOT_KEYED); bad.append('LENGTH')
+    hot_data(r0, g, n, b, present=pres, epoch=2); bad.append('HOT')
+    info = hot_data(r1, g, n, b, present=[(cnt - 1, 4.0)])
+    hot_data(r0, g, n, b, present=pres)
+    want = [0.0] * cnt
+    want[cnt - 1] = fadd(0.0, f32(4.0))
+    want[0] = fadd(want[0], f32(1.0))
+    ok0, d0 = hot_result(r0, *info, want, 'HOT_RESULT after hostile bitmaps')
+    ok1, d1 = hot_result(r1, *info, want, 'HOT_RESULT after hostile bitmaps')
+    c_after = counters(mport, addr)
+    want_d, diffs = drop_diffs(c_before, c_after, bad)
+    check(ok0 and ok1 and not diffs, '§14.3 rule 14\' bitmaps: a bit past count, a value '
+          'missing, both flags -> LENGTH; another epoch -> HOT; the round sums only the '
+          'honest two', '; '.join(diffs) + ' ' + d0 + d1)
+    check(c_after.get('hot_bitmap', 0) - c_before.get('hot_bitmap', 0) == nbm + 2,
+          '§14.3 counter hot_bitmap counts the bitmap values added (%d)' % (nbm + 2),
+          '%d' % (c_after.get('hot_bitmap', 0) - c_before.get('hot_bitmap', 0)))
+    g += 1
+
     # ---- HOT_INSTALL refusals
     install(r0, 2, H, 0, hot[:H - 1] + [hot[0]])      # a key present twice
     a, det = hot_keys(r0, 'HOT_KEYS duplicate key')
@@ -1499,6 +1712,74 @@ def test_hot(bindir):
     a, det = hot_keys(r1, 'HOT_KEYS epoch 1 still active')
     check(a is not None and a[3] == 0 and a[4] == hot, '§14.3 the refused installs left '
           'epoch 1 active', det)
+
+    # ---- HOT_SAMPLE (§14.3): every rank's sampled counts, summed; the hottest `want`
+    def sample(peer, epoch, want, chunk, nchunks, pairs, count=None, trim=0):
+        body = struct.pack('>IIHHHH', epoch, want, chunk, nchunks,
+                           len(pairs) if count is None else count, 0) + b''.join(
+            struct.pack('>QI', key, c) for key, c in pairs)
+        peer.send(K_HOT_SAMPLE, body[:len(body) - trim], slot=0, seq=0)
+
+    ks = sorted(rng.getrandbits(64) for _ in range(5))   # ks[2] < ks[3]: a tie by key
+    c_before = counters(mport, addr)
+    sample(r0, 2, 0, 0, 1, [])                       # want 0
+    sample(r0, 2, 5, 1, 1, [])                       # chunk >= nchunks
+    sample(r0, 2, 5, 0, 0, [])                       # nchunks 0
+    sample(r0, 0, 5, 0, 1, [])                       # epoch 0
+    sample(r0, 2, 5, 0, 1, [(ks[0], 1)], count=2)    # length != 48 + 12 count
+    sample(r0, 2, 5, 0, 2, [(ks[0], 5), (ks[1], 1)])
+    a, det = hot_keys(r0, 'HOT_KEYS for sample chunk 0 of rank 0')
+    check(a is not None and a[5] and a[:4] == (2, 2, 0, 0),
+          '§14.3 HOT_SAMPLE rules 1, 8: five malformed chunks got no answer; chunk 0 of 2 -> '
+          'HOT_KEYS (epoch 2, total = nchunks 2, offset = chunk 0, status 0)', '%r %s' % (a, det))
+    sample(r0, 2, 5, 0, 2, [(ks[0], 5), (ks[1], 1)])   # a repeat: nothing added
+    a, det = hot_keys(r0, 'HOT_KEYS for the repeated chunk')
+    check(a is not None and a[:4] == (2, 2, 0, 0), '§14.3 HOT_SAMPLE rule 6: a chunk already '
+          'received -> status 0', det)
+    sample(r0, 2, 5, 0, 3, [(ks[0], 5)])              # another nchunks: dropped
+    fetch(r1, 2, 0, 100)
+    a, det = hot_keys(r1, 'HOT_KEYS epoch 2 pending')
+    check(a is not None and a[3] == 1 and r0.pending() == [], '§14.3 HOT_FETCH while the '
+          'samples are not all in -> PENDING; a chunk with another nchunks got no answer', det)
+    sample(r1, 2, 6, 0, 1, [(ks[1], 3)])
+    a, det = hot_keys(r1, 'HOT_KEYS for another want')
+    check(a is not None and a[3] == ERR_MISMATCH, '§14.3 HOT_SAMPLE rule 3: another want -> '
+          'MISMATCH', det)
+    sample(r1, 2, 5, 0, 1, [(ks[1], 3), (ks[3], 2), (ks[2], 2)])
+    a, det = hot_keys(r1, 'HOT_KEYS rank 1')
+    ok1 = a is not None and a[:4] == (2, 1, 0, 0)
+    sample(r0, 2, 5, 1, 2, [(ks[4], 1)])
+    a, det2 = hot_keys(r0, 'HOT_KEYS rank 0 chunk 1')
+    check(ok1 and a is not None and a[:4] == (2, 2, 1, 0), '§14.3 the last chunks -> status 0',
+          det + det2)
+    fetch(r0, 2, 0, 100)
+    a, det = hot_keys(r0, 'HOT_KEYS of the sampled table')
+    want = [ks[0], ks[1], ks[2], ks[3], ks[4]]     # sums 5, 4, 2, 2 (smaller key first), 1
+    check(a is not None and a[3] == 0 and a[4] == want, '§14.3 HOT_SAMPLE rule 7: the table '
+          'of epoch 2 is the sampled keys by summed count, larger first, ties by the smaller '
+          'key (fetched by rank 0 too)', '%r %s' % (a, det))
+    sample(r1, 2, 5, 0, 1, [(ks[1], 3)])
+    a, det = hot_keys(r1, 'HOT_KEYS for a late repeat')
+    check(a is not None and a[3] == 0, '§14.3 HOT_SAMPLE rule 2: epoch <= the active one -> '
+          'status 0', det)
+    c_after = counters(mport, addr)
+    check(drops(c_after, 'JOIN') - drops(c_before, 'JOIN') == 6 and
+          c_after.get('hot_samples', 0) - c_before.get('hot_samples', 0) == 6,
+          '§14.3 counters: drop JOIN +6 (the malformed and the other-nchunks chunks), '
+          'hot_samples +6 (the pairs counted once each)', 'JOIN %+d hot_samples %+d' % (
+              drops(c_after, 'JOIN') - drops(c_before, 'JOIN'),
+              c_after.get('hot_samples', 0) - c_before.get('hot_samples', 0)))
+    # want past --hot-keys: the table keeps HOTMAX
+    many = [rng.getrandbits(64) for _ in range(HOTMAX + 4)]
+    sample(r0, 3, HOTMAX + 4, 0, 1, [(x, 1) for x in many])
+    hot_keys(r0, 'HOT_KEYS epoch 3 rank 0')
+    sample(r1, 3, HOTMAX + 4, 0, 1, [])
+    hot_keys(r1, 'HOT_KEYS epoch 3 rank 1')
+    fetch(r1, 3, 0, 100)
+    a, det = hot_keys(r1, 'HOT_KEYS of epoch 3')
+    check(a is not None and a[3] == 0 and a[1] == HOTMAX and a[4] == sorted(many)[:HOTMAX],
+          '§14.3 HOT_SAMPLE rule 7: want > --hot-keys -> a table of --hot-keys keys',
+          '%r %s' % (a, det))
     for p in (r0, r1):
         p.send(K_LEAVE)
         p.close()

@@ -1,4 +1,4 @@
-/* test_hot.c: the switch's hot table as a state machine (hot.c, PROTOCOL.md §14.3): installs, fetches and their edge cases (epochs, offsets, totals, empty tables), and --hot-memory across many jobs. No sockets. */
+/* test_hot.c: the switch's hot table as a state machine (hot.c, PROTOCOL.md §14.3): installs, samples, fetches and their edge cases (epochs, offsets, totals, empty tables), and --hot-memory across many jobs. No sockets. */
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,44 +39,56 @@ static void sw_close(void)
     sw = NULL;
 }
 
-/* A one-rank job (issue 30's: no secret, nothing but a JOIN). */
+/* A one-rank job (issue 30's: no secret, nothing but a JOIN), or rank `rank` of one. */
 struct job {
-    uint16_t id;
+    uint16_t id, rank;
     uint32_t session, token;
     struct sockaddr_in addr;
 };
 
-static struct job join1(const char *name, uint16_t port)
+/* The ranks of an n-rank job, each from its own port (port + r). */
+static void join_n(const char *name, uint16_t port, int n, struct job *out)
 {
     uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
-    struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_JOIN);
-    ina_hdr_encode(b, &h);
-    struct ina_join j;
-    memset(&j, 0, sizeof(j));
-    j.nonce = 0x77000 + port;
-    j.world_size = 1;
-    j.elems = 8;
-    j.window = 1;
-    j.sw_version = INA_VERSION_NUMBER;
-    snprintf(j.name, sizeof(j.name), "%s", name);
-    ina_join_encode(b + INA_HDR_LEN, &j);
-    struct job job = {.addr = mkaddr(0x7F000001, port)};
-    ina_txq_reset(&sw->txq);
-    ina_switch_input(sw, b, sizeof(b), &job.addr, 1000);
-    for (unsigned i = 0; i < sw->txq.nmsg; i++) {
+    for (int r = 0; r < n; r++) {
+        struct ina_hdr h;
+        ina_hdr_init(&h, INA_K_JOIN);
+        h.rank = (uint16_t)r;
+        ina_hdr_encode(b, &h);
+        struct ina_join j;
+        memset(&j, 0, sizeof(j));
+        j.nonce = 0x78000 + port + (uint64_t)r;
+        j.world_size = (uint16_t)n;
+        j.elems = 8;
+        j.window = 1;
+        j.sw_version = INA_VERSION_NUMBER;
+        snprintf(j.name, sizeof(j.name), "%s", name);
+        ina_join_encode(b + INA_HDR_LEN, &j);
+        out[r] = (struct job){.rank = (uint16_t)r, .addr = mkaddr(0x7F000001, (uint16_t)(port + r))};
+        ina_txq_reset(&sw->txq);
+        ina_switch_input(sw, b, sizeof(b), &out[r].addr, 1000);
+    }
+    for (unsigned i = 0; i < sw->txq.nmsg; i++) { /* the last JOIN started the job */
         struct ina_hdr a;
         if (ina_hdr_decode(sw->txq.iovs[i].iov_base, sw->txq.iovs[i].iov_len, &a) ==
                 INA_PARSE_OK && a.kind == INA_K_JOIN_ACK) {
-            job.id = a.job;
-            job.session = a.session;
-            job.token = a.token;
             CHECK(a.flags & INA_FLAG_CAP_HOT);
+            for (int r = 0; r < n; r++) {
+                out[r].id = a.job;
+                out[r].session = a.session;
+                out[r].token = a.token;
+            }
         }
     }
-    CHECK(job.id != 0);
+    CHECK(out[0].id != 0);
     ina_txq_reset(&sw->txq);
-    return job;
+}
+
+static struct job join1(const char *name, uint16_t port)
+{
+    struct job j;
+    join_n(name, port, 1, &j);
+    return j;
 }
 
 /* A HOT_INSTALL or HOT_FETCH of job j with that body; the answer, if any, in ans. */
@@ -89,10 +101,11 @@ struct answer {
 
 static struct answer control(const struct job *j, uint8_t kind, const uint8_t *body, size_t blen)
 {
-    static uint8_t b[INA_HDR_LEN + INA_HOT_INSTALL_HDR + 8 * 4096];
+    static uint8_t b[INA_HDR_LEN + INA_HOT_SAMPLE_HDR + INA_HOT_SAMPLE_PAIR * 4096]; /* the longest body */
     struct ina_hdr h;
     ina_hdr_init(&h, kind);
     h.job = j->id;
+    h.rank = j->rank;
     h.session = j->session;
     h.token = j->token;
     ina_hdr_encode(b, &h);
@@ -345,6 +358,138 @@ static void test_release(void)
     sw_close();
 }
 
+/* One HOT_SAMPLE chunk (PROTOCOL.md §14.3): pairs (keys[i], counts[i]). */
+static struct answer sample(const struct job *j, uint32_t epoch, uint32_t want, uint16_t chunk,
+                            uint16_t nchunks, const uint64_t *keys, const uint32_t *counts,
+                            uint16_t n)
+{
+    static uint8_t body[INA_HOT_SAMPLE_HDR + INA_HOT_SAMPLE_PAIR * 4096];
+    ina_put32(body, epoch);
+    ina_put32(body + 4, want);
+    ina_put16(body + 8, chunk);
+    ina_put16(body + 10, nchunks);
+    ina_put16(body + 12, n);
+    ina_put16(body + 14, 0);
+    for (uint16_t i = 0; i < n; i++) {
+        ina_put64(body + INA_HOT_SAMPLE_HDR + INA_HOT_SAMPLE_PAIR * (size_t)i, keys[i]);
+        ina_put32(body + INA_HOT_SAMPLE_HDR + INA_HOT_SAMPLE_PAIR * (size_t)i + 8, counts[i]);
+    }
+    return control(j, INA_K_HOT_SAMPLE, body, INA_HOT_SAMPLE_HDR + INA_HOT_SAMPLE_PAIR * (size_t)n);
+}
+
+/*
+ * Issue 34: the hot set from every rank's sample. Three ranks send their sampled counts;
+ * the switch sums them and activates the hottest `want` keys, hottest first (ties: the
+ * smaller key), once the last rank's last chunk is in; repeats add nothing; malformed
+ * chunks are dropped; a rank that names another want is refused.
+ */
+static void test_sample(void)
+{
+    sw_open(0);
+    struct job r[3];
+    join_n("hot-sample", 33001, 3, r);
+    const uint64_t k0[3] = {10, 11, 12}, k0b[1] = {14}, k1[3] = {11, 13, 14};
+    const uint32_t c0[3] = {5, 1, 1}, c0b[1] = {1}, c1[3] = {3, 2, 1};
+    uint64_t join_drops = sw->c.drops[INA_DROP_JOIN];
+    /* Malformed: epoch 0, want 0, nchunks 0, chunk >= nchunks, a length that lies. */
+    CHECK_EQ_INT(sample(&r[0], 0, 3, 0, 2, k0, c0, 3).n, 0);
+    CHECK_EQ_INT(sample(&r[0], 1, 0, 0, 2, k0, c0, 3).n, 0);
+    CHECK_EQ_INT(sample(&r[0], 1, 3, 0, 0, k0, c0, 3).n, 0);
+    CHECK_EQ_INT(sample(&r[0], 1, 3, 2, 2, k0, c0, 3).n, 0);
+    uint8_t z[INA_HOT_SAMPLE_HDR + 4] = {0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 1, 0, 1};
+    CHECK_EQ_INT(control(&r[0], INA_K_HOT_SAMPLE, z, sizeof(z)).n, 0);
+    CHECK_EQ_INT(control(&r[0], INA_K_HOT_SAMPLE, z, INA_HOT_SAMPLE_HDR - 1).n, 0);
+    CHECK_EQ_INT(sw->c.drops[INA_DROP_JOIN], join_drops + 6);
+    /* Rank 0: chunk 0 of 2, twice (the repeat adds nothing); pending until all are in. */
+    struct answer a = sample(&r[0], 1, 3, 0, 2, k0, c0, 3);
+    CHECK(a.n == 1 && a.epoch == 1 && a.total == 2 && a.offset == 0 && a.status == 0);
+    a = sample(&r[0], 1, 3, 0, 2, k0, c0, 3);
+    CHECK(a.n == 1 && a.status == 0);
+    CHECK_EQ_INT(sw->c.hot_samples, 3);
+    a = fetch(&r[2], 1, 0, 10);
+    CHECK(a.n == 1 && a.status == INA_HOT_PENDING);
+    /* Another nchunks from the same rank: dropped; another want: MISMATCH. */
+    CHECK_EQ_INT(sample(&r[0], 1, 3, 0, 3, k0, c0, 3).n, 0);
+    a = sample(&r[1], 1, 4, 0, 1, k1, c1, 3);
+    CHECK(a.n == 1 && a.status == INA_ERR_MISMATCH);
+    a = sample(&r[1], 1, 3, 0, 1, k1, c1, 3);
+    CHECK(a.n == 1 && a.status == 0 && sw->c.hot_installs == 0);
+    a = sample(&r[2], 1, 3, 0, 1, NULL, NULL, 0); /* an empty sample */
+    CHECK(a.n == 1 && a.status == 0 && sw->c.hot_installs == 0);
+    a = sample(&r[0], 1, 3, 1, 2, k0b, c0b, 1); /* the last chunk: the table */
+    CHECK(a.n == 1 && a.status == 0 && a.offset == 1 && sw->c.hot_installs == 1);
+    CHECK_EQ_INT(sw->c.hot_samples, 7);
+    /* Sums: 10:5, 11:4, 13:2, 12:1, 14:2 -> the top 3, hottest first: 10, 11, then 13
+     * before 14 (equal sums: the smaller key). */
+    a = fetch(&r[1], 1, 0, 10);
+    CHECK(a.n == 1 && a.status == 0 && a.total == 3 && a.count == 3);
+    CHECK(a.keys[0] == 10 && a.keys[1] == 11 && a.keys[2] == 13);
+    CHECK_EQ_INT(atomic_load(&sw->hot_own.used), table_charge(3)); /* the sample's released */
+    a = sample(&r[1], 1, 3, 0, 1, k1, c1, 3); /* a repeat after the fact: status 0 */
+    CHECK(a.n == 1 && a.status == 0 && sw->c.hot_samples == 7);
+    /* Epoch 2 asks for more than --hot-keys: the switch keeps HOT_MAX of them. */
+    static uint64_t many[HOT_MAX + 10];
+    static uint32_t ones[HOT_MAX + 10];
+    for (uint32_t i = 0; i < HOT_MAX + 10; i++) {
+        many[i] = 1000 + (uint64_t)i;
+        ones[i] = 1 + (i % 3 == 0);
+    }
+    uint16_t per = 4096, nch = (uint16_t)((HOT_MAX + 10 + per - 1) / per);
+    for (int rk = 0; rk < 3; rk++)
+        for (uint16_t c = 0; c < nch; c++) {
+            uint32_t off = (uint32_t)c * per, cnt = HOT_MAX + 10 - off < per ? HOT_MAX + 10 - off : per;
+            a = sample(&r[rk], 2, HOT_MAX + 10, c, nch, many + off, ones + off, (uint16_t)cnt);
+            CHECK(a.n == 1 && a.status == 0);
+        }
+    a = fetch(&r[0], 2, 0, 4);
+    CHECK(a.n == 1 && a.status == 0 && a.total == HOT_MAX && a.keys[0] == 1000 &&
+          a.keys[1] == 1003); /* counts 2 (i % 3 == 0) first, by key */
+    CHECK_EQ_INT(atomic_load(&sw->hot_own.used), table_charge(HOT_MAX));
+    sw_close();
+}
+
+/* A sample --hot-memory cannot hold whole: the keys that find room are counted (hot-
+ * sample_drops the rest), the budget holds at every step, and the table charges A(n) after;
+ * one that cannot even begin makes an empty table of its epoch at once. */
+static void test_sample_memory(void)
+{
+    const size_t limit = 8192;
+    sw_open(limit);
+    struct job r[2];
+    join_n("hot-smem", 33101, 2, r);
+    static uint64_t keys[1000];
+    static uint32_t cnt[1000];
+    for (uint32_t i = 0; i < 1000; i++) {
+        keys[i] = 0xABC000 + (uint64_t)i;
+        cnt[i] = 1000 - i; /* the hottest first, as libina sends them */
+    }
+    for (int rk = 0; rk < 2; rk++)
+        for (uint16_t c = 0; c < 10; c++) {
+            struct answer a = sample(&r[rk], 1, 1000, c, 10, keys + 100 * c, cnt + 100 * c, 100);
+            CHECK(a.n == 1 && a.status == 0);
+            CHECK(atomic_load(&sw->hot_own.used) <= limit);
+        }
+    CHECK(sw->c.hot_sample_drops > 0 && sw->c.hot_installs == 1);
+    struct answer a = fetch(&r[0], 1, 0, 8);
+    CHECK(a.n == 1 && a.status == 0 && a.total > 0 && a.total < 1000 && a.keys[0] == keys[0]);
+    uint32_t n = a.total;
+    CHECK_EQ_INT(atomic_load(&sw->hot_own.used), table_charge(n));
+    printf("sample memory: %u of 1000 keys counted within %zu bytes, %llu pairs dropped\n", n,
+           limit, (unsigned long long)sw->c.hot_sample_drops);
+    sw_close();
+    /* Too little to begin: the epoch becomes active, empty (every key cold). */
+    sw_open(100);
+    join_n("hot-snone", 33201, 2, r);
+    a = sample(&r[0], 1, 10, 0, 1, keys, cnt, 5);
+    CHECK(a.n == 1 && a.status == 0 && sw->c.hot_refusals == 1 && sw->c.hot_installs == 1);
+    a = fetch(&r[1], 1, 0, 8);
+    CHECK(a.n == 1 && a.status == 0 && a.total == 0);
+    a = sample(&r[1], 1, 10, 0, 1, keys, cnt, 5); /* the other rank's: a repeat now */
+    CHECK(a.n == 1 && a.status == 0 && sw->c.hot_installs == 1);
+    CHECK_EQ_INT(atomic_load(&sw->hot_own.used), 0);
+    sw_close();
+}
+
 int main(void)
 {
     ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* refusals log warnings: expected here */
@@ -352,5 +497,7 @@ int main(void)
     test_edges();
     test_hot_memory();
     test_release();
+    test_sample();
+    test_sample_memory();
     return check_report("test_hot");
 }
