@@ -41,6 +41,25 @@ static inline double value_at(ina_dtype dt, const void *x, size_t i)
     return NAN;
 }
 
+/*
+ * Reference rounding of a double to a format with p significant bits,
+ * smallest subnormal 2^emin_sub and largest finite value maxf: scale to the
+ * ulp's binade and rint (RNE) in double, which is exact. Returns the rounded
+ * value (+-Inf on overflow), not its bits.
+ */
+static inline double ref_round(double d, int p, int emin_sub, double maxf)
+{
+    if (isnan(d) || isinf(d) || d == 0)
+        return d;
+    int ex;
+    (void)frexp(fabs(d), &ex); /* 2^(ex-1) <= |d| < 2^ex */
+    int ulp_e = ex - p < emin_sub ? emin_sub : ex - p;
+    double r = ldexp(nearbyint(ldexp(fabs(d), -ulp_e)), ulp_e);
+    if (r > maxf)
+        r = INFINITY;
+    return copysign(r, d);
+}
+
 /* s += v exactly as hi + lo (Knuth's TwoSum): reference sums of doubles of
  * very different magnitudes need more than one double. */
 static inline void two_sum(double *hi, double *lo, double v)
