@@ -878,6 +878,35 @@ static void test_subnormals(void)
     CHECK(s == 0x1.Cp-140); /* 2^-140 + 1.5 * 2^-141: exact on both grids */
 }
 
+/* The binary32 sum follows arrival order: 32768 + 2^-24 - 32768 loses the
+ * 2^-24 that another order keeps. Both results are within the bound, and the
+ * first only thanks to its accumulation term (N-1) 2^-24 X. */
+static void test_arrival_order(void)
+{
+    static uint8_t res[8], out[8];
+    const int orders[2][3] = {{0, 1, 2}, {0, 2, 1}};
+    const double want[2] = {0.0, 0x1p-24};
+    blk.dt = INA_FLOAT16;
+    blk.f = INA_H16_F16;
+    blk.n = 3;
+    blk.ne = 1;
+    put_val(INA_FLOAT16, blk.x[0], 0, 32768.0);
+    put_val(INA_FLOAT16, blk.x[1], 0, 0x1p-24);
+    put_val(INA_FLOAT16, blk.x[2], 0, -32768.0);
+    encode_all();
+    for (int o = 0; o < 2; o++)
+        for (int k = 0; k < nimpl; k++) {
+            int16_t s = switch_sum(impl[k], pkt, pexp, orders[o], 3, 1, res);
+            ina__w16_decode(INA_FLOAT16, INA_H16_F16, INA_SUM, res, 1, s, 3, out);
+            double r = val(INA_FLOAT16, out, 0);
+            CHECK(same(r, want[o]));
+            double b = ina__w16_error_bound(INA_FLOAT16, INA_H16_F16, INA_SUM, 3, 65536.0 + 0x1p-24,
+                                            0x1p-24, s);
+            CHECK_LE_DBL(fabs(r - 0x1p-24), b);
+        }
+    CHECK(0x1p-24 > 0x1p-11 * 0x1p-24 + 0x1p-25 + 0x1p-150); /* rho |S*| + tau alone would not do */
+}
+
 /* The block scale of FLOAT32 on binary16: the largest finite value decides;
  * the value just below 2^E (which rounds up to 2^15 on the wire) and the
  * clamp at -126. */
@@ -1067,6 +1096,7 @@ int main(void)
     test_specials();
     test_overflow();
     test_subnormals();
+    test_arrival_order();
     test_ties_every_n();
     test_bound_every_n();
     test_large_blocks();
