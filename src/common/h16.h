@@ -25,19 +25,19 @@
  *
  * Why. (1) Precision: each element keeps the 16-bit type's own relative
  * precision and its own NaN/Inf (no block exponent that costs small
- * elements their bits, no class codes), and the sum is the binary32 sum of
- * the inputs rounded once to the type. For FLOAT16 and BFLOAT16 SUM the
+ * elements their bits, no class codes), and for FLOAT16 and BFLOAT16 the
+ * result is the binary32 sum of the inputs rounded once to the type. Their SUM's
  * bound is op 4's: (N-1) 2^-24 X (1+rho) + rho |exact| + 2^s sigma, X the sum
- * of the inputs' magnitudes: the accumulation term is (N-1) 2^-13 of
- * FLOAT16's half ulp (3% at N = 256), (N-1) 2^-16 of BFLOAT16's (0.4%). 16-bit
+ * of the inputs' magnitudes: the accumulation term is (N-1) 2^-13 times
+ * FLOAT16's half ulp (3% at N = 256), (N-1) 2^-16 times BFLOAT16's (0.4%). 16-bit
  * integer mantissas under a block exponent do worse at every N: with
  * ceil(log2 N) bits of headroom a rank keeps 15 - L bits of the block's
  * largest value (at N = 256, 7 bits: an absolute error of N 2^(E-8) = 2^E,
  * the block's largest value itself); without headroom (exact 32-bit sums,
- * renormalised RESULT) the inputs' error is N 2^(E-16), above FLOAT16's half
- * ulp of the block's largest value from N = 16 on, and any element 2^-8 below
- * its block's largest keeps 7 bits or fewer; NaN and Inf would need a marker
- * per packet, since three 9-bit class counters do not fit in 16 bits.
+ * renormalised RESULT) the inputs' error is N 2^(E-16), FLOAT16's half ulp of
+ * the block's largest value at N = 16 and more beyond, and any element 2^-8
+ * below its block's largest keeps 7 bits or fewer; NaN and Inf would need a
+ * marker per packet, since three 9-bit class counters do not fit in 16 bits.
  * (2) Fewer rounds: no agreed exponent, so no exponent round and no lag.
  * (3) Closure: a child switch sends its partial sums up in the same format
  * (its s as exp), so trees need nothing new; each level adds one 16-bit
@@ -48,9 +48,12 @@
  * op 4, a sum can differ in its last bits between runs (arrival order). MAX
  * and MIN stay on the 32-bit order keys of §8.9.
  *
- * Switch cost (bench/h16_rate, one core, 2048-element blocks): see the
- * report of issue 32; load, add and store each stay within a small factor
- * of ina_be32_add per element, which is the switch's int32 add.
+ * Switch cost (bench/h16_rate, one core, 2048-element blocks, AVX2 + F16C;
+ * a 2-core shared VM): load 0.10 ns per element, add 0.11, the RESULT 0.75
+ * (binary16: a scan for s, then the conversion) or 0.30 (bfloat16), against
+ * 0.09 for ina_be32_add and 0.10 for ina_be32_store; per element of a round
+ * of N contributions about 0.75 + 0.11 N ns against 0.1 + 0.09 N. The scalar
+ * reference is 10 to 30 times slower.
  *
  * Wiring (phase 2 of issue 32): JOIN_ACK flag INA_FLAG_CAP_H16 (control.c,
  * the fallback, children after their parent; never with --int-ops-only or
@@ -59,7 +62,8 @@
  * (kept as the set's exp) and ina_h16_store in build_round; a child forwards
  * the parent's RESULT payload as received; src/switch/sparse.c ops 12, 13;
  * libina chooses ops 10/11 (lib/wire16.h) with 2k elements per block, lag 0,
- * and INA_WIRE_BITS / ina_config for FLOAT32.
+ * and INA_WIRE_BITS=16|32 and INA_WIRE_HALF=bf16|fp16 (and ina_config
+ * fields) for FLOAT32 and for the opt-out.
  */
 
 #include <stddef.h>
