@@ -88,22 +88,9 @@ H16_SIMD static inline __m256 pow2x8(int e) { return _mm256_castsi256_ps(_mm256_
         hi = _mm256_mul_ps(hi, scale);                                           \
     }
 
-H16_SIMD static void load_avx2(int32_t *v, const uint8_t *p, size_t words, int16_t exp,
-                               enum ina_h16_fmt f)
-{
-    const int e = ina_h16_clamp_exp(exp);
-    const __m256 scale = pow2x8(e);
-    size_t w = 0;
-    for (; w + 8 <= words; w += 8) {
-        SCALED_PAIR(p, 2 * w, f, e, scale, lo, hi)
-        _mm256_storeu_ps((float *)(void *)(v + 2 * w), lo);
-        _mm256_storeu_ps((float *)(void *)(v + 2 * w + 8), hi);
-    }
-    ina__h16_load_scalar(v + 2 * w, p + 4 * w, words - w, exp, f);
-}
-
-H16_SIMD static void add_avx2(int32_t *v, const uint8_t *p, size_t words, int16_t exp,
-                              enum ina_h16_fmt f)
+/* Lanes of a contribution: stored (add = 0: a new round) or added (add = 1). */
+H16_SIMD static inline void lanes_avx2(int32_t *v, const uint8_t *p, size_t words, int16_t exp,
+                                       enum ina_h16_fmt f, int add)
 {
     const int e = ina_h16_clamp_exp(exp);
     const __m256 scale = pow2x8(e);
@@ -111,10 +98,26 @@ H16_SIMD static void add_avx2(int32_t *v, const uint8_t *p, size_t words, int16_
     for (; w + 8 <= words; w += 8) {
         float *a = (float *)(void *)(v + 2 * w);
         SCALED_PAIR(p, 2 * w, f, e, scale, lo, hi)
-        _mm256_storeu_ps(a, _mm256_add_ps(_mm256_loadu_ps(a), lo));
-        _mm256_storeu_ps(a + 8, _mm256_add_ps(_mm256_loadu_ps(a + 8), hi));
+        if (add) {
+            lo = _mm256_add_ps(_mm256_loadu_ps(a), lo);
+            hi = _mm256_add_ps(_mm256_loadu_ps(a + 8), hi);
+        }
+        _mm256_storeu_ps(a, lo);
+        _mm256_storeu_ps(a + 8, hi);
     }
-    ina__h16_add_scalar(v + 2 * w, p + 4 * w, words - w, exp, f);
+    (add ? ina__h16_add_scalar : ina__h16_load_scalar)(v + 2 * w, p + 4 * w, words - w, exp, f);
+}
+
+H16_SIMD static void load_avx2(int32_t *v, const uint8_t *p, size_t words, int16_t exp,
+                               enum ina_h16_fmt f)
+{
+    lanes_avx2(v, p, words, exp, f, 0);
+}
+
+H16_SIMD static void add_avx2(int32_t *v, const uint8_t *p, size_t words, int16_t exp,
+                              enum ina_h16_fmt f)
+{
+    lanes_avx2(v, p, words, exp, f, 1);
 }
 
 /* The largest of the finite magnitudes among 8 binary32 patterns, lane-wise into m. */

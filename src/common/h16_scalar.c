@@ -23,22 +23,8 @@
  * ina-switch changes.
  */
 
-static inline float f32_of_bits(uint32_t b)
-{
-    float f;
-    memcpy(&f, &b, 4);
-    return f;
-}
-
-static inline uint32_t bits_of_f32(float f)
-{
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    return b;
-}
-
 /* 2^e as a binary32, e in -126..126 (after ina_h16_clamp_exp). */
-static inline float pow2f(int e) { return f32_of_bits((uint32_t)(e + 127) << 23); }
+static inline float pow2f(int e) { return ina_f32_of_bits((uint32_t)(e + 127) << 23); }
 
 static inline uint16_t get_be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
 static inline void put_be16(uint8_t *p, uint16_t v)
@@ -50,7 +36,7 @@ static inline void put_be16(uint8_t *p, uint16_t v)
 /* The binary32 value of one element (exact). */
 static inline float widen(uint16_t w, enum ina_h16_fmt f)
 {
-    return f32_of_bits(f == INA_H16_F16 ? ina_f16_to_f32_bits(w) : (uint32_t)w << 16);
+    return ina_f32_of_bits(f == INA_H16_F16 ? ina_f16_to_f32_bits(w) : (uint32_t)w << 16);
 }
 
 /* A NaN of the format as its canonical quiet NaN, anything else as it is. */
@@ -64,7 +50,7 @@ static inline uint16_t canon16(uint16_t w, enum ina_h16_fmt f)
 /* RNE of a binary32 to the format, canonical NaN. */
 static inline uint16_t narrow(float x, enum ina_h16_fmt f)
 {
-    uint32_t b = bits_of_f32(x);
+    uint32_t b = ina_f32_bits(x);
     return canon16(f == INA_H16_F16 ? ina_f32_bits_to_f16(b) : ina_f32_bits_to_bf16(b), f);
 }
 
@@ -79,7 +65,7 @@ void ina__h16_load_scalar(int32_t *v, const uint8_t *p, size_t words, int16_t ex
         float x = widen(get_be16(p + 2 * i), f);
         if (e != 0)
             x *= scale;
-        uint32_t b = bits_of_f32(x);
+        uint32_t b = ina_f32_bits(x);
         memcpy(&v[i], &b, 4);
     }
 }
@@ -162,7 +148,7 @@ int16_t ina__h16_f32_scale_scalar(const float *x, size_t n)
 {
     uint32_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        uint32_t a = bits_of_f32(x[i]) & 0x7FFFFFFFu;
+        uint32_t a = ina_f32_bits(x[i]) & 0x7FFFFFFFu;
         if (a < 0x7F800000u && a > m)
             m = a;
     }
@@ -188,7 +174,7 @@ void ina__h16_encode_f32_scalar(const float *x, size_t n, int16_t e, enum ina_h1
         if (c != 0)
             y *= scale;
         /* Encode does not canonicalise NaN (the switch does): the conversion's bits. */
-        uint32_t b = bits_of_f32(y);
+        uint32_t b = ina_f32_bits(y);
         put_be16(out + 2 * i, f == INA_H16_F16 ? ina_f32_bits_to_f16(b) : ina_f32_bits_to_bf16(b));
     }
     if (n & 1)
@@ -201,7 +187,7 @@ void ina__h16_to_f32_scalar(const uint8_t *in, size_t n, int16_t s, enum ina_h16
         float x = widen(get_be16(in + 2 * i), f);
         /* One rounding: the double product is exact (or below double's normal
          * range, where the float result is 0 either way). */
-        out[i] = isnan(x) ? f32_of_bits(0x7FC00000u) : (float)ldexp((double)x, s);
+        out[i] = isnan(x) ? ina_f32_of_bits(0x7FC00000u) : (float)ldexp((double)x, s);
     }
 }
 

@@ -2,7 +2,6 @@
 #include "common/half_bits.h"
 
 #include <math.h>
-#include <string.h>
 
 uint32_t ina_f16_to_f32_bits(uint16_t h)
 {
@@ -54,13 +53,6 @@ uint16_t ina_f32_bits_to_bf16(uint32_t f)
     return (uint16_t)((f + 0x7FFFu + ((f >> 16) & 1u)) >> 16);
 }
 
-static inline uint32_t float_bits(float f)
-{
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    return b;
-}
-
 uint32_t ina_f64_to_f32_odd_bits(double d)
 {
     /* RNE to float, then undo a rounding away from zero (step one ulp back:
@@ -69,7 +61,7 @@ uint32_t ina_f64_to_f32_odd_bits(double d)
      * FLT_MAX, which is odd and rounds on to Inf in both 16-bit formats. */
     float f = (float)d;
     double back = (double)f;
-    uint32_t b = float_bits(f);
+    uint32_t b = ina_f32_bits(f);
     if (fabs(back) > fabs(d))
         b -= 1u;
     if (back < d || back > d)

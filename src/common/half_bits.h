@@ -15,6 +15,22 @@
  */
 
 #include <stdint.h>
+#include <string.h>
+
+/* A binary32's bit pattern, and the binary32 of a pattern. */
+static inline uint32_t ina_f32_bits(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return b;
+}
+
+static inline float ina_f32_of_bits(uint32_t b)
+{
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
 
 uint32_t ina_f16_to_f32_bits(uint16_t h);
 uint16_t ina_f32_bits_to_f16(uint32_t f);

@@ -6,12 +6,6 @@
 
 #include "lib/quant_simd.h"
 
-static inline uint32_t float_bits(float f)
-{
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    return b;
-}
 
 /* ---- Arrays, scalar ------------------------------------------------------------------ */
 
@@ -34,13 +28,13 @@ void ina_bf16_to_f32_scalar(const uint16_t *in, size_t n, float *out)
 void ina_f32_to_f16_scalar(const float *in, size_t n, uint16_t *out)
 {
     for (size_t i = 0; i < n; i++)
-        out[i] = ina_f32_bits_to_f16(float_bits(in[i]));
+        out[i] = ina_f32_bits_to_f16(ina_f32_bits(in[i]));
 }
 
 void ina_f32_to_bf16_scalar(const float *in, size_t n, uint16_t *out)
 {
     for (size_t i = 0; i < n; i++)
-        out[i] = ina_f32_bits_to_bf16(float_bits(in[i]));
+        out[i] = ina_f32_bits_to_bf16(ina_f32_bits(in[i]));
 }
 
 void ina_f64_to_f16_scalar(const double *in, size_t n, uint16_t *out)
