@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/half_bits.h"
 #include "ina.h"
 
 /* f16_value() and bf16_value(): the value of a 16-bit pattern from the
@@ -13,20 +14,9 @@
  * shared with ina-bench's verifier. */
 #include "../tools/bench_data.h"
 
-/* A float's bit pattern and back. */
-static inline float bits_float(uint32_t b)
-{
-    float f;
-    memcpy(&f, &b, 4);
-    return f;
-}
-
-static inline uint32_t float_bits(float f)
-{
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    return b;
-}
+/* A float's bit pattern and back (common/half_bits.h's, under the tests' names). */
+static inline float bits_float(uint32_t b) { return ina_f32_of_bits(b); }
+static inline uint32_t float_bits(float f) { return ina_f32_bits(f); }
 
 /* Element i of a buffer of dtype dt, as a double (exact). */
 static inline double value_at(ina_dtype dt, const void *x, size_t i)
@@ -39,6 +29,25 @@ static inline double value_at(ina_dtype dt, const void *x, size_t i)
     case INA_FLOAT64: return ((const double *)x)[i];
     }
     return NAN;
+}
+
+/*
+ * Reference rounding of a double to a format with p significant bits,
+ * smallest subnormal 2^emin_sub and largest finite value maxf: scale to the
+ * ulp's binade and rint (RNE) in double, which is exact. Returns the rounded
+ * value (+-Inf on overflow), not its bits.
+ */
+static inline double ref_round(double d, int p, int emin_sub, double maxf)
+{
+    if (isnan(d) || isinf(d) || d == 0)
+        return d;
+    int ex;
+    (void)frexp(fabs(d), &ex); /* 2^(ex-1) <= |d| < 2^ex */
+    int ulp_e = ex - p < emin_sub ? emin_sub : ex - p;
+    double r = ldexp(nearbyint(ldexp(fabs(d), -ulp_e)), ulp_e);
+    if (r > maxf)
+        r = INFINITY;
+    return copysign(r, d);
 }
 
 /* s += v exactly as hi + lo (Knuth's TwoSum): reference sums of doubles of

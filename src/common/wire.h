@@ -21,7 +21,7 @@
  *  26   2  exp       int16, block exponent; the switch keeps the max
  *  28   2  flags     bit 0 (LEAVE only): abort the session; other bits reserved, 0
  *  30   1  op        aggregation op on int32 elements: 0 = wrapping add,
- *                    1 = signed max, 2 = signed min, 3..5, 7, 8 below (INA_OP_*)
+ *                    1 = signed max, 2 = signed min, 3..5, 7, 8, 10..13 below (INA_OP_*)
  *  31   1  tag       DATA/RESULT: operation tag; every contribution to a round
  *                    must carry the same tag (ranks disagreeing on the op)
  *  32  ... payload   count big-endian int32 values (DATA/RESULT) or a control body
@@ -74,6 +74,18 @@
  * INA_FLAG_CAP_F32 too). */
 #define INA_OP_SPARSE_I32 7
 #define INA_OP_SPARSE_F32 8
+/* The 16-bit wire (docs/PROTOCOL.md §8.10, since 0.6; kernels in common/h16.h):
+ * two elements per 32-bit word, count in words; element w of a packet with
+ * exp e stands for val(w) * 2^e. The switch adds them in binary32, one lane
+ * per element, and sends the sums back in the same format with the RESULT's
+ * own exp. 10: IEEE binary16 elements (FLOAT16, and FLOAT32 scaled per
+ * block); 11: bfloat16 (BFLOAT16, FLOAT32 rounded); 12, 13: §17's
+ * block-sparse payload with binary16 or bfloat16 blocks. Only a switch that
+ * sets INA_FLAG_CAP_H16 accepts them (12, 13: with INA_FLAG_CAP_SPARSE too). */
+#define INA_OP_ADD_F16 10
+#define INA_OP_ADD_BF16 11
+#define INA_OP_SPARSE_F16 12
+#define INA_OP_SPARSE_BF16 13
 #define INA_FLAG_ABORT 0x0001u /* in LEAVE: the sender failed; end the session for every rank */
 #define INA_FLAG_CAP_BFP 0x0002u /* in JOIN_ACK: this switch implements INA_OP_ADD_BFP */
 #define INA_FLAG_CAP_F32 0x0004u /* in JOIN_ACK: this switch implements INA_OP_ADD_F32 */
@@ -89,6 +101,10 @@ static inline unsigned ina_flag_levels(uint16_t flags)
 }
 #define INA_FLAG_CAP_SPARSE 0x0100u /* in JOIN_ACK: this switch implements ops 7 and 8 (§17) */
 #define INA_FLAG_CAP_FIX 0x0040u /* in JOIN_ACK: this switch implements INA_OP_ADD_FIX (§13) */
+/* In JOIN_ACK: this switch implements the 16-bit wire, ops 10 and 11 (and 12, 13
+ * with INA_FLAG_CAP_SPARSE), for this job: it holds 2k binary32 sums per slot set
+ * (PROTOCOL.md §8.10). */
+#define INA_FLAG_CAP_H16 0x0200u
 /* In a JOIN of lane 0: body byte 27 (nlanes) is this rank's proposal, and the
  * job runs the smallest of its ranks' (or the count of a rank that fixed it).
  * In the JOIN_ACK to such a rank: byte 27 is that agreed count (§5.6). */

@@ -34,6 +34,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/half_bits.h"
+
 void ina_f16_to_f32(const uint16_t *in, size_t n, float *out);
 void ina_bf16_to_f32(const uint16_t *in, size_t n, float *out);
 void ina_f32_to_f16(const float *in, size_t n, uint16_t *out);
@@ -47,12 +49,9 @@ void ina_f64_to_bf16(const double *in, size_t n, uint16_t *out);
 uint32_t ina_f16_absmax_f32bits(const uint16_t *in, size_t n);
 uint32_t ina_bf16_absmax_f32bits(const uint16_t *in, size_t n);
 
-/* One value, scalar (the reference the vector kernels must match). */
-uint32_t ina_f16_to_f32_bits(uint16_t h);
-uint16_t ina_f32_bits_to_f16(uint32_t f);
-uint16_t ina_f32_bits_to_bf16(uint32_t f);
-/* double -> float32 bits with round-to-odd (see above). */
-uint32_t ina_f64_to_f32_odd_bits(double d);
+/* One value, scalar (the reference the vector kernels must match):
+ * ina_f16_to_f32_bits, ina_f32_bits_to_f16, ina_f32_bits_to_bf16 and
+ * ina_f64_to_f32_odd_bits, in common/half_bits.h (the switch uses them too). */
 
 /* 1 if this build has the AVX2+F16C kernels and this CPU can run them. */
 int ina_half_simd_supported(void);

@@ -15,25 +15,6 @@
 static int f16_is_nan(uint16_t h) { return (h & 0x7C00) == 0x7C00 && (h & 0x3FF); }
 static int bf16_is_nan(uint16_t h) { return (h & 0x7F80) == 0x7F80 && (h & 0x7F); }
 
-/*
- * Reference rounding of a double to a format with p significant bits,
- * smallest subnormal 2^emin_sub and largest finite value maxf: scale to the
- * ulp's binade and rint (RNE) in double, which is exact. Returns the rounded
- * value (+-Inf on overflow), not its bits.
- */
-static double ref_round(double d, int p, int emin_sub, double maxf)
-{
-    if (isnan(d) || isinf(d) || d == 0)
-        return d;
-    int ex;
-    (void)frexp(fabs(d), &ex); /* 2^(ex-1) <= |d| < 2^ex */
-    int ulp_e = ex - p < emin_sub ? emin_sub : ex - p;
-    double r = ldexp(nearbyint(ldexp(fabs(d), -ulp_e)), ulp_e);
-    if (r > maxf)
-        r = INFINITY;
-    return copysign(r, d);
-}
-
 #define F16_MAX 65504.0
 #define BF16_MAX 0x1.FEp127
 
