@@ -50,6 +50,7 @@ TOOLS = {  # command word (basename) -> how to get its --help, relative to src o
     "ina-glm": ("build", "bin/ina-glm"),
     "glm.sh": ("src", "bench/glm.sh"),
     "device.sh": ("src", "bench/device.sh"),
+    "mpi_route.sh": ("src", "bench/mpi_route.sh"),
 }
 TREE_ROOTS = ("apps", "bench", "cmake", "docs", "examples", "include", "python", "scripts", "src",
               "tests", "tools")
