@@ -472,9 +472,10 @@ static int calibrate(struct comm_state *st, struct route_entry *e, double *secon
         else
             ((int32_t *)in)[i] = (int32_t)(i % 7) - 3;
     }
-    static double t[CAL_SIZES][2][CAL_ITERS]; /* under g_cal_lock */
-    static pthread_mutex_t g_cal_lock = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&g_cal_lock);
+    /* On the stack: calibrations of different communicators may run at once on threads
+     * of one process (MPI_THREAD_MULTIPLE), and a lock shared by them could deadlock two
+     * processes that took them in a different order. */
+    double t[CAL_SIZES][2][CAL_ITERS];
     memset(t, 0, sizeof(t));
     int failed = 0;
     /* One untimed call of each path first: the first ina call sets up its lanes. */
@@ -513,7 +514,6 @@ static int calibrate(struct comm_state *st, struct route_entry *e, double *secon
             }
         }
     }
-    pthread_mutex_unlock(&g_cal_lock);
     free(in);
     free(out);
     *seconds = PMPI_Wtime() - t0;
