@@ -83,8 +83,10 @@ LIB=$B/lib/libina-mpi.so SW=$B/bin/ina-switch
 for need in "$LIB" "$SW"; do
     [ -e "$need" ] || { echo "mpi_route: $need missing (build first; the interposer needs libopenmpi-dev)" >&2; exit 1; }
 done
-command -v mpicc >/dev/null && command -v mpirun >/dev/null ||
-    { echo "mpi_route: mpicc/mpirun missing (apt-get install openmpi-bin libopenmpi-dev)" >&2; exit 1; }
+if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
+    echo "mpi_route: mpicc/mpirun missing (apt-get install openmpi-bin libopenmpi-dev)" >&2
+    exit 1
+fi
 mkdir -p "$BB" "$OUT"
 mpicc -O2 -Wall -o "$BB/mpi_allreduce" bench/mpi_allreduce.c bench/benchdata.c -lm ||
     { echo "mpi_route: mpicc failed" >&2; exit 1; }
@@ -114,7 +116,7 @@ unset INA_MPI_ROUTE INA_MPI_MIN_BYTES INA_MPI_FLOAT INA_JOB
 # shellcheck source=scripts/netns.sh
 source "$ROOT/scripts/netns.sh"
 NS_PREFIX=${INA_BENCH_NS:-r}
-CLUSTER= SW_PID=
+CLUSTER='' SW_PID=
 cleanup() {
     [ -n "$SW_PID" ] && kill -TERM "$SW_PID" 2>/dev/null && wait "$SW_PID" 2>/dev/null
     [ -n "$CLUSTER" ] && ina_ns_teardown "$CLUSTER"
@@ -148,6 +150,8 @@ stop_switch() {
 run() {
     local setting=$1 variant=$2 phase=$3 round=$4 r d=$RUN/$1-$2-p$3-$4
     local mca=(--mca pml ob1) envs=() cmd
+    # "tcp,self" is one MCA value, not two array elements.
+    # shellcheck disable=SC2054
     if [ "$setting" = cluster ]; then
         mca+=(--mca btl tcp,self --mca btl_tcp_if_include "$(ina_ns_subnet "$CLUSTER").0/24"
             --mca oob_tcp_if_include "${CLUSTER}h")

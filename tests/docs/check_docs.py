@@ -279,13 +279,7 @@ def check_words(ctx, where, text):
 # ---- compiling and running --------------------------------------------------------------
 
 
-def cache_value(build, key):
-    try:
-        with open(os.path.join(build, "CMakeCache.txt")) as f:
-            m = re.search(r"^%s:[A-Z]*=(.*)$" % re.escape(key), f.read(), re.M)
-            return m.group(1) if m else None
-    except OSError:
-        return None
+cache_value = check_install.cache_value
 
 
 class Compiler:
@@ -545,19 +539,9 @@ def main():
             print("SKIP: running the documents' commands: %s" % sb.why_not)
             rc = 77
         else:
-            # cmake --install records what it installed in the build's install_manifest.txt,
-            # which `make uninstall` reads: put the user's back afterwards.
-            manifest = os.path.join(build, "install_manifest.txt")
-            saved = open(manifest, "rb").read() if os.path.exists(manifest) else None
-            try:
+            # The run blocks install (make install): keep the build's install_manifest.txt.
+            with check_install.manifest_kept(build):
                 run_all(sb, comp, blocks, files, mains, runs)
-            finally:
-                if saved is None:
-                    if os.path.exists(manifest):
-                        os.remove(manifest)
-                else:
-                    with open(manifest, "wb") as f:
-                        f.write(saved)
 
     print("check_docs: %d passed, %d failed" % (passed, failed))
     if failed:

@@ -19,6 +19,7 @@ install_manifest.txt, which `make uninstall` reads, is kept as it was.
 Prints ok:/FAIL: lines and exits 1 on failure. tests/docs/check_docs.py runs the same check.
 """
 import argparse
+import contextlib
 import fnmatch
 import os
 import re
@@ -49,23 +50,23 @@ def listed(src):
 
 
 def cache_value(build, key):
+    """KEY's value in BUILD's CMakeCache.txt, or None."""
     try:
         with open(os.path.join(build, "CMakeCache.txt")) as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return line.split("=", 1)[1].strip()
+            m = re.search(r"^%s:[A-Z]*=(.*)$" % re.escape(key), f.read(), re.M)
+            return m.group(1) if m else None
     except OSError:
-        pass
-    return None
+        return None
 
 
-def installed(build, prefix):
-    """(files relative to prefix, error text or None) of `cmake --install BUILD`."""
+@contextlib.contextmanager
+def manifest_kept(build):
+    """cmake --install records what it installed in the build's install_manifest.txt, which
+    `make uninstall` reads: put the user's back (or none, if there was none) afterwards."""
     manifest = os.path.join(build, "install_manifest.txt")
     saved = open(manifest, "rb").read() if os.path.exists(manifest) else None
     try:
-        r = subprocess.run(["cmake", "--install", build, "--prefix", prefix],
-                           capture_output=True, text=True, timeout=300)
+        yield
     finally:
         if saved is None:
             if os.path.exists(manifest):
@@ -73,6 +74,13 @@ def installed(build, prefix):
         else:
             with open(manifest, "wb") as f:
                 f.write(saved)
+
+
+def installed(build, prefix):
+    """(files relative to prefix, error text or None) of `cmake --install BUILD`."""
+    with manifest_kept(build):
+        r = subprocess.run(["cmake", "--install", build, "--prefix", prefix],
+                           capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         return [], "cmake --install failed:\n" + r.stdout[-2000:] + r.stderr[-2000:]
     files = []

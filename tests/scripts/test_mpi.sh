@@ -267,6 +267,7 @@ check "table: per communicator too" test "$(grep -c \
     "(communicator of [24]): 10 calls (166216 bytes) through ina, 10 calls (96 bytes) routed to MPI, 0 fell back" \
     "$out")" -eq 4
 
+same_halves() { same_on_ranks "$1" "$2" 0 2 && same_on_ranks "$1" "$2" 1 3; }
 # No table: a calibration at MPI_Init (world), then reused (dup) or run again (each half of
 # the split, a communicator of its own); which path wins depends on the machine, but every
 # rank of a communicator takes the same one: ranks 0 and 2 (one half) have the same totals,
@@ -284,7 +285,7 @@ check "calibration: every eligible call counted on one path (30 per rank)" \
     test $((${n_ina:-0} + ${n_routed:-0})) -eq 30
 for kind in ina routed passed; do
     check "calibration: '$kind' calls and bytes the same on ranks 0 and 2, 1 and 3" \
-        eval 'same_on_ranks "$out" $kind 0 2 && same_on_ranks "$out" $kind 1 3'
+        same_halves "$out" "$kind"
 done
 
 # INA_MPI_ROUTE=mpi: nothing through ina; the default table path under XDG_CACHE_HOME.
