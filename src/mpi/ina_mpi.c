@@ -213,9 +213,11 @@ static int route_ina(const struct route *r, uint64_t bytes)
     return ina;
 }
 
-/* ina is chosen only where it takes at most this share of MPI's time: where the two are
- * within the noise of a measurement, MPI (never slower than MPI is the promise). */
-#define ROUTE_MARGIN 0.9
+/* ina is chosen only where it takes under this share of MPI's time: where the two are
+ * within the noise of a measurement, MPI (never slower than MPI is the promise). On the
+ * loaded 2-core test VM the same program's median moved by up to 1.6x between rounds;
+ * at 0.9 a 16 KiB call on the emulated cluster measured 0.87 once and 1.3 the next time. */
+#define ROUTE_MARGIN 0.8
 
 /* The route of measured points: between two sizes each path's time is taken as linear in
  * the size (a latency plus bytes over a rate), so the path changes where the two lines

@@ -234,15 +234,15 @@ same_on_ranks() {
 }
 start_switch "$tmp/sw5.err"
 # A forced table: at 4 and 2 ranks on one host MPI is 10x faster up to 512 B and ina from
-# 2048 B; the lines cross at 1280 B (ina chosen where it takes under 0.9 of MPI's time:
-# 100 - 0.9 * 10 = 91 at 512 B, 8 - 0.9 * 110 = -91 at 2048 B). "hosts" says ina for every
+# 2048 B; the lines cross at 1280 B (ina chosen where it takes under 0.8 of MPI's time:
+# 100 - 0.8 * 10 = 92 at 512 B, 20 - 0.8 * 140 = -92 at 2048 B). "hosts" says ina for every
 # size: a wrong placement would show in the counts.
 route=$tmp/route.txt
 {
     echo "# placement ranks bytes mpi_us ina_us (a test table)"
     for n in 2 4; do
         printf 'onehost %d 4 10 100\nonehost %d 512 10 100   # small: MPI\n' "$n" "$n"
-        printf 'onehost %d 2048 110 8\nonehost %d 1048576 1000 10\n' "$n" "$n"
+        printf 'onehost %d 2048 140 20\nonehost %d 1048576 1000 10\n' "$n" "$n"
         printf 'hosts %d 4 100 1\nhosts %d 1048576 1000 10\n' "$n" "$n"
     done
 } >"$route"
