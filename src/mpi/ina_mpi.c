@@ -446,6 +446,13 @@ static int cmp_double(const void *x, const void *y)
 static const uint64_t cal_bytes[CAL_SIZES] = {4, 64, 1024, 8192, 65536, 262144, 1 << 20,
                                               4 << 20};
 
+/* Tries per size: 5, but 3 at the largest, where one try of each path takes 40-100 ms on a
+ * 1 Gbit/s link. */
+static int cal_tries(uint64_t bytes)
+{
+    return bytes < cal_bytes[CAL_SIZES - 1] ? CAL_ITERS : 3;
+}
+
 /*
  * Collective over st's communicator: time MPI_Allreduce through MPI and through ina (the
  * agreement included, as a call pays it) at each calibration size, the paths alternating;
@@ -480,12 +487,18 @@ static int calibrate(struct comm_state *st, struct route_entry *e, double *secon
     double t[CAL_SIZES][2][CAL_ITERS];
     memset(t, 0, sizeof(t));
     int failed = 0;
-    /* One untimed call of each path first: the first ina call sets up its lanes. */
-    PMPI_Allreduce(in, out, 1024, dt, MPI_SUM, st->comm);
-    ina_path(st, in, out, 1024, dt, MPI_SUM, idt, INA_SUM, 4, 0);
-    failed = !st->ctx;
+    /* Untimed calls of each path first, at the largest size: the first calls pay for what
+     * is set up once (ina's lanes, MPI's large-message buffers, the output's pages), which
+     * made MPI look slower than ina at 1-4 MiB on one host in 6 of 8 calibrations (0 of 8
+     * with these calls). */
+    memset(out, 0, max);
+    for (int k = 0; k < 2 && !failed; k++) {
+        PMPI_Allreduce(in, out, (int)(max / 4), dt, MPI_SUM, st->comm);
+        ina_path(st, in, out, (int)(max / 4), dt, MPI_SUM, idt, INA_SUM, 4, 0);
+        failed = !st->ctx;
+    }
     for (int s = 0; s < CAL_SIZES && !failed; s++) {
-        int count = (int)(cal_bytes[s] / 4), iters = cal_bytes[s] <= 65536 ? CAL_ITERS : 3;
+        int count = (int)(cal_bytes[s] / 4), iters = cal_tries(cal_bytes[s]);
         for (int it = 0; it < iters && !failed; it++)
             for (int k = 0; k < 2 && !failed; k++) {
                 int path = (it + k) % 2; /* MPI first on even tries, ina on odd */
@@ -504,7 +517,7 @@ static int calibrate(struct comm_state *st, struct route_entry *e, double *secon
                        st->comm);
         e->n = CAL_SIZES;
         for (int s = 0; s < CAL_SIZES; s++) {
-            int iters = cal_bytes[s] <= 65536 ? CAL_ITERS : 3;
+            int iters = cal_tries(cal_bytes[s]);
             e->pt[s].bytes = cal_bytes[s];
             for (int path = 0; path < 2; path++) {
                 qsort(t[s][path], (size_t)iters, sizeof(double), cmp_double);
