@@ -7,13 +7,19 @@
 #   cluster  each rank in a network namespace of an emulated cluster (scripts/netns.sh, every
 #            worker link shaped to RATE, MTU 9000): Open MPI over TCP, ina-switch in its own
 #            namespace, INA_ELEMS=2048 (as bench/compare.sh)
-# Phase 1 (RUNS rounds): plain Open MPI and the interposer forced to ina (INA_MPI_ROUTE=ina);
-# the medians become the route table (one line per size: placement NP bytes mpi_us ina_us),
-# written to TABLE. Phase 2 (RUNS rounds): plain Open MPI again, the interposer routed by that
-# table (INA_MPI_ROUTE=table) and, unless --no-calibrate, routed by its own calibration at
-# MPI_Init (INA_MPI_ROUTE=calibrate). Each round runs every variant once, one after the
-# other, so that all see the same load. Reported: medians over rounds of rank 0's per-size
-# median time, and routed / plain. Writes OUT/mpi_route.{md,jsonl} and OUT/mpi_route_table.txt
+# Every run is paired (mpi_allreduce --pair): each iteration times MPI_Allreduce (through
+# the interposer, if preloaded) and PMPI_Allreduce (MPI's own) in the same process, one after
+# the other; a run's ratio is the median over iterations of the first's time over the
+# second's, so that the load of the machine (heavy and changing on a shared 2-core VM) weighs
+# on both alike. Phase 1 (RUNS rounds): plain Open MPI and the interposer forced to ina
+# (INA_MPI_ROUTE=ina); the forced runs give the route table (one line per size: placement NP
+# bytes mpi_us ina_us, mpi_us the median of PMPI_Allreduce's time, ina_us that times the
+# median ratio), written to TABLE. Phase 2 (RUNS rounds): plain Open MPI again, the
+# interposer routed by that table (INA_MPI_ROUTE=table) and, unless --no-calibrate, routed
+# by its own calibration at MPI_Init (INA_MPI_ROUTE=calibrate). Each round runs every variant
+# once, one after the other. Reported: medians over rounds of rank 0's per-size median time
+# and of the paired ratios; plain Open MPI's own ratio (two calls of MPI's code) is the
+# method's noise floor. Writes OUT/mpi_route.{md,jsonl} and OUT/mpi_route_table.txt
 # (OUT: bench/results), each run's files under OUT/runs/mpi_route-<time>/, and, unless
 # --no-docs, the tables into docs/MPI.md between its bench:mpi-route markers.
 set -uo pipefail
@@ -25,7 +31,8 @@ Usage: bench/mpi_route.sh [options]
 
 Plain Open MPI against LD_PRELOAD=libina-mpi.so forced to ina, routed by a table this script
 measures (written where the interposer looks), and routed by the interposer's calibration.
-int32 SUM, all results checked. Medians of RUNS rounds.
+int32 SUM, all results checked. Each run times MPI_Allreduce and PMPI_Allreduce call by call
+in the same processes (mpi_allreduce --pair). Medians of RUNS rounds.
 
 Options:
   --np N             ranks (default 4)
@@ -170,7 +177,7 @@ run() {
         [ "$setting" = cluster ] && cmd+=(ip netns exec "${CLUSTER}w$r")
         [ ${#envs[@]} -gt 0 ] && cmd+=(env "${envs[@]}")
         cmd+=("$BB/mpi_allreduce" --sizes "$SIZES" --dtype int32 --iters "$ITERS"
-            --warmup "$WARMUP" --system "$variant")
+            --warmup "$WARMUP" --system "$variant" --pair)
     done
     local penv=()
     [ "$setting" = cluster ] && penv=(PMIX_MCA_ptl_tcp_if_include="${CLUSTER}h"

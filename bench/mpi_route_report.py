@@ -2,14 +2,15 @@
 """mpi_route_report.py: the tables of bench/mpi_route.sh.
 
   table  --raw RAW --setting S --placement onehost|hosts --np N --table PATH
-         the medians of phase 1 (plain Open MPI, interposer forced to ina) as route table
-         lines "PLACEMENT N BYTES MPI_US INA_US" (docs/MPI.md#routing), merged into PATH:
+         phase 1's forced runs as route table lines "PLACEMENT N BYTES MPI_US INA_US"
+         (docs/MPI.md#routing): MPI_US the median of PMPI_Allreduce's time, INA_US that times
+         the median paired ratio; merged into PATH:
          its lines for other placements or rank counts are kept, those for this one replaced.
   report --raw RAW --np N --runs R --load L --out MD [--docs docs/MPI.md]
          one Markdown table per setting: plain Open MPI, ina forced, routed by the table,
-         routed by the interposer's calibration, and their ratios to plain Open MPI (phase 2's
-         plain for the routed ones: measured in the same rounds); with --docs, also between
-         docs/MPI.md's bench:mpi-route markers.
+         routed by the interposer's calibration, and their paired ratios to PMPI_Allreduce in
+         the same runs (mpi_allreduce --pair); with --docs, also between docs/MPI.md's
+         bench:mpi-route markers.
 """
 import argparse
 import json
@@ -28,13 +29,14 @@ def load(path):
         return [json.loads(line) for line in f if line.startswith("{")]
 
 
-def medians(rows, setting, variant, phase):
-    """{bytes: median over rounds of rank 0's median time, in microseconds}"""
+def medians(rows, setting, variant, phase, key="time_s", scale=1e6):
+    """{bytes: median over rounds of a run's KEY (rank 0's median time, in microseconds, or
+    its pair_ratio with scale 1)}"""
     by = {}
     for r in rows:
         if (r.get("setting") == setting and r.get("variant") == variant
-                and r.get("phase") == phase and "time_s" in r):
-            by.setdefault(r["bytes"], []).append(r["time_s"] * 1e6)
+                and r.get("phase") == phase and key in r):
+            by.setdefault(r["bytes"], []).append(r[key] * scale)
     return {b: statistics.median(v) for b, v in by.items()}
 
 
@@ -59,8 +61,10 @@ def route_path(route, b):
 
 def cmd_table(a):
     rows = load(a.raw)
-    mpi = medians(rows, a.setting, "plain", 1)
-    ina = medians(rows, a.setting, "ina", 1)
+    # From the forced runs: MPI's own time, and ina's as that times the paired ratio.
+    mpi = medians(rows, a.setting, "ina", 1, "pmpi_time_s")
+    ratio = medians(rows, a.setting, "ina", 1, "pair_ratio", 1)
+    ina = {b: mpi[b] * ratio[b] for b in mpi if b in ratio}
     sizes = sorted(set(mpi) & set(ina))
     if not sizes:
         sys.exit("mpi_route_report: no phase-1 results for %s" % a.setting)
@@ -86,11 +90,13 @@ def cmd_table(a):
 
 
 def setting_table(rows, setting, runs):
-    mpi1 = medians(rows, setting, "plain", 1)
-    ina = medians(rows, setting, "ina", 1)
-    mpi2 = medians(rows, setting, "plain", 2)
-    tab = medians(rows, setting, "table", 2)
-    cal = medians(rows, setting, "calibrate", 2)
+    def t(variant, phase):
+        return medians(rows, setting, variant, phase)
+
+    def x(variant, phase):
+        return medians(rows, setting, variant, phase, "pair_ratio", 1)
+    mpi, ina, tab, cal = t("plain", 2), t("ina", 1), t("table", 2), t("calibrate", 2)
+    ctl, xina, xtab, xcal = x("plain", 2), x("ina", 1), x("table", 2), x("calibrate", 2)
     routes = [r for r in rows if r.get("kind") == "route" and r.get("setting") == setting]
     table_route = next((r["route"] for r in routes if r["variant"] == "table"), "")
     cal_routes = {}
@@ -98,25 +104,26 @@ def setting_table(rows, setting, runs):
         if r["variant"] == "calibrate":
             cal_routes[r["route"]] = cal_routes.get(r["route"], 0) + 1
     place = next((r["placement"] for r in routes), "")
-    sizes = sorted(mpi2 or mpi1)
+    sizes = sorted(mpi or ina)
     lines = ["**%s** (%s as the interposer sees it), np %d, µs per MPI_Allreduce (int32 SUM), "
-             "medians of %d rounds:" % (setting, place or "?", rows[0].get("np", 0), runs), "",
-             "| bytes | Open MPI | Open MPI again | / MPI | ina forced | / MPI | routed (table) | "
-             "/ MPI | path | routed (calibrated) | / MPI |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "medians of %d rounds; \u00d7: the paired ratio to PMPI_Allreduce in the same "
+             "run:" % (setting, place or "?", rows[0].get("np", 0), runs), "",
+             "| bytes | Open MPI | control \u00d7 | ina forced | \u00d7 | routed (table) | "
+             "\u00d7 | path | routed (calibrated) | \u00d7 |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     worst = (0.0, None)
     for b in sizes:
         def cell(d, b=b):
             return "%.1f" % d[b] if b in d else "-"
 
-        def ratio(d, ref, b=b):
-            return "%.2f" % (d[b] / ref[b]) if b in d and b in ref and ref[b] > 0 else "-"
+        def rx(d, b=b):
+            return "%.2f" % d[b] if b in d else "-"
         path = route_path(table_route.split(": ", 1)[-1], b) if table_route else "-"
-        if b in tab and b in mpi2 and tab[b] / mpi2[b] > worst[0]:
-            worst = (tab[b] / mpi2[b], b)
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            human(b), cell(mpi2), cell(mpi1), ratio(mpi1, mpi2), cell(ina), ratio(ina, mpi1),
-            cell(tab), ratio(tab, mpi2), path, cell(cal), ratio(cal, mpi2)))
+        if b in xtab and xtab[b] > worst[0]:
+            worst = (xtab[b], b)
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            human(b), cell(mpi), rx(ctl), cell(ina), rx(xina), cell(tab), rx(xtab), path,
+            cell(cal), rx(xcal)))
     lines.append("")
     if table_route:
         lines.append("- route from the table: %s" % table_route.split(": ", 1)[-1])
@@ -124,19 +131,20 @@ def setting_table(rows, setting, runs):
         lines.append("- route calibrated at MPI_Init (%d of %d rounds): %s" % (
             n, sum(cal_routes.values()), route))
     if worst[1] is not None:
-        lines.append("- worst routed (table) / Open MPI: %.2f at %s" % (worst[0], human(worst[1])))
+        lines.append("- worst routed (table) \u00d7: %.2f at %s" % (worst[0], human(worst[1])))
     return lines
 
 
 def cmd_report(a):
     rows = load(a.raw)
     settings = [s for s in ("onehost", "cluster") if any(r.get("setting") == s for r in rows)]
-    md = ["Measured by `bench/mpi_route.sh` (load average at the end: %s). \"/ MPI\": the "
-          "time over plain Open MPI's. \"Open MPI\" is phase 2's plain Open MPI, measured in "
-          "the same rounds as the routed runs, which are compared with it; \"Open MPI again\" "
-          "is phase 1's, measured with ina forced, which is compared with it. Their ratio is "
-          "the noise of the machine: the same program, the same path, other rounds." % a.load,
-          ""]
+    md = ["Measured by `bench/mpi_route.sh` (load average at the end: %s). Times: medians "
+          "over rounds of rank 0's median per run. \u00d7: in each run, every iteration "
+          "times the program's MPI_Allreduce (through the interposer) and PMPI_Allreduce "
+          "(MPI's own) one after the other; a run's ratio is the median over iterations, and "
+          "the column the median over rounds. \"control\" is that ratio without the "
+          "interposer (both calls are MPI's): the method's noise floor. Times from different "
+          "runs differ by up to 2x on this machine; the paired ratios do not." % a.load, ""]
     for s in settings:
         md += setting_table(rows, s, a.runs) + [""]
     text = "\n".join(md).rstrip() + "\n"
