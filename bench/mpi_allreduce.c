@@ -7,8 +7,14 @@
  * rank; the reported time is rank 0's median over the timed iterations (ina-bench times its
  * call the same way, without the barrier).
  *
+ * --pair: every iteration also calls PMPI_Allreduce, MPI's own, timed the same way, the
+ * two calls alternating which goes first; the JSON then has "pmpi_time_s" (its median) and
+ * "pair_ratio" (the median over iterations of MPI_Allreduce's time over PMPI_Allreduce's).
+ * With an interposer preloaded (libina-mpi.so), that compares it with plain MPI in the same
+ * process, call by call, so that the machine's load weighs on both alike (bench/mpi_route.sh).
+ *
  * Usage: mpi_allreduce [--sizes 4K,1M] [--dtype float32|int32] [--iters N[,N...]]
- *                      [--warmup N[,N...]] [--system NAME]
+ *                      [--warmup N[,N...]] [--system NAME] [--pair]
  *                      [--density D --pattern random|overlap|disjoint --sparse-block B]
  * --iters/--warmup: one count for all sizes, or one per size; --system: the "system" key of
  * the JSON (default "openmpi"). --density etc.: block-sparse inputs, as ina-bench's (dense
@@ -72,11 +78,35 @@ static int parse_counts(const char *s, int *out, int nsizes, int min)
     return 0;
 }
 
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* One timed all-reduce, after a barrier; PMPI_Allreduce if pmpi. Aborts on an MPI error. */
+static double timed_allreduce(int pmpi, const void *send, void *recv, int count,
+                              MPI_Datatype mt, const char *tag)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    int rc = pmpi ? PMPI_Allreduce(send, recv, count, mt, MPI_SUM, MPI_COMM_WORLD)
+                  : MPI_Allreduce(send, recv, count, mt, MPI_SUM, MPI_COMM_WORLD);
+    double t1 = MPI_Wtime();
+    if (rc != MPI_SUCCESS) {
+        fprintf(stderr, "%s: %s failed (%d)\n", tag, pmpi ? "PMPI_Allreduce" : "MPI_Allreduce",
+                rc);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return t1 - t0;
+}
+
 static void usage_exit(int rank, const char *msg)
 {
     if (rank == 0)
         fprintf(stderr, "mpi_allreduce: %s\nusage: mpi_allreduce [--sizes LIST] "
-                "[--dtype float32|int32] [--iters N] [--warmup N] [--system NAME]\n", msg);
+                "[--dtype float32|int32] [--iters N] [--warmup N] [--system NAME] [--pair]\n",
+                msg);
     MPI_Finalize();
     exit(2);
 }
@@ -85,7 +115,7 @@ int main(int argc, char **argv)
 {
     unsigned long long sizes[MAX_SIZES];
     int nsizes = 0, iters_v[MAX_SIZES], warmup_v[MAX_SIZES], dtype = BD_FLOAT32, rank, world;
-    int any_fail = 0, max_iters = 0;
+    int any_fail = 0, max_iters = 0, pair = 0;
     const char *system = "openmpi", *iters_s = "10", *warmup_s = "2";
     double density = 1;
     int pattern = 0;
@@ -98,6 +128,10 @@ int main(int argc, char **argv)
     nsizes = parse_sizes("4K,64K,1M,16M", sizes);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--pair")) {
+            pair = 1;
+            continue;
+        }
         if (!v)
             usage_exit(rank, "missing value");
         if (!strcmp(a, "--sizes")) {
@@ -138,6 +172,8 @@ int main(int argc, char **argv)
     bd_set_sparse(density, pattern, sblock, world);
 
     double *times = malloc((size_t)max_iters * sizeof *times);
+    double *ptimes = malloc((size_t)max_iters * sizeof *ptimes);
+    double *ratios = malloc((size_t)max_iters * sizeof *ratios);
     for (int s = 0; s < nsizes; s++) {
         int iters = iters_v[s], warmup = warmup_v[s];
         size_t count = (size_t)(sizes[s] / 4);
@@ -148,25 +184,25 @@ int main(int argc, char **argv)
         double err_max[2], err_max_all[2];
         MPI_Datatype mt = dtype == BD_INT32 ? MPI_INT : MPI_FLOAT;
 
-        if (!send || !recv || !times) {
+        if (!send || !recv || !times || !ptimes || !ratios) {
             fprintf(stderr, "%s: out of memory for %llu bytes\n", tag, bytes);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         for (int it = 0; it < warmup + iters; it++) {
-            double t0, t1;
+            double t[2] = {0, 0}; /* MPI_Allreduce, PMPI_Allreduce */
             bd_fill(dtype, send, count, rank, bytes, it);
-            memset(recv, 0xff, count * 4); /* poison: stale results show up */
-            MPI_Barrier(MPI_COMM_WORLD);
-            t0 = MPI_Wtime();
-            int rc = MPI_Allreduce(send, recv, (int)count, mt, MPI_SUM, MPI_COMM_WORLD);
-            t1 = MPI_Wtime();
-            if (rc != MPI_SUCCESS) {
-                fprintf(stderr, "%s: MPI_Allreduce failed (%d)\n", tag, rc);
-                MPI_Abort(MPI_COMM_WORLD, 1);
+            for (int k = 0; k < 1 + pair; k++) {
+                int pmpi = pair && (it + k) % 2; /* alternate which goes first */
+                memset(recv, 0xff, count * 4);   /* poison: stale results show up */
+                t[pmpi] = timed_allreduce(pmpi, send, recv, (int)count, mt, tag);
+                failures += bd_verify(dtype, recv, count, world, bytes, it, &max_abs, &max_ratio,
+                                      tag);
             }
-            if (it >= warmup)
-                times[it - warmup] = t1 - t0;
-            failures += bd_verify(dtype, recv, count, world, bytes, it, &max_abs, &max_ratio, tag);
+            if (it >= warmup) {
+                times[it - warmup] = t[0];
+                ptimes[it - warmup] = t[1];
+                ratios[it - warmup] = t[1] > 0 ? t[0] / t[1] : 0;
+            }
         }
         MPI_Allreduce(&failures, &fail_sum, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
         err_max[0] = max_abs;
@@ -176,19 +212,22 @@ int main(int argc, char **argv)
             any_fail = 1;
         if (rank == 0) {
             double med, algbw;
-            qsort(times, (size_t)iters, sizeof *times, cmp_double);
-            med = iters % 2 ? times[iters / 2] : 0.5 * (times[iters / 2 - 1] + times[iters / 2]);
+            char paired[96] = "";
+            if (pair)
+                snprintf(paired, sizeof paired, "\"pmpi_time_s\":%.9g,\"pair_ratio\":%.6g,",
+                         median_of(ptimes, iters), median_of(ratios, iters));
+            med = median_of(times, iters);
             algbw = med > 0 ? (double)bytes * 8 / med / 1e9 : 0;
             printf("{\"system\":\"%s\",\"workers\":%d,\"bytes\":%llu,\"count\":%zu,"
                    "\"dtype\":\"%s\",\"iters\":%d,\"warmup\":%d,\"time_s\":%.9g,"
                    "\"time_min_s\":%.9g,\"time_max_s\":%.9g,\"time_p99_s\":%.9g,"
                    "\"algbw_gbps\":%.6g,"
-                   "\"busbw_gbps\":%.6g,\"max_abs_err\":%.6g,\"max_err_over_tol\":%.6g,"
+                   "\"busbw_gbps\":%.6g,%s\"max_abs_err\":%.6g,\"max_err_over_tol\":%.6g,"
                    "\"density\":%.9g,\"failures\":%lld,\"ok\":%s}\n",
                    system, world, bytes, count, dtype == BD_INT32 ? "int32" : "float32", iters,
                    warmup, med, times[0], times[iters - 1],
                    times[(99 * (size_t)iters + 99) / 100 - 1] /* p99, nearest rank */, algbw,
-                   algbw * 2.0 * (world - 1) / world, err_max_all[0], err_max_all[1], density,
+                   algbw * 2.0 * (world - 1) / world, paired, err_max_all[0], err_max_all[1], density,
                    fail_sum,
                    fail_sum ? "false" : "true");
             fflush(stdout);
@@ -197,6 +236,8 @@ int main(int argc, char **argv)
         free(recv);
     }
     free(times);
+    free(ptimes);
+    free(ratios);
     MPI_Finalize();
     return any_fail ? 3 : 0;
 }

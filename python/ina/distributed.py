@@ -7,10 +7,14 @@
 
 What goes through ina: all_reduce of float32, float16, bfloat16, float64 and int32 tensors on
 the CPU or a CUDA device with ReduceOp SUM, AVG, MAX or MIN (not MAX/MIN of float64), one tensor
-per call (DDP's buckets, dist.all_reduce). CPU tensors are reduced in place (no copy), CUDA
-tensors through the staged path of ina.torch.Engine (pinned buffers reused, chunks copied on
-their own streams). Every all_reduce returns at once; the work runs on a helper thread that owns
-the ina context, in the order of the calls, and Work.wait() / get_future() wait for it.
+per call (DDP's buckets, dist.all_reduce). Contiguous CPU tensors are reduced in place (no
+copy), CUDA tensors through the staged path of ina.torch.Engine (pinned buffers reused, chunks
+copied on their own streams). A tensor that is not contiguous (transposed, sliced with a step,
+channels_last, ...) is reduced in a contiguous copy that is copied back into it, on either path
+(Gloo by itself would reduce the first numel() elements of the storage); a tensor whose elements
+overlap in memory (expanded or broadcast) raises ValueError, in all_reduce_coalesced too. Every
+all_reduce returns at once; the work runs on a helper thread that owns the ina context, in the
+order of the calls, and Work.wait() / get_future() wait for it.
 
 Everything else (broadcast, all_gather, reduce_scatter, barrier, send/recv, ..., and all_reduce
 of other dtypes or ops such as PRODUCT) is handed to a Gloo process group created underneath,
@@ -34,7 +38,7 @@ import torch
 import torch.distributed as dist
 
 import ina
-from ina.torch import Engine
+from ina.torch import Engine, check_writable, copy_back
 
 try:  # torch 2.x exports it as dist.ProcessGroup, 1.13 only from the C module
     from torch._C._distributed_c10d import ProcessGroup as _ProcessGroup
@@ -54,7 +58,7 @@ _DELEGATED = ("broadcast", "allgather", "_allgather_base", "allgather_coalesced"
               "allgather_into_tensor_coalesced", "gather", "scatter", "reduce",
               "reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor_coalesced",
               "alltoall", "alltoall_base", "barrier", "monitored_barrier", "send", "recv",
-              "recv_anysource", "allreduce_coalesced")
+              "recv_anysource")
 
 
 def _ina_op(reduce_op):
@@ -118,21 +122,43 @@ class ProcessGroupIna(_ProcessGroup):
             self.counts[path] += 1
 
     def allreduce(self, tensors, opts=None):
-        """All-reduce through ina when it can (module doc), else through Gloo."""
+        """All-reduce through ina when it can (module doc), else through Gloo. A tensor that
+        is not contiguous is reduced in a contiguous copy and copied back (either way); one
+        whose elements overlap in memory (an expanded view) raises ValueError."""
         if isinstance(tensors, torch.Tensor):
             tensors = [tensors]
+        for t in tensors:
+            check_writable(t, "ina.distributed: all_reduce")
         reduce_op = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
         op = _ina_op(reduce_op)
         if (op is None or len(tensors) != 1 or tensors[0].dtype not in _INA_DTYPES
                 or tensors[0].device.type not in ("cpu", "cuda")
-                or not tensors[0].is_contiguous()
                 or (op in ("max", "min") and tensors[0].dtype == torch.float64)):
             self._count("gloo")
-            return self.gloo.allreduce(tensors, opts) if opts is not None \
-                else self.gloo.allreduce(tensors)
+            return self._gloo_allreduce(tensors, opts)
         self._count("ina")
         fut = self.engine.submit(tensors[0], op).then(lambda f: [f.value()])
         return _create_work_from_future(fut)
+
+    def _gloo_allreduce(self, tensors, opts):
+        """Gloo's all-reduce. Gloo reduces the first numel() elements of a tensor's storage
+        whatever its strides, so a tensor that is not contiguous goes through a contiguous
+        copy, copied back when the work completes."""
+        if all(t.is_contiguous() for t in tensors):
+            return self.gloo.allreduce(tensors, opts) if opts is not None \
+                else self.gloo.allreduce(tensors)
+        work = [t.contiguous() for t in tensors]
+        w = self.gloo.allreduce(work, opts) if opts is not None else self.gloo.allreduce(work)
+        fut = w.get_future().then(
+            lambda f: [copy_back(t, c) for t, c in zip(tensors, f.value())])
+        return _create_work_from_future(fut)
+
+    def allreduce_coalesced(self, tensors, *args, **kwargs):
+        """Gloo's (it copies each tensor into one flat buffer and back), after the check that
+        no tensor's elements overlap in memory."""
+        for t in tensors:
+            check_writable(t, "ina.distributed: all_reduce_coalesced")
+        return self.gloo.allreduce_coalesced(tensors, *args, **kwargs)
 
     def close(self):
         """Stop the helper thread and leave the ina job (the Gloo group stays until dropped)."""

@@ -49,7 +49,7 @@ import torch
 import ina
 
 __all__ = ["HookState", "allreduce_hook", "bucket_tensor", "DeviceCopy", "CudaCopy",
-           "CpuStandIn", "Engine"]
+           "CpuStandIn", "Engine", "may_overlap", "check_writable", "copy_back"]
 
 DEFAULT_CHUNK_BYTES = 4 << 20  # big enough that ina streams at full rate, small enough to overlap
 DEFAULT_DEPTH = 2              # chunks in flight on the context at once
@@ -63,6 +63,43 @@ def bucket_tensor(bucket):
         if fn is not None:
             return fn()
     raise TypeError("ina.torch: unknown GradBucket API (no buffer() or get_tensor())")
+
+
+# ---- layouts --------------------------------------------------------------------------------
+
+
+def may_overlap(tensor):
+    """True if two elements of tensor may share memory: an expanded or broadcast view (a
+    stride of 0), or strides that interleave. Sufficient test: with the dimensions of more
+    than one element sorted by stride, each stride must pass the last element the smaller
+    ones reach (so a layout it cannot prove free of overlap counts as overlapping)."""
+    reach = 0
+    for stride, size in sorted((st, sz) for sz, st in zip(tensor.shape, tensor.stride())
+                               if sz > 1):
+        if stride <= reach:
+            return True
+        reach += (size - 1) * stride
+    return False
+
+
+def check_writable(tensor, who):
+    """Raise ValueError if tensor cannot be reduced in place element by element: a sum
+    written into a view whose elements share memory is not the sum (who: for the message)."""
+    if may_overlap(tensor):
+        raise ValueError(
+            "%s: the tensor's elements overlap in memory (shape %s, strides %s: an expanded or "
+            "broadcast view); an all-reduce cannot write it in place. Reduce a copy "
+            "(tensor.clone() or .contiguous())" % (who, tuple(tensor.shape), tensor.stride()))
+
+
+def copy_back(dst, work):
+    """dst.copy_(work), the result of an all-reduce of a contiguous copy of dst, and wait
+    for the copy on a CUDA device (the caller may read dst on any stream). @return dst."""
+    with torch.no_grad():
+        dst.copy_(work)
+    if dst.device.type == "cuda":
+        torch.cuda.current_stream(dst.device).synchronize()
+    return dst
 
 
 # ---- device copies -----------------------------------------------------------------------
@@ -330,7 +367,17 @@ class Engine:
             return c
 
     def submit(self, tensor, op="avg"):
-        """@return a torch.futures.Future that gets tensor, reduced in place with op."""
+        """@return a torch.futures.Future that gets tensor, reduced in place with op.
+        A tensor that is not contiguous (transposed, strided, channels_last, ...) is reduced
+        in a contiguous copy, copied back when done; one whose elements overlap (an expanded
+        view) raises ValueError (check_writable)."""
+        if not tensor.is_contiguous():
+            check_writable(tensor, "ina.torch")
+            return self._submit(tensor.contiguous(), op).then(
+                lambda f: copy_back(tensor, f.value()))
+        return self._submit(tensor, op)
+
+    def _submit(self, tensor, op):
         job = _Job()
         job.tensor, job.op, job.fut = tensor, op, torch.futures.Future()
         job.t_submit = time.perf_counter()

@@ -11,6 +11,11 @@
  *    INA_MPI_* options, which rank 0 broadcasts at MPI_Init.
  *  - Setting up a communicator (an ina job per communicator) is collective:
  *    every rank joins, then all agree (PMPI_Allreduce) whether all joined.
+ *  - Whether a call that ina could serve does go through ina depends on its size
+ *    and on the communicator's route (MPI below one size, ina above, ...), which
+ *    rank 0 of the communicator decides and broadcasts when the communicator is
+ *    set up: from a table measured by bench/mpi_route.sh, from a short
+ *    calibration that every rank runs together, or forced (INA_MPI_ROUTE).
  *  - After each ina all-reduce, the ranks agree (one 3-int PMPI_Allreduce)
  *    whether it succeeded everywhere. If not, the communicator's ina context is
  *    dropped on every rank and the call is completed by MPI: broadcast from
@@ -18,12 +23,14 @@
  *    input (kept for in-place calls unless INA_MPI_INPLACE_COPY=0).
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,8 +43,42 @@
 /* Calls and bytes, by what happened to them. */
 struct tally {
     atomic_ullong ina_calls, ina_bytes;   /* completed through ina */
-    atomic_ullong pass_calls, pass_bytes; /* handed to MPI without trying ina */
+    atomic_ullong route_calls, route_bytes; /* ina could serve them: routed to MPI, faster there */
+    atomic_ullong pass_calls, pass_bytes; /* handed to MPI: ina cannot or may not serve them */
     atomic_ullong fb_calls, fb_bytes;     /* tried ina, failed, completed by MPI */
+};
+
+/* ---- Routing: which path is faster for a call of a given size ------------- */
+
+#define ROUTE_POINTS 24 /* sizes per table entry */
+#define ROUTE_KEYS 32   /* table entries: (placement, ranks), from the file or calibrated */
+
+enum route_mode { ROUTE_AUTO, ROUTE_TABLE, ROUTE_CALIBRATE, ROUTE_INA, ROUTE_MPI };
+static const char *const route_mode_names[] = {"auto", "table", "calibrate", "ina", "mpi"};
+
+/* One measured size: the time of one MPI_Allreduce by each path (the slowest rank's). */
+struct route_point {
+    uint64_t bytes;
+    double mpi_us, ina_us;
+};
+
+/* The measurements of one placement (all ranks on one host or not) and communicator size. */
+struct route_entry {
+    int one_host, ranks, n, calibrated;
+    struct route_point pt[ROUTE_POINTS]; /* by ascending bytes */
+};
+
+struct route_table {
+    int n;
+    struct route_entry e[ROUTE_KEYS];
+};
+
+/* A communicator's route: calls of fewer bytes than flip[0] take the path first_ina
+ * names, and the path changes at each flip. Integers, broadcast by rank 0: every rank
+ * compares the same numbers. */
+struct route {
+    int first_ina, nflips;
+    uint64_t flip[ROUTE_POINTS];
 };
 
 /* One communicator served by ina: its own ina job (context). */
@@ -49,6 +90,8 @@ struct comm_state {
     void *scratch; /* copy of an in-place input, or an aligned staging buffer */
     size_t scratch_cap;
     unsigned long long calls, bytes, fallbacks; /* this communicator's ina traffic */
+    unsigned long long routed, routed_bytes;    /* its calls routed to MPI as faster */
+    struct route route;                         /* by size: MPI or ina (rank 0's) */
     struct comm_state *prev, *next;             /* live sub-communicators (g_lock) */
 };
 
@@ -58,6 +101,7 @@ struct route_opts {
     int doubles;      /* INA_MPI_DOUBLE (default 0): MPI_DOUBLE through ina (quantized) */
     int inplace_copy; /* INA_MPI_INPLACE_COPY (default 1): keep a copy of in-place inputs */
     int min_bytes;    /* INA_MPI_MIN_BYTES (default 0): smaller calls go to MPI */
+    int route_mode;   /* INA_MPI_ROUTE (default auto): enum route_mode */
 };
 
 static int g_ready;   /* our MPI_Init setup ran and MPI_Finalize has not */
@@ -74,6 +118,10 @@ static atomic_int g_next_job;                     /* this rank's next sub-commun
 static struct tally g_tally;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct comm_state *g_live; /* sub-communicator states, for MPI_Finalize */
+/* Route measurements: the table file's (rank 0 of MPI_COMM_WORLD reads it and broadcasts it
+ * at MPI_Init) and this process's calibrations (g_lock). */
+static struct route_table g_table;
+static char g_table_path[256];    /* for messages: the file rank 0 read, or "" */
 /* Test hook (INA_MPI_TEST_FAIL_RANK=R): in the process of MPI_COMM_WORLD rank R, the
  * first ina all-reduce that succeeds (on any communicator) is reported as failed and
  * its result scribbled over, so that tests/scripts/test_mpi.sh can check the
@@ -150,6 +198,413 @@ static int map_call(MPI_Datatype dt, MPI_Op op, ina_dtype *idt, ina_op *iop, siz
     return 1;
 }
 
+/* ---- Routing -------------------------------------------------------------- */
+
+static int ina_path(struct comm_state *st, const void *sendbuf, void *recvbuf, int count,
+                    MPI_Datatype dt, MPI_Op op, ina_dtype idt, ina_op iop, size_t esize,
+                    int counted);
+
+/* 1 if a call of `bytes` bytes goes through ina on a communicator with route r. */
+static int route_ina(const struct route *r, uint64_t bytes)
+{
+    int ina = r->first_ina;
+    for (int i = 0; i < r->nflips && bytes >= r->flip[i]; i++)
+        ina = !ina;
+    return ina;
+}
+
+/* ina is chosen only where it takes under this share of MPI's time: where the two are
+ * within the noise of a measurement, MPI (never slower than MPI is the promise). On the
+ * loaded 2-core test VM the same program's median moved by up to 1.6x between rounds;
+ * at 0.9 a 16 KiB call on the emulated cluster measured 0.87 once and 1.3 the next time. */
+#define ROUTE_MARGIN 0.8
+
+/* The route of measured points: between two sizes each path's time is taken as linear in
+ * the size (a latency plus bytes over a rate), so the path changes where the two lines
+ * cross; below the smallest size the smallest's winner, above the largest the largest's. */
+static void route_from_points(const struct route_entry *e, struct route *r)
+{
+    memset(r, 0, sizeof(*r));
+    if (e->n == 0)
+        return;
+    r->first_ina = e->pt[0].ina_us < ROUTE_MARGIN * e->pt[0].mpi_us;
+    for (int i = 0; i + 1 < e->n; i++) {
+        const struct route_point *a = &e->pt[i], *b = &e->pt[i + 1];
+        double da = a->ina_us - ROUTE_MARGIN * a->mpi_us;
+        double db = b->ina_us - ROUTE_MARGIN * b->mpi_us;
+        if ((da < 0) == (db < 0))
+            continue;
+        double x = (double)a->bytes + (double)(b->bytes - a->bytes) * (da / (da - db));
+        uint64_t f = x >= (double)b->bytes ? b->bytes : (uint64_t)x + 1;
+        r->flip[r->nflips++] = f > a->bytes ? f : a->bytes + 1;
+    }
+}
+
+/* "MPI below 1281 B, ina from 1281 B" (or "... for every size") into out. */
+static void route_describe(const struct route *r, char *out, size_t n)
+{
+    const char *name[2] = {"MPI", "ina"};
+    int ina = r->first_ina;
+    if (r->nflips == 0) {
+        snprintf(out, n, "%s for every size", name[ina]);
+        return;
+    }
+    size_t len = (size_t)snprintf(out, n, "%s below %llu B", name[ina],
+                                  (unsigned long long)r->flip[0]);
+    for (int i = 0; i < r->nflips && len < n; i++) {
+        ina = !ina;
+        len += (size_t)snprintf(out + len, n - len, ", %s from %llu B", name[ina],
+                                (unsigned long long)r->flip[i]);
+    }
+}
+
+/* The entry for (one_host, ranks) of the kind asked (calibrated or from the file) copied
+ * into *out. @return 1 if found. */
+static int table_find(int one_host, int ranks, int calibrated, struct route_entry *out)
+{
+    int found = 0;
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < g_table.n && !found; i++) {
+        const struct route_entry *e = &g_table.e[i];
+        if (e->one_host == one_host && e->ranks == ranks && e->calibrated == calibrated) {
+            *out = *e;
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+    return found;
+}
+
+/* Keep a calibration for later communicators of the same placement and size (the table
+ * full: not kept, they calibrate again). */
+static void table_keep(const struct route_entry *e)
+{
+    pthread_mutex_lock(&g_lock);
+    int i = 0;
+    while (i < g_table.n && !(g_table.e[i].calibrated && g_table.e[i].one_host == e->one_host &&
+                              g_table.e[i].ranks == e->ranks))
+        i++;
+    if (i < ROUTE_KEYS) {
+        g_table.e[i] = *e;
+        if (i == g_table.n)
+            g_table.n++;
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* Add one point to t, keeping each entry's points sorted. @return 0, or -1 (a size given
+ * twice, or no room). */
+static int table_add(struct route_table *t, int one_host, int ranks, const struct route_point *p)
+{
+    struct route_entry *e = NULL;
+    for (int i = 0; i < t->n && !e; i++)
+        if (t->e[i].one_host == one_host && t->e[i].ranks == ranks)
+            e = &t->e[i];
+    if (!e) {
+        if (t->n == ROUTE_KEYS)
+            return -1;
+        e = &t->e[t->n++];
+        memset(e, 0, sizeof(*e));
+        e->one_host = one_host;
+        e->ranks = ranks;
+    }
+    if (e->n == ROUTE_POINTS)
+        return -1;
+    int j = e->n;
+    while (j > 0 && e->pt[j - 1].bytes > p->bytes) {
+        e->pt[j] = e->pt[j - 1];
+        j--;
+    }
+    if (j > 0 && e->pt[j - 1].bytes == p->bytes)
+        return -1;
+    e->pt[j] = *p;
+    e->n++;
+    return 0;
+}
+
+/*
+ * Read a route table (docs/MPI.md#routing): lines "PLACEMENT RANKS BYTES MPI_US INA_US",
+ * PLACEMENT one of onehost and hosts; '#' starts a comment. @return 0 (t filled), -1 if
+ * the file cannot be opened (errno), or the number of the first bad line (t then empty:
+ * a table that is wrong in one place is not trusted in the others).
+ */
+static int table_read(const char *path, struct route_table *t)
+{
+    memset(t, 0, sizeof(*t));
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[256];
+    int lineno = 0, bad = 0;
+    while (!bad && fgets(line, sizeof(line), f)) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = 0;
+        char place[16], extra[2];
+        int ranks;
+        unsigned long long bytes;
+        double mpi_us, ina_us;
+        int got = sscanf(line, "%15s %d %llu %lf %lf %1s", place, &ranks, &bytes, &mpi_us,
+                         &ina_us, extra);
+        if (got <= 0)
+            continue; /* blank or comment */
+        int one_host = !strcmp(place, "onehost") ? 1 : !strcmp(place, "hosts") ? 0 : -1;
+        struct route_point p = {.bytes = bytes, .mpi_us = mpi_us, .ina_us = ina_us};
+        if (got != 5 || one_host < 0 || ranks < 2 || ranks > INA_MAX_WORKERS || bytes == 0 ||
+            !isfinite(mpi_us) || !isfinite(ina_us) || mpi_us < 0 || ina_us < 0 ||
+            table_add(t, one_host, ranks, &p) != 0)
+            bad = lineno;
+    }
+    if (!bad && ferror(f))
+        bad = lineno + 1;
+    fclose(f);
+    if (bad)
+        memset(t, 0, sizeof(*t));
+    return bad;
+}
+
+/* The table file: INA_MPI_ROUTE_FILE, else ${XDG_CACHE_HOME:-$HOME/.cache}/ina/mpi-route.txt.
+ * @return 1 if the variable named it. */
+static int table_path(char *out, size_t n)
+{
+    const char *env = getenv("INA_MPI_ROUTE_FILE"), *xdg = getenv("XDG_CACHE_HOME"),
+               *home = getenv("HOME");
+    out[0] = 0;
+    if (env && *env) {
+        snprintf(out, n, "%s", env);
+        return 1;
+    }
+    if (xdg && *xdg)
+        snprintf(out, n, "%s/ina/mpi-route.txt", xdg);
+    else if (home && *home)
+        snprintf(out, n, "%s/.cache/ina/mpi-route.txt", home);
+    return 0;
+}
+
+/* Rank 0 of MPI_COMM_WORLD: read the table file into g_table, saying what went wrong. */
+static void table_load(void)
+{
+    char path[sizeof(g_table_path)];
+    int named = table_path(path, sizeof(path));
+    if (!path[0])
+        return;
+    int rc = table_read(path, &g_table);
+    if (rc == 0) {
+        snprintf(g_table_path, sizeof(g_table_path), "%s", path);
+        if (g_verbose)
+            fprintf(stderr, LOG_PREFIX "route table '%s': %d entries\n", path, g_table.n);
+    } else if (rc > 0 && !g_quiet) {
+        fprintf(stderr, LOG_PREFIX "route table '%s': line %d is not \"onehost|hosts RANKS "
+                "BYTES MPI_US INA_US\" (or repeats a size): the table is ignored\n", path, rc);
+    } else if (rc < 0 && ((named && !g_quiet) || g_verbose)) {
+        fprintf(stderr, LOG_PREFIX "route table '%s': %s%s\n", path, strerror(errno),
+                named ? " (INA_MPI_ROUTE_FILE)" : "");
+    }
+}
+
+/* An identity of the host as MPI's shared memory sees it: the boot, the host name and the
+ * network namespace (ranks in different namespaces of one machine, like the emulated
+ * cluster of scripts/netns.sh, count as different hosts). FNV-1a. */
+static uint64_t host_id(void)
+{
+    char buf[512] = "";
+    size_t len = 0;
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        len = fread(buf, 1, 64, f);
+        fclose(f);
+    }
+    gethostname(buf + len, sizeof(buf) - len - 32);
+    len += strlen(buf + len);
+    struct stat ns;
+    if (stat("/proc/self/ns/net", &ns) == 0)
+        len += (size_t)snprintf(buf + len, sizeof(buf) - len, ":%llu",
+                                (unsigned long long)ns.st_ino);
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)buf[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Collective: 1 on every rank if all ranks of comm are on one host. */
+static int comm_one_host(MPI_Comm comm)
+{
+    uint64_t id = host_id(), v[2] = {id, ~id};
+    PMPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MAX, comm);
+    return v[0] == ~v[1]; /* the largest id is the smallest */
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+#define CAL_SIZES 8
+#define CAL_ITERS 5
+static const uint64_t cal_bytes[CAL_SIZES] = {4, 64, 1024, 8192, 65536, 262144, 1 << 20,
+                                              4 << 20};
+
+/* Tries per size: 5, but 3 at the largest, where one try of each path takes 40-100 ms on a
+ * 1 Gbit/s link. */
+static int cal_tries(uint64_t bytes)
+{
+    return bytes < cal_bytes[CAL_SIZES - 1] ? CAL_ITERS : 3;
+}
+
+/*
+ * Collective over st's communicator: time MPI_Allreduce through MPI and through ina (the
+ * agreement included, as a call pays it) at each calibration size, the paths alternating;
+ * the slowest rank's time of each try counts, and its median over the tries. @return 0
+ * and e filled (the same on every rank), or -1: no buffer on some rank, or ina failed (the
+ * communicator's context is then gone on every rank, as after any ina failure).
+ */
+static int calibrate(struct comm_state *st, struct route_entry *e, double *seconds)
+{
+    double t0 = PMPI_Wtime();
+    size_t max = cal_bytes[CAL_SIZES - 1];
+    float *in = malloc(max), *out = malloc(max);
+    int ok = in && out;
+    PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, st->comm);
+    if (!ok) {
+        free(in);
+        free(out);
+        return -1;
+    }
+    int floats = g_opt.floats;
+    MPI_Datatype dt = floats ? MPI_FLOAT : MPI_INT;
+    ina_dtype idt = floats ? INA_FLOAT32 : INA_INT32;
+    for (size_t i = 0; i < max / 4; i++) {
+        if (floats)
+            in[i] = (float)(i % 7) - 3.0f;
+        else
+            ((int32_t *)in)[i] = (int32_t)(i % 7) - 3;
+    }
+    /* On the stack: calibrations of different communicators may run at once on threads
+     * of one process (MPI_THREAD_MULTIPLE), and a lock shared by them could deadlock two
+     * processes that took them in a different order. */
+    double t[CAL_SIZES][2][CAL_ITERS];
+    memset(t, 0, sizeof(t));
+    int failed = 0;
+    /* Untimed calls of each path first, at the largest size: the first calls pay for what
+     * is set up once (ina's lanes, MPI's large-message buffers, the output's pages), which
+     * made MPI look slower than ina at 1-4 MiB on one host in 6 of 8 calibrations (0 of 8
+     * with these calls). */
+    memset(out, 0, max);
+    for (int k = 0; k < 2 && !failed; k++) {
+        PMPI_Allreduce(in, out, (int)(max / 4), dt, MPI_SUM, st->comm);
+        ina_path(st, in, out, (int)(max / 4), dt, MPI_SUM, idt, INA_SUM, 4, 0);
+        failed = !st->ctx;
+    }
+    for (int s = 0; s < CAL_SIZES && !failed; s++) {
+        int count = (int)(cal_bytes[s] / 4), iters = cal_tries(cal_bytes[s]);
+        for (int it = 0; it < iters && !failed; it++)
+            for (int k = 0; k < 2 && !failed; k++) {
+                int path = (it + k) % 2; /* MPI first on even tries, ina on odd */
+                PMPI_Barrier(st->comm);
+                double a = PMPI_Wtime();
+                if (path == 0)
+                    PMPI_Allreduce(in, out, count, dt, MPI_SUM, st->comm);
+                else
+                    ina_path(st, in, out, count, dt, MPI_SUM, idt, INA_SUM, 4, 0);
+                t[s][path][it] = PMPI_Wtime() - a;
+                failed = !st->ctx; /* the agreement: the same on every rank */
+            }
+    }
+    if (!failed) {
+        PMPI_Allreduce(MPI_IN_PLACE, t, CAL_SIZES * 2 * CAL_ITERS, MPI_DOUBLE, MPI_MAX,
+                       st->comm);
+        e->n = CAL_SIZES;
+        for (int s = 0; s < CAL_SIZES; s++) {
+            int iters = cal_tries(cal_bytes[s]);
+            e->pt[s].bytes = cal_bytes[s];
+            for (int path = 0; path < 2; path++) {
+                qsort(t[s][path], (size_t)iters, sizeof(double), cmp_double);
+                double us = t[s][path][iters / 2] * 1e6;
+                if (path == 0)
+                    e->pt[s].mpi_us = us;
+                else
+                    e->pt[s].ina_us = us;
+            }
+        }
+    }
+    free(in);
+    free(out);
+    *seconds = PMPI_Wtime() - t0;
+    return failed ? -1 : 0;
+}
+
+/*
+ * Collective over st's communicator, once its ina job is up: decide its route (rank 0
+ * decides, every rank gets rank 0's), and say which with INA_MPI_VERBOSE.
+ */
+static void state_route(struct comm_state *st)
+{
+    enum { FROM_FORCED, FROM_FILE, FROM_CACHE, FROM_CALIBRATION, FROM_NOTHING };
+    int one_host = comm_one_host(st->comm), mode = g_opt.route_mode, from = FROM_FORCED;
+    struct route_entry e;
+    memset(&e, 0, sizeof(e));
+    if (st->rank == 0 && mode != ROUTE_INA && mode != ROUTE_MPI) {
+        if (mode != ROUTE_CALIBRATE && table_find(one_host, st->size, 0, &e))
+            from = FROM_FILE;
+        else if (mode == ROUTE_TABLE)
+            from = FROM_NOTHING;
+        else if (table_find(one_host, st->size, 1, &e))
+            from = FROM_CACHE;
+        else
+            from = FROM_CALIBRATION;
+    }
+    PMPI_Bcast(&from, 1, MPI_INT, 0, st->comm);
+    double seconds = 0;
+    int cal_failed = 0;
+    if (from == FROM_CALIBRATION) {
+        e.one_host = one_host;
+        e.ranks = st->size;
+        e.calibrated = 1;
+        cal_failed = calibrate(st, &e, &seconds) != 0;
+        if (!cal_failed)
+            table_keep(&e);
+    }
+    if (st->rank == 0) {
+        if (from == FROM_FORCED) {
+            memset(&st->route, 0, sizeof(st->route));
+            st->route.first_ina = mode == ROUTE_INA;
+        } else {
+            route_from_points(&e, &st->route); /* no points: MPI for every size */
+        }
+    }
+    PMPI_Bcast(&st->route, (int)sizeof(st->route), MPI_BYTE, 0, st->comm);
+    if (!g_verbose || st->rank != 0)
+        return;
+    char how[384], what[256];
+    route_describe(&st->route, what, sizeof(what));
+    switch (from) {
+    case FROM_FORCED:
+        snprintf(how, sizeof(how), "forced by INA_MPI_ROUTE=%s", route_mode_names[mode]);
+        break;
+    case FROM_FILE:
+        snprintf(how, sizeof(how), "from the table '%s'", g_table_path);
+        break;
+    case FROM_CACHE:
+        snprintf(how, sizeof(how), "from this run's calibration of an earlier communicator");
+        break;
+    case FROM_CALIBRATION:
+        if (cal_failed)
+            snprintf(how, sizeof(how), "calibration failed");
+        else
+            snprintf(how, sizeof(how), "calibrated in %.0f ms (%d sizes, %llu B to %llu B)",
+                     seconds * 1e3, CAL_SIZES, (unsigned long long)cal_bytes[0],
+                     (unsigned long long)cal_bytes[CAL_SIZES - 1]);
+        break;
+    default:
+        snprintf(how, sizeof(how), "no table entry and INA_MPI_ROUTE=table");
+        break;
+    }
+    fprintf(stderr, LOG_PREFIX "job '%s' (communicator of %d, %s): route %s: %s\n", st->job,
+            st->size, one_host ? "one host" : "several hosts", how, what);
+}
+
 /* ---- Communicator states ------------------------------------------------- */
 
 /* Free a state and leave its ina job. Not for &g_pass. */
@@ -157,7 +612,8 @@ static void state_destroy(struct comm_state *st)
 {
     if (g_verbose && st->rank == 0)
         fprintf(stderr, LOG_PREFIX "job '%s' (communicator of %d): %llu calls (%llu bytes) "
-                "through ina, %llu fell back to MPI\n", st->job, st->size, st->calls, st->bytes,
+                "through ina, %llu calls (%llu bytes) routed to MPI, %llu fell back to MPI\n",
+                st->job, st->size, st->calls, st->bytes, st->routed, st->routed_bytes,
                 st->fallbacks);
     if (st->ctx)
         ina_finalize(st->ctx);
@@ -226,6 +682,7 @@ static struct comm_state *state_setup(MPI_Comm comm, int rank, int size, const c
         if (g_verbose && rank == 0)
             fprintf(stderr, LOG_PREFIX "communicator of %d ranks served by ina job '%s'\n", size,
                     job);
+        state_route(st);
         return st;
     }
     if (rank == 0 && !g_quiet)
@@ -346,8 +803,11 @@ static int fall_back(struct comm_state *st, const int agreed[3], const void *ori
     return PMPI_Allreduce(orig, recvbuf, count, dt, op, st->comm);
 }
 
+/* The call through ina, completed by MPI if ina fails on any rank. counted: 0 for the
+ * calibration's calls, which the totals leave out. */
 static int ina_path(struct comm_state *st, const void *sendbuf, void *recvbuf, int count,
-                    MPI_Datatype dt, MPI_Op op, ina_dtype idt, ina_op iop, size_t esize)
+                    MPI_Datatype dt, MPI_Op op, ina_dtype idt, ina_op iop, size_t esize,
+                    int counted)
 {
     size_t bytes = (size_t)count * esize;
     int in_place = sendbuf == MPI_IN_PLACE;
@@ -402,9 +862,11 @@ static int ina_path(struct comm_state *st, const void *sendbuf, void *recvbuf, i
         return fall_back(st, agreed, orig, recvbuf, dst, count, dt, op, bytes);
     if (dst != recvbuf)
         memcpy(recvbuf, dst, bytes);
-    st->calls++;
-    st->bytes += bytes;
-    add(&g_tally.ina_calls, &g_tally.ina_bytes, bytes);
+    if (counted) {
+        st->calls++;
+        st->bytes += bytes;
+        add(&g_tally.ina_calls, &g_tally.ina_bytes, bytes);
+    }
     return MPI_SUCCESS;
 }
 
@@ -423,7 +885,17 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
     struct comm_state *st = comm == MPI_COMM_WORLD ? g_world : sub_state(comm);
     if (st == &g_pass || !st->ctx)
         return pass_through(sendbuf, recvbuf, count, datatype, op, comm);
-    return ina_path(st, sendbuf, recvbuf, count, datatype, op, idt, iop, esize);
+    uint64_t bytes = (uint64_t)count * esize;
+    if (!route_ina(&st->route, bytes)) { /* MPI is faster for this size */
+        int rc = PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+        if (rc == MPI_SUCCESS) {
+            st->routed++;
+            st->routed_bytes += bytes;
+            add(&g_tally.route_calls, &g_tally.route_bytes, bytes);
+        }
+        return rc;
+    }
+    return ina_path(st, sendbuf, recvbuf, count, datatype, op, idt, iop, esize, 1);
 }
 
 /* ---- Init and finalize --------------------------------------------------- */
@@ -440,6 +912,21 @@ static void default_base(char *out, size_t n)
     clock_gettime(CLOCK_REALTIME, &ts);
     h ^= (uint32_t)getpid() * 2654435761u ^ (uint32_t)ts.tv_nsec ^ (uint32_t)ts.tv_sec;
     snprintf(out, n, "mpi-%08x", (unsigned)h);
+}
+
+/* INA_MPI_ROUTE on this rank (rank 0's is broadcast); an unknown value is auto, said once. */
+static int route_mode_from_env(void)
+{
+    const char *s = getenv("INA_MPI_ROUTE");
+    if (!s || !*s)
+        return ROUTE_AUTO;
+    for (int m = 0; m < (int)(sizeof(route_mode_names) / sizeof(route_mode_names[0])); m++)
+        if (!strcmp(s, route_mode_names[m]))
+            return m;
+    if (!g_quiet)
+        fprintf(stderr, LOG_PREFIX "INA_MPI_ROUTE=%s is not auto, table, calibrate, ina or mpi: "
+                "auto\n", s);
+    return ROUTE_AUTO;
 }
 
 /* After PMPI_Init: decide, identically on every rank, whether ina serves this run. */
@@ -476,12 +963,18 @@ static void setup(void)
         return;
     }
 
-    /* Rank 0's routing options and job name base, for every rank. */
-    int opt[4] = {env_flag("INA_MPI_FLOAT", 1), env_flag("INA_MPI_DOUBLE", 0),
-                  env_flag("INA_MPI_INPLACE_COPY", 1), env_nonneg("INA_MPI_MIN_BYTES", 0)};
-    PMPI_Bcast(opt, 4, MPI_INT, 0, MPI_COMM_WORLD);
+    /* Rank 0's routing options, route table and job name base, for every rank. */
+    int opt[5] = {env_flag("INA_MPI_FLOAT", 1), env_flag("INA_MPI_DOUBLE", 0),
+                  env_flag("INA_MPI_INPLACE_COPY", 1), env_nonneg("INA_MPI_MIN_BYTES", 0),
+                  g_world_rank == 0 ? route_mode_from_env() : ROUTE_AUTO};
+    PMPI_Bcast(opt, 5, MPI_INT, 0, MPI_COMM_WORLD);
     g_opt = (struct route_opts){.floats = opt[0], .doubles = opt[1], .inplace_copy = opt[2],
-                                .min_bytes = opt[3]};
+                                .min_bytes = opt[3], .route_mode = opt[4]};
+    if (g_world_rank == 0 && (g_opt.route_mode == ROUTE_AUTO || g_opt.route_mode == ROUTE_TABLE))
+        table_load();
+    PMPI_Bcast(&g_table, (int)sizeof(g_table), MPI_BYTE, 0, MPI_COMM_WORLD);
+    PMPI_Bcast(g_table_path, (int)sizeof(g_table_path), MPI_CHAR, 0, MPI_COMM_WORLD);
+    g_table_path[sizeof(g_table_path) - 1] = 0;
     if (g_world_rank == 0) {
         const char *job = getenv("INA_JOB");
         if (job && *job)
@@ -526,9 +1019,11 @@ static void teardown(void)
         PMPI_Comm_free_keyval(&g_keyval);
     if (g_verbose)
         fprintf(stderr, LOG_PREFIX "rank %d of %d: %llu calls (%llu bytes) through ina, "
-                "%llu calls (%llu bytes) passed to MPI, %llu calls (%llu bytes) fell back to "
-                "MPI after an ina failure\n", g_world_rank, g_world_size,
+                "%llu calls (%llu bytes) routed to MPI (faster there), %llu calls (%llu bytes) "
+                "passed to MPI, %llu calls (%llu bytes) fell back to MPI after an ina "
+                "failure\n", g_world_rank, g_world_size,
                 (unsigned long long)g_tally.ina_calls, (unsigned long long)g_tally.ina_bytes,
+                (unsigned long long)g_tally.route_calls, (unsigned long long)g_tally.route_bytes,
                 (unsigned long long)g_tally.pass_calls, (unsigned long long)g_tally.pass_bytes,
                 (unsigned long long)g_tally.fb_calls, (unsigned long long)g_tally.fb_bytes);
     g_ready = 0;

@@ -23,7 +23,8 @@ In every block and in `inline code` of the prose: options given to the tools of 
 paths into the tree (build/..., docs/..., tests/...) must exist; `make TARGET` must be a
 Makefile target; INA_* names must occur in the sources. Markdown links to files must resolve, with their #anchors. Every log
 event ina-switch emits must be documented. docs/README.md's source map and the tables of
-documents must be complete (check_map.py).
+documents must be complete (check_map.py), and so must docs/INSTALL.md's list of what
+`make install` installs (check_install.py: the build is installed into a scratch prefix).
 
   check_docs.py --src SRC --build BUILD [--scratch DIR] [--no-run]
 
@@ -40,7 +41,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import check_map  # noqa: E402 (beside this file)
+import check_install  # noqa: E402 (beside this file)
+import check_map  # noqa: E402
 
 TOOLS = {  # command word (basename) -> how to get its --help, relative to src or build
     "ina-switch": ("build", "bin/ina-switch"),
@@ -50,6 +52,10 @@ TOOLS = {  # command word (basename) -> how to get its --help, relative to src o
     "ina-glm": ("build", "bin/ina-glm"),
     "glm.sh": ("src", "bench/glm.sh"),
     "device.sh": ("src", "bench/device.sh"),
+    "mpi_route.sh": ("src", "bench/mpi_route.sh"),
+    "ina-ps": ("build", "bin/ina-ps"),
+    "ina-sched": ("build", "bin/ina-sched"),
+    "ina-mlf": ("build", "bin/ina-mlf"),
 }
 TREE_ROOTS = ("apps", "bench", "cmake", "docs", "examples", "include", "python", "scripts", "src",
               "tests", "tools")
@@ -273,13 +279,7 @@ def check_words(ctx, where, text):
 # ---- compiling and running --------------------------------------------------------------
 
 
-def cache_value(build, key):
-    try:
-        with open(os.path.join(build, "CMakeCache.txt")) as f:
-            m = re.search(r"^%s:[A-Z]*=(.*)$" % re.escape(key), f.read(), re.M)
-            return m.group(1) if m else None
-    except OSError:
-        return None
+cache_value = check_install.cache_value
 
 
 class Compiler:
@@ -523,6 +523,11 @@ def main():
     probs = check_map.check_documents(src)
     check("the tables of documents list every docs/*.md", not probs, "\n".join(probs))
 
+    # 4''. INSTALL.md's list of what is installed is complete (check_install.py).
+    probs = check_install.check_install_list(src, build, scratch)
+    check("docs/INSTALL.md lists everything make install installs", not probs,
+          "\n".join(probs))
+
     # 5. Run: C programs as one-rank jobs, then each document's run blocks.
     runs = [b for b in blocks if b.lang in SHELLS and "run" in b.flags]
     rc = 0
@@ -534,19 +539,9 @@ def main():
             print("SKIP: running the documents' commands: %s" % sb.why_not)
             rc = 77
         else:
-            # cmake --install records what it installed in the build's install_manifest.txt,
-            # which `make uninstall` reads: put the user's back afterwards.
-            manifest = os.path.join(build, "install_manifest.txt")
-            saved = open(manifest, "rb").read() if os.path.exists(manifest) else None
-            try:
+            # The run blocks install (make install): keep the build's install_manifest.txt.
+            with check_install.manifest_kept(build):
                 run_all(sb, comp, blocks, files, mains, runs)
-            finally:
-                if saved is None:
-                    if os.path.exists(manifest):
-                        os.remove(manifest)
-                else:
-                    with open(manifest, "wb") as f:
-                        f.write(saved)
 
     print("check_docs: %d passed, %d failed" % (passed, failed))
     if failed:

@@ -6,7 +6,8 @@ Run by tests/scripts/test_python.sh. Each group of checks runs in N forked worke
 queue, and the parent waits with a deadline and kills what is left. Every rank builds every
 rank's input from a seed, so each rank checks its result against the exact sum: int32 exactly
 (modulo 2^32), float32 within ina.float_error_bounds() (the C library's ina_float_error_bound
-per element). Options: --skip-torch (numpy only), --deadline S (default 120).
+per element). Options: --skip-torch (numpy only), --deadline S (default 120), --groups LIST
+(only those groups, e.g. backend,staged).
 """
 import argparse
 import multiprocessing as mp
@@ -104,6 +105,67 @@ def dtype_bounds(dtype, xs, k):
         for i in range(lo, min(exact.size, lo + k)):
             bound[i] = fn(dtype, len(xs), amax, float(exact[i]))
     return exact, bound
+
+
+def strided_layouts(torch, rank, dtype):
+    """Every non-contiguous (and a few contiguous but unusual) layout, as (name, base, view):
+    base is the tensor that owns the memory, view the tensor all-reduced. Rank r's values are
+    (i % 13 + 1) * (r + 1) over base's storage, so sums are exact in every dtype used."""
+    def base(*shape):
+        numel = 1
+        for d in shape:
+            numel *= d
+        return ((torch.arange(numel) % 13 + 1) * (rank + 1)).to(dtype).reshape(shape)
+    cl = base(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    scalar = base(1).reshape(())
+    empty = base(0)
+    out = [("transposed", base(6, 10), lambda b: b.t()),
+           ("sliced with a step", base(60), lambda b: b[::3]),
+           ("columns with a step", base(6, 10), lambda b: b[:, 2:9:3]),
+           ("offset and step", base(60), lambda b: b[5::4]),
+           ("storage offset, contiguous", base(60), lambda b: b[7:31]),
+           ("channels_last", cl, lambda b: b),
+           ("channels_last, sliced", cl.clone(memory_format=torch.channels_last),
+            lambda b: b[:, 1:, :, ::2]),
+           ("0-dim view with an offset", base(60), lambda b: b[4]),
+           ("0-dim", scalar, lambda b: b),
+           ("empty view with an offset", base(60), lambda b: b[9:9]),
+           ("empty", empty, lambda b: b)]
+    return [(name, b, fn(b), fn) for name, b, fn in out]
+
+
+def check_strided(rep, n, rank, tag, reduce_fn, dtype, torch):
+    """reduce_fn(tensor) all-reduces (SUM) in place. Every layout of strided_layouts: the view
+    equals the view of the summed bases and the all-reduce of its contiguous copy, and no
+    element of the base outside the view changed. Then expanded views raise ValueError and
+    leave their memory alone."""
+    for name, base, view, fn in strided_layouts(torch, rank, dtype):
+        before = base.clone()
+        total = sum({nm: b for nm, b, _, _ in strided_layouts(torch, r, dtype)}[name]
+                    for r in range(n))
+        want = fn(total)
+        dense = view.contiguous().clone()
+        reduce_fn(dense)
+        reduce_fn(view)
+        mask = torch.ones(base.shape, dtype=torch.bool)
+        fn(mask).fill_(False)  # True outside the view
+        rep.check("%s %s: %s equals the contiguous result" % (
+            tag, str(dtype).replace("torch.", ""), name),
+            torch.equal(view, want) and torch.equal(view, dense),
+            "got %s want %s" % (view.flatten()[:6].tolist(), want.flatten()[:6].tolist()))
+        rep.check("%s %s: %s: nothing outside the view written" % (
+            tag, str(dtype).replace("torch.", ""), name),
+            torch.equal(base[mask], before[mask]),
+            "%d elements changed" % int((base[mask] != before[mask]).sum()))
+    for name, t in (("expanded", torch.ones(3, dtype=dtype).expand(4, 3)),
+                    ("broadcast row", torch.ones(1, 5, dtype=dtype).expand(3, 5))):
+        mem = t._base.clone() if t._base is not None else None
+        try:
+            reduce_fn(t)
+            rep.check("%s: %s view refused" % (tag, name), False, "no exception")
+        except ValueError as e:
+            rep.check("%s: %s view refused with ValueError, memory untouched" % (tag, name),
+                      "overlap" in str(e) and (mem is None or torch.equal(t._base, mem)), e)
 
 
 # ---- groups of checks (each runs on every rank) --------------------------------------------
@@ -426,6 +488,13 @@ def group_staged(ctx, rep, n, rank):
         rep.check("staged: no copy left running after the failure",
                   all(q.empty() for q in copier._queues.values()))
         e2.close()
+    # Non-contiguous tensors through the Engine (what the DDP hook and the backend use):
+    # staged and in place.
+    for tag, e3 in (("staged", itorch.Engine(ctx, device_copy=copier, chunk_bytes=16384)),
+                    ("engine in place", itorch.Engine(ctx))):
+        check_strided(rep, n, rank, tag, lambda t, e3=e3: e3.submit(t, "sum").wait(),
+                      torch.int32, torch)
+        e3.close()
     copier.close()
 
     # 2. DDP, several buckets of several chunks, against gloo, over 4 steps.
@@ -540,6 +609,37 @@ def group_backend(ctx, rep, n, rank):
         for w in works:
             w.wait()
         rep.check("backend: async all_reduce returns a Work", len(works) == 3)
+        # Non-contiguous layouts: through ina (float32, int32), through Gloo (int64, and
+        # PRODUCT), and asynchronously.
+        before = dict(pg.counts)
+        check_strided(rep, n, rank, "backend", lambda t: dist.all_reduce(t), torch.float32,
+                      torch)
+        check_strided(rep, n, rank, "backend", lambda t: dist.all_reduce(t), torch.int32, torch)
+        rep.check("backend: the float32 and int32 layouts went through ina",
+                  pg.counts["ina"] - before["ina"] == 44 and pg.counts["gloo"] == before["gloo"],
+                  (before, pg.counts))
+        check_strided(rep, n, rank, "backend (gloo)", lambda t: dist.all_reduce(t), torch.int64,
+                      torch)
+        rep.check("backend: the int64 layouts went through gloo",
+                  pg.counts["gloo"] - before["gloo"] == 22, (before, pg.counts))
+        check_strided(rep, n, rank, "backend async", lambda t: dist.all_reduce(
+            t, async_op=True).wait(), torch.float32, torch)
+        p = torch.full((4, 6), float(rank + 2))[:, ::2]
+        dist.all_reduce(p, op=dist.ReduceOp.PRODUCT)
+        rep.check("backend (gloo): PRODUCT of a strided view", torch.equal(
+            p, torch.full((4, 3), float(prod))), p)
+        b = torch.arange(12.0) * (rank + 1)
+        dist.all_reduce_coalesced([b[::3], torch.ones(2)])
+        rep.check("backend (gloo): all_reduce_coalesced of a strided view", torch.equal(
+            b, torch.where(torch.arange(12) % 3 == 0, torch.arange(12.0) * n * (n + 1) / 2,
+                           torch.arange(12.0) * (rank + 1))), b)
+        try:
+            dist.all_reduce_coalesced([torch.ones(1).expand(3), torch.ones(2)])
+            rep.check("backend: all_reduce_coalesced refuses an expanded view", False,
+                      "no exception")
+        except ValueError as e:
+            rep.check("backend: all_reduce_coalesced refuses an expanded view",
+                      "overlap" in str(e), e)
         # DDP on the ina group against DDP on a gloo group of the same ranks.
         ref_group = dist.new_group(backend="gloo")
         torch.manual_seed(11)
@@ -831,6 +931,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--skip-torch", action="store_true")
     ap.add_argument("--deadline", type=float, default=120)
+    ap.add_argument("--groups", help="run only these groups (comma list, e.g. backend,staged)")
     a = ap.parse_args()
     if not SWITCH:
         sys.exit("test_ina: set INA_SWITCH=HOST:PORT of a running ina-switch")
@@ -841,6 +942,8 @@ def main():
     if not a.skip_torch:
         plan += [("torch", 1), ("torch", 3), ("hook", 2), ("sparse", 2), ("staged", 2),
                  ("backend", 3)]
+    if a.groups:
+        plan = [(g, n) for g, n in plan if g in a.groups.split(",")]
     passed, failed = check_loader()
     t_end = time.monotonic() + a.deadline
     for group, n in plan:

@@ -46,9 +46,11 @@ check "cmake --install with DESTDIR exits 0" test $? -eq 0
 check "nothing installed outside DESTDIR" test "$(find "$stage" -mindepth 1 -maxdepth 1)" = "$stage/opt"
 for f in lib/libina.so.$ver lib/libina.a include/ina.h lib/pkgconfig/ina.pc \
     lib/cmake/ina/inaConfig.cmake lib/cmake/ina/inaConfigVersion.cmake \
-    lib/cmake/ina/inaTargets.cmake bin/ina-switch bin/ina-bench bin/ina-ctl \
-    share/man/man1/ina-switch.1 share/man/man1/ina-bench.1 share/man/man1/ina-ctl.1 \
-    share/man/man3/ina.3 lib/systemd/system/ina-switch.service; do
+    lib/cmake/ina/inaTargets.cmake bin/ina-switch bin/ina-bench bin/ina-ctl bin/ina-ps \
+    bin/ina-sched bin/ina-mlf bin/ina-glm share/man/man1/ina-switch.1 share/man/man1/ina-bench.1 \
+    share/man/man1/ina-ctl.1 share/man/man1/ina-ps.1 share/man/man1/ina-sched.1 \
+    share/man/man1/ina-mlf.1 share/man/man1/ina-glm.1 share/man/man3/ina.3 \
+    lib/systemd/system/ina-switch.service; do
     check "installed $f" test -f "$root/$f"
 done
 check "$soname -> libina.so.$ver" test "$(readlink "$root/lib/$soname")" = "libina.so.$ver"
@@ -98,7 +100,8 @@ unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR PKG_CONFIG_LIBDIR
 # Debian system but minimal containers; without them, say so)
 command -v groff >/dev/null || echo "note: groff not installed (apt-get install groff-base): pages not checked"
 command -v man >/dev/null || echo "note: man not installed (apt-get install man-db): man -l not checked"
-for page in man1/ina-switch.1 man1/ina-bench.1 man1/ina-ctl.1 man3/ina.3; do
+for page in man1/ina-switch.1 man1/ina-bench.1 man1/ina-ctl.1 man1/ina-ps.1 man1/ina-sched.1 \
+    man1/ina-mlf.1 man1/ina-glm.1 man3/ina.3; do
     f=$root/share/man/$page
     if command -v groff >/dev/null; then
         check "groff: $page without warnings" test -z "$(groff -man -Tutf8 -ww -z "$f" 2>&1)"

@@ -2,7 +2,9 @@
 # test_mpi.sh: libina-mpi.so, preloaded into an MPI program that knows nothing of ina
 # (tests/mpi/plain_allreduce.c, which checks its own results), routes its MPI_Allreduce
 # calls through ina-switch on MPI_COMM_WORLD and on sub-communicators; passes everything
-# through without a switch; and completes calls with MPI when the switch dies mid-run.
+# through without a switch; completes calls with MPI when the switch dies mid-run; and routes
+# each call to MPI or ina by its size, from a route table or a calibration, the same way on
+# every rank.
 set -uo pipefail
 B=${INA_BUILD_DIR:-build}
 SW=$B/bin/ina-switch LIB=$(readlink -f "$B/lib/libina-mpi.so" 2>/dev/null) APP=$B/tests/mpi/plain_allreduce
@@ -24,7 +26,10 @@ source "$(dirname "$0")/harness.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
 unset INA_SWITCH INA_JOB INA_MPI_QUIET INA_MPI_VERBOSE INA_MPI_DOUBLE INA_MPI_FLOAT \
-    INA_MPI_INPLACE_COPY INA_MPI_MIN_BYTES RANK WORLD_SIZE INA_RANK INA_WORLD_SIZE
+    INA_MPI_INPLACE_COPY INA_MPI_MIN_BYTES RANK WORLD_SIZE INA_RANK INA_WORLD_SIZE XDG_CACHE_HOME
+# Never the user's route table (~/.cache/ina/mpi-route.txt); every eligible call through ina
+# (INA_MPI_ROUTE=ina) until the routing checks at the end.
+export INA_MPI_ROUTE=ina INA_MPI_ROUTE_FILE=/nonexistent/ina-test-route.txt
 MPIRUN=(timeout 120 mpirun --oversubscribe --bind-to none)
 
 # The ASan/UBSan build: the instrumented interposer needs the ASan runtime, which the
@@ -77,13 +82,14 @@ ranks_ok() {
     [ "$(grep -c 'plain_allreduce: rank [0-9]* of '"$2"': [1-9][0-9]* checks, 0 failed' "$1")" -eq "$2" ] &&
         ! grep -q WRONG "$1"
 }
-# field OUT KIND RANK: KIND = ina, passed or fell; the calls (or bytes, with $4 = bytes)
-# from INA_MPI_VERBOSE's final line of RANK.
+# field OUT KIND RANK: KIND = ina, routed, passed or fell; the calls (or bytes, with
+# $4 = bytes) from INA_MPI_VERBOSE's final line of RANK.
 field() {
     local re
     case $3 in
     ina) re='s/.*: \([0-9]*\) calls (\([0-9]*\) bytes) through ina,.*/' ;;
-    passed) re='s/.*ina, \([0-9]*\) calls (\([0-9]*\) bytes) passed to MPI.*/' ;;
+    routed) re='s/.*ina, \([0-9]*\) calls (\([0-9]*\) bytes) routed to MPI.*/' ;;
+    passed) re='s/.*there), \([0-9]*\) calls (\([0-9]*\) bytes) passed to MPI.*/' ;;
     fell) re='s/.*MPI, \([0-9]*\) calls (\([0-9]*\) bytes) fell back.*/' ;;
     esac
     if [ "${4:-calls}" = bytes ]; then re+='\2/p'; else re+='\1/p'; fi
@@ -217,5 +223,94 @@ run_pause "$out" "$tmp/sw3.err" INA_MPI_INPLACE_COPY=0
 check "no in-place copy: the job fails" test "$rc" -ne 0
 check "no in-place copy: says why" grep -q "in-place input was overwritten and not kept (INA_MPI_INPLACE_COPY=0)" "$out"
 check "no in-place copy: no wrong result reported" bash -c "! grep -q WRONG '$out'"
+
+# ---- Routing: each call to MPI or ina by its size, the same on every rank ----------------
+# same_on_ranks OUT KIND R1 R2: KIND's calls and bytes are equal on ranks R1 and R2 (a rank
+# that took another path than the others of its communicator would hang the job or show
+# here).
+same_on_ranks() {
+    [ "$(field "$1" "$3" "$2") $(field "$1" "$3" "$2" bytes)" = \
+        "$(field "$1" "$4" "$2") $(field "$1" "$4" "$2" bytes)" ]
+}
+start_switch "$tmp/sw5.err"
+# A forced table: at 4 and 2 ranks on one host MPI is 10x faster up to 512 B and ina from
+# 2048 B; the lines cross at 1280 B (ina chosen where it takes under 0.8 of MPI's time:
+# 100 - 0.8 * 10 = 92 at 512 B, 20 - 0.8 * 140 = -92 at 2048 B). "hosts" says ina for every
+# size: a wrong placement would show in the counts.
+route=$tmp/route.txt
+{
+    echo "# placement ranks bytes mpi_us ina_us (a test table)"
+    for n in 2 4; do
+        printf 'onehost %d 4 10 100\nonehost %d 512 10 100   # small: MPI\n' "$n" "$n"
+        printf 'onehost %d 2048 140 20\nonehost %d 1048576 1000 10\n' "$n" "$n"
+        printf 'hosts %d 4 100 1\nhosts %d 1048576 1000 10\n' "$n" "$n"
+    done
+} >"$route"
+out=$tmp/route.out
+INA_MPI_ROUTE=table INA_MPI_ROUTE_FILE=$route INA_MPI_VERBOSE=1 run_app "$out" 4
+check "table: mpirun exits 0" test $? -eq 0
+check "table: every rank's results correct" ranks_ok "$out" 4
+check "table: every communicator's route from the table, crossing at 1281 B" test "$(grep -c \
+    "(communicator of [24], one host): route from the table '$route': MPI below 1281 B, ina from 1281 B$" \
+    "$out")" -eq 4
+# Per communicator and round, 5 calls of 1281 B or more through ina (4 x 20000 B and the
+# unaligned 3108 B) and 5 smaller ones routed to MPI (12 + 12 + 8 + 4 + 12 B); 6 rounds of
+# communicators per rank (world, dup, split; 2 rounds).
+for r in 0 1 2 3; do
+    check "table: rank $r: 30 calls (498648 B) through ina, 30 (288 B) routed to MPI" test \
+        "$(field "$out" $r ina) $(field "$out" $r ina bytes) $(field "$out" $r routed) $(field "$out" $r routed bytes)" \
+        = "30 498648 30 288"
+done
+check "table: the ineligible calls still passed to MPI (18 per rank)" \
+    test "$(field "$out" 3 passed)" -eq 18
+check "table: per communicator too" test "$(grep -c \
+    "(communicator of [24]): 10 calls (166216 bytes) through ina, 10 calls (96 bytes) routed to MPI, 0 fell back" \
+    "$out")" -eq 4
+
+same_halves() { same_on_ranks "$1" "$2" 0 2 && same_on_ranks "$1" "$2" 1 3; }
+# No table: a calibration at MPI_Init (world), then reused (dup) or run again (each half of
+# the split, a communicator of its own); which path wins depends on the machine, but every
+# rank of a communicator takes the same one: ranks 0 and 2 (one half) have the same totals,
+# and so do 1 and 3.
+out=$tmp/calib.out
+INA_MPI_ROUTE=auto INA_MPI_VERBOSE=1 run_app "$out" 4 --rounds 1
+check "calibration: mpirun exits 0" test $? -eq 0
+check "calibration: results correct" ranks_ok "$out" 4
+check "calibration: world calibrated at MPI_Init, said in the log" \
+    grep -q "job 'mpi-[0-9a-f]*' (communicator of 4, one host): route calibrated in [0-9]* ms (8 sizes, 4 B to 4194304 B): " "$out"
+check "calibration: the dup reuses it" \
+    grep -q "(communicator of 4, one host): route from this run's calibration of an earlier communicator" "$out"
+n_ina=$(field "$out" 2 ina) n_routed=$(field "$out" 2 routed)
+check "calibration: every eligible call counted on one path (30 per rank)" \
+    test $((${n_ina:-0} + ${n_routed:-0})) -eq 30
+for kind in ina routed passed; do
+    check "calibration: '$kind' calls and bytes the same on ranks 0 and 2, 1 and 3" \
+        same_halves "$out" "$kind"
+done
+
+# INA_MPI_ROUTE=mpi: nothing through ina; the default table path under XDG_CACHE_HOME.
+out=$tmp/mpi.out
+INA_MPI_ROUTE=mpi INA_MPI_VERBOSE=1 run_app "$out" 2 --rounds 1
+check "INA_MPI_ROUTE=mpi: results correct, nothing through ina, 20 calls routed to MPI" test \
+    "$(ranks_ok "$out" 2 && echo ok) $(field "$out" 1 ina) $(field "$out" 1 routed)" = "ok 0 20"
+mkdir -p "$tmp/xdg/ina"
+cp "$route" "$tmp/xdg/ina/mpi-route.txt"
+out=$tmp/xdg.out
+(unset INA_MPI_ROUTE_FILE; XDG_CACHE_HOME=$tmp/xdg INA_MPI_ROUTE=auto INA_MPI_VERBOSE=1 \
+    run_app "$out" 2 --rounds 1)
+check "default table path: \$XDG_CACHE_HOME/ina/mpi-route.txt read, 10 through ina" test \
+    "$(grep -c "route from the table '$tmp/xdg/ina/mpi-route.txt'" "$out") $(field "$out" 0 ina)" = "2 10"
+# A malformed table is ignored as a whole, with a warning naming its line.
+printf 'onehost 2 4 10 100\nonehost 2 64 fast 1\n' >"$tmp/bad.txt"
+out=$tmp/bad.out
+INA_MPI_ROUTE=table INA_MPI_ROUTE_FILE=$tmp/bad.txt INA_MPI_VERBOSE=1 run_app "$out" 2 --rounds 1
+check "malformed table: results correct" ranks_ok "$out" 2
+check "malformed table: one warning naming line 2" test "$(grep -c \
+    "route table '$tmp/bad.txt': line 2 is not" "$out")" -eq 1
+check "malformed table: ignored; INA_MPI_ROUTE=table without an entry sends all to MPI" test \
+    "$(field "$out" 0 ina) $(grep -c 'no table entry and INA_MPI_ROUTE=table: MPI for every size' "$out")" = "0 2"
+stop_switch
+check "switch: the routed runs' jobs all ended cleanly, none aborted" \
+    test "$(counter "$tmp/sw5.err" jobs_aborted)" -eq 0
 
 finish test_mpi
