@@ -181,6 +181,8 @@ HARNESS static void check_state(void)
                 mem += j->rs[p][r].bits ? j->rs[p][r].nbits / 8 : 0;
         for (int k = 0; k < INA_PS_HOLD; k++)
             mem += j->held[k].used ? j->held[k].len : 0;
+        for (int r = 0; r < INA_MAX_WORKERS; r++) /* replay copies (member.c, §14.2.8) */
+            mem += link.jobs[i].kept[r].cap;
         CHECKF(s->n <= s->cap && s->index.n == s->n);
         for (int p = 0; p < 2; p++)
             CHECKF(s->ntouched[p] <= s->n && j->ncommitted[p] <= (uint32_t)j->world);
