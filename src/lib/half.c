@@ -9,7 +9,7 @@
 
 /* ---- One value ------------------------------------------------------------------- */
 
-uint32_t ina_f16_to_f32_bits(uint16_t h)
+uint32_t ina__f16_to_f32_bits(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
@@ -25,7 +25,7 @@ uint32_t ina_f16_to_f32_bits(uint16_t h)
     return sign | ((113u - sh) << 23) | ((m & 0x3FFu) << 13);
 }
 
-uint16_t ina_f32_bits_to_f16(uint32_t f)
+uint16_t ina__f32_bits_to_f16(uint32_t f)
 {
     uint16_t sign = (uint16_t)((f >> 16) & 0x8000u);
     uint32_t a = f & 0x7FFFFFFFu;
@@ -51,7 +51,7 @@ uint16_t ina_f32_bits_to_f16(uint32_t f)
     return (uint16_t)(sign | q);
 }
 
-uint16_t ina_f32_bits_to_bf16(uint32_t f)
+uint16_t ina__f32_bits_to_bf16(uint32_t f)
 {
     if ((f & 0x7FFFFFFFu) > 0x7F800000u) /* NaN: keep it one (the RNE add could carry into Inf) */
         return (uint16_t)((f >> 16) | 0x40u);
@@ -66,7 +66,7 @@ static inline uint32_t float_bits(float f)
     return b;
 }
 
-uint32_t ina_f64_to_f32_odd_bits(double d)
+uint32_t ina__f64_to_f32_odd_bits(double d)
 {
     /* RNE to float, then undo a rounding away from zero (step one ulp back:
      * the truncation) and mark any inexact result odd. NaN compares false
@@ -84,15 +84,15 @@ uint32_t ina_f64_to_f32_odd_bits(double d)
 
 /* ---- Arrays, scalar ------------------------------------------------------------------ */
 
-void ina_f16_to_f32_scalar(const uint16_t *in, size_t n, float *out)
+void ina__f16_to_f32_scalar(const uint16_t *in, size_t n, float *out)
 {
     for (size_t i = 0; i < n; i++) {
-        uint32_t b = ina_f16_to_f32_bits(in[i]);
+        uint32_t b = ina__f16_to_f32_bits(in[i]);
         memcpy(&out[i], &b, 4);
     }
 }
 
-void ina_bf16_to_f32_scalar(const uint16_t *in, size_t n, float *out)
+void ina__bf16_to_f32_scalar(const uint16_t *in, size_t n, float *out)
 {
     for (size_t i = 0; i < n; i++) {
         uint32_t b = (uint32_t)in[i] << 16;
@@ -100,28 +100,28 @@ void ina_bf16_to_f32_scalar(const uint16_t *in, size_t n, float *out)
     }
 }
 
-void ina_f32_to_f16_scalar(const float *in, size_t n, uint16_t *out)
+void ina__f32_to_f16_scalar(const float *in, size_t n, uint16_t *out)
 {
     for (size_t i = 0; i < n; i++)
-        out[i] = ina_f32_bits_to_f16(float_bits(in[i]));
+        out[i] = ina__f32_bits_to_f16(float_bits(in[i]));
 }
 
-void ina_f32_to_bf16_scalar(const float *in, size_t n, uint16_t *out)
+void ina__f32_to_bf16_scalar(const float *in, size_t n, uint16_t *out)
 {
     for (size_t i = 0; i < n; i++)
-        out[i] = ina_f32_bits_to_bf16(float_bits(in[i]));
+        out[i] = ina__f32_bits_to_bf16(float_bits(in[i]));
 }
 
-void ina_f64_to_f16_scalar(const double *in, size_t n, uint16_t *out)
+void ina__f64_to_f16_scalar(const double *in, size_t n, uint16_t *out)
 {
     for (size_t i = 0; i < n; i++)
-        out[i] = ina_f32_bits_to_f16(ina_f64_to_f32_odd_bits(in[i]));
+        out[i] = ina__f32_bits_to_f16(ina__f64_to_f32_odd_bits(in[i]));
 }
 
-void ina_f64_to_bf16_scalar(const double *in, size_t n, uint16_t *out)
+void ina__f64_to_bf16_scalar(const double *in, size_t n, uint16_t *out)
 {
     for (size_t i = 0; i < n; i++)
-        out[i] = ina_f32_bits_to_bf16(ina_f64_to_f32_odd_bits(in[i]));
+        out[i] = ina__f32_bits_to_bf16(ina__f64_to_f32_odd_bits(in[i]));
 }
 
 /* ---- Block maxima (for the block exponent) ------------------------------------------ */
@@ -154,12 +154,12 @@ static uint16_t absmax16(const uint16_t *in, size_t n)
     return mx;
 }
 
-uint32_t ina_f16_absmax_f32bits(const uint16_t *in, size_t n)
+uint32_t ina__f16_absmax_f32bits(const uint16_t *in, size_t n)
 {
-    return ina_f16_to_f32_bits(absmax16(in, n));
+    return ina__f16_to_f32_bits(absmax16(in, n));
 }
 
-uint32_t ina_bf16_absmax_f32bits(const uint16_t *in, size_t n)
+uint32_t ina__bf16_absmax_f32bits(const uint16_t *in, size_t n)
 {
     return (uint32_t)absmax16(in, n) << 16;
 }
@@ -167,13 +167,13 @@ uint32_t ina_bf16_absmax_f32bits(const uint16_t *in, size_t n)
 /* ---- Dispatch ------------------------------------------------------------------------ */
 
 #if !INA_QUANT_HAVE_AVX2 /* no vector kernels in this build: the named variants are scalar */
-int ina_half_simd_supported(void) { return 0; }
-void ina_f16_to_f32_simd(const uint16_t *in, size_t n, float *out) { ina_f16_to_f32_scalar(in, n, out); }
-void ina_bf16_to_f32_simd(const uint16_t *in, size_t n, float *out) { ina_bf16_to_f32_scalar(in, n, out); }
-void ina_f32_to_f16_simd(const float *in, size_t n, uint16_t *out) { ina_f32_to_f16_scalar(in, n, out); }
-void ina_f32_to_bf16_simd(const float *in, size_t n, uint16_t *out) { ina_f32_to_bf16_scalar(in, n, out); }
-void ina_f64_to_f16_simd(const double *in, size_t n, uint16_t *out) { ina_f64_to_f16_scalar(in, n, out); }
-void ina_f64_to_bf16_simd(const double *in, size_t n, uint16_t *out) { ina_f64_to_bf16_scalar(in, n, out); }
+int ina__half_simd_supported(void) { return 0; }
+void ina__f16_to_f32_simd(const uint16_t *in, size_t n, float *out) { ina__f16_to_f32_scalar(in, n, out); }
+void ina__bf16_to_f32_simd(const uint16_t *in, size_t n, float *out) { ina__bf16_to_f32_scalar(in, n, out); }
+void ina__f32_to_f16_simd(const float *in, size_t n, uint16_t *out) { ina__f32_to_f16_scalar(in, n, out); }
+void ina__f32_to_bf16_simd(const float *in, size_t n, uint16_t *out) { ina__f32_to_bf16_scalar(in, n, out); }
+void ina__f64_to_f16_simd(const double *in, size_t n, uint16_t *out) { ina__f64_to_f16_scalar(in, n, out); }
+void ina__f64_to_bf16_simd(const double *in, size_t n, uint16_t *out) { ina__f64_to_bf16_scalar(in, n, out); }
 #endif
 
 /*
@@ -182,11 +182,11 @@ void ina_f64_to_bf16_simd(const double *in, size_t n, uint16_t *out) { ina_f64_t
  */
 static _Atomic int half_simd = -1;
 
-int ina_half_simd_active(void)
+int ina__half_simd_active(void)
 {
     int v = atomic_load_explicit(&half_simd, memory_order_relaxed);
     if (v < 0) {
-        v = ina_quant_impl_active() == INA_QUANT_IMPL_AVX2 && ina_half_simd_supported();
+        v = ina__quant_impl_active() == INA_QUANT_IMPL_AVX2 && ina__half_simd_supported();
         atomic_store_explicit(&half_simd, v, memory_order_relaxed);
     }
     return v;
@@ -196,15 +196,15 @@ int ina_half_simd_active(void)
 #define HALF_DISPATCH(name, tin, tout)                    \
     void name(const tin *in, size_t n, tout *out)         \
     {                                                     \
-        if (ina_half_simd_active())                       \
+        if (ina__half_simd_active())                       \
             name##_simd(in, n, out);                      \
         else                                              \
             name##_scalar(in, n, out);                    \
     }
 
-HALF_DISPATCH(ina_f16_to_f32, uint16_t, float)
-HALF_DISPATCH(ina_bf16_to_f32, uint16_t, float)
-HALF_DISPATCH(ina_f32_to_f16, float, uint16_t)
-HALF_DISPATCH(ina_f32_to_bf16, float, uint16_t)
-HALF_DISPATCH(ina_f64_to_f16, double, uint16_t)
-HALF_DISPATCH(ina_f64_to_bf16, double, uint16_t)
+HALF_DISPATCH(ina__f16_to_f32, uint16_t, float)
+HALF_DISPATCH(ina__bf16_to_f32, uint16_t, float)
+HALF_DISPATCH(ina__f32_to_f16, float, uint16_t)
+HALF_DISPATCH(ina__f32_to_bf16, float, uint16_t)
+HALF_DISPATCH(ina__f64_to_f16, double, uint16_t)
+HALF_DISPATCH(ina__f64_to_bf16, double, uint16_t)

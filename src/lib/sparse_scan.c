@@ -39,7 +39,7 @@ int ina__block_nonzero_scalar(ina_dtype dt, const void *x, size_t n, double thre
                 continue;
             if (t <= 0)
                 return 1;
-            uint32_t b = dt == INA_FLOAT16 ? ina_f16_to_f32_bits(v[i]) : (uint32_t)v[i] << 16;
+            uint32_t b = dt == INA_FLOAT16 ? ina__f16_to_f32_bits(v[i]) : (uint32_t)v[i] << 16;
             float f;
             memcpy(&f, &b, 4);
             if (!(fabsf(f) <= t))
@@ -61,7 +61,7 @@ int ina__block_nonzero_scalar(ina_dtype dt, const void *x, size_t n, double thre
 
 int ina__block_nonzero(ina_dtype dt, const void *x, size_t n, double threshold)
 {
-    if (ina_quant_impl_active() == INA_QUANT_IMPL_AVX2)
+    if (ina__quant_impl_active() == INA_QUANT_IMPL_AVX2)
         return ina__block_nonzero_avx2(dt, x, n, threshold);
     return ina__block_nonzero_scalar(dt, x, n, threshold);
 }
@@ -77,7 +77,7 @@ uint64_t ina__sparse_scan(ina_dtype dt, const void *x, size_t count, size_t bloc
 {
     const uint8_t *p = x;
     const size_t es = esize(dt);
-    const int simd = ina_quant_impl_active() == INA_QUANT_IMPL_AVX2;
+    const int simd = ina__quant_impl_active() == INA_QUANT_IMPL_AVX2;
     uint64_t nblocks = (phase + count + block - 1) / block, nnz = 0;
     memset(map, 0, ((nblocks + 63) / 64) * sizeof(uint64_t));
     for (uint64_t b = 0; b < nblocks; b++) {

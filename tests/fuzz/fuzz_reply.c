@@ -356,11 +356,11 @@ HARNESS static void check_sums(const struct ina_ctx *ctx, const struct fz_op *op
         }
         return;
     }
-    const int l = ina_quant_headroom_bits(w);
+    const int l = ina__quant_headroom_bits(w);
     const size_t qb = req->sparse ? FZ_SPARSE_BLOCK : ctx->elems; /* the quantization blocks */
     for (size_t start = 0; start < req->count; start += qb) {
         size_t n = req->count - start < qb ? req->count - start : qb;
-        int16_t e = ina_quant_block_exp(x + start, n);
+        int16_t e = ina__quant_block_exp(x + start, n);
         for (size_t i = start; i < start + n; i++) {
             if (e == INA_EXP_NONFINITE) {
                 /* quant.h: a finite element sharing a block with Inf/NaN comes back NaN. */
