@@ -89,7 +89,5 @@ const char *ina_last_error(const ina_ctx *ctx)
         return "the context was finalized (ina_finalize): every call returns INA_ERR_CLOSED";
     if (ctx->magic != INA_CTX_LIVE)
         return "not a context returned by ina_init()";
-    if (ctx->lanes)
-        ina__lanes_last_error((struct ina_ctx *)ctx); /* a lane's message, into ctx->errmsg */
-    return ctx->errmsg;
+    return ctx->errmsg; /* a multi-lane context's: its failed lane's, copied up (lanes.c) */
 }

@@ -316,8 +316,6 @@ int ina__fail_once(struct ina_ctx *ctx, int code, const char *fmt, ...)
 void ina__fail_clear(struct ina_ctx *ctx);
 /* A context that failed to start is freed: keep its message for the thread. */
 void ina__fail_to_thread(const struct ina_ctx *ctx);
-/* lanes.c: the first failed lane's message, copied into the parent's errmsg. */
-void ina__lanes_last_error(struct ina_ctx *parent);
 
 /* A header of this rank's session: magic, version, kind, job, rank, session, token. */
 static inline void ina__hdr_session(struct ina_hdr *h, const struct ina_ctx *ctx, uint8_t kind)

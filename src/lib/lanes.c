@@ -107,6 +107,31 @@ static void lane_wake(struct ina_lane *ln)
     }
 }
 
+/*
+ * A failure of the parent's operations says why in the failing lane's words
+ * (ina_last_error): the first message a lane thread kept in g->errmsg is
+ * copied up into the parent's errmsg when the caller's thread is told of
+ * the failure (submit, test, wait). Only that thread writes parent->errmsg,
+ * so ina_last_error() reads it without a lock. Under g->mu. @return status.
+ */
+static int say_lane_error(struct ina_ctx *parent, struct ina_lanes *g, int status)
+{
+    if (status && g->errmsg[0])
+        snprintf(parent->errmsg, sizeof(parent->errmsg), "%s", g->errmsg);
+    return status;
+}
+
+/* The same, taking g->mu, on a failure only (a success needs no lock). */
+static int lanes_failed(struct ina_ctx *parent, struct ina_lanes *g, int status)
+{
+    if (status) {
+        pthread_mutex_lock(&g->mu);
+        say_lane_error(parent, g, status);
+        pthread_mutex_unlock(&g->mu);
+    }
+    return status;
+}
+
 /* A part finished (status): account it to its parent. Under g->mu. */
 static void part_done(struct ina_lanes *g, struct ina_req *parent, int status)
 {
@@ -432,6 +457,7 @@ int ina__lanes_submit(struct ina_ctx *parent, struct ina_req *req)
     size_t nblocks = (req->count + elems - 1) / elems;
     pthread_mutex_lock(&g->mu);
     if (g->broken) {
+        say_lane_error(parent, g, INA_ERR_CLOSED);
         pthread_mutex_unlock(&g->mu);
         return INA_ERR_CLOSED;
     }
@@ -468,7 +494,7 @@ int ina__lanes_test(struct ina_req *req, int *done)
         lanes_drive(g);
     pthread_mutex_lock(&g->mu);
     *done = req->done;
-    int status = req->done ? req->status : 0;
+    int status = say_lane_error(req->ctx, g, req->done ? req->status : 0);
     pthread_mutex_unlock(&g->mu);
     return status;
 }
@@ -480,7 +506,7 @@ int ina__lanes_wait(struct ina_req *req)
         /* Bounded: every part's deadline fails its operations (ina__stream_progress). */
         for (lanes_drive(g); !req->done; lanes_drive(g))
             runner_wait(&g->run[0]); /* a datagram, a ring's data, the next timer, or 100 ms */
-        return req->status;
+        return lanes_failed(req->ctx, g, req->status);
     }
     uint64_t spin = req->ctx->busy_poll_ns;
     if (spin) { /* busy polling: the lane thread's part_done() may come any moment */
@@ -489,13 +515,13 @@ int ina__lanes_wait(struct ina_req *req)
             /* done is part_done()'s last write to req (release): status is
              * final, and no lane thread touches req again. */
             if (__atomic_load_n(&req->done, __ATOMIC_ACQUIRE))
-                return req->status;
+                return lanes_failed(req->ctx, g, req->status);
         } while (ina__spin_turn(&now, &yielded, until));
     }
     pthread_mutex_lock(&g->mu);
     while (!req->done)
         pthread_cond_wait(&g->done_cv, &g->mu);
-    int status = req->status;
+    int status = say_lane_error(req->ctx, g, req->status);
     pthread_mutex_unlock(&g->mu);
     return status;
 }
@@ -540,13 +566,4 @@ const struct ina_ctx *ina__lanes_ctx(const struct ina_ctx *parent, int i)
 int ina__lanes_nparts(const struct ina_ctx *parent)
 {
     return parent->lanes->n;
-}
-
-void ina__lanes_last_error(struct ina_ctx *parent)
-{
-    struct ina_lanes *g = parent->lanes;
-    pthread_mutex_lock(&g->mu);
-    if (g->errmsg[0])
-        snprintf(parent->errmsg, sizeof(parent->errmsg), "%s", g->errmsg);
-    pthread_mutex_unlock(&g->mu);
 }
