@@ -447,7 +447,7 @@ int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, const struct soc
             ctx->fallback = NULL;
         } else if (rc == INA_ERR_NOSPACE && ctx->fallback_mode == INA_FALLBACK_HOST &&
                    ctx->fallback_target.sin_port) {
-            rc = ina__fallback_join(ctx, elems, window);
+            rc = ina__session_join_host(ctx, elems, window);
         }
     }
     if (rc == 0 && ctx->mcast_group)

@@ -342,6 +342,11 @@ int ina__net_reconnect(struct ina_ctx *ctx, uint16_t port);
 int ina__session_join(struct ina_ctx *ctx, int elems, int window);
 /* Leave the job; with abort set, ask the switch to end the session for every rank. */
 void ina__session_leave(struct ina_ctx *ctx, int abort);
+/* The switch has no room for the job (a NOSPACE, or an eviction) and named
+ * rank 0's aggregator in ctx->fallback_target: rank 0 starts it (fallback.c),
+ * and every rank joins it there instead, with the same protocol and a fresh
+ * join deadline; the path becomes INA_PATH_HOST. @return 0 or the join's error. */
+int ina__session_join_host(struct ina_ctx *ctx, int elems, int window);
 
 /* auto.c: the lanes this rank proposes for lanes=0, from its cores per worker of
  * this host (*cores, *local: what the rule saw; may be NULL). */
@@ -423,11 +428,6 @@ uint16_t ina__fallback_port(const struct ina_ctx *ctx);
 int ina__fallback_start(struct ina_ctx *ctx, int elems, int nslots);
 /* Close and free an aggregator that was prepared but never started (NULL: nothing). */
 void ina__fallback_free(struct ina_fallback *fb);
-/* The switch has no room for the job (a NOSPACE, or an eviction) and named
- * rank 0's aggregator in ctx->fallback_target: rank 0 starts it, and every
- * rank joins it there instead, with the same protocol and a fresh join
- * deadline; the path becomes INA_PATH_HOST. @return 0 or the join's error. */
-int ina__fallback_join(struct ina_ctx *ctx, int elems, int window);
 void ina__fallback_close(struct ina_ctx *ctx);
 
 /* ctx.c: take a request off ctx's list of requests not yet waited. */

@@ -122,7 +122,7 @@ void ina__migrate_step(struct ina_ctx *ctx)
      * The aggregator implements every op. */
     uint16_t caps = ctx->switch_caps;
     ina__shm_detach(ctx); /* the rings were the old session's; the aggregator is on UDP */
-    int rc = ina__fallback_join(ctx, (int)elems, (int)window);
+    int rc = ina__session_join_host(ctx, (int)elems, (int)window);
     ctx->switch_caps = caps;
     if (rc == 0 && (ctx->elems != elems || ctx->window != window))
         rc = INA_ERR_PROTO; /* the stream's slots and blocks must stay as they were */

@@ -452,6 +452,20 @@ int ina__session_join(struct ina_ctx *ctx, int elems, int window)
     }
 }
 
+int ina__session_join_host(struct ina_ctx *ctx, int elems, int window)
+{
+    int rc = ctx->rank == 0 ? ina__fallback_start(ctx, elems, window) : 0;
+    if (rc == 0) {
+        ctx->switch_addr = ctx->fallback_target;
+        rc = ina__net_reconnect(ctx, ntohs(ctx->fallback_target.sin_port));
+    }
+    if (rc == 0)
+        rc = ina__session_join(ctx, elems, window);
+    if (rc == 0)
+        ctx->path = INA_PATH_HOST;
+    return rc;
+}
+
 /* Best effort: the switch frees the job once every rank has left, at once
  * if abort is set, or after its idle timeout if these datagrams are lost. */
 void ina__session_leave(struct ina_ctx *ctx, int abort)
