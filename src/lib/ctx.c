@@ -10,6 +10,7 @@
 
 #include "common/addr.h"
 #include "common/busy_poll.h"
+#include "lib/codec.h"
 #include "lib/dtype.h"
 #include "lib/fixed.h"
 #include "lib/internal.h"
@@ -631,16 +632,6 @@ void ina__live_unlink(struct ina_ctx *ctx, struct ina_req *req)
     ctx->nreqs--;
 }
 
-int ina__float_add_in_use(const struct ina_ctx *ctx)
-{
-    return ctx->float_add == INA_FLOAT_ADD_SWITCH && (ctx->switch_caps & INA_FLAG_CAP_F32);
-}
-
-int ina__fixed_in_use(const struct ina_ctx *ctx)
-{
-    return (ctx->switch_caps & INA_FLAG_CAP_FIX) ? ctx->fixed_bits : 0;
-}
-
 /* A request with the caller's arguments; what the stream needs is set by the caller. */
 static struct ina_req *req_new(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
                                size_t count, ina_dtype dtype, ina_op op)
@@ -690,6 +681,7 @@ static int probe_create(struct ina_ctx *ctx, struct ina_req *req)
     if (!pr)
         return -ENOMEM;
     pr->wire_op = INA_OP_ADD_I32;
+    pr->codec = &ina__codec_dtype;
     pr->nblocks = pr->npackets = 1;
     pr->tag_seed = req->tag_seed ^ 0x5052424Full; /* "PRBO" */
     pr->probe_for = req;
@@ -715,7 +707,7 @@ struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *
         mix = (uint64_t)mode | (uint64_t)ctx->sparse_block << 4;
     } else {
         ina__req_plan_dense(ctx, req);
-        if (req->payload == INA_PAYLOAD_FIXED)
+        if (req->codec == &ina__codec_fixed)
             mix = (uint64_t)ctx->fixed_bits;
     }
     req->tag_seed = op_tag_seed(ctx->nops_started + (count != 0), count, dtype, op, mix);
@@ -737,67 +729,13 @@ struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *
     return req;
 }
 
-/* How a dense request travels: wire op, payload, one or two rounds, packets. */
-void ina__req_plan_dense(struct ina_ctx *ctx, struct ina_req *req)
-{
-    ina_op op = req->op;
-    ina_dtype dtype = req->dtype;
-    req->wire_op = ina__wire_op(op);
-    req->quantized = ina__dtype_quantized(dtype);
-    req->nblocks = (req->count + ctx->elems - 1) / ctx->elems;
-    /*
-     * A float sum of at most one window of blocks goes in one round per
-     * block (INA_OP_ADD_BFP), if the switch can: the two-round schedule
-     * would send each of its blocks twice (its lag is the whole op) and
-     * costs a second round trip. Larger ops keep two rounds: their lag is a
-     * window among many blocks, and their sums are reproducible bit for bit
-     * (in one round the switch's rounding follows arrival order; PROTOCOL.md
-     * §8.7). Every rank decides alike: same count, window and switch.
-     */
-    req->one_round = req->quantized && (op == INA_SUM || op == INA_AVG) &&
-                     (ctx->switch_caps & INA_FLAG_CAP_BFP) && !ctx->one_round_off &&
-                     req->nblocks <= ctx->window;
-    if (req->one_round)
-        req->wire_op = INA_OP_ADD_BFP;
-    /* Asked for, and the switch adds floats: no quantization at all, one
-     * round at any size (FLOAT64 stays quantized: binary32 adds would lose
-     * its precision). */
-    if (ina__float_add_in_use(ctx) && ina__dtype_float_wire(dtype) &&
-        (op == INA_SUM || op == INA_AVG)) {
-        req->payload = INA_PAYLOAD_F32;
-        req->quantized = 0;
-        req->one_round = 0;
-        req->wire_op = INA_OP_ADD_F32;
-    }
-    /* Fixed point (P4SGD's Q8.23, §13): every rank scales by the 2^f it was
-     * configured with, so nothing is agreed per operation: one round at any
-     * size, and the switch's sum is exact (config_check keeps float_add off). */
-    if (ina__fixed_in_use(ctx) && req->quantized && (op == INA_SUM || op == INA_AVG)) {
-        req->payload = INA_PAYLOAD_FIXED;
-        req->quantized = 0;
-        req->one_round = 0;
-        req->wire_op = INA_OP_ADD_FIX;
-    }
-    /* Float max and min: exact, on the switch's int32 max and min (§8.9). */
-    if (ina__dtype_float_wire(dtype) && (op == INA_MAX || op == INA_MIN)) {
-        req->payload = INA_PAYLOAD_ORDER;
-        req->quantized = 0;
-        req->one_round = 0;
-        req->wire_op = ina__wire_op(op);
-    }
-    req->lag = req->quantized && !req->one_round
-                   ? (req->nblocks < ctx->window ? req->nblocks : ctx->window)
-                   : 0;
-    req->npackets = req->nblocks + req->lag;
-}
-
 struct ina_req *ina__req_create_hot(struct ina_ctx *ctx, const float *grad, float *sum, size_t count,
                                     uint32_t epoch, const uint64_t *keys)
 {
     struct ina_req *req = req_new(ctx, grad, sum, count, INA_FLOAT32, INA_SUM);
     if (!req)
         return NULL;
-    req->payload = INA_PAYLOAD_HOT;
+    req->codec = &ina__codec_hot;
     req->wire_op = INA_OP_HOT_F32;
     req->hot_epoch = epoch;
     req->hot_keys = keys;

@@ -100,23 +100,14 @@ struct ina_req {
     ina_op op;
     size_t esize;     /* bytes per element of dtype (dtype.h) */
     uint8_t wire_op;  /* INA_OP_* in every DATA packet of the op */
-    int quantized;
-    int one_round;    /* float op in one round per block (INA_OP_ADD_BFP; ctx.c decides) */
-    /* How a float dtype's elements travel (ctx.c decides): as the dtype's own
-     * encoding (block floating point, or INT32 unchanged), or, not quantized,
-     * in one round and without exponents, as binary32 for the switch to add
-     * (INA_OP_ADD_F32), as order keys for its int32 max/min (§8.9), as
-     * fixed point with the context's agreed scale (INA_OP_ADD_FIX, §13), or,
+    /* How its blocks travel (codec.h; plan.c decides): the dtype's own
+     * encoding (block floating point in two rounds or one, or INT32
+     * unchanged), binary32 for the switch to add, order keys for its int32
+     * max/min (§8.9), fixed point with the context's agreed scale (§13), or,
      * for a key-value push, as HOT_DATA (below). */
-    enum {
-        INA_PAYLOAD_DTYPE,
-        INA_PAYLOAD_F32,
-        INA_PAYLOAD_ORDER,
-        INA_PAYLOAD_FIXED,
-        INA_PAYLOAD_HOT
-    } payload;
+    const struct ina_codec *codec;
     int range_err; /* fixed point: a result element came back invalid (INA_ERR_RANGE) */
-    /* INA_PAYLOAD_HOT (kv_hot.c, PROTOCOL.md §14.3): the float32 hot vector of a
+    /* ina__codec_hot (kv_hot.c, PROTOCOL.md §14.3): the float32 hot vector of a
      * key-value push goes as HOT_DATA of this hot-table epoch; a sparse block
      * goes as (key, value) pairs, hot_keys[i] being the key of position i. */
     uint32_t hot_epoch;
@@ -352,7 +343,7 @@ int ina__session_join_host(struct ina_ctx *ctx, int elems, int window);
  * this host (*cores, *local: what the rule saw; may be NULL). */
 int ina__lanes_auto(const ina_config *cfg, int *cores, int *local);
 
-/* 1 if float sums go to the switch as floats (asked for, and it offers INA_OP_ADD_F32). */
+/* plan.c: 1 if float sums go to the switch as floats (asked for, and it offers INA_OP_ADD_F32). */
 int ina__float_add_in_use(const struct ina_ctx *ctx);
 /* Fractional bits of float sums in fixed point (asked for, and the switch
  * offers INA_OP_ADD_FIX), else 0. */
@@ -390,8 +381,10 @@ void ina__req_pool_free(struct ina_ctx *ctx);
 struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
                                 size_t count, ina_dtype dtype, ina_op op, int sparse_mode,
                                 size_t offset, size_t total);
-/* ctx.c: plan req as a dense operation (wire op, payload, rounds, npackets). */
+/* plan.c: how req travels as a dense operation (codec, wire op, rounds, lag, npackets),
+ * or as a block-sparse one (its codec and wire op; npackets known at its end). */
 void ina__req_plan_dense(struct ina_ctx *ctx, struct ina_req *req);
+void ina__req_plan_sparse(struct ina_ctx *ctx, struct ina_req *req);
 
 /* sparse.c: block-sparse operations (PROTOCOL.md §17). */
 /* 1 if an op (or part) of count elements of dtype and op, starting phase

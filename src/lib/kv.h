@@ -5,7 +5,7 @@
 /*
  * One ina_kv talks to S ina-ps shards (one connected UDP socket each) and,
  * with a hot set, to ina-switch through an ordinary context (hctx) whose
- * stream carries the hot vector (stream.c, INA_PAYLOAD_HOT). Everything runs
+ * stream carries the hot vector (stream.c, codec_hot.c). Everything runs
  * in the caller's thread, inside ina_kv_* calls (kv_rpc.c: kv__progress).
  *
  * Requests to shards are datagrams kept until answered (struct kv_rpc),

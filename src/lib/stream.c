@@ -7,8 +7,8 @@
 
 #include "common/sparse_wire.h"
 #include "common/busy_poll.h"
+#include "lib/codec.h"
 #include "lib/dtype.h"
-#include "lib/fixed.h"
 #include "lib/internal.h"
 
 /* Largest datagram we send or accept: a full DATA/RESULT, or a control body
@@ -81,84 +81,41 @@ static inline uint8_t packet_tag(const struct ina_req *req, uint64_t p)
     return (uint8_t)((x ^ (x >> 32)) >> 24);
 }
 
-/*
- * HOT_DATA payload of block b (n floats at src, PROTOCOL.md §14.3): epoch and
- * first position, then the block dense, or, when fewer than a third of its
- * values are nonzero, as (key, value) pairs, which is shorter. Both give the
- * switch the same sums (untouched positions add +0). @return bytes written.
- */
-static size_t build_hot(const struct ina_req *req, uint64_t b, size_t k, size_t n, uint8_t *out,
-                        uint16_t *flags)
-{
-    const float *g = (const float *)req->src + b * k;
-    ina_put32(out, req->hot_epoch);
-    ina_put32(out + 4, (uint32_t)(b * k));
-    size_t nnz = 0;
-    for (size_t i = 0; i < n; i++)
-        nnz += g[i] != 0.0f;
-    uint8_t *p = out + INA_HOT_PREFIX_LEN;
-    if (INA_HOT_KEYED_LEN * nnz >= 4 * n) {
-        for (size_t i = 0; i < n; i++)
-            ina_putf(p + 4 * i, g[i]);
-        return INA_HOT_PREFIX_LEN + 4 * n;
-    }
-    *flags |= INA_FLAG_HOT_KEYED;
-    for (size_t i = 0; i < n; i++)
-        if (g[i] != 0.0f) {
-            ina_put64(p, req->hot_keys[b * k + i]);
-            ina_putf(p + 8, g[i]);
-            p += INA_HOT_KEYED_LEN;
-        }
-    return (size_t)(p - out);
-}
-
 /* Build the DATA datagram of the packet in flight in ws into buf. @return its length. */
 static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_wslot *ws,
                            uint8_t *buf)
 {
     const struct ina_req *req = ws->req;
+    const struct ina_codec *c = req->codec;
     struct ina_hdr h;
-    ina__hdr_session(&h, ctx, req->payload == INA_PAYLOAD_HOT ? INA_K_HOT_DATA : INA_K_DATA);
+    ina__hdr_session(&h, ctx, c->data_kind);
     uint32_t wire_slot = (slot - (uint32_t)ctx->wire_base) & (ctx->window - 1);
     h.slot = wire_slot | ((ws->seq & 1) ? INA_SLOT_SET_BIT : 0);
     h.seq = ws->seq;
     h.op = req->wire_op;
     h.tag = packet_tag(req, ws->p);
-    if (req->payload == INA_PAYLOAD_HOT) {
-        size_t n = block_len(ctx, req, ws->p);
-        size_t plen = build_hot(req, ws->p, ctx->elems, n, buf + INA_HDR_LEN, &h.flags);
-        h.count = (uint16_t)n;
-        ina_hdr_encode(buf, &h);
-        return INA_HDR_LEN + plen;
-    }
-    size_t n = 0;
     if (req->sparse) {
         h.count = (uint16_t)ina__sparse_build(ctx, ws, buf + INA_HDR_LEN);
         ina_hdr_encode(buf, &h);
         return INA_HDR_LEN + 4 * (size_t)h.count;
     }
+    size_t n = 0, plen = 0;
     if (has_data(req, ws->p)) {
         uint64_t b = ws->p - req->lag;
         n = block_len(ctx, req, b);
-        const uint8_t *src = req->src + (size_t)b * ctx->elems * req->esize;
-        uint8_t *out = buf + INA_HDR_LEN;
-        switch (req->payload) {
-        case INA_PAYLOAD_F32: ina__block_encode_f32wire(req->dtype, src, n, out); break;
-        case INA_PAYLOAD_ORDER: ina__block_encode_order(req->dtype, req->op, src, n, out); break;
-        case INA_PAYLOAD_FIXED: ina__fixed_encode(req->dtype, src, n, ctx->fixed_bits, out); break;
-        default: ina__block_encode(req->dtype, src, n, ws->exp_used, ctx->world, out); break;
-        }
+        plen = c->encode(ctx, req, (size_t)b * ctx->elems, n, ws->exp_used, buf + INA_HDR_LEN,
+                         &h.flags);
     }
-    if (req->one_round)
+    if (c->exps == INA_EXPS_OWN)
         h.exp = ws->exp_used;
-    else if (req->quantized)
+    else if (c->exps == INA_EXPS_AHEAD)
         h.exp = ws->p < req->nblocks
                     ? ina__block_exp(req->dtype, req->src + (size_t)ws->p * ctx->elems * req->esize,
                                      block_len(ctx, req, ws->p))
                     : INA_EXP_ZERO;
     h.count = (uint16_t)n;
     ina_hdr_encode(buf, &h);
-    return INA_HDR_LEN + 4 * n;
+    return INA_HDR_LEN + plen;
 }
 
 /*
@@ -306,12 +263,12 @@ static void send_ready(struct ina_ctx *ctx, uint64_t now)
                     req_finish(ctx, req, 0); /* every result was already in */
                 continue; /* send_p == npackets now: on to the next op */
             }
-        } else if (req->one_round) {
+        } else if (req->codec->exps == INA_EXPS_OWN) {
             /* Its own block's exponent: the switch aligns the ranks' blocks. */
             exp_used = ina__block_exp(req->dtype,
                                       req->src + (size_t)ctx->send_p * ctx->elems * req->esize,
                                       block_len(ctx, req, ctx->send_p));
-        } else if (req->quantized && has_data(req, ctx->send_p)) {
+        } else if (req->codec->exps == INA_EXPS_AHEAD && has_data(req, ctx->send_p)) {
             uint64_t dep = g - req->lag;
             const struct ina_wslot *wd = &ctx->slots[dep & mask];
             if (wd->done_g != dep + 1)
@@ -494,26 +451,17 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
         return;
     }
     struct ina_req *req = ws->req;
-    if (h->tag != packet_tag(req, ws->p) || h->op != req->wire_op ||
-        (h->kind == INA_K_HOT_RESULT) != (req->payload == INA_PAYLOAD_HOT)) {
+    const struct ina_codec *c = req->codec;
+    if (h->tag != packet_tag(req, ws->p) || h->op != req->wire_op || h->kind != c->result_kind) {
         ctx->stats.stale_results++; /* not the operation we sent: never use it */
         return;
     }
-    if (req->payload == INA_PAYLOAD_HOT) {
-        /* HOT_RESULT: its epoch and first position must be those we sent. */
-        size_t n = block_len(ctx, req, ws->p);
-        if (h->count != n || ina_get32(payload) != req->hot_epoch ||
-            ina_get32(payload + 4) != ws->p * ctx->elems) {
-            ctx->stats.stale_results++;
-            return;
-        }
-        float *dst = (float *)req->dst + ws->p * ctx->elems;
-        for (size_t i = 0; i < n; i++)
-            dst[i] = ina_getf(payload + INA_HOT_PREFIX_LEN + 4 * i);
-        result_accepted(ctx, ws, now);
+    size_t n = has_data(req, ws->p) ? block_len(ctx, req, ws->p - req->lag) : 0;
+    const size_t first = has_data(req, ws->p) ? (size_t)(ws->p - req->lag) * ctx->elems : 0;
+    if (c->check && !c->check(ctx, req, first, n, h, payload)) {
+        ctx->stats.stale_results++; /* a hot vector's other epoch or position */
         return;
     }
-    size_t n = has_data(req, ws->p) ? block_len(ctx, req, ws->p - req->lag) : 0;
     if (req->sparse) {
         int rc = ina__sparse_on_result(ctx, ws, payload, h->count);
         if (rc) {
@@ -531,28 +479,16 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
     if (n) {
         /* Two rounds: the data was scaled with the agreed exponent. One round:
          * the switch scaled the sum to the largest of the ranks' exponents. */
-        int16_t e = req->one_round ? h->exp : ws->exp_used;
-        uint8_t *dst = req->dst + (size_t)(ws->p - req->lag) * ctx->elems * req->esize;
-        switch (req->payload) {
-        case INA_PAYLOAD_F32:
-            ina__block_decode_f32wire(req->dtype, req->op, payload, n, ctx->world, dst);
-            break;
-        case INA_PAYLOAD_ORDER: ina__block_decode_order(req->dtype, payload, n, dst); break;
-        case INA_PAYLOAD_FIXED: {
-            size_t bad = ina__fixed_decode(req->dtype, req->op, payload, n, ctx->fixed_bits,
-                                           ctx->world, dst);
-            if (bad) { /* NaN there on every rank: the operation says so (INA_ERR_RANGE) */
-                ctx->stats.fixed_invalid += bad;
-                req->range_err = 1;
-            }
-            break;
+        int16_t e = c->exps == INA_EXPS_OWN ? h->exp : ws->exp_used;
+        size_t bad = c->decode(ctx, req, first, n, e, payload);
+        if (bad) { /* fixed point: NaN there on every rank, and the op says so (INA_ERR_RANGE) */
+            ctx->stats.fixed_invalid += bad;
+            req->range_err = 1;
         }
-        default: ina__block_decode(req->dtype, req->op, payload, n, e, ctx->world, dst); break;
-        }
-        if (req->quantized && e == INA_EXP_NONFINITE)
+        if (c->exps != INA_EXPS_NONE && e == INA_EXP_NONFINITE)
             ctx->stats.nonfinite_blocks++;
     }
-    if (req->quantized)
+    if (c->exps != INA_EXPS_NONE)
         ws->exp_agreed = h->exp;
     result_accepted(ctx, ws, now);
 }
