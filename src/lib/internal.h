@@ -374,7 +374,7 @@ struct ina_req *ina__req_alloc(struct ina_ctx *ctx);
 void ina__req_release(struct ina_ctx *ctx, struct ina_req *req);
 void ina__req_pool_free(struct ina_ctx *ctx);
 
-/* ctx.c: allocate a request for checked arguments, link it, and queue it on
+/* req.c: allocate a request for checked arguments, link it, and queue it on
  * the stream (count 0: done at once). The request is elements [offset,
  * offset + count) of an operation of total elements: a part (lanes.c), or
  * the whole operation (0, count). @return NULL if out of memory. */
@@ -409,7 +409,7 @@ int ina__sparse_on_result(struct ina_ctx *ctx, struct ina_wslot *ws, const uint8
 /* An eviction takes back every packet from op-local index p of req on (migrate.c). */
 void ina__sparse_rewind(struct ina_ctx *ctx, struct ina_req *req, uint64_t p);
 
-/* ctx.c: a float32 SUM of the hot vector (count floats) of a key-value push,
+/* req.c: a float32 SUM of the hot vector (count floats) of a key-value push,
  * sent as HOT_DATA of epoch through the switch's hot table. */
 struct ina_req *ina__req_create_hot(struct ina_ctx *ctx, const float *grad, float *sum, size_t count,
                                     uint32_t epoch, const uint64_t *keys);
@@ -423,7 +423,12 @@ int ina__fallback_start(struct ina_ctx *ctx, int elems, int nslots);
 void ina__fallback_free(struct ina_fallback *fb);
 void ina__fallback_close(struct ina_ctx *ctx);
 
-/* ctx.c: take a request off ctx's list of requests not yet waited. */
+/* req.c: a request with the caller's arguments (what the stream needs is set by the
+ * caller), or NULL without memory; link it into, or take it off, ctx's list of
+ * requests not yet waited. */
+struct ina_req *ina__req_new(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
+                             ina_dtype dtype, ina_op op);
+void ina__live_link(struct ina_ctx *ctx, struct ina_req *req);
 void ina__live_unlink(struct ina_ctx *ctx, struct ina_req *req);
 
 /* A part of a multi-part context refused by its switch (NOSPACE): where the
@@ -434,7 +439,9 @@ struct ina_refusal {
     struct ina_fallback *fallback;
 };
 
-/* ctx.c: open one lane's context (socket, join, stream) at addr, as lane
+/* lane.c: the fields every context has, a lane's or a multi-lane parent's (NULL: no memory). */
+struct ina_ctx *ina__ctx_new(const ina_config *cfg, int lane, int nlanes);
+/* lane.c: open one lane's context (socket, join, stream) at addr, as lane
  * `lane` of nlanes; close it (leave, with the abort flag if abort or if it
  * has operations in flight; free everything, the struct too). With
  * refusal (one part of several), a NOSPACE is returned as is, with *refusal
@@ -442,7 +449,9 @@ struct ina_refusal {
 int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, const struct sockaddr_in *addr,
                    int lane, int nlanes, struct ina_refusal *refusal);
 void ina__lane_close(struct ina_ctx *ctx, int abort);
-/* ctx.c: the default elems_per_packet for a switch at addr (2048 on loopback, else 256). */
+/* lane.c: close as above, but keep the struct (ina_finalize retires it). */
+void ina__lane_release(struct ina_ctx *ctx, int abort);
+/* lane.c: the default elems_per_packet for a switch at addr (2048 on loopback, else 256). */
 int ina__default_elems(const struct sockaddr_in *addr);
 
 /* lanes.c: a multi-part context. start takes the n part contexts (all
