@@ -14,6 +14,7 @@
 #include "common/udp_gso.h"
 #include "common/wire.h"
 #include "ina.h"
+#include "lib/transport.h"
 
 #define INA_DEFAULT_ELEMS_LOOPBACK 2048
 #define INA_DEFAULT_ELEMS_NET 256
@@ -225,6 +226,7 @@ struct ina_ctx {
     struct ina_fallback *fallback; /* rank 0: the host aggregator it offers (fallback.c) */
     struct sockaddr_in fallback_target; /* from a NOSPACE: where the job runs instead */
     struct ina_shm *shm; /* rings to a switch on this host (shm.c), NULL = UDP only */
+    struct ina_transports xp; /* how the stream's datagrams travel (transport.h) */
     int path;               /* INA_PATH_SWITCH or INA_PATH_HOST */
     /* Sessions under one stream (migrate.c): the session began at stream
      * position wire_base (wire slot = (g - wire_base) mod W, rounds from 0);
@@ -349,20 +351,12 @@ int ina__float_add_in_use(const struct ina_ctx *ctx);
  * offers INA_OP_ADD_FIX), else 0. */
 int ina__fixed_in_use(const struct ina_ctx *ctx);
 
-/* shm.c: shared-memory rings to a switch on this host (PROTOCOL.md §5.9). */
+/* shm.c: shared-memory rings to a switch on this host (PROTOCOL.md §5.9), a
+ * transport (transport.h: ina__shm_ops) while attached. */
 int ina__shm_attach(struct ina_ctx *ctx); /* @return 1 attached, 0 stays on UDP */
 void ina__shm_detach(struct ina_ctx *ctx);
-/* Datagrams iov[order[0..n-1]] into the up ring. @return how many fit. */
-unsigned ina__shm_send(struct ina_ctx *ctx, const struct iovec *iov, const unsigned *order,
-                       unsigned n);
 /* Process what the down ring holds. @return datagrams taken. */
 int ina__shm_recv(struct ina_ctx *ctx, uint64_t now);
-/* About to poll: @return 0 if the down ring has data (do not sleep). */
-int ina__shm_may_sleep(struct ina_ctx *ctx);
-void ina__shm_awake(struct ina_ctx *ctx); /* after poll */
-/* A retransmission on rings: ring the switch over UDP too, so that a dead
- * switch is found by its host's "port unreachable" (-ECONNREFUSED). */
-void ina__shm_probe(struct ina_ctx *ctx);
 
 /* reqpool.c: requests from a per-context free list of slabs (no allocation
  * per operation, no lock: a context is used by one thread at a time).
@@ -471,9 +465,10 @@ const struct ina_ctx *ina__lanes_ctx(const struct ina_ctx *parent, int i);
 int ina__lanes_nparts(const struct ina_ctx *parent);
 
 /* migrate.c: an eviction notice (MIGRATE) from the switch, and the move to
- * rank 0's host aggregator once every packet below the bound has its result. */
-void ina__migrate_on_notice(struct ina_ctx *ctx, const uint8_t *body, size_t len);
-void ina__migrate_step(struct ina_ctx *ctx);
+ * rank 0's host aggregator once every packet below the bound has its result.
+ * @return 0, or the error that must fail the stream (the caller fails it). */
+int ina__migrate_on_notice(struct ina_ctx *ctx, const uint8_t *body, size_t len);
+int ina__migrate_step(struct ina_ctx *ctx);
 
 /* stream.c */
 int ina__stream_init(struct ina_ctx *ctx);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "lib/internal.h"
+#include "lib/transport.h"
 
 static int is_loopback(const struct sockaddr_in *a)
 {
@@ -104,8 +105,8 @@ int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, const struct soc
     }
     if (rc == 0 && ctx->mcast_group)
         rc = ina__net_open_mcast(ctx); /* cannot receive the sums: fail, and end it for all */
-    if (rc == 0)
-        rc = ina__stream_init(ctx);
+    if (rc == 0 && (rc = ina__stream_init(ctx)) == 0)
+        ina__udp_start(ctx); /* the socket (and the group) carry the stream */
     if (rc == 0)
         rc = ina__req_pool_init(ctx);
     if (rc == 0)

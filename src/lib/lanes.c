@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "lib/internal.h"
+#include "lib/transport.h"
 
 /*
  * Why lanes: one thread moving one stream is bound by one core's cost per
@@ -226,7 +227,7 @@ static int spin_poll(struct ina_runner *rn, struct pollfd *pfd, int n, uint64_t 
     uint64_t now = ina__now_ns(), yielded = now;
     do {
         for (int i = rn->index; i < g->n; i += g->nrun)
-            if (g->lane[i].ctx->shm && ina_shm_readable(g->lane[i].ctx->shm, 0))
+            if (ina__transport_readable(g->lane[i].ctx) > 0) /* the rings (memory) */
                 return 1;
         if (poll(pfd, (nfds_t)n, 0) > 0)
             return 1;
@@ -263,7 +264,7 @@ static void idle_spin(struct ina_runner *rn, uint64_t spin_ns)
 static void runner_wait(struct ina_runner *rn)
 {
     struct ina_lanes *g = rn->group;
-    struct pollfd pfd[2 * INA_MAX_PARTS + 1];
+    struct pollfd pfd[INA_XP_MAX * INA_MAX_PARTS + 1];
     int n = 0, sleep_ok = 1;
     uint64_t now = ina__now_ns(), wake = now + 100000000ull;
     for (int i = rn->index; i < g->n; i += g->nrun) {
@@ -272,9 +273,7 @@ static void runner_wait(struct ina_runner *rn)
             sleep_ok &= !r->done; /* finished in the last round: hand it over first */
         if (!c->head || c->broken)
             continue;
-        pfd[n++] = (struct pollfd){.fd = c->fd, .events = POLLIN};
-        if (c->mcast_group && c->mcast_fd >= 0)
-            pfd[n++] = (struct pollfd){.fd = c->mcast_fd, .events = POLLIN};
+        n += ina__transport_pollfds(c, pfd + n); /* the socket, the group's */
         if (c->next_rto_ns && c->next_rto_ns < wake)
             wake = c->next_rto_ns;
     }
@@ -295,7 +294,7 @@ static void runner_wait(struct ina_runner *rn)
     for (int i = rn->index; sleep_ok && i < g->n; i += g->nrun) {
         struct ina_ctx *c = g->lane[i].ctx;
         if (c->head && !c->broken)
-            sleep_ok &= ina__shm_may_sleep(c); /* arms its doorbell; 0 if the ring has data */
+            sleep_ok &= ina__transport_may_sleep(c); /* rings: arms the doorbell; 0 if data */
     }
     int ms = !sleep_ok || wake <= now ? 0 : (int)((wake - now + 999999) / 1000000);
     if (poll(pfd, (nfds_t)n, ms) > 0 && (pfd[n - 1].revents & POLLIN)) {
@@ -306,7 +305,7 @@ static void runner_wait(struct ina_runner *rn)
     }
     for (int i = rn->index; i < g->n; i += g->nrun)
         if (g->lane[i].ctx->head)
-            ina__shm_awake(g->lane[i].ctx);
+            ina__transport_awake(g->lane[i].ctx);
 }
 
 static void *runner_main(void *arg)

@@ -1,4 +1,4 @@
-/* net.c: libina's UDP transport: one socket connected to the switch, large buffers. */
+/* net.c: libina's sockets: the one connected to the switch (large buffers), the multicast group's; sends outside the stream. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -10,6 +10,7 @@
 #include "lib/codec.h"
 #include "lib/dtype.h"
 #include "lib/internal.h"
+#include "lib/transport.h"
 
 /* Largest datagram we send or accept: a full DATA/RESULT, or a control body
  * (an ABORT is 48 bytes, more than a RESULT when elems < 4); and a tag (§4.6). */
@@ -39,13 +40,6 @@ int ina__stream_init(struct ina_ctx *ctx)
         ctx->io->rxmsg[i].msg_hdr.msg_iov = &ctx->io->rxiov[i];
         ctx->io->rxmsg[i].msg_hdr.msg_iovlen = 1;
     }
-    /* Results come back as trains of equal-sized datagrams: take each train
-     * in one receive. Optional: without it datagrams arrive one by one. */
-    if (ctx->fd >= 0 && !getenv("INA_NO_GSO"))
-        ina_udp_enable_gro(ctx->fd);
-    if (ctx->mcast_group && ctx->mcast_fd >= 0 && !getenv("INA_NO_GSO"))
-        ina_udp_enable_gro(ctx->mcast_fd);
-    ctx->io->gso.gso_off = getenv("INA_NO_GSO") != NULL;
     return 0;
 }
 
@@ -119,9 +113,9 @@ static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_
 }
 
 /*
- * Hand the built datagrams to the kernel: consecutive ones of equal size go
- * out as one UDP GSO message (udp_gso.h). A datagram the kernel refuses
- * (no switch, full buffer) is lost like any other: its timer is running.
+ * Hand the built datagrams to the context's sending transport (transport.h),
+ * in the order fault injection chose. A datagram it cannot take (no switch,
+ * a full buffer or ring) is lost like any other: its timer is running.
  */
 static void tx_flush(struct ina_ctx *ctx)
 {
@@ -135,17 +129,7 @@ static void tx_flush(struct ina_ctx *ctx)
     } else
         for (unsigned i = 0; i < n; i++)
             order[i] = i;
-    if (ctx->shm) {
-        ina__shm_send(ctx, ctx->io->txiov, order, n); /* what did not fit is lost: its timer runs */
-        ctx->ntx = 0;
-        return;
-    }
-    struct ina_gso_batch *b = &ctx->io->gso;
-    for (unsigned i = 0; i < n; i++)
-        ina_gso_batch_add(b, ctx->io->txiov[order[i]].iov_base, ctx->io->txiov[order[i]].iov_len,
-                          NULL);
-    uint64_t lost = 0;
-    ina_gso_batch_send(b, ctx->fd, &lost);
+    ctx->xp.tx->send_burst(ctx, ctx->io->txiov, order, n); /* the socket, or the rings */
     ctx->ntx = 0;
 }
 
@@ -529,7 +513,9 @@ void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len
         on_result(ctx, &h, buf + INA_HDR_LEN, now);
     } else if (h.kind == INA_K_MIGRATE && h.job == ctx->job_id && h.session == ctx->session &&
                h.token == ctx->token) {
-        ina__migrate_on_notice(ctx, buf + INA_HDR_LEN, len - INA_HDR_LEN);
+        int rc = ina__migrate_on_notice(ctx, buf + INA_HDR_LEN, len - INA_HDR_LEN);
+        if (rc)
+            ina__stream_fail_all(ctx, rc);
     } else if (h.kind == INA_K_DOORBELL) {
         /* only a wake-up: the ring is read after every receive */
     } else if (h.kind == INA_K_ABORT && h.session == ctx->session && h.token == ctx->token) {
@@ -544,79 +530,13 @@ void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len
     }
 }
 
-/*
- * The job's multicast group (PROTOCOL.md §7.5): anyone may send to it, so
- * the switch's own address and port (what the unicast socket is connected
- * to, which the kernel checks for that socket) must be the sender's. The
- * switch sends only results there (ABORT, MIGRATE and resent results go by
- * unicast). A GRO train comes from one sender.
- */
-static int group_sender_ok(const struct ina_ctx *ctx, const struct msghdr *mh)
-{
-    const struct sockaddr_in *a = mh->msg_name;
-    return mh->msg_namelen == sizeof(*a) && a->sin_family == AF_INET &&
-           a->sin_addr.s_addr == ctx->switch_addr.sin_addr.s_addr &&
-           a->sin_port == ctx->switch_addr.sin_port;
-}
-
-static int group_kind_ok(const uint8_t *p, size_t len)
-{
-    return len >= INA_HDR_LEN && (p[3] == INA_K_RESULT || p[3] == INA_K_HOT_RESULT);
-}
-
-/* Receive and process one burst (each message may be a GRO train); group:
- * fd is the multicast group's socket. @return messages received. */
-static int rx_burst_fd(struct ina_ctx *ctx, int fd, uint64_t now, int group)
-{
-    struct ina_io *io = ctx->io;
-    for (unsigned i = 0; i < INA_RX_MSGS; i++) {
-        io->rxmsg[i].msg_hdr.msg_control = io->rxctrl[i];
-        io->rxmsg[i].msg_hdr.msg_controllen = INA_GRO_CTRL_LEN;
-        io->rxmsg[i].msg_hdr.msg_flags = 0;
-        io->rxmsg[i].msg_hdr.msg_name = group ? &io->rxaddr[i] : NULL;
-        io->rxmsg[i].msg_hdr.msg_namelen = group ? sizeof(io->rxaddr[i]) : 0;
-    }
-    int n = recvmmsg(fd, io->rxmsg, INA_RX_MSGS, MSG_DONTWAIT, NULL);
-    if (n < 0 && errno == ECONNREFUSED && !ctx->refused_since_ns)
-        ctx->refused_since_ns = now; /* ICMP port unreachable: no switch at the address */
-    /* The switch fills the down ring before it sends what follows by UDP (an
-     * ABORT, a MIGRATE): drain the ring first, so that both are taken in the
-     * order the switch sent them. Otherwise an ABORT read before the ring
-     * fails an operation whose last RESULTs were already delivered. */
-    if (n > 0 && ctx->shm)
-        ina__shm_recv(ctx, now);
-    for (int i = 0; i < n && !ctx->broken; i++) {
-        struct msghdr *mh = &io->rxmsg[i].msg_hdr;
-        if (mh->msg_flags & MSG_TRUNC) {
-            ctx->stats.stale_results++;
-            continue;
-        }
-        size_t len = io->rxmsg[i].msg_len, seg = ina_gro_segment_size(mh, len);
-        const int foreign = group && !group_sender_ok(ctx, mh);
-        uint8_t *p = io->rxiov[i].iov_base;
-        for (size_t off = 0; off < len && !ctx->broken; off += seg) {
-            size_t dlen = len - off < seg ? len - off : seg;
-            ina_fault_corrupt(&ctx->fault, p + off, dlen); /* INA_FAULT=corrupt: rewritten on the way */
-            if (group && (foreign || !group_kind_ok(p + off, dlen))) {
-                ctx->stats.group_rejected++;
-                continue;
-            }
-            ina__stream_on_datagram(ctx, p + off, dlen, now);
-        }
-    }
-    return n > 0 ? n : 0;
-}
-
-/* Both sockets: the unicast one, and the job's multicast group if any. */
+/* A burst from every transport (transport.h), in order, until one breaks the stream.
+ * @return the most messages one of them took. */
 static int rx_burst(struct ina_ctx *ctx, uint64_t now)
 {
-    int n = rx_burst_fd(ctx, ctx->fd, now, 0);
-    if (ctx->shm && !ctx->broken) {
-        int m = ina__shm_recv(ctx, now);
-        n = m > n ? m : n;
-    }
-    if (ctx->mcast_group && ctx->mcast_fd >= 0 && !ctx->broken) {
-        int m = rx_burst_fd(ctx, ctx->mcast_fd, now, 1);
+    int n = 0;
+    for (unsigned i = 0; i < ctx->xp.n && (i == 0 || !ctx->broken); i++) {
+        int m = ctx->xp.rx[i]->rx_burst(ctx, now);
         n = m > n ? m : n;
     }
     return n;
@@ -734,8 +654,8 @@ static void retransmit_expired(struct ina_ctx *ctx, uint64_t now)
         arm_timer(ctx, ws, ws->deadline_ns <= now ? now : ws->deadline_ns - (uint64_t)ws->rto_ms * 1000000ull);
     }
     tx_flush(ctx);
-    if (resent)
-        ina__shm_probe(ctx); /* on rings: is the switch still there? */
+    if (resent && ctx->xp.tx->probe)
+        ctx->xp.tx->probe(ctx); /* on rings: is the switch still there? */
 }
 
 /*
@@ -759,7 +679,8 @@ static int busy_poll(struct ina_ctx *ctx, uint64_t *now)
     if (ctx->next_rto_ns && ctx->next_rto_ns < until)
         until = ctx->next_rto_ns; /* a timer is due: stop spinning and handle it */
     for (unsigned turn = 1; !ctx->broken; turn++) {
-        if (!ctx->shm || ina_shm_readable(ctx->shm, 0) || turn % INA_BUSY_POLL_SOCKET_EVERY == 0) {
+        /* Only sockets: every turn. With rings: when they have input, and now and then. */
+        if (ina__transport_readable(ctx) != 0 || turn % INA_BUSY_POLL_SOCKET_EVERY == 0) {
             int got = rx_burst(ctx, *now);
             if (got) {
                 ctx->stats.busy_poll_hits++;
@@ -795,18 +716,19 @@ void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)
     int got = rx_burst(ctx, now);
     if (!got && timeout_ms > 0 && ctx->busy_poll_ns && !ctx->broken)
         got = busy_poll(ctx, &now);
-    if (!got && timeout_ms > 0 && !ctx->broken && ina__shm_may_sleep(ctx)) {
+    if (!got && timeout_ms > 0 && !ctx->broken && ina__transport_may_sleep(ctx)) {
         uint64_t wake = now + (uint64_t)timeout_ms * 1000000ull;
         if (ctx->next_rto_ns && ctx->next_rto_ns < wake)
             wake = ctx->next_rto_ns;
         int ms = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
-        /* wake_fd last, so that it is left out when there is none. */
-        struct pollfd pfd[3] = {{.fd = ctx->fd, .events = POLLIN},
-                                {.fd = ctx->mcast_group ? ctx->mcast_fd : -1, .events = POLLIN},
-                                {.fd = ctx->wake_fd, .events = POLLIN}};
-        poll(pfd, ctx->wake_fd >= 0 ? 3 : 2, ms);
-        ina__shm_awake(ctx);
-        if (ctx->wake_fd >= 0 && (pfd[2].revents & POLLIN)) {
+        /* The transports' descriptors, then wake_fd if there is one. */
+        struct pollfd pfd[INA_XP_MAX + 1];
+        int n = ina__transport_pollfds(ctx, pfd), woken = n;
+        if (ctx->wake_fd >= 0)
+            pfd[n++] = (struct pollfd){.fd = ctx->wake_fd, .events = POLLIN};
+        poll(pfd, (nfds_t)n, ms);
+        ina__transport_awake(ctx);
+        if (ctx->wake_fd >= 0 && (pfd[woken].revents & POLLIN)) {
             uint64_t v;
             if (read(ctx->wake_fd, &v, sizeof(v)) < 0) {
                 /* nothing to do: the eventfd is non-blocking and was only a wake-up */
@@ -819,7 +741,9 @@ void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)
     while (got == INA_RX_MSGS && !ctx->broken)
         got = rx_burst(ctx, now);
     if (ctx->migrate_pending && !ctx->broken) {
-        ina__migrate_step(ctx); /* may block in a join, bounded by join_timeout_ms */
+        int rc = ina__migrate_step(ctx); /* may block in a join, bounded by join_timeout_ms */
+        if (rc)
+            ina__stream_fail_all(ctx, rc);
         now = ina__now_ns();
     }
     if (ctx->broken)

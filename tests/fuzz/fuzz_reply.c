@@ -65,6 +65,7 @@
 #include "common/sparse_wire.h"
 #include "lib/codec.h"
 #include "lib/internal.h"
+#include "lib/transport.h"
 
 
 #include "lib/quant.h"
@@ -522,6 +523,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ctx->sparse_block = FZ_SPARSE_BLOCK;
     }
     CHECKF(ina__stream_init(ctx) == 0);
+    ina__udp_start(ctx); /* the socket's transport (transport.h): sendmmsg, recvmmsg */
 
     int nonfinite = (data[1] >> 7) & 1;
     op_start(ctx, &ops[0], data[2], (data[1] >> 4) & 1, nonfinite, sparse);
