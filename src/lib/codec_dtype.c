@@ -1,7 +1,8 @@
 /* codec_dtype.c: blocks in their dtype's own int32 encoding (dtype.h): INT32 as is, the float dtypes as block floating point in two rounds or in one. */
 #include "lib/codec.h"
+#include "lib/ctx.h"
 #include "lib/dtype.h"
-#include "lib/internal.h"
+#include "lib/req.h"
 
 static size_t dtype_encode(const struct ina_ctx *ctx, const struct ina_req *req, size_t first,
                            size_t n, int16_t e, uint8_t *out, uint16_t *flags)

@@ -1,7 +1,8 @@
 /* codec_f32.c: float blocks as binary32 for the switch to add (INA_OP_ADD_F32, PROTOCOL.md §8.8). */
 #include "lib/codec.h"
+#include "lib/ctx.h"
 #include "lib/dtype.h"
-#include "lib/internal.h"
+#include "lib/req.h"
 
 static size_t f32_encode(const struct ina_ctx *ctx, const struct ina_req *req, size_t first,
                          size_t n, int16_t e, uint8_t *out, uint16_t *flags)

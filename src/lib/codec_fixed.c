@@ -1,7 +1,8 @@
 /* codec_fixed.c: float sums in fixed point with the configured scale (INA_OP_ADD_FIX, PROTOCOL.md §13, fixed.h). */
 #include "lib/codec.h"
+#include "lib/ctx.h"
 #include "lib/fixed.h"
-#include "lib/internal.h"
+#include "lib/req.h"
 
 static size_t fixed_encode(const struct ina_ctx *ctx, const struct ina_req *req, size_t first,
                            size_t n, int16_t e, uint8_t *out, uint16_t *flags)

@@ -1,7 +1,7 @@
 /* codec_hot.c: a key-value push's hot vector through the switch's hot table: HOT_DATA and HOT_RESULT (PROTOCOL.md §14.3). */
 #include "common/kv_wire.h"
 #include "lib/codec.h"
-#include "lib/internal.h"
+#include "lib/req.h"
 
 /*
  * HOT_DATA payload of elements [first, first + n) (float32): epoch and first

@@ -1,7 +1,7 @@
 /* codec_order.c: float MAX and MIN as order keys on the switch's int32 max and min (PROTOCOL.md §8.9). */
 #include "lib/codec.h"
 #include "lib/dtype.h"
-#include "lib/internal.h"
+#include "lib/req.h"
 
 static size_t order_encode(const struct ina_ctx *ctx, const struct ina_req *req, size_t first,
                            size_t n, int16_t e, uint8_t *out, uint16_t *flags)

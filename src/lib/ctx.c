@@ -10,10 +10,13 @@
 
 #include "common/addr.h"
 #include "common/busy_poll.h"
-#include "lib/codec.h"
+#include "lib/ctx.h"
 #include "lib/dtype.h"
 #include "lib/fixed.h"
-#include "lib/internal.h"
+#include "lib/lanes.h"
+#include "lib/req.h"
+#include "lib/session.h"
+#include "lib/stream.h"
 
 /* Finalized context shells (see struct ina_ctx). Reachable, so no leak report. */
 static struct ina_ctx *closed_list;

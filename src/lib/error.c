@@ -42,7 +42,7 @@ const char *ina_err_name(int err)
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "lib/internal.h"
+#include "lib/ctx.h"
 
 /* Calls that fail without a context (ina_init, ina_config_from_env) say why
  * here, per thread, as errno and dlerror() do. */

@@ -7,7 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/internal.h"
+#include "lib/ctx.h"
+#include "lib/session.h"
 #include "switch/switch.h"
 
 /*

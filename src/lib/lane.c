@@ -6,7 +6,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/internal.h"
+#include "lib/ctx.h"
+#include "lib/lanes.h"
+#include "lib/req.h"
+#include "lib/session.h"
+#include "lib/stream.h"
 #include "lib/transport.h"
 
 static int is_loopback(const struct sockaddr_in *a)

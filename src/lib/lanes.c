@@ -8,7 +8,11 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "lib/internal.h"
+#include "lib/ctx.h"
+#include "lib/lanes.h"
+#include "lib/req.h"
+#include "lib/session.h"
+#include "lib/stream.h"
 #include "lib/transport.h"
 
 /*

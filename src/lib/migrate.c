@@ -2,7 +2,11 @@
 #include <arpa/inet.h>
 #include <string.h>
 
-#include "lib/internal.h"
+#include "lib/ctx.h"
+#include "lib/req.h"
+#include "lib/session.h"
+#include "lib/stream.h"
+#include "lib/transport.h"
 
 /*
  * Why at a stream position, not at an operation: ranks can be anywhere in

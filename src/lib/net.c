@@ -12,7 +12,8 @@
 #include "common/addr.h"
 #include "common/busy_poll.h"
 #include "common/port_guard.h"
-#include "lib/internal.h"
+#include "lib/ctx.h"
+#include "lib/session.h"
 
 uint64_t ina__now_ns(void)
 {

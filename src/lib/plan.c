@@ -1,7 +1,8 @@
 /* plan.c: how a request travels: its codec (payload format), wire op, rounds, lag and packets, from its dtype, op and what the switch offers. */
 #include "lib/codec.h"
+#include "lib/ctx.h"
 #include "lib/dtype.h"
-#include "lib/internal.h"
+#include "lib/req.h"
 
 int ina__float_add_in_use(const struct ina_ctx *ctx)
 {

@@ -2,9 +2,12 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "common/kv_wire.h"
 #include "lib/codec.h"
+#include "lib/ctx.h"
 #include "lib/dtype.h"
-#include "lib/internal.h"
+#include "lib/req.h"
+#include "lib/stream.h"
 
 /*
  * The 64-bit seed of an operation's packet tags (wire.h, byte 31): a hash of

@@ -8,7 +8,8 @@
 #include <unistd.h>
 
 #include "common/version.h"
-#include "lib/internal.h"
+#include "lib/ctx.h"
+#include "lib/session.h"
 
 static uint64_t random_nonce(void)
 {

@@ -7,7 +7,11 @@
 #include <unistd.h>
 
 #include "common/host.h"
-#include "lib/internal.h"
+#include "common/kv_wire.h"
+#include "common/shm_ring.h"
+#include "lib/ctx.h"
+#include "lib/session.h"
+#include "lib/stream.h"
 #include "lib/transport.h"
 
 /*

@@ -5,9 +5,11 @@
 
 #include "common/sparse_wire.h"
 #include "lib/codec.h"
+#include "lib/ctx.h"
 #include "lib/dtype.h"
-#include "lib/internal.h"
+#include "lib/req.h"
 #include "lib/sparse_scan.h"
+#include "lib/stream.h"
 
 /*
  * The design in brief (PROTOCOL.md §17 has every rule):

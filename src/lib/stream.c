@@ -5,11 +5,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/kv_wire.h"
 #include "common/sparse_wire.h"
 #include "common/busy_poll.h"
 #include "lib/codec.h"
+#include "lib/ctx.h"
 #include "lib/dtype.h"
-#include "lib/internal.h"
+#include "lib/req.h"
+#include "lib/session.h"
+#include "lib/stream.h"
 #include "lib/transport.h"
 
 /* Largest datagram we send or accept: a full DATA/RESULT, or a control body

@@ -1,5 +1,5 @@
 /* transport.c: a context's set of transports (transport.h): add, remove, and the hooks over all of them. */
-#include "lib/internal.h"
+#include "lib/ctx.h"
 #include "lib/transport.h"
 
 /* The sender: the transport of highest order that sends (the rings before the socket). */

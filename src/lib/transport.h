@@ -86,6 +86,13 @@ void ina__transport_awake(struct ina_ctx *ctx);
 int ina__transport_pollfds(const struct ina_ctx *ctx, struct pollfd *pfd);
 void ina__transport_session_end(struct ina_ctx *ctx);
 
+/* shm.c: shared-memory rings to a switch on this host (PROTOCOL.md §5.9), a
+ * transport (transport.h: ina__shm_ops) while attached. */
+int ina__shm_attach(struct ina_ctx *ctx); /* @return 1 attached, 0 stays on UDP */
+void ina__shm_detach(struct ina_ctx *ctx);
+/* Process what the down ring holds. @return datagrams taken. */
+int ina__shm_recv(struct ina_ctx *ctx, uint64_t now);
+
 /* udp.c: the socket (and the group's, if the job has one) start carrying the stream:
  * GRO on (unless INA_NO_GSO), added to ctx's transports. After ina__stream_init. */
 void ina__udp_start(struct ina_ctx *ctx);

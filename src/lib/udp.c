@@ -2,7 +2,9 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "lib/internal.h"
+#include "common/kv_wire.h"
+#include "lib/ctx.h"
+#include "lib/stream.h"
 #include "lib/transport.h"
 
 /*

@@ -25,7 +25,10 @@
 #include "common/kmap.h"
 #include "common/kv_wire.h"
 #include "common/optim.h"
-#include "lib/internal.h"
+#include "lib/ctx.h"
+#include "lib/req.h"
+#include "lib/session.h"
+#include "lib/stream.h"
 
 #define INA_KV_MAX_SHARDS 64
 /* Unanswered request bytes per shard (its congestion window): additive increase of a
