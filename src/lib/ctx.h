@@ -75,7 +75,7 @@ struct ina_ctx {
     int lanes_proposed;     /* lanes=0: what this rank proposed (ina_info), else 0 */
     uint16_t switch_caps;   /* INA_FLAG_CAP_* of the JOIN_ACK */
     int one_round_off;      /* INA_ONE_ROUND=0: every float op takes two rounds */
-    int float_add;          /* INA_FLOAT_ADD_*: as configured (ctx.c decides per op) */
+    int float_add;          /* INA_FLOAT_ADD_*: as configured (plan.c decides per op) */
     /* Block-sparse all-reduce, as configured (ina_config.sparse*): the
      * default mode, block length, zero threshold, and the auto mode's
      * crossover and size floor. sp_places: every slot's place arrays

@@ -118,7 +118,7 @@ int ina__migrate_step(struct ina_ctx *ctx)
         ctx->migrate_pending = 0;
         return INA_ERR_NOSPACE; /* nowhere to go */
     }
-    /* Ops are chosen from the switch's capabilities (ctx.c), and ranks move
+    /* Ops are planned from the switch's capabilities (plan.c), and ranks move
      * at different times: keep the first session's, which every rank has,
      * so that an op created just after one rank moved matches the others'.
      * The aggregator implements every op. */

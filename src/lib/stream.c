@@ -72,7 +72,7 @@ static inline size_t block_len(const struct ina_ctx *ctx, const struct ina_req *
 
 static inline int has_data(const struct ina_req *req, uint64_t p) { return p >= req->lag; }
 
-/* 8-bit tag of packet p of an operation: its seed mixed with p (see ctx.c). */
+/* 8-bit tag of packet p of an operation: its seed mixed with p (see req.c). */
 static inline uint8_t packet_tag(const struct ina_req *req, uint64_t p)
 {
     uint64_t x = (req->tag_seed + p) * 0xD6E8FEB86659FD93ull;
