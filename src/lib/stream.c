@@ -727,12 +727,12 @@ void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)
         int ms = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
         /* The transports' descriptors, then wake_fd if there is one. */
         struct pollfd pfd[INA_XP_MAX + 1];
-        int n = ina__transport_pollfds(ctx, pfd), woken = n;
+        int n = ina__transport_pollfds(ctx, pfd), wake_at = n;
         if (ctx->wake_fd >= 0)
             pfd[n++] = (struct pollfd){.fd = ctx->wake_fd, .events = POLLIN};
         poll(pfd, (nfds_t)n, ms);
         ina__transport_awake(ctx);
-        if (ctx->wake_fd >= 0 && (pfd[woken].revents & POLLIN)) {
+        if (ctx->wake_fd >= 0 && (pfd[wake_at].revents & POLLIN)) {
             uint64_t v;
             if (read(ctx->wake_fd, &v, sizeof(v)) < 0) {
                 /* nothing to do: the eventfd is non-blocking and was only a wake-up */
