@@ -19,8 +19,8 @@
  * one call per packet of --block elements, as the library does), measure
  * GB/s of
  *   memcpy      bytes copied
- *   encode      float bytes in   (ina_quant_encode: scale, round, clamp, big-endian)
- *   decode      int32 bytes in   (ina_quant_decode: big-endian sum -> float)
+ *   encode      float bytes in   (ina__quant_encode: scale, round, clamp, big-endian)
+ *   decode      int32 bytes in   (ina__quant_decode: big-endian sum -> float)
  *   block_exp   float bytes in
  *   i32_encode  int32 bytes in   (byte swap)
  *   i32_decode  int32 bytes in
@@ -61,22 +61,22 @@ static void pass(enum op op, int simd, const struct bufs *b)
         switch (op) {
         case OP_MEMCPY: memcpy(b->q + 4 * off, b->x + off, 4 * k); break;
         case OP_ENCODE:
-            (simd ? ina_quant_encode_avx2 : ina_quant_encode_scalar)(b->x + off, k, 3, nw,
+            (simd ? ina__quant_encode_avx2 : ina__quant_encode_scalar)(b->x + off, k, 3, nw,
                                                                       b->q + 4 * off);
             break;
         case OP_DECODE:
-            (simd ? ina_quant_decode_avx2 : ina_quant_decode_scalar)(b->q + 4 * off, k, 3, nw,
+            (simd ? ina__quant_decode_avx2 : ina__quant_decode_scalar)(b->q + 4 * off, k, 3, nw,
                                                                       b->y + off);
             break;
         case OP_BLOCK_EXP:
-            sink += (simd ? ina_quant_block_exp_avx2 : ina_quant_block_exp_scalar)(b->x + off, k);
+            sink += (simd ? ina__quant_block_exp_avx2 : ina__quant_block_exp_scalar)(b->x + off, k);
             break;
         case OP_I32_ENCODE:
-            (simd ? ina_i32_encode_avx2 : ina_i32_encode_scalar)((const int32_t *)(b->x + off), k,
-                                                                 b->q + 4 * off);
+            (simd ? ina__i32_encode_avx2 : ina__i32_encode_scalar)((const int32_t *)(b->x + off), k,
+                                                                   b->q + 4 * off);
             break;
         case OP_I32_DECODE:
-            (simd ? ina_i32_decode_avx2 : ina_i32_decode_scalar)(b->q + 4 * off, k, b->iy + off);
+            (simd ? ina__i32_decode_avx2 : ina__i32_decode_scalar)(b->q + 4 * off, k, b->iy + off);
             break;
         default: break;
         }
@@ -170,10 +170,10 @@ int main(int argc, char **argv)
         if (sched_setaffinity(0, sizeof(set), &set) != 0)
             fprintf(stderr, "quant_rate: cannot pin to CPU %d: %s\n", cpu, strerror(errno));
     }
-    int have_simd = ina_quant_avx2_supported();
+    int have_simd = ina__quant_avx2_supported();
     printf("quant_rate: SIMD path %s; dispatched path in this process: %s%s\n",
            have_simd ? "avx2" : "unavailable (scalar only)",
-           ina_quant_impl_name(ina_quant_impl_active()),
+           ina__quant_impl_name(ina__quant_impl_active()),
            getenv("INA_NO_SIMD") ? " (INA_NO_SIMD set)" : "");
     printf("GB/s = 1e9 bytes/s of input (float or int32 bytes), median of %d runs x ~%.0f ms, "
            "one core%s\n\n",
@@ -209,7 +209,7 @@ int main(int argc, char **argv)
             double u = (double)(s >> 11) * 0x1p-53;
             b.x[i] = (float)(7.9 * (2 * u - 1) * u);
         }
-        ina_quant_encode_scalar(b.x, n, 3, 4, b.q); /* valid input for decode */
+        ina__quant_encode_scalar(b.x, n, 3, 4, b.q); /* valid input for decode */
         memset(b.y, 0, 4 * n);
         memset(b.iy, 0, 4 * n);
 

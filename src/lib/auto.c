@@ -5,7 +5,7 @@
 
 #include "common/addr.h"
 #include "common/host.h"
-#include "lib/internal.h"
+#include "lib/ctx.h"
 
 /*
  * Why this rule. A lane is a thread with its own socket and window, and at

@@ -9,8 +9,8 @@
 
 #include "common/addr.h"
 #include "common/busy_poll.h"
+#include "lib/ctx.h"
 #include "lib/fixed.h"
-#include "lib/internal.h"
 
 /* The default switch address. A context whose config points here (not an
  * equal string: this object) was not told where the switch is, and its

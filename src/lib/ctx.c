@@ -10,9 +10,13 @@
 
 #include "common/addr.h"
 #include "common/busy_poll.h"
+#include "lib/ctx.h"
 #include "lib/dtype.h"
 #include "lib/fixed.h"
-#include "lib/internal.h"
+#include "lib/lanes.h"
+#include "lib/req.h"
+#include "lib/session.h"
+#include "lib/stream.h"
 
 /* Finalized context shells (see struct ina_ctx). Reachable, so no leak report. */
 static struct ina_ctx *closed_list;
@@ -95,52 +99,6 @@ static int config_check(const ina_config *cfg)
                    "sums travel: choose one", cfg->fixed_point_bits);
     return 0;
 #undef BAD
-}
-
-static int is_loopback(const struct sockaddr_in *a)
-{
-    return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
-}
-
-/* The fields every context has, a lane's or a multi-lane parent's. */
-static struct ina_ctx *ctx_new(const ina_config *cfg, int lane, int nlanes)
-{
-    struct ina_ctx *ctx = calloc(1, sizeof(*ctx));
-    if (!ctx)
-        return NULL;
-    ctx->magic = INA_CTX_LIVE;
-    ctx->fd = -1;
-    ctx->mcast_fd = -1;
-    ctx->guard_fd = -1;
-    ctx->wake_fd = -1;
-    snprintf(ctx->job, sizeof(ctx->job), "%s", cfg->job);
-    ctx->rank = cfg->rank;
-    ctx->world = cfg->world_size;
-    ctx->lane = lane;
-    ctx->nlanes = nlanes;
-    ctx->lanes_auto = cfg->lanes == 0 && lane == 0; /* ina_init: nlanes is its proposal */
-    ctx->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : INA_DEFAULT_TIMEOUT_MS;
-    ctx->join_timeout_ms = cfg->join_timeout_ms ? cfg->join_timeout_ms : INA_DEFAULT_JOIN_TIMEOUT_MS;
-    ctx->rto_ms = cfg->rto_ms ? cfg->rto_ms : INA_DEFAULT_RTO_MS;
-    ctx->admission_wait_ms = cfg->admission_wait_ms;
-    const char *one = getenv("INA_ONE_ROUND");
-    ctx->one_round_off = one && strcmp(one, "0") == 0;
-    ctx->fallback_mode = cfg->fallback;
-    ctx->float_add = cfg->float_add;
-    ctx->sparse_mode = cfg->sparse;
-    ctx->sparse_block = cfg->sparse_block ? cfg->sparse_block : INA_SPARSE_DEFAULT_BLOCK;
-    ctx->sparse_threshold = cfg->sparse_threshold;
-    ctx->sparse_crossover = cfg->sparse_crossover > 0 ? cfg->sparse_crossover
-                                                      : INA_SPARSE_DEFAULT_CROSSOVER;
-    ctx->sparse_min_bytes = cfg->sparse_min_bytes ? (size_t)cfg->sparse_min_bytes
-                                                  : INA_SPARSE_DEFAULT_MIN_BYTES;
-    ctx->busy_poll_ns = (uint64_t)cfg->busy_poll_us * 1000u;
-    ctx->fixed_bits = cfg->fixed_point_bits;
-    ctx->integrity = cfg->integrity;
-    ctx->addr_is_default = cfg->switch_addr == ina__default_switch_addr;
-    const char *quiet = getenv("INA_QUIET");
-    ctx->quiet = quiet && *quiet && strcmp(quiet, "0") != 0;
-    return ctx;
 }
 
 /* Keep a finalized context's shell (see struct ina_ctx). */
@@ -266,7 +224,7 @@ static void warn_shared_groups(struct ina_ctx *const *part, int n)
 static int init_parts(struct ina_ctx **out, const ina_config *cfg, const struct sockaddr_in *addrs,
                       int nshards, int nlanes)
 {
-    struct ina_ctx *parent = ctx_new(cfg, 0, nlanes);
+    struct ina_ctx *parent = ina__ctx_new(cfg, 0, nlanes);
     struct ina_ctx *part[INA_MAX_PARTS];
     if (!parent)
         return -ENOMEM;
@@ -401,84 +359,6 @@ int ina_init(ina_ctx **out, const ina_config *cfg)
     return ina__lane_open(out, cfg, &addrs[0], 0, 1, NULL);
 }
 
-int ina__default_elems(const struct sockaddr_in *addr)
-{
-    return is_loopback(addr) ? INA_DEFAULT_ELEMS_LOOPBACK : INA_DEFAULT_ELEMS_NET;
-}
-
-int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, const struct sockaddr_in *addr,
-                   int lane, int nlanes, struct ina_refusal *refusal)
-{
-    struct ina_ctx *ctx = ctx_new(cfg, lane, nlanes);
-    if (!ctx)
-        return -ENOMEM;
-
-    const char *fault = getenv("INA_FAULT");
-    if (fault && *fault && ina_fault_parse(&ctx->fault, fault) != 0) {
-        free(ctx);
-        return ina__fail(NULL, INA_ERR_CONFIG, "INA_FAULT='%s' is not a fault spec such as "
-                         "drop=0.01,dup=0.01,reorder=0.05,seed=7", fault);
-    }
-    if (cfg->secret_file) {
-        if (ina_hmac_key_from_file(&ctx->secret, cfg->secret_file) != 0) {
-            free(ctx);
-            return ina__fail(NULL, INA_ERR_CONFIG, "cannot read a shared secret from '%s' "
-                             "(secret_file, INA_SECRET_FILE): missing, unreadable, empty or "
-                             "over 4096 bytes", cfg->secret_file);
-        }
-        ctx->has_secret = 1;
-    }
-    if (ctx->integrity && !ctx->has_secret) {
-        free(ctx);
-        return ina__fail(NULL, INA_ERR_CONFIG, "integrity (INA_INTEGRITY=1) needs secret_file "
-                         "(INA_SECRET_FILE): the tags' key is derived from the shared secret");
-    }
-    int rc = ina__net_open(ctx, addr);
-    if (rc == 0 && ctx->rank == 0 && ctx->fallback_mode == INA_FALLBACK_HOST)
-        rc = ina__fallback_prepare(ctx);
-    if (rc == 0) {
-        int elems = cfg->elems_per_packet ? cfg->elems_per_packet : ina__default_elems(addr);
-        int window = cfg->window ? cfg->window : INA_DEFAULT_WINDOW;
-        rc = ina__session_join(ctx, elems, window);
-        if (rc == INA_ERR_NOSPACE && refusal) {
-            /* One part of several: the caller decides for the whole job. */
-            refusal->target = ctx->fallback_target;
-            refusal->fallback = ctx->fallback;
-            ctx->fallback = NULL;
-        } else if (rc == INA_ERR_NOSPACE && ctx->fallback_mode == INA_FALLBACK_HOST &&
-                   ctx->fallback_target.sin_port) {
-            rc = ina__fallback_join(ctx, elems, window);
-        }
-    }
-    if (rc == 0 && ctx->mcast_group)
-        rc = ina__net_open_mcast(ctx); /* cannot receive the sums: fail, and end it for all */
-    if (rc == 0)
-        rc = ina__stream_init(ctx);
-    if (rc == 0)
-        rc = ina__req_pool_init(ctx);
-    if (rc == 0)
-        ina__shm_attach(ctx); /* best effort: else the context stays on UDP */
-    if (rc != 0) {
-        ina__fail_once(ctx, rc, "ina_init (rank %d of job '%s'): %s", ctx->rank, ctx->job,
-                       ina_strerror(rc));
-        ina__fail_to_thread(ctx); /* ctx is freed: the thread keeps the message */
-        ina__session_leave(ctx, ctx->session != 0);
-        ina__fallback_close(ctx);
-        ina__stream_free(ctx);
-        ina__req_pool_free(ctx);
-        if (ctx->mcast_fd >= 0)
-            close(ctx->mcast_fd);
-        if (ctx->guard_fd >= 0)
-            close(ctx->guard_fd);
-        if (ctx->fd >= 0)
-            close(ctx->fd);
-        free(ctx);
-        return rc;
-    }
-    *out = ctx;
-    return 0;
-}
-
 int ina_init_env(ina_ctx **out)
 {
     if (out)
@@ -487,8 +367,6 @@ int ina_init_env(ina_ctx **out)
     int rc = ina_config_from_env(&cfg);
     return rc ? rc : ina_init(out, &cfg);
 }
-
-static void lane_release(struct ina_ctx *ctx, int abort);
 
 int ina_finalize(ina_ctx *ctx)
 {
@@ -509,41 +387,10 @@ int ina_finalize(ina_ctx *ctx)
         }
         ina__req_pool_free(ctx); /* every request, waited or not */
     } else {
-        lane_release(ctx, 0);
+        ina__lane_release(ctx, 0);
     }
     ctx_retire(ctx);
     return 0;
-}
-
-/* Fail what is in flight, leave (with abort if asked, or if something was in
- * flight), free the stream and sockets; keep the struct. */
-static void lane_release(struct ina_ctx *ctx, int abort)
-{
-    abort |= ctx->head != NULL;
-    ina__stream_fail_all(ctx, INA_ERR_CLOSED);
-    while (ctx->live) {
-        struct ina_req *r = ctx->live;
-        ctx->live = r->live_next;
-        ina__req_release(ctx, r); /* frees what it owns (its sparse state, its probe) */
-    }
-    ina__req_pool_free(ctx); /* every request, waited or not */
-    ina__session_leave(ctx, abort);
-    ina__shm_detach(ctx);
-    ina__fallback_close(ctx); /* after our LEAVE: it lingers until every rank left */
-    ina__stream_free(ctx);
-    if (ctx->fd >= 0)
-        close(ctx->fd);
-    if (ctx->mcast_fd >= 0) /* also after a move to the fallback, which has no group */
-        close(ctx->mcast_fd);
-    if (ctx->guard_fd >= 0)
-        close(ctx->guard_fd);
-    ctx->fd = ctx->mcast_fd = ctx->guard_fd = -1;
-}
-
-void ina__lane_close(struct ina_ctx *ctx, int abort)
-{
-    lane_release(ctx, abort);
-    free(ctx);
 }
 
 static int check_args(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
@@ -586,242 +433,11 @@ static int check_args(ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t c
     return 0;
 }
 
-/*
- * The 64-bit seed of an operation's packet tags (wire.h, byte 31): a hash of
- * (operation number, count, dtype, op). Ranks that disagree on an operation almost
- * surely have different seeds, and because each packet's 8-bit tag also mixes
- * in the packet's index (stream.c: packet_tag), every round of a misaligned
- * stream is an independent 1-in-256 check. Empty operations send nothing and
- * take no number. The API op is mixed in, not only the wire op: SUM and AVG
- * share the wire's add but give different results, so ranks mixing them
- * disagree too. (SUM mixes in 0: the seeds of SUM are those of before ops
- * existed.) A dense fixed-point operation (§13) also mixes in its fractional bits,
- * so ranks configured with different scales disagree on every tag; an
- * operation asked sparse mixes in its mode and block length instead (§17).
- */
-static uint64_t op_tag_seed(uint64_t opno, size_t count, ina_dtype dtype, ina_op op,
-                            uint64_t mix)
-{
-    uint64_t x = opno * 0x9E3779B97F4A7C15ull ^ (uint64_t)count * 0xC2B2AE3D27D4EB4Full ^
-                 (uint64_t)dtype ^ (uint64_t)op << 8 ^ mix << 16;
-    x ^= x >> 31;
-    x *= 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 29;
-    return x;
-}
-
-/* Link a request into ctx's list of requests not yet waited. */
-static void live_link(struct ina_ctx *ctx, struct ina_req *req)
-{
-    req->live_next = ctx->live;
-    if (ctx->live)
-        ctx->live->live_prev = req;
-    ctx->live = req;
-    ctx->nreqs++;
-}
-
-void ina__live_unlink(struct ina_ctx *ctx, struct ina_req *req)
-{
-    if (req->live_prev)
-        req->live_prev->live_next = req->live_next;
-    else
-        ctx->live = req->live_next;
-    if (req->live_next)
-        req->live_next->live_prev = req->live_prev;
-    ctx->nreqs--;
-}
-
-int ina__float_add_in_use(const struct ina_ctx *ctx)
-{
-    return ctx->float_add == INA_FLOAT_ADD_SWITCH && (ctx->switch_caps & INA_FLAG_CAP_F32);
-}
-
-int ina__fixed_in_use(const struct ina_ctx *ctx)
-{
-    return (ctx->switch_caps & INA_FLAG_CAP_FIX) ? ctx->fixed_bits : 0;
-}
-
-/* A request with the caller's arguments; what the stream needs is set by the caller. */
-static struct ina_req *req_new(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
-                               size_t count, ina_dtype dtype, ina_op op)
-{
-    struct ina_req *req = ina__req_alloc(ctx);
-    if (!req)
-        return NULL;
-    req->ctx = ctx;
-    req->src = sendbuf;
-    req->dst = recvbuf;
-    req->count = count;
-    req->dtype = dtype;
-    req->op = op;
-    req->esize = ina__dtype_size(dtype);
-    return req;
-}
-
-/* The mode a request asked for (INA_SPARSE_DEFAULT: the context's), as it will
- * run here: OFF where sparse cannot run (the switch does not offer it, MAX or
- * MIN, no block fits a packet), and AUTO below the size floor is OFF too.
- * The floor is the whole operation's size, not a part's: an operation the
- * caller sees above it is measured in every part (lanes and shards cut it
- * into parts smaller than the floor). Every rank decides alike: the same
- * count, dtype, op, settings and switch. */
-static int sparse_mode_of(const struct ina_ctx *ctx, size_t count, size_t phase, size_t total,
-                          ina_dtype dtype, ina_op op, int mode)
-{
-    if (mode == INA_SPARSE_DEFAULT)
-        mode = ctx->sparse_mode;
-    if (mode == INA_SPARSE_OFF || !ina__sparse_possible(ctx, count, phase, dtype, op))
-        return INA_SPARSE_OFF;
-    if (mode == INA_SPARSE_AUTO && total * ina__dtype_size(dtype) < ctx->sparse_min_bytes)
-        return INA_SPARSE_OFF;
-    return mode;
-}
-
-/*
- * An AUTO operation is preceded in the stream by its probe: a one-element
- * INT32 SUM of the ranks' block densities (PROTOCOL.md §17.6), a request of
- * its own that takes no operation number and is not counted as an
- * operation. When it completes, stream.c hands its sum to
- * ina__sparse_decide(), which plans the operation sparse or dense.
- */
-static int probe_create(struct ina_ctx *ctx, struct ina_req *req)
-{
-    struct ina_req *pr = req_new(ctx, &req->probe_val, &req->probe_sum, 1, INA_INT32, INA_SUM);
-    if (!pr)
-        return -ENOMEM;
-    pr->wire_op = INA_OP_ADD_I32;
-    pr->nblocks = pr->npackets = 1;
-    pr->tag_seed = req->tag_seed ^ 0x5052424Full; /* "PRBO" */
-    pr->probe_for = req;
-    req->probe = pr;
-    return 0;
-}
-
-struct ina_req *ina__req_create(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf,
-                                size_t count, ina_dtype dtype, ina_op op, int sparse_mode,
-                                size_t offset, size_t total)
-{
-    struct ina_req *req = req_new(ctx, sendbuf, recvbuf, count, dtype, op);
-    if (!req)
-        return NULL;
-    /* Sparse blocks lie on the whole operation's grid (PROTOCOL.md §17.2). */
-    const size_t phase = offset ? offset % (size_t)ctx->sparse_block : 0;
-    int mode = sparse_mode_of(ctx, count, phase, total, dtype, op, sparse_mode);
-    /* The tag tells sparse ops (and their block length) from dense ones, and
-     * a dense fixed-point op's scale (§13) from another's; an op asked sparse
-     * keeps its sparse term even if it then goes dense (§17). */
-    uint64_t mix = 0;
-    if (mode != INA_SPARSE_OFF) {
-        mix = (uint64_t)mode | (uint64_t)ctx->sparse_block << 4;
-    } else {
-        ina__req_plan_dense(ctx, req);
-        if (req->payload == INA_PAYLOAD_FIXED)
-            mix = (uint64_t)ctx->fixed_bits;
-    }
-    req->tag_seed = op_tag_seed(ctx->nops_started + (count != 0), count, dtype, op, mix);
-    if (mode != INA_SPARSE_OFF && (ina__sparse_prepare(ctx, req, phase, mode == INA_SPARSE_AUTO) != 0 ||
-                                   (mode == INA_SPARSE_AUTO && probe_create(ctx, req) != 0))) {
-        ina__req_release(ctx, req);
-        return NULL;
-    }
-    live_link(ctx, req);
-    if (count == 0) {
-        req->done = 1; /* count 0: nothing to send, every rank agrees */
-        ctx->stats.ops++;
-    } else {
-        ctx->nops_started++;
-        if (req->probe)
-            ina__stream_enqueue(ctx, req->probe);
-        ina__stream_enqueue(ctx, req);
-    }
-    return req;
-}
-
-/* How a dense request travels: wire op, payload, one or two rounds, packets. */
-void ina__req_plan_dense(struct ina_ctx *ctx, struct ina_req *req)
-{
-    ina_op op = req->op;
-    ina_dtype dtype = req->dtype;
-    req->wire_op = ina__wire_op(op);
-    req->quantized = ina__dtype_quantized(dtype);
-    req->nblocks = (req->count + ctx->elems - 1) / ctx->elems;
-    /*
-     * A float sum of at most one window of blocks goes in one round per
-     * block (INA_OP_ADD_BFP), if the switch can: the two-round schedule
-     * would send each of its blocks twice (its lag is the whole op) and
-     * costs a second round trip. Larger ops keep two rounds: their lag is a
-     * window among many blocks, and their sums are reproducible bit for bit
-     * (in one round the switch's rounding follows arrival order; PROTOCOL.md
-     * §8.7). Every rank decides alike: same count, window and switch.
-     */
-    req->one_round = req->quantized && (op == INA_SUM || op == INA_AVG) &&
-                     (ctx->switch_caps & INA_FLAG_CAP_BFP) && !ctx->one_round_off &&
-                     req->nblocks <= ctx->window;
-    if (req->one_round)
-        req->wire_op = INA_OP_ADD_BFP;
-    /* Asked for, and the switch adds floats: no quantization at all, one
-     * round at any size (FLOAT64 stays quantized: binary32 adds would lose
-     * its precision). */
-    if (ina__float_add_in_use(ctx) && ina__dtype_float_wire(dtype) &&
-        (op == INA_SUM || op == INA_AVG)) {
-        req->payload = INA_PAYLOAD_F32;
-        req->quantized = 0;
-        req->one_round = 0;
-        req->wire_op = INA_OP_ADD_F32;
-    }
-    /* Fixed point (P4SGD's Q8.23, §13): every rank scales by the 2^f it was
-     * configured with, so nothing is agreed per operation: one round at any
-     * size, and the switch's sum is exact (config_check keeps float_add off). */
-    if (ina__fixed_in_use(ctx) && req->quantized && (op == INA_SUM || op == INA_AVG)) {
-        req->payload = INA_PAYLOAD_FIXED;
-        req->quantized = 0;
-        req->one_round = 0;
-        req->wire_op = INA_OP_ADD_FIX;
-    }
-    /* Float max and min: exact, on the switch's int32 max and min (§8.9). */
-    if (ina__dtype_float_wire(dtype) && (op == INA_MAX || op == INA_MIN)) {
-        req->payload = INA_PAYLOAD_ORDER;
-        req->quantized = 0;
-        req->one_round = 0;
-        req->wire_op = ina__wire_op(op);
-    }
-    req->lag = req->quantized && !req->one_round
-                   ? (req->nblocks < ctx->window ? req->nblocks : ctx->window)
-                   : 0;
-    req->npackets = req->nblocks + req->lag;
-}
-
-struct ina_req *ina__req_create_hot(struct ina_ctx *ctx, const float *grad, float *sum, size_t count,
-                                    uint32_t epoch, const uint64_t *keys)
-{
-    struct ina_req *req = req_new(ctx, grad, sum, count, INA_FLOAT32, INA_SUM);
-    if (!req)
-        return NULL;
-    req->payload = INA_PAYLOAD_HOT;
-    req->wire_op = INA_OP_HOT_F32;
-    req->hot_epoch = epoch;
-    req->hot_keys = keys;
-    req->nblocks = (count + ctx->elems - 1) / ctx->elems;
-    req->npackets = req->nblocks;
-    live_link(ctx, req);
-    /* The epoch is mixed into the tags: ranks on different hot sets disagree. */
-    req->tag_seed = op_tag_seed(ctx->nops_started + (req->npackets != 0), count, INA_FLOAT32,
-                                INA_SUM, 0) ^ (uint64_t)epoch * 0x9E3779B97F4A7C15ull;
-    if (req->npackets == 0) {
-        req->done = 1;
-        ctx->stats.ops++;
-    } else {
-        ctx->nops_started++;
-        ina__stream_enqueue(ctx, req);
-    }
-    return req;
-}
-
 /* A multi-lane context: a parent request, split over the lanes (lanes.c). */
 static int lanes_start_op(struct ina_ctx *ctx, const void *sendbuf, void *recvbuf, size_t count,
                           ina_dtype dtype, ina_op op, int sparse_mode, ina_req **out)
 {
-    struct ina_req *req = req_new(ctx, sendbuf, recvbuf, count, dtype, op);
+    struct ina_req *req = ina__req_new(ctx, sendbuf, recvbuf, count, dtype, op);
     if (!req)
         return -ENOMEM;
     req->sparse_mode = sparse_mode; /* a parent: the mode its parts ask for (lanes.c) */
@@ -830,7 +446,7 @@ static int lanes_start_op(struct ina_ctx *ctx, const void *sendbuf, void *recvbu
         ina__req_release(ctx, req);
         return rc;
     }
-    live_link(ctx, req);
+    ina__live_link(ctx, req);
     *out = req;
     return 0;
 }

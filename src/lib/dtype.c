@@ -39,10 +39,10 @@ uint8_t ina__wire_op(ina_op op)
 int16_t ina__block_exp(ina_dtype dt, const void *x, size_t n)
 {
     switch (dt) {
-    case INA_FLOAT32: return ina_quant_block_exp(x, n);
-    case INA_FLOAT64: return ina_quant_block_exp_f64(x, n);
-    case INA_FLOAT16: return ina_quant_exp_of_f32bits(ina_f16_absmax_f32bits(x, n));
-    case INA_BFLOAT16: return ina_quant_exp_of_f32bits(ina_bf16_absmax_f32bits(x, n));
+    case INA_FLOAT32: return ina__quant_block_exp(x, n);
+    case INA_FLOAT64: return ina__quant_block_exp_f64(x, n);
+    case INA_FLOAT16: return ina__quant_exp_of_f32bits(ina__f16_absmax_f32bits(x, n));
+    case INA_BFLOAT16: return ina__quant_exp_of_f32bits(ina__bf16_absmax_f32bits(x, n));
     case INA_INT32: break;
     }
     return 0;
@@ -56,10 +56,10 @@ static void encode_16(ina_dtype dt, const uint16_t *x, size_t n, int16_t e, int 
     for (size_t i = 0; i < n; i += CHUNK) {
         size_t m = n - i < CHUNK ? n - i : CHUNK;
         if (dt == INA_FLOAT16)
-            ina_f16_to_f32(x + i, m, buf);
+            ina__f16_to_f32(x + i, m, buf);
         else
-            ina_bf16_to_f32(x + i, m, buf);
-        ina_quant_encode(buf, m, e, nworkers, out + 4 * i);
+            ina__bf16_to_f32(x + i, m, buf);
+        ina__quant_encode(buf, m, e, nworkers, out + 4 * i);
     }
 }
 
@@ -67,9 +67,9 @@ void ina__block_encode(ina_dtype dt, const void *x, size_t n, int16_t e, int nwo
                        uint8_t *out)
 {
     switch (dt) {
-    case INA_INT32: ina_i32_encode(x, n, out); return;
-    case INA_FLOAT32: ina_quant_encode(x, n, e, nworkers, out); return;
-    case INA_FLOAT64: ina_quant_encode_f64(x, n, e, nworkers, out); return;
+    case INA_INT32: ina__i32_encode(x, n, out); return;
+    case INA_FLOAT32: ina__quant_encode(x, n, e, nworkers, out); return;
+    case INA_FLOAT64: ina__quant_encode_f64(x, n, e, nworkers, out); return;
     case INA_FLOAT16:
     case INA_BFLOAT16: encode_16(dt, x, n, e, nworkers, out); return;
     }
@@ -78,9 +78,9 @@ void ina__block_encode(ina_dtype dt, const void *x, size_t n, int16_t e, int nwo
 void ina__round_to_dtype(ina_dtype dt, const double *buf, size_t m, void *out, size_t i)
 {
     if (dt == INA_FLOAT16) {
-        ina_f64_to_f16(buf, m, (uint16_t *)out + i);
+        ina__f64_to_f16(buf, m, (uint16_t *)out + i);
     } else if (dt == INA_BFLOAT16) {
-        ina_f64_to_bf16(buf, m, (uint16_t *)out + i);
+        ina__f64_to_bf16(buf, m, (uint16_t *)out + i);
     } else {
         float *o = (float *)out + i;
         for (size_t j = 0; j < m; j++)
@@ -89,8 +89,8 @@ void ina__round_to_dtype(ina_dtype dt, const double *buf, size_t m, void *out, s
 }
 
 /*
- * FLOAT16 and BFLOAT16 (FLOAT32 has the fused ina_quant_decode and
- * ina_quant_decode_avg): a chunk at a time, the exact double sums (or
+ * FLOAT16 and BFLOAT16 (FLOAT32 has the fused ina__quant_decode and
+ * ina__quant_decode_avg): a chunk at a time, the exact double sums (or
  * for AVG the sums divided by N, one rounding in double), then rounded once
  * to the dtype.
  */
@@ -101,9 +101,9 @@ static void decode_narrow(ina_dtype dt, int avg, const uint8_t *in, size_t n, in
     for (size_t i = 0; i < n; i += CHUNK) {
         size_t m = n - i < CHUNK ? n - i : CHUNK;
         if (avg)
-            ina_quant_decode_avg_f64(in + 4 * i, m, e, nworkers, buf);
+            ina__quant_decode_avg_f64(in + 4 * i, m, e, nworkers, buf);
         else
-            ina_quant_decode_f64(in + 4 * i, m, e, nworkers, buf);
+            ina__quant_decode_f64(in + 4 * i, m, e, nworkers, buf);
         ina__round_to_dtype(dt, buf, m, out, i);
     }
 }
@@ -114,7 +114,7 @@ void ina__block_decode(ina_dtype dt, ina_op op, const uint8_t *in, size_t n, int
     const int avg = op == INA_AVG;
     switch (dt) {
     case INA_INT32:
-        ina_i32_decode(in, n, out);
+        ina__i32_decode(in, n, out);
         if (avg) {
             /* C's division truncates toward zero; N >= 1, so INT32_MIN / N
              * cannot overflow. */
@@ -125,15 +125,15 @@ void ina__block_decode(ina_dtype dt, ina_op op, const uint8_t *in, size_t n, int
         return;
     case INA_FLOAT32:
         if (avg)
-            ina_quant_decode_avg(in, n, e, nworkers, out);
+            ina__quant_decode_avg(in, n, e, nworkers, out);
         else
-            ina_quant_decode(in, n, e, nworkers, out);
+            ina__quant_decode(in, n, e, nworkers, out);
         return;
     case INA_FLOAT64:
         if (avg)
-            ina_quant_decode_avg_f64(in, n, e, nworkers, out);
+            ina__quant_decode_avg_f64(in, n, e, nworkers, out);
         else
-            ina_quant_decode_f64(in, n, e, nworkers, out);
+            ina__quant_decode_f64(in, n, e, nworkers, out);
         return;
     case INA_FLOAT16:
     case INA_BFLOAT16: decode_narrow(dt, avg, in, n, e, nworkers, out); return;
@@ -150,23 +150,23 @@ int ina__dtype_float_wire(ina_dtype dt)
 void ina__widen_16(ina_dtype dt, const void *x, size_t i, size_t m, float *buf)
 {
     if (dt == INA_FLOAT16)
-        ina_f16_to_f32((const uint16_t *)x + i, m, buf);
+        ina__f16_to_f32((const uint16_t *)x + i, m, buf);
     else
-        ina_bf16_to_f32((const uint16_t *)x + i, m, buf);
+        ina__bf16_to_f32((const uint16_t *)x + i, m, buf);
 }
 
 /* A float's bits are a uint32: the int32 byte swap moves them unchanged. */
 void ina__block_encode_f32wire(ina_dtype dt, const void *x, size_t n, uint8_t *out)
 {
     if (dt == INA_FLOAT32) {
-        ina_i32_encode(x, n, out);
+        ina__i32_encode(x, n, out);
         return;
     }
     float buf[CHUNK];
     for (size_t i = 0; i < n; i += CHUNK) {
         size_t m = n - i < CHUNK ? n - i : CHUNK;
         ina__widen_16(dt, x, i, m, buf);
-        ina_i32_encode((const int32_t *)(const void *)buf, m, out + 4 * i);
+        ina__i32_encode((const int32_t *)(const void *)buf, m, out + 4 * i);
     }
 }
 
@@ -174,14 +174,14 @@ void ina__block_decode_f32wire(ina_dtype dt, ina_op op, const uint8_t *in, size_
                                int nworkers, void *out)
 {
     if (dt == INA_FLOAT32 && op != INA_AVG) {
-        ina_i32_decode(in, n, out);
+        ina__i32_decode(in, n, out);
         return;
     }
     float sum[CHUNK];
     double buf[CHUNK];
     for (size_t i = 0; i < n; i += CHUNK) {
         size_t m = n - i < CHUNK ? n - i : CHUNK;
-        ina_i32_decode(in + 4 * i, m, (int32_t *)(void *)sum);
+        ina__i32_decode(in + 4 * i, m, (int32_t *)(void *)sum);
         for (size_t j = 0; j < m; j++)
             buf[j] = op == INA_AVG ? (double)sum[j] / nworkers : (double)sum[j];
         ina__round_to_dtype(dt, buf, m, out, i);
@@ -287,5 +287,5 @@ INA_EXTERN double ina_error_bound(ina_dtype dtype, int world_size, double amax,
     (void)frexp(amax, &e); /* amax = m * 2^e, 0.5 <= m < 1: the block exponent */
     if (dtype == INA_FLOAT64 && e < INA_QUANT_F64_EXP_MIN)
         e = INA_QUANT_F64_EXP_MIN;
-    return (double)n * ldexp(1.0, e + ina_quant_headroom_bits(n) - 31) + round;
+    return (double)n * ldexp(1.0, e + ina__quant_headroom_bits(n) - 31) + round;
 }

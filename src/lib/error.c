@@ -42,7 +42,7 @@ const char *ina_err_name(int err)
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "lib/internal.h"
+#include "lib/ctx.h"
 
 /* Calls that fail without a context (ina_init, ina_config_from_env) say why
  * here, per thread, as errno and dlerror() do. */
@@ -89,7 +89,5 @@ const char *ina_last_error(const ina_ctx *ctx)
         return "the context was finalized (ina_finalize): every call returns INA_ERR_CLOSED";
     if (ctx->magic != INA_CTX_LIVE)
         return "not a context returned by ina_init()";
-    if (ctx->lanes)
-        ina__lanes_last_error((struct ina_ctx *)ctx); /* a lane's message, into ctx->errmsg */
-    return ctx->errmsg;
+    return ctx->errmsg; /* a multi-lane context's: its failed lane's, copied up (lanes.c) */
 }

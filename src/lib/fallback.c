@@ -7,7 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/internal.h"
+#include "lib/ctx.h"
+#include "lib/session.h"
 #include "switch/switch.h"
 
 /*
@@ -195,20 +196,6 @@ int ina__fallback_start(struct ina_ctx *ctx, int elems, int nslots)
     }
     fb->running = 1;
     return 0;
-}
-
-int ina__fallback_join(struct ina_ctx *ctx, int elems, int window)
-{
-    int rc = ctx->rank == 0 ? ina__fallback_start(ctx, elems, window) : 0;
-    if (rc == 0) {
-        ctx->switch_addr = ctx->fallback_target;
-        rc = ina__net_reconnect(ctx, ntohs(ctx->fallback_target.sin_port));
-    }
-    if (rc == 0)
-        rc = ina__session_join(ctx, elems, window);
-    if (rc == 0)
-        ctx->path = INA_PATH_HOST;
-    return rc;
 }
 
 void ina__fallback_free(struct ina_fallback *fb)

@@ -9,7 +9,7 @@
 
 /* ---- Arrays, scalar ------------------------------------------------------------------ */
 
-void ina_f16_to_f32_scalar(const uint16_t *in, size_t n, float *out)
+void ina__f16_to_f32_scalar(const uint16_t *in, size_t n, float *out)
 {
     for (size_t i = 0; i < n; i++) {
         uint32_t b = ina_f16_to_f32_bits(in[i]);
@@ -17,7 +17,7 @@ void ina_f16_to_f32_scalar(const uint16_t *in, size_t n, float *out)
     }
 }
 
-void ina_bf16_to_f32_scalar(const uint16_t *in, size_t n, float *out)
+void ina__bf16_to_f32_scalar(const uint16_t *in, size_t n, float *out)
 {
     for (size_t i = 0; i < n; i++) {
         uint32_t b = (uint32_t)in[i] << 16;
@@ -25,25 +25,25 @@ void ina_bf16_to_f32_scalar(const uint16_t *in, size_t n, float *out)
     }
 }
 
-void ina_f32_to_f16_scalar(const float *in, size_t n, uint16_t *out)
+void ina__f32_to_f16_scalar(const float *in, size_t n, uint16_t *out)
 {
     for (size_t i = 0; i < n; i++)
         out[i] = ina_f32_bits_to_f16(ina_f32_bits(in[i]));
 }
 
-void ina_f32_to_bf16_scalar(const float *in, size_t n, uint16_t *out)
+void ina__f32_to_bf16_scalar(const float *in, size_t n, uint16_t *out)
 {
     for (size_t i = 0; i < n; i++)
         out[i] = ina_f32_bits_to_bf16(ina_f32_bits(in[i]));
 }
 
-void ina_f64_to_f16_scalar(const double *in, size_t n, uint16_t *out)
+void ina__f64_to_f16_scalar(const double *in, size_t n, uint16_t *out)
 {
     for (size_t i = 0; i < n; i++)
         out[i] = ina_f32_bits_to_f16(ina_f64_to_f32_odd_bits(in[i]));
 }
 
-void ina_f64_to_bf16_scalar(const double *in, size_t n, uint16_t *out)
+void ina__f64_to_bf16_scalar(const double *in, size_t n, uint16_t *out)
 {
     for (size_t i = 0; i < n; i++)
         out[i] = ina_f32_bits_to_bf16(ina_f64_to_f32_odd_bits(in[i]));
@@ -79,12 +79,12 @@ static uint16_t absmax16(const uint16_t *in, size_t n)
     return mx;
 }
 
-uint32_t ina_f16_absmax_f32bits(const uint16_t *in, size_t n)
+uint32_t ina__f16_absmax_f32bits(const uint16_t *in, size_t n)
 {
     return ina_f16_to_f32_bits(absmax16(in, n));
 }
 
-uint32_t ina_bf16_absmax_f32bits(const uint16_t *in, size_t n)
+uint32_t ina__bf16_absmax_f32bits(const uint16_t *in, size_t n)
 {
     return (uint32_t)absmax16(in, n) << 16;
 }
@@ -92,13 +92,13 @@ uint32_t ina_bf16_absmax_f32bits(const uint16_t *in, size_t n)
 /* ---- Dispatch ------------------------------------------------------------------------ */
 
 #if !INA_QUANT_HAVE_AVX2 /* no vector kernels in this build: the named variants are scalar */
-int ina_half_simd_supported(void) { return 0; }
-void ina_f16_to_f32_simd(const uint16_t *in, size_t n, float *out) { ina_f16_to_f32_scalar(in, n, out); }
-void ina_bf16_to_f32_simd(const uint16_t *in, size_t n, float *out) { ina_bf16_to_f32_scalar(in, n, out); }
-void ina_f32_to_f16_simd(const float *in, size_t n, uint16_t *out) { ina_f32_to_f16_scalar(in, n, out); }
-void ina_f32_to_bf16_simd(const float *in, size_t n, uint16_t *out) { ina_f32_to_bf16_scalar(in, n, out); }
-void ina_f64_to_f16_simd(const double *in, size_t n, uint16_t *out) { ina_f64_to_f16_scalar(in, n, out); }
-void ina_f64_to_bf16_simd(const double *in, size_t n, uint16_t *out) { ina_f64_to_bf16_scalar(in, n, out); }
+int ina__half_simd_supported(void) { return 0; }
+void ina__f16_to_f32_simd(const uint16_t *in, size_t n, float *out) { ina__f16_to_f32_scalar(in, n, out); }
+void ina__bf16_to_f32_simd(const uint16_t *in, size_t n, float *out) { ina__bf16_to_f32_scalar(in, n, out); }
+void ina__f32_to_f16_simd(const float *in, size_t n, uint16_t *out) { ina__f32_to_f16_scalar(in, n, out); }
+void ina__f32_to_bf16_simd(const float *in, size_t n, uint16_t *out) { ina__f32_to_bf16_scalar(in, n, out); }
+void ina__f64_to_f16_simd(const double *in, size_t n, uint16_t *out) { ina__f64_to_f16_scalar(in, n, out); }
+void ina__f64_to_bf16_simd(const double *in, size_t n, uint16_t *out) { ina__f64_to_bf16_scalar(in, n, out); }
 #endif
 
 /*
@@ -107,11 +107,11 @@ void ina_f64_to_bf16_simd(const double *in, size_t n, uint16_t *out) { ina_f64_t
  */
 static _Atomic int half_simd = -1;
 
-int ina_half_simd_active(void)
+int ina__half_simd_active(void)
 {
     int v = atomic_load_explicit(&half_simd, memory_order_relaxed);
     if (v < 0) {
-        v = ina_quant_impl_active() == INA_QUANT_IMPL_AVX2 && ina_half_simd_supported();
+        v = ina__quant_impl_active() == INA_QUANT_IMPL_AVX2 && ina__half_simd_supported();
         atomic_store_explicit(&half_simd, v, memory_order_relaxed);
     }
     return v;
@@ -121,15 +121,15 @@ int ina_half_simd_active(void)
 #define HALF_DISPATCH(name, tin, tout)                    \
     void name(const tin *in, size_t n, tout *out)         \
     {                                                     \
-        if (ina_half_simd_active())                       \
+        if (ina__half_simd_active())                       \
             name##_simd(in, n, out);                      \
         else                                              \
             name##_scalar(in, n, out);                    \
     }
 
-HALF_DISPATCH(ina_f16_to_f32, uint16_t, float)
-HALF_DISPATCH(ina_bf16_to_f32, uint16_t, float)
-HALF_DISPATCH(ina_f32_to_f16, float, uint16_t)
-HALF_DISPATCH(ina_f32_to_bf16, float, uint16_t)
-HALF_DISPATCH(ina_f64_to_f16, double, uint16_t)
-HALF_DISPATCH(ina_f64_to_bf16, double, uint16_t)
+HALF_DISPATCH(ina__f16_to_f32, uint16_t, float)
+HALF_DISPATCH(ina__bf16_to_f32, uint16_t, float)
+HALF_DISPATCH(ina__f32_to_f16, float, uint16_t)
+HALF_DISPATCH(ina__f32_to_bf16, float, uint16_t)
+HALF_DISPATCH(ina__f64_to_f16, double, uint16_t)
+HALF_DISPATCH(ina__f64_to_bf16, double, uint16_t)

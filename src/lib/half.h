@@ -36,42 +36,42 @@
 
 #include "common/half_bits.h"
 
-void ina_f16_to_f32(const uint16_t *in, size_t n, float *out);
-void ina_bf16_to_f32(const uint16_t *in, size_t n, float *out);
-void ina_f32_to_f16(const float *in, size_t n, uint16_t *out);
-void ina_f32_to_bf16(const float *in, size_t n, uint16_t *out);
-void ina_f64_to_f16(const double *in, size_t n, uint16_t *out);
-void ina_f64_to_bf16(const double *in, size_t n, uint16_t *out);
+void ina__f16_to_f32(const uint16_t *in, size_t n, float *out);
+void ina__bf16_to_f32(const uint16_t *in, size_t n, float *out);
+void ina__f32_to_f16(const float *in, size_t n, uint16_t *out);
+void ina__f32_to_bf16(const float *in, size_t n, uint16_t *out);
+void ina__f64_to_f16(const double *in, size_t n, uint16_t *out);
+void ina__f64_to_bf16(const double *in, size_t n, uint16_t *out);
 
 /* The largest |x| of n 16-bit values as a float32 bit pattern (a NaN if
  * any is NaN, though not necessarily the widened pattern of that one):
  * feeds quant.c's block exponent. */
-uint32_t ina_f16_absmax_f32bits(const uint16_t *in, size_t n);
-uint32_t ina_bf16_absmax_f32bits(const uint16_t *in, size_t n);
+uint32_t ina__f16_absmax_f32bits(const uint16_t *in, size_t n);
+uint32_t ina__bf16_absmax_f32bits(const uint16_t *in, size_t n);
 
 /* One value, scalar (the reference the vector kernels must match):
  * ina_f16_to_f32_bits, ina_f32_bits_to_f16, ina_f32_bits_to_bf16 and
  * ina_f64_to_f32_odd_bits, in common/half_bits.h (the switch uses them too). */
 
 /* 1 if this build has the AVX2+F16C kernels and this CPU can run them. */
-int ina_half_simd_supported(void);
+int ina__half_simd_supported(void);
 /* 1 if the plain functions use them in this process. */
-int ina_half_simd_active(void);
+int ina__half_simd_active(void);
 
-void ina_f16_to_f32_scalar(const uint16_t *in, size_t n, float *out);
-void ina_bf16_to_f32_scalar(const uint16_t *in, size_t n, float *out);
-void ina_f32_to_f16_scalar(const float *in, size_t n, uint16_t *out);
-void ina_f32_to_bf16_scalar(const float *in, size_t n, uint16_t *out);
-void ina_f64_to_f16_scalar(const double *in, size_t n, uint16_t *out);
-void ina_f64_to_bf16_scalar(const double *in, size_t n, uint16_t *out);
+void ina__f16_to_f32_scalar(const uint16_t *in, size_t n, float *out);
+void ina__bf16_to_f32_scalar(const uint16_t *in, size_t n, float *out);
+void ina__f32_to_f16_scalar(const float *in, size_t n, uint16_t *out);
+void ina__f32_to_bf16_scalar(const float *in, size_t n, uint16_t *out);
+void ina__f64_to_f16_scalar(const double *in, size_t n, uint16_t *out);
+void ina__f64_to_bf16_scalar(const double *in, size_t n, uint16_t *out);
 
-/* The vector kernels; calling them when ina_half_simd_supported() is 0 is
+/* The vector kernels; calling them when ina__half_simd_supported() is 0 is
  * undefined (SIGILL). On builds without them they are the scalar functions. */
-void ina_f16_to_f32_simd(const uint16_t *in, size_t n, float *out);
-void ina_bf16_to_f32_simd(const uint16_t *in, size_t n, float *out);
-void ina_f32_to_f16_simd(const float *in, size_t n, uint16_t *out);
-void ina_f32_to_bf16_simd(const float *in, size_t n, uint16_t *out);
-void ina_f64_to_f16_simd(const double *in, size_t n, uint16_t *out);
-void ina_f64_to_bf16_simd(const double *in, size_t n, uint16_t *out);
+void ina__f16_to_f32_simd(const uint16_t *in, size_t n, float *out);
+void ina__bf16_to_f32_simd(const uint16_t *in, size_t n, float *out);
+void ina__f32_to_f16_simd(const float *in, size_t n, uint16_t *out);
+void ina__f32_to_bf16_simd(const float *in, size_t n, uint16_t *out);
+void ina__f64_to_f16_simd(const double *in, size_t n, uint16_t *out);
+void ina__f64_to_bf16_simd(const double *in, size_t n, uint16_t *out);
 
 #endif

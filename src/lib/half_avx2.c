@@ -26,12 +26,12 @@
 
 #define INA_HALF_SIMD __attribute__((target("avx2,f16c")))
 
-int ina_half_simd_supported(void)
+int ina__half_simd_supported(void)
 {
     unsigned a, b, c, d;
     /* clang's __builtin_cpu_supports has no "f16c": ask CPUID (leaf 1, ECX
      * bit 29). The AVX2 check covers the OS's saving of the ymm state. */
-    if (!ina_quant_avx2_supported() || !__get_cpuid(1, &a, &b, &c, &d))
+    if (!ina__quant_avx2_supported() || !__get_cpuid(1, &a, &b, &c, &d))
         return 0;
     return (c & bit_F16C) != 0;
 }
@@ -62,12 +62,12 @@ INA_HALF_SIMD static inline __m256 bf16x8(const uint16_t *in)
         memcpy(out + i, o, 4 * (n - i));                         \
     }
 
-INA_HALF_SIMD void ina_f16_to_f32_simd(const uint16_t *in, size_t n, float *out)
+INA_HALF_SIMD void ina__f16_to_f32_simd(const uint16_t *in, size_t n, float *out)
 {
     WIDEN_LOOP(f16x8)
 }
 
-INA_HALF_SIMD void ina_bf16_to_f32_simd(const uint16_t *in, size_t n, float *out)
+INA_HALF_SIMD void ina__bf16_to_f32_simd(const uint16_t *in, size_t n, float *out)
 {
     WIDEN_LOOP(bf16x8)
 }
@@ -111,12 +111,12 @@ INA_HALF_SIMD static inline __m128i f32x8_to_bf16(__m256 f)
 
 INA_HALF_SIMD static inline __m256 load_f32x8(const float *in) { return _mm256_loadu_ps(in); }
 
-INA_HALF_SIMD void ina_f32_to_f16_simd(const float *in, size_t n, uint16_t *out)
+INA_HALF_SIMD void ina__f32_to_f16_simd(const float *in, size_t n, uint16_t *out)
 {
     NARROW_LOOP(load_f32x8, f32x8_to_f16, float)
 }
 
-INA_HALF_SIMD void ina_f32_to_bf16_simd(const float *in, size_t n, uint16_t *out)
+INA_HALF_SIMD void ina__f32_to_bf16_simd(const float *in, size_t n, uint16_t *out)
 {
     NARROW_LOOP(load_f32x8, f32x8_to_bf16, float)
 }
@@ -148,12 +148,12 @@ INA_HALF_SIMD static inline __m256 load_f64x8_odd(const double *in)
     return _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);
 }
 
-INA_HALF_SIMD void ina_f64_to_f16_simd(const double *in, size_t n, uint16_t *out)
+INA_HALF_SIMD void ina__f64_to_f16_simd(const double *in, size_t n, uint16_t *out)
 {
     NARROW_LOOP(load_f64x8_odd, f32x8_to_f16, double)
 }
 
-INA_HALF_SIMD void ina_f64_to_bf16_simd(const double *in, size_t n, uint16_t *out)
+INA_HALF_SIMD void ina__f64_to_bf16_simd(const double *in, size_t n, uint16_t *out)
 {
     NARROW_LOOP(load_f64x8_odd, f32x8_to_bf16, double)
 }

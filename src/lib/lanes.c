@@ -8,7 +8,12 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "lib/internal.h"
+#include "lib/ctx.h"
+#include "lib/lanes.h"
+#include "lib/req.h"
+#include "lib/session.h"
+#include "lib/stream.h"
+#include "lib/transport.h"
 
 /*
  * Why lanes: one thread moving one stream is bound by one core's cost per
@@ -107,6 +112,31 @@ static void lane_wake(struct ina_lane *ln)
     }
 }
 
+/*
+ * A failure of the parent's operations says why in the failing lane's words
+ * (ina_last_error): the first message a lane thread kept in g->errmsg is
+ * copied up into the parent's errmsg when the caller's thread is told of
+ * the failure (submit, test, wait). Only that thread writes parent->errmsg,
+ * so ina_last_error() reads it without a lock. Under g->mu. @return status.
+ */
+static int say_lane_error(struct ina_ctx *parent, struct ina_lanes *g, int status)
+{
+    if (status && g->errmsg[0])
+        snprintf(parent->errmsg, sizeof(parent->errmsg), "%s", g->errmsg);
+    return status;
+}
+
+/* The same, taking g->mu, on a failure only (a success needs no lock). */
+static int lanes_failed(struct ina_ctx *parent, struct ina_lanes *g, int status)
+{
+    if (status) {
+        pthread_mutex_lock(&g->mu);
+        say_lane_error(parent, g, status);
+        pthread_mutex_unlock(&g->mu);
+    }
+    return status;
+}
+
 /* A part finished (status): account it to its parent. Under g->mu. */
 static void part_done(struct ina_lanes *g, struct ina_req *parent, int status)
 {
@@ -201,7 +231,7 @@ static int spin_poll(struct ina_runner *rn, struct pollfd *pfd, int n, uint64_t 
     uint64_t now = ina__now_ns(), yielded = now;
     do {
         for (int i = rn->index; i < g->n; i += g->nrun)
-            if (g->lane[i].ctx->shm && ina_shm_readable(g->lane[i].ctx->shm, 0))
+            if (ina__transport_readable(g->lane[i].ctx) > 0) /* the rings (memory) */
                 return 1;
         if (poll(pfd, (nfds_t)n, 0) > 0)
             return 1;
@@ -238,7 +268,7 @@ static void idle_spin(struct ina_runner *rn, uint64_t spin_ns)
 static void runner_wait(struct ina_runner *rn)
 {
     struct ina_lanes *g = rn->group;
-    struct pollfd pfd[2 * INA_MAX_PARTS + 1];
+    struct pollfd pfd[INA_XP_MAX * INA_MAX_PARTS + 1];
     int n = 0, sleep_ok = 1;
     uint64_t now = ina__now_ns(), wake = now + 100000000ull;
     for (int i = rn->index; i < g->n; i += g->nrun) {
@@ -247,9 +277,7 @@ static void runner_wait(struct ina_runner *rn)
             sleep_ok &= !r->done; /* finished in the last round: hand it over first */
         if (!c->head || c->broken)
             continue;
-        pfd[n++] = (struct pollfd){.fd = c->fd, .events = POLLIN};
-        if (c->mcast_group && c->mcast_fd >= 0)
-            pfd[n++] = (struct pollfd){.fd = c->mcast_fd, .events = POLLIN};
+        n += ina__transport_pollfds(c, pfd + n); /* the socket, the group's */
         if (c->next_rto_ns && c->next_rto_ns < wake)
             wake = c->next_rto_ns;
     }
@@ -270,7 +298,7 @@ static void runner_wait(struct ina_runner *rn)
     for (int i = rn->index; sleep_ok && i < g->n; i += g->nrun) {
         struct ina_ctx *c = g->lane[i].ctx;
         if (c->head && !c->broken)
-            sleep_ok &= ina__shm_may_sleep(c); /* arms its doorbell; 0 if the ring has data */
+            sleep_ok &= ina__transport_may_sleep(c); /* rings: arms the doorbell; 0 if data */
     }
     int ms = !sleep_ok || wake <= now ? 0 : (int)((wake - now + 999999) / 1000000);
     if (poll(pfd, (nfds_t)n, ms) > 0 && (pfd[n - 1].revents & POLLIN)) {
@@ -281,7 +309,7 @@ static void runner_wait(struct ina_runner *rn)
     }
     for (int i = rn->index; i < g->n; i += g->nrun)
         if (g->lane[i].ctx->head)
-            ina__shm_awake(g->lane[i].ctx);
+            ina__transport_awake(g->lane[i].ctx);
 }
 
 static void *runner_main(void *arg)
@@ -432,6 +460,7 @@ int ina__lanes_submit(struct ina_ctx *parent, struct ina_req *req)
     size_t nblocks = (req->count + elems - 1) / elems;
     pthread_mutex_lock(&g->mu);
     if (g->broken) {
+        say_lane_error(parent, g, INA_ERR_CLOSED);
         pthread_mutex_unlock(&g->mu);
         return INA_ERR_CLOSED;
     }
@@ -468,7 +497,7 @@ int ina__lanes_test(struct ina_req *req, int *done)
         lanes_drive(g);
     pthread_mutex_lock(&g->mu);
     *done = req->done;
-    int status = req->done ? req->status : 0;
+    int status = say_lane_error(req->ctx, g, req->done ? req->status : 0);
     pthread_mutex_unlock(&g->mu);
     return status;
 }
@@ -480,7 +509,7 @@ int ina__lanes_wait(struct ina_req *req)
         /* Bounded: every part's deadline fails its operations (ina__stream_progress). */
         for (lanes_drive(g); !req->done; lanes_drive(g))
             runner_wait(&g->run[0]); /* a datagram, a ring's data, the next timer, or 100 ms */
-        return req->status;
+        return lanes_failed(req->ctx, g, req->status);
     }
     uint64_t spin = req->ctx->busy_poll_ns;
     if (spin) { /* busy polling: the lane thread's part_done() may come any moment */
@@ -489,13 +518,13 @@ int ina__lanes_wait(struct ina_req *req)
             /* done is part_done()'s last write to req (release): status is
              * final, and no lane thread touches req again. */
             if (__atomic_load_n(&req->done, __ATOMIC_ACQUIRE))
-                return req->status;
+                return lanes_failed(req->ctx, g, req->status);
         } while (ina__spin_turn(&now, &yielded, until));
     }
     pthread_mutex_lock(&g->mu);
     while (!req->done)
         pthread_cond_wait(&g->done_cv, &g->mu);
-    int status = req->status;
+    int status = say_lane_error(req->ctx, g, req->status);
     pthread_mutex_unlock(&g->mu);
     return status;
 }
@@ -540,13 +569,4 @@ const struct ina_ctx *ina__lanes_ctx(const struct ina_ctx *parent, int i)
 int ina__lanes_nparts(const struct ina_ctx *parent)
 {
     return parent->lanes->n;
-}
-
-void ina__lanes_last_error(struct ina_ctx *parent)
-{
-    struct ina_lanes *g = parent->lanes;
-    pthread_mutex_lock(&g->mu);
-    if (g->errmsg[0])
-        snprintf(parent->errmsg, sizeof(parent->errmsg), "%s", g->errmsg);
-    pthread_mutex_unlock(&g->mu);
 }

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/internal.h"
+#include "lib/ctx.h"
 
 /* Slurm's step ids at and above this are the batch, extern and interactive pseudo-steps
  * (SLURM_BATCH_SCRIPT = 0xfffffffb ... SLURM_PENDING_STEP = 0xfffffffd): the batch script

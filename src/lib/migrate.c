@@ -2,7 +2,11 @@
 #include <arpa/inet.h>
 #include <string.h>
 
-#include "lib/internal.h"
+#include "lib/ctx.h"
+#include "lib/req.h"
+#include "lib/session.h"
+#include "lib/stream.h"
+#include "lib/transport.h"
 
 /*
  * Why at a stream position, not at an operation: ranks can be anywhere in
@@ -70,18 +74,16 @@ static int bound_is_consistent(const struct ina_ctx *ctx, uint64_t g)
     return past == ctx->next_g - g;
 }
 
-void ina__migrate_on_notice(struct ina_ctx *ctx, const uint8_t *body, size_t len)
+int ina__migrate_on_notice(struct ina_ctx *ctx, const uint8_t *body, size_t len)
 {
     if (len < INA_MIGRATE_BODY_LEN)
-        return;
+        return 0;
     uint64_t bound = (uint64_t)ina_get32(body + 24) << 32 | ina_get32(body + 28);
     uint64_t g = ctx->wire_base + bound;
     if (ctx->migrate_pending)
-        return; /* the notice again: answer to a packet sent past the bound */
-    if (bound > UINT64_MAX - ctx->wire_base || !bound_is_consistent(ctx, g)) {
-        ina__stream_fail_all(ctx, INA_ERR_PROTO);
-        return;
-    }
+        return 0; /* the notice again: answer to a packet sent past the bound */
+    if (bound > UINT64_MAX - ctx->wire_base || !bound_is_consistent(ctx, g))
+        return INA_ERR_PROTO;
     memset(&ctx->fallback_target, 0, sizeof(ctx->fallback_target));
     uint16_t port = ina_get16(body + 20);
     if (port) {
@@ -92,6 +94,7 @@ void ina__migrate_on_notice(struct ina_ctx *ctx, const uint8_t *body, size_t len
     ctx->migrate_pending = 1;
     ctx->migrate_g = g;
     rewind_to(ctx, g);
+    return 0;
 }
 
 static int below_bound_in_flight(const struct ina_ctx *ctx)
@@ -104,36 +107,35 @@ static int below_bound_in_flight(const struct ina_ctx *ctx)
 
 /* Every packet below the bound has its result: leave, join the aggregator,
  * and continue the stream from the bound there. */
-void ina__migrate_step(struct ina_ctx *ctx)
+int ina__migrate_step(struct ina_ctx *ctx)
 {
     if (!ctx->head || below_bound_in_flight(ctx) || ctx->next_g < ctx->migrate_g)
-        return; /* nothing to send past the bound yet, or still below it */
+        return 0; /* nothing to send past the bound yet, or still below it */
     uint32_t elems = ctx->elems, window = ctx->window;
     ina__session_leave(ctx, 0); /* the switch frees the slots when every rank has left */
     ctx->session = 0;           /* left: a failure below must not abort it for the others */
     if (ctx->fallback_mode != INA_FALLBACK_HOST || !ctx->fallback_target.sin_port) {
         ctx->migrate_pending = 0;
-        ina__stream_fail_all(ctx, INA_ERR_NOSPACE); /* nowhere to go */
-        return;
+        return INA_ERR_NOSPACE; /* nowhere to go */
     }
-    /* Ops are chosen from the switch's capabilities (ctx.c), and ranks move
+    /* Ops are planned from the switch's capabilities (plan.c), and ranks move
      * at different times: keep the first session's, which every rank has,
      * so that an op created just after one rank moved matches the others'.
      * The aggregator implements every op. */
     uint16_t caps = ctx->switch_caps;
-    ina__shm_detach(ctx); /* the rings were the old session's; the aggregator is on UDP */
-    int rc = ina__fallback_join(ctx, (int)elems, (int)window);
+    ina__transport_session_end(ctx); /* rings and group were the old session's: UDP there */
+    int rc = ina__session_join_host(ctx, (int)elems, (int)window);
     ctx->switch_caps = caps;
     if (rc == 0 && (ctx->elems != elems || ctx->window != window))
         rc = INA_ERR_PROTO; /* the stream's slots and blocks must stay as they were */
     ctx->migrate_pending = 0;
     if (rc != 0) {
         ctx->session = 0; /* nothing to leave there (or a half-joined one: the join timed out) */
-        ina__stream_fail_all(ctx, rc);
-        return;
+        return rc;
     }
     ctx->wire_base = ctx->migrate_g;
     for (uint32_t i = 0; i < ctx->window; i++)
         ctx->slots[i].round = 0; /* the new session's rounds start at 0 */
     ctx->last_progress_ns = ina__now_ns();
+    return 0;
 }

@@ -1,4 +1,4 @@
-/* net.c: libina's UDP transport: one socket connected to the switch, large buffers. */
+/* net.c: libina's sockets: the one connected to the switch (large buffers), the multicast group's; sends outside the stream. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +12,8 @@
 #include "common/addr.h"
 #include "common/busy_poll.h"
 #include "common/port_guard.h"
-#include "lib/internal.h"
+#include "lib/ctx.h"
+#include "lib/session.h"
 
 uint64_t ina__now_ns(void)
 {

@@ -80,7 +80,7 @@ static inline void store_be32(uint8_t *p, uint32_t v)
  * of quant_avx2.c when the CPU has AVX2 and INA_NO_SIMD is not set, else to
  * the *_scalar functions here, which are the reference (quant_simd.h).
  *
- * ina_quant_block_exp_scalar works on chunks of INA_QUANT_CHUNK elements: the fixed
+ * ina__quant_block_exp_scalar works on chunks of INA_QUANT_CHUNK elements: the fixed
  * trip count of the inner loop lets gcc -O2 vectorize it (its default "very
  * cheap" cost model rejects loops that need a scalar epilogue), and the lane
  * maxima are folded at the end. Measured: 1.0 -> 4.2 Gelem/s with gcc 12 -O2.
@@ -115,7 +115,7 @@ static int16_t exp_of_absmax_bits(uint32_t mx)
     return (int16_t)e;
 }
 
-int16_t ina_quant_block_exp_scalar(const float *x, size_t n)
+int16_t ina__quant_block_exp_scalar(const float *x, size_t n)
 {
     /*
      * For non-negative floats the order of the bit patterns is the numeric
@@ -142,9 +142,9 @@ int16_t ina_quant_block_exp_scalar(const float *x, size_t n)
     return exp_of_absmax_bits(mx);
 }
 
-int16_t ina_quant_exp_of_f32bits(uint32_t absmax_bits) { return exp_of_absmax_bits(absmax_bits); }
+int16_t ina__quant_exp_of_f32bits(uint32_t absmax_bits) { return exp_of_absmax_bits(absmax_bits); }
 
-int16_t ina_quant_block_exp_f64(const double *x, size_t n)
+int16_t ina__quant_block_exp_f64(const double *x, size_t n)
 {
     /* As the float scan: the bit patterns of |x| order like the values, and
      * NaN/Inf are exactly those >= 0x7FF0...0. AVX2 has no unsigned 64-bit
@@ -168,7 +168,7 @@ int16_t ina_quant_block_exp_f64(const double *x, size_t n)
     return (int16_t)(e < INA_QUANT_F64_EXP_MIN ? INA_QUANT_F64_EXP_MIN : e);
 }
 
-int ina_quant_headroom_bits(int nworkers)
+int ina__quant_headroom_bits(int nworkers)
 {
     int l = 0;
     while (l < 31 && ((int64_t)1 << l) < (int64_t)nworkers)
@@ -225,7 +225,7 @@ static int encode_special(const void *x, int f64, size_t n, int16_t e, uint8_t *
 /* Scale 2^(31-L-e) and clamp bound 2^(31-L) - 1 (both paths use these doubles). */
 static void encode_params(int16_t e, int nworkers, double *scale, double *qmax)
 {
-    const int l = ina_quant_headroom_bits(nworkers);
+    const int l = ina__quant_headroom_bits(nworkers);
     *scale = pow2_clamped(31 - l - (int)e);
     *qmax = (double)((UINT32_C(1) << (31 - l)) - 1u);
 }
@@ -256,7 +256,7 @@ static inline void quantize_one(double v, double qmax, uint8_t *out)
 #endif
 }
 
-void ina_quant_encode_scalar(const float *x, size_t n, int16_t e, int nworkers, uint8_t *out)
+void ina__quant_encode_scalar(const float *x, size_t n, int16_t e, int nworkers, uint8_t *out)
 {
     if (encode_special(x, 0, n, e, out))
         return;
@@ -285,7 +285,7 @@ void ina_quant_encode_scalar(const float *x, size_t n, int16_t e, int nworkers, 
  * 2^(31-L). (The 53-bit significand is cut to the 31 - L bits of the block's
  * grid: see the FLOAT64 error bound.)
  */
-void ina_quant_encode_f64_scalar(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out)
+void ina__quant_encode_f64_scalar(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out)
 {
     if (encode_special(x, 1, n, e, out))
         return;
@@ -336,10 +336,10 @@ static int decode_special(const uint8_t *in, size_t n, int16_t e, void *out, int
 
 static double decode_scale(int16_t e, int nworkers)
 {
-    return pow2_clamped((int)e + ina_quant_headroom_bits(nworkers) - 31);
+    return pow2_clamped((int)e + ina__quant_headroom_bits(nworkers) - 31);
 }
 
-void ina_quant_decode_scalar(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
+void ina__quant_decode_scalar(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
 {
     if (decode_special(in, n, e, out, 0))
         return;
@@ -362,7 +362,7 @@ void ina_quant_decode_scalar(const uint8_t *in, size_t n, int16_t e, int nworker
 }
 
 /* The same into doubles, without the rounding: the product is exact (quant.h). */
-void ina_quant_decode_f64_scalar(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out)
+void ina__quant_decode_f64_scalar(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out)
 {
     if (decode_special(in, n, e, out, 1))
         return;
@@ -384,7 +384,7 @@ static double avg_div(int nworkers) { return (double)(nworkers < 1 ? 1 : nworker
  * double is exact), but cannot overflow where the sum would: the average
  * of two FLOAT64 values near DBL_MAX stays finite. Scalar: only AVG uses it.
  */
-void ina_quant_decode_avg_f64(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out)
+void ina__quant_decode_avg_f64(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out)
 {
     const double div = avg_div(nworkers);
     if (decode_special(in, n, e, out, 1)) {
@@ -403,7 +403,7 @@ void ina_quant_decode_avg_f64(const uint8_t *in, size_t n, int16_t e, int nworke
 
 /*
  * AVG into floats: (float)((s / N) * 2^(E+L-31)), the doubles of
- * ina_quant_decode_avg_f64 rounded once to float, in one pass (FLOAT32 AVG,
+ * ina__quant_decode_avg_f64 rounded once to float, in one pass (FLOAT32 AVG,
  * the DDP hook's op). The special exponents decode to 0, +-Inf or NaN, which
  * the division leaves as they are.
  */
@@ -417,7 +417,7 @@ static int decode_avg_special(const uint8_t *in, size_t n, int16_t e, int nworke
     return 1;
 }
 
-void ina_quant_decode_avg_scalar(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
+void ina__quant_decode_avg_scalar(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
 {
     if (decode_avg_special(in, n, e, nworkers, out))
         return;
@@ -433,7 +433,7 @@ void ina_quant_decode_avg_scalar(const uint8_t *in, size_t n, int16_t e, int nwo
 
 /* ---- int32 passthrough ----------------------------------------------------- */
 
-void ina_i32_encode_scalar(const int32_t *x, size_t n, uint8_t *out)
+void ina__i32_encode_scalar(const int32_t *x, size_t n, uint8_t *out)
 {
     for (size_t i = 0; i < n; i++) {
         uint32_t u;
@@ -442,7 +442,7 @@ void ina_i32_encode_scalar(const int32_t *x, size_t n, uint8_t *out)
     }
 }
 
-void ina_i32_decode_scalar(const uint8_t *in, size_t n, int32_t *out)
+void ina__i32_decode_scalar(const uint8_t *in, size_t n, int32_t *out)
 {
     for (size_t i = 0; i < n; i++) {
         uint32_t u = load_be32(in + 4 * i);
@@ -464,12 +464,12 @@ void ina_i32_decode_scalar(const uint8_t *in, size_t n, int32_t *out)
 
 #if INA_QUANT_AVX2
 
-int16_t ina_quant_block_exp_avx2(const float *x, size_t n)
+int16_t ina__quant_block_exp_avx2(const float *x, size_t n)
 {
     return exp_of_absmax_bits(ina__avx2_absmax_bits(x, n));
 }
 
-void ina_quant_encode_avx2(const float *x, size_t n, int16_t e, int nworkers, uint8_t *out)
+void ina__quant_encode_avx2(const float *x, size_t n, int16_t e, int nworkers, uint8_t *out)
 {
     if (encode_special(x, 0, n, e, out))
         return;
@@ -478,7 +478,7 @@ void ina_quant_encode_avx2(const float *x, size_t n, int16_t e, int nworkers, ui
     ina__avx2_quant_encode(x, n, scale, qmax, out);
 }
 
-void ina_quant_encode_f64_avx2(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out)
+void ina__quant_encode_f64_avx2(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out)
 {
     if (encode_special(x, 1, n, e, out))
         return;
@@ -487,31 +487,31 @@ void ina_quant_encode_f64_avx2(const double *x, size_t n, int16_t e, int nworker
     ina__avx2_quant_encode_f64(x, n, scale, qmax, out);
 }
 
-void ina_quant_decode_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
+void ina__quant_decode_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
 {
     if (decode_special(in, n, e, out, 0))
         return;
     ina__avx2_quant_decode(in, n, decode_scale(e, nworkers), out);
 }
 
-void ina_quant_decode_f64_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out)
+void ina__quant_decode_f64_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out)
 {
     if (decode_special(in, n, e, out, 1))
         return;
     ina__avx2_quant_decode_f64(in, n, decode_scale(e, nworkers), out);
 }
 
-void ina_quant_decode_avg_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
+void ina__quant_decode_avg_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
 {
     if (decode_avg_special(in, n, e, nworkers, out))
         return;
     ina__avx2_quant_decode_avg(in, n, avg_div(nworkers), decode_scale(e, nworkers), out);
 }
 
-void ina_i32_encode_avx2(const int32_t *x, size_t n, uint8_t *out) { ina__avx2_bswap32(x, n, out); }
-void ina_i32_decode_avx2(const uint8_t *in, size_t n, int32_t *out) { ina__avx2_bswap32(in, n, out); }
+void ina__i32_encode_avx2(const int32_t *x, size_t n, uint8_t *out) { ina__avx2_bswap32(x, n, out); }
+void ina__i32_decode_avx2(const uint8_t *in, size_t n, int32_t *out) { ina__avx2_bswap32(in, n, out); }
 
-int ina_quant_avx2_supported(void)
+int ina__quant_avx2_supported(void)
 {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") ? 1 : 0;
@@ -519,30 +519,30 @@ int ina_quant_avx2_supported(void)
 
 #else /* no AVX2 code in this build: the named variants are the scalar ones */
 
-int16_t ina_quant_block_exp_avx2(const float *x, size_t n) { return ina_quant_block_exp_scalar(x, n); }
-void ina_quant_encode_avx2(const float *x, size_t n, int16_t e, int nworkers, uint8_t *out)
+int16_t ina__quant_block_exp_avx2(const float *x, size_t n) { return ina__quant_block_exp_scalar(x, n); }
+void ina__quant_encode_avx2(const float *x, size_t n, int16_t e, int nworkers, uint8_t *out)
 {
-    ina_quant_encode_scalar(x, n, e, nworkers, out);
+    ina__quant_encode_scalar(x, n, e, nworkers, out);
 }
-void ina_quant_decode_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
+void ina__quant_decode_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
 {
-    ina_quant_decode_scalar(in, n, e, nworkers, out);
+    ina__quant_decode_scalar(in, n, e, nworkers, out);
 }
-void ina_quant_encode_f64_avx2(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out)
+void ina__quant_encode_f64_avx2(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out)
 {
-    ina_quant_encode_f64_scalar(x, n, e, nworkers, out);
+    ina__quant_encode_f64_scalar(x, n, e, nworkers, out);
 }
-void ina_quant_decode_f64_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out)
+void ina__quant_decode_f64_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out)
 {
-    ina_quant_decode_f64_scalar(in, n, e, nworkers, out);
+    ina__quant_decode_f64_scalar(in, n, e, nworkers, out);
 }
-void ina_quant_decode_avg_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
+void ina__quant_decode_avg_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
 {
-    ina_quant_decode_avg_scalar(in, n, e, nworkers, out);
+    ina__quant_decode_avg_scalar(in, n, e, nworkers, out);
 }
-void ina_i32_encode_avx2(const int32_t *x, size_t n, uint8_t *out) { ina_i32_encode_scalar(x, n, out); }
-void ina_i32_decode_avx2(const uint8_t *in, size_t n, int32_t *out) { ina_i32_decode_scalar(in, n, out); }
-int ina_quant_avx2_supported(void) { return 0; }
+void ina__i32_encode_avx2(const int32_t *x, size_t n, uint8_t *out) { ina__i32_encode_scalar(x, n, out); }
+void ina__i32_decode_avx2(const uint8_t *in, size_t n, int32_t *out) { ina__i32_decode_scalar(in, n, out); }
+int ina__quant_avx2_supported(void) { return 0; }
 
 #endif
 
@@ -559,7 +559,7 @@ static int impl_init(void)
     int impl = INA_QUANT_IMPL_SCALAR;
     const char *no = getenv("INA_NO_SIMD");
     int disabled = no && no[0] && strcmp(no, "0") != 0;
-    if (!disabled && ina_quant_avx2_supported())
+    if (!disabled && ina__quant_avx2_supported())
         impl = INA_QUANT_IMPL_AVX2;
     atomic_store_explicit(&quant_impl, impl, memory_order_relaxed);
     return impl;
@@ -571,73 +571,73 @@ static inline int impl_get(void)
     return v >= 0 ? v : impl_init();
 }
 
-enum ina_quant_impl ina_quant_impl_active(void) { return (enum ina_quant_impl)impl_get(); }
+enum ina_quant_impl ina__quant_impl_active(void) { return (enum ina_quant_impl)impl_get(); }
 
-const char *ina_quant_impl_name(enum ina_quant_impl impl)
+const char *ina__quant_impl_name(enum ina_quant_impl impl)
 {
     return impl == INA_QUANT_IMPL_AVX2 ? "avx2" : "scalar";
 }
 
-int16_t ina_quant_block_exp(const float *x, size_t n)
+int16_t ina__quant_block_exp(const float *x, size_t n)
 {
-    return impl_get() == INA_QUANT_IMPL_AVX2 ? ina_quant_block_exp_avx2(x, n)
-                                              : ina_quant_block_exp_scalar(x, n);
+    return impl_get() == INA_QUANT_IMPL_AVX2 ? ina__quant_block_exp_avx2(x, n)
+                                              : ina__quant_block_exp_scalar(x, n);
 }
 
-void ina_quant_encode(const float *x, size_t n, int16_t e, int nworkers, uint8_t *out)
+void ina__quant_encode(const float *x, size_t n, int16_t e, int nworkers, uint8_t *out)
 {
     if (impl_get() == INA_QUANT_IMPL_AVX2)
-        ina_quant_encode_avx2(x, n, e, nworkers, out);
+        ina__quant_encode_avx2(x, n, e, nworkers, out);
     else
-        ina_quant_encode_scalar(x, n, e, nworkers, out);
+        ina__quant_encode_scalar(x, n, e, nworkers, out);
 }
 
-void ina_quant_decode(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
+void ina__quant_decode(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
 {
     if (impl_get() == INA_QUANT_IMPL_AVX2)
-        ina_quant_decode_avx2(in, n, e, nworkers, out);
+        ina__quant_decode_avx2(in, n, e, nworkers, out);
     else
-        ina_quant_decode_scalar(in, n, e, nworkers, out);
+        ina__quant_decode_scalar(in, n, e, nworkers, out);
 }
 
-void ina_quant_encode_f64(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out)
+void ina__quant_encode_f64(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out)
 {
     if (impl_get() == INA_QUANT_IMPL_AVX2)
-        ina_quant_encode_f64_avx2(x, n, e, nworkers, out);
+        ina__quant_encode_f64_avx2(x, n, e, nworkers, out);
     else
-        ina_quant_encode_f64_scalar(x, n, e, nworkers, out);
+        ina__quant_encode_f64_scalar(x, n, e, nworkers, out);
 }
 
-void ina_quant_decode_f64(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out)
+void ina__quant_decode_f64(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out)
 {
     if (impl_get() == INA_QUANT_IMPL_AVX2)
-        ina_quant_decode_f64_avx2(in, n, e, nworkers, out);
+        ina__quant_decode_f64_avx2(in, n, e, nworkers, out);
     else
-        ina_quant_decode_f64_scalar(in, n, e, nworkers, out);
+        ina__quant_decode_f64_scalar(in, n, e, nworkers, out);
 }
 
-void ina_quant_decode_avg(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
+void ina__quant_decode_avg(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out)
 {
     if (impl_get() == INA_QUANT_IMPL_AVX2)
-        ina_quant_decode_avg_avx2(in, n, e, nworkers, out);
+        ina__quant_decode_avg_avx2(in, n, e, nworkers, out);
     else
-        ina_quant_decode_avg_scalar(in, n, e, nworkers, out);
+        ina__quant_decode_avg_scalar(in, n, e, nworkers, out);
 }
 
-void ina_i32_encode(const int32_t *x, size_t n, uint8_t *out)
+void ina__i32_encode(const int32_t *x, size_t n, uint8_t *out)
 {
     if (impl_get() == INA_QUANT_IMPL_AVX2)
-        ina_i32_encode_avx2(x, n, out);
+        ina__i32_encode_avx2(x, n, out);
     else
-        ina_i32_encode_scalar(x, n, out);
+        ina__i32_encode_scalar(x, n, out);
 }
 
-void ina_i32_decode(const uint8_t *in, size_t n, int32_t *out)
+void ina__i32_decode(const uint8_t *in, size_t n, int32_t *out)
 {
     if (impl_get() == INA_QUANT_IMPL_AVX2)
-        ina_i32_decode_avx2(in, n, out);
+        ina__i32_decode_avx2(in, n, out);
     else
-        ina_i32_decode_scalar(in, n, out);
+        ina__i32_decode_scalar(in, n, out);
 }
 
 /* ---- Public error bound ---------------------------------------------------- */
@@ -653,5 +653,5 @@ INA_EXTERN double ina_float_error_bound(int world_size, double amax, double exac
     int n = world_size < 1 ? 1 : world_size;
     int e;
     (void)frexp(amax, &e); /* amax = m * 2^e, 0.5 <= m < 1: the block exponent */
-    return (double)n * ldexp(1.0, e + ina_quant_headroom_bits(n) - 31) + rel;
+    return (double)n * ldexp(1.0, e + ina__quant_headroom_bits(n) - 31) + rel;
 }

@@ -27,16 +27,16 @@
 #include <stdint.h>
 
 /* Exponent of n floats as defined above; INA_EXP_ZERO / INA_EXP_NONFINITE. */
-int16_t ina_quant_block_exp(const float *x, size_t n);
+int16_t ina__quant_block_exp(const float *x, size_t n);
 
 /* L = ceil(log2 nworkers), nworkers >= 1. */
-int ina_quant_headroom_bits(int nworkers);
+int ina__quant_headroom_bits(int nworkers);
 
 /* Encode n floats for agreed exponent e into big-endian int32 at out (may be unaligned). */
-void ina_quant_encode(const float *x, size_t n, int16_t e, int nworkers, uint8_t *out);
+void ina__quant_encode(const float *x, size_t n, int16_t e, int nworkers, uint8_t *out);
 
 /* Decode n summed big-endian int32 at in (may be unaligned) into floats. */
-void ina_quant_decode(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out);
+void ina__quant_decode(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out);
 
 /*
  * FLOAT64 blocks take the same path without the float: the exponent comes
@@ -50,29 +50,29 @@ void ina_quant_decode(const uint8_t *in, size_t n, int16_t e, int nworkers, floa
  */
 #define INA_QUANT_F64_EXP_MIN (-960)
 
-int16_t ina_quant_block_exp_f64(const double *x, size_t n);
-void ina_quant_encode_f64(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out);
+int16_t ina__quant_block_exp_f64(const double *x, size_t n);
+void ina__quant_encode_f64(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out);
 
 /* Decode n summed big-endian int32 into doubles: Sum q * 2^(E+L-31), exact
  * for every valid E of every dtype (a 32-bit integer times a normal power of
- * two); the special exponents as in ina_quant_decode. The first step of the
+ * two); the special exponents as in ina__quant_decode. The first step of the
  * FLOAT16/BFLOAT16/AVG paths, which then round once to their type. */
-void ina_quant_decode_f64(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out);
+void ina__quant_decode_f64(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out);
 
 /* The same divided by nworkers (AVG): (Sum q / N) * 2^(E+L-31), one rounding
  * (the division), and no overflow where only the sum would overflow. */
-void ina_quant_decode_avg_f64(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out);
+void ina__quant_decode_avg_f64(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out);
 
 /* The same rounded once to float (FLOAT32 AVG), in one pass:
- * out[i] = (float)ina_quant_decode_avg_f64's out[i], bit for bit. */
-void ina_quant_decode_avg(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out);
+ * out[i] = (float)ina__quant_decode_avg_f64's out[i], bit for bit. */
+void ina__quant_decode_avg(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out);
 
 /* The block exponent of a block whose largest |x|, as a float32, has the bit
  * pattern absmax_bits (the 16-bit types compute it from their own bits). */
-int16_t ina_quant_exp_of_f32bits(uint32_t absmax_bits);
+int16_t ina__quant_exp_of_f32bits(uint32_t absmax_bits);
 
 /* int32 passthrough: host int32 <-> big-endian. */
-void ina_i32_encode(const int32_t *x, size_t n, uint8_t *out);
-void ina_i32_decode(const uint8_t *in, size_t n, int32_t *out);
+void ina__i32_encode(const int32_t *x, size_t n, uint8_t *out);
+void ina__i32_decode(const uint8_t *in, size_t n, int32_t *out);
 
 #endif

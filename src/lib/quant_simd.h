@@ -16,7 +16,7 @@
  * tests/unit/test_quant_simd.c checks that.
  *
  * The named variants below exist for tests and benchmarks. Calling an _avx2
- * function when ina_quant_avx2_supported() is 0 is undefined (SIGILL); on
+ * function when ina__quant_avx2_supported() is 0 is undefined (SIGILL); on
  * builds without the AVX2 code they are the scalar functions.
  */
 
@@ -29,29 +29,29 @@ enum ina_quant_impl {
 };
 
 /* 1 if this build has the AVX2 code and this CPU can run it (ignores INA_NO_SIMD). */
-int ina_quant_avx2_supported(void);
+int ina__quant_avx2_supported(void);
 
 /* The implementation the quant.h functions use in this process. */
-enum ina_quant_impl ina_quant_impl_active(void);
-const char *ina_quant_impl_name(enum ina_quant_impl impl);
+enum ina_quant_impl ina__quant_impl_active(void);
+const char *ina__quant_impl_name(enum ina_quant_impl impl);
 
-int16_t ina_quant_block_exp_scalar(const float *x, size_t n);
-void ina_quant_encode_scalar(const float *x, size_t n, int16_t e, int nworkers, uint8_t *out);
-void ina_quant_decode_scalar(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out);
-void ina_quant_encode_f64_scalar(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out);
-void ina_quant_decode_f64_scalar(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out);
-void ina_quant_decode_avg_scalar(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out);
-void ina_i32_encode_scalar(const int32_t *x, size_t n, uint8_t *out);
-void ina_i32_decode_scalar(const uint8_t *in, size_t n, int32_t *out);
+int16_t ina__quant_block_exp_scalar(const float *x, size_t n);
+void ina__quant_encode_scalar(const float *x, size_t n, int16_t e, int nworkers, uint8_t *out);
+void ina__quant_decode_scalar(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out);
+void ina__quant_encode_f64_scalar(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out);
+void ina__quant_decode_f64_scalar(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out);
+void ina__quant_decode_avg_scalar(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out);
+void ina__i32_encode_scalar(const int32_t *x, size_t n, uint8_t *out);
+void ina__i32_decode_scalar(const uint8_t *in, size_t n, int32_t *out);
 
-int16_t ina_quant_block_exp_avx2(const float *x, size_t n);
-void ina_quant_encode_avx2(const float *x, size_t n, int16_t e, int nworkers, uint8_t *out);
-void ina_quant_decode_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out);
-void ina_quant_encode_f64_avx2(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out);
-void ina_quant_decode_f64_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out);
-void ina_quant_decode_avg_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out);
-void ina_i32_encode_avx2(const int32_t *x, size_t n, uint8_t *out);
-void ina_i32_decode_avx2(const uint8_t *in, size_t n, int32_t *out);
+int16_t ina__quant_block_exp_avx2(const float *x, size_t n);
+void ina__quant_encode_avx2(const float *x, size_t n, int16_t e, int nworkers, uint8_t *out);
+void ina__quant_decode_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out);
+void ina__quant_encode_f64_avx2(const double *x, size_t n, int16_t e, int nworkers, uint8_t *out);
+void ina__quant_decode_f64_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, double *out);
+void ina__quant_decode_avg_avx2(const uint8_t *in, size_t n, int16_t e, int nworkers, float *out);
+void ina__i32_encode_avx2(const int32_t *x, size_t n, uint8_t *out);
+void ina__i32_decode_avx2(const uint8_t *in, size_t n, int32_t *out);
 
 /*
  * Kernels in quant_avx2.c (only on x86-64 with gcc/clang: INA_QUANT_HAVE_AVX2).

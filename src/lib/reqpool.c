@@ -3,7 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/internal.h"
+#include "lib/ctx.h"
+#include "lib/req.h"
 
 /*
  * Why a pool: a small all-reduce (one packet, tens of microseconds) should

@@ -8,7 +8,8 @@
 #include <unistd.h>
 
 #include "common/version.h"
-#include "lib/internal.h"
+#include "lib/ctx.h"
+#include "lib/session.h"
 
 static uint64_t random_nonce(void)
 {
@@ -450,6 +451,20 @@ int ina__session_join(struct ina_ctx *ctx, int elems, int window)
                 return ctx->errmsg[0] ? rc : refused_because(ctx, &w, rc);
         }
     }
+}
+
+int ina__session_join_host(struct ina_ctx *ctx, int elems, int window)
+{
+    int rc = ctx->rank == 0 ? ina__fallback_start(ctx, elems, window) : 0;
+    if (rc == 0) {
+        ctx->switch_addr = ctx->fallback_target;
+        rc = ina__net_reconnect(ctx, ntohs(ctx->fallback_target.sin_port));
+    }
+    if (rc == 0)
+        rc = ina__session_join(ctx, elems, window);
+    if (rc == 0)
+        ctx->path = INA_PATH_HOST;
+    return rc;
 }
 
 /* Best effort: the switch frees the job once every rank has left, at once

@@ -7,7 +7,12 @@
 #include <unistd.h>
 
 #include "common/host.h"
-#include "lib/internal.h"
+#include "common/kv_wire.h"
+#include "common/shm_ring.h"
+#include "lib/ctx.h"
+#include "lib/session.h"
+#include "lib/stream.h"
+#include "lib/transport.h"
 
 /*
  * Why optional and best effort: the rings only pay on one host, and only a
@@ -109,6 +114,7 @@ int ina__shm_attach(struct ina_ctx *ctx)
         return 0;
     }
     ctx->shm = s;
+    ina__transport_add(ctx, &ina__shm_ops); /* sends go to the rings from now on */
     return 1;
 }
 
@@ -116,6 +122,7 @@ void ina__shm_detach(struct ina_ctx *ctx)
 {
     if (!ctx->shm)
         return;
+    ina__transport_remove(ctx, &ina__shm_ops); /* back to the socket */
     ina_shm_unmap(ctx->shm);
     free(ctx->shm);
     ctx->shm = NULL;
@@ -139,14 +146,16 @@ static void ring_bell(struct ina_ctx *ctx)
  * unreachable", and the context fails with -ECONNREFUSED as on UDP rather
  * than at its deadline.
  */
-void ina__shm_probe(struct ina_ctx *ctx)
+static void shm_probe(struct ina_ctx *ctx)
 {
     if (ctx->shm)
         ring_bell(ctx);
 }
 
-unsigned ina__shm_send(struct ina_ctx *ctx, const struct iovec *iov, const unsigned *order,
-                       unsigned n)
+/* Into the up ring: what does not fit (the switch is behind) is lost, like a
+ * datagram a full socket buffer refuses. */
+static void shm_send_burst(struct ina_ctx *ctx, const struct iovec *iov, const unsigned *order,
+                           unsigned n)
 {
     unsigned sent = 0;
     for (unsigned i = 0; i < n; i++) {
@@ -160,7 +169,6 @@ unsigned ina__shm_send(struct ina_ctx *ctx, const struct iovec *iov, const unsig
     }
     if (sent && ina_shm_wake_needed(ctx->shm, 1))
         ring_bell(ctx);
-    return sent;
 }
 
 int ina__shm_recv(struct ina_ctx *ctx, uint64_t now)
@@ -183,13 +191,26 @@ int ina__shm_recv(struct ina_ctx *ctx, uint64_t now)
     return got;
 }
 
-int ina__shm_may_sleep(struct ina_ctx *ctx)
+/* The switch rings the doorbell (a DOORBELL datagram to the socket) of a side that sleeps. */
+static int shm_may_sleep(struct ina_ctx *ctx)
 {
     return !ctx->shm || ina_shm_sleep_prepare(ctx->shm, 0);
 }
 
-void ina__shm_awake(struct ina_ctx *ctx)
+static void shm_awake(struct ina_ctx *ctx)
 {
     if (ctx->shm)
         ina_shm_awake(ctx->shm, 0);
 }
+
+static int shm_readable(const struct ina_ctx *ctx) { return ina_shm_readable(ctx->shm, 0); }
+
+/* A move to rank 0's host aggregator (migrate.c): the rings were the old session's, the
+ * aggregator is on UDP. */
+static void shm_session_end(struct ina_ctx *ctx) { ina__shm_detach(ctx); }
+
+/* The DOORBELL and every ABORT and MIGRATE come by the socket, which ina__udp_ops polls. */
+const struct ina_transport_ops ina__shm_ops = {
+    .name = "shm", .order = 1, .send_burst = shm_send_burst, .rx_burst = ina__shm_recv,
+    .readable = shm_readable, .may_sleep = shm_may_sleep, .awake = shm_awake,
+    .probe = shm_probe, .session_end = shm_session_end};

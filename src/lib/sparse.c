@@ -4,9 +4,12 @@
 #include <string.h>
 
 #include "common/sparse_wire.h"
+#include "lib/codec.h"
+#include "lib/ctx.h"
 #include "lib/dtype.h"
-#include "lib/internal.h"
+#include "lib/req.h"
 #include "lib/sparse_scan.h"
+#include "lib/stream.h"
 
 /*
  * The design in brief (PROTOCOL.md §17 has every rule):
@@ -82,20 +85,7 @@ static int places_alloc(struct ina_ctx *ctx)
 /* The op streams sparse from now on. */
 static void go_sparse(struct ina_ctx *ctx, struct ina_req *req)
 {
-    req->sparse = 1;
-    req->undecided = 0;
-    req->one_round = 0;
-    req->lag = 0;
-    req->npackets = UINT64_MAX; /* known when the schedule ends */
-    if (ina__float_add_in_use(ctx) && ina__dtype_float_wire(req->dtype)) {
-        req->payload = INA_PAYLOAD_F32;
-        req->quantized = 0;
-        req->wire_op = INA_OP_SPARSE_F32;
-    } else {
-        req->payload = INA_PAYLOAD_DTYPE;
-        req->quantized = ina__dtype_quantized(req->dtype);
-        req->wire_op = INA_OP_SPARSE_I32;
-    }
+    ina__req_plan_sparse(ctx, req); /* its codec; npackets known when the schedule ends */
     ctx->stats.sparse_ops++;
 }
 
@@ -191,7 +181,7 @@ static uint32_t my_next(const struct ina_req *req, uint64_t col, uint64_t from)
 /* The exponent this rank announces for its block b (quantized floats only). */
 static int16_t my_exp(const struct ina_req *req, uint32_t b)
 {
-    if (!req->quantized)
+    if (req->codec->exps == INA_EXPS_NONE)
         return 0;
     if (b == INA_SPARSE_END)
         return INA_EXP_ZERO;
@@ -289,11 +279,8 @@ size_t ina__sparse_build(struct ina_ctx *ctx, const struct ina_wslot *ws, uint8_
         if (!pl->has)
             continue;
         size_t len = block_elems(req, pl->pos);
-        const uint8_t *src = block_src(req, pl->pos);
-        if (req->payload == INA_PAYLOAD_F32)
-            ina__block_encode_f32wire(req->dtype, src, len, blk);
-        else
-            ina__block_encode(req->dtype, src, len, pl->e, ctx->world, blk);
+        uint16_t flags = 0; /* (no format of a sparse block sets one) */
+        req->codec->encode(ctx, req, block_start(req, pl->pos), len, pl->e, blk, &flags);
         memset(blk + 4 * len, 0, 4 * (b - len)); /* a part's first and last blocks may be short */
         blk += 4 * (size_t)b;
         nhas++;
@@ -340,14 +327,9 @@ int ina__sparse_on_result(struct ina_ctx *ctx, struct ina_wslot *ws, const uint8
         uint32_t next = ina_get32(d + 4), info = ina_get32(d + 8);
         if (info & INA_SPARSE_HAS) {
             size_t len = block_elems(req, pl->pos);
-            uint8_t *dst = req->dst + block_start(req, pl->pos) * req->esize;
-            if (req->payload == INA_PAYLOAD_F32) {
-                ina__block_decode_f32wire(req->dtype, req->op, blk, len, ctx->world, dst);
-            } else {
-                ina__block_decode(req->dtype, req->op, blk, len, pl->e, ctx->world, dst);
-                if (req->quantized && pl->e == INA_EXP_NONFINITE)
-                    ctx->stats.nonfinite_blocks++;
-            }
+            req->codec->decode(ctx, req, block_start(req, pl->pos), len, pl->e, blk);
+            if (req->codec->exps != INA_EXPS_NONE && pl->e == INA_EXP_NONFINITE)
+                ctx->stats.nonfinite_blocks++;
             blk += 4 * (size_t)b;
         }
         /* No rank has a block between this one and the minimum next. */

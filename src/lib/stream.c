@@ -5,11 +5,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/kv_wire.h"
 #include "common/sparse_wire.h"
 #include "common/busy_poll.h"
+#include "lib/codec.h"
+#include "lib/ctx.h"
 #include "lib/dtype.h"
-#include "lib/fixed.h"
-#include "lib/internal.h"
+#include "lib/req.h"
+#include "lib/session.h"
+#include "lib/stream.h"
+#include "lib/transport.h"
 
 /* Largest datagram we send or accept: a full DATA/RESULT, or a control body
  * (an ABORT is 48 bytes, more than a RESULT when elems < 4); and a tag (§4.6). */
@@ -39,13 +44,6 @@ int ina__stream_init(struct ina_ctx *ctx)
         ctx->io->rxmsg[i].msg_hdr.msg_iov = &ctx->io->rxiov[i];
         ctx->io->rxmsg[i].msg_hdr.msg_iovlen = 1;
     }
-    /* Results come back as trains of equal-sized datagrams: take each train
-     * in one receive. Optional: without it datagrams arrive one by one. */
-    if (ctx->fd >= 0 && !getenv("INA_NO_GSO"))
-        ina_udp_enable_gro(ctx->fd);
-    if (ctx->mcast_group && ctx->mcast_fd >= 0 && !getenv("INA_NO_GSO"))
-        ina_udp_enable_gro(ctx->mcast_fd);
-    ctx->io->gso.gso_off = getenv("INA_NO_GSO") != NULL;
     return 0;
 }
 
@@ -74,54 +72,11 @@ static inline size_t block_len(const struct ina_ctx *ctx, const struct ina_req *
 
 static inline int has_data(const struct ina_req *req, uint64_t p) { return p >= req->lag; }
 
-/* 8-bit tag of packet p of an operation: its seed mixed with p (see ctx.c). */
+/* 8-bit tag of packet p of an operation: its seed mixed with p (see req.c). */
 static inline uint8_t packet_tag(const struct ina_req *req, uint64_t p)
 {
     uint64_t x = (req->tag_seed + p) * 0xD6E8FEB86659FD93ull;
     return (uint8_t)((x ^ (x >> 32)) >> 24);
-}
-
-/*
- * HOT_DATA payload of block b (n floats at src, PROTOCOL.md §14.3): epoch and
- * first position, then the block in the shortest of three encodings
- * (ina_hot_block_len): dense; a bitmap of its nonzero positions and their
- * values (no key bytes); or (key, value) pairs of its nonzero values. All give
- * the switch the same sums (untouched positions add +0). @return bytes written.
- */
-static size_t build_hot(const struct ina_req *req, uint64_t b, size_t k, size_t n, uint8_t *out,
-                        uint16_t *flags)
-{
-    const float *g = (const float *)req->src + b * k;
-    ina_put32(out, req->hot_epoch);
-    ina_put32(out + 4, (uint32_t)(b * k));
-    size_t nnz = 0;
-    for (size_t i = 0; i < n; i++)
-        nnz += g[i] != 0.0f;
-    uint8_t *p = out + INA_HOT_PREFIX_LEN;
-    uint16_t f;
-    size_t len = ina_hot_block_len(n, nnz, &f);
-    *flags |= f;
-    if (f == 0) {
-        for (size_t i = 0; i < n; i++)
-            ina_putf(p + 4 * i, g[i]);
-    } else if (f == INA_FLAG_HOT_BITMAP) {
-        uint8_t *val = p + (n + 7) / 8;
-        memset(p, 0, (n + 7) / 8);
-        for (size_t i = 0; i < n; i++)
-            if (g[i] != 0.0f) {
-                p[i / 8] |= (uint8_t)(1u << (i % 8));
-                ina_putf(val, g[i]);
-                val += 4;
-            }
-    } else {
-        for (size_t i = 0; i < n; i++)
-            if (g[i] != 0.0f) {
-                ina_put64(p, req->hot_keys[b * k + i]);
-                ina_putf(p + 8, g[i]);
-                p += INA_HOT_KEYED_LEN;
-            }
-    }
-    return INA_HOT_PREFIX_LEN + len;
 }
 
 /* Build the DATA datagram of the packet in flight in ws into buf. @return its length. */
@@ -129,54 +84,42 @@ static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_
                            uint8_t *buf)
 {
     const struct ina_req *req = ws->req;
+    const struct ina_codec *c = req->codec;
     struct ina_hdr h;
-    ina__hdr_session(&h, ctx, req->payload == INA_PAYLOAD_HOT ? INA_K_HOT_DATA : INA_K_DATA);
+    ina__hdr_session(&h, ctx, c->data_kind);
     uint32_t wire_slot = (slot - (uint32_t)ctx->wire_base) & (ctx->window - 1);
     h.slot = wire_slot | ((ws->seq & 1) ? INA_SLOT_SET_BIT : 0);
     h.seq = ws->seq;
     h.op = req->wire_op;
     h.tag = packet_tag(req, ws->p);
-    if (req->payload == INA_PAYLOAD_HOT) {
-        size_t n = block_len(ctx, req, ws->p);
-        size_t plen = build_hot(req, ws->p, ctx->elems, n, buf + INA_HDR_LEN, &h.flags);
-        h.count = (uint16_t)n;
-        ina_hdr_encode(buf, &h);
-        return INA_HDR_LEN + plen;
-    }
-    size_t n = 0;
     if (req->sparse) {
         h.count = (uint16_t)ina__sparse_build(ctx, ws, buf + INA_HDR_LEN);
         ina_hdr_encode(buf, &h);
         return INA_HDR_LEN + 4 * (size_t)h.count;
     }
+    size_t n = 0, plen = 0;
     if (has_data(req, ws->p)) {
         uint64_t b = ws->p - req->lag;
         n = block_len(ctx, req, b);
-        const uint8_t *src = req->src + (size_t)b * ctx->elems * req->esize;
-        uint8_t *out = buf + INA_HDR_LEN;
-        switch (req->payload) {
-        case INA_PAYLOAD_F32: ina__block_encode_f32wire(req->dtype, src, n, out); break;
-        case INA_PAYLOAD_ORDER: ina__block_encode_order(req->dtype, req->op, src, n, out); break;
-        case INA_PAYLOAD_FIXED: ina__fixed_encode(req->dtype, src, n, ctx->fixed_bits, out); break;
-        default: ina__block_encode(req->dtype, src, n, ws->exp_used, ctx->world, out); break;
-        }
+        plen = c->encode(ctx, req, (size_t)b * ctx->elems, n, ws->exp_used, buf + INA_HDR_LEN,
+                         &h.flags);
     }
-    if (req->one_round)
+    if (c->exps == INA_EXPS_OWN)
         h.exp = ws->exp_used;
-    else if (req->quantized)
+    else if (c->exps == INA_EXPS_AHEAD)
         h.exp = ws->p < req->nblocks
                     ? ina__block_exp(req->dtype, req->src + (size_t)ws->p * ctx->elems * req->esize,
                                      block_len(ctx, req, ws->p))
                     : INA_EXP_ZERO;
     h.count = (uint16_t)n;
     ina_hdr_encode(buf, &h);
-    return INA_HDR_LEN + 4 * n;
+    return INA_HDR_LEN + plen;
 }
 
 /*
- * Hand the built datagrams to the kernel: consecutive ones of equal size go
- * out as one UDP GSO message (udp_gso.h). A datagram the kernel refuses
- * (no switch, full buffer) is lost like any other: its timer is running.
+ * Hand the built datagrams to the context's sending transport (transport.h),
+ * in the order fault injection chose. A datagram it cannot take (no switch,
+ * a full buffer or ring) is lost like any other: its timer is running.
  */
 static void tx_flush(struct ina_ctx *ctx)
 {
@@ -190,17 +133,7 @@ static void tx_flush(struct ina_ctx *ctx)
     } else
         for (unsigned i = 0; i < n; i++)
             order[i] = i;
-    if (ctx->shm) {
-        ina__shm_send(ctx, ctx->io->txiov, order, n); /* what did not fit is lost: its timer runs */
-        ctx->ntx = 0;
-        return;
-    }
-    struct ina_gso_batch *b = &ctx->io->gso;
-    for (unsigned i = 0; i < n; i++)
-        ina_gso_batch_add(b, ctx->io->txiov[order[i]].iov_base, ctx->io->txiov[order[i]].iov_len,
-                          NULL);
-    uint64_t lost = 0;
-    ina_gso_batch_send(b, ctx->fd, &lost);
+    ctx->xp.tx->send_burst(ctx, ctx->io->txiov, order, n); /* the socket, or the rings */
     ctx->ntx = 0;
 }
 
@@ -318,12 +251,12 @@ static void send_ready(struct ina_ctx *ctx, uint64_t now)
                     req_finish(ctx, req, 0); /* every result was already in */
                 continue; /* send_p == npackets now: on to the next op */
             }
-        } else if (req->one_round) {
+        } else if (req->codec->exps == INA_EXPS_OWN) {
             /* Its own block's exponent: the switch aligns the ranks' blocks. */
             exp_used = ina__block_exp(req->dtype,
                                       req->src + (size_t)ctx->send_p * ctx->elems * req->esize,
                                       block_len(ctx, req, ctx->send_p));
-        } else if (req->quantized && has_data(req, ctx->send_p)) {
+        } else if (req->codec->exps == INA_EXPS_AHEAD && has_data(req, ctx->send_p)) {
             uint64_t dep = g - req->lag;
             const struct ina_wslot *wd = &ctx->slots[dep & mask];
             if (wd->done_g != dep + 1)
@@ -506,26 +439,17 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
         return;
     }
     struct ina_req *req = ws->req;
-    if (h->tag != packet_tag(req, ws->p) || h->op != req->wire_op ||
-        (h->kind == INA_K_HOT_RESULT) != (req->payload == INA_PAYLOAD_HOT)) {
+    const struct ina_codec *c = req->codec;
+    if (h->tag != packet_tag(req, ws->p) || h->op != req->wire_op || h->kind != c->result_kind) {
         ctx->stats.stale_results++; /* not the operation we sent: never use it */
         return;
     }
-    if (req->payload == INA_PAYLOAD_HOT) {
-        /* HOT_RESULT: its epoch and first position must be those we sent. */
-        size_t n = block_len(ctx, req, ws->p);
-        if (h->count != n || ina_get32(payload) != req->hot_epoch ||
-            ina_get32(payload + 4) != ws->p * ctx->elems) {
-            ctx->stats.stale_results++;
-            return;
-        }
-        float *dst = (float *)req->dst + ws->p * ctx->elems;
-        for (size_t i = 0; i < n; i++)
-            dst[i] = ina_getf(payload + INA_HOT_PREFIX_LEN + 4 * i);
-        result_accepted(ctx, ws, now);
+    size_t n = has_data(req, ws->p) ? block_len(ctx, req, ws->p - req->lag) : 0;
+    const size_t first = has_data(req, ws->p) ? (size_t)(ws->p - req->lag) * ctx->elems : 0;
+    if (c->check && !c->check(ctx, req, first, n, h, payload)) {
+        ctx->stats.stale_results++; /* a hot vector's other epoch or position */
         return;
     }
-    size_t n = has_data(req, ws->p) ? block_len(ctx, req, ws->p - req->lag) : 0;
     if (req->sparse) {
         int rc = ina__sparse_on_result(ctx, ws, payload, h->count);
         if (rc) {
@@ -543,28 +467,16 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
     if (n) {
         /* Two rounds: the data was scaled with the agreed exponent. One round:
          * the switch scaled the sum to the largest of the ranks' exponents. */
-        int16_t e = req->one_round ? h->exp : ws->exp_used;
-        uint8_t *dst = req->dst + (size_t)(ws->p - req->lag) * ctx->elems * req->esize;
-        switch (req->payload) {
-        case INA_PAYLOAD_F32:
-            ina__block_decode_f32wire(req->dtype, req->op, payload, n, ctx->world, dst);
-            break;
-        case INA_PAYLOAD_ORDER: ina__block_decode_order(req->dtype, payload, n, dst); break;
-        case INA_PAYLOAD_FIXED: {
-            size_t bad = ina__fixed_decode(req->dtype, req->op, payload, n, ctx->fixed_bits,
-                                           ctx->world, dst);
-            if (bad) { /* NaN there on every rank: the operation says so (INA_ERR_RANGE) */
-                ctx->stats.fixed_invalid += bad;
-                req->range_err = 1;
-            }
-            break;
+        int16_t e = c->exps == INA_EXPS_OWN ? h->exp : ws->exp_used;
+        size_t bad = c->decode(ctx, req, first, n, e, payload);
+        if (bad) { /* fixed point: NaN there on every rank, and the op says so (INA_ERR_RANGE) */
+            ctx->stats.fixed_invalid += bad;
+            req->range_err = 1;
         }
-        default: ina__block_decode(req->dtype, req->op, payload, n, e, ctx->world, dst); break;
-        }
-        if (req->quantized && e == INA_EXP_NONFINITE)
+        if (c->exps != INA_EXPS_NONE && e == INA_EXP_NONFINITE)
             ctx->stats.nonfinite_blocks++;
     }
-    if (req->quantized)
+    if (c->exps != INA_EXPS_NONE)
         ws->exp_agreed = h->exp;
     result_accepted(ctx, ws, now);
 }
@@ -605,7 +517,9 @@ void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len
         on_result(ctx, &h, buf + INA_HDR_LEN, now);
     } else if (h.kind == INA_K_MIGRATE && h.job == ctx->job_id && h.session == ctx->session &&
                h.token == ctx->token) {
-        ina__migrate_on_notice(ctx, buf + INA_HDR_LEN, len - INA_HDR_LEN);
+        int rc = ina__migrate_on_notice(ctx, buf + INA_HDR_LEN, len - INA_HDR_LEN);
+        if (rc)
+            ina__stream_fail_all(ctx, rc);
     } else if (h.kind == INA_K_DOORBELL) {
         /* only a wake-up: the ring is read after every receive */
     } else if (h.kind == INA_K_ABORT && h.session == ctx->session && h.token == ctx->token) {
@@ -620,79 +534,13 @@ void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len
     }
 }
 
-/*
- * The job's multicast group (PROTOCOL.md §7.5): anyone may send to it, so
- * the switch's own address and port (what the unicast socket is connected
- * to, which the kernel checks for that socket) must be the sender's. The
- * switch sends only results there (ABORT, MIGRATE and resent results go by
- * unicast). A GRO train comes from one sender.
- */
-static int group_sender_ok(const struct ina_ctx *ctx, const struct msghdr *mh)
-{
-    const struct sockaddr_in *a = mh->msg_name;
-    return mh->msg_namelen == sizeof(*a) && a->sin_family == AF_INET &&
-           a->sin_addr.s_addr == ctx->switch_addr.sin_addr.s_addr &&
-           a->sin_port == ctx->switch_addr.sin_port;
-}
-
-static int group_kind_ok(const uint8_t *p, size_t len)
-{
-    return len >= INA_HDR_LEN && (p[3] == INA_K_RESULT || p[3] == INA_K_HOT_RESULT);
-}
-
-/* Receive and process one burst (each message may be a GRO train); group:
- * fd is the multicast group's socket. @return messages received. */
-static int rx_burst_fd(struct ina_ctx *ctx, int fd, uint64_t now, int group)
-{
-    struct ina_io *io = ctx->io;
-    for (unsigned i = 0; i < INA_RX_MSGS; i++) {
-        io->rxmsg[i].msg_hdr.msg_control = io->rxctrl[i];
-        io->rxmsg[i].msg_hdr.msg_controllen = INA_GRO_CTRL_LEN;
-        io->rxmsg[i].msg_hdr.msg_flags = 0;
-        io->rxmsg[i].msg_hdr.msg_name = group ? &io->rxaddr[i] : NULL;
-        io->rxmsg[i].msg_hdr.msg_namelen = group ? sizeof(io->rxaddr[i]) : 0;
-    }
-    int n = recvmmsg(fd, io->rxmsg, INA_RX_MSGS, MSG_DONTWAIT, NULL);
-    if (n < 0 && errno == ECONNREFUSED && !ctx->refused_since_ns)
-        ctx->refused_since_ns = now; /* ICMP port unreachable: no switch at the address */
-    /* The switch fills the down ring before it sends what follows by UDP (an
-     * ABORT, a MIGRATE): drain the ring first, so that both are taken in the
-     * order the switch sent them. Otherwise an ABORT read before the ring
-     * fails an operation whose last RESULTs were already delivered. */
-    if (n > 0 && ctx->shm)
-        ina__shm_recv(ctx, now);
-    for (int i = 0; i < n && !ctx->broken; i++) {
-        struct msghdr *mh = &io->rxmsg[i].msg_hdr;
-        if (mh->msg_flags & MSG_TRUNC) {
-            ctx->stats.stale_results++;
-            continue;
-        }
-        size_t len = io->rxmsg[i].msg_len, seg = ina_gro_segment_size(mh, len);
-        const int foreign = group && !group_sender_ok(ctx, mh);
-        uint8_t *p = io->rxiov[i].iov_base;
-        for (size_t off = 0; off < len && !ctx->broken; off += seg) {
-            size_t dlen = len - off < seg ? len - off : seg;
-            ina_fault_corrupt(&ctx->fault, p + off, dlen); /* INA_FAULT=corrupt: rewritten on the way */
-            if (group && (foreign || !group_kind_ok(p + off, dlen))) {
-                ctx->stats.group_rejected++;
-                continue;
-            }
-            ina__stream_on_datagram(ctx, p + off, dlen, now);
-        }
-    }
-    return n > 0 ? n : 0;
-}
-
-/* Both sockets: the unicast one, and the job's multicast group if any. */
+/* A burst from every transport (transport.h), in order, until one breaks the stream.
+ * @return the most messages one of them took. */
 static int rx_burst(struct ina_ctx *ctx, uint64_t now)
 {
-    int n = rx_burst_fd(ctx, ctx->fd, now, 0);
-    if (ctx->shm && !ctx->broken) {
-        int m = ina__shm_recv(ctx, now);
-        n = m > n ? m : n;
-    }
-    if (ctx->mcast_group && ctx->mcast_fd >= 0 && !ctx->broken) {
-        int m = rx_burst_fd(ctx, ctx->mcast_fd, now, 1);
+    int n = 0;
+    for (unsigned i = 0; i < ctx->xp.n && (i == 0 || !ctx->broken); i++) {
+        int m = ctx->xp.rx[i]->rx_burst(ctx, now);
         n = m > n ? m : n;
     }
     return n;
@@ -810,8 +658,8 @@ static void retransmit_expired(struct ina_ctx *ctx, uint64_t now)
         arm_timer(ctx, ws, ws->deadline_ns <= now ? now : ws->deadline_ns - (uint64_t)ws->rto_ms * 1000000ull);
     }
     tx_flush(ctx);
-    if (resent)
-        ina__shm_probe(ctx); /* on rings: is the switch still there? */
+    if (resent && ctx->xp.tx->probe)
+        ctx->xp.tx->probe(ctx); /* on rings: is the switch still there? */
 }
 
 /*
@@ -835,7 +683,8 @@ static int busy_poll(struct ina_ctx *ctx, uint64_t *now)
     if (ctx->next_rto_ns && ctx->next_rto_ns < until)
         until = ctx->next_rto_ns; /* a timer is due: stop spinning and handle it */
     for (unsigned turn = 1; !ctx->broken; turn++) {
-        if (!ctx->shm || ina_shm_readable(ctx->shm, 0) || turn % INA_BUSY_POLL_SOCKET_EVERY == 0) {
+        /* Only sockets: every turn. With rings: when they have input, and now and then. */
+        if (ina__transport_readable(ctx) != 0 || turn % INA_BUSY_POLL_SOCKET_EVERY == 0) {
             int got = rx_burst(ctx, *now);
             if (got) {
                 ctx->stats.busy_poll_hits++;
@@ -871,18 +720,19 @@ void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)
     int got = rx_burst(ctx, now);
     if (!got && timeout_ms > 0 && ctx->busy_poll_ns && !ctx->broken)
         got = busy_poll(ctx, &now);
-    if (!got && timeout_ms > 0 && !ctx->broken && ina__shm_may_sleep(ctx)) {
+    if (!got && timeout_ms > 0 && !ctx->broken && ina__transport_may_sleep(ctx)) {
         uint64_t wake = now + (uint64_t)timeout_ms * 1000000ull;
         if (ctx->next_rto_ns && ctx->next_rto_ns < wake)
             wake = ctx->next_rto_ns;
         int ms = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
-        /* wake_fd last, so that it is left out when there is none. */
-        struct pollfd pfd[3] = {{.fd = ctx->fd, .events = POLLIN},
-                                {.fd = ctx->mcast_group ? ctx->mcast_fd : -1, .events = POLLIN},
-                                {.fd = ctx->wake_fd, .events = POLLIN}};
-        poll(pfd, ctx->wake_fd >= 0 ? 3 : 2, ms);
-        ina__shm_awake(ctx);
-        if (ctx->wake_fd >= 0 && (pfd[2].revents & POLLIN)) {
+        /* The transports' descriptors, then wake_fd if there is one. */
+        struct pollfd pfd[INA_XP_MAX + 1];
+        int n = ina__transport_pollfds(ctx, pfd), wake_at = n;
+        if (ctx->wake_fd >= 0)
+            pfd[n++] = (struct pollfd){.fd = ctx->wake_fd, .events = POLLIN};
+        poll(pfd, (nfds_t)n, ms);
+        ina__transport_awake(ctx);
+        if (ctx->wake_fd >= 0 && (pfd[wake_at].revents & POLLIN)) {
             uint64_t v;
             if (read(ctx->wake_fd, &v, sizeof(v)) < 0) {
                 /* nothing to do: the eventfd is non-blocking and was only a wake-up */
@@ -895,7 +745,9 @@ void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)
     while (got == INA_RX_MSGS && !ctx->broken)
         got = rx_burst(ctx, now);
     if (ctx->migrate_pending && !ctx->broken) {
-        ina__migrate_step(ctx); /* may block in a join, bounded by join_timeout_ms */
+        int rc = ina__migrate_step(ctx); /* may block in a join, bounded by join_timeout_ms */
+        if (rc)
+            ina__stream_fail_all(ctx, rc);
         now = ina__now_ns();
     }
     if (ctx->broken)

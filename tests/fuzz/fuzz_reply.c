@@ -63,7 +63,9 @@
 #include <netinet/udp.h>
 
 #include "common/sparse_wire.h"
+#include "lib/codec.h"
 #include "lib/internal.h"
+#include "lib/transport.h"
 
 
 #include "lib/quant.h"
@@ -163,7 +165,7 @@ HARNESS int __wrap_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int vlen, int
         CHECKF(ws->inflight && ws->seq == h.seq); /* only in-flight packets go out */
         /* op 4 only for a float op of a context whose switch offered it;
          * ops 7 and 8 only for a sparse op, with a well-formed payload */
-        const int f32 = ws->req->payload == INA_PAYLOAD_F32;
+        const int f32 = ws->req->codec == &ina__codec_f32;
         if (ws->req->sparse) {
             CHECKF(h.op == (f32 ? INA_OP_SPARSE_F32 : INA_OP_SPARSE_I32));
             CHECKF(ctx->switch_caps & INA_FLAG_CAP_SPARSE);
@@ -334,7 +336,7 @@ HARNESS static void check_sums(const struct ina_ctx *ctx, const struct fz_op *op
 {
     const struct ina_req *req = op->req;
     const int w = ctx->world;
-    if (!req->quantized && req->payload != INA_PAYLOAD_F32) {
+    if (req->codec == &ina__codec_dtype) { /* INT32 */
         for (size_t i = 0; i < req->count; i++) {
             uint32_t want = (uint32_t)((const int32_t *)op->src)[i] * (uint32_t)w;
             CHECKF((uint32_t)((const int32_t *)op->dst)[i] == want);
@@ -342,7 +344,7 @@ HARNESS static void check_sums(const struct ina_ctx *ctx, const struct fz_op *op
         return;
     }
     const float *x = op->src, *y = op->dst;
-    if (req->payload == INA_PAYLOAD_F32) { /* PROTOCOL.md §8.8: per element, IEEE */
+    if (req->codec == &ina__codec_f32) { /* PROTOCOL.md §8.8: per element, IEEE */
         for (size_t i = 0; i < req->count; i++) {
             if (isnan(x[i])) {
                 CHECKF(isnan(y[i]));
@@ -356,11 +358,11 @@ HARNESS static void check_sums(const struct ina_ctx *ctx, const struct fz_op *op
         }
         return;
     }
-    const int l = ina_quant_headroom_bits(w);
+    const int l = ina__quant_headroom_bits(w);
     const size_t qb = req->sparse ? FZ_SPARSE_BLOCK : ctx->elems; /* the quantization blocks */
     for (size_t start = 0; start < req->count; start += qb) {
         size_t n = req->count - start < qb ? req->count - start : qb;
-        int16_t e = ina_quant_block_exp(x + start, n);
+        int16_t e = ina__quant_block_exp(x + start, n);
         for (size_t i = start; i < start + n; i++) {
             if (e == INA_EXP_NONFINITE) {
                 /* quant.h: a finite element sharing a block with Inf/NaN comes back NaN. */
@@ -521,6 +523,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ctx->sparse_block = FZ_SPARSE_BLOCK;
     }
     CHECKF(ina__stream_init(ctx) == 0);
+    ina__udp_start(ctx); /* the socket's transport (transport.h): sendmmsg, recvmmsg */
 
     int nonfinite = (data[1] >> 7) & 1;
     op_start(ctx, &ops[0], data[2], (data[1] >> 4) & 1, nonfinite, sparse);

@@ -222,7 +222,7 @@ def L_of(N):
 
 
 def block_exp(dt, xs):
-    """ina_quant_block_exp (section 8.1; FLOAT64 floored at -960, section 8.3)."""
+    """ina__quant_block_exp (section 8.1; FLOAT64 floored at -960, section 8.3)."""
     if any(math.isnan(x) or math.isinf(x) for x in xs):
         return EXP_NF
     amax = max((abs(x) for x in xs), default=0.0)

@@ -28,8 +28,8 @@ static void put_random(ina_dtype dt, void *x, size_t i, int elo, int ehi)
     switch (dt) {
     case INA_INT32: ((int32_t *)x)[i] = (int32_t)(uint32_t)rng_u64(); break;
     case INA_FLOAT32: ((float *)x)[i] = (float)v; break;
-    case INA_FLOAT16: ina_f64_to_f16(&v, 1, (uint16_t *)x + i); break;
-    case INA_BFLOAT16: ina_f64_to_bf16(&v, 1, (uint16_t *)x + i); break;
+    case INA_FLOAT16: ina__f64_to_f16(&v, 1, (uint16_t *)x + i); break;
+    case INA_BFLOAT16: ina__f64_to_bf16(&v, 1, (uint16_t *)x + i); break;
     case INA_FLOAT64: ((double *)x)[i] = v; break;
     }
 }
@@ -174,7 +174,7 @@ static void test_f16_overflow_avg(void)
     void *x[4] = {a[0], a[1], a[2], a[3]};
     const double v[3] = {30000.0, -30000.0, 1.5};
     for (int r = 0; r < 4; r++)
-        ina_f64_to_f16(v, 3, a[r]);
+        ina__f64_to_f16(v, 3, a[r]);
     pipeline(INA_FLOAT16, INA_SUM, 4, x, 3, out);
     CHECK_EQ_INT(out[0], 0x7C00); /* +Inf */
     CHECK_EQ_INT(out[1], 0xFC00); /* -Inf */
@@ -187,8 +187,8 @@ static void test_f16_overflow_avg(void)
     uint16_t b[2][1], bo[1];
     void *y[2] = {b[0], b[1]};
     const double big = 3e38;
-    ina_f64_to_bf16(&big, 1, b[0]);
-    ina_f64_to_bf16(&big, 1, b[1]);
+    ina__f64_to_bf16(&big, 1, b[0]);
+    ina__f64_to_bf16(&big, 1, b[1]);
     pipeline(INA_BFLOAT16, INA_SUM, 2, y, 1, bo);
     CHECK_EQ_INT(bo[0], 0x7F80);
     pipeline(INA_BFLOAT16, INA_AVG, 2, y, 1, bo);
@@ -221,12 +221,12 @@ static void test_f64_range(void)
 {
     double a[3][2] = {{1e-300, -3e-310}, {2e-300, 0.0}, {-1e-300, 4.9e-324}}, out[2];
     void *x[3] = {a[0], a[1], a[2]};
-    CHECK_EQ_INT(ina_quant_block_exp_f64(a[0], 2), INA_QUANT_F64_EXP_MIN);
+    CHECK_EQ_INT(ina__quant_block_exp_f64(a[0], 2), INA_QUANT_F64_EXP_MIN);
     double tiny = 1e-300;
-    CHECK_EQ_INT(ina_quant_block_exp_f64(&tiny, 1), INA_QUANT_F64_EXP_MIN);
+    CHECK_EQ_INT(ina__quant_block_exp_f64(&tiny, 1), INA_QUANT_F64_EXP_MIN);
     double one = 1.0, big = 1.5e308;
-    CHECK_EQ_INT(ina_quant_block_exp_f64(&one, 1), 1);
-    CHECK_EQ_INT(ina_quant_block_exp_f64(&big, 1), 1024);
+    CHECK_EQ_INT(ina__quant_block_exp_f64(&one, 1), 1);
+    CHECK_EQ_INT(ina__quant_block_exp_f64(&big, 1), 1024);
     pipeline(INA_FLOAT64, INA_SUM, 3, x, 2, out);
     /* Below 2^-961 everything sits on one grid of 2^(-960+2-31): tiny sums are 0. */
     CHECK(fabs(out[0] - 2e-300) <= ina_error_bound(INA_FLOAT64, 3, 2e-300, 2e-300));
@@ -477,9 +477,9 @@ static void test_float_order(void)
                             if (dt == INA_FLOAT32)
                                 ((float *)bufs[r])[i] = (float)v;
                             else if (dt == INA_FLOAT16)
-                                ina_f64_to_f16(&v, 1, (uint16_t *)bufs[r] + i);
+                                ina__f64_to_f16(&v, 1, (uint16_t *)bufs[r] + i);
                             else
-                                ina_f64_to_bf16(&v, 1, (uint16_t *)bufs[r] + i);
+                                ina__f64_to_bf16(&v, 1, (uint16_t *)bufs[r] + i);
                             vals[r][i] = (float)value_at(dt, bufs[r], i);
                         }
                         ina__block_encode_order(dt, (ina_op)op, bufs[r], n, wire + 1);

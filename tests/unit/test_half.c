@@ -70,7 +70,7 @@ static void test_f16_all_patterns(void)
 {
     for (uint32_t h = 0; h < 65536; h++)
         hin[h] = (uint16_t)h;
-    ina_f16_to_f32_scalar(hin, 65536, fref);
+    ina__f16_to_f32_scalar(hin, 65536, fref);
     int bad_value = 0, bad_back = 0;
     for (uint32_t h = 0; h < 65536; h++) {
         double v = f16_value((uint16_t)h);
@@ -96,7 +96,7 @@ static void test_f16_all_patterns(void)
             cmp32("f16->f32", k, fref + off, fbuf, n, hin + off);
             CHECK(float_bits(fbuf[n]) == 0xEEEEEEEEu); /* nothing written past n */
             impls[k].f32_f16(fref + off, n, hout);
-            ina_f32_to_f16_scalar(fref + off, n, href);
+            ina__f32_to_f16_scalar(fref + off, n, href);
             cmp16("f32->f16 round trip", k, href, hout, n, fref + off, 4);
         }
 }
@@ -105,7 +105,7 @@ static void test_bf16_all_patterns(void)
 {
     for (uint32_t h = 0; h < 65536; h++)
         hin[h] = (uint16_t)h;
-    ina_bf16_to_f32_scalar(hin, 65536, fref);
+    ina__bf16_to_f32_scalar(hin, 65536, fref);
     int bad_value = 0, bad_back = 0;
     for (uint32_t h = 0; h < 65536; h++) {
         bad_value += float_bits(fref[h]) != h << 16; /* bfloat16 is the top half of a float */
@@ -120,7 +120,7 @@ static void test_bf16_all_patterns(void)
             impls[k].bf16_f32(hin + off, n, fbuf);
             cmp32("bf16->f32", k, fref + off, fbuf, n, hin + off);
             impls[k].f32_bf16(fref + off, n, hout);
-            ina_f32_to_bf16_scalar(fref + off, n, href);
+            ina__f32_to_bf16_scalar(fref + off, n, href);
             cmp16("f32->bf16 round trip", k, href, hout, n, fref + off, 4);
         }
 }
@@ -220,7 +220,7 @@ static void test_random_f32(void)
             fref[i] = bits_float(b);
         }
         for (int bf = 0; bf < 2; bf++) {
-            (bf ? ina_f32_to_bf16_scalar : ina_f32_to_f16_scalar)(fref, n, href);
+            (bf ? ina__f32_to_bf16_scalar : ina__f32_to_f16_scalar)(fref, n, href);
             for (int k = 0; k < nimpls; k++) {
                 (bf ? impls[k].f32_bf16 : impls[k].f32_f16)(fref, n, hout);
                 cmp16(bf ? "random f32->bf16" : "random f32->f16", k, href, hout, n, fref, 4);
@@ -265,7 +265,7 @@ static void test_f64_one_rounding(void)
         dbuf[9] = bf ? 0x1.ffp127 : 65520.0; /* overflow thresholds: Inf */
         dbuf[10] = bf ? nextafter(0x1.ffp127, 0) : nextafter(65520.0, 0);
         dbuf[11] = bf ? 0x1p-134 * (1 + 0x1p-45) : 0x1p-25 * (1 + 0x1p-45); /* above half a subnormal */
-        (bf ? ina_f64_to_bf16_scalar : ina_f64_to_f16_scalar)(dbuf, n, href);
+        (bf ? ina__f64_to_bf16_scalar : ina__f64_to_f16_scalar)(dbuf, n, href);
         for (size_t i = 0; i < n; i++) {
             double want = bf ? ref_round(dbuf[i], 8, -133, BF16_MAX)
                              : ref_round(dbuf[i], 11, -24, F16_MAX);
@@ -312,34 +312,34 @@ static void test_absmax(void)
         }
         /* The same bits, except that with NaNs it may be another NaN (widening
          * quiets a NaN, which can change the order of NaN patterns). */
-        uint32_t got16 = ina_f16_absmax_f32bits(hin, n);
+        uint32_t got16 = ina__f16_absmax_f32bits(hin, n);
         if (want16 > 0x7F800000u)
             CHECK(got16 > 0x7F800000u);
         else
             CHECK_EQ_INT(got16, want16);
-        CHECK_EQ_INT(ina_bf16_absmax_f32bits(hin, n), wantbf);
+        CHECK_EQ_INT(ina__bf16_absmax_f32bits(hin, n), wantbf);
         /* the block exponent agrees with the float scan of the widened block */
-        ina_f16_to_f32_scalar(hin, n, fbuf);
-        CHECK_EQ_INT(ina_quant_exp_of_f32bits(ina_f16_absmax_f32bits(hin, n)),
-                     ina_quant_block_exp(fbuf, n));
+        ina__f16_to_f32_scalar(hin, n, fbuf);
+        CHECK_EQ_INT(ina__quant_exp_of_f32bits(ina__f16_absmax_f32bits(hin, n)),
+                     ina__quant_block_exp(fbuf, n));
     }
 }
 
 int main(void)
 {
     rng_state = 0x4A1F16ull;
-    impls[nimpls++] = (struct impl){"scalar", ina_f16_to_f32_scalar, ina_bf16_to_f32_scalar,
-                                    ina_f32_to_f16_scalar, ina_f32_to_bf16_scalar,
-                                    ina_f64_to_f16_scalar, ina_f64_to_bf16_scalar};
-    impls[nimpls++] = (struct impl){"dispatched", ina_f16_to_f32, ina_bf16_to_f32, ina_f32_to_f16,
-                                    ina_f32_to_bf16, ina_f64_to_f16, ina_f64_to_bf16};
-    if (ina_half_simd_supported())
-        impls[nimpls++] = (struct impl){"avx2+f16c", ina_f16_to_f32_simd, ina_bf16_to_f32_simd,
-                                        ina_f32_to_f16_simd, ina_f32_to_bf16_simd,
-                                        ina_f64_to_f16_simd, ina_f64_to_bf16_simd};
+    impls[nimpls++] = (struct impl){"scalar", ina__f16_to_f32_scalar, ina__bf16_to_f32_scalar,
+                                    ina__f32_to_f16_scalar, ina__f32_to_bf16_scalar,
+                                    ina__f64_to_f16_scalar, ina__f64_to_bf16_scalar};
+    impls[nimpls++] = (struct impl){"dispatched", ina__f16_to_f32, ina__bf16_to_f32, ina__f32_to_f16,
+                                    ina__f32_to_bf16, ina__f64_to_f16, ina__f64_to_bf16};
+    if (ina__half_simd_supported())
+        impls[nimpls++] = (struct impl){"avx2+f16c", ina__f16_to_f32_simd, ina__bf16_to_f32_simd,
+                                        ina__f32_to_f16_simd, ina__f32_to_bf16_simd,
+                                        ina__f64_to_f16_simd, ina__f64_to_bf16_simd};
     printf("half conversions: active %s, avx2+f16c %s\n",
-           ina_half_simd_active() ? "avx2+f16c" : "scalar",
-           ina_half_simd_supported() ? "supported (tested directly)" : "not available");
+           ina__half_simd_active() ? "avx2+f16c" : "scalar",
+           ina__half_simd_supported() ? "supported (tested directly)" : "not available");
 
     test_f16_all_patterns();
     test_bf16_all_patterns();

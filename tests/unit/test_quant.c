@@ -59,7 +59,7 @@ static int16_t run_pipeline(const float *x, int n_workers, size_t n, float *res)
 {
     int16_t e_max = INA_EXP_ZERO;
     for (int w = 0; w < n_workers; w++) {
-        int16_t e = ina_quant_block_exp(x + (size_t)w * n, n);
+        int16_t e = ina__quant_block_exp(x + (size_t)w * n, n);
         e_max = e > e_max ? e : e_max;
     }
 
@@ -72,11 +72,11 @@ static int16_t run_pipeline(const float *x, int n_workers, size_t n, float *res)
         fprintf(stderr, "out of memory\n");
         exit(2);
     }
-    const int l = ina_quant_headroom_bits(n_workers);
+    const int l = ina__quant_headroom_bits(n_workers);
     const int64_t qmax = ((int64_t)1 << (31 - l)) - 1;
     int q_in_range = 1;
     for (int w = 0; w < n_workers; w++) {
-        ina_quant_encode(x + (size_t)w * n, n, e_max, n_workers, enc + 1);
+        ina__quant_encode(x + (size_t)w * n, n, e_max, n_workers, enc + 1);
         for (size_t i = 0; i < n; i++) {
             uint32_t u = ina_get32(enc + 1 + 4 * i);
             acc[i] += u; /* what the switch does: wrapping add */
@@ -98,7 +98,7 @@ static int16_t run_pipeline(const float *x, int n_workers, size_t n, float *res)
         ina_put32(sum + 3 + 4 * i, acc[i]);
     }
     CHECK(no_overflow);
-    ina_quant_decode(sum + 3, n, e_max, n_workers, res);
+    ina__quant_decode(sum + 3, n, e_max, n_workers, res);
     free(enc);
     free(sum);
     free(acc);
@@ -124,49 +124,49 @@ static void test_block_exp(void)
 {
     float v;
     v = 1.0f;
-    CHECK_EQ_INT(ina_quant_block_exp(&v, 1), 1);
+    CHECK_EQ_INT(ina__quant_block_exp(&v, 1), 1);
     v = 0.5f;
-    CHECK_EQ_INT(ina_quant_block_exp(&v, 1), 0);
+    CHECK_EQ_INT(ina__quant_block_exp(&v, 1), 0);
     v = 0.75f;
-    CHECK_EQ_INT(ina_quant_block_exp(&v, 1), 0);
+    CHECK_EQ_INT(ina__quant_block_exp(&v, 1), 0);
     v = 3.0f;
-    CHECK_EQ_INT(ina_quant_block_exp(&v, 1), 2);
+    CHECK_EQ_INT(ina__quant_block_exp(&v, 1), 2);
     v = -3.0f;
-    CHECK_EQ_INT(ina_quant_block_exp(&v, 1), 2);
+    CHECK_EQ_INT(ina__quant_block_exp(&v, 1), 2);
     v = FLT_MAX;
-    CHECK_EQ_INT(ina_quant_block_exp(&v, 1), 128);
+    CHECK_EQ_INT(ina__quant_block_exp(&v, 1), 128);
     v = -FLT_MAX;
-    CHECK_EQ_INT(ina_quant_block_exp(&v, 1), 128);
+    CHECK_EQ_INT(ina__quant_block_exp(&v, 1), 128);
     v = 0x1p-149f;
-    CHECK_EQ_INT(ina_quant_block_exp(&v, 1), -148);
+    CHECK_EQ_INT(ina__quant_block_exp(&v, 1), -148);
     v = FLT_MIN; /* 2^-126 */
-    CHECK_EQ_INT(ina_quant_block_exp(&v, 1), -125);
+    CHECK_EQ_INT(ina__quant_block_exp(&v, 1), -125);
     v = nextafterf(FLT_MIN, 0.0f); /* largest subnormal, < 2^-126 */
-    CHECK_EQ_INT(ina_quant_block_exp(&v, 1), -126);
+    CHECK_EQ_INT(ina__quant_block_exp(&v, 1), -126);
     v = 0.0f;
-    CHECK_EQ_INT(ina_quant_block_exp(&v, 1), INA_EXP_ZERO);
+    CHECK_EQ_INT(ina__quant_block_exp(&v, 1), INA_EXP_ZERO);
     v = -0.0f;
-    CHECK_EQ_INT(ina_quant_block_exp(&v, 1), INA_EXP_ZERO);
-    CHECK_EQ_INT(ina_quant_block_exp(NULL, 0), INA_EXP_ZERO);
-    CHECK_EQ_INT(ina_quant_block_exp(&v, 0), INA_EXP_ZERO);
+    CHECK_EQ_INT(ina__quant_block_exp(&v, 1), INA_EXP_ZERO);
+    CHECK_EQ_INT(ina__quant_block_exp(NULL, 0), INA_EXP_ZERO);
+    CHECK_EQ_INT(ina__quant_block_exp(&v, 0), INA_EXP_ZERO);
     v = NAN;
-    CHECK_EQ_INT(ina_quant_block_exp(&v, 1), INA_EXP_NONFINITE);
+    CHECK_EQ_INT(ina__quant_block_exp(&v, 1), INA_EXP_NONFINITE);
     v = -NAN;
-    CHECK_EQ_INT(ina_quant_block_exp(&v, 1), INA_EXP_NONFINITE);
+    CHECK_EQ_INT(ina__quant_block_exp(&v, 1), INA_EXP_NONFINITE);
     v = bits_float(0x7F800001u); /* signalling NaN, smallest payload */
-    CHECK_EQ_INT(ina_quant_block_exp(&v, 1), INA_EXP_NONFINITE);
+    CHECK_EQ_INT(ina__quant_block_exp(&v, 1), INA_EXP_NONFINITE);
     v = INFINITY;
-    CHECK_EQ_INT(ina_quant_block_exp(&v, 1), INA_EXP_NONFINITE);
+    CHECK_EQ_INT(ina__quant_block_exp(&v, 1), INA_EXP_NONFINITE);
     v = -INFINITY;
-    CHECK_EQ_INT(ina_quant_block_exp(&v, 1), INA_EXP_NONFINITE);
+    CHECK_EQ_INT(ina__quant_block_exp(&v, 1), INA_EXP_NONFINITE);
 
     float mix[] = {0.0f, -3.0f, 1.0f, -0.0f, 0x1p-149f};
-    CHECK_EQ_INT(ina_quant_block_exp(mix, 5), 2);
-    CHECK_EQ_INT(ina_quant_block_exp(mix, 1), INA_EXP_ZERO);
+    CHECK_EQ_INT(ina__quant_block_exp(mix, 5), 2);
+    CHECK_EQ_INT(ina__quant_block_exp(mix, 1), INA_EXP_ZERO);
     float zeros[] = {0.0f, -0.0f, 0.0f, -0.0f};
-    CHECK_EQ_INT(ina_quant_block_exp(zeros, 4), INA_EXP_ZERO);
+    CHECK_EQ_INT(ina__quant_block_exp(zeros, 4), INA_EXP_ZERO);
     float fm[] = {FLT_MAX, -INFINITY, 1.0f};
-    CHECK_EQ_INT(ina_quant_block_exp(fm, 3), INA_EXP_NONFINITE);
+    CHECK_EQ_INT(ina__quant_block_exp(fm, 3), INA_EXP_NONFINITE);
 
     /* Every power of two and its neighbours: 2^k -> k+1, just above -> k+1,
      * just below -> k (smallest e with |x| < 2^e). */
@@ -174,14 +174,14 @@ static void test_block_exp(void)
     for (int k = -149; k <= 127; k++) {
         float p = ldexpf(1.0f, k);
         float up = nextafterf(p, INFINITY), dn = nextafterf(p, 0.0f);
-        if (ina_quant_block_exp(&p, 1) != k + 1)
+        if (ina__quant_block_exp(&p, 1) != k + 1)
             pow_ok = 0;
-        if (k > -149 && ina_quant_block_exp(&up, 1) != k + 1) /* 2^-149's neighbour is 2^-148 */
+        if (k > -149 && ina__quant_block_exp(&up, 1) != k + 1) /* 2^-149's neighbour is 2^-148 */
             pow_ok = 0;
-        if (k > -149 && ina_quant_block_exp(&dn, 1) != k)
+        if (k > -149 && ina__quant_block_exp(&dn, 1) != k)
             pow_ok = 0;
         float neg = -p;
-        if (ina_quant_block_exp(&neg, 1) != k + 1)
+        if (ina__quant_block_exp(&neg, 1) != k + 1)
             pow_ok = 0;
     }
     CHECK(pow_ok);
@@ -195,13 +195,13 @@ static void test_block_exp(void)
             for (size_t i = 0; i < len; i++)
                 buf[i] = (i & 1) ? -0.25f : 0.125f;
             buf[at] = -5.0f;
-            if (ina_quant_block_exp(buf, len) != 3)
+            if (ina__quant_block_exp(buf, len) != 3)
                 pos_ok = 0;
             buf[at] = NAN;
-            if (ina_quant_block_exp(buf, len) != INA_EXP_NONFINITE)
+            if (ina__quant_block_exp(buf, len) != INA_EXP_NONFINITE)
                 pos_ok = 0;
             buf[at] = -INFINITY;
-            if (ina_quant_block_exp(buf, len) != INA_EXP_NONFINITE)
+            if (ina__quant_block_exp(buf, len) != INA_EXP_NONFINITE)
                 pos_ok = 0;
         }
     }
@@ -210,27 +210,27 @@ static void test_block_exp(void)
     for (size_t i = 0; i < 1031; i++)
         buf[i] = (float)(rng_unit() - 0.5);
     buf[1030] = 0x1.fffffep+9f; /* just below 2^10 */
-    CHECK_EQ_INT(ina_quant_block_exp(buf, 1031), 10);
+    CHECK_EQ_INT(ina__quant_block_exp(buf, 1031), 10);
     buf[1030] = 0.0f;
     buf[517] = -1024.0f;
-    CHECK_EQ_INT(ina_quant_block_exp(buf, 1031), 11);
+    CHECK_EQ_INT(ina__quant_block_exp(buf, 1031), 11);
 }
 
 static void test_headroom(void)
 {
-    CHECK_EQ_INT(ina_quant_headroom_bits(1), 0);
-    CHECK_EQ_INT(ina_quant_headroom_bits(2), 1);
-    CHECK_EQ_INT(ina_quant_headroom_bits(3), 2);
-    CHECK_EQ_INT(ina_quant_headroom_bits(4), 2);
-    CHECK_EQ_INT(ina_quant_headroom_bits(5), 3);
-    CHECK_EQ_INT(ina_quant_headroom_bits(8), 3);
-    CHECK_EQ_INT(ina_quant_headroom_bits(9), 4);
-    CHECK_EQ_INT(ina_quant_headroom_bits(64), 6);
-    CHECK_EQ_INT(ina_quant_headroom_bits(65), 7);
-    CHECK_EQ_INT(ina_quant_headroom_bits(128), 7);
-    CHECK_EQ_INT(ina_quant_headroom_bits(129), 8);
-    CHECK_EQ_INT(ina_quant_headroom_bits(255), 8);
-    CHECK_EQ_INT(ina_quant_headroom_bits(256), 8);
+    CHECK_EQ_INT(ina__quant_headroom_bits(1), 0);
+    CHECK_EQ_INT(ina__quant_headroom_bits(2), 1);
+    CHECK_EQ_INT(ina__quant_headroom_bits(3), 2);
+    CHECK_EQ_INT(ina__quant_headroom_bits(4), 2);
+    CHECK_EQ_INT(ina__quant_headroom_bits(5), 3);
+    CHECK_EQ_INT(ina__quant_headroom_bits(8), 3);
+    CHECK_EQ_INT(ina__quant_headroom_bits(9), 4);
+    CHECK_EQ_INT(ina__quant_headroom_bits(64), 6);
+    CHECK_EQ_INT(ina__quant_headroom_bits(65), 7);
+    CHECK_EQ_INT(ina__quant_headroom_bits(128), 7);
+    CHECK_EQ_INT(ina__quant_headroom_bits(129), 8);
+    CHECK_EQ_INT(ina__quant_headroom_bits(255), 8);
+    CHECK_EQ_INT(ina__quant_headroom_bits(256), 8);
 }
 
 /* ---- Encode / decode: exact values ------------------------------------------- */
@@ -238,7 +238,7 @@ static void test_headroom(void)
 static uint32_t enc1(float x, int16_t e, int nw)
 {
     uint8_t b[5] = {0xAA, 0xAA, 0xAA, 0xAA, 0xAA};
-    ina_quant_encode(&x, 1, e, nw, b + 1); /* unaligned */
+    ina__quant_encode(&x, 1, e, nw, b + 1); /* unaligned */
     return ina_get32(b + 1);
 }
 
@@ -247,7 +247,7 @@ static float dec1(uint32_t v, int16_t e, int nw)
     uint8_t b[7];
     ina_put32(b + 3, v);
     float f = -123.0f;
-    ina_quant_decode(b + 3, 1, e, nw, &f);
+    ina__quant_decode(b + 3, 1, e, nw, &f);
     return f;
 }
 
@@ -257,7 +257,7 @@ static void test_encode_exact(void)
     uint8_t b[9];
     memset(b, 0xAA, sizeof(b));
     float one[2] = {1.0f, -1.0f};
-    ina_quant_encode(one, 2, 1, 1, b + 1);
+    ina__quant_encode(one, 2, 1, 1, b + 1);
     CHECK_EQ_INT(b[0], 0xAA);
     CHECK_EQ_INT(b[1], 0x40);
     CHECK_EQ_INT(b[2], 0x00);
@@ -297,7 +297,7 @@ static void test_encode_exact(void)
 
     /* Zero block: zeros written. */
     memset(b, 0xAA, sizeof(b));
-    ina_quant_encode(one, 2, INA_EXP_ZERO, 4, b + 1);
+    ina__quant_encode(one, 2, INA_EXP_ZERO, 4, b + 1);
     CHECK_EQ_INT(b[0], 0xAA);
     CHECK_EQ_INT(ina_get32(b + 1), 0);
     CHECK_EQ_INT(ina_get32(b + 5), 0);
@@ -305,7 +305,7 @@ static void test_encode_exact(void)
     /* Non-finite block: class codes. */
     float nf[7] = {INFINITY, -INFINITY, NAN, 1.0f, -0.0f, -NAN, bits_float(0x7F800001u)};
     uint8_t nb[29];
-    ina_quant_encode(nf, 7, INA_EXP_NONFINITE, 256, nb + 1);
+    ina__quant_encode(nf, 7, INA_EXP_NONFINITE, 256, nb + 1);
     CHECK_EQ_INT(ina_get32(nb + 1), 1);
     CHECK_EQ_INT(ina_get32(nb + 5), 1u << 9);
     CHECK_EQ_INT(ina_get32(nb + 9), 1u << 18);
@@ -316,14 +316,14 @@ static void test_encode_exact(void)
 
     /* n == 0 touches nothing. */
     memset(b, 0xAA, sizeof(b));
-    ina_quant_encode(one, 0, 1, 1, b);
-    ina_quant_encode(one, 0, INA_EXP_ZERO, 1, b);
-    ina_quant_encode(one, 0, INA_EXP_NONFINITE, 1, b);
+    ina__quant_encode(one, 0, 1, 1, b);
+    ina__quant_encode(one, 0, INA_EXP_ZERO, 1, b);
+    ina__quant_encode(one, 0, INA_EXP_NONFINITE, 1, b);
     CHECK_EQ_INT(b[0], 0xAA);
     float f = 7.0f;
-    ina_quant_decode(b, 0, 1, 1, &f);
-    ina_quant_decode(b, 0, INA_EXP_ZERO, 1, &f);
-    ina_quant_decode(b, 0, INA_EXP_NONFINITE, 1, &f);
+    ina__quant_decode(b, 0, 1, 1, &f);
+    ina__quant_decode(b, 0, INA_EXP_ZERO, 1, &f);
+    ina__quant_decode(b, 0, INA_EXP_NONFINITE, 1, &f);
     CHECK(f == 7.0f);
 }
 
@@ -391,18 +391,18 @@ static void test_round_trip_single(void)
             float x = random_finite_float();
             if (t < 277) /* every binade, including subnormals, at least once */
                 x = rng_sign() * ldexpf(rng_mant(), t - 149 > 127 ? 127 : t - 149);
-            int16_t e = ina_quant_block_exp(&x, 1);
+            int16_t e = ina__quant_block_exp(&x, 1);
             uint8_t b[5];
             float y;
             if (e == INA_EXP_ZERO) {
-                ina_quant_encode(&x, 1, e, nw, b + 1);
-                ina_quant_decode(b + 1, 1, e, nw, &y);
+                ina__quant_encode(&x, 1, e, nw, b + 1);
+                ina__quant_decode(b + 1, 1, e, nw, &y);
                 if (y != 0.0f)
                     exact_ok = 0;
                 continue;
             }
-            ina_quant_encode(&x, 1, e, nw, b + 1);
-            ina_quant_decode(b + 1, 1, e, nw, &y);
+            ina__quant_encode(&x, 1, e, nw, b + 1);
+            ina__quant_decode(b + 1, 1, e, nw, &y);
             if (nw <= 128 && float_bits(y) != float_bits(x) && !(x == 0.0f && y == 0.0f))
                 exact_ok = 0;
             double err = fabs((double)y - (double)x);
@@ -424,9 +424,9 @@ static void test_round_trip_single(void)
             if (fabs((double)x[i]) > amax)
                 amax = fabs((double)x[i]);
         }
-        int16_t e = ina_quant_block_exp(x, 300);
-        ina_quant_encode(x, 300, e, 1, b + 1);
-        ina_quant_decode(b + 1, 300, e, 1, y);
+        int16_t e = ina__quant_block_exp(x, 300);
+        ina__quant_encode(x, 300, e, 1, b + 1);
+        ina__quant_decode(b + 1, 300, e, 1, y);
         for (int i = 0; i < 300; i++) {
             double err = fabs((double)y[i] - (double)x[i]);
             if (!(err <= ina_float_error_bound(1, amax, (double)x[i])))
@@ -527,7 +527,7 @@ static void simulate(int nw, size_t n, enum dist d, uint64_t seed)
     }
     int16_t e_max = run_pipeline(x, nw, n, res);
 
-    const int l = ina_quant_headroom_bits(nw);
+    const int l = ina__quant_headroom_bits(nw);
     const double thr = ldexp(1.0, 128) - ldexp(1.0, 103);
     int ok = 1, inf_count = 0;
     double worst = 0; /* max err / bound */
@@ -775,7 +775,7 @@ static void test_i32(void)
     uint8_t b[4 * 8 + 3];
     int32_t back[8];
     memset(b, 0xAA, sizeof(b));
-    ina_i32_encode(v, n, b + 1);
+    ina__i32_encode(v, n, b + 1);
     CHECK_EQ_INT(b[0], 0xAA);
     CHECK_EQ_INT(b[4 * 8 + 1], 0xAA);
     CHECK_EQ_INT(ina_get32(b + 1 + 4 * 3), 0x80000000u);
@@ -785,7 +785,7 @@ static void test_i32(void)
     CHECK_EQ_INT(b[3 + 4 * 5], 0x56);
     CHECK_EQ_INT(b[4 + 4 * 5], 0x78);
     CHECK_EQ_INT(ina_get32(b + 1 + 4 * 2), 0xFFFFFFFFu);
-    ina_i32_decode(b + 1, n, back);
+    ina__i32_decode(b + 1, n, back);
     int same = 1;
     for (size_t i = 0; i < n; i++)
         same &= back[i] == v[i];
@@ -800,8 +800,8 @@ static void test_i32(void)
     for (int off = 0; off < 4; off++) {
         for (int i = 0; i < M; i++)
             src[i] = (int32_t)(uint32_t)rng_u64();
-        ina_i32_encode(src, M, buf + off);
-        ina_i32_decode(buf + off, M, dst);
+        ina__i32_encode(src, M, buf + off);
+        ina__i32_decode(buf + off, M, dst);
         for (int i = 0; i < M; i++)
             rt_ok &= src[i] == dst[i];
     }
@@ -819,14 +819,14 @@ static void test_i32(void)
     uint32_t acc[4] = {0, 0, 0, 0};
     uint8_t pk[4 * 4 + 1];
     for (int w = 0; w < W; w++) {
-        ina_i32_encode(a[w], 4, pk + 1);
+        ina__i32_encode(a[w], 4, pk + 1);
         for (int i = 0; i < 4; i++)
             acc[i] += ina_get32(pk + 1 + 4 * i);
     }
     for (int i = 0; i < 4; i++)
         ina_put32(pk + 1 + 4 * i, acc[i]);
     int32_t got[4];
-    ina_i32_decode(pk + 1, 4, got);
+    ina__i32_decode(pk + 1, 4, got);
     int wrap_ok = 1;
     for (int i = 0; i < 4; i++) {
         int64_t s = 0;

@@ -113,7 +113,7 @@ static void check_encode(const float *x, size_t n, int16_t e, int nw, unsigned o
     for (int k = 0; k < nimpls; k++) {
         memset(ref_buf, 0xA5, sizeof(ref_buf));
         memset(got_buf, 0xA5, sizeof(got_buf));
-        ina_quant_encode_scalar(x, n, e, nw, ref);
+        ina__quant_encode_scalar(x, n, e, nw, ref);
         impls[k].enc(x, n, e, nw, got);
         compare("encode", impls[k].name, n, e, nw, ref, got, 4 * n);
     }
@@ -121,11 +121,11 @@ static void check_encode(const float *x, size_t n, int16_t e, int nw, unsigned o
 
 static double avg_f64[MAXN];
 
-/* The FLOAT32 AVG reference: the AVG doubles (ina_quant_decode_avg_f64, the
+/* The FLOAT32 AVG reference: the AVG doubles (ina__quant_decode_avg_f64, the
  * path FLOAT32 AVG took before it had its own kernel) rounded once to float. */
 static void decode_avg_reference(const uint8_t *in, size_t n, int16_t e, int nw, float *out)
 {
-    ina_quant_decode_avg_f64(in, n, e, nw, avg_f64);
+    ina__quant_decode_avg_f64(in, n, e, nw, avg_f64);
     for (size_t i = 0; i < n; i++)
         out[i] = (float)avg_f64[i];
 }
@@ -138,7 +138,7 @@ static void check_decode(const uint8_t *in, size_t n, int16_t e, int nw, unsigne
         memset(got_buf, 0x5A, sizeof(got_buf));
         /* float stores need float alignment for the scalar reference (it writes
          * through float *); oalign is a multiple of 4 here. */
-        ina_quant_decode_scalar(in, n, e, nw, (float *)(void *)ref);
+        ina__quant_decode_scalar(in, n, e, nw, (float *)(void *)ref);
         impls[k].dec(in, n, e, nw, (float *)(void *)got);
         compare("decode", impls[k].name, n, e, nw, ref, got, 4 * n);
     }
@@ -146,7 +146,7 @@ static void check_decode(const uint8_t *in, size_t n, int16_t e, int nw, unsigne
         memset(ref_buf, 0x5A, sizeof(ref_buf));
         memset(got_buf, 0x5A, sizeof(got_buf));
         decode_avg_reference(in, n, e, nw, (float *)(void *)ref);
-        dec_fn f = k < nimpls ? impls[k].deca : ina_quant_decode_avg_scalar;
+        dec_fn f = k < nimpls ? impls[k].deca : ina__quant_decode_avg_scalar;
         f(in, n, e, nw, (float *)(void *)got);
         compare("decode_avg", k < nimpls ? impls[k].name : "scalar", n, e, nw, ref, got, 4 * n);
     }
@@ -154,7 +154,7 @@ static void check_decode(const uint8_t *in, size_t n, int16_t e, int nw, unsigne
 
 static void check_block_exp(const float *x, size_t n)
 {
-    int16_t ref = ina_quant_block_exp_scalar(x, n);
+    int16_t ref = ina__quant_block_exp_scalar(x, n);
     for (int k = 0; k < nimpls; k++) {
         int16_t got = impls[k].bexp(x, n);
         cases++;
@@ -173,12 +173,12 @@ static void check_i32(const uint8_t *in, size_t n, unsigned oalign)
     for (int k = 0; k < nimpls; k++) {
         memset(ref_buf, 0x3C, sizeof(ref_buf));
         memset(got_buf, 0x3C, sizeof(got_buf));
-        ina_i32_encode_scalar((const int32_t *)(const void *)in, n, ref);
+        ina__i32_encode_scalar((const int32_t *)(const void *)in, n, ref);
         impls[k].i32e((const int32_t *)(const void *)in, n, got);
         compare("i32_encode", impls[k].name, n, 0, 0, ref, got, 4 * n);
         memset(ref_buf, 0x3C, sizeof(ref_buf));
         memset(got_buf, 0x3C, sizeof(got_buf));
-        ina_i32_decode_scalar(in, n, (int32_t *)(void *)(ref));
+        ina__i32_decode_scalar(in, n, (int32_t *)(void *)(ref));
         impls[k].i32d(in, n, (int32_t *)(void *)(got));
         compare("i32_decode", impls[k].name, n, 0, 0, ref, got, 4 * n);
     }
@@ -192,13 +192,13 @@ static void check_f64(const double *x, const uint8_t *in, size_t n, int16_t e, i
     for (int k = 0; k < nimpls; k++) {
         memset(ref_buf, 0x6B, sizeof(ref_buf));
         memset(got_buf, 0x6B, sizeof(got_buf));
-        ina_quant_encode_f64_scalar(x, n, e, nw, ref);
+        ina__quant_encode_f64_scalar(x, n, e, nw, ref);
         impls[k].enc64(x, n, e, nw, got);
         compare("encode_f64", impls[k].name, n, e, nw, ref, got, 4 * n);
         /* double stores need double alignment (oalign is a multiple of 8 here) */
         memset(ref_buf, 0x6B, sizeof(ref_buf));
         memset(got_buf, 0x6B, sizeof(got_buf));
-        ina_quant_decode_f64_scalar(in, n, e, nw, (double *)(void *)ref);
+        ina__quant_decode_f64_scalar(in, n, e, nw, (double *)(void *)ref);
         impls[k].dec64(in, n, e, nw, (double *)(void *)got);
         compare("decode_f64", impls[k].name, n, e, nw, ref, got, 8 * n);
     }
@@ -277,7 +277,7 @@ static void test_encode_valid(void)
         for (int rep = 0; rep < 6; rep++) {
             size_t n = rep < 4 ? (size_t)rng_int(0, 67) : (size_t)rng_int(68, 700);
             int nw = pick_workers();
-            int l = ina_quant_headroom_bits(nw);
+            int l = ina__quant_headroom_bits(nw);
             unsigned xoff = (unsigned)rng_int(0, 7), oal = (unsigned)rng_int(0, 7);
             float *x = xs + xoff; /* float-aligned, any vector alignment */
             for (size_t i = 0; i < n; i++)
@@ -422,7 +422,7 @@ static void test_f64(void)
         for (int rep = 0; rep < 3; rep++) {
             size_t n = rep < 2 ? (size_t)rng_int(0, 67) : (size_t)rng_int(68, 700);
             int nw = pick_workers();
-            int l = ina_quant_headroom_bits(nw);
+            int l = ina__quant_headroom_bits(nw);
             double *x = ds + rng_int(0, 3);
             for (size_t i = 0; i < n; i++)
                 x[i] = l < 31 ? gen_double_below(e, l) : 1.0;
@@ -457,7 +457,7 @@ static void test_large(void)
             int e = rng_int(-140, 128);
             for (size_t i = 0; i < n; i++)
                 x[i] = (rng_u64() & 7) == 0 ? gen_adversarial(e, 2) : gen_below(e);
-            int16_t be = ina_quant_block_exp_scalar(x, n);
+            int16_t be = ina__quant_block_exp_scalar(x, n);
             check_block_exp(x, n);
             check_encode(x, n, be, 4, (unsigned)rep);
             uint8_t *in = in_buf + rep;
@@ -485,29 +485,29 @@ static void test_known(void)
     /* nworkers 4: L = 2, qmax = 2^29 - 1; e = 1: scale 2^28. */
     float x[9] = {1.0f, -1.0f, 0x1p-29f, 0x1.8p-28f, -0x1.8p-28f, 0x1p-30f, 1.9999999f, -2.0f, 0.0f};
     uint8_t b[9 * 4 + 1];
-    ina_quant_encode(x, 9, 1, 4, b + 1);
+    ina__quant_encode(x, 9, 1, 4, b + 1);
     static const int32_t want[9] = {1 << 28, -(1 << 28), 0 /* 0.5 ties to even */, 2 /* 1.5 -> 2 */,
                                     -2, 0, 536870880, -536870911 /* clamped */, 0};
     for (int i = 0; i < 9; i++)
         CHECK_EQ_INT((int32_t)ina_get32(b + 1 + 4 * i), want[i]);
     float y[9];
-    ina_quant_decode(b + 1, 9, 1, 4, y);
+    ina__quant_decode(b + 1, 9, 1, 4, y);
     CHECK(y[0] == 1.0f && y[1] == -1.0f && y[2] == 0.0f && y[3] == 0x1p-27f && y[8] == 0.0f);
 }
 
 int main(void)
 {
-    impls[nimpls++] = (struct impl){"dispatched", ina_quant_encode, ina_quant_decode,
-                                    ina_quant_block_exp, ina_i32_encode, ina_i32_decode,
-                                    ina_quant_encode_f64, ina_quant_decode_f64,
-                                    ina_quant_decode_avg};
-    if (ina_quant_avx2_supported())
-        impls[nimpls++] = (struct impl){"avx2", ina_quant_encode_avx2, ina_quant_decode_avx2,
-                                        ina_quant_block_exp_avx2, ina_i32_encode_avx2,
-                                        ina_i32_decode_avx2, ina_quant_encode_f64_avx2,
-                                        ina_quant_decode_f64_avx2, ina_quant_decode_avg_avx2};
-    printf("quant implementations: active %s, avx2 %s\n", ina_quant_impl_name(ina_quant_impl_active()),
-           ina_quant_avx2_supported() ? "supported (tested directly)" : "not available");
+    impls[nimpls++] = (struct impl){"dispatched", ina__quant_encode, ina__quant_decode,
+                                    ina__quant_block_exp, ina__i32_encode, ina__i32_decode,
+                                    ina__quant_encode_f64, ina__quant_decode_f64,
+                                    ina__quant_decode_avg};
+    if (ina__quant_avx2_supported())
+        impls[nimpls++] = (struct impl){"avx2", ina__quant_encode_avx2, ina__quant_decode_avx2,
+                                        ina__quant_block_exp_avx2, ina__i32_encode_avx2,
+                                        ina__i32_decode_avx2, ina__quant_encode_f64_avx2,
+                                        ina__quant_decode_f64_avx2, ina__quant_decode_avg_avx2};
+    printf("quant implementations: active %s, avx2 %s\n", ina__quant_impl_name(ina__quant_impl_active()),
+           ina__quant_avx2_supported() ? "supported (tested directly)" : "not available");
 
     test_known();
     test_block_exp();

@@ -201,7 +201,7 @@ static void test_wire_check(void)
 int main(void)
 {
     rng_state = 17;
-    printf("zero test: avx2 %s\n", ina_quant_avx2_supported() ? "available" : "not available "
+    printf("zero test: avx2 %s\n", ina__quant_avx2_supported() ? "available" : "not available "
            "(both paths are the scalar code)");
     test_known_answers();
     test_agree_random();

@@ -1921,7 +1921,7 @@ static int bfp_check(int n, size_t k, float x[][64], const int32_t *v, int16_t e
     uint8_t res[4 * 64];
     float out[64];
     ina_be32_store(res, v, k);
-    ina_quant_decode(res, k, e, n, out);
+    ina__quant_decode(res, k, e, n, out);
     int bad = 0;
     for (size_t i = 0; i < k; i++) {
         double exact = 0, amax = 0;
@@ -1982,9 +1982,9 @@ static void test_bfp_one_round(void)
                 }
                 if (nonfinite && r == n - 1)
                     x[r][bfp_next() % k] = (bfp_next() & 1) ? INFINITY : NAN;
-                e[r] = ina_quant_block_exp(x[r], k);
+                e[r] = ina__quant_block_exp(x[r], k);
                 emax = e[r] > emax ? e[r] : emax;
-                ina_quant_encode(x[r], k, e[r], n, wire[r]);
+                ina__quant_encode(x[r], k, e[r], n, wire[r]);
             }
             int order[MAXN];
             for (int r = 0; r < n; r++)
@@ -2016,11 +2016,11 @@ static void test_bfp_one_round(void)
     int16_t es[3];
     for (int r = 0; r < 3; r++) {
         uint8_t b[INA_HDR_LEN + 16];
-        es[r] = ina_quant_block_exp(xs[r], 4);
+        es[r] = ina__quant_block_exp(xs[r], 4);
         struct ina_hdr h = data_hdr(&ji, r, 0, 0, 0, 4, es[r]);
         h.op = INA_OP_ADD_BFP;
         ina_hdr_encode(b, &h);
-        ina_quant_encode(xs[r], 4, es[r], 3, b + INA_HDR_LEN);
+        ina__quant_encode(xs[r], 4, es[r], 3, b + INA_HDR_LEN);
         input(b, sizeof(b), &ji.addr[r]);
     }
     CHECK_EQ_INT(es[2], INA_EXP_ZERO);

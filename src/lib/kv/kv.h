@@ -5,8 +5,14 @@
 /*
  * One ina_kv talks to S ina-ps shards (one connected UDP socket each) and,
  * with a hot set, to ina-switch through an ordinary context (hctx) whose
- * stream carries the hot vector (stream.c, INA_PAYLOAD_HOT). Everything runs
- * in the caller's thread, inside ina_kv_* calls (kv_rpc.c: kv__progress).
+ * stream carries the hot vector (stream.c, codec_hot.c). Everything runs
+ * in the caller's thread, inside ina_kv_* calls (kv.c: progress).
+ *
+ * Three files, each calling only the ones below it: kv.c (the API, the
+ * operations) over kv_hot.c (the hot set) over kv_rpc.c (the connections:
+ * shard sockets and requests, the switch context; progress, deadlines,
+ * failure). Answers reach the file that sent the request through the
+ * request's handler (kv_answered_fn).
  *
  * Requests to shards are datagrams kept until answered (struct kv_rpc),
  * resent on a doubling timer; every one is idempotent at the shard
@@ -19,7 +25,10 @@
 #include "common/kmap.h"
 #include "common/kv_wire.h"
 #include "common/optim.h"
-#include "lib/internal.h"
+#include "lib/ctx.h"
+#include "lib/req.h"
+#include "lib/session.h"
+#include "lib/stream.h"
 
 #define INA_KV_MAX_SHARDS 64
 /* Unanswered request bytes per shard (its congestion window): additive increase of a
@@ -45,10 +54,19 @@ struct kv_shard {
     uint64_t refused_since_ns; /* ICMP port unreachable seen, 0 = none */
 };
 
+struct kv_rpc;
+struct ina_kv;
+
+/* What an answer (header h, body) to request r means, said by whoever sent r (kv.c's
+ * operations, kv_hot.c's transition); the rpc layer calls it, then frees r. */
+typedef void kv_answered_fn(struct ina_kv *kv, struct kv_rpc *r, const struct ina_hdr *h,
+                            const uint8_t *body, size_t blen);
+
 /* One request datagram awaiting its answer. */
 struct kv_rpc {
     struct kv_rpc *next;   /* kv's list of outstanding requests */
     struct ina_kv_req *op; /* the operation it belongs to (NULL: the hot-set transition) */
+    kv_answered_fn *answered; /* NULL: the answer only frees it (ASSIGN) */
     uint8_t shard, kind;
     uint16_t tries;
     uint32_t slot, seq;
@@ -130,48 +148,47 @@ struct ina_kv {
 #define INA_KV_LIVE 0x494E4B56u /* "INKV" */
 
 /* The shard of key, by the job's split. */
-static inline unsigned kv__shard_of(const struct ina_kv *kv, uint64_t key)
+static inline unsigned ina__kv_shard_of(const struct ina_kv *kv, uint64_t key)
 {
     return kv->split ? ina_ps_shard_in(key, kv->split_first, kv->nshards)
                      : ina_ps_shard_of(key, kv->nshards);
 }
 
 /* kv_rpc.c */
-int kv__shards_open(struct ina_kv *kv);
-int kv__shards_join(struct ina_kv *kv);
-void kv__shards_close(struct ina_kv *kv, int abort);
-/* Queue a request datagram (header filled by the caller except session fields) to shard s.
- * @return the rpc, or NULL (-ENOMEM: the handle fails). */
-struct kv_rpc *kv__rpc_send(struct ina_kv *kv, struct ina_kv_req *op, unsigned s, uint8_t kind,
-                            uint32_t slot, uint32_t seq, uint16_t count, uint16_t flags,
-                            const uint8_t *body, size_t blen);
+int ina__kv_shards_open(struct ina_kv *kv);
+int ina__kv_shards_join(struct ina_kv *kv);
+void ina__kv_shards_close(struct ina_kv *kv, int abort);
+/* The switch context of the hot set (hctx): open it (the switch must have a hot
+ * table), or close it (with abort: end the job there for every rank). */
+int ina__kv_switch_open(struct ina_kv *kv);
+void ina__kv_switch_close(struct ina_kv *kv, int abort);
+/* Queue a request datagram (header filled by the caller except session fields) to shard s;
+ * its answer goes to answered. @return the rpc, or NULL (-ENOMEM: the handle fails). */
+struct kv_rpc *ina__kv_rpc_send(struct ina_kv *kv, struct ina_kv_req *op, unsigned s, uint8_t kind,
+                                uint32_t slot, uint32_t seq, uint16_t count, uint16_t flags,
+                                const uint8_t *body, size_t blen, kv_answered_fn *answered);
 /* Room in shard s's window for len more bytes. */
-int kv__window_room(const struct ina_kv *kv, unsigned s, size_t len);
-/* Make progress: send, receive, resend, enforce deadlines; wait up to timeout_ms for input. */
-void kv__progress(struct ina_kv *kv, int timeout_ms);
+int ina__kv_window_room(const struct ina_kv *kv, unsigned s, size_t len);
+/* This thread's receive buffer is there (allocated once; without memory the handle
+ * fails). @return 1, or 0. */
+int ina__kv_rx_ready(struct ina_kv *kv);
+/* The connections' progress: receive (answers to their requests' handlers), the hot
+ * context's stream, resend, enforce deadlines; wait up to timeout_ms for input. The
+ * operations' own steps are kv.c's (its progress calls this between them). */
+void ina__kv_rpc_progress(struct ina_kv *kv, int timeout_ms);
 /* Fail the handle and every operation with err (and tell the shards and the switch). */
-void kv__fail(struct ina_kv *kv, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Wait until every outstanding request of op (NULL: the transition's) is answered. */
-int kv__wait_rpcs(struct ina_kv *kv, struct ina_kv_req *op);
-
-/* kv.c */
-void kv__op_advance(struct ina_kv *kv);
-void kv__on_push_ack(struct ina_kv *kv, struct kv_rpc *r);
-void kv__on_commit_ack(struct ina_kv *kv, unsigned s, uint32_t step);
-void kv__on_pull_resp(struct ina_kv *kv, struct kv_rpc *r, const struct ina_hdr *h,
-                      const uint8_t *body, size_t blen);
+void ina__kv_fail(struct ina_kv *kv, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Wait until every outstanding request of op (NULL: the transition's) is answered (no
+ * operation is in flight then: the hot-set transition). */
+int ina__kv_wait_rpcs(struct ina_kv *kv, struct ina_kv_req *op);
 
 /* kv_hot.c */
-int kv__hot_open(struct ina_kv *kv);
-void kv__hot_close(struct ina_kv *kv, int abort);
-/* Count a sample of the keys of a push for the profile. */
-void kv__hot_profile(struct ina_kv *kv, const uint64_t *keys, size_t n);
+int ina__kv_hot_open(struct ina_kv *kv);
+/* Count a sample of the keys of a push for the profile (every rank). */
+void ina__kv_hot_profile(struct ina_kv *kv, const uint64_t *keys, size_t n);
 /* At the start of step kv->steps_started: install the next hot set if due (blocking). */
-int kv__hot_transition(struct ina_kv *kv);
-/* PULL_RESP with state for the transition. */
-void kv__hot_on_state(struct ina_kv *kv, struct kv_rpc *r, const struct ina_hdr *h,
-                      const uint8_t *body, size_t blen);
+int ina__kv_hot_transition(struct ina_kv *kv);
 /* Apply the finished hot sums of pushes in step order. */
-void kv__hot_apply_ready(struct ina_kv *kv);
+void ina__kv_hot_apply_ready(struct ina_kv *kv);
 
 #endif

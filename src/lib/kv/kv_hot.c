@@ -1,4 +1,4 @@
-/* kv_hot.c: the hot set of a key-value job: profiling on rank 0, install and fetch at the switch, the replica and its moves. */
+/* kv_hot.c: the hot set of a key-value job: every rank's sample, sent to and fetched from the switch, the replica and its moves. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "common/addr.h"
-#include "lib/kv.h"
+#include "lib/kv/kv.h"
 
 /*
  * Hot keys are summed by the switch and their sums come back to every rank,
@@ -21,62 +21,26 @@
  * workers the shards see only cold keys (docs/PS.md, "Where hot sums go").
  *
  * The hot set changes only at a step boundary T, with no operation in
- * flight (kv__hot_transition): rank 0 installs epoch e + 1 at the switch,
- * the others fetch it; keys that leave the set are written back to their
+ * flight (ina__kv_hot_transition): every rank sends its sample of epoch
+ * e + 1 to the switch, which sums them into the epoch's table, and then
+ * fetches that table; keys that leave the set are written back to their
  * shards as of step T (ASSIGN, versioned so a late copy never undoes a
  * later update), and keys that enter it are read with their optimizer
  * state (PULL with STATE) after step T - 1 was applied. So no update is
  * lost and none is applied twice (PROTOCOL.md §14.4).
  */
 
-int kv__hot_open(struct ina_kv *kv)
+int ina__kv_hot_open(struct ina_kv *kv)
 {
-    ina_config c;
-    ina_config_init(&c);
-    c.switch_addr = kv->cfg.switch_addr;
-    c.job = kv->job;
-    c.rank = kv->cfg.rank;
-    c.world_size = kv->cfg.world_size;
-    c.timeout_ms = kv->cfg.timeout_ms;
-    c.join_timeout_ms = kv->cfg.join_timeout_ms;
-    c.fallback = INA_FALLBACK_NONE; /* a host aggregator has no hot table */
-    c.lanes = 1; /* the hot table is one switch job: HOT_DATA has no lanes (PROTOCOL.md §14.3) */
-    /* Off loopback, as many floats as a 1500-byte MTU holds with the hot prefix
-     * (32 + 8 + 4 * 358 = 1472 bytes of UDP payload). */
-    struct sockaddr_in sa;
-    if (ina_parse_hostport(kv->cfg.switch_addr, 0, &sa) == 0 &&
-        (ntohl(sa.sin_addr.s_addr) >> 24) != 127)
-        c.elems_per_packet = (1472 - INA_HDR_LEN - INA_HOT_PREFIX_LEN) / 4;
-    int rc = ina_init(&kv->hctx, &c);
-    if (rc != 0)
-        return rc;
-    if (!(kv->hctx->switch_caps & INA_FLAG_CAP_HOT)) {
-        ina__session_leave(kv->hctx, 1);
-        ina_finalize(kv->hctx);
-        kv->hctx = NULL;
-        return ina__fail(NULL, INA_ERR_NOTSUP, "the switch at %s has no hot table "
-                         "(ina-switch --hot-keys 0 or --int-ops-only)", kv->cfg.switch_addr);
-    }
-    if (ina_kmap_init(&kv->hot_map, 16) != 0)
-        return -ENOMEM;
-    return 0;
-}
-
-void kv__hot_close(struct ina_kv *kv, int abort)
-{
-    if (!kv->hctx)
-        return;
-    for (struct ina_kv_req *op = kv->live; op; op = op->live_next)
-        op->hot_req = NULL; /* freed with the context below */
-    if (abort)
-        ina__session_leave(kv->hctx, 1);
-    ina_finalize(kv->hctx);
-    kv->hctx = NULL;
+    int rc = ina__kv_switch_open(kv);
+    if (rc == 0 && ina_kmap_init(&kv->hot_map, 16) != 0)
+        rc = -ENOMEM;
+    return rc;
 }
 
 /* ---- Profile (every rank): a sample of the keys it pushed in the last P steps ------ */
 
-void kv__hot_profile(struct ina_kv *kv, const uint64_t *keys, size_t n)
+void ina__kv_hot_profile(struct ina_kv *kv, const uint64_t *keys, size_t n)
 {
     uint32_t T = kv->next_transition, P = (uint32_t)kv->cfg.profile_steps, R = kv->sample_rate;
     if (T == UINT32_MAX || kv->steps_started + P < T)
@@ -337,11 +301,12 @@ static struct {
     uint32_t *sh_off;
 } tr;
 
-void kv__hot_on_state(struct ina_kv *kv, struct kv_rpc *r, const struct ina_hdr *h,
-                      const uint8_t *body, size_t blen)
+/* PULL_RESP with state for the transition. */
+static void on_state(struct ina_kv *kv, struct kv_rpc *r, const struct ina_hdr *h,
+                     const uint8_t *body, size_t blen)
 {
     if (h->count != r->n || !(h->flags & INA_FLAG_PS_STATE) || blen != 8 * (size_t)r->n) {
-        kv__fail(kv, INA_ERR_PROTO, "shard %u answered a state pull of %u keys with %u",
+        ina__kv_fail(kv, INA_ERR_PROTO, "shard %u answered a state pull of %u keys with %u",
                  r->shard, r->n, h->count);
         return;
     }
@@ -364,7 +329,7 @@ static int move_keys(struct ina_kv *kv, const uint64_t *nkeys, uint32_t nn, stru
         size_t m = 0;
         for (uint32_t i = 0; i <= kv->nhot; i++) {
             if (i < kv->nhot && (ina_kmap_get(nmap, kv->hot_keys[i]) != INA_KMAP_NONE ||
-                                 kv__shard_of(kv, kv->hot_keys[i]) != s))
+                                 ina__kv_shard_of(kv, kv->hot_keys[i]) != s))
                 continue;
             if (i < kv->nhot) {
                 kv->stats.hot_keys_out++;
@@ -374,10 +339,10 @@ static int move_keys(struct ina_kv *kv, const uint64_t *nkeys, uint32_t nn, stru
                 m++;
             }
             if (m && (m == per || i == kv->nhot)) {
-                while (!kv__window_room(kv, s, INA_HDR_LEN + m * el) && !kv->broken)
-                    kv__progress(kv, 10);
-                if (!kv__rpc_send(kv, NULL, s, INA_K_PS_ASSIGN, ++kv->next_id, T, (uint16_t)m, 0,
-                                  body, m * el))
+                while (!ina__kv_window_room(kv, s, INA_HDR_LEN + m * el) && !kv->broken)
+                    ina__kv_rpc_progress(kv, 10);
+                if (!ina__kv_rpc_send(kv, NULL, s, INA_K_PS_ASSIGN, ++kv->next_id, T, (uint16_t)m, 0,
+                                      body, m * el, NULL))
                     return kv->broken;
                 m = 0;
             }
@@ -390,14 +355,14 @@ static int move_keys(struct ina_kv *kv, const uint64_t *nkeys, uint32_t nn, stru
         return -ENOMEM;
     for (uint32_t i = 0; i < nn; i++)
         if (ina_kmap_get(&kv->hot_map, nkeys[i]) == INA_KMAP_NONE)
-            tr.sh_off[kv__shard_of(kv, nkeys[i]) + 1]++;
+            tr.sh_off[ina__kv_shard_of(kv, nkeys[i]) + 1]++;
     for (unsigned s = 0; s < S; s++)
         tr.sh_off[s + 1] += tr.sh_off[s];
     uint32_t fill[INA_KV_MAX_SHARDS];
     memcpy(fill, tr.sh_off, S * sizeof(uint32_t));
     for (uint32_t i = 0; i < nn; i++)
         if (ina_kmap_get(&kv->hot_map, nkeys[i]) == INA_KMAP_NONE) {
-            tr.pos[fill[kv__shard_of(kv, nkeys[i])]++] = i;
+            tr.pos[fill[ina__kv_shard_of(kv, nkeys[i])]++] = i;
             kv->stats.hot_keys_in++;
         }
     per = (kv->dgram - INA_HDR_LEN) / 8;
@@ -408,10 +373,11 @@ static int move_keys(struct ina_kv *kv, const uint64_t *nkeys, uint32_t nn, stru
                 m = (uint32_t)per;
             for (uint32_t e = 0; e < m; e++)
                 ina_put64(body + 8 * e, nkeys[tr.pos[tr.sh_off[s] + off + e]]);
-            while (!kv__window_room(kv, s, INA_HDR_LEN + 8 * (size_t)m) && !kv->broken)
-                kv__progress(kv, 10);
-            struct kv_rpc *r = kv__rpc_send(kv, NULL, s, INA_K_PS_PULL, ++kv->next_id, 0,
-                                            (uint16_t)m, INA_FLAG_PS_STATE, body, 8 * (size_t)m);
+            while (!ina__kv_window_room(kv, s, INA_HDR_LEN + 8 * (size_t)m) && !kv->broken)
+                ina__kv_rpc_progress(kv, 10);
+            struct kv_rpc *r = ina__kv_rpc_send(kv, NULL, s, INA_K_PS_PULL, ++kv->next_id, 0,
+                                                (uint16_t)m, INA_FLAG_PS_STATE, body,
+                                                8 * (size_t)m, on_state);
             if (!r)
                 return kv->broken;
             r->off = off;
@@ -419,10 +385,10 @@ static int move_keys(struct ina_kv *kv, const uint64_t *nkeys, uint32_t nn, stru
             off += m;
         }
     }
-    return kv__wait_rpcs(kv, NULL);
+    return ina__kv_wait_rpcs(kv, NULL);
 }
 
-int kv__hot_transition(struct ina_kv *kv)
+int ina__kv_hot_transition(struct ina_kv *kv)
 {
     uint32_t epoch = kv->epoch + 1, nn = 0, nsample = 0;
     uint64_t *nkeys = NULL;
@@ -457,8 +423,8 @@ int kv__hot_transition(struct ina_kv *kv)
     free(tr.sh_off);
     if (rc != 0) {
         if (!kv->broken)
-            kv__fail(kv, rc, "the hot set of step %u (epoch %u) could not be sampled or "
-                     "fetched: %s", kv->steps_started, epoch, ina_strerror(rc));
+            ina__kv_fail(kv, rc, "the hot set of step %u (epoch %u) could not be sampled or "
+                         "fetched: %s", kv->steps_started, epoch, ina_strerror(rc));
         free(nkeys);
         free(tr.vals);
         free(tr.state);
@@ -483,7 +449,7 @@ int kv__hot_transition(struct ina_kv *kv)
 
 /* ---- Applying the hot sums, in step order -------------------------------------------- */
 
-void kv__hot_apply_ready(struct ina_kv *kv)
+void ina__kv_hot_apply_ready(struct ina_kv *kv)
 {
     for (struct ina_kv_req *op = kv->head; op && !kv->broken; op = op->next) {
         if (op->kind != KV_PUSH || op->hot_applied)
@@ -497,7 +463,7 @@ void kv__hot_apply_ready(struct ina_kv *kv)
             ina_wait(op->hot_req);
             op->hot_req = NULL;
             if (st != 0) {
-                kv__fail(kv, st, "the switch failed the hot keys of step %u: %s%s%s", op->step,
+                ina__kv_fail(kv, st, "the switch failed the hot keys of step %u: %s%s%s", op->step,
                          ina_strerror(st), kv->hctx ? " (" : "",
                          kv->hctx ? ina_last_error(kv->hctx) : "");
                 return;

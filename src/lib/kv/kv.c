@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lib/kv.h"
+#include "lib/kv/kv.h"
 
 static const char kv_default_ps[] = "127.0.0.1:48870";
 
@@ -105,6 +105,21 @@ static int config_check(const ina_kv_config *c)
 }
 
 /* Closed handles keep a shell, as ina_ctx (a stale handle gets INA_ERR_CLOSED). */
+static void op_advance(struct ina_kv *kv);
+static kv_answered_fn on_push_ack, on_commit_ack, on_pull_resp;
+
+/* Make progress: the operations' next requests, the connections' progress (kv_rpc.c:
+ * answers, resends, deadlines; waits up to timeout_ms for input), the operations again. */
+static void progress(struct ina_kv *kv, int timeout_ms)
+{
+    if (!ina__kv_rx_ready(kv) || kv->broken)
+        return;
+    op_advance(kv);
+    ina__kv_rpc_progress(kv, timeout_ms);
+    if (!kv->broken)
+        op_advance(kv);
+}
+
 static struct ina_kv *closed_kv;
 static pthread_mutex_t closed_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -117,7 +132,7 @@ static int kv_check(const ina_kv *kv)
 
 static void kv_release(struct ina_kv *kv)
 {
-    kv__hot_close(kv, 0);
+    ina__kv_switch_close(kv, 0);
     for (unsigned s = 0; s < kv->nshards; s++)
         if (kv->shard[s].fd >= 0)
             close(kv->shard[s].fd);
@@ -176,23 +191,23 @@ int ina_kv_open(ina_kv **out, const ina_kv_config *cfg)
         kv->shard[s].fd = -1;
     kv->next_transition = UINT32_MAX;
     kv->cfg.ps_addrs = cfg->ps_addrs;
-    rc = kv__shards_open(kv);
+    rc = ina__kv_shards_open(kv);
     kv->cfg.ps_addrs = NULL;
     if (rc == 0) {
         kv->dgram = (size_t)cfg->datagram_bytes;
         if (!kv->dgram)
             kv->dgram = (ntohl(kv->shard[0].addr.sin_addr.s_addr) >> 24) == 127
                             ? INA_KV_DEFAULT_DGRAM_LOOPBACK : INA_KV_DEFAULT_DGRAM_NET;
-        rc = kv__shards_join(kv);
+        rc = ina__kv_shards_join(kv);
     }
     if (rc == 0 && cfg->switch_addr) {
         kv->cfg.switch_addr = cfg->switch_addr;
-        rc = kv__hot_open(kv);
+        rc = ina__kv_hot_open(kv);
         kv->cfg.switch_addr = NULL;
         kv->next_transition = (uint32_t)cfg->profile_steps;
     }
     if (rc != 0) {
-        kv__shards_close(kv, 1); /* joined shards: end the job for the other ranks too */
+        ina__kv_shards_close(kv, 1); /* joined shards: end the job for the other ranks too */
         kv_release(kv);
         free(kv);
         return rc;
@@ -209,8 +224,8 @@ int ina_kv_close(ina_kv *kv)
     if (rc)
         return rc;
     if (kv->head)
-        kv__fail(kv, INA_ERR_CLOSED, "closed with operations in flight");
-    kv__shards_close(kv, kv->broken == INA_ERR_CLOSED);
+        ina__kv_fail(kv, INA_ERR_CLOSED, "closed with operations in flight");
+    ina__kv_shards_close(kv, kv->broken == INA_ERR_CLOSED);
     kv_release(kv);
     memset(kv, 0, sizeof(*kv));
     pthread_mutex_lock(&closed_lock);
@@ -223,7 +238,7 @@ int ina_kv_close(ina_kv *kv)
 /* ---- Operations ----------------------------------------------------------------- */
 
 /* Say why a call on kv fails (ina_kv_last_error). @return code. */
-__attribute__((format(printf, 3, 4))) static int ina__fail_kv(struct ina_kv *kv, int code,
+__attribute__((format(printf, 3, 4))) static int refuse(struct ina_kv *kv, int code,
                                                               const char *fmt, ...)
 {
     va_list ap;
@@ -239,9 +254,9 @@ static int args_check(ina_kv *kv, const uint64_t *keys, const void *vals, size_t
     if (rc)
         return rc;
     if (n > 0 && (!keys || !vals))
-        return ina__fail_kv(kv, -EINVAL, "%s is NULL with n %zu", keys ? "vals" : "keys", n);
+        return refuse(kv, -EINVAL, "%s is NULL with n %zu", keys ? "vals" : "keys", n);
     if (n > (1u << 31))
-        return ina__fail_kv(kv, -EOVERFLOW, "n %zu is above 2^31", n);
+        return refuse(kv, -EOVERFLOW, "n %zu is above 2^31", n);
     if (kv->broken)
         return INA_ERR_CLOSED;
     if (kv->nreqs >= INA_KV_MAX_REQS)
@@ -264,14 +279,14 @@ static int by_shard(struct ina_kv *kv, struct ina_kv_req *op)
     uint32_t *cnt = op->sent; /* scratch before use */
     for (size_t i = 0; i < op->n; i++)
         if (ina_kmap_get(&kv->hot_map, op->keys[i]) == INA_KMAP_NONE)
-            cnt[kv__shard_of(kv, op->keys[i])]++;
+            cnt[ina__kv_shard_of(kv, op->keys[i])]++;
     for (unsigned s = 0; s < S; s++)
         op->sh_off[s + 1] = op->sh_off[s] + cnt[s];
     for (unsigned s = 0; s < S; s++)
         cnt[s] = op->sh_off[s];
     for (size_t i = 0; i < op->n; i++)
         if (ina_kmap_get(&kv->hot_map, op->keys[i]) == INA_KMAP_NONE)
-            op->order[cnt[kv__shard_of(kv, op->keys[i])]++] = (uint32_t)i;
+            op->order[cnt[ina__kv_shard_of(kv, op->keys[i])]++] = (uint32_t)i;
     memset(op->sent, 0, 4 * (size_t)S * sizeof(uint32_t));
     return 0;
 }
@@ -295,7 +310,7 @@ static void op_link(struct ina_kv *kv, struct ina_kv_req *op)
 static int drain(struct ina_kv *kv)
 {
     while (kv->head && !kv->broken)
-        kv__progress(kv, 100);
+        progress(kv, 100);
     return kv->broken;
 }
 
@@ -311,15 +326,15 @@ int ina_kv_push_start(ina_kv *kv, const uint64_t *keys, const float *vals, size_
     size_t nv = n * (size_t)kv->cfg.dim;
     for (size_t i = 0; i < nv; i++)
         if (!isfinite(vals[i]))
-            return ina__fail_kv(kv, -EINVAL, "value %zu (key %llu) is %s: nothing was pushed", i,
+            return refuse(kv, -EINVAL, "value %zu (key %llu) is %s: nothing was pushed", i,
                                 (unsigned long long)keys[i / (size_t)kv->cfg.dim],
                                 isnan(vals[i]) ? "NaN" : "infinite");
     if (kv->hctx && kv->steps_started == kv->next_transition) {
-        if ((rc = drain(kv)) != 0 || (rc = kv__hot_transition(kv)) != 0)
+        if ((rc = drain(kv)) != 0 || (rc = ina__kv_hot_transition(kv)) != 0)
             return rc;
     }
     if (kv->hctx)
-        kv__hot_profile(kv, keys, n);
+        ina__kv_hot_profile(kv, keys, n);
     struct ina_kv_req *op = calloc(1, sizeof(*op));
     if (!op)
         return -ENOMEM;
@@ -361,7 +376,7 @@ int ina_kv_push_start(ina_kv *kv, const uint64_t *keys, const float *vals, size_
     kv->steps_started++;
     kv->stats.push_entries += n;
     op_link(kv, op);
-    kv__progress(kv, 0);
+    progress(kv, 0);
     *out = op;
     return 0;
 }
@@ -383,7 +398,7 @@ int ina_kv_pull_start(ina_kv *kv, const uint64_t *keys, float *vals, size_t n, i
     op->out = vals;
     op->n = n;
     op_link(kv, op);
-    kv__progress(kv, 0);
+    progress(kv, 0);
     *out = op;
     return 0;
 }
@@ -393,7 +408,7 @@ int ina_kv_test(ina_kv_req *op, int *done)
     if (!op || !done)
         return -EINVAL;
     if (!op->done)
-        kv__progress(op->kv, 0);
+        progress(op->kv, 0);
     *done = op->done;
     return op->done ? op->status : 0;
 }
@@ -404,7 +419,7 @@ int ina_kv_wait(ina_kv_req *op)
         return 0;
     struct ina_kv *kv = op->kv;
     while (!op->done)
-        kv__progress(kv, 100); /* bounded: the shards' deadlines fail every operation */
+        progress(kv, 100); /* bounded: the shards' deadlines fail every operation */
     int status = op->status;
     if (op->live_prev)
         op->live_prev->live_next = op->live_next;
@@ -470,7 +485,7 @@ static void push_send(struct ina_kv *kv, struct ina_kv_req *op)
     size_t el = ina_ps_entry_len(dim);
     for (unsigned s = 0; s < kv->nshards && !kv->broken; s++) {
         uint32_t cnt = op->sh_off[s + 1] - op->sh_off[s], npk = (cnt + per - 1) / per;
-        while (op->sent[s] < npk && kv__window_room(kv, s, INA_HDR_LEN + per * el)) {
+        while (op->sent[s] < npk && ina__kv_window_room(kv, s, INA_HDR_LEN + per * el)) {
             uint32_t first = op->sent[s] * per, m = cnt - first < per ? cnt - first : per;
             for (uint32_t e = 0; e < m; e++) {
                 uint32_t i = op->order[op->sh_off[s] + first + e];
@@ -478,13 +493,14 @@ static void push_send(struct ina_kv *kv, struct ina_kv_req *op)
                 for (uint32_t j = 0; j < dim; j++)
                     ina_putf(body + e * el + 8 + 4 * j, op->vals[(size_t)i * dim + j]);
             }
-            if (!kv__rpc_send(kv, op, s, INA_K_PS_PUSH, op->sent[s], op->step, (uint16_t)m, 0,
-                              body, m * el))
+            if (!ina__kv_rpc_send(kv, op, s, INA_K_PS_PUSH, op->sent[s], op->step, (uint16_t)m, 0,
+                                  body, m * el, on_push_ack))
                 return;
             op->sent[s]++;
         }
         if (op->acked[s] == npk && op->commit[s] == 0) {
-            if (!kv__rpc_send(kv, op, s, INA_K_PS_COMMIT, npk, op->step, 0, 0, NULL, 0))
+            if (!ina__kv_rpc_send(kv, op, s, INA_K_PS_COMMIT, npk, op->step, 0, 0, NULL, 0,
+                                  on_commit_ack))
                 return;
             op->commit[s] = 1;
         }
@@ -510,12 +526,12 @@ static void pull_send(struct ina_kv *kv, struct ina_kv_req *op)
     uint32_t per = pull_per_dgram(kv);
     for (unsigned s = 0; s < kv->nshards && !kv->broken; s++) {
         uint32_t cnt = op->sh_off[s + 1] - op->sh_off[s];
-        while (op->sent[s] < cnt && kv__window_room(kv, s, INA_HDR_LEN + 8 * (size_t)per)) {
+        while (op->sent[s] < cnt && ina__kv_window_room(kv, s, INA_HDR_LEN + 8 * (size_t)per)) {
             uint32_t m = cnt - op->sent[s] < per ? cnt - op->sent[s] : per;
             for (uint32_t e = 0; e < m; e++)
                 ina_put64(body + 8 * e, op->keys[op->order[op->sh_off[s] + op->sent[s] + e]]);
-            struct kv_rpc *r = kv__rpc_send(kv, op, s, INA_K_PS_PULL, ++kv->next_id, 0,
-                                            (uint16_t)m, 0, body, 8 * (size_t)m);
+            struct kv_rpc *r = ina__kv_rpc_send(kv, op, s, INA_K_PS_PULL, ++kv->next_id, 0,
+                                                (uint16_t)m, 0, body, 8 * (size_t)m, on_pull_resp);
             if (!r)
                 return;
             r->off = op->sent[s];
@@ -546,9 +562,10 @@ static int pull_done(const struct ina_kv *kv, const struct ina_kv_req *op)
     return 1;
 }
 
-void kv__op_advance(struct ina_kv *kv)
+/* Each operation's next requests, as its shards' windows allow; finished ones off the FIFO. */
+static void op_advance(struct ina_kv *kv)
 {
-    kv__hot_apply_ready(kv);
+    ina__kv_hot_apply_ready(kv);
     int pushes_open = 0;
     struct ina_kv_req **pp = &kv->head, *prev = NULL;
     while (*pp && !kv->broken) {
@@ -566,7 +583,7 @@ void kv__op_advance(struct ina_kv *kv)
             }
         } else if (pushes_open == 0) {
             if (!op->started && by_shard(kv, op) != 0) {
-                kv__fail(kv, -ENOMEM, "out of memory for a pull of %zu keys", op->n);
+                ina__kv_fail(kv, -ENOMEM, "out of memory for a pull of %zu keys", op->n);
                 return;
             }
             pull_send(kv, op);
@@ -585,26 +602,37 @@ void kv__op_advance(struct ina_kv *kv)
     }
 }
 
-void kv__on_push_ack(struct ina_kv *kv, struct kv_rpc *r)
+/* ---- Answers to the operations' requests (kv_answered_fn) ---------------------- */
+
+static void on_push_ack(struct ina_kv *kv, struct kv_rpc *r, const struct ina_hdr *h,
+                        const uint8_t *body, size_t blen)
 {
     (void)kv;
+    (void)h;
+    (void)body;
+    (void)blen;
     r->op->acked[r->shard]++;
 }
 
-void kv__on_commit_ack(struct ina_kv *kv, unsigned s, uint32_t step)
+/* The shard applied step r->seq of every rank. */
+static void on_commit_ack(struct ina_kv *kv, struct kv_rpc *r, const struct ina_hdr *h,
+                          const uint8_t *body, size_t blen)
 {
+    (void)h;
+    (void)body;
+    (void)blen;
     for (struct ina_kv_req *op = kv->head; op; op = op->next)
-        if (op->kind == KV_PUSH && op->step == step && op->commit[s] == 1)
-            op->commit[s] = 2;
+        if (op->kind == KV_PUSH && op->step == r->seq && op->commit[r->shard] == 1)
+            op->commit[r->shard] = 2;
 }
 
-void kv__on_pull_resp(struct ina_kv *kv, struct kv_rpc *r, const struct ina_hdr *h,
-                      const uint8_t *body, size_t blen)
+static void on_pull_resp(struct ina_kv *kv, struct kv_rpc *r, const struct ina_hdr *h,
+                         const uint8_t *body, size_t blen)
 {
     struct ina_kv_req *op = r->op;
     size_t d = (size_t)kv->cfg.dim;
     if (h->count != r->n || blen != (size_t)r->n * d * 4) {
-        kv__fail(kv, INA_ERR_PROTO, "shard %u answered a pull of %u keys with %u values",
+        ina__kv_fail(kv, INA_ERR_PROTO, "shard %u answered a pull of %u keys with %u values",
                  r->shard, r->n, h->count);
         return;
     }

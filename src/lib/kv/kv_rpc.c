@@ -1,4 +1,4 @@
-/* kv_rpc.c: the key-value client's transport: shard sockets, joins, requests kept until answered, deadlines. */
+/* kv_rpc.c: the key-value client's connections: shard sockets, joins, requests kept until answered, the hot set's switch context; progress, deadlines, failure. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
@@ -10,7 +10,11 @@
 #include <unistd.h>
 
 #include "common/addr.h"
-#include "lib/kv.h"
+#include "lib/kv/kv.h"
+#include "lib/transport.h"
+
+/* This thread's receive buffer (ina__kv_rx_ready). */
+static _Thread_local uint8_t *rxbuf;
 
 static void shard_str(const struct ina_kv *kv, unsigned s, char *buf, size_t len)
 {
@@ -52,7 +56,7 @@ static int split_ranges(struct ina_kv *kv, const uint32_t *weight)
     return 0;
 }
 
-int kv__shards_open(struct ina_kv *kv)
+int ina__kv_shards_open(struct ina_kv *kv)
 {
     const char *p = kv->cfg.ps_addrs;
     uint32_t weight[INA_KV_MAX_SHARDS];
@@ -123,7 +127,7 @@ static void shard_hdr(const struct ina_kv *kv, unsigned s, struct ina_hdr *h, ui
  * 1000, 1000 ... ms, until each answered with PS_JOIN_ACK (its session) or
  * PS_JOIN_NAK (the join fails with its reason), or join_timeout_ms passed.
  */
-int kv__shards_join(struct ina_kv *kv)
+int ina__kv_shards_join(struct ina_kv *kv)
 {
     uint64_t nonce = 0;
     while (nonce == 0)
@@ -228,7 +232,7 @@ int kv__shards_join(struct ina_kv *kv)
     return INA_ERR_TIMEOUT;
 }
 
-void kv__shards_close(struct ina_kv *kv, int abort)
+void ina__kv_shards_close(struct ina_kv *kv, int abort)
 {
     for (unsigned s = 0; s < kv->nshards; s++) {
         if (kv->shard[s].session) {
@@ -246,18 +250,65 @@ void kv__shards_close(struct ina_kv *kv, int abort)
     }
 }
 
-int kv__window_room(const struct ina_kv *kv, unsigned s, size_t len)
+/* ---- The switch context of the hot set ------------------------------------------- */
+
+int ina__kv_switch_open(struct ina_kv *kv)
+{
+    ina_config c;
+    ina_config_init(&c);
+    c.switch_addr = kv->cfg.switch_addr;
+    c.job = kv->job;
+    c.rank = kv->cfg.rank;
+    c.world_size = kv->cfg.world_size;
+    c.timeout_ms = kv->cfg.timeout_ms;
+    c.join_timeout_ms = kv->cfg.join_timeout_ms;
+    c.fallback = INA_FALLBACK_NONE; /* a host aggregator has no hot table */
+    c.lanes = 1; /* the hot table is one switch job: HOT_DATA has no lanes (PROTOCOL.md §14.3) */
+    /* Off loopback, as many floats as a 1500-byte MTU holds with the hot prefix
+     * (32 + 8 + 4 * 358 = 1472 bytes of UDP payload). */
+    struct sockaddr_in sa;
+    if (ina_parse_hostport(kv->cfg.switch_addr, 0, &sa) == 0 &&
+        (ntohl(sa.sin_addr.s_addr) >> 24) != 127)
+        c.elems_per_packet = (1472 - INA_HDR_LEN - INA_HOT_PREFIX_LEN) / 4;
+    int rc = ina_init(&kv->hctx, &c);
+    if (rc != 0)
+        return rc;
+    if (!(kv->hctx->switch_caps & INA_FLAG_CAP_HOT)) {
+        ina__session_leave(kv->hctx, 1);
+        ina_finalize(kv->hctx);
+        kv->hctx = NULL;
+        return ina__fail(NULL, INA_ERR_NOTSUP, "the switch at %s has no hot table "
+                         "(ina-switch --hot-keys 0 or --int-ops-only)", kv->cfg.switch_addr);
+    }
+    return 0;
+}
+
+void ina__kv_switch_close(struct ina_kv *kv, int abort)
+{
+    if (!kv->hctx)
+        return;
+    for (struct ina_kv_req *op = kv->live; op; op = op->live_next)
+        op->hot_req = NULL; /* freed with the context below */
+    if (abort)
+        ina__session_leave(kv->hctx, 1);
+    ina_finalize(kv->hctx);
+    kv->hctx = NULL;
+}
+
+/* ---- Requests ------------------------------------------------------------------ */
+
+int ina__kv_window_room(const struct ina_kv *kv, unsigned s, size_t len)
 {
     return kv->shard[s].inflight_bytes == 0 || kv->shard[s].inflight_bytes + len <= kv->shard[s].cwnd;
 }
 
-struct kv_rpc *kv__rpc_send(struct ina_kv *kv, struct ina_kv_req *op, unsigned s, uint8_t kind,
-                            uint32_t slot, uint32_t seq, uint16_t count, uint16_t flags,
-                            const uint8_t *body, size_t blen)
+struct kv_rpc *ina__kv_rpc_send(struct ina_kv *kv, struct ina_kv_req *op, unsigned s, uint8_t kind,
+                                uint32_t slot, uint32_t seq, uint16_t count, uint16_t flags,
+                                const uint8_t *body, size_t blen, kv_answered_fn *answered)
 {
     struct kv_rpc *r = malloc(sizeof(*r) + INA_HDR_LEN + blen);
     if (!r) {
-        kv__fail(kv, -ENOMEM, "out of memory for a request to shard %u", s);
+        ina__kv_fail(kv, -ENOMEM, "out of memory for a request to shard %u", s);
         return NULL;
     }
     struct ina_hdr h;
@@ -271,6 +322,7 @@ struct kv_rpc *kv__rpc_send(struct ina_kv *kv, struct ina_kv_req *op, unsigned s
         memcpy(r->buf + INA_HDR_LEN, body, blen);
     uint64_t now = ina__now_ns();
     r->op = op;
+    r->answered = answered;
     r->shard = (uint8_t)s;
     r->kind = kind;
     r->tries = 0;
@@ -315,7 +367,7 @@ static struct kv_rpc *rpc_take(struct ina_kv *kv, unsigned s, uint8_t kind, uint
     return NULL;
 }
 
-void kv__fail(struct ina_kv *kv, int err, const char *fmt, ...)
+void ina__kv_fail(struct ina_kv *kv, int err, const char *fmt, ...)
 {
     if (kv->broken)
         return;
@@ -327,8 +379,8 @@ void kv__fail(struct ina_kv *kv, int err, const char *fmt, ...)
     /* A failure seen here first breaks the job for every rank: tell the
      * shards and the switch, which end it for the others at once. */
     if (err != INA_ERR_ABORTED && err != INA_ERR_CLOSED)
-        kv__shards_close(kv, 1);
-    kv__hot_close(kv, err != INA_ERR_ABORTED && err != INA_ERR_CLOSED);
+        ina__kv_shards_close(kv, 1);
+    ina__kv_switch_close(kv, err != INA_ERR_ABORTED && err != INA_ERR_CLOSED);
     while (kv->rpcs) {
         struct kv_rpc *r = kv->rpcs;
         kv->rpcs = r->next;
@@ -340,6 +392,15 @@ void kv__fail(struct ina_kv *kv, int err, const char *fmt, ...)
         op->status = err;
     }
     kv->head = kv->tail = NULL;
+}
+
+/* Request r (taken off the list) was answered: its sender's handler, then free it. */
+static void answer(struct ina_kv *kv, struct kv_rpc *r, const struct ina_hdr *h,
+                   const uint8_t *body, size_t blen)
+{
+    if (r->answered)
+        r->answered(kv, r, h, body, blen);
+    free(r);
 }
 
 /* One reply from shard s. */
@@ -359,27 +420,20 @@ static void on_reply(struct ina_kv *kv, unsigned s, const uint8_t *buf, size_t l
     struct kv_rpc *r;
     switch (h.kind) {
     case INA_K_PS_PUSH_ACK:
-        if ((r = rpc_take(kv, s, INA_K_PS_PUSH, h.slot, h.seq, 1, 1))) {
-            kv__on_push_ack(kv, r);
-            free(r);
-        }
+        if ((r = rpc_take(kv, s, INA_K_PS_PUSH, h.slot, h.seq, 1, 1)))
+            answer(kv, r, &h, body, blen);
         break;
     case INA_K_PS_COMMIT_ACK:
         while ((r = rpc_take(kv, s, INA_K_PS_COMMIT, 0, h.seq, 0, 1)))
-            free(r);
-        kv__on_commit_ack(kv, s, h.seq);
+            answer(kv, r, &h, body, blen);
         break;
     case INA_K_PS_PULL_RESP:
-        if ((r = rpc_take(kv, s, INA_K_PS_PULL, h.slot, 0, 1, 0))) {
-            if (r->op)
-                kv__on_pull_resp(kv, r, &h, body, blen);
-            else
-                kv__hot_on_state(kv, r, &h, body, blen);
-            free(r);
-        }
+        if ((r = rpc_take(kv, s, INA_K_PS_PULL, h.slot, 0, 1, 0)))
+            answer(kv, r, &h, body, blen);
         break;
     case INA_K_PS_ASSIGN_ACK:
-        free(rpc_take(kv, s, INA_K_PS_ASSIGN, h.slot, 0, 1, 0));
+        if ((r = rpc_take(kv, s, INA_K_PS_ASSIGN, h.slot, 0, 1, 0)))
+            answer(kv, r, &h, body, blen);
         break;
     case INA_K_PS_ABORT: {
         int32_t reason = blen >= 12 ? (int32_t)ina_get32(body + 8) : INA_ERR_ABORTED;
@@ -391,7 +445,7 @@ static void on_reply(struct ina_kv *kv, unsigned s, const uint8_t *buf, size_t l
             snprintf(who, sizeof(who), "; rank %u had not completed step %u", missing, step);
         if (reason != INA_ERR_TIMEOUT && reason != INA_ERR_PS_FULL)
             reason = INA_ERR_ABORTED;
-        kv__fail(kv, reason, "%s ended the job: %s%s", shs,
+        ina__kv_fail(kv, reason, "%s ended the job: %s%s", shs,
                  reason == INA_ERR_ABORTED ? "a rank failed or left with work in flight"
                  : reason == INA_ERR_PS_FULL ? "its --max-memory is reached"
                                               : "a step or the job timed out there", who);
@@ -431,7 +485,7 @@ static void timers(struct ina_kv *kv, uint64_t now)
         if (now > sh->last_reply_ns &&
             now - sh->last_reply_ns > (uint64_t)kv->cfg.timeout_ms * 1000000ull) {
             shard_str(kv, r->shard, shs, sizeof(shs));
-            kv__fail(kv, INA_ERR_TIMEOUT,
+            ina__kv_fail(kv, INA_ERR_TIMEOUT,
                      "no answer from %s for %d ms (timeout_ms)%s", shs, kv->cfg.timeout_ms,
                      r->kind == INA_K_PS_COMMIT ? " while it waited for every rank to push the "
                                                   "step: a rank stopped, or the shard is gone"
@@ -442,7 +496,7 @@ static void timers(struct ina_kv *kv, uint64_t now)
             now - sh->refused_since_ns > INA_REFUSED_FAIL_MS * 1000000ull &&
             now - sh->last_reply_ns > INA_REFUSED_FAIL_MS * 1000000ull) {
             shard_str(kv, r->shard, shs, sizeof(shs));
-            kv__fail(kv, -ECONNREFUSED, "%s is gone: port unreachable for %d ms", shs,
+            ina__kv_fail(kv, -ECONNREFUSED, "%s is gone: port unreachable for %d ms", shs,
                      INA_REFUSED_FAIL_MS);
             return;
         }
@@ -459,16 +513,19 @@ static void timers(struct ina_kv *kv, uint64_t now)
     }
 }
 
-void kv__progress(struct ina_kv *kv, int timeout_ms)
+int ina__kv_rx_ready(struct ina_kv *kv)
 {
-    static _Thread_local uint8_t *rxbuf;
     if (!rxbuf && !(rxbuf = malloc(INA_GRO_BUF))) {
-        kv__fail(kv, -ENOMEM, "out of memory for a receive buffer");
-        return;
+        ina__kv_fail(kv, -ENOMEM, "out of memory for a receive buffer");
+        return 0;
     }
-    if (kv->broken)
+    return 1;
+}
+
+void ina__kv_rpc_progress(struct ina_kv *kv, int timeout_ms)
+{
+    if (!ina__kv_rx_ready(kv) || kv->broken)
         return;
-    kv__op_advance(kv);
     uint64_t now = ina__now_ns();
     int got = rx_all(kv, now, rxbuf);
     if (kv->hctx && kv->hctx->head && !kv->broken)
@@ -480,15 +537,12 @@ void kv__progress(struct ina_kv *kv, int timeout_ms)
                 wake = r->deadline_ns;
         if (kv->hctx && kv->hctx->head && kv->hctx->next_rto_ns && kv->hctx->next_rto_ns < wake)
             wake = kv->hctx->next_rto_ns;
-        struct pollfd pfd[INA_KV_MAX_SHARDS + 2];
+        struct pollfd pfd[INA_KV_MAX_SHARDS + INA_XP_MAX];
         unsigned n = 0;
         for (unsigned s = 0; s < kv->nshards; s++)
             pfd[n++] = (struct pollfd){.fd = kv->shard[s].fd, .events = POLLIN};
-        if (kv->hctx && kv->hctx->head) {
-            pfd[n++] = (struct pollfd){.fd = kv->hctx->fd, .events = POLLIN};
-            if (kv->hctx->mcast_group && kv->hctx->mcast_fd >= 0) /* ina-switch --multicast */
-                pfd[n++] = (struct pollfd){.fd = kv->hctx->mcast_fd, .events = POLLIN};
-        }
+        if (kv->hctx && kv->hctx->head) /* the switch's socket, and its group with --multicast */
+            n += (unsigned)ina__transport_pollfds(kv->hctx, pfd + n);
         poll(pfd, n, wake > now ? (int)((wake - now + 999999) / 1000000) : 0);
         now = ina__now_ns();
         rx_all(kv, now, rxbuf);
@@ -498,11 +552,9 @@ void kv__progress(struct ina_kv *kv, int timeout_ms)
     if (kv->broken)
         return;
     timers(kv, now);
-    if (!kv->broken)
-        kv__op_advance(kv);
 }
 
-int kv__wait_rpcs(struct ina_kv *kv, struct ina_kv_req *op)
+int ina__kv_wait_rpcs(struct ina_kv *kv, struct ina_kv_req *op)
 {
     for (;;) {
         int left = 0;
@@ -510,6 +562,6 @@ int kv__wait_rpcs(struct ina_kv *kv, struct ina_kv_req *op)
             left |= r->op == op;
         if (!left || kv->broken)
             return kv->broken;
-        kv__progress(kv, 100);
+        ina__kv_rpc_progress(kv, 100);
     }
 }
