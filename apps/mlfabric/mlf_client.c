@@ -376,7 +376,90 @@ static uint64_t held_limit_ns(const struct mlf_client *c)
     return c->sched_fallback_ns > t && c->sched.sin_port ? c->sched_fallback_ns : t;
 }
 
-int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct mlf_result *res)
+/*
+ * Send req (len bytes) to the primary every RTO until an answer of kind want with the
+ * request's slot and seq comes, or until the deadline (INA_ERR_TIMEOUT); a PS_ABORT of the
+ * job ends the wait (INA_ERR_ABORTED).
+ */
+static int sync_request(struct mlf_client *c, const uint8_t *req, size_t len, uint8_t want,
+                        uint32_t slot, uint32_t seq, uint64_t timeout_ns)
+{
+    struct mlf_server *s = &c->srv[c->primary];
+    uint8_t r[512];
+    uint64_t give_up = mono_ns() + timeout_ns;
+    while (mono_ns() < give_up) {
+        send_to(c, req, len, &s->addr);
+        uint64_t until = mono_ns() + c->rto_ns;
+        struct sockaddr_in from;
+        size_t n;
+        while ((n = recv_until(c, r, sizeof(r), &from, until)) > 0) {
+            struct ina_hdr a;
+            if (ina_hdr_decode(r, n, &a) != INA_PARSE_OK || !same_addr(&from, &s->addr) ||
+                a.session != s->session || a.token != s->token)
+                continue;
+            if (a.kind == INA_K_PS_ABORT) {
+                fprintf(stderr, "mlf[%d]: the server ended the job (PS_ABORT)\n", c->rank);
+                return INA_ERR_ABORTED;
+            }
+            if (a.kind == want && a.slot == slot && a.seq == seq)
+                return 0;
+        }
+        c->st.retransmits++;
+    }
+    return INA_ERR_TIMEOUT;
+}
+
+/* Synchronous training (--sync): the gradient as step c->step of ina-ps's SYNC mode, one
+ * PS_PUSH datagram and its PS_COMMIT (PROTOCOL.md §14.2.4); the COMMIT_ACK comes once every
+ * rank committed the step and the server applied their sum: the barrier. */
+static int sync_update(struct mlf_client *c, const float *grad, struct mlf_result *res)
+{
+    size_t d = c->join.dim, el = ina_ps_entry_len((unsigned)d);
+    size_t len = INA_HDR_LEN + c->nkeys * el;
+    static __thread uint8_t b[INA_MAX_DATAGRAM];
+    if (len > sizeof(b))
+        return -EINVAL;
+    struct mlf_server *s = &c->srv[c->primary];
+    struct ina_hdr h;
+    fill_hdr(c, s, &h, INA_K_PS_PUSH);
+    h.slot = 0; /* packet index: the step's only PUSH */
+    h.seq = c->step;
+    h.count = (uint16_t)c->nkeys;
+    ina_hdr_encode(b, &h);
+    uint8_t *p = b + INA_HDR_LEN;
+    for (uint32_t k = 0; k < c->nkeys; k++, p += el) {
+        ina_put64(p, k);
+        for (size_t j = 0; j < d; j++)
+            ina_putf(p + 8 + 4 * j, grad[k * d + j]);
+    }
+    c->st.tx_bytes[c->primary] += len;
+    int rc = sync_request(c, b, len, INA_K_PS_PUSH_ACK, 0, c->step, c->failover_ns);
+    if (rc != 0)
+        return rc;
+    uint8_t commit[INA_HDR_LEN];
+    fill_hdr(c, s, &h, INA_K_PS_COMMIT);
+    h.slot = 1; /* PUSH packets sent for this step */
+    h.seq = c->step;
+    ina_hdr_encode(commit, &h);
+    /* The server ignores a COMMIT it has (its answer comes when the step is applied) and
+     * answers one of an applied step at once, so resending recovers a lost COMMIT_ACK. */
+    rc = sync_request(c, commit, sizeof(commit), INA_K_PS_COMMIT_ACK, 0, c->step, c->barrier_ns);
+    if (rc == INA_ERR_TIMEOUT)
+        fprintf(stderr, "mlf[%d]: step %u was not applied within %llu ms (a rank that did not "
+                        "commit it?)\n",
+                c->rank, c->step, (unsigned long long)(c->barrier_ns / 1000000));
+    if (rc != 0)
+        return rc;
+    c->step++;
+    c->st.applied++;
+    *res = (struct mlf_result){.status = 0, .version = c->step, .delay = 0};
+    return 0;
+}
+
+/* An UPDATE of a STALE job (§15.2): ask (unless a fetch grant is held), send to the
+ * servers, wait for their answers, tell ina-sched. */
+static int stale_update(struct mlf_client *c, const float *grad, uint32_t base,
+                        struct mlf_result *res)
 {
     size_t d = c->join.dim, el = ina_ps_entry_len((unsigned)d);
     size_t len = update_len(c);
@@ -540,6 +623,11 @@ int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct ml
     if (stamp != INA_STAMP_NONE)
         tell_done(c, stamp, res, (uint32_t)len, mono_ns() - since);
     return 0;
+}
+
+int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct mlf_result *res)
+{
+    return c->sync ? sync_update(c, grad, res) : stale_update(c, grad, base, res);
 }
 
 void mlf_leave(struct mlf_client *c)

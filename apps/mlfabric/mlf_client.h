@@ -49,6 +49,11 @@ struct mlf_client {
     uint64_t sched_timeout_ns; /* no GRANT this long: warn, keep the bound, wait for ina-sched */
     uint64_t sched_fallback_ns; /* no GRANT this long: send unscheduled from now on */
     int trace;              /* each update's outcome on stderr (--trace) */
+    int sync;               /* --sync: ina-ps's SYNC mode, a barrier per version (PROTOCOL.md
+                               §14.2.4): each update is PUSH + COMMIT of step `step`, applied
+                               once every rank committed it */
+    uint32_t step;          /* sync: the steps applied (the model's version) */
+    uint64_t barrier_ns;    /* sync: deadline for every rank to commit a step */
     uint32_t nkeys;
     const char *agg_switch; /* ina-switch "host:port" for group sums (--switch), or NULL */
     int agg_timeout_ms;     /* deadline of a group's join and sum */
@@ -84,7 +89,10 @@ int mlf_begin(struct mlf_client *c);
 /* Pull the whole model (nkeys x dim floats) and its version. @return 0 or INA_ERR_TIMEOUT. */
 int mlf_pull(struct mlf_client *c, float *model, uint32_t *version);
 /* Ask (unless mlf_begin() holds a grant), send, wait for the answers; entries: nkeys x dim
- * gradient floats of base version.
+ * gradient floats of base version. With c->sync: PUSH and COMMIT the gradient as step
+ * c->step and wait (at most barrier_ns) until every rank committed it and the server
+ * applied their sum (res->version: the steps applied; INA_ERR_ABORTED if the server ended
+ * the job).
  * @return 0 (see *res) or INA_ERR_TIMEOUT (every server silent). */
 int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct mlf_result *res);
 /* Leave: PS_LEAVE to the servers, and a REQ with flag LEAVE to ina-sched (each twice). */

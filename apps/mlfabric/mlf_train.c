@@ -68,7 +68,15 @@ static void usage(FILE *f)
             "                        current model and is scheduled from then on. A rank\n"
             "                        is used once: a restarted worker takes a free one\n"
             "  --job NAME            the job's name (default mlf)\n"
-            "  --max-delay D         staleness bound D, 0..255 (default 2; 0 = synchronous)\n"
+            "  --max-delay D         staleness bound D, 0..254 (default 2; 0: only updates\n"
+            "                        computed on the current model are applied), or\n"
+            "                        unbounded (255 on the wire): every update applied,\n"
+            "                        whatever its delay (unbounded asynchronous training)\n"
+            "  --sync                synchronous training instead: ina-ps's SYNC mode, a\n"
+            "                        barrier per version (every rank pushes its gradient\n"
+            "                        of version v, the server applies their sum once all\n"
+            "                        committed, then the ranks pull v + 1); no --sched,\n"
+            "                        --replica, --switch or --start-ranks\n"
             "  --model M             lsq: least squares, y = w*.x, loss |w - w*|^2 / 2p\n"
             "                        exactly (default); mlp: a classifier of %d inputs, %d\n"
             "                        ReLU units and %d classes (%zu parameters, 44 keys,\n"
@@ -102,7 +110,8 @@ static void usage(FILE *f)
             "                        most --sched-timeout-ms: at once)\n"
             "  --trace               print each update's outcome (applied, refused, voided)\n"
             "                        on stderr as it comes\n"
-            "  --join-timeout-ms MS  deadline for all ranks to join (default 30000)\n"
+            "  --join-timeout-ms MS  deadline for all ranks to join, and with --sync for\n"
+            "                        all to commit each step (default 30000)\n"
             "  --help                this text\n",
             MLF_MLP_IN, MLF_MLP_HIDDEN, MLF_MLP_OUT, MLF_MLP_PARAMS, MLF_MLP_EVAL, MLF_CTR_KEYS,
             MLF_CTR_EVAL, DIM);
@@ -204,6 +213,7 @@ int main(int argc, char **argv)
         {"agg-timeout-ms", required_argument, 0, 'T'}, {"replication", required_argument, 0, 'E'},
         {"agg-reduce", required_argument, 0, 'G'},   {"start-ranks", required_argument, 0, 'W'},
         {"sched-fallback-ms", required_argument, 0, 'F'}, {"trace", no_argument, 0, 'Z'},
+        {"sync", no_argument, 0, 'Y'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     static struct mlf_client c;
@@ -212,13 +222,18 @@ int main(int argc, char **argv)
     long rank = -1, world = 0, D = 2, keys = -1, updates = 800, batch = -1, start_ranks = 0;
     double lr = -1, target = -1, compute_ms = 0, rto = 5, failover = 1500, sched_to = 1000,
            join_to = 30000, agg_to = 1000, sched_fallback = 30000;
-    int trace = 0;
+    int trace = 0, sync = 0;
     int opt;
     while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         char *end = NULL;
         double v = 0;
+        if (opt == 'D' && strcmp(optarg, "unbounded") == 0) {
+            D = INA_PS_DELAY_UNBOUNDED;
+            continue;
+        }
         if (opt != 'P' && opt != 'R' && opt != 'S' && opt != 'j' && opt != 'm' && opt != 'M' &&
-            opt != 'X' && opt != 'E' && opt != 'G' && opt != 'Z' && opt != 'h' && opt != '?') {
+            opt != 'X' && opt != 'E' && opt != 'G' && opt != 'Z' && opt != 'Y' && opt != 'h' &&
+            opt != '?') {
             v = strtod(optarg, &end);
             if (end == optarg || *end || !(v >= 0) || v > 1e9) {
                 fprintf(stderr, "ina-mlf: bad number '%s' (see --help)\n", optarg);
@@ -252,6 +267,7 @@ int main(int argc, char **argv)
         case 'W': start_ranks = (long)v; break;
         case 'F': sched_fallback = v; break;
         case 'Z': trace = 1; break;
+        case 'Y': sync = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -287,6 +303,11 @@ int main(int argc, char **argv)
                 INA_MAX_WORKERS);
         return 2;
     }
+    if (sync && (sched || replica || sw || (start_ranks && start_ranks < world))) {
+        fprintf(stderr, "ina-mlf: --sync trains with a barrier at ina-ps alone: no --sched, "
+                        "--replica, --switch or --start-ranks (see --help)\n");
+        return 2;
+    }
     c.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     int bufsz = 4 << 20;
     setsockopt(c.fd, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz));
@@ -297,6 +318,8 @@ int main(int argc, char **argv)
     c.sched_timeout_ns = (uint64_t)(sched_to * 1e6);
     c.sched_fallback_ns = (uint64_t)(sched_fallback * 1e6);
     c.trace = trace;
+    c.sync = sync;
+    c.barrier_ns = (uint64_t)(join_to * 1e6);
     const char *addrs[2] = {ps, replica};
     for (int i = 0; i < 2 && addrs[i]; i++) {
         if (ina_parse_hostport(addrs[i], 1, &c.srv[i].addr) != 0) {
@@ -340,9 +363,9 @@ int main(int argc, char **argv)
     j->nshards = 1;
     j->dim = DIM;
     j->optim = 0; /* SGD */
-    j->mode = INA_PS_MODE_STALE;
-    j->max_delay = (uint8_t)D;
-    j->start = (uint16_t)start_ranks; /* 0: every rank starts the job */
+    j->mode = sync ? INA_PS_MODE_SYNC : INA_PS_MODE_STALE;
+    j->max_delay = sync ? 0 : (uint8_t)D;
+    j->start = sync ? 0 : (uint16_t)start_ranks; /* 0: every rank starts the job */
     j->lr = (float)lr;
     j->eps = 1.0f;
     if (mlp) { /* random initial values (PROTOCOL.md §14.1): an MLP at 0 cannot break symmetry */
@@ -389,6 +412,8 @@ int main(int argc, char **argv)
     for (;;) {
         if ((rc = mlf_begin(&c)) != 0 || (rc = mlf_pull(&c, w, &version)) != 0)
             break;
+        if (sync)
+            version = c.step; /* a SYNC job's pull does not say its version: the steps applied */
         /* The MLP's and the CTR model's evaluations cost a few gradients: each rank checks
          * every 4th model. */
         int check = m.kind == MODEL_LSQ || (iters + rank) % 4 == 0;
@@ -452,7 +477,7 @@ int main(int argc, char **argv)
            (unsigned long long)c.st.reattaches,
            hit_s >= 0 ? hit_v : 0,
            (unsigned long long)hit_ms, (unsigned long long)start_ms);
-    if (delay_max > (uint32_t)D) {
+    if (D != INA_PS_DELAY_UNBOUNDED && delay_max > (uint32_t)D) {
         fprintf(stderr, "mlf rank %ld: an update was applied with delay %u > D = %ld\n", rank,
                 delay_max, D);
         rc = 1;
