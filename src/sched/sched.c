@@ -111,13 +111,39 @@ static void mark_stragglers(struct ina_sched *s)
     }
 }
 
-static void learn_rate(struct ina_sched *s, unsigned r, uint32_t bytes, uint32_t usec)
+/*
+ * The weight of a rate sample that comes dt after the rank's last: at least
+ * INA_SCHED_RATE_WEIGHT (several samples in a row move the rate, one outlier does not),
+ * and 1 - 2^(-dt / halflife) when that is more. Links change in time, not in samples: a
+ * rank that is granted rarely (a straggler yields to the others) would otherwise keep its
+ * old rate for many grants after its link recovered; with the time weight one sample a
+ * half-life after the last moves it half way or more.
+ */
+static double rate_weight(const struct ina_sched *s, uint64_t dt)
+{
+    double w = INA_SCHED_RATE_WEIGHT;
+    if (s->p.rate_halflife_ns) {
+        double t = 1.0 - exp2(-(double)dt / (double)s->p.rate_halflife_ns);
+        if (t > w)
+            w = t;
+    }
+    return w;
+}
+
+static void learn_rate(struct ina_sched *s, unsigned r, uint32_t bytes, uint32_t usec,
+                       uint64_t now)
 {
     struct ina_sched_rank *k = &s->ranks[r];
     if (usec == 0 || bytes == 0)
         return;
     double rate = (double)bytes * 1e6 / usec;
-    k->rate = k->samples ? 0.7 * k->rate + 0.3 * rate : rate;
+    if (k->samples) {
+        double w = rate_weight(s, now - k->sample_ns);
+        k->rate += w * (rate - k->rate);
+    } else {
+        k->rate = rate;
+    }
+    k->sample_ns = now;
     k->samples++;
     mark_stragglers(s);
 }
@@ -781,7 +807,7 @@ static void on_done(struct ina_sched *s, const struct ina_hdr *h, const uint8_t 
         s->c.member_dones++;
         s->c.member_failed += status != INA_SCHED_DONE_MEMBER;
         end_grant(s, k, 0);
-        learn_rate(s, h->rank, ina_get32(body + 4), ina_get32(body + 8));
+        learn_rate(s, h->rank, ina_get32(body + 4), ina_get32(body + 8), now);
         schedule(s, now);
         return;
     }
@@ -793,7 +819,7 @@ static void on_done(struct ina_sched *s, const struct ina_hdr *h, const uint8_t 
     uint32_t version = ina_get32(body + 12); /* the server's version after this update */
     if ((int32_t)(version - s->floor) > 0)
         s->floor = version;
-    learn_rate(s, h->rank, ina_get32(body + 4), ina_get32(body + 8));
+    learn_rate(s, h->rank, ina_get32(body + 4), ina_get32(body + 8), now);
     schedule(s, now);
 }
 

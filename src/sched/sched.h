@@ -21,7 +21,9 @@
  * as well as the update is what makes no transfer wasted (MLfabric manages
  * every transfer of the job, the model's too). Among the feasible requests the scheduler grants
  * first the one predicted to finish first: bytes / the rank's learned rate
- * (EWMA of bytes / duration from DONE). A rank whose rate is below
+ * (EWMA of bytes / duration from DONE, weighted by the time since the rank's last sample:
+ * a rank heard from rarely, a straggler, adapts in one sample when its link
+ * recovers). A rank whose rate is below
  * straggler_ratio x the median is a straggler: its requests wait while a
  * feasible request of another rank waits. Any request that has waited
  * max_wait_ns goes first: a straggler is slowed and a slow rank passed over
@@ -63,6 +65,7 @@
 #define INA_SCHED_REPAIR_NS 300000000ull /* a replica stuck on a taken stamp this long: replay */
 #define INA_SCHED_EAGER_NS 1000000000ull /* after the authority voided stamps, a lagging
                                             replica is asked about at once, this long */
+#define INA_SCHED_RATE_WEIGHT 0.3        /* a rate sample's weight at least (EWMA) */
 #define INA_SCHED_VOIDS 64               /* stamps being voided at once (>= the largest window) */
 
 #define INA_SCHED_DROP_MAP(X)                                                     \
@@ -131,6 +134,8 @@ struct ina_sched_params {
     double straggler_ratio;   /* rate below ratio x median: a straggler (0: never) */
     uint64_t max_wait_ns;     /* a request waiting this long goes first (0: no limit) */
     double initial_rate;      /* bytes/s assumed before a rank's first DONE */
+    uint64_t rate_halflife_ns; /* a rate sample dt after the rank's last weighs at least
+                                  1 - 2^(-dt / halflife) (0: every sample INA_SCHED_RATE_WEIGHT) */
     unsigned aggregate;       /* members of a group at most (1: no aggregation) */
     /* The job's servers (§15.9): the primary, then the replica. 0 servers: leases expire as
      * before (counted as applied), nothing is asked of a server. */
@@ -158,6 +163,7 @@ struct ina_sched_rank {
     uint64_t since_ns;        /* request arrival, or grant time */
     double rate;              /* learned bytes/s (0: none yet) */
     uint64_t samples;
+    uint64_t sample_ns;       /* when the last one came */
     uint8_t departed;         /* its grant expired, or it left: out of the world until heard */
     uint8_t depart_voided;    /* its stamp was voided: the servers are told it has gone */
 };
