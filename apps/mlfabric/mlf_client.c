@@ -29,6 +29,18 @@ static void send_to(struct mlf_client *c, const uint8_t *b, size_t len, const st
     sendto(c->fd, b, len, 0, (const struct sockaddr *)d, sizeof(*d));
 }
 
+/* The wait before the next resend of a datagram still unanswered after waiting `wait`:
+ * doubled, at most MLF_RTO_MAX x RTO. Many workers that resend at a fixed RTO into a
+ * server's queue longer than the RTO (unscheduled sending: every worker at once) resend
+ * copies of what is still queued, fill the queue, lose fragments of every large datagram
+ * and collapse; backing off keeps the offered load near what the link carries. */
+#define MLF_RTO_MAX 16
+
+static uint64_t backoff(const struct mlf_client *c, uint64_t wait)
+{
+    return 2 * wait < MLF_RTO_MAX * c->rto_ns ? 2 * wait : MLF_RTO_MAX * c->rto_ns;
+}
+
 /* Receive one datagram until the absolute deadline. @return its length, 0 at the deadline. */
 static size_t recv_until(struct mlf_client *c, uint8_t *b, size_t cap, struct sockaddr_in *from,
                          uint64_t deadline)
@@ -150,10 +162,10 @@ int mlf_pull(struct mlf_client *c, float *model, uint32_t *version)
         for (uint32_t k = 0; k < c->nkeys; k++)
             ina_put64(b + INA_HDR_LEN + 8 * k, k);
         size_t len = INA_HDR_LEN + 8 * (size_t)c->nkeys;
-        uint64_t give_up = mono_ns() + c->failover_ns;
+        uint64_t give_up = mono_ns() + c->failover_ns, wait = c->rto_ns;
         while (mono_ns() < give_up) {
             send_to(c, b, len, &s->addr);
-            uint64_t until = mono_ns() + c->rto_ns;
+            uint64_t until = mono_ns() + wait;
             struct sockaddr_in from;
             size_t n;
             while ((n = recv_until(c, r, sizeof(r), &from, until)) > 0) {
@@ -169,6 +181,7 @@ int mlf_pull(struct mlf_client *c, float *model, uint32_t *version)
                 return 0;
             }
             c->st.retransmits++;
+            wait = backoff(c, wait);
         }
         int rc = fail_over(c, c->primary);
         if (rc != 0)
@@ -386,10 +399,10 @@ static int sync_request(struct mlf_client *c, const uint8_t *req, size_t len, ui
 {
     struct mlf_server *s = &c->srv[c->primary];
     uint8_t r[512];
-    uint64_t give_up = mono_ns() + timeout_ns;
+    uint64_t give_up = mono_ns() + timeout_ns, wait = c->rto_ns;
     while (mono_ns() < give_up) {
         send_to(c, req, len, &s->addr);
-        uint64_t until = mono_ns() + c->rto_ns;
+        uint64_t until = mono_ns() + wait;
         struct sockaddr_in from;
         size_t n;
         while ((n = recv_until(c, r, sizeof(r), &from, until)) > 0) {
@@ -405,6 +418,7 @@ static int sync_request(struct mlf_client *c, const uint8_t *req, size_t len, ui
                 return 0;
         }
         c->st.retransmits++;
+        wait = backoff(c, wait);
     }
     return INA_ERR_TIMEOUT;
 }
@@ -524,6 +538,7 @@ static int stale_update(struct mlf_client *c, const float *grad, uint32_t base,
      * well, never taken there. */
     int acked[2] = {0, 0}, held_by[2] = {0, 0}, have = 0, primary_heard = 0, voided = 0;
     int replica_due = 0; /* the round after the primary's first answer sends the replica's copy */
+    uint64_t wait = c->rto_ns;
     for (;;) {
         int waiting = 0;
         for (int t = 0; t < nt && !voided; t++) {
@@ -558,7 +573,7 @@ static int stale_update(struct mlf_client *c, const float *grad, uint32_t base,
         }
         if (!waiting || voided)
             break;
-        uint64_t until = mono_ns() + c->rto_ns;
+        uint64_t until = mono_ns() + wait;
         struct sockaddr_in from;
         size_t n;
         while ((n = recv_until(c, r, sizeof(r), &from, until)) > 0) {
@@ -600,6 +615,7 @@ static int stale_update(struct mlf_client *c, const float *grad, uint32_t base,
         }
         if (!replica_due)
             c->st.retransmits++;
+        wait = replica_due ? c->rto_ns : backoff(c, wait); /* the replica's copy: a new send */
         replica_due = 0;
     }
     c->st.retransmits--; /* the last round resent nothing */

@@ -99,6 +99,10 @@ static void usage(FILE *f)
             "                        45%% of the way from the planted model's log-loss to\n"
             "                        the initial one; lsq: every rank checks each model it\n"
             "                        pulls; mlp, ctr: every 4th)\n"
+            "  --stop-at-target      stop once this rank sees a model at the target loss\n"
+            "                        (as at --updates: a grant held is used first); with\n"
+            "                        --sync every rank checks every version, so all stop\n"
+            "                        at the same one\n"
             "  --compute-ms MS       extra compute time per gradient, emulated (default 0)\n"
             "  --rto-ms MS           resend an unanswered datagram after MS (default 5)\n"
             "  --failover-ms MS      a server silent this long is dead (default 1500)\n"
@@ -213,7 +217,7 @@ int main(int argc, char **argv)
         {"agg-timeout-ms", required_argument, 0, 'T'}, {"replication", required_argument, 0, 'E'},
         {"agg-reduce", required_argument, 0, 'G'},   {"start-ranks", required_argument, 0, 'W'},
         {"sched-fallback-ms", required_argument, 0, 'F'}, {"trace", no_argument, 0, 'Z'},
-        {"sync", no_argument, 0, 'Y'},
+        {"sync", no_argument, 0, 'Y'},           {"stop-at-target", no_argument, 0, 'K'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     static struct mlf_client c;
@@ -222,7 +226,7 @@ int main(int argc, char **argv)
     long rank = -1, world = 0, D = 2, keys = -1, updates = 800, batch = -1, start_ranks = 0;
     double lr = -1, target = -1, compute_ms = 0, rto = 5, failover = 1500, sched_to = 1000,
            join_to = 30000, agg_to = 1000, sched_fallback = 30000;
-    int trace = 0, sync = 0;
+    int trace = 0, sync = 0, stop_at_target = 0;
     int opt;
     while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         char *end = NULL;
@@ -232,8 +236,8 @@ int main(int argc, char **argv)
             continue;
         }
         if (opt != 'P' && opt != 'R' && opt != 'S' && opt != 'j' && opt != 'm' && opt != 'M' &&
-            opt != 'X' && opt != 'E' && opt != 'G' && opt != 'Z' && opt != 'Y' && opt != 'h' &&
-            opt != '?') {
+            opt != 'X' && opt != 'E' && opt != 'G' && opt != 'Z' && opt != 'Y' && opt != 'K' &&
+            opt != 'h' && opt != '?') {
             v = strtod(optarg, &end);
             if (end == optarg || *end || !(v >= 0) || v > 1e9) {
                 fprintf(stderr, "ina-mlf: bad number '%s' (see --help)\n", optarg);
@@ -268,6 +272,7 @@ int main(int argc, char **argv)
         case 'F': sched_fallback = v; break;
         case 'Z': trace = 1; break;
         case 'Y': sync = 1; break;
+        case 'K': stop_at_target = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -415,8 +420,9 @@ int main(int argc, char **argv)
         if (sync)
             version = c.step; /* a SYNC job's pull does not say its version: the steps applied */
         /* The MLP's and the CTR model's evaluations cost a few gradients: each rank checks
-         * every 4th model. */
-        int check = m.kind == MODEL_LSQ || (iters + rank) % 4 == 0;
+         * every 4th model; with --sync every rank checks every version (the same model on
+         * every rank: they see the target at the same version). */
+        int check = m.kind == MODEL_LSQ || sync || (iters + rank) % 4 == 0;
         double loss = check ? model_eval(&m, w, mlp ? &metric : NULL) : -1;
         if (check && hit_s < 0 && loss <= target) {
             hit_s = (double)(mono_ns() - t0) / 1e9;
@@ -434,7 +440,7 @@ int main(int argc, char **argv)
         }
         fflush(stdout);
         /* Done; but a grant held is a stamp the servers wait for: send its update. */
-        int last = version >= (uint32_t)updates;
+        int last = version >= (uint32_t)updates || (stop_at_target && hit_s >= 0);
         if (last && !c.granted)
             break;
         model_grad(&m, w, batch, g);
