@@ -56,7 +56,9 @@ Options:
                     --aggregate)
   --dynamic         the dynamic cluster above
   --dyn-period MS   its period T in ms (default per model: lsq 2500, mlp 400, ctr 2500)
-  --lease-ms MS     ina-sched --grant-timeout in --dynamic runs (default 500)
+  --lease-ms MS     ina-sched --grant-timeout in --dynamic runs (default 250: no live
+                    worker's grant outlived it in pilot runs; the dead worker's stamp holds
+                    the job about that long)
   --straggler S     off (default), on (the last worker at half the rate the whole run) or
                     both (each case twice)
   --rate RATE       tbf rate of every link (default 100mbit)
@@ -88,7 +90,7 @@ cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 BUILD_DIR=${INA_BUILD_DIR:-build}
 case $BUILD_DIR in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac
-MODELS=lsq NS=8 DELAYS=2 MODES="sched fifo async sync" DYNAMIC=0 DYN_PERIOD= LEASE=500
+MODELS=lsq NS=8 DELAYS=2 MODES="sched fifo async sync" DYNAMIC=0 DYN_PERIOD= LEASE=250
 STRAGGLER=off RATE=100mbit SRATE= KEYS_OPT= WINDOW= SMODE=fetch UPDATES_OPT= SYNC_LR=
 AGG=0 AGG_REDUCE=sum COMPUTE=0 REPLICATION=0 REPEAT=1 OUT=$ROOT/bench/results/mlfabric.md
 while [ $# -gt 0 ]; do
@@ -166,11 +168,11 @@ PIP=$(ina_ns_ip "$CL" "w$((NMAX + 1))") RIP=$(ina_ns_ip "$CL" "w$((NMAX + 2))") 
 PORT=27100
 log() { echo "mlfabric.sh: $*" >&2; }
 report() { tee -a "$RUN/report.md"; }
-rate_div() { # RATE K -> RATE / K (100mbit 4 -> 25mbit; kbit below 1 mbit)
+rate_div() { # K: RATE / K (100mbit, 4: 25mbit; in kbit when mbit does not divide)
     local n=${RATE%%[a-z]*} u=${RATE##*[0-9]}
-    if [ $((n % $2)) = 0 ]; then echo "$((n / $2))$u"
-    elif [ "$u" = mbit ]; then echo "$((n * 1000 / $2))kbit"
-    else echo "$((n / $2))$u"; fi
+    if [ $((n % $1)) = 0 ]; then echo "$((n / $1))$u"
+    elif [ "$u" = mbit ]; then echo "$((n * 1000 / $1))kbit"
+    else echo "$((n / $1))$u"; fi
 }
 rate_bytes() { # a rate like 100mbit (default: the servers' links) -> bytes per second
     local r=${1:-$SRATE}
@@ -221,17 +223,20 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # background): worker 1 at a quarter from 0.2 T to 0.6 T of every period, worker 2 toggling
 # every 0.1 T.
 dyn_rates() {
-    local t=$2 t0 k=0 q full
-    q=$(rate_div 4) full=$RATE t0=$(now_ms)
+    local t=$2 t0 q at host what n=0 late=0
+    q=$(rate_div 4) t0=$(now_ms)
     awk -v t="$t" 'BEGIN { for (p = 0; p < 100; p++) {
             printf "%d w1 q\n%d w1 f\n", p * t + 0.2 * t, p * t + 0.6 * t
             for (j = 1; j <= 10; j++) printf "%d w2 %s\n", p * t + j * 0.1 * t, j % 2 ? "q" : "f" } }' |
-        sort -n | while read -r at host what; do
-        local wait_ms=$((t0 + at - $(now_ms)))
-        [ "$wait_ms" -gt 0 ] && sleep "$(awk -v m="$wait_ms" 'BEGIN { printf "%.3f", m / 1000 }')"
-        shape "$host" "$([ "$what" = q ] && echo "$q" || echo "$full")" 2>/dev/null
-        k=$((k + 1))
-    done
+        sort -n >"$RUN/dyn.events"
+    # One process (no pipeline), so that killing it ends the changes.
+    while read -r at host what; do
+        sleep_ms $((t0 + at - $(now_ms)))
+        [ $(($(now_ms) - t0 - at)) -gt 20 ] && late=$((late + 1))
+        shape "$host" "$([ "$what" = q ] && echo "$q" || echo "$RATE")" || echo "tc failed" >&2
+        n=$((n + 1))
+        echo "$n $late" >"$3"
+    done <"$RUN/dyn.events"
 }
 sleep_ms() { sleep "$(awk -v m="$1" 'BEGIN { printf "%.3f", (m > 0 ? m : 0) / 1000 }')"; }
 
@@ -299,20 +304,20 @@ run_case() {
     local t0 dp= victim=
     t0=$(now_ms)
     if [ "$DYNAMIC" = 1 ]; then
-        dyn_rates "$n" "$PERIOD" &
+        dyn_rates "$n" "$PERIOD" "$dir/rates" &
         dp=$!
         if [ "$mode" != sync ]; then # worker 3 killed at 0.3 T, rank N joins at 0.5 T
             victim=${wp[3]}
             sleep_ms $((t0 + 3 * PERIOD / 10 - $(now_ms)))
             local c
             for c in $(pgrep -P "$victim"); do kill -KILL "$c" 2>/dev/null; done
-            echo "killed rank 3 at $(($(now_ms) - t0)) ms" >"$dir/events"
+            echo "kill $(($(now_ms) - t0)) ms" >"$dir/events"
             sleep_ms $((t0 + PERIOD / 2 - $(now_ms)))
             if kill -0 "${wp[0]}" 2>/dev/null; then # the job still runs
                 ip netns exec "${CL}w$n" timeout -k 5 300 "$BIN/ina-mlf" --rank "$n" "${args[@]}" \
                     --join-timeout-ms 3000 >"$dir/w$n.out" 2>"$dir/w$n.err" &
                 wp+=($!)
-                echo "rank $n joined at $(($(now_ms) - t0)) ms" >>"$dir/events"
+                echo "join $(($(now_ms) - t0)) ms" >>"$dir/events"
             fi
         fi
     fi
@@ -420,8 +425,8 @@ fi
 {
     echo "Every run (versions and gradients until the first rank saw the target; NA: not reached):"
     echo
-    echo "| model | N | D | mode | straggler | run | versions | gradients | seconds to target | refused by the server | loss at the end (initial) |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|"
+    echo "| model | N | D | mode | straggler | run | versions | gradients | seconds to target | refused by the server | loss at the end (initial) | events (from the workers' start) |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
     for m in $MODELS; do
         for n in $NS; do
             for st in $STS; do
@@ -436,7 +441,9 @@ fi
                             echo "$g" >>"$RUN/g.$key"
                             note=
                             awk -v a="$loss" -v b="$l0" 'BEGIN { exit !(a != "NA" && b != "NA" && a + 0 > b + 0) }' && note=", diverged"
-                            echo "| $m | $n | $d | $mode | $st | ${dir##*.} | $v | $g | $t | ${rs:-0} | $loss ($l0)$note |"
+                            ev=$(tr '\n' ' ' <"$dir/events" 2>/dev/null)
+                            [ -s "$dir/rates" ] && ev+="$(awk '{ printf "%d rate changes (%d over 20 ms late)", $1, $2 }' "$dir/rates")"
+                            echo "| $m | $n | $d | $mode | $st | ${dir##*.} | $v | $g | $t | ${rs:-0} | $loss ($l0)$note | ${ev:--} |"
                         done
                     done
                 done
