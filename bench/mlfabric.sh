@@ -74,7 +74,15 @@ Options:
                     a number F, or F/N (default: lsq sum, mlp sum, ctr 2/N: the fastest
                     of those tried in pilot runs at N = 8; on ctr the sum diverges)
   --aggregate K     add the agg case with groups of at most K (default 0: none)
-  --agg-reduce R    what a group's leader sends (ina-mlf --agg-reduce): sum (default) or mean
+  --agg-reduce R    what a group's leader sends (ina-mlf --agg-reduce): sum or mean (default:
+                    lsq and mlp sum, ctr mean: with the sum, ctr's lr of 1 per update
+                    diverges)
+  --agg-pull P      how a group's members get the model (ina-mlf --agg-pull): server (default:
+                    each pulls it) or switch (the leader pulls it, the switch shares it)
+  --agg-hold-ms MS  ina-sched --agg-hold-ms (default: ina-sched's, 10)
+  --switch-rate R   the link of the switch's host (the scheduler's): a tbf rate (default:
+                    --rate, a host like the others) or line (unshaped: the network's switch
+                    at line rate, as in-network aggregation assumes)
   --compute-ms MS   emulated extra compute per gradient on every worker (default 0)
   --replication     two more scheduled runs with the replica (no straggler): the workers
                     replicating (MLfabric's scheme) and chain replication; the primary's NIC
@@ -92,7 +100,8 @@ BUILD_DIR=${INA_BUILD_DIR:-build}
 case $BUILD_DIR in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac
 MODELS=lsq NS=8 DELAYS=2 MODES="sched fifo async sync" DYNAMIC=0 DYN_PERIOD= LEASE=250
 STRAGGLER=off RATE=100mbit SRATE= KEYS_OPT= WINDOW= SMODE=fetch UPDATES_OPT= SYNC_LR=
-AGG=0 AGG_REDUCE=sum COMPUTE=0 REPLICATION=0 REPEAT=1 OUT=$ROOT/bench/results/mlfabric.md
+AGG=0 AGG_REDUCE_OPT= AGG_PULL=server AGG_HOLD= SWRATE= COMPUTE=0 REPLICATION=0 REPEAT=1
+OUT=$ROOT/bench/results/mlfabric.md
 while [ $# -gt 0 ]; do
     case $1 in
         --models | --model) MODELS=$2; shift 2 ;;
@@ -111,7 +120,10 @@ while [ $# -gt 0 ]; do
         --updates) UPDATES_OPT=$2; shift 2 ;;
         --sync-lr) SYNC_LR=$2; shift 2 ;;
         --aggregate) AGG=$2; shift 2 ;;
-        --agg-reduce) AGG_REDUCE=$2; shift 2 ;;
+        --agg-reduce) AGG_REDUCE_OPT=$2; shift 2 ;;
+        --agg-pull) AGG_PULL=$2; shift 2 ;;
+        --agg-hold-ms) AGG_HOLD=$2; shift 2 ;;
+        --switch-rate) SWRATE=$2; shift 2 ;;
         --compute-ms) COMPUTE=$2; shift 2 ;;
         --replication) REPLICATION=1; shift ;;
         --repeat) REPEAT=$2; shift 2 ;;
@@ -164,6 +176,13 @@ shape() { # HOST RATE: both ways
 if [ "$SRATE" != "$RATE" ]; then # the servers' hosts get their own NIC rate, both ways
     for h in "w$((NMAX + 1))" "w$((NMAX + 2))"; do shape "$h" "$SRATE" || exit 1; done
 fi
+SWRATE=${SWRATE:-$RATE}
+if [ "$SWRATE" = line ]; then # the switch's port at line rate: no shaping
+    tc -n "${CL}sw" qdisc del dev eth0 root 2>/dev/null
+    tc -n "${CL}br" qdisc del dev "${CL}sw" root 2>/dev/null
+elif [ "$SWRATE" != "$RATE" ]; then
+    shape sw "$SWRATE" || exit 1
+fi
 PIP=$(ina_ns_ip "$CL" "w$((NMAX + 1))") RIP=$(ina_ns_ip "$CL" "w$((NMAX + 2))") SIP=$(ina_ns_ip "$CL" sw)
 PORT=27100
 log() { echo "mlfabric.sh: $*" >&2; }
@@ -188,15 +207,15 @@ model_setup() {
     MODEL=$1
     case $MODEL in
     lsq) KEYS=${KEYS_OPT:-120} LR=16 UPDATES=${UPDATES_OPT:-2500} PERIOD=${DYN_PERIOD:-2500}
-         SCALE=${SYNC_LR:-sum}
+         SCALE=${SYNC_LR:-sum} AGG_REDUCE=${AGG_REDUCE_OPT:-sum}
          MODEL_ARGS=(--keys "$KEYS" --batch 32)
          MODEL_TEXT="dense least squares, $KEYS keys, batch 32, SGD lr 16 at the server; target 0.05 x the initial loss (exact), every rank checks every model it pulls" ;;
     mlp) KEYS=44 LR=0.1 UPDATES=${UPDATES_OPT:-1200} PERIOD=${DYN_PERIOD:-400}
-         SCALE=${SYNC_LR:-sum}
+         SCALE=${SYNC_LR:-sum} AGG_REDUCE=${AGG_REDUCE_OPT:-sum}
          MODEL_ARGS=(--model mlp --batch 32)
          MODEL_TEXT="the MLP classifier (32-64-10, ReLU, cross-entropy; 44 keys), batch 32, SGD lr 0.1 at the server; target 0.42 x the initial cross-entropy on 512 held-out samples, each rank checks every 4th model (sync: every one)" ;;
     ctr) KEYS=${KEYS_OPT:-240} LR=1 UPDATES=${UPDATES_OPT:-2500} PERIOD=${DYN_PERIOD:-2500}
-         SCALE=${SYNC_LR:-2/N}
+         SCALE=${SYNC_LR:-2/N} AGG_REDUCE=${AGG_REDUCE_OPT:-mean}
          MODEL_ARGS=(--model ctr --keys "$KEYS")
          MODEL_TEXT="the CTR click logs, logistic regression over features hashed into $((KEYS * 64)) weights, batch 64, SGD lr 1 at the server; target: held-out log-loss 45% of the way from the planted model's (0.448) to the initial 0.693, each rank checks every 4th model (sync: every one)" ;;
     esac
@@ -223,20 +242,28 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # background): worker 1 at a quarter from 0.2 T to 0.6 T of every period, worker 2 toggling
 # every 0.1 T.
 dyn_rates() {
-    local t=$2 t0 q at host what n=0 late=0
+    local t=$2 t0 q at host what n=0 late=0 ev=$3.events
     q=$(rate_div 4) t0=$(now_ms)
     awk -v t="$t" 'BEGIN { for (p = 0; p < 100; p++) {
             printf "%d w1 q\n%d w1 f\n", p * t + 0.2 * t, p * t + 0.6 * t
             for (j = 1; j <= 10; j++) printf "%d w2 %s\n", p * t + j * 0.1 * t, j % 2 ? "q" : "f" } }' |
-        sort -n >"$RUN/dyn.events"
-    # One process (no pipeline), so that killing it ends the changes.
+        sort -n >"$ev"
+    # One process (no pipeline), stopped by dyn_stop between two changes.
     while read -r at host what; do
         sleep_ms $((t0 + at - $(now_ms)))
         [ $(($(now_ms) - t0 - at)) -gt 20 ] && late=$((late + 1))
         shape "$host" "$([ "$what" = q ] && echo "$q" || echo "$RATE")" || echo "tc failed" >&2
         n=$((n + 1))
         echo "$n $late" >"$3"
-    done <"$RUN/dyn.events"
+    done <"$ev"
+}
+# dyn_stop PID: end dyn_rates (its pending sleep too, so that no change of this run comes
+# after the next run's reset).
+dyn_stop() {
+    local c
+    kill "$1" 2>/dev/null
+    for c in $(pgrep -P "$1"); do kill "$c" 2>/dev/null; done
+    wait "$1" 2>/dev/null
 }
 sleep_ms() { sleep "$(awk -v m="$1" 'BEGIN { printf "%.3f", (m > 0 ? m : 0) / 1000 }')"; }
 
@@ -280,11 +307,11 @@ run_case() {
             2>"$dir/sw.err" &
         swp=$!
         PIDS+=($swp)
-        extra+=(--switch "$SIP:$((PORT + 1))" --agg-reduce "$AGG_REDUCE")
+        extra+=(--switch "$SIP:$((PORT + 1))" --agg-reduce "$AGG_REDUCE" --agg-pull "$AGG_PULL")
     fi
     if [ "$mode" = sched ] || [ "$mode" = agg ]; then
         local agg=()
-        [ "$mode" = agg ] && agg=(--aggregate "$AGG")
+        [ "$mode" = agg ] && agg=(--aggregate "$AGG" ${AGG_HOLD:+--agg-hold-ms "$AGG_HOLD"})
         ip netns exec "$SNS" "$BIN/ina-sched" --job "$job" --world "$world" --max-delay "$d" \
             ${WINDOW:+--window "$WINDOW"} "${agg[@]}" "${sdyn[@]}" --listen "$SIP:$PORT" \
             --log-level warn 2>"$dir/s.err" &
@@ -325,7 +352,7 @@ run_case() {
     for p in "${wp[@]}"; do
         wait "$p" || { [ "$p" = "$victim" ] || rc=1; }
     done
-    [ -n "$dp" ] && { kill "$dp" 2>/dev/null; wait "$dp" 2>/dev/null; }
+    [ -n "$dp" ] && dyn_stop "$dp"
     for p in $pp $rp $sp $swp; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
     [ $rc = 0 ] || log "a worker of $MODEL/$mode N=$n D=$d failed: see $dir"
     return $rc
@@ -382,7 +409,7 @@ STS=$STRAGGLER
     [ "$SRATE" != "$RATE" ] && echo "The primary's and the replica's hosts: $SRATE."
     [ "$STRAGGLER" != off ] && echo "Straggler on: the last worker at $(rate_div 2) the whole run."
     [ "$COMPUTE" != 0 ] && echo "Every worker adds $COMPUTE ms of emulated compute to each gradient (ina-mlf --compute-ms)."
-    [ "$AGG" -ge 2 ] && echo "agg: ina-sched --aggregate $AGG, an ina-switch on the scheduler's host (its link shaped like the others) sums the groups; the leader sends their $AGG_REDUCE."
+    [ "$AGG" -ge 2 ] && echo "agg: ina-sched --aggregate $AGG --agg-hold-ms ${AGG_HOLD:-10}, an ina-switch on the scheduler's host (its link: $([ "$SWRATE" = line ] && echo "unshaped, line rate" || echo "$SWRATE")) sums the groups; the leader sends their ${AGG_REDUCE_OPT:-sum (ctr: mean)}; the members get the model from $([ "$AGG_PULL" = switch ] && echo "the switch (the leader's pull)" || echo "the server, each")."
     if [ "$DYNAMIC" = 1 ]; then
         echo "Dynamic cluster (T per model below): worker 1 at $(rate_div 4) from 0.2 T to 0.6 T of every period T;"
         echo "worker 2 toggling between $RATE and $(rate_div 4) every 0.1 T; worker 3 killed at 0.3 T (ina-sched's"
@@ -439,9 +466,16 @@ fi
                             echo "$t" >>"$RUN/t.$key"
                             echo "$v" >>"$RUN/v.$key"
                             echo "$g" >>"$RUN/g.$key"
+                            rx=$(counter rx_bytes "$dir/p.err") tx=$(counter tx_bytes "$dir/p.err")
+                            echo $((${rx:-0} > ${tx:-0} ? ${rx:-0} : ${tx:-0})) >>"$RUN/b.$key"
+                            if [ "$mode" = agg ]; then
+                                for c in holds holds_joined hold_us hold_predicted_us groups group_members; do
+                                    echo "$(counter $c "$dir/s.err")" >>"$RUN/$c.$key"
+                                done
+                            fi
                             note=
                             awk -v a="$loss" -v b="$l0" 'BEGIN { exit !(a != "NA" && b != "NA" && a + 0 > b + 0) }' && note=", diverged"
-                            ev=$(tr '\n' ' ' <"$dir/events" 2>/dev/null)
+                            ev=$([ -f "$dir/events" ] && tr '\n' ' ' <"$dir/events")
                             [ -s "$dir/rates" ] && ev+="$(awk '{ printf "%d rate changes (%d over 20 ms late)", $1, $2 }' "$dir/rates")"
                             echo "| $m | $n | $d | $mode | $st | ${dir##*.} | $v | $g | $t | ${rs:-0} | $loss ($l0)$note | ${ev:--} |"
                         done
@@ -490,6 +524,25 @@ fi
             done
         done
     done
+    if [[ " $MODES " == *" agg "* ]]; then
+        echo
+        echo "Aggregation, predicted from the server's bytes beside the measurement: if the"
+        echo "primary's link is the bottleneck, agg's time = sched's x the bytes on the primary's"
+        echo "busier direction (rx or tx, from its counters) in agg's runs / in sched's (medians)."
+        echo "ina-sched's holds (--agg-hold-ms): groups held for one more member, those that got one,"
+        echo "and the wait measured against the wait predicted when each hold began (medians of the runs' sums)."
+        echo
+        echo "| model | N | D | straggler | sched s | agg s measured | agg s predicted | agg/sched measured | predicted | server MB, busier way: sched, agg | members per group | holds (joined) | hold ms measured / predicted |"
+        echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        for m in $MODELS; do for n in $NS; do for st in $STS; do for d in $DELAYS; do
+            k=$m.$n.$d
+            ts=$(median <"$RUN/t.$k.sched.$st" 2>/dev/null) ta=$(median <"$RUN/t.$k.agg.$st" 2>/dev/null)
+            bs=$(median <"$RUN/b.$k.sched.$st" 2>/dev/null) ba=$(median <"$RUN/b.$k.agg.$st" 2>/dev/null)
+            tp=$(awk -v t="${ts:-NA}" -v a="${ba:-0}" -v b="${bs:-0}" 'BEGIN { if (t == "NA" || b <= 0) print "NA"; else printf "%.3f", t * a / b }')
+            mpg=$(awk -v g="$(median <"$RUN/groups.$k.agg.$st")" -v m="$(median <"$RUN/group_members.$k.agg.$st")" 'BEGIN { if (g > 0) printf "%.2f", m / g; else print "NA" }')
+            echo "| $m | $n | $d | $st | ${ts:-NA} | ${ta:-NA} | $tp | $(ratio "${ta:-NA}" "${ts:-NA}") | $(ratio "$tp" "${ts:-NA}") | $(awk -v a="${bs:-0}" -v b="${ba:-0}" 'BEGIN { printf "%.1f, %.1f", a / 1e6, b / 1e6 }') | $mpg | $(median <"$RUN/holds.$k.agg.$st") ($(median <"$RUN/holds_joined.$k.agg.$st")) | $(awk -v a="$(median <"$RUN/hold_us.$k.agg.$st")" -v b="$(median <"$RUN/hold_predicted_us.$k.agg.$st")" 'BEGIN { printf "%.0f / %.0f", a / 1000, b / 1000 }') |"
+        done; done; done; done
+    fi
     if [ "$STRAGGLER" = both ]; then
         for m in $MODELS; do for n in $NS; do for d in $DELAYS; do for mode in $(d_modes); do
             t0=$(median <"$RUN/t.$m.$n.$d.$mode.off") t1=$(median <"$RUN/t.$m.$n.$d.$mode.on")

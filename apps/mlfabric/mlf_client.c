@@ -189,6 +189,39 @@ int mlf_pull(struct mlf_client *c, float *model, uint32_t *version)
     }
 }
 
+int mlf_fetch(struct mlf_client *c, float *model, uint32_t *version)
+{
+    c->agg_fetch_rc = 1; /* no group fetch for this grant (yet) */
+    if (!c->granted || c->group_size < 2 || !c->agg_switch || !c->agg_pull_switch)
+        return mlf_pull(c, model, version);
+    struct mlf_agg_group g = {.switch_addr = c->agg_switch, .job = c->join.name,
+                              .stamp = c->grant_stamp, .size = c->group_size,
+                              .index = c->group_index, .timeout_ms = c->agg_timeout_ms};
+    int leader = c->group_index == 0;
+    int rc = mlf_agg_open(&g, &c->agg_ctx);
+    if (leader) {
+        int prc = mlf_pull(c, model, version);
+        if (prc != 0) { /* no server left: the worker fails as without a group */
+            mlf_agg_close(c->agg_ctx);
+            c->agg_ctx = NULL;
+            return prc;
+        }
+    }
+    if (rc == 0)
+        rc = mlf_agg_bcast(c->agg_ctx, leader, model, (size_t)c->nkeys * c->join.dim, version);
+    c->agg_fetch_rc = rc;
+    if (rc == 0) {
+        c->st.shared_pulls += !leader;
+        return 0;
+    }
+    mlf_agg_close(c->agg_ctx);
+    c->agg_ctx = NULL;
+    fprintf(stderr, "mlf[%d]: warning: the group of stamp %u did not share the model (%s): "
+                    "pulling it from the server\n",
+            c->rank, g.stamp, ina_strerror(rc));
+    return leader ? 0 : mlf_pull(c, model, version); /* the leader pulled it already */
+}
+
 /* A REQ (§15.3): the next request id, base, bytes and flags. */
 static void encode_req(struct mlf_client *c, uint8_t *b, uint32_t base, uint32_t bytes,
                        uint32_t flags)
@@ -339,10 +372,17 @@ static int group_update(struct mlf_client *c, const float **grad, uint32_t *base
                               .timeout_ms = c->agg_timeout_ms};
     uint32_t b = *base;
     /* A rank that gave up on the switch may still get a group grant it asked for before:
-     * it takes its part as a failed one (a member drops its update, a leader sends alone). */
-    int rc = !c->agg_buf      ? -ENOMEM
-             : c->agg_switch ? mlf_agg_sum(&g, *grad, c->agg_buf, n, &b)
-                             : INA_ERR_CLOSED;
+     * it takes its part as a failed one (a member drops its update, a leader sends alone).
+     * A group that shared its pull sums in the job it opened then; one whose sharing failed
+     * is broken on every member: its sum is not tried. */
+    int rc = !c->agg_buf           ? -ENOMEM
+             : c->agg_fetch_rc < 0 ? c->agg_fetch_rc
+             : c->agg_ctx          ? mlf_agg_reduce(c->agg_ctx, *grad, c->agg_buf, n, &b)
+             : c->agg_switch       ? mlf_agg_sum(&g, *grad, c->agg_buf, n, &b)
+                                   : INA_ERR_CLOSED;
+    mlf_agg_close(c->agg_ctx);
+    c->agg_ctx = NULL;
+    c->agg_fetch_rc = 1;
     c->agg_fail_streak = rc == 0 ? 0 : c->agg_fail_streak + 1;
     if (rc != 0) {
         c->st.agg_failures++;
@@ -648,6 +688,8 @@ int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct ml
 
 void mlf_leave(struct mlf_client *c)
 {
+    mlf_agg_close(c->agg_ctx);
+    c->agg_ctx = NULL;
     free(c->agg_buf);
     c->agg_buf = NULL;
     if (c->use_sched) { /* out of the scheduler's world at once (§15.9); no answer */

@@ -55,6 +55,11 @@ static void usage(FILE *f)
             "                        step of its members' updates one after another) or\n"
             "                        mean (one step of a k-times larger batch: for models\n"
             "                        whose learning rate is tuned for one update a version)\n"
+            "  --agg-pull P          how a group's members get the model: server (default:\n"
+            "                        each pulls it) or switch (the leader pulls it and the\n"
+            "                        switch gives it to the others: one pull from the\n"
+            "                        server per group, for a server whose link is the\n"
+            "                        bottleneck and a switch at line rate)\n"
             "  --agg-timeout-ms MS   deadline of a group's sum; past it the leader sends\n"
             "                        its own update alone and the others' are dropped\n"
             "                        (default 1000)\n"
@@ -218,11 +223,13 @@ int main(int argc, char **argv)
         {"agg-reduce", required_argument, 0, 'G'},   {"start-ranks", required_argument, 0, 'W'},
         {"sched-fallback-ms", required_argument, 0, 'F'}, {"trace", no_argument, 0, 'Z'},
         {"sync", no_argument, 0, 'Y'},           {"stop-at-target", no_argument, 0, 'K'},
+        {"agg-pull", required_argument, 0, 'A'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     static struct mlf_client c;
     const char *ps = NULL, *replica = NULL, *sched = NULL, *job = "mlf", *mode = "fetch",
-               *model = "lsq", *sw = NULL, *replication = "send", *agg_reduce = "sum";
+               *model = "lsq", *sw = NULL, *replication = "send", *agg_reduce = "sum",
+               *agg_pull = "server";
     long rank = -1, world = 0, D = 2, keys = -1, updates = 800, batch = -1, start_ranks = 0;
     double lr = -1, target = -1, compute_ms = 0, rto = 5, failover = 1500, sched_to = 1000,
            join_to = 30000, agg_to = 1000, sched_fallback = 30000;
@@ -237,7 +244,7 @@ int main(int argc, char **argv)
         }
         if (opt != 'P' && opt != 'R' && opt != 'S' && opt != 'j' && opt != 'm' && opt != 'M' &&
             opt != 'X' && opt != 'E' && opt != 'G' && opt != 'Z' && opt != 'Y' && opt != 'K' &&
-            opt != 'h' && opt != '?') {
+            opt != 'A' && opt != 'h' && opt != '?') {
             v = strtod(optarg, &end);
             if (end == optarg || *end || !(v >= 0) || v > 1e9) {
                 fprintf(stderr, "ina-mlf: bad number '%s' (see --help)\n", optarg);
@@ -253,6 +260,7 @@ int main(int argc, char **argv)
         case 'M': model = optarg; break;
         case 'X': sw = optarg; break;
         case 'G': agg_reduce = optarg; break;
+        case 'A': agg_pull = optarg; break;
         case 'E': replication = optarg; break;
         case 'T': agg_to = v; break;
         case 'r': rank = (long)v; break;
@@ -350,6 +358,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "ina-mlf: --agg-reduce is sum or mean, not '%s'\n", agg_reduce);
         return 2;
     }
+    if (strcmp(agg_pull, "server") != 0 && strcmp(agg_pull, "switch") != 0) {
+        fprintf(stderr, "ina-mlf: --agg-pull is server or switch, not '%s'\n", agg_pull);
+        return 2;
+    }
     if (sw) {
         struct sockaddr_in swa;
         if (ina_parse_hostport(sw, 1, &swa) != 0) {
@@ -362,6 +374,7 @@ int main(int argc, char **argv)
         c.agg_switch = sw;
         c.agg_timeout_ms = (int)agg_to;
         c.agg_mean = strcmp(agg_reduce, "mean") == 0;
+        c.agg_pull_switch = strcmp(agg_pull, "switch") == 0;
     }
     struct ina_ps_join *j = &c.join;
     j->world = (uint16_t)world;
@@ -415,7 +428,7 @@ int main(int argc, char **argv)
     uint32_t version = 0, hit_v = 0, delay_max = 0;
     int iters = 0;
     for (;;) {
-        if ((rc = mlf_begin(&c)) != 0 || (rc = mlf_pull(&c, w, &version)) != 0)
+        if ((rc = mlf_begin(&c)) != 0 || (rc = mlf_fetch(&c, w, &version)) != 0)
             break;
         if (sync)
             version = c.step; /* a SYNC job's pull does not say its version: the steps applied */
@@ -471,7 +484,7 @@ int main(int argc, char **argv)
     printf("mlf rank %ld: %s iterations %d applied %llu stale %llu sched_refused %llu "
            "delay_max %u retransmits %llu failovers %llu fallbacks %llu bytes_primary %llu "
            "bytes_replica %llu groups_led %llu aggregated %llu agg_failures %llu voided %llu "
-           "sched_waits %llu reattaches %llu "
+           "sched_waits %llu reattaches %llu shared_pulls %llu "
            "target_version %u target_unix_ms %llu start_unix_ms %llu\n",
            rank, rc == 0 ? "ok" : ina_strerror(rc), iters, (unsigned long long)c.st.applied,
            (unsigned long long)c.st.stale, (unsigned long long)c.st.sched_refused, delay_max,
@@ -480,7 +493,7 @@ int main(int argc, char **argv)
            (unsigned long long)c.st.tx_bytes[1], (unsigned long long)c.st.groups_led,
            (unsigned long long)c.st.aggregated, (unsigned long long)c.st.agg_failures,
            (unsigned long long)c.st.voided, (unsigned long long)c.st.sched_waits,
-           (unsigned long long)c.st.reattaches,
+           (unsigned long long)c.st.reattaches, (unsigned long long)c.st.shared_pulls,
            hit_s >= 0 ? hit_v : 0,
            (unsigned long long)hit_ms, (unsigned long long)start_ms);
     if (D != INA_PS_DELAY_UNBOUNDED && delay_max > (uint32_t)D) {

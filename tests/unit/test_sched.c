@@ -333,6 +333,79 @@ static void test_groups(unsigned D, unsigned window, unsigned K)
            cap);
 }
 
+/*
+ * Holding a group for one more member (--agg-hold-ms): every rank's rate learned as
+ * 5000 B in 4 ms (P = 4 ms). Rank 1 is granted alone at t0; rank 0 asks at t0 + 3 ms, when
+ * rank 1 is predicted to ask again within 1 ms: 1 ms x 1 member < 4 ms, so rank 0 is held
+ * (through rank 1's DONE: its REQ follows), and granted with rank 1 when it asks (a group of
+ * 2, the hold measured: 1 ms, predicted 1 ms). A request that asks when the next is predicted 3.5 ms away with 2 members waiting
+ * is not held (7 ms > 4 ms); a hold ends at the limit (10 ms) with the group as it is; a
+ * request that has waited max_wait is never held.
+ */
+static void test_hold(void)
+{
+    static struct ina_sched s;
+    new_sched(&s, 4, 2, 3);
+    s.p.aggregate = 3;
+    s.p.agg_hold_ns = 10 * MS;
+    s.p.max_wait_ns = 100 * MS;
+    for (int r = 0; r < 4; r++) {
+        s.ranks[r].rate = 5000 / 0.004;
+        s.ranks[r].samples = 2;
+    }
+    struct answer a[8];
+    const uint32_t F = INA_SCHED_REQ_AGGREGATE, B = INA_SCHED_BASE_AT_GRANT;
+    uint64_t t0 = 1000 * MS;
+    req_flags(&s, 1, 1, B, 5000, F, "mlf", t0); /* nobody granted to wait for: granted */
+    CHECK(answers(&s, a, 8) == 1 && a[0].rank == 1 && a[0].group_size == 1);
+    uint32_t g1 = a[0].stamp;
+    req_flags(&s, 0, 1, B, 5000, F, "mlf", t0 + 3 * MS); /* rank 1 due in 1 ms: held */
+    CHECK_EQ_INT(answers(&s, a, 8), 0);
+    CHECK_EQ_INT(s.c.holds, 1);
+    ina_sched_tick(&s, t0 + 3 * MS + 500000); /* still held */
+    CHECK_EQ_INT(answers(&s, a, 8), 0);
+    done(&s, 1, 1, g1, 0, 5000, 4000, 1, t0 + 4 * MS);
+    req_flags(&s, 1, 2, B, 5000, F, "mlf", t0 + 4 * MS);
+    int n = answers(&s, a, 8);
+    CHECK(n == 2 && a[0].rank == 0 && a[1].rank == 1 && a[0].group_size == 2 &&
+          a[0].stamp == a[1].stamp);
+    CHECK(s.c.holds_joined == 1 && s.c.hold_us == 1000 && s.c.hold_predicted_us == 1000);
+    uint32_t g2 = a[0].stamp;
+    /* ranks 2 and 3 ask while the group of 2 is due in 3.5 ms: 2 x 3.5 ms > 4 ms, granted */
+    req_flags(&s, 2, 1, B, 5000, F, "mlf", t0 + 4 * MS + 250000);
+    n = answers(&s, a, 8);
+    CHECK_EQ_INT(s.c.holds, 2); /* rank 2 alone: 3.75 ms x 1 < 4 ms, held */
+    CHECK_EQ_INT(n, 0);
+    req_flags(&s, 3, 1, B, 5000, F, "mlf", t0 + 4 * MS + 500000);
+    n = answers(&s, a, 8);
+    CHECK(n == 2 && a[0].group_size == 2 && a[0].stamp == a[1].stamp && s.c.holds == 2);
+    CHECK(s.c.holds_joined == 2 && s.c.hold_us == 1250);
+    uint32_t g3 = a[0].stamp;
+    /* the first group ends; rank 0 asks again alone and the second group is due at once:
+     * held, but nobody comes (the second group's ranks are slow): granted alone at the limit */
+    done(&s, 1, 2, g2, INA_SCHED_DONE_MEMBER, 5000, 4000, 2, t0 + 8 * MS);
+    done(&s, 0, 1, g2, 0, 5000, 4000, 2, t0 + 8 * MS);
+    req_flags(&s, 0, 2, B, 5000, F, "mlf", t0 + 8 * MS);
+    CHECK_EQ_INT(answers(&s, a, 8), 0);
+    CHECK_EQ_INT(s.c.holds, 3);
+    ina_sched_tick(&s, t0 + 17 * MS);
+    CHECK_EQ_INT(answers(&s, a, 8), 0);
+    ina_sched_tick(&s, t0 + 18 * MS); /* 10 ms held: granted alone */
+    CHECK(answers(&s, a, 8) == 1 && a[0].rank == 0 && a[0].group_size == 1);
+    CHECK(s.c.holds_joined == 2 && s.c.hold_us == 1250 + 10000);
+    uint32_t g4 = a[0].stamp;
+    /* a request that has waited max_wait is not held */
+    done(&s, 2, 1, g3, 0, 5000, 4000, 3, t0 + 19 * MS);
+    done(&s, 3, 1, g3, INA_SCHED_DONE_MEMBER, 5000, 4000, 3, t0 + 19 * MS);
+    s.p.max_wait_ns = 1 * MS;
+    req_flags(&s, 2, 2, B, 5000, F, "mlf", t0 + 19 * MS);
+    CHECK_EQ_INT(answers(&s, a, 8), 0); /* rank 0 is due in 3 ms: held */
+    ina_sched_tick(&s, t0 + 20 * MS + 1);
+    CHECK(answers(&s, a, 8) == 1 && a[0].rank == 2); /* aged: granted */
+    (void)g4;
+    CHECK_EQ_INT(s.c.bound_violations, 0);
+}
+
 /* Who is never grouped: a rank without the REQ flag, a straggler, a request that is not a
  * fetch request; and aggregate above world is refused. */
 static void test_group_members(void)
@@ -1107,6 +1180,7 @@ int main(void)
     test_groups(0, 1, 4);
     test_groups(4, 8, 8);
     test_group_members();
+    test_hold();
     test_hostile();
     test_recovery();
     test_lease();
