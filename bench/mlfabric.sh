@@ -265,6 +265,9 @@ dyn_stop() {
     for c in $(pgrep -P "$1"); do kill "$c" 2>/dev/null; done
     wait "$1" 2>/dev/null
 }
+cpu_s() { # FILE (the output of `times`): user + system seconds of the waited-for children
+    awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, t, "m"); s += t[1] * 60 + t[2] } print s }' "$1"
+}
 sleep_ms() { sleep "$(awk -v m="$1" 'BEGIN { printf "%.3f", (m > 0 ? m : 0) / 1000 }')"; }
 
 # run_case MODE N D STRAGGLER REP [replica|chain]: one training run of the current model, in
@@ -320,6 +323,7 @@ run_case() {
         extra+=(--sched "$SIP:$PORT" --sched-mode "$SMODE")
     fi
     sleep 0.5
+    times >"$dir/times0" # in this shell: a subshell's children are not this shell's
     local wp=() args=(--ps "$PIP:$PORT" "${extra[@]}" --world "$world" "${start[@]}" --job "$job"
         --max-delay "$dl" "${MODEL_ARGS[@]}" --lr "$lr" --updates "$UPDATES" --rto-ms 40
         --failover-ms 20000 --compute-ms "$COMPUTE" --sched-timeout-ms 20000 --stop-at-target)
@@ -354,6 +358,11 @@ run_case() {
     done
     [ -n "$dp" ] && dyn_stop "$dp"
     for p in $pp $rp $sp $swp; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    # CPU seconds of the run's processes (the workers, servers, scheduler, switch: children
+    # this shell waited for), and the wall time of the workers, against the 2 cores' worth
+    times >"$dir/times1"
+    awk -v a="$(cpu_s "$dir/times0")" -v b="$(cpu_s "$dir/times1")" -v w="$(($(now_ms) - t0))" -v c="$(nproc)" \
+        'BEGIN { printf "%.1f s of CPU in %.1f s (%.0f%% of %d cores)\n", b - a, w / 1000, 100 * (b - a) / (w / 1000) / c, c }' >"$dir/cpu"
     [ $rc = 0 ] || log "a worker of $MODEL/$mode N=$n D=$d failed: see $dir"
     return $rc
 }
@@ -452,7 +461,7 @@ fi
 {
     echo "Every run (versions and gradients until the first rank saw the target; NA: not reached):"
     echo
-    echo "| model | N | D | mode | straggler | run | versions | gradients | seconds to target | refused by the server | loss at the end (initial) | events (from the workers' start) |"
+    echo "| model | N | D | mode | straggler | run | versions | gradients | seconds to target | refused by the server | loss at the end (initial) | events (from the workers' start); CPU of the run |"
     echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
     for m in $MODELS; do
         for n in $NS; do
@@ -476,7 +485,8 @@ fi
                             note=
                             awk -v a="$loss" -v b="$l0" 'BEGIN { exit !(a != "NA" && b != "NA" && a + 0 > b + 0) }' && note=", diverged"
                             ev=$([ -f "$dir/events" ] && tr '\n' ' ' <"$dir/events")
-                            [ -s "$dir/rates" ] && ev+="$(awk '{ printf "%d rate changes (%d over 20 ms late)", $1, $2 }' "$dir/rates")"
+                            [ -s "$dir/rates" ] && ev+="$(awk '{ printf "%d rate changes (%d over 20 ms late); ", $1, $2 }' "$dir/rates")"
+                            ev+=$(cat "$dir/cpu" 2>/dev/null)
                             echo "| $m | $n | $d | $mode | $st | ${dir##*.} | $v | $g | $t | ${rs:-0} | $loss ($l0)$note | ${ev:--} |"
                         done
                     done
