@@ -429,10 +429,21 @@ static uint64_t held_limit_ns(const struct mlf_client *c)
     return c->sched_fallback_ns > t && c->sched.sin_port ? c->sched_fallback_ns : t;
 }
 
+/* Every key's entry (key, then dim floats of grad) from p on: an UPDATE's or a PUSH's. */
+static void put_entries(const struct mlf_client *c, uint8_t *p, const float *grad)
+{
+    size_t d = c->join.dim, el = ina_ps_entry_len((unsigned)d);
+    for (uint32_t k = 0; k < c->nkeys; k++, p += el) {
+        ina_put64(p, k);
+        for (size_t j = 0; j < d; j++)
+            ina_putf(p + 8 + 4 * j, grad[k * d + j]);
+    }
+}
+
 /*
- * Send req (len bytes) to the primary every RTO until an answer of kind want with the
- * request's slot and seq comes, or until the deadline (INA_ERR_TIMEOUT); a PS_ABORT of the
- * job ends the wait (INA_ERR_ABORTED).
+ * Send req (len bytes) to the primary, again while it is unanswered (backing off), until an
+ * answer of kind want with the request's slot and seq comes, or until the deadline
+ * (INA_ERR_TIMEOUT); a PS_ABORT of the job ends the wait (INA_ERR_ABORTED).
  */
 static int sync_request(struct mlf_client *c, const uint8_t *req, size_t len, uint8_t want,
                         uint32_t slot, uint32_t seq, uint64_t timeout_ns)
@@ -468,8 +479,7 @@ static int sync_request(struct mlf_client *c, const uint8_t *req, size_t len, ui
  * rank committed the step and the server applied their sum: the barrier. */
 static int sync_update(struct mlf_client *c, const float *grad, struct mlf_result *res)
 {
-    size_t d = c->join.dim, el = ina_ps_entry_len((unsigned)d);
-    size_t len = INA_HDR_LEN + c->nkeys * el;
+    size_t len = INA_HDR_LEN + c->nkeys * ina_ps_entry_len(c->join.dim);
     static __thread uint8_t b[INA_MAX_DATAGRAM];
     if (len > sizeof(b))
         return -EINVAL;
@@ -480,12 +490,7 @@ static int sync_update(struct mlf_client *c, const float *grad, struct mlf_resul
     h.seq = c->step;
     h.count = (uint16_t)c->nkeys;
     ina_hdr_encode(b, &h);
-    uint8_t *p = b + INA_HDR_LEN;
-    for (uint32_t k = 0; k < c->nkeys; k++, p += el) {
-        ina_put64(p, k);
-        for (size_t j = 0; j < d; j++)
-            ina_putf(p + 8 + 4 * j, grad[k * d + j]);
-    }
+    put_entries(c, b + INA_HDR_LEN, grad);
     c->st.tx_bytes[c->primary] += len;
     int rc = sync_request(c, b, len, INA_K_PS_PUSH_ACK, 0, c->step, c->failover_ns);
     if (rc != 0)
@@ -515,7 +520,6 @@ static int sync_update(struct mlf_client *c, const float *grad, struct mlf_resul
 static int stale_update(struct mlf_client *c, const float *grad, uint32_t base,
                         struct mlf_result *res)
 {
-    size_t d = c->join.dim, el = ina_ps_entry_len((unsigned)d);
     size_t len = update_len(c);
     uint8_t *b[2], r[512];
     static __thread uint8_t bufs[2][INA_MAX_DATAGRAM];
@@ -562,12 +566,7 @@ static int stale_update(struct mlf_client *c, const float *grad, uint32_t base,
         ina_hdr_encode(b[t], &h);
         ina_put32(b[t] + INA_HDR_LEN, stamp);
         ina_put32(b[t] + INA_HDR_LEN + 4, members);
-        uint8_t *p = b[t] + INA_HDR_LEN + INA_PS_UPDATE_PREFIX;
-        for (uint32_t k = 0; k < c->nkeys; k++, p += el) {
-            ina_put64(p, k);
-            for (size_t j = 0; j < d; j++)
-                ina_putf(p + 8 + 4 * j, grad[k * d + j]);
-        }
+        put_entries(c, b[t] + INA_HDR_LEN + INA_PS_UPDATE_PREFIX, grad);
     }
     uint64_t start = mono_ns(), heard[2] = {start, start};
     if (!since)

@@ -363,10 +363,6 @@ static void schedule(struct ina_sched *s, uint64_t now)
         int best = best_request(s, NULL, &stragglers, now);
         if (best < 0)
             return;
-        if (!s->ranks[best].straggler)
-            s->c.straggler_waits += stragglers;
-        if (aged(s, &s->ranks[best], now))
-            s->c.aged_grants++;
         members[n++] = (unsigned)best;
         if (groupable(s, &s->ranks[best])) {
             uint8_t picked[INA_MAX_WORKERS] = {0};
@@ -379,6 +375,10 @@ static void schedule(struct ina_sched *s, uint64_t now)
             if (hold_group(s, members, n, now))
                 return;
         }
+        if (!s->ranks[best].straggler)
+            s->c.straggler_waits += stragglers;
+        if (aged(s, &s->ranks[best], now))
+            s->c.aged_grants++;
         hold_end(s, n, now);
         grant(s, members, n, now);
     }
