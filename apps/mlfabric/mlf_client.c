@@ -146,6 +146,48 @@ int mlf_join(struct mlf_client *c, uint64_t timeout_ns)
     return 0;
 }
 
+/* The answer a request waits for, from server s (decoded into a): 1 it, 0 not it, or a
+ * negative error that ends the wait. */
+typedef int (*mlf_answer_fn)(const struct mlf_client *c, const struct ina_hdr *a, size_t n,
+                             const void *want);
+
+/*
+ * Send req (len bytes) to server s, again while it is unanswered (backing off), until a
+ * datagram from s that is_answer() takes comes into r (cap bytes): @return its length; 0 at
+ * the deadline (timeout_ns); or is_answer()'s error.
+ */
+static long exchange(struct mlf_client *c, const struct mlf_server *s, const uint8_t *req,
+                     size_t len, uint64_t timeout_ns, mlf_answer_fn is_answer, const void *want,
+                     uint8_t *r, size_t cap)
+{
+    uint64_t give_up = mono_ns() + timeout_ns, wait = c->rto_ns;
+    while (mono_ns() < give_up) {
+        send_to(c, req, len, &s->addr);
+        uint64_t until = mono_ns() + wait;
+        struct sockaddr_in from;
+        size_t n;
+        while ((n = recv_until(c, r, cap, &from, until)) > 0) {
+            struct ina_hdr a;
+            if (ina_hdr_decode(r, n, &a) != INA_PARSE_OK || !same_addr(&from, &s->addr))
+                continue;
+            int rc = is_answer(c, &a, n, want);
+            if (rc != 0)
+                return rc > 0 ? (long)n : rc;
+        }
+        c->st.retransmits++;
+        wait = backoff(c, wait);
+    }
+    return 0;
+}
+
+/* PS_PULL_RESP of the pull whose id want points to, with every key's values. */
+static int pull_answer(const struct mlf_client *c, const struct ina_hdr *a, size_t n,
+                       const void *want)
+{
+    return a->kind == INA_K_PS_PULL_RESP && a->slot == *(const uint32_t *)want &&
+           n == INA_HDR_LEN + (size_t)c->nkeys * c->join.dim * 4;
+}
+
 int mlf_pull(struct mlf_client *c, float *model, uint32_t *version)
 {
     size_t d = c->join.dim;
@@ -162,26 +204,14 @@ int mlf_pull(struct mlf_client *c, float *model, uint32_t *version)
         for (uint32_t k = 0; k < c->nkeys; k++)
             ina_put64(b + INA_HDR_LEN + 8 * k, k);
         size_t len = INA_HDR_LEN + 8 * (size_t)c->nkeys;
-        uint64_t give_up = mono_ns() + c->failover_ns, wait = c->rto_ns;
-        while (mono_ns() < give_up) {
-            send_to(c, b, len, &s->addr);
-            uint64_t until = mono_ns() + wait;
-            struct sockaddr_in from;
-            size_t n;
-            while ((n = recv_until(c, r, sizeof(r), &from, until)) > 0) {
-                struct ina_hdr a;
-                if (ina_hdr_decode(r, n, &a) != INA_PARSE_OK || a.kind != INA_K_PS_PULL_RESP ||
-                    a.slot != h.slot || !same_addr(&from, &s->addr) ||
-                    n != INA_HDR_LEN + c->nkeys * d * 4)
-                    continue;
-                for (size_t i = 0; i < c->nkeys * d; i++)
-                    model[i] = ina_getf(r + INA_HDR_LEN + 4 * i);
-                *version = a.seq;
-                c->st.pulls++;
-                return 0;
-            }
-            c->st.retransmits++;
-            wait = backoff(c, wait);
+        long n = exchange(c, s, b, len, c->failover_ns, pull_answer, &h.slot, r, sizeof(r));
+        struct ina_hdr a;
+        if (n > 0 && ina_hdr_decode(r, (size_t)n, &a) == INA_PARSE_OK) {
+            for (size_t i = 0; i < c->nkeys * d; i++)
+                model[i] = ina_getf(r + INA_HDR_LEN + 4 * i);
+            *version = a.seq; /* STALE: the version its values are of (§15.1) */
+            c->st.pulls++;
+            return 0;
         }
         int rc = fail_over(c, c->primary);
         if (rc != 0)
@@ -440,38 +470,38 @@ static void put_entries(const struct mlf_client *c, uint8_t *p, const float *gra
     }
 }
 
-/*
- * Send req (len bytes) to the primary, again while it is unanswered (backing off), until an
- * answer of kind want with the request's slot and seq comes, or until the deadline
- * (INA_ERR_TIMEOUT); a PS_ABORT of the job ends the wait (INA_ERR_ABORTED).
- */
-static int sync_request(struct mlf_client *c, const uint8_t *req, size_t len, uint8_t want,
-                        uint32_t slot, uint32_t seq, uint64_t timeout_ns)
+/* A SYNC job's answer: kind, slot and seq (the step), of this job's session. */
+struct sync_want {
+    uint8_t kind;
+    uint32_t slot, seq;
+};
+
+/* The answer want describes; a PS_ABORT of the job ends the wait (INA_ERR_ABORTED). */
+static int sync_answer(const struct mlf_client *c, const struct ina_hdr *a, size_t n,
+                       const void *want)
 {
-    struct mlf_server *s = &c->srv[c->primary];
-    uint8_t r[512];
-    uint64_t give_up = mono_ns() + timeout_ns, wait = c->rto_ns;
-    while (mono_ns() < give_up) {
-        send_to(c, req, len, &s->addr);
-        uint64_t until = mono_ns() + wait;
-        struct sockaddr_in from;
-        size_t n;
-        while ((n = recv_until(c, r, sizeof(r), &from, until)) > 0) {
-            struct ina_hdr a;
-            if (ina_hdr_decode(r, n, &a) != INA_PARSE_OK || !same_addr(&from, &s->addr) ||
-                a.session != s->session || a.token != s->token)
-                continue;
-            if (a.kind == INA_K_PS_ABORT) {
-                fprintf(stderr, "mlf[%d]: the server ended the job (PS_ABORT)\n", c->rank);
-                return INA_ERR_ABORTED;
-            }
-            if (a.kind == want && a.slot == slot && a.seq == seq)
-                return 0;
-        }
-        c->st.retransmits++;
-        wait = backoff(c, wait);
+    const struct sync_want *w = want;
+    const struct mlf_server *s = &c->srv[c->primary];
+    (void)n;
+    if (a->session != s->session || a->token != s->token)
+        return 0;
+    if (a->kind == INA_K_PS_ABORT) {
+        fprintf(stderr, "mlf[%d]: the server ended the job (PS_ABORT)\n", c->rank);
+        return INA_ERR_ABORTED;
     }
-    return INA_ERR_TIMEOUT;
+    return a->kind == w->kind && a->slot == w->slot && a->seq == w->seq;
+}
+
+/* req to the primary until its answer (kind, slot 0, the step as seq): 0, INA_ERR_TIMEOUT
+ * at the deadline, or INA_ERR_ABORTED. */
+static int sync_request(struct mlf_client *c, const uint8_t *req, size_t len, uint8_t kind,
+                        uint64_t timeout_ns)
+{
+    uint8_t r[512];
+    struct sync_want w = {.kind = kind, .slot = 0, .seq = c->step};
+    long rc = exchange(c, &c->srv[c->primary], req, len, timeout_ns, sync_answer, &w, r,
+                       sizeof(r));
+    return rc > 0 ? 0 : rc == 0 ? INA_ERR_TIMEOUT : (int)rc;
 }
 
 /* Synchronous training (--sync): the gradient as step c->step of ina-ps's SYNC mode, one
@@ -492,7 +522,7 @@ static int sync_update(struct mlf_client *c, const float *grad, struct mlf_resul
     ina_hdr_encode(b, &h);
     put_entries(c, b + INA_HDR_LEN, grad);
     c->st.tx_bytes[c->primary] += len;
-    int rc = sync_request(c, b, len, INA_K_PS_PUSH_ACK, 0, c->step, c->failover_ns);
+    int rc = sync_request(c, b, len, INA_K_PS_PUSH_ACK, c->failover_ns);
     if (rc != 0)
         return rc;
     uint8_t commit[INA_HDR_LEN];
@@ -502,7 +532,7 @@ static int sync_update(struct mlf_client *c, const float *grad, struct mlf_resul
     ina_hdr_encode(commit, &h);
     /* The server ignores a COMMIT it has (its answer comes when the step is applied) and
      * answers one of an applied step at once, so resending recovers a lost COMMIT_ACK. */
-    rc = sync_request(c, commit, sizeof(commit), INA_K_PS_COMMIT_ACK, 0, c->step, c->barrier_ns);
+    rc = sync_request(c, commit, sizeof(commit), INA_K_PS_COMMIT_ACK, c->barrier_ns);
     if (rc == INA_ERR_TIMEOUT)
         fprintf(stderr, "mlf[%d]: step %u was not applied within %llu ms (a rank that did not "
                         "commit it?)\n",
