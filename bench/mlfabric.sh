@@ -88,7 +88,9 @@ Options:
                     replicating (MLfabric's scheme) and chain replication; the primary's NIC
                     bytes of each
   --repeat R        runs of each case, interleaved (default 1)
-  --out FILE        also write the report there (default bench/results/mlfabric.md)
+  --out FILE        also write the report there (default: none; it is printed, and kept
+                    with the raw logs in /tmp/mlfabric-bench.*; bench/results/mlfabric.md
+                    collects the runs the docs quote, newest first)
   --help            this text
 Environment: INA_BUILD_DIR (default build).
 EOF2
@@ -101,7 +103,7 @@ case $BUILD_DIR in /*) ;; *) BUILD_DIR=$ROOT/$BUILD_DIR ;; esac
 MODELS=lsq NS=8 DELAYS=2 MODES="sched fifo async sync" DYNAMIC=0 DYN_PERIOD= LEASE=250
 STRAGGLER=off RATE=100mbit SRATE= KEYS_OPT= WINDOW= SMODE=fetch UPDATES_OPT= SYNC_LR=
 AGG=0 AGG_REDUCE_OPT= AGG_PULL=server AGG_HOLD= SWRATE= COMPUTE=0 REPLICATION=0 REPEAT=1
-OUT=$ROOT/bench/results/mlfabric.md
+OUT=
 while [ $# -gt 0 ]; do
     case $1 in
         --models | --model) MODELS=$2; shift 2 ;;
@@ -582,5 +584,7 @@ fi
     echo
     echo "Load after: $(cut -d' ' -f1-3 /proc/loadavg). Raw logs: $RUN"
 } | report
-mkdir -p "$(dirname "$OUT")"
-cp "$RUN/report.md" "$OUT"
+if [ -n "$OUT" ]; then
+    mkdir -p "$(dirname "$OUT")"
+    cp "$RUN/report.md" "$OUT"
+fi
