@@ -29,6 +29,18 @@ static void send_to(struct mlf_client *c, const uint8_t *b, size_t len, const st
     sendto(c->fd, b, len, 0, (const struct sockaddr *)d, sizeof(*d));
 }
 
+/* The wait before the next resend of a datagram still unanswered after waiting `wait`:
+ * doubled, at most MLF_RTO_MAX x RTO. Many workers that resend at a fixed RTO into a
+ * server's queue longer than the RTO (unscheduled sending: every worker at once) resend
+ * copies of what is still queued, fill the queue, lose fragments of every large datagram
+ * and collapse; backing off keeps the offered load near what the link carries. */
+#define MLF_RTO_MAX 16
+
+static uint64_t backoff(const struct mlf_client *c, uint64_t wait)
+{
+    return 2 * wait < MLF_RTO_MAX * c->rto_ns ? 2 * wait : MLF_RTO_MAX * c->rto_ns;
+}
+
 /* Receive one datagram until the absolute deadline. @return its length, 0 at the deadline. */
 static size_t recv_until(struct mlf_client *c, uint8_t *b, size_t cap, struct sockaddr_in *from,
                          uint64_t deadline)
@@ -134,6 +146,48 @@ int mlf_join(struct mlf_client *c, uint64_t timeout_ns)
     return 0;
 }
 
+/* The answer a request waits for, from server s (decoded into a): 1 it, 0 not it, or a
+ * negative error that ends the wait. */
+typedef int (*mlf_answer_fn)(const struct mlf_client *c, const struct ina_hdr *a, size_t n,
+                             const void *want);
+
+/*
+ * Send req (len bytes) to server s, again while it is unanswered (backing off), until a
+ * datagram from s that is_answer() takes comes into r (cap bytes): @return its length; 0 at
+ * the deadline (timeout_ns); or is_answer()'s error.
+ */
+static long exchange(struct mlf_client *c, const struct mlf_server *s, const uint8_t *req,
+                     size_t len, uint64_t timeout_ns, mlf_answer_fn is_answer, const void *want,
+                     uint8_t *r, size_t cap)
+{
+    uint64_t give_up = mono_ns() + timeout_ns, wait = c->rto_ns;
+    while (mono_ns() < give_up) {
+        send_to(c, req, len, &s->addr);
+        uint64_t until = mono_ns() + wait;
+        struct sockaddr_in from;
+        size_t n;
+        while ((n = recv_until(c, r, cap, &from, until)) > 0) {
+            struct ina_hdr a;
+            if (ina_hdr_decode(r, n, &a) != INA_PARSE_OK || !same_addr(&from, &s->addr))
+                continue;
+            int rc = is_answer(c, &a, n, want);
+            if (rc != 0)
+                return rc > 0 ? (long)n : rc;
+        }
+        c->st.retransmits++;
+        wait = backoff(c, wait);
+    }
+    return 0;
+}
+
+/* PS_PULL_RESP of the pull whose id want points to, with every key's values. */
+static int pull_answer(const struct mlf_client *c, const struct ina_hdr *a, size_t n,
+                       const void *want)
+{
+    return a->kind == INA_K_PS_PULL_RESP && a->slot == *(const uint32_t *)want &&
+           n == INA_HDR_LEN + (size_t)c->nkeys * c->join.dim * 4;
+}
+
 int mlf_pull(struct mlf_client *c, float *model, uint32_t *version)
 {
     size_t d = c->join.dim;
@@ -150,30 +204,52 @@ int mlf_pull(struct mlf_client *c, float *model, uint32_t *version)
         for (uint32_t k = 0; k < c->nkeys; k++)
             ina_put64(b + INA_HDR_LEN + 8 * k, k);
         size_t len = INA_HDR_LEN + 8 * (size_t)c->nkeys;
-        uint64_t give_up = mono_ns() + c->failover_ns;
-        while (mono_ns() < give_up) {
-            send_to(c, b, len, &s->addr);
-            uint64_t until = mono_ns() + c->rto_ns;
-            struct sockaddr_in from;
-            size_t n;
-            while ((n = recv_until(c, r, sizeof(r), &from, until)) > 0) {
-                struct ina_hdr a;
-                if (ina_hdr_decode(r, n, &a) != INA_PARSE_OK || a.kind != INA_K_PS_PULL_RESP ||
-                    a.slot != h.slot || !same_addr(&from, &s->addr) ||
-                    n != INA_HDR_LEN + c->nkeys * d * 4)
-                    continue;
-                for (size_t i = 0; i < c->nkeys * d; i++)
-                    model[i] = ina_getf(r + INA_HDR_LEN + 4 * i);
-                *version = a.seq;
-                c->st.pulls++;
-                return 0;
-            }
-            c->st.retransmits++;
+        long n = exchange(c, s, b, len, c->failover_ns, pull_answer, &h.slot, r, sizeof(r));
+        struct ina_hdr a;
+        if (n > 0 && ina_hdr_decode(r, (size_t)n, &a) == INA_PARSE_OK) {
+            for (size_t i = 0; i < c->nkeys * d; i++)
+                model[i] = ina_getf(r + INA_HDR_LEN + 4 * i);
+            *version = a.seq; /* STALE: the version its values are of (§15.1) */
+            c->st.pulls++;
+            return 0;
         }
         int rc = fail_over(c, c->primary);
         if (rc != 0)
             return rc;
     }
+}
+
+int mlf_fetch(struct mlf_client *c, float *model, uint32_t *version)
+{
+    c->agg_fetch_rc = 1; /* no group fetch for this grant (yet) */
+    if (!c->granted || c->group_size < 2 || !c->agg_switch || !c->agg_pull_switch)
+        return mlf_pull(c, model, version);
+    struct mlf_agg_group g = {.switch_addr = c->agg_switch, .job = c->join.name,
+                              .stamp = c->grant_stamp, .size = c->group_size,
+                              .index = c->group_index, .timeout_ms = c->agg_timeout_ms};
+    int leader = c->group_index == 0;
+    int rc = mlf_agg_open(&g, &c->agg_ctx);
+    if (leader) {
+        int prc = mlf_pull(c, model, version);
+        if (prc != 0) { /* no server left: the worker fails as without a group */
+            mlf_agg_close(c->agg_ctx);
+            c->agg_ctx = NULL;
+            return prc;
+        }
+    }
+    if (rc == 0)
+        rc = mlf_agg_bcast(c->agg_ctx, leader, model, (size_t)c->nkeys * c->join.dim, version);
+    c->agg_fetch_rc = rc;
+    if (rc == 0) {
+        c->st.shared_pulls += !leader;
+        return 0;
+    }
+    mlf_agg_close(c->agg_ctx);
+    c->agg_ctx = NULL;
+    fprintf(stderr, "mlf[%d]: warning: the group of stamp %u did not share the model (%s): "
+                    "pulling it from the server\n",
+            c->rank, g.stamp, ina_strerror(rc));
+    return leader ? 0 : mlf_pull(c, model, version); /* the leader pulled it already */
 }
 
 /* A REQ (§15.3): the next request id, base, bytes and flags. */
@@ -326,10 +402,17 @@ static int group_update(struct mlf_client *c, const float **grad, uint32_t *base
                               .timeout_ms = c->agg_timeout_ms};
     uint32_t b = *base;
     /* A rank that gave up on the switch may still get a group grant it asked for before:
-     * it takes its part as a failed one (a member drops its update, a leader sends alone). */
-    int rc = !c->agg_buf      ? -ENOMEM
-             : c->agg_switch ? mlf_agg_sum(&g, *grad, c->agg_buf, n, &b)
-                             : INA_ERR_CLOSED;
+     * it takes its part as a failed one (a member drops its update, a leader sends alone).
+     * A group that shared its pull sums in the job it opened then; one whose sharing failed
+     * is broken on every member: its sum is not tried. */
+    int rc = !c->agg_buf           ? -ENOMEM
+             : c->agg_fetch_rc < 0 ? c->agg_fetch_rc
+             : c->agg_ctx          ? mlf_agg_reduce(c->agg_ctx, *grad, c->agg_buf, n, &b)
+             : c->agg_switch       ? mlf_agg_sum(&g, *grad, c->agg_buf, n, &b)
+                                   : INA_ERR_CLOSED;
+    mlf_agg_close(c->agg_ctx);
+    c->agg_ctx = NULL;
+    c->agg_fetch_rc = 1;
     c->agg_fail_streak = rc == 0 ? 0 : c->agg_fail_streak + 1;
     if (rc != 0) {
         c->st.agg_failures++;
@@ -376,9 +459,97 @@ static uint64_t held_limit_ns(const struct mlf_client *c)
     return c->sched_fallback_ns > t && c->sched.sin_port ? c->sched_fallback_ns : t;
 }
 
-int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct mlf_result *res)
+/* Every key's entry (key, then dim floats of grad) from p on: an UPDATE's or a PUSH's. */
+static void put_entries(const struct mlf_client *c, uint8_t *p, const float *grad)
 {
     size_t d = c->join.dim, el = ina_ps_entry_len((unsigned)d);
+    for (uint32_t k = 0; k < c->nkeys; k++, p += el) {
+        ina_put64(p, k);
+        for (size_t j = 0; j < d; j++)
+            ina_putf(p + 8 + 4 * j, grad[k * d + j]);
+    }
+}
+
+/* A SYNC job's answer: kind, slot and seq (the step), of this job's session. */
+struct sync_want {
+    uint8_t kind;
+    uint32_t slot, seq;
+};
+
+/* The answer want describes; a PS_ABORT of the job ends the wait (INA_ERR_ABORTED). */
+static int sync_answer(const struct mlf_client *c, const struct ina_hdr *a, size_t n,
+                       const void *want)
+{
+    const struct sync_want *w = want;
+    const struct mlf_server *s = &c->srv[c->primary];
+    (void)n;
+    if (a->session != s->session || a->token != s->token)
+        return 0;
+    if (a->kind == INA_K_PS_ABORT) {
+        fprintf(stderr, "mlf[%d]: the server ended the job (PS_ABORT)\n", c->rank);
+        return INA_ERR_ABORTED;
+    }
+    return a->kind == w->kind && a->slot == w->slot && a->seq == w->seq;
+}
+
+/* req to the primary until its answer (kind, slot 0, the step as seq): 0, INA_ERR_TIMEOUT
+ * at the deadline, or INA_ERR_ABORTED. */
+static int sync_request(struct mlf_client *c, const uint8_t *req, size_t len, uint8_t kind,
+                        uint64_t timeout_ns)
+{
+    uint8_t r[512];
+    struct sync_want w = {.kind = kind, .slot = 0, .seq = c->step};
+    long rc = exchange(c, &c->srv[c->primary], req, len, timeout_ns, sync_answer, &w, r,
+                       sizeof(r));
+    return rc > 0 ? 0 : rc == 0 ? INA_ERR_TIMEOUT : (int)rc;
+}
+
+/* Synchronous training (--sync): the gradient as step c->step of ina-ps's SYNC mode, one
+ * PS_PUSH datagram and its PS_COMMIT (PROTOCOL.md §14.2.4); the COMMIT_ACK comes once every
+ * rank committed the step and the server applied their sum: the barrier. */
+static int sync_update(struct mlf_client *c, const float *grad, struct mlf_result *res)
+{
+    size_t len = INA_HDR_LEN + c->nkeys * ina_ps_entry_len(c->join.dim);
+    static __thread uint8_t b[INA_MAX_DATAGRAM];
+    if (len > sizeof(b))
+        return -EINVAL;
+    struct mlf_server *s = &c->srv[c->primary];
+    struct ina_hdr h;
+    fill_hdr(c, s, &h, INA_K_PS_PUSH);
+    h.slot = 0; /* packet index: the step's only PUSH */
+    h.seq = c->step;
+    h.count = (uint16_t)c->nkeys;
+    ina_hdr_encode(b, &h);
+    put_entries(c, b + INA_HDR_LEN, grad);
+    c->st.tx_bytes[c->primary] += len;
+    int rc = sync_request(c, b, len, INA_K_PS_PUSH_ACK, c->failover_ns);
+    if (rc != 0)
+        return rc;
+    uint8_t commit[INA_HDR_LEN];
+    fill_hdr(c, s, &h, INA_K_PS_COMMIT);
+    h.slot = 1; /* PUSH packets sent for this step */
+    h.seq = c->step;
+    ina_hdr_encode(commit, &h);
+    /* The server ignores a COMMIT it has (its answer comes when the step is applied) and
+     * answers one of an applied step at once, so resending recovers a lost COMMIT_ACK. */
+    rc = sync_request(c, commit, sizeof(commit), INA_K_PS_COMMIT_ACK, c->barrier_ns);
+    if (rc == INA_ERR_TIMEOUT)
+        fprintf(stderr, "mlf[%d]: step %u was not applied within %llu ms (a rank that did not "
+                        "commit it?)\n",
+                c->rank, c->step, (unsigned long long)(c->barrier_ns / 1000000));
+    if (rc != 0)
+        return rc;
+    c->step++;
+    c->st.applied++;
+    *res = (struct mlf_result){.status = 0, .version = c->step, .delay = 0};
+    return 0;
+}
+
+/* An UPDATE of a STALE job (§15.2): ask (unless a fetch grant is held), send to the
+ * servers, wait for their answers, tell ina-sched. */
+static int stale_update(struct mlf_client *c, const float *grad, uint32_t base,
+                        struct mlf_result *res)
+{
     size_t len = update_len(c);
     uint8_t *b[2], r[512];
     static __thread uint8_t bufs[2][INA_MAX_DATAGRAM];
@@ -425,12 +596,7 @@ int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct ml
         ina_hdr_encode(b[t], &h);
         ina_put32(b[t] + INA_HDR_LEN, stamp);
         ina_put32(b[t] + INA_HDR_LEN + 4, members);
-        uint8_t *p = b[t] + INA_HDR_LEN + INA_PS_UPDATE_PREFIX;
-        for (uint32_t k = 0; k < c->nkeys; k++, p += el) {
-            ina_put64(p, k);
-            for (size_t j = 0; j < d; j++)
-                ina_putf(p + 8 + 4 * j, grad[k * d + j]);
-        }
+        put_entries(c, b[t] + INA_HDR_LEN + INA_PS_UPDATE_PREFIX, grad);
     }
     uint64_t start = mono_ns(), heard[2] = {start, start};
     if (!since)
@@ -441,6 +607,7 @@ int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct ml
      * well, never taken there. */
     int acked[2] = {0, 0}, held_by[2] = {0, 0}, have = 0, primary_heard = 0, voided = 0;
     int replica_due = 0; /* the round after the primary's first answer sends the replica's copy */
+    uint64_t wait = c->rto_ns;
     for (;;) {
         int waiting = 0;
         for (int t = 0; t < nt && !voided; t++) {
@@ -475,7 +642,7 @@ int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct ml
         }
         if (!waiting || voided)
             break;
-        uint64_t until = mono_ns() + c->rto_ns;
+        uint64_t until = mono_ns() + wait;
         struct sockaddr_in from;
         size_t n;
         while ((n = recv_until(c, r, sizeof(r), &from, until)) > 0) {
@@ -517,6 +684,7 @@ int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct ml
         }
         if (!replica_due)
             c->st.retransmits++;
+        wait = replica_due ? c->rto_ns : backoff(c, wait); /* the replica's copy: a new send */
         replica_due = 0;
     }
     c->st.retransmits--; /* the last round resent nothing */
@@ -542,8 +710,15 @@ int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct ml
     return 0;
 }
 
+int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct mlf_result *res)
+{
+    return c->sync ? sync_update(c, grad, res) : stale_update(c, grad, base, res);
+}
+
 void mlf_leave(struct mlf_client *c)
 {
+    mlf_agg_close(c->agg_ctx);
+    c->agg_ctx = NULL;
     free(c->agg_buf);
     c->agg_buf = NULL;
     if (c->use_sched) { /* out of the scheduler's world at once (§15.9); no answer */

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "common/kv_wire.h"
+#include "ina.h"
 
 struct mlf_server {
     struct sockaddr_in addr;
@@ -25,6 +26,8 @@ struct mlf_stats {
     uint64_t voided;       /* updates answered VOIDED: their grant's lease ran out (§15.9) */
     uint64_t sched_waits;  /* times ina-sched went silent and this rank waited for it */
     uint64_t reattaches;   /* ... and got a grant again (a restarted scheduler) */
+    uint64_t shared_pulls; /* models this rank got from its group's leader through the switch
+                              (--agg-pull switch) instead of pulling them from the server */
 };
 
 struct mlf_client {
@@ -49,10 +52,19 @@ struct mlf_client {
     uint64_t sched_timeout_ns; /* no GRANT this long: warn, keep the bound, wait for ina-sched */
     uint64_t sched_fallback_ns; /* no GRANT this long: send unscheduled from now on */
     int trace;              /* each update's outcome on stderr (--trace) */
+    int sync;               /* --sync: ina-ps's SYNC mode, a barrier per version (PROTOCOL.md
+                               §14.2.4): each update is PUSH + COMMIT of step `step`, applied
+                               once every rank committed it */
+    uint32_t step;          /* sync: the steps applied (the model's version) */
+    uint64_t barrier_ns;    /* sync: deadline for every rank to commit a step */
     uint32_t nkeys;
     const char *agg_switch; /* ina-switch "host:port" for group sums (--switch), or NULL */
     int agg_timeout_ms;     /* deadline of a group's join and sum */
     int agg_mean;           /* the leader sends the members' mean, not their sum */
+    int agg_pull_switch;    /* --agg-pull switch: a group's leader pulls the model, and the
+                               switch gives it to the other members (one pull per group) */
+    ina_ctx *agg_ctx;       /* the group's job at the switch, open from the fetch to the sum */
+    int agg_fetch_rc;       /* the group fetch's error (1 while none was made for the grant) */
     uint16_t group_size, group_index; /* of the grant held: 1, 0 when alone */
     float *agg_buf;         /* the group's sum (nkeys x dim), allocated at the first group */
     int agg_fail_streak;    /* groups not summed in a row: at MLF_AGG_GIVE_UP, stop asking */
@@ -83,8 +95,15 @@ int mlf_begin(struct mlf_client *c);
  * (a restarted one: §15.9) or sched_fallback_ns passes. */
 /* Pull the whole model (nkeys x dim floats) and its version. @return 0 or INA_ERR_TIMEOUT. */
 int mlf_pull(struct mlf_client *c, float *model, uint32_t *version);
+/* The model for this iteration: mlf_pull(), or, for a group grant with agg_pull_switch, the
+ * leader's pull through the switch (PROTOCOL.md §15.7; a broken group: each member pulls
+ * for itself, and the group's sum is not tried). @return as mlf_pull(). */
+int mlf_fetch(struct mlf_client *c, float *model, uint32_t *version);
 /* Ask (unless mlf_begin() holds a grant), send, wait for the answers; entries: nkeys x dim
- * gradient floats of base version.
+ * gradient floats of base version. With c->sync: PUSH and COMMIT the gradient as step
+ * c->step and wait (at most barrier_ns) until every rank committed it and the server
+ * applied their sum (res->version: the steps applied; INA_ERR_ABORTED if the server ended
+ * the job).
  * @return 0 (see *res) or INA_ERR_TIMEOUT (every server silent). */
 int mlf_update(struct mlf_client *c, const float *grad, uint32_t base, struct mlf_result *res);
 /* Leave: PS_LEAVE to the servers, and a REQ with flag LEAVE to ina-sched (each twice). */

@@ -55,6 +55,11 @@ static void usage(FILE *f)
             "                        step of its members' updates one after another) or\n"
             "                        mean (one step of a k-times larger batch: for models\n"
             "                        whose learning rate is tuned for one update a version)\n"
+            "  --agg-pull P          how a group's members get the model: server (default:\n"
+            "                        each pulls it) or switch (the leader pulls it and the\n"
+            "                        switch gives it to the others: one pull from the\n"
+            "                        server per group, for a server whose link is the\n"
+            "                        bottleneck and a switch at line rate)\n"
             "  --agg-timeout-ms MS   deadline of a group's sum; past it the leader sends\n"
             "                        its own update alone and the others' are dropped\n"
             "                        (default 1000)\n"
@@ -68,7 +73,15 @@ static void usage(FILE *f)
             "                        current model and is scheduled from then on. A rank\n"
             "                        is used once: a restarted worker takes a free one\n"
             "  --job NAME            the job's name (default mlf)\n"
-            "  --max-delay D         staleness bound D, 0..255 (default 2; 0 = synchronous)\n"
+            "  --max-delay D         staleness bound D, 0..254 (default 2; 0: only updates\n"
+            "                        computed on the current model are applied), or\n"
+            "                        unbounded (255 on the wire): every update applied,\n"
+            "                        whatever its delay (unbounded asynchronous training)\n"
+            "  --sync                synchronous training instead: ina-ps's SYNC mode, a\n"
+            "                        barrier per version (every rank pushes its gradient\n"
+            "                        of version v, the server applies their sum once all\n"
+            "                        committed, then the ranks pull v + 1); no --sched,\n"
+            "                        --replica, --switch or --start-ranks\n"
             "  --model M             lsq: least squares, y = w*.x, loss |w - w*|^2 / 2p\n"
             "                        exactly (default); mlp: a classifier of %d inputs, %d\n"
             "                        ReLU units and %d classes (%zu parameters, 44 keys,\n"
@@ -91,6 +104,10 @@ static void usage(FILE *f)
             "                        45%% of the way from the planted model's log-loss to\n"
             "                        the initial one; lsq: every rank checks each model it\n"
             "                        pulls; mlp, ctr: every 4th)\n"
+            "  --stop-at-target      stop once this rank sees a model at the target loss\n"
+            "                        (as at --updates: a grant held is used first); with\n"
+            "                        --sync every rank checks every version, so all stop\n"
+            "                        at the same one\n"
             "  --compute-ms MS       extra compute time per gradient, emulated (default 0)\n"
             "  --rto-ms MS           resend an unanswered datagram after MS (default 5)\n"
             "  --failover-ms MS      a server silent this long is dead (default 1500)\n"
@@ -102,7 +119,8 @@ static void usage(FILE *f)
             "                        most --sched-timeout-ms: at once)\n"
             "  --trace               print each update's outcome (applied, refused, voided)\n"
             "                        on stderr as it comes\n"
-            "  --join-timeout-ms MS  deadline for all ranks to join (default 30000)\n"
+            "  --join-timeout-ms MS  deadline for all ranks to join, and with --sync for\n"
+            "                        all to commit each step (default 30000)\n"
             "  --help                this text\n",
             MLF_MLP_IN, MLF_MLP_HIDDEN, MLF_MLP_OUT, MLF_MLP_PARAMS, MLF_MLP_EVAL, MLF_CTR_KEYS,
             MLF_CTR_EVAL, DIM);
@@ -204,21 +222,29 @@ int main(int argc, char **argv)
         {"agg-timeout-ms", required_argument, 0, 'T'}, {"replication", required_argument, 0, 'E'},
         {"agg-reduce", required_argument, 0, 'G'},   {"start-ranks", required_argument, 0, 'W'},
         {"sched-fallback-ms", required_argument, 0, 'F'}, {"trace", no_argument, 0, 'Z'},
+        {"sync", no_argument, 0, 'Y'},           {"stop-at-target", no_argument, 0, 'K'},
+        {"agg-pull", required_argument, 0, 'A'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     static struct mlf_client c;
     const char *ps = NULL, *replica = NULL, *sched = NULL, *job = "mlf", *mode = "fetch",
-               *model = "lsq", *sw = NULL, *replication = "send", *agg_reduce = "sum";
+               *model = "lsq", *sw = NULL, *replication = "send", *agg_reduce = "sum",
+               *agg_pull = "server";
     long rank = -1, world = 0, D = 2, keys = -1, updates = 800, batch = -1, start_ranks = 0;
     double lr = -1, target = -1, compute_ms = 0, rto = 5, failover = 1500, sched_to = 1000,
            join_to = 30000, agg_to = 1000, sched_fallback = 30000;
-    int trace = 0;
+    int trace = 0, sync = 0, stop_at_target = 0;
     int opt;
     while ((opt = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         char *end = NULL;
         double v = 0;
+        if (opt == 'D' && strcmp(optarg, "unbounded") == 0) {
+            D = INA_PS_DELAY_UNBOUNDED;
+            continue;
+        }
         if (opt != 'P' && opt != 'R' && opt != 'S' && opt != 'j' && opt != 'm' && opt != 'M' &&
-            opt != 'X' && opt != 'E' && opt != 'G' && opt != 'Z' && opt != 'h' && opt != '?') {
+            opt != 'X' && opt != 'E' && opt != 'G' && opt != 'Z' && opt != 'Y' && opt != 'K' &&
+            opt != 'A' && opt != 'h' && opt != '?') {
             v = strtod(optarg, &end);
             if (end == optarg || *end || !(v >= 0) || v > 1e9) {
                 fprintf(stderr, "ina-mlf: bad number '%s' (see --help)\n", optarg);
@@ -234,6 +260,7 @@ int main(int argc, char **argv)
         case 'M': model = optarg; break;
         case 'X': sw = optarg; break;
         case 'G': agg_reduce = optarg; break;
+        case 'A': agg_pull = optarg; break;
         case 'E': replication = optarg; break;
         case 'T': agg_to = v; break;
         case 'r': rank = (long)v; break;
@@ -252,6 +279,8 @@ int main(int argc, char **argv)
         case 'W': start_ranks = (long)v; break;
         case 'F': sched_fallback = v; break;
         case 'Z': trace = 1; break;
+        case 'Y': sync = 1; break;
+        case 'K': stop_at_target = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -287,6 +316,11 @@ int main(int argc, char **argv)
                 INA_MAX_WORKERS);
         return 2;
     }
+    if (sync && (sched || replica || sw || (start_ranks && start_ranks < world))) {
+        fprintf(stderr, "ina-mlf: --sync trains with a barrier at ina-ps alone: no --sched, "
+                        "--replica, --switch or --start-ranks (see --help)\n");
+        return 2;
+    }
     c.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     int bufsz = 4 << 20;
     setsockopt(c.fd, SOL_SOCKET, SO_RCVBUF, &bufsz, sizeof(bufsz));
@@ -297,6 +331,8 @@ int main(int argc, char **argv)
     c.sched_timeout_ns = (uint64_t)(sched_to * 1e6);
     c.sched_fallback_ns = (uint64_t)(sched_fallback * 1e6);
     c.trace = trace;
+    c.sync = sync;
+    c.barrier_ns = (uint64_t)(join_to * 1e6);
     const char *addrs[2] = {ps, replica};
     for (int i = 0; i < 2 && addrs[i]; i++) {
         if (ina_parse_hostport(addrs[i], 1, &c.srv[i].addr) != 0) {
@@ -322,6 +358,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "ina-mlf: --agg-reduce is sum or mean, not '%s'\n", agg_reduce);
         return 2;
     }
+    if (strcmp(agg_pull, "server") != 0 && strcmp(agg_pull, "switch") != 0) {
+        fprintf(stderr, "ina-mlf: --agg-pull is server or switch, not '%s'\n", agg_pull);
+        return 2;
+    }
     if (sw) {
         struct sockaddr_in swa;
         if (ina_parse_hostport(sw, 1, &swa) != 0) {
@@ -334,15 +374,16 @@ int main(int argc, char **argv)
         c.agg_switch = sw;
         c.agg_timeout_ms = (int)agg_to;
         c.agg_mean = strcmp(agg_reduce, "mean") == 0;
+        c.agg_pull_switch = strcmp(agg_pull, "switch") == 0;
     }
     struct ina_ps_join *j = &c.join;
     j->world = (uint16_t)world;
     j->nshards = 1;
     j->dim = DIM;
     j->optim = 0; /* SGD */
-    j->mode = INA_PS_MODE_STALE;
-    j->max_delay = (uint8_t)D;
-    j->start = (uint16_t)start_ranks; /* 0: every rank starts the job */
+    j->mode = sync ? INA_PS_MODE_SYNC : INA_PS_MODE_STALE;
+    j->max_delay = sync ? 0 : (uint8_t)D;
+    j->start = sync ? 0 : (uint16_t)start_ranks; /* 0: every rank starts the job */
     j->lr = (float)lr;
     j->eps = 1.0f;
     if (mlp) { /* random initial values (PROTOCOL.md §14.1): an MLP at 0 cannot break symmetry */
@@ -387,11 +428,14 @@ int main(int argc, char **argv)
     uint32_t version = 0, hit_v = 0, delay_max = 0;
     int iters = 0;
     for (;;) {
-        if ((rc = mlf_begin(&c)) != 0 || (rc = mlf_pull(&c, w, &version)) != 0)
+        if ((rc = mlf_begin(&c)) != 0 || (rc = mlf_fetch(&c, w, &version)) != 0)
             break;
+        if (sync)
+            version = c.step; /* a SYNC job's pull does not say its version: the steps applied */
         /* The MLP's and the CTR model's evaluations cost a few gradients: each rank checks
-         * every 4th model. */
-        int check = m.kind == MODEL_LSQ || (iters + rank) % 4 == 0;
+         * every 4th model; with --sync every rank checks every version (the same model on
+         * every rank: they see the target at the same version). */
+        int check = m.kind == MODEL_LSQ || sync || (iters + rank) % 4 == 0;
         double loss = check ? model_eval(&m, w, mlp ? &metric : NULL) : -1;
         if (check && hit_s < 0 && loss <= target) {
             hit_s = (double)(mono_ns() - t0) / 1e9;
@@ -409,7 +453,7 @@ int main(int argc, char **argv)
         }
         fflush(stdout);
         /* Done; but a grant held is a stamp the servers wait for: send its update. */
-        int last = version >= (uint32_t)updates;
+        int last = version >= (uint32_t)updates || (stop_at_target && hit_s >= 0);
         if (last && !c.granted)
             break;
         model_grad(&m, w, batch, g);
@@ -440,7 +484,7 @@ int main(int argc, char **argv)
     printf("mlf rank %ld: %s iterations %d applied %llu stale %llu sched_refused %llu "
            "delay_max %u retransmits %llu failovers %llu fallbacks %llu bytes_primary %llu "
            "bytes_replica %llu groups_led %llu aggregated %llu agg_failures %llu voided %llu "
-           "sched_waits %llu reattaches %llu "
+           "sched_waits %llu reattaches %llu shared_pulls %llu "
            "target_version %u target_unix_ms %llu start_unix_ms %llu\n",
            rank, rc == 0 ? "ok" : ina_strerror(rc), iters, (unsigned long long)c.st.applied,
            (unsigned long long)c.st.stale, (unsigned long long)c.st.sched_refused, delay_max,
@@ -449,10 +493,10 @@ int main(int argc, char **argv)
            (unsigned long long)c.st.tx_bytes[1], (unsigned long long)c.st.groups_led,
            (unsigned long long)c.st.aggregated, (unsigned long long)c.st.agg_failures,
            (unsigned long long)c.st.voided, (unsigned long long)c.st.sched_waits,
-           (unsigned long long)c.st.reattaches,
+           (unsigned long long)c.st.reattaches, (unsigned long long)c.st.shared_pulls,
            hit_s >= 0 ? hit_v : 0,
            (unsigned long long)hit_ms, (unsigned long long)start_ms);
-    if (delay_max > (uint32_t)D) {
+    if (D != INA_PS_DELAY_UNBOUNDED && delay_max > (uint32_t)D) {
         fprintf(stderr, "mlf rank %ld: an update was applied with delay %u > D = %ld\n", rank,
                 delay_max, D);
         rc = 1;

@@ -140,6 +140,7 @@
 #define INA_PS_MAX_DIM 64
 #define INA_PS_MODE_SYNC 0     /* synchronous steps (PUSH/COMMIT) */
 #define INA_PS_MODE_STALE 1    /* bounded staleness: UPDATE applied if its delay <= max_delay (§15) */
+#define INA_PS_DELAY_UNBOUNDED 255 /* max_delay 255: no bound, every UPDATE applied (§15.1) */
 /* HOT_KEYS status: the epoch asked for is not installed yet (ask again). */
 #define INA_HOT_PENDING 1
 

@@ -772,6 +772,13 @@ static int update_apply(struct ina_ps *ps, struct ina_ps_job *job, const struct 
     return 0;
 }
 
+/* An update of this delay may be applied: at most D versions behind, or any delay when D is
+ * INA_PS_DELAY_UNBOUNDED (unbounded asynchronous training, §15.1). */
+static int within_bound(const struct ina_ps_job *job, uint32_t delay)
+{
+    return job->p.max_delay == INA_PS_DELAY_UNBOUNDED || delay <= job->p.max_delay;
+}
+
 /*
  * UPDATE: slot = the rank's update id (1, 2, ... one at a time), seq = the
  * model version the update was computed on (its base), body = stamp, reserved,
@@ -846,9 +853,9 @@ static int update_one(struct ina_ps *ps, struct ina_ps_job *job, const struct in
     }
     uint32_t delay = job->applied - h->seq;
     struct ina_ps_lastupd n = {.uid = h->slot, .delay = delay, .stamp = stamp};
-    if (delay <= job->p.max_delay) {
+    if (within_bound(job, delay)) {
         /* The bound, checked again where the model changes (counted, never expected). */
-        if (job->applied - h->seq > job->p.max_delay)
+        if (!within_bound(job, job->applied - h->seq))
             ps->c.delay_violations++;
         if (update_apply(ps, job, h, body + INA_PS_UPDATE_PREFIX) != 0) {
             job_abort(ps, job, INA_ERR_PS_FULL, "max_memory");

@@ -66,12 +66,23 @@ static void usage(FILE *f)
             "                        (default 100; 0 = no limit)\n"
             "  --initial-rate MBPS   rate assumed before a rank's first transfer, in MB/s\n"
             "                        (default 100)\n"
+            "  --rate-halflife-ms MS a rank's rate is an average of its transfers' rates,\n"
+            "                        each weighing 0.3, or 1 - 2^(-t/MS) when more (t: the\n"
+            "                        time since its last), so that a link that changes is\n"
+            "                        followed in time, even for a rank granted rarely\n"
+            "                        (default 50; 0: 0.3 for every transfer)\n"
             "  --aggregate K         opportunistic aggregation: grant fetch requests that\n"
             "                        wait together (of workers with an ina-switch, not\n"
             "                        stragglers) as one group of up to K members sharing\n"
             "                        one stamp; they sum their updates in the switch and\n"
             "                        one of them sends the sum (ina-mlf --switch), 1..N\n"
             "                        (default 1: no aggregation)\n"
+            "  --agg-hold-ms MS      hold a group short of K members up to MS ms for the\n"
+            "                        next groupable request, when it is predicted to come\n"
+            "                        soon enough that the grant makes more gradients per\n"
+            "                        second (its wait < the group's predicted time / its\n"
+            "                        members); the exit report counts the holds and their\n"
+            "                        measured and predicted waits (default 10; 0 = never)\n"
             "  --ps ADDR:PORT        the job's primary ina-ps (started with --sched naming\n"
             "                        this scheduler): probed every 100 ms, told to void\n"
             "                        the stamps of expired leases, asked for the job's\n"
@@ -193,7 +204,8 @@ int main(int argc, char **argv)
         {"max-wait-ms", required_argument, 0, 'a'}, {"aggregate", required_argument, 0, 'A'},
         {"ps", required_argument, 0, 'P'},           {"replica", required_argument, 0, 'R'},
         {"failover-ms", required_argument, 0, 'f'},  {"fault-rx", required_argument, 0, 'x'},
-        {"fault-tx", required_argument, 0, 'y'},
+        {"fault-tx", required_argument, 0, 'y'},   {"rate-halflife-ms", required_argument, 0, 'H'},
+        {"agg-hold-ms", required_argument, 0, 'O'},
         {"version", no_argument, 0, 'V'},            {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     struct ina_sched_params p = {.max_delay = 2, .window = 0, /* 0: D + 1, below */
@@ -201,7 +213,8 @@ int main(int argc, char **argv)
                                  .failover_ns = 1500ull * 1000000ull,
                                  .max_wait_ns = 100ull * 1000000ull,
                                  .straggler_ratio = 0.6, .initial_rate = 100e6,
-                                 .aggregate = 1};
+                                 .rate_halflife_ns = 50ull * 1000000ull,
+                                 .aggregate = 1, .agg_hold_ns = 10ull * 1000000ull};
     const char *listen_s = "127.0.0.1", *port_file = NULL, *job = NULL, *servers[2] = {0};
     enum ina_log_level level = INA_LOG_INFO;
     int c;
@@ -223,7 +236,15 @@ int main(int argc, char **argv)
             p.max_wait_ns = (uint64_t)(v * 1e6);
             break;
         case 'i': bad = parse_num(optarg, 0.001, 1e6, &v); p.initial_rate = v * 1e6; break;
+        case 'H':
+            bad = parse_num(optarg, 0, 3600000, &v);
+            p.rate_halflife_ns = (uint64_t)(v * 1e6);
+            break;
         case 'A': bad = parse_num(optarg, 1, INA_MAX_WORKERS, &v); p.aggregate = (unsigned)v; break;
+        case 'O':
+            bad = parse_num(optarg, 0, 60000, &v);
+            p.agg_hold_ns = (uint64_t)(v * 1e6);
+            break;
         case 'x':
         case 'y':
             if (ina_fault_parse(c == 'x' ? &fault_rx : &fault_tx, optarg) != 0) {

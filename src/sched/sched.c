@@ -111,13 +111,39 @@ static void mark_stragglers(struct ina_sched *s)
     }
 }
 
-static void learn_rate(struct ina_sched *s, unsigned r, uint32_t bytes, uint32_t usec)
+/*
+ * The weight of a rate sample that comes dt after the rank's last: at least
+ * INA_SCHED_RATE_WEIGHT (several samples in a row move the rate, one outlier does not),
+ * and 1 - 2^(-dt / halflife) when that is more. Links change in time, not in samples: a
+ * rank that is granted rarely (a straggler yields to the others) would otherwise keep its
+ * old rate for many grants after its link recovered; with the time weight one sample a
+ * half-life after the last moves it half way or more.
+ */
+static double rate_weight(const struct ina_sched *s, uint64_t dt)
+{
+    double w = INA_SCHED_RATE_WEIGHT;
+    if (s->p.rate_halflife_ns) {
+        double t = 1.0 - exp2(-(double)dt / (double)s->p.rate_halflife_ns);
+        if (t > w)
+            w = t;
+    }
+    return w;
+}
+
+static void learn_rate(struct ina_sched *s, unsigned r, uint32_t bytes, uint32_t usec,
+                       uint64_t now)
 {
     struct ina_sched_rank *k = &s->ranks[r];
     if (usec == 0 || bytes == 0)
         return;
     double rate = (double)bytes * 1e6 / usec;
-    k->rate = k->samples ? 0.7 * k->rate + 0.3 * rate : rate;
+    if (k->samples) {
+        double w = rate_weight(s, now - k->sample_ns);
+        k->rate += w * (rate - k->rate);
+    } else {
+        k->rate = rate;
+    }
+    k->sample_ns = now;
     k->samples++;
     mark_stragglers(s);
 }
@@ -252,9 +278,70 @@ static int best_request(struct ina_sched *s, const uint8_t *picked, unsigned *st
 }
 
 /*
+ * Hold the group members[0..n) (the best feasible request and those that join it) for one
+ * more member? Granted now, its slot in the window makes n gradients in P, the group's
+ * predicted duration (its slowest member's bytes over its learned rate; in fetch mode the
+ * pull, the computation and the update). Held until the next groupable request comes, e
+ * from now (the earliest predicted end of a granted groupable rank: a worker asks again as
+ * soon as it is done; 0 for one whose DONE just came), the slot makes n + 1 in P + e: more
+ * per second when e < P / n. A
+ * group already at `aggregate`, one with a request that has waited max_wait, or one held
+ * agg_hold_ns is granted. @return 1: hold (the caller grants nothing now).
+ */
+static int hold_group(struct ina_sched *s, const unsigned *members, unsigned n, uint64_t now)
+{
+    if (!s->p.agg_hold_ns || n >= s->p.aggregate || !groupable(s, &s->ranks[members[0]]) ||
+        (s->hold_since_ns && now - s->hold_since_ns >= s->p.agg_hold_ns))
+        return 0;
+    double p = 0, e = -1;
+    for (unsigned i = 0; i < n; i++) {
+        const struct ina_sched_rank *k = &s->ranks[members[i]];
+        if (aged(s, k, now))
+            return 0;
+        if (predicted(s, k) > p)
+            p = predicted(s, k);
+    }
+    for (unsigned r = 0; r < s->p.world; r++) {
+        const struct ina_sched_rank *k = &s->ranks[r];
+        if (!k->fetch || !k->can_aggregate || k->straggler || k->departed)
+            continue;
+        double left;
+        if (k->state == INA_SCHED_GRANTED) /* < 0: late, due any moment */
+            left = ((double)k->since_ns - (double)now) / 1e9 + predicted(s, k);
+        else if (k->state == INA_SCHED_ANSWERED && k->done_ns && now - k->done_ns < INA_SCHED_REASK_NS)
+            left = 0; /* its DONE just came: its next REQ follows (the DONE came first) */
+        else
+            continue;
+        if (e < 0 || left < e)
+            e = left > 0 ? left : 0;
+    }
+    if (e < 0 || !(e * n < p))
+        return 0;
+    if (!s->hold_since_ns) {
+        s->hold_since_ns = now;
+        s->hold_predicted_ns = (uint64_t)(e * 1e9);
+        s->hold_members = n;
+        s->c.holds++;
+    }
+    return 1;
+}
+
+/* A group is granted: the hold (if one was on) ends, measured against its prediction. */
+static void hold_end(struct ina_sched *s, unsigned n, uint64_t now)
+{
+    if (!s->hold_since_ns)
+        return;
+    s->c.hold_us += (now - s->hold_since_ns) / 1000;
+    s->c.hold_predicted_us += s->hold_predicted_ns / 1000;
+    s->c.holds_joined += n > s->hold_members;
+    s->hold_since_ns = 0;
+}
+
+/*
  * Refuse what can never fit, then grant while the window has room: among the
  * feasible requests the first by before(); if it can aggregate, the next
- * groupable requests by before() join it, up to `aggregate` members.
+ * groupable requests by before() join it, up to `aggregate` members (and a group
+ * short of that may be held for the next one: hold_group()).
  */
 static void schedule(struct ina_sched *s, uint64_t now)
 {
@@ -276,10 +363,6 @@ static void schedule(struct ina_sched *s, uint64_t now)
         int best = best_request(s, NULL, &stragglers, now);
         if (best < 0)
             return;
-        if (!s->ranks[best].straggler)
-            s->c.straggler_waits += stragglers;
-        if (aged(s, &s->ranks[best], now))
-            s->c.aged_grants++;
         members[n++] = (unsigned)best;
         if (groupable(s, &s->ranks[best])) {
             uint8_t picked[INA_MAX_WORKERS] = {0};
@@ -289,7 +372,14 @@ static void schedule(struct ina_sched *s, uint64_t now)
                 picked[next] = 1;
                 members[n++] = (unsigned)next;
             }
+            if (hold_group(s, members, n, now))
+                return;
         }
+        if (!s->ranks[best].straggler)
+            s->c.straggler_waits += stragglers;
+        if (aged(s, &s->ranks[best], now))
+            s->c.aged_grants++;
+        hold_end(s, n, now);
         grant(s, members, n, now);
     }
 }
@@ -776,12 +866,13 @@ static void on_done(struct ina_sched *s, const struct ina_hdr *h, const uint8_t 
     }
     int32_t status = (int32_t)ina_get32(body);
     s->c.dones++;
+    k->done_ns = now ? now : 1;
     heard_from(s, h->rank);
     if (k->member) { /* its part went into the group's update (or failed to): no outcome */
         s->c.member_dones++;
         s->c.member_failed += status != INA_SCHED_DONE_MEMBER;
         end_grant(s, k, 0);
-        learn_rate(s, h->rank, ina_get32(body + 4), ina_get32(body + 8));
+        learn_rate(s, h->rank, ina_get32(body + 4), ina_get32(body + 8), now);
         schedule(s, now);
         return;
     }
@@ -793,7 +884,7 @@ static void on_done(struct ina_sched *s, const struct ina_hdr *h, const uint8_t 
     uint32_t version = ina_get32(body + 12); /* the server's version after this update */
     if ((int32_t)(version - s->floor) > 0)
         s->floor = version;
-    learn_rate(s, h->rank, ina_get32(body + 4), ina_get32(body + 8));
+    learn_rate(s, h->rank, ina_get32(body + 4), ina_get32(body + 8), now);
     schedule(s, now);
 }
 
@@ -899,7 +990,8 @@ void ina_sched_tick(struct ina_sched *s, uint64_t now_ns)
     X(rx_packets) X(tx_packets) X(tx_errors) X(requests) X(request_dups) X(grants)          \
     X(refused_stale) X(dones) X(done_applied) X(done_stale) X(implicit_dones)              \
     X(grants_expired) X(bound_violations) X(straggler_waits) X(fetch_requests) X(aged_grants)     \
-    X(groups) X(group_members) X(member_dones) X(member_failed) X(leaves) X(ranks_departed)   \
+    X(groups) X(group_members) X(member_dones) X(member_failed) X(holds) X(holds_joined)     \
+    X(hold_us) X(hold_predicted_us) X(leaves) X(ranks_departed)                               \
     X(ranks_returned) X(syncs_sent) X(states) X(stamps_voided) X(voids_late) X(void_relays)  \
     X(replays_relayed) X(replica_checks) X(replica_mismatch) X(replica_diverged)             \
     X(server_failovers) X(recoveries) X(stamps_resynced)

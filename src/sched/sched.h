@@ -21,7 +21,9 @@
  * as well as the update is what makes no transfer wasted (MLfabric manages
  * every transfer of the job, the model's too). Among the feasible requests the scheduler grants
  * first the one predicted to finish first: bytes / the rank's learned rate
- * (EWMA of bytes / duration from DONE). A rank whose rate is below
+ * (EWMA of bytes / duration from DONE, weighted by the time since the rank's last sample:
+ * a rank heard from rarely, a straggler, adapts in one sample when its link
+ * recovers). A rank whose rate is below
  * straggler_ratio x the median is a straggler: its requests wait while a
  * feasible request of another rank waits. Any request that has waited
  * max_wait_ns goes first: a straggler is slowed and a slow rank passed over
@@ -32,7 +34,10 @@
  * a group of up to `aggregate` members that shares one stamp; the members sum
  * their updates in the switch and the leader (member 0) sends the one update.
  * The group is one version, so it counts once in O and in the bound; the
- * other members' DONEs end their requests without touching O or A.
+ * other members' DONEs end their requests without touching O or A. A group
+ * short of `aggregate` members is held for the next groupable request when
+ * that is predicted to come soon enough that the slot makes more gradients per
+ * second (agg_hold_ns at most).
  *
  * Membership and failures (servers configured, PROTOCOL.md §15.9): a grant is
  * a lease. One that expires (its worker died or left) stays in O while the
@@ -63,6 +68,9 @@
 #define INA_SCHED_REPAIR_NS 300000000ull /* a replica stuck on a taken stamp this long: replay */
 #define INA_SCHED_EAGER_NS 1000000000ull /* after the authority voided stamps, a lagging
                                             replica is asked about at once, this long */
+#define INA_SCHED_RATE_WEIGHT 0.3        /* a rate sample's weight at least (EWMA) */
+#define INA_SCHED_REASK_NS 2000000ull   /* a rank whose DONE came this recently is about to
+                                           ask again (for a group being held, §15.7) */
 #define INA_SCHED_VOIDS 64               /* stamps being voided at once (>= the largest window) */
 
 #define INA_SCHED_DROP_MAP(X)                                                     \
@@ -103,6 +111,10 @@ struct ina_sched_counters {
     uint64_t group_members;    /* members granted in those groups */
     uint64_t member_dones;     /* DONEs of members other than a group's leader */
     uint64_t member_failed;    /* of those: the member's part did not reach the switch's sum */
+    uint64_t holds;            /* groups held for one more member (--agg-hold-ms) */
+    uint64_t holds_joined;     /* of those: granted with more members than when first held */
+    uint64_t hold_us;          /* the time they were held, measured (microseconds, summed) */
+    uint64_t hold_predicted_us; /* the wait predicted when each hold began (summed) */
     /* Membership and failures (§15.9). */
     uint64_t leaves;           /* REQs with flag LEAVE: the rank left */
     uint64_t ranks_departed;   /* ranks whose grant expired (the world shrank) */
@@ -131,7 +143,11 @@ struct ina_sched_params {
     double straggler_ratio;   /* rate below ratio x median: a straggler (0: never) */
     uint64_t max_wait_ns;     /* a request waiting this long goes first (0: no limit) */
     double initial_rate;      /* bytes/s assumed before a rank's first DONE */
+    uint64_t rate_halflife_ns; /* a rate sample dt after the rank's last weighs at least
+                                  1 - 2^(-dt / halflife) (0: every sample INA_SCHED_RATE_WEIGHT) */
     unsigned aggregate;       /* members of a group at most (1: no aggregation) */
+    uint64_t agg_hold_ns;     /* a group short of `aggregate` may be held this long at most for
+                                 the next groupable request, when that pays (0: never) */
     /* The job's servers (§15.9): the primary, then the replica. 0 servers: leases expire as
      * before (counted as applied), nothing is asked of a server. */
     unsigned nservers;
@@ -158,6 +174,8 @@ struct ina_sched_rank {
     uint64_t since_ns;        /* request arrival, or grant time */
     double rate;              /* learned bytes/s (0: none yet) */
     uint64_t samples;
+    uint64_t sample_ns;       /* when the last one came */
+    uint64_t done_ns;         /* when its last DONE came (it asks again right after) */
     uint8_t departed;         /* its grant expired, or it left: out of the world until heard */
     uint8_t depart_voided;    /* its stamp was voided: the servers are told it has gone */
 };
@@ -228,6 +246,10 @@ struct ina_sched {
     uint32_t repair_stamp;
     uint64_t repair_ns;
     uint64_t repair_eager_ns; /* until then, no probe's wait before asking (voids just made) */
+    /* The group being held for one more member (§15.7): since when (0: none), the predicted
+     * wait and its members when the hold began. */
+    uint64_t hold_since_ns, hold_predicted_ns;
+    unsigned hold_members;
     struct ina_sched_counters c;
     struct ina_sched_tx tx;
 };

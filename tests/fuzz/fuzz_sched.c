@@ -108,7 +108,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct ina_sched_params p = {.world = 4, .max_delay = 2, .window = 2,
                                  .grant_timeout_ns = 1000000000ull, .straggler_ratio = 0.6,
                                  .max_wait_ns = 50000000ull, .initial_rate = 1e6,
-                                 .aggregate = 3, .nservers = 2, .failover_ns = 500000000ull};
+                                 .aggregate = 3, .nservers = 2, .failover_ns = 500000000ull,
+                                 .agg_hold_ns = 10000000ull, .rate_halflife_ns = 50000000ull};
     for (int i = 0; i < 2; i++) {
         p.server[i].sin_family = AF_INET;
         p.server[i].sin_addr.s_addr = htonl(0x7f000001);

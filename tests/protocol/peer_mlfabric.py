@@ -729,6 +729,42 @@ def test_ps_join_rules(ps_addr, ps_m):
     s.sock.close()
 
 
+def test_unbounded(ps_addr, ps_m):
+    """§15.1/§15.2 step 4: max_delay 255 is no bound; 254 still bounds."""
+    for D in (254, 255):
+        name = "mlfub%d" % D
+        a, b = PsRank(ps_addr, name, 2, 0, 2, D), PsRank(ps_addr, name, 2, 1, 2, D)
+        res = ps_join_all([a, b])
+        if not check(all(r and r[0] == "ack" and r[1][8] == D for r in res),
+                     "§15.1 a STALE job with max_delay %d joins (D echoed)" % D, repr(res)):
+            continue
+        # rank 0 alone moves the version to 300 with count-0 updates (§15.2: count 0 is valid)
+        ok = True
+        for u in range(1, 301):
+            r = a.update(u, u - 1, STAMP_NONE, {})
+            ok = ok and r is not None and r["status"] == 0 and r["V"] == u
+        check(ok, "§15.2 300 count-0 updates of rank 0 each applied on the newest version (D=%d)" % D)
+        c0 = ps_counters(ps_m)
+        r = b.update(1, 0, STAMP_NONE, {7: [1.0, 2.0]})   # computed on version 0: delay 300
+        c1 = ps_counters(ps_m)
+        if D == 255:
+            check(r is not None and r["status"] == 0 and r["delay"] == 300 and r["V"] == 301
+                  and c1["updates_applied"] - c0["updates_applied"] == 1 and c1["delay_violations"] == 0,
+                  "§15.1/§15.2 step 4: D=255 is no bound: an update 300 versions behind is applied (V 301), "
+                  "no delay violation", repr(r))
+            V, vals = b.pull([7])
+            check(V == 301 and vals == {7: [-1.0, -2.0]},
+                  "§15.2 the unbounded update changed the model (lr 1): V 301", "%r %r" % (V, vals))
+        else:
+            check(r is not None and r["status"] == ERR_STALE and r["delay"] == 300 and r["V"] == 300,
+                  "§15.2 step 4: D=254 refuses delay 300 (-1018), V stays 300", repr(r))
+        r = b.update(2, (r["V"] if r else 300) - 255, STAMP_NONE, {})   # a delay of exactly 255
+        check(r is not None and r["delay"] == 255 and (r["status"] == 0) == (D == 255),
+              "§15.2 step 4: delay 255 %s with D=%d" % ("applied" if D == 255 else "refused", D), repr(r))
+        a.sock.close()
+        b.sock.close()
+
+
 def test_chain(d, tmp, verbose_ctr=False):
     """§15.8: primary --chain-to replica; worker UPDATEs go to the primary only."""
     global WAITING
@@ -1195,6 +1231,7 @@ def main():
         sa = test_stale_and_sched(d, tmp, ps_addr, pm)
         sb = test_holdback_and_groups(d, tmp, ps_addr, pm)
         test_ps_join_rules(ps_addr, pm)
+        test_unbounded(ps_addr, pm)
         # the scheduler's counters: exit report on SIGTERM (§15.5)
         ca = sched_counters(d.stop(sa))
         log("sched A", ca)

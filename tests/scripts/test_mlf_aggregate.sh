@@ -11,7 +11,11 @@
 #     groups' mean (--agg-reduce mean): training completes with the servers in step and
 #     nothing refused;
 #  4. with chain replication (the primary forwards each group's update): the replica, fed by
-#     forwards only, counts the same groups.
+#     forwards only, counts the same groups;
+#  5. groups that share one pull (--agg-pull switch: the leader pulls, the switch gives the
+#     model to the others), held for one more member (ina-sched --agg-hold-ms): every other
+#     member of a summed group got its model through the switch; then the switch killed:
+#     members pull for themselves again, training completes, the replica in step.
 set -uo pipefail
 exec </dev/null
 BUILD=${INA_BUILD_DIR:-build}
@@ -121,6 +125,31 @@ check "the replica, fed by forwards only, is in step (same updates, groups and d
 check "no chain mismatch, no broken chain, no delay above D" \
     [ "$(counter chp chain_mismatch)$(counter chp chain_broken)$(counter chp delay_violations)" = 000 ]
 
+# ---- 5. one pull per group, through the switch; then the switch killed ---------------------------
+setup shared --no-shm
+agg_workers shared --updates 1000 --agg-pull switch --agg-timeout-ms 300
+check "training reached version 150 with shared pulls" until_version shared 150
+sleep 0.3
+kill -9 "$swp"; wait "$swp" 2>/dev/null
+check "the workers finished (shared pulls, then no switch)" wait_workers
+stop "$pp"; stop "$rp"; stop "$sp"
+tail -n 2 "$tmp/shared.0"
+shared=$(sum_field shared shared_pulls)
+check "members got the model through the switch ($shared)" gt0 "$shared"
+summed=$(sum_field shared aggregated) failed=$(sum_field shared agg_failures)
+check "each shared pull ($shared) ended in a part summed ($summed) or a failed group ($failed)" \
+    [ "$shared" -le $((summed + failed)) ]
+check "the scheduler held groups for more members ($(counter shared.s holds) holds, $(counter shared.s holds_joined) joined)" \
+    gt0 "$(counter shared.s holds_joined)"
+check "after the switch died, groups failed and members pulled for themselves" \
+    grep -q "did not share the model" "$tmp"/shared.*.err
+check "the replica stayed in step (shared pulls)" same_servers shared.p shared.r
+check "no delay above D, nothing refused (shared pulls)" \
+    [ "$(counter shared.p delay_violations)$(counter shared.p updates_stale)" = 00 ]
+check "the model reached version 1000" grep -q "final version 1[0-9][0-9][0-9]" "$tmp/shared.0"
+
+check "ina-mlf refuses an unknown --agg-pull" \
+    bash -c "'$MLF' --ps 127.0.0.1:1 --rank 0 --world 1 --agg-pull leader 2>/dev/null; [ \$? = 2 ]"
 check "ina-sched refuses --aggregate above --world" \
     bash -c "'$SCHED' --job x --world 2 --aggregate 3 2>/dev/null; [ \$? = 2 ]"
 check "ina-mlf refuses an unknown --agg-reduce" \

@@ -10,7 +10,10 @@
 #     lost or doubled, and both servers took the same updates with the same delays;
 #  6. chain replication (ina-ps --chain-to/--chain-from, ina-mlf --replication chain): the
 #     workers send to the primary alone, the replica takes every stamp from its forwards under
-#     5% loss, duplication and reordering; then the primary killed: failover loses nothing.
+#     5% loss, duplication and reordering; then the primary killed: failover loses nothing;
+#  7. the baselines of bench/mlfabric.sh: unbounded asynchronous training (--max-delay
+#     unbounded: every update applied, none refused) and synchronous training (--sync: a
+#     barrier per version, every rank's gradient in each), each stopping at its target.
 set -uo pipefail
 exec </dev/null
 BUILD=${INA_BUILD_DIR:-build}
@@ -159,6 +162,34 @@ check "ina-mlf refuses an unknown --replication" \
     bash -c "'$MLF' --replication star --ps 127.0.0.1:1 --rank 0 --world 1 2>/dev/null; [ \$? = 2 ]"
 check "ina-ps refuses --chain-to with --chain-from" \
     bash -c "'$PS' --chain-to 127.0.0.1:1 --chain-from 127.0.0.1:2 2>/dev/null; [ \$? = 2 ]"
+
+# ---- 7. unbounded asynchronous and synchronous training --------------------------------------
+start p8 "$PS" --quiet; p8=$pid p8port=$port
+workers unbounded --ps 127.0.0.1:$p8port --max-delay unbounded --updates 2000 --stop-at-target \
+    --compute-ms 1
+check "unbounded: the workers finished" wait_workers
+stop "$p8"
+tail -n 1 "$tmp/unbounded.0"
+check "unbounded: the target was reached, and the workers stopped there" \
+    grep -q "target .* reached at version [0-9]* " "$tmp/unbounded.0"
+applied=$(sum_field unbounded applied)
+check "unbounded: every update applied ($applied), none refused" \
+    [ "$(counter p8 updates_applied):$(counter p8 updates_stale):$(sum_field unbounded stale)" = "$applied:0:0" ]
+check "unbounded: stopped well before --updates" awk -v n="$applied" 'BEGIN { exit !(n < 1500) }'
+start p9 "$PS" --quiet; p9=$pid p9port=$port
+workers sync --ps 127.0.0.1:$p9port --sync --updates 500 --stop-at-target
+check "sync: the workers finished" wait_workers
+stop "$p9"
+tail -n 1 "$tmp/sync.0"
+check "sync: the target was reached" grep -q "target .* reached at" "$tmp/sync.0"
+steps=$(counter p9 steps_applied)
+check "sync: each of the $steps steps (versions) took every rank's gradient" \
+    [ "$(sum_field sync applied)" = $((W * steps)) ]
+check "sync: every rank stopped at the same version" \
+    [ "$(grep -ho 'iterations [0-9]*' "$tmp"/sync.[0-9] | sort -u | wc -l)" = 1 ]
+check "sync: no UPDATE (the STALE kind) was sent" [ "$(counter p9 updates_applied)" = 0 ]
+check "ina-mlf refuses --sync with --sched" \
+    bash -c "'$MLF' --sync --sched 127.0.0.1:1 --ps 127.0.0.1:1 --rank 0 --world 1 2>/dev/null; [ \$? = 2 ]"
 
 check "ina-sched and ina-mlf answer --help" bash -c "'$SCHED' --help >/dev/null && '$MLF' --help >/dev/null"
 check "ina-sched refuses a missing --job" bash -c "! '$SCHED' --world 2 2>/dev/null"

@@ -179,6 +179,44 @@ static void test_bound_oracle(int D)
     ina_ps_free(&ps);
 }
 
+/* D = 255 is no bound (INA_PS_DELAY_UNBOUNDED, §15.1): an update 300 versions behind is
+ * applied; D = 254 still refuses a delay of 255. */
+static void test_unbounded(void)
+{
+    for (int D = 254; D <= INA_PS_DELAY_UNBOUNDED; D++) {
+        static struct ina_ps ps;
+        new_ps(&ps);
+        CHECK(join_all(&ps, INA_PS_MODE_STALE, D, INA_OPTIM_SGD, 0));
+        rng_state = 77;
+        struct upd u = {.rank = 0, .stamp = INA_STAMP_NONE};
+        random_update(&u);
+        int32_t st = -1;
+        uint32_t v = 0, d = 0;
+        for (uint32_t i = 0; i < 300; i++) { /* rank 0 alone: each on the newest version */
+            u.uid = i + 1;
+            u.base = i;
+            CHECK(send_update(&ps, &u, &st, &v, &d) && st == 0 && d == 0);
+        }
+        struct upd late = u;
+        late.rank = 1; /* computed on version 0: 300 versions behind */
+        late.uid = 1;
+        late.base = 0;
+        CHECK(send_update(&ps, &late, &st, &v, &d) && d == 300);
+        if (D == INA_PS_DELAY_UNBOUNDED) {
+            CHECK(st == 0 && v == 301);
+            CHECK_EQ_INT(ps.c.delay_max, 300);
+        } else {
+            CHECK(st == INA_ERR_STALE && v == 300);
+        }
+        late.uid = 2; /* a delay of exactly 255 */
+        late.base = v - 255;
+        CHECK(send_update(&ps, &late, &st, &v, &d) && d == 255 &&
+              (st == 0) == (D == INA_PS_DELAY_UNBOUNDED));
+        CHECK_EQ_INT(ps.c.delay_violations, 0);
+        ina_ps_free(&ps);
+    }
+}
+
 /*
  * Replication: the same stamped stream to a primary (in order) and a replica
  * (reordered and duplicated: an early stamp is held until its turn, its resend
@@ -322,6 +360,7 @@ int main(void)
     test_rules();
     test_bound_oracle(0);
     test_bound_oracle(2);
+    test_unbounded();
     test_replica_failover();
     test_members();
     return check_report("test_ps_stale");
