@@ -275,7 +275,7 @@ static struct job *job_get(struct job **jobs, int *n, int *cap, unsigned id)
     return j;
 }
 
-/* The numeric state of the metrics (switch.h: enum ina_job_state). */
+/* The numeric state of the metrics (engine/engine.h: enum ina_job_state). */
 static const char *state_name(double s)
 {
     return s == 3 ? "active" : s == 2 ? "waiting" : s == 1 ? "joining" : "?";

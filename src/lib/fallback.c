@@ -8,13 +8,13 @@
 #include <unistd.h>
 
 #include "lib/internal.h"
-#include "switch/switch.h"
+#include "engine/engine.h"
 
 /*
  * Why this shape: the switch's pool is shared by every job (ATP's lesson),
  * so a job may find it full. Rather than fail, the job runs on its own
- * hosts: rank 0 hosts the same state machine as ina-switch (src/switch,
- * compiled into libina) on a socket of its own, and every rank joins it
+ * hosts: rank 0 hosts the same state machine as ina-switch (src/engine,
+ * linked into libina) on a socket of its own, and every rank joins it
  * with the same protocol. Same protocol, same quantization: the same
  * results, at the cost of rank 0's host carrying N streams. It is a
  * parameter server in the ATP sense, chosen only when the network cannot

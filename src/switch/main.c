@@ -24,7 +24,7 @@
 #include "common/port_guard.h"
 #include "switch/ebpf/ebpf_dp.h"
 #include "switch/metrics.h"
-#include "switch/switch.h"
+#include "engine/engine.h"
 #include "switch/trace.h"
 
 /* Set by the signal handlers, read by every dataplane thread: lock-free

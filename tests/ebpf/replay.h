@@ -41,7 +41,7 @@
 #include <unistd.h>
 
 #include "switch/ebpf/ebpf_dp.h"
-#include "switch/switch.h"
+#include "engine/engine.h"
 #include "switch/trace.h"
 
 #define RP_MAX_OUT 1100   /* outputs of one input: an ABORT and a result to 256 ranks, twice over */

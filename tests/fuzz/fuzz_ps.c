@@ -1,17 +1,12 @@
 /* fuzz_ps.c: libFuzzer target for ina-ps's input handler (ina_ps_input). */
 
-/* Entropy from a PRNG reset per input, so every input replays exactly (as fuzz_switch.c). */
-#define getrandom fuzz_getrandom
-#include <sys/random.h>
-
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ps/chain.c"
-#include "ps/ps.c"
-#include "ps/store.c"
+#include "ps/chain.h"
+#include "ps/ps.h"
 #include "ps_wire.h"
 #include "test_addr.h"
 
@@ -64,9 +59,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
         }                                                                               \
     } while (0)
 
+/* Entropy from a PRNG reset per input, so every input replays exactly (as fuzz_switch.c):
+ * ps.c's getrandom() calls resolve here (-Wl,--wrap, cmake/fuzz.cmake). */
 static uint64_t rng_state;
 
-ssize_t fuzz_getrandom(void *buf, size_t n, unsigned int flags)
+ssize_t __wrap_getrandom(void *buf, size_t n, unsigned int flags);
+ssize_t __wrap_getrandom(void *buf, size_t n, unsigned int flags)
 {
     (void)flags;
     uint8_t *p = buf;

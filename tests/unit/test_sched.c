@@ -1,11 +1,13 @@
 /* test_sched.c: ina-sched's engine: the delay bound over a simulated server, shortest-finish-first
  * with learned rates, stragglers, copies, expiry, and every bad input counted. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/sched.c"
+#include "common/log.h"
+#include "sched/sched.h"
 #include "check.h"
 #include "rng.h"
 

@@ -3,7 +3,7 @@
 
 #include "common/be32.h"
 #include "common/sparse_wire.h"
-#include "switch/switch.h"
+#include "engine/engine.h"
 
 static inline void drop(struct ina_switch *sw, enum ina_drop why) { sw->c.drops[why]++; }
 
@@ -131,76 +131,6 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
         sw->c.sparse_tx_bytes += copies * len;
         sw->c.sparse_tx_blocks += (uint64_t)copies * ina__sparse_blocks_in(buf + INA_HDR_LEN);
     }
-}
-
-/* x / 2^d rounded to nearest (ties up), for |x| < 2^31 and d >= 1. */
-static inline int32_t shift_round(int64_t x, int d)
-{
-    if (d > 32)
-        return 0; /* |x| / 2^d < 1/2 */
-    return (int32_t)((x + ((int64_t)1 << (d - 1))) >> d); /* arithmetic shift: floor */
-}
-
-/*
- * INA_OP_ADD_BFP: add a contribution quantized with its own block exponent e
- * to values held at exponent ss->exp, keeping the larger exponent: the side
- * with the smaller one is shifted right (rounded) by the difference. Each
- * arrival adds at most one rounding of half a unit of the final scale to the
- * contributions' own half-unit quantization errors, so the sum stays within
- * N units of the final scale, the bound of the two-round mode (PROTOCOL.md
- * §8.7). Special exponents: an all-zero block adds nothing; non-finite
- * blocks carry class codes (quant.h), to which finite blocks add nothing.
- */
-static void combine_bfp(struct ina_slot_set *ss, int32_t *v, const uint8_t *payload, size_t n,
-                        int16_t e)
-{
-    if (e == INA_EXP_NONFINITE || ss->exp == INA_EXP_NONFINITE) {
-        if (ss->exp != INA_EXP_NONFINITE) {
-            ina_be32_load(v, payload, n); /* the finite sum so far has no class codes */
-            ss->exp = INA_EXP_NONFINITE;
-        } else if (e == INA_EXP_NONFINITE) {
-            ina_be32_add(v, payload, n);
-        }
-        return;
-    }
-    if (e == INA_EXP_ZERO)
-        return;
-    if (ss->exp == INA_EXP_ZERO) {
-        ina_be32_load(v, payload, n);
-        ss->exp = e;
-        return;
-    }
-    int d = (int)e - (int)ss->exp;
-    if (d > 0) {
-        for (size_t i = 0; i < n; i++)
-            v[i] = shift_round(v[i], d);
-        ss->exp = e;
-        d = 0;
-    }
-    if (d == 0) {
-        ina_be32_add(v, payload, n);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        int32_t q = (int32_t)ina_get32(payload + 4 * i);
-        v[i] = (int32_t)((uint32_t)v[i] + (uint32_t)shift_round(q, -d));
-    }
-}
-
-/* Combine a later contribution into the round's values by the round's op. */
-static inline void combine(struct ina_slot_set *ss, int32_t *v, const uint8_t *payload, size_t n,
-                           int16_t e)
-{
-    if (ss->op == INA_OP_ADD_I32)
-        ina_be32_add(v, payload, n);
-    else if (ss->op == INA_OP_ADD_BFP)
-        combine_bfp(ss, v, payload, n, e);
-    else if (ss->op == INA_OP_ADD_F32)
-        ina_be32_fadd(v, payload, n);
-    else if (ss->op == INA_OP_ADD_FIX)
-        ina_be32_fixadd(v, payload, n);
-    else
-        ina_be32_minmax(v, payload, n, ss->op == INA_OP_MAX_I32);
 }
 
 /* The wire ops this switch combines: v1's integer ops always; the
@@ -353,11 +283,11 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
             ina__hot_add(job, set_values(sw, abs_slot, set), &hin, h->count);
             sw->c.hot_keyed += hin.nkeyed;
         } else if (ss->op == INA_OP_ADD_BFP) {
-            combine(ss, set_values(sw, abs_slot, set), payload, h->count, h->exp);
+            ina__combine(ss, set_values(sw, abs_slot, set), payload, h->count, h->exp);
         } else {
             if (h->exp > ss->exp)
                 ss->exp = h->exp; /* the next block's exponent, one round ahead */
-            combine(ss, set_values(sw, abs_slot, set), payload, h->count, h->exp);
+            ina__combine(ss, set_values(sw, abs_slot, set), payload, h->count, h->exp);
         }
     } else if (d < 0) {
         return drop_job(sw, job, INA_DROP_STALE);

@@ -8,7 +8,7 @@
 
 #include "common/log.h"
 #include "common/version.h"
-#include "switch/switch.h"
+#include "engine/engine.h"
 
 /* One log line about a job: its id, name, lane and session, and why. */
 static void log_job(enum ina_log_level level, const struct ina_job *job, const char *event,

@@ -1,11 +1,13 @@
-/* switch.h: ina-switch state: the slot pool, the job table, and the per-datagram entry point. */
-#ifndef INA_SWITCH_H
-#define INA_SWITCH_H
+/* engine.h: the switch's state machine: the slot pool, the job table, and the per-datagram entry point. */
+#ifndef INA_ENGINE_H
+#define INA_ENGINE_H
 
 /*
  * The switch is a pure state machine fed one datagram at a time by
  * ina_switch_input(); it queues what it must send into sw->txq. Sockets live
- * in main.c, so tests and fuzzers drive this API directly, without a network.
+ * with its drivers: ina-switch (src/switch/main.c) and libina's host
+ * aggregator (src/lib/fallback.c); tests and fuzzers drive this API
+ * directly, without a network.
  *
  * Memory is fixed at creation: nslots slots, each two sets (the shadow copy)
  * of max_elems int32 values. A job holds a contiguous range of `window` slots.
@@ -15,15 +17,16 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "common/addr.h"
 #include "common/mac.h"
 #include "common/sha256.h"
 #include "common/shm_ring.h"
 #include "common/kv_wire.h"
 #include "common/wire.h"
 #include "ina.h"
-#include "switch/counters.h"
-#include "switch/dp_ops.h"
-#include "switch/txq.h"
+#include "engine/counters.h"
+#include "engine/dp_ops.h"
+#include "engine/txq.h"
 
 #define INA_BITMAP_WORDS ((INA_MAX_WORKERS + 63) / 64)
 #define INA_SW_MAX_JOBS 64   /* per shard */
@@ -380,6 +383,11 @@ int ina_switch_evict_job(struct ina_switch *sw, uint16_t id);
 /* Queue the job's MIGRATE notice to one rank (r >= 0) or every rank (r < 0). */
 void ina__job_send_migrate(struct ina_switch *sw, const struct ina_job *job, int r);
 
+/* combine.c: a later contribution into the round's values v (n elements,
+ * host order) by the round's op; e: its block exponent (op 3). */
+void ina__combine(struct ina_slot_set *ss, int32_t *v, const uint8_t *payload, size_t n,
+                  int16_t e);
+
 /* Internal, shared between control.c and dataplane.c. */
 void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_hdr *h,
                   const uint8_t *payload, size_t plen, const struct sockaddr_in *src);
@@ -482,11 +490,6 @@ static inline struct ina_job *ina__job_by_id(struct ina_switch *sw, uint16_t id)
 {
     unsigned i = (unsigned)id - 1u - sw->p.shard * INA_SW_MAX_JOBS;
     return id != 0 && i < INA_SW_MAX_JOBS ? &sw->jobs[i] : NULL;
-}
-
-static inline int ina_addr_eq(const struct sockaddr_in *a, const struct sockaddr_in *b)
-{
-    return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
 }
 
 #endif

@@ -6,7 +6,7 @@
 #include "common/be32.h"
 #include "common/kmap.h"
 #include "common/log.h"
-#include "switch/switch.h"
+#include "engine/engine.h"
 
 /*
  * A job's hot table (PROTOCOL.md §14.3) maps each of its H hot keys to a

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "switch/switch.h"
+#include "engine/engine.h"
 
 /*
  * Why a tree: a software switch has one NIC. A child on each node (or rack)
