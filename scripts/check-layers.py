@@ -202,15 +202,16 @@ def describe(kind, room, comp, edges, why):
 # ---- (c) the link graph from nm --------------------------------------------------------------
 
 
-def objects(build):
-    """{source path: object file} of TARGETS, the first target that compiles a source."""
+def objects(src, build):
+    """{source path: object file} of TARGETS, the first target that compiles a source; an
+    object whose source is gone (a file moved since that build) is left out."""
     out = {}
     for t in TARGETS:
         d = os.path.join(build, "CMakeFiles", t + ".dir")
         for o in sorted(glob.glob(os.path.join(d, "**", "*.o"), recursive=True)):
-            rel = os.path.relpath(o, d)[:-2]  # src/lib/ctx.c
-            if rel.endswith((".c",)):
-                out.setdefault(os.path.normpath(rel), o)
+            rel = os.path.normpath(os.path.relpath(o, d)[:-2])  # src/lib/ctx.c
+            if rel.endswith(".c") and os.path.isfile(os.path.join(src, rel)):
+                out.setdefault(rel, o)
     return out
 
 
@@ -332,7 +333,7 @@ def main():
     inc_edges = {f: {h for h in inc[f] if room_of(h) == room_of(f)} for f in files}
     graphs.append(("include-cycle", "(b) the #include graph of every room has no cycle",
                    by_room, inc_edges, {}))
-    objs = objects(os.path.abspath(a.build)) if a.build else {}
+    objs = objects(src, os.path.abspath(a.build)) if a.build else {}
     if objs:
         edges, why = link_graph(objs)
         obj_rooms = defaultdict(set)

@@ -1,6 +1,6 @@
 /* combine.c: the arithmetic of one round: a later contribution added into the values held, by the round's op. */
 #include "common/be32.h"
-#include "engine/engine.h"
+#include "engine/internal.h"
 
 /* x / 2^d rounded to nearest (ties up), for |x| < 2^31 and d >= 1. */
 static inline int32_t shift_round(int64_t x, int d)
@@ -57,7 +57,7 @@ static void combine_bfp(struct ina_slot_set *ss, int32_t *v, const uint8_t *payl
 }
 
 void ina__combine(struct ina_slot_set *ss, int32_t *v, const uint8_t *payload, size_t n,
-                           int16_t e)
+                  int16_t e)
 {
     if (ss->op == INA_OP_ADD_I32)
         ina_be32_add(v, payload, n);

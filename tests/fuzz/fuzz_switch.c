@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "common/sparse_wire.h"
-#include "engine/engine.h"
+#include "common/log.h"
+#include "engine/internal.h"
 #include "test_addr.h"
 
 /*
@@ -333,8 +334,8 @@ HARNESS static void check_state(void)
         if (!t)
             continue;
         CHECKF(sw.jobs[j].state != INA_JOB_FREE);
-        CHECKF(t->act_bytes == (t->epoch ? table_bytes(t->n) : 0));
-        CHECKF(t->pend_bytes == (t->pend_epoch ? install_bytes(t->pend_total) : 0));
+        CHECKF(t->act_bytes == (t->epoch ? ina__hot_table_bytes(t->n) : 0));
+        CHECKF(t->pend_bytes == (t->pend_epoch ? ina__hot_install_bytes(t->pend_total) : 0));
         CHECKF(t->epoch == 0 || t->keys);
         CHECKF(t->n <= FZ_HOT_MAX && t->pend_total <= FZ_HOT_MAX);
         hot += t->act_bytes + t->pend_bytes;

@@ -18,7 +18,7 @@
 
 #include "common/be32.h"
 #include "common/log.h"
-#include "engine/engine.h"
+#include "engine/internal.h"
 
 #define T_NSLOTS 16
 #define T_MAX_ELEMS 8
