@@ -19,6 +19,7 @@
 #include "ps/metrics.h"
 #include "ps/ps.h"
 #include "common/log.h"
+#include "common/clock.h"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -26,13 +27,6 @@ static void on_signal(int sig)
 {
     (void)sig;
     stop_requested = 1;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void usage(FILE *f)
@@ -137,15 +131,15 @@ static void run(struct loop *l)
     static struct ina_rx rx;
     static struct ina_rx_pkt pkts[INA_RX_MAX_PKTS];
     static unsigned order[2 * INA_RX_MAX_PKTS];
-    uint64_t last_tick = now_ns(), last_pub = last_tick;
+    uint64_t last_tick = ina__clock_ns(), last_pub = last_tick;
     if (ina_rx_init(&rx, RX_MSGS, INA_GRO_BUF) != 0) {
         ina_log(INA_LOG_ERROR, "out_of_memory", INA_KV_S("reason", "receive buffers"));
         return;
     }
     while (!stop_requested) {
         struct pollfd pfd = {.fd = l->fd, .events = POLLIN};
-        poll(&pfd, 1, ina_ps_chain_poll_ms(&l->ps, now_ns())); /* forwards' resend timers */
-        uint64_t now = now_ns();
+        poll(&pfd, 1, ina_ps_chain_poll_ms(&l->ps, ina__clock_ns())); /* forwards' resend timers */
+        uint64_t now = ina__clock_ns();
         ina_ps_chain_tick(&l->ps, now); /* chain replication: resends, the deadline */
         int n = ina_rx_burst(&rx, l->fd, pkts, INA_RX_MAX_PKTS);
         unsigned npkts = n > 0 ? (unsigned)n : 0, norder = npkts;

@@ -13,6 +13,7 @@
 
 #include "common/addr.h"
 #include "common/log.h"
+#include "common/clock.h"
 #include "sched/sched.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -21,13 +22,6 @@ static void on_signal(int sig)
 {
     (void)sig;
     stop_requested = 1;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void usage(FILE *f)
@@ -100,7 +94,7 @@ static void flush_tx(int fd, struct ina_sched *s)
 static void run(int fd, struct ina_sched *s)
 {
     uint8_t buf[65536];
-    uint64_t last_tick = now_ns();
+    uint64_t last_tick = ina__clock_ns();
     while (!stop_requested) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         poll(&pfd, 1, 5);
@@ -112,10 +106,10 @@ static void run(int fd, struct ina_sched *s)
                 break;
             if (sl != sizeof(src))
                 continue;
-            ina_sched_input(s, buf, (size_t)n, &src, now_ns());
+            ina_sched_input(s, buf, (size_t)n, &src, ina__clock_ns());
             flush_tx(fd, s);
         }
-        uint64_t now = now_ns();
+        uint64_t now = ina__clock_ns();
         if (now - last_tick > 5000000ull) {
             ina_sched_tick(s, now);
             flush_tx(fd, s);

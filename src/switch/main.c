@@ -22,6 +22,7 @@
 #include "common/udp_gso.h"
 #include "common/log.h"
 #include "common/port_guard.h"
+#include "common/clock.h"
 #include "switch/ebpf/ebpf_dp.h"
 #include "switch/metrics.h"
 #include "engine/engine.h"
@@ -49,13 +50,6 @@ static void on_hup(int sig)
 {
     (void)sig;
     hup_count++;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void usage(FILE *f)
@@ -597,14 +591,14 @@ static int run(struct shard *sh)
         return -ENOMEM;
     }
     uint8_t *shm_buf = rx->mem + (size_t)INA_SW_RX_MSGS * INA_GRO_BUF; /* one ring datagram */
-    uint64_t next_tick = now_ns() + 1000000000ull, next_publish = 0, last_input = 0,
+    uint64_t next_tick = ina__clock_ns() + 1000000000ull, next_publish = 0, last_input = 0,
              last_yield = 0, next_move = 0; /* --busy-poll: yields, moves off a shared CPU */
     unsigned shared_yields = 0;
     int event_fd = ina_ebpf_event_fd(sh->ebpf);
     uint64_t next_drain = 0;
     int drained = 0;
     while (!stop_requested) {
-        uint64_t now = now_ns();
+        uint64_t now = ina__clock_ns();
         if (hup_count != sh->hup_seen)
             reload_secret(sh);
         if (drain_requested && !drained && now >= next_drain) {
@@ -663,7 +657,7 @@ static int run(struct shard *sh)
         if (n <= 0 && now - last_input < sh->busy_poll_ns) {
             if (now - last_yield >= INA_BUSY_POLL_YIELD_NS) {
                 ina_busy_yield(); /* a worker may be queued on this CPU (busy_poll.h) */
-                last_yield = now_ns();
+                last_yield = ina__clock_ns();
                 /* Yields that keep giving the CPU away: a worker shares it
                  * with us, and nothing else will part us (busy_poll.h). */
                 shared_yields = last_yield - now > INA_BUSY_POLL_SHARED_NS ? shared_yields + 1 : 0;
@@ -686,7 +680,7 @@ static int run(struct shard *sh)
     }
     /* Stopping: take what is already queued (a last LEAVE, say), so the
      * counters printed on exit count every datagram that reached the switch. */
-    for (int i = 0; i < 64 && rx_burst(sh, rx, now_ns()) > 0; i++) {
+    for (int i = 0; i < 64 && rx_burst(sh, rx, ina__clock_ns()) > 0; i++) {
     }
     free(rx->mem);
     free(rx);
@@ -1002,7 +996,7 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
                     INA_KV_S("reason", strerror(errno)));
             goto fail;
         }
-        sh[0].record_t0 = now_ns();
+        sh[0].record_t0 = ina__clock_ns();
     }
     if (o->ebpf_iface) {
         char err[1024];
