@@ -22,6 +22,7 @@
 #include "common/udp_gso.h"
 #include "common/log.h"
 #include "common/port_guard.h"
+#include "common/rx_burst.h"
 #include "common/clock.h"
 #include "switch/ebpf/ebpf_dp.h"
 #include "switch/metrics.h"
@@ -360,24 +361,14 @@ static void flush_tx(struct shard *sh)
 }
 
 /*
- * Receive path: recvmmsg of up to INA_SW_RX_MSGS messages, each possibly a
- * GRO train of many datagrams from one sender (split by the UDP_GRO segment
- * size), then --fault-rx per datagram, then the dataplane.
+ * Receive path: a burst of up to INA_RX_MAX_MSGS messages, each possibly a
+ * GRO train of many datagrams from one sender, split into datagrams
+ * (rx_burst.h), then --fault-rx per datagram, then the dataplane.
  */
-#define INA_SW_RX_MSGS 16
-#define INA_SW_RX_SEGS (INA_SW_RX_MSGS * INA_GSO_MAX_SEGS)
-
 struct rx_batch {
-    struct mmsghdr msgs[INA_SW_RX_MSGS];
-    struct iovec iovs[INA_SW_RX_MSGS];
-    struct sockaddr_in addrs[INA_SW_RX_MSGS];
-    char ctrl[INA_SW_RX_MSGS][INA_GRO_CTRL_LEN];
-    uint8_t *mem;
-    /* datagrams of this burst after splitting */
-    const uint8_t *seg[INA_SW_RX_SEGS];
-    uint32_t seglen[INA_SW_RX_SEGS];
-    uint16_t segsrc[INA_SW_RX_SEGS];
-    unsigned order[3 * INA_SW_RX_SEGS];
+    struct ina_rx rx;
+    struct ina_rx_pkt pkts[INA_RX_MAX_PKTS];
+    unsigned order[3 * INA_RX_MAX_PKTS]; /* --fault-rx may duplicate */
 };
 
 /* --record: one input of the state machine, as trace.h lays it out. */
@@ -397,71 +388,39 @@ static void record(struct shard *sh, enum ina_trace_type type, const struct sock
     }
 }
 
-static unsigned rx_split(struct rx_batch *rx, int n, uint64_t *trunc)
-{
-    unsigned nseg = 0;
-    for (int i = 0; i < n; i++) {
-        struct msghdr *mh = &rx->msgs[i].msg_hdr;
-        if (mh->msg_namelen != sizeof(struct sockaddr_in) || (mh->msg_flags & MSG_TRUNC)) {
-            (*trunc)++; /* not IPv4, or more than a buffer: cannot be a member's */
-            continue;
-        }
-        size_t len = rx->msgs[i].msg_len;
-        size_t seg = ina_gro_segment_size(mh, len);
-        const uint8_t *p = rx->iovs[i].iov_base;
-        for (size_t off = 0; off < len && nseg < INA_SW_RX_SEGS; off += seg) {
-            rx->seg[nseg] = p + off;
-            rx->seglen[nseg] = (uint32_t)(len - off < seg ? len - off : seg);
-            rx->segsrc[nseg] = (uint16_t)i;
-            nseg++;
-        }
-    }
-    return nseg;
-}
-
 /*
- * One receive burst: recvmmsg (each message may be a GRO train), split,
+ * One receive burst (rx_burst.h: each message may be a GRO train, split into
+ * datagrams; oversized and non-IPv4 messages dropped, counted in rx_trunc),
  * --fault-rx, the dataplane, then the flush of what it queued.
- * @return recvmmsg's result (0 or less: nothing was read).
+ * @return the messages read (0: none), or -errno.
  */
 static int rx_burst(struct shard *sh, struct rx_batch *rx, uint64_t now)
 {
     struct ina_switch *sw = &sh->sw;
-    for (int i = 0; i < INA_SW_RX_MSGS; i++) {
-        rx->iovs[i].iov_base = rx->mem + (size_t)i * INA_GRO_BUF;
-        rx->iovs[i].iov_len = INA_GRO_BUF;
-        rx->msgs[i].msg_hdr.msg_name = &rx->addrs[i];
-        rx->msgs[i].msg_hdr.msg_namelen = sizeof(rx->addrs[i]);
-        rx->msgs[i].msg_hdr.msg_iov = &rx->iovs[i];
-        rx->msgs[i].msg_hdr.msg_iovlen = 1;
-        rx->msgs[i].msg_hdr.msg_control = rx->ctrl[i];
-        rx->msgs[i].msg_hdr.msg_controllen = INA_GRO_CTRL_LEN;
-        rx->msgs[i].msg_hdr.msg_flags = 0;
-    }
-    int n = recvmmsg(sh->tx.fd, rx->msgs, INA_SW_RX_MSGS, MSG_DONTWAIT, NULL);
-    if (n > 0) {
-        unsigned nseg = rx_split(rx, n, &sh->rx_trunc), norder = nseg;
+    int n = ina_rx_burst(&rx->rx, sh->tx.fd, rx->pkts, INA_RX_MAX_PKTS);
+    sh->rx_trunc = rx->rx.truncated;
+    if (rx->rx.got > 0) {
+        unsigned npkts = n > 0 ? (unsigned)n : 0, norder = npkts;
         if (ina_fault_active(&sh->fault_rx)) {
-            for (unsigned i = 0; i < nseg; i++) /* in the receive buffer, ours to change */
-                ina_fault_corrupt(&sh->fault_rx, (uint8_t *)rx->seg[i], rx->seglen[i]);
-            norder = ina_fault_plan(&sh->fault_rx, nseg, rx->order);
+            for (unsigned i = 0; i < npkts; i++) /* in the receive buffer, ours to change */
+                ina_fault_corrupt(&sh->fault_rx, (uint8_t *)rx->pkts[i].data, rx->pkts[i].len);
+            norder = ina_fault_plan(&sh->fault_rx, npkts, rx->order);
         } else
-            for (unsigned i = 0; i < nseg; i++)
+            for (unsigned i = 0; i < npkts; i++)
                 rx->order[i] = i;
         for (unsigned o = 0; o < norder; o++) {
-            unsigned s = rx->order[o];
+            const struct ina_rx_pkt *pk = &rx->pkts[rx->order[o]];
             if (ina_switch_tx_full(sw))
                 flush_tx(sh);
-            record(sh, INA_TRACE_DATAGRAM, &rx->addrs[rx->segsrc[s]], rx->seg[s], rx->seglen[s], now);
-            ina_switch_input(sw, rx->seg[s], rx->seglen[s], &rx->addrs[rx->segsrc[s]], now);
+            record(sh, INA_TRACE_DATAGRAM, pk->src, pk->data, pk->len, now);
+            ina_switch_input(sw, pk->data, pk->len, pk->src, now);
         }
         flush_tx(sh);
-    } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
-               errno != ECONNREFUSED) {
+    } else if (n < 0 && n != -EAGAIN && n != -EWOULDBLOCK && n != -EINTR && n != -ECONNREFUSED) {
         ina_log(INA_LOG_ERROR, "recv_failed", INA_KV_I("shard", sw->p.shard),
-                INA_KV_S("reason", strerror(errno)));
+                INA_KV_S("reason", strerror(-n)));
     }
-    return n;
+    return n < 0 ? n : (int)rx->rx.got;
 }
 
 /* Datagrams taken from one rank's up ring per call (fairness between ranks and the socket). */
@@ -583,14 +542,12 @@ static int run(struct shard *sh)
     struct ina_switch *sw = &sh->sw;
     int fd = sh->tx.fd;
     struct rx_batch *rx = calloc(1, sizeof(*rx));
-    if (!rx)
-        return -ENOMEM;
-    rx->mem = malloc((size_t)INA_SW_RX_MSGS * INA_GRO_BUF + INA_MAX_DATAGRAM);
-    if (!rx->mem) {
+    uint8_t *shm_buf = malloc(INA_MAX_DATAGRAM); /* one ring datagram */
+    if (!rx || !shm_buf || ina_rx_init(&rx->rx, INA_RX_MAX_MSGS, INA_GRO_BUF) != 0) {
         free(rx);
+        free(shm_buf);
         return -ENOMEM;
     }
-    uint8_t *shm_buf = rx->mem + (size_t)INA_SW_RX_MSGS * INA_GRO_BUF; /* one ring datagram */
     uint64_t next_tick = ina__clock_ns() + 1000000000ull, next_publish = 0, last_input = 0,
              last_yield = 0, next_move = 0; /* --busy-poll: yields, moves off a shared CPU */
     unsigned shared_yields = 0;
@@ -682,8 +639,9 @@ static int run(struct shard *sh)
      * counters printed on exit count every datagram that reached the switch. */
     for (int i = 0; i < 64 && rx_burst(sh, rx, ina__clock_ns()) > 0; i++) {
     }
-    free(rx->mem);
+    ina_rx_free(&rx->rx);
     free(rx);
+    free(shm_buf);
     return 0;
 }
 
