@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/daemon.h"
 #include "common/log.h"
 
 #define REQ_MAX 4096            /* bytes of request head we read; more is refused (431) */
@@ -437,16 +438,11 @@ struct ina_http *ina_http_start(const struct sockaddr_in *addr, const char *port
     setsockopt(h->fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &one, sizeof(one));
     socklen_t alen = sizeof(a);
     getsockname(h->fd, (struct sockaddr *)&a, &alen);
-    if (port_file) {
-        char tmp[4096];
-        snprintf(tmp, sizeof(tmp), "%s.tmp", port_file);
-        FILE *f = fopen(tmp, "w");
-        if (!f || fprintf(f, "%u\n", ntohs(a.sin_port)) < 0 || fclose(f) != 0 ||
-            rename(tmp, port_file) != 0) {
-            ina_log(INA_LOG_ERROR, "metrics_port_file_failed", INA_KV_S("path", port_file),
-                    INA_KV_S("reason", strerror(errno)));
-            goto fail;
-        }
+    int rc;
+    if (port_file && (rc = ina__port_file_write(port_file, ntohs(a.sin_port))) != 0) {
+        ina_log(INA_LOG_ERROR, "metrics_port_file_failed", INA_KV_S("path", port_file),
+                INA_KV_S("reason", strerror(-rc)));
+        goto fail;
     }
     if (pthread_create(&h->thread, NULL, http_main, h) != 0)
         goto fail;

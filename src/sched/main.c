@@ -12,17 +12,13 @@
 #include <unistd.h>
 
 #include "common/addr.h"
-#include "common/log.h"
+#include "common/daemon.h"
 #include "common/clock.h"
+#include "common/log.h"
+#include "common/rx_burst.h"
 #include "sched/sched.h"
 
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop_requested = 1;
-}
+#define NAME "ina-sched"
 
 static void usage(FILE *f)
 {
@@ -67,18 +63,6 @@ static void usage(FILE *f)
             INA_MAX_WORKERS, INA_SCHED_DEFAULT_PORT);
 }
 
-static int write_port_file(const char *path, unsigned port)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f || fprintf(f, "%u\n", port) < 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
-        fprintf(stderr, "ina-sched: cannot write --port-file %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
 static void flush_tx(int fd, struct ina_sched *s)
 {
     for (unsigned i = 0; i < s->tx.n; i++) {
@@ -91,31 +75,35 @@ static void flush_tx(int fd, struct ina_sched *s)
     ina_sched_tx_reset(s);
 }
 
-static void run(int fd, struct ina_sched *s)
+/* Up to 64 datagrams a turn (4 bursts of INA_RX_MAX_MSGS), each answered at once; the tick
+ * every 5 ms. @return 0, or -ENOMEM. */
+static int run(int fd, struct ina_sched *s)
 {
-    uint8_t buf[65536];
+    static struct ina_rx rx;
+    static struct ina_rx_pkt pkts[INA_RX_MAX_MSGS]; /* no GRO: a message is a datagram */
+    if (ina_rx_init(&rx, INA_RX_MAX_MSGS, 65536) != 0)
+        return -ENOMEM;
     uint64_t last_tick = ina__clock_ns();
-    while (!stop_requested) {
+    while (!ina__daemon_stopping()) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         poll(&pfd, 1, 5);
-        for (int i = 0; i < 64; i++) {
-            struct sockaddr_in src;
-            socklen_t sl = sizeof(src);
-            ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&src, &sl);
-            if (n < 0)
+        for (int burst = 0; burst < 64 / INA_RX_MAX_MSGS; burst++) {
+            int n = ina_rx_burst(&rx, fd, pkts, INA_RX_MAX_MSGS);
+            if (n < 0 || rx.got == 0)
                 break;
-            if (sl != sizeof(src))
-                continue;
-            ina_sched_input(s, buf, (size_t)n, &src, ina__clock_ns());
-            flush_tx(fd, s);
+            for (int i = 0; i < n; i++) {
+                ina_sched_input(s, pkts[i].data, pkts[i].len, pkts[i].src, ina__clock_ns());
+                flush_tx(fd, s);
+            }
         }
         uint64_t now = ina__clock_ns();
-        if (now - last_tick > 5000000ull) {
+        if (ina__daemon_due(&last_tick, now, 5000000ull)) {
             ina_sched_tick(s, now);
             flush_tx(fd, s);
-            last_tick = now;
         }
     }
+    ina_rx_free(&rx);
+    return 0;
 }
 
 static int parse_num(const char *s, double lo, double hi, double *out)
@@ -171,7 +159,7 @@ int main(int argc, char **argv)
         case 'L':
             bad = ina_log_level_parse(optarg, &level);
             break;
-        case 'V': printf("ina-sched %s (protocol %d)\n", ina_version_string(), INA_WIRE_VERSION); return 0;
+        case 'V': ina__daemon_version(NAME); return 0;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -185,10 +173,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "ina-sched: unexpected argument '%s' (see --help)\n", argv[optind]);
+    if (ina__daemon_no_operands(NAME, argc, argv, optind) != 0)
         return 2;
-    }
     if (!job || !*job || strlen(job) >= sizeof(p.job) || p.world == 0) {
         fprintf(stderr, "ina-sched: --job NAME (1..31 characters) and --world N are required "
                         "(see --help)\n");
@@ -201,44 +187,34 @@ int main(int argc, char **argv)
     snprintf(p.job, sizeof(p.job), "%s", job);
     if (p.window == 0)
         p.window = p.max_delay + 1 > 64 ? 64 : p.max_delay + 1;
-    char hp[300];
-    if (!strchr(listen_s, ':')) {
-        snprintf(hp, sizeof(hp), "%s:%d", listen_s, INA_SCHED_DEFAULT_PORT);
-        listen_s = hp;
-    }
     struct sockaddr_in addr;
-    if (ina_parse_hostport(listen_s, 1, &addr) != 0) {
-        fprintf(stderr, "ina-sched: cannot parse or resolve --listen '%s' (want ADDR[:PORT])\n",
-                listen_s);
+    if (ina__daemon_listen_addr(NAME, listen_s, INA_SCHED_DEFAULT_PORT, &addr) != 0)
         return 2;
-    }
     ina_log_setup(level, INA_LOG_TEXT);
     static struct ina_sched s;
     if (ina_sched_init(&s, &p) != 0) {
         fprintf(stderr, "ina-sched: invalid parameters\n");
         return 2;
     }
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
-        fprintf(stderr, "ina-sched: cannot bind %s: %s\n", listen_s, strerror(errno));
+    int fd = ina__daemon_bind(NAME, &addr);
+    if (fd < 0)
         return 1;
-    }
-    socklen_t alen = sizeof(addr);
-    getsockname(fd, (struct sockaddr *)&addr, &alen);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    ina__daemon_signals(0); /* SIGINT, SIGTERM: stop */
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
     ina_log(INA_LOG_INFO, "listening", INA_KV_S("version", ina_version_string()),
             INA_KV_S("addr", ip), INA_KV_I("port", ntohs(addr.sin_port)), INA_KV_S("job", p.job),
             INA_KV_I("world", p.world), INA_KV_I("max_delay", p.max_delay),
             INA_KV_I("window", p.window), INA_KV_I("aggregate", p.aggregate));
-    if (port_file && write_port_file(port_file, ntohs(addr.sin_port)) != 0)
+    int rc;
+    if (port_file && (rc = ina__port_file_write(port_file, ntohs(addr.sin_port))) != 0) {
+        fprintf(stderr, NAME ": cannot write --port-file %s: %s\n", port_file, strerror(-rc));
         return 1;
-    run(fd, &s);
+    }
+    if (run(fd, &s) != 0) {
+        fprintf(stderr, NAME ": cannot start: %s\n", strerror(ENOMEM));
+        return 1;
+    }
     ina_sched_counters_print(&s, stderr);
     close(fd);
     return 0;
