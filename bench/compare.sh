@@ -218,7 +218,7 @@ RAW=$RUN/raw.jsonl
 log "run directory: $RUN"
 
 CC=${CC:-cc}
-if ! $CC -O2 -Wall -o "$BB/memcpy_rate" "$ROOT/bench/memcpy_rate.c" 2>"$RUN/build-memcpy.log"; then
+if ! $CC -O2 -Wall -I"$ROOT/src" -o "$BB/memcpy_rate" "$ROOT/bench/memcpy_rate.c" 2>"$RUN/build-memcpy.log"; then
     log "cannot build bench/memcpy_rate.c (see $RUN/build-memcpy.log)"
 fi
 if ! $CC -O2 -Wall -shared -fPIC -o "$BB/libbenchdata.so" "$ROOT/bench/benchdata.c" -lm \

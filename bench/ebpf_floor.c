@@ -24,6 +24,7 @@
 #include <bpf/libbpf.h>
 
 #include "common/be32.h"
+#include "common/clock.h"
 
 #define REPEAT 200000
 #define MAX_ROUNDS 31
@@ -31,13 +32,6 @@
 
 static const char *const progs[] = {"floor_empty", "floor_copy", "floor_add", "floor_add1"};
 #define NPROGS 4
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -54,12 +48,12 @@ static double median(double *v, int n)
 /* The userspace switch's add of one payload into a slot: ns per packet. */
 static double time_userspace_add(int32_t *slot, const uint8_t *payload, size_t elems)
 {
-    double t0 = now_ns();
+    double t0 = (double)ina__clock_ns();
     for (int i = 0; i < REPEAT; i++) {
         ina_be32_add(slot, payload, elems);
         __asm__ volatile("" : : "r"(slot) : "memory"); /* keep every add */
     }
-    return (now_ns() - t0) / REPEAT;
+    return ((double)ina__clock_ns() - t0) / REPEAT;
 }
 
 int main(int argc, char **argv)

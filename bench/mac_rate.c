@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "common/mac.h"
+#include "common/clock.h"
 
 /*
  * For each datagram size (default: a 256-element packet, 1 KiB of payload,
@@ -19,13 +20,6 @@
  * cycles per byte at --ghz (default: read from /proc/cpuinfo, the nominal
  * clock), and the tag's rate in GB/s (1e9 bytes/s).
  */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp_double(const void *x, const void *y)
 {
@@ -54,7 +48,7 @@ static double one_run(int mac, const struct ina_mac_key *k, uint8_t *bufs, uint8
 {
     long calls = 0;
     uint8_t tag[INA_MAC_LEN];
-    double t0 = now_s(), t;
+    double t0 = ina__clock_s(), t;
     do {
         for (int i = 0; i < 64; i++, calls++) {
             uint8_t *b = bufs + (size_t)(calls % nbuf) * len;
@@ -66,7 +60,7 @@ static double one_run(int mac, const struct ina_mac_key *k, uint8_t *bufs, uint8
                 sink ^= dst[len - 1];
             }
         }
-        t = now_s();
+        t = ina__clock_s();
     } while (t - t0 < ms / 1000.0);
     return (t - t0) / (double)calls;
 }

@@ -9,12 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "common/clock.h"
 
 static int cmp_double(const void *x, const void *y)
 {
@@ -37,12 +32,12 @@ int main(int argc, char **argv)
     }
     memset(a, 1, n); /* fault both buffers in before timing */
     memset(b, 2, n);
-    t_end = now_s() + secs;
+    t_end = ina__clock_s() + secs;
     /* Best of many single copies: the rate of one core, not of a scheduler hiccup. */
-    while (now_s() < t_end || reps < 3) {
-        double t0 = now_s(), r;
+    while (ina__clock_s() < t_end || reps < 3) {
+        double t0 = ina__clock_s(), r;
         memcpy(reps & 1 ? a : b, reps & 1 ? b : a, n);
-        r = (double)n / (now_s() - t0) / 1e9;
+        r = (double)n / (ina__clock_s() - t0) / 1e9;
         if (r > best)
             best = r;
         if (nr < 4096)

@@ -21,6 +21,7 @@
 #include "common/addr.h"
 #include "common/udp_gso.h"
 #include "common/wire.h"
+#include "common/clock.h"
 #include "ina.h"
 
 /*
@@ -67,13 +68,6 @@ static void on_signal(int sig)
 {
     (void)sig;
     stop = 1;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void die(const char *what)
@@ -290,8 +284,8 @@ static void hdr_fill(const struct gen *g, const struct worker *w, uint8_t *b, ui
 static int do_join(struct gen *g)
 {
     char name[32];
-    snprintf(name, sizeof(name), "pktrate-%d-%u", (int)getpid(), (unsigned)(now_ns() & 0xFFFF));
-    uint64_t nonce0 = now_ns() ^ ((uint64_t)getpid() << 32);
+    snprintf(name, sizeof(name), "pktrate-%d-%u", (int)getpid(), (unsigned)(ina__clock_ns() & 0xFFFF));
+    uint64_t nonce0 = ina__clock_ns() ^ ((uint64_t)getpid() << 32);
     int acked[MAX_WORKERS] = {0}, nacked = 0;
     for (int attempt = 0; attempt < 10 && nacked < g->nworkers; attempt++) {
         for (int r = 0; r < g->nworkers; r++) {
@@ -314,8 +308,8 @@ static int do_join(struct gen *g)
             if (send(g->w[r].fd, b, sizeof(b), 0) < 0)
                 die("send JOIN");
         }
-        uint64_t deadline = now_ns() + 1000000000ull;
-        while (nacked < g->nworkers && now_ns() < deadline) {
+        uint64_t deadline = ina__clock_ns() + 1000000000ull;
+        while (nacked < g->nworkers && ina__clock_ns() < deadline) {
             struct pollfd pfd[MAX_WORKERS];
             for (int r = 0; r < g->nworkers; r++)
                 pfd[r] = (struct pollfd){.fd = g->w[r].fd, .events = POLLIN};
@@ -600,7 +594,7 @@ static int run_gen(struct gen *g, double warmup_s, double duration_s, int srv_pi
             queue_slot(w, s);
     }
 
-    uint64_t t0 = now_ns(), rto = (uint64_t)(rto_ms * 1e6);
+    uint64_t t0 = ina__clock_ns(), rto = (uint64_t)(rto_ms * 1e6);
     uint64_t t_start = t0 + (uint64_t)(warmup_s * 1e9);
     uint64_t t_end = t_start + (uint64_t)(duration_s * 1e9);
     uint64_t next_scan = t0 + rto / 4;
@@ -611,7 +605,7 @@ static int run_gen(struct gen *g, double warmup_s, double duration_s, int srv_pi
     unsigned idle = 0;
     uint64_t polls = 0, busy_polls = 0;
     for (;;) {
-        uint64_t now = now_ns();
+        uint64_t now = ina__clock_ns();
         unsigned seen = 0;
         for (int r = 0; r < g->nworkers; r++) {
             struct worker *w = &g->w[r];

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "common/wire.h"
+#include "common/clock.h"
 #include "lib/quant.h"
 #include "lib/quant_simd.h"
 
@@ -29,13 +30,6 @@
  * target (--target GB/s, default 4) on the SIMD path.
  * 1 GB = 1e9 bytes.
  */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 enum op { OP_MEMCPY, OP_ENCODE, OP_DECODE, OP_BLOCK_EXP, OP_I32_ENCODE, OP_I32_DECODE, OP_COUNT };
 static const char *op_names[OP_COUNT] = {"memcpy", "encode", "decode", "block_exp", "i32_encode",
@@ -97,10 +91,10 @@ static double measure(enum op op, int simd, const struct bufs *b, int runs, doub
     pass(op, simd, b);
     long iters = 1;
     for (;;) {
-        double t0 = now_s();
+        double t0 = ina__clock_s();
         for (long i = 0; i < iters; i++)
             pass(op, simd, b);
-        double dt = now_s() - t0;
+        double dt = ina__clock_s() - t0;
         if (dt > ms * 1e-3 / 4 || iters > (1L << 30))
             {
                 iters = (long)((double)iters * (ms * 1e-3) / (dt > 0 ? dt : 1e-9)) + 1;
@@ -112,10 +106,10 @@ static double measure(enum op op, int simd, const struct bufs *b, int runs, doub
     if (runs > 64)
         runs = 64;
     for (int r = 0; r < runs; r++) {
-        double t0 = now_s();
+        double t0 = ina__clock_s();
         for (long i = 0; i < iters; i++)
             pass(op, simd, b);
-        double dt = now_s() - t0;
+        double dt = ina__clock_s() - t0;
         rates[r] = bytes * (double)iters / dt / 1e9;
     }
     qsort(rates, (size_t)runs, sizeof(double), cmp_double);

@@ -3,8 +3,11 @@
 # Included from CMakeLists.txt after the tests. With a clang C compiler it builds
 #   fuzz_switch  ina-switch's packet handler (ina_switch_input)
 #   fuzz_reply   libina's reply handler (ina__stream_on_datagram)
-# each with -fsanitize=fuzzer,address,undefined, whatever INA_SANITIZE says, from the sources
-# compiled fresh into the target (the coverage instrumentation must be in the fuzzed code).
+#   fuzz_ps      ina-ps's input handler (ina_ps_input)
+#   fuzz_sched   ina-sched's input handler (ina_sched_input)
+# each with -fsanitize=fuzzer,address,undefined, whatever INA_SANITIZE says, linked with
+# libraries built from the rooms' sources with the same flags (fuzz_common, fuzz_engine, ...:
+# the coverage instrumentation must be in the fuzzed code).
 # Each gets a ctest (label "fuzz") that fuzzes for INA_FUZZ_SECONDS over a scratch copy of the
 # corpus in the build tree, reading tests/fuzz/corpus/<surface> and
 # tests/fuzz/regressions/<surface> (never written), surface = switch or reply. A crash, leak,
@@ -47,25 +50,50 @@ function(ina_add_fuzzer surface)
                                            ENVIRONMENT "INA_FUZZ_SEED=${INA_FUZZ_SEED};INA_FUZZ_UNIT_TIMEOUT=60")
 endfunction()
 
-# The switch sources are #included by the fuzzer itself (as in tests/unit/test_switch.c), except
-# txq.c: its per-input setup loop over ~17k messages parses nothing, and built without coverage
-# instrumentation (its own object library, sanitizers only) the target runs twice as fast.
-add_library(fuzz_switch_txq OBJECT ${PROJECT_SOURCE_DIR}/src/switch/txq.c)
-target_include_directories(fuzz_switch_txq PRIVATE ${INA_INTERNAL_INCLUDES})
-target_compile_options(fuzz_switch_txq PRIVATE -fsanitize=address,undefined
+# What is fuzzed, compiled into libraries of its own: the same sources as the rooms' targets
+# (ina_common, ina_engine, ina_ps_core, ina_sched_core; the same globs), but with the coverage
+# instrumentation the fuzzer steers by. Every fuzz target links these, never its rooms'
+# uninstrumented ones.
+function(ina_fuzz_library name)
+  add_library(${name} STATIC ${ARGN})
+  target_include_directories(${name} PUBLIC ${INA_INTERNAL_INCLUDES})
+  target_compile_options(${name} PRIVATE ${INA_FUZZ_FLAGS})
+  target_link_libraries(${name} PUBLIC m Threads::Threads)
+endfunction()
+ina_fuzz_library(fuzz_common ${INA_COMMON_SRCS})
+# The engine's txq.c is built without coverage instrumentation (sanitizers only): its per-input
+# setup loop over ~17k messages parses nothing, and uninstrumented the target runs twice as fast.
+set(_ina_fuzz_engine_srcs ${INA_ENGINE_SRCS})
+list(REMOVE_ITEM _ina_fuzz_engine_srcs ${PROJECT_SOURCE_DIR}/src/engine/txq.c)
+add_library(fuzz_engine_txq OBJECT ${PROJECT_SOURCE_DIR}/src/engine/txq.c)
+target_include_directories(fuzz_engine_txq PRIVATE ${INA_INTERNAL_INCLUDES})
+target_compile_options(fuzz_engine_txq PRIVATE -fsanitize=address,undefined
                        -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
-ina_add_fuzzer(switch ${INA_FUZZ_DIR}/fuzz_switch.c $<TARGET_OBJECTS:fuzz_switch_txq>
-               ${INA_COMMON_SRCS})
+ina_fuzz_library(fuzz_engine ${_ina_fuzz_engine_srcs} $<TARGET_OBJECTS:fuzz_engine_txq>)
+target_link_libraries(fuzz_engine PUBLIC fuzz_common)
+ina_fuzz_library(fuzz_ps_core ${INA_PS_CORE_SRCS})
+target_link_libraries(fuzz_ps_core PUBLIC fuzz_common)
+ina_fuzz_library(fuzz_sched_core ${PROJECT_SOURCE_DIR}/src/sched/sched.c)
+target_link_libraries(fuzz_sched_core PUBLIC fuzz_common)
+
+# ina-switch's state machine. Its getrandom() calls resolve to the fuzzer's __wrap_getrandom, a
+# generator reset per input, so that every input replays exactly.
+ina_add_fuzzer(switch ${INA_FUZZ_DIR}/fuzz_switch.c)
+target_link_libraries(fuzz_switch PRIVATE fuzz_engine)
+target_link_options(fuzz_switch PRIVATE -Wl,--wrap=getrandom)
 
 # The fuzzer owns the clock and the network: stream.c's calls to ina__now_ns(), sendmmsg() and
 # recvmmsg() resolve to its __wrap_* functions (GNU ld, gold and lld all know --wrap).
-ina_add_fuzzer(reply ${INA_FUZZ_DIR}/fuzz_reply.c ${INA_COMMON_SRCS} ${INA_LIB_SRCS}
-               ${INA_SWITCH_CORE_SRCS})
+ina_add_fuzzer(reply ${INA_FUZZ_DIR}/fuzz_reply.c ${INA_LIB_SRCS})
+target_link_libraries(fuzz_reply PRIVATE fuzz_engine)
 target_link_options(fuzz_reply PRIVATE -Wl,--wrap=ina__now_ns -Wl,--wrap=sendmmsg
                     -Wl,--wrap=recvmmsg)
 
-# ina-ps's input handler: ps.c and store.c are #included by the fuzzer (getrandom renamed).
-ina_add_fuzzer(ps ${INA_FUZZ_DIR}/fuzz_ps.c ${INA_COMMON_SRCS})
+# ina-ps's input handler (getrandom wrapped, as for the switch).
+ina_add_fuzzer(ps ${INA_FUZZ_DIR}/fuzz_ps.c)
+target_link_libraries(fuzz_ps PRIVATE fuzz_ps_core)
+target_link_options(fuzz_ps PRIVATE -Wl,--wrap=getrandom)
 
-# ina-sched's input handler: sched.c is #included by the fuzzer.
-ina_add_fuzzer(sched ${INA_FUZZ_DIR}/fuzz_sched.c ${INA_COMMON_SRCS})
+# ina-sched's input handler.
+ina_add_fuzzer(sched ${INA_FUZZ_DIR}/fuzz_sched.c)
+target_link_libraries(fuzz_sched PRIVATE fuzz_sched_core)

@@ -1,13 +1,16 @@
 #!/usr/bin/python3
 """check-layers.py: the architecture's arrows run one way (issue 31; docs/README.md's map).
 
-  (a) a room includes only the headers of the rooms below it (ALLOWED_INCLUDES): the
-      library (src/lib) and src/common include no daemon's header (src/switch, src/ps,
-      src/sched), and no daemon includes another's or the library's private headers;
+  (a) a room includes only its own headers and those of the rooms below it (ROOMS): the
+      order is common < engine < the switch daemon and libina; common < ina-ps; common <
+      ina-sched. The library (src/lib) includes of the engine only its one public header
+      (src/engine/engine.h), and no daemon's; a room's internal.h is its own (private);
   (b) the #include graph within each directory (a room) has no cycle;
   (c) the link graph within each room has no cycle: file A depends on file B when A's
       object file leaves undefined a global symbol (a function or a variable) that B's
-      defines, read with nm from the object files of the build (TARGETS below).
+      defines, read with nm from the object files of the build (TARGETS below);
+  (d) across rooms, the link graph runs the same way as (a): a room's objects use only
+      symbols of the rooms below it.
 
 Today's violations are listed, with why, in scripts/layers-allowlist.txt. The check fails
 on a violation that is not listed, and on a listed one that no longer occurs exactly as
@@ -27,22 +30,34 @@ import subprocess
 import sys
 from collections import defaultdict
 
-# (a): a room's files may include headers from these directories only (prefixes, relative
-# to the source tree). A room not named here is not checked. A new room (src/engine) gets a
-# line, and the rooms that may use it name it.
-ALLOWED_INCLUDES = {
-    "src/common": ("include", "src/common"),
-    "src/lib": ("include", "src/common", "src/lib"),
-    "src/switch": ("include", "src/common", "src/switch"),
-    "src/ps": ("include", "src/common", "src/ps"),
-    "src/sched": ("include", "src/common", "src/sched"),
+# (a), (d): the rooms and, for each, what lies below it: the rooms (directories) it may use,
+# or of a room only named files (its public header), relative to the source tree. Every room
+# may use its own files and include/ (the public API). A room not named here is not checked;
+# a new room gets a line, and the rooms that may use it name it. The arrows (docs/DESIGN.md,
+# "Architecture"):
+#
+#   src/common <- src/engine <- src/switch (the daemon; src/switch/ebpf, its eBPF dataplane)
+#                            <- src/lib (libina: its host aggregator runs the engine)
+#   src/common <- src/ps;  src/common <- src/sched;  include/ina.h <- src/mpi
+ROOMS = {
+    "src/common": (),
+    "src/engine": ("src/common",),
+    "src/switch/ebpf": ("src/engine", "src/common"),
+    "src/switch": ("src/switch/ebpf", "src/engine", "src/common"),
+    "src/lib": ("src/engine/engine.h", "src/common"),
+    "src/ps": ("src/common",),
+    "src/sched": ("src/common",),
+    "src/mpi": (),
 }
+PUBLIC = "include"
+PRIVATE_HEADER = "internal.h"  # a room's private header: no other room includes it
 # Where the sources are (b); include paths as CMake gives them (INA_INTERNAL_INCLUDES).
 SOURCE_DIRS = ("src", "tools", "apps", "include")
 INCLUDE_PATH = ("include", "src", "tests")
 # (c): CMake targets whose object files make the link graph (a source compiled into several
 # is read once).
-TARGETS = ("ina_obj", "ina-switch", "ina-ps", "ina-sched", "ina_ebpf")
+TARGETS = ("ina_common", "ina_engine", "ina_obj", "ina-switch", "ina_trace", "ina_ebpf",
+           "ina_ps_core", "ina-ps", "ina_sched_core", "ina-sched")
 DEFAULT_ALLOWLIST = "scripts/layers-allowlist.txt"
 
 
@@ -58,6 +73,33 @@ def sources(src):
 
 def room_of(path):
     return os.path.dirname(path)
+
+
+def room_in_order(path):
+    """The room of ROOMS that holds path (the longest that does), or None."""
+    return next((r for r in sorted(ROOMS, key=len, reverse=True)
+                 if path.startswith(r + "/")), None)
+
+
+def within(path, entry):
+    """path is the file entry, or lies in the room (directory) entry."""
+    return path == entry or path.startswith(entry + "/")
+
+
+def may_include(room, header):
+    """(a): room's files may include header: their own room's, the public API, or what ROOMS
+    puts below the room; never another room's internal.h."""
+    own = room_in_order(header) == room
+    if os.path.basename(header) == PRIVATE_HEADER and not own:
+        return False
+    return own or within(header, PUBLIC) or any(within(header, e) for e in ROOMS[room])
+
+
+def may_use(room, other):
+    """(d): objects of room may use symbols defined in room other (a file entry of ROOMS
+    stands for its room here: a header's functions are defined beside it)."""
+    return other == room or any(within(other, e) or room_of(e) == other and e.endswith(".h")
+                                for e in ROOMS[room])
 
 
 def includes(src, path):
@@ -160,20 +202,22 @@ def describe(kind, room, comp, edges, why):
 # ---- (c) the link graph from nm --------------------------------------------------------------
 
 
-def objects(build):
-    """{source path: object file} of TARGETS, the first target that compiles a source."""
+def objects(src, build):
+    """{source path: object file} of TARGETS, the first target that compiles a source; an
+    object whose source is gone (a file moved since that build) is left out."""
     out = {}
     for t in TARGETS:
         d = os.path.join(build, "CMakeFiles", t + ".dir")
         for o in sorted(glob.glob(os.path.join(d, "**", "*.o"), recursive=True)):
-            rel = os.path.relpath(o, d)[:-2]  # src/lib/ctx.c
-            if rel.endswith((".c",)):
-                out.setdefault(os.path.normpath(rel), o)
+            rel = os.path.normpath(os.path.relpath(o, d)[:-2])  # src/lib/ctx.c
+            if rel.endswith(".c") and os.path.isfile(os.path.join(src, rel)):
+                out.setdefault(rel, o)
     return out
 
 
 def link_graph(objs):
-    """(edges {a: {b}}, why {(a, b): 'symbol, +n'}) from nm's defined and undefined globals."""
+    """(edges {a: {b}}, why {(a, b): 'symbol, +n'}) from nm's defined and undefined globals:
+    a uses a symbol that b defines (a and b in any rooms)."""
     defined, undefined = {}, defaultdict(set)
     for path, o in objs.items():
         r = subprocess.run(["nm", "-P", o], capture_output=True, text=True, check=True)
@@ -191,7 +235,7 @@ def link_graph(objs):
         by = defaultdict(list)
         for n in names:
             b = defined.get(n)
-            if b and b != a and room_of(b) == room_of(a):
+            if b and b != a:
                 by[b].append(n)
         for b, ns in by.items():
             edges[a].add(b)
@@ -267,12 +311,11 @@ def main():
     # (a) includes across rooms
     bad = []
     for f in files:
-        rules = next((v for r, v in sorted(ALLOWED_INCLUDES.items(), key=lambda x: -len(x[0]))
-                      if f.startswith(r + "/")), None)
-        if rules is None:
+        room = room_in_order(f)
+        if room is None:
             continue
         for h in inc[f]:
-            if not any(h.startswith(p + "/") for p in rules):
+            if not may_include(room, h):
                 n = allowed("include", (f, h))
                 print("%s: %s includes %s%s" % ("allowed" if n else "FAIL", f, h,
                                                 " (allowlist line %d)" % n if n else ""))
@@ -290,7 +333,7 @@ def main():
     inc_edges = {f: {h for h in inc[f] if room_of(h) == room_of(f)} for f in files}
     graphs.append(("include-cycle", "(b) the #include graph of every room has no cycle",
                    by_room, inc_edges, {}))
-    objs = objects(os.path.abspath(a.build)) if a.build else {}
+    objs = objects(src, os.path.abspath(a.build)) if a.build else {}
     if objs:
         edges, why = link_graph(objs)
         obj_rooms = defaultdict(set)
@@ -328,6 +371,19 @@ def main():
                           % (s, allowlist_line(kind, room, comp)))
         failed += bool(new)
         print("%s: %s" % ("FAIL" if new else "ok", title))
+
+    # (d) calls across rooms
+    if objs:
+        bad = []
+        for a in sorted(edges):
+            ra = room_in_order(a)
+            for b in sorted(edges[a]):
+                rb = room_in_order(b)
+                if ra and rb and not may_use(ra, rb):
+                    bad.append(b)
+                    print("FAIL: %s uses %s of %s, a room not below %s/" % (a, why[(a, b)], b, ra))
+        failed += bool(bad)
+        print("%s: (d) every room's objects use only the rooms below it" % ("FAIL" if bad else "ok"))
 
     stale = [(n, k, v) for n, k, v in allow if n not in used]
     for n, k, v in stale:

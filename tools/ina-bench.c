@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "common/host.h"
+#include "common/clock.h"
 #include "ina.h"
 
 #define EXIT_USAGE 2
@@ -589,13 +590,6 @@ static void parse_args(struct opts *o, int argc, char **argv)
 
 /* ---- Time ----------------------------------------------------------------- */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -1050,7 +1044,7 @@ static int run_worker(const struct opts *o)
             rc = ina_allreduce_sparse(g_ctx, &one, &ranks, 1, INA_INT32, INA_SUM, INA_SPARSE_OFF);
             if (rc)
                 die_ina("ina_allreduce (barrier)", rc);
-            t0 = now_s();
+            t0 = ina__clock_s();
             if (K == 1) {
                 rc = ina_allreduce_sparse(g_ctx, send[0], recv[0], count, o->dtype, o->op,
                                           INA_SPARSE_DEFAULT);
@@ -1063,7 +1057,7 @@ static int run_worker(const struct opts *o)
                 for (int j = 0; j < K && rc == 0; j++)
                     rc = ina_wait(reqs[j]);
             }
-            t1 = now_s();
+            t1 = ina__clock_s();
             if (rc) {
                 snprintf(what, sizeof what, "ina_allreduce (%llu bytes, iteration %d%s)", bytes,
                          it, K > 1 ? ", in flight" : "");
@@ -1286,16 +1280,16 @@ static pid_t spawn(const char *const argv[], int quiet)
 static int reap(pid_t pid, int ms, int *killed)
 {
     int st = 0;
-    double end = now_s() + ms / 1e3;
+    double end = ina__clock_s() + ms / 1e3;
     *killed = 0;
     for (;;) {
         pid_t r = waitpid(pid, &st, WNOHANG);
         if (r == pid || (r < 0 && errno != EINTR))
             return st;
-        if (now_s() > end && !*killed) {
+        if (ina__clock_s() > end && !*killed) {
             kill(pid, SIGKILL);
             *killed = 1;
-            end = now_s() + 5;
+            end = ina__clock_s() + 5;
         }
         sleep_ms(5);
     }
@@ -1340,7 +1334,7 @@ static int run_local(const struct opts *o)
     pid_t sw, *pids;
     int *done, port = 0, n = o->local_n, result = 0, verify_fail = 0, ndone = 0;
     int killing = 0, st, killed;
-    double t_start = now_s(), kill_at = 0;
+    double t_start = ina__clock_s(), kill_at = 0;
     char desc[96];
     ssize_t len;
     struct sigaction sa;
@@ -1422,7 +1416,7 @@ static int run_local(const struct opts *o)
         }
     }
     {
-        double end = now_s() + PORT_FILE_WAIT_MS / 1e3;
+        double end = ina__clock_s() + PORT_FILE_WAIT_MS / 1e3;
         while ((port = read_port_file(portfile)) == 0) {
             if (waitpid(sw, &st, WNOHANG) == sw) {
                 describe_status(st, desc, sizeof desc);
@@ -1431,7 +1425,7 @@ static int run_local(const struct opts *o)
                 remove_tmp(tmpdir, portfile);
                 return 1;
             }
-            if (now_s() > end || g_stop_signal) {
+            if (ina__clock_s() > end || g_stop_signal) {
                 if (!g_stop_signal)
                     lerr("ina-switch wrote no port to %s within %d s", portfile,
                          PORT_FILE_WAIT_MS / 1000);
@@ -1559,7 +1553,7 @@ have_switch:
             lerr("fork: %s", strerror(errno));
             result = 1;
             killing = 1;
-            kill_at = now_s() + KILL_GRACE_MS / 1e3;
+            kill_at = ina__clock_s() + KILL_GRACE_MS / 1e3;
             for (int q = 0; q < r; q++)
                 kill(pids[q], SIGTERM);
             for (int q = r; q < n; q++)
@@ -1583,7 +1577,7 @@ have_switch:
                 result = 1;
                 if (!killing) {
                     killing = 1;
-                    kill_at = now_s() + KILL_GRACE_MS / 1e3;
+                    kill_at = ina__clock_s() + KILL_GRACE_MS / 1e3;
                     for (int q = 0; q < n; q++)
                         if (!done[q])
                             kill(pids[q], SIGTERM);
@@ -1603,7 +1597,7 @@ have_switch:
                     lerr("worker rank %d %s; stopping the others", r, desc);
                     result = 1;
                     killing = 1;
-                    kill_at = now_s() + KILL_GRACE_MS / 1e3;
+                    kill_at = ina__clock_s() + KILL_GRACE_MS / 1e3;
                     for (int q = 0; q < n; q++)
                         if (!done[q])
                             kill(pids[q], SIGTERM);
@@ -1615,22 +1609,22 @@ have_switch:
             lerr("got signal %d; stopping the workers", (int)g_stop_signal);
             result = 1;
             killing = 1;
-            kill_at = now_s() + KILL_GRACE_MS / 1e3;
+            kill_at = ina__clock_s() + KILL_GRACE_MS / 1e3;
             for (int q = 0; q < n; q++)
                 if (!done[q])
                     kill(pids[q], SIGTERM);
         }
-        if (!killing && o->deadline_s > 0 && now_s() - t_start > o->deadline_s) {
+        if (!killing && o->deadline_s > 0 && ina__clock_s() - t_start > o->deadline_s) {
             lerr("deadline of %d s passed; killing the workers", o->deadline_s);
             result = 1;
             killing = 1;
-            kill_at = now_s();
+            kill_at = ina__clock_s();
         }
-        if (killing && now_s() >= kill_at) {
+        if (killing && ina__clock_s() >= kill_at) {
             for (int q = 0; q < n; q++)
                 if (!done[q])
                     kill(pids[q], SIGKILL);
-            kill_at = now_s() + 3600; /* once */
+            kill_at = ina__clock_s() + 3600; /* once */
         }
         sleep_ms(5);
     }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/opauth.h"
+#include "common/clock.h"
 #include "ina.h"
 
 /* With --secret-file: the operator key, the read token for reads (docs/TOOLS.md). */
@@ -57,16 +58,9 @@ static void usage(FILE *f)
             "proof of its secret: HTTP 401), 2 usage or an unreadable --secret-file.\n");
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int left_ms(double deadline)
 {
-    double l = deadline - now_s();
+    double l = deadline - ina__clock_s();
     return l <= 0 ? 0 : (int)(l * 1000) + 1;
 }
 
@@ -91,7 +85,7 @@ static int http(const char *hostport, const char *method, const char *path, cons
         fprintf(stderr, "ina-ctl: cannot resolve '%s'\n", hostport);
         return -1;
     }
-    double deadline = now_s() + timeout_s;
+    double deadline = ina__clock_s() + timeout_s;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int rc = fd < 0 ? -1 : connect(fd, ai->ai_addr, ai->ai_addrlen);
     freeaddrinfo(ai);
@@ -275,7 +269,7 @@ static struct job *job_get(struct job **jobs, int *n, int *cap, unsigned id)
     return j;
 }
 
-/* The numeric state of the metrics (switch.h: enum ina_job_state). */
+/* The numeric state of the metrics (engine/engine.h: enum ina_job_state). */
 static const char *state_name(double s)
 {
     return s == 3 ? "active" : s == 2 ? "waiting" : s == 1 ? "joining" : "?";

@@ -26,4 +26,10 @@ int ina_parse_hostport_why(const char *s, int allow_port0, struct sockaddr_in *o
 int ina_parse_hostport_list(const char *s, int allow_port0, struct sockaddr_in *out, int max,
                             char *why, size_t whylen);
 
+/* The same IPv4 address and port. */
+static inline int ina_addr_eq(const struct sockaddr_in *a, const struct sockaddr_in *b)
+{
+    return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
+}
+
 #endif

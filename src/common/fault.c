@@ -102,14 +102,3 @@ int ina_fault_corrupt(struct ina_fault *f, uint8_t *buf, size_t len)
     return 1;
 }
 
-void ina_fault_report(FILE *f, const struct ina_fault *rx, const struct ina_fault *tx)
-{
-    if (!ina_fault_active(rx) && !ina_fault_active(tx))
-        return;
-    fprintf(f,
-            "  fault_rx        dropped %llu duplicated %llu reordered %llu\n"
-            "  fault_tx        dropped %llu duplicated %llu reordered %llu\n",
-            (unsigned long long)rx->dropped, (unsigned long long)rx->duplicated,
-            (unsigned long long)rx->reordered, (unsigned long long)tx->dropped,
-            (unsigned long long)tx->duplicated, (unsigned long long)tx->reordered);
-}

@@ -50,8 +50,4 @@ int ina_fault_corrupt(struct ina_fault *f, uint8_t *buf, size_t len);
  */
 unsigned ina_fault_plan(struct ina_fault *f, unsigned n, unsigned *out);
 
-/* The exit reports' two lines of what the receive and send injectors did, if either is on:
- * "  fault_rx        dropped N duplicated N reordered N", then the same for fault_tx. */
-void ina_fault_report(FILE *f, const struct ina_fault *rx, const struct ina_fault *tx);
-
 #endif

@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+#include "common/daemon.h"
 #include "common/log.h"
 
 #define REQ_MAX 4096            /* bytes of request head we read; more is refused (431) */
@@ -73,13 +75,6 @@ int ina_http_error(struct ina_buf *body, int status, const char *msg)
 {
     ina_bprintf(body, "{\"error\":\"%s\"}\n", msg);
     return status;
-}
-
-unsigned long long ina_http_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
 }
 
 void ina_http_prom(struct ina_buf *b, const char *prefix, const struct ina_http_stats *s)
@@ -155,7 +150,7 @@ struct ina_http {
 
 static int remaining_ms(unsigned long long deadline)
 {
-    unsigned long long now = ina_http_now_ns();
+    unsigned long long now = ina__clock_ns();
     return now >= deadline ? 0 : (int)((deadline - now) / 1000000 + 1);
 }
 
@@ -354,7 +349,7 @@ static void accept_some(struct ina_http *h)
              * memory leaves the listener readable, so rest it a while rather
              * than spin on it. */
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-                h->accept_rest_until = ina_http_now_ns() + ACCEPT_REST_NS;
+                h->accept_rest_until = ina__clock_ns() + ACCEPT_REST_NS;
             return;
         }
         struct conn *c = NULL;
@@ -367,7 +362,7 @@ static void accept_some(struct ina_http *h)
             h->st.dropped++;
             conn_close(h, c);
         }
-        unsigned long long now = ina_http_now_ns();
+        unsigned long long now = ina__clock_ns();
         *c = (struct conn){.fd = fd, .peer = peer, .born = now,
                            .deadline = now + (unsigned long long)CLIENT_DEADLINE_MS * 1000000ull};
         c->req[0] = '\0';
@@ -383,7 +378,7 @@ static void *http_main(void *arg)
     struct pollfd pfd[1 + CONN_MAX];
     struct conn *who[1 + CONN_MAX];
     while (!atomic_load(&h->stop)) {
-        unsigned long long now = ina_http_now_ns();
+        unsigned long long now = ina__clock_ns();
         int n = 1, ms = 100; /* the stop flag is looked at this often */
         pfd[0] = (struct pollfd){.fd = h->fd, .events = now < h->accept_rest_until ? 0 : POLLIN};
         for (int i = 0; i < CONN_MAX; i++) {
@@ -443,16 +438,11 @@ struct ina_http *ina_http_start(const struct sockaddr_in *addr, const char *port
     setsockopt(h->fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &one, sizeof(one));
     socklen_t alen = sizeof(a);
     getsockname(h->fd, (struct sockaddr *)&a, &alen);
-    if (port_file) {
-        char tmp[4096];
-        snprintf(tmp, sizeof(tmp), "%s.tmp", port_file);
-        FILE *f = fopen(tmp, "w");
-        if (!f || fprintf(f, "%u\n", ntohs(a.sin_port)) < 0 || fclose(f) != 0 ||
-            rename(tmp, port_file) != 0) {
-            ina_log(INA_LOG_ERROR, "metrics_port_file_failed", INA_KV_S("path", port_file),
-                    INA_KV_S("reason", strerror(errno)));
-            goto fail;
-        }
+    int rc;
+    if (port_file && (rc = ina__port_file_write(port_file, ntohs(a.sin_port))) != 0) {
+        ina_log(INA_LOG_ERROR, "metrics_port_file_failed", INA_KV_S("path", port_file),
+                INA_KV_S("reason", strerror(-rc)));
+        goto fail;
     }
     if (pthread_create(&h->thread, NULL, http_main, h) != 0)
         goto fail;

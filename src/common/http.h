@@ -78,7 +78,4 @@ struct ina_http *ina_http_start(const struct sockaddr_in *addr, const char *port
                                 ina_http_handler handler, void *arg);
 void ina_http_stop(struct ina_http *h); /* accepts NULL */
 
-/* Monotonic clock in ns (uptimes, ages). */
-unsigned long long ina_http_now_ns(void);
-
 #endif

@@ -5,23 +5,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ina_rx_init(struct ina_rx *rx, unsigned nmsgs, size_t bufsize)
+int ina_rx_init_mem(struct ina_rx *rx, unsigned nmsgs, size_t bufsize, uint8_t *mem)
 {
     memset(rx, 0, sizeof(*rx));
-    if (nmsgs == 0 || nmsgs > INA_RX_MAX_MSGS || bufsize == 0)
+    if (nmsgs == 0 || nmsgs > INA_RX_MAX_MSGS || bufsize == 0 || !mem)
         return -EINVAL;
-    rx->mem = malloc((size_t)nmsgs * bufsize);
-    if (!rx->mem)
-        return -ENOMEM;
+    rx->mem = mem;
     rx->nmsgs = nmsgs;
     rx->bufsize = bufsize;
     return 0;
 }
 
+int ina_rx_init(struct ina_rx *rx, unsigned nmsgs, size_t bufsize)
+{
+    memset(rx, 0, sizeof(*rx));
+    if (nmsgs == 0 || nmsgs > INA_RX_MAX_MSGS || bufsize == 0)
+        return -EINVAL;
+    uint8_t *mem = malloc((size_t)nmsgs * bufsize);
+    if (!mem)
+        return -ENOMEM;
+    ina_rx_init_mem(rx, nmsgs, bufsize, mem);
+    rx->own_mem = 1;
+    return 0;
+}
+
 void ina_rx_free(struct ina_rx *rx)
 {
-    free(rx->mem);
+    if (rx->own_mem)
+        free(rx->mem);
     rx->mem = NULL;
+    rx->own_mem = 0;
     rx->nmsgs = 0;
 }
 
@@ -45,6 +58,7 @@ int ina_rx_burst(struct ina_rx *rx, int fd, struct ina_rx_pkt *pkts, unsigned ma
 {
     rx_arm(rx);
     int n = recvmmsg(fd, rx->msgs, rx->nmsgs, MSG_DONTWAIT, NULL);
+    rx->got = n > 0 ? (unsigned)n : 0;
     if (n < 0)
         return -errno;
     unsigned npkts = 0;

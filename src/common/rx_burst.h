@@ -32,7 +32,8 @@ struct ina_rx_pkt {
 struct ina_rx {
     unsigned nmsgs; /* messages per recvmmsg, 1..INA_RX_MAX_MSGS */
     size_t bufsize; /* bytes per message: INA_GRO_BUF holds a whole GRO train */
-    uint8_t *mem;   /* nmsgs * bufsize */
+    uint8_t *mem;   /* nmsgs * bufsize: the context's own (ina_rx_init) or the caller's */
+    int own_mem;
     struct mmsghdr msgs[INA_RX_MAX_MSGS];
     struct iovec iovs[INA_RX_MAX_MSGS];
     struct sockaddr_in src[INA_RX_MAX_MSGS];
@@ -41,10 +42,16 @@ struct ina_rx {
      * them: never a whole datagram of ours), or not from an IPv4 sender.
      * Counted here, for the caller to read and report. */
     uint64_t truncated;
+    /* Messages the last burst took from the socket (recvmmsg's count, the
+     * dropped ones included; 0 after an error): nmsgs says more may be queued. */
+    unsigned got;
 };
 
 /* Allocate nmsgs buffers of bufsize bytes. @return 0, or -EINVAL / -ENOMEM. */
 int ina_rx_init(struct ina_rx *rx, unsigned nmsgs, size_t bufsize);
+/* The same over the caller's nmsgs * bufsize bytes at mem, which stay the caller's
+ * (ina_rx_free leaves them). @return 0, or -EINVAL. */
+int ina_rx_init_mem(struct ina_rx *rx, unsigned nmsgs, size_t bufsize, uint8_t *mem);
 void ina_rx_free(struct ina_rx *rx);
 
 /*

@@ -7,15 +7,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/rx_burst.h"
+#include "engine/engine.h"
 #include "lib/ctx.h"
 #include "lib/session.h"
-#include "switch/switch.h"
 
 /*
  * Why this shape: the switch's pool is shared by every job (ATP's lesson),
  * so a job may find it full. Rather than fail, the job runs on its own
- * hosts: rank 0 hosts the same state machine as ina-switch (src/switch,
- * compiled into libina) on a socket of its own, and every rank joins it
+ * hosts: rank 0 hosts the same state machine as ina-switch (src/engine,
+ * linked into libina) on a socket of its own, and every rank joins it
  * with the same protocol. Same protocol, same quantization: the same
  * results, at the cost of rank 0's host carrying N streams. It is a
  * parameter server in the ATP sense, chosen only when the network cannot
@@ -38,10 +39,8 @@ struct ina_fallback {
     int running;
     atomic_int stop;
     struct ina_switch sw;
-    uint8_t *rxmem;
-    struct mmsghdr msgs[INA_FALLBACK_MSGS];
-    struct iovec iovs[INA_FALLBACK_MSGS];
-    struct sockaddr_in src[INA_FALLBACK_MSGS];
+    struct ina_rx rx; /* no GRO on this socket: a message is one datagram */
+    struct ina_rx_pkt pkts[INA_FALLBACK_MSGS];
     struct mmsghdr txmsgs[64];
     /* The switch's secret, which every rank knows: the aggregator stands in
      * for the switch, so it proves the secret as the switch does (a rank
@@ -129,29 +128,18 @@ static void *aggregator_main(void *arg)
             if (!job_running(&fb->sw) || now >= linger_until)
                 break;
         }
-        for (int i = 0; i < INA_FALLBACK_MSGS; i++) {
-            fb->iovs[i].iov_base = fb->rxmem + (size_t)i * INA_MAX_DATAGRAM;
-            fb->iovs[i].iov_len = INA_MAX_DATAGRAM;
-            memset(&fb->msgs[i].msg_hdr, 0, sizeof(fb->msgs[i].msg_hdr));
-            fb->msgs[i].msg_hdr.msg_name = &fb->src[i];
-            fb->msgs[i].msg_hdr.msg_namelen = sizeof(fb->src[i]);
-            fb->msgs[i].msg_hdr.msg_iov = &fb->iovs[i];
-            fb->msgs[i].msg_hdr.msg_iovlen = 1;
-        }
-        int n = recvmmsg(fb->fd, fb->msgs, INA_FALLBACK_MSGS, MSG_DONTWAIT, NULL);
+        int n = ina_rx_burst(&fb->rx, fb->fd, fb->pkts, INA_FALLBACK_MSGS);
         for (int i = 0; i < n; i++) {
-            if (fb->msgs[i].msg_hdr.msg_namelen != sizeof(struct sockaddr_in))
-                continue;
             if (ina_switch_tx_full(&fb->sw))
                 flush(fb);
-            ina_switch_input(&fb->sw, fb->iovs[i].iov_base, fb->msgs[i].msg_len, &fb->src[i], now);
+            ina_switch_input(&fb->sw, fb->pkts[i].data, fb->pkts[i].len, fb->pkts[i].src, now);
         }
         if (now >= next_tick) {
             ina_switch_tick(&fb->sw, now);
             next_tick = now + 100000000ull;
         }
         flush(fb);
-        if (n <= 0) {
+        if (fb->rx.got == 0) {
             struct pollfd pfd = {.fd = fb->fd, .events = POLLIN};
             poll(&pfd, 1, 50);
         }
@@ -182,18 +170,21 @@ int ina__fallback_start(struct ina_ctx *ctx, int elems, int nslots)
         if (p.max_elems > INA_MAX_ELEMS_TAGGED)
             p.max_elems = INA_MAX_ELEMS_TAGGED;
     }
-    fb->rxmem = malloc((size_t)INA_FALLBACK_MSGS * INA_MAX_DATAGRAM);
-    int rc = fb->rxmem ? ina_switch_init(&fb->sw, &p) : -ENOMEM;
+    int rc = ina_rx_init(&fb->rx, INA_FALLBACK_MSGS, INA_MAX_DATAGRAM);
+    if (rc == 0) {
+        rc = ina_switch_init(&fb->sw, &p);
+        if (rc != 0)
+            ina_rx_free(&fb->rx);
+    }
     if (rc == 0) {
         rc = -pthread_create(&fb->thread, NULL, aggregator_main, fb);
-        if (rc != 0)
+        if (rc != 0) {
             ina_switch_free(&fb->sw);
+            ina_rx_free(&fb->rx);
+        }
     }
-    if (rc != 0) {
-        free(fb->rxmem);
-        fb->rxmem = NULL;
+    if (rc != 0)
         return rc;
-    }
     fb->running = 1;
     return 0;
 }
@@ -206,8 +197,8 @@ void ina__fallback_free(struct ina_fallback *fb)
         atomic_store(&fb->stop, 1);
         pthread_join(fb->thread, NULL);
         ina_switch_free(&fb->sw);
+        ina_rx_free(&fb->rx);
     }
-    free(fb->rxmem);
     close(fb->fd);
     free(fb);
 }

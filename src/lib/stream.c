@@ -38,12 +38,7 @@ int ina__stream_init(struct ina_ctx *ctx)
     ctx->ringmem = ctx->rxmem + (size_t)INA_RX_MSGS * INA_GRO_BUF;
     for (unsigned i = 0; i < INA_BURST; i++)
         ctx->io->txiov[i].iov_base = ctx->txmem + i * max_datagram(ctx);
-    for (unsigned i = 0; i < INA_RX_MSGS; i++) {
-        ctx->io->rxiov[i].iov_base = ctx->rxmem + (size_t)i * INA_GRO_BUF;
-        ctx->io->rxiov[i].iov_len = INA_GRO_BUF;
-        ctx->io->rxmsg[i].msg_hdr.msg_iov = &ctx->io->rxiov[i];
-        ctx->io->rxmsg[i].msg_hdr.msg_iovlen = 1;
-    }
+    ina_rx_init_mem(&ctx->io->rx, INA_RX_MSGS, INA_GRO_BUF, ctx->rxmem);
     return 0;
 }
 

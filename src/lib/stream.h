@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "common/rx_burst.h"
 #include "common/udp_gso.h"
 #include "ina.h"
 
@@ -82,10 +83,8 @@ struct ina_wslot {
 struct ina_io {
     struct iovec txiov[INA_BURST];      /* built datagrams, in order */
     struct ina_gso_batch gso;           /* packs them into UDP GSO messages */
-    struct mmsghdr rxmsg[INA_RX_MSGS];
-    struct iovec rxiov[INA_RX_MSGS];
-    char rxctrl[INA_RX_MSGS][INA_GRO_CTRL_LEN];
-    struct sockaddr_in rxaddr[INA_RX_MSGS]; /* senders, on the group socket (§7.5) */
+    struct ina_rx rx;                        /* the receive bursts of both sockets, over rxmem */
+    struct ina_rx_pkt rxpkts[INA_RX_MAX_PKTS]; /* a burst's datagrams */
 };
 
 /* stream.c */

@@ -14,11 +14,9 @@
  * switch sends only results there (ABORT, MIGRATE and resent results go by
  * unicast). A GRO train comes from one sender.
  */
-static int group_sender_ok(const struct ina_ctx *ctx, const struct msghdr *mh)
+static int group_sender_ok(const struct ina_ctx *ctx, const struct sockaddr_in *a)
 {
-    const struct sockaddr_in *a = mh->msg_name;
-    return mh->msg_namelen == sizeof(*a) && a->sin_family == AF_INET &&
-           a->sin_addr.s_addr == ctx->switch_addr.sin_addr.s_addr &&
+    return a->sin_family == AF_INET && a->sin_addr.s_addr == ctx->switch_addr.sin_addr.s_addr &&
            a->sin_port == ctx->switch_addr.sin_port;
 }
 
@@ -27,47 +25,34 @@ static int group_kind_ok(const uint8_t *p, size_t len)
     return len >= INA_HDR_LEN && (p[3] == INA_K_RESULT || p[3] == INA_K_HOT_RESULT);
 }
 
-/* Receive and process one burst (each message may be a GRO train); group:
- * fd is the multicast group's socket. @return messages received. */
+/* Receive and process one burst (rx_burst.h: each message may be a GRO train,
+ * split into datagrams); group: fd is the multicast group's socket.
+ * @return messages received. */
 static int rx_burst_fd(struct ina_ctx *ctx, int fd, uint64_t now, int group)
 {
     struct ina_io *io = ctx->io;
-    for (unsigned i = 0; i < INA_RX_MSGS; i++) {
-        io->rxmsg[i].msg_hdr.msg_control = io->rxctrl[i];
-        io->rxmsg[i].msg_hdr.msg_controllen = INA_GRO_CTRL_LEN;
-        io->rxmsg[i].msg_hdr.msg_flags = 0;
-        io->rxmsg[i].msg_hdr.msg_name = group ? &io->rxaddr[i] : NULL;
-        io->rxmsg[i].msg_hdr.msg_namelen = group ? sizeof(io->rxaddr[i]) : 0;
-    }
-    int n = recvmmsg(fd, io->rxmsg, INA_RX_MSGS, MSG_DONTWAIT, NULL);
-    if (n < 0 && errno == ECONNREFUSED && !ctx->refused_since_ns)
+    const uint64_t truncated = io->rx.truncated;
+    int n = ina_rx_burst(&io->rx, fd, io->rxpkts, INA_RX_MAX_PKTS);
+    if (n == -ECONNREFUSED && !ctx->refused_since_ns)
         ctx->refused_since_ns = now; /* ICMP port unreachable: no switch at the address */
     /* The switch fills the down ring before it sends what follows by UDP (an
      * ABORT, a MIGRATE): drain the ring first, so that both are taken in the
      * order the switch sent them. Otherwise an ABORT read before the ring
      * fails an operation whose last RESULTs were already delivered. */
-    if (n > 0 && ctx->shm)
+    if (io->rx.got > 0 && ctx->shm)
         ina__shm_recv(ctx, now);
+    ctx->stats.stale_results += io->rx.truncated - truncated; /* longer than any result */
     for (int i = 0; i < n && !ctx->broken; i++) {
-        struct msghdr *mh = &io->rxmsg[i].msg_hdr;
-        if (mh->msg_flags & MSG_TRUNC) {
-            ctx->stats.stale_results++;
+        const struct ina_rx_pkt *pk = &io->rxpkts[i];
+        uint8_t *p = (uint8_t *)pk->data; /* the burst's buffer: ours to change */
+        ina_fault_corrupt(&ctx->fault, p, pk->len); /* INA_FAULT=corrupt: rewritten on the way */
+        if (group && (!group_sender_ok(ctx, pk->src) || !group_kind_ok(p, pk->len))) {
+            ctx->stats.group_rejected++;
             continue;
         }
-        size_t len = io->rxmsg[i].msg_len, seg = ina_gro_segment_size(mh, len);
-        const int foreign = group && !group_sender_ok(ctx, mh);
-        uint8_t *p = io->rxiov[i].iov_base;
-        for (size_t off = 0; off < len && !ctx->broken; off += seg) {
-            size_t dlen = len - off < seg ? len - off : seg;
-            ina_fault_corrupt(&ctx->fault, p + off, dlen); /* INA_FAULT=corrupt: rewritten on the way */
-            if (group && (foreign || !group_kind_ok(p + off, dlen))) {
-                ctx->stats.group_rejected++;
-                continue;
-            }
-            ina__stream_on_datagram(ctx, p + off, dlen, now);
-        }
+        ina__stream_on_datagram(ctx, p, pk->len, now);
     }
-    return n > 0 ? n : 0;
+    return (int)io->rx.got;
 }
 
 /* Consecutive datagrams of equal size go out as one UDP GSO message (udp_gso.h). */

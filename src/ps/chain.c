@@ -184,16 +184,6 @@ static void chain_taken(struct ina_ps *ps, struct ina_ps_job *job, const struct 
     fwd_send(ps, ch, e); /* if the queue is full, the next tick sends it */
 }
 
-/* Is stamp s among the job's forwards awaiting their CHAIN_ACK? */
-static int pending(const struct ina_ps_chain_job *cj, uint32_t s)
-{
-    if (cj->n == 0)
-        return 0;
-    uint32_t first = cj->q[cj->head].stamp;
-    uint32_t last = cj->q[(cj->head + cj->n - 1) % INA_PS_CHAIN_WINDOW].stamp;
-    return (int32_t)(s - first) >= 0 && (int32_t)(s - last) <= 0;
-}
-
 /* Replica: the outcome of a forward, to the primary. */
 static void send_chain_ack(struct ina_ps *ps, struct ina_ps_chain *ch, const struct ina_ps_job *job,
                            const struct ina_ps_lastupd *u)
@@ -234,7 +224,7 @@ static int chain_ack(struct ina_ps *ps, const struct ina_ps_job *job, const stru
     if (!ch->to_set || u->stamp == INA_STAMP_NONE || u->status == INA_PS_UPDATE_HELD)
         return 0;
     const struct ina_ps_chain_job *cj = &ch->jobs[job->id - 1];
-    if (cj->session != job->session || !pending(cj, u->stamp))
+    if (cj->session != job->session || !ina_ps_chain_pending(cj, u->stamp))
         return 0;
     /* Primary: the replica does not have this stamp yet. The worker hears HELD (the server is
      * alive, wait) and gets the outcome when the CHAIN_ACK comes. */

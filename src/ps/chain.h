@@ -62,6 +62,16 @@ struct ina_ps_chain_job {
     uint32_t psession, ptoken;
 };
 
+/* Is stamp s among the job's forwards awaiting their CHAIN_ACK? */
+static inline int ina_ps_chain_pending(const struct ina_ps_chain_job *cj, uint32_t s)
+{
+    if (cj->n == 0)
+        return 0;
+    uint32_t first = cj->q[cj->head].stamp;
+    uint32_t last = cj->q[(cj->head + cj->n - 1) % INA_PS_CHAIN_WINDOW].stamp;
+    return (int32_t)(s - first) >= 0 && (int32_t)(s - last) <= 0;
+}
+
 struct ina_ps_chain {
     int to_set, from_set;
     struct sockaddr_in to, from; /* --chain-to (the replica), --chain-from (the primary) */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/addr.h"
+#include "common/daemon.h"
 #include "common/size.h"
 #include "common/rx_burst.h"
 #include "common/udp_gso.h"
@@ -20,21 +21,9 @@
 #include "ps/metrics.h"
 #include "ps/ps.h"
 #include "common/log.h"
+#include "common/clock.h"
 
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop_requested = 1;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#define NAME "ina-ps"
 
 static void usage(FILE *f)
 {
@@ -95,18 +84,6 @@ static void usage(FILE *f)
             INA_PS_DEFAULT_PORT);
 }
 
-static int write_port_file(const char *path, unsigned port)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f || fprintf(f, "%u\n", port) < 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
-        fprintf(stderr, "ina-ps: cannot write --port-file %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
 #define RX_MSGS 16
 
 struct loop {
@@ -144,15 +121,15 @@ static void run(struct loop *l)
     static struct ina_rx rx;
     static struct ina_rx_pkt pkts[INA_RX_MAX_PKTS];
     static unsigned order[2 * INA_RX_MAX_PKTS];
-    uint64_t last_tick = now_ns(), last_pub = last_tick;
+    uint64_t last_tick = ina__clock_ns(), last_pub = last_tick;
     if (ina_rx_init(&rx, RX_MSGS, INA_GRO_BUF) != 0) {
         ina_log(INA_LOG_ERROR, "out_of_memory", INA_KV_S("reason", "receive buffers"));
         return;
     }
-    while (!stop_requested) {
+    while (!ina__daemon_stopping()) {
         struct pollfd pfd = {.fd = l->fd, .events = POLLIN};
-        poll(&pfd, 1, ina_ps_chain_poll_ms(&l->ps, now_ns())); /* forwards' resend timers */
-        uint64_t now = now_ns();
+        poll(&pfd, 1, ina_ps_chain_poll_ms(&l->ps, ina__clock_ns())); /* forwards' resend timers */
+        uint64_t now = ina__clock_ns();
         ina_ps_chain_tick(&l->ps, now); /* chain replication: resends, the deadline */
         int n = ina_rx_burst(&rx, l->fd, pkts, INA_RX_MAX_PKTS);
         unsigned npkts = n > 0 ? (unsigned)n : 0, norder = npkts;
@@ -167,18 +144,15 @@ static void run(struct loop *l)
                 flush_tx(l);
             ina_ps_input(&l->ps, pk->data, pk->len, pk->src, now);
         }
-        if (now - last_tick > 100000000ull) {
+        if (ina__daemon_due(&last_tick, now, 100000000ull)) {
             if (ina_ps_tx_full(&l->ps))
                 flush_tx(l);
             ina_ps_tick(&l->ps, now);
-            last_tick = now;
         }
         if (l->ps.tx.n)
             flush_tx(l);
-        if (l->pub && now - last_pub > INA_PS_PUBLISH_NS) {
+        if (l->pub && ina__daemon_due(&last_pub, now, INA_PS_PUBLISH_NS))
             ina_ps_pub_publish(l->pub, &l->ps);
-            last_pub = now;
-        }
     }
     ina_rx_free(&rx);
 }
@@ -246,16 +220,11 @@ int main(int argc, char **argv)
         case 'j': p.join_timeout_ns = (uint64_t)v * 1000000000ull; break;
         case 'p': port_file = optarg; break;
         case 'R':
-        case 'T': {
-            struct ina_fault chk;
-            if (ina_fault_parse(&chk, optarg) != 0) {
-                fprintf(stderr, "ina-ps: bad --fault-%s '%s' (want drop=P,dup=P,reorder=P,seed=N)\n",
-                        c == 'R' ? "rx" : "tx", optarg);
+        case 'T':
+            if (ina__daemon_fault_spec(NAME, c == 'R' ? "rx" : "tx", optarg) != 0)
                 return 2;
-            }
             *(c == 'R' ? &frx : &ftx) = optarg;
             break;
-        }
         case 'M': metrics_s = optarg; break;
         case 'C': chain_to = optarg; break;
         case 'D': sched_s = optarg; break;
@@ -272,50 +241,21 @@ int main(int argc, char **argv)
         }
         case 'P': metrics_port_file = optarg; break;
         case 'L':
-            if (ina_log_level_parse(optarg, &level) != 0) {
-                fprintf(stderr, "ina-ps: bad --log-level '%s' (want error|warn|info|debug)\n",
-                        optarg);
+            if (ina__daemon_log_level(NAME, optarg, &level) != 0)
                 return 2;
-            }
             break;
         case 'q': level = INA_LOG_ERROR; break;
-        case 'V': printf("ina-ps %s (protocol %d)\n", ina_version_string(), INA_WIRE_VERSION); return 0;
+        case 'V': ina__daemon_version(NAME); return 0;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "ina-ps: unexpected argument '%s' (see --help)\n", argv[optind]);
+    struct sockaddr_in addr, maddr;
+    int metrics_on;
+    if (ina__daemon_no_operands(NAME, argc, argv, optind) != 0 ||
+        ina__daemon_listen_addr(NAME, listen_s, INA_PS_DEFAULT_PORT, &addr) != 0 ||
+        ina__daemon_metrics_addr(NAME, metrics_s, metrics_port_file, &maddr, &metrics_on) != 0)
         return 2;
-    }
-    char hp[300];
-    if (!strchr(listen_s, ':')) {
-        snprintf(hp, sizeof(hp), "%s:%d", listen_s, INA_PS_DEFAULT_PORT);
-        listen_s = hp;
-    }
-    struct sockaddr_in addr;
-    if (ina_parse_hostport(listen_s, 1, &addr) != 0) {
-        fprintf(stderr, "ina-ps: cannot parse or resolve --listen '%s' (want ADDR[:PORT])\n",
-                listen_s);
-        return 2;
-    }
-    struct sockaddr_in maddr;
-    if (metrics_s) {
-        char mhp[300];
-        const char *ms = metrics_s;
-        if (strspn(metrics_s, "0123456789") == strlen(metrics_s) && *metrics_s) {
-            snprintf(mhp, sizeof(mhp), "127.0.0.1:%s", metrics_s);
-            ms = mhp;
-        }
-        if (!strchr(ms, ':') || ina_parse_hostport(ms, 1, &maddr) != 0) {
-            fprintf(stderr, "ina-ps: cannot parse --metrics '%s' (want ADDR:PORT or PORT)\n",
-                    metrics_s);
-            return 2;
-        }
-    } else if (metrics_port_file) {
-        fprintf(stderr, "ina-ps: --metrics-port-file needs --metrics\n");
-        return 2;
-    }
     struct sockaddr_in chain_addr;
     if (chain_to && chain_from) {
         fprintf(stderr, "ina-ps: --chain-to and --chain-from together: a server is a chain's "
@@ -339,19 +279,10 @@ int main(int argc, char **argv)
     ina_log_setup(level, INA_LOG_TEXT);
 
     static struct loop l; /* large: the job table */
-    l.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    int bytes = 16 << 20;
-    if (l.fd < 0 || bind(l.fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
-        fprintf(stderr, "ina-ps: cannot bind %s: %s\n", listen_s, strerror(errno));
+    if ((l.fd = ina__daemon_bind(NAME, &addr)) < 0)
         return 1;
-    }
-    if (setsockopt(l.fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)) != 0)
-        setsockopt(l.fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
-    if (setsockopt(l.fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)) != 0)
-        setsockopt(l.fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+    ina__sock_buffers(l.fd, 16 << 20);
     ina_udp_enable_gro(l.fd);
-    socklen_t alen = sizeof(addr);
-    getsockname(l.fd, (struct sockaddr *)&addr, &alen);
     int rc = ina_ps_init(&l.ps, &p);
     if (rc == 0 && ina_gso_batch_init(&l.gso, 2 * INA_PS_TX_MSGS, 2 * INA_PS_TX_MSGS) != 0)
         rc = -ENOMEM;
@@ -377,7 +308,7 @@ int main(int argc, char **argv)
         ina_fault_parse(&l.fault_tx, ftx);
     struct ina_ps_pub pub;
     struct ina_ps_metrics *metrics = NULL;
-    if (metrics_s) {
+    if (metrics_on) {
         if (ina_ps_pub_init(&pub) != 0)
             return 1;
         l.pub = &pub;
@@ -386,12 +317,7 @@ int main(int argc, char **argv)
         if (!metrics)
             return 1;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    ina__daemon_signals(INA_DAEMON_NOPIPE); /* SIGINT, SIGTERM: stop */
     char ip[INET_ADDRSTRLEN], mem[32];
     inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
     snprintf(mem, sizeof(mem), "%.0f", (double)p.max_memory / 1048576.0);
@@ -406,15 +332,18 @@ int main(int argc, char **argv)
                 INA_KV_S(chain_to ? "to" : "from", cip), INA_KV_I("port", ntohs(chain_addr.sin_port)),
                 INA_KV_I("timeout_ms", chain_timeout_ns / 1000000));
     }
-    if (port_file && write_port_file(port_file, ntohs(addr.sin_port)) != 0)
+    if (port_file && (rc = ina__port_file_write(port_file, ntohs(addr.sin_port))) != 0) {
+        fprintf(stderr, NAME ": cannot write --port-file %s: %s\n", port_file, strerror(-rc));
         return 1;
+    }
     run(&l);
     ina_ps_metrics_stop(metrics);
     if (l.pub)
         ina_ps_pub_destroy(&pub);
     ina_ps_counters_print(&l.ps.c, stderr);
     ina_ps_jobs_print(&l.ps, stderr);
-    ina_fault_report(stderr, &l.fault_rx, &l.fault_tx);
+    if (ina_fault_active(&l.fault_rx) || ina_fault_active(&l.fault_tx))
+        ina__daemon_fault_report(stderr, &l.fault_rx, &l.fault_tx);
     ina_gso_batch_free(&l.gso);
     ina_ps_chain_free(&l.ps);
     ina_ps_sched_free(&l.ps);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/http.h"
 
 int ina_ps_pub_init(struct ina_ps_pub *pub)
@@ -91,7 +92,7 @@ static void render_metrics(const struct ina_ps_metrics *m, const struct ina_ps_p
     ina_bprintf(b, "ina_ps_info{version=\"%s\",shard=\"%u\",nshards=\"%u\"} 1\n",
                 ina_version_string(), p->shard, p->nshards);
     ina_prom_family(b, "ina_ps_uptime_seconds", "gauge", "Seconds since start");
-    ina_bprintf(b, "ina_ps_uptime_seconds %.3f\n", (double)(ina_http_now_ns() - m->start_ns) / 1e9);
+    ina_bprintf(b, "ina_ps_uptime_seconds %.3f\n", (double)(ina__clock_ns() - m->start_ns) / 1e9);
     ina_prom_family(b, "ina_ps_memory_bytes", "gauge", "Bytes held by the jobs' stores");
     ina_bprintf(b, "ina_ps_memory_bytes %zu\n", p->mem_used);
     ina_prom_family(b, "ina_ps_memory_limit_bytes", "gauge", "--max-memory");
@@ -182,7 +183,7 @@ struct ina_ps_metrics *ina_ps_metrics_start(const struct sockaddr_in *addr, cons
     if (!m)
         return NULL;
     m->pub = pub;
-    m->start_ns = ina_http_now_ns();
+    m->start_ns = ina__clock_ns();
     m->http = ina_http_start(addr, port_file, handle, m);
     if (!m->http) {
         free(m);

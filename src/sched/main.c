@@ -12,24 +12,14 @@
 #include <unistd.h>
 
 #include "common/addr.h"
+#include "common/clock.h"
+#include "common/daemon.h"
 #include "common/fault.h"
 #include "common/log.h"
+#include "common/rx_burst.h"
 #include "sched/sched.h"
 
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-    (void)sig;
-    stop_requested = 1;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#define NAME "ina-sched"
 
 static void usage(FILE *f)
 {
@@ -104,18 +94,6 @@ static void usage(FILE *f)
             INA_MAX_WORKERS, INA_SCHED_DEFAULT_PORT);
 }
 
-static int write_port_file(const char *path, unsigned port)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f || fprintf(f, "%u\n", port) < 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
-        fprintf(stderr, "ina-sched: cannot write --port-file %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
 static struct ina_fault fault_rx, fault_tx; /* --fault-rx, --fault-tx (testing) */
 
 static void send_one(int fd, struct ina_sched *s, const uint8_t *b, size_t len,
@@ -141,46 +119,43 @@ static void flush_tx(int fd, struct ina_sched *s)
     ina_sched_tx_reset(s);
 }
 
-#define RX_BURST 64
-
-static void run(int fd, struct ina_sched *s)
+/* Up to 64 datagrams a turn (4 bursts of INA_RX_MAX_MSGS), each answered at once, in the
+ * order --fault-rx plans (testing); the tick every 5 ms. @return 0, or -ENOMEM. */
+static int run(int fd, struct ina_sched *s)
 {
-    static uint8_t buf[RX_BURST][65536];
-    struct sockaddr_in src[RX_BURST];
-    size_t len[RX_BURST];
-    unsigned order[2 * RX_BURST];
-    uint64_t last_tick = now_ns();
-    while (!stop_requested) {
+    static struct ina_rx rx;
+    static struct ina_rx_pkt pkts[INA_RX_MAX_MSGS]; /* no GRO: a message is a datagram */
+    static unsigned order[2 * INA_RX_MAX_MSGS];
+    if (ina_rx_init(&rx, INA_RX_MAX_MSGS, 65536) != 0)
+        return -ENOMEM;
+    uint64_t last_tick = ina__clock_ns();
+    while (!ina__daemon_stopping()) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         poll(&pfd, 1, 5);
-        unsigned n = 0;
-        while (n < RX_BURST) {
-            socklen_t sl = sizeof(src[n]);
-            ssize_t got = recvfrom(fd, buf[n], sizeof(buf[n]), MSG_DONTWAIT,
-                                   (struct sockaddr *)&src[n], &sl);
-            if (got < 0)
+        for (int burst = 0; burst < 64 / INA_RX_MAX_MSGS; burst++) {
+            int n = ina_rx_burst(&rx, fd, pkts, INA_RX_MAX_MSGS);
+            if (n < 0 || rx.got == 0)
                 break;
-            if (sl != sizeof(src[n]))
-                continue;
-            len[n++] = (size_t)got;
+            unsigned norder = (unsigned)n;
+            if (ina_fault_active(&fault_rx))
+                norder = ina_fault_plan(&fault_rx, (unsigned)n, order);
+            else
+                for (unsigned i = 0; i < (unsigned)n; i++)
+                    order[i] = i;
+            for (unsigned o = 0; o < norder; o++) {
+                const struct ina_rx_pkt *pk = &pkts[order[o]];
+                ina_sched_input(s, pk->data, pk->len, pk->src, ina__clock_ns());
+                flush_tx(fd, s);
+            }
         }
-        unsigned norder = n;
-        if (ina_fault_active(&fault_rx))
-            norder = ina_fault_plan(&fault_rx, n, order);
-        else
-            for (unsigned i = 0; i < n; i++)
-                order[i] = i;
-        for (unsigned o = 0; o < norder; o++) {
-            ina_sched_input(s, buf[order[o]], len[order[o]], &src[order[o]], now_ns());
-            flush_tx(fd, s);
-        }
-        uint64_t now = now_ns();
-        if (now - last_tick > 5000000ull) {
+        uint64_t now = ina__clock_ns();
+        if (ina__daemon_due(&last_tick, now, 5000000ull)) {
             ina_sched_tick(s, now);
             flush_tx(fd, s);
-            last_tick = now;
         }
     }
+    ina_rx_free(&rx);
+    return 0;
 }
 
 static int parse_num(const char *s, double lo, double hi, double *out)
@@ -264,7 +239,7 @@ int main(int argc, char **argv)
         case 'L':
             bad = ina_log_level_parse(optarg, &level);
             break;
-        case 'V': printf("ina-sched %s (protocol %d)\n", ina_version_string(), INA_WIRE_VERSION); return 0;
+        case 'V': ina__daemon_version(NAME); return 0;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -278,10 +253,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "ina-sched: unexpected argument '%s' (see --help)\n", argv[optind]);
+    if (ina__daemon_no_operands(NAME, argc, argv, optind) != 0)
         return 2;
-    }
     if (!job || !*job || strlen(job) >= sizeof(p.job) || p.world == 0) {
         fprintf(stderr, "ina-sched: --job NAME (1..31 characters) and --world N are required "
                         "(see --help)\n");
@@ -307,35 +280,19 @@ int main(int argc, char **argv)
     }
     if (p.window == 0)
         p.window = p.max_delay + 1 > 64 ? 64 : p.max_delay + 1;
-    char hp[300];
-    if (!strchr(listen_s, ':')) {
-        snprintf(hp, sizeof(hp), "%s:%d", listen_s, INA_SCHED_DEFAULT_PORT);
-        listen_s = hp;
-    }
     struct sockaddr_in addr;
-    if (ina_parse_hostport(listen_s, 1, &addr) != 0) {
-        fprintf(stderr, "ina-sched: cannot parse or resolve --listen '%s' (want ADDR[:PORT])\n",
-                listen_s);
+    if (ina__daemon_listen_addr(NAME, listen_s, INA_SCHED_DEFAULT_PORT, &addr) != 0)
         return 2;
-    }
     ina_log_setup(level, INA_LOG_TEXT);
     static struct ina_sched s;
     if (ina_sched_init(&s, &p) != 0) {
         fprintf(stderr, "ina-sched: invalid parameters\n");
         return 2;
     }
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
-        fprintf(stderr, "ina-sched: cannot bind %s: %s\n", listen_s, strerror(errno));
+    int fd = ina__daemon_bind(NAME, &addr);
+    if (fd < 0)
         return 1;
-    }
-    socklen_t alen = sizeof(addr);
-    getsockname(fd, (struct sockaddr *)&addr, &alen);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    ina__daemon_signals(0); /* SIGINT, SIGTERM: stop */
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
     ina_log(INA_LOG_INFO, "listening", INA_KV_S("version", ina_version_string()),
@@ -343,11 +300,18 @@ int main(int argc, char **argv)
             INA_KV_I("world", p.world), INA_KV_I("max_delay", p.max_delay),
             INA_KV_I("window", p.window), INA_KV_I("aggregate", p.aggregate),
             INA_KV_I("servers", p.nservers));
-    if (port_file && write_port_file(port_file, ntohs(addr.sin_port)) != 0)
+    int rc;
+    if (port_file && (rc = ina__port_file_write(port_file, ntohs(addr.sin_port))) != 0) {
+        fprintf(stderr, NAME ": cannot write --port-file %s: %s\n", port_file, strerror(-rc));
         return 1;
-    run(fd, &s);
+    }
+    if (run(fd, &s) != 0) {
+        fprintf(stderr, NAME ": cannot start: %s\n", strerror(ENOMEM));
+        return 1;
+    }
     ina_sched_counters_print(&s, stderr);
-    ina_fault_report(stderr, &fault_rx, &fault_tx);
+    if (ina_fault_active(&fault_rx) || ina_fault_active(&fault_tx))
+        ina__daemon_fault_report(stderr, &fault_rx, &fault_tx);
     close(fd);
     return 0;
 }

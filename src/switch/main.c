@@ -16,47 +16,27 @@
 
 #include "common/addr.h"
 #include "common/busy_poll.h"
+#include "common/daemon.h"
 #include "common/fault.h"
 #include "common/host.h"
 #include "common/size.h"
 #include "common/udp_gso.h"
 #include "common/log.h"
 #include "common/port_guard.h"
+#include "common/rx_burst.h"
+#include "common/clock.h"
 #include "switch/ebpf/ebpf_dp.h"
 #include "switch/metrics.h"
-#include "switch/switch.h"
+#include "engine/engine.h"
 #include "switch/trace.h"
 
-/* Set by the signal handlers, read by every dataplane thread: lock-free
- * atomics are both async-signal-safe and race-free.
- *  stop_requested   SIGINT, a second SIGTERM, or every thread drained: stop now
- *  drain_requested  the first SIGTERM (with --drain-timeout > 0): drain.c
- *  hup_count        SIGHUPs so far: each thread reads --secret-file again
- *  shards_drained   threads that hold no job any more while draining */
-static _Atomic int stop_requested, drain_requested;
-static _Atomic unsigned hup_count, shards_drained;
-static int drain_enabled = 1; /* --drain-timeout 0: SIGTERM stops at once */
+#define NAME "ina-switch"
 
-static void on_signal(int sig)
-{
-    if (sig == SIGTERM && drain_enabled && !drain_requested)
-        drain_requested = 1;
-    else
-        stop_requested = 1;
-}
-
-static void on_hup(int sig)
-{
-    (void)sig;
-    hup_count++;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+/* The signals (daemon.h) tell every dataplane thread: a stop (SIGINT, a
+ * second SIGTERM, or every thread drained), a drain (the first SIGTERM, with
+ * --drain-timeout > 0: drain.c), a SIGHUP (each thread reads --secret-file
+ * again). shards_drained: threads that hold no job any more while draining. */
+static _Atomic unsigned shards_drained;
 
 static void usage(FILE *f)
 {
@@ -218,16 +198,6 @@ static void usage(FILE *f)
             INA_DEFAULT_PORT, INA_MAX_ELEMS, INA_SW_MAX_SHARDS, INA_AUTO_SWITCH_THREADS_MAX);
 }
 
-/* Large buffers: a burst of N windows arriving at once must not overflow the
- * socket, or it looks like network loss. Root may exceed rmem_max. */
-static void set_buffers(int fd, int bytes)
-{
-    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof(bytes)) != 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
-    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)) != 0)
-        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
-}
-
 /*
  * Transmit path. The dataplane queues (datagram, destination) pairs; a flush
  * applies --fault-tx, sorts the pairs by destination (counting sort, stable,
@@ -268,7 +238,7 @@ struct shard {
     uint64_t record_t0;
     uint64_t drain_timeout_ns;   /* --drain-timeout */
     const char *secret_file;     /* --secret-file, read again on SIGHUP; NULL = none */
-    unsigned hup_seen;           /* hup_count when it last did */
+    unsigned hup_seen;           /* ina__daemon_hups() when it last did */
     pthread_t thread;
     int rc;
     /* --multicast (port_guard.h): this shard's port held on every address,
@@ -368,24 +338,14 @@ static void flush_tx(struct shard *sh)
 }
 
 /*
- * Receive path: recvmmsg of up to INA_SW_RX_MSGS messages, each possibly a
- * GRO train of many datagrams from one sender (split by the UDP_GRO segment
- * size), then --fault-rx per datagram, then the dataplane.
+ * Receive path: a burst of up to INA_RX_MAX_MSGS messages, each possibly a
+ * GRO train of many datagrams from one sender, split into datagrams
+ * (rx_burst.h), then --fault-rx per datagram, then the dataplane.
  */
-#define INA_SW_RX_MSGS 16
-#define INA_SW_RX_SEGS (INA_SW_RX_MSGS * INA_GSO_MAX_SEGS)
-
 struct rx_batch {
-    struct mmsghdr msgs[INA_SW_RX_MSGS];
-    struct iovec iovs[INA_SW_RX_MSGS];
-    struct sockaddr_in addrs[INA_SW_RX_MSGS];
-    char ctrl[INA_SW_RX_MSGS][INA_GRO_CTRL_LEN];
-    uint8_t *mem;
-    /* datagrams of this burst after splitting */
-    const uint8_t *seg[INA_SW_RX_SEGS];
-    uint32_t seglen[INA_SW_RX_SEGS];
-    uint16_t segsrc[INA_SW_RX_SEGS];
-    unsigned order[3 * INA_SW_RX_SEGS];
+    struct ina_rx rx;
+    struct ina_rx_pkt pkts[INA_RX_MAX_PKTS];
+    unsigned order[3 * INA_RX_MAX_PKTS]; /* --fault-rx may duplicate */
 };
 
 /* --record: one input of the state machine, as trace.h lays it out. */
@@ -405,71 +365,39 @@ static void record(struct shard *sh, enum ina_trace_type type, const struct sock
     }
 }
 
-static unsigned rx_split(struct rx_batch *rx, int n, uint64_t *trunc)
-{
-    unsigned nseg = 0;
-    for (int i = 0; i < n; i++) {
-        struct msghdr *mh = &rx->msgs[i].msg_hdr;
-        if (mh->msg_namelen != sizeof(struct sockaddr_in) || (mh->msg_flags & MSG_TRUNC)) {
-            (*trunc)++; /* not IPv4, or more than a buffer: cannot be a member's */
-            continue;
-        }
-        size_t len = rx->msgs[i].msg_len;
-        size_t seg = ina_gro_segment_size(mh, len);
-        const uint8_t *p = rx->iovs[i].iov_base;
-        for (size_t off = 0; off < len && nseg < INA_SW_RX_SEGS; off += seg) {
-            rx->seg[nseg] = p + off;
-            rx->seglen[nseg] = (uint32_t)(len - off < seg ? len - off : seg);
-            rx->segsrc[nseg] = (uint16_t)i;
-            nseg++;
-        }
-    }
-    return nseg;
-}
-
 /*
- * One receive burst: recvmmsg (each message may be a GRO train), split,
+ * One receive burst (rx_burst.h: each message may be a GRO train, split into
+ * datagrams; oversized and non-IPv4 messages dropped, counted in rx_trunc),
  * --fault-rx, the dataplane, then the flush of what it queued.
- * @return recvmmsg's result (0 or less: nothing was read).
+ * @return the messages read (0: none), or -errno.
  */
 static int rx_burst(struct shard *sh, struct rx_batch *rx, uint64_t now)
 {
     struct ina_switch *sw = &sh->sw;
-    for (int i = 0; i < INA_SW_RX_MSGS; i++) {
-        rx->iovs[i].iov_base = rx->mem + (size_t)i * INA_GRO_BUF;
-        rx->iovs[i].iov_len = INA_GRO_BUF;
-        rx->msgs[i].msg_hdr.msg_name = &rx->addrs[i];
-        rx->msgs[i].msg_hdr.msg_namelen = sizeof(rx->addrs[i]);
-        rx->msgs[i].msg_hdr.msg_iov = &rx->iovs[i];
-        rx->msgs[i].msg_hdr.msg_iovlen = 1;
-        rx->msgs[i].msg_hdr.msg_control = rx->ctrl[i];
-        rx->msgs[i].msg_hdr.msg_controllen = INA_GRO_CTRL_LEN;
-        rx->msgs[i].msg_hdr.msg_flags = 0;
-    }
-    int n = recvmmsg(sh->tx.fd, rx->msgs, INA_SW_RX_MSGS, MSG_DONTWAIT, NULL);
-    if (n > 0) {
-        unsigned nseg = rx_split(rx, n, &sh->rx_trunc), norder = nseg;
+    int n = ina_rx_burst(&rx->rx, sh->tx.fd, rx->pkts, INA_RX_MAX_PKTS);
+    sh->rx_trunc = rx->rx.truncated;
+    if (rx->rx.got > 0) {
+        unsigned npkts = n > 0 ? (unsigned)n : 0, norder = npkts;
         if (ina_fault_active(&sh->fault_rx)) {
-            for (unsigned i = 0; i < nseg; i++) /* in the receive buffer, ours to change */
-                ina_fault_corrupt(&sh->fault_rx, (uint8_t *)rx->seg[i], rx->seglen[i]);
-            norder = ina_fault_plan(&sh->fault_rx, nseg, rx->order);
+            for (unsigned i = 0; i < npkts; i++) /* in the receive buffer, ours to change */
+                ina_fault_corrupt(&sh->fault_rx, (uint8_t *)rx->pkts[i].data, rx->pkts[i].len);
+            norder = ina_fault_plan(&sh->fault_rx, npkts, rx->order);
         } else
-            for (unsigned i = 0; i < nseg; i++)
+            for (unsigned i = 0; i < npkts; i++)
                 rx->order[i] = i;
         for (unsigned o = 0; o < norder; o++) {
-            unsigned s = rx->order[o];
+            const struct ina_rx_pkt *pk = &rx->pkts[rx->order[o]];
             if (ina_switch_tx_full(sw))
                 flush_tx(sh);
-            record(sh, INA_TRACE_DATAGRAM, &rx->addrs[rx->segsrc[s]], rx->seg[s], rx->seglen[s], now);
-            ina_switch_input(sw, rx->seg[s], rx->seglen[s], &rx->addrs[rx->segsrc[s]], now);
+            record(sh, INA_TRACE_DATAGRAM, pk->src, pk->data, pk->len, now);
+            ina_switch_input(sw, pk->data, pk->len, pk->src, now);
         }
         flush_tx(sh);
-    } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
-               errno != ECONNREFUSED) {
+    } else if (n < 0 && n != -EAGAIN && n != -EWOULDBLOCK && n != -EINTR && n != -ECONNREFUSED) {
         ina_log(INA_LOG_ERROR, "recv_failed", INA_KV_I("shard", sw->p.shard),
-                INA_KV_S("reason", strerror(errno)));
+                INA_KV_S("reason", strerror(-n)));
     }
-    return n;
+    return n < 0 ? n : (int)rx->rx.got;
 }
 
 /* Datagrams taken from one rank's up ring per call (fairness between ranks and the socket). */
@@ -554,7 +482,7 @@ static void reload_secret(struct shard *sh)
 {
     struct ina_switch *sw = &sh->sw;
     const int first = sw->p.shard == 0;
-    sh->hup_seen = hup_count;
+    sh->hup_seen = ina__daemon_hups();
     if (!sh->secret_file) {
         if (first)
             ina_log(INA_LOG_WARN, "secret_reload_skipped", INA_KV_S("reason", "no_secret_file"));
@@ -591,31 +519,29 @@ static int run(struct shard *sh)
     struct ina_switch *sw = &sh->sw;
     int fd = sh->tx.fd;
     struct rx_batch *rx = calloc(1, sizeof(*rx));
-    if (!rx)
-        return -ENOMEM;
-    rx->mem = malloc((size_t)INA_SW_RX_MSGS * INA_GRO_BUF + INA_MAX_DATAGRAM);
-    if (!rx->mem) {
+    uint8_t *shm_buf = malloc(INA_MAX_DATAGRAM); /* one ring datagram */
+    if (!rx || !shm_buf || ina_rx_init(&rx->rx, INA_RX_MAX_MSGS, INA_GRO_BUF) != 0) {
         free(rx);
+        free(shm_buf);
         return -ENOMEM;
     }
-    uint8_t *shm_buf = rx->mem + (size_t)INA_SW_RX_MSGS * INA_GRO_BUF; /* one ring datagram */
-    uint64_t next_tick = now_ns() + 1000000000ull, next_publish = 0, last_input = 0,
+    uint64_t next_tick = ina__clock_ns() + 1000000000ull, next_publish = 0, last_input = 0,
              last_yield = 0, next_move = 0; /* --busy-poll: yields, moves off a shared CPU */
     unsigned shared_yields = 0;
     int event_fd = ina_ebpf_event_fd(sh->ebpf);
     uint64_t next_drain = 0;
     int drained = 0;
-    while (!stop_requested) {
-        uint64_t now = now_ns();
-        if (hup_count != sh->hup_seen)
+    while (!ina__daemon_stopping()) {
+        uint64_t now = ina__clock_ns();
+        if (ina__daemon_hups() != sh->hup_seen)
             reload_secret(sh);
-        if (drain_requested && !drained && now >= next_drain) {
+        if (ina__daemon_draining() && !drained && now >= next_drain) {
             if (!sw->draining)
                 drain_begin(sh, now);
             if (ina_switch_drain_step(sw, now) == 0) {
                 drained = 1;
                 if (++shards_drained == sw->p.nshards)
-                    stop_requested = 1; /* the last thread to drain stops them all */
+                    ina__daemon_stop(); /* the last thread to drain stops them all */
             }
             flush_tx(sh);
             next_drain = now + 10000000ull; /* 10 ms */
@@ -665,7 +591,7 @@ static int run(struct shard *sh)
         if (n <= 0 && now - last_input < sh->busy_poll_ns) {
             if (now - last_yield >= INA_BUSY_POLL_YIELD_NS) {
                 ina_busy_yield(); /* a worker may be queued on this CPU (busy_poll.h) */
-                last_yield = now_ns();
+                last_yield = ina__clock_ns();
                 /* Yields that keep giving the CPU away: a worker shares it
                  * with us, and nothing else will part us (busy_poll.h). */
                 shared_yields = last_yield - now > INA_BUSY_POLL_SHARED_NS ? shared_yields + 1 : 0;
@@ -688,10 +614,11 @@ static int run(struct shard *sh)
     }
     /* Stopping: take what is already queued (a last LEAVE, say), so the
      * counters printed on exit count every datagram that reached the switch. */
-    for (int i = 0; i < 64 && rx_burst(sh, rx, now_ns()) > 0; i++) {
+    for (int i = 0; i < 64 && rx_burst(sh, rx, ina__clock_ns()) > 0; i++) {
     }
-    free(rx->mem);
+    ina_rx_free(&rx->rx);
     free(rx);
+    free(shm_buf);
     return 0;
 }
 
@@ -735,7 +662,7 @@ static int open_socket(struct sockaddr_in *addr, const char *listen_s, int gro, 
         log_listen_failed(addr, listen_s, EADDRINUSE);
         return -1;
     }
-    set_buffers(fd, 32 << 20);
+    ina__sock_buffers(fd, 32 << 20);
     if (gro && ina_udp_enable_gro(fd) != 0 && !quiet)
         ina_log(INA_LOG_WARN, "gro_unavailable", INA_KV_S("reason", "receiving datagrams one by one"));
     return fd;
@@ -759,16 +686,11 @@ static int enable_multicast_tx(int fd, const struct sockaddr_in *addr)
 
 static int write_port_file(const char *port_file, uint16_t port)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", port_file);
-    FILE *f = fopen(tmp, "w");
-    /* Write then rename, so a reader never sees a half-written file. */
-    if (!f || fprintf(f, "%u\n", port) < 0 || fclose(f) != 0 || rename(tmp, port_file) != 0) {
+    int rc = ina__port_file_write(port_file, port);
+    if (rc != 0)
         ina_log(INA_LOG_ERROR, "port_file_failed", INA_KV_S("path", port_file),
-                INA_KV_S("reason", strerror(errno)));
-        return -1;
-    }
-    return 0;
+                INA_KV_S("reason", strerror(-rc)));
+    return rc;
 }
 
 static void shards_free(struct shard *sh, unsigned n)
@@ -819,13 +741,7 @@ static void print_totals(struct shard *sh, unsigned n)
     for (unsigned i = 0; i < n; i++)
         ina_ebpf_report(sh[i].ebpf, stderr);
     if (ina_fault_active(&sh[0].fault_rx) || ina_fault_active(&sh[0].fault_tx))
-        fprintf(stderr,
-                "  fault_rx        dropped %llu duplicated %llu reordered %llu corrupted %llu\n"
-                "  fault_tx        dropped %llu duplicated %llu reordered %llu corrupted %llu\n",
-                (unsigned long long)frx.dropped, (unsigned long long)frx.duplicated,
-                (unsigned long long)frx.reordered, (unsigned long long)frx.corrupted,
-                (unsigned long long)ftx.dropped, (unsigned long long)ftx.duplicated,
-                (unsigned long long)ftx.reordered, (unsigned long long)ftx.corrupted);
+        ina__daemon_fault_report(stderr, &frx, &ftx);
 }
 
 /*
@@ -1004,7 +920,7 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
                     INA_KV_S("reason", strerror(errno)));
             goto fail;
         }
-        sh[0].record_t0 = now_ns();
+        sh[0].record_t0 = ina__clock_ns();
     }
     if (o->ebpf_iface) {
         char err[1024];
@@ -1034,16 +950,9 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
                 INA_KV_I("max_elems", p.max_elems));
     }
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal; /* no SA_RESTART: poll() must return */
-    sigaction(SIGINT, &sa, NULL);
-    drain_enabled = o->drain_timeout_ms > 0;
-    sigaction(SIGTERM, &sa, NULL);
-    sa.sa_handler = on_hup;
-    sa.sa_flags = SA_RESTART; /* a reload need not wake anyone: each thread looks every loop */
-    sigaction(SIGHUP, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    /* --drain-timeout 0: SIGTERM stops at once. */
+    ina__daemon_signals((o->drain_timeout_ms > 0 ? INA_DAEMON_DRAIN : 0) | INA_DAEMON_HUP |
+                        INA_DAEMON_NOPIPE);
     /* A worker's ring object that loses pages under our mapping must cost
      * its job, not this process (shm_ring.h: the fault guard). SIGBUS can
      * always be caught: this cannot fail. */
@@ -1092,7 +1001,7 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
     for (; started < nthreads; started++)
         if (pthread_create(&sh[started].thread, NULL, shard_main, &sh[started]) != 0) {
             ina_log(INA_LOG_ERROR, "thread_start_failed", INA_KV_I("shard", started));
-            stop_requested = 1;
+            ina__daemon_stop();
             start_failed = 1;
             break;
         }
@@ -1100,7 +1009,7 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
     /* A SIGTERM while the threads start (its delivery waits for the mask) is a
      * clean stop like any other, not a failure. */
     int rc = start_failed ? 1 : run(&sh[0]);
-    stop_requested = 1;
+    ina__daemon_stop();
     /* Stopping: later signals (a launcher's second SIGTERM to the process
      * group, say) have nothing left to do; keep them pending until exit
      * discards them, rather than run a handler during teardown. */
@@ -1179,7 +1088,6 @@ int main(int argc, char **argv)
     const char *parent_s = NULL;
     enum ina_log_level level = INA_LOG_INFO;
     enum ina_log_format format = INA_LOG_TEXT;
-    struct ina_fault fault_check;
     char *end;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         long v = 0;
@@ -1224,20 +1132,14 @@ int main(int argc, char **argv)
         case 'R':
         case 'T':
             *(c == 'R' ? &fault_rx_spec : &fault_tx_spec) = optarg;
-            if (ina_fault_parse(&fault_check, optarg) != 0) {
-                fprintf(stderr, "ina-switch: bad --fault-%s '%s' (want drop=P,dup=P,reorder=P,seed=N)\n",
-                        c == 'R' ? "rx" : "tx", optarg);
+            if (ina__daemon_fault_spec(NAME, c == 'R' ? "rx" : "tx", optarg) != 0)
                 return 2;
-            }
             break;
         case 'q': quiet = 1; level = INA_LOG_ERROR; break;
         case 'v': level = INA_LOG_DEBUG; break;
         case 'L':
-            if (ina_log_level_parse(optarg, &level) != 0) {
-                fprintf(stderr, "ina-switch: bad --log-level '%s' (want error|warn|info|debug)\n",
-                        optarg);
+            if (ina__daemon_log_level(NAME, optarg, &level) != 0)
                 return 2;
-            }
             quiet = level < INA_LOG_INFO;
             break;
         case 'F':
@@ -1294,15 +1196,13 @@ int main(int argc, char **argv)
             p.mcast_base = ntohl(g.s_addr);
             break;
         }
-        case 'V': printf("ina-switch %s (protocol %d)\n", ina_version_string(), INA_WIRE_VERSION); return 0;
+        case 'V': ina__daemon_version(NAME); return 0;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "ina-switch: unexpected argument '%s' (see --help)\n", argv[optind]);
+    if (ina__daemon_no_operands(NAME, argc, argv, optind) != 0)
         return 2;
-    }
     /* Defaults from the host (README, docs/PYTHON.md "Defaults from the host"). */
     int cores = 0;
     const char *threads_from = "option";
@@ -1334,11 +1234,8 @@ int main(int argc, char **argv)
         return 2;
     }
     struct sockaddr_in addr;
-    if (ina_parse_hostport(listen_s, 1, &addr) != 0) {
-        fprintf(stderr, "ina-switch: cannot parse or resolve --listen '%s' (want ADDR[:PORT])\n",
-                listen_s);
+    if (ina__daemon_listen_addr(NAME, listen_s, INA_DEFAULT_PORT, &addr) != 0)
         return 2;
-    }
 
     if (p.mcast_base && addr.sin_addr.s_addr == htonl(INADDR_ANY)) {
         fprintf(stderr, "ina-switch: --multicast needs --listen on one address, not %s: workers "
@@ -1465,24 +1362,9 @@ int main(int argc, char **argv)
                            .drain_timeout_ms = drain_timeout_ms, .secret_file = secret_file,
                            .ebpf_iface = ebpf ? iface : NULL, .record_path = record_path,
                            .metrics_port_file = metrics_port_file};
-    if (metrics_s) {
-        /* A bare port means loopback: the operator view is not for the network by default. */
-        char hp[300];
-        const char *ms = metrics_s;
-        if (strspn(metrics_s, "0123456789") == strlen(metrics_s) && *metrics_s) {
-            snprintf(hp, sizeof(hp), "127.0.0.1:%s", metrics_s);
-            ms = hp;
-        }
-        if (!strchr(ms, ':') || ina_parse_hostport(ms, 1, &o.metrics_addr) != 0) {
-            fprintf(stderr, "ina-switch: cannot parse --metrics '%s' (want ADDR:PORT or PORT)\n",
-                    metrics_s);
-            return 2;
-        }
-        o.metrics = 1;
-    } else if (metrics_port_file) {
-        fprintf(stderr, "ina-switch: --metrics-port-file needs --metrics\n");
+    if (ina__daemon_metrics_addr(NAME, metrics_s, metrics_port_file, &o.metrics_addr,
+                                 &o.metrics) != 0)
         return 2;
-    }
     if (secret_file) {
         int rc = ina_hmac_key_from_file(&p.secret, secret_file);
         if (rc != 0) {

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/http.h"
 #include "common/log.h"
 #include "common/opauth.h"
@@ -77,8 +78,6 @@ struct ina_metrics {
     struct ina_opauth auth;   /* challenges handed out and used (HTTP thread only) */
     uint64_t refusal_logged_ns; /* refused acts are logged at most once a second */
 };
-
-static uint64_t mono_ns(void) { return ina_http_now_ns(); }
 
 static int view_collect(struct ina_metrics *m, struct view *v)
 {
@@ -193,7 +192,7 @@ static void job_labels(struct ina_buf *b, const struct ina_job *j)
 static void render_metrics(struct ina_metrics *m, const struct view *v, int details,
                            const struct ina_http_stats *hs, struct ina_buf *b)
 {
-    uint64_t now = mono_ns();
+    uint64_t now = ina__clock_ns();
     ina_prom_family(b, "ina_switch_info", "gauge", "Version of this ina-switch");
     ina_bprintf(b, "ina_switch_info{version=\"%s\"} 1\n", ina_version_string());
     ina_prom_family(b, "ina_switch_threads", "gauge", "Dataplane threads");
@@ -300,7 +299,7 @@ static void render_counters(struct ina_metrics *m, const struct view *v,
 
 static void render_jobs(const struct view *v, struct ina_buf *b)
 {
-    uint64_t now = mono_ns();
+    uint64_t now = ina__clock_ns();
     ina_bputs(b, "{\"jobs\":[", 9);
     for (unsigned i = 0; i < v->njobs; i++) {
         const struct ina_job *j = &v->jobs[i];
@@ -381,7 +380,7 @@ static void peer_name(const struct sockaddr_in *a, char out[INET_ADDRSTRLEN + 8]
 static int refuse(struct ina_metrics *m, const struct ina_http_req *rq, enum ina_opauth_verdict v,
                   int act, struct ina_buf *b)
 {
-    uint64_t now = mono_ns();
+    uint64_t now = ina__clock_ns();
     if (act && now - m->refusal_logged_ns >= 1000000000ull) {
         char peer[INET_ADDRSTRLEN + 8];
         peer_name(rq->peer, peer);
@@ -428,7 +427,7 @@ static int handle(void *arg, const struct ina_http_req *rq, struct ina_buf *b, c
         struct ina_hmac_key op;
         ina_opauth_key(&op, &v.secret);
         proof = ina_opauth_check(&m->auth, &op, rq->authorization, rq->method, rq->target,
-                                 mono_ns() / 1000000u);
+                                 ina__clock_ns() / 1000000u);
     }
     int may_read = proof == INA_OPAUTH_READ || proof == INA_OPAUTH_ACT;
     int status = 200;
@@ -447,7 +446,7 @@ static int handle(void *arg, const struct ina_http_req *rq, struct ina_buf *b, c
         render_jobs(&v, b);
     } else if (strcmp(path, "/challenge") == 0) {
         char c[INA_OPAUTH_HEX + 1];
-        status = ina_opauth_challenge(&m->auth, mono_ns() / 1000000u, c) == 0 ? 200 : 503;
+        status = ina_opauth_challenge(&m->auth, ina__clock_ns() / 1000000u, c) == 0 ? 200 : 503;
         if (status == 200)
             ina_bprintf(b, "{\"challenge\":\"%s\",\"expires_s\":%d}\n", c,
                         INA_OPAUTH_CHALLENGE_MS / 1000);
@@ -468,7 +467,7 @@ struct ina_metrics *ina_metrics_start(const struct sockaddr_in *addr, const char
         return NULL;
     m->pubs = pubs;
     m->npubs = npubs;
-    m->start_ns = mono_ns();
+    m->start_ns = ina__clock_ns();
     int rc = ina_opauth_init(&m->auth);
     if (rc != 0) {
         ina_log(INA_LOG_ERROR, "metrics_listen_failed", INA_KV_S("reason", strerror(-rc)));

@@ -6,7 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "switch/switch.h"
+#include "engine/engine.h"
 
 /*
  * Where one dataplane thread (shard) publishes its state for the HTTP thread,

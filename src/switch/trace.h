@@ -35,7 +35,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "switch/switch.h"
+#include "engine/engine.h"
 
 #define INA_TRACE_HDR_LEN 72
 #define INA_TRACE_HDR_LEN_V1 64 /* version 1, before the multicast fields: still read */

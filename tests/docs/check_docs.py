@@ -511,7 +511,7 @@ def main():
         with open(os.path.join(src, d), encoding="utf-8") as f:
             documented.update(re.findall(r"`([a-z_]+)`", f.read()))
     check("the log events are found in the sources (%d)" % len(events),
-          {"listening", "job_started", "job_ended"} <= events, sorted(events))
+          {"listening", "job_started", "job_ended"} <= events, "\n".join(sorted(events)))
     missing = sorted(events - documented)
     check("every log event of ina-switch is documented", not missing,
           "not in any document: " + ", ".join(missing))
@@ -605,15 +605,16 @@ def heading_slugs(path):
 
 
 def switch_log_events(src):
-    """Event names ina-switch logs: ina_log(level, "event", ...) and log_job(level, job,
-    "event", reason), including a choice of names (cond ? "a" : "b")."""
+    """Event names ina-switch logs, the daemon's and its engine's: ina_log(level, "event", ...)
+    and ina__log_job(level, job, "event", reason), including a choice of names (cond ? "a" : "b")."""
     events = set()
-    for p in glob.glob(os.path.join(src, "src/switch/*.c")):
+    for p in sorted(glob.glob(os.path.join(src, "src/switch/*.c")) +
+                    glob.glob(os.path.join(src, "src/engine/*.c"))):
         with open(p, encoding="utf-8") as f:
             text = f.read()
         for m in re.finditer(r"\bina_log\(\s*[^,]+,([^;]*?)INA_KV", text, re.S):
             events.update(re.findall(r'"([a-z][a-z0-9_]*)"', m.group(1)))
-        for m in re.finditer(r"\blog_job\(\s*[^,]+,\s*[^,]+,([^,]*)", text, re.S):
+        for m in re.finditer(r"\b(?:ina__)?log_job\(\s*[^,]+,\s*[^,]+,([^,]*)", text, re.S):
             events.update(re.findall(r'"([a-z][a-z0-9_]*)"', m.group(1)))
     return events
 

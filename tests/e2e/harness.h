@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+
 #include "ina.h"
 
 #ifndef INA_SWITCH_BIN
@@ -26,13 +28,6 @@ struct sw_proc {
     char port_file[64];
     const char *log_path; /* if set, the switch's stderr (its counters at exit) goes here */
 };
-
-static inline double h_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /*
  * INA_TEST_DATAPLANE=ebpf (tests/scripts/test_ebpf_e2e.sh runs the suite so,
@@ -98,7 +93,7 @@ static inline int switch_start(struct sw_proc *sp, const char *const *extra)
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
-    for (double t0 = h_now(); h_now() - t0 < 10;) {
+    for (double t0 = ina__clock_s(); ina__clock_s() - t0 < 10;) {
         FILE *f = fopen(sp->port_file, "r");
         if (f) {
             int ok = fscanf(f, "%d", &sp->port) == 1;
@@ -203,7 +198,7 @@ static inline int run_workers(int n, int (*fn)(int rank, int n, void *arg), void
         }
     }
     int failed = 0, left = n;
-    double t0 = h_now();
+    double t0 = ina__clock_s();
     while (left > 0) {
         int st;
         pid_t p = waitpid(-1, &st, WNOHANG);
@@ -219,7 +214,7 @@ static inline int run_workers(int n, int (*fn)(int rank, int n, void *arg), void
                 }
             continue;
         }
-        if (h_now() - t0 > deadline_s) {
+        if (ina__clock_s() - t0 > deadline_s) {
             fprintf(stderr, "workers passed the %.0f s deadline: killing %d\n", deadline_s, left);
             for (int r = 0; r < n; r++)
                 if (pids[r] > 0) {
@@ -255,11 +250,11 @@ static inline int h_fail_after_kill(ina_ctx *ctx, struct h_kill *k, double limit
 {
     static float buf[20000];
     __sync_fetch_and_add(&k->joined, 1);
-    for (double t0 = h_now(); !k->killed && h_now() - t0 < 30;)
+    for (double t0 = ina__clock_s(); !k->killed && ina__clock_s() - t0 < 30;)
         usleep(1000);
-    double t0 = h_now();
+    double t0 = ina__clock_s();
     int rc = ina_allreduce(ctx, buf, buf, 20000, INA_FLOAT32, INA_SUM);
-    double dt = h_now() - t0;
+    double dt = ina__clock_s() - t0;
     if (dt > k->worst_s)
         k->worst_s = dt;
     int rc2 = ina_allreduce(ctx, buf, buf, 10, INA_FLOAT32, INA_SUM);

@@ -36,7 +36,7 @@ static inline int ps_start(struct sw_proc *sp, int i, int n, const char *const *
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
-    for (double t0 = h_now(); h_now() - t0 < 10;) {
+    for (double t0 = ina__clock_s(); ina__clock_s() - t0 < 10;) {
         FILE *f = fopen(sp->port_file, "r");
         if (f) {
             int ok = fscanf(f, "%d", &sp->port) == 1;

@@ -121,11 +121,11 @@ static void run(int n, int k, size_t max_count)
 {
     v.k = k;
     v.max_count = max_count;
-    double t0 = h_now();
+    double t0 = ina__clock_s();
     int failed = run_workers(n, worker, NULL, 240);
     printf("N=%d k=%d counts %s %zu: %d workers failed (%.2f s)\n", n, k,
            max_count == SIZE_MAX ? "up to" : "<=", max_count == SIZE_MAX ? (size_t)(1u << 20) + 7 : max_count,
-           failed, h_now() - t0);
+           failed, ina__clock_s() - t0);
     CHECK_EQ_INT(failed, 0);
 }
 

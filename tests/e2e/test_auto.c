@@ -116,10 +116,10 @@ static int auto_worker(int rank, int n, void *arg)
 
 static void run(const struct params *p, int n)
 {
-    double t0 = h_now();
+    double t0 = ina__clock_s();
     int failed = run_workers(n, auto_worker, (void *)p, 60);
     printf("%-14s N=%d: every rank runs %d lanes: %s (%.2f s)\n", p->job, n, p->want_lanes,
-           failed ? "FAILED" : "ok", h_now() - t0);
+           failed ? "FAILED" : "ok", ina__clock_s() - t0);
     CHECK_EQ_INT(failed, 0);
 }
 

@@ -149,10 +149,10 @@ static int evict_run(struct params *p, int n)
     pid_t pid = fork();
     if (pid == 0)
         _exit(run_workers(n, worker, p, 90) ? 1 : 0);
-    for (double t0 = h_now(); (sh->ops_before < 10 || !sh->job_id[0]) && h_now() - t0 < 30;)
+    for (double t0 = ina__clock_s(); (sh->ops_before < 10 || !sh->job_id[0]) && ina__clock_s() - t0 < 30;)
         usleep(5000);
     CHECK_EQ_INT(ctl("evict", sh->job_id[0]), 0);
-    for (double t0 = h_now(); sh->ops_after < 20 && h_now() - t0 < 30;) {
+    for (double t0 = ina__clock_s(); sh->ops_after < 20 && ina__clock_s() - t0 < 30;) {
         if (sh->err[0])
             break;
         usleep(5000);

@@ -40,13 +40,13 @@ static int loop_until_error(ina_ctx *ctx, int rank, int n, double max_s, int max
     int rc = 0;
     sh->running[rank] = 1;
     for (uint64_t op = 0; !rc && (max_ops < 0 || op < (uint64_t)max_ops); op++) {
-        if (h_now() - sh->err_at[15] > max_s) /* err_at[15]: start time */
+        if (ina__clock_s() - sh->err_at[15] > max_s) /* err_at[15]: start time */
             break;
         for (size_t j = 0; j < count; j++)
             in[j] = h_i32(rank, op, j);
         rc = ina_allreduce(ctx, in, out, count, INA_INT32, INA_SUM);
         if (rc) {
-            sh->err_at[rank] = h_now();
+            sh->err_at[rank] = ina__clock_s();
             sh->err[rank] = rc;
             break;
         }
@@ -77,7 +77,7 @@ static int loop_worker(int rank, int n, void *arg)
 static void test_switch_dies(void)
 {
     memset(sh, 0, sizeof(*sh));
-    sh->err_at[15] = h_now();
+    sh->err_at[15] = ina__clock_s();
     CHECK_EQ_INT(switch_start(&sw, NULL), 0);
     fflush(NULL);
     pid_t parent_workers = fork();
@@ -87,7 +87,7 @@ static void test_switch_dies(void)
         usleep(1000);
     usleep(300000); /* mid-run */
     kill(sw.pid, SIGKILL);
-    double killed_at = h_now();
+    double killed_at = ina__clock_s();
     waitpid(sw.pid, NULL, 0);
     int st;
     waitpid(parent_workers, &st, 0);
@@ -136,7 +136,7 @@ static int new_job_worker(int rank, int n, void *arg)
 static void test_worker_dies(void)
 {
     memset(sh, 0, sizeof(*sh));
-    sh->err_at[15] = h_now();
+    sh->err_at[15] = ina__clock_s();
     /* The pool holds exactly one job's window: the next job fits only if
      * the dead job's slots were reclaimed. */
     const char *const args[] = {"--slots", "16", NULL};
@@ -153,7 +153,7 @@ static void test_worker_dies(void)
      * portable; instead rank 3 is killed through its parent's child list. */
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "pkill -KILL -P %d -n", (int)workers); /* newest child = rank 3 */
-    double killed_at = h_now();
+    double killed_at = ina__clock_s();
     CHECK_EQ_INT(system(cmd), 0);
     int st;
     waitpid(workers, &st, 0); /* rank 3 counts as failed: ignore the status */
@@ -165,9 +165,9 @@ static void test_worker_dies(void)
         CHECK_EQ_INT(sh->wrong[r], 0);
     }
     /* At once, a new job needing the whole pool runs on the same switch. */
-    double t0 = h_now();
+    double t0 = ina__clock_s();
     CHECK_EQ_INT(run_workers(2, new_job_worker, NULL, 30), 0);
-    printf("new job after the dead one: ok in %.2f s\n", h_now() - t0);
+    printf("new job after the dead one: ok in %.2f s\n", ina__clock_s() - t0);
     CHECK_EQ_INT(switch_stop(&sw), 0);
 }
 
@@ -200,7 +200,7 @@ static int restart_worker(int rank, int n, void *arg)
 static void test_restarted_worker(void)
 {
     memset(sh, 0, sizeof(*sh));
-    sh->err_at[15] = h_now();
+    sh->err_at[15] = ina__clock_s();
     CHECK_EQ_INT(switch_start(&sw, NULL), 0);
     CHECK_EQ_INT(run_workers(3, restart_worker, (void *)"restart", 60), 0);
     for (int r = 0; r < 2; r++) {

@@ -133,11 +133,11 @@ static void scenario(const char *name, const char *rx, const char *tx, const cha
         args[a++] = tx;
     }
     scenario_name = name;
-    double t0 = h_now();
+    double t0 = ina__clock_s();
     CHECK_EQ_INT(switch_start(&sw, args), 0);
     int failed = run_workers(4, worker, (void *)lib, 240);
     CHECK_EQ_INT(switch_stop(&sw), 0);
-    printf("%s: %d workers failed (%.1f s)\n", name, failed, h_now() - t0);
+    printf("%s: %d workers failed (%.1f s)\n", name, failed, ina__clock_s() - t0);
     CHECK_EQ_INT(failed, 0);
 }
 

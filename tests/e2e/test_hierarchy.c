@@ -182,7 +182,7 @@ static void test_dead(int victim, const char *job)
     pid_t pid = fork();
     if (pid == 0)
         _exit(run_workers(N, worker, &p, 60) ? 1 : 0);
-    for (double t0 = h_now(); sh->joined < N && h_now() - t0 < 30;)
+    for (double t0 = ina__clock_s(); sh->joined < N && ina__clock_s() - t0 < 30;)
         usleep(1000);
     kill(sw[victim].pid, SIGKILL);
     waitpid(sw[victim].pid, NULL, 0);

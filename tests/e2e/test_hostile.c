@@ -166,12 +166,12 @@ int main(void)
         attacker();
         _exit(0);
     }
-    double t0 = h_now();
+    double t0 = ina__clock_s();
     int failed = run_workers(3, worker, NULL, 120);
     sh->done = 1;
     waitpid(att, NULL, 0);
     printf("%d ops x 3 workers under attack: %d workers failed (%.1f s), %llu forged datagrams\n",
-           NOPS, failed, h_now() - t0, (unsigned long long)sh->sent);
+           NOPS, failed, ina__clock_s() - t0, (unsigned long long)sh->sent);
     CHECK_EQ_INT(failed, 0);
     CHECK(sh->sent > 1000);
     CHECK_EQ_INT(switch_stop(&sw), 0);

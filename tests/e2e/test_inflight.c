@@ -247,7 +247,7 @@ static int worker(int rank, int n, void *arg)
         if (p->evict && rank == 0 && b == p->batches / 3) {
             /* The eviction comes while this batch is in flight. */
             sh->evict_now = 1;
-            for (double t0 = h_now(); !sh->evicted && h_now() - t0 < 30;)
+            for (double t0 = ina__clock_s(); !sh->evicted && ina__clock_s() - t0 < 30;)
                 usleep(1000);
         }
         /* Complete them in a random order: poll a random one, wait for it
@@ -368,13 +368,13 @@ static void run_path(const struct path *p)
         cfg.window = 16;
         CHECK_EQ_INT(ina_init(&blocker, &cfg), 0);
     }
-    double t0 = h_now();
+    double t0 = ina__clock_s();
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0)
         _exit(run_workers(p->n, worker, (void *)p, 120) ? 1 : 0);
     if (p->evict) {
-        while (!sh->evict_now && h_now() - t0 < 60)
+        while (!sh->evict_now && ina__clock_s() - t0 < 60)
             usleep(1000);
         CHECK_EQ_INT(evict(sh->job_id), 0);
         usleep(200 * 1000); /* the switch's MIGRATE is out before rank 0 goes on */
@@ -387,7 +387,7 @@ static void run_path(const struct path *p)
            "path %s%s, %lld parts sparse, %lld measured dense, %.2f s%s\n", p->name, p->n,
            p->lanes, p->shards, p->block, sh->ops, sh->elems,
            sh->path == INA_PATH_HOST ? "host" : "switch", sh->shm ? " (rings)" : "",
-           sh->sparse_ops, sh->auto_dense, h_now() - t0, failed ? "  FAILED" : "");
+           sh->sparse_ops, sh->auto_dense, ina__clock_s() - t0, failed ? "  FAILED" : "");
     CHECK_EQ_INT(failed, 0);
     if (sh->sparse_offered) /* auto went both ways (batch 0) */
         CHECK(sh->sparse_ops > 0 && sh->auto_dense > 0);

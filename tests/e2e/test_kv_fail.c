@@ -41,12 +41,12 @@ static int worker(int rank, int n, void *arg)
             keys[j] = sc->many_keys ? (uint64_t)t * 500 + (uint64_t)j : (uint64_t)(j * 7 + t) % 300;
             vals[j] = 1.0f;
         }
-        double t0 = h_now();
+        double t0 = ina__clock_s();
         rc = ina_kv_push(kv, keys, vals, 500);
         if (!rc)
             rc = ina_kv_pull(kv, keys, out, 500);
         if (rc) {
-            t_fail = h_now() - t0;
+            t_fail = ina__clock_s() - t0;
             break;
         }
     }

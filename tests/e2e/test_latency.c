@@ -143,14 +143,14 @@ static void scenario(const char *name, int busy_us, int nlanes, const char *rx, 
     char log[64];
     snprintf(log, sizeof(log), "/tmp/ina-test-latency.%d.log", (int)getpid());
     sw.log_path = log;
-    double t0 = h_now();
+    double t0 = ina__clock_s();
     CHECK_EQ_INT(switch_start(&sw, args), 0);
     int failed = run_workers(4, worker, (void *)lib, 240);
     CHECK_EQ_INT(switch_stop(&sw), 0);
     /* duplicates are dropped (while their round is open, or as stale after it), never added */
     long long dups = switch_counter(&sw, "drop_DUP_PENDING") + switch_counter(&sw, "drop_STALE");
     printf("%s: %d workers failed, switch dropped %lld duplicates or stale copies (%.1f s)\n",
-           name, failed, dups, h_now() - t0);
+           name, failed, dups, ina__clock_s() - t0);
     CHECK_EQ_INT(failed, 0);
     CHECK(dups > 0);
     CHECK_EQ_INT(switch_counter(&sw, "drop_MISMATCH"), 0);

@@ -81,11 +81,11 @@ static int worker(int rank, int n, void *arg)
         sh->gport = ctx->mcast_port;
         sh->swport = ntohs(ctx->switch_addr.sin_port);
         sh->window = ctx->window;
-        for (double t0 = h_now(); !sh->wport1 && h_now() - t0 < 10;)
+        for (double t0 = ina__clock_s(); !sh->wport1 && ina__clock_s() - t0 < 10;)
             usleep(1000);
         sh->ready = 1;
     }
-    for (double t0 = h_now(); !sh->forger_ready && h_now() - t0 < 10;)
+    for (double t0 = ina__clock_s(); !sh->forger_ready && ina__clock_s() - t0 < 10;)
         usleep(1000);
     int32_t in[COUNT], out[COUNT];
     for (int i = 0; i < NOPS; i++) {
@@ -182,7 +182,7 @@ static void forger(int root)
         fprintf(stderr, "forger: cannot become uid 65534\n");
         return;
     }
-    for (double t0 = h_now(); !sh->ready && h_now() - t0 < 20;)
+    for (double t0 = ina__clock_s(); !sh->ready && ina__clock_s() - t0 < 20;)
         usleep(1000);
     int one = 1;
     int g = socket(AF_INET, SOCK_DGRAM, 0);

@@ -110,21 +110,21 @@ static int job_worker(int rank, int n, void *arg)
     if (jb->hold) {
         if (rank == 0)
             touch("ready", jb->idx);
-        for (double t0 = h_now(); !exists("go", jb->idx) && h_now() - t0 < 60;)
+        for (double t0 = ina__clock_s(); !exists("go", jb->idx) && ina__clock_s() - t0 < 60;)
             usleep(5000);
         if (rank == jb->kill_rank)
             _exit(0); /* no LEAVE: a crashed worker */
-        double t0 = h_now();
+        double t0 = ina__clock_s();
         do {
             int b = one_op(ctx, rank, n, op++, &rc);
             if (jb->kill_rank >= 0) {
                 /* Our job lost a rank: this must fail cleanly, within the deadline. */
                 ina_finalize(ctx);
-                return !(rc == INA_ERR_TIMEOUT || rc == INA_ERR_ABORTED) + (h_now() - t0 > 20);
+                return !(rc == INA_ERR_TIMEOUT || rc == INA_ERR_ABORTED) + (ina__clock_s() - t0 > 20);
             }
             bad += b + (rc != 0);
             /* Rank 0's clock decides, for every rank, when the job stops. */
-            int32_t more = rank == 0 && h_now() - t0 < jb->busy_s, sum = 0;
+            int32_t more = rank == 0 && ina__clock_s() - t0 < jb->busy_s, sum = 0;
             if (rc == 0 && ina_allreduce(ctx, &more, &sum, 1, INA_INT32, INA_SUM) != 0)
                 bad++, sum = 0;
             if (!sum)
@@ -213,8 +213,8 @@ int main(void)
                j5 = {5, "mt-e", 2, -1, 0, INA_FALLBACK_NONE, 0, 0},
                j6 = {6, "mt-f", 2, -1, 0, INA_FALLBACK_NONE, 30000, 0};
     pid_t p1 = launch(&j1), p2 = launch(&j2), p3 = launch(&j3);
-    for (double t0 = h_now(); !(exists("ready", 1) && exists("ready", 2) && exists("ready", 3)) &&
-                              h_now() - t0 < 60;)
+    for (double t0 = ina__clock_s(); !(exists("ready", 1) && exists("ready", 2) && exists("ready", 3)) &&
+                              ina__clock_s() - t0 < 60;)
         usleep(10000);
     CHECK(exists("ready", 1) && exists("ready", 2) && exists("ready", 3));
     CHECK_EQ_INT(sh->path[1], INA_PATH_SWITCH);

@@ -151,7 +151,7 @@ static int worker(int rank, int n, void *arg)
     cfg.secret_file = jb->secret;
     cfg.window = jb->window;
     cfg.fallback = jb->fallback;
-    for (double t0 = h_now(); rank == jb->wait_rank && !sh->go && h_now() - t0 < 30;)
+    for (double t0 = ina__clock_s(); rank == jb->wait_rank && !sh->go && ina__clock_s() - t0 < 30;)
         usleep(2000);
     ina_ctx *ctx;
     int rc = ina_init(&ctx, &cfg);
@@ -178,7 +178,7 @@ static int worker(int rank, int n, void *arg)
 
 /* Wait (at most 10 s) until cond holds. */
 #define WAIT_FOR(cond)                                                      \
-    for (double t0_ = h_now(); !(cond) && h_now() - t0_ < 10;)               \
+    for (double t0_ = ina__clock_s(); !(cond) && ina__clock_s() - t0_ < 10;)               \
         usleep(2000)
 
 /* Replay every captured JOIN (three times each) and wait until it went out. */

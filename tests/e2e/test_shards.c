@@ -172,7 +172,7 @@ static void test_matrix(void)
         CHECK_EQ_INT(switch_start(&sw[i], faults), 0);
     }
     setenv("INA_FAULT", "drop=0.01,dup=0.01", 1);
-    double t0 = h_now();
+    double t0 = ina__clock_s();
     for (int m = 1; m <= NSW; m++)
         for (int n = 1; n <= 4; n++) {
             static char job[32];
@@ -181,7 +181,7 @@ static void test_matrix(void)
             snprintf(job, sizeof(job), "shards-%d-%d", m, n);
             int failed = run_workers(n, worker, &p, 120);
             printf("M=%d N=%d lanes=%d: %s (%.1f s so far)\n", m, n, p.lanes,
-                   failed ? "FAILED" : "ok", h_now() - t0);
+                   failed ? "FAILED" : "ok", ina__clock_s() - t0);
             CHECK_EQ_INT(failed, 0);
         }
     unsetenv("INA_FAULT");
@@ -322,7 +322,7 @@ static void test_dead_shard(void)
     pid_t pid = fork();
     if (pid == 0)
         _exit(run_workers(3, worker, &p, 60) ? 1 : 0);
-    for (double t0 = h_now(); sh->joined < 3 && h_now() - t0 < 30;)
+    for (double t0 = ina__clock_s(); sh->joined < 3 && ina__clock_s() - t0 < 30;)
         usleep(1000);
     kill(sw[NSW - 1].pid, SIGKILL);
     waitpid(sw[NSW - 1].pid, NULL, 0);

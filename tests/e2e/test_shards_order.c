@@ -37,10 +37,10 @@ static int worker(int rank, int n, void *arg)
     cfg.lanes = sc->lanes;
     cfg.elems_per_packet = 256;
     cfg.join_timeout_ms = 20000;
-    double t0 = h_now();
+    double t0 = ina__clock_s();
     ina_ctx *ctx;
     int rc = ina_init(&ctx, &cfg);
-    double dt = h_now() - t0;
+    double dt = ina__clock_s() - t0;
     if (rc) {
         fprintf(stderr, "%s rank %d (%s): ina_init: %s after %.1f s (%s)\n", sc->job, rank, addrs,
                 ina_err_name(rc), dt, ina_last_error(NULL));

@@ -94,10 +94,10 @@ static int worker(int rank, int n, void *arg)
         sh->finalized = 1;
         return fails;
     }
-    for (double t0 = h_now(); !sh->started && h_now() - t0 < 30;)
+    for (double t0 = ina__clock_s(); !sh->started && ina__clock_s() - t0 < 30;)
         usleep(1000);
     if (sc->idle_s == 0) /* the operation starts after rank 0 left: its ABORT is waiting */
-        for (double t0 = h_now(); !sh->finalized && h_now() - t0 < 30;)
+        for (double t0 = ina__clock_s(); !sh->finalized && ina__clock_s() - t0 < 30;)
             usleep(1000);
     int rc = ina_allreduce(ctx, x, x, COUNT, INA_FLOAT32, INA_SUM);
     int early = !sh->finalizing;

@@ -74,7 +74,7 @@ static int legit(int rank)
     float *x = malloc(4 * COUNT);
     int fails = !a || !x;
     uint64_t stop_at = 0;
-    double t0 = h_now();
+    double t0 = ina__clock_s();
     for (uint64_t op = 0; !fails && (!stop_at || op < stop_at); op++) {
         int rc;
         if (op >= MIN_OPS && !stop_at) {
@@ -99,7 +99,7 @@ static int legit(int rank)
             fprintf(stderr, "legit rank %d: op %llu: %s%s\n", rank, (unsigned long long)op,
                     ina_strerror(rc), rc ? "" : " but wrong sums");
         atomic_fetch_add(&shared->legit_ops[rank], 1);
-        if (h_now() - t0 > 60) {
+        if (ina__clock_s() - t0 > 60) {
             fprintf(stderr, "legit rank %d: the attacks did not end in 60 s\n", rank);
             fails++;
         }
@@ -132,10 +132,10 @@ static int32_t attach_raw(ina_ctx *ctx, const char *name, int fd, uint32_t nslot
     ina_put32(b + 8, nslots);
     ina_put32(b + 12, slot_size);
     memcpy(b + 16, name, strlen(name));
-    for (double t0 = h_now(), next = 0; h_now() - t0 < 2;) {
-        if (h_now() >= next) {
+    for (double t0 = ina__clock_s(), next = 0; ina__clock_s() - t0 < 2;) {
+        if (ina__clock_s() >= next) {
             ina__net_send(ctx, buf, len);
-            next = h_now() + 0.1;
+            next = ina__clock_s() + 0.1;
         }
         struct pollfd pfd = {.fd = ctx->fd, .events = POLLIN};
         if (poll(&pfd, 1, 20) <= 0)
@@ -248,7 +248,7 @@ static int hostile(int i, const struct part *p)
      * ring at least that often): the job must then be aborted; until it
      * notices, sums still work. One that refused it leaves the job alone. */
     int rc = sum_1000(ctx);
-    for (double t0 = h_now(); reason == 0 && rc == 0 && h_now() - t0 < 10;) {
+    for (double t0 = ina__clock_s(); reason == 0 && rc == 0 && ina__clock_s() - t0 < 10;) {
         usleep(20000);
         rc = sum_1000(ctx);
     }
@@ -361,13 +361,13 @@ static int dead_rank(int rank, int n, void *arg)
         return 1;
     }
     atomic_fetch_add(&shared->joined, 1);
-    for (double t0 = h_now(); !shared->killed && h_now() - t0 < 30;)
+    for (double t0 = ina__clock_s(); !shared->killed && ina__clock_s() - t0 < 30;)
         usleep(1000);
     /* As if it died awake (the SIGBUS): no doorbell is asked for. */
     atomic_store(&ctx->shm->hdr->up.sleeping, 0);
-    double t0 = h_now();
+    double t0 = ina__clock_s();
     shared->dead_rc[rank] = ina_allreduce(ctx, v, v, 4096, INA_INT32, INA_SUM);
-    shared->dead_s[rank] = h_now() - t0;
+    shared->dead_s[rank] = ina__clock_s() - t0;
     ina_finalize(ctx);
     return 0;
 }
@@ -382,7 +382,7 @@ static void run_dead_switch(void)
     pid_t pid = fork();
     if (pid == 0)
         _exit(run_workers(2, dead_rank, NULL, 60) ? 1 : 0);
-    for (double t0 = h_now(); atomic_load(&shared->joined) < 2 && h_now() - t0 < 30;)
+    for (double t0 = ina__clock_s(); atomic_load(&shared->joined) < 2 && ina__clock_s() - t0 < 30;)
         usleep(1000);
     kill(sw.pid, SIGKILL);
     waitpid(sw.pid, NULL, 0);

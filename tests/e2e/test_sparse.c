@@ -453,10 +453,10 @@ static void test_evict(void)
     pid_t pid = fork();
     if (pid == 0)
         _exit(run_workers(3, evict_worker, NULL, 90) ? 1 : 0);
-    for (double t0 = h_now(); (esh->ops_before < 6 || !esh->job_id) && h_now() - t0 < 30;)
+    for (double t0 = ina__clock_s(); (esh->ops_before < 6 || !esh->job_id) && ina__clock_s() - t0 < 30;)
         usleep(2000);
     CHECK_EQ_INT(ctl_job(metrics_port, "evict", esh->job_id), 0);
-    for (double t0 = h_now(); esh->ops_after < 6 && h_now() - t0 < 30;)
+    for (double t0 = ina__clock_s(); esh->ops_after < 6 && ina__clock_s() - t0 < 30;)
         usleep(2000);
     esh->stop = 1;
     int st;

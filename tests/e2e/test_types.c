@@ -123,9 +123,9 @@ static int worker_disagree(int rank, int n, void *arg)
     double in[3 * K + 5] = {0}, out[3 * K + 5];
     for (size_t i = 0; i < 3 * K + 5; i++)
         vfy_gen(INA_INT32, rank, 1, i, 0, (int32_t *)in + i);
-    double t0 = h_now();
+    double t0 = ina__clock_s();
     int rc = ina_allreduce(ctx, in, out, 3 * K + 5, cur->dt[rank], cur->op[rank]);
-    double s = h_now() - t0;
+    double s = ina__clock_s() - t0;
     ina_finalize(ctx);
     if ((rc != INA_ERR_MISMATCH && rc != INA_ERR_ABORTED) || s > 5) {
         fprintf(stderr, "rank %d: %s: rc %s after %.2f s, want MISMATCH or ABORTED at once\n",
@@ -141,11 +141,11 @@ static void all_types(int asked, int expect)
     float_add_asked = asked;
     float_add_expect = expect;
     for (int n = 1; n <= 4; n++) {
-        double t0 = h_now();
+        double t0 = ina__clock_s();
         int failed = run_workers(n, worker, NULL, 240);
         printf("float add %s%s, N=%d: %d workers failed (%.2f s)\n",
                asked ? "switch" : "quantized", asked != expect ? " (not offered)" : "", n, failed,
-               h_now() - t0);
+               ina__clock_s() - t0);
         CHECK_EQ_INT(failed, 0);
     }
 }

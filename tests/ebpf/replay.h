@@ -40,8 +40,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+
 #include "switch/ebpf/ebpf_dp.h"
-#include "switch/switch.h"
+#include "engine/engine.h"
 #include "switch/trace.h"
 
 #define RP_MAX_OUT 1100   /* outputs of one input: an ABORT and a result to 256 ranks, twice over */
@@ -70,13 +72,6 @@ struct rp {
     int diffs;             /* inputs whose outputs or counters differed */
     int verbose;
 };
-
-static inline uint64_t rp_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static inline uint64_t rp_rand(struct rp *r)
 {
@@ -445,7 +440,7 @@ static inline int rp_open(struct rp *r, const struct ina_trace_header *h, struct
         return -1;
     }
     ina_ebpf_bind(e, r->e_sw);
-    r->base_ns = rp_now();
+    r->base_ns = ina__clock_ns();
     rp_drain_capture(r);
     r->prog_out = 0;
     r->ne = 0;

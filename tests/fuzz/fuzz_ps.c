@@ -1,18 +1,14 @@
 /* fuzz_ps.c: libFuzzer target for ina-ps's input handler (ina_ps_input). */
 
-/* Entropy from a PRNG reset per input, so every input replays exactly (as fuzz_switch.c). */
-#define getrandom fuzz_getrandom
-#include <sys/random.h>
-
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ps/chain.c"
-#include "ps/member.c"
-#include "ps/ps.c"
-#include "ps/store.c"
+#include "common/addr.h"
+#include "common/log.h"
+#include "ps/chain.h"
+#include "ps/ps.h"
 #include "ps_wire.h"
 #include "test_addr.h"
 
@@ -70,9 +66,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
         }                                                                               \
     } while (0)
 
+/* Entropy from a PRNG reset per input, so every input replays exactly (as fuzz_switch.c):
+ * ps.c's getrandom() calls resolve here (-Wl,--wrap, cmake/fuzz.cmake). */
 static uint64_t rng_state;
 
-ssize_t fuzz_getrandom(void *buf, size_t n, unsigned int flags)
+ssize_t __wrap_getrandom(void *buf, size_t n, unsigned int flags);
+ssize_t __wrap_getrandom(void *buf, size_t n, unsigned int flags)
 {
     (void)flags;
     uint8_t *p = buf;
@@ -112,11 +111,11 @@ HARNESS static void check_tx(void)
         case INA_K_PS_COMMIT_ACK:
         case INA_K_PS_ASSIGN_ACK: CHECKF(len == INA_HDR_LEN); break;
         case INA_K_PS_CHAIN_FWD:
-            CHECKF(same_addr(&ps.tx.dst[i], &chain.to) &&
+            CHECKF(ina_addr_eq(&ps.tx.dst[i], &chain.to) &&
                    len >= INA_HDR_LEN + INA_PS_CHAIN_FWD_PREFIX + INA_PS_UPDATE_PREFIX);
             break;
         case INA_K_PS_CHAIN_ACK:
-            CHECKF(same_addr(&ps.tx.dst[i], &chain.from) &&
+            CHECKF(ina_addr_eq(&ps.tx.dst[i], &chain.from) &&
                    len == INA_HDR_LEN + INA_PS_CHAIN_ACK_LEN);
             break;
         case INA_K_PS_STATE:
@@ -129,13 +128,13 @@ HARNESS static void check_tx(void)
             break;
         case INA_K_PS_UPDATE_ACK: {
             CHECKF(len == INA_HDR_LEN + INA_PS_UPDATE_ACK_LEN);
-            CHECKF(!same_addr(&ps.tx.dst[i], &chain.from)); /* those become CHAIN_ACKs */
+            CHECKF(!ina_addr_eq(&ps.tx.dst[i], &chain.from)); /* those become CHAIN_ACKs */
             int32_t st = (int32_t)ina_get32(b + INA_HDR_LEN);
             uint32_t g = ina_get32(b + INA_HDR_LEN + 12);
             if (st != INA_PS_UPDATE_HELD && g != INA_STAMP_NONE && h.job >= 1 &&
                 h.job <= INA_PS_MAX_JOBS) { /* the chain's promise: told once the replica has it */
                 const struct ina_ps_chain_job *cj = &chain.jobs[h.job - 1];
-                CHECKF(!(cj->session == ps.jobs[h.job - 1].session && pending(cj, g)));
+                CHECKF(!(cj->session == ps.jobs[h.job - 1].session && ina_ps_chain_pending(cj, g)));
             }
             CHECKF(st == 0 || st == INA_ERR_STALE || st == INA_PS_UPDATE_HELD ||
                    st == INA_PS_UPDATE_VOIDED);

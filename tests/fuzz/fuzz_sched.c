@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/sched.c"
+#include "common/log.h"
+#include "sched/sched.h"
 
 /*
  * Input: records [1 byte sel][1 byte flags][2 bytes length, big-endian][datagram]

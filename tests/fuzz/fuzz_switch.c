@@ -1,14 +1,5 @@
 /* fuzz_switch.c: libFuzzer target for ina-switch's packet handler (ina_switch_input). */
 
-/*
- * Entropy: the switch draws session ids and tokens from getrandom(). Here it
- * draws from a PRNG reset per input, so every input replays exactly (a crash
- * file reproduces). The rename applies to the declaration in <sys/random.h>
- * and to the call in control.c, which is included below.
- */
-#define getrandom fuzz_getrandom
-#include <sys/random.h>
-
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdint.h>
@@ -16,19 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/*
- * The switch sources are not in libina: compile them into this target (not
- * main.c). txq.c is a separate source of the target, built without coverage
- * instrumentation (cmake/fuzz.cmake): its per-input allocation loop over
- * ~17k messages would otherwise dominate the run time, and it parses nothing.
- */
-#include "switch/control.c"
-#include "switch/counters.c"
-#include "switch/dataplane.c"
-#include "switch/hot.c"
-#include "switch/tree.c"
-#include "switch/sparse.c"
 #include "common/sparse_wire.h"
+#include "common/log.h"
+#include "engine/internal.h"
 #include "test_addr.h"
 
 /*
@@ -110,10 +91,17 @@ static const uint64_t tick_step[8] = {
 
 /* ---- Deterministic entropy ---------------------------------------------------- */
 
+/*
+ * The switch draws session ids and tokens from getrandom(). Here it draws
+ * from a PRNG reset per input, so every input replays exactly (a crash file
+ * reproduces): the engine's calls resolve to this function (-Wl,--wrap,
+ * cmake/fuzz.cmake).
+ */
 static uint64_t rng_state;
 static unsigned rng_calls;
 
-ssize_t fuzz_getrandom(void *buf, size_t n, unsigned int flags)
+ssize_t __wrap_getrandom(void *buf, size_t n, unsigned int flags);
+ssize_t __wrap_getrandom(void *buf, size_t n, unsigned int flags)
 {
     (void)flags;
     if (rng_calls++ == 0 && n == 4) {
@@ -346,8 +334,8 @@ HARNESS static void check_state(void)
         if (!t)
             continue;
         CHECKF(sw.jobs[j].state != INA_JOB_FREE);
-        CHECKF(t->act_bytes == (t->epoch ? table_bytes(t->n) : 0));
-        CHECKF(t->pend_bytes == (t->pend_epoch ? install_bytes(t->pend_total) : 0));
+        CHECKF(t->act_bytes == (t->epoch ? ina__hot_table_bytes(t->n) : 0));
+        CHECKF(t->pend_bytes == (t->pend_epoch ? ina__hot_install_bytes(t->pend_total) : 0));
         CHECKF(t->epoch == 0 || t->keys);
         CHECKF(t->n <= FZ_HOT_MAX && t->pend_total <= FZ_HOT_MAX);
         CHECKF(t->smp_epoch || t->smp_bytes == 0);

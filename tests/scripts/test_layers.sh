@@ -4,8 +4,12 @@
 # includes a daemon's header (a), on two headers that include each other (b) and on two
 # object files that call each other (c), naming the files and a symbol; it passes when the
 # allowlist names exactly those; and it fails on an allowlist entry that no longer occurs,
-# and on a cycle that shrank (printing the line to write). The real tree is checked by the
-# ctest check_layers.
+# and on a cycle that shrank (printing the line to write). Then the rooms' order (common <
+# engine < the daemon and the library): on a second tree, an include against it (the engine
+# including a daemon's header, the library one of the engine's headers other than engine.h,
+# a daemon another room's internal.h) and a call against it (an engine object using a
+# symbol of the library) fail, each named; the arrows that follow the order pass. The real
+# tree is checked by the ctest check_layers.
 set -uo pipefail
 exec </dev/null
 SRC=${INA_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -89,5 +93,56 @@ check "... and the check prints the entry to write instead" \
 
 run "frobnicate src/lib: a.c"
 check "an entry of an unknown kind is refused" bash -c "[ $rc -ne 0 ] && grep -q 'unknown kind' '$tmp/out'"
+
+# ---- The rooms' order -------------------------------------------------------------------
+O=$tmp/order
+mkdir -p "$O/src/common" "$O/src/engine" "$O/src/lib" "$O/src/switch" \
+    "$O/build/CMakeFiles/ina_engine.dir/src/engine" "$O/build/CMakeFiles/ina_obj.dir/src/lib" \
+    "$O/build/CMakeFiles/ina_common.dir/src/common"
+echo 'int k_fn(void);' >"$O/src/common/k.h"
+printf '%s\n' '#include "common/k.h"' 'int e_fn(void);' >"$O/src/engine/engine.h"
+echo 'int e_slot(void);' >"$O/src/engine/slots.h"
+echo 'int e_private(void);' >"$O/src/engine/internal.h"
+echo 'int m_fn(void);' >"$O/src/switch/m.h"
+cat >"$O/src/common/k.c" <<'C'
+#include "common/k.h"
+int k_fn(void) { return 1; }
+C
+cat >"$O/src/engine/e.c" <<'C'
+#include "engine/engine.h"
+#include "switch/m.h"
+int l_fn(void);
+int e_fn(void) { return k_fn() + l_fn(); }
+C
+cat >"$O/src/lib/l.c" <<'C'
+#include "engine/engine.h"
+#include "engine/slots.h"
+int l_fn(void) { return e_fn() + k_fn(); }
+C
+cat >"$O/src/switch/m.c" <<'C'
+#include "engine/engine.h"
+#include "engine/internal.h"
+#include "switch/m.h"
+int m_fn(void) { return e_fn(); }
+C
+cc -c -I"$O/src" -o "$O/build/CMakeFiles/ina_common.dir/src/common/k.c.o" "$O/src/common/k.c" &&
+    cc -c -I"$O/src" -o "$O/build/CMakeFiles/ina_engine.dir/src/engine/e.c.o" "$O/src/engine/e.c" &&
+    cc -c -I"$O/src" -o "$O/build/CMakeFiles/ina_obj.dir/src/lib/l.c.o" "$O/src/lib/l.c" ||
+    bad "cc (order tree)"
+echo "# nothing allowed" >"$tmp/allow"
+python3 "$CHECK" --src "$O" --build "$O/build" --allowlist "$tmp/allow" >"$tmp/out" 2>&1
+rc=$?
+cat "$tmp/out"
+check "arrows against the order: the check fails" test "$rc" -eq 1
+check "(a) the engine includes a daemon's header" has "FAIL: src/engine/e.c includes src/switch/m.h"
+check "(a) the library includes an engine header other than engine.h" \
+    has "FAIL: src/lib/l.c includes src/engine/slots.h"
+check "(a) another room's internal.h is private" has "FAIL: src/switch/m.c includes src/engine/internal.h"
+check "(a) engine.h from the library, the engine's headers from the daemon, common from all: allowed" \
+    bash -c "! grep -qE 'includes src/engine/engine.h|includes src/common/k.h|m.c includes src/switch/m.h' '$tmp/out'"
+check "(d) the engine calls up into the library: named with the symbol" \
+    has "FAIL: src/engine/e.c uses l_fn of src/lib/l.c, a room not below src/engine/"
+check "(d) the library calls down into the engine and common: allowed" \
+    bash -c "! grep -qF 'src/lib/l.c uses' '$tmp/out'"
 
 finish test_layers

@@ -1,7 +1,7 @@
 /* ps_stale_fixture.h: what the STALE-mode tests of ina-ps share (test_ps_stale.c,
  * test_ps_chain.c): addresses, a server, random updates of NKEYS / 2 keys of DIM floats,
- * their UPDATE encoding, and a bit-for-bit model comparison. Include after ps/ps.c,
- * ps/store.c, check.h and rng.h, with WORLD, DIM and NKEYS defined. */
+ * their UPDATE encoding, and a bit-for-bit model comparison. Include after ps/ps.h,
+ * check.h and rng.h, with WORLD, DIM and NKEYS defined. */
 #ifndef INA_TEST_PS_STALE_FIXTURE_H
 #define INA_TEST_PS_STALE_FIXTURE_H
 

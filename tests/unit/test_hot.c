@@ -7,7 +7,7 @@
 #include "check.h"
 #include "common/kmap.h"
 #include "common/log.h"
-#include "switch/switch.h"
+#include "engine/engine.h"
 #include "rss.h"
 #include "test_addr.h"
 

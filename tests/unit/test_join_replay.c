@@ -6,7 +6,7 @@
 
 #include "check.h"
 #include "common/log.h"
-#include "switch/switch.h"
+#include "engine/engine.h"
 #include "test_addr.h"
 
 #define NSLOTS 16

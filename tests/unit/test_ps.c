@@ -6,9 +6,7 @@
 
 #include "check.h"
 
-/* The engine is not in libina: compile it into this test (not main.c). */
-#include "ps/ps.c"
-#include "ps/store.c"
+#include "ps/ps.h"
 #include "ps_wire.h"
 
 #define WORLD 2

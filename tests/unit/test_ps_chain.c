@@ -8,9 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ps/chain.c"
-#include "ps/ps.c"
-#include "ps/store.c"
+#include "ps/chain.h"
+#include "common/addr.h"
+#include "common/log.h"
+#include "ps/ps.h"
 #include "check.h"
 #include "rng.h"
 
@@ -83,7 +84,7 @@ static void worker_rx(const struct ina_ps *s, const uint8_t *b, size_t len,
     CHECK_EQ_INT(len, INA_HDR_LEN + INA_PS_UPDATE_ACK_LEN);
     int r = -1;
     for (int i = 0; i < WORLD; i++)
-        if (same_addr(dst, &rank_addr[i]))
+        if (ina_addr_eq(dst, &rank_addr[i]))
             r = i;
     CHECK(r >= 0);
     int32_t st = (int32_t)ina_get32(b + INA_HDR_LEN);
@@ -112,9 +113,9 @@ static void drain(struct ina_ps *ps)
         const uint8_t *b = ps->tx.iov[i].iov_base;
         size_t len = ps->tx.iov[i].iov_len;
         const struct sockaddr_in *d = &ps->tx.dst[i];
-        if (ps == &P && same_addr(d, &raddr))
+        if (ps == &P && ina_addr_eq(d, &raddr))
             net_add(0, b, len);
-        else if (ps == &R && same_addr(d, &paddr))
+        else if (ps == &R && ina_addr_eq(d, &paddr))
             net_add(1, b, len);
         else
             worker_rx(ps, b, len, d);
@@ -339,7 +340,7 @@ static void test_forgeries(void)
     CHECK_EQ_INT(R.c.chain_fwd_received, 1);
     CHECK_EQ_INT(R.jobs[0].next_stamp, 1);
     CHECK_EQ_INT(R.c.chain_acks_sent, 1);
-    CHECK(R.tx.n == 1 && same_addr(&R.tx.dst[0], &paddr)); /* the CHAIN_ACK, no UPDATE_ACK */
+    CHECK(R.tx.n == 1 && ina_addr_eq(&R.tx.dst[0], &paddr)); /* the CHAIN_ACK, no UPDATE_ACK */
     ina_ps_tx_reset(&R);
     struct upd u2 = u;
     u2.rank = 2;
@@ -387,7 +388,7 @@ static void test_forgeries(void)
     ina_ps_input(&P, b, n, &raddr, now);
     CHECK_EQ_INT(P.c.chain_acks, 1);
     CHECK_EQ_INT(P.c.chain_released, 1);
-    CHECK(P.tx.n == 1 && same_addr(&P.tx.dst[0], &rank_addr[1]) &&
+    CHECK(P.tx.n == 1 && ina_addr_eq(&P.tx.dst[0], &rank_addr[1]) &&
           (int32_t)ina_get32((const uint8_t *)P.tx.iov[0].iov_base + INA_HDR_LEN) == st);
     ina_ps_tx_reset(&P);
     ina_ps_input(&P, b, n, &raddr, now);
@@ -421,7 +422,7 @@ static void test_deadline(void)
         now += MS;
         ina_ps_chain_tick(&P, now);
         for (unsigned k = 0; k < P.tx.n; k++)
-            resent += same_addr(&P.tx.dst[k], &raddr);
+            resent += ina_addr_eq(&P.tx.dst[k], &raddr);
         CHECK_EQ_INT(P.c.chain_released, 0);
         ina_ps_tx_reset(&P);
     }
@@ -431,7 +432,7 @@ static void test_deadline(void)
     ina_ps_chain_tick(&P, now);
     CHECK_EQ_INT(P.c.chain_broken, 1);
     CHECK_EQ_INT(P.c.chain_released, 1);
-    CHECK(P.tx.n == 1 && same_addr(&P.tx.dst[0], &rank_addr[0]));
+    CHECK(P.tx.n == 1 && ina_addr_eq(&P.tx.dst[0], &rank_addr[0]));
     ina_ps_tx_reset(&P);
     u.uid = 2;
     u.stamp = 1;

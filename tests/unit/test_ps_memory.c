@@ -6,10 +6,9 @@
 
 #include "check.h"
 
-/* The engine is not in libina: compile it into this test (not main.c). */
-#include "ps/chain.c"
-#include "ps/ps.c"
-#include "ps/store.c"
+#include "ps/chain.h"
+#include "common/log.h"
+#include "ps/ps.h"
 #include "ps_wire.h"
 #include "rss.h"
 #include "test_addr.h"

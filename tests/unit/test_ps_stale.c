@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ps/ps.c"
-#include "ps/store.c"
+#include "common/log.h"
+#include "ps/ps.h"
 #include "check.h"
 #include "rng.h"
 

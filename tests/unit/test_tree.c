@@ -9,12 +9,8 @@
 
 #include "check.h"
 
-/* The switch sources are not in libina: compile them into this test (not main.c). */
-#include "switch/control.c"
-#include "switch/counters.c"
-#include "switch/dataplane.c"
-#include "switch/tree.c"
-#include "switch/txq.c"
+#include "common/log.h"
+#include "engine/engine.h"
 #include "test_addr.h"
 
 /*

@@ -19,7 +19,7 @@
 #include "switch/ebpf/iface.h"
 #include "switch/ebpf/ina_bpf.h"
 #include "common/log.h"
-#include "switch/switch.h"
+#include "engine/engine.h"
 
 #include "ina_dp.skel.h" /* generated: bpftool gen skeleton (CMakeLists.txt) */
 

@@ -11,7 +11,7 @@
 
 #include <linux/types.h>
 
-#include "switch/drop_causes.h"
+#include "engine/drop_causes.h"
 
 /* The program's compiled limits. Values of one slot set are a fixed array,
  * so the verifier can bound every loop over them: a job's k is capped here

@@ -8,54 +8,7 @@
 
 #include "common/log.h"
 #include "common/version.h"
-#include "switch/switch.h"
-
-/* One log line about a job: its id, name, lane and session, and why. */
-static void log_job(enum ina_log_level level, const struct ina_job *job, const char *event,
-                    const char *reason)
-{
-    char session[12];
-    snprintf(session, sizeof(session), "%08x", job->session);
-    ina_log(level, event, INA_KV_I("job", job->id), INA_KV_S("name", job->name),
-            INA_KV_I("lane", job->lane), INA_KV_S("session", session),
-            INA_KV_I("world", job->world), INA_KV_S("reason", reason));
-}
-
-static const char *reason_name(int reason)
-{
-    switch (reason) {
-    case INA_ERR_ABORTED: return "rank_aborted";
-    case INA_ERR_TIMEOUT: return "idle_timeout";
-    case INA_ERR_MISMATCH: return "mismatch";
-    case INA_ERR_NOSPACE: return "no_space";
-    case INA_ERR_PROTO: return "protocol_error";
-    case INA_ERR_SHUTDOWN: return "shutdown";
-    default: return "other";
-    }
-}
-
-void ina__job_log(const struct ina_job *job, const char *event, const char *reason, int warn)
-{
-    log_job(warn ? INA_LOG_WARN : INA_LOG_INFO, job, event, reason);
-}
-
-/* A session id or token: from getrandom, or from the seeded generator
- * (splitmix64) of a switch whose runs must be reproducible (p.seed). */
-uint32_t ina__random_u32(struct ina_switch *sw)
-{
-    if (sw->p.seed) {
-        uint64_t x = (sw->rng += 0x9E3779B97F4A7C15ull);
-        x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-        x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-        return (uint32_t)((x ^ (x >> 31)) >> 16);
-    }
-    uint32_t v = 0;
-    /* getrandom never fails for 4 bytes once the pool is initialised; fall
-     * back to a weak source rather than to a constant if it ever does. */
-    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
-        v = (uint32_t)random() ^ (uint32_t)rand();
-    return v;
-}
+#include "engine/internal.h"
 
 int ina_switch_init(struct ina_switch *sw, const struct ina_switch_params *p)
 {
@@ -97,12 +50,10 @@ int ina_switch_init(struct ina_switch *sw, const struct ina_switch_params *p)
     return 0;
 }
 
-static void job_detach_rings(struct ina_switch *sw, struct ina_job *job);
-
 void ina_switch_free(struct ina_switch *sw)
 {
     for (int i = 0; sw->slots && i < INA_SW_MAX_JOBS; i++) {
-        job_detach_rings(sw, &sw->jobs[i]);
+        ina__job_detach_rings(sw, &sw->jobs[i]);
         ina__hot_free(&sw->jobs[i]);
     }
     free(sw->slots);
@@ -112,296 +63,6 @@ void ina_switch_free(struct ina_switch *sw)
     free(sw->ended);
     ina_txq_free(&sw->txq);
     memset(sw, 0, sizeof(*sw));
-}
-
-/* First fit over the owner map: O(nslots), run once per job start. */
-int ina__pool_alloc(struct ina_switch *sw, uint32_t n, uint32_t *base)
-{
-    uint32_t run = 0;
-    for (uint32_t i = 0; i < sw->p.nslots; i++) {
-        run = sw->slot_owner[i] ? 0 : run + 1;
-        if (run == n) {
-            *base = i + 1 - n;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-/*
- * Put the job's slots in the state "round -2 and -1 complete", so that the
- * first packets (seq 0 into set 0, seq 1 into set 1) are each "the next
- * round" of a finished set. Values need no clearing: a new round overwrites.
- */
-void ina__job_reset_slots(struct ina_switch *sw, const struct ina_job *job)
-{
-    for (uint32_t i = 0; i < job->window; i++) {
-        struct ina_slot *s = &sw->slots[job->slot_base + i];
-        memset(s, 0, sizeof(*s));
-        for (unsigned set = 0; set < 2; set++) {
-            struct ina_slot_set *ss = &s->set[set];
-            ss->seq = (uint32_t)set - 2u;
-            ss->complete = 1;
-            ss->nrecv = (uint16_t)job->need;
-            /* Every rank "contributed" (keeps the invariant: a packet for
-             * round -2/-1 is a duplicate of a complete, empty round). */
-            for (int r = 0; r < job->world; r++)
-                ss->bitmap[r >> 6] |= 1ull << (r & 63);
-        }
-    }
-}
-
-/* Unmap the rings of every rank of job that attached them; count those a
- * SIGBUS replaced (the fault guard, shm_ring.h), each once, here. */
-static void job_detach_rings(struct ina_switch *sw, struct ina_job *job)
-{
-    for (int r = 0; r < INA_MAX_WORKERS; r++) {
-        struct ina_member *m = &job->members[r];
-        if (m->shm) {
-            sw->c.shm_faults += (uint64_t)ina_shm_faulted(m->shm);
-            ina_shm_unmap(m->shm);
-            free(m->shm);
-            m->shm = NULL;
-        }
-        m->shm_live = 0;
-    }
-}
-
-/*
- * A session ended, or a job was refused: remember its registrations (each
- * member that registered itself: a worker, or a child for its set), so that
- * a JOIN naming one again is known for a replay (PROTOCOL.md §5.2 step 3‴).
- * A worker's nonce is new for each join, so no live worker ever sends one of
- * these again: without a secret this is what keeps a finished session dead,
- * with one it covers the few seconds a captured JOIN's cookie stays fresh.
- */
-static void ended_remember(struct ina_switch *sw, const struct ina_job *job)
-{
-    for (int r = 0; r < job->world; r++) {
-        const struct ina_member *m = &job->members[r];
-        if (!m->joined || !m->weight)
-            continue; /* a rank a child stands for: the child's registration is remembered */
-        unsigned k = sw->nended++ % INA_SW_ENDED_KEEP;
-        sw->ended_nonce[k] = m->nonce;
-        memcpy(sw->ended[k].name, job->name, sizeof(sw->ended[k].name));
-        sw->ended[k].rank = (uint16_t)r;
-        sw->ended[k].lane = job->lane;
-    }
-}
-
-/* Whether a JOIN names a remembered registration: its (name, lane, rank, nonce). */
-static int ended_has(const struct ina_switch *sw, const struct ina_hdr *h,
-                     const struct ina_join *j)
-{
-    if (j->nonce == 0)
-        return 0; /* (0: an entry forgotten, or never written) */
-    for (unsigned k = 0; k < INA_SW_ENDED_KEEP; k++)
-        if (sw->ended_nonce[k] == j->nonce && sw->ended[k].rank == h->rank &&
-            sw->ended[k].lane == j->lane && strcmp(sw->ended[k].name, j->name) == 0)
-            return 1;
-    return 0;
-}
-
-/* Forget a remembered nonce: its rank joins again with it, legitimately. */
-static void ended_forget(struct ina_switch *sw, uint64_t nonce)
-{
-    for (unsigned k = 0; k < INA_SW_ENDED_KEEP; k++)
-        if (sw->ended_nonce[k] == nonce)
-            sw->ended_nonce[k] = 0;
-}
-
-void ina__job_free(struct ina_switch *sw, struct ina_job *job)
-{
-    if (job->state == INA_JOB_ACTIVE)
-        ended_remember(sw, job); /* however it ended: that session does not start again */
-    job_detach_rings(sw, job);
-    if (job->state == INA_JOB_ACTIVE && sw->dp)
-        sw->dp->job_end(sw->dp_ctx, sw, job);
-    ina__hot_free(job);
-    /* Its slots: an active job's window, or what a child reserved while it
-     * waits for its parent (tree.c). */
-    uint32_t held = job->state == INA_JOB_ACTIVE ? job->window : job->child ? job->up.reserved : 0;
-    if (held) {
-        for (uint32_t i = 0; i < held; i++)
-            sw->slot_owner[job->slot_base + i] = 0;
-        sw->slots_freed = 1; /* a WAITING job may fit now */
-    }
-    uint16_t id = job->id;
-    memset(job, 0, sizeof(*job));
-    job->id = id;
-}
-
-/*
- * The capabilities a JOIN_ACK of job announces (beyond v1). A job with a child
- * switch among its members, or in which this switch is a child, offers no op
- * 3: a child cannot give op 3's bound at two levels (PROTOCOL.md §12); nor ops
- * 7 and 8: a child forwards dense partial sums only (§17.1). And all
- * ranks of a job must choose their ops alike. A child offers op 4 only if its
- * parent does, and says how many levels lie above it.
- */
-static uint16_t join_ack_flags(const struct ina_switch *sw, const struct ina_job *job)
-{
-    uint16_t f = (sw->p.int_ops_only ? 0
-                                     : INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32 | INA_FLAG_CAP_SPARSE) |
-                 (sw->p.shm && !sw->p.mcast_base ? INA_FLAG_CAP_SHM : 0) |
-                 INA_FLAG_CAP_FIX | /* integer arithmetic: offered even with --int-ops-only */
-                 (sw->p.hot_max && !sw->p.int_ops_only ? INA_FLAG_CAP_HOT : 0) |
-                 (sw->p.integrity ? INA_FLAG_INTEGRITY : 0);
-    if (sw->p.bpf_ops_only) /* the eBPF program implements ops 0..3 of DATA only */
-        f &= (uint16_t)~(INA_FLAG_CAP_F32 | INA_FLAG_CAP_SPARSE | INA_FLAG_CAP_FIX |
-                         INA_FLAG_CAP_HOT);
-    if (job && (job->tree || job->child)) /* a tree passes dense rounds only (§12, §14.3, §17.1) */
-        f &= (uint16_t)~(INA_FLAG_CAP_BFP | INA_FLAG_CAP_SPARSE | INA_FLAG_CAP_HOT);
-    if (job && job->child) {
-        if (!(job->up.flags & INA_FLAG_CAP_F32))
-            f &= (uint16_t)~INA_FLAG_CAP_F32;
-        if (!(job->up.flags & INA_FLAG_CAP_FIX)) /* a child adds what its parent can */
-            f &= (uint16_t)~INA_FLAG_CAP_FIX;
-        unsigned above = ina_flag_levels(job->up.flags) + 1;
-        f |= (uint16_t)((above > 3 ? 3 : above) << INA_FLAG_LEVELS_SHIFT);
-    }
-    return f;
-}
-
-/* Queue a control datagram (header + body) to one address; with auth, append
- * the HMAC of the shared secret over both (INA_AUTH_LEN bytes). flags: header
- * flag bits beyond the JOIN_ACK's capabilities (INA_FLAG_LANES_AUTO). */
-static void send_ctl_auth(struct ina_switch *sw, const struct ina_job *job, uint8_t kind,
-                          const uint8_t *body, size_t bodylen, const struct sockaddr_in *dst,
-                          int auth, uint16_t flags)
-{
-    if (!ina_txq_room(&sw->txq, 1))
-        return; /* the caller guaranteed room for one datagram; never reached */
-    struct ina_hdr h;
-    ina_hdr_init(&h, kind);
-    h.rank = INA_RANK_SWITCH;
-    if (kind == INA_K_JOIN_ACK)
-        h.flags = join_ack_flags(sw, job);
-    h.flags |= flags;
-    if (job) {
-        h.job = job->id;
-        h.session = job->session;
-        h.token = job->token;
-    }
-    uint8_t *buf = ina_txq_buf(&sw->txq);
-    ina_hdr_encode(buf, &h);
-    memcpy(buf + INA_HDR_LEN, body, bodylen);
-    size_t len = INA_HDR_LEN + bodylen;
-    if (auth) {
-        ina_hmac_sha256(&sw->p.secret, buf, len, buf + len);
-        len += INA_AUTH_LEN;
-    }
-    if (job && job->tagged && kind == INA_K_MIGRATE)
-        len = ina_mac_append(&job->mac, buf, len); /* only the switch's (§4.6) */
-    ina_txq_push(&sw->txq, buf, len, dst);
-}
-
-static void send_ctl(struct ina_switch *sw, const struct ina_job *job, uint8_t kind,
-                     const uint8_t *body, size_t bodylen, const struct sockaddr_in *dst)
-{
-    send_ctl_auth(sw, job, kind, body, bodylen, dst, 0, 0);
-}
-
-/* A JOIN_NAK's body but MISMATCH's: it says this switch's version, so that a
- * refused worker can name both (PROTOCOL.md §4.2). */
-static void nak_encode(uint8_t *body, uint64_t nonce, int reason)
-{
-    ina_nak_encode(body, nonce, reason);
-    ina_put32(body + INA_NAK_VERSION, INA_VERSION_NUMBER);
-}
-
-static void send_nak(struct ina_switch *sw, uint64_t nonce, int reason,
-                     const struct sockaddr_in *dst)
-{
-    uint8_t body[INA_NAK_BODY_LEN];
-    nak_encode(body, nonce, reason);
-    send_ctl(sw, NULL, INA_K_JOIN_NAK, body, sizeof(body), dst);
-}
-
-/* Queue one datagram for every member that has joined (ABORT/NAK fan-out). */
-static void send_to_members(struct ina_switch *sw, struct ina_job *job, uint8_t kind, int reason)
-{
-    uint8_t body[INA_NAK_BODY_LEN];
-    if (kind == INA_K_JOIN_NAK) {
-        /* A NAK echoes each member's own nonce: one datagram per member. */
-        for (int r = 0; r < job->world; r++)
-            if (job->members[r].joined && job->members[r].weight)
-                send_nak(sw, job->members[r].nonce, reason, &job->members[r].addr);
-        return;
-    }
-    if (!ina_txq_room(&sw->txq, (unsigned)job->world))
-        return;
-    struct ina_hdr h;
-    ina_hdr_init(&h, kind);
-    h.rank = INA_RANK_SWITCH;
-    h.job = job->id;
-    h.session = job->session;
-    h.token = job->token;
-    uint8_t *buf = ina_txq_buf(&sw->txq);
-    ina_hdr_encode(buf, &h);
-    ina_nak_encode(body, 0, reason);
-    memcpy(buf + INA_HDR_LEN, body, sizeof(body));
-    size_t len = INA_HDR_LEN + sizeof(body);
-    if (job->tagged) /* an ABORT of a session with tags: only the switch's (§4.6) */
-        len = ina_mac_append(&job->mac, buf, len);
-    for (int r = 0; r < job->world; r++) {
-        if (!job->members[r].joined || !job->members[r].weight)
-            continue; /* a rank a child stands for hears it from the child */
-        ina_txq_push(&sw->txq, buf, len, &job->members[r].addr);
-    }
-}
-
-void ina__job_abort_why(struct ina_switch *sw, struct ina_job *job, int reason, const char *why)
-{
-    log_job(INA_LOG_INFO, job, "job_aborted", why);
-    if (reason == INA_ERR_SHUTDOWN)
-        sw->c.jobs_drained++; /* the switch's own stop, not a job's failure */
-    else
-        sw->c.jobs_aborted++;
-    send_to_members(sw, job, INA_K_ABORT, reason);
-    if (job->child)
-        ina__tree_leave(sw, job, 1, reason); /* the parent ends it for every other child */
-    ina__job_free(sw, job);
-}
-
-void ina__job_abort(struct ina_switch *sw, struct ina_job *job, int reason)
-{
-    ina__job_abort_why(sw, job, reason, reason_name(reason));
-}
-
-static void send_ack(struct ina_switch *sw, const struct ina_job *job, int rank)
-{
-    struct ina_join j;
-    memset(&j, 0, sizeof(j));
-    j.nonce = job->members[rank].nonce;
-    j.world_size = (uint16_t)job->world;
-    j.elems = job->elems;
-    j.window = job->window;
-    j.sw_version = INA_VERSION_NUMBER;
-    j.lane = job->lane;
-    j.nlanes = job->nlanes;
-    if (job->mcast.sin_family) {
-        j.mcast_group = ntohl(job->mcast.sin_addr.s_addr);
-        j.mcast_port = ntohs(job->mcast.sin_port);
-    }
-    memcpy(j.name, job->name, sizeof(j.name));
-    uint8_t body[INA_JOIN_BODY_LEN];
-    ina_join_encode(body, &j);
-    /* With a secret, the ACK proves the switch knows it: the MAC covers the
-     * header (job, session, token) and the body (the rank's nonce). */
-    /* A rank that proposed its lanes learns that body byte 27 is the job's
-     * agreed count (PROTOCOL.md §5.6). */
-    send_ctl_auth(sw, job, INA_K_JOIN_ACK, body, sizeof(body), &job->members[rank].addr,
-                  sw->p.has_secret, job->members[rank].lanes_auto ? INA_FLAG_LANES_AUTO : 0);
-}
-
-/* Largest power of two <= n (n >= 1). */
-static uint32_t pow2_floor(uint32_t n)
-{
-    uint32_t p = 1;
-    while (p <= n / 2)
-        p *= 2;
-    return p;
 }
 
 /*
@@ -418,83 +79,6 @@ static uint32_t admit(struct ina_switch *sw, struct ina_job *job)
         if (job->members[r].weight && job->members[r].window < want)
             want = job->members[r].window; /* 0: a child that has no room (§12.3) */
     return want ? ina__pool_take(sw, want, &job->slot_base) : 0;
-}
-
-uint32_t ina__pool_take(struct ina_switch *sw, uint32_t want, uint32_t *base)
-{
-    if (pow2_floor(sw->p.nslots) < want)
-        want = pow2_floor(sw->p.nslots);
-    if (sw->p.max_job_slots && pow2_floor(sw->p.max_job_slots) < want)
-        want = pow2_floor(sw->p.max_job_slots);
-    uint32_t floor = sw->p.min_job_slots ? pow2_floor(sw->p.min_job_slots) : want;
-    if (floor > want)
-        floor = want;
-    for (uint32_t w = want; w >= floor && w >= 1; w /= 2) {
-        if (ina__pool_alloc(sw, w, base) == 0) {
-            if (w < want)
-                sw->c.jobs_shrunk++;
-            return w;
-        }
-        if (w == 1)
-            break;
-    }
-    return 0;
-}
-
-/* Rank 0 offered a host aggregator, and every rank can be told of it: not
- * through a child switch, which could not pass it on to every rank alike. */
-static int r0_offers_fallback(const struct ina_job *job)
-{
-    return job->members[0].joined && job->members[0].fallback_port && !job->tree && !job->child;
-}
-
-/* The NOSPACE of a refused job to its rank r, naming rank 0's fallback if offered. */
-static void send_refusal(struct ina_switch *sw, const struct ina_job *job, int r)
-{
-    const struct ina_member *m = &job->members[r], *r0 = &job->members[0];
-    uint8_t body[INA_NAK_FALLBACK_LEN];
-    memset(body, 0, sizeof(body));
-    nak_encode(body, m->nonce, INA_ERR_NOSPACE);
-    size_t len = INA_NAK_BODY_LEN;
-    if (r0_offers_fallback(job)) {
-        memcpy(body + 16, &r0->addr.sin_addr.s_addr, 4); /* already network order */
-        ina_put16(body + 20, r0->fallback_port);
-        len = INA_NAK_FALLBACK_LEN;
-    }
-    send_ctl(sw, NULL, INA_K_JOIN_NAK, body, len, &m->addr);
-}
-
-/* No room, and no (more) waiting: NOSPACE to every rank, with rank 0's
- * fallback aggregator if it offered one (libina then runs the job there);
- * the job is remembered a while to repeat a lost NOSPACE (refused_job_of). */
-static void job_refuse(struct ina_switch *sw, struct ina_job *job, uint64_t now_ns)
-{
-    log_job(INA_LOG_WARN, job, "job_refused", r0_offers_fallback(job) ? "no_free_slots_fallback"
-                                                                          : "no_free_slots");
-    sw->c.jobs_refused++;
-    for (int r = 0; r < job->world; r++)
-        if (job->members[r].joined && job->members[r].weight)
-            send_refusal(sw, job, r);
-    unsigned k = sw->nrefused++ % INA_SW_REFUSED_KEEP;
-    sw->refused[k] = *job;
-    sw->refused_at[k] = now_ns;
-    ended_remember(sw, job); /* after the 5 s of repeated NAKs: refused for good */
-    ina__job_free(sw, job);
-}
-
-void ina__job_refuse(struct ina_switch *sw, struct ina_job *job, int reason, uint64_t now_ns)
-{
-    if (reason == INA_ERR_NOSPACE) {
-        job_refuse(sw, job, now_ns);
-        return;
-    }
-    log_job(INA_LOG_WARN, job, "job_refused", reason_name(reason));
-    if (reason == INA_ERR_SHUTDOWN)
-        sw->c.jobs_drained++; /* (the switch refuses every JOIN until it exits) */
-    else
-        ended_remember(sw, job);
-    send_to_members(sw, job, INA_K_JOIN_NAK, reason);
-    ina__job_free(sw, job);
 }
 
 /* A recently refused job that this JOIN (same name, lane, rank and nonce) belongs to. */
@@ -556,12 +140,12 @@ static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_n
             job->state = INA_JOB_WAITING; /* retried when slots are freed, and per tick */
             job->wait_until_ns = now_ns + wait_ns;
             sw->c.jobs_waited++;
-            log_job(INA_LOG_INFO, job, "job_waiting", "no_free_slots");
+            ina__log_job(INA_LOG_INFO, job, "job_waiting", "no_free_slots");
             return;
         }
         if (job->state == INA_JOB_WAITING && now_ns < job->wait_until_ns)
             return;
-        job_refuse(sw, job, now_ns);
+        ina__job_refuse(sw, job, INA_ERR_NOSPACE, now_ns);
         return;
     }
     job->elems = (uint16_t)elems;
@@ -593,15 +177,8 @@ static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_n
     if (sw->dp)
         sw->dp->job_start(sw->dp_ctx, sw, job); /* before any rank hears of the job */
     sw->c.jobs_started++;
-    log_job(INA_LOG_INFO, job, "job_started", "all_ranks_joined");
+    ina__log_job(INA_LOG_INFO, job, "job_started", "all_ranks_joined");
     ina__job_send_acks(sw, job);
-}
-
-void ina__job_send_acks(struct ina_switch *sw, const struct ina_job *job)
-{
-    for (int r = 0; r < job->world; r++)
-        if (job->members[r].weight)
-            send_ack(sw, job, r);
 }
 
 static struct ina_job *job_by_name(struct ina_switch *sw, const char *name, unsigned lane)
@@ -730,7 +307,7 @@ static void send_cookie(struct ina_switch *sw, const struct ina_hdr *h, const ui
     memcpy(reply, body, 8); /* the JOIN's nonce */
     cookie_make(sw, reply + 8, now_ns / 1000000u, h, body, src);
     sw->c.join_challenges++;
-    send_ctl(sw, NULL, INA_K_JOIN_COOKIE, reply, sizeof(reply), src);
+    ina__send_ctl(sw, NULL, INA_K_JOIN_COOKIE, reply, sizeof(reply), src);
 }
 
 static int set_has(const uint8_t *set, unsigned r) { return (set[r >> 3] >> (r & 7)) & 1; }
@@ -869,7 +446,7 @@ static void send_nak_mismatch(struct ina_switch *sw, uint64_t nonce, unsigned ot
     ina_nak_encode(body, nonce, INA_ERR_MISMATCH);
     ina_put16(body + INA_NAK_MISMATCH_WORLD, (uint16_t)other_world);
     body[INA_NAK_MISMATCH_NLANES] = (uint8_t)other_nlanes;
-    send_ctl(sw, NULL, INA_K_JOIN_NAK, body, sizeof(body), dst);
+    ina__send_ctl(sw, NULL, INA_K_JOIN_NAK, body, sizeof(body), dst);
 }
 
 /* A name whose ranks disagreed less than INA_SW_MISMATCH_NS ago (job_mismatch). */
@@ -915,8 +492,8 @@ static void job_mismatch(struct ina_switch *sw, struct ina_job *job, const struc
     sw->mismatched[k].nlanes = j->nlanes;
     sw->mismatched[k].world = j->world_size;
     sw->mismatched[k].at_ns = now_ns;
-    log_job(INA_LOG_WARN, job, "job_dropped", what);
-    ended_remember(sw, job);
+    ina__log_job(INA_LOG_WARN, job, "job_dropped", what);
+    ina__ended_remember(sw, job);
     ina__job_free(sw, job);
 }
 
@@ -934,21 +511,7 @@ static void reply_join_wait(struct ina_switch *sw, const struct ina_job *job, in
     for (int r = 0; r < job->world; r++)
         if (job->members[r].joined)
             body[16 + (r >> 3)] |= (uint8_t)(1u << (r & 7));
-    send_ctl(sw, NULL, INA_K_JOIN_WAIT, body, sizeof(body), &m->addr);
-}
-
-int ina__job_lanes_proposed(const struct ina_job *job)
-{
-    int any = 0;
-    for (int r = 0; r < job->world; r++) {
-        const struct ina_member *m = &job->members[r];
-        if (!m->joined || !m->weight)
-            continue;
-        if (!m->lanes_auto)
-            return 0;
-        any = 1;
-    }
-    return any && job->lane == 0;
+    ina__send_ctl(sw, NULL, INA_K_JOIN_WAIT, body, sizeof(body), &m->addr);
 }
 
 /* Forget the registration that holds rank r (withdrawn, or its rank is
@@ -965,7 +528,7 @@ static void member_unregister(struct ina_switch *sw, struct ina_job *job, int r,
     if (job->state == INA_JOB_WAITING)
         job->state = INA_JOB_JOINING; /* no longer complete: it waits for that rank again */
     if (job->njoined == 0) {
-        log_job(INA_LOG_INFO, job, "job_dropped", "no_rank_waiting");
+        ina__log_job(INA_LOG_INFO, job, "job_dropped", "no_rank_waiting");
         ina__job_free(sw, job);
         return;
     }
@@ -1051,8 +614,8 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
          * the nonce (the body's first 8 bytes in every version) is there.
          * The caller counts the drop (VERSION). */
         if (bodylen >= 8)
-            send_nak(sw, (uint64_t)ina_get32(body) << 32 | ina_get32(body + 4), INA_ERR_PROTO,
-                     src);
+            ina__send_nak(sw, (uint64_t)ina_get32(body) << 32 | ina_get32(body + 4),
+                          INA_ERR_PROTO, src);
         return;
     }
     if (ina_join_decode(body, bodylen, &j) != 0 || (tree && bodylen < INA_TREE_JOIN_LEN)) {
@@ -1066,7 +629,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         if (!join_auth_ok(sw, h, body, bodylen, covered + INA_COOKIE_LEN)) {
             sw->c.drops[INA_DROP_AUTH]++;
             log_join_refused(h, &j, src, "auth");
-            send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+            ina__send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
             return;
         }
         /* ...and of freshness: the cookie is one we handed out lately, for
@@ -1081,7 +644,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         /* Integrity must be on at both ends (a child switch cannot carry it). */
         sw->c.drops[INA_DROP_JOIN]++;
         log_join_refused(h, &j, src, "integrity_mismatch");
-        send_nak(sw, j.nonce, INA_ERR_NOTSUP, src);
+        ina__send_nak(sw, j.nonce, INA_ERR_NOTSUP, src);
         return;
     }
     int weight = 1;
@@ -1090,7 +653,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         /* (A child passes RESULTs on by unicast: it cannot join a group.) */
         sw->c.drops[INA_DROP_JOIN]++;
         log_join_refused(h, &j, src, "bad_parameters");
-        send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+        ina__send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
         return;
     }
     unsigned nshards = sw->p.nshards ? sw->p.nshards : 1;
@@ -1101,13 +664,13 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         ina_nak_encode(redirect, j.nonce, 0);
         ina_put16(redirect + 12, sw->p.shard_ports[shard]);
         sw->c.join_redirects++;
-        send_ctl(sw, NULL, INA_K_REDIRECT, redirect, sizeof(redirect), src);
+        ina__send_ctl(sw, NULL, INA_K_REDIRECT, redirect, sizeof(redirect), src);
         return;
     }
     if (sw->p.only_job[0] && strcmp(j.name, sw->p.only_job) != 0) {
         sw->c.drops[INA_DROP_JOIN]++; /* a worker's private aggregator serves one job */
         log_join_refused(h, &j, src, "not_this_aggregators_job");
-        send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+        ina__send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
         return;
     }
     if (tree && sw->dp) {
@@ -1115,23 +678,23 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
          * dataplane does not count: it serves workers only (docs/EBPF.md). */
         sw->c.drops[INA_DROP_JOIN]++;
         log_join_refused(h, &j, src, "tree_not_in_this_dataplane");
-        send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+        ina__send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
         return;
     }
     const struct ina_job *refused = refused_job_of(sw, h, &j, now_ns);
     if (refused) {
-        send_refusal(sw, refused, h->rank); /* its NOSPACE was lost: say it again */
+        ina__send_refusal(sw, refused, h->rank); /* its NOSPACE was lost: say it again */
         return;
     }
     struct ina_job *job = job_by_name(sw, j.name, j.lane);
     unsigned mworld, mnlanes;
     const int mismatched = !job && recently_mismatched(sw, &j, now_ns, &mworld, &mnlanes);
-    if (!mismatched && ended_has(sw, h, &j)) {
+    if (!mismatched && ina__ended_has(sw, h, &j)) {
         /* A session ends once: this is a replay (or a copy from the past). */
         sw->c.drops[INA_DROP_JOIN]++;
         sw->c.joins_replayed++;
         log_join_refused(h, &j, src, "session_ended");
-        send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+        ina__send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
         return;
     }
     if (job && (job->world != j.world_size || lanes_conflict(job, h, &j))) {
@@ -1151,12 +714,12 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         sw->c.drops[INA_DROP_JOIN]++;
         sw->c.joins_refused_draining++;
         log_join_refused(h, &j, src, "draining");
-        send_nak(sw, j.nonce, INA_ERR_SHUTDOWN, src);
+        ina__send_nak(sw, j.nonce, INA_ERR_SHUTDOWN, src);
         return;
     }
     if (job && job->state == INA_JOB_ACTIVE) {
         if (m->nonce == j.nonce && ina_addr_eq(&m->addr, src) && m->weight == weight) {
-            send_ack(sw, job, h->rank); /* our ACK was lost: say it again */
+            ina__send_ack(sw, job, h->rank); /* our ACK was lost: say it again */
             return;
         }
         /* A new incarnation of a rank: the running session cannot go on
@@ -1166,11 +729,11 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         if (m->addr.sin_addr.s_addr != src->sin_addr.s_addr) {
             sw->c.drops[INA_DROP_JOIN]++;
             log_join_refused(h, &j, src, "rank_running_elsewhere");
-            send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+            ina__send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
             return;
         }
         ina__job_abort_why(sw, job, INA_ERR_ABORTED, "rank_restarted");
-        ended_forget(sw, j.nonce); /* (the same nonce from a new port: it joins on) */
+        ina__ended_forget(sw, j.nonce); /* (the same nonce from a new port: it joins on) */
         job = NULL;
     }
     if (!job) {
@@ -1178,7 +741,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         if (!job) {
             sw->c.jobs_refused++; /* job table full */
             log_join_refused(h, &j, src, "job_table_full");
-            send_nak(sw, j.nonce, INA_ERR_NOSPACE, src);
+            ina__send_nak(sw, j.nonce, INA_ERR_NOSPACE, src);
             return;
         }
     }
@@ -1186,7 +749,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         sw->c.drops[INA_DROP_JOIN]++;
         sw->c.joins_refused_taken++;
         log_join_refused(h, &j, src, "rank_joining_elsewhere");
-        send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+        ina__send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
         return;
     }
     join_record(job, h, &j, set, weight, src, now_ns);
@@ -1275,10 +838,10 @@ static void on_leave(struct ina_switch *sw, const struct ina_hdr *h, const uint8
     /* The job ends when every rank has left: before that, a rank that lost
      * its last result may still retransmit and must be answered. */
     if (job->nleft == job->need) {
-        log_job(INA_LOG_INFO, job, "job_ended", "all_ranks_left");
+        ina__log_job(INA_LOG_INFO, job, "job_ended", "all_ranks_left");
         sw->c.jobs_ended++;
         if (job->child)
-            ina__tree_leave(sw, job, 0, 0);
+            ina__job_leave_parent(sw, job, 0, 0);
         ina__job_free(sw, job);
     }
 }
@@ -1379,14 +942,14 @@ static void on_shm_attach(struct ina_switch *sw, const struct ina_hdr *h, const 
             m->shm = NULL;
         } else {
             sw->c.shm_attached++;
-            log_job(INA_LOG_DEBUG, job, "shm_attached", "rings");
+            ina__log_job(INA_LOG_DEBUG, job, "shm_attached", "rings");
         }
     }
     if (reason)
         sw->c.drops[INA_DROP_SHM]++;
     uint8_t ack[INA_NAK_BODY_LEN];
     ina_nak_encode(ack, nonce, reason);
-    send_ctl(sw, job, INA_K_SHM_ACK, ack, sizeof(ack), src);
+    ina__send_ctl(sw, job, INA_K_SHM_ACK, ack, sizeof(ack), src);
 }
 
 /* HOT_INSTALL, HOT_FETCH, HOT_SAMPLE (PROTOCOL.md §14.3): checked like a LEAVE, then hot.c. */
@@ -1444,33 +1007,17 @@ int ina_switch_abort_job(struct ina_switch *sw, uint16_t id)
     struct ina_job *job = ina__job_by_id(sw, id);
     if (!job || job->state == INA_JOB_FREE)
         return -ENOENT;
-    log_job(INA_LOG_WARN, job, "operator_abort", "requested");
+    ina__log_job(INA_LOG_WARN, job, "operator_abort", "requested");
     if (job->state == INA_JOB_ACTIVE) {
         ina__job_abort_why(sw, job, INA_ERR_ABORTED, "operator_abort");
     } else {
         /* Still joining: the ranks that joined wait for an ACK; refuse them. */
         sw->c.jobs_aborted++;
-        send_to_members(sw, job, INA_K_JOIN_NAK, INA_ERR_ABORTED);
-        ended_remember(sw, job);
+        ina__send_to_members(sw, job, INA_K_JOIN_NAK, INA_ERR_ABORTED);
+        ina__ended_remember(sw, job);
         ina__job_free(sw, job);
     }
     return 0;
-}
-
-void ina__job_send_migrate(struct ina_switch *sw, const struct ina_job *job, int r)
-{
-    uint8_t body[INA_MIGRATE_BODY_LEN];
-    memset(body, 0, sizeof(body));
-    ina_nak_encode(body, 0, INA_ERR_NOSPACE);
-    if (r0_offers_fallback(job)) {
-        memcpy(body + 16, &job->members[0].addr.sin_addr.s_addr, 4); /* network order */
-        ina_put16(body + 20, job->members[0].fallback_port);
-    }
-    ina_put32(body + 24, (uint32_t)(job->evict_bound >> 32));
-    ina_put32(body + 28, (uint32_t)job->evict_bound);
-    for (int i = r < 0 ? 0 : r; i < (r < 0 ? job->world : r + 1); i++)
-        if (job->members[i].joined)
-            send_ctl(sw, job, INA_K_MIGRATE, body, sizeof(body), &job->members[i].addr);
 }
 
 /* The round that set `set` of an absolute slot holds, wherever the slots are kept. */
@@ -1496,7 +1043,7 @@ int ina_switch_evict_job(struct ina_switch *sw, uint16_t id)
     if (job->evicted)
         return -EALREADY;
     if (job->tree || job->child) {
-        log_job(INA_LOG_WARN, job, "operator_evict", "refused_tree");
+        ina__log_job(INA_LOG_WARN, job, "operator_evict", "refused_tree");
         return -ENOTSUP; /* a child could not move its ranks to rank 0's host (§12.8) */
     }
     /* Another dataplane serves DATA meanwhile: first make it pass every DATA
@@ -1518,7 +1065,7 @@ int ina_switch_evict_job(struct ina_switch *sw, uint16_t id)
     job->evict_bound = (uint64_t)(top + 1);
     if (sw->dp)
         sw->dp->job_evict(sw->dp_ctx, job, job->evict_bound);
-    log_job(INA_LOG_WARN, job, "operator_evict", "requested");
+    ina__log_job(INA_LOG_WARN, job, "operator_evict", "requested");
     sw->c.jobs_evicted++;
     if (ina_switch_tx_full(sw))
         return 0; /* the ranks learn it from the answer to their next DATA */
@@ -1535,7 +1082,7 @@ void ina_switch_tick(struct ina_switch *sw, uint64_t now_ns)
             continue; /* a rank gave up or fell silent: the job waits for it again */
         if (job->state == INA_JOB_JOINING && sw->p.join_timeout_ns &&
             now_ns - job->created_ns > sw->p.join_timeout_ns) {
-            log_job(INA_LOG_WARN, job, "job_dropped", "join_timeout");
+            ina__log_job(INA_LOG_WARN, job, "job_dropped", "join_timeout");
             ina__job_free(sw, job);
         } else if (job->state == INA_JOB_WAITING && now_ns >= job->wait_until_ns) {
             if (ina_switch_tx_full(sw))

@@ -3,16 +3,7 @@
 
 #include "common/be32.h"
 #include "common/sparse_wire.h"
-#include "switch/switch.h"
-
-static inline void drop(struct ina_switch *sw, enum ina_drop why) { sw->c.drops[why]++; }
-
-/* A drop of a datagram that names an active job: counted for the job too. */
-static inline void drop_job(struct ina_switch *sw, struct ina_job *job, enum ina_drop why)
-{
-    sw->c.drops[why]++;
-    job->c.drops[why]++;
-}
+#include "engine/internal.h"
 
 static inline int bit_test(const uint64_t *bm, unsigned r) { return (bm[r >> 6] >> (r & 63)) & 1; }
 static inline void bit_set(uint64_t *bm, unsigned r) { bm[r >> 6] |= 1ull << (r & 63); }
@@ -133,76 +124,6 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
     }
 }
 
-/* x / 2^d rounded to nearest (ties up), for |x| < 2^31 and d >= 1. */
-static inline int32_t shift_round(int64_t x, int d)
-{
-    if (d > 32)
-        return 0; /* |x| / 2^d < 1/2 */
-    return (int32_t)((x + ((int64_t)1 << (d - 1))) >> d); /* arithmetic shift: floor */
-}
-
-/*
- * INA_OP_ADD_BFP: add a contribution quantized with its own block exponent e
- * to values held at exponent ss->exp, keeping the larger exponent: the side
- * with the smaller one is shifted right (rounded) by the difference. Each
- * arrival adds at most one rounding of half a unit of the final scale to the
- * contributions' own half-unit quantization errors, so the sum stays within
- * N units of the final scale, the bound of the two-round mode (PROTOCOL.md
- * §8.7). Special exponents: an all-zero block adds nothing; non-finite
- * blocks carry class codes (quant.h), to which finite blocks add nothing.
- */
-static void combine_bfp(struct ina_slot_set *ss, int32_t *v, const uint8_t *payload, size_t n,
-                        int16_t e)
-{
-    if (e == INA_EXP_NONFINITE || ss->exp == INA_EXP_NONFINITE) {
-        if (ss->exp != INA_EXP_NONFINITE) {
-            ina_be32_load(v, payload, n); /* the finite sum so far has no class codes */
-            ss->exp = INA_EXP_NONFINITE;
-        } else if (e == INA_EXP_NONFINITE) {
-            ina_be32_add(v, payload, n);
-        }
-        return;
-    }
-    if (e == INA_EXP_ZERO)
-        return;
-    if (ss->exp == INA_EXP_ZERO) {
-        ina_be32_load(v, payload, n);
-        ss->exp = e;
-        return;
-    }
-    int d = (int)e - (int)ss->exp;
-    if (d > 0) {
-        for (size_t i = 0; i < n; i++)
-            v[i] = shift_round(v[i], d);
-        ss->exp = e;
-        d = 0;
-    }
-    if (d == 0) {
-        ina_be32_add(v, payload, n);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        int32_t q = (int32_t)ina_get32(payload + 4 * i);
-        v[i] = (int32_t)((uint32_t)v[i] + (uint32_t)shift_round(q, -d));
-    }
-}
-
-/* Combine a later contribution into the round's values by the round's op. */
-static inline void combine(struct ina_slot_set *ss, int32_t *v, const uint8_t *payload, size_t n,
-                           int16_t e)
-{
-    if (ss->op == INA_OP_ADD_I32)
-        ina_be32_add(v, payload, n);
-    else if (ss->op == INA_OP_ADD_BFP)
-        combine_bfp(ss, v, payload, n, e);
-    else if (ss->op == INA_OP_ADD_F32)
-        ina_be32_fadd(v, payload, n);
-    else if (ss->op == INA_OP_ADD_FIX)
-        ina_be32_fixadd(v, payload, n);
-    else
-        ina_be32_minmax(v, payload, n, ss->op == INA_OP_MAX_I32);
-}
-
 /* The wire ops this switch combines: v1's integer ops always; the
  * fixed-point add unless the eBPF program keeps the slots (it has ops 0..3);
  * block floating point unless --int-ops-only (a dataplane without shifters);
@@ -246,40 +167,40 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
     const int hot = h->kind == INA_K_HOT_DATA;
     struct ina_hot_in hin;
     if (rel >= job->window)
-        return drop_job(sw, job, INA_DROP_SLOT);
+        return ina__drop_job(sw, job, INA_DROP_SLOT);
     if (h->count > job->elems)
-        return drop_job(sw, job, INA_DROP_COUNT);
+        return ina__drop_job(sw, job, INA_DROP_COUNT);
     int sparse = ina_op_is_sparse(h->op);
     if (hot) { /* PROTOCOL.md §14.3: only op 9, only where a hot table is offered, never in a
                   tree (a child has no hot table to forward) */
         if (h->op != INA_OP_HOT_F32 || !sw->p.hot_max || sw->p.int_ops_only ||
             sw->p.bpf_ops_only || job->tree || job->child)
-            return drop_job(sw, job, INA_DROP_OP);
+            return ina__drop_job(sw, job, INA_DROP_OP);
         if (ina__hot_parse(h, payload, plen, &hin) != 0)
-            return drop_job(sw, job, INA_DROP_LENGTH);
+            return ina__drop_job(sw, job, INA_DROP_LENGTH);
     } else if (!op_offered(sw, h->op) ||
                ((job->tree || job->child) && (h->op == INA_OP_ADD_BFP || sparse)) ||
                (job->child && h->op == INA_OP_ADD_F32 && !(job->up.flags & INA_FLAG_CAP_F32)) ||
                (job->child && h->op == INA_OP_ADD_FIX && !(job->up.flags & INA_FLAG_CAP_FIX))) {
-        return drop_job(sw, job, INA_DROP_OP); /* (a tree offers neither BFP nor sparse: §12, §17.1) */
+        return ina__drop_job(sw, job, INA_DROP_OP); /* (a tree offers neither BFP nor sparse: §12, §17.1) */
     }
     if (set != (h->seq & 1))
-        return drop_job(sw, job, INA_DROP_SET);
+        return ina__drop_job(sw, job, INA_DROP_SET);
     if (sparse) {
         sw->c.sparse_rx_packets++;
         sw->c.sparse_rx_bytes += INA_HDR_LEN + 4 * (size_t)h->count;
         if (!ina__sparse_valid(job, h, payload))
-            return drop_job(sw, job, INA_DROP_SPARSE);
+            return ina__drop_job(sw, job, INA_DROP_SPARSE);
     }
 
     if (job->evicted && (uint64_t)h->seq * job->window + rel >= job->evict_bound) {
         /* Past the bound: this rank has not heard that the job moved. */
         if (!ina_switch_tx_full(sw))
             ina__job_send_migrate(sw, job, (int)h->rank);
-        return drop_job(sw, job, INA_DROP_EVICTED);
+        return ina__drop_job(sw, job, INA_DROP_EVICTED);
     }
     if (sw->dp) /* its slots are not here: it passed up what it should have kept */
-        return drop_job(sw, job, INA_DROP_DATAPLANE);
+        return ina__drop_job(sw, job, INA_DROP_DATAPLANE);
     uint32_t abs_slot = job->slot_base + rel;
     struct ina_slot_set *ss = &sw->slots[abs_slot].set[set];
     int32_t d = (int32_t)(h->seq - ss->seq);
@@ -288,9 +209,9 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
 
     if (d == 2) {
         if (!ss->complete)
-            return drop_job(sw, job, INA_DROP_NOT_READY);
+            return ina__drop_job(sw, job, INA_DROP_NOT_READY);
         if (hot && !ina__hot_valid(job, &hin, h->count))
-            return drop_job(sw, job, INA_DROP_HOT);
+            return ina__drop_job(sw, job, INA_DROP_HOT);
         ss->seq = h->seq;
         ss->count = h->count;
         ss->exp = h->exp;
@@ -329,7 +250,7 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
                 return;
             }
             if (!ss->complete)
-                return drop_job(sw, job, INA_DROP_DUP_PENDING);
+                return ina__drop_job(sw, job, INA_DROP_DUP_PENDING);
             sw->c.results_resent++;
             emit_result(sw, job, rel, set, ss, (int)rank);
             return;
@@ -339,12 +260,12 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
                     : h->count != ss->count) ||
             (hot && (hin.epoch != ss->hot_epoch || hin.base != ss->hot_base))) {
             /* Ranks are running different operations here: no sum exists. */
-            drop_job(sw, job, INA_DROP_MISMATCH);
+            ina__drop_job(sw, job, INA_DROP_MISMATCH);
             ina__job_abort(sw, job, INA_ERR_MISMATCH);
             return;
         }
         if (hot && !ina__hot_valid(job, &hin, h->count))
-            return drop_job(sw, job, INA_DROP_HOT);
+            return ina__drop_job(sw, job, INA_DROP_HOT);
         bit_set(ss->bitmap, rank);
         ss->nrecv = (uint16_t)(ss->nrecv + weight);
         if (sparse) {
@@ -355,16 +276,16 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
             sw->c.hot_keyed += hin.nkeyed;
             sw->c.hot_bitmap += hin.nbitmap;
         } else if (ss->op == INA_OP_ADD_BFP) {
-            combine(ss, set_values(sw, abs_slot, set), payload, h->count, h->exp);
+            ina__combine(ss, set_values(sw, abs_slot, set), payload, h->count, h->exp);
         } else {
             if (h->exp > ss->exp)
                 ss->exp = h->exp; /* the next block's exponent, one round ahead */
-            combine(ss, set_values(sw, abs_slot, set), payload, h->count, h->exp);
+            ina__combine(ss, set_values(sw, abs_slot, set), payload, h->count, h->exp);
         }
     } else if (d < 0) {
-        return drop_job(sw, job, INA_DROP_STALE);
+        return ina__drop_job(sw, job, INA_DROP_STALE);
     } else {
-        return drop_job(sw, job, INA_DROP_FUTURE);
+        return ina__drop_job(sw, job, INA_DROP_FUTURE);
     }
 
     sw->c.contributions++;
@@ -410,11 +331,11 @@ void ina__tree_dp_result(struct ina_switch *sw, struct ina_job *job, const struc
     uint32_t rel = h->slot & INA_SLOT_INDEX_MASK;
     unsigned set = (h->slot & INA_SLOT_SET_BIT) ? 1 : 0;
     if (rel >= job->window || set != (h->seq & 1))
-        return drop_job(sw, job, INA_DROP_UPSTREAM);
+        return ina__drop_job(sw, job, INA_DROP_UPSTREAM);
     struct ina_slot_set *ss = &sw->slots[job->slot_base + rel].set[set];
     if (!ss->up || ss->seq != h->seq || h->count != ss->count || h->tag != ss->tag ||
         h->op != ss->op)
-        return drop_job(sw, job, INA_DROP_UPSTREAM);
+        return ina__drop_job(sw, job, INA_DROP_UPSTREAM);
     ina_be32_load(set_values(sw, job->slot_base + rel, set), payload, h->count);
     ss->exp = h->exp; /* every rank's maximum (two-round floats), as the parent saw it */
     ss->up = 0;
@@ -423,80 +344,4 @@ void ina__tree_dp_result(struct ina_switch *sw, struct ina_job *job, const struc
     sw->c.completions++;
     job->c.completions++;
     emit_result(sw, job, rel, set, ss, -1);
-}
-
-void ina_switch_input_ring(struct ina_switch *sw, struct ina_job *job, int r,
-                           const uint8_t *buf, size_t len, uint64_t now_ns)
-{
-    struct sockaddr_in src = job->members[r].addr;
-    job->members[r].shm_live = 1;
-    sw->c.shm_rx_packets++;
-    ina_switch_input(sw, buf, len, &src, now_ns);
-}
-
-/* A datagram the in-kernel dataplane would have taken: header of a DATA. */
-static int is_data(const uint8_t *buf, size_t len)
-{
-    return len >= INA_HDR_LEN && ina_get16(buf) == INA_WIRE_MAGIC && buf[2] == INA_WIRE_VERSION &&
-           buf[3] == INA_K_DATA;
-}
-
-void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
-                      const struct sockaddr_in *src, uint64_t now_ns)
-{
-    /* Another dataplane keeps the slots: DATA that still reached the socket
-     * goes to it (dp_ops.h); it hands back only what the control plane answers. */
-    if (sw->dp && is_data(buf, len) && sw->dp->data(sw->dp_ctx, sw, buf, len, src))
-        return;
-    struct ina_hdr h;
-    sw->c.rx_packets++;
-    sw->c.rx_bytes += len;
-    /* --integrity: DATA ends with its tag (§4.6), checked once the job is
-     * known; the checks before see the datagram without it. */
-    const int tagged = sw->p.integrity && len >= INA_HDR_LEN &&
-                       (buf[3] == INA_K_DATA || buf[3] == INA_K_HOT_DATA);
-    const int no_room = tagged && len < INA_HDR_LEN + INA_MAC_LEN; /* LENGTH, after magic, version */
-    const size_t tagged_len = len;
-    if (tagged && !no_room)
-        len -= INA_MAC_LEN;
-    int perr = ina_hdr_decode(buf, len, &h);
-    if (perr == INA_PARSE_OK && no_room)
-        perr = INA_PARSE_LENGTH;
-    switch (perr) {
-    case INA_PARSE_OK: break;
-    case INA_PARSE_SHORT: return drop(sw, INA_DROP_SHORT);
-    case INA_PARSE_MAGIC: return drop(sw, INA_DROP_MAGIC);
-    case INA_PARSE_VERSION:
-        /* A JOIN from another version deserves an answer, not silence. */
-        if (h.kind == INA_K_JOIN)
-            ina__ctl_input(sw, &h, buf + INA_HDR_LEN, len - INA_HDR_LEN, src, now_ns);
-        return drop(sw, INA_DROP_VERSION);
-    default: return drop(sw, INA_DROP_LENGTH);
-    }
-
-    if (h.kind != INA_K_DATA && h.kind != INA_K_HOT_DATA) {
-        ina__ctl_input(sw, &h, buf + INA_HDR_LEN, len - INA_HDR_LEN, src, now_ns);
-        return;
-    }
-
-    struct ina_job *job = ina__job_by_id(sw, h.job);
-    if (!job || job->state != INA_JOB_ACTIVE)
-        return drop(sw, INA_DROP_NO_JOB);
-    job->c.rx_packets++;
-    job->c.rx_bytes += tagged_len;
-    if (h.session != job->session)
-        return drop_job(sw, job, INA_DROP_SESSION);
-    if (h.token != job->token)
-        return drop_job(sw, job, INA_DROP_TOKEN);
-    if (h.rank >= job->world || !job->members[h.rank].weight)
-        return drop_job(sw, job, INA_DROP_RANK); /* (a rank a child stands for sends nothing) */
-    struct ina_member *m = &job->members[h.rank];
-    if (!ina_addr_eq(src, &m->addr))
-        return drop_job(sw, job, INA_DROP_SOURCE);
-    if (tagged && !ina_mac_strip(&job->mac, buf, tagged_len))
-        return drop_job(sw, job, INA_DROP_MAC); /* forged, or changed on the way */
-    m->rx_packets++;
-    m->rx_bytes += tagged_len;
-    job->last_rx_ns = now_ns;
-    ina__dp_data(sw, job, &h, buf + INA_HDR_LEN, len - INA_HDR_LEN, src);
 }

@@ -1,5 +1,5 @@
 /* drain.c: the graceful stop (SIGTERM): refuse new jobs, let running operations finish, end the rest. */
-#include "switch/switch.h"
+#include "engine/internal.h"
 
 /*
  * Why "between operations" and not "when the job leaves": a training job

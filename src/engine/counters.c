@@ -1,5 +1,5 @@
 /* counters.c: names and printing for the switch counters. */
-#include "switch/counters.h"
+#include "engine/counters.h"
 
 static const char *const drop_names[] = {
 #define INA__DROP_NAME(name, text) #name,

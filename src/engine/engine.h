@@ -1,11 +1,13 @@
-/* switch.h: ina-switch state: the slot pool, the job table, and the per-datagram entry point. */
-#ifndef INA_SWITCH_H
-#define INA_SWITCH_H
+/* engine.h: the switch's state machine: the slot pool, the job table, and the per-datagram entry point. */
+#ifndef INA_ENGINE_H
+#define INA_ENGINE_H
 
 /*
  * The switch is a pure state machine fed one datagram at a time by
  * ina_switch_input(); it queues what it must send into sw->txq. Sockets live
- * in main.c, so tests and fuzzers drive this API directly, without a network.
+ * with its drivers: ina-switch (src/switch/main.c) and libina's host
+ * aggregator (src/lib/fallback.c); tests and fuzzers drive this API
+ * directly, without a network.
  *
  * Memory is fixed at creation: nslots slots, each two sets (the shadow copy)
  * of max_elems int32 values. A job holds a contiguous range of `window` slots.
@@ -15,15 +17,16 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "common/addr.h"
 #include "common/mac.h"
 #include "common/sha256.h"
 #include "common/shm_ring.h"
 #include "common/kv_wire.h"
 #include "common/wire.h"
 #include "ina.h"
-#include "switch/counters.h"
-#include "switch/dp_ops.h"
-#include "switch/txq.h"
+#include "engine/counters.h"
+#include "engine/dp_ops.h"
+#include "engine/txq.h"
 
 #define INA_BITMAP_WORDS ((INA_MAX_WORKERS + 63) / 64)
 #define INA_SW_MAX_JOBS 64   /* per shard */
@@ -377,118 +380,18 @@ int ina_switch_abort_job(struct ina_switch *sw, uint16_t id);
  * already sent, and moves to rank 0's host aggregator (PROTOCOL.md §5.8).
  * @return 0, -ENOENT (no such active job) or -EALREADY. */
 int ina_switch_evict_job(struct ina_switch *sw, uint16_t id);
-/* Queue the job's MIGRATE notice to one rank (r >= 0) or every rank (r < 0). */
-void ina__job_send_migrate(struct ina_switch *sw, const struct ina_job *job, int r);
-
-/* Internal, shared between control.c and dataplane.c. */
-void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_hdr *h,
-                  const uint8_t *payload, size_t plen, const struct sockaddr_in *src);
-
-/* hot.c: the job's hot table (PROTOCOL.md §14.3). */
-struct ina_hot;
-/* A HOT_DATA packet, parsed. */
-struct ina_hot_in {
-    uint32_t epoch, base;
-    int keyed, bitmap;
-    uint32_t nkeyed;       /* keyed: entries (0 otherwise) */
-    uint32_t nbitmap;      /* bitmap: values (0 otherwise) */
-    const uint8_t *entries; /* dense: count values; keyed: nkeyed (key, value); bitmap: the
-                               bitmap, then nkeyed values */
-};
-/* Parse the payload of a HOT_DATA. @return 0, or -1 if its length is wrong. */
-int ina__hot_parse(const struct ina_hdr *h, const uint8_t *payload, size_t plen,
-                   struct ina_hot_in *in);
-/* A new contribution may use the table: its epoch is the active one, its block
- * inside the table, and every keyed key in the table within the block. */
-int ina__hot_valid(const struct ina_job *job, const struct ina_hot_in *in, uint32_t count);
-/* Values of a round from a first / later contribution (binary32 bit patterns). */
-void ina__hot_load(const struct ina_job *job, int32_t *v, const struct ina_hot_in *in,
-                   uint32_t count);
-void ina__hot_add(const struct ina_job *job, int32_t *v, const struct ina_hot_in *in,
-                  uint32_t count);
-/* HOT_INSTALL and HOT_FETCH (control path). */
-void ina__hot_control(struct ina_switch *sw, struct ina_job *job, const struct ina_hdr *h,
-                      const uint8_t *body, size_t len, const struct sockaddr_in *src);
-void ina__hot_free(struct ina_job *job);
-void ina__ctl_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
-                    size_t bodylen, const struct sockaddr_in *src, uint64_t now_ns);
-void ina__job_reset_slots(struct ina_switch *sw, const struct ina_job *job);
+/* End an active job for every rank (ABORT with reason), as a MISMATCH or an
+ * idle timeout does; why is what the log says (operator_abort, ring_corrupt,
+ * ...; ina__job_abort: the reason's name). The caller must flush first if
+ * ina_switch_tx_full(). For the dataplanes (src/switch/ebpf) and the daemon. */
 void ina__job_abort(struct ina_switch *sw, struct ina_job *job, int reason);
-
-/* sparse.c: block-sparse rounds (wire ops 7 and 8, PROTOCOL.md §17). The
- * payload of a DATA that passed ina__sparse_valid() is read without further
- * bounds checks; v is the round's slot set values (max_elems words). */
-int ina__sparse_valid(const struct ina_job *job, const struct ina_hdr *h, const uint8_t *payload);
-/* 1 if the payload has the round's layout and, place by place, its positions and FIRST bits. */
-int ina__sparse_same(const int32_t *v, const uint8_t *payload);
-/* The round's first contribution; later ones by op. @return the blocks it carried. */
-unsigned ina__sparse_first(int32_t *v, const uint8_t *payload);
-unsigned ina__sparse_combine(int32_t *v, const uint8_t *payload, uint8_t op);
-/* The RESULT payload of a finished round into out. @return its words; *nblocks its blocks. */
-size_t ina__sparse_emit(uint8_t *out, const int32_t *v, unsigned *nblocks);
-/* Blocks (HAS places) in a checked payload. */
-unsigned ina__sparse_blocks_in(const uint8_t *payload);
-/* The same, with the reason the log gives (operator_abort, rank_restarted, ...). */
 void ina__job_abort_why(struct ina_switch *sw, struct ina_job *job, int reason, const char *why);
-
-/* control.c helpers that tree.c shares. */
-void ina__job_free(struct ina_switch *sw, struct ina_job *job);
-void ina__job_send_acks(struct ina_switch *sw, const struct ina_job *job);
-/* Whether every registered member of job proposed its lanes (INA_FLAG_LANES_AUTO,
- * lane 0): a child then passes the job's count up as a proposal too (§5.6). */
-int ina__job_lanes_proposed(const struct ina_job *job);
-/* NAK every member that joined (its own nonce) with reason; NOSPACE is remembered
- * for a while so that a rank whose NAK was lost hears it again. Frees the job. */
-void ina__job_refuse(struct ina_switch *sw, struct ina_job *job, int reason, uint64_t now_ns);
-int ina__pool_alloc(struct ina_switch *sw, uint32_t n, uint32_t *base);
-/* Admission policy: a run of free slots of want (capped by the pool and
- * max_job_slots), halved while none is free, down to min_job_slots.
- * @return the run's length (its start in *base), 0 if even the least does not fit. */
-uint32_t ina__pool_take(struct ina_switch *sw, uint32_t want, uint32_t *base);
-/* A session id, token or nonce: getrandom, or the seeded generator (p.seed). */
-uint32_t ina__random_u32(struct ina_switch *sw);
-void ina__job_log(const struct ina_job *job, const char *event, const char *reason, int warn);
-
-/* tree.c: this switch as a child of a parent (ina-switch --parent, PROTOCOL.md §12). */
-/* The job's set of joined ranks changed (or it is new): register it with the parent. */
-void ina__tree_register(struct ina_switch *sw, struct ina_job *job, uint64_t now_ns);
-/* dataplane.c: every local contribution of the round is in: send the partial
- * sum to the parent (again, on a worker's retransmission). */
-void ina__tree_up_data(struct ina_switch *sw, const struct ina_job *job, uint32_t rel,
-                       unsigned set, const struct ina_slot_set *ss);
-/* dataplane.c: the parent's RESULT (job, session, token and source checked). */
-void ina__tree_dp_result(struct ina_switch *sw, struct ina_job *job, const struct ina_hdr *h,
-                         const uint8_t *payload);
-/* Leave the parent's job (abort: with reason; the parent ends it for every rank). */
-void ina__tree_leave(struct ina_switch *sw, struct ina_job *job, int abort, int reason);
-/* A datagram of a kind the parent sends (RESULT, JOIN_ACK, JOIN_NAK, REDIRECT,
- * ABORT, MIGRATE) reached a child. */
-void ina__tree_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
-                     size_t bodylen, const struct sockaddr_in *src, uint64_t now_ns);
-/* Periodic: retransmit TREE_JOINs not answered yet. */
-void ina__tree_tick(struct ina_switch *sw, struct ina_job *job, uint64_t now_ns);
-
-/* A header of a child's datagram to its parent: the parent's job, session
- * and token, and the child's rank there (its set's lowest rank). */
-static inline void ina__up_hdr(struct ina_hdr *h, const struct ina_job *job, uint8_t kind)
-{
-    ina_hdr_init(h, kind);
-    h->job = job->up.job;
-    h->rank = job->up.rep;
-    h->session = job->up.session;
-    h->token = job->up.token;
-}
 
 /* The job with wire id `id` in this shard's table, or NULL if the id is not this shard's. */
 static inline struct ina_job *ina__job_by_id(struct ina_switch *sw, uint16_t id)
 {
     unsigned i = (unsigned)id - 1u - sw->p.shard * INA_SW_MAX_JOBS;
     return id != 0 && i < INA_SW_MAX_JOBS ? &sw->jobs[i] : NULL;
-}
-
-static inline int ina_addr_eq(const struct sockaddr_in *a, const struct sockaddr_in *b)
-{
-    return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
 }
 
 #endif

@@ -3,7 +3,7 @@
 
 #include "common/be32.h"
 #include "common/sparse_wire.h"
-#include "switch/switch.h"
+#include "engine/internal.h"
 
 /*
  * A sparse round lives in the values of its slot set like any other round,

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "switch/switch.h"
+#include "engine/internal.h"
 
 /*
  * Why a tree: a software switch has one NIC. A child on each node (or rack)
@@ -156,27 +156,6 @@ void ina__tree_tick(struct ina_switch *sw, struct ina_job *job, uint64_t now_ns)
     job->up.next_send_ns = now_ns + (uint64_t)job->up.interval_ms * 1000000ull;
 }
 
-void ina__tree_leave(struct ina_switch *sw, struct ina_job *job, int abort, int reason)
-{
-    if (!job->up.active || job->up.gone || !ina_txq_room(&sw->txq, 2))
-        return;
-    job->up.gone = 1;
-    struct ina_hdr h;
-    ina__up_hdr(&h, job, INA_K_LEAVE);
-    h.flags = abort ? INA_FLAG_ABORT : 0;
-    uint8_t *buf = ina_txq_buf(&sw->txq);
-    ina_hdr_encode(buf, &h);
-    size_t len = INA_HDR_LEN;
-    if (abort) { /* why: the parent tells every rank the same (§12.6) */
-        ina_nak_encode(buf + INA_HDR_LEN, 0, reason);
-        len += INA_NAK_BODY_LEN;
-    }
-    /* Twice, best effort, as a worker's LEAVE: a lost one costs the parent's
-     * idle timeout (plain) or the other ranks' deadlines (abort). */
-    ina_txq_push(&sw->txq, buf, len, &job->up.addr);
-    ina_txq_push(&sw->txq, buf, len, &job->up.addr);
-}
-
 /* The ACTIVE job whose membership at the parent this datagram names. */
 static struct ina_job *job_of_parent(struct ina_switch *sw, const struct ina_hdr *h,
                                      const struct sockaddr_in *src)
@@ -224,7 +203,7 @@ static void on_parent_ack(struct ina_switch *sw, const struct ina_hdr *h, const 
         /* The parent proves it knows the secret, as a switch does to a worker. */
         uint8_t mac[INA_SHA256_LEN], hb[INA_HDR_LEN];
         if (bodylen < INA_JOIN_BODY_LEN + INA_AUTH_LEN) {
-            ina__job_log(job, "parent_refused", "no_proof_of_secret", 1);
+            ina__log_job(INA_LOG_WARN, job, "parent_refused", "no_proof_of_secret");
             ina__job_refuse(sw, job, INA_ERR_REJECTED, now_ns);
             return;
         }
@@ -251,8 +230,8 @@ static void on_parent_ack(struct ina_switch *sw, const struct ina_hdr *h, const 
         j.elems == 0 || j.elems > job->up.elems || j.window == 0 ||
         (j.window & (j.window - 1)) != 0 || j.window > job->up.window) {
         /* A parent that grants what nobody proposed: end it for every rank. */
-        ina__job_log(job, "parent_ack_refused", "bad_parameters", 1);
-        ina__tree_leave(sw, job, 1, INA_ERR_ABORTED);
+        ina__log_job(INA_LOG_WARN, job, "parent_ack_refused", "bad_parameters");
+        ina__job_leave_parent(sw, job, 1, INA_ERR_ABORTED);
         ina__job_refuse(sw, job, INA_ERR_PROTO, now_ns);
         return;
     }
@@ -272,7 +251,7 @@ static void on_parent_ack(struct ina_switch *sw, const struct ina_hdr *h, const 
     job->last_rx_ns = now_ns;
     ina__job_reset_slots(sw, job);
     sw->c.jobs_started++;
-    ina__job_log(job, "job_started", "parent_started", 0);
+    ina__log_job(INA_LOG_INFO, job, "job_started", "parent_started");
     ina__job_send_acks(sw, job);
 }
 
@@ -312,13 +291,13 @@ void ina__tree_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8
         if (h->kind == INA_K_JOIN_NAK) {
             /* The parent refused the job: so do we, to every rank, with its
              * reason (NOSPACE without a fallback aggregator: §12.3). */
-            ina__job_log(job, "parent_refused", "join_nak", 1);
+            ina__log_job(INA_LOG_WARN, job, "parent_refused", "join_nak");
             ina__job_refuse(sw, job, reason < 0 ? reason : INA_ERR_REJECTED, now_ns);
             return;
         }
         uint16_t port = ina_get16(body + 12);
         if (port == 0 || ++job->up.redirects > TREE_MAX_REDIRECTS) {
-            ina__job_log(job, "parent_refused", "redirect_loop", 1);
+            ina__log_job(INA_LOG_WARN, job, "parent_refused", "redirect_loop");
             ina__job_refuse(sw, job, INA_ERR_PROTO, now_ns);
             return;
         }

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "switch/drop_causes.h"
+#include "engine/drop_causes.h"
 
 struct ina_sw_counters {
     uint64_t rx_packets, rx_bytes;

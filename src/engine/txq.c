@@ -1,5 +1,5 @@
 /* txq.c: allocation of the transmit batch; see txq.h. */
-#include "switch/txq.h"
+#include "engine/txq.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,9 +4,8 @@
 #include <string.h>
 
 #include "common/be32.h"
-#include "common/kmap.h"
 #include "common/log.h"
-#include "switch/switch.h"
+#include "engine/internal.h"
 
 /*
  * A job's hot table (PROTOCOL.md §14.3) maps each of its H hot keys to a
@@ -24,28 +23,6 @@
  * one that does not fit is answered NOSPACE with the keys that would fit,
  * and rank 0 installs that many of its hottest instead.
  */
-struct ina_hot {
-    uint32_t epoch; /* active epoch, 0 = none */
-    uint32_t n;     /* its keys */
-    uint64_t *keys; /* position -> key; not NULL once epoch > 0 */
-    struct ina_kmap map; /* key -> position */
-    /* the install in progress */
-    uint32_t pend_epoch, pend_total, pend_filled;
-    uint64_t *pend_keys, *pend_bits;
-    /* --hot-memory: the budget, and what this table holds of it */
-    struct ina_hot_budget *budget;
-    size_t act_bytes, pend_bytes;
-    /* The sample in progress (HOT_SAMPLE): every rank's sampled counts of the next epoch,
-     * summed by key; the epoch activates when the last rank's last chunk is in. */
-    uint32_t smp_epoch, smp_want; /* 0 = none */
-    uint32_t smp_done;            /* ranks whose sample is complete */
-    struct hot_rank_sample *smp_rank; /* per rank, world entries */
-    struct ina_kmap smp_map;      /* key -> index into smp */
-    struct hot_cand *smp;         /* the keys sampled and their summed counts */
-    uint32_t smp_cap;             /* room in smp */
-    size_t smp_bytes;             /* its charge */
-};
-
 struct hot_cand {
     uint64_t key;
     uint32_t count;
@@ -66,20 +43,6 @@ _Static_assert(sizeof(struct hot_rank_sample) <= 24 && sizeof(struct hot_cand) <
                "a sample's charges cover its records");
 
 /* ---- Memory (--hot-memory, PROTOCOL.md §14.3) -------------------------------- */
-
-/* The charge of an active table of n keys: its key list and its index. An empty
- * table (a few hundred bytes) is part of the job's fixed footprint. */
-static size_t table_bytes(uint32_t n)
-{
-    return n ? 8 * (size_t)n + ina_kmap_bytes(ina_kmap_cells(n)) : 0;
-}
-
-/* The charge of an install of total keys: its key list, its bitmap of positions
- * written, and the index it makes when it becomes active. */
-static size_t install_bytes(uint32_t total)
-{
-    return total ? table_bytes(total) + 8 * ((size_t)total / 64 + 1) : 0;
-}
 
 static struct ina_hot_budget *hot_budget(struct ina_switch *sw)
 {
@@ -107,10 +70,10 @@ static void budget_give(struct ina_hot_budget *b, size_t n)
 static uint32_t install_fit(struct ina_hot_budget *b, uint32_t total)
 {
     size_t used = atomic_load(&b->used), left = used < b->limit ? b->limit - used : 0;
-    uint32_t lo = 0, hi = total; /* install_bytes(lo) fits (0 always does) */
+    uint32_t lo = 0, hi = total; /* ina__hot_install_bytes(lo) fits (0 always does) */
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo + 1) / 2;
-        if (install_bytes(mid) <= left)
+        if (ina__hot_install_bytes(mid) <= left)
             lo = mid;
         else
             hi = mid - 1;
@@ -321,7 +284,7 @@ static int activate(struct ina_switch *sw, struct ina_job *job)
     t->pend_keys = NULL;
     /* The table now holds its key list and index (within what the install took);
      * the old table and the bitmap are freed. */
-    size_t now = table_bytes(t->n);
+    size_t now = ina__hot_table_bytes(t->n);
     budget_give(t->budget, t->act_bytes + t->pend_bytes - now);
     t->act_bytes = now;
     t->pend_bytes = 0;
@@ -376,11 +339,11 @@ static void on_install(struct ina_switch *sw, struct ina_job *job, const uint8_t
     }
     if (t->pend_epoch != epoch || t->pend_total != total) {
         pend_clear(t); /* a new install replaces the one in progress, and its charge */
-        if (budget_take(t->budget, install_bytes(total)) != 0) {
+        if (budget_take(t->budget, ina__hot_install_bytes(total)) != 0) {
             refuse_install(sw, job, epoch, total, off, src);
             return;
         }
-        t->pend_bytes = install_bytes(total);
+        t->pend_bytes = ina__hot_install_bytes(total);
         t->pend_keys = malloc(8 * (size_t)(total ? total : 1));
         t->pend_bits = calloc(total / 64 + 1, 8);
         if (!t->pend_keys || !t->pend_bits) {
@@ -518,7 +481,7 @@ static int sample_activate(struct ina_switch *sw, struct ina_job *job)
     t->map = map;
     t->n = n;
     t->epoch = t->smp_epoch;
-    size_t now = table_bytes(n); /* <= the sample's charge: 16 + 12 a key against 8 + 12 */
+    size_t now = ina__hot_table_bytes(n); /* <= the sample's charge: 16 + 12 a key against 8 + 12 */
     budget_give(t->budget, t->act_bytes + t->smp_bytes - now);
     t->act_bytes = now;
     t->smp_bytes = 0;
