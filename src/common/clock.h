@@ -2,6 +2,8 @@
 #ifndef INA_CLOCK_H
 #define INA_CLOCK_H
 
+#include "common/compat.h" /* issue 31: old names for src/lib and apps/, until the merge */
+
 /*
  * CLOCK_MONOTONIC: deadlines, timers and rates never jump with the time of
  * day. Inline (a vDSO call, no system call): the daemons read it per burst.

@@ -2,6 +2,8 @@
 #ifndef INA_DAEMON_H
 #define INA_DAEMON_H
 
+#include "common/compat.h" /* issue 31: old names for src/lib and apps/, until the merge */
+
 /*
  * What the daemons do alike, written once (Redis's ae/anet spirit: small,
  * one concern each); each keeps its own options, its engine and its loop.

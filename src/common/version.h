@@ -2,6 +2,8 @@
 #ifndef INA_COMMON_VERSION_H
 #define INA_COMMON_VERSION_H
 
+#include "common/compat.h" /* issue 31: old names for src/lib and apps/, until the merge */
+
 #include <stddef.h>
 #include <stdint.h>
 

@@ -79,7 +79,7 @@ void ina__hot_free(struct ina_job *job)
         return;
     pend_clear(t);
     free(t->keys);
-    ina_kmap_free(&t->map);
+    ina__kmap_free(&t->map);
     budget_give(t->budget, t->act_bytes);
     free(t);
     job->hot = NULL;
@@ -90,8 +90,8 @@ int ina__hot_parse(const struct ina_hdr *h, const uint8_t *payload, size_t plen,
 {
     if (plen < INA_HOT_PREFIX_LEN)
         return -1;
-    in->epoch = ina_get32(payload);
-    in->base = ina_get32(payload + 4);
+    in->epoch = ina__get32(payload);
+    in->base = ina__get32(payload + 4);
     in->keyed = (h->flags & INA_FLAG_HOT_KEYED) != 0;
     in->entries = payload + INA_HOT_PREFIX_LEN;
     size_t body = plen - INA_HOT_PREFIX_LEN;
@@ -109,7 +109,7 @@ int ina__hot_parse(const struct ina_hdr *h, const uint8_t *payload, size_t plen,
 static uint32_t keyed_pos(const struct ina_hot *t, const struct ina_hot_in *in, uint32_t count,
                           uint32_t i)
 {
-    uint32_t pos = ina_kmap_get(&t->map, ina_get64(in->entries + (size_t)i * INA_HOT_KEYED_LEN));
+    uint32_t pos = ina__kmap_get(&t->map, ina__get64(in->entries + (size_t)i * INA_HOT_KEYED_LEN));
     return pos != INA_KMAP_NONE && pos >= in->base && pos - in->base < count ? pos - in->base
                                                                               : UINT32_MAX;
 }
@@ -142,7 +142,7 @@ void ina__hot_load(const struct ina_job *job, int32_t *v, const struct ina_hot_i
                    uint32_t count)
 {
     if (!in->keyed) {
-        ina_be32_load(v, in->entries, count);
+        ina__be32_load(v, in->entries, count);
         return;
     }
     memset(v, 0, 4 * (size_t)count); /* +0.0f: positions this rank did not touch */
@@ -153,12 +153,12 @@ void ina__hot_add(const struct ina_job *job, int32_t *v, const struct ina_hot_in
                   uint32_t count)
 {
     if (!in->keyed) {
-        ina_be32_fadd(v, in->entries, count);
+        ina__be32_fadd(v, in->entries, count);
         return;
     }
     for (uint32_t i = 0; i < in->nkeyed; i++) {
         uint32_t p = keyed_pos(job->hot, in, count, i); /* checked by ina__hot_valid */
-        float x = ina_getf(in->entries + (size_t)i * INA_HOT_KEYED_LEN + 8);
+        float x = ina__getf(in->entries + (size_t)i * INA_HOT_KEYED_LEN + 8);
         v[p] = f_bits(bits_f(v[p]) + x);
     }
 }
@@ -169,26 +169,26 @@ static void send_keys(struct ina_switch *sw, const struct ina_job *job, uint32_t
                       const uint64_t *keys, const struct sockaddr_in *dst)
 {
     size_t len = INA_HDR_LEN + INA_HOT_KEYS_HDR + 8 * (size_t)count;
-    if (!ina_txq_room(&sw->txq, 1) || len > sw->txq.bufsize)
+    if (!ina__txq_room(&sw->txq, 1) || len > sw->txq.bufsize)
         return;
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_HOT_KEYS);
+    ina__hdr_init(&h, INA_K_HOT_KEYS);
     h.job = job->id;
     h.rank = INA_RANK_SWITCH;
     h.session = job->session;
     h.token = job->token;
-    uint8_t *b = ina_txq_buf(&sw->txq);
-    ina_hdr_encode(b, &h);
+    uint8_t *b = ina__txq_buf(&sw->txq);
+    ina__hdr_encode(b, &h);
     uint8_t *p = b + INA_HDR_LEN;
-    ina_put32(p, epoch);
-    ina_put32(p + 4, total);
-    ina_put32(p + 8, offset);
-    ina_put16(p + 12, (uint16_t)count);
-    ina_put16(p + 14, 0);
-    ina_put32(p + 16, (uint32_t)status);
+    ina__put32(p, epoch);
+    ina__put32(p + 4, total);
+    ina__put32(p + 8, offset);
+    ina__put16(p + 12, (uint16_t)count);
+    ina__put16(p + 14, 0);
+    ina__put32(p + 16, (uint32_t)status);
     for (uint32_t i = 0; i < count; i++)
-        ina_put64(p + INA_HOT_KEYS_HDR + 8 * (size_t)i, keys[i]);
-    ina_txq_push(&sw->txq, b, len, dst);
+        ina__put64(p + INA_HOT_KEYS_HDR + 8 * (size_t)i, keys[i]);
+    ina__txq_push(&sw->txq, b, len, dst);
 }
 
 /* The last position of the pending table arrived: index it and make it the
@@ -197,16 +197,16 @@ static int activate(struct ina_switch *sw, struct ina_job *job)
 {
     struct ina_hot *t = job->hot;
     struct ina_kmap map;
-    if (ina_kmap_init(&map, t->pend_total) != 0)
+    if (ina__kmap_init(&map, t->pend_total) != 0)
         return -ENOMEM;
     for (uint32_t i = 0; i < t->pend_total; i++)
-        if (ina_kmap_put(&map, t->pend_keys[i], i) != i) {
-            ina_kmap_free(&map);
+        if (ina__kmap_put(&map, t->pend_keys[i], i) != i) {
+            ina__kmap_free(&map);
             pend_clear(t);
             return INA_ERR_MISMATCH;
         }
     free(t->keys);
-    ina_kmap_free(&t->map);
+    ina__kmap_free(&t->map);
     t->keys = t->pend_keys;
     t->map = map;
     t->n = t->pend_total;
@@ -220,7 +220,7 @@ static int activate(struct ina_switch *sw, struct ina_job *job)
     t->pend_bytes = 0;
     pend_clear(t);
     sw->c.hot_installs++;
-    ina_log(INA_LOG_INFO, "hot_installed", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
+    ina__log(INA_LOG_INFO, "hot_installed", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
             INA_KV_I("epoch", t->epoch), INA_KV_I("keys", t->n));
     return 0;
 }
@@ -235,7 +235,7 @@ static void refuse_install(struct ina_switch *sw, const struct ina_job *job, uin
     if (fit >= total)
         fit = total - 1; /* room freed by another thread since: still less than asked */
     sw->c.hot_refusals++;
-    ina_log(INA_LOG_WARN, "hot_refused", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
+    ina__log(INA_LOG_WARN, "hot_refused", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
             INA_KV_I("epoch", epoch), INA_KV_I("keys", total), INA_KV_I("fit", fit),
             INA_KV_I("hot_memory", b->limit));
     send_keys(sw, job, epoch, fit, off, 0, INA_ERR_NOSPACE, NULL, src);
@@ -244,8 +244,8 @@ static void refuse_install(struct ina_switch *sw, const struct ina_job *job, uin
 static void on_install(struct ina_switch *sw, struct ina_job *job, const uint8_t *b, size_t len,
                        const struct sockaddr_in *src)
 {
-    uint32_t epoch = ina_get32(b), total = ina_get32(b + 4), off = ina_get32(b + 8);
-    uint32_t count = ina_get16(b + 12);
+    uint32_t epoch = ina__get32(b), total = ina__get32(b + 4), off = ina__get32(b + 8);
+    uint32_t count = ina__get16(b + 12);
     if (len != INA_HOT_INSTALL_HDR + 8 * (size_t)count || epoch == 0 || off > total ||
         count > total - off) {
         sw->c.drops[INA_DROP_JOIN]++;
@@ -284,7 +284,7 @@ static void on_install(struct ina_switch *sw, struct ina_job *job, const uint8_t
     }
     for (uint32_t i = 0; i < count; i++) {
         uint32_t pos = off + i;
-        t->pend_keys[pos] = ina_get64(b + INA_HOT_INSTALL_HDR + 8 * (size_t)i);
+        t->pend_keys[pos] = ina__get64(b + INA_HOT_INSTALL_HDR + 8 * (size_t)i);
         uint64_t m = 1ull << (pos & 63);
         if (!(t->pend_bits[pos >> 6] & m)) {
             t->pend_bits[pos >> 6] |= m;
@@ -298,12 +298,12 @@ static void on_install(struct ina_switch *sw, struct ina_job *job, const uint8_t
 static void on_fetch(struct ina_switch *sw, struct ina_job *job, const uint8_t *b, size_t len,
                      const struct sockaddr_in *src)
 {
-    uint32_t epoch = len >= INA_HOT_FETCH_LEN ? ina_get32(b) : 0;
+    uint32_t epoch = len >= INA_HOT_FETCH_LEN ? ina__get32(b) : 0;
     if (epoch == 0) { /* short, or epoch 0: no table ever has it */
         sw->c.drops[INA_DROP_JOIN]++;
         return;
     }
-    uint32_t off = ina_get32(b + 4), want = ina_get16(b + 8);
+    uint32_t off = ina__get32(b + 4), want = ina__get16(b + 8);
     const struct ina_hot *t = job->hot;
     if (!t || t->epoch < epoch) { /* none active yet (an install may be in progress) */
         send_keys(sw, job, epoch, 0, off, 0, INA_HOT_PENDING, NULL, src);

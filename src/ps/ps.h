@@ -4,7 +4,7 @@
 
 /*
  * Like ina-switch, a shard is a pure state machine fed one datagram at a
- * time by ina_ps_input(); it queues its replies in ps->tx. Sockets live in
+ * time by ina__ps_input(); it queues its replies in ps->tx. Sockets live in
  * main.c, so tests and the fuzzer drive this API without a network.
  *
  * A job's shard keeps, for every key it owns that was ever updated, a
@@ -220,7 +220,7 @@ struct ina_ps {
     struct ina_ps_chain *chain;
 };
 
-/* The hooks of chain replication (PROTOCOL.md §15.8), set by ina_ps_chain_init(). */
+/* The hooks of chain replication (PROTOCOL.md §15.8), set by ina__ps_chain_init(). */
 struct ina_ps_chain_ops {
     /* A CHAIN_FWD or CHAIN_ACK (header decoded, rx counted): the whole datagram is its own. */
     void (*input)(struct ina_ps *ps, const struct ina_hdr *h, const uint8_t *body, size_t len,
@@ -235,20 +235,20 @@ struct ina_ps_chain_ops {
 };
 
 /* @return 0, -EINVAL or -ENOMEM. */
-int ina_ps_init(struct ina_ps *ps, const struct ina_ps_params *p);
-void ina_ps_free(struct ina_ps *ps);
-/* Process one datagram from src. The caller flushes ps->tx when ina_ps_tx_full(). */
-void ina_ps_input(struct ina_ps *ps, const uint8_t *buf, size_t len, const struct sockaddr_in *src,
+int ina__ps_init(struct ina_ps *ps, const struct ina_ps_params *p);
+void ina__ps_free(struct ina_ps *ps);
+/* Process one datagram from src. The caller flushes ps->tx when ina__ps_tx_full(). */
+void ina__ps_input(struct ina_ps *ps, const uint8_t *buf, size_t len, const struct sockaddr_in *src,
                   uint64_t now_ns);
 /* Timeouts: join, idle, step. */
-void ina_ps_tick(struct ina_ps *ps, uint64_t now_ns);
-static inline int ina_ps_tx_full(const struct ina_ps *ps)
+void ina__ps_tick(struct ina_ps *ps, uint64_t now_ns);
+static inline int ina__ps_tx_full(const struct ina_ps *ps)
 {
     return ps->tx.n + INA_PS_TX_RESERVE_MSGS > INA_PS_TX_MSGS ||
            ps->tx.used + INA_PS_TX_RESERVE_BYTES > INA_PS_TX_BYTES;
 }
 /* After a flush: count what a missing flush lost (drop TXQ), then empty the queue. */
-static inline void ina_ps_tx_reset(struct ina_ps *ps)
+static inline void ina__ps_tx_reset(struct ina_ps *ps)
 {
     ps->c.drops[INA_PS_DROP_TXQ] += ps->tx.overflows;
     ps->tx.overflows = 0;
@@ -256,8 +256,8 @@ static inline void ina_ps_tx_reset(struct ina_ps *ps)
     ps->tx.used = 0;
 }
 
-const char *ina_ps_drop_name(enum ina_ps_drop d);
-void ina_ps_counters_print(const struct ina_ps_counters *c, FILE *f);
+const char *ina__ps_drop_name(enum ina_ps_drop d);
+void ina__ps_counters_print(const struct ina_ps_counters *c, FILE *f);
 
 /* For chain.c: ps.c's reply queue, UPDATE_ACK and UPDATE handler (§15.2), unchanged. */
 uint8_t *ina__ps_tx_buf(struct ina_ps *ps, size_t len);

@@ -72,7 +72,7 @@ static void flush_tx(int fd, struct ina_sched *s)
         else
             s->c.tx_packets++;
     }
-    ina_sched_tx_reset(s);
+    ina__sched_tx_reset(s);
 }
 
 /* Up to 64 datagrams a turn (4 bursts of INA_RX_MAX_MSGS), each answered at once; the tick
@@ -81,28 +81,28 @@ static int run(int fd, struct ina_sched *s)
 {
     static struct ina_rx rx;
     static struct ina_rx_pkt pkts[INA_RX_MAX_MSGS]; /* no GRO: a message is a datagram */
-    if (ina_rx_init(&rx, INA_RX_MAX_MSGS, 65536) != 0)
+    if (ina__rx_init(&rx, INA_RX_MAX_MSGS, 65536) != 0)
         return -ENOMEM;
     uint64_t last_tick = ina__clock_ns();
     while (!ina__daemon_stopping()) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         poll(&pfd, 1, 5);
         for (int burst = 0; burst < 64 / INA_RX_MAX_MSGS; burst++) {
-            int n = ina_rx_burst(&rx, fd, pkts, INA_RX_MAX_MSGS);
+            int n = ina__rx_burst(&rx, fd, pkts, INA_RX_MAX_MSGS);
             if (n < 0 || rx.got == 0)
                 break;
             for (int i = 0; i < n; i++) {
-                ina_sched_input(s, pkts[i].data, pkts[i].len, pkts[i].src, ina__clock_ns());
+                ina__sched_input(s, pkts[i].data, pkts[i].len, pkts[i].src, ina__clock_ns());
                 flush_tx(fd, s);
             }
         }
         uint64_t now = ina__clock_ns();
         if (ina__daemon_due(&last_tick, now, 5000000ull)) {
-            ina_sched_tick(s, now);
+            ina__sched_tick(s, now);
             flush_tx(fd, s);
         }
     }
-    ina_rx_free(&rx);
+    ina__rx_free(&rx);
     return 0;
 }
 
@@ -157,7 +157,7 @@ int main(int argc, char **argv)
         case 'l': listen_s = optarg; break;
         case 'p': port_file = optarg; break;
         case 'L':
-            bad = ina_log_level_parse(optarg, &level);
+            bad = ina__log_level_parse(optarg, &level);
             break;
         case 'V': ina__daemon_version(NAME); return 0;
         case 'h': usage(stdout); return 0;
@@ -190,9 +190,9 @@ int main(int argc, char **argv)
     struct sockaddr_in addr;
     if (ina__daemon_listen_addr(NAME, listen_s, INA_SCHED_DEFAULT_PORT, &addr) != 0)
         return 2;
-    ina_log_setup(level, INA_LOG_TEXT);
+    ina__log_setup(level, INA_LOG_TEXT);
     static struct ina_sched s;
-    if (ina_sched_init(&s, &p) != 0) {
+    if (ina__sched_init(&s, &p) != 0) {
         fprintf(stderr, "ina-sched: invalid parameters\n");
         return 2;
     }
@@ -202,7 +202,7 @@ int main(int argc, char **argv)
     ina__daemon_signals(0); /* SIGINT, SIGTERM: stop */
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
-    ina_log(INA_LOG_INFO, "listening", INA_KV_S("version", ina_version_string()),
+    ina__log(INA_LOG_INFO, "listening", INA_KV_S("version", ina_version_string()),
             INA_KV_S("addr", ip), INA_KV_I("port", ntohs(addr.sin_port)), INA_KV_S("job", p.job),
             INA_KV_I("world", p.world), INA_KV_I("max_delay", p.max_delay),
             INA_KV_I("window", p.window), INA_KV_I("aggregate", p.aggregate));
@@ -215,7 +215,7 @@ int main(int argc, char **argv)
         fprintf(stderr, NAME ": cannot start: %s\n", strerror(ENOMEM));
         return 1;
     }
-    ina_sched_counters_print(&s, stderr);
+    ina__sched_counters_print(&s, stderr);
     close(fd);
     return 0;
 }

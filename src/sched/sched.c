@@ -13,12 +13,12 @@ static const char *const drop_names[] = {
 #undef INA__SCHED_DROP_NAME
 };
 
-const char *ina_sched_drop_name(enum ina_sched_drop d)
+const char *ina__sched_drop_name(enum ina_sched_drop d)
 {
     return (unsigned)d < INA_SCHED_DROP__COUNT ? drop_names[d] : "?";
 }
 
-int ina_sched_init(struct ina_sched *s, const struct ina_sched_params *p)
+int ina__sched_init(struct ina_sched *s, const struct ina_sched_params *p)
 {
     memset(s, 0, sizeof(*s));
     if (p->world == 0 || p->world > INA_MAX_WORKERS || p->window == 0 || p->job[0] == '\0' ||
@@ -29,7 +29,7 @@ int ina_sched_init(struct ina_sched *s, const struct ina_sched_params *p)
     return 0;
 }
 
-void ina_sched_tx_reset(struct ina_sched *s)
+void ina__sched_tx_reset(struct ina_sched *s)
 {
     s->c.drops[INA_SCHED_DROP_TXQ] += s->tx.overflows;
     s->tx.overflows = 0;
@@ -46,18 +46,18 @@ static void send_grant(struct ina_sched *s, unsigned r)
     const struct ina_sched_rank *k = &s->ranks[r];
     uint8_t *b = s->tx.buf[s->tx.n];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_SCHED_GRANT);
+    ina__hdr_init(&h, INA_K_SCHED_GRANT);
     h.rank = INA_RANK_SWITCH;
     h.slot = k->uid;
     h.seq = k->status == 0 ? k->stamp : INA_STAMP_NONE;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     uint8_t *body = b + INA_HDR_LEN;
-    ina_put32(body, (uint32_t)k->status);
-    ina_put32(body + 4, h.seq);
-    ina_put32(body + 8, k->bound_at_grant);
-    ina_put32(body + 12, k->straggler);
-    ina_put32(body + 16, k->status == 0 ? k->group_size : 1);
-    ina_put32(body + 20, k->status == 0 ? k->group_index : 0);
+    ina__put32(body, (uint32_t)k->status);
+    ina__put32(body + 4, h.seq);
+    ina__put32(body + 8, k->bound_at_grant);
+    ina__put32(body + 12, k->straggler);
+    ina__put32(body + 16, k->status == 0 ? k->group_size : 1);
+    ina__put32(body + 20, k->status == 0 ? k->group_index : 0);
     s->tx.dst[s->tx.n++] = k->addr;
 }
 
@@ -86,7 +86,7 @@ static void mark_stragglers(struct ina_sched *s)
         uint8_t was = k->straggler;
         k->straggler = k->samples >= 2 && k->rate < s->p.straggler_ratio * median;
         if (k->straggler != was)
-            ina_log(INA_LOG_INFO, k->straggler ? "straggler" : "straggler_recovered",
+            ina__log(INA_LOG_INFO, k->straggler ? "straggler" : "straggler_recovered",
                     INA_KV_I("rank", r), INA_KV_I("rate_kbps", (long long)(k->rate / 1000)),
                     INA_KV_I("median_kbps", (long long)(median / 1000)));
     }
@@ -309,7 +309,7 @@ static void on_req(struct ina_sched *s, const struct ina_hdr *h, const uint8_t *
      * unscheduled, or before this scheduler started, are in it): A catches up. A fetch
      * request has no base yet. */
     k->fetch = h->seq == INA_SCHED_BASE_AT_GRANT;
-    k->can_aggregate = (ina_get32(body + 4) & INA_SCHED_REQ_AGGREGATE) != 0;
+    k->can_aggregate = (ina__get32(body + 4) & INA_SCHED_REQ_AGGREGATE) != 0;
     k->member = 0;
     k->group_size = 1;
     k->group_index = 0;
@@ -319,7 +319,7 @@ static void on_req(struct ina_sched *s, const struct ina_hdr *h, const uint8_t *
     k->state = INA_SCHED_PENDING;
     k->uid = h->slot;
     k->base = h->seq;
-    k->bytes = ina_get32(body);
+    k->bytes = ina__get32(body);
     k->since_ns = now;
     s->c.requests++;
     schedule(s, now);
@@ -333,13 +333,13 @@ static void on_done(struct ina_sched *s, const struct ina_hdr *h, const uint8_t 
         s->c.drops[INA_SCHED_DROP_ORDER]++; /* a copy, or for a grant that expired */
         return;
     }
-    int32_t status = (int32_t)ina_get32(body);
+    int32_t status = (int32_t)ina__get32(body);
     s->c.dones++;
     if (k->member) { /* its part went into the group's update (or failed to): no outcome */
         s->c.member_dones++;
         s->c.member_failed += status != INA_SCHED_DONE_MEMBER;
         end_grant(s, k, 0);
-        learn_rate(s, h->rank, ina_get32(body + 4), ina_get32(body + 8));
+        learn_rate(s, h->rank, ina__get32(body + 4), ina__get32(body + 8));
         schedule(s, now);
         return;
     }
@@ -348,19 +348,19 @@ static void on_done(struct ina_sched *s, const struct ina_hdr *h, const uint8_t 
     else
         s->c.done_stale++;
     end_grant(s, k, status == 0);
-    uint32_t version = ina_get32(body + 12); /* the server's version after this update */
+    uint32_t version = ina__get32(body + 12); /* the server's version after this update */
     if ((int32_t)(version - s->floor) > 0)
         s->floor = version;
-    learn_rate(s, h->rank, ina_get32(body + 4), ina_get32(body + 8));
+    learn_rate(s, h->rank, ina__get32(body + 4), ina__get32(body + 8));
     schedule(s, now);
 }
 
-void ina_sched_input(struct ina_sched *s, const uint8_t *buf, size_t len,
+void ina__sched_input(struct ina_sched *s, const uint8_t *buf, size_t len,
                      const struct sockaddr_in *src, uint64_t now_ns)
 {
     struct ina_hdr h;
     s->c.rx_packets++;
-    switch (ina_hdr_decode(buf, len, &h)) {
+    switch (ina__hdr_decode(buf, len, &h)) {
     case INA_PARSE_OK: break;
     case INA_PARSE_SHORT: s->c.drops[INA_SCHED_DROP_SHORT]++; return;
     case INA_PARSE_MAGIC: s->c.drops[INA_SCHED_DROP_MAGIC]++; return;
@@ -390,7 +390,7 @@ void ina_sched_input(struct ina_sched *s, const uint8_t *buf, size_t len,
     if (h.kind == INA_K_SCHED_REQ && !k->bound) {
         k->bound = 1; /* the first REQ of a rank fixes its address (as a JOIN would) */
         k->addr = *src;
-        ina_log(INA_LOG_INFO, "rank_bound", INA_KV_I("rank", h.rank),
+        ina__log(INA_LOG_INFO, "rank_bound", INA_KV_I("rank", h.rank),
                 INA_KV_I("port", ntohs(src->sin_port)));
     }
     if (!k->bound || k->addr.sin_addr.s_addr != src->sin_addr.s_addr ||
@@ -404,13 +404,13 @@ void ina_sched_input(struct ina_sched *s, const uint8_t *buf, size_t len,
         on_done(s, &h, body, now_ns);
 }
 
-void ina_sched_tick(struct ina_sched *s, uint64_t now_ns)
+void ina__sched_tick(struct ina_sched *s, uint64_t now_ns)
 {
     for (unsigned r = 0; r < s->p.world; r++) {
         struct ina_sched_rank *k = &s->ranks[r];
         if (k->state == INA_SCHED_GRANTED && now_ns - k->since_ns > s->p.grant_timeout_ns) {
             s->c.grants_expired++;
-            ina_log(INA_LOG_WARN, "grant_expired", INA_KV_I("rank", r), INA_KV_I("uid", k->uid),
+            ina__log(INA_LOG_WARN, "grant_expired", INA_KV_I("rank", r), INA_KV_I("uid", k->uid),
                     INA_KV_I("stamp", k->stamp));
             end_grant(s, k, 1); /* it may still be applied: counted as applied (the safe side) */
         }
@@ -424,7 +424,7 @@ void ina_sched_tick(struct ina_sched *s, uint64_t now_ns)
     X(grants_expired) X(bound_violations) X(straggler_waits) X(fetch_requests) X(aged_grants)     \
     X(groups) X(group_members) X(member_dones) X(member_failed)
 
-void ina_sched_counters_print(const struct ina_sched *s, FILE *f)
+void ina__sched_counters_print(const struct ina_sched *s, FILE *f)
 {
     const struct ina_sched_counters *c = &s->c;
     fprintf(f, "ina-sched counters:\n");
@@ -432,7 +432,7 @@ void ina_sched_counters_print(const struct ina_sched *s, FILE *f)
     SCHED_COUNTERS(X)
 #undef X
     for (int d = 0; d < INA_SCHED_DROP__COUNT; d++)
-        fprintf(f, "  drop_%-11s %llu\n", ina_sched_drop_name(d), (unsigned long long)c->drops[d]);
+        fprintf(f, "  drop_%-11s %llu\n", ina__sched_drop_name(d), (unsigned long long)c->drops[d]);
     for (unsigned r = 0; r < s->p.world; r++)
         if (s->ranks[r].samples)
             fprintf(f, "  rank %-3u rate %.0f B/s%s\n", r, s->ranks[r].rate,

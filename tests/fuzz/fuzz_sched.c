@@ -1,4 +1,4 @@
-/* fuzz_sched.c: libFuzzer target for ina-sched's input handler (ina_sched_input, ina_sched_tick). */
+/* fuzz_sched.c: libFuzzer target for ina-sched's input handler (ina__sched_input, ina__sched_tick). */
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +14,7 @@
  * first), bits 3-5: the clock step before the record.
  * flags: F_MAGIC right magic and version; F_REQ / F_DONE kind REQ / DONE with the
  * kind's body length; F_NAME the job's name in a REQ; F_RANK rank = sel & 3;
- * F_TICK run ina_sched_tick after the datagram; F_FETCH a REQ's base is
+ * F_TICK run ina__sched_tick after the datagram; F_FETCH a REQ's base is
  * INA_SCHED_BASE_AT_GRANT (a fetch request). A REQ's flags (body bytes 4..7) come
  * from the input: fetch requests with INA_SCHED_REQ_AGGREGATE may be granted as
  * groups (aggregate 3, §15.7).
@@ -61,12 +61,12 @@ static void check(struct ina_sched *s)
     CHECKF(s->c.bound_violations == 0);
     for (unsigned i = 0; i < s->tx.n; i++) {
         struct ina_hdr h;
-        CHECKF(ina_hdr_decode(s->tx.buf[i], sizeof(s->tx.buf[i]), &h) == INA_PARSE_OK);
+        CHECKF(ina__hdr_decode(s->tx.buf[i], sizeof(s->tx.buf[i]), &h) == INA_PARSE_OK);
         CHECKF(h.kind == INA_K_SCHED_GRANT && h.rank == INA_RANK_SWITCH);
-        int32_t st = (int32_t)ina_get32(s->tx.buf[i] + INA_HDR_LEN);
+        int32_t st = (int32_t)ina__get32(s->tx.buf[i] + INA_HDR_LEN);
         CHECKF(st == 0 || st == INA_ERR_STALE);
-        uint32_t gsize = ina_get32(s->tx.buf[i] + INA_HDR_LEN + 16),
-                 gindex = ina_get32(s->tx.buf[i] + INA_HDR_LEN + 20);
+        uint32_t gsize = ina__get32(s->tx.buf[i] + INA_HDR_LEN + 16),
+                 gindex = ina__get32(s->tx.buf[i] + INA_HDR_LEN + 20);
         CHECKF(gsize >= 1 && gsize <= s->p.aggregate && gindex < gsize);
         unsigned port = ntohs(s->tx.dst[i].sin_port);
         CHECKF(port >= 42000 && port < 42008);
@@ -78,7 +78,7 @@ static void check(struct ina_sched *s)
             CHECKF(update_req);
         }
     }
-    ina_sched_tx_reset(s);
+    ina__sched_tx_reset(s);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -89,9 +89,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                  .max_wait_ns = 50000000ull, .initial_rate = 1e6,
                                  .aggregate = 3};
     snprintf(p.job, sizeof(p.job), "fuzz");
-    if (ina_sched_init(&s, &p) != 0)
+    if (ina__sched_init(&s, &p) != 0)
         abort();
-    ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT);
+    ina__log_setup(INA_LOG_ERROR, INA_LOG_TEXT);
     uint64_t now = 1;
     size_t off = 0;
     while (off + 4 <= size) {
@@ -113,16 +113,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (len < want)
                 memset(b + len, 0, want - len);
             len = want;
-            ina_put16(b + 24, 0); /* count */
+            ina__put16(b + 24, 0); /* count */
         }
         if (len >= INA_HDR_LEN && (flags & F_MAGIC)) {
-            ina_put16(b, INA_WIRE_MAGIC);
+            ina__put16(b, INA_WIRE_MAGIC);
             b[2] = INA_WIRE_VERSION;
         }
         if (len >= INA_HDR_LEN && (flags & F_RANK))
-            ina_put16(b + 6, sel & 3);
+            ina__put16(b + 6, sel & 3);
         if ((flags & F_FETCH) && (flags & F_REQ))
-            ina_put32(b + 20, INA_SCHED_BASE_AT_GRANT); /* the header's seq: the base */
+            ina__put32(b + 20, INA_SCHED_BASE_AT_GRANT); /* the header's seq: the base */
         if ((flags & F_NAME) && (flags & F_REQ))
             memcpy(b + INA_HDR_LEN + 8, "fuzz\0", 5);
         struct sockaddr_in src;
@@ -131,10 +131,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         src.sin_addr.s_addr = htonl(0x7f000001);
         src.sin_port = htons((uint16_t)(42000 + (sel & 7)));
         now += tick_step[(sel >> 3) & 7];
-        ina_sched_input(&s, b, len, &src, now);
+        ina__sched_input(&s, b, len, &src, now);
         check(&s);
         if (flags & F_TICK) {
-            ina_sched_tick(&s, now);
+            ina__sched_tick(&s, now);
             check(&s);
         }
     }

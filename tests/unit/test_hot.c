@@ -26,7 +26,7 @@ static void sw_open(size_t hot_memory)
     p.hot_max = HOT_MAX;
     p.hot_memory = hot_memory;
     sw = malloc(sizeof(*sw));
-    if (!sw || ina_switch_init(sw, &p) != 0) {
+    if (!sw || ina__switch_init(sw, &p) != 0) {
         fprintf(stderr, "test_hot: cannot open the switch\n");
         exit(1);
     }
@@ -34,7 +34,7 @@ static void sw_open(size_t hot_memory)
 
 static void sw_close(void)
 {
-    ina_switch_free(sw);
+    ina__switch_free(sw);
     free(sw);
     sw = NULL;
 }
@@ -50,8 +50,8 @@ static struct job join1(const char *name, uint16_t port)
 {
     uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_JOIN);
-    ina_hdr_encode(b, &h);
+    ina__hdr_init(&h, INA_K_JOIN);
+    ina__hdr_encode(b, &h);
     struct ina_join j;
     memset(&j, 0, sizeof(j));
     j.nonce = 0x77000 + port;
@@ -60,13 +60,13 @@ static struct job join1(const char *name, uint16_t port)
     j.window = 1;
     j.sw_version = INA_VERSION_NUMBER;
     snprintf(j.name, sizeof(j.name), "%s", name);
-    ina_join_encode(b + INA_HDR_LEN, &j);
+    ina__join_encode(b + INA_HDR_LEN, &j);
     struct job job = {.addr = mkaddr(0x7F000001, port)};
-    ina_txq_reset(&sw->txq);
-    ina_switch_input(sw, b, sizeof(b), &job.addr, 1000);
+    ina__txq_reset(&sw->txq);
+    ina__switch_input(sw, b, sizeof(b), &job.addr, 1000);
     for (unsigned i = 0; i < sw->txq.nmsg; i++) {
         struct ina_hdr a;
-        if (ina_hdr_decode(sw->txq.iovs[i].iov_base, sw->txq.iovs[i].iov_len, &a) ==
+        if (ina__hdr_decode(sw->txq.iovs[i].iov_base, sw->txq.iovs[i].iov_len, &a) ==
                 INA_PARSE_OK && a.kind == INA_K_JOIN_ACK) {
             job.id = a.job;
             job.session = a.session;
@@ -75,7 +75,7 @@ static struct job join1(const char *name, uint16_t port)
         }
     }
     CHECK(job.id != 0);
-    ina_txq_reset(&sw->txq);
+    ina__txq_reset(&sw->txq);
     return job;
 }
 
@@ -91,34 +91,34 @@ static struct answer control(const struct job *j, uint8_t kind, const uint8_t *b
 {
     static uint8_t b[INA_HDR_LEN + INA_HOT_INSTALL_HDR + 8 * 4096];
     struct ina_hdr h;
-    ina_hdr_init(&h, kind);
+    ina__hdr_init(&h, kind);
     h.job = j->id;
     h.session = j->session;
     h.token = j->token;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     memcpy(b + INA_HDR_LEN, body, blen);
-    ina_txq_reset(&sw->txq);
-    ina_switch_input(sw, b, INA_HDR_LEN + blen, &j->addr, 2000);
+    ina__txq_reset(&sw->txq);
+    ina__switch_input(sw, b, INA_HDR_LEN + blen, &j->addr, 2000);
     struct answer a;
     memset(&a, 0, sizeof(a));
     for (unsigned i = 0; i < sw->txq.nmsg; i++) {
         const uint8_t *r = sw->txq.iovs[i].iov_base;
         struct ina_hdr rh;
-        if (ina_hdr_decode(r, sw->txq.iovs[i].iov_len, &rh) != INA_PARSE_OK ||
+        if (ina__hdr_decode(r, sw->txq.iovs[i].iov_len, &rh) != INA_PARSE_OK ||
             rh.kind != INA_K_HOT_KEYS)
             continue;
         const uint8_t *p = r + INA_HDR_LEN;
         a.n++;
-        a.epoch = ina_get32(p);
-        a.total = ina_get32(p + 4);
-        a.offset = ina_get32(p + 8);
-        a.count = ina_get16(p + 12);
-        a.status = (int32_t)ina_get32(p + 16);
+        a.epoch = ina__get32(p);
+        a.total = ina__get32(p + 4);
+        a.offset = ina__get32(p + 8);
+        a.count = ina__get16(p + 12);
+        a.status = (int32_t)ina__get32(p + 16);
         for (uint32_t k = 0; k < a.count && k < 8; k++)
-            a.keys[k] = ina_get64(p + INA_HOT_KEYS_HDR + 8 * (size_t)k);
+            a.keys[k] = ina__get64(p + INA_HOT_KEYS_HDR + 8 * (size_t)k);
         CHECK_EQ_INT(sw->txq.iovs[i].iov_len, INA_HDR_LEN + INA_HOT_KEYS_HDR + 8 * (size_t)a.count);
     }
-    ina_txq_reset(&sw->txq);
+    ina__txq_reset(&sw->txq);
     return a;
 }
 
@@ -126,23 +126,23 @@ static struct answer install(const struct job *j, uint32_t epoch, uint32_t total
                              const uint64_t *keys, uint32_t count)
 {
     static uint8_t body[INA_HOT_INSTALL_HDR + 8 * 4096];
-    ina_put32(body, epoch);
-    ina_put32(body + 4, total);
-    ina_put32(body + 8, off);
-    ina_put16(body + 12, (uint16_t)count);
-    ina_put16(body + 14, 0);
+    ina__put32(body, epoch);
+    ina__put32(body + 4, total);
+    ina__put32(body + 8, off);
+    ina__put16(body + 12, (uint16_t)count);
+    ina__put16(body + 14, 0);
     for (uint32_t i = 0; i < count; i++)
-        ina_put64(body + INA_HOT_INSTALL_HDR + 8 * (size_t)i, keys[i]);
+        ina__put64(body + INA_HOT_INSTALL_HDR + 8 * (size_t)i, keys[i]);
     return control(j, INA_K_HOT_INSTALL, body, INA_HOT_INSTALL_HDR + 8 * (size_t)count);
 }
 
 static struct answer fetch(const struct job *j, uint32_t epoch, uint32_t off, uint16_t max)
 {
     uint8_t body[INA_HOT_FETCH_LEN];
-    ina_put32(body, epoch);
-    ina_put32(body + 4, off);
-    ina_put16(body + 8, max);
-    ina_put16(body + 10, 0);
+    ina__put32(body, epoch);
+    ina__put32(body + 4, off);
+    ina__put16(body + 8, max);
+    ina__put16(body + 10, 0);
     return control(j, INA_K_HOT_FETCH, body, sizeof(body));
 }
 
@@ -235,7 +235,7 @@ static void test_edges(void)
 /* The charge of an active table of n keys (PROTOCOL.md §14.3): 8n + 12 c(n). */
 static size_t table_charge(uint32_t n)
 {
-    return n ? 8 * (size_t)n + 12 * (size_t)ina_kmap_cells(n) : 0;
+    return n ? 8 * (size_t)n + 12 * (size_t)ina__kmap_cells(n) : 0;
 }
 
 /* Rank 0 installs keys[0..n) as epoch, in chunks of 4096, as libina does (§14.3): a NOSPACE
@@ -331,13 +331,13 @@ static void test_release(void)
     /* The job leaves: its table's memory is the budget's again. */
     uint8_t b[INA_HDR_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_LEAVE);
+    ina__hdr_init(&h, INA_K_LEAVE);
     h.job = j.id;
     h.session = j.session;
     h.token = j.token;
-    ina_hdr_encode(b, &h);
-    ina_switch_input(sw, b, sizeof(b), &j.addr, 3000);
-    ina_txq_reset(&sw->txq);
+    ina__hdr_encode(b, &h);
+    ina__switch_input(sw, b, sizeof(b), &j.addr, 3000);
+    ina__txq_reset(&sw->txq);
     CHECK_EQ_INT(sw->c.jobs_ended, 1);
     CHECK_EQ_INT(atomic_load(&sw->hot_own.used), 0);
     struct job k = join1("hot-after", 32002);
@@ -347,7 +347,7 @@ static void test_release(void)
 
 int main(void)
 {
-    ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* refusals log warnings: expected here */
+    ina__log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* refusals log warnings: expected here */
     test_fetch_epoch0();
     test_edges();
     test_hot_memory();

@@ -27,7 +27,7 @@ static void new_sched(struct ina_sched *s, unsigned world, unsigned D, unsigned 
                                  .grant_timeout_ns = 1000000000ull, .straggler_ratio = 0.6,
                                  .initial_rate = 1e6};
     snprintf(p.job, sizeof(p.job), "mlf");
-    CHECK_EQ_INT(ina_sched_init(s, &p), 0);
+    CHECK_EQ_INT(ina__sched_init(s, &p), 0);
 }
 
 static void req_flags(struct ina_sched *s, int r, uint32_t uid, uint32_t base, uint32_t bytes,
@@ -35,17 +35,17 @@ static void req_flags(struct ina_sched *s, int r, uint32_t uid, uint32_t base, u
 {
     uint8_t b[INA_HDR_LEN + INA_SCHED_REQ_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_SCHED_REQ);
+    ina__hdr_init(&h, INA_K_SCHED_REQ);
     h.rank = (uint16_t)r;
     h.slot = uid;
     h.seq = base;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     memset(b + INA_HDR_LEN, 0, INA_SCHED_REQ_LEN);
-    ina_put32(b + INA_HDR_LEN, bytes);
-    ina_put32(b + INA_HDR_LEN + 4, flags);
+    ina__put32(b + INA_HDR_LEN, bytes);
+    ina__put32(b + INA_HDR_LEN + 4, flags);
     snprintf((char *)b + INA_HDR_LEN + 8, 32, "%s", name);
     struct sockaddr_in a = addr_of(r);
-    ina_sched_input(s, b, sizeof(b), &a, now);
+    ina__sched_input(s, b, sizeof(b), &a, now);
 }
 
 static void req(struct ina_sched *s, int r, uint32_t uid, uint32_t base, uint32_t bytes,
@@ -59,17 +59,17 @@ static void done(struct ina_sched *s, int r, uint32_t uid, uint32_t stamp, int32
 {
     uint8_t b[INA_HDR_LEN + INA_SCHED_DONE_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_SCHED_DONE);
+    ina__hdr_init(&h, INA_K_SCHED_DONE);
     h.rank = (uint16_t)r;
     h.slot = uid;
     h.seq = stamp;
-    ina_hdr_encode(b, &h);
-    ina_put32(b + INA_HDR_LEN, (uint32_t)status);
-    ina_put32(b + INA_HDR_LEN + 4, bytes);
-    ina_put32(b + INA_HDR_LEN + 8, usec);
-    ina_put32(b + INA_HDR_LEN + 12, version);
+    ina__hdr_encode(b, &h);
+    ina__put32(b + INA_HDR_LEN, (uint32_t)status);
+    ina__put32(b + INA_HDR_LEN + 4, bytes);
+    ina__put32(b + INA_HDR_LEN + 8, usec);
+    ina__put32(b + INA_HDR_LEN + 12, version);
     struct sockaddr_in a = addr_of(r);
-    ina_sched_input(s, b, sizeof(b), &a, now);
+    ina__sched_input(s, b, sizeof(b), &a, now);
 }
 
 struct answer {
@@ -85,17 +85,17 @@ static int answers(struct ina_sched *s, struct answer *out, int cap)
     int n = 0;
     for (unsigned i = 0; i < s->tx.n && n < cap; i++) {
         struct ina_hdr h = {0};
-        CHECK(ina_hdr_decode(s->tx.buf[i], sizeof(s->tx.buf[i]), &h) == INA_PARSE_OK &&
+        CHECK(ina__hdr_decode(s->tx.buf[i], sizeof(s->tx.buf[i]), &h) == INA_PARSE_OK &&
               h.kind == INA_K_SCHED_GRANT);
         out[n].rank = ntohs(s->tx.dst[i].sin_port) - 41000;
         out[n].uid = h.slot;
-        out[n].status = (int32_t)ina_get32(s->tx.buf[i] + INA_HDR_LEN);
-        out[n].stamp = ina_get32(s->tx.buf[i] + INA_HDR_LEN + 4);
-        out[n].group_size = ina_get32(s->tx.buf[i] + INA_HDR_LEN + 16);
-        out[n].group_index = ina_get32(s->tx.buf[i] + INA_HDR_LEN + 20);
+        out[n].status = (int32_t)ina__get32(s->tx.buf[i] + INA_HDR_LEN);
+        out[n].stamp = ina__get32(s->tx.buf[i] + INA_HDR_LEN + 4);
+        out[n].group_size = ina__get32(s->tx.buf[i] + INA_HDR_LEN + 16);
+        out[n].group_index = ina__get32(s->tx.buf[i] + INA_HDR_LEN + 20);
         n++;
     }
-    ina_sched_tx_reset(s);
+    ina__sched_tx_reset(s);
     return n;
 }
 
@@ -377,9 +377,9 @@ static void test_group_members(void)
     /* A member's grant that expires, and a member's next REQ, leave O alone. */
     struct ina_sched_params p = s.p;
     p.aggregate = 5;
-    CHECK_EQ_INT(ina_sched_init(&s, &p), -EINVAL);
+    CHECK_EQ_INT(ina__sched_init(&s, &p), -EINVAL);
     p.aggregate = 4;
-    CHECK_EQ_INT(ina_sched_init(&s, &p), 0);
+    CHECK_EQ_INT(ina__sched_init(&s, &p), 0);
     s.p.window = 2;
     req_flags(&s, 0, 1, INA_SCHED_BASE_AT_GRANT, 100, INA_SCHED_REQ_AGGREGATE, "mlf", now);
     req_flags(&s, 1, 1, INA_SCHED_BASE_AT_GRANT, 100, INA_SCHED_REQ_AGGREGATE, "mlf", now);
@@ -397,7 +397,7 @@ static void test_group_members(void)
     CHECK_EQ_INT(s.outstanding, 2); /* the member's implicit end is not the group's */
     CHECK_EQ_INT(s.c.implicit_dones, 2);
     CHECK_EQ_INT(answers(&s, a, 8), 0);
-    ina_sched_tick(&s, now + 2000000000ull); /* rank 1's grant and the group's expire */
+    ina__sched_tick(&s, now + 2000000000ull); /* rank 1's grant and the group's expire */
     CHECK_EQ_INT(s.c.grants_expired, 2);
     CHECK(answers(&s, a, 8) == 1 && a[0].rank == m); /* then the member's new request */
     CHECK_EQ_INT(s.outstanding, 1);
@@ -417,7 +417,7 @@ static void test_max_wait(double ratio)
                                  .grant_timeout_ns = 1000000000ull, .straggler_ratio = ratio,
                                  .max_wait_ns = 10000000ull, .initial_rate = 1e6};
     snprintf(p.job, sizeof(p.job), "mlf");
-    CHECK_EQ_INT(ina_sched_init(&s, &p), 0);
+    CHECK_EQ_INT(ina__sched_init(&s, &p), 0);
     struct answer a[8];
     uint64_t now = 1;
     uint32_t uid[3] = {0, 0, 0}, v = 0;
@@ -525,7 +525,7 @@ static void test_hostile(void)
     CHECK_EQ_INT(s.c.request_dups, 1);
     req(&s, 1, 1, 0, 100, "mlf", 3); /* window full: waits */
     CHECK_EQ_INT(answers(&s, a, 8), 0);
-    ina_sched_tick(&s, 2000000000ull); /* rank 0's grant expires: rank 1 is granted */
+    ina__sched_tick(&s, 2000000000ull); /* rank 0's grant expires: rank 1 is granted */
     CHECK_EQ_INT(s.c.grants_expired, 1);
     CHECK(answers(&s, a, 8) == 1 && a[0].rank == 1 && a[0].stamp == 1);
     req(&s, 1, 2, 1, 100, "mlf", 2000000001ull); /* its DONE lost: the next REQ ends it */
@@ -536,31 +536,31 @@ static void test_hostile(void)
     uint64_t before = s.c.grants;
     uint8_t b[INA_HDR_LEN + INA_SCHED_REQ_LEN];
     struct sockaddr_in other = addr_of(7), r0 = addr_of(0);
-    ina_sched_input(&s, b, 10, &r0, 5);
+    ina__sched_input(&s, b, 10, &r0, 5);
     CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_SHORT], 1);
     memset(b, 0, sizeof(b));
-    ina_sched_input(&s, b, sizeof(b), &r0, 5);
+    ina__sched_input(&s, b, sizeof(b), &r0, 5);
     CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_MAGIC], 1);
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_PS_PUSH);
-    ina_hdr_encode(b, &h);
-    ina_sched_input(&s, b, sizeof(b), &r0, 5);
+    ina__hdr_init(&h, INA_K_PS_PUSH);
+    ina__hdr_encode(b, &h);
+    ina__sched_input(&s, b, sizeof(b), &r0, 5);
     CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_KIND], 1);
-    ina_hdr_init(&h, INA_K_SCHED_REQ);
-    ina_hdr_encode(b, &h);
-    ina_sched_input(&s, b, sizeof(b) - 1, &r0, 5);
+    ina__hdr_init(&h, INA_K_SCHED_REQ);
+    ina__hdr_encode(b, &h);
+    ina__sched_input(&s, b, sizeof(b) - 1, &r0, 5);
     CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_LENGTH], 1);
     req(&s, 0, 9, 2, 100, "other-job", 5);
     CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_NAME], 1);
     req(&s, 5, 1, 0, 100, "mlf", 5); /* rank 5 of a world of 2 */
     CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_RANK], 1);
-    ina_hdr_init(&h, INA_K_SCHED_REQ);
+    ina__hdr_init(&h, INA_K_SCHED_REQ);
     h.rank = 0;
     h.slot = 10;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     memset(b + INA_HDR_LEN, 0, INA_SCHED_REQ_LEN);
     snprintf((char *)b + INA_HDR_LEN + 8, 32, "mlf");
-    ina_sched_input(&s, b, sizeof(b), &other, 5); /* rank 0 from another port */
+    ina__sched_input(&s, b, sizeof(b), &other, 5); /* rank 0 from another port */
     CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_SOURCE], 1);
     done(&s, 0, 1, 0, 0, 100, 10, 1, 5); /* DONE for an expired grant */
     req(&s, 0, 1, 0, 100, "mlf", 5);      /* an id older than the current one */
@@ -570,12 +570,12 @@ static void test_hostile(void)
     CHECK_EQ_INT(s.c.bound_violations, 0);
     struct ina_sched_params bad = s.p;
     bad.window = 0;
-    CHECK_EQ_INT(ina_sched_init(&s, &bad), -EINVAL);
+    CHECK_EQ_INT(ina__sched_init(&s, &bad), -EINVAL);
 }
 
 int main(void)
 {
-    ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT);
+    ina__log_setup(INA_LOG_ERROR, INA_LOG_TEXT);
     test_bound(0, 1);
     test_bound(2, 3);
     test_bound(4, 8);
