@@ -7,7 +7,7 @@
  * builds both and runs it first). Each of ROUNDS (default 7) rounds, interleaved, runs every
  * program of OBJ on one DATA frame of ELEMS int32 by BPF_PROG_TEST_RUN,
  * 200,000 times (the kernel reports the mean ns per run), and times the
- * userspace switch's add of the same payload into a slot (ina_be32_add:
+ * userspace switch's add of the same payload into a slot (ina__be32_add:
  * AVX2 where the CPU has it) 200,000 times. Prints each median and the
  * differences: what the copy and the adds cost a BPF program per packet.
  * Needs root (BPF programs); exits 77 with a SKIP line where they cannot load.
@@ -50,7 +50,7 @@ static double time_userspace_add(int32_t *slot, const uint8_t *payload, size_t e
 {
     double t0 = (double)ina__clock_ns();
     for (int i = 0; i < REPEAT; i++) {
-        ina_be32_add(slot, payload, elems);
+        ina__be32_add(slot, payload, elems);
         __asm__ volatile("" : : "r"(slot) : "memory"); /* keep every add */
     }
     return ((double)ina__clock_ns() - t0) / REPEAT;
@@ -135,7 +135,7 @@ int main(int argc, char **argv)
     printf("    (one element at a time instead:  %7.1f ns, the locked adds %.1f ns)\n", m[3],
            m[3] - m[1]);
     printf("  BPF floor (copy + locked adds)     %7.1f ns\n", m[2] - m[0]);
-    printf("  userspace switch's add (ina_be32_add) %4.1f ns\n", m[4]);
+    printf("  userspace switch's add (ina__be32_add) %4.1f ns\n", m[4]);
     printf("floor_ns %.1f adds_ns %.1f adds1_ns %.1f copy_ns %.1f userspace_add_ns %.1f\n",
            m[2] - m[0], m[2] - m[1], m[3] - m[1], m[1] - m[0], m[4]);
     free(frame);

@@ -16,7 +16,7 @@
  * over --runs runs of about --ms milliseconds, in ns per element. Rows:
  *   be32 load/add/store   the int32 slot kernels (op 0: 4 bytes per element)
  *   h16 load/add          a 16-bit contribution into binary32 lanes (exp 0, and exp 5)
- *   h16 emit              ina_h16_result_exp + ina_h16_store (a RESULT, 2 bytes per element)
+ *   h16 emit              ina__h16_result_exp + ina__h16_store (a RESULT, 2 bytes per element)
  *   put, get              a worker's FLOAT16/BFLOAT16 encode and SUM decode (byte swaps)
  *   f32->bf16, f32->f16   a worker's FLOAT32 encode (block scale included for binary16)
  *   avg->f16              a worker's FLOAT16 AVG decode (through doubles, one rounding;
@@ -53,11 +53,11 @@ static volatile int sink;
 
 static void once(enum row r, const struct ina_h16_kernels *k, enum ina_h16_fmt fmt)
 {
-    size_t words = ina_h16_words(n);
+    size_t words = ina__h16_words(n);
     switch (r) {
-    case BE_LOAD: ina_be32_load(lanes, wire, n); break;
-    case BE_ADD: ina_be32_add(lanes, wire, n); break;
-    case BE_STORE: ina_be32_store(wire, lanes, n); break;
+    case BE_LOAD: ina__be32_load(lanes, wire, n); break;
+    case BE_ADD: ina__be32_add(lanes, wire, n); break;
+    case BE_STORE: ina__be32_store(wire, lanes, n); break;
     case H_LOAD: k->load(lanes, wire16, words, 0, fmt); break;
     case H_ADD: k->add(lanes, wire16, words, 0, fmt); break;
     case H_ADD_E: k->add(lanes, wire16, words, 5, fmt); break;
@@ -81,10 +81,10 @@ static void refill(void)
         memcpy(&b, &f[i], 4);
         h[i] = (uint16_t)(b >> 16);
     }
-    ina_h16_scalar.put(h, n, wire16);
+    ina__h16_scalar.put(h, n, wire16);
     for (size_t i = 0; i < n; i++)
         memcpy(wire + 4 * i, &f[i], 4);
-    ina_be32_load(lanes, wire, n);
+    ina__be32_load(lanes, wire, n);
 }
 
 int main(int argc, char **argv)
@@ -113,7 +113,7 @@ int main(int argc, char **argv)
     double *t = malloc(sizeof(double) * (size_t)runs);
     if (!wire || !wire16 || !lanes || !h || !f || !t)
         return 1;
-    const struct ina_h16_kernels *impls[2] = {&ina_h16_scalar, ina_h16_simd()};
+    const struct ina_h16_kernels *impls[2] = {&ina__h16_scalar, ina__h16_simd()};
     printf("# %zu elements per call, median of %d runs of ~%d ms, ns per element\n", n, runs, ms);
     printf("%-18s %10s %10s %10s %10s\n", "kernel", "f16 scalar", "f16 simd", "bf16 scalar",
            "bf16 simd");

@@ -12,7 +12,7 @@
 /*
  * For each datagram size (default: a 256-element packet, 1 KiB of payload,
  * 1056 bytes; a 2048-element one, 8 KiB, 8224 bytes; and 64 B and 64 KiB for
- * the shape), measure the tag of one datagram (ina_mac: what the sender and
+ * the shape), measure the tag of one datagram (ina__mac: what the sender and
  * the receiver each compute once per datagram) and memcpy of the same bytes,
  * as the median of --runs runs of about --ms milliseconds each, each run a
  * loop over --bufs buffers so the data comes from the cache a socket leaves
@@ -53,7 +53,7 @@ static double one_run(int mac, const struct ina_mac_key *k, uint8_t *bufs, uint8
         for (int i = 0; i < 64; i++, calls++) {
             uint8_t *b = bufs + (size_t)(calls % nbuf) * len;
             if (mac) {
-                ina_mac(k, b, len, tag);
+                ina__mac(k, b, len, tag);
                 sink ^= tag[0];
             } else {
                 memcpy(dst, b, len);
@@ -99,7 +99,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < INA_SESSION_KEY_LEN; i++)
         key[i] = (uint8_t)(i * 37 + 1);
     struct ina_mac_key k;
-    ina_mac_key_init(&k, key);
+    ina__mac_key_init(&k, key);
     for (const char *p = sizes; *p;) {
         char *end;
         size_t len = strtoul(p, &end, 10);

@@ -79,7 +79,7 @@ static void die(const char *what)
 /* "host:port": the parser ina-switch and libina use. */
 static int parse_addr(const char *s, struct sockaddr_in *out)
 {
-    return ina_parse_hostport(s, 1, out);
+    return ina__parse_hostport(s, 1, out);
 }
 
 static void set_buffers(int fd, int bytes)
@@ -268,7 +268,7 @@ static void hdr_fill(const struct gen *g, const struct worker *w, uint8_t *b, ui
                      uint32_t slot, uint32_t seq, uint16_t count)
 {
     struct ina_hdr h;
-    ina_hdr_init(&h, kind);
+    ina__hdr_init(&h, kind);
     h.job = g->job;
     h.rank = (uint16_t)w->rank;
     h.session = g->session;
@@ -277,7 +277,7 @@ static void hdr_fill(const struct gen *g, const struct worker *w, uint8_t *b, ui
     h.seq = seq;
     h.count = count;
     h.exp = 0;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
 }
 
 /* Join as ranks 0..N-1 of one job; fills job/session/token and the granted elems/window. */
@@ -293,9 +293,9 @@ static int do_join(struct gen *g)
                 continue;
             uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
             struct ina_hdr h;
-            ina_hdr_init(&h, INA_K_JOIN);
+            ina__hdr_init(&h, INA_K_JOIN);
             h.rank = (uint16_t)r;
-            ina_hdr_encode(b, &h);
+            ina__hdr_encode(b, &h);
             struct ina_join j;
             memset(&j, 0, sizeof(j));
             j.nonce = nonce0 + (uint64_t)r;
@@ -304,7 +304,7 @@ static int do_join(struct gen *g)
             j.window = (uint32_t)g->window;
             j.sw_version = INA_VERSION_NUMBER;
             snprintf(j.name, sizeof(j.name), "%s", name);
-            ina_join_encode(b + INA_HDR_LEN, &j);
+            ina__join_encode(b + INA_HDR_LEN, &j);
             if (send(g->w[r].fd, b, sizeof(b), 0) < 0)
                 die("send JOIN");
         }
@@ -321,7 +321,7 @@ static int do_join(struct gen *g)
                 uint8_t b[2048];
                 ssize_t len = recv(g->w[r].fd, b, sizeof(b), MSG_DONTWAIT);
                 struct ina_hdr h;
-                if (len < 0 || ina_hdr_decode(b, (size_t)len, &h) != INA_PARSE_OK)
+                if (len < 0 || ina__hdr_decode(b, (size_t)len, &h) != INA_PARSE_OK)
                     continue;
                 if (h.kind == INA_K_JOIN_NAK) {
                     fprintf(stderr, "pktrate: JOIN refused for rank %d\n", r);
@@ -329,7 +329,7 @@ static int do_join(struct gen *g)
                 }
                 struct ina_join j;
                 if (h.kind != INA_K_JOIN_ACK ||
-                    ina_join_decode(b + INA_HDR_LEN, (size_t)len - INA_HDR_LEN, &j) != 0)
+                    ina__join_decode(b + INA_HDR_LEN, (size_t)len - INA_HDR_LEN, &j) != 0)
                     continue;
                 if (!acked[r]) {
                     acked[r] = 1;
@@ -359,12 +359,12 @@ static void do_leave(struct gen *g)
     for (int r = 0; r < g->nworkers; r++) {
         uint8_t b[INA_HDR_LEN];
         struct ina_hdr h;
-        ina_hdr_init(&h, INA_K_LEAVE);
+        ina__hdr_init(&h, INA_K_LEAVE);
         h.job = g->job;
         h.rank = (uint16_t)r;
         h.session = g->session;
         h.token = g->token;
-        ina_hdr_encode(b, &h);
+        ina__hdr_encode(b, &h);
         (void)send(g->w[r].fd, b, sizeof(b), 0);
     }
 }
@@ -462,7 +462,7 @@ static unsigned poll_worker(struct gen *g, struct worker *w)
             const uint8_t *d = p + off;
             size_t dl = len - off < seg ? len - off : seg;
             seen++;
-            if (dl < INA_HDR_LEN || ina_get16(d) != INA_WIRE_MAGIC ||
+            if (dl < INA_HDR_LEN || ina__get16(d) != INA_WIRE_MAGIC ||
                 (d[3] != INA_K_RESULT && d[3] != INA_K_DATA)) {
                 w->stale++;
                 if (d[3] == INA_K_ABORT) {
@@ -471,7 +471,7 @@ static unsigned poll_worker(struct gen *g, struct worker *w)
                 }
                 continue;
             }
-            uint32_t slot = ina_get32(d + 16) & INA_SLOT_INDEX_MASK, seq = ina_get32(d + 20);
+            uint32_t slot = ina__get32(d + 16) & INA_SLOT_INDEX_MASK, seq = ina__get32(d + 20);
             if (slot >= (uint32_t)g->window || seq != w->seq[slot]) {
                 w->stale++;
                 continue;
@@ -570,7 +570,7 @@ static int run_gen(struct gen *g, double warmup_s, double duration_s, int srv_pi
     g->pktlen = INA_HDR_LEN + 4 * (size_t)g->elems;
     g->payload = calloc(4 * (size_t)g->elems, 1);
     for (int i = 0; i < g->elems; i++)
-        ina_put32(g->payload + 4 * i, (uint32_t)(i * 7 + 1));
+        ina__put32(g->payload + 4 * i, (uint32_t)(i * 7 + 1));
     size_t bufsz = g->gso ? RXBUF : INA_MAX_DATAGRAM + 1;
     for (int r = 0; r < g->nworkers; r++) {
         struct worker *w = &g->w[r];

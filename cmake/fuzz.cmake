@@ -1,10 +1,10 @@
 # fuzz.cmake: libFuzzer targets (tests/fuzz/fuzz_*.c) and their bounded ctest runs. Clang only.
 #
 # Included from CMakeLists.txt after the tests. With a clang C compiler it builds
-#   fuzz_switch  ina-switch's packet handler (ina_switch_input)
+#   fuzz_switch  ina-switch's packet handler (ina__switch_input)
 #   fuzz_reply   libina's reply handler (ina__stream_on_datagram)
-#   fuzz_ps      ina-ps's input handler (ina_ps_input)
-#   fuzz_sched   ina-sched's input handler (ina_sched_input)
+#   fuzz_ps      ina-ps's input handler (ina__ps_input)
+#   fuzz_sched   ina-sched's input handler (ina__sched_input)
 # each with -fsanitize=fuzzer,address,undefined, whatever INA_SANITIZE says, linked with
 # libraries built from the rooms' sources with the same flags (fuzz_common, fuzz_engine, ...:
 # the coverage instrumentation must be in the fuzzed code).

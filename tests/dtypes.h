@@ -15,8 +15,8 @@
 #include "../tools/bench_data.h"
 
 /* A float's bit pattern and back (common/half_bits.h's, under the tests' names). */
-static inline float bits_float(uint32_t b) { return ina_f32_of_bits(b); }
-static inline uint32_t float_bits(float f) { return ina_f32_bits(f); }
+static inline float bits_float(uint32_t b) { return ina__f32_of_bits(b); }
+static inline uint32_t float_bits(float f) { return ina__f32_bits(f); }
 
 /* Element i of a buffer of dtype dt, as a double (exact). */
 static inline double value_at(ina_dtype dt, const void *x, size_t i)

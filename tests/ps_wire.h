@@ -10,10 +10,10 @@
 static inline size_t ps_join_datagram(uint8_t *b, int rank, const struct ina_ps_join *j)
 {
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_PS_JOIN);
+    ina__hdr_init(&h, INA_K_PS_JOIN);
     h.rank = (uint16_t)rank;
-    ina_hdr_encode(b, &h);
-    ina_ps_join_encode(b + INA_HDR_LEN, j);
+    ina__hdr_encode(b, &h);
+    ina__ps_join_encode(b + INA_HDR_LEN, j);
     return INA_HDR_LEN + INA_PS_JOIN_BODY_LEN;
 }
 
@@ -21,7 +21,7 @@ static inline size_t ps_join_datagram(uint8_t *b, int rank, const struct ina_ps_
 static inline void ps_job_hdr(struct ina_hdr *h, const struct ina_ps_job *job, uint8_t kind,
                               int rank)
 {
-    ina_hdr_init(h, kind);
+    ina__hdr_init(h, kind);
     h->job = job->id;
     h->session = job->session;
     h->token = job->token;

@@ -450,7 +450,7 @@ static int sign_act(const char *metrics, const char *method, const char *path, d
         fprintf(stderr, "ina-ctl: the switch's GET /challenge gave no challenge\n");
         return 1;
     }
-    ina_opauth_sign(&op_key, method, path, challenge, auth);
+    ina__opauth_sign(&op_key, method, path, challenge, auth);
     return 0;
 }
 
@@ -504,15 +504,15 @@ int main(int argc, char **argv)
     }
     if (secret_file && *secret_file) {
         struct ina_hmac_key secret;
-        int rc = ina_hmac_key_from_file(&secret, secret_file);
+        int rc = ina__hmac_key_from_file(&secret, secret_file);
         if (rc != 0) {
             fprintf(stderr, "ina-ctl: cannot use --secret-file %s: %s\n", secret_file,
                     rc == -EINVAL ? "empty or longer than 4096 bytes" : strerror(-rc));
             return 2;
         }
-        ina_opauth_key(&op_key, &secret);
+        ina__opauth_key(&op_key, &secret);
         char token[INA_OPAUTH_HEX + 1];
-        ina_opauth_read_token(&op_key, token);
+        ina__opauth_read_token(&op_key, token);
         snprintf(read_auth, sizeof(read_auth), "Bearer %s", token);
         have_secret = 1;
     }
@@ -530,7 +530,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "ina-ctl: read-token needs --secret-file (or INA_SECRET_FILE)\n");
             return 2;
         }
-        ina_opauth_read_token(&op_key, token);
+        ina__opauth_read_token(&op_key, token);
         printf("%s\n", token);
         return 0;
     }

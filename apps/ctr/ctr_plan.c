@@ -84,9 +84,9 @@ uint32_t *ctr_sampled_sums(const struct ctr_gen *g, int workers, int batch, int 
         memset(cnt, 0, K1 * 4);
         for (int t = 0; t < P; t++) {
             uint32_t m = ctr_batch_keys(g, w, t, batch, keys, seen, ++stamp);
-            uint64_t base = ina_hot_sample_base((uint32_t)w, (uint32_t)t);
+            uint64_t base = ina__hot_sample_base((uint32_t)w, (uint32_t)t);
             for (uint32_t i = 0; i < m; i++)
-                if (ina_hot_sampled(base, i, R))
+                if (ina__hot_sampled(base, i, R))
                     cnt[keys[i]]++;
         }
         uint64_t m = 0;
@@ -242,7 +242,7 @@ static void traffic_mod(const struct ctr_gen *g, const struct ctr_plan_opts *po,
         for (int t = po->profile; t < po->profile + po->steps; t++) {
             uint32_t n = ctr_batch_keys(g, w, t, po->batch, keys, seen, ++stamp), c[MAXH] = {0};
             for (uint32_t i = 0; i < n; i++)
-                c[ina_ps_shard_of(keys[i], S)]++;
+                c[ina__ps_shard_of(keys[i], S)]++;
             for (unsigned s = 0; s < S; s++)
                 cold_bytes(c[s], 1, po->dgram, &tr->host[s], &wl);
         }
@@ -294,14 +294,14 @@ static int measure(const struct ctr_gen *g, const struct ctr_plan_opts *po, cons
                     nnz[(pos[keys[j]] - 1) / k]++;
                     hot++;
                 } else {
-                    cd->u[o++] = (uint32_t)(ina_key_mix(keys[j]) >> 32);
+                    cd->u[o++] = (uint32_t)(ina__key_mix(keys[j]) >> 32);
                 }
             }
             all += n;
             qsort(cd->u + cd->off[i], o - cd->off[i], 4, u32_cmp);
             for (uint32_t b = 0; b < nb; b++) /* the shortest encoding */
                 data += L2 + HDR + INA_HOT_PREFIX_LEN +
-                        (double)ina_hot_block_len(b + 1 < nb ? k : H - b * k, nnz[b], NULL);
+                        (double)ina__hot_block_len(b + 1 < nb ? k : H - b * k, nnz[b], NULL);
         }
     cd->off[nws] = o;
     cd->nws = nws;
@@ -324,7 +324,7 @@ static void weights_first(unsigned S, uint32_t w0, uint64_t *first)
     w[0] = w0;
     for (unsigned s = 1; s < S; s++)
         w[s] = 1000;
-    ina_ps_split_first(w, S, first);
+    ina__ps_split_first(w, S, first);
 }
 
 static void print_hosts(FILE *out, const char *setup, const struct traffic *tr, unsigned hosts,

@@ -63,7 +63,7 @@ static size_t recv_until(struct mlf_client *c, uint8_t *b, size_t cap, struct so
 static void fill_hdr(const struct mlf_client *c, const struct mlf_server *s, struct ina_hdr *h,
                      uint8_t kind)
 {
-    ina_hdr_init(h, kind);
+    ina__hdr_init(h, kind);
     h->job = s->job;
     h->session = s->session;
     h->token = s->token;
@@ -95,10 +95,10 @@ int mlf_join(struct mlf_client *c, uint64_t timeout_ns)
     if (getrandom(&c->join.nonce, sizeof(c->join.nonce), 0) != sizeof(c->join.nonce))
         c->join.nonce = mono_ns() ^ (uint64_t)c->rank << 48;
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_PS_JOIN);
+    ina__hdr_init(&h, INA_K_PS_JOIN);
     h.rank = (uint16_t)c->rank;
-    ina_hdr_encode(b, &h);
-    ina_ps_join_encode(b + INA_HDR_LEN, &c->join);
+    ina__hdr_encode(b, &h);
+    ina__ps_join_encode(b + INA_HDR_LEN, &c->join);
     uint64_t end = mono_ns() + timeout_ns;
     int joined[2] = {0, 0};
     c->primary = 0;
@@ -114,19 +114,19 @@ int mlf_join(struct mlf_client *c, uint64_t timeout_ns)
         size_t n;
         while ((n = recv_until(c, r, sizeof(r), &from, until)) > 0) {
             struct ina_hdr a;
-            if (ina_hdr_decode(r, n, &a) != INA_PARSE_OK)
+            if (ina__hdr_decode(r, n, &a) != INA_PARSE_OK)
                 continue;
             for (int i = 0; i < c->nsrv; i++) {
                 if (!same_addr(&from, &c->srv[i].addr))
                     continue;
                 if (a.kind == INA_K_PS_JOIN_NAK) {
                     fprintf(stderr, "mlf[%d]: server %d refused the join: %s\n", c->rank, i,
-                            ina_strerror((int32_t)ina_get32(r + INA_HDR_LEN + 8)));
+                            ina_strerror((int32_t)ina__get32(r + INA_HDR_LEN + 8)));
                     return INA_ERR_REJECTED;
                 }
                 struct ina_ps_join j;
                 if (a.kind == INA_K_PS_JOIN_ACK && n >= INA_HDR_LEN + INA_PS_JOIN_BODY_LEN &&
-                    ina_ps_join_decode(r + INA_HDR_LEN, n - INA_HDR_LEN, &j) == 0 &&
+                    ina__ps_join_decode(r + INA_HDR_LEN, n - INA_HDR_LEN, &j) == 0 &&
                     j.nonce == c->join.nonce) {
                     c->srv[i].job = a.job;
                     c->srv[i].session = a.session;
@@ -168,7 +168,7 @@ static long exchange(struct mlf_client *c, const struct mlf_server *s, const uin
         size_t n;
         while ((n = recv_until(c, r, cap, &from, until)) > 0) {
             struct ina_hdr a;
-            if (ina_hdr_decode(r, n, &a) != INA_PARSE_OK || !same_addr(&from, &s->addr))
+            if (ina__hdr_decode(r, n, &a) != INA_PARSE_OK || !same_addr(&from, &s->addr))
                 continue;
             int rc = is_answer(c, &a, n, want);
             if (rc != 0)
@@ -200,15 +200,15 @@ int mlf_pull(struct mlf_client *c, float *model, uint32_t *version)
         fill_hdr(c, s, &h, INA_K_PS_PULL);
         h.slot = ++c->pull_id;
         h.count = (uint16_t)c->nkeys;
-        ina_hdr_encode(b, &h);
+        ina__hdr_encode(b, &h);
         for (uint32_t k = 0; k < c->nkeys; k++)
-            ina_put64(b + INA_HDR_LEN + 8 * k, k);
+            ina__put64(b + INA_HDR_LEN + 8 * k, k);
         size_t len = INA_HDR_LEN + 8 * (size_t)c->nkeys;
         long n = exchange(c, s, b, len, c->failover_ns, pull_answer, &h.slot, r, sizeof(r));
         struct ina_hdr a;
-        if (n > 0 && ina_hdr_decode(r, (size_t)n, &a) == INA_PARSE_OK) {
+        if (n > 0 && ina__hdr_decode(r, (size_t)n, &a) == INA_PARSE_OK) {
             for (size_t i = 0; i < c->nkeys * d; i++)
-                model[i] = ina_getf(r + INA_HDR_LEN + 4 * i);
+                model[i] = ina__getf(r + INA_HDR_LEN + 4 * i);
             *version = a.seq; /* STALE: the version its values are of (§15.1) */
             c->st.pulls++;
             return 0;
@@ -257,14 +257,14 @@ static void encode_req(struct mlf_client *c, uint8_t *b, uint32_t base, uint32_t
                        uint32_t flags)
 {
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_SCHED_REQ);
+    ina__hdr_init(&h, INA_K_SCHED_REQ);
     h.rank = (uint16_t)c->rank;
     h.slot = ++c->req_id;
     h.seq = base;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     memset(b + INA_HDR_LEN, 0, INA_SCHED_REQ_LEN);
-    ina_put32(b + INA_HDR_LEN, bytes);
-    ina_put32(b + INA_HDR_LEN + 4, flags);
+    ina__put32(b + INA_HDR_LEN, bytes);
+    ina__put32(b + INA_HDR_LEN + 4, flags);
     memcpy(b + INA_HDR_LEN + 8, c->join.name, 32);
 }
 
@@ -300,7 +300,7 @@ static int ask_sched(struct mlf_client *c, uint32_t base, uint32_t bytes, uint32
         /* A grant waits for the window: keep listening, resend rarely. */
         while ((n = recv_until(c, r, sizeof(r), &from, until)) > 0) {
             struct ina_hdr a;
-            if (ina_hdr_decode(r, n, &a) != INA_PARSE_OK || a.kind != INA_K_SCHED_GRANT ||
+            if (ina__hdr_decode(r, n, &a) != INA_PARSE_OK || a.kind != INA_K_SCHED_GRANT ||
                 a.slot != c->req_id || !same_addr(&from, &c->sched) ||
                 n != INA_HDR_LEN + INA_SCHED_GRANT_LEN)
                 continue;
@@ -310,10 +310,10 @@ static int ask_sched(struct mlf_client *c, uint32_t base, uint32_t bytes, uint32
                                 "again\n",
                         c->rank, (unsigned long long)((mono_ns() - start) / 1000000));
             }
-            if ((int32_t)ina_get32(r + INA_HDR_LEN) != 0)
+            if ((int32_t)ina__get32(r + INA_HDR_LEN) != 0)
                 return 0;
-            *stamp = ina_get32(r + INA_HDR_LEN + 4);
-            uint32_t size = ina_get32(r + INA_HDR_LEN + 16), index = ina_get32(r + INA_HDR_LEN + 20);
+            *stamp = ina__get32(r + INA_HDR_LEN + 4);
+            uint32_t size = ina__get32(r + INA_HDR_LEN + 16), index = ina__get32(r + INA_HDR_LEN + 20);
             if (size < 1 || size > INA_MAX_WORKERS || index >= size)
                 size = 1, index = 0; /* malformed: sent alone (the sum of its group fails) */
             c->group_size = (uint16_t)size;
@@ -340,7 +340,7 @@ static void lose_sched(struct mlf_client *c)
 
 static size_t update_len(const struct mlf_client *c)
 {
-    return INA_HDR_LEN + INA_PS_UPDATE_PREFIX + c->nkeys * ina_ps_entry_len(c->join.dim);
+    return INA_HDR_LEN + INA_PS_UPDATE_PREFIX + c->nkeys * ina__ps_entry_len(c->join.dim);
 }
 
 int mlf_begin(struct mlf_client *c)
@@ -369,16 +369,16 @@ static void tell_done(struct mlf_client *c, uint32_t stamp, const struct mlf_res
 {
     uint8_t b[INA_HDR_LEN + INA_SCHED_DONE_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_SCHED_DONE);
+    ina__hdr_init(&h, INA_K_SCHED_DONE);
     h.rank = (uint16_t)c->rank;
     h.slot = c->req_id;
     h.seq = stamp;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     uint64_t us = ns / 1000;
-    ina_put32(b + INA_HDR_LEN, (uint32_t)res->status);
-    ina_put32(b + INA_HDR_LEN + 4, bytes);
-    ina_put32(b + INA_HDR_LEN + 8, us > 0xFFFFFFFFu ? 0xFFFFFFFFu : us ? (uint32_t)us : 1);
-    ina_put32(b + INA_HDR_LEN + 12, res->version);
+    ina__put32(b + INA_HDR_LEN, (uint32_t)res->status);
+    ina__put32(b + INA_HDR_LEN + 4, bytes);
+    ina__put32(b + INA_HDR_LEN + 8, us > 0xFFFFFFFFu ? 0xFFFFFFFFu : us ? (uint32_t)us : 1);
+    ina__put32(b + INA_HDR_LEN + 12, res->version);
     send_to(c, b, sizeof(b), &c->sched);
 }
 
@@ -462,11 +462,11 @@ static uint64_t held_limit_ns(const struct mlf_client *c)
 /* Every key's entry (key, then dim floats of grad) from p on: an UPDATE's or a PUSH's. */
 static void put_entries(const struct mlf_client *c, uint8_t *p, const float *grad)
 {
-    size_t d = c->join.dim, el = ina_ps_entry_len((unsigned)d);
+    size_t d = c->join.dim, el = ina__ps_entry_len((unsigned)d);
     for (uint32_t k = 0; k < c->nkeys; k++, p += el) {
-        ina_put64(p, k);
+        ina__put64(p, k);
         for (size_t j = 0; j < d; j++)
-            ina_putf(p + 8 + 4 * j, grad[k * d + j]);
+            ina__putf(p + 8 + 4 * j, grad[k * d + j]);
     }
 }
 
@@ -509,7 +509,7 @@ static int sync_request(struct mlf_client *c, const uint8_t *req, size_t len, ui
  * rank committed the step and the server applied their sum: the barrier. */
 static int sync_update(struct mlf_client *c, const float *grad, struct mlf_result *res)
 {
-    size_t len = INA_HDR_LEN + c->nkeys * ina_ps_entry_len(c->join.dim);
+    size_t len = INA_HDR_LEN + c->nkeys * ina__ps_entry_len(c->join.dim);
     static __thread uint8_t b[INA_MAX_DATAGRAM];
     if (len > sizeof(b))
         return -EINVAL;
@@ -519,7 +519,7 @@ static int sync_update(struct mlf_client *c, const float *grad, struct mlf_resul
     h.slot = 0; /* packet index: the step's only PUSH */
     h.seq = c->step;
     h.count = (uint16_t)c->nkeys;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     put_entries(c, b + INA_HDR_LEN, grad);
     c->st.tx_bytes[c->primary] += len;
     int rc = sync_request(c, b, len, INA_K_PS_PUSH_ACK, c->failover_ns);
@@ -529,7 +529,7 @@ static int sync_update(struct mlf_client *c, const float *grad, struct mlf_resul
     fill_hdr(c, s, &h, INA_K_PS_COMMIT);
     h.slot = 1; /* PUSH packets sent for this step */
     h.seq = c->step;
-    ina_hdr_encode(commit, &h);
+    ina__hdr_encode(commit, &h);
     /* The server ignores a COMMIT it has (its answer comes when the step is applied) and
      * answers one of an applied step at once, so resending recovers a lost COMMIT_ACK. */
     rc = sync_request(c, commit, sizeof(commit), INA_K_PS_COMMIT_ACK, c->barrier_ns);
@@ -593,9 +593,9 @@ static int stale_update(struct mlf_client *c, const float *grad, uint32_t base,
         h.slot = c->uid;
         h.seq = base;
         h.count = (uint16_t)c->nkeys;
-        ina_hdr_encode(b[t], &h);
-        ina_put32(b[t] + INA_HDR_LEN, stamp);
-        ina_put32(b[t] + INA_HDR_LEN + 4, members);
+        ina__hdr_encode(b[t], &h);
+        ina__put32(b[t] + INA_HDR_LEN, stamp);
+        ina__put32(b[t] + INA_HDR_LEN + 4, members);
         put_entries(c, b[t] + INA_HDR_LEN + INA_PS_UPDATE_PREFIX, grad);
     }
     uint64_t start = mono_ns(), heard[2] = {start, start};
@@ -647,10 +647,10 @@ static int stale_update(struct mlf_client *c, const float *grad, uint32_t base,
         size_t n;
         while ((n = recv_until(c, r, sizeof(r), &from, until)) > 0) {
             struct ina_hdr a;
-            if (ina_hdr_decode(r, n, &a) != INA_PARSE_OK || a.kind != INA_K_PS_UPDATE_ACK ||
+            if (ina__hdr_decode(r, n, &a) != INA_PARSE_OK || a.kind != INA_K_PS_UPDATE_ACK ||
                 a.slot != c->uid || n != INA_HDR_LEN + INA_PS_UPDATE_ACK_LEN)
                 continue;
-            int32_t status = (int32_t)ina_get32(r + INA_HDR_LEN);
+            int32_t status = (int32_t)ina__get32(r + INA_HDR_LEN);
             int held = status == INA_PS_UPDATE_HELD;
             for (int t = 0; t < nt; t++) {
                 int i = targets[t];
@@ -668,8 +668,8 @@ static int stale_update(struct mlf_client *c, const float *grad, uint32_t base,
                 acked[t] = 1;
                 if (i == c->primary || !have) {
                     res->status = status;
-                    res->version = ina_get32(r + INA_HDR_LEN + 4);
-                    res->delay = ina_get32(r + INA_HDR_LEN + 8);
+                    res->version = ina__get32(r + INA_HDR_LEN + 4);
+                    res->delay = ina__get32(r + INA_HDR_LEN + 8);
                     have = 1;
                 }
                 if (i == c->primary && status == INA_PS_UPDATE_VOIDED)
@@ -733,7 +733,7 @@ void mlf_leave(struct mlf_client *c)
             continue;
         struct ina_hdr h;
         fill_hdr(c, &c->srv[i], &h, INA_K_PS_LEAVE);
-        ina_hdr_encode(b, &h);
+        ina__hdr_encode(b, &h);
         memset(b + INA_HDR_LEN, 0, sizeof(b) - INA_HDR_LEN);
         send_to(c, b, sizeof(b), &c->srv[i].addr);
     }

@@ -10,7 +10,7 @@ static size_t bucket(const struct mlf_ctr *m, uint64_t key)
 {
     if (key == m->gen.keys)
         return m->p - 1;
-    return (size_t)(ina_key_mix(key ^ 0xC7A5u) % (uint64_t)(m->p - 1));
+    return (size_t)(ina__key_mix(key ^ 0xC7A5u) % (uint64_t)(m->p - 1));
 }
 
 static double score_of(const struct mlf_ctr *m, const float *w, const struct ctr_sample *s)

@@ -335,14 +335,14 @@ int main(int argc, char **argv)
     c.barrier_ns = (uint64_t)(join_to * 1e6);
     const char *addrs[2] = {ps, replica};
     for (int i = 0; i < 2 && addrs[i]; i++) {
-        if (ina_parse_hostport(addrs[i], 1, &c.srv[i].addr) != 0) {
+        if (ina__parse_hostport(addrs[i], 1, &c.srv[i].addr) != 0) {
             fprintf(stderr, "ina-mlf: cannot parse or resolve '%s' (want ADDR:PORT)\n", addrs[i]);
             return 2;
         }
         c.nsrv++;
     }
     if (sched) {
-        if (ina_parse_hostport(sched, 1, &c.sched) != 0) {
+        if (ina__parse_hostport(sched, 1, &c.sched) != 0) {
             fprintf(stderr, "ina-mlf: cannot parse or resolve --sched '%s'\n", sched);
             return 2;
         }
@@ -364,7 +364,7 @@ int main(int argc, char **argv)
     }
     if (sw) {
         struct sockaddr_in swa;
-        if (ina_parse_hostport(sw, 1, &swa) != 0) {
+        if (ina__parse_hostport(sw, 1, &swa) != 0) {
             fprintf(stderr, "ina-mlf: cannot parse or resolve --switch '%s'\n", sw);
             return 2;
         }
@@ -420,7 +420,7 @@ int main(int argc, char **argv)
     }
     /* The model's version 0, as the server starts it (PROTOCOL.md §14.1). */
     for (size_t i = 0; i < p; i++)
-        w[i] = ina_param_init(j->init, j->init_scale, j->init_seed, i / DIM, (unsigned)(i % DIM));
+        w[i] = ina__param_init(j->init, j->init_scale, j->init_seed, i / DIM, (unsigned)(i % DIM));
     double loss0 = model_eval(&m, w, NULL), hit_s = -1;
     if (target < 0)
         target = ctr ? clicks.bayes + 0.45 * (loss0 - clicks.bayes) : (mlp ? 0.42 : 0.05) * loss0;

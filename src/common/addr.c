@@ -9,7 +9,7 @@
 
 #include "ina.h"
 
-int ina_parse_hostport_why(const char *s, int allow_port0, struct sockaddr_in *out, char *why,
+int ina__parse_hostport_why(const char *s, int allow_port0, struct sockaddr_in *out, char *why,
                            size_t whylen)
 {
     char host[256], dummy[8];
@@ -54,12 +54,12 @@ int ina_parse_hostport_why(const char *s, int allow_port0, struct sockaddr_in *o
     return 0;
 }
 
-int ina_parse_hostport(const char *s, int allow_port0, struct sockaddr_in *out)
+int ina__parse_hostport(const char *s, int allow_port0, struct sockaddr_in *out)
 {
-    return ina_parse_hostport_why(s, allow_port0, out, NULL, 0);
+    return ina__parse_hostport_why(s, allow_port0, out, NULL, 0);
 }
 
-int ina_parse_hostport_list(const char *s, int allow_port0, struct sockaddr_in *out, int max,
+int ina__parse_hostport_list(const char *s, int allow_port0, struct sockaddr_in *out, int max,
                             char *why, size_t whylen)
 {
     char dummy[8];
@@ -86,7 +86,7 @@ int ina_parse_hostport_list(const char *s, int allow_port0, struct sockaddr_in *
         }
         memcpy(one, p, len);
         one[len] = 0;
-        if (ina_parse_hostport_why(one, allow_port0, out ? &out[n] : NULL, why, whylen) != 0)
+        if (ina__parse_hostport_why(one, allow_port0, out ? &out[n] : NULL, why, whylen) != 0)
             return -1;
         n++;
         if (!end)

@@ -2,6 +2,7 @@
 #ifndef INA_ADDR_H
 #define INA_ADDR_H
 
+
 #include <netinet/in.h>
 
 /*
@@ -9,25 +10,25 @@
  * INA_DEFAULT_PORT; port 0 is accepted only if allow_port0 (a listener that
  * lets the kernel choose). @return 0, or -1 if malformed or unresolvable.
  */
-int ina_parse_hostport(const char *s, int allow_port0, struct sockaddr_in *out);
+int ina__parse_hostport(const char *s, int allow_port0, struct sockaddr_in *out);
 /* The same; on failure, why (the value and the rule) goes to why[whylen]
  * (why may be NULL). out NULL: check the syntax only, resolve nothing. */
-int ina_parse_hostport_why(const char *s, int allow_port0, struct sockaddr_in *out, char *why,
+int ina__parse_hostport_why(const char *s, int allow_port0, struct sockaddr_in *out, char *why,
                            size_t whylen);
 
 /*
  * A comma-separated list of "host[:port]" (INA_SWITCH with shards, ina-switch
- * --parent), each resolved as by ina_parse_hostport(), into out[0..max-1].
+ * --parent), each resolved as by ina__parse_hostport(), into out[0..max-1].
  * Spaces around an entry are ignored; out NULL checks the syntax only (no
  * name is resolved). @return the number of entries (>= 1),
  * or -1 if the list is empty, has an empty or malformed entry, or has more
  * than max entries; then why (may be NULL) says which and why.
  */
-int ina_parse_hostport_list(const char *s, int allow_port0, struct sockaddr_in *out, int max,
+int ina__parse_hostport_list(const char *s, int allow_port0, struct sockaddr_in *out, int max,
                             char *why, size_t whylen);
 
 /* The same IPv4 address and port. */
-static inline int ina_addr_eq(const struct sockaddr_in *a, const struct sockaddr_in *b)
+static inline int ina__addr_eq(const struct sockaddr_in *a, const struct sockaddr_in *b)
 {
     return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
 }

@@ -52,7 +52,7 @@ static void fadd_scalar(int32_t *v, const uint8_t *p, size_t n)
     }
 }
 
-void ina_be32_fixadd(int32_t *v, const uint8_t *p, size_t n)
+void ina__be32_fixadd(int32_t *v, const uint8_t *p, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         uint32_t x;
@@ -147,7 +147,7 @@ static int simd(void)
     return use_avx2;
 }
 
-void ina_be32_load(int32_t *v, const uint8_t *p, size_t n)
+void ina__be32_load(int32_t *v, const uint8_t *p, size_t n)
 {
 #ifdef INA_BE32_X86
     if (simd())
@@ -156,7 +156,7 @@ void ina_be32_load(int32_t *v, const uint8_t *p, size_t n)
     load_scalar(v, p, n);
 }
 
-void ina_be32_add(int32_t *v, const uint8_t *p, size_t n)
+void ina__be32_add(int32_t *v, const uint8_t *p, size_t n)
 {
 #ifdef INA_BE32_X86
     if (simd())
@@ -165,7 +165,7 @@ void ina_be32_add(int32_t *v, const uint8_t *p, size_t n)
     add_scalar(v, p, n);
 }
 
-void ina_be32_minmax(int32_t *v, const uint8_t *p, size_t n, int want_max)
+void ina__be32_minmax(int32_t *v, const uint8_t *p, size_t n, int want_max)
 {
 #ifdef INA_BE32_X86
     if (simd()) {
@@ -179,7 +179,7 @@ void ina_be32_minmax(int32_t *v, const uint8_t *p, size_t n, int want_max)
     minmax_scalar(v, p, n, want_max);
 }
 
-void ina_be32_fadd(int32_t *v, const uint8_t *p, size_t n)
+void ina__be32_fadd(int32_t *v, const uint8_t *p, size_t n)
 {
 #ifdef INA_BE32_X86
     if (simd())
@@ -188,7 +188,7 @@ void ina_be32_fadd(int32_t *v, const uint8_t *p, size_t n)
     fadd_scalar(v, p, n);
 }
 
-void ina_be32_store(uint8_t *p, const int32_t *v, size_t n)
+void ina__be32_store(uint8_t *p, const int32_t *v, size_t n)
 {
 #ifdef INA_BE32_X86
     if (simd())

@@ -2,6 +2,7 @@
 #ifndef INA_BE32_H
 #define INA_BE32_H
 
+
 /*
  * The wire carries int32 big-endian; slots hold them in host order. Per
  * packet the switch does one of: load (first contribution), add (later
@@ -16,20 +17,20 @@
 #include <stdint.h>
 
 /* v[i] = be32(p[i]) */
-void ina_be32_load(int32_t *v, const uint8_t *p, size_t n);
+void ina__be32_load(int32_t *v, const uint8_t *p, size_t n);
 /* v[i] += be32(p[i]), modulo 2^32 */
-void ina_be32_add(int32_t *v, const uint8_t *p, size_t n);
+void ina__be32_add(int32_t *v, const uint8_t *p, size_t n);
 /* v[i] = max(v[i], be32(p[i])) if want_max, else min; signed */
-void ina_be32_minmax(int32_t *v, const uint8_t *p, size_t n, int want_max);
+void ina__be32_minmax(int32_t *v, const uint8_t *p, size_t n, int want_max);
 /* v[i] = v[i] + be32(p[i]) as IEEE-754 binary32 (v holds float bit patterns;
  * round to nearest even, as the CPU's default mode) */
-void ina_be32_fadd(int32_t *v, const uint8_t *p, size_t n);
+void ina__be32_fadd(int32_t *v, const uint8_t *p, size_t n);
 /* Fixed-point add with a sticky invalid code (wire op 5, PROTOCOL.md §13):
  * v[i] = INT32_MIN if v[i] or be32(p[i]) is INT32_MIN or their exact sum is
  * outside [-(2^31-1), 2^31-1], else their sum. Scalar: its packets are small,
  * and the compare keeps it the same on every dataplane. */
-void ina_be32_fixadd(int32_t *v, const uint8_t *p, size_t n);
+void ina__be32_fixadd(int32_t *v, const uint8_t *p, size_t n);
 /* p[i] = be32(v[i]) */
-void ina_be32_store(uint8_t *p, const int32_t *v, size_t n);
+void ina__be32_store(uint8_t *p, const int32_t *v, size_t n);
 
 #endif

@@ -92,7 +92,7 @@ static void compress(uint64_t h[8], const uint8_t *block, uint64_t t, int last)
         h[i] ^= v[i] ^ v[i + 8];
 }
 
-void ina_blake2b_init(struct ina_blake2b *s, size_t outlen, const void *key, size_t keylen)
+void ina__blake2b_init(struct ina_blake2b *s, size_t outlen, const void *key, size_t keylen)
 {
     memset(s, 0, sizeof(*s));
     for (int i = 0; i < 8; i++)
@@ -106,7 +106,7 @@ void ina_blake2b_init(struct ina_blake2b *s, size_t outlen, const void *key, siz
     }
 }
 
-void ina_blake2b_update(struct ina_blake2b *s, const void *in, size_t len)
+void ina__blake2b_update(struct ina_blake2b *s, const void *in, size_t len)
 {
     const uint8_t *p = in;
     while (len > 0) {
@@ -130,7 +130,7 @@ void ina_blake2b_update(struct ina_blake2b *s, const void *in, size_t len)
     }
 }
 
-void ina_blake2b_final(struct ina_blake2b *s, uint8_t *out)
+void ina__blake2b_final(struct ina_blake2b *s, uint8_t *out)
 {
     s->t += s->c;
     memset(s->buf + s->c, 0, INA_BLAKE2B_BLOCK - s->c);
@@ -139,11 +139,11 @@ void ina_blake2b_final(struct ina_blake2b *s, uint8_t *out)
         out[i] = (uint8_t)(s->h[i / 8] >> (8 * (i % 8)));
 }
 
-void ina_blake2b(uint8_t *out, size_t outlen, const void *key, size_t keylen, const void *in,
+void ina__blake2b(uint8_t *out, size_t outlen, const void *key, size_t keylen, const void *in,
                  size_t len)
 {
     struct ina_blake2b s;
-    ina_blake2b_init(&s, outlen, key, keylen);
-    ina_blake2b_update(&s, in, len);
-    ina_blake2b_final(&s, out);
+    ina__blake2b_init(&s, outlen, key, keylen);
+    ina__blake2b_update(&s, in, len);
+    ina__blake2b_final(&s, out);
 }

@@ -2,6 +2,7 @@
 #ifndef INA_BLAKE2B_H
 #define INA_BLAKE2B_H
 
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,10 +22,10 @@ struct ina_blake2b {
 };
 
 /* outlen 1..64, keylen 0..64 (0: unkeyed). */
-void ina_blake2b_init(struct ina_blake2b *s, size_t outlen, const void *key, size_t keylen);
-void ina_blake2b_update(struct ina_blake2b *s, const void *in, size_t len);
-void ina_blake2b_final(struct ina_blake2b *s, uint8_t *out);
-void ina_blake2b(uint8_t *out, size_t outlen, const void *key, size_t keylen, const void *in,
+void ina__blake2b_init(struct ina_blake2b *s, size_t outlen, const void *key, size_t keylen);
+void ina__blake2b_update(struct ina_blake2b *s, const void *in, size_t len);
+void ina__blake2b_final(struct ina_blake2b *s, uint8_t *out);
+void ina__blake2b(uint8_t *out, size_t outlen, const void *key, size_t keylen, const void *in,
                  size_t len);
 
 #endif

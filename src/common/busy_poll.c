@@ -9,19 +9,19 @@
 #define SO_BUSY_POLL 46 /* linux/socket.h, since Linux 3.11 */
 #endif
 
-int ina_sock_busy_poll(int fd, int us)
+int ina__sock_busy_poll(int fd, int us)
 {
     if (us <= 0)
         return 0;
     return setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &us, sizeof(us)) == 0 ? 0 : -errno;
 }
 
-void ina_busy_yield(void)
+void ina__busy_yield(void)
 {
     sched_yield(); /* cannot fail on Linux */
 }
 
-int ina_busy_move_off_cpu(void)
+int ina__busy_move_off_cpu(void)
 {
     cpu_set_t mask, others;
     if (sched_getaffinity(0, sizeof(mask), &mask) != 0)

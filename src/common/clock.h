@@ -2,6 +2,7 @@
 #ifndef INA_CLOCK_H
 #define INA_CLOCK_H
 
+
 /*
  * CLOCK_MONOTONIC: deadlines, timers and rates never jump with the time of
  * day. Inline (a vDSO call, no system call): the daemons read it per burst.

@@ -70,7 +70,7 @@ int ina__daemon_no_operands(const char *name, int argc, char **argv, int optind)
 
 int ina__daemon_log_level(const char *name, const char *arg, enum ina_log_level *out)
 {
-    if (ina_log_level_parse(arg, out) == 0)
+    if (ina__log_level_parse(arg, out) == 0)
         return 0;
     fprintf(stderr, "%s: bad --log-level '%s' (want error|warn|info|debug)\n", name, arg);
     return -1;
@@ -79,7 +79,7 @@ int ina__daemon_log_level(const char *name, const char *arg, enum ina_log_level 
 int ina__daemon_fault_spec(const char *name, const char *which, const char *spec)
 {
     struct ina_fault check;
-    if (ina_fault_parse(&check, spec) == 0)
+    if (ina__fault_parse(&check, spec) == 0)
         return 0;
     fprintf(stderr, "%s: bad --fault-%s '%s' (want drop=P,dup=P,reorder=P,seed=N)\n", name, which,
             spec);
@@ -95,7 +95,7 @@ int ina__daemon_listen_addr(const char *name, const char *s, uint16_t default_po
         snprintf(hp, sizeof(hp), "%s:%u", s, (unsigned)default_port);
         hs = hp;
     }
-    if (ina_parse_hostport(hs, 1, out) == 0)
+    if (ina__parse_hostport(hs, 1, out) == 0)
         return 0;
     fprintf(stderr, "%s: cannot parse or resolve --listen '%s' (want ADDR[:PORT])\n", name, s);
     return -1;
@@ -117,7 +117,7 @@ int ina__daemon_metrics_addr(const char *name, const char *metrics, const char *
         snprintf(hp, sizeof(hp), "127.0.0.1:%s", metrics);
         ms = hp;
     }
-    if (!strchr(ms, ':') || ina_parse_hostport(ms, 1, out) != 0) {
+    if (!strchr(ms, ':') || ina__parse_hostport(ms, 1, out) != 0) {
         fprintf(stderr, "%s: cannot parse --metrics '%s' (want ADDR:PORT or PORT)\n", name,
                 metrics);
         return -1;

@@ -2,6 +2,7 @@
 #ifndef INA_DAEMON_H
 #define INA_DAEMON_H
 
+
 /*
  * What the daemons do alike, written once (Redis's ae/anet spirit: small,
  * one concern each); each keeps its own options, its engine and its loop.

@@ -20,7 +20,7 @@ static int chance(uint64_t *s, double p)
     return p > 0 && (double)(next_u64(s) >> 11) * 0x1p-53 < p;
 }
 
-int ina_fault_parse(struct ina_fault *f, const char *spec)
+int ina__fault_parse(struct ina_fault *f, const char *spec)
 {
     memset(f, 0, sizeof(*f));
     f->rng = 1;
@@ -58,7 +58,7 @@ bad:
     return -1;
 }
 
-unsigned ina_fault_plan(struct ina_fault *f, unsigned n, unsigned *out)
+unsigned ina__fault_plan(struct ina_fault *f, unsigned n, unsigned *out)
 {
     unsigned k = 0, nheld = 0;
     /* Held (reordered) indices are parked at the far end of out, then
@@ -86,7 +86,7 @@ unsigned ina_fault_plan(struct ina_fault *f, unsigned n, unsigned *out)
     return k;
 }
 
-int ina_fault_corrupt(struct ina_fault *f, uint8_t *buf, size_t len)
+int ina__fault_corrupt(struct ina_fault *f, uint8_t *buf, size_t len)
 {
     /* Sums only: a changed JOIN would just be refused (its proof fails), which
      * is not what this models. The payload, and a tag if any, follow the header. */

@@ -9,11 +9,11 @@
 
 /*
  * Each step is the scalar reference's, on 8 lanes (so the bits agree):
- *   binary16 -> binary32   VCVTPH2PS: exact, quiets a NaN (ina_f16_to_f32_bits)
+ *   binary16 -> binary32   VCVTPH2PS: exact, quiets a NaN (ina__f16_to_f32_bits)
  *   bfloat16 -> binary32   a shift
  *   * 2^e, + lanes         VMULPS, VADDPS: IEEE binary32, as the C operators
- *   binary32 -> binary16   VCVTPS2PH with the RNE immediate (ina_f32_bits_to_f16)
- *   binary32 -> bfloat16   the integer RNE add of ina_f32_bits_to_bf16
+ *   binary32 -> binary16   VCVTPS2PH with the RNE immediate (ina__f32_bits_to_f16)
+ *   binary32 -> bfloat16   the integer RNE add of ina__f32_bits_to_bf16
  *   NaN (switch, decode)   replaced by the canonical NaN by compare and blend
  * A block is done 16 elements (8 words, 32 bytes of payload) at a time; the
  * rest goes to the scalar reference, which is the same function.
@@ -44,7 +44,7 @@ H16_SIMD static inline __m256 widen8(__m128i w, enum ina_h16_fmt f)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(w), 16));
 }
 
-/* Eight binary32 to bfloat16, RNE (NaN as ina_f32_bits_to_bf16: quieted, top bits). */
+/* Eight binary32 to bfloat16, RNE (NaN as ina__f32_bits_to_bf16: quieted, top bits). */
 H16_SIMD static inline __m128i narrow8_bf16(__m256 x)
 {
     const __m256i b = _mm256_castps_si256(x);
@@ -92,7 +92,7 @@ H16_SIMD static inline __m256 pow2x8(int e) { return _mm256_castsi256_ps(_mm256_
 H16_SIMD static inline void lanes_avx2(int32_t *v, const uint8_t *p, size_t words, int16_t exp,
                                        enum ina_h16_fmt f, int add)
 {
-    const int e = ina_h16_clamp_exp(exp);
+    const int e = ina__h16_clamp_exp(exp);
     const __m256 scale = pow2x8(e);
     size_t w = 0;
     for (; w + 8 <= words; w += 8) {
@@ -140,7 +140,7 @@ H16_SIMD static int16_t result_exp_avx2(const int32_t *v, size_t words, int16_t 
                                         enum ina_h16_fmt f)
 {
     if (f != INA_H16_F16)
-        return (int16_t)ina_h16_clamp_exp(sexp);
+        return (int16_t)ina__h16_clamp_exp(sexp);
     __m256i m = _mm256_setzero_si256();
     size_t i = 0, lanes = 2 * words;
     for (; i + 8 <= lanes; i += 8)
@@ -159,7 +159,7 @@ H16_SIMD static int16_t result_exp_avx2(const int32_t *v, size_t words, int16_t 
 H16_SIMD static void store_avx2(uint8_t *p, const int32_t *v, size_t words, int16_t s,
                                 enum ina_h16_fmt f)
 {
-    const int e = ina_h16_clamp_exp(s);
+    const int e = ina__h16_clamp_exp(s);
     const __m256 scale = pow2x8(-e);
     size_t w = 0;
     for (; w + 8 <= words; w += 8) {
@@ -213,7 +213,7 @@ H16_SIMD static int16_t f32_scale_avx2(const float *x, size_t n)
 H16_SIMD static void encode_f32_avx2(const float *x, size_t n, int16_t e, enum ina_h16_fmt f,
                                      uint8_t *out)
 {
-    const int c = ina_h16_clamp_exp(e);
+    const int c = ina__h16_clamp_exp(e);
     const __m256 scale = pow2x8(-c);
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -297,7 +297,7 @@ static const struct ina_h16_kernels simd_kernels = {
     f32_scale_avx2, encode_f32_avx2, to_f32_avx2, to_f64_avx2,
 };
 
-const struct ina_h16_kernels *ina_h16_simd(void)
+const struct ina_h16_kernels *ina__h16_simd(void)
 {
     unsigned a, b, c, d;
     __builtin_cpu_init();
@@ -310,6 +310,6 @@ const struct ina_h16_kernels *ina_h16_simd(void)
 
 #else /* no vector code on this target */
 
-const struct ina_h16_kernels *ina_h16_simd(void) { return NULL; }
+const struct ina_h16_kernels *ina__h16_simd(void) { return NULL; }
 
 #endif

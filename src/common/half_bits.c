@@ -3,7 +3,7 @@
 
 #include <math.h>
 
-uint32_t ina_f16_to_f32_bits(uint16_t h)
+uint32_t ina__f16_to_f32_bits(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
@@ -19,7 +19,7 @@ uint32_t ina_f16_to_f32_bits(uint16_t h)
     return sign | ((113u - sh) << 23) | ((m & 0x3FFu) << 13);
 }
 
-uint16_t ina_f32_bits_to_f16(uint32_t f)
+uint16_t ina__f32_bits_to_f16(uint32_t f)
 {
     uint16_t sign = (uint16_t)((f >> 16) & 0x8000u);
     uint32_t a = f & 0x7FFFFFFFu;
@@ -45,7 +45,7 @@ uint16_t ina_f32_bits_to_f16(uint32_t f)
     return (uint16_t)(sign | q);
 }
 
-uint16_t ina_f32_bits_to_bf16(uint32_t f)
+uint16_t ina__f32_bits_to_bf16(uint32_t f)
 {
     if ((f & 0x7FFFFFFFu) > 0x7F800000u) /* NaN: keep it one (the RNE add could carry into Inf) */
         return (uint16_t)((f >> 16) | 0x40u);
@@ -53,7 +53,7 @@ uint16_t ina_f32_bits_to_bf16(uint32_t f)
     return (uint16_t)((f + 0x7FFFu + ((f >> 16) & 1u)) >> 16);
 }
 
-uint32_t ina_f64_to_f32_odd_bits(double d)
+uint32_t ina__f64_to_f32_odd_bits(double d)
 {
     /* RNE to float, then undo a rounding away from zero (step one ulp back:
      * the truncation) and mark any inexact result odd. NaN compares false
@@ -61,7 +61,7 @@ uint32_t ina_f64_to_f32_odd_bits(double d)
      * FLT_MAX, which is odd and rounds on to Inf in both 16-bit formats. */
     float f = (float)d;
     double back = (double)f;
-    uint32_t b = ina_f32_bits(f);
+    uint32_t b = ina__f32_bits(f);
     if (fabs(back) > fabs(d))
         b -= 1u;
     if (back < d || back > d)

@@ -18,27 +18,27 @@
 #include <string.h>
 
 /* A binary32's bit pattern, and the binary32 of a pattern. */
-static inline uint32_t ina_f32_bits(float f)
+static inline uint32_t ina__f32_bits(float f)
 {
     uint32_t b;
     memcpy(&b, &f, 4);
     return b;
 }
 
-static inline float ina_f32_of_bits(uint32_t b)
+static inline float ina__f32_of_bits(uint32_t b)
 {
     float f;
     memcpy(&f, &b, 4);
     return f;
 }
 
-uint32_t ina_f16_to_f32_bits(uint16_t h);
-uint16_t ina_f32_bits_to_f16(uint32_t f);
-uint16_t ina_f32_bits_to_bf16(uint32_t f);
+uint32_t ina__f16_to_f32_bits(uint16_t h);
+uint16_t ina__f32_bits_to_f16(uint32_t f);
+uint16_t ina__f32_bits_to_bf16(uint32_t f);
 /* double -> binary32 bits rounded to odd (truncate, then set the last bit if
  * anything was cut off): float has at least 13 more bits than either 16-bit
  * type, so a second, RNE, step to 16 bits gives the correctly rounded result
  * (Boldo & Melquiond, "When double rounding is odd", 2005). */
-uint32_t ina_f64_to_f32_odd_bits(double d);
+uint32_t ina__f64_to_f32_odd_bits(double d);
 
 #endif

@@ -66,7 +66,7 @@ static int cgroup_quota(void)
     return best;
 }
 
-int ina_host_cores(const char **from)
+int ina__host_cores(const char **from)
 {
     const char *dummy;
     if (!from)
@@ -94,7 +94,7 @@ int ina_host_cores(const char **from)
     return cores;
 }
 
-int ina_auto_switch_threads(int cores)
+int ina__auto_switch_threads(int cores)
 {
     int t = cores / 2;
     if (t < 1)
@@ -102,7 +102,7 @@ int ina_auto_switch_threads(int cores)
     return t > INA_AUTO_SWITCH_THREADS_MAX ? INA_AUTO_SWITCH_THREADS_MAX : t;
 }
 
-int ina_addr_is_this_host(const struct sockaddr_in *addr)
+int ina__addr_is_this_host(const struct sockaddr_in *addr)
 {
     if ((ntohl(addr->sin_addr.s_addr) >> 24) == 127)
         return 1;

@@ -3,6 +3,7 @@
 #ifndef INA_HOST_H
 #define INA_HOST_H
 
+
 #include <netinet/in.h>
 
 /*
@@ -13,16 +14,16 @@
  * another host, and for tests. *from (may be NULL) gets "affinity",
  * "cgroup" or "INA_AUTO_CORES". @return at least 1.
  */
-int ina_host_cores(const char **from);
+int ina__host_cores(const char **from);
 
 /* ina-switch --threads auto: dataplane threads for a switch that may use
  * `cores` cores: half of them (the workers of a job on the same host need
  * the rest), at least 1 and at most INA_AUTO_SWITCH_THREADS_MAX. */
 #define INA_AUTO_SWITCH_THREADS_MAX 8
-int ina_auto_switch_threads(int cores);
+int ina__auto_switch_threads(int cores);
 
 /* 1 if addr is an IPv4 address of this host in this network namespace:
  * 127.0.0.0/8, or the address of one of its interfaces (getifaddrs). */
-int ina_addr_is_this_host(const struct sockaddr_in *addr);
+int ina__addr_is_this_host(const struct sockaddr_in *addr);
 
 #endif

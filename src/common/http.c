@@ -24,7 +24,7 @@
 #define REQ_MAX 4096            /* bytes of request head we read; more is refused (431) */
 #define CLIENT_DEADLINE_MS 2000 /* per connection: reading, answering and writing together */
 
-void ina_bputs(struct ina_buf *b, const char *s, size_t n)
+void ina__bputs(struct ina_buf *b, const char *s, size_t n)
 {
     if (b->oom)
         return;
@@ -45,7 +45,7 @@ void ina_bputs(struct ina_buf *b, const char *s, size_t n)
     b->p[b->n] = '\0';
 }
 
-void ina_bprintf(struct ina_buf *b, const char *fmt, ...)
+void ina__bprintf(struct ina_buf *b, const char *fmt, ...)
 {
     char tmp[512];
     va_list ap;
@@ -53,50 +53,50 @@ void ina_bprintf(struct ina_buf *b, const char *fmt, ...)
     int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
     va_end(ap);
     if (n > 0)
-        ina_bputs(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+        ina__bputs(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
 }
 
-void ina_bname(struct ina_buf *b, const char *s)
+void ina__bname(struct ina_buf *b, const char *s)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         char c = (*p < 0x20 || *p > 0x7e) ? '?' : (char)*p;
         if (c == '\\' || c == '"')
-            ina_bputs(b, "\\", 1);
-        ina_bputs(b, &c, 1);
+            ina__bputs(b, "\\", 1);
+        ina__bputs(b, &c, 1);
     }
 }
 
-void ina_prom_family(struct ina_buf *b, const char *name, const char *type, const char *help)
+void ina__prom_family(struct ina_buf *b, const char *name, const char *type, const char *help)
 {
-    ina_bprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    ina__bprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-int ina_http_error(struct ina_buf *body, int status, const char *msg)
+int ina__http_error(struct ina_buf *body, int status, const char *msg)
 {
-    ina_bprintf(body, "{\"error\":\"%s\"}\n", msg);
+    ina__bprintf(body, "{\"error\":\"%s\"}\n", msg);
     return status;
 }
 
-void ina_http_prom(struct ina_buf *b, const char *prefix, const struct ina_http_stats *s)
+void ina__http_prom(struct ina_buf *b, const char *prefix, const struct ina_http_stats *s)
 {
     char name[96];
 #define X(f, kind, help)                                                                 \
     snprintf(name, sizeof(name), "%s_http_" #f "%s", prefix, kind[0] == 'c' ? "_total" : ""); \
-    ina_prom_family(b, name, kind, help);                                                \
-    ina_bprintf(b, "%s %llu\n", name, (unsigned long long)s->f);
+    ina__prom_family(b, name, kind, help);                                                \
+    ina__bprintf(b, "%s %llu\n", name, (unsigned long long)s->f);
     INA_HTTP_STATS(X)
 #undef X
 }
 
-void ina_http_json(struct ina_buf *b, const struct ina_http_stats *s)
+void ina__http_json(struct ina_buf *b, const struct ina_http_stats *s)
 {
     const char *sep = "{";
 #define X(f, kind, help)                                                            \
-    ina_bprintf(b, "%s\"" #f "\":%llu", sep, (unsigned long long)s->f);          \
+    ina__bprintf(b, "%s\"" #f "\":%llu", sep, (unsigned long long)s->f);          \
     sep = ",";
     INA_HTTP_STATS(X)
 #undef X
-    ina_bputs(b, "}", 1);
+    ina__bputs(b, "}", 1);
 }
 
 /*
@@ -199,7 +199,7 @@ static void conn_answer(struct ina_http *h, struct conn *c, int status, const ch
     if (body->oom) {
         free(body->p);
         *body = (struct ina_buf){0};
-        ina_http_error(body, 503, "out of memory");
+        ina__http_error(body, 503, "out of memory");
         status = 503;
         ctype = "application/json";
     }
@@ -230,7 +230,7 @@ static void conn_answer(struct ina_http *h, struct conn *c, int status, const ch
 static void conn_error(struct ina_http *h, struct conn *c, int status, const char *msg)
 {
     struct ina_buf b = {0};
-    ina_http_error(&b, status, msg);
+    ina__http_error(&b, status, msg);
     conn_answer(h, c, status, "application/json", &b);
 }
 
@@ -411,7 +411,7 @@ static void *http_main(void *arg)
     return NULL;
 }
 
-struct ina_http *ina_http_start(const struct sockaddr_in *addr, const char *port_file,
+struct ina_http *ina__http_start(const struct sockaddr_in *addr, const char *port_file,
                                 ina_http_handler handler, void *arg)
 {
     struct ina_http *h = calloc(1, sizeof(*h));
@@ -429,7 +429,7 @@ struct ina_http *ina_http_start(const struct sockaddr_in *addr, const char *port
         bind(h->fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(h->fd, LISTEN_BACKLOG) != 0) {
         char ip[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, &a.sin_addr, ip, sizeof(ip));
-        ina_log(INA_LOG_ERROR, "metrics_listen_failed", INA_KV_S("addr", ip),
+        ina__log(INA_LOG_ERROR, "metrics_listen_failed", INA_KV_S("addr", ip),
                 INA_KV_I("port", ntohs(a.sin_port)), INA_KV_S("reason", strerror(errno)));
         goto fail;
     }
@@ -440,7 +440,7 @@ struct ina_http *ina_http_start(const struct sockaddr_in *addr, const char *port
     getsockname(h->fd, (struct sockaddr *)&a, &alen);
     int rc;
     if (port_file && (rc = ina__port_file_write(port_file, ntohs(a.sin_port))) != 0) {
-        ina_log(INA_LOG_ERROR, "metrics_port_file_failed", INA_KV_S("path", port_file),
+        ina__log(INA_LOG_ERROR, "metrics_port_file_failed", INA_KV_S("path", port_file),
                 INA_KV_S("reason", strerror(-rc)));
         goto fail;
     }
@@ -448,7 +448,7 @@ struct ina_http *ina_http_start(const struct sockaddr_in *addr, const char *port
         goto fail;
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &a.sin_addr, ip, sizeof(ip));
-    ina_log(INA_LOG_INFO, "metrics_listening", INA_KV_S("addr", ip),
+    ina__log(INA_LOG_INFO, "metrics_listening", INA_KV_S("addr", ip),
             INA_KV_I("port", ntohs(a.sin_port)));
     return h;
 fail:
@@ -458,7 +458,7 @@ fail:
     return NULL;
 }
 
-void ina_http_stop(struct ina_http *h)
+void ina__http_stop(struct ina_http *h)
 {
     if (!h)
         return;

@@ -2,6 +2,7 @@
 #ifndef INA_HTTP_H
 #define INA_HTTP_H
 
+
 #include <netinet/in.h>
 #include <stddef.h>
 
@@ -12,13 +13,13 @@ struct ina_buf {
     int oom;
 };
 
-void ina_bputs(struct ina_buf *b, const char *s, size_t n);
-void ina_bprintf(struct ina_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ina__bputs(struct ina_buf *b, const char *s, size_t n);
+void ina__bprintf(struct ina_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A name from the network inside a quoted Prometheus label or JSON string: \ and "
  * escaped, bytes outside printable ASCII as '?', so the output is valid UTF-8. */
-void ina_bname(struct ina_buf *b, const char *s);
+void ina__bname(struct ina_buf *b, const char *s);
 /* "# HELP name help\n# TYPE name type\n" (Prometheus text format 0.0.4). */
-void ina_prom_family(struct ina_buf *b, const char *name, const char *type, const char *help);
+void ina__prom_family(struct ina_buf *b, const char *name, const char *type, const char *help);
 
 /*
  * What the server counts about its clients (one thread updates and reads
@@ -41,8 +42,8 @@ struct ina_http_stats {
 
 /* The stats as Prometheus families PREFIX_http_NAME_total (counters) and
  * PREFIX_http_open_connections, or as one JSON object {"connections": n, ...}. */
-void ina_http_prom(struct ina_buf *b, const char *prefix, const struct ina_http_stats *s);
-void ina_http_json(struct ina_buf *b, const struct ina_http_stats *s);
+void ina__http_prom(struct ina_buf *b, const char *prefix, const struct ina_http_stats *s);
+void ina__http_json(struct ina_buf *b, const struct ina_http_stats *s);
 
 /* One request, as the handler sees it. */
 struct ina_http_req {
@@ -57,12 +58,12 @@ struct ina_http_req {
 /*
  * A request handler, run on the server's thread. It fills body and *ctype
  * (default "application/json") and returns the HTTP status. For errors,
- * ina_http_error() writes the usual {"error": "..."} body. A 401 answer gets
+ * ina__http_error() writes the usual {"error": "..."} body. A 401 answer gets
  * a WWW-Authenticate header naming the schemes of common/opauth.h.
  */
 typedef int (*ina_http_handler)(void *arg, const struct ina_http_req *req, struct ina_buf *body,
                                 const char **ctype);
-int ina_http_error(struct ina_buf *body, int status, const char *msg);
+int ina__http_error(struct ina_buf *body, int status, const char *msg);
 
 struct ina_http;
 
@@ -74,8 +75,8 @@ struct ina_http;
  * clients delay no one (the counts are in ina_http_stats). @return the
  * server, or NULL after logging why.
  */
-struct ina_http *ina_http_start(const struct sockaddr_in *addr, const char *port_file,
+struct ina_http *ina__http_start(const struct sockaddr_in *addr, const char *port_file,
                                 ina_http_handler handler, void *arg);
-void ina_http_stop(struct ina_http *h); /* accepts NULL */
+void ina__http_stop(struct ina_http *h); /* accepts NULL */
 
 #endif

@@ -22,27 +22,27 @@ static int alloc_cells(struct ina_kmap *m, uint32_t cap)
     return 0;
 }
 
-int ina_kmap_init(struct ina_kmap *m, uint32_t cap_hint)
+int ina__kmap_init(struct ina_kmap *m, uint32_t cap_hint)
 {
     memset(m, 0, sizeof(*m));
-    return alloc_cells(m, ina_kmap_cells(cap_hint));
+    return alloc_cells(m, ina__kmap_cells(cap_hint));
 }
 
-void ina_kmap_free(struct ina_kmap *m)
+void ina__kmap_free(struct ina_kmap *m)
 {
     free(m->keys);
     free(m->vals);
     memset(m, 0, sizeof(*m));
 }
 
-void ina_kmap_clear(struct ina_kmap *m)
+void ina__kmap_clear(struct ina_kmap *m)
 {
     if (m->cap)
         memset(m->vals, 0xFF, (size_t)m->cap * sizeof(*m->vals));
     m->n = 0;
 }
 
-int ina_kmap_grow(struct ina_kmap *m)
+int ina__kmap_grow(struct ina_kmap *m)
 {
     if (m->cap >= (1u << 31))
         return -ENOMEM;
@@ -53,7 +53,7 @@ int ina_kmap_grow(struct ina_kmap *m)
     }
     for (uint32_t i = 0; i < old.cap; i++)
         if (old.vals[i] != INA_KMAP_NONE)
-            ina_kmap_put(m, old.keys[i], old.vals[i]);
+            ina__kmap_put(m, old.keys[i], old.vals[i]);
     free(old.keys);
     free(old.vals);
     return 0;

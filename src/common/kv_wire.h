@@ -148,7 +148,7 @@
  * in the shortest of its three encodings (PROTOCOL.md §14.3): dense 4 count; bitmap
  * ceil(count / 8) + 4 nnz; keyed 12 nnz. *flags gets its flag (0 for dense). Ties go to
  * dense, then to the bitmap. */
-static inline size_t ina_hot_block_len(size_t count, size_t nnz, uint16_t *flags)
+static inline size_t ina__hot_block_len(size_t count, size_t nnz, uint16_t *flags)
 {
     size_t dense = 4 * count, bitmap = (count + 7) / 8 + 4 * nnz, keyed = 12 * nnz;
     uint16_t f = 0;
@@ -183,129 +183,129 @@ struct ina_ps_join {
     uint32_t range_first, range_last; /* SPLIT_RANGE: this shard's hashes, inclusive */
 };
 
-static inline void ina_put64(uint8_t *p, uint64_t v)
+static inline void ina__put64(uint8_t *p, uint64_t v)
 {
-    ina_put32(p, (uint32_t)(v >> 32));
-    ina_put32(p + 4, (uint32_t)v);
+    ina__put32(p, (uint32_t)(v >> 32));
+    ina__put32(p + 4, (uint32_t)v);
 }
-static inline uint64_t ina_get64(const uint8_t *p)
+static inline uint64_t ina__get64(const uint8_t *p)
 {
-    return (uint64_t)ina_get32(p) << 32 | ina_get32(p + 4);
+    return (uint64_t)ina__get32(p) << 32 | ina__get32(p + 4);
 }
-static inline void ina_putf(uint8_t *p, float f)
+static inline void ina__putf(uint8_t *p, float f)
 {
     uint32_t u;
     memcpy(&u, &f, 4);
-    ina_put32(p, u);
+    ina__put32(p, u);
 }
-static inline float ina_getf(const uint8_t *p)
+static inline float ina__getf(const uint8_t *p)
 {
-    uint32_t u = ina_get32(p);
+    uint32_t u = ina__get32(p);
     float f;
     memcpy(&f, &u, 4);
     return f;
 }
 
-/* The first INA_PS_JOIN_BODY_LEN bytes of the body (a range split: ina_ps_join_encode_split). */
-static inline void ina_ps_join_encode(uint8_t *b, const struct ina_ps_join *j)
+/* The first INA_PS_JOIN_BODY_LEN bytes of the body (a range split: ina__ps_join_encode_split). */
+static inline void ina__ps_join_encode(uint8_t *b, const struct ina_ps_join *j)
 {
     memset(b, 0, INA_PS_JOIN_BODY_LEN);
-    ina_put64(b, j->nonce);
-    ina_put16(b + 8, j->world);
-    ina_put16(b + 10, j->shard);
-    ina_put16(b + 12, j->nshards);
-    ina_put16(b + 14, j->dim);
+    ina__put64(b, j->nonce);
+    ina__put16(b + 8, j->world);
+    ina__put16(b + 10, j->shard);
+    ina__put16(b + 12, j->nshards);
+    ina__put16(b + 14, j->dim);
     b[16] = j->optim;
     b[17] = j->mode;
     b[18] = j->init;
     b[19] = j->max_delay;
-    ina_putf(b + 20, j->lr);
-    ina_putf(b + 24, j->eps);
-    ina_putf(b + 28, j->init_acc);
-    ina_putf(b + 32, j->init_scale);
-    ina_put32(b + 36, j->sw_version);
-    ina_put64(b + 40, j->init_seed);
+    ina__putf(b + 20, j->lr);
+    ina__putf(b + 24, j->eps);
+    ina__putf(b + 28, j->init_acc);
+    ina__putf(b + 32, j->init_scale);
+    ina__put32(b + 36, j->sw_version);
+    ina__put64(b + 40, j->init_seed);
     memcpy(b + 48, j->name, 32);
-    ina_put32(b + 80, j->hot_keys);
-    ina_put32(b + 84, j->profile_steps);
-    ina_put32(b + 88, j->reprofile_steps);
-    ina_put16(b + 92, j->start);
+    ina__put32(b + 80, j->hot_keys);
+    ina__put32(b + 84, j->profile_steps);
+    ina__put32(b + 88, j->reprofile_steps);
+    ina__put16(b + 92, j->start);
     b[94] = j->split;
 }
 
 /* The whole body into b (room for INA_PS_JOIN_SPLIT_LEN bytes). @return its length:
  * INA_PS_JOIN_BODY_LEN, or INA_PS_JOIN_SPLIT_LEN with a range split. */
-static inline size_t ina_ps_join_encode_split(uint8_t *b, const struct ina_ps_join *j)
+static inline size_t ina__ps_join_encode_split(uint8_t *b, const struct ina_ps_join *j)
 {
-    ina_ps_join_encode(b, j);
+    ina__ps_join_encode(b, j);
     if (j->split == INA_PS_SPLIT_MOD)
         return INA_PS_JOIN_BODY_LEN;
-    ina_put32(b + 96, j->range_first);
-    ina_put32(b + 100, j->range_last);
+    ina__put32(b + 96, j->range_first);
+    ina__put32(b + 100, j->range_last);
     return INA_PS_JOIN_SPLIT_LEN;
 }
 
 /* @return 0, or INA_PARSE_LENGTH (short body, name not terminated, a range split without
  * its range). A split other than MOD and RANGE is decoded as is (the shard refuses it). */
-static inline int ina_ps_join_decode(const uint8_t *b, size_t len, struct ina_ps_join *j)
+static inline int ina__ps_join_decode(const uint8_t *b, size_t len, struct ina_ps_join *j)
 {
     if (len < INA_PS_JOIN_BODY_LEN)
         return INA_PARSE_LENGTH;
-    j->nonce = ina_get64(b);
-    j->world = ina_get16(b + 8);
-    j->shard = ina_get16(b + 10);
-    j->nshards = ina_get16(b + 12);
-    j->dim = ina_get16(b + 14);
+    j->nonce = ina__get64(b);
+    j->world = ina__get16(b + 8);
+    j->shard = ina__get16(b + 10);
+    j->nshards = ina__get16(b + 12);
+    j->dim = ina__get16(b + 14);
     j->optim = b[16];
     j->mode = b[17];
     j->init = b[18];
     j->max_delay = b[19];
-    j->lr = ina_getf(b + 20);
-    j->eps = ina_getf(b + 24);
-    j->init_acc = ina_getf(b + 28);
-    j->init_scale = ina_getf(b + 32);
-    j->sw_version = ina_get32(b + 36);
-    j->init_seed = ina_get64(b + 40);
+    j->lr = ina__getf(b + 20);
+    j->eps = ina__getf(b + 24);
+    j->init_acc = ina__getf(b + 28);
+    j->init_scale = ina__getf(b + 32);
+    j->sw_version = ina__get32(b + 36);
+    j->init_seed = ina__get64(b + 40);
     memcpy(j->name, b + 48, 32);
-    j->hot_keys = ina_get32(b + 80);
-    j->profile_steps = ina_get32(b + 84);
-    j->reprofile_steps = ina_get32(b + 88);
-    j->start = ina_get16(b + 92);
+    j->hot_keys = ina__get32(b + 80);
+    j->profile_steps = ina__get32(b + 84);
+    j->reprofile_steps = ina__get32(b + 88);
+    j->start = ina__get16(b + 92);
     j->split = b[94];
     j->range_first = j->range_last = 0;
     if (j->split == INA_PS_SPLIT_RANGE) {
         if (len < INA_PS_JOIN_SPLIT_LEN)
             return INA_PARSE_LENGTH;
-        j->range_first = ina_get32(b + 96);
-        j->range_last = ina_get32(b + 100);
+        j->range_first = ina__get32(b + 96);
+        j->range_last = ina__get32(b + 100);
     }
     return memchr(j->name, 0, 32) ? INA_PARSE_OK : INA_PARSE_LENGTH;
 }
 
 /* The shard that owns key among nshards (PROTOCOL.md §14.1): the high half of
  * splitmix64's finalizer of the key, modulo nshards. */
-static inline unsigned ina_ps_shard_of(uint64_t key, unsigned nshards)
+static inline unsigned ina__ps_shard_of(uint64_t key, unsigned nshards)
 {
-    return (unsigned)((ina_key_mix(key) >> 32) % nshards);
+    return (unsigned)((ina__key_mix(key) >> 32) % nshards);
 }
 
 /* The hot-set profile's sample (PROTOCOL.md §14.4): entry i of rank r's push of step t is
- * counted when ina_hot_sampled(ina_hot_sample_base(r, t), i, R): 1 in R entries, by a hash.
+ * counted when ina__hot_sampled(ina__hot_sample_base(r, t), i, R): 1 in R entries, by a hash.
  * libina's R: INA_KV_SAMPLE, else this. */
 #define INA_HOT_SAMPLE_RATE 2
-static inline uint64_t ina_hot_sample_base(uint32_t rank, uint32_t step)
+static inline uint64_t ina__hot_sample_base(uint32_t rank, uint32_t step)
 {
-    return ina_key_mix((uint64_t)rank << 32 | step);
+    return ina__key_mix((uint64_t)rank << 32 | step);
 }
-static inline int ina_hot_sampled(uint64_t base, uint64_t i, uint32_t R)
+static inline int ina__hot_sampled(uint64_t base, uint64_t i, uint32_t R)
 {
-    return R <= 1 || ina_key_mix(base ^ i) % R == 0;
+    return R <= 1 || ina__key_mix(base ^ i) % R == 0;
 }
 
 /* A weighted split's ranges (PROTOCOL.md §14.1): shard s of nshards, weight w[s] (1..65535),
  * holds the hashes [first[s], first[s + 1]), first[s] = floor(2^32 (w[0] + ... + w[s-1]) / W),
  * W the sum of all weights; in integers, so that every rank computes the same. */
-static inline void ina_ps_split_first(const uint32_t *w, unsigned nshards, uint64_t *first)
+static inline void ina__ps_split_first(const uint32_t *w, unsigned nshards, uint64_t *first)
 {
     uint64_t total = 0, before = 0;
     for (unsigned s = 0; s < nshards; s++)
@@ -319,9 +319,9 @@ static inline void ina_ps_split_first(const uint32_t *w, unsigned nshards, uint6
 
 /* The shard of key with a weighted split (INA_PS_SPLIT_RANGE): shard s holds the hashes
  * [first[s], first[s + 1]), first[0] = 0, first[nshards] = 2^32. */
-static inline unsigned ina_ps_shard_in(uint64_t key, const uint64_t *first, unsigned nshards)
+static inline unsigned ina__ps_shard_in(uint64_t key, const uint64_t *first, unsigned nshards)
 {
-    uint64_t u = ina_key_mix(key) >> 32;
+    uint64_t u = ina__key_mix(key) >> 32;
     unsigned lo = 0, hi = nshards - 1; /* the last s with first[s] <= u */
     while (lo < hi) {
         unsigned mid = (lo + hi + 1) / 2;
@@ -335,17 +335,17 @@ static inline unsigned ina_ps_shard_in(uint64_t key, const uint64_t *first, unsi
 
 /* An UPDATE_ACK body (INA_PS_UPDATE_ACK_LEN bytes), which a CHAIN_ACK's begins with too
  * (§15.4, §15.8). */
-static inline void ina_ps_update_ack_encode(uint8_t *p, int32_t status, uint32_t version,
+static inline void ina__ps_update_ack_encode(uint8_t *p, int32_t status, uint32_t version,
                                             uint32_t delay, uint32_t stamp)
 {
-    ina_put32(p, (uint32_t)status);
-    ina_put32(p + 4, version);
-    ina_put32(p + 8, delay);
-    ina_put32(p + 12, stamp);
+    ina__put32(p, (uint32_t)status);
+    ina__put32(p + 4, version);
+    ina__put32(p + 8, delay);
+    ina__put32(p + 12, stamp);
 }
 
 /* Bytes of one PUSH entry (key + dim values), one ASSIGN entry (+ dim state). */
-static inline size_t ina_ps_entry_len(unsigned dim) { return 8 + 4 * (size_t)dim; }
-static inline size_t ina_ps_assign_len(unsigned dim) { return 8 + 8 * (size_t)dim; }
+static inline size_t ina__ps_entry_len(unsigned dim) { return 8 + 4 * (size_t)dim; }
+static inline size_t ina__ps_assign_len(unsigned dim) { return 8 + 8 * (size_t)dim; }
 
 #endif

@@ -12,17 +12,17 @@
 #ifndef INA_LOG_DEFAULT
 #define INA_LOG_DEFAULT INA_LOG_INFO
 #endif
-int ina_log_level_now = INA_LOG_DEFAULT;
+int ina__log_level_now = INA_LOG_DEFAULT;
 static enum ina_log_format log_format = INA_LOG_TEXT;
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
-void ina_log_setup(enum ina_log_level level, enum ina_log_format format)
+void ina__log_setup(enum ina_log_level level, enum ina_log_format format)
 {
-    ina_log_level_now = (int)level;
+    ina__log_level_now = (int)level;
     log_format = format;
 }
 
-int ina_log_level_parse(const char *s, enum ina_log_level *out)
+int ina__log_level_parse(const char *s, enum ina_log_level *out)
 {
     for (int i = 0; i < 4; i++)
         if (strcmp(s, level_names[i]) == 0) {
@@ -32,7 +32,7 @@ int ina_log_level_parse(const char *s, enum ina_log_level *out)
     return -1;
 }
 
-int ina_log_format_parse(const char *s, enum ina_log_format *out)
+int ina__log_format_parse(const char *s, enum ina_log_format *out)
 {
     if (strcmp(s, "text") == 0)
         *out = INA_LOG_TEXT;
@@ -75,7 +75,7 @@ static void put_str(struct line *l, const char *s, int json)
         put(l, "\"", 1);
 }
 
-void ina__log(enum ina_log_level level, const char *event, const struct ina_kv *kv)
+void ina__log_write(enum ina_log_level level, const char *event, const struct ina_kv *kv)
 {
     struct line l = {.n = 0};
     int json = log_format == INA_LOG_JSON;

@@ -2,6 +2,7 @@
 #ifndef INA_SW_LOG_H
 #define INA_SW_LOG_H
 
+
 #include <stdint.h>
 
 enum ina_log_level { INA_LOG_ERROR = 0, INA_LOG_WARN, INA_LOG_INFO, INA_LOG_DEBUG };
@@ -18,7 +19,7 @@ struct ina_kv {
 #define INA_KV_I(key, num) {(key), NULL, (long long)(num), 0}
 
 /*
- * ina_log(level, "event", INA_KV_I("job", 3), INA_KV_S("reason", "timeout")), with at
+ * ina__log(level, "event", INA_KV_I("job", 3), INA_KV_S("reason", "timeout")), with at
  * least one field,
  * writes, if level is enabled, one line to stderr with one write(2):
  *   text: 2024-05-01T12:00:00.123Z level=info event=job_started job=3 name=train
@@ -26,18 +27,18 @@ struct ina_kv {
  * Text values with spaces, quotes or '=' are double-quoted; bytes outside
  * printable ASCII are written as '?' (names come from the network).
  */
-#define ina_log(level, event, ...)                                                           \
+#define ina__log(level, event, ...)                                                           \
     do {                                                                                     \
-        if ((int)(level) <= ina_log_level_now)                                               \
-            ina__log((level), (event), (const struct ina_kv[]){__VA_ARGS__, {NULL, NULL, 0, 0}}); \
+        if ((int)(level) <= ina__log_level_now)                                               \
+            ina__log_write((level), (event), (const struct ina_kv[]){__VA_ARGS__, {NULL, NULL, 0, 0}}); \
     } while (0)
 
-extern int ina_log_level_now; /* set once at startup, before any thread starts */
+extern int ina__log_level_now; /* set once at startup, before any thread starts */
 
-void ina_log_setup(enum ina_log_level level, enum ina_log_format format);
+void ina__log_setup(enum ina_log_level level, enum ina_log_format format);
 /* @return 0 and *out, or -1 if the name is not error|warn|info|debug (or text|json). */
-int ina_log_level_parse(const char *s, enum ina_log_level *out);
-int ina_log_format_parse(const char *s, enum ina_log_format *out);
-void ina__log(enum ina_log_level level, const char *event, const struct ina_kv *kv);
+int ina__log_level_parse(const char *s, enum ina_log_level *out);
+int ina__log_format_parse(const char *s, enum ina_log_format *out);
+void ina__log_write(enum ina_log_level level, const char *event, const struct ina_kv *kv);
 
 #endif

@@ -2,6 +2,7 @@
 #ifndef INA_MAC_H
 #define INA_MAC_H
 
+
 /*
  * With a shared secret S (--secret-file), the switch and each worker derive
  * one key per session from S and what the JOIN_ACK says, which only holders
@@ -31,21 +32,21 @@ struct ina_mac_key {
 };
 
 /* K of (S, job, session, token) into out (32 bytes). */
-void ina_session_key(uint8_t out[INA_SESSION_KEY_LEN], const struct ina_hmac_key *secret,
+void ina__session_key(uint8_t out[INA_SESSION_KEY_LEN], const struct ina_hmac_key *secret,
                      uint16_t job, uint32_t session, uint32_t token);
-void ina_mac_key_init(struct ina_mac_key *k, const uint8_t key[INA_SESSION_KEY_LEN]);
+void ina__mac_key_init(struct ina_mac_key *k, const uint8_t key[INA_SESSION_KEY_LEN]);
 /* K of (S, job, session, token), ready to tag with. */
-void ina_mac_key_derive(struct ina_mac_key *k, const struct ina_hmac_key *secret, uint16_t job,
+void ina__mac_key_derive(struct ina_mac_key *k, const struct ina_hmac_key *secret, uint16_t job,
                         uint32_t session, uint32_t token);
 
 /* The tag of len >= 1 bytes. */
-void ina_mac(const struct ina_mac_key *k, const void *data, size_t len, uint8_t tag[INA_MAC_LEN]);
+void ina__mac(const struct ina_mac_key *k, const void *data, size_t len, uint8_t tag[INA_MAC_LEN]);
 
 /* Write the tag of buf's len bytes after them. @return len + INA_MAC_LEN. */
-size_t ina_mac_append(const struct ina_mac_key *k, uint8_t *buf, size_t len);
+size_t ina__mac_append(const struct ina_mac_key *k, uint8_t *buf, size_t len);
 
 /* A tagged datagram of len bytes: @return the length without its tag if the
  * tag is right (compared in constant time), else 0. */
-size_t ina_mac_strip(const struct ina_mac_key *k, const uint8_t *buf, size_t len);
+size_t ina__mac_strip(const struct ina_mac_key *k, const uint8_t *buf, size_t len);
 
 #endif

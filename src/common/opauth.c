@@ -41,17 +41,17 @@ static int from_hex(const char *s, uint8_t *p, size_t n)
     return 0;
 }
 
-void ina_opauth_key(struct ina_hmac_key *op, const struct ina_hmac_key *secret)
+void ina__opauth_key(struct ina_hmac_key *op, const struct ina_hmac_key *secret)
 {
     uint8_t k[INA_SHA256_LEN];
-    ina_hmac_sha256(secret, OP_LABEL, sizeof(OP_LABEL) - 1, k);
-    ina_hmac_key_init(op, k, sizeof(k));
+    ina__hmac_sha256(secret, OP_LABEL, sizeof(OP_LABEL) - 1, k);
+    ina__hmac_key_init(op, k, sizeof(k));
 }
 
-void ina_opauth_read_token(const struct ina_hmac_key *op, char out[INA_OPAUTH_HEX + 1])
+void ina__opauth_read_token(const struct ina_hmac_key *op, char out[INA_OPAUTH_HEX + 1])
 {
     uint8_t t[INA_SHA256_LEN];
-    ina_hmac_sha256(op, READ_LABEL, sizeof(READ_LABEL) - 1, t);
+    ina__hmac_sha256(op, READ_LABEL, sizeof(READ_LABEL) - 1, t);
     to_hex(t, sizeof(t), out);
 }
 
@@ -60,17 +60,17 @@ static void act_mac(const struct ina_hmac_key *op, const char *method, const cha
                     const char *challenge, uint8_t out[INA_SHA256_LEN])
 {
     struct ina_hmac m;
-    ina_hmac_init(&m, op);
-    ina_hmac_update(&m, INA_OPAUTH_SCHEME "\n", sizeof(INA_OPAUTH_SCHEME));
-    ina_hmac_update(&m, method, strlen(method));
-    ina_hmac_update(&m, "\n", 1);
-    ina_hmac_update(&m, target, strlen(target));
-    ina_hmac_update(&m, "\n", 1);
-    ina_hmac_update(&m, challenge, INA_OPAUTH_HEX);
-    ina_hmac_final(&m, out);
+    ina__hmac_init(&m, op);
+    ina__hmac_update(&m, INA_OPAUTH_SCHEME "\n", sizeof(INA_OPAUTH_SCHEME));
+    ina__hmac_update(&m, method, strlen(method));
+    ina__hmac_update(&m, "\n", 1);
+    ina__hmac_update(&m, target, strlen(target));
+    ina__hmac_update(&m, "\n", 1);
+    ina__hmac_update(&m, challenge, INA_OPAUTH_HEX);
+    ina__hmac_final(&m, out);
 }
 
-void ina_opauth_sign(const struct ina_hmac_key *op, const char *method, const char *target,
+void ina__opauth_sign(const struct ina_hmac_key *op, const char *method, const char *target,
                      const char *challenge, char out[INA_OPAUTH_HEADER_LEN])
 {
     uint8_t mac[INA_SHA256_LEN];
@@ -81,13 +81,13 @@ void ina_opauth_sign(const struct ina_hmac_key *op, const char *method, const ch
              challenge, hex);
 }
 
-int ina_opauth_init(struct ina_opauth *a)
+int ina__opauth_init(struct ina_opauth *a)
 {
     uint8_t k[INA_SHA256_LEN];
     memset(a, 0, sizeof(*a));
     if (getrandom(k, sizeof(k), 0) != (ssize_t)sizeof(k))
         return -(errno ? errno : EIO);
-    ina_hmac_key_init(&a->chal_key, k, sizeof(k));
+    ina__hmac_key_init(&a->chal_key, k, sizeof(k));
     return 0;
 }
 
@@ -95,11 +95,11 @@ int ina_opauth_init(struct ina_opauth *a)
 static void chal_mac(const struct ina_opauth *a, const uint8_t raw[16], uint8_t out[16])
 {
     uint8_t full[INA_SHA256_LEN];
-    ina_hmac_sha256(&a->chal_key, raw, 16, full);
+    ina__hmac_sha256(&a->chal_key, raw, 16, full);
     memcpy(out, full, 16);
 }
 
-int ina_opauth_challenge(const struct ina_opauth *a, uint64_t now_ms,
+int ina__opauth_challenge(const struct ina_opauth *a, uint64_t now_ms,
                          char out[INA_OPAUTH_HEX + 1])
 {
     uint8_t raw[CHAL_RAW];
@@ -146,21 +146,21 @@ static enum ina_opauth_verdict check_signed(struct ina_opauth *a, const struct i
         from_hex(v + 2, raw, sizeof(raw)) != 0 || from_hex(v + mac_at, got, sizeof(got)) != 0)
         return INA_OPAUTH_BAD;
     act_mac(op, method, target, v + 2, want);
-    if (!ina_mem_equal_ct(want, got, sizeof(want)))
+    if (!ina__mem_equal_ct(want, got, sizeof(want)))
         return INA_OPAUTH_BAD;
     /* Signed by someone with the secret: is the challenge ours, fresh and unused? */
     chal_mac(a, raw, cm);
     uint64_t t = 0;
     for (int i = 0; i < 8; i++)
         t = t << 8 | raw[i];
-    if (!ina_mem_equal_ct(cm, raw + 16, sizeof(cm)) || t > now_ms ||
+    if (!ina__mem_equal_ct(cm, raw + 16, sizeof(cm)) || t > now_ms ||
         now_ms - t > INA_OPAUTH_CHALLENGE_MS)
         return INA_OPAUTH_STALE;
     int used = chal_use(a, raw, t, now_ms);
     return used > 0 ? INA_OPAUTH_REPLAY : used < 0 ? INA_OPAUTH_BUSY : INA_OPAUTH_ACT;
 }
 
-enum ina_opauth_verdict ina_opauth_check(struct ina_opauth *a, const struct ina_hmac_key *op,
+enum ina_opauth_verdict ina__opauth_check(struct ina_opauth *a, const struct ina_hmac_key *op,
                                          const char *authorization, const char *method,
                                          const char *target, uint64_t now_ms)
 {
@@ -171,19 +171,19 @@ enum ina_opauth_verdict ina_opauth_check(struct ina_opauth *a, const struct ina_
     if (strncasecmp(v, "Bearer ", 7) == 0) {
         char want[INA_OPAUTH_HEX + 1];
         uint8_t w[INA_SHA256_LEN], g[INA_SHA256_LEN];
-        ina_opauth_read_token(op, want);
+        ina__opauth_read_token(op, want);
         v += 7;
         if (strlen(v) != INA_OPAUTH_HEX || from_hex(v, g, sizeof(g)) != 0)
             return INA_OPAUTH_BAD;
         from_hex(want, w, sizeof(w));
-        return ina_mem_equal_ct(w, g, sizeof(w)) ? INA_OPAUTH_READ : INA_OPAUTH_BAD;
+        return ina__mem_equal_ct(w, g, sizeof(w)) ? INA_OPAUTH_READ : INA_OPAUTH_BAD;
     }
     if (strncasecmp(v, INA_OPAUTH_SCHEME " ", sizeof(INA_OPAUTH_SCHEME)) == 0)
         return check_signed(a, op, v + sizeof(INA_OPAUTH_SCHEME), method, target, now_ms);
     return INA_OPAUTH_BAD;
 }
 
-const char *ina_opauth_why(enum ina_opauth_verdict v)
+const char *ina__opauth_why(enum ina_opauth_verdict v)
 {
     switch (v) {
     case INA_OPAUTH_NONE:
@@ -206,7 +206,7 @@ const char *ina_opauth_why(enum ina_opauth_verdict v)
     }
 }
 
-const char *ina_opauth_name(enum ina_opauth_verdict v)
+const char *ina__opauth_name(enum ina_opauth_verdict v)
 {
     static const char *const names[] = {"none", "read", "act", "bad", "stale", "replay", "busy"};
     return (unsigned)v < sizeof(names) / sizeof(names[0]) ? names[v] : "?";

@@ -2,6 +2,7 @@
 #ifndef INA_OPAUTH_H
 #define INA_OPAUTH_H
 
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,11 +37,11 @@
 #define INA_OPAUTH_HEADER_LEN (sizeof(INA_OPAUTH_SCHEME) + 3 + INA_OPAUTH_HEX + 5 + INA_OPAUTH_HEX)
 
 /* The operator key K of a secret. */
-void ina_opauth_key(struct ina_hmac_key *op, const struct ina_hmac_key *secret);
+void ina__opauth_key(struct ina_hmac_key *op, const struct ina_hmac_key *secret);
 /* The read token: hex, NUL-terminated. */
-void ina_opauth_read_token(const struct ina_hmac_key *op, char out[INA_OPAUTH_HEX + 1]);
+void ina__opauth_read_token(const struct ina_hmac_key *op, char out[INA_OPAUTH_HEX + 1]);
 /* The Authorization value of an act: METHOD TARGET over challenge (hex). */
-void ina_opauth_sign(const struct ina_hmac_key *op, const char *method, const char *target,
+void ina__opauth_sign(const struct ina_hmac_key *op, const char *method, const char *target,
                      const char *challenge, char out[INA_OPAUTH_HEADER_LEN]);
 
 /* The server's side: its challenge key and the challenges used lately. */
@@ -53,10 +54,10 @@ struct ina_opauth {
 };
 
 /* Draw the challenge key. @return 0, or -errno (no randomness). */
-int ina_opauth_init(struct ina_opauth *a);
+int ina__opauth_init(struct ina_opauth *a);
 /* A fresh challenge at monotonic time now_ms, hex, NUL-terminated. @return 0,
  * or -errno (no randomness). */
-int ina_opauth_challenge(const struct ina_opauth *a, uint64_t now_ms,
+int ina__opauth_challenge(const struct ina_opauth *a, uint64_t now_ms,
                          char out[INA_OPAUTH_HEX + 1]);
 
 enum ina_opauth_verdict {
@@ -73,12 +74,12 @@ enum ina_opauth_verdict {
  * Check an Authorization value (NULL: none) of METHOD TARGET against op at
  * monotonic time now_ms; a valid signed request marks its challenge used.
  */
-enum ina_opauth_verdict ina_opauth_check(struct ina_opauth *a, const struct ina_hmac_key *op,
+enum ina_opauth_verdict ina__opauth_check(struct ina_opauth *a, const struct ina_hmac_key *op,
                                          const char *authorization, const char *method,
                                          const char *target, uint64_t now_ms);
 /* Why a verdict refuses, for the 401 body; and its short name for logs
  * (none, read, act, bad, stale, replay, busy). */
-const char *ina_opauth_why(enum ina_opauth_verdict v);
-const char *ina_opauth_name(enum ina_opauth_verdict v);
+const char *ina__opauth_why(enum ina_opauth_verdict v);
+const char *ina__opauth_name(enum ina_opauth_verdict v);
 
 #endif

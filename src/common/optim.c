@@ -5,7 +5,7 @@
 
 #include "common/kmap.h"
 
-void ina_optim_apply(const struct ina_optim *o, float *w, float *acc, const float *g, size_t len)
+void ina__optim_apply(const struct ina_optim *o, float *w, float *acc, const float *g, size_t len)
 {
     if (o->kind == INA_OPTIM_ADAGRAD) {
         for (size_t i = 0; i < len; i++) {
@@ -21,11 +21,11 @@ void ina_optim_apply(const struct ina_optim *o, float *w, float *acc, const floa
             w[i] -= o->lr * g[i];
 }
 
-float ina_param_init(int kind, float scale, uint64_t seed, uint64_t key, unsigned j)
+float ina__param_init(int kind, float scale, uint64_t seed, uint64_t key, unsigned j)
 {
     if (kind != INA_INIT_UNIFORM)
         return 0.0f;
-    uint64_t x = ina_key_mix(ina_key_mix(key ^ seed) + j * 0x9E3779B97F4A7C15ull);
+    uint64_t x = ina__key_mix(ina__key_mix(key ^ seed) + j * 0x9E3779B97F4A7C15ull);
     double u = (double)(x >> 11) / 9007199254740992.0; /* [0, 1) */
     return (float)((2.0 * u - 1.0) * scale);
 }

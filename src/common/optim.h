@@ -2,6 +2,7 @@
 #ifndef INA_OPTIM_H
 #define INA_OPTIM_H
 
+
 /*
  * One function applies one step's summed gradient to parameters. ina-ps
  * applies it to the keys it owns; with a hot set, every worker applies it
@@ -34,16 +35,16 @@ struct ina_optim {
  * for each i < len with g[i] != 0. acc (the n) is not read for SGD and may
  * be NULL then.
  */
-void ina_optim_apply(const struct ina_optim *o, float *w, float *acc, const float *g, size_t len);
+void ina__optim_apply(const struct ina_optim *o, float *w, float *acc, const float *g, size_t len);
 
 /* 1 if the optimizer keeps state per parameter (Adagrad's n). */
-static inline int ina_optim_has_state(int kind) { return kind == INA_OPTIM_ADAGRAD; }
+static inline int ina__optim_has_state(int kind) { return kind == INA_OPTIM_ADAGRAD; }
 
 /*
  * The initial value of component j of key's parameter: 0, or uniform in
  * [-scale, scale) from a hash of (seed, key, j). The same on every server
  * and worker, so a parameter needs no storage until it is first updated.
  */
-float ina_param_init(int kind, float scale, uint64_t seed, uint64_t key, unsigned j);
+float ina__param_init(int kind, float scale, uint64_t seed, uint64_t key, unsigned j);
 
 #endif

@@ -12,13 +12,13 @@
 #define IP_MULTICAST_ALL 49
 #endif
 
-int ina_mcast_listen_opts(int fd)
+int ina__mcast_listen_opts(int fd)
 {
     int one = 1;
     return setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) == 0 ? 0 : -errno;
 }
 
-int ina_mcast_port_exclusive(int fd, const struct sockaddr_in *addr)
+int ina__mcast_port_exclusive(int fd, const struct sockaddr_in *addr)
 {
     struct stat st;
     FILE *f = fopen("/proc/net/udp", "r");
@@ -64,6 +64,6 @@ static int wildcard_socket(uint16_t port, int opt)
     return fd;
 }
 
-int ina_mcast_guard_open(uint16_t port) { return wildcard_socket(port, SO_REUSEPORT); }
+int ina__mcast_guard_open(uint16_t port) { return wildcard_socket(port, SO_REUSEPORT); }
 
-int ina_mcast_group_port_open(uint16_t port) { return wildcard_socket(port, SO_REUSEADDR); }
+int ina__mcast_group_port_open(uint16_t port) { return wildcard_socket(port, SO_REUSEADDR); }

@@ -2,6 +2,7 @@
 #ifndef INA_PORT_GUARD_H
 #define INA_PORT_GUARD_H
 
+
 /*
  * A worker takes a RESULT from the job's group only if it comes from the
  * switch's address and port (§7.5). That check means something only if no
@@ -26,23 +27,23 @@
 #include <stdint.h>
 
 /* The socket that will share its port with the guard (before or after its bind). @return 0 or -errno. */
-int ina_mcast_listen_opts(int fd);
+int ina__mcast_listen_opts(int fd);
 
 /* After bind(): no other socket is bound to exactly addr (the listen socket
  * took SO_REUSEPORT, which would let a second switch of this user share it
  * silently). @return 0, or -EADDRINUSE; 0 if /proc/net/udp cannot be read. */
-int ina_mcast_port_exclusive(int fd, const struct sockaddr_in *addr);
+int ina__mcast_port_exclusive(int fd, const struct sockaddr_in *addr);
 
 /* The guard of port: a socket bound to 0.0.0.0:port, sharing it (SO_REUSEPORT)
  * with the caller's socket on that port, which must have SO_REUSEPORT too
- * (ina_mcast_listen_opts, before or after its bind). It is never read.
+ * (ina__mcast_listen_opts, before or after its bind). It is never read.
  * @return its fd, or -errno (-EADDRINUSE: another user's socket holds the
  * port on some address). */
-int ina_mcast_guard_open(uint16_t port);
+int ina__mcast_guard_open(uint16_t port);
 
 /* Reserve the groups' port: 0.0.0.0:port with SO_REUSEADDR, so that workers
  * (which bind group:port with it) may share it and an exclusive bind may not.
  * @return its fd, or -errno. */
-int ina_mcast_group_port_open(uint16_t port);
+int ina__mcast_group_port_open(uint16_t port);
 
 #endif /* INA_PORT_GUARD_H */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ina_rx_init_mem(struct ina_rx *rx, unsigned nmsgs, size_t bufsize, uint8_t *mem)
+int ina__rx_init_mem(struct ina_rx *rx, unsigned nmsgs, size_t bufsize, uint8_t *mem)
 {
     memset(rx, 0, sizeof(*rx));
     if (nmsgs == 0 || nmsgs > INA_RX_MAX_MSGS || bufsize == 0 || !mem)
@@ -16,7 +16,7 @@ int ina_rx_init_mem(struct ina_rx *rx, unsigned nmsgs, size_t bufsize, uint8_t *
     return 0;
 }
 
-int ina_rx_init(struct ina_rx *rx, unsigned nmsgs, size_t bufsize)
+int ina__rx_init(struct ina_rx *rx, unsigned nmsgs, size_t bufsize)
 {
     memset(rx, 0, sizeof(*rx));
     if (nmsgs == 0 || nmsgs > INA_RX_MAX_MSGS || bufsize == 0)
@@ -24,12 +24,12 @@ int ina_rx_init(struct ina_rx *rx, unsigned nmsgs, size_t bufsize)
     uint8_t *mem = malloc((size_t)nmsgs * bufsize);
     if (!mem)
         return -ENOMEM;
-    ina_rx_init_mem(rx, nmsgs, bufsize, mem);
+    ina__rx_init_mem(rx, nmsgs, bufsize, mem);
     rx->own_mem = 1;
     return 0;
 }
 
-void ina_rx_free(struct ina_rx *rx)
+void ina__rx_free(struct ina_rx *rx)
 {
     if (rx->own_mem)
         free(rx->mem);
@@ -54,7 +54,7 @@ static void rx_arm(struct ina_rx *rx)
     }
 }
 
-int ina_rx_burst(struct ina_rx *rx, int fd, struct ina_rx_pkt *pkts, unsigned max)
+int ina__rx_burst(struct ina_rx *rx, int fd, struct ina_rx_pkt *pkts, unsigned max)
 {
     rx_arm(rx);
     int n = recvmmsg(fd, rx->msgs, rx->nmsgs, MSG_DONTWAIT, NULL);
@@ -68,7 +68,7 @@ int ina_rx_burst(struct ina_rx *rx, int fd, struct ina_rx_pkt *pkts, unsigned ma
             rx->truncated++; /* not IPv4, or more than a buffer: not a datagram of ours */
             continue;
         }
-        size_t len = rx->msgs[i].msg_len, seg = ina_gro_segment_size(mh, len);
+        size_t len = rx->msgs[i].msg_len, seg = ina__gro_segment_size(mh, len);
         const uint8_t *p = rx->iovs[i].iov_base;
         for (size_t off = 0; off < len; off += seg) {
             if (npkts == max) {

@@ -2,6 +2,7 @@
 #ifndef INA_RX_BURST_H
 #define INA_RX_BURST_H
 
+
 /*
  * DPDK's shape: a burst fills an array of datagrams and returns a count. One
  * recvmmsg takes up to nmsgs messages, each of which may be a GRO train of
@@ -32,7 +33,7 @@ struct ina_rx_pkt {
 struct ina_rx {
     unsigned nmsgs; /* messages per recvmmsg, 1..INA_RX_MAX_MSGS */
     size_t bufsize; /* bytes per message: INA_GRO_BUF holds a whole GRO train */
-    uint8_t *mem;   /* nmsgs * bufsize: the context's own (ina_rx_init) or the caller's */
+    uint8_t *mem;   /* nmsgs * bufsize: the context's own (ina__rx_init) or the caller's */
     int own_mem;
     struct mmsghdr msgs[INA_RX_MAX_MSGS];
     struct iovec iovs[INA_RX_MAX_MSGS];
@@ -48,11 +49,11 @@ struct ina_rx {
 };
 
 /* Allocate nmsgs buffers of bufsize bytes. @return 0, or -EINVAL / -ENOMEM. */
-int ina_rx_init(struct ina_rx *rx, unsigned nmsgs, size_t bufsize);
+int ina__rx_init(struct ina_rx *rx, unsigned nmsgs, size_t bufsize);
 /* The same over the caller's nmsgs * bufsize bytes at mem, which stay the caller's
- * (ina_rx_free leaves them). @return 0, or -EINVAL. */
-int ina_rx_init_mem(struct ina_rx *rx, unsigned nmsgs, size_t bufsize, uint8_t *mem);
-void ina_rx_free(struct ina_rx *rx);
+ * (ina__rx_free leaves them). @return 0, or -EINVAL. */
+int ina__rx_init_mem(struct ina_rx *rx, unsigned nmsgs, size_t bufsize, uint8_t *mem);
+void ina__rx_free(struct ina_rx *rx);
 
 /*
  * Take what is queued on fd without waiting (MSG_DONTWAIT), split GRO trains,
@@ -62,6 +63,6 @@ void ina_rx_free(struct ina_rx *rx);
  * or -errno of recvmmsg: -EAGAIN when nothing was queued, -ECONNREFUSED after
  * an ICMP port unreachable on a connected socket.
  */
-int ina_rx_burst(struct ina_rx *rx, int fd, struct ina_rx_pkt *pkts, unsigned max);
+int ina__rx_burst(struct ina_rx *rx, int fd, struct ina_rx_pkt *pkts, unsigned max);
 
 #endif

@@ -47,7 +47,7 @@ static void compress(uint32_t h[8], const uint8_t *p)
     h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
 }
 
-void ina_sha256_init(struct ina_sha256 *s)
+void ina__sha256_init(struct ina_sha256 *s)
 {
     static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
@@ -56,7 +56,7 @@ void ina_sha256_init(struct ina_sha256 *s)
     s->nbuf = 0;
 }
 
-void ina_sha256_update(struct ina_sha256 *s, const void *data, size_t len)
+void ina__sha256_update(struct ina_sha256 *s, const void *data, size_t len)
 {
     const uint8_t *p = data;
     s->len += len;
@@ -81,14 +81,14 @@ void ina_sha256_update(struct ina_sha256 *s, const void *data, size_t len)
     }
 }
 
-void ina_sha256_final(struct ina_sha256 *s, uint8_t out[INA_SHA256_LEN])
+void ina__sha256_final(struct ina_sha256 *s, uint8_t out[INA_SHA256_LEN])
 {
     uint64_t bits = s->len * 8;
     uint8_t pad[INA_SHA256_BLOCK + 8] = {0x80};
     size_t padlen = (s->nbuf < 56 ? 56 : 120) - s->nbuf;
     for (int i = 0; i < 8; i++)
         pad[padlen + (size_t)i] = (uint8_t)(bits >> (56 - 8 * i));
-    ina_sha256_update(s, pad, padlen + 8);
+    ina__sha256_update(s, pad, padlen + 8);
     for (int i = 0; i < 8; i++) {
         out[4 * i] = (uint8_t)(s->h[i] >> 24);
         out[4 * i + 1] = (uint8_t)(s->h[i] >> 16);
@@ -97,19 +97,19 @@ void ina_sha256_final(struct ina_sha256 *s, uint8_t out[INA_SHA256_LEN])
     }
 }
 
-void ina_sha256(const void *data, size_t len, uint8_t out[INA_SHA256_LEN])
+void ina__sha256(const void *data, size_t len, uint8_t out[INA_SHA256_LEN])
 {
     struct ina_sha256 s;
-    ina_sha256_init(&s);
-    ina_sha256_update(&s, data, len);
-    ina_sha256_final(&s, out);
+    ina__sha256_init(&s);
+    ina__sha256_update(&s, data, len);
+    ina__sha256_final(&s, out);
 }
 
-void ina_hmac_key_init(struct ina_hmac_key *key, const void *secret, size_t len)
+void ina__hmac_key_init(struct ina_hmac_key *key, const void *secret, size_t len)
 {
     memset(key->k, 0, sizeof(key->k));
     if (len > INA_SHA256_BLOCK)
-        ina_sha256(secret, len, key->k);
+        ina__sha256(secret, len, key->k);
     else if (len)
         memcpy(key->k, secret, len);
 }
@@ -119,41 +119,41 @@ static void keyed_start(struct ina_sha256 *s, const struct ina_hmac_key *key, ui
     uint8_t b[INA_SHA256_BLOCK];
     for (int i = 0; i < INA_SHA256_BLOCK; i++)
         b[i] = key->k[i] ^ pad;
-    ina_sha256_init(s);
-    ina_sha256_update(s, b, sizeof(b));
+    ina__sha256_init(s);
+    ina__sha256_update(s, b, sizeof(b));
 }
 
-void ina_hmac_init(struct ina_hmac *m, const struct ina_hmac_key *key)
+void ina__hmac_init(struct ina_hmac *m, const struct ina_hmac_key *key)
 {
     m->key = key;
     keyed_start(&m->inner, key, 0x36);
 }
 
-void ina_hmac_update(struct ina_hmac *m, const void *data, size_t len)
+void ina__hmac_update(struct ina_hmac *m, const void *data, size_t len)
 {
-    ina_sha256_update(&m->inner, data, len);
+    ina__sha256_update(&m->inner, data, len);
 }
 
-void ina_hmac_final(struct ina_hmac *m, uint8_t out[INA_SHA256_LEN])
+void ina__hmac_final(struct ina_hmac *m, uint8_t out[INA_SHA256_LEN])
 {
     uint8_t ih[INA_SHA256_LEN];
     struct ina_sha256 outer;
-    ina_sha256_final(&m->inner, ih);
+    ina__sha256_final(&m->inner, ih);
     keyed_start(&outer, m->key, 0x5c);
-    ina_sha256_update(&outer, ih, sizeof(ih));
-    ina_sha256_final(&outer, out);
+    ina__sha256_update(&outer, ih, sizeof(ih));
+    ina__sha256_final(&outer, out);
 }
 
-void ina_hmac_sha256(const struct ina_hmac_key *key, const void *data, size_t len,
+void ina__hmac_sha256(const struct ina_hmac_key *key, const void *data, size_t len,
                      uint8_t out[INA_SHA256_LEN])
 {
     struct ina_hmac m;
-    ina_hmac_init(&m, key);
-    ina_hmac_update(&m, data, len);
-    ina_hmac_final(&m, out);
+    ina__hmac_init(&m, key);
+    ina__hmac_update(&m, data, len);
+    ina__hmac_final(&m, out);
 }
 
-int ina_mem_equal_ct(const void *a, const void *b, size_t n)
+int ina__mem_equal_ct(const void *a, const void *b, size_t n)
 {
     const volatile uint8_t *x = a, *y = b;
     uint8_t d = 0;
@@ -162,7 +162,7 @@ int ina_mem_equal_ct(const void *a, const void *b, size_t n)
     return d == 0;
 }
 
-int ina_hmac_key_from_file(struct ina_hmac_key *key, const char *path)
+int ina__hmac_key_from_file(struct ina_hmac_key *key, const char *path)
 {
     uint8_t buf[4097];
     FILE *f = fopen(path, "rb");
@@ -177,7 +177,7 @@ int ina_hmac_key_from_file(struct ina_hmac_key *key, const char *path)
         n--;
     if (n == 0 || n >= sizeof(buf))
         return -EINVAL;
-    ina_hmac_key_init(key, buf, n);
+    ina__hmac_key_init(key, buf, n);
     memset(buf, 0, sizeof(buf));
     return 0;
 }

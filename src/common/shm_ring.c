@@ -100,7 +100,7 @@ static void guard_on_sigbus(int sig, siginfo_t *si, void *uc)
     guard_chain(sig, si, uc);
 }
 
-int ina_shm_guard_install(void)
+int ina__ring_guard_install(void)
 {
     if (atomic_exchange(&guard_installed, 1))
         return 0;
@@ -116,7 +116,7 @@ int ina_shm_guard_install(void)
     return 0;
 }
 
-unsigned long ina_shm_guard_faults(void) { return atomic_load(&guard_fault_count); }
+unsigned long ina__ring_guard_faults(void) { return atomic_load(&guard_fault_count); }
 
 /* Register s's mapping. @return 0, or -ENOSPC if the table is full. */
 static int guard_add(struct ina_shm *s)
@@ -144,7 +144,7 @@ static void guard_remove(struct ina_shm *s)
     s->guard = 0;
 }
 
-int ina_shm_faulted(struct ina_shm *s)
+int ina__ring_faulted(struct ina_shm *s)
 {
     if (!s->faulted && s->guard &&
         atomic_load_explicit(&guard_table[s->guard - 1].faulted, memory_order_relaxed))
@@ -158,7 +158,7 @@ int ina_shm_faulted(struct ina_shm *s)
  * registered with the fault guard before anything touches it. */
 static int map_object(struct ina_shm *s, int fd, uint32_t nslots, uint32_t slot_size, int guard)
 {
-    size_t len = ina_shm_size(nslots, slot_size);
+    size_t len = ina__ring_size(nslots, slot_size);
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED)
         return -errno;
@@ -170,7 +170,7 @@ static int map_object(struct ina_shm *s, int fd, uint32_t nslots, uint32_t slot_
     s->up_slots = (uint8_t *)p + INA_SHM_HDR_LEN;
     s->down_slots = s->up_slots + (size_t)nslots * slot_size;
     if (guard && guard_add(s) != 0) {
-        ina_shm_unmap(s);
+        ina__ring_unmap(s);
         return -ENOSPC;
     }
     return 0;
@@ -181,7 +181,7 @@ static int geometry_ok(uint32_t nslots, uint32_t slot_size)
     /* At most 4096 slots of one 64 KiB datagram: 512 MiB per object, the
      * most a switch will map for one rank. */
     return nslots >= 2 && nslots <= 4096 && (nslots & (nslots - 1)) == 0 && slot_size >= 64 &&
-           slot_size <= ina_shm_slot_size(INA_MAX_DATAGRAM) && slot_size % 64 == 0;
+           slot_size <= ina__ring_slot_size(INA_MAX_DATAGRAM) && slot_size % 64 == 0;
 }
 
 /* "<prefix><uid>.<16 lowercase hex digits>" and nothing else. */
@@ -199,11 +199,11 @@ static int name_matches(const char *name, const char *prefix)
     return strlen(hex) == 16;
 }
 
-int ina_shm_name_valid(const char *name) { return name_matches(name, "ina."); }
+int ina__ring_name_valid(const char *name) { return name_matches(name, "ina."); }
 
-int ina_shm_named_valid(const char *name) { return name_matches(name, "/ina."); }
+int ina__ring_named_valid(const char *name) { return name_matches(name, "/ina."); }
 
-int ina_shm_sealed(int fd)
+int ina__ring_sealed(int fd)
 {
     const int need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
     int seals = fcntl(fd, F_GET_SEALS);
@@ -222,7 +222,7 @@ static void init_header(struct ina_shm *s, uint32_t nslots, uint32_t slot_size)
     s->hdr->magic = INA_SHM_MAGIC;
 }
 
-int ina_shm_create(struct ina_shm *s, char *name, int *fd, uint32_t nslots, uint32_t slot_size)
+int ina__ring_create(struct ina_shm *s, char *name, int *fd, uint32_t nslots, uint32_t slot_size)
 {
     *fd = -1;
     if (!geometry_ok(nslots, slot_size))
@@ -237,7 +237,7 @@ int ina_shm_create(struct ina_shm *s, char *name, int *fd, uint32_t nslots, uint
     /* Reserve the pages now (a memory limit that bites later would kill
      * whoever first touches a page, not fail a call), then fix the size for
      * good: neither side can be made to touch a page past the end. */
-    int rc = -posix_fallocate(f, 0, (off_t)ina_shm_size(nslots, slot_size));
+    int rc = -posix_fallocate(f, 0, (off_t)ina__ring_size(nslots, slot_size));
     if (rc == 0 && fcntl(f, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
         rc = -errno;
     if (rc == 0)
@@ -257,8 +257,8 @@ static int check_header(struct ina_shm *s, const char *name, uint32_t nslots, ui
 {
     atomic_thread_fence(memory_order_acquire);
     if (s->hdr->magic != INA_SHM_MAGIC || s->hdr->version != INA_SHM_VERSION ||
-        s->hdr->nslots != nslots || s->hdr->slot_size != slot_size || ina_shm_faulted(s)) {
-        ina_shm_unmap(s);
+        s->hdr->nslots != nslots || s->hdr->slot_size != slot_size || ina__ring_faulted(s)) {
+        ina__ring_unmap(s);
         return -EPROTO;
     }
     s->up_idx = atomic_load_explicit(&s->hdr->up.head, memory_order_acquire);
@@ -287,10 +287,10 @@ static int open_memfd(uint32_t pid, uint32_t fd, const char *name)
     return rc;
 }
 
-int ina_shm_attach(struct ina_shm *s, const char *name, uint32_t pid, uint32_t fd,
+int ina__ring_attach(struct ina_shm *s, const char *name, uint32_t pid, uint32_t fd,
                    uint32_t nslots, uint32_t slot_size)
 {
-    if (!ina_shm_name_valid(name) || pid == 0 || pid > INT_MAX || fd > INT_MAX ||
+    if (!ina__ring_name_valid(name) || pid == 0 || pid > INT_MAX || fd > INT_MAX ||
         !geometry_ok(nslots, slot_size))
         return -EINVAL;
     int f = open_memfd(pid, fd, name);
@@ -299,13 +299,13 @@ int ina_shm_attach(struct ina_shm *s, const char *name, uint32_t pid, uint32_t f
     /* Seals first: from then on the size read below is the size for good. */
     struct stat st;
     struct statfs sf;
-    int rc = ina_shm_sealed(f);
+    int rc = ina__ring_sealed(f);
     if (rc == 0 && (fstat(f, &st) != 0 || fstatfs(f, &sf) != 0))
         rc = -errno;
     else if (rc == 0 && (st.st_uid != geteuid() || !S_ISREG(st.st_mode) ||
                          sf.f_type != TMPFS_MAGIC))
         rc = -EPERM; /* not this user's, or not a plain memfd (hugetlbfs pages can be taken back) */
-    else if (rc == 0 && (uint64_t)st.st_size != ina_shm_size(nslots, slot_size))
+    else if (rc == 0 && (uint64_t)st.st_size != ina__ring_size(nslots, slot_size))
         rc = -EPROTO;
     if (rc == 0)
         rc = map_object(s, f, nslots, slot_size, 1);
@@ -313,10 +313,10 @@ int ina_shm_attach(struct ina_shm *s, const char *name, uint32_t pid, uint32_t f
     return rc ? rc : check_header(s, name, nslots, slot_size);
 }
 
-int ina_shm_attach_named(struct ina_shm *s, const char *name, uint32_t nslots,
+int ina__ring_attach_named(struct ina_shm *s, const char *name, uint32_t nslots,
                          uint32_t slot_size)
 {
-    if (!ina_shm_named_valid(name) || !geometry_ok(nslots, slot_size))
+    if (!ina__ring_named_valid(name) || !geometry_ok(nslots, slot_size))
         return -EINVAL;
     int fd = shm_open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
     if (fd < 0)
@@ -327,7 +327,7 @@ int ina_shm_attach_named(struct ina_shm *s, const char *name, uint32_t nslots,
         rc = -errno;
     else if (st.st_uid != geteuid() || (st.st_mode & 0777) != 0600 || !S_ISREG(st.st_mode))
         rc = -EPERM; /* not this user's private object */
-    else if ((uint64_t)st.st_size != ina_shm_size(nslots, slot_size))
+    else if ((uint64_t)st.st_size != ina__ring_size(nslots, slot_size))
         rc = -EPROTO;
     /* The size may change from now on: the guard is what keeps us alive. */
     if (rc == 0)
@@ -336,7 +336,7 @@ int ina_shm_attach_named(struct ina_shm *s, const char *name, uint32_t nslots,
     return rc ? rc : check_header(s, name, nslots, slot_size);
 }
 
-void ina_shm_unmap(struct ina_shm *s)
+void ina__ring_unmap(struct ina_shm *s)
 {
     guard_remove(s);
     if (s->hdr)
@@ -344,14 +344,14 @@ void ina_shm_unmap(struct ina_shm *s)
     memset(s, 0, sizeof(*s));
 }
 
-void ina_shm_unlink(const char *name) { shm_unlink(name); }
+void ina__ring_unlink(const char *name) { shm_unlink(name); }
 
 /* Mapped, and neither corrupt nor faulted. */
-static int usable(struct ina_shm *s) { return s->hdr && !s->corrupt && !ina_shm_faulted(s); }
+static int usable(struct ina_shm *s) { return s->hdr && !s->corrupt && !ina__ring_faulted(s); }
 
 /* ---- Producer ----------------------------------------------------------------------- */
 
-uint8_t *ina_shm_slot(struct ina_shm *s, int up)
+uint8_t *ina__ring_slot(struct ina_shm *s, int up)
 {
     if (!usable(s))
         return NULL;
@@ -366,7 +366,7 @@ uint8_t *ina_shm_slot(struct ina_shm *s, int up)
     return slots(s, up) + (size_t)(tail & (s->nslots - 1)) * s->slot_size + 4;
 }
 
-void ina_shm_push(struct ina_shm *s, int up, size_t len)
+void ina__ring_push(struct ina_shm *s, int up, size_t len)
 {
     uint64_t *tail = up ? &s->up_idx : &s->down_idx;
     uint8_t *slot = slots(s, up) + (size_t)(*tail & (s->nslots - 1)) * s->slot_size;
@@ -376,7 +376,7 @@ void ina_shm_push(struct ina_shm *s, int up, size_t len)
     atomic_store_explicit(&ctl(s, up)->tail, *tail, memory_order_release);
 }
 
-int ina_shm_wake_needed(struct ina_shm *s, int up)
+int ina__ring_wake_needed(struct ina_shm *s, int up)
 {
     if (!s->hdr)
         return 0;
@@ -403,12 +403,12 @@ static uint64_t readable(struct ina_shm *s, int up)
     return tail - head;
 }
 
-int ina_shm_readable(struct ina_shm *s, int up) { return readable(s, up) != 0; }
+int ina__ring_readable(struct ina_shm *s, int up) { return readable(s, up) != 0; }
 
-const uint8_t *ina_shm_peek(struct ina_shm *s, int up, size_t *len)
+const uint8_t *ina__ring_peek(struct ina_shm *s, int up, size_t *len)
 {
     if (!readable(s, up)) {
-        ina_shm_faulted(s); /* reading the tail may have faulted: then corrupt from here */
+        ina__ring_faulted(s); /* reading the tail may have faulted: then corrupt from here */
         return NULL;
     }
     uint64_t head = up ? s->up_idx : s->down_idx;
@@ -419,20 +419,20 @@ const uint8_t *ina_shm_peek(struct ina_shm *s, int up, size_t *len)
     return slot + 4;
 }
 
-void ina_shm_pop(struct ina_shm *s, int up)
+void ina__ring_pop(struct ina_shm *s, int up)
 {
     uint64_t *head = up ? &s->up_idx : &s->down_idx;
     ++*head;
     atomic_store_explicit(&ctl(s, up)->head, *head, memory_order_release);
 }
 
-void ina_shm_awake(struct ina_shm *s, int up)
+void ina__ring_awake(struct ina_shm *s, int up)
 {
     if (s->hdr)
         atomic_store_explicit(&ctl(s, up)->sleeping, 0, memory_order_relaxed);
 }
 
-int ina_shm_sleep_prepare(struct ina_shm *s, int up)
+int ina__ring_sleep_prepare(struct ina_shm *s, int up)
 {
     if (!usable(s))
         return 1;
@@ -443,5 +443,5 @@ int ina_shm_sleep_prepare(struct ina_shm *s, int up)
         atomic_store_explicit(&c->sleeping, 0, memory_order_relaxed);
         return 0;
     }
-    return !ina_shm_faulted(s); /* faulted just now: look again (corrupt) rather than sleep */
+    return !ina__ring_faulted(s); /* faulted just now: look again (corrupt) rather than sleep */
 }

@@ -2,6 +2,7 @@
 #ifndef INA_SHM_RING_H
 #define INA_SHM_RING_H
 
+
 /*
  * Why: on one host, every datagram through the kernel costs two copies and
  * the UDP stack's per-datagram work on a CPU the worker and the switch share.
@@ -28,7 +29,7 @@
  * falls back or fails, never reads out of bounds). Geometry (slot count and
  * size) is read once at attach and kept privately.
  *
- * The fault guard (the switch's, ina_shm_guard_install): every object a
+ * The fault guard (the switch's, ina__ring_guard_install): every object a
  * switch maps is registered; a SIGBUS whose address lies in one replaces
  * that mapping with private zero pages and marks the ring faulted, which the
  * ring functions then take as corrupt. Any other SIGBUS kills as before.
@@ -84,13 +85,13 @@ struct ina_shm {
 };
 
 /* Bytes of an object with nslots slots of slot_size per ring. */
-static inline size_t ina_shm_size(uint32_t nslots, uint32_t slot_size)
+static inline size_t ina__ring_size(uint32_t nslots, uint32_t slot_size)
 {
     return INA_SHM_HDR_LEN + 2 * (size_t)nslots * slot_size;
 }
 
 /* Slot size for datagrams of up to max_datagram bytes. */
-static inline uint32_t ina_shm_slot_size(size_t max_datagram)
+static inline uint32_t ina__ring_slot_size(size_t max_datagram)
 {
     return (uint32_t)((4 + max_datagram + 63) & ~(size_t)63);
 }
@@ -104,89 +105,89 @@ static inline uint32_t ina_shm_slot_size(size_t max_datagram)
  * answered (or given up), then close it.
  * @return 0 or -errno.
  */
-int ina_shm_create(struct ina_shm *s, char *name, int *fd, uint32_t nslots, uint32_t slot_size);
+int ina__ring_create(struct ina_shm *s, char *name, int *fd, uint32_t nslots, uint32_t slot_size);
 
 /*
  * Switch: map the object that process pid holds as descriptor fd: a memfd
- * called name (the pattern of ina_shm_create), owned by this user, sealed
- * (ina_shm_sealed), with exactly the geometry expected (nslots, slot_size as
+ * called name (the pattern of ina__ring_create), owned by this user, sealed
+ * (ina__ring_sealed), with exactly the geometry expected (nslots, slot_size as
  * the worker said in SHM_ATTACH, checked against the header).
  * @return 0 or -errno: -EINVAL a bad name, pid or geometry; -ENOENT no such
  * process or descriptor, or not that memfd; -EACCES the worker's descriptors
  * are not ours to open; -EPERM another owner, or not sealed; -EPROTO not a
  * ring of that geometry; -ENOSPC the fault guard's table is full.
  */
-int ina_shm_attach(struct ina_shm *s, const char *name, uint32_t pid, uint32_t fd,
+int ina__ring_attach(struct ina_shm *s, const char *name, uint32_t pid, uint32_t fd,
                    uint32_t nslots, uint32_t slot_size);
 
 /*
  * Switch, --shm-unsealed only: map the POSIX shm object `name` of the first
  * version of §5.9 ("/ina.<uid>.<16 hex>", this user's, mode 0600, exact
  * size and header). Its size can change under the mapping: only under the
- * fault guard. @return 0 or -errno, as ina_shm_attach (-EPERM: owner or mode).
+ * fault guard. @return 0 or -errno, as ina__ring_attach (-EPERM: owner or mode).
  */
-int ina_shm_attach_named(struct ina_shm *s, const char *name, uint32_t nslots,
+int ina__ring_attach_named(struct ina_shm *s, const char *name, uint32_t nslots,
                          uint32_t slot_size);
 
 /* 0 if fd's size is sealed for good (F_SEAL_SHRINK, F_SEAL_GROW and
  * F_SEAL_SEAL all set), else -EPERM (no seals at all: not a memfd made for sealing). */
-int ina_shm_sealed(int fd);
+int ina__ring_sealed(int fd);
 
 /* Unmap (either side). Safe on a zeroed struct. */
-void ina_shm_unmap(struct ina_shm *s);
+void ina__ring_unmap(struct ina_shm *s);
 
-/* Remove a POSIX shm name (ina_shm_attach_named's objects). */
-void ina_shm_unlink(const char *name);
+/* Remove a POSIX shm name (ina__ring_attach_named's objects). */
+void ina__ring_unlink(const char *name);
 
-/* 1 if name has the form ina_shm_create gives (a memfd's name). */
-int ina_shm_name_valid(const char *name);
+/* 1 if name has the form ina__ring_create gives (a memfd's name). */
+int ina__ring_name_valid(const char *name);
 
 /* 1 if name is a POSIX shm name of the first version: "/ina.<uid>.<16 hex>". */
-int ina_shm_named_valid(const char *name);
+int ina__ring_named_valid(const char *name);
 
 /*
  * The fault guard (switch): install the SIGBUS handler, once per process.
  * Threads that touch rings must not block SIGBUS (the kernel would kill the
  * process instead of running the handler). @return 0 or -errno.
  */
-int ina_shm_guard_install(void);
+int ina__ring_guard_install(void);
 
 /* 1 if a SIGBUS hit this object and the guard replaced it (then it is also
  * corrupt). Cheap: one relaxed load. */
-int ina_shm_faulted(struct ina_shm *s);
+int ina__ring_faulted(struct ina_shm *s);
 
 /* SIGBUSes the guard has absorbed in this process (for tests and reports). */
-unsigned long ina_shm_guard_faults(void);
+unsigned long ina__ring_guard_faults(void);
 
 /*
  * Producer side of a ring: a slot to write the next datagram into (at most
  * slot_size - 4 bytes), or NULL if the ring is full or corrupt. Then
- * ina_shm_push(len) publishes it.
+ * ina__ring_push(len) publishes it.
  */
-uint8_t *ina_shm_slot(struct ina_shm *s, int up);
-void ina_shm_push(struct ina_shm *s, int up, size_t len);
+uint8_t *ina__ring_slot(struct ina_shm *s, int up);
+void ina__ring_push(struct ina_shm *s, int up, size_t len);
 
 /*
  * Consumer side: the next datagram (*len bytes at the returned pointer, in
  * shared memory: the peer may still write to it, so read each byte once or
- * copy it), or NULL if empty or corrupt. Then ina_shm_pop() frees it.
+ * copy it), or NULL if empty or corrupt. Then ina__ring_pop() frees it.
  */
-const uint8_t *ina_shm_peek(struct ina_shm *s, int up, size_t *len);
-void ina_shm_pop(struct ina_shm *s, int up);
+const uint8_t *ina__ring_peek(struct ina_shm *s, int up, size_t *len);
+void ina__ring_pop(struct ina_shm *s, int up);
 
 /* 1 if the ring has something to read (consumer side). */
-int ina_shm_readable(struct ina_shm *s, int up);
+int ina__ring_readable(struct ina_shm *s, int up);
 
 /* Consumer about to sleep: set `sleeping`, fence. @return 1 if the ring is
  * still empty (sleep), 0 if something arrived (do not; `sleeping` cleared). */
-int ina_shm_sleep_prepare(struct ina_shm *s, int up);
+int ina__ring_sleep_prepare(struct ina_shm *s, int up);
 
 /* Consumer awake again (after poll): clear `sleeping`, so that producers
  * stop ringing a side that is reading anyway. */
-void ina_shm_awake(struct ina_shm *s, int up);
+void ina__ring_awake(struct ina_shm *s, int up);
 
 /* Producer after publishing: @return 1 if the consumer was asleep (send it
  * a DOORBELL now; `sleeping` is cleared). */
-int ina_shm_wake_needed(struct ina_shm *s, int up);
+int ina__ring_wake_needed(struct ina_shm *s, int up);
 
 #endif

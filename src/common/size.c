@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-int ina_parse_size(const char *s, size_t min, size_t *out)
+int ina__parse_size(const char *s, size_t min, size_t *out)
 {
     char *end;
     double v = strtod(s, &end);

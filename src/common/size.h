@@ -2,6 +2,7 @@
 #ifndef INA_SIZE_H
 #define INA_SIZE_H
 
+
 #include <stddef.h>
 
 /*
@@ -9,6 +10,6 @@
  * case), e.g. 4096, 1.5M, 4G. @return 0 and *out, or -1 if it does not parse or is below
  * min bytes or above 10^15.
  */
-int ina_parse_size(const char *s, size_t min, size_t *out);
+int ina__parse_size(const char *s, size_t min, size_t *out);
 
 #endif

@@ -8,13 +8,13 @@
 
 #define INA_GSO_CTRL_LEN CMSG_SPACE(sizeof(uint16_t))
 
-int ina_udp_enable_gro(int fd)
+int ina__udp_enable_gro(int fd)
 {
     int one = 1;
     return setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0 ? 0 : -errno;
 }
 
-size_t ina_gro_segment_size(const struct msghdr *mh, size_t len)
+size_t ina__gro_segment_size(const struct msghdr *mh, size_t len)
 {
     if (mh->msg_controllen == 0)
         return len;
@@ -29,7 +29,7 @@ size_t ina_gro_segment_size(const struct msghdr *mh, size_t len)
     return len;
 }
 
-int ina_gso_batch_init(struct ina_gso_batch *b, unsigned max_msgs, unsigned max_iovs)
+int ina__gso_batch_init(struct ina_gso_batch *b, unsigned max_msgs, unsigned max_iovs)
 {
     memset(b, 0, sizeof(*b));
     b->max_msgs = max_msgs;
@@ -38,13 +38,13 @@ int ina_gso_batch_init(struct ina_gso_batch *b, unsigned max_msgs, unsigned max_
     b->iovs = calloc(max_iovs, sizeof(*b->iovs));
     b->ctrl = calloc(max_msgs, INA_GSO_CTRL_LEN);
     if (!b->msgs || !b->iovs || !b->ctrl) {
-        ina_gso_batch_free(b);
+        ina__gso_batch_free(b);
         return -ENOMEM;
     }
     return 0;
 }
 
-void ina_gso_batch_free(struct ina_gso_batch *b)
+void ina__gso_batch_free(struct ina_gso_batch *b)
 {
     free(b->msgs);
     free(b->iovs);
@@ -54,7 +54,7 @@ void ina_gso_batch_free(struct ina_gso_batch *b)
     b->ctrl = NULL;
 }
 
-void ina_gso_batch_reset(struct ina_gso_batch *b)
+void ina__gso_batch_reset(struct ina_gso_batch *b)
 {
     b->nmsgs = b->niovs = 0;
     b->cur_dst = NULL;
@@ -89,7 +89,7 @@ static int same_dst(const struct sockaddr_in *a, const struct sockaddr_in *c)
     return a->sin_addr.s_addr == c->sin_addr.s_addr && a->sin_port == c->sin_port;
 }
 
-void ina_gso_batch_add(struct ina_gso_batch *b, const void *buf, size_t len,
+void ina__gso_batch_add(struct ina_gso_batch *b, const void *buf, size_t len,
                        const struct sockaddr_in *dst)
 {
     int extend = !b->gso_off && b->cur_segs > 0 && !b->cur_closed && same_dst(b->cur_dst, dst) &&
@@ -135,7 +135,7 @@ static unsigned send_unbatched(int fd, struct msghdr *mh, uint64_t *errors)
     return sent;
 }
 
-unsigned ina_gso_batch_send(struct ina_gso_batch *b, int fd, uint64_t *errors)
+unsigned ina__gso_batch_send(struct ina_gso_batch *b, int fd, uint64_t *errors)
 {
     close_msg(b);
     unsigned done = 0, sent = 0;
@@ -160,6 +160,6 @@ unsigned ina_gso_batch_send(struct ina_gso_batch *b, int fd, uint64_t *errors)
         }
         done++;
     }
-    ina_gso_batch_reset(b);
+    ina__gso_batch_reset(b);
     return sent;
 }

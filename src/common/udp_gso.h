@@ -2,6 +2,7 @@
 #ifndef INA_UDP_GSO_H
 #define INA_UDP_GSO_H
 
+
 /*
  * Why: on these hosts each datagram crossing the kernel costs 3-6 us, and
  * that, not arithmetic, bounds throughput. With UDP_SEGMENT (GSO) one
@@ -54,20 +55,20 @@ struct ina_gso_batch {
 };
 
 /* Enable UDP_GRO on a socket. @return 0, or -errno (then datagrams arrive one by one). */
-int ina_udp_enable_gro(int fd);
+int ina__udp_enable_gro(int fd);
 
 /* Segment size of a received message: the UDP_GRO cmsg if present, else len. */
-size_t ina_gro_segment_size(const struct msghdr *mh, size_t len);
+size_t ina__gro_segment_size(const struct msghdr *mh, size_t len);
 
 /* Space for the control buffer of a receive msghdr that may carry UDP_GRO. */
 #define INA_GRO_CTRL_LEN 64
 
-int ina_gso_batch_init(struct ina_gso_batch *b, unsigned max_msgs, unsigned max_iovs);
-void ina_gso_batch_free(struct ina_gso_batch *b);
-void ina_gso_batch_reset(struct ina_gso_batch *b);
+int ina__gso_batch_init(struct ina_gso_batch *b, unsigned max_msgs, unsigned max_iovs);
+void ina__gso_batch_free(struct ina_gso_batch *b);
+void ina__gso_batch_reset(struct ina_gso_batch *b);
 
 /* Room for one more datagram (the caller flushes otherwise). */
-static inline int ina_gso_batch_room(const struct ina_gso_batch *b)
+static inline int ina__gso_batch_room(const struct ina_gso_batch *b)
 {
     return b->nmsgs < b->max_msgs && b->niovs < b->max_iovs;
 }
@@ -76,7 +77,7 @@ static inline int ina_gso_batch_room(const struct ina_gso_batch *b)
  * Append one datagram (buf, len) for dst (NULL on a connected socket; the
  * pointed-to address must stay valid until the flush). Caller checked room.
  */
-void ina_gso_batch_add(struct ina_gso_batch *b, const void *buf, size_t len,
+void ina__gso_batch_add(struct ina_gso_batch *b, const void *buf, size_t len,
                        const struct sockaddr_in *dst);
 
 /*
@@ -85,6 +86,6 @@ void ina_gso_batch_add(struct ina_gso_batch *b, const void *buf, size_t len,
  * datagrams and GSO is switched off for this batch object.
  * @return datagrams handed to the kernel; *errors counts those lost.
  */
-unsigned ina_gso_batch_send(struct ina_gso_batch *b, int fd, uint64_t *errors);
+unsigned ina__gso_batch_send(struct ina_gso_batch *b, int fd, uint64_t *errors);
 
 #endif

@@ -2,6 +2,7 @@
 #ifndef INA_COMMON_VERSION_H
 #define INA_COMMON_VERSION_H
 
+
 #include <stddef.h>
 #include <stdint.h>
 

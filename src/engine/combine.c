@@ -25,17 +25,17 @@ static void combine_bfp(struct ina_slot_set *ss, int32_t *v, const uint8_t *payl
 {
     if (e == INA_EXP_NONFINITE || ss->exp == INA_EXP_NONFINITE) {
         if (ss->exp != INA_EXP_NONFINITE) {
-            ina_be32_load(v, payload, n); /* the finite sum so far has no class codes */
+            ina__be32_load(v, payload, n); /* the finite sum so far has no class codes */
             ss->exp = INA_EXP_NONFINITE;
         } else if (e == INA_EXP_NONFINITE) {
-            ina_be32_add(v, payload, n);
+            ina__be32_add(v, payload, n);
         }
         return;
     }
     if (e == INA_EXP_ZERO)
         return;
     if (ss->exp == INA_EXP_ZERO) {
-        ina_be32_load(v, payload, n);
+        ina__be32_load(v, payload, n);
         ss->exp = e;
         return;
     }
@@ -47,11 +47,11 @@ static void combine_bfp(struct ina_slot_set *ss, int32_t *v, const uint8_t *payl
         d = 0;
     }
     if (d == 0) {
-        ina_be32_add(v, payload, n);
+        ina__be32_add(v, payload, n);
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        int32_t q = (int32_t)ina_get32(payload + 4 * i);
+        int32_t q = (int32_t)ina__get32(payload + 4 * i);
         v[i] = (int32_t)((uint32_t)v[i] + (uint32_t)shift_round(q, -d));
     }
 }
@@ -60,13 +60,13 @@ void ina__combine(struct ina_slot_set *ss, int32_t *v, const uint8_t *payload, s
                   int16_t e)
 {
     if (ss->op == INA_OP_ADD_I32)
-        ina_be32_add(v, payload, n);
+        ina__be32_add(v, payload, n);
     else if (ss->op == INA_OP_ADD_BFP)
         combine_bfp(ss, v, payload, n, e);
     else if (ss->op == INA_OP_ADD_F32)
-        ina_be32_fadd(v, payload, n);
+        ina__be32_fadd(v, payload, n);
     else if (ss->op == INA_OP_ADD_FIX)
-        ina_be32_fixadd(v, payload, n);
+        ina__be32_fixadd(v, payload, n);
     else
-        ina_be32_minmax(v, payload, n, ss->op == INA_OP_MAX_I32);
+        ina__be32_minmax(v, payload, n, ss->op == INA_OP_MAX_I32);
 }

@@ -12,17 +12,17 @@ static const char *const drop_texts[] = {
 #undef INA__DROP_TEXT
 };
 
-const char *ina_drop_name(enum ina_drop d)
+const char *ina__drop_name(enum ina_drop d)
 {
     return (unsigned)d < INA_DROP__COUNT ? drop_names[d] : "?";
 }
 
-const char *ina_drop_text(enum ina_drop d)
+const char *ina__drop_text(enum ina_drop d)
 {
     return (unsigned)d < INA_DROP__COUNT ? drop_texts[d] : "?";
 }
 
-void ina_sw_counters_print(const struct ina_sw_counters *c, FILE *f)
+void ina__sw_counters_print(const struct ina_sw_counters *c, FILE *f)
 {
     fprintf(f, "ina-switch counters:\n");
     fprintf(f, "  rx_packets      %llu\n", (unsigned long long)c->rx_packets);
@@ -77,7 +77,7 @@ void ina_sw_counters_print(const struct ina_sw_counters *c, FILE *f)
 /* Every field is a uint64_t counter: add them as an array. */
 _Static_assert(sizeof(struct ina_sw_counters) % sizeof(uint64_t) == 0, "counters are uint64_t");
 
-void ina_sw_counters_add(struct ina_sw_counters *sum, const struct ina_sw_counters *c)
+void ina__sw_counters_add(struct ina_sw_counters *sum, const struct ina_sw_counters *c)
 {
     uint64_t *d = (uint64_t *)sum;
     const uint64_t *s = (const uint64_t *)c;

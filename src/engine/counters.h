@@ -53,10 +53,10 @@ struct ina_sw_counters {
     uint64_t drops[INA_DROP__COUNT];
 };
 
-const char *ina_drop_name(enum ina_drop d);
-const char *ina_drop_text(enum ina_drop d);
+const char *ina__drop_name(enum ina_drop d);
+const char *ina__drop_text(enum ina_drop d);
 /* sum += c, field by field (the totals of several dataplane threads). */
-void ina_sw_counters_add(struct ina_sw_counters *sum, const struct ina_sw_counters *c);
-void ina_sw_counters_print(const struct ina_sw_counters *c, FILE *f);
+void ina__sw_counters_add(struct ina_sw_counters *sum, const struct ina_sw_counters *c);
+void ina__sw_counters_print(const struct ina_sw_counters *c, FILE *f);
 
 #endif

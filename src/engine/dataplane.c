@@ -16,7 +16,7 @@ static inline int32_t *set_values(struct ina_switch *sw, uint32_t abs_slot, unsi
 /* A header from the switch to the ranks of job. */
 static void job_hdr(struct ina_hdr *h, const struct ina_job *job, uint8_t kind)
 {
-    ina_hdr_init(h, kind);
+    ina__hdr_init(h, kind);
     h->job = job->id;
     h->rank = INA_RANK_SWITCH;
     h->session = job->session;
@@ -36,23 +36,23 @@ static void send_to_rank(struct ina_switch *sw, const struct ina_job *job, int r
 {
     struct ina_shm *shm = job->members[r].shm;
     if (!shm || !job->members[r].shm_live) {
-        ina_txq_push(&sw->txq, buf, len, &job->members[r].addr);
+        ina__txq_push(&sw->txq, buf, len, &job->members[r].addr);
         return;
     }
-    uint8_t *slot = ina_shm_slot(shm, 0);
+    uint8_t *slot = ina__ring_slot(shm, 0);
     if (!slot || len > shm->slot_size - 4) {
         sw->c.drops[INA_DROP_SHM]++;
         return;
     }
     memcpy(slot, buf, len);
-    ina_shm_push(shm, 0, len);
+    ina__ring_push(shm, 0, len);
     sw->c.shm_tx_packets++;
-    if (ina_shm_wake_needed(shm, 0)) {
+    if (ina__ring_wake_needed(shm, 0)) {
         struct ina_hdr h;
         job_hdr(&h, job, INA_K_DOORBELL);
-        uint8_t *bell = ina_txq_buf(&sw->txq);
-        ina_hdr_encode(bell, &h);
-        ina_txq_push(&sw->txq, bell, INA_HDR_LEN, &job->members[r].addr);
+        uint8_t *bell = ina__txq_buf(&sw->txq);
+        ina__hdr_encode(bell, &h);
+        ina__txq_push(&sw->txq, bell, INA_HDR_LEN, &job->members[r].addr);
         sw->c.doorbells++;
     }
 }
@@ -73,13 +73,13 @@ static uint8_t *build_round(struct ina_switch *sw, const struct ina_job *job, st
     h->exp = ss->exp;
     h->op = ss->op;
     h->tag = ss->tag;
-    uint8_t *buf = ina_txq_buf(&sw->txq);
+    uint8_t *buf = ina__txq_buf(&sw->txq);
     const int32_t *v = set_values(sw, job->slot_base + rel_slot, set);
-    if (ina_op_is_sparse(ss->op)) /* only the blocks some rank sent (§17.4) */
+    if (ina__op_is_sparse(ss->op)) /* only the blocks some rank sent (§17.4) */
         h->count = (uint16_t)ina__sparse_emit(buf + INA_HDR_LEN, v, NULL);
     else
-        ina_be32_store(buf + INA_HDR_LEN, v, ss->count);
-    ina_hdr_encode(buf, h);
+        ina__be32_store(buf + INA_HDR_LEN, v, ss->count);
+    ina__hdr_encode(buf, h);
     return buf;
 }
 
@@ -97,17 +97,17 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
     unsigned copies;
     if (ss->hot) { /* HOT_RESULT: the round's epoch and first position, then the sums */
         memmove(buf + INA_HDR_LEN + INA_HOT_PREFIX_LEN, buf + INA_HDR_LEN, 4 * (size_t)h.count);
-        ina_put32(buf + INA_HDR_LEN, ss->hot_epoch);
-        ina_put32(buf + INA_HDR_LEN + 4, ss->hot_base);
+        ina__put32(buf + INA_HDR_LEN, ss->hot_epoch);
+        ina__put32(buf + INA_HDR_LEN + 4, ss->hot_base);
         len += INA_HOT_PREFIX_LEN;
     }
     if (job->tagged) /* once for every copy: the rank field is the switch's (§4.6) */
-        len = ina_mac_append(&job->mac, buf, len);
+        len = ina__mac_append(&job->mac, buf, len);
     if (dest >= 0) {
         send_to_rank(sw, job, dest, buf, len);
         copies = 1;
     } else if (job->mcast.sin_family) { /* one send; the network (or the host) copies it */
-        ina_txq_push(&sw->txq, buf, len, &job->mcast);
+        ina__txq_push(&sw->txq, buf, len, &job->mcast);
         copies = 1;
     } else {
         copies = 0;
@@ -117,7 +117,7 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
                 copies++;
             }
     }
-    if (ina_op_is_sparse(ss->op)) {
+    if (ina__op_is_sparse(ss->op)) {
         sw->c.sparse_tx_packets += copies;
         sw->c.sparse_tx_bytes += copies * len;
         sw->c.sparse_tx_blocks += (uint64_t)copies * ina__sparse_blocks_in(buf + INA_HDR_LEN);
@@ -170,7 +170,7 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         return ina__drop_job(sw, job, INA_DROP_SLOT);
     if (h->count > job->elems)
         return ina__drop_job(sw, job, INA_DROP_COUNT);
-    int sparse = ina_op_is_sparse(h->op);
+    int sparse = ina__op_is_sparse(h->op);
     if (hot) { /* PROTOCOL.md §14.3: only op 9, only where a hot table is offered, never in a
                   tree (a child has no hot table to forward) */
         if (h->op != INA_OP_HOT_F32 || !sw->p.hot_max || sw->p.int_ops_only ||
@@ -195,7 +195,7 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
 
     if (job->evicted && (uint64_t)h->seq * job->window + rel >= job->evict_bound) {
         /* Past the bound: this rank has not heard that the job moved. */
-        if (!ina_switch_tx_full(sw))
+        if (!ina__switch_tx_full(sw))
             ina__job_send_migrate(sw, job, (int)h->rank);
         return ina__drop_job(sw, job, INA_DROP_EVICTED);
     }
@@ -234,7 +234,7 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
             sw->c.hot_keyed += hin.nkeyed;
             sw->c.hot_bitmap += hin.nbitmap;
         } else {
-            ina_be32_load(set_values(sw, abs_slot, set), payload, h->count);
+            ina__be32_load(set_values(sw, abs_slot, set), payload, h->count);
         }
     } else if (d == 0) {
         if (bit_test(ss->bitmap, rank)) {
@@ -311,12 +311,12 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
 void ina__tree_up_data(struct ina_switch *sw, const struct ina_job *job, uint32_t rel,
                        unsigned set, const struct ina_slot_set *ss)
 {
-    if (job->up.gone || !ina_txq_room(&sw->txq, 1))
+    if (job->up.gone || !ina__txq_room(&sw->txq, 1))
         return; /* (the caller flushed before this input: never full) */
     struct ina_hdr h;
     ina__up_hdr(&h, job, INA_K_DATA);
     uint8_t *buf = build_round(sw, job, &h, rel, set, ss);
-    ina_txq_push(&sw->txq, buf, INA_HDR_LEN + 4 * (size_t)ss->count, &job->up.addr);
+    ina__txq_push(&sw->txq, buf, INA_HDR_LEN + 4 * (size_t)ss->count, &job->up.addr);
 }
 
 /*
@@ -336,7 +336,7 @@ void ina__tree_dp_result(struct ina_switch *sw, struct ina_job *job, const struc
     if (!ss->up || ss->seq != h->seq || h->count != ss->count || h->tag != ss->tag ||
         h->op != ss->op)
         return ina__drop_job(sw, job, INA_DROP_UPSTREAM);
-    ina_be32_load(set_values(sw, job->slot_base + rel, set), payload, h->count);
+    ina__be32_load(set_values(sw, job->slot_base + rel, set), payload, h->count);
     ss->exp = h->exp; /* every rank's maximum (two-round floats), as the parent saw it */
     ss->up = 0;
     ss->complete = 1;

@@ -29,7 +29,7 @@ struct ina_dp_ops {
      * DATA: a GSO train the kernel split, an IP fragment, or one the
      * dataplane passed up on purpose. @return 1 if the dataplane took it
      * (counted, aggregated or dropped there), 0 if the control plane must
-     * handle it as usual (ina_switch_input goes on: an evicted job's DATA,
+     * handle it as usual (ina__switch_input goes on: an evicted job's DATA,
      * answered with MIGRATE).
      */
     int (*data)(void *ctx, struct ina_switch *sw, const uint8_t *buf, size_t len,

@@ -28,16 +28,16 @@ static int job_busy(const struct ina_switch *sw, const struct ina_job *job, uint
     return 0;
 }
 
-void ina_switch_drain_start(struct ina_switch *sw, uint64_t now_ns, uint64_t timeout_ns)
+void ina__switch_drain_start(struct ina_switch *sw, uint64_t now_ns, uint64_t timeout_ns)
 {
     if (sw->draining)
         return;
     sw->draining = 1;
     sw->drain_deadline_ns = now_ns + timeout_ns;
-    ina_switch_drain_step(sw, now_ns);
+    ina__switch_drain_step(sw, now_ns);
 }
 
-int ina_switch_drain_step(struct ina_switch *sw, uint64_t now_ns)
+int ina__switch_drain_step(struct ina_switch *sw, uint64_t now_ns)
 {
     int left = 0;
     const int deadline_passed = now_ns >= sw->drain_deadline_ns;
@@ -45,7 +45,7 @@ int ina_switch_drain_step(struct ina_switch *sw, uint64_t now_ns)
         struct ina_job *job = &sw->jobs[i];
         if (job->state == INA_JOB_FREE)
             continue;
-        if (ina_switch_tx_full(sw)) {
+        if (ina__switch_tx_full(sw)) {
             left++; /* no room for the NAKs or the ABORT: the next step sends them */
             continue;
         }

@@ -97,7 +97,7 @@ static void sample_clear(struct ina_hot *t, int world)
         for (int r = 0; r < world; r++)
             free(t->smp_rank[r].bits);
     free(t->smp_rank);
-    ina_kmap_free(&t->smp_map);
+    ina__kmap_free(&t->smp_map);
     free(t->smp);
     budget_give(t->budget, t->smp_bytes);
     t->smp_rank = NULL;
@@ -114,7 +114,7 @@ void ina__hot_free(struct ina_job *job)
     sample_clear(t, job->world);
     pend_clear(t);
     free(t->keys);
-    ina_kmap_free(&t->map);
+    ina__kmap_free(&t->map);
     budget_give(t->budget, t->act_bytes);
     free(t);
     job->hot = NULL;
@@ -125,8 +125,8 @@ int ina__hot_parse(const struct ina_hdr *h, const uint8_t *payload, size_t plen,
 {
     if (plen < INA_HOT_PREFIX_LEN)
         return -1;
-    in->epoch = ina_get32(payload);
-    in->base = ina_get32(payload + 4);
+    in->epoch = ina__get32(payload);
+    in->base = ina__get32(payload + 4);
     in->keyed = (h->flags & INA_FLAG_HOT_KEYED) != 0;
     in->bitmap = (h->flags & INA_FLAG_HOT_BITMAP) != 0;
     in->entries = payload + INA_HOT_PREFIX_LEN;
@@ -159,7 +159,7 @@ int ina__hot_parse(const struct ina_hdr *h, const uint8_t *payload, size_t plen,
 static uint32_t keyed_pos(const struct ina_hot *t, const struct ina_hot_in *in, uint32_t count,
                           uint32_t i)
 {
-    uint32_t pos = ina_kmap_get(&t->map, ina_get64(in->entries + (size_t)i * INA_HOT_KEYED_LEN));
+    uint32_t pos = ina__kmap_get(&t->map, ina__get64(in->entries + (size_t)i * INA_HOT_KEYED_LEN));
     return pos != INA_KMAP_NONE && pos >= in->base && pos - in->base < count ? pos - in->base
                                                                               : UINT32_MAX;
 }
@@ -195,7 +195,7 @@ static void bitmap_add(int32_t *v, const struct ina_hot_in *in, uint32_t count)
     for (uint32_t j = 0; j < (count + 7) / 8; j++)
         for (unsigned b = bits[j]; b; b &= b - 1, val += 4) {
             uint32_t p = 8 * j + (uint32_t)__builtin_ctz(b);
-            v[p] = f_bits(bits_f(v[p]) + ina_getf(val));
+            v[p] = f_bits(bits_f(v[p]) + ina__getf(val));
         }
 }
 
@@ -208,7 +208,7 @@ void ina__hot_load(const struct ina_job *job, int32_t *v, const struct ina_hot_i
         return;
     }
     if (!in->keyed) {
-        ina_be32_load(v, in->entries, count);
+        ina__be32_load(v, in->entries, count);
         return;
     }
     memset(v, 0, 4 * (size_t)count); /* +0.0f: positions this rank did not touch */
@@ -223,12 +223,12 @@ void ina__hot_add(const struct ina_job *job, int32_t *v, const struct ina_hot_in
         return;
     }
     if (!in->keyed) {
-        ina_be32_fadd(v, in->entries, count);
+        ina__be32_fadd(v, in->entries, count);
         return;
     }
     for (uint32_t i = 0; i < in->nkeyed; i++) {
         uint32_t p = keyed_pos(job->hot, in, count, i); /* checked by ina__hot_valid */
-        float x = ina_getf(in->entries + (size_t)i * INA_HOT_KEYED_LEN + 8);
+        float x = ina__getf(in->entries + (size_t)i * INA_HOT_KEYED_LEN + 8);
         v[p] = f_bits(bits_f(v[p]) + x);
     }
 }
@@ -239,26 +239,26 @@ static void send_keys(struct ina_switch *sw, const struct ina_job *job, uint32_t
                       const uint64_t *keys, const struct sockaddr_in *dst)
 {
     size_t len = INA_HDR_LEN + INA_HOT_KEYS_HDR + 8 * (size_t)count;
-    if (!ina_txq_room(&sw->txq, 1) || len > sw->txq.bufsize)
+    if (!ina__txq_room(&sw->txq, 1) || len > sw->txq.bufsize)
         return;
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_HOT_KEYS);
+    ina__hdr_init(&h, INA_K_HOT_KEYS);
     h.job = job->id;
     h.rank = INA_RANK_SWITCH;
     h.session = job->session;
     h.token = job->token;
-    uint8_t *b = ina_txq_buf(&sw->txq);
-    ina_hdr_encode(b, &h);
+    uint8_t *b = ina__txq_buf(&sw->txq);
+    ina__hdr_encode(b, &h);
     uint8_t *p = b + INA_HDR_LEN;
-    ina_put32(p, epoch);
-    ina_put32(p + 4, total);
-    ina_put32(p + 8, offset);
-    ina_put16(p + 12, (uint16_t)count);
-    ina_put16(p + 14, 0);
-    ina_put32(p + 16, (uint32_t)status);
+    ina__put32(p, epoch);
+    ina__put32(p + 4, total);
+    ina__put32(p + 8, offset);
+    ina__put16(p + 12, (uint16_t)count);
+    ina__put16(p + 14, 0);
+    ina__put32(p + 16, (uint32_t)status);
     for (uint32_t i = 0; i < count; i++)
-        ina_put64(p + INA_HOT_KEYS_HDR + 8 * (size_t)i, keys[i]);
-    ina_txq_push(&sw->txq, b, len, dst);
+        ina__put64(p + INA_HOT_KEYS_HDR + 8 * (size_t)i, keys[i]);
+    ina__txq_push(&sw->txq, b, len, dst);
 }
 
 /* The last position of the pending table arrived: index it and make it the
@@ -267,16 +267,16 @@ static int activate(struct ina_switch *sw, struct ina_job *job)
 {
     struct ina_hot *t = job->hot;
     struct ina_kmap map;
-    if (ina_kmap_init(&map, t->pend_total) != 0)
+    if (ina__kmap_init(&map, t->pend_total) != 0)
         return -ENOMEM;
     for (uint32_t i = 0; i < t->pend_total; i++)
-        if (ina_kmap_put(&map, t->pend_keys[i], i) != i) {
-            ina_kmap_free(&map);
+        if (ina__kmap_put(&map, t->pend_keys[i], i) != i) {
+            ina__kmap_free(&map);
             pend_clear(t);
             return INA_ERR_MISMATCH;
         }
     free(t->keys);
-    ina_kmap_free(&t->map);
+    ina__kmap_free(&t->map);
     t->keys = t->pend_keys;
     t->map = map;
     t->n = t->pend_total;
@@ -292,7 +292,7 @@ static int activate(struct ina_switch *sw, struct ina_job *job)
     if (t->smp_epoch && t->smp_epoch <= t->epoch)
         sample_clear(t, job->world); /* an install overtook it */
     sw->c.hot_installs++;
-    ina_log(INA_LOG_INFO, "hot_installed", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
+    ina__log(INA_LOG_INFO, "hot_installed", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
             INA_KV_I("epoch", t->epoch), INA_KV_I("keys", t->n), INA_KV_S("from", "install"));
     return 0;
 }
@@ -307,7 +307,7 @@ static void refuse_install(struct ina_switch *sw, const struct ina_job *job, uin
     if (fit >= total)
         fit = total - 1; /* room freed by another thread since: still less than asked */
     sw->c.hot_refusals++;
-    ina_log(INA_LOG_WARN, "hot_refused", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
+    ina__log(INA_LOG_WARN, "hot_refused", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
             INA_KV_I("epoch", epoch), INA_KV_I("keys", total), INA_KV_I("fit", fit),
             INA_KV_I("hot_memory", b->limit));
     send_keys(sw, job, epoch, fit, off, 0, INA_ERR_NOSPACE, NULL, src);
@@ -316,8 +316,8 @@ static void refuse_install(struct ina_switch *sw, const struct ina_job *job, uin
 static void on_install(struct ina_switch *sw, struct ina_job *job, const uint8_t *b, size_t len,
                        const struct sockaddr_in *src)
 {
-    uint32_t epoch = ina_get32(b), total = ina_get32(b + 4), off = ina_get32(b + 8);
-    uint32_t count = ina_get16(b + 12);
+    uint32_t epoch = ina__get32(b), total = ina__get32(b + 4), off = ina__get32(b + 8);
+    uint32_t count = ina__get16(b + 12);
     if (len != INA_HOT_INSTALL_HDR + 8 * (size_t)count || epoch == 0 || off > total ||
         count > total - off) {
         sw->c.drops[INA_DROP_JOIN]++;
@@ -356,7 +356,7 @@ static void on_install(struct ina_switch *sw, struct ina_job *job, const uint8_t
     }
     for (uint32_t i = 0; i < count; i++) {
         uint32_t pos = off + i;
-        t->pend_keys[pos] = ina_get64(b + INA_HOT_INSTALL_HDR + 8 * (size_t)i);
+        t->pend_keys[pos] = ina__get64(b + INA_HOT_INSTALL_HDR + 8 * (size_t)i);
         uint64_t m = 1ull << (pos & 63);
         if (!(t->pend_bits[pos >> 6] & m)) {
             t->pend_bits[pos >> 6] |= m;
@@ -370,12 +370,12 @@ static void on_install(struct ina_switch *sw, struct ina_job *job, const uint8_t
 static void on_fetch(struct ina_switch *sw, struct ina_job *job, const uint8_t *b, size_t len,
                      const struct sockaddr_in *src)
 {
-    uint32_t epoch = len >= INA_HOT_FETCH_LEN ? ina_get32(b) : 0;
+    uint32_t epoch = len >= INA_HOT_FETCH_LEN ? ina__get32(b) : 0;
     if (epoch == 0) { /* short, or epoch 0: no table ever has it */
         sw->c.drops[INA_DROP_JOIN]++;
         return;
     }
-    uint32_t off = ina_get32(b + 4), want = ina_get16(b + 8);
+    uint32_t off = ina__get32(b + 4), want = ina__get16(b + 8);
     const struct ina_hot *t = job->hot;
     if (!t || t->epoch < epoch) { /* none active yet (an install may be in progress) */
         send_keys(sw, job, epoch, 0, off, 0, INA_HOT_PENDING, NULL, src);
@@ -421,7 +421,7 @@ static void cand_select(struct hot_cand *c, uint32_t n, uint32_t k)
     uint32_t lo = 0, hi = n; /* the k-th hottest is in [lo, hi) */
     uint64_t x = 0x9E3779B97F4A7C15ull;
     while (hi - lo > 1 && k > lo && k < hi) {
-        x = ina_key_mix(x + 1);
+        x = ina__key_mix(x + 1);
         cand_swap(&c[lo + (uint32_t)(x % (hi - lo))], &c[hi - 1]);
         struct hot_cand pivot = c[hi - 1];
         uint32_t store = lo;
@@ -466,17 +466,17 @@ static int sample_activate(struct ina_switch *sw, struct ina_job *job)
         sample_clear(t, job->world);
         return -ENOMEM;
     }
-    ina_kmap_free(&t->smp_map);
+    ina__kmap_free(&t->smp_map);
     struct ina_kmap map;
-    if (ina_kmap_init(&map, n) != 0) {
+    if (ina__kmap_init(&map, n) != 0) {
         free(keys);
         sample_clear(t, job->world);
         return -ENOMEM;
     }
     for (uint32_t i = 0; i < n; i++)
-        ina_kmap_put(&map, keys[i], i);
+        ina__kmap_put(&map, keys[i], i);
     free(t->keys);
-    ina_kmap_free(&t->map);
+    ina__kmap_free(&t->map);
     t->keys = keys;
     t->map = map;
     t->n = n;
@@ -489,7 +489,7 @@ static int sample_activate(struct ina_switch *sw, struct ina_job *job)
     if (t->pend_epoch && t->pend_epoch <= t->epoch)
         pend_clear(t);
     sw->c.hot_installs++;
-    ina_log(INA_LOG_INFO, "hot_installed", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
+    ina__log(INA_LOG_INFO, "hot_installed", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
             INA_KV_I("epoch", t->epoch), INA_KV_I("keys", t->n), INA_KV_S("from", "sample"));
     return 0;
 }
@@ -512,11 +512,11 @@ static int sample_room(struct ina_hot *t)
         t->smp_cap = cap;
         t->smp_bytes += more;
     }
-    if (ina_kmap_full(&t->smp_map)) {
-        size_t more = ina_kmap_bytes(t->smp_map.cap); /* doubling adds as much again */
+    if (ina__kmap_full(&t->smp_map)) {
+        size_t more = ina__kmap_bytes(t->smp_map.cap); /* doubling adds as much again */
         if (budget_take(t->budget, more) != 0)
             return -1;
-        if (ina_kmap_grow(&t->smp_map) != 0) {
+        if (ina__kmap_grow(&t->smp_map) != 0) {
             budget_give(t->budget, more);
             return -1;
         }
@@ -530,12 +530,12 @@ static int sample_room(struct ina_hot *t)
 static int sample_start(struct ina_hot *t, int world, uint32_t epoch, uint32_t want)
 {
     sample_clear(t, world);
-    size_t bytes = HOT_RANK_CHARGE * (size_t)world + ina_kmap_bytes(ina_kmap_cells(0));
+    size_t bytes = HOT_RANK_CHARGE * (size_t)world + ina__kmap_bytes(ina__kmap_cells(0));
     if (budget_take(t->budget, bytes) != 0)
         return -1;
     t->smp_bytes = bytes;
     t->smp_rank = calloc((size_t)world, sizeof(*t->smp_rank));
-    if (!t->smp_rank || ina_kmap_init(&t->smp_map, 0) != 0) {
+    if (!t->smp_rank || ina__kmap_init(&t->smp_map, 0) != 0) {
         sample_clear(t, world);
         return -1;
     }
@@ -550,7 +550,7 @@ static int sample_refused(struct ina_switch *sw, struct ina_job *job, uint32_t e
 {
     struct ina_hot *t = job->hot;
     sw->c.hot_refusals++;
-    ina_log(INA_LOG_WARN, "hot_refused", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
+    ina__log(INA_LOG_WARN, "hot_refused", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
             INA_KV_I("epoch", epoch), INA_KV_I("keys", 0), INA_KV_I("fit", 0),
             INA_KV_I("hot_memory", t->budget->limit));
     sample_clear(t, job->world);
@@ -558,8 +558,8 @@ static int sample_refused(struct ina_switch *sw, struct ina_job *job, uint32_t e
     if (!keys)
         return -ENOMEM;
     free(t->keys);
-    ina_kmap_free(&t->map);
-    ina_kmap_init(&t->map, 0); /* an empty index: lookups on cap 0 find nothing anyway */
+    ina__kmap_free(&t->map);
+    ina__kmap_init(&t->map, 0); /* an empty index: lookups on cap 0 find nothing anyway */
     budget_give(t->budget, t->act_bytes);
     t->act_bytes = 0;
     t->keys = keys;
@@ -575,14 +575,14 @@ static int sample_refused(struct ina_switch *sw, struct ina_job *job, uint32_t e
 static void sample_add(struct ina_switch *sw, struct ina_hot *t, const uint8_t *p, uint32_t count)
 {
     for (uint32_t i = 0; i < count; i++, p += INA_HOT_SAMPLE_PAIR) {
-        uint64_t key = ina_get64(p);
-        uint32_t c = ina_get32(p + 8), idx = ina_kmap_get(&t->smp_map, key);
+        uint64_t key = ina__get64(p);
+        uint32_t c = ina__get32(p + 8), idx = ina__kmap_get(&t->smp_map, key);
         if (idx == INA_KMAP_NONE) {
             if (sample_room(t) != 0) {
                 sw->c.hot_sample_drops++;
                 continue;
             }
-            idx = ina_kmap_put(&t->smp_map, key, t->smp_map.n);
+            idx = ina__kmap_put(&t->smp_map, key, t->smp_map.n);
             t->smp[idx] = (struct hot_cand){key, 0};
         }
         t->smp[idx].count = c > UINT32_MAX - t->smp[idx].count ? UINT32_MAX : t->smp[idx].count + c;
@@ -593,8 +593,8 @@ static void sample_add(struct ina_switch *sw, struct ina_hot *t, const uint8_t *
 static void on_sample(struct ina_switch *sw, struct ina_job *job, uint16_t rank, const uint8_t *b,
                       size_t len, const struct sockaddr_in *src)
 {
-    uint32_t epoch = ina_get32(b), want = ina_get32(b + 4);
-    uint32_t chunk = ina_get16(b + 8), nchunks = ina_get16(b + 10), count = ina_get16(b + 12);
+    uint32_t epoch = ina__get32(b), want = ina__get32(b + 4);
+    uint32_t chunk = ina__get16(b + 8), nchunks = ina__get16(b + 10), count = ina__get16(b + 12);
     if (len != INA_HOT_SAMPLE_HDR + INA_HOT_SAMPLE_PAIR * (size_t)count || epoch == 0 ||
         want == 0 || nchunks == 0 || chunk >= nchunks) {
         sw->c.drops[INA_DROP_JOIN]++;
@@ -637,7 +637,7 @@ static void on_sample(struct ina_switch *sw, struct ina_job *job, uint16_t rank,
             rs->done = 1; /* no room to tell its chunks apart: its sample is left out */
             sw->c.hot_sample_drops += count;
             t->smp_done++;
-            ina_log(INA_LOG_WARN, "hot_sample_cut", INA_KV_I("job", job->id),
+            ina__log(INA_LOG_WARN, "hot_sample_cut", INA_KV_I("job", job->id),
                     INA_KV_S("name", job->name), INA_KV_I("epoch", epoch), INA_KV_I("rank", rank),
                     INA_KV_I("hot_memory", t->budget->limit));
         }

@@ -2,23 +2,23 @@
 #include "common/mac.h"
 #include "engine/internal.h"
 
-void ina_switch_input_ring(struct ina_switch *sw, struct ina_job *job, int r,
+void ina__switch_input_ring(struct ina_switch *sw, struct ina_job *job, int r,
                            const uint8_t *buf, size_t len, uint64_t now_ns)
 {
     struct sockaddr_in src = job->members[r].addr;
     job->members[r].shm_live = 1;
     sw->c.shm_rx_packets++;
-    ina_switch_input(sw, buf, len, &src, now_ns);
+    ina__switch_input(sw, buf, len, &src, now_ns);
 }
 
 /* A datagram the in-kernel dataplane would have taken: header of a DATA. */
 static int is_data(const uint8_t *buf, size_t len)
 {
-    return len >= INA_HDR_LEN && ina_get16(buf) == INA_WIRE_MAGIC && buf[2] == INA_WIRE_VERSION &&
+    return len >= INA_HDR_LEN && ina__get16(buf) == INA_WIRE_MAGIC && buf[2] == INA_WIRE_VERSION &&
            buf[3] == INA_K_DATA;
 }
 
-void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
+void ina__switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
                       const struct sockaddr_in *src, uint64_t now_ns)
 {
     /* Another dataplane keeps the slots: DATA that still reached the socket
@@ -36,7 +36,7 @@ void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
     const size_t tagged_len = len;
     if (tagged && !no_room)
         len -= INA_MAC_LEN;
-    int perr = ina_hdr_decode(buf, len, &h);
+    int perr = ina__hdr_decode(buf, len, &h);
     if (perr == INA_PARSE_OK && no_room)
         perr = INA_PARSE_LENGTH;
     switch (perr) {
@@ -68,9 +68,9 @@ void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
     if (h.rank >= job->world || !job->members[h.rank].weight)
         return ina__drop_job(sw, job, INA_DROP_RANK); /* (a rank a child stands for sends nothing) */
     struct ina_member *m = &job->members[h.rank];
-    if (!ina_addr_eq(src, &m->addr))
+    if (!ina__addr_eq(src, &m->addr))
         return ina__drop_job(sw, job, INA_DROP_SOURCE);
-    if (tagged && !ina_mac_strip(&job->mac, buf, tagged_len))
+    if (tagged && !ina__mac_strip(&job->mac, buf, tagged_len))
         return ina__drop_job(sw, job, INA_DROP_MAC); /* forged, or changed on the way */
     m->rx_packets++;
     m->rx_bytes += tagged_len;

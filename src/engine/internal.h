@@ -86,7 +86,7 @@ void ina__job_leave_parent(struct ina_switch *sw, struct ina_job *job, int abort
  * and token, and the child's rank there (its set's lowest rank). */
 static inline void ina__up_hdr(struct ina_hdr *h, const struct ina_job *job, uint8_t kind)
 {
-    ina_hdr_init(h, kind);
+    ina__hdr_init(h, kind);
     h->job = job->up.job;
     h->rank = job->up.rep;
     h->session = job->up.session;
@@ -157,7 +157,7 @@ struct ina_hot {
  * table (a few hundred bytes) is part of the job's fixed footprint. */
 static inline size_t ina__hot_table_bytes(uint32_t n)
 {
-    return n ? 8 * (size_t)n + ina_kmap_bytes(ina_kmap_cells(n)) : 0;
+    return n ? 8 * (size_t)n + ina__kmap_bytes(ina__kmap_cells(n)) : 0;
 }
 
 /* The charge of an install of total keys: its key list, its bitmap of positions

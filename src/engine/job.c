@@ -22,7 +22,7 @@ void ina__log_job(enum ina_log_level level, const struct ina_job *job, const cha
 {
     char session[12];
     snprintf(session, sizeof(session), "%08x", job->session);
-    ina_log(level, event, INA_KV_I("job", job->id), INA_KV_S("name", job->name),
+    ina__log(level, event, INA_KV_I("job", job->id), INA_KV_S("name", job->name),
             INA_KV_I("lane", job->lane), INA_KV_S("session", session),
             INA_KV_I("world", job->world), INA_KV_S("reason", reason));
 }
@@ -102,8 +102,8 @@ void ina__job_detach_rings(struct ina_switch *sw, struct ina_job *job)
     for (int r = 0; r < INA_MAX_WORKERS; r++) {
         struct ina_member *m = &job->members[r];
         if (m->shm) {
-            sw->c.shm_faults += (uint64_t)ina_shm_faulted(m->shm);
-            ina_shm_unmap(m->shm);
+            sw->c.shm_faults += (uint64_t)ina__ring_faulted(m->shm);
+            ina__ring_unmap(m->shm);
             free(m->shm);
             m->shm = NULL;
         }
@@ -200,7 +200,7 @@ static uint16_t join_ack_flags(const struct ina_switch *sw, const struct ina_job
             f &= (uint16_t)~INA_FLAG_CAP_F32;
         if (!(job->up.flags & INA_FLAG_CAP_FIX)) /* a child adds what its parent can */
             f &= (uint16_t)~INA_FLAG_CAP_FIX;
-        unsigned above = ina_flag_levels(job->up.flags) + 1;
+        unsigned above = ina__flag_levels(job->up.flags) + 1;
         f |= (uint16_t)((above > 3 ? 3 : above) << INA_FLAG_LEVELS_SHIFT);
     }
     return f;
@@ -213,10 +213,10 @@ void ina__send_ctl_auth(struct ina_switch *sw, const struct ina_job *job, uint8_
                         const uint8_t *body, size_t bodylen, const struct sockaddr_in *dst,
                         int auth, uint16_t flags)
 {
-    if (!ina_txq_room(&sw->txq, 1))
+    if (!ina__txq_room(&sw->txq, 1))
         return; /* the caller guaranteed room for one datagram; never reached */
     struct ina_hdr h;
-    ina_hdr_init(&h, kind);
+    ina__hdr_init(&h, kind);
     h.rank = INA_RANK_SWITCH;
     if (kind == INA_K_JOIN_ACK)
         h.flags = join_ack_flags(sw, job);
@@ -226,17 +226,17 @@ void ina__send_ctl_auth(struct ina_switch *sw, const struct ina_job *job, uint8_
         h.session = job->session;
         h.token = job->token;
     }
-    uint8_t *buf = ina_txq_buf(&sw->txq);
-    ina_hdr_encode(buf, &h);
+    uint8_t *buf = ina__txq_buf(&sw->txq);
+    ina__hdr_encode(buf, &h);
     memcpy(buf + INA_HDR_LEN, body, bodylen);
     size_t len = INA_HDR_LEN + bodylen;
     if (auth) {
-        ina_hmac_sha256(&sw->p.secret, buf, len, buf + len);
+        ina__hmac_sha256(&sw->p.secret, buf, len, buf + len);
         len += INA_AUTH_LEN;
     }
     if (job && job->tagged && kind == INA_K_MIGRATE)
-        len = ina_mac_append(&job->mac, buf, len); /* only the switch's (§4.6) */
-    ina_txq_push(&sw->txq, buf, len, dst);
+        len = ina__mac_append(&job->mac, buf, len); /* only the switch's (§4.6) */
+    ina__txq_push(&sw->txq, buf, len, dst);
 }
 
 void ina__send_ctl(struct ina_switch *sw, const struct ina_job *job, uint8_t kind,
@@ -249,8 +249,8 @@ void ina__send_ctl(struct ina_switch *sw, const struct ina_job *job, uint8_t kin
  * refused worker can name both (PROTOCOL.md §4.2). */
 static void nak_encode(uint8_t *body, uint64_t nonce, int reason)
 {
-    ina_nak_encode(body, nonce, reason);
-    ina_put32(body + INA_NAK_VERSION, INA_VERSION_NUMBER);
+    ina__nak_encode(body, nonce, reason);
+    ina__put32(body + INA_NAK_VERSION, INA_VERSION_NUMBER);
 }
 
 void ina__send_nak(struct ina_switch *sw, uint64_t nonce, int reason, const struct sockaddr_in *dst)
@@ -271,25 +271,25 @@ void ina__send_to_members(struct ina_switch *sw, struct ina_job *job, uint8_t ki
                 ina__send_nak(sw, job->members[r].nonce, reason, &job->members[r].addr);
         return;
     }
-    if (!ina_txq_room(&sw->txq, (unsigned)job->world))
+    if (!ina__txq_room(&sw->txq, (unsigned)job->world))
         return;
     struct ina_hdr h;
-    ina_hdr_init(&h, kind);
+    ina__hdr_init(&h, kind);
     h.rank = INA_RANK_SWITCH;
     h.job = job->id;
     h.session = job->session;
     h.token = job->token;
-    uint8_t *buf = ina_txq_buf(&sw->txq);
-    ina_hdr_encode(buf, &h);
-    ina_nak_encode(body, 0, reason);
+    uint8_t *buf = ina__txq_buf(&sw->txq);
+    ina__hdr_encode(buf, &h);
+    ina__nak_encode(body, 0, reason);
     memcpy(buf + INA_HDR_LEN, body, sizeof(body));
     size_t len = INA_HDR_LEN + sizeof(body);
     if (job->tagged) /* an ABORT of a session with tags: only the switch's (§4.6) */
-        len = ina_mac_append(&job->mac, buf, len);
+        len = ina__mac_append(&job->mac, buf, len);
     for (int r = 0; r < job->world; r++) {
         if (!job->members[r].joined || !job->members[r].weight)
             continue; /* a rank a child stands for hears it from the child */
-        ina_txq_push(&sw->txq, buf, len, &job->members[r].addr);
+        ina__txq_push(&sw->txq, buf, len, &job->members[r].addr);
     }
 }
 
@@ -328,7 +328,7 @@ void ina__send_ack(struct ina_switch *sw, const struct ina_job *job, int rank)
     }
     memcpy(j.name, job->name, sizeof(j.name));
     uint8_t body[INA_JOIN_BODY_LEN];
-    ina_join_encode(body, &j);
+    ina__join_encode(body, &j);
     /* With a secret, the ACK proves the switch knows it: the MAC covers the
      * header (job, session, token) and the body (the rank's nonce). */
     /* A rank that proposed its lanes learns that body byte 27 is the job's
@@ -385,7 +385,7 @@ void ina__send_refusal(struct ina_switch *sw, const struct ina_job *job, int r)
     size_t len = INA_NAK_BODY_LEN;
     if (r0_offers_fallback(job)) {
         memcpy(body + 16, &r0->addr.sin_addr.s_addr, 4); /* already network order */
-        ina_put16(body + 20, r0->fallback_port);
+        ina__put16(body + 20, r0->fallback_port);
         len = INA_NAK_FALLBACK_LEN;
     }
     ina__send_ctl(sw, NULL, INA_K_JOIN_NAK, body, len, &m->addr);
@@ -449,13 +449,13 @@ void ina__job_send_migrate(struct ina_switch *sw, const struct ina_job *job, int
 {
     uint8_t body[INA_MIGRATE_BODY_LEN];
     memset(body, 0, sizeof(body));
-    ina_nak_encode(body, 0, INA_ERR_NOSPACE);
+    ina__nak_encode(body, 0, INA_ERR_NOSPACE);
     if (r0_offers_fallback(job)) {
         memcpy(body + 16, &job->members[0].addr.sin_addr.s_addr, 4); /* network order */
-        ina_put16(body + 20, job->members[0].fallback_port);
+        ina__put16(body + 20, job->members[0].fallback_port);
     }
-    ina_put32(body + 24, (uint32_t)(job->evict_bound >> 32));
-    ina_put32(body + 28, (uint32_t)job->evict_bound);
+    ina__put32(body + 24, (uint32_t)(job->evict_bound >> 32));
+    ina__put32(body + 28, (uint32_t)job->evict_bound);
     for (int i = r < 0 ? 0 : r; i < (r < 0 ? job->world : r + 1); i++)
         if (job->members[i].joined)
             ina__send_ctl(sw, job, INA_K_MIGRATE, body, sizeof(body), &job->members[i].addr);
@@ -465,21 +465,21 @@ void ina__job_send_migrate(struct ina_switch *sw, const struct ina_job *job, int
  * rank): part of ending a job of which this switch is a child (tree.c). */
 void ina__job_leave_parent(struct ina_switch *sw, struct ina_job *job, int abort, int reason)
 {
-    if (!job->up.active || job->up.gone || !ina_txq_room(&sw->txq, 2))
+    if (!job->up.active || job->up.gone || !ina__txq_room(&sw->txq, 2))
         return;
     job->up.gone = 1;
     struct ina_hdr h;
     ina__up_hdr(&h, job, INA_K_LEAVE);
     h.flags = abort ? INA_FLAG_ABORT : 0;
-    uint8_t *buf = ina_txq_buf(&sw->txq);
-    ina_hdr_encode(buf, &h);
+    uint8_t *buf = ina__txq_buf(&sw->txq);
+    ina__hdr_encode(buf, &h);
     size_t len = INA_HDR_LEN;
     if (abort) { /* why: the parent tells every rank the same (§12.6) */
-        ina_nak_encode(buf + INA_HDR_LEN, 0, reason);
+        ina__nak_encode(buf + INA_HDR_LEN, 0, reason);
         len += INA_NAK_BODY_LEN;
     }
     /* Twice, best effort, as a worker's LEAVE: a lost one costs the parent's
      * idle timeout (plain) or the other ranks' deadlines (abort). */
-    ina_txq_push(&sw->txq, buf, len, &job->up.addr);
-    ina_txq_push(&sw->txq, buf, len, &job->up.addr);
+    ina__txq_push(&sw->txq, buf, len, &job->up.addr);
+    ina__txq_push(&sw->txq, buf, len, &job->up.addr);
 }

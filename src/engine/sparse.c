@@ -27,19 +27,19 @@ static inline const uint8_t *desc_at(const uint8_t *p, unsigned j) { return p + 
 
 int ina__sparse_valid(const struct ina_job *job, const struct ina_hdr *h, const uint8_t *payload)
 {
-    return ina_sparse_check(payload, h->count, job->elems) == 0;
+    return ina__sparse_check(payload, h->count, job->elems) == 0;
 }
 
 int ina__sparse_same(const int32_t *v, const uint8_t *payload)
 {
-    uint32_t lay = ina_get32(payload);
+    uint32_t lay = ina__get32(payload);
     if ((uint32_t)v[0] != lay)
         return 0;
-    unsigned np = ina_sparse_layout_places(lay);
+    unsigned np = ina__sparse_layout_places(lay);
     for (unsigned j = 0; j < np; j++) {
         const uint8_t *d = desc_at(payload, j);
-        uint32_t info = ina_get32(d + 8);
-        if ((uint32_t)v[DESC(j)] != ina_get32(d) ||
+        uint32_t info = ina__get32(d + 8);
+        if ((uint32_t)v[DESC(j)] != ina__get32(d) ||
             (((uint32_t)v[DESC(j) + 2] ^ info) & INA_SPARSE_FIRST))
             return 0;
     }
@@ -62,19 +62,19 @@ static inline const uint8_t *block_of(struct blocks *it, uint32_t info, unsigned
 
 unsigned ina__sparse_first(int32_t *v, const uint8_t *payload)
 {
-    uint32_t lay = ina_get32(payload);
-    unsigned block = ina_sparse_layout_block(lay), np = ina_sparse_layout_places(lay), n = 0;
+    uint32_t lay = ina__get32(payload);
+    unsigned block = ina__sparse_layout_block(lay), np = ina__sparse_layout_places(lay), n = 0;
     struct blocks it = {payload + 4 * DESC(np)};
     v[0] = (int32_t)lay;
     for (unsigned j = 0; j < np; j++) {
         const uint8_t *d = desc_at(payload, j);
-        uint32_t info = ina_get32(d + 8);
-        v[DESC(j)] = (int32_t)ina_get32(d);
-        v[DESC(j) + 1] = (int32_t)ina_get32(d + 4);
+        uint32_t info = ina__get32(d + 8);
+        v[DESC(j)] = (int32_t)ina__get32(d);
+        v[DESC(j) + 1] = (int32_t)ina__get32(d + 4);
         v[DESC(j) + 2] = (int32_t)info;
         const uint8_t *b = block_of(&it, info, block);
         if (b) {
-            ina_be32_load(v + DESC(np) + (size_t)j * block, b, block);
+            ina__be32_load(v + DESC(np) + (size_t)j * block, b, block);
             n++;
         }
     }
@@ -83,14 +83,14 @@ unsigned ina__sparse_first(int32_t *v, const uint8_t *payload)
 
 unsigned ina__sparse_combine(int32_t *v, const uint8_t *payload, uint8_t op)
 {
-    unsigned block = ina_sparse_layout_block((uint32_t)v[0]);
-    unsigned np = ina_sparse_layout_places((uint32_t)v[0]), n = 0;
+    unsigned block = ina__sparse_layout_block((uint32_t)v[0]);
+    unsigned np = ina__sparse_layout_places((uint32_t)v[0]), n = 0;
     struct blocks it = {payload + 4 * DESC(np)};
     for (unsigned j = 0; j < np; j++) {
         const uint8_t *d = desc_at(payload, j);
-        uint32_t next = ina_get32(d + 4), info = ina_get32(d + 8);
+        uint32_t next = ina__get32(d + 4), info = ina__get32(d + 8);
         uint32_t cur_next = (uint32_t)v[DESC(j) + 1], cur = (uint32_t)v[DESC(j) + 2];
-        int16_t e = ina_sparse_info_exp(info), ce = ina_sparse_info_exp(cur);
+        int16_t e = ina__sparse_info_exp(info), ce = ina__sparse_info_exp(cur);
         /* The next round of this column is at the smallest next; its block's
          * exponent is the largest any rank announced for that block (ranks
          * whose next is later have a zero block there, exponent ZERO). */
@@ -104,11 +104,11 @@ unsigned ina__sparse_combine(int32_t *v, const uint8_t *payload, uint8_t op)
         int32_t *sum = v + DESC(np) + (size_t)j * block;
         if (b) {
             if (!(cur & INA_SPARSE_HAS))
-                ina_be32_load(sum, b, block); /* the first block of this place */
+                ina__be32_load(sum, b, block); /* the first block of this place */
             else if (op == INA_OP_SPARSE_F32)
-                ina_be32_fadd(sum, b, block);
+                ina__be32_fadd(sum, b, block);
             else
-                ina_be32_add(sum, b, block);
+                ina__be32_add(sum, b, block);
             cur |= INA_SPARSE_HAS;
             n++;
         }
@@ -119,26 +119,26 @@ unsigned ina__sparse_combine(int32_t *v, const uint8_t *payload, uint8_t op)
 
 size_t ina__sparse_emit(uint8_t *out, const int32_t *v, unsigned *nblocks)
 {
-    unsigned block = ina_sparse_layout_block((uint32_t)v[0]);
-    unsigned np = ina_sparse_layout_places((uint32_t)v[0]), n = 0;
-    ina_be32_store(out, v, DESC(np)); /* layout and descriptors */
+    unsigned block = ina__sparse_layout_block((uint32_t)v[0]);
+    unsigned np = ina__sparse_layout_places((uint32_t)v[0]), n = 0;
+    ina__be32_store(out, v, DESC(np)); /* layout and descriptors */
     uint8_t *b = out + 4 * DESC(np);
     for (unsigned j = 0; j < np; j++) {
         if (!((uint32_t)v[DESC(j) + 2] & INA_SPARSE_HAS))
             continue;
-        ina_be32_store(b, v + DESC(np) + (size_t)j * block, block);
+        ina__be32_store(b, v + DESC(np) + (size_t)j * block, block);
         b += 4 * (size_t)block;
         n++;
     }
     if (nblocks)
         *nblocks = n;
-    return ina_sparse_words(block, np, n);
+    return ina__sparse_words(block, np, n);
 }
 
 unsigned ina__sparse_blocks_in(const uint8_t *payload)
 {
-    unsigned np = ina_sparse_layout_places(ina_get32(payload)), n = 0;
+    unsigned np = ina__sparse_layout_places(ina__get32(payload)), n = 0;
     for (unsigned j = 0; j < np; j++)
-        n += (ina_get32(desc_at(payload, j) + 8) & INA_SPARSE_HAS) != 0;
+        n += (ina__get32(desc_at(payload, j) + 8) & INA_SPARSE_HAS) != 0;
     return n;
 }

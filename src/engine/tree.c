@@ -44,15 +44,15 @@ static uint64_t random_nonce(struct ina_switch *sw)
  * dataplane threads do, so every child sends a job to the same one. */
 static const struct sockaddr_in *parent_of(const struct ina_switch *sw, const struct ina_job *job)
 {
-    return &sw->p.parents[ina_lane_shard(job->name, job->lane, sw->p.nparents)];
+    return &sw->p.parents[ina__lane_shard(job->name, job->lane, sw->p.nparents)];
 }
 
 static void send_tree_join(struct ina_switch *sw, const struct ina_job *job)
 {
-    if (!ina_txq_room(&sw->txq, 1))
+    if (!ina__txq_room(&sw->txq, 1))
         return; /* the next tick sends it */
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_TREE_JOIN);
+    ina__hdr_init(&h, INA_K_TREE_JOIN);
     h.rank = job->up.rep;
     if (ina__job_lanes_proposed(job))
         h.flags = INA_FLAG_LANES_AUTO; /* our ranks' smallest proposal, as a proposal (§5.6) */
@@ -71,9 +71,9 @@ static void send_tree_join(struct ina_switch *sw, const struct ina_job *job)
             wait = job->members[r].wait_100ms; /* every rank must be willing to wait */
     j.wait_100ms = wait;
     memcpy(j.name, job->name, sizeof(j.name));
-    uint8_t *buf = ina_txq_buf(&sw->txq);
-    ina_hdr_encode(buf, &h);
-    ina_join_encode(buf + INA_HDR_LEN, &j);
+    uint8_t *buf = ina__txq_buf(&sw->txq);
+    ina__hdr_encode(buf, &h);
+    ina__join_encode(buf + INA_HDR_LEN, &j);
     memcpy(buf + INA_HDR_LEN + INA_JOIN_BODY_LEN, job->up.set, INA_TREE_SET_LEN);
     size_t len = INA_HDR_LEN + INA_TREE_JOIN_LEN;
     if (sw->p.has_secret) {
@@ -81,10 +81,10 @@ static void send_tree_join(struct ina_switch *sw, const struct ina_job *job)
          * proves this TREE_JOIN fresh (zeros until it sent one). */
         memcpy(buf + len, job->up.cookie, INA_COOKIE_LEN);
         len += INA_COOKIE_LEN;
-        ina_hmac_sha256(&sw->p.secret, buf, len, buf + len);
+        ina__hmac_sha256(&sw->p.secret, buf, len, buf + len);
         len += INA_AUTH_LEN;
     }
-    ina_txq_push(&sw->txq, buf, len, &job->up.addr);
+    ina__txq_push(&sw->txq, buf, len, &job->up.addr);
 }
 
 /*
@@ -164,7 +164,7 @@ static struct ina_job *job_of_parent(struct ina_switch *sw, const struct ina_hdr
         struct ina_job *job = &sw->jobs[i];
         if (job->state == INA_JOB_ACTIVE && job->child && job->up.active && !job->up.gone &&
             job->up.job == h->job && job->up.session == h->session &&
-            job->up.token == h->token && ina_addr_eq(src, &job->up.addr))
+            job->up.token == h->token && ina__addr_eq(src, &job->up.addr))
             return job;
     }
     return NULL;
@@ -195,7 +195,7 @@ static void on_parent_ack(struct ina_switch *sw, const struct ina_hdr *h, const 
 {
     struct ina_join j;
     struct ina_job *job;
-    if (ina_join_decode(body, bodylen, &j) != 0 || !(job = job_of_nonce(sw, j.nonce, src, 0))) {
+    if (ina__join_decode(body, bodylen, &j) != 0 || !(job = job_of_nonce(sw, j.nonce, src, 0))) {
         sw->c.drops[INA_DROP_UPSTREAM]++; /* a repeated ACK, or not from our parent */
         return;
     }
@@ -208,12 +208,12 @@ static void on_parent_ack(struct ina_switch *sw, const struct ina_hdr *h, const 
             return;
         }
         struct ina_hmac m;
-        ina_hdr_encode(hb, h);
-        ina_hmac_init(&m, &sw->p.secret);
-        ina_hmac_update(&m, hb, sizeof(hb));
-        ina_hmac_update(&m, body, INA_JOIN_BODY_LEN);
-        ina_hmac_final(&m, mac);
-        if (!ina_mem_equal_ct(mac, body + INA_JOIN_BODY_LEN, INA_AUTH_LEN)) {
+        ina__hdr_encode(hb, h);
+        ina__hmac_init(&m, &sw->p.secret);
+        ina__hmac_update(&m, hb, sizeof(hb));
+        ina__hmac_update(&m, body, INA_JOIN_BODY_LEN);
+        ina__hmac_final(&m, mac);
+        if (!ina__mem_equal_ct(mac, body + INA_JOIN_BODY_LEN, INA_AUTH_LEN)) {
             sw->c.drops[INA_DROP_AUTH]++; /* a forgery: keep waiting for the parent */
             return;
         }
@@ -273,7 +273,7 @@ void ina__tree_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8
             sw->c.drops[INA_DROP_UPSTREAM]++;
             return;
         }
-        if (ina_nak_decode(body, bodylen, &nonce, &reason) != 0 || reason >= 0)
+        if (ina__nak_decode(body, bodylen, &nonce, &reason) != 0 || reason >= 0)
             reason = INA_ERR_ABORTED;
         job->up.gone = 1; /* the parent has ended it: no LEAVE back */
         ina__job_abort(sw, job, reason);
@@ -283,7 +283,7 @@ void ina__tree_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8
         return;
     case INA_K_JOIN_NAK:
     case INA_K_REDIRECT:
-        if (ina_nak_decode(body, bodylen, &nonce, &reason) != 0 ||
+        if (ina__nak_decode(body, bodylen, &nonce, &reason) != 0 ||
             !(job = job_of_nonce(sw, nonce, src, h->kind == INA_K_REDIRECT))) {
             sw->c.drops[INA_DROP_UPSTREAM]++;
             return;
@@ -295,7 +295,7 @@ void ina__tree_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8
             ina__job_refuse(sw, job, reason < 0 ? reason : INA_ERR_REJECTED, now_ns);
             return;
         }
-        uint16_t port = ina_get16(body + 12);
+        uint16_t port = ina__get16(body + 12);
         if (port == 0 || ++job->up.redirects > TREE_MAX_REDIRECTS) {
             ina__log_job(INA_LOG_WARN, job, "parent_refused", "redirect_loop");
             ina__job_refuse(sw, job, INA_ERR_PROTO, now_ns);
@@ -314,7 +314,7 @@ void ina__tree_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8
          * between two scheduled sends, so that a flood of (forged) cookies
          * cannot make us flood the parent. */
         if (!sw->p.has_secret || bodylen < INA_JOIN_COOKIE_BODY_LEN ||
-            !(job = job_of_nonce(sw, (uint64_t)ina_get32(body) << 32 | ina_get32(body + 4), src,
+            !(job = job_of_nonce(sw, (uint64_t)ina__get32(body) << 32 | ina__get32(body + 4), src,
                                  0))) {
             sw->c.drops[INA_DROP_UPSTREAM]++;
             return;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ina_txq_init(struct ina_txq *q, unsigned maxbuf, size_t bufsize, unsigned maxmsg)
+int ina__txq_init(struct ina_txq *q, unsigned maxbuf, size_t bufsize, unsigned maxmsg)
 {
     memset(q, 0, sizeof(*q));
     q->maxbuf = maxbuf;
@@ -14,13 +14,13 @@ int ina_txq_init(struct ina_txq *q, unsigned maxbuf, size_t bufsize, unsigned ma
     q->iovs = calloc(maxmsg, sizeof(*q->iovs));
     q->addrs = calloc(maxmsg, sizeof(*q->addrs));
     if (!q->bufmem || !q->iovs || !q->addrs) {
-        ina_txq_free(q);
+        ina__txq_free(q);
         return -1;
     }
     return 0;
 }
 
-void ina_txq_free(struct ina_txq *q)
+void ina__txq_free(struct ina_txq *q)
 {
     free(q->bufmem);
     free(q->iovs);

@@ -27,42 +27,42 @@ struct ina_txq {
     struct sockaddr_in *addrs;
 };
 
-int ina_txq_init(struct ina_txq *q, unsigned maxbuf, size_t bufsize, unsigned maxmsg);
-void ina_txq_free(struct ina_txq *q);
+int ina__txq_init(struct ina_txq *q, unsigned maxbuf, size_t bufsize, unsigned maxmsg);
+void ina__txq_free(struct ina_txq *q);
 
 /* True if one more datagram to ndest destinations fits without a flush. */
-static inline int ina_txq_room(const struct ina_txq *q, unsigned ndest)
+static inline int ina__txq_room(const struct ina_txq *q, unsigned ndest)
 {
     return q->nbuf < q->maxbuf && q->nmsg + ndest <= q->maxmsg;
 }
 
 /* The spare buffer past the last one: what a full queue hands out. */
-static inline uint8_t *ina_txq_spare(const struct ina_txq *q)
+static inline uint8_t *ina__txq_spare(const struct ina_txq *q)
 {
     return q->bufmem + (size_t)q->maxbuf * q->bufsize;
 }
 
 /*
  * Next free buffer (bufsize bytes). The caller must have checked
- * ina_txq_room() (or flushed). If it did not, the queue is not overrun:
- * it hands out its spare buffer, and ina_txq_push() drops what is built
+ * ina__txq_room() (or flushed). If it did not, the queue is not overrun:
+ * it hands out its spare buffer, and ina__txq_push() drops what is built
  * there, counted in overflows; a lost datagram is recovered by the
  * protocol like any lost datagram, where memory corruption would not be.
  */
-static inline uint8_t *ina_txq_buf(struct ina_txq *q)
+static inline uint8_t *ina__txq_buf(struct ina_txq *q)
 {
     if (q->nbuf >= q->maxbuf) {
         q->overflows++;
-        return ina_txq_spare(q);
+        return ina__txq_spare(q);
     }
     return q->bufmem + (size_t)q->nbuf++ * q->bufsize;
 }
 
-/* Queue buf (len bytes, from ina_txq_buf) for destination dst. */
-static inline void ina_txq_push(struct ina_txq *q, const uint8_t *buf, size_t len,
+/* Queue buf (len bytes, from ina__txq_buf) for destination dst. */
+static inline void ina__txq_push(struct ina_txq *q, const uint8_t *buf, size_t len,
                                 const struct sockaddr_in *dst)
 {
-    if (q->nmsg >= q->maxmsg || buf == ina_txq_spare(q)) {
+    if (q->nmsg >= q->maxmsg || buf == ina__txq_spare(q)) {
         q->overflows++;
         return;
     }
@@ -72,6 +72,6 @@ static inline void ina_txq_push(struct ina_txq *q, const uint8_t *buf, size_t le
     q->iovs[i].iov_len = len;
 }
 
-static inline void ina_txq_reset(struct ina_txq *q) { q->nbuf = q->nmsg = 0; }
+static inline void ina__txq_reset(struct ina_txq *q) { q->nbuf = q->nmsg = 0; }
 
 #endif

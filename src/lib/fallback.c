@@ -105,7 +105,7 @@ static void flush(struct ina_fallback *fb)
          * workers' retransmission recovers it. Skip past it. */
         i += sent > 0 ? (unsigned)sent : 1;
     }
-    ina_switch_tx_reset(&fb->sw);
+    ina__switch_tx_reset(&fb->sw);
 }
 
 static int job_running(const struct ina_switch *sw)
@@ -128,14 +128,14 @@ static void *aggregator_main(void *arg)
             if (!job_running(&fb->sw) || now >= linger_until)
                 break;
         }
-        int n = ina_rx_burst(&fb->rx, fb->fd, fb->pkts, INA_FALLBACK_MSGS);
+        int n = ina__rx_burst(&fb->rx, fb->fd, fb->pkts, INA_FALLBACK_MSGS);
         for (int i = 0; i < n; i++) {
-            if (ina_switch_tx_full(&fb->sw))
+            if (ina__switch_tx_full(&fb->sw))
                 flush(fb);
-            ina_switch_input(&fb->sw, fb->pkts[i].data, fb->pkts[i].len, fb->pkts[i].src, now);
+            ina__switch_input(&fb->sw, fb->pkts[i].data, fb->pkts[i].len, fb->pkts[i].src, now);
         }
         if (now >= next_tick) {
-            ina_switch_tick(&fb->sw, now);
+            ina__switch_tick(&fb->sw, now);
             next_tick = now + 100000000ull;
         }
         flush(fb);
@@ -170,17 +170,17 @@ int ina__fallback_start(struct ina_ctx *ctx, int elems, int nslots)
         if (p.max_elems > INA_MAX_ELEMS_TAGGED)
             p.max_elems = INA_MAX_ELEMS_TAGGED;
     }
-    int rc = ina_rx_init(&fb->rx, INA_FALLBACK_MSGS, INA_MAX_DATAGRAM);
+    int rc = ina__rx_init(&fb->rx, INA_FALLBACK_MSGS, INA_MAX_DATAGRAM);
     if (rc == 0) {
-        rc = ina_switch_init(&fb->sw, &p);
+        rc = ina__switch_init(&fb->sw, &p);
         if (rc != 0)
-            ina_rx_free(&fb->rx);
+            ina__rx_free(&fb->rx);
     }
     if (rc == 0) {
         rc = -pthread_create(&fb->thread, NULL, aggregator_main, fb);
         if (rc != 0) {
-            ina_switch_free(&fb->sw);
-            ina_rx_free(&fb->rx);
+            ina__switch_free(&fb->sw);
+            ina__rx_free(&fb->rx);
         }
     }
     if (rc != 0)
@@ -196,8 +196,8 @@ void ina__fallback_free(struct ina_fallback *fb)
     if (fb->running) {
         atomic_store(&fb->stop, 1);
         pthread_join(fb->thread, NULL);
-        ina_switch_free(&fb->sw);
-        ina_rx_free(&fb->rx);
+        ina__switch_free(&fb->sw);
+        ina__rx_free(&fb->rx);
     }
     close(fb->fd);
     free(fb);

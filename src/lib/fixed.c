@@ -30,11 +30,11 @@ size_t ina__fixed_encode(ina_dtype dt, const void *x, size_t n, int bits, uint8_
     switch (dt) {
     case INA_FLOAT32:
         for (size_t i = 0; i < n; i++)
-            ina_put32(out + 4 * i, (uint32_t)to_fixed(((const float *)x)[i], scale, &invalid));
+            ina__put32(out + 4 * i, (uint32_t)to_fixed(((const float *)x)[i], scale, &invalid));
         break;
     case INA_FLOAT64:
         for (size_t i = 0; i < n; i++)
-            ina_put32(out + 4 * i, (uint32_t)to_fixed(((const double *)x)[i], scale, &invalid));
+            ina__put32(out + 4 * i, (uint32_t)to_fixed(((const double *)x)[i], scale, &invalid));
         break;
     case INA_FLOAT16:
     case INA_BFLOAT16: {
@@ -43,7 +43,7 @@ size_t ina__fixed_encode(ina_dtype dt, const void *x, size_t n, int bits, uint8_
             size_t m = n - i < CHUNK ? n - i : CHUNK;
             ina__widen_16(dt, x, i, m, buf);
             for (size_t j = 0; j < m; j++)
-                ina_put32(out + 4 * (i + j), (uint32_t)to_fixed(buf[j], scale, &invalid));
+                ina__put32(out + 4 * (i + j), (uint32_t)to_fixed(buf[j], scale, &invalid));
         }
         break;
     }
@@ -62,7 +62,7 @@ size_t ina__fixed_decode(ina_dtype dt, ina_op op, const uint8_t *in, size_t n, i
     for (size_t i = 0; i < n; i += CHUNK) {
         size_t m = n - i < CHUNK ? n - i : CHUNK;
         for (size_t j = 0; j < m; j++) {
-            int32_t q = (int32_t)ina_get32(in + 4 * (i + j));
+            int32_t q = (int32_t)ina__get32(in + 4 * (i + j));
             if (q == INA_FIX_INVALID) {
                 invalid++;
                 buf[j] = NAN;

@@ -12,7 +12,7 @@
 void ina__f16_to_f32_scalar(const uint16_t *in, size_t n, float *out)
 {
     for (size_t i = 0; i < n; i++) {
-        uint32_t b = ina_f16_to_f32_bits(in[i]);
+        uint32_t b = ina__f16_to_f32_bits(in[i]);
         memcpy(&out[i], &b, 4);
     }
 }
@@ -28,25 +28,25 @@ void ina__bf16_to_f32_scalar(const uint16_t *in, size_t n, float *out)
 void ina__f32_to_f16_scalar(const float *in, size_t n, uint16_t *out)
 {
     for (size_t i = 0; i < n; i++)
-        out[i] = ina_f32_bits_to_f16(ina_f32_bits(in[i]));
+        out[i] = ina__f32_bits_to_f16(ina__f32_bits(in[i]));
 }
 
 void ina__f32_to_bf16_scalar(const float *in, size_t n, uint16_t *out)
 {
     for (size_t i = 0; i < n; i++)
-        out[i] = ina_f32_bits_to_bf16(ina_f32_bits(in[i]));
+        out[i] = ina__f32_bits_to_bf16(ina__f32_bits(in[i]));
 }
 
 void ina__f64_to_f16_scalar(const double *in, size_t n, uint16_t *out)
 {
     for (size_t i = 0; i < n; i++)
-        out[i] = ina_f32_bits_to_f16(ina_f64_to_f32_odd_bits(in[i]));
+        out[i] = ina__f32_bits_to_f16(ina__f64_to_f32_odd_bits(in[i]));
 }
 
 void ina__f64_to_bf16_scalar(const double *in, size_t n, uint16_t *out)
 {
     for (size_t i = 0; i < n; i++)
-        out[i] = ina_f32_bits_to_bf16(ina_f64_to_f32_odd_bits(in[i]));
+        out[i] = ina__f32_bits_to_bf16(ina__f64_to_f32_odd_bits(in[i]));
 }
 
 /* ---- Block maxima (for the block exponent) ------------------------------------------ */
@@ -81,7 +81,7 @@ static uint16_t absmax16(const uint16_t *in, size_t n)
 
 uint32_t ina__f16_absmax_f32bits(const uint16_t *in, size_t n)
 {
-    return ina_f16_to_f32_bits(absmax16(in, n));
+    return ina__f16_to_f32_bits(absmax16(in, n));
 }
 
 uint32_t ina__bf16_absmax_f32bits(const uint16_t *in, size_t n)

@@ -50,8 +50,8 @@ uint32_t ina__f16_absmax_f32bits(const uint16_t *in, size_t n);
 uint32_t ina__bf16_absmax_f32bits(const uint16_t *in, size_t n);
 
 /* One value, scalar (the reference the vector kernels must match):
- * ina_f16_to_f32_bits, ina_f32_bits_to_f16, ina_f32_bits_to_bf16 and
- * ina_f64_to_f32_odd_bits, in common/half_bits.h (the switch uses them too). */
+ * ina__f16_to_f32_bits, ina__f32_bits_to_f16, ina__f32_bits_to_bf16 and
+ * ina__f64_to_f32_odd_bits, in common/half_bits.h (the switch uses them too). */
 
 /* 1 if this build has the AVX2+F16C kernels and this CPU can run them. */
 int ina__half_simd_supported(void);

@@ -12,10 +12,10 @@
  * Exactness: lane by lane, the same operations as the scalar reference in
  * half.c, so every input (NaN payloads included) gives the same bits:
  *
- *  f16 -> f32   VCVTPH2PS: exact; quiets a NaN as ina_f16_to_f32_bits does.
+ *  f16 -> f32   VCVTPH2PS: exact; quiets a NaN as ina__f16_to_f32_bits does.
  *  f32 -> f16   VCVTPS2PH with imm RNE (not MXCSR): RNE, IEEE overflow, quiet
- *               NaN with the top payload bits, as ina_f32_bits_to_f16.
- *  bf16 <-> f32 integer shifts and the same RNE add as ina_f32_bits_to_bf16.
+ *               NaN with the top payload bits, as ina__f32_bits_to_f16.
+ *  bf16 <-> f32 integer shifts and the same RNE add as ina__f32_bits_to_bf16.
  *  f64 -> f32 odd  cvtpd2ps and cvtps2pd are the scalar casts; the two
  *               ordered compares are the scalar `fabs(back) > fabs(d)` and
  *               `back < d || back > d`.
@@ -123,7 +123,7 @@ INA_HALF_SIMD void ina__f32_to_bf16_simd(const float *in, size_t n, uint16_t *ou
 
 /* ---- Narrowing double -> 16 bits, through float with round-to-odd ----------------- */
 
-/* 4 doubles -> 4 floats rounded to odd (ina_f64_to_f32_odd_bits, lane by lane). */
+/* 4 doubles -> 4 floats rounded to odd (ina__f64_to_f32_odd_bits, lane by lane). */
 INA_HALF_SIMD static inline __m128 f64x4_to_f32_odd(__m256d d)
 {
     const __m256d absmask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFll));

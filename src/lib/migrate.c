@@ -78,14 +78,14 @@ int ina__migrate_on_notice(struct ina_ctx *ctx, const uint8_t *body, size_t len)
 {
     if (len < INA_MIGRATE_BODY_LEN)
         return 0;
-    uint64_t bound = (uint64_t)ina_get32(body + 24) << 32 | ina_get32(body + 28);
+    uint64_t bound = (uint64_t)ina__get32(body + 24) << 32 | ina__get32(body + 28);
     uint64_t g = ctx->wire_base + bound;
     if (ctx->migrate_pending)
         return 0; /* the notice again: answer to a packet sent past the bound */
     if (bound > UINT64_MAX - ctx->wire_base || !bound_is_consistent(ctx, g))
         return INA_ERR_PROTO;
     memset(&ctx->fallback_target, 0, sizeof(ctx->fallback_target));
-    uint16_t port = ina_get16(body + 20);
+    uint16_t port = ina__get16(body + 20);
     if (port) {
         ctx->fallback_target.sin_family = AF_INET;
         memcpy(&ctx->fallback_target.sin_addr.s_addr, body + 16, 4);

@@ -49,7 +49,7 @@ static inline uint32_t host_to_be32(uint32_t v)
 {
     uint8_t b[4];
     uint32_t r;
-    ina_put32(b, v);
+    ina__put32(b, v);
     memcpy(&r, b, 4);
     return r;
 }
@@ -57,7 +57,7 @@ static inline uint32_t be32_to_host(uint32_t v)
 {
     uint8_t b[4];
     memcpy(b, &v, 4);
-    return ina_get32(b);
+    return ina__get32(b);
 }
 #endif
 

@@ -39,16 +39,16 @@ static void send_attach(struct ina_ctx *ctx, const char *name, int fd, uint32_t 
     uint8_t buf[INA_HDR_LEN + INA_SHM_ATTACH_BODY_LEN];
     struct ina_hdr h;
     ina__hdr_session(&h, ctx, INA_K_SHM_ATTACH);
-    ina_hdr_encode(buf, &h);
+    ina__hdr_encode(buf, &h);
     uint8_t *b = buf + INA_HDR_LEN;
     memset(b, 0, INA_SHM_ATTACH_BODY_LEN);
-    ina_put32(b, (uint32_t)(nonce >> 32));
-    ina_put32(b + 4, (uint32_t)nonce);
-    ina_put32(b + 8, nslots);
-    ina_put32(b + 12, slot_size);
+    ina__put32(b, (uint32_t)(nonce >> 32));
+    ina__put32(b + 4, (uint32_t)nonce);
+    ina__put32(b + 8, nslots);
+    ina__put32(b + 12, slot_size);
     memcpy(b + 16, name, strnlen(name, INA_SHM_NAME_MAX - 1));
-    ina_put32(b + 80, (uint32_t)getpid());
-    ina_put32(b + 84, (uint32_t)fd);
+    ina__put32(b + 80, (uint32_t)getpid());
+    ina__put32(b + 84, (uint32_t)fd);
     ina__net_send(ctx, buf, sizeof(buf));
 }
 
@@ -58,10 +58,10 @@ static int is_ack(const struct ina_ctx *ctx, const uint8_t *buf, size_t len, uin
 {
     struct ina_hdr h;
     uint64_t n;
-    if (ina_hdr_decode(buf, len, &h) != INA_PARSE_OK || h.kind != INA_K_SHM_ACK ||
+    if (ina__hdr_decode(buf, len, &h) != INA_PARSE_OK || h.kind != INA_K_SHM_ACK ||
         h.job != ctx->job_id || h.session != ctx->session || h.token != ctx->token)
         return 0;
-    if (ina_nak_decode(buf + INA_HDR_LEN, len - INA_HDR_LEN, &n, reason) != 0 || n != nonce)
+    if (ina__nak_decode(buf + INA_HDR_LEN, len - INA_HDR_LEN, &n, reason) != 0 || n != nonce)
         return 0;
     return 1;
 }
@@ -69,20 +69,20 @@ static int is_ack(const struct ina_ctx *ctx, const uint8_t *buf, size_t len, uin
 int ina__shm_attach(struct ina_ctx *ctx)
 {
     const char *env = getenv("INA_SHM");
-    if (!(ctx->switch_caps & INA_FLAG_CAP_SHM) || !ina_addr_is_this_host(&ctx->switch_addr) ||
+    if (!(ctx->switch_caps & INA_FLAG_CAP_SHM) || !ina__addr_is_this_host(&ctx->switch_addr) ||
         (env && strcmp(env, "0") == 0))
         return 0;
     uint32_t nslots = INA_SHM_MIN_SLOTS;
     while (nslots < 2 * ctx->window && nslots < INA_SHM_MAX_SLOTS)
         nslots *= 2;
-    uint32_t slot_size = ina_shm_slot_size(INA_HDR_LEN + INA_HOT_PREFIX_LEN +
+    uint32_t slot_size = ina__ring_slot_size(INA_HDR_LEN + INA_HOT_PREFIX_LEN +
                                            4 * (size_t)ctx->elems + INA_MAC_LEN); /* §4.6 */
     struct ina_shm *s = calloc(1, sizeof(*s));
     char name[INA_SHM_NAME_MAX];
     int fd;
     if (!s)
         return 0;
-    if (ina_shm_create(s, name, &fd, nslots, slot_size) != 0) {
+    if (ina__ring_create(s, name, &fd, nslots, slot_size) != 0) {
         free(s);
         return 0;
     }
@@ -109,7 +109,7 @@ int ina__shm_attach(struct ina_ctx *ctx)
     }
     close(fd); /* the switch opens it only while we wait: mapped by both sides now, or by us */
     if (reason != 0) {
-        ina_shm_unmap(s);
+        ina__ring_unmap(s);
         free(s);
         return 0;
     }
@@ -123,7 +123,7 @@ void ina__shm_detach(struct ina_ctx *ctx)
     if (!ctx->shm)
         return;
     ina__transport_remove(ctx, &ina__shm_ops); /* back to the socket */
-    ina_shm_unmap(ctx->shm);
+    ina__ring_unmap(ctx->shm);
     free(ctx->shm);
     ctx->shm = NULL;
 }
@@ -134,7 +134,7 @@ static void ring_bell(struct ina_ctx *ctx)
     uint8_t buf[INA_HDR_LEN];
     struct ina_hdr h;
     ina__hdr_session(&h, ctx, INA_K_DOORBELL);
-    ina_hdr_encode(buf, &h);
+    ina__hdr_encode(buf, &h);
     ina__net_send(ctx, buf, sizeof(buf));
 }
 
@@ -160,14 +160,14 @@ static void shm_send_burst(struct ina_ctx *ctx, const struct iovec *iov, const u
     unsigned sent = 0;
     for (unsigned i = 0; i < n; i++) {
         const struct iovec *v = &iov[order[i]];
-        uint8_t *slot = ina_shm_slot(ctx->shm, 1);
+        uint8_t *slot = ina__ring_slot(ctx->shm, 1);
         if (!slot || v->iov_len > ctx->shm->slot_size - 4)
             continue; /* full (the switch is behind): lost, like a full socket buffer */
         memcpy(slot, v->iov_base, v->iov_len);
-        ina_shm_push(ctx->shm, 1, v->iov_len);
+        ina__ring_push(ctx->shm, 1, v->iov_len);
         sent++;
     }
-    if (sent && ina_shm_wake_needed(ctx->shm, 1))
+    if (sent && ina__ring_wake_needed(ctx->shm, 1))
         ring_bell(ctx);
 }
 
@@ -176,15 +176,15 @@ int ina__shm_recv(struct ina_ctx *ctx, uint64_t now)
     int got = 0;
     for (int i = 0; i < INA_SHM_MAX_SLOTS && ctx->shm && !ctx->broken; i++) {
         size_t len;
-        const uint8_t *p = ina_shm_peek(ctx->shm, 0, &len);
+        const uint8_t *p = ina__ring_peek(ctx->shm, 0, &len);
         if (!p) {
             if (ctx->shm->corrupt)
                 ina__stream_fail_all(ctx, INA_ERR_PROTO); /* the switch broke its ring */
             break;
         }
         memcpy(ctx->ringmem, p, len); /* copied out: the switch may still write there */
-        ina_shm_pop(ctx->shm, 0);
-        ina_fault_corrupt(&ctx->fault, ctx->ringmem, len); /* INA_FAULT=corrupt */
+        ina__ring_pop(ctx->shm, 0);
+        ina__fault_corrupt(&ctx->fault, ctx->ringmem, len); /* INA_FAULT=corrupt */
         ina__stream_on_datagram(ctx, ctx->ringmem, len, now);
         got++;
     }
@@ -194,16 +194,16 @@ int ina__shm_recv(struct ina_ctx *ctx, uint64_t now)
 /* The switch rings the doorbell (a DOORBELL datagram to the socket) of a side that sleeps. */
 static int shm_may_sleep(struct ina_ctx *ctx)
 {
-    return !ctx->shm || ina_shm_sleep_prepare(ctx->shm, 0);
+    return !ctx->shm || ina__ring_sleep_prepare(ctx->shm, 0);
 }
 
 static void shm_awake(struct ina_ctx *ctx)
 {
     if (ctx->shm)
-        ina_shm_awake(ctx->shm, 0);
+        ina__ring_awake(ctx->shm, 0);
 }
 
-static int shm_readable(const struct ina_ctx *ctx) { return ina_shm_readable(ctx->shm, 0); }
+static int shm_readable(const struct ina_ctx *ctx) { return ina__ring_readable(ctx->shm, 0); }
 
 /* A move to rank 0's host aggregator (migrate.c): the rings were the old session's, the
  * aggregator is on UDP. */

@@ -43,7 +43,7 @@
 
 static unsigned ctx_places(const struct ina_ctx *ctx)
 {
-    return ina_sparse_places((unsigned)ctx->sparse_block, ctx->elems);
+    return ina__sparse_places((unsigned)ctx->sparse_block, ctx->elems);
 }
 
 /* Blocks of a part of count elements that starts phase elements into a block. */
@@ -267,15 +267,15 @@ size_t ina__sparse_build(struct ina_ctx *ctx, const struct ina_wslot *ws, uint8_
     const struct ina_req *req = ws->req;
     const struct ina_sparse_op *sp = req->sp;
     const unsigned n = ws->sp_ncur, b = sp->block;
-    ina_put32(out, ina_sparse_layout(b, n));
-    uint8_t *blk = out + 4 * ina_sparse_words(b, n, 0);
+    ina__put32(out, ina__sparse_layout(b, n));
+    uint8_t *blk = out + 4 * ina__sparse_words(b, n, 0);
     unsigned nhas = 0;
     for (unsigned j = 0; j < n; j++) {
         const struct ina_sp_place *pl = &ws->sp_cur[j];
         uint8_t *d = out + 4 * (1 + INA_SPARSE_DESC_WORDS * (size_t)j);
-        ina_put32(d, pl->pos);
-        ina_put32(d + 4, pl->mynext);
-        ina_put32(d + 8, ina_sparse_info(pl->has, pl->first, pl->myexp));
+        ina__put32(d, pl->pos);
+        ina__put32(d + 4, pl->mynext);
+        ina__put32(d + 8, ina__sparse_info(pl->has, pl->first, pl->myexp));
         if (!pl->has)
             continue;
         size_t len = block_elems(req, pl->pos);
@@ -286,7 +286,7 @@ size_t ina__sparse_build(struct ina_ctx *ctx, const struct ina_wslot *ws, uint8_
         nhas++;
     }
     ctx->stats.sparse_blocks_sent += nhas;
-    return ina_sparse_words(b, n, nhas);
+    return ina__sparse_words(b, n, nhas);
 }
 
 /* Write zeros over blocks [from, to) of the op's output. */
@@ -305,13 +305,13 @@ int ina__sparse_on_result(struct ina_ctx *ctx, struct ina_wslot *ws, const uint8
     const struct ina_sparse_op *sp = req->sp;
     const unsigned n = ws->sp_ncur, b = sp->block;
     /* First every check, then every write: a result that fails one changes nothing. */
-    if (ina_sparse_check(payload, count, ctx->elems) != 0 ||
-        ina_get32(payload) != ina_sparse_layout(b, n))
+    if (ina__sparse_check(payload, count, ctx->elems) != 0 ||
+        ina__get32(payload) != ina__sparse_layout(b, n))
         return INA_ERR_MISMATCH;
     for (unsigned j = 0; j < n; j++) {
         const struct ina_sp_place *pl = &ws->sp_cur[j];
         const uint8_t *d = payload + 4 * (1 + INA_SPARSE_DESC_WORDS * (size_t)j);
-        uint32_t pos = ina_get32(d), next = ina_get32(d + 4), info = ina_get32(d + 8);
+        uint32_t pos = ina__get32(d), next = ina__get32(d + 4), info = ina__get32(d + 8);
         int has = (info & INA_SPARSE_HAS) != 0;
         if (pos != pl->pos || ((info & INA_SPARSE_FIRST) != 0) != pl->first)
             return INA_ERR_MISMATCH; /* not the places this rank sent */
@@ -320,11 +320,11 @@ int ina__sparse_on_result(struct ina_ctx *ctx, struct ina_wslot *ws, const uint8
         if (next > pl->mynext || (next != INA_SPARSE_END && next >= col_end(sp, pl->col)))
             return INA_ERR_MISMATCH; /* a minimum above ours, or outside the column */
     }
-    const uint8_t *blk = payload + 4 * ina_sparse_words(b, n, 0);
+    const uint8_t *blk = payload + 4 * ina__sparse_words(b, n, 0);
     for (unsigned j = 0; j < n; j++) {
         struct ina_sp_place *pl = &ws->sp_cur[j];
         const uint8_t *d = payload + 4 * (1 + INA_SPARSE_DESC_WORDS * (size_t)j);
-        uint32_t next = ina_get32(d + 4), info = ina_get32(d + 8);
+        uint32_t next = ina__get32(d + 4), info = ina__get32(d + 8);
         if (info & INA_SPARSE_HAS) {
             size_t len = block_elems(req, pl->pos);
             req->codec->decode(ctx, req, block_start(req, pl->pos), len, pl->e, blk);
@@ -336,7 +336,7 @@ int ina__sparse_on_result(struct ina_ctx *ctx, struct ina_wslot *ws, const uint8
         zero_blocks(req, (uint64_t)pl->pos + !pl->first,
                      next == INA_SPARSE_END ? col_end(sp, pl->col) : next);
         pl->rnext = next;
-        pl->rexp = ina_sparse_info_exp(info);
+        pl->rexp = ina__sparse_info_exp(info);
     }
     return 0;
 }

@@ -38,7 +38,7 @@ int ina__block_nonzero_scalar(ina_dtype dt, const void *x, size_t n, double thre
                 continue;
             if (t <= 0)
                 return 1;
-            uint32_t b = dt == INA_FLOAT16 ? ina_f16_to_f32_bits(v[i]) : (uint32_t)v[i] << 16;
+            uint32_t b = dt == INA_FLOAT16 ? ina__f16_to_f32_bits(v[i]) : (uint32_t)v[i] << 16;
             float f;
             memcpy(&f, &b, 4);
             if (!(fabsf(f) <= t))

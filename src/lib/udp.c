@@ -32,7 +32,7 @@ static int rx_burst_fd(struct ina_ctx *ctx, int fd, uint64_t now, int group)
 {
     struct ina_io *io = ctx->io;
     const uint64_t truncated = io->rx.truncated;
-    int n = ina_rx_burst(&io->rx, fd, io->rxpkts, INA_RX_MAX_PKTS);
+    int n = ina__rx_burst(&io->rx, fd, io->rxpkts, INA_RX_MAX_PKTS);
     if (n == -ECONNREFUSED && !ctx->refused_since_ns)
         ctx->refused_since_ns = now; /* ICMP port unreachable: no switch at the address */
     /* The switch fills the down ring before it sends what follows by UDP (an
@@ -45,7 +45,7 @@ static int rx_burst_fd(struct ina_ctx *ctx, int fd, uint64_t now, int group)
     for (int i = 0; i < n && !ctx->broken; i++) {
         const struct ina_rx_pkt *pk = &io->rxpkts[i];
         uint8_t *p = (uint8_t *)pk->data; /* the burst's buffer: ours to change */
-        ina_fault_corrupt(&ctx->fault, p, pk->len); /* INA_FAULT=corrupt: rewritten on the way */
+        ina__fault_corrupt(&ctx->fault, p, pk->len); /* INA_FAULT=corrupt: rewritten on the way */
         if (group && (!group_sender_ok(ctx, pk->src) || !group_kind_ok(p, pk->len))) {
             ctx->stats.group_rejected++;
             continue;
@@ -61,9 +61,9 @@ static void udp_send_burst(struct ina_ctx *ctx, const struct iovec *iov, const u
 {
     struct ina_gso_batch *b = &ctx->io->gso;
     for (unsigned i = 0; i < n; i++)
-        ina_gso_batch_add(b, iov[order[i]].iov_base, iov[order[i]].iov_len, NULL);
+        ina__gso_batch_add(b, iov[order[i]].iov_base, iov[order[i]].iov_len, NULL);
     uint64_t lost = 0;
-    ina_gso_batch_send(b, ctx->fd, &lost);
+    ina__gso_batch_send(b, ctx->fd, &lost);
 }
 
 static int udp_rx_burst(struct ina_ctx *ctx, uint64_t now)
@@ -98,12 +98,12 @@ void ina__udp_start(struct ina_ctx *ctx)
      * in one receive. Optional: without it datagrams arrive one by one. */
     const int gso = !getenv("INA_NO_GSO");
     if (ctx->fd >= 0 && gso)
-        ina_udp_enable_gro(ctx->fd);
+        ina__udp_enable_gro(ctx->fd);
     ctx->io->gso.gso_off = !gso;
     ina__transport_add(ctx, &ina__udp_ops);
     if (ctx->mcast_group && ctx->mcast_fd >= 0) {
         if (gso)
-            ina_udp_enable_gro(ctx->mcast_fd);
+            ina__udp_enable_gro(ctx->mcast_fd);
         ina__transport_add(ctx, &ina__group_ops);
     }
 }

@@ -101,7 +101,7 @@ static void release_head(struct ina_ps *ps, struct ina_ps_job *job, struct ina_p
 static void chain_break(struct ina_ps *ps, struct ina_ps_job *job, struct ina_ps_chain_job *cj,
                         const char *why)
 {
-    ina_log(INA_LOG_WARN, "chain_broken", INA_KV_I("job", job->id), INA_KV_S("name", job->p.name),
+    ina__log(INA_LOG_WARN, "chain_broken", INA_KV_I("job", job->id), INA_KV_S("name", job->p.name),
             INA_KV_I("stamp", cj->n ? q_at(cj, 0)->stamp : job->next_stamp),
             INA_KV_I("pending", cj->n), INA_KV_S("reason", why));
     ps->c.chain_broken++;
@@ -171,7 +171,7 @@ static void chain_taken(struct ina_ps *ps, struct ina_ps_job *job, const struct 
     }
     struct ina_hdr fh = *h; /* the UPDATE's header: the primary's job, session, token */
     fh.kind = INA_K_PS_CHAIN_FWD;
-    ina_hdr_encode(buf, &fh);
+    ina__hdr_encode(buf, &fh);
     memset(buf + INA_HDR_LEN, 0, INA_PS_CHAIN_FWD_PREFIX);
     memcpy(buf + INA_HDR_LEN, job->p.name, strnlen(job->p.name, INA_PS_CHAIN_FWD_PREFIX - 1));
     memcpy(buf + INA_HDR_LEN + INA_PS_CHAIN_FWD_PREFIX, body, len);
@@ -195,16 +195,16 @@ static void send_chain_ack(struct ina_ps *ps, struct ina_ps_chain *ch, const str
     if (!b)
         return;
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_PS_CHAIN_ACK);
+    ina__hdr_init(&h, INA_K_PS_CHAIN_ACK);
     h.job = cj->pjob;
     h.session = cj->psession;
     h.token = cj->ptoken;
     h.rank = INA_RANK_SWITCH;
     h.slot = u->uid;
     h.seq = u->version;
-    ina_hdr_encode(b, &h);
-    ina_ps_update_ack_encode(b + INA_HDR_LEN, u->status, u->version, u->delay, u->stamp);
-    ina_put32(b + INA_HDR_LEN + INA_PS_UPDATE_ACK_LEN, job->next_stamp);
+    ina__hdr_encode(b, &h);
+    ina__ps_update_ack_encode(b + INA_HDR_LEN, u->status, u->version, u->delay, u->stamp);
+    ina__put32(b + INA_HDR_LEN + INA_PS_UPDATE_ACK_LEN, job->next_stamp);
     ina__ps_tx_push(ps, b, INA_HDR_LEN + INA_PS_CHAIN_ACK_LEN, &ch->from);
     ps->c.chain_acks_sent++;
 }
@@ -224,7 +224,7 @@ static int chain_ack(struct ina_ps *ps, const struct ina_ps_job *job, const stru
     if (!ch->to_set || u->stamp == INA_STAMP_NONE || u->status == INA_PS_UPDATE_HELD)
         return 0;
     const struct ina_ps_chain_job *cj = &ch->jobs[job->id - 1];
-    if (cj->session != job->session || !ina_ps_chain_pending(cj, u->stamp))
+    if (cj->session != job->session || !ina__ps_chain_pending(cj, u->stamp))
         return 0;
     /* Primary: the replica does not have this stamp yet. The worker hears HELD (the server is
      * alive, wait) and gets the outcome when the CHAIN_ACK comes. */
@@ -265,7 +265,7 @@ static void fwd_input(struct ina_ps *ps, struct ina_ps_chain *ch, const struct i
         return;
     }
     size_t ulen = len - INA_PS_CHAIN_FWD_PREFIX;
-    if (ulen - INA_PS_UPDATE_PREFIX != (size_t)h->count * ina_ps_entry_len(job->store.dim)) {
+    if (ulen - INA_PS_UPDATE_PREFIX != (size_t)h->count * ina__ps_entry_len(job->store.dim)) {
         ps->c.drops[INA_PS_DROP_CHAIN_LENGTH]++;
         return;
     }
@@ -304,8 +304,8 @@ static void ack_input(struct ina_ps *ps, struct ina_ps_chain *ch, const struct i
     }
     struct ina_ps_job *job = h->job >= 1 && h->job <= INA_PS_MAX_JOBS ? &ps->jobs[h->job - 1] : NULL;
     struct ina_ps_chain_job *cj = job ? &ch->jobs[job->id - 1] : NULL;
-    int32_t status = (int32_t)ina_get32(body);
-    uint32_t version = ina_get32(body + 4), g = ina_get32(body + 12), next = ina_get32(body + 16);
+    int32_t status = (int32_t)ina__get32(body);
+    uint32_t version = ina__get32(body + 4), g = ina__get32(body + 12), next = ina__get32(body + 16);
     if (!job || job->state != INA_PS_ACTIVE || h->session != job->session ||
         h->token != job->token || cj->session != job->session || cj->broken ||
         (int32_t)(next - g) <= 0) {
@@ -327,7 +327,7 @@ static void ack_input(struct ina_ps *ps, struct ina_ps_chain *ch, const struct i
     ps->c.chain_acks++;
     if (e->status != status || e->version != version) {
         ps->c.chain_mismatch++;
-        ina_log(INA_LOG_WARN, "chain_mismatch", INA_KV_I("job", job->id), INA_KV_I("stamp", g),
+        ina__log(INA_LOG_WARN, "chain_mismatch", INA_KV_I("job", job->id), INA_KV_I("stamp", g),
                 INA_KV_I("status", e->status), INA_KV_I("replica_status", status),
                 INA_KV_I("version", e->version), INA_KV_I("replica_version", version));
     }
@@ -354,7 +354,7 @@ static const struct ina_ps_chain_ops chain_ops = {
 
 /* ---- API ------------------------------------------------------------------------------ */
 
-int ina_ps_chain_init(struct ina_ps_chain *ch, struct ina_ps *ps, const struct sockaddr_in *to,
+int ina__ps_chain_init(struct ina_ps_chain *ch, struct ina_ps *ps, const struct sockaddr_in *to,
                       const struct sockaddr_in *from, uint64_t timeout_ns)
 {
     memset(ch, 0, sizeof(*ch));
@@ -374,7 +374,7 @@ int ina_ps_chain_init(struct ina_ps_chain *ch, struct ina_ps *ps, const struct s
     return 0;
 }
 
-void ina_ps_chain_tick(struct ina_ps *ps, uint64_t now_ns)
+void ina__ps_chain_tick(struct ina_ps *ps, uint64_t now_ns)
 {
     struct ina_ps_chain *ch = ps->chain;
     if (!ch)
@@ -392,7 +392,7 @@ void ina_ps_chain_tick(struct ina_ps *ps, uint64_t now_ns)
         if (cj->n == 0)
             continue;
         if (now_ns - q_at(cj, 0)->first_ns > ch->timeout_ns) {
-            if (ina_ps_tx_full(ps))
+            if (ina__ps_tx_full(ps))
                 return;
             chain_break(ps, job, cj, "replica_timeout");
             continue;
@@ -402,18 +402,18 @@ void ina_ps_chain_tick(struct ina_ps *ps, uint64_t now_ns)
          * oldest comes, and its CHAIN_ACK then covers them all (next stamp). */
         for (unsigned k = 0; k < cj->n; k++) {
             struct ina_ps_chain_fwd *e = q_at(cj, k);
-            if (e->sent_ns || ina_ps_tx_full(ps))
+            if (e->sent_ns || ina__ps_tx_full(ps))
                 continue;
             fwd_send(ps, ch, e);
         }
         struct ina_ps_chain_fwd *e = q_at(cj, 0);
-        if (e->sent_ns && now_ns >= due_ns(ch, cj, e) && !ina_ps_tx_full(ps) &&
+        if (e->sent_ns && now_ns >= due_ns(ch, cj, e) && !ina__ps_tx_full(ps) &&
             fwd_send(ps, ch, e))
             ps->c.chain_fwd_retransmits++;
     }
 }
 
-int ina_ps_chain_poll_ms(const struct ina_ps *ps, uint64_t now_ns)
+int ina__ps_chain_poll_ms(const struct ina_ps *ps, uint64_t now_ns)
 {
     const struct ina_ps_chain *ch = ps->chain;
     uint64_t wait = 100000000ull; /* main.c's own tick */
@@ -434,7 +434,7 @@ int ina_ps_chain_poll_ms(const struct ina_ps *ps, uint64_t now_ns)
     return (int)((wait + 999999) / 1000000);
 }
 
-void ina_ps_chain_free(struct ina_ps *ps)
+void ina__ps_chain_free(struct ina_ps *ps)
 {
     if (!ps->chain)
         return;

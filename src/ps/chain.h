@@ -63,7 +63,7 @@ struct ina_ps_chain_job {
 };
 
 /* Is stamp s among the job's forwards awaiting their CHAIN_ACK? */
-static inline int ina_ps_chain_pending(const struct ina_ps_chain_job *cj, uint32_t s)
+static inline int ina__ps_chain_pending(const struct ina_ps_chain_job *cj, uint32_t s)
 {
     if (cj->n == 0)
         return 0;
@@ -82,13 +82,13 @@ struct ina_ps_chain {
 };
 
 /* Attach chain replication to ps (either address may be NULL, not both). @return 0, -EINVAL. */
-int ina_ps_chain_init(struct ina_ps_chain *ch, struct ina_ps *ps, const struct sockaddr_in *to,
+int ina__ps_chain_init(struct ina_ps_chain *ch, struct ina_ps *ps, const struct sockaddr_in *to,
                       const struct sockaddr_in *from, uint64_t timeout_ns);
 /* Retransmissions and deadlines; call often (each loop, before input). */
-void ina_ps_chain_tick(struct ina_ps *ps, uint64_t now_ns);
+void ina__ps_chain_tick(struct ina_ps *ps, uint64_t now_ns);
 /* Milliseconds until the next resend or deadline (at most 100): main.c's poll timeout. */
-int ina_ps_chain_poll_ms(const struct ina_ps *ps, uint64_t now_ns);
-/* Detach and free (before ina_ps_free). */
-void ina_ps_chain_free(struct ina_ps *ps);
+int ina__ps_chain_poll_ms(const struct ina_ps *ps, uint64_t now_ns);
+/* Detach and free (before ina__ps_free). */
+void ina__ps_chain_free(struct ina_ps *ps);
 
 #endif

@@ -99,20 +99,20 @@ static void flush_tx(struct loop *l)
 {
     struct ina_ps *ps = &l->ps;
     unsigned order[2 * INA_PS_TX_MSGS], n = ps->tx.n;
-    if (ina_fault_active(&l->fault_tx))
-        n = ina_fault_plan(&l->fault_tx, ps->tx.n, order);
+    if (ina__fault_active(&l->fault_tx))
+        n = ina__fault_plan(&l->fault_tx, ps->tx.n, order);
     else
         for (unsigned i = 0; i < n; i++)
             order[i] = i;
     for (unsigned i = 0; i < n; i++) {
         unsigned e = order[i];
-        if (!ina_gso_batch_room(&l->gso))
-            ps->c.tx_packets += ina_gso_batch_send(&l->gso, l->fd, &ps->c.tx_errors);
-        ina_gso_batch_add(&l->gso, ps->tx.iov[e].iov_base, ps->tx.iov[e].iov_len, &ps->tx.dst[e]);
+        if (!ina__gso_batch_room(&l->gso))
+            ps->c.tx_packets += ina__gso_batch_send(&l->gso, l->fd, &ps->c.tx_errors);
+        ina__gso_batch_add(&l->gso, ps->tx.iov[e].iov_base, ps->tx.iov[e].iov_len, &ps->tx.dst[e]);
         ps->c.tx_bytes += ps->tx.iov[e].iov_len;
     }
-    ps->c.tx_packets += ina_gso_batch_send(&l->gso, l->fd, &ps->c.tx_errors);
-    ina_ps_tx_reset(ps);
+    ps->c.tx_packets += ina__gso_batch_send(&l->gso, l->fd, &ps->c.tx_errors);
+    ina__ps_tx_reset(ps);
 }
 
 static void run(struct loop *l)
@@ -122,39 +122,39 @@ static void run(struct loop *l)
     static struct ina_rx_pkt pkts[INA_RX_MAX_PKTS];
     static unsigned order[2 * INA_RX_MAX_PKTS];
     uint64_t last_tick = ina__clock_ns(), last_pub = last_tick;
-    if (ina_rx_init(&rx, RX_MSGS, INA_GRO_BUF) != 0) {
-        ina_log(INA_LOG_ERROR, "out_of_memory", INA_KV_S("reason", "receive buffers"));
+    if (ina__rx_init(&rx, RX_MSGS, INA_GRO_BUF) != 0) {
+        ina__log(INA_LOG_ERROR, "out_of_memory", INA_KV_S("reason", "receive buffers"));
         return;
     }
     while (!ina__daemon_stopping()) {
         struct pollfd pfd = {.fd = l->fd, .events = POLLIN};
-        poll(&pfd, 1, ina_ps_chain_poll_ms(&l->ps, ina__clock_ns())); /* forwards' resend timers */
+        poll(&pfd, 1, ina__ps_chain_poll_ms(&l->ps, ina__clock_ns())); /* forwards' resend timers */
         uint64_t now = ina__clock_ns();
-        ina_ps_chain_tick(&l->ps, now); /* chain replication: resends, the deadline */
-        int n = ina_rx_burst(&rx, l->fd, pkts, INA_RX_MAX_PKTS);
+        ina__ps_chain_tick(&l->ps, now); /* chain replication: resends, the deadline */
+        int n = ina__rx_burst(&rx, l->fd, pkts, INA_RX_MAX_PKTS);
         unsigned npkts = n > 0 ? (unsigned)n : 0, norder = npkts;
-        if (ina_fault_active(&l->fault_rx))
-            norder = ina_fault_plan(&l->fault_rx, npkts, order);
+        if (ina__fault_active(&l->fault_rx))
+            norder = ina__fault_plan(&l->fault_rx, npkts, order);
         else
             for (unsigned i = 0; i < npkts; i++)
                 order[i] = i;
         for (unsigned o = 0; o < norder; o++) {
             const struct ina_rx_pkt *pk = &pkts[order[o]];
-            if (ina_ps_tx_full(&l->ps))
+            if (ina__ps_tx_full(&l->ps))
                 flush_tx(l);
-            ina_ps_input(&l->ps, pk->data, pk->len, pk->src, now);
+            ina__ps_input(&l->ps, pk->data, pk->len, pk->src, now);
         }
         if (ina__daemon_due(&last_tick, now, 100000000ull)) {
-            if (ina_ps_tx_full(&l->ps))
+            if (ina__ps_tx_full(&l->ps))
                 flush_tx(l);
-            ina_ps_tick(&l->ps, now);
+            ina__ps_tick(&l->ps, now);
         }
         if (l->ps.tx.n)
             flush_tx(l);
         if (l->pub && ina__daemon_due(&last_pub, now, INA_PS_PUBLISH_NS))
-            ina_ps_pub_publish(l->pub, &l->ps);
+            ina__ps_pub_publish(l->pub, &l->ps);
     }
-    ina_rx_free(&rx);
+    ina__rx_free(&rx);
 }
 
 int main(int argc, char **argv)
@@ -208,7 +208,7 @@ int main(int argc, char **argv)
             break;
         }
         case 'm':
-            if (ina_parse_size(optarg, 4096, &p.max_memory) != 0) {
+            if (ina__parse_size(optarg, 4096, &p.max_memory) != 0) {
                 fprintf(stderr, "ina-ps: bad --max-memory '%s' (e.g. 512M, 4G; at least 4K)\n",
                         optarg);
                 return 2;
@@ -264,27 +264,27 @@ int main(int argc, char **argv)
     }
     if ((chain_to || chain_from) &&
         (!strchr(chain_to ? chain_to : chain_from, ':') ||
-         ina_parse_hostport(chain_to ? chain_to : chain_from, 1, &chain_addr) != 0 ||
+         ina__parse_hostport(chain_to ? chain_to : chain_from, 1, &chain_addr) != 0 ||
          chain_addr.sin_port == 0)) {
         fprintf(stderr, "ina-ps: cannot parse or resolve --chain-%s '%s' (want ADDR:PORT)\n",
                 chain_to ? "to" : "from", chain_to ? chain_to : chain_from);
         return 2;
     }
     struct sockaddr_in sched_addr;
-    if (sched_s && (!strchr(sched_s, ':') || ina_parse_hostport(sched_s, 1, &sched_addr) != 0 ||
+    if (sched_s && (!strchr(sched_s, ':') || ina__parse_hostport(sched_s, 1, &sched_addr) != 0 ||
                     sched_addr.sin_port == 0)) {
         fprintf(stderr, "ina-ps: cannot parse or resolve --sched '%s' (want ADDR:PORT)\n", sched_s);
         return 2;
     }
-    ina_log_setup(level, INA_LOG_TEXT);
+    ina__log_setup(level, INA_LOG_TEXT);
 
     static struct loop l; /* large: the job table */
     if ((l.fd = ina__daemon_bind(NAME, &addr)) < 0)
         return 1;
     ina__sock_buffers(l.fd, 16 << 20);
-    ina_udp_enable_gro(l.fd);
-    int rc = ina_ps_init(&l.ps, &p);
-    if (rc == 0 && ina_gso_batch_init(&l.gso, 2 * INA_PS_TX_MSGS, 2 * INA_PS_TX_MSGS) != 0)
+    ina__udp_enable_gro(l.fd);
+    int rc = ina__ps_init(&l.ps, &p);
+    if (rc == 0 && ina__gso_batch_init(&l.gso, 2 * INA_PS_TX_MSGS, 2 * INA_PS_TX_MSGS) != 0)
         rc = -ENOMEM;
     if (rc != 0) {
         fprintf(stderr, "ina-ps: cannot start: %s\n", strerror(-rc));
@@ -292,28 +292,28 @@ int main(int argc, char **argv)
     }
     static struct ina_ps_chain chain;
     if ((chain_to || chain_from) &&
-        ina_ps_chain_init(&chain, &l.ps, chain_to ? &chain_addr : NULL,
+        ina__ps_chain_init(&chain, &l.ps, chain_to ? &chain_addr : NULL,
                           chain_from ? &chain_addr : NULL, chain_timeout_ns) != 0) {
         fprintf(stderr, "ina-ps: cannot set up chain replication\n");
         return 1;
     }
     static struct ina_ps_sched sched;
-    if (sched_s && ina_ps_sched_init(&sched, &l.ps, &sched_addr) != 0) {
+    if (sched_s && ina__ps_sched_init(&sched, &l.ps, &sched_addr) != 0) {
         fprintf(stderr, "ina-ps: cannot set up the link to ina-sched\n");
         return 1;
     }
     if (frx)
-        ina_fault_parse(&l.fault_rx, frx);
+        ina__fault_parse(&l.fault_rx, frx);
     if (ftx)
-        ina_fault_parse(&l.fault_tx, ftx);
+        ina__fault_parse(&l.fault_tx, ftx);
     struct ina_ps_pub pub;
     struct ina_ps_metrics *metrics = NULL;
     if (metrics_on) {
-        if (ina_ps_pub_init(&pub) != 0)
+        if (ina__ps_pub_init(&pub) != 0)
             return 1;
         l.pub = &pub;
-        ina_ps_pub_publish(&pub, &l.ps);
-        metrics = ina_ps_metrics_start(&maddr, metrics_port_file, &pub);
+        ina__ps_pub_publish(&pub, &l.ps);
+        metrics = ina__ps_metrics_start(&maddr, metrics_port_file, &pub);
         if (!metrics)
             return 1;
     }
@@ -321,14 +321,14 @@ int main(int argc, char **argv)
     char ip[INET_ADDRSTRLEN], mem[32];
     inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
     snprintf(mem, sizeof(mem), "%.0f", (double)p.max_memory / 1048576.0);
-    ina_log(INA_LOG_INFO, "listening", INA_KV_S("version", ina_version_string()),
+    ina__log(INA_LOG_INFO, "listening", INA_KV_S("version", ina_version_string()),
             INA_KV_S("addr", ip), INA_KV_I("port", ntohs(addr.sin_port)),
             INA_KV_I("shard", p.shard), INA_KV_I("nshards", p.nshards),
             INA_KV_S("max_memory_mib", mem));
     if (chain_to || chain_from) {
         char cip[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, &chain_addr.sin_addr, cip, sizeof(cip));
-        ina_log(INA_LOG_INFO, "chain_replication", INA_KV_S("role", chain_to ? "primary" : "replica"),
+        ina__log(INA_LOG_INFO, "chain_replication", INA_KV_S("role", chain_to ? "primary" : "replica"),
                 INA_KV_S(chain_to ? "to" : "from", cip), INA_KV_I("port", ntohs(chain_addr.sin_port)),
                 INA_KV_I("timeout_ms", chain_timeout_ns / 1000000));
     }
@@ -337,17 +337,17 @@ int main(int argc, char **argv)
         return 1;
     }
     run(&l);
-    ina_ps_metrics_stop(metrics);
+    ina__ps_metrics_stop(metrics);
     if (l.pub)
-        ina_ps_pub_destroy(&pub);
-    ina_ps_counters_print(&l.ps.c, stderr);
-    ina_ps_jobs_print(&l.ps, stderr);
-    if (ina_fault_active(&l.fault_rx) || ina_fault_active(&l.fault_tx))
+        ina__ps_pub_destroy(&pub);
+    ina__ps_counters_print(&l.ps.c, stderr);
+    ina__ps_jobs_print(&l.ps, stderr);
+    if (ina__fault_active(&l.fault_rx) || ina__fault_active(&l.fault_tx))
         ina__daemon_fault_report(stderr, &l.fault_rx, &l.fault_tx);
-    ina_gso_batch_free(&l.gso);
-    ina_ps_chain_free(&l.ps);
-    ina_ps_sched_free(&l.ps);
-    ina_ps_free(&l.ps);
+    ina__gso_batch_free(&l.gso);
+    ina__ps_chain_free(&l.ps);
+    ina__ps_sched_free(&l.ps);
+    ina__ps_free(&l.ps);
     close(l.fd);
     return 0;
 }

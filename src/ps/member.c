@@ -76,7 +76,7 @@ static uint32_t fate_of(struct ina_ps_job *job, struct ina_ps_sched_job *sj, uin
     int32_t ahead = (int32_t)(g - job->next_stamp);
     if (ahead >= 0) {
         const struct ina_ps_held *k = &job->held[g % INA_PS_HOLD];
-        return ahead > 0 && ahead < INA_PS_HOLD && k->used && ina_get32(k->body) == g
+        return ahead > 0 && ahead < INA_PS_HOLD && k->used && ina__get32(k->body) == g
                    ? INA_PS_FATE_HELD
                    : INA_PS_FATE_WAITING;
     }
@@ -109,7 +109,7 @@ static void void_stamps(struct ina_ps *ps, struct ina_ps_job *job, struct ina_ps
         }
     }
     if (voided)
-        ina_log(INA_LOG_INFO, "stamps_voided", INA_KV_I("job", job->id),
+        ina__log(INA_LOG_INFO, "stamps_voided", INA_KV_I("job", job->id),
                 INA_KV_S("name", job->p.name), INA_KV_I("from", g), INA_KV_I("voided", voided),
                 INA_KV_I("next_stamp", job->next_stamp));
 }
@@ -140,12 +140,12 @@ static void sched_taken(struct ina_ps *ps, struct ina_ps_job *job, const struct 
     }
     struct ina_hdr rh = *h;
     rh.kind = INA_K_PS_REPLAY;
-    ina_hdr_encode(k->buf, &rh);
+    ina__hdr_encode(k->buf, &rh);
     memset(k->buf + INA_HDR_LEN, 0, 32);
     memcpy(k->buf + INA_HDR_LEN, job->p.name, strnlen(job->p.name, 31));
     memcpy(k->buf + INA_HDR_LEN + 32, body, len);
     k->len = need;
-    k->stamp = ina_get32(body);
+    k->stamp = ina__get32(body);
     k->valid = 1;
 }
 
@@ -178,30 +178,30 @@ static void send_state(struct ina_ps *ps, struct ina_ps_job *job, const struct i
     if (!b)
         return;
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_PS_STATE);
+    ina__hdr_init(&h, INA_K_PS_STATE);
     h.rank = INA_RANK_SWITCH;
     h.slot = rq->slot;
     uint8_t *p = b + INA_HDR_LEN;
     memset(p, 0, INA_PS_STATE_LEN);
     memcpy(p, name, 32);
-    ina_put32(p + 32, action);
-    ina_put32(p + 36, arg);
-    ina_put32(p + 40, result);
-    ina_put32(p + 44, run);
+    ina__put32(p + 32, action);
+    ina__put32(p + 36, arg);
+    ina__put32(p + 40, result);
+    ina__put32(p + 44, run);
     if (job) {
         h.job = job->id;
         h.session = job->session;
         h.token = job->token;
         h.seq = job->applied;
-        ina_put32(p + 48, job->applied);
-        ina_put32(p + 52, job->next_stamp);
+        ina__put32(p + 48, job->applied);
+        ina__put32(p + 52, job->next_stamp);
         uint32_t held = 0;
         for (uint32_t i = 1; i < INA_PS_HOLD; i++) {
             const struct ina_ps_held *k = &job->held[(job->next_stamp + i) % INA_PS_HOLD];
-            if (k->used && ina_get32(k->body) == job->next_stamp + i)
+            if (k->used && ina__get32(k->body) == job->next_stamp + i)
                 held |= 1u << i;
         }
-        ina_put32(p + 56, held);
+        ina__put32(p + 56, held);
         uint32_t flags = 0;
         if (ps->chain && ps->chain->to_set)
             flags |= INA_PS_STATE_CHAIN_PRIMARY;
@@ -210,10 +210,10 @@ static void send_state(struct ina_ps *ps, struct ina_ps_job *job, const struct i
         if (ps->chain && ps->chain->jobs[job->id - 1].session == job->session &&
             ps->chain->jobs[job->id - 1].broken)
             flags |= INA_PS_STATE_CHAIN_BROKEN;
-        ina_put32(p + 60, flags);
-        ina_put16(p + 64, (uint16_t)job->world);
-        ina_put16(p + 66, job->p.start);
-        ina_put64(p + 68, ina_ps_job_digest(job));
+        ina__put32(p + 60, flags);
+        ina__put16(p + 64, (uint16_t)job->world);
+        ina__put16(p + 66, job->p.start);
+        ina__put64(p + 68, ina__ps_job_digest(job));
         for (int r = 0; r < job->world; r++) {
             if (job->members[r].joined)
                 p[76 + r / 8] |= (uint8_t)(1u << (r % 8));
@@ -221,7 +221,7 @@ static void send_state(struct ina_ps *ps, struct ina_ps_job *job, const struct i
                 p[108 + r / 8] |= (uint8_t)(1u << (r % 8));
         }
     }
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     ina__ps_tx_push(ps, b, INA_HDR_LEN + INA_PS_STATE_LEN, &ps->sched->addr);
 }
 
@@ -231,7 +231,7 @@ static void sync_input(struct ina_ps *ps, const struct ina_hdr *h, const uint8_t
         ps->c.drops[INA_PS_DROP_SCHED_LENGTH]++;
         return;
     }
-    uint32_t action = ina_get32(body + 32), arg = ina_get32(body + 36), n = ina_get32(body + 40);
+    uint32_t action = ina__get32(body + 32), arg = ina__get32(body + 36), n = ina__get32(body + 40);
     if (action > INA_PS_SYNC_DEPART ||
         (action == INA_PS_SYNC_VOID && (n == 0 || n > INA_PS_VOID_MAX))) {
         ps->c.drops[INA_PS_DROP_SCHED_LENGTH]++;
@@ -261,7 +261,7 @@ static void sync_input(struct ina_ps *ps, const struct ina_hdr *h, const uint8_t
     case INA_PS_SYNC_DEPART:
         if (arg < (uint32_t)job->world && job->members[arg].joined && !job->members[arg].left) {
             ps->c.ranks_departed++;
-            ina_log(INA_LOG_INFO, "rank_departed", INA_KV_I("job", job->id),
+            ina__log(INA_LOG_INFO, "rank_departed", INA_KV_I("job", job->id),
                     INA_KV_S("name", job->p.name), INA_KV_I("rank", arg),
                     INA_KV_I("version", job->applied));
             if (ina__ps_rank_left(ps, job, arg)) { /* every rank has gone: the job ended */
@@ -289,7 +289,7 @@ static void replay_input(struct ina_ps *ps, const struct ina_hdr *h, const uint8
         return;
     }
     size_t ulen = len - 32;
-    if (ulen - INA_PS_UPDATE_PREFIX != (size_t)h->count * ina_ps_entry_len(job->store.dim)) {
+    if (ulen - INA_PS_UPDATE_PREFIX != (size_t)h->count * ina__ps_entry_len(job->store.dim)) {
         ps->c.drops[INA_PS_DROP_SCHED_LENGTH]++;
         return;
     }
@@ -341,7 +341,7 @@ static const struct ina_ps_sched_ops sched_ops = {.input = sched_input, .taken =
 
 /* ---- API ------------------------------------------------------------------------------- */
 
-int ina_ps_sched_init(struct ina_ps_sched *sc, struct ina_ps *ps, const struct sockaddr_in *addr)
+int ina__ps_sched_init(struct ina_ps_sched *sc, struct ina_ps *ps, const struct sockaddr_in *addr)
 {
     memset(sc, 0, sizeof(*sc));
     if (!addr || addr->sin_port == 0)
@@ -352,7 +352,7 @@ int ina_ps_sched_init(struct ina_ps_sched *sc, struct ina_ps *ps, const struct s
     return 0;
 }
 
-void ina_ps_sched_free(struct ina_ps *ps)
+void ina__ps_sched_free(struct ina_ps *ps)
 {
     if (!ps->sched)
         return;

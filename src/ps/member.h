@@ -57,8 +57,8 @@ struct ina_ps_sched {
 };
 
 /* Attach ina-sched's link to ps: PS_SYNC and PS_REPLAY from addr only. @return 0, -EINVAL. */
-int ina_ps_sched_init(struct ina_ps_sched *sc, struct ina_ps *ps, const struct sockaddr_in *addr);
-/* Detach and free (before ina_ps_free). */
-void ina_ps_sched_free(struct ina_ps *ps);
+int ina__ps_sched_init(struct ina_ps_sched *sc, struct ina_ps *ps, const struct sockaddr_in *addr);
+/* Detach and free (before ina__ps_free). */
+void ina__ps_sched_free(struct ina_ps *ps);
 
 #endif

@@ -8,15 +8,15 @@
 #include "common/clock.h"
 #include "common/http.h"
 
-int ina_ps_pub_init(struct ina_ps_pub *pub)
+int ina__ps_pub_init(struct ina_ps_pub *pub)
 {
     memset(pub, 0, sizeof(*pub));
     return pthread_mutex_init(&pub->mu, NULL) == 0 ? 0 : -ENOMEM;
 }
 
-void ina_ps_pub_destroy(struct ina_ps_pub *pub) { pthread_mutex_destroy(&pub->mu); }
+void ina__ps_pub_destroy(struct ina_ps_pub *pub) { pthread_mutex_destroy(&pub->mu); }
 
-void ina_ps_pub_publish(struct ina_ps_pub *pub, const struct ina_ps *ps)
+void ina__ps_pub_publish(struct ina_ps_pub *pub, const struct ina_ps *ps)
 {
     if (pthread_mutex_trylock(&pub->mu) != 0)
         return; /* the HTTP thread is reading: next period */
@@ -88,25 +88,25 @@ struct ina_ps_metrics {
 static void render_metrics(const struct ina_ps_metrics *m, const struct ina_ps_pub *p,
                            struct ina_buf *b)
 {
-    ina_prom_family(b, "ina_ps_info", "gauge", "Version and shard of this ina-ps");
-    ina_bprintf(b, "ina_ps_info{version=\"%s\",shard=\"%u\",nshards=\"%u\"} 1\n",
+    ina__prom_family(b, "ina_ps_info", "gauge", "Version and shard of this ina-ps");
+    ina__bprintf(b, "ina_ps_info{version=\"%s\",shard=\"%u\",nshards=\"%u\"} 1\n",
                 ina_version_string(), p->shard, p->nshards);
-    ina_prom_family(b, "ina_ps_uptime_seconds", "gauge", "Seconds since start");
-    ina_bprintf(b, "ina_ps_uptime_seconds %.3f\n", (double)(ina__clock_ns() - m->start_ns) / 1e9);
-    ina_prom_family(b, "ina_ps_memory_bytes", "gauge", "Bytes held by the jobs' stores");
-    ina_bprintf(b, "ina_ps_memory_bytes %zu\n", p->mem_used);
-    ina_prom_family(b, "ina_ps_memory_limit_bytes", "gauge", "--max-memory");
-    ina_bprintf(b, "ina_ps_memory_limit_bytes %zu\n", p->max_memory);
+    ina__prom_family(b, "ina_ps_uptime_seconds", "gauge", "Seconds since start");
+    ina__bprintf(b, "ina_ps_uptime_seconds %.3f\n", (double)(ina__clock_ns() - m->start_ns) / 1e9);
+    ina__prom_family(b, "ina_ps_memory_bytes", "gauge", "Bytes held by the jobs' stores");
+    ina__bprintf(b, "ina_ps_memory_bytes %zu\n", p->mem_used);
+    ina__prom_family(b, "ina_ps_memory_limit_bytes", "gauge", "--max-memory");
+    ina__bprintf(b, "ina_ps_memory_limit_bytes %zu\n", p->max_memory);
 #define X(f, help)                                                     \
-    ina_prom_family(b, "ina_ps_" #f "_total", "counter", help);        \
-    ina_bprintf(b, "ina_ps_" #f "_total %llu\n", (unsigned long long)p->c.f);
+    ina__prom_family(b, "ina_ps_" #f "_total", "counter", help);        \
+    ina__bprintf(b, "ina_ps_" #f "_total %llu\n", (unsigned long long)p->c.f);
     PS_TOTALS(X)
     INA_PS_CHAIN_COUNTERS(X)
     INA_PS_MEMBER_COUNTERS(X)
 #undef X
-    ina_prom_family(b, "ina_ps_drops_total", "counter", "Datagrams dropped, by cause");
+    ina__prom_family(b, "ina_ps_drops_total", "counter", "Datagrams dropped, by cause");
     for (int d = 0; d < INA_PS_DROP__COUNT; d++)
-        ina_bprintf(b, "ina_ps_drops_total{cause=\"%s\"} %llu\n", ina_ps_drop_name(d),
+        ina__bprintf(b, "ina_ps_drops_total{cause=\"%s\"} %llu\n", ina__ps_drop_name(d),
                     (unsigned long long)p->c.drops[d]);
     static const char *const names[] = {"keys", "memory_bytes", "steps_applied_total",
                                         "rx_packets_total", "pushes_total", "pulls_total",
@@ -118,15 +118,15 @@ static void render_metrics(const struct ina_ps_metrics *m, const struct ina_ps_p
     for (int k = 0; k < 7; k++) {
         char fam[64];
         snprintf(fam, sizeof(fam), "ina_ps_job_%s", names[k]);
-        ina_prom_family(b, fam, k >= 2 && k <= 5 ? "counter" : "gauge", helps[k]);
+        ina__prom_family(b, fam, k >= 2 && k <= 5 ? "counter" : "gauge", helps[k]);
         for (unsigned i = 0; i < p->njobs; i++) {
             const struct ina_ps_pub_job *j = &p->jobs[i];
             unsigned long long v = k == 0 ? j->keys : k == 1 ? j->bytes : k == 2 ? j->steps_applied
                                  : k == 3 ? j->rx_packets : k == 4 ? j->pushes : k == 5 ? j->pulls
                                  : (unsigned long long)j->njoined;
-            ina_bprintf(b, "%s{id=\"%u\",job=\"", fam, j->id);
-            ina_bname(b, j->name);
-            ina_bprintf(b, "\"} %llu\n", v);
+            ina__bprintf(b, "%s{id=\"%u\",job=\"", fam, j->id);
+            ina__bname(b, j->name);
+            ina__bprintf(b, "\"} %llu\n", v);
         }
     }
 }
@@ -134,21 +134,21 @@ static void render_metrics(const struct ina_ps_metrics *m, const struct ina_ps_p
 static void render_counters(const struct ina_ps_pub *p, const struct ina_http_stats *hs,
                             struct ina_buf *b)
 {
-    ina_bprintf(b, "{\"version\":\"%s\",\"shard\":%u,\"nshards\":%u,\"memory_bytes\":%zu,"
+    ina__bprintf(b, "{\"version\":\"%s\",\"shard\":%u,\"nshards\":%u,\"memory_bytes\":%zu,"
                    "\"memory_limit_bytes\":%zu,\"jobs\":%u,\"counters\":{",
                 ina_version_string(), p->shard, p->nshards, p->mem_used, p->max_memory, p->njobs);
-#define X(f, help) ina_bprintf(b, "\"" #f "\":%llu,", (unsigned long long)p->c.f);
+#define X(f, help) ina__bprintf(b, "\"" #f "\":%llu,", (unsigned long long)p->c.f);
     PS_TOTALS(X)
     INA_PS_CHAIN_COUNTERS(X)
     INA_PS_MEMBER_COUNTERS(X)
 #undef X
-    ina_bputs(b, "\"drops\":{", 9);
+    ina__bputs(b, "\"drops\":{", 9);
     for (int d = 0; d < INA_PS_DROP__COUNT; d++)
-        ina_bprintf(b, "%s\"%s\":%llu", d ? "," : "", ina_ps_drop_name(d),
+        ina__bprintf(b, "%s\"%s\":%llu", d ? "," : "", ina__ps_drop_name(d),
                     (unsigned long long)p->c.drops[d]);
-    ina_bprintf(b, "}},\"http\":");
-    ina_http_json(b, hs);
-    ina_bputs(b, "}\n", 2);
+    ina__bprintf(b, "}},\"http\":");
+    ina__http_json(b, hs);
+    ina__bputs(b, "}\n", 2);
 }
 
 static int handle(void *arg, const struct ina_http_req *rq, struct ina_buf *b, const char **ctype)
@@ -156,19 +156,19 @@ static int handle(void *arg, const struct ina_http_req *rq, struct ina_buf *b, c
     struct ina_ps_metrics *m = arg;
     const char *path = rq->path;
     if (strcmp(path, "/metrics") != 0 && strcmp(path, "/counters") != 0)
-        return ina_http_error(b, 404, "no such path (try /metrics, /counters)");
+        return ina__http_error(b, 404, "no such path (try /metrics, /counters)");
     if (strcmp(rq->method, "GET") != 0)
-        return ina_http_error(b, 405, "use GET");
+        return ina__http_error(b, 405, "use GET");
     struct ina_ps_pub *snap = malloc(sizeof(*snap));
     if (!snap)
-        return ina_http_error(b, 503, "out of memory");
+        return ina__http_error(b, 503, "out of memory");
     pthread_mutex_lock(&m->pub->mu);
     memcpy(snap, m->pub, sizeof(*snap));
     pthread_mutex_unlock(&m->pub->mu);
     if (strcmp(path, "/metrics") == 0) {
         *ctype = "text/plain; version=0.0.4; charset=utf-8";
         render_metrics(m, snap, b);
-        ina_http_prom(b, "ina_ps", rq->stats);
+        ina__http_prom(b, "ina_ps", rq->stats);
     } else {
         render_counters(snap, rq->stats, b);
     }
@@ -176,7 +176,7 @@ static int handle(void *arg, const struct ina_http_req *rq, struct ina_buf *b, c
     return 200;
 }
 
-struct ina_ps_metrics *ina_ps_metrics_start(const struct sockaddr_in *addr, const char *port_file,
+struct ina_ps_metrics *ina__ps_metrics_start(const struct sockaddr_in *addr, const char *port_file,
                                             struct ina_ps_pub *pub)
 {
     struct ina_ps_metrics *m = calloc(1, sizeof(*m));
@@ -184,7 +184,7 @@ struct ina_ps_metrics *ina_ps_metrics_start(const struct sockaddr_in *addr, cons
         return NULL;
     m->pub = pub;
     m->start_ns = ina__clock_ns();
-    m->http = ina_http_start(addr, port_file, handle, m);
+    m->http = ina__http_start(addr, port_file, handle, m);
     if (!m->http) {
         free(m);
         return NULL;
@@ -192,10 +192,10 @@ struct ina_ps_metrics *ina_ps_metrics_start(const struct sockaddr_in *addr, cons
     return m;
 }
 
-void ina_ps_metrics_stop(struct ina_ps_metrics *m)
+void ina__ps_metrics_stop(struct ina_ps_metrics *m)
 {
     if (!m)
         return;
-    ina_http_stop(m->http);
+    ina__http_stop(m->http);
     free(m);
 }

@@ -28,14 +28,14 @@ struct ina_ps_pub {
 
 #define INA_PS_PUBLISH_NS 100000000ull
 
-int ina_ps_pub_init(struct ina_ps_pub *pub);
-void ina_ps_pub_destroy(struct ina_ps_pub *pub);
-void ina_ps_pub_publish(struct ina_ps_pub *pub, const struct ina_ps *ps);
+int ina__ps_pub_init(struct ina_ps_pub *pub);
+void ina__ps_pub_destroy(struct ina_ps_pub *pub);
+void ina__ps_pub_publish(struct ina_ps_pub *pub, const struct ina_ps *ps);
 
 struct ina_ps_metrics;
 /* GET /metrics (Prometheus text 0.0.4) and GET /counters (JSON). @return NULL on failure. */
-struct ina_ps_metrics *ina_ps_metrics_start(const struct sockaddr_in *addr, const char *port_file,
+struct ina_ps_metrics *ina__ps_metrics_start(const struct sockaddr_in *addr, const char *port_file,
                                             struct ina_ps_pub *pub);
-void ina_ps_metrics_stop(struct ina_ps_metrics *m);
+void ina__ps_metrics_stop(struct ina_ps_metrics *m);
 
 #endif

@@ -15,7 +15,7 @@ static const char *const drop_names[] = {
 #undef INA__PS_DROP_NAME
 };
 
-const char *ina_ps_drop_name(enum ina_ps_drop d)
+const char *ina__ps_drop_name(enum ina_ps_drop d)
 {
     return (unsigned)d < INA_PS_DROP__COUNT ? drop_names[d] : "?";
 }
@@ -28,7 +28,7 @@ static uint32_t random_u32(void)
     return v;
 }
 
-int ina_ps_init(struct ina_ps *ps, const struct ina_ps_params *p)
+int ina__ps_init(struct ina_ps *ps, const struct ina_ps_params *p)
 {
     memset(ps, 0, sizeof(*ps));
     if (p->nshards == 0 || p->shard >= p->nshards || p->max_memory == 0)
@@ -60,7 +60,7 @@ static void job_free(struct ina_ps *ps, struct ina_ps_job *job)
     job->id = id;
 }
 
-void ina_ps_free(struct ina_ps *ps)
+void ina__ps_free(struct ina_ps *ps)
 {
     for (int i = 0; i < INA_PS_MAX_JOBS; i++)
         if (ps->jobs[i].state != INA_PS_FREE)
@@ -93,7 +93,7 @@ static void tx_push(struct ina_ps *ps, uint8_t *buf, size_t len, const struct so
 /* A reply header of job (or none) with the fields the request carried. */
 static void reply_hdr(struct ina_hdr *h, const struct ina_ps_job *job, uint8_t kind)
 {
-    ina_hdr_init(h, kind);
+    ina__hdr_init(h, kind);
     h->rank = INA_RANK_SWITCH;
     if (job) {
         h->job = job->id;
@@ -113,7 +113,7 @@ static void send_ack(struct ina_ps *ps, const struct ina_ps_job *job, uint8_t ki
     reply_hdr(&h, job, kind);
     h.slot = slot;
     h.seq = seq;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     tx_push(ps, b, INA_HDR_LEN, dst);
 }
 
@@ -124,8 +124,8 @@ static void send_nak(struct ina_ps *ps, uint64_t nonce, int reason, const struct
         return;
     struct ina_hdr h;
     reply_hdr(&h, NULL, INA_K_PS_JOIN_NAK);
-    ina_hdr_encode(b, &h);
-    ina_nak_encode(b + INA_HDR_LEN, nonce, reason);
+    ina__hdr_encode(b, &h);
+    ina__nak_encode(b + INA_HDR_LEN, nonce, reason);
     tx_push(ps, b, INA_HDR_LEN + INA_NAK_BODY_LEN, dst);
 }
 
@@ -144,7 +144,7 @@ static unsigned first_missing(const struct ina_ps_job *job)
 static void log_job(enum ina_log_level level, const struct ina_ps_job *job, const char *event,
                     const char *reason)
 {
-    ina_log(level, event, INA_KV_I("job", job->id), INA_KV_S("name", job->p.name),
+    ina__log(level, event, INA_KV_I("job", job->id), INA_KV_S("name", job->p.name),
             INA_KV_I("world", job->world), INA_KV_I("step", job->applied),
             INA_KV_S("reason", reason));
 }
@@ -163,12 +163,12 @@ static void job_abort(struct ina_ps *ps, struct ina_ps_job *job, int reason, con
             break;
         struct ina_hdr h;
         reply_hdr(&h, job, INA_K_PS_ABORT);
-        ina_hdr_encode(b, &h);
+        ina__hdr_encode(b, &h);
         uint8_t *body = b + INA_HDR_LEN;
         memset(body, 0, INA_PS_ABORT_BODY_LEN);
-        ina_nak_encode(body, 0, reason);
-        ina_put16(body + 12, (uint16_t)missing);
-        ina_put32(body + 16, job->applied);
+        ina__nak_encode(body, 0, reason);
+        ina__put16(body + 12, (uint16_t)missing);
+        ina__put32(body + 16, job->applied);
         tx_push(ps, b, INA_HDR_LEN + INA_PS_ABORT_BODY_LEN, &job->members[r].addr);
     }
     job_free(ps, job);
@@ -183,11 +183,11 @@ static void send_join_ack(struct ina_ps *ps, const struct ina_ps_job *job, int r
         return;
     struct ina_hdr h;
     reply_hdr(&h, job, INA_K_PS_JOIN_ACK);
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     struct ina_ps_join j = job->p;
     j.nonce = job->members[r].nonce;
     j.sw_version = INA_VERSION_NUMBER;
-    size_t blen = ina_ps_join_encode_split(b + INA_HDR_LEN, &j);
+    size_t blen = ina__ps_join_encode_split(b + INA_HDR_LEN, &j);
     tx_push(ps, b, INA_HDR_LEN + blen, &job->members[r].addr);
 }
 
@@ -272,7 +272,7 @@ static void on_join(struct ina_ps *ps, const struct ina_hdr *h, const uint8_t *b
 {
     struct ina_ps_join j;
     int reason;
-    if (ina_ps_join_decode(body, len, &j) != 0) {
+    if (ina__ps_join_decode(body, len, &j) != 0) {
         ps->c.drops[INA_PS_DROP_JOIN]++;
         return;
     }
@@ -280,7 +280,7 @@ static void on_join(struct ina_ps *ps, const struct ina_hdr *h, const uint8_t *b
         j.start = j.world; /* 0: every rank starts the job (as before §15.9) */
     if (!join_valid(ps, h, &j, &reason)) {
         ps->c.drops[INA_PS_DROP_JOIN]++;
-        ina_log(INA_LOG_WARN, "join_refused", INA_KV_S("name", j.name), INA_KV_I("rank", h->rank),
+        ina__log(INA_LOG_WARN, "join_refused", INA_KV_S("name", j.name), INA_KV_I("rank", h->rank),
                 INA_KV_I("shard", j.shard), INA_KV_I("nshards", j.nshards),
                 INA_KV_S("reason", reason == INA_ERR_NOTSUP ? "not_supported" : "bad_parameters"));
         send_nak(ps, j.nonce, reason, src);
@@ -289,7 +289,7 @@ static void on_join(struct ina_ps *ps, const struct ina_hdr *h, const uint8_t *b
     struct ina_ps_job *job = job_by_name(ps, j.name);
     if (job && !join_same(&job->p, &j)) {
         ps->c.drops[INA_PS_DROP_JOIN]++;
-        ina_log(INA_LOG_WARN, "join_refused", INA_KV_S("name", j.name), INA_KV_I("rank", h->rank),
+        ina__log(INA_LOG_WARN, "join_refused", INA_KV_S("name", j.name), INA_KV_I("rank", h->rank),
                 INA_KV_S("reason", "parameters_differ"));
         send_nak(ps, j.nonce, INA_ERR_MISMATCH, src);
         return;
@@ -307,7 +307,7 @@ static void on_join(struct ina_ps *ps, const struct ina_hdr *h, const uint8_t *b
             m->addr = *src;
             job->njoined++;
             ps->c.ranks_joined_late++;
-            ina_log(INA_LOG_INFO, "rank_joined", INA_KV_I("job", job->id),
+            ina__log(INA_LOG_INFO, "rank_joined", INA_KV_I("job", job->id),
                     INA_KV_S("name", job->p.name), INA_KV_I("rank", h->rank),
                     INA_KV_I("version", job->applied), INA_KV_I("ranks", job->njoined));
             send_join_ack(ps, job, h->rank);
@@ -323,7 +323,7 @@ static void on_join(struct ina_ps *ps, const struct ina_hdr *h, const uint8_t *b
              * that no update of the old one can be mistaken for the new one's (§15.9). */
             ps->c.drops[INA_PS_DROP_JOIN]++;
             ps->c.ranks_refused++;
-            ina_log(INA_LOG_WARN, "join_refused", INA_KV_S("name", j.name),
+            ina__log(INA_LOG_WARN, "join_refused", INA_KV_S("name", j.name),
                     INA_KV_I("rank", h->rank), INA_KV_S("reason", "rank_in_use"));
             send_nak(ps, j.nonce, INA_ERR_REJECTED, src);
             return;
@@ -343,7 +343,7 @@ static void on_join(struct ina_ps *ps, const struct ina_hdr *h, const uint8_t *b
         /* The scratch first: the store then takes what is left of --max-memory. */
         int rc = ina__ps_charge(ps, &job->aux_bytes, j.dim * sizeof(float)) != 0
                      ? INA_ERR_PS_FULL
-                     : ina__ps_store_init(ps, &job->store, j.dim, ina_optim_has_state(j.optim));
+                     : ina__ps_store_init(ps, &job->store, j.dim, ina__optim_has_state(j.optim));
         if (rc == 0 && !(job->scratch = malloc(j.dim * sizeof(float)))) {
             ina__ps_store_free(ps, &job->store);
             rc = -ENOMEM;
@@ -376,7 +376,7 @@ static void on_leave(struct ina_ps *ps, struct ina_ps_job *job, const struct ina
                      const uint8_t *body, size_t len)
 {
     if (h->flags & INA_FLAG_ABORT) {
-        int32_t reason = len >= 4 ? (int32_t)ina_get32(body) : INA_ERR_ABORTED;
+        int32_t reason = len >= 4 ? (int32_t)ina__get32(body) : INA_ERR_ABORTED;
         (void)reason; /* the others learn ABORTED; the rank that failed knows its own reason */
         job_abort(ps, job, INA_ERR_ABORTED, "rank_aborted");
         return;
@@ -392,21 +392,21 @@ static uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n)
     return h;
 }
 
-uint64_t ina_ps_job_digest(const struct ina_ps_job *job)
+uint64_t ina__ps_job_digest(const struct ina_ps_job *job)
 {
     const struct ina_ps_store *st = &job->store;
     uint64_t sum = 0;
     for (uint32_t r = 0; r < st->n; r++) {
         uint8_t b[8];
-        ina_put64(b, st->keys[r]);
+        ina__put64(b, st->keys[r]);
         uint64_t h = fnv1a(0xCBF29CE484222325ull, b, 8);
         for (unsigned j = 0; j < st->dim; j++) {
-            ina_putf(b, st->vals[(size_t)r * st->dim + j]);
+            ina__putf(b, st->vals[(size_t)r * st->dim + j]);
             h = fnv1a(h, b, 4);
         }
         if (st->state)
             for (unsigned j = 0; j < st->dim; j++) {
-                ina_putf(b, st->state[(size_t)r * st->dim + j]);
+                ina__putf(b, st->state[(size_t)r * st->dim + j]);
                 h = fnv1a(h, b, 4);
             }
         sum += h; /* a sum: the same whatever order the keys were stored in */
@@ -431,13 +431,13 @@ static void log_stale_end(const struct ina_ps_job *job)
 {
     char applied[INA_MAX_WORKERS * 24], digest[20];
     applied_list(job, applied, sizeof(applied));
-    snprintf(digest, sizeof(digest), "%016llx", (unsigned long long)ina_ps_job_digest(job));
-    ina_log(INA_LOG_INFO, "stale_job_ended", INA_KV_I("job", job->id), INA_KV_S("name", job->p.name),
+    snprintf(digest, sizeof(digest), "%016llx", (unsigned long long)ina__ps_job_digest(job));
+    ina__log(INA_LOG_INFO, "stale_job_ended", INA_KV_I("job", job->id), INA_KV_S("name", job->p.name),
             INA_KV_I("version", job->applied), INA_KV_I("stamp", job->next_stamp),
             INA_KV_S("digest", digest), INA_KV_S("applied", applied));
 }
 
-void ina_ps_jobs_print(const struct ina_ps *ps, FILE *f)
+void ina__ps_jobs_print(const struct ina_ps *ps, FILE *f)
 {
     for (int i = 0; i < INA_PS_MAX_JOBS; i++) {
         const struct ina_ps_job *job = &ps->jobs[i];
@@ -446,7 +446,7 @@ void ina_ps_jobs_print(const struct ina_ps *ps, FILE *f)
         char applied[INA_MAX_WORKERS * 24];
         applied_list(job, applied, sizeof(applied));
         fprintf(f, "  job %s version %u stamp %u digest %016llx applied %s\n", job->p.name,
-                job->applied, job->next_stamp, (unsigned long long)ina_ps_job_digest(job), applied);
+                job->applied, job->next_stamp, (unsigned long long)ina__ps_job_digest(job), applied);
     }
 }
 
@@ -495,7 +495,7 @@ static void try_apply(struct ina_ps *ps, struct ina_ps_job *job)
         size_t d = st->dim;
         for (uint32_t i = 0; i < st->ntouched[p]; i++) {
             uint32_t r = st->touched[p][i];
-            ina_optim_apply(&job->optim, st->vals + r * d, st->state ? st->state + r * d : NULL,
+            ina__optim_apply(&job->optim, st->vals + r * d, st->state ? st->state + r * d : NULL,
                             st->acc + (2 * (size_t)r + p) * d, d);
             st->acc_step[2 * r + p] = 0;
             st->ver[r] = s + 1;
@@ -556,7 +556,7 @@ static void on_push(struct ina_ps *ps, struct ina_ps_job *job, const struct ina_
                     const uint8_t *body, size_t len, const struct sockaddr_in *src, uint64_t now)
 {
     struct ina_ps_store *st = &job->store;
-    size_t el = ina_ps_entry_len(st->dim);
+    size_t el = ina__ps_entry_len(st->dim);
     if (len != (size_t)h->count * el) {
         ps->c.drops[INA_PS_DROP_LENGTH]++;
         return;
@@ -592,7 +592,7 @@ static void on_push(struct ina_ps *ps, struct ina_ps_job *job, const struct ina_
     size_t d = st->dim;
     for (unsigned e = 0; e < h->count; e++) {
         const uint8_t *q = body + e * el;
-        uint32_t r = ina__ps_store_get(ps, job, ina_get64(q));
+        uint32_t r = ina__ps_store_get(ps, job, ina__get64(q));
         if (r == INA_KMAP_NONE) {
             job_abort(ps, job, INA_ERR_PS_FULL, "max_memory");
             return;
@@ -604,7 +604,7 @@ static void on_push(struct ina_ps *ps, struct ina_ps_job *job, const struct ina_
             st->touched[p][st->ntouched[p]++] = r; /* touched_cap == cap >= n */
         }
         for (size_t j = 0; j < d; j++)
-            acc[j] += ina_getf(q + 8 + 4 * j);
+            acc[j] += ina__getf(q + 8 + 4 * j);
     }
     rs->nrecv++;
     ps->c.pushes++;
@@ -662,19 +662,19 @@ static void on_pull(struct ina_ps *ps, struct ina_ps_job *job, const struct ina_
     rh.seq = job->p.mode == INA_PS_MODE_STALE ? job->applied : h->seq;
     rh.count = h->count;
     rh.flags = h->flags & INA_FLAG_PS_STATE;
-    ina_hdr_encode(b, &rh);
+    ina__hdr_encode(b, &rh);
     uint8_t *v = b + INA_HDR_LEN, *sv = v + (size_t)h->count * d * 4;
     for (unsigned i = 0; i < h->count; i++) {
-        uint64_t key = ina_get64(body + 8 * i);
-        uint32_t r = ina_kmap_get(&st->index, key);
+        uint64_t key = ina__get64(body + 8 * i);
+        uint32_t r = ina__kmap_get(&st->index, key);
         for (size_t j = 0; j < d; j++) {
             float x = r != INA_KMAP_NONE
                           ? st->vals[r * d + j]
-                          : ina_param_init(job->p.init, job->p.init_scale, job->p.init_seed, key,
+                          : ina__param_init(job->p.init, job->p.init_scale, job->p.init_seed, key,
                                            (unsigned)j);
-            ina_putf(v + 4 * (i * d + j), x);
+            ina__putf(v + 4 * (i * d + j), x);
             if (with_state)
-                ina_putf(sv + 4 * (i * d + j),
+                ina__putf(sv + 4 * (i * d + j),
                          r != INA_KMAP_NONE && st->state ? st->state[r * d + j] : job->p.init_acc);
         }
     }
@@ -694,14 +694,14 @@ static void on_assign(struct ina_ps *ps, struct ina_ps_job *job, const struct in
                       const uint8_t *body, size_t len, const struct sockaddr_in *src)
 {
     struct ina_ps_store *st = &job->store;
-    size_t d = st->dim, el = ina_ps_assign_len((unsigned)d);
+    size_t d = st->dim, el = ina__ps_assign_len((unsigned)d);
     if (len != (size_t)h->count * el) {
         ps->c.drops[INA_PS_DROP_LENGTH]++;
         return;
     }
     for (unsigned e = 0; e < h->count; e++) {
         const uint8_t *q = body + e * el;
-        uint32_t r = ina__ps_store_get(ps, job, ina_get64(q));
+        uint32_t r = ina__ps_store_get(ps, job, ina__get64(q));
         if (r == INA_KMAP_NONE) {
             job_abort(ps, job, INA_ERR_PS_FULL, "max_memory");
             return;
@@ -711,9 +711,9 @@ static void on_assign(struct ina_ps *ps, struct ina_ps_job *job, const struct in
             continue;
         }
         for (size_t j = 0; j < d; j++) {
-            st->vals[r * d + j] = ina_getf(q + 8 + 4 * j);
+            st->vals[r * d + j] = ina__getf(q + 8 + 4 * j);
             if (st->state)
-                st->state[r * d + j] = ina_getf(q + 8 + 4 * (d + j));
+                st->state[r * d + j] = ina__getf(q + 8 + 4 * (d + j));
         }
         st->ver[r] = h->seq;
         ps->c.assign_entries++;
@@ -736,8 +736,8 @@ static void send_update_ack(struct ina_ps *ps, const struct ina_ps_job *job,
     reply_hdr(&h, job, INA_K_PS_UPDATE_ACK);
     h.slot = u->uid;
     h.seq = u->version;
-    ina_hdr_encode(b, &h);
-    ina_ps_update_ack_encode(b + INA_HDR_LEN, u->status, u->version, u->delay, u->stamp);
+    ina__hdr_encode(b, &h);
+    ina__ps_update_ack_encode(b + INA_HDR_LEN, u->status, u->version, u->delay, u->stamp);
     tx_push(ps, b, INA_HDR_LEN + INA_PS_UPDATE_ACK_LEN, dst);
 }
 
@@ -756,15 +756,15 @@ static int update_apply(struct ina_ps *ps, struct ina_ps_job *job, const struct 
                         const uint8_t *entries)
 {
     struct ina_ps_store *st = &job->store;
-    size_t d = st->dim, el = ina_ps_entry_len(st->dim);
+    size_t d = st->dim, el = ina__ps_entry_len(st->dim);
     for (unsigned e = 0; e < h->count; e++) {
         const uint8_t *q = entries + e * el;
-        uint32_t r = ina__ps_store_get(ps, job, ina_get64(q));
+        uint32_t r = ina__ps_store_get(ps, job, ina__get64(q));
         if (r == INA_KMAP_NONE)
             return -1;
         for (size_t j = 0; j < d; j++)
-            job->scratch[j] = ina_getf(q + 8 + 4 * j);
-        ina_optim_apply(&job->optim, st->vals + r * d, st->state ? st->state + r * d : NULL,
+            job->scratch[j] = ina__getf(q + 8 + 4 * j);
+        ina__optim_apply(&job->optim, st->vals + r * d, st->state ? st->state + r * d : NULL,
                         job->scratch, d);
         st->ver[r] = job->applied + 1;
     }
@@ -796,12 +796,12 @@ static int update_one(struct ina_ps *ps, struct ina_ps_job *job, const struct in
 {
     struct ina_ps_store *st = &job->store;
     if (len < INA_PS_UPDATE_PREFIX ||
-        len - INA_PS_UPDATE_PREFIX != (size_t)h->count * ina_ps_entry_len(st->dim)) {
+        len - INA_PS_UPDATE_PREFIX != (size_t)h->count * ina__ps_entry_len(st->dim)) {
         ps->c.drops[INA_PS_DROP_LENGTH]++;
         return 0;
     }
     struct ina_ps_lastupd *u = &job->last[h->rank];
-    uint32_t stamp = ina_get32(body), members = ina_get32(body + 4);
+    uint32_t stamp = ina__get32(body), members = ina__get32(body + 4);
     if (members > INA_PS_UPDATE_MAX_MEMBERS) {
         ps->c.drops[INA_PS_DROP_LENGTH]++; /* a malformed body */
         return 0;
@@ -901,12 +901,12 @@ static int take_held(struct ina_ps *ps, struct ina_ps_job *job)
         struct ina_ps_held *slot = &job->held[job->next_stamp % INA_PS_HOLD];
         if (!slot->used)
             return took;
-        if (ina_ps_tx_full(ps))
+        if (ina__ps_tx_full(ps))
             return took ? took : -1;
         struct ina_ps_held k = *slot;
         *slot = (struct ina_ps_held){0};
         ina__ps_uncharge(ps, &job->aux_bytes, k.len); /* first: update_one may free the job */
-        int r = ina_get32(k.body) == job->next_stamp /* else a forgery: not its turn */
+        int r = ina__get32(k.body) == job->next_stamp /* else a forgery: not its turn */
                     ? update_one(ps, job, &k.h, k.body, k.len, &k.src)
                     : 0;
         free(k.body);
@@ -936,19 +936,19 @@ int ina__ps_resolve_next(struct ina_ps *ps, struct ina_ps_job *job)
 
 /* ---- Input -------------------------------------------------------------------- */
 
-void ina_ps_input(struct ina_ps *ps, const uint8_t *buf, size_t len, const struct sockaddr_in *src,
+void ina__ps_input(struct ina_ps *ps, const uint8_t *buf, size_t len, const struct sockaddr_in *src,
                   uint64_t now_ns)
 {
     struct ina_hdr h;
     ps->c.rx_packets++;
     ps->c.rx_bytes += len;
-    switch (ina_hdr_decode(buf, len, &h)) {
+    switch (ina__hdr_decode(buf, len, &h)) {
     case INA_PARSE_OK: break;
     case INA_PARSE_SHORT: ps->c.drops[INA_PS_DROP_SHORT]++; return;
     case INA_PARSE_MAGIC: ps->c.drops[INA_PS_DROP_MAGIC]++; return;
     case INA_PARSE_VERSION:
         if (h.kind == INA_K_PS_JOIN && len >= INA_HDR_LEN + 8)
-            send_nak(ps, ina_get64(buf + INA_HDR_LEN), INA_ERR_PROTO, src);
+            send_nak(ps, ina__get64(buf + INA_HDR_LEN), INA_ERR_PROTO, src);
         ps->c.drops[INA_PS_DROP_VERSION]++;
         return;
     default: ps->c.drops[INA_PS_DROP_LENGTH]++; return;
@@ -1018,7 +1018,7 @@ void ina_ps_input(struct ina_ps *ps, const uint8_t *buf, size_t len, const struc
     }
 }
 
-void ina_ps_tick(struct ina_ps *ps, uint64_t now_ns)
+void ina__ps_tick(struct ina_ps *ps, uint64_t now_ns)
 {
     for (int i = 0; i < INA_PS_MAX_JOBS; i++) {
         struct ina_ps_job *job = &ps->jobs[i];
@@ -1028,7 +1028,7 @@ void ina_ps_tick(struct ina_ps *ps, uint64_t now_ns)
             job_free(ps, job);
         } else if (job->state == INA_PS_ACTIVE && ps->p.idle_timeout_ns &&
                    now_ns - job->last_rx_ns > ps->p.idle_timeout_ns) {
-            if (ina_ps_tx_full(ps))
+            if (ina__ps_tx_full(ps))
                 continue;
             job_abort(ps, job, INA_ERR_TIMEOUT, "idle_timeout");
         } else if (job->state == INA_PS_ACTIVE && job->p.mode == INA_PS_MODE_STALE) {
@@ -1036,7 +1036,7 @@ void ina_ps_tick(struct ina_ps *ps, uint64_t now_ns)
         } else if (job->state == INA_PS_ACTIVE && ps->p.step_timeout_ns &&
                    job->step_open_ns[job->applied & 1] &&
                    now_ns - job->step_open_ns[job->applied & 1] > ps->p.step_timeout_ns) {
-            if (ina_ps_tx_full(ps))
+            if (ina__ps_tx_full(ps))
                 continue;
             job_abort(ps, job, INA_ERR_TIMEOUT, "step_timeout");
         }
@@ -1051,7 +1051,7 @@ void ina_ps_tick(struct ina_ps *ps, uint64_t now_ns)
     X(updates_stale) X(update_dups) X(delay_violations) X(delay_max) X(updates_held)        \
     X(updates_aggregated) X(aggregated_members)
 
-void ina_ps_counters_print(const struct ina_ps_counters *c, FILE *f)
+void ina__ps_counters_print(const struct ina_ps_counters *c, FILE *f)
 {
     fprintf(f, "ina-ps counters:\n");
 #define X(name) fprintf(f, "  %-16s %llu\n", #name, (unsigned long long)c->name);
@@ -1065,7 +1065,7 @@ void ina_ps_counters_print(const struct ina_ps_counters *c, FILE *f)
         fprintf(f, "  delay_%d%-9s %llu\n", d, d == INA_PS_DELAY_BUCKETS - 1 ? "+" : "",
                 (unsigned long long)c->delay_hist[d]);
     for (int d = 0; d < INA_PS_DROP__COUNT; d++)
-        fprintf(f, "  drop_%-11s %llu\n", ina_ps_drop_name(d), (unsigned long long)c->drops[d]);
+        fprintf(f, "  drop_%-11s %llu\n", ina__ps_drop_name(d), (unsigned long long)c->drops[d]);
 }
 
 /* ---- For chain.c (chain replication, PROTOCOL.md §15.8) ----------------------------- */

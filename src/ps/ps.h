@@ -4,7 +4,7 @@
 
 /*
  * Like ina-switch, a shard is a pure state machine fed one datagram at a
- * time by ina_ps_input(); it queues its replies in ps->tx. Sockets live in
+ * time by ina__ps_input(); it queues its replies in ps->tx. Sockets live in
  * main.c, so tests and the fuzzer drive this API without a network.
  *
  * A job's shard keeps, for every key it owns that was ever updated, a
@@ -239,7 +239,7 @@ struct ina_ps {
     struct ina_ps_sched *sched;
 };
 
-/* The hooks of ina-sched's link (PROTOCOL.md §15.9), set by ina_ps_sched_init(). */
+/* The hooks of ina-sched's link (PROTOCOL.md §15.9), set by ina__ps_sched_init(). */
 struct ina_ps_sched_ops {
     /* A PS_SYNC or PS_REPLAY (header decoded, rx counted). */
     void (*input)(struct ina_ps *ps, const struct ina_hdr *h, const uint8_t *body, size_t len,
@@ -253,7 +253,7 @@ struct ina_ps_sched_ops {
     void (*job_end)(struct ina_ps *ps, struct ina_ps_job *job);
 };
 
-/* The hooks of chain replication (PROTOCOL.md §15.8), set by ina_ps_chain_init(). */
+/* The hooks of chain replication (PROTOCOL.md §15.8), set by ina__ps_chain_init(). */
 struct ina_ps_chain_ops {
     /* A CHAIN_FWD or CHAIN_ACK (header decoded, rx counted): the whole datagram is its own. */
     void (*input)(struct ina_ps *ps, const struct ina_hdr *h, const uint8_t *body, size_t len,
@@ -268,20 +268,20 @@ struct ina_ps_chain_ops {
 };
 
 /* @return 0, -EINVAL or -ENOMEM. */
-int ina_ps_init(struct ina_ps *ps, const struct ina_ps_params *p);
-void ina_ps_free(struct ina_ps *ps);
-/* Process one datagram from src. The caller flushes ps->tx when ina_ps_tx_full(). */
-void ina_ps_input(struct ina_ps *ps, const uint8_t *buf, size_t len, const struct sockaddr_in *src,
+int ina__ps_init(struct ina_ps *ps, const struct ina_ps_params *p);
+void ina__ps_free(struct ina_ps *ps);
+/* Process one datagram from src. The caller flushes ps->tx when ina__ps_tx_full(). */
+void ina__ps_input(struct ina_ps *ps, const uint8_t *buf, size_t len, const struct sockaddr_in *src,
                   uint64_t now_ns);
 /* Timeouts: join, idle, step. */
-void ina_ps_tick(struct ina_ps *ps, uint64_t now_ns);
-static inline int ina_ps_tx_full(const struct ina_ps *ps)
+void ina__ps_tick(struct ina_ps *ps, uint64_t now_ns);
+static inline int ina__ps_tx_full(const struct ina_ps *ps)
 {
     return ps->tx.n + INA_PS_TX_RESERVE_MSGS > INA_PS_TX_MSGS ||
            ps->tx.used + INA_PS_TX_RESERVE_BYTES > INA_PS_TX_BYTES;
 }
 /* After a flush: count what a missing flush lost (drop TXQ), then empty the queue. */
-static inline void ina_ps_tx_reset(struct ina_ps *ps)
+static inline void ina__ps_tx_reset(struct ina_ps *ps)
 {
     ps->c.drops[INA_PS_DROP_TXQ] += ps->tx.overflows;
     ps->tx.overflows = 0;
@@ -289,14 +289,14 @@ static inline void ina_ps_tx_reset(struct ina_ps *ps)
     ps->tx.used = 0;
 }
 
-const char *ina_ps_drop_name(enum ina_ps_drop d);
+const char *ina__ps_drop_name(enum ina_ps_drop d);
 /* The model's digest (PROTOCOL.md §15.9): the sum over stored keys of FNV-1a 64 of the key
  * and its values (and state); equal at equal versions for a replica in step. */
-uint64_t ina_ps_job_digest(const struct ina_ps_job *job);
+uint64_t ina__ps_job_digest(const struct ina_ps_job *job);
 /* The exit report's line of every active STALE job: "  job NAME version V stamp G digest D
  * applied r:n,..." (the log's stale_job_ended says the same of a job that ended). */
-void ina_ps_jobs_print(const struct ina_ps *ps, FILE *f);
-void ina_ps_counters_print(const struct ina_ps_counters *c, FILE *f);
+void ina__ps_jobs_print(const struct ina_ps *ps, FILE *f);
+void ina__ps_counters_print(const struct ina_ps_counters *c, FILE *f);
 
 /* For chain.c: ps.c's reply queue, UPDATE_ACK and UPDATE handler (§15.2), unchanged. */
 uint8_t *ina__ps_tx_buf(struct ina_ps *ps, size_t len);

@@ -56,7 +56,7 @@ void ina__ps_uncharge(struct ina_ps *ps, size_t *owner, size_t n)
 /* Bytes of a store with room for cap records: the record arrays and the index. */
 static size_t store_bytes(const struct ina_ps_store *s, uint32_t cap)
 {
-    return records_bytes(s, cap) + ina_kmap_bytes(ina_kmap_cells(cap));
+    return records_bytes(s, cap) + ina__kmap_bytes(ina__kmap_cells(cap));
 }
 
 int ina__ps_store_init(struct ina_ps *ps, struct ina_ps_store *s, unsigned dim, int has_state)
@@ -69,7 +69,7 @@ int ina__ps_store_init(struct ina_ps *ps, struct ina_ps_store *s, unsigned dim, 
         cap /= 2; /* a small limit: start smaller, the limit decides later */
     if (ina__ps_charge(ps, &s->bytes, store_bytes(s, cap)) != 0)
         return INA_ERR_PS_FULL;
-    if (ina_kmap_init(&s->index, cap) != 0 || records_resize(s, cap) != 0) {
+    if (ina__kmap_init(&s->index, cap) != 0 || records_resize(s, cap) != 0) {
         ina__ps_store_free(ps, s);
         return -ENOMEM;
     }
@@ -79,7 +79,7 @@ int ina__ps_store_init(struct ina_ps *ps, struct ina_ps_store *s, unsigned dim, 
 void ina__ps_store_free(struct ina_ps *ps, struct ina_ps_store *s)
 {
     ps->mem_used -= s->bytes;
-    ina_kmap_free(&s->index);
+    ina__kmap_free(&s->index);
     free(s->keys);
     free(s->ver);
     free(s->acc_step);
@@ -109,11 +109,11 @@ static int store_make_room(struct ina_ps *ps, struct ina_ps_store *s)
             return -1;
         }
     }
-    if (ina_kmap_full(&s->index)) {
-        size_t more = ina_kmap_bytes(s->index.cap); /* the table doubles */
+    if (ina__kmap_full(&s->index)) {
+        size_t more = ina__kmap_bytes(s->index.cap); /* the table doubles */
         if (ina__ps_charge(ps, &s->bytes, more) != 0)
             return -1;
-        if (ina_kmap_grow(&s->index) != 0) {
+        if (ina__kmap_grow(&s->index) != 0) {
             ina__ps_uncharge(ps, &s->bytes, more);
             return -1;
         }
@@ -124,7 +124,7 @@ static int store_make_room(struct ina_ps *ps, struct ina_ps_store *s)
 uint32_t ina__ps_store_get(struct ina_ps *ps, struct ina_ps_job *job, uint64_t key)
 {
     struct ina_ps_store *s = &job->store;
-    uint32_t r = ina_kmap_get(&s->index, key);
+    uint32_t r = ina__kmap_get(&s->index, key);
     if (r != INA_KMAP_NONE)
         return r;
     if (store_make_room(ps, s) != 0) {
@@ -132,13 +132,13 @@ uint32_t ina__ps_store_get(struct ina_ps *ps, struct ina_ps_job *job, uint64_t k
         return INA_KMAP_NONE;
     }
     r = s->n++;
-    ina_kmap_put(&s->index, key, r);
+    ina__kmap_put(&s->index, key, r);
     s->keys[r] = key;
     s->ver[r] = 0;
     s->acc_step[2 * r] = s->acc_step[2 * r + 1] = 0;
     for (unsigned j = 0; j < s->dim; j++) {
         s->vals[(size_t)r * s->dim + j] =
-            ina_param_init(job->p.init, job->p.init_scale, job->p.init_seed, key, j);
+            ina__param_init(job->p.init, job->p.init_scale, job->p.init_seed, key, j);
         if (s->has_state)
             s->state[(size_t)r * s->dim + j] = job->p.init_acc;
     }

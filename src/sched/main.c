@@ -100,8 +100,8 @@ static void send_one(int fd, struct ina_sched *s, const uint8_t *b, size_t len,
                      const struct sockaddr_in *dst)
 {
     unsigned order[2], n = 1;
-    if (ina_fault_active(&fault_tx))
-        n = ina_fault_plan(&fault_tx, 1, order); /* 0: dropped, 2: duplicated */
+    if (ina__fault_active(&fault_tx))
+        n = ina__fault_plan(&fault_tx, 1, order); /* 0: dropped, 2: duplicated */
     for (unsigned i = 0; i < n; i++) {
         if (sendto(fd, b, len, 0, (const struct sockaddr *)dst, sizeof(*dst)) < 0)
             s->c.tx_errors++;
@@ -116,7 +116,7 @@ static void flush_tx(int fd, struct ina_sched *s)
         send_one(fd, s, s->tx.buf[i], s->tx.len[i], &s->tx.dst[i]);
     if (s->tx.relay) /* a PS_REPLAY passed on: it points into the receive buffer */
         send_one(fd, s, s->tx.relay, s->tx.relay_len, &s->tx.relay_dst);
-    ina_sched_tx_reset(s);
+    ina__sched_tx_reset(s);
 }
 
 /* Up to 64 datagrams a turn (4 bursts of INA_RX_MAX_MSGS), each answered at once, in the
@@ -126,35 +126,35 @@ static int run(int fd, struct ina_sched *s)
     static struct ina_rx rx;
     static struct ina_rx_pkt pkts[INA_RX_MAX_MSGS]; /* no GRO: a message is a datagram */
     static unsigned order[2 * INA_RX_MAX_MSGS];
-    if (ina_rx_init(&rx, INA_RX_MAX_MSGS, 65536) != 0)
+    if (ina__rx_init(&rx, INA_RX_MAX_MSGS, 65536) != 0)
         return -ENOMEM;
     uint64_t last_tick = ina__clock_ns();
     while (!ina__daemon_stopping()) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         poll(&pfd, 1, 5);
         for (int burst = 0; burst < 64 / INA_RX_MAX_MSGS; burst++) {
-            int n = ina_rx_burst(&rx, fd, pkts, INA_RX_MAX_MSGS);
+            int n = ina__rx_burst(&rx, fd, pkts, INA_RX_MAX_MSGS);
             if (n < 0 || rx.got == 0)
                 break;
             unsigned norder = (unsigned)n;
-            if (ina_fault_active(&fault_rx))
-                norder = ina_fault_plan(&fault_rx, (unsigned)n, order);
+            if (ina__fault_active(&fault_rx))
+                norder = ina__fault_plan(&fault_rx, (unsigned)n, order);
             else
                 for (unsigned i = 0; i < (unsigned)n; i++)
                     order[i] = i;
             for (unsigned o = 0; o < norder; o++) {
                 const struct ina_rx_pkt *pk = &pkts[order[o]];
-                ina_sched_input(s, pk->data, pk->len, pk->src, ina__clock_ns());
+                ina__sched_input(s, pk->data, pk->len, pk->src, ina__clock_ns());
                 flush_tx(fd, s);
             }
         }
         uint64_t now = ina__clock_ns();
         if (ina__daemon_due(&last_tick, now, 5000000ull)) {
-            ina_sched_tick(s, now);
+            ina__sched_tick(s, now);
             flush_tx(fd, s);
         }
     }
-    ina_rx_free(&rx);
+    ina__rx_free(&rx);
     return 0;
 }
 
@@ -222,7 +222,7 @@ int main(int argc, char **argv)
             break;
         case 'x':
         case 'y':
-            if (ina_fault_parse(c == 'x' ? &fault_rx : &fault_tx, optarg) != 0) {
+            if (ina__fault_parse(c == 'x' ? &fault_rx : &fault_tx, optarg) != 0) {
                 fprintf(stderr, "ina-sched: bad --fault-%s '%s' (want drop=P,dup=P,reorder=P,"
                                 "seed=N)\n", c == 'x' ? "rx" : "tx", optarg);
                 return 2;
@@ -237,7 +237,7 @@ int main(int argc, char **argv)
         case 'l': listen_s = optarg; break;
         case 'p': port_file = optarg; break;
         case 'L':
-            bad = ina_log_level_parse(optarg, &level);
+            bad = ina__log_level_parse(optarg, &level);
             break;
         case 'V': ina__daemon_version(NAME); return 0;
         case 'h': usage(stdout); return 0;
@@ -270,7 +270,7 @@ int main(int argc, char **argv)
         return 2;
     }
     for (int i = 0; i < 2 && servers[i]; i++) {
-        if (!strchr(servers[i], ':') || ina_parse_hostport(servers[i], 1, &p.server[i]) != 0 ||
+        if (!strchr(servers[i], ':') || ina__parse_hostport(servers[i], 1, &p.server[i]) != 0 ||
             p.server[i].sin_port == 0) {
             fprintf(stderr, "ina-sched: cannot parse or resolve --%s '%s' (want ADDR:PORT)\n",
                     i ? "replica" : "ps", servers[i]);
@@ -283,9 +283,9 @@ int main(int argc, char **argv)
     struct sockaddr_in addr;
     if (ina__daemon_listen_addr(NAME, listen_s, INA_SCHED_DEFAULT_PORT, &addr) != 0)
         return 2;
-    ina_log_setup(level, INA_LOG_TEXT);
+    ina__log_setup(level, INA_LOG_TEXT);
     static struct ina_sched s;
-    if (ina_sched_init(&s, &p) != 0) {
+    if (ina__sched_init(&s, &p) != 0) {
         fprintf(stderr, "ina-sched: invalid parameters\n");
         return 2;
     }
@@ -295,7 +295,7 @@ int main(int argc, char **argv)
     ina__daemon_signals(0); /* SIGINT, SIGTERM: stop */
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
-    ina_log(INA_LOG_INFO, "listening", INA_KV_S("version", ina_version_string()),
+    ina__log(INA_LOG_INFO, "listening", INA_KV_S("version", ina_version_string()),
             INA_KV_S("addr", ip), INA_KV_I("port", ntohs(addr.sin_port)), INA_KV_S("job", p.job),
             INA_KV_I("world", p.world), INA_KV_I("max_delay", p.max_delay),
             INA_KV_I("window", p.window), INA_KV_I("aggregate", p.aggregate),
@@ -309,8 +309,8 @@ int main(int argc, char **argv)
         fprintf(stderr, NAME ": cannot start: %s\n", strerror(ENOMEM));
         return 1;
     }
-    ina_sched_counters_print(&s, stderr);
-    if (ina_fault_active(&fault_rx) || ina_fault_active(&fault_tx))
+    ina__sched_counters_print(&s, stderr);
+    if (ina__fault_active(&fault_rx) || ina__fault_active(&fault_tx))
         ina__daemon_fault_report(stderr, &fault_rx, &fault_tx);
     close(fd);
     return 0;

@@ -15,12 +15,12 @@ static const char *const drop_names[] = {
 #undef INA__SCHED_DROP_NAME
 };
 
-const char *ina_sched_drop_name(enum ina_sched_drop d)
+const char *ina__sched_drop_name(enum ina_sched_drop d)
 {
     return (unsigned)d < INA_SCHED_DROP__COUNT ? drop_names[d] : "?";
 }
 
-int ina_sched_init(struct ina_sched *s, const struct ina_sched_params *p)
+int ina__sched_init(struct ina_sched *s, const struct ina_sched_params *p)
 {
     memset(s, 0, sizeof(*s));
     if (p->world == 0 || p->world > INA_MAX_WORKERS || p->window == 0 ||
@@ -37,7 +37,7 @@ int ina_sched_init(struct ina_sched *s, const struct ina_sched_params *p)
     return 0;
 }
 
-void ina_sched_tx_reset(struct ina_sched *s)
+void ina__sched_tx_reset(struct ina_sched *s)
 {
     s->c.drops[INA_SCHED_DROP_TXQ] += s->tx.overflows;
     s->tx.overflows = 0;
@@ -66,18 +66,18 @@ static void send_grant(struct ina_sched *s, unsigned r)
     if (!b)
         return;
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_SCHED_GRANT);
+    ina__hdr_init(&h, INA_K_SCHED_GRANT);
     h.rank = INA_RANK_SWITCH;
     h.slot = k->uid;
     h.seq = k->status == 0 ? k->stamp : INA_STAMP_NONE;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     uint8_t *body = b + INA_HDR_LEN;
-    ina_put32(body, (uint32_t)k->status);
-    ina_put32(body + 4, h.seq);
-    ina_put32(body + 8, k->bound_at_grant);
-    ina_put32(body + 12, k->straggler);
-    ina_put32(body + 16, k->status == 0 ? k->group_size : 1);
-    ina_put32(body + 20, k->status == 0 ? k->group_index : 0);
+    ina__put32(body, (uint32_t)k->status);
+    ina__put32(body + 4, h.seq);
+    ina__put32(body + 8, k->bound_at_grant);
+    ina__put32(body + 12, k->straggler);
+    ina__put32(body + 16, k->status == 0 ? k->group_size : 1);
+    ina__put32(body + 20, k->status == 0 ? k->group_index : 0);
 }
 
 /* ---- Learned rates and stragglers ------------------------------------------ */
@@ -105,7 +105,7 @@ static void mark_stragglers(struct ina_sched *s)
         uint8_t was = k->straggler;
         k->straggler = k->samples >= 2 && !k->departed && k->rate < s->p.straggler_ratio * median;
         if (k->straggler != was)
-            ina_log(INA_LOG_INFO, k->straggler ? "straggler" : "straggler_recovered",
+            ina__log(INA_LOG_INFO, k->straggler ? "straggler" : "straggler_recovered",
                     INA_KV_I("rank", r), INA_KV_I("rate_kbps", (long long)(k->rate / 1000)),
                     INA_KV_I("median_kbps", (long long)(median / 1000)));
     }
@@ -413,7 +413,7 @@ static void depart(struct ina_sched *s, unsigned r, const char *why)
         return;
     k->departed = 1;
     s->c.ranks_departed++;
-    ina_log(INA_LOG_WARN, "rank_departed", INA_KV_I("rank", r), INA_KV_S("reason", why),
+    ina__log(INA_LOG_WARN, "rank_departed", INA_KV_I("rank", r), INA_KV_S("reason", why),
             INA_KV_I("world", live_ranks(s)));
     mark_stragglers(s);
 }
@@ -427,7 +427,7 @@ static void heard_from(struct ina_sched *s, unsigned r)
     k->departed = 0;
     k->depart_voided = 0;
     s->c.ranks_returned++;
-    ina_log(INA_LOG_INFO, "rank_returned", INA_KV_I("rank", r), INA_KV_I("world", live_ranks(s)));
+    ina__log(INA_LOG_INFO, "rank_returned", INA_KV_I("rank", r), INA_KV_I("world", live_ranks(s)));
 }
 
 /* Server i is heard from within the failover time (counting from the start for one never
@@ -451,16 +451,16 @@ static void send_sync(struct ina_sched *s, unsigned i, uint32_t action, uint32_t
     if (!b)
         return;
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_PS_SYNC);
+    ina__hdr_init(&h, INA_K_PS_SYNC);
     h.rank = INA_RANK_SWITCH;
     h.slot = ++s->srv[i].q;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     uint8_t *p = b + INA_HDR_LEN;
     memset(p, 0, INA_PS_SYNC_LEN);
     memcpy(p, s->p.job, strnlen(s->p.job, 31));
-    ina_put32(p + 32, action);
-    ina_put32(p + 36, arg);
-    ina_put32(p + 40, n);
+    ina__put32(p + 32, action);
+    ina__put32(p + 36, arg);
+    ina__put32(p + 40, n);
     s->c.syncs_sent++;
 }
 
@@ -485,7 +485,7 @@ static void expire(struct ina_sched *s, unsigned r, uint64_t now)
 {
     struct ina_sched_rank *k = &s->ranks[r];
     s->c.grants_expired++;
-    ina_log(INA_LOG_WARN, "grant_expired", INA_KV_I("rank", r), INA_KV_I("uid", k->uid),
+    ina__log(INA_LOG_WARN, "grant_expired", INA_KV_I("rank", r), INA_KV_I("uid", k->uid),
             INA_KV_I("stamp", k->stamp));
     if (!s->p.nservers || k->member ||
         !void_add(s, INA_SCHED_VOID_ASK, r, k->stamp, 1, 1)) {
@@ -534,7 +534,7 @@ static void on_void_state(struct ina_sched *s, unsigned i, uint32_t arg, uint32_
             if (s->recovering == INA_SCHED_RECOVER_VOID) {
                 s->recovering = INA_SCHED_RUNNING;
                 s->c.recoveries++;
-                ina_log(INA_LOG_WARN, "recovered", INA_KV_S("reason", "orphans_voided"),
+                ina__log(INA_LOG_WARN, "recovered", INA_KV_S("reason", "orphans_voided"),
                         INA_KV_I("version", known_applied(s)), INA_KV_I("next_stamp", s->next_stamp),
                         INA_KV_I("world", live_ranks(s)));
             }
@@ -552,7 +552,7 @@ static void on_void_state(struct ina_sched *s, unsigned i, uint32_t arg, uint32_
             }
             s->c.stamps_voided++;
             s->repair_eager_ns = now + INA_SCHED_EAGER_NS;
-            ina_log(INA_LOG_WARN, "stamp_voided", INA_KV_I("stamp", v->stamp),
+            ina__log(INA_LOG_WARN, "stamp_voided", INA_KV_I("stamp", v->stamp),
                     INA_KV_I("rank", v->rank), INA_KV_I("version", sv->version));
             if (v->rank < s->p.world) {
                 depart(s, v->rank, "stamp_voided");
@@ -569,7 +569,7 @@ static void on_void_state(struct ina_sched *s, unsigned i, uint32_t arg, uint32_
             s->c.void_relays++;
         } else if (result == INA_PS_FATE_TAKEN) {
             s->c.replica_diverged++; /* it took what the authority voided: a bug, never */
-            ina_log(INA_LOG_ERROR, "replica_diverged", INA_KV_I("stamp", v->stamp),
+            ina__log(INA_LOG_ERROR, "replica_diverged", INA_KV_I("stamp", v->stamp),
                     INA_KV_I("server", i));
         }
         v->state = INA_SCHED_VOID_FREE;
@@ -653,7 +653,7 @@ static void recovery_tick(struct ina_sched *s, uint64_t now)
                 s->floor = a->version;
             s->next_stamp = a->next_stamp;
             s->recovering = INA_SCHED_RECOVER_RANKS;
-            ina_log(INA_LOG_WARN, "recovering", INA_KV_I("version", a->version),
+            ina__log(INA_LOG_WARN, "recovering", INA_KV_I("version", a->version),
                     INA_KV_I("next_stamp", a->next_stamp), INA_KV_I("server", s->auth));
         } else if (now - s->start_ns > s->p.failover_ns) {
             if (o >= 0 && (s->srv[o].have_state || s->srv[o].no_job)) {
@@ -661,7 +661,7 @@ static void recovery_tick(struct ina_sched *s, uint64_t now)
                 s->c.server_failovers++;
             } else {
                 s->recovering = INA_SCHED_RUNNING;
-                ina_log(INA_LOG_WARN, "no_server_state", INA_KV_S("reason", "no_answer"));
+                ina__log(INA_LOG_WARN, "no_server_state", INA_KV_S("reason", "no_answer"));
             }
         }
         return;
@@ -679,7 +679,7 @@ static void recovery_tick(struct ina_sched *s, uint64_t now)
             s->next_stamp = a->next_stamp;
         s->recovering = INA_SCHED_RUNNING;
         s->c.recoveries++;
-        ina_log(INA_LOG_WARN, "recovered", INA_KV_S("reason", "all_ranks_asked"),
+        ina__log(INA_LOG_WARN, "recovered", INA_KV_S("reason", "all_ranks_asked"),
                 INA_KV_I("version", known_applied(s)), INA_KV_I("next_stamp", s->next_stamp),
                 INA_KV_I("world", live_ranks(s)));
         schedule(s, now);
@@ -709,7 +709,7 @@ static void servers_tick(struct ina_sched *s, uint64_t now)
     }
     if (o >= 0 && !s->recovering && !server_alive(s, s->auth, now) &&
         server_alive(s, (unsigned)o, now) && s->srv[o].last_rx_ns) {
-        ina_log(INA_LOG_WARN, "server_failover", INA_KV_I("from", s->auth), INA_KV_I("to", o),
+        ina__log(INA_LOG_WARN, "server_failover", INA_KV_I("from", s->auth), INA_KV_I("to", o),
                 INA_KV_I("silent_ms", (now - s->srv[s->auth].last_rx_ns) / 1000000));
         s->auth = (unsigned)o;
         s->c.server_failovers++;
@@ -743,20 +743,20 @@ static void servers_tick(struct ina_sched *s, uint64_t now)
 static void on_state(struct ina_sched *s, unsigned i, const uint8_t *body, uint64_t now)
 {
     struct ina_sched_server *sv = &s->srv[i];
-    uint32_t action = ina_get32(body + 32), arg = ina_get32(body + 36),
-             result = ina_get32(body + 40), run = ina_get32(body + 44);
+    uint32_t action = ina__get32(body + 32), arg = ina__get32(body + 36),
+             result = ina__get32(body + 40), run = ina__get32(body + 44);
     s->c.states++;
     sv->last_rx_ns = now ? now : 1;
     sv->no_job = result == INA_PS_FATE_NO_JOB;
     sv->have_state = !sv->no_job;
     if (sv->have_state) {
-        sv->version = ina_get32(body + 48);
-        sv->next_stamp = ina_get32(body + 52);
-        sv->held = ina_get32(body + 56);
-        sv->flags = ina_get32(body + 60);
-        sv->world = ina_get16(body + 64);
-        sv->start = ina_get16(body + 66);
-        sv->digest = ina_get64(body + 68);
+        sv->version = ina__get32(body + 48);
+        sv->next_stamp = ina__get32(body + 52);
+        sv->held = ina__get32(body + 56);
+        sv->flags = ina__get32(body + 60);
+        sv->world = ina__get16(body + 64);
+        sv->start = ina__get16(body + 66);
+        sv->digest = ina__get64(body + 68);
         memcpy(sv->joined, body + 76, 32);
         memcpy(sv->left, body + 108, 32);
     }
@@ -765,7 +765,7 @@ static void on_state(struct ina_sched *s, unsigned i, const uint8_t *body, uint6
             s->floor = sv->version; /* at most the version now: A stays a lower bound */
         if (!s->recovering && (int32_t)(sv->next_stamp - s->next_stamp) > 0) {
             s->c.stamps_resynced++; /* stamps it took that this scheduler never granted */
-            ina_log(INA_LOG_WARN, "stamps_resynced", INA_KV_I("ours", s->next_stamp),
+            ina__log(INA_LOG_WARN, "stamps_resynced", INA_KV_I("ours", s->next_stamp),
                     INA_KV_I("server", sv->next_stamp));
             s->next_stamp = sv->next_stamp;
         }
@@ -780,7 +780,7 @@ static void on_state(struct ina_sched *s, unsigned i, const uint8_t *body, uint6
         s->c.replica_checks++;
         if (s->srv[0].digest != s->srv[1].digest || s->srv[0].version != s->srv[1].version) {
             s->c.replica_mismatch++;
-            ina_log(INA_LOG_ERROR, "replica_mismatch", INA_KV_I("stamp", s->checked_stamp),
+            ina__log(INA_LOG_ERROR, "replica_mismatch", INA_KV_I("stamp", s->checked_stamp),
                     INA_KV_I("version", s->srv[0].version));
         }
     }
@@ -794,7 +794,7 @@ static void on_state(struct ina_sched *s, unsigned i, const uint8_t *body, uint6
 static void on_replay(struct ina_sched *s, const uint8_t *buf, size_t len)
 {
     int o = other_server(s);
-    if (s->repair != 2 || ina_get32(buf + INA_HDR_LEN + 32) != s->repair_stamp || o < 0) {
+    if (s->repair != 2 || ina__get32(buf + INA_HDR_LEN + 32) != s->repair_stamp || o < 0) {
         s->c.drops[INA_SCHED_DROP_ORDER]++; /* not asked for: nothing is relayed unasked */
         return;
     }
@@ -826,7 +826,7 @@ static void on_req(struct ina_sched *s, const struct ina_hdr *h, const uint8_t *
         s->c.implicit_dones++; /* it asks again: the last update was answered, DONE lost */
         end_grant(s, k, 1);
     }
-    if (ina_get32(body + 4) & INA_SCHED_REQ_LEAVE) { /* it leaves: no answer (§15.9) */
+    if (ina__get32(body + 4) & INA_SCHED_REQ_LEAVE) { /* it leaves: no answer (§15.9) */
         k->state = INA_SCHED_ANSWERED;
         k->uid = h->slot;
         k->status = INA_ERR_CLOSED;
@@ -840,7 +840,7 @@ static void on_req(struct ina_sched *s, const struct ina_hdr *h, const uint8_t *
      * unscheduled, or before this scheduler started, are in it): A catches up. A fetch
      * request has no base yet. */
     k->fetch = h->seq == INA_SCHED_BASE_AT_GRANT;
-    k->can_aggregate = (ina_get32(body + 4) & INA_SCHED_REQ_AGGREGATE) != 0;
+    k->can_aggregate = (ina__get32(body + 4) & INA_SCHED_REQ_AGGREGATE) != 0;
     k->member = 0;
     k->group_size = 1;
     k->group_index = 0;
@@ -850,7 +850,7 @@ static void on_req(struct ina_sched *s, const struct ina_hdr *h, const uint8_t *
     k->state = INA_SCHED_PENDING;
     k->uid = h->slot;
     k->base = h->seq;
-    k->bytes = ina_get32(body);
+    k->bytes = ina__get32(body);
     k->since_ns = now;
     s->c.requests++;
     schedule(s, now);
@@ -864,7 +864,7 @@ static void on_done(struct ina_sched *s, const struct ina_hdr *h, const uint8_t 
         s->c.drops[INA_SCHED_DROP_ORDER]++; /* a copy, or for a grant that expired */
         return;
     }
-    int32_t status = (int32_t)ina_get32(body);
+    int32_t status = (int32_t)ina__get32(body);
     s->c.dones++;
     k->done_ns = now ? now : 1;
     heard_from(s, h->rank);
@@ -872,7 +872,7 @@ static void on_done(struct ina_sched *s, const struct ina_hdr *h, const uint8_t 
         s->c.member_dones++;
         s->c.member_failed += status != INA_SCHED_DONE_MEMBER;
         end_grant(s, k, 0);
-        learn_rate(s, h->rank, ina_get32(body + 4), ina_get32(body + 8), now);
+        learn_rate(s, h->rank, ina__get32(body + 4), ina__get32(body + 8), now);
         schedule(s, now);
         return;
     }
@@ -881,10 +881,10 @@ static void on_done(struct ina_sched *s, const struct ina_hdr *h, const uint8_t 
     else
         s->c.done_stale++;
     end_grant(s, k, status == 0);
-    uint32_t version = ina_get32(body + 12); /* the server's version after this update */
+    uint32_t version = ina__get32(body + 12); /* the server's version after this update */
     if ((int32_t)(version - s->floor) > 0)
         s->floor = version;
-    learn_rate(s, h->rank, ina_get32(body + 4), ina_get32(body + 8), now);
+    learn_rate(s, h->rank, ina__get32(body + 4), ina__get32(body + 8), now);
     schedule(s, now);
 }
 
@@ -917,12 +917,12 @@ static void server_input(struct ina_sched *s, const struct ina_hdr *h, const uin
         on_replay(s, buf, len);
 }
 
-void ina_sched_input(struct ina_sched *s, const uint8_t *buf, size_t len,
+void ina__sched_input(struct ina_sched *s, const uint8_t *buf, size_t len,
                      const struct sockaddr_in *src, uint64_t now_ns)
 {
     struct ina_hdr h;
     s->c.rx_packets++;
-    switch (ina_hdr_decode(buf, len, &h)) {
+    switch (ina__hdr_decode(buf, len, &h)) {
     case INA_PARSE_OK: break;
     case INA_PARSE_SHORT: s->c.drops[INA_SCHED_DROP_SHORT]++; return;
     case INA_PARSE_MAGIC: s->c.drops[INA_SCHED_DROP_MAGIC]++; return;
@@ -958,7 +958,7 @@ void ina_sched_input(struct ina_sched *s, const uint8_t *buf, size_t len,
     if (h.kind == INA_K_SCHED_REQ && !k->bound) {
         k->bound = 1; /* the first REQ of a rank fixes its address (as a JOIN would) */
         k->addr = *src;
-        ina_log(INA_LOG_INFO, "rank_bound", INA_KV_I("rank", h.rank),
+        ina__log(INA_LOG_INFO, "rank_bound", INA_KV_I("rank", h.rank),
                 INA_KV_I("port", ntohs(src->sin_port)), INA_KV_I("world", live_ranks(s)));
     }
     if (!k->bound || k->addr.sin_addr.s_addr != src->sin_addr.s_addr ||
@@ -972,7 +972,7 @@ void ina_sched_input(struct ina_sched *s, const uint8_t *buf, size_t len,
         on_done(s, &h, body, now_ns);
 }
 
-void ina_sched_tick(struct ina_sched *s, uint64_t now_ns)
+void ina__sched_tick(struct ina_sched *s, uint64_t now_ns)
 {
     if (!s->start_ns)
         s->start_ns = now_ns ? now_ns : 1;
@@ -996,7 +996,7 @@ void ina_sched_tick(struct ina_sched *s, uint64_t now_ns)
     X(replays_relayed) X(replica_checks) X(replica_mismatch) X(replica_diverged)             \
     X(server_failovers) X(recoveries) X(stamps_resynced)
 
-void ina_sched_counters_print(const struct ina_sched *s, FILE *f)
+void ina__sched_counters_print(const struct ina_sched *s, FILE *f)
 {
     const struct ina_sched_counters *c = &s->c;
     fprintf(f, "ina-sched counters:\n");
@@ -1004,7 +1004,7 @@ void ina_sched_counters_print(const struct ina_sched *s, FILE *f)
     SCHED_COUNTERS(X)
 #undef X
     for (int d = 0; d < INA_SCHED_DROP__COUNT; d++)
-        fprintf(f, "  drop_%-11s %llu\n", ina_sched_drop_name(d), (unsigned long long)c->drops[d]);
+        fprintf(f, "  drop_%-11s %llu\n", ina__sched_drop_name(d), (unsigned long long)c->drops[d]);
     for (unsigned r = 0; r < s->p.world; r++)
         if (s->ranks[r].samples)
             fprintf(f, "  rank %-3u rate %.0f B/s%s%s\n", r, s->ranks[r].rate,

@@ -3,8 +3,8 @@
 #define INA_SCHED_H
 
 /*
- * A pure state machine like ina-ps: ina_sched_input() takes one datagram,
- * ina_sched_tick() runs the clock, replies queue in s->tx (main.c sends
+ * A pure state machine like ina-ps: ina__sched_input() takes one datagram,
+ * ina__sched_tick() runs the clock, replies queue in s->tx (main.c sends
  * them). One scheduler serves one job (--job NAME, --world N, --max-delay D)
  * in front of its ina-ps server and replica (docs/MLFABRIC.md, PROTOCOL.md
  * §15.3).
@@ -257,14 +257,14 @@ struct ina_sched {
 /* @return 0 or -EINVAL (world 0 or above INA_MAX_WORKERS, window 0 or above INA_SCHED_VOIDS,
  * empty job name, aggregate 0 or above world, more than 2 servers or one without a port, no
  * failover_ns with servers). */
-int ina_sched_init(struct ina_sched *s, const struct ina_sched_params *p);
-void ina_sched_input(struct ina_sched *s, const uint8_t *buf, size_t len,
+int ina__sched_init(struct ina_sched *s, const struct ina_sched_params *p);
+void ina__sched_input(struct ina_sched *s, const uint8_t *buf, size_t len,
                      const struct sockaddr_in *src, uint64_t now_ns);
 /* Expire grants past the timeout, then grant what fits. */
-void ina_sched_tick(struct ina_sched *s, uint64_t now_ns);
+void ina__sched_tick(struct ina_sched *s, uint64_t now_ns);
 /* After main.c sent the queue: count what did not fit (drop TXQ), empty it. */
-void ina_sched_tx_reset(struct ina_sched *s);
-const char *ina_sched_drop_name(enum ina_sched_drop d);
-void ina_sched_counters_print(const struct ina_sched *s, FILE *f);
+void ina__sched_tx_reset(struct ina_sched *s);
+const char *ina__sched_drop_name(enum ina_sched_drop d);
+void ina__sched_counters_print(const struct ina_sched *s, FILE *f);
 
 #endif

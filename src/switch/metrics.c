@@ -21,16 +21,16 @@
 
 /* ---- Shard side ---------------------------------------------------------- */
 
-int ina_sw_pub_init(struct ina_sw_pub *pub)
+int ina__sw_pub_init(struct ina_sw_pub *pub)
 {
     memset(pub, 0, sizeof(*pub));
     atomic_init(&pub->pending, 0);
     return pthread_mutex_init(&pub->mu, NULL) == 0 ? 0 : -ENOMEM;
 }
 
-void ina_sw_pub_destroy(struct ina_sw_pub *pub) { pthread_mutex_destroy(&pub->mu); }
+void ina__sw_pub_destroy(struct ina_sw_pub *pub) { pthread_mutex_destroy(&pub->mu); }
 
-void ina_sw_pub_publish(struct ina_sw_pub *pub, const struct ina_switch *sw)
+void ina__sw_pub_publish(struct ina_sw_pub *pub, const struct ina_switch *sw)
 {
     if (pthread_mutex_trylock(&pub->mu) != 0)
         return; /* the HTTP thread is reading: publish next period */
@@ -46,7 +46,7 @@ void ina_sw_pub_publish(struct ina_sw_pub *pub, const struct ina_switch *sw)
     pthread_mutex_unlock(&pub->mu);
 }
 
-unsigned ina_sw_pub_take_aborts(struct ina_sw_pub *pub, uint16_t ids[INA_SW_MAILBOX])
+unsigned ina__sw_pub_take_aborts(struct ina_sw_pub *pub, uint16_t ids[INA_SW_MAILBOX])
 {
     if (atomic_load_explicit(&pub->pending, memory_order_relaxed) == 0 ||
         pthread_mutex_trylock(&pub->mu) != 0)
@@ -88,7 +88,7 @@ static int view_collect(struct ina_metrics *m, struct view *v)
     for (unsigned s = 0; s < m->npubs; s++) {
         struct ina_sw_pub *pub = &m->pubs[s];
         pthread_mutex_lock(&pub->mu);
-        ina_sw_counters_add(&v->c, &pub->c);
+        ina__sw_counters_add(&v->c, &pub->c);
         v->nslots += pub->nslots;
         if (s == 0) {
             v->has_secret = pub->has_secret;
@@ -121,9 +121,9 @@ static uint32_t job_slots(const struct ina_job *j)
 
 static void job_labels(struct ina_buf *b, const struct ina_job *j)
 {
-    ina_bprintf(b, "id=\"%u\",job=\"", j->id);
-    ina_bname(b, j->name);
-    ina_bprintf(b, "\",lane=\"%u\"", j->lane);
+    ina__bprintf(b, "id=\"%u\",job=\"", j->id);
+    ina__bname(b, j->name);
+    ina__bprintf(b, "\",lane=\"%u\"", j->lane);
 }
 
 #define SW_COUNTERS(X)                                                                     \
@@ -193,61 +193,61 @@ static void render_metrics(struct ina_metrics *m, const struct view *v, int deta
                            const struct ina_http_stats *hs, struct ina_buf *b)
 {
     uint64_t now = ina__clock_ns();
-    ina_prom_family(b, "ina_switch_info", "gauge", "Version of this ina-switch");
-    ina_bprintf(b, "ina_switch_info{version=\"%s\"} 1\n", ina_version_string());
-    ina_prom_family(b, "ina_switch_threads", "gauge", "Dataplane threads");
-    ina_bprintf(b, "ina_switch_threads %u\n", m->npubs);
-    ina_prom_family(b, "ina_switch_uptime_seconds", "gauge", "Seconds since start");
-    ina_bprintf(b, "ina_switch_uptime_seconds %.3f\n", (double)(now - m->start_ns) / 1e9);
-    ina_prom_family(b, "ina_switch_slots", "gauge", "Slots in the pool");
-    ina_bprintf(b, "ina_switch_slots %u\n", v->nslots);
-    ina_prom_family(b, "ina_switch_slots_used", "gauge", "Slots held by active jobs");
-    ina_bprintf(b, "ina_switch_slots_used %u\n", v->slots_used);
-    ina_prom_family(b, "ina_switch_jobs", "gauge", "Jobs in the job tables (joining, waiting or active)");
-    ina_bprintf(b, "ina_switch_jobs %u\n", v->njobs);
+    ina__prom_family(b, "ina_switch_info", "gauge", "Version of this ina-switch");
+    ina__bprintf(b, "ina_switch_info{version=\"%s\"} 1\n", ina_version_string());
+    ina__prom_family(b, "ina_switch_threads", "gauge", "Dataplane threads");
+    ina__bprintf(b, "ina_switch_threads %u\n", m->npubs);
+    ina__prom_family(b, "ina_switch_uptime_seconds", "gauge", "Seconds since start");
+    ina__bprintf(b, "ina_switch_uptime_seconds %.3f\n", (double)(now - m->start_ns) / 1e9);
+    ina__prom_family(b, "ina_switch_slots", "gauge", "Slots in the pool");
+    ina__bprintf(b, "ina_switch_slots %u\n", v->nslots);
+    ina__prom_family(b, "ina_switch_slots_used", "gauge", "Slots held by active jobs");
+    ina__bprintf(b, "ina_switch_slots_used %u\n", v->slots_used);
+    ina__prom_family(b, "ina_switch_jobs", "gauge", "Jobs in the job tables (joining, waiting or active)");
+    ina__bprintf(b, "ina_switch_jobs %u\n", v->njobs);
 #define X(f, help)                                                          \
-    ina_prom_family(b, "ina_switch_" #f "_total", "counter", help);                  \
-    ina_bprintf(b, "ina_switch_" #f "_total %llu\n", (unsigned long long)v->c.f);
+    ina__prom_family(b, "ina_switch_" #f "_total", "counter", help);                  \
+    ina__bprintf(b, "ina_switch_" #f "_total %llu\n", (unsigned long long)v->c.f);
     SW_COUNTERS(X)
 #undef X
-    ina_prom_family(b, "ina_switch_drops_total", "counter", "Datagrams dropped, by cause");
+    ina__prom_family(b, "ina_switch_drops_total", "counter", "Datagrams dropped, by cause");
     for (int d = 0; d < INA_DROP__COUNT; d++)
-        ina_bprintf(b, "ina_switch_drops_total{cause=\"%s\"} %llu\n", ina_drop_name(d),
+        ina__bprintf(b, "ina_switch_drops_total{cause=\"%s\"} %llu\n", ina__drop_name(d),
                 (unsigned long long)v->c.drops[d]);
-    ina_http_prom(b, "ina_switch", hs);
-    ina_prom_family(b, "ina_switch_view_details", "gauge",
+    ina__http_prom(b, "ina_switch", hs);
+    ina__prom_family(b, "ina_switch_view_details", "gauge",
                     "1: this answer has the per-job and per-rank series; 0: withheld, it "
                     "carried no proof of the shared secret (--secret-file)");
-    ina_bprintf(b, "ina_switch_view_details %d\n", details);
+    ina__bprintf(b, "ina_switch_view_details %d\n", details);
     if (!details)
         return;
 
 #define X(f, help, val)                                               \
-    ina_prom_family(b, "ina_job_" #f, "gauge", help);                          \
+    ina__prom_family(b, "ina_job_" #f, "gauge", help);                          \
     for (unsigned i = 0; i < v->njobs; i++) {                         \
         const struct ina_job *j = &v->jobs[i];                        \
-        ina_bputs(b, "ina_job_" #f "{", sizeof("ina_job_" #f "{") - 1);    \
+        ina__bputs(b, "ina_job_" #f "{", sizeof("ina_job_" #f "{") - 1);    \
         job_labels(b, j);                                             \
-        ina_bprintf(b, "} %.17g\n", val);                                 \
+        ina__bprintf(b, "} %.17g\n", val);                                 \
     }
     JOB_GAUGES(X)
 #undef X
 #define X(f, help)                                                              \
-    ina_prom_family(b, "ina_job_" #f "_total", "counter", help);                         \
+    ina__prom_family(b, "ina_job_" #f "_total", "counter", help);                         \
     for (unsigned i = 0; i < v->njobs; i++) {                                   \
         const struct ina_job *j = &v->jobs[i];                                  \
-        ina_bputs(b, "ina_job_" #f "_total{", sizeof("ina_job_" #f "_total{") - 1); \
+        ina__bputs(b, "ina_job_" #f "_total{", sizeof("ina_job_" #f "_total{") - 1); \
         job_labels(b, j);                                                       \
-        ina_bprintf(b, "} %llu\n", (unsigned long long)j->c.f);                     \
+        ina__bprintf(b, "} %llu\n", (unsigned long long)j->c.f);                     \
     }
     JOB_COUNTERS(X)
 #undef X
-    ina_prom_family(b, "ina_job_drops_total", "counter", "Datagrams of the job dropped, by cause");
+    ina__prom_family(b, "ina_job_drops_total", "counter", "Datagrams of the job dropped, by cause");
     for (unsigned i = 0; i < v->njobs; i++)
         for (int d = 0; d < INA_DROP__COUNT; d++) {
-            ina_bputs(b, "ina_job_drops_total{", 20);
+            ina__bputs(b, "ina_job_drops_total{", 20);
             job_labels(b, &v->jobs[i]);
-            ina_bprintf(b, ",cause=\"%s\"} %llu\n", ina_drop_name(d),
+            ina__bprintf(b, ",cause=\"%s\"} %llu\n", ina__drop_name(d),
                     (unsigned long long)v->jobs[i].c.drops[d]);
         }
     static const char *const wnames[3] = {"ina_worker_joined", "ina_worker_rx_packets_total",
@@ -256,15 +256,15 @@ static void render_metrics(struct ina_metrics *m, const struct view *v, int deta
                                          "DATA datagrams from the rank's registered address",
                                          "Bytes of those datagrams"};
     for (int k = 0; k < 3; k++) {
-        ina_prom_family(b, wnames[k], k ? "counter" : "gauge", whelp[k]);
+        ina__prom_family(b, wnames[k], k ? "counter" : "gauge", whelp[k]);
         for (unsigned i = 0; i < v->njobs; i++) {
             const struct ina_job *j = &v->jobs[i];
             for (int r = 0; r < j->world; r++) {
                 const struct ina_member *mb = &j->members[r];
                 unsigned long long val = k == 0 ? mb->joined : k == 1 ? mb->rx_packets : mb->rx_bytes;
-                ina_bprintf(b, "%s{", wnames[k]);
+                ina__bprintf(b, "%s{", wnames[k]);
                 job_labels(b, j);
-                ina_bprintf(b, ",rank=\"%d\"} %llu\n", r, val);
+                ina__bprintf(b, ",rank=\"%d\"} %llu\n", r, val);
             }
         }
     }
@@ -274,66 +274,66 @@ static void render_metrics(struct ina_metrics *m, const struct view *v, int deta
 
 static void json_counters(struct ina_buf *b, const struct ina_sw_counters *c)
 {
-    ina_bputs(b, "{", 1);
-#define X(f, help) ina_bprintf(b, "\"" #f "\":%llu,", (unsigned long long)c->f);
+    ina__bputs(b, "{", 1);
+#define X(f, help) ina__bprintf(b, "\"" #f "\":%llu,", (unsigned long long)c->f);
     SW_COUNTERS(X)
 #undef X
-    ina_bputs(b, "\"drops\":{", 9);
+    ina__bputs(b, "\"drops\":{", 9);
     for (int d = 0; d < INA_DROP__COUNT; d++)
-        ina_bprintf(b, "%s\"%s\":%llu", d ? "," : "", ina_drop_name(d),
+        ina__bprintf(b, "%s\"%s\":%llu", d ? "," : "", ina__drop_name(d),
                 (unsigned long long)c->drops[d]);
-    ina_bputs(b, "}}", 2);
+    ina__bputs(b, "}}", 2);
 }
 
 static void render_counters(struct ina_metrics *m, const struct view *v,
                             const struct ina_http_stats *hs, struct ina_buf *b)
 {
-    ina_bprintf(b, "{\"version\":\"%s\",\"threads\":%u,\"slots\":%u,\"slots_used\":%u,\"jobs\":%u,"
+    ina__bprintf(b, "{\"version\":\"%s\",\"threads\":%u,\"slots\":%u,\"slots_used\":%u,\"jobs\":%u,"
                "\"counters\":",
             ina_version_string(), m->npubs, v->nslots, v->slots_used, v->njobs);
     json_counters(b, &v->c);
-    ina_bprintf(b, ",\"http\":");
-    ina_http_json(b, hs);
-    ina_bputs(b, "}\n", 2);
+    ina__bprintf(b, ",\"http\":");
+    ina__http_json(b, hs);
+    ina__bputs(b, "}\n", 2);
 }
 
 static void render_jobs(const struct view *v, struct ina_buf *b)
 {
     uint64_t now = ina__clock_ns();
-    ina_bputs(b, "{\"jobs\":[", 9);
+    ina__bputs(b, "{\"jobs\":[", 9);
     for (unsigned i = 0; i < v->njobs; i++) {
         const struct ina_job *j = &v->jobs[i];
-        ina_bprintf(b, "%s{\"id\":%u,\"name\":\"", i ? "," : "", j->id);
-        ina_bname(b, j->name);
-        ina_bprintf(b,
+        ina__bprintf(b, "%s{\"id\":%u,\"name\":\"", i ? "," : "", j->id);
+        ina__bname(b, j->name);
+        ina__bprintf(b,
                 "\",\"lane\":%u,\"lanes\":%u,\"world\":%d,\"joined\":%d,\"left\":%d,"
                 "\"state\":\"%s\",\"slots\":%u,\"session\":\"%08x\",\"age_s\":%.3f,",
                 j->lane, j->nlanes ? j->nlanes : 1, j->world, j->njoined, j->nleft,
                 state_name(j->state), job_slots(j), j->session,
                 (double)(now - j->created_ns) / 1e9);
-#define X(f, help) ina_bprintf(b, "\"" #f "\":%llu,", (unsigned long long)j->c.f);
+#define X(f, help) ina__bprintf(b, "\"" #f "\":%llu,", (unsigned long long)j->c.f);
         JOB_COUNTERS(X)
 #undef X
-        ina_bputs(b, "\"drops\":{", 9);
+        ina__bputs(b, "\"drops\":{", 9);
         for (int d = 0; d < INA_DROP__COUNT; d++)
-            ina_bprintf(b, "%s\"%s\":%llu", d ? "," : "", ina_drop_name(d),
+            ina__bprintf(b, "%s\"%s\":%llu", d ? "," : "", ina__drop_name(d),
                     (unsigned long long)j->c.drops[d]);
-        ina_bputs(b, "},\"workers\":[", 13);
+        ina__bputs(b, "},\"workers\":[", 13);
         for (int r = 0; r < j->world; r++) {
             const struct ina_member *mb = &j->members[r];
             char ip[INET_ADDRSTRLEN] = "";
             if (mb->joined)
                 inet_ntop(AF_INET, &mb->addr.sin_addr, ip, sizeof(ip));
-            ina_bprintf(b,
+            ina__bprintf(b,
                     "%s{\"rank\":%d,\"joined\":%s,\"left\":%s,\"addr\":\"%s:%u\","
                     "\"rx_packets\":%llu,\"rx_bytes\":%llu}",
                     r ? "," : "", r, mb->joined ? "true" : "false", mb->left ? "true" : "false",
                     ip, ntohs(mb->addr.sin_port), (unsigned long long)mb->rx_packets,
                     (unsigned long long)mb->rx_bytes);
         }
-        ina_bputs(b, "]}", 2);
+        ina__bputs(b, "]}", 2);
     }
-    ina_bputs(b, "]}\n", 3);
+    ina__bputs(b, "]}\n", 3);
 }
 
 /* ---- Abort ---------------------------------------------------------------- */
@@ -359,7 +359,7 @@ static int request_abort(struct ina_metrics *m, const struct view *v, unsigned l
     }
     pthread_mutex_unlock(&pub->mu);
     if (rc == 202)
-        ina_log(INA_LOG_INFO, evict ? "evict_requested" : "abort_requested", INA_KV_I("job", id),
+        ina__log(INA_LOG_INFO, evict ? "evict_requested" : "abort_requested", INA_KV_I("job", id),
                 INA_KV_S("name", found->name),
                 INA_KV_I("lane", found->lane), INA_KV_S("peer", peer));
     return rc;
@@ -385,10 +385,10 @@ static int refuse(struct ina_metrics *m, const struct ina_http_req *rq, enum ina
         char peer[INET_ADDRSTRLEN + 8];
         peer_name(rq->peer, peer);
         m->refusal_logged_ns = now;
-        ina_log(INA_LOG_WARN, "operator_refused", INA_KV_S("path", rq->path),
-                INA_KV_S("reason", ina_opauth_name(v)), INA_KV_S("peer", peer));
+        ina__log(INA_LOG_WARN, "operator_refused", INA_KV_S("path", rq->path),
+                INA_KV_S("reason", ina__opauth_name(v)), INA_KV_S("peer", peer));
     }
-    return ina_http_error(b, v == INA_OPAUTH_BUSY ? 503 : 401, ina_opauth_why(v));
+    return ina__http_error(b, v == INA_OPAUTH_BUSY ? 503 : 401, ina__opauth_why(v));
 }
 
 /* ---- HTTP (common/http.c serves; this routes) ------------------------------ */
@@ -411,13 +411,13 @@ static int handle(void *arg, const struct ina_http_req *rq, struct ina_buf *b, c
     int is_jobs = strcmp(path, "/jobs") == 0;
     if (strcmp(path, "/metrics") != 0 && !is_jobs && strcmp(path, "/counters") != 0 &&
         strcmp(path, "/challenge") != 0 && !is_abort)
-        return ina_http_error(b, 404, "no such path (try /metrics, /jobs, /counters, POST "
+        return ina__http_error(b, 404, "no such path (try /metrics, /jobs, /counters, POST "
                                       "/jobs/ID/abort, POST /jobs/ID/evict)");
     if ((is_abort && !post) || (!is_abort && !get))
-        return ina_http_error(b, 405, is_abort ? "use POST" : "use GET");
+        return ina__http_error(b, 405, is_abort ? "use POST" : "use GET");
     struct view v;
     if (view_collect(m, &v) != 0)
-        return ina_http_error(b, 503, "out of memory");
+        return ina__http_error(b, 503, "out of memory");
     /* With a secret, a request that carries proof must carry a valid one;
      * reading per-job details needs the read token or a signed request, acting
      * a signed one. The totals and challenges stay open. Without a secret,
@@ -425,8 +425,8 @@ static int handle(void *arg, const struct ina_http_req *rq, struct ina_buf *b, c
     enum ina_opauth_verdict proof = INA_OPAUTH_ACT;
     if (v.has_secret) {
         struct ina_hmac_key op;
-        ina_opauth_key(&op, &v.secret);
-        proof = ina_opauth_check(&m->auth, &op, rq->authorization, rq->method, rq->target,
+        ina__opauth_key(&op, &v.secret);
+        proof = ina__opauth_check(&m->auth, &op, rq->authorization, rq->method, rq->target,
                                  ina__clock_ns() / 1000000u);
     }
     int may_read = proof == INA_OPAUTH_READ || proof == INA_OPAUTH_ACT;
@@ -437,7 +437,7 @@ static int handle(void *arg, const struct ina_http_req *rq, struct ina_buf *b, c
         char peer[INET_ADDRSTRLEN + 8];
         peer_name(rq->peer, peer);
         status = request_abort(m, &v, id, is_evict, peer);
-        ina_bprintf(b, "{\"job\":%lu,\"%s\":\"%s\"}\n", id, is_evict ? "evict" : "abort",
+        ina__bprintf(b, "{\"job\":%lu,\"%s\":\"%s\"}\n", id, is_evict ? "evict" : "abort",
                     status == 202 ? "requested" : status == 404 ? "no such job" : "mailbox full");
     } else if (strcmp(path, "/metrics") == 0) {
         *ctype = "text/plain; version=0.0.4; charset=utf-8";
@@ -446,12 +446,12 @@ static int handle(void *arg, const struct ina_http_req *rq, struct ina_buf *b, c
         render_jobs(&v, b);
     } else if (strcmp(path, "/challenge") == 0) {
         char c[INA_OPAUTH_HEX + 1];
-        status = ina_opauth_challenge(&m->auth, ina__clock_ns() / 1000000u, c) == 0 ? 200 : 503;
+        status = ina__opauth_challenge(&m->auth, ina__clock_ns() / 1000000u, c) == 0 ? 200 : 503;
         if (status == 200)
-            ina_bprintf(b, "{\"challenge\":\"%s\",\"expires_s\":%d}\n", c,
+            ina__bprintf(b, "{\"challenge\":\"%s\",\"expires_s\":%d}\n", c,
                         INA_OPAUTH_CHALLENGE_MS / 1000);
         else
-            ina_http_error(b, 503, "no randomness for a challenge");
+            ina__http_error(b, 503, "no randomness for a challenge");
     } else {
         render_counters(m, &v, rq->stats, b);
     }
@@ -459,7 +459,7 @@ static int handle(void *arg, const struct ina_http_req *rq, struct ina_buf *b, c
     return status;
 }
 
-struct ina_metrics *ina_metrics_start(const struct sockaddr_in *addr, const char *port_file,
+struct ina_metrics *ina__metrics_start(const struct sockaddr_in *addr, const char *port_file,
                                       struct ina_sw_pub *pubs, unsigned npubs)
 {
     struct ina_metrics *m = calloc(1, sizeof(*m));
@@ -468,13 +468,13 @@ struct ina_metrics *ina_metrics_start(const struct sockaddr_in *addr, const char
     m->pubs = pubs;
     m->npubs = npubs;
     m->start_ns = ina__clock_ns();
-    int rc = ina_opauth_init(&m->auth);
+    int rc = ina__opauth_init(&m->auth);
     if (rc != 0) {
-        ina_log(INA_LOG_ERROR, "metrics_listen_failed", INA_KV_S("reason", strerror(-rc)));
+        ina__log(INA_LOG_ERROR, "metrics_listen_failed", INA_KV_S("reason", strerror(-rc)));
         free(m);
         return NULL;
     }
-    m->http = ina_http_start(addr, port_file, handle, m);
+    m->http = ina__http_start(addr, port_file, handle, m);
     if (!m->http) {
         free(m);
         return NULL;
@@ -482,10 +482,10 @@ struct ina_metrics *ina_metrics_start(const struct sockaddr_in *addr, const char
     return m;
 }
 
-void ina_metrics_stop(struct ina_metrics *m)
+void ina__metrics_stop(struct ina_metrics *m)
 {
     if (!m)
         return;
-    ina_http_stop(m->http);
+    ina__http_stop(m->http);
     free(m);
 }

@@ -33,12 +33,12 @@ struct ina_sw_pub {
 
 #define INA_SW_PUBLISH_NS 100000000ull /* 100 ms */
 
-int ina_sw_pub_init(struct ina_sw_pub *pub);
-void ina_sw_pub_destroy(struct ina_sw_pub *pub);
+int ina__sw_pub_init(struct ina_sw_pub *pub);
+void ina__sw_pub_destroy(struct ina_sw_pub *pub);
 /* Shard side: copy sw's counters and jobs in, unless the lock is busy. */
-void ina_sw_pub_publish(struct ina_sw_pub *pub, const struct ina_switch *sw);
+void ina__sw_pub_publish(struct ina_sw_pub *pub, const struct ina_switch *sw);
 /* Shard side: take the pending abort requests. @return how many (into ids). */
-unsigned ina_sw_pub_take_aborts(struct ina_sw_pub *pub, uint16_t ids[INA_SW_MAILBOX]);
+unsigned ina__sw_pub_take_aborts(struct ina_sw_pub *pub, uint16_t ids[INA_SW_MAILBOX]);
 
 struct ina_metrics;
 
@@ -55,8 +55,8 @@ struct ina_metrics;
  * series need the read token or a signed request, abort and evict a signed
  * request. @return the server, or NULL (a message on stderr).
  */
-struct ina_metrics *ina_metrics_start(const struct sockaddr_in *addr, const char *port_file,
+struct ina_metrics *ina__metrics_start(const struct sockaddr_in *addr, const char *port_file,
                                       struct ina_sw_pub *pubs, unsigned npubs);
-void ina_metrics_stop(struct ina_metrics *m);
+void ina__metrics_stop(struct ina_metrics *m);
 
 #endif

@@ -9,50 +9,50 @@ static const char trace_magic[8] = {'I', 'N', 'A', 'T', 'R', 'A', 'C', 'E'};
 
 static void put64(uint8_t *p, uint64_t v)
 {
-    ina_put32(p, (uint32_t)(v >> 32));
-    ina_put32(p + 4, (uint32_t)v);
+    ina__put32(p, (uint32_t)(v >> 32));
+    ina__put32(p + 4, (uint32_t)v);
 }
 
-static uint64_t get64(const uint8_t *p) { return (uint64_t)ina_get32(p) << 32 | ina_get32(p + 4); }
+static uint64_t get64(const uint8_t *p) { return (uint64_t)ina__get32(p) << 32 | ina__get32(p + 4); }
 
-int ina_trace_write_header(FILE *f, const struct ina_trace_header *h)
+int ina__trace_write_header(FILE *f, const struct ina_trace_header *h)
 {
     uint8_t b[INA_TRACE_HDR_LEN];
     memset(b, 0, sizeof(b));
     memcpy(b, trace_magic, 8);
-    ina_put32(b + 8, INA_TRACE_VERSION); /* 2: a version-1 reader refuses it rather than
+    ina__put32(b + 8, INA_TRACE_VERSION); /* 2: a version-1 reader refuses it rather than
                                             replay a multicast trace as unicast */
-    ina_put32(b + 12, INA_TRACE_HDR_LEN);
+    ina__put32(b + 12, INA_TRACE_HDR_LEN);
     put64(b + 16, h->seed);
     memcpy(b + 24, &h->sw.sin_addr.s_addr, 4);
     memcpy(b + 28, &h->sw.sin_port, 2);
-    ina_put16(b + 30, (uint16_t)((h->p.int_ops_only ? 1 : 0) | (h->p.bpf_ops_only ? 2 : 0)));
-    ina_put32(b + 32, h->p.nslots);
-    ina_put32(b + 36, h->p.max_elems);
-    ina_put32(b + 40, h->p.max_job_slots);
-    ina_put32(b + 44, h->p.min_job_slots);
+    ina__put16(b + 30, (uint16_t)((h->p.int_ops_only ? 1 : 0) | (h->p.bpf_ops_only ? 2 : 0)));
+    ina__put32(b + 32, h->p.nslots);
+    ina__put32(b + 36, h->p.max_elems);
+    ina__put32(b + 40, h->p.max_job_slots);
+    ina__put32(b + 44, h->p.min_job_slots);
     put64(b + 48, h->p.join_timeout_ns);
     put64(b + 56, h->p.idle_timeout_ns);
-    ina_put32(b + 64, h->p.mcast_base);
-    ina_put16(b + 68, h->p.mcast_base ? h->p.mcast_port : 0);
+    ina__put32(b + 64, h->p.mcast_base);
+    ina__put16(b + 68, h->p.mcast_base ? h->p.mcast_port : 0);
     return fwrite(b, sizeof(b), 1, f) == 1 ? 0 : -EIO;
 }
 
-int ina_trace_write(FILE *f, const struct ina_trace_rec *r)
+int ina__trace_write(FILE *f, const struct ina_trace_rec *r)
 {
     uint8_t b[INA_TRACE_REC_LEN];
     memset(b, 0, sizeof(b));
     put64(b, r->t_ns);
     memcpy(b + 8, &r->src.sin_addr.s_addr, 4);
     memcpy(b + 12, &r->src.sin_port, 2);
-    ina_put16(b + 14, r->len);
+    ina__put16(b + 14, r->len);
     b[16] = (uint8_t)r->type;
     if (fwrite(b, sizeof(b), 1, f) != 1 || (r->len && fwrite(r->data, r->len, 1, f) != 1))
         return -EIO;
     return 0;
 }
 
-int ina_trace_read_header(FILE *f, struct ina_trace_header *h)
+int ina__trace_read_header(FILE *f, struct ina_trace_header *h)
 {
     uint8_t b[INA_TRACE_HDR_LEN];
     memset(h, 0, sizeof(*h));
@@ -61,7 +61,7 @@ int ina_trace_read_header(FILE *f, struct ina_trace_header *h)
         return -EINVAL;
     /* Version 1: at least 64 bytes, no multicast fields (they read as 0).
      * Version 2: at least 72. Either: the rest skipped. */
-    uint32_t version = ina_get32(b + 8), hlen = ina_get32(b + 12);
+    uint32_t version = ina__get32(b + 8), hlen = ina__get32(b + 12);
     if ((version != 1 && version != INA_TRACE_VERSION) || hlen < INA_TRACE_HDR_LEN_V1 ||
         (version == INA_TRACE_VERSION && hlen < INA_TRACE_HDR_LEN))
         return -EINVAL;
@@ -76,22 +76,22 @@ int ina_trace_read_header(FILE *f, struct ina_trace_header *h)
     h->sw.sin_family = AF_INET;
     memcpy(&h->sw.sin_addr.s_addr, b + 24, 4);
     memcpy(&h->sw.sin_port, b + 28, 2);
-    uint16_t flags = ina_get16(b + 30);
+    uint16_t flags = ina__get16(b + 30);
     h->p.int_ops_only = flags & 1;
     h->p.bpf_ops_only = (flags >> 1) & 1;
-    h->p.nslots = ina_get32(b + 32);
-    h->p.max_elems = ina_get32(b + 36);
-    h->p.max_job_slots = ina_get32(b + 40);
-    h->p.min_job_slots = ina_get32(b + 44);
+    h->p.nslots = ina__get32(b + 32);
+    h->p.max_elems = ina__get32(b + 36);
+    h->p.max_job_slots = ina__get32(b + 40);
+    h->p.min_job_slots = ina__get32(b + 44);
     h->p.join_timeout_ns = get64(b + 48);
     h->p.idle_timeout_ns = get64(b + 56);
-    h->p.mcast_base = ina_get32(b + 64);
-    h->p.mcast_port = h->p.mcast_base ? ina_get16(b + 68) : 0;
+    h->p.mcast_base = ina__get32(b + 64);
+    h->p.mcast_port = h->p.mcast_base ? ina__get16(b + 68) : 0;
     h->p.seed = h->seed;
     return 0;
 }
 
-int ina_trace_read(FILE *f, struct ina_trace_rec *r, uint8_t *buf, size_t cap)
+int ina__trace_read(FILE *f, struct ina_trace_rec *r, uint8_t *buf, size_t cap)
 {
     uint8_t b[INA_TRACE_REC_LEN];
     size_t got = fread(b, 1, sizeof(b), f);
@@ -104,7 +104,7 @@ int ina_trace_read(FILE *f, struct ina_trace_rec *r, uint8_t *buf, size_t cap)
     r->src.sin_family = AF_INET;
     memcpy(&r->src.sin_addr.s_addr, b + 8, 4);
     memcpy(&r->src.sin_port, b + 12, 2);
-    r->len = ina_get16(b + 14);
+    r->len = ina__get16(b + 14);
     r->type = (enum ina_trace_type)b[16];
     if (r->len > cap || (r->len && fread(buf, r->len, 1, f) != 1))
         return -EINVAL;

@@ -44,7 +44,7 @@
 
 enum ina_trace_type {
     INA_TRACE_DATAGRAM = 0, /* data: the datagram, from src */
-    INA_TRACE_TICK = 1,     /* ina_switch_tick() */
+    INA_TRACE_TICK = 1,     /* ina__switch_tick() */
     INA_TRACE_ABORT = 2,    /* operator abort; data: the job id (2 bytes) */
     INA_TRACE_EVICT = 3,    /* operator eviction; data: the job id (2 bytes) */
 };
@@ -64,12 +64,12 @@ struct ina_trace_rec {
 };
 
 /* @return 0, or -errno. */
-int ina_trace_write_header(FILE *f, const struct ina_trace_header *h);
-int ina_trace_write(FILE *f, const struct ina_trace_rec *r);
+int ina__trace_write_header(FILE *f, const struct ina_trace_header *h);
+int ina__trace_write(FILE *f, const struct ina_trace_rec *r);
 /* @return 0, or -EINVAL (not a trace, or a version this reader does not know). */
-int ina_trace_read_header(FILE *f, struct ina_trace_header *h);
+int ina__trace_read_header(FILE *f, struct ina_trace_header *h);
 /* The next record, its data in buf (cap bytes). @return 1, 0 at the end,
  * or -EINVAL (truncated, or a record longer than cap). */
-int ina_trace_read(FILE *f, struct ina_trace_rec *r, uint8_t *buf, size_t cap);
+int ina__trace_read(FILE *f, struct ina_trace_rec *r, uint8_t *buf, size_t cap);
 
 #endif

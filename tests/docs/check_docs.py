@@ -605,14 +605,14 @@ def heading_slugs(path):
 
 
 def switch_log_events(src):
-    """Event names ina-switch logs, the daemon's and its engine's: ina_log(level, "event", ...)
+    """Event names ina-switch logs, the daemon's and its engine's: ina__log(level, "event", ...)
     and ina__log_job(level, job, "event", reason), including a choice of names (cond ? "a" : "b")."""
     events = set()
     for p in sorted(glob.glob(os.path.join(src, "src/switch/*.c")) +
                     glob.glob(os.path.join(src, "src/engine/*.c"))):
         with open(p, encoding="utf-8") as f:
             text = f.read()
-        for m in re.finditer(r"\bina_log\(\s*[^,]+,([^;]*?)INA_KV", text, re.S):
+        for m in re.finditer(r"\bina__log\(\s*[^,]+,([^;]*?)INA_KV", text, re.S):
             events.update(re.findall(r'"([a-z][a-z0-9_]*)"', m.group(1)))
         for m in re.finditer(r"\b(?:ina__)?log_job\(\s*[^,]+,\s*[^,]+,([^,]*)", text, re.S):
             events.update(re.findall(r'"([a-z][a-z0-9_]*)"', m.group(1)))

@@ -74,7 +74,7 @@ static uint32_t rnd(void) { return (uint32_t)(h_mix(rng++) >> 32); }
 static size_t forge(uint8_t *buf, int what)
 {
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_DATA);
+    ina__hdr_init(&h, INA_K_DATA);
     h.job = sh->job;
     h.session = sh->session;
     h.token = sh->token;
@@ -106,9 +106,9 @@ static size_t forge(uint8_t *buf, int what)
     case 5: h.count = (uint16_t)(h.count + 1); break;    /* truncated: length disagrees */
     default: break;
     }
-    ina_hdr_encode(buf, &h);
+    ina__hdr_encode(buf, &h);
     for (unsigned i = 0; i < h.count; i++)
-        ina_put32(buf + INA_HDR_LEN + 4 * i, rnd());
+        ina__put32(buf + INA_HDR_LEN + 4 * i, rnd());
     size_t len = INA_HDR_LEN + 4 * (size_t)h.count;
     return what == 5 ? len - 4 : len;
 }

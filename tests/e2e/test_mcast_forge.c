@@ -116,9 +116,9 @@ static size_t forge_result(uint8_t *b, const struct ina_hdr *seen, uint32_t slot
     h.seq = seq;
     h.tag = tag;
     h.exp = 0;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     for (unsigned i = 0; i < h.count; i++)
-        ina_put32(b + INA_HDR_LEN + 4 * i, 0x41414141u);
+        ina__put32(b + INA_HDR_LEN + 4 * i, 0x41414141u);
     return INA_HDR_LEN + 4 * (size_t)h.count;
 }
 
@@ -227,9 +227,9 @@ static void forger(int root)
         ssize_t n = recvfrom(g, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
         struct ina_hdr h;
         if (n < INA_HDR_LEN + 4 || ntohs(from.sin_port) != sh->swport ||
-            ina_get32(buf + INA_HDR_LEN) == 0x41414141u) /* ours, looped back */
+            ina__get32(buf + INA_HDR_LEN) == 0x41414141u) /* ours, looped back */
             continue;
-        ina_hdr_decode(buf, INA_HDR_LEN, &h); /* fields only: the length may carry a tag */
+        ina__hdr_decode(buf, INA_HDR_LEN, &h); /* fields only: the length may carry a tag */
         if (h.kind != INA_K_RESULT || h.count == 0)
             continue;
         sh->results_seen++;
@@ -242,7 +242,7 @@ static void forger(int root)
                 sh->forged++;
                 if (dfd >= 0) { /* the same round's DATA, as rank 1 */
                     d[3] = INA_K_DATA;
-                    ina_put16(d + 6, 1);
+                    ina__put16(d + 6, 1);
                     sendto(dfd, d, len, 0, (struct sockaddr *)&swa, sizeof(swa));
                     sh->forged++;
                 }
@@ -254,8 +254,8 @@ static void forger(int root)
             a.slot = a.seq = 0;
             a.count = 0;
             a.tag = a.op = 0;
-            ina_hdr_encode(d, &a);
-            ina_nak_encode(d + INA_HDR_LEN, 0, INA_ERR_ABORTED);
+            ina__hdr_encode(d, &a);
+            ina__nak_encode(d + INA_HDR_LEN, 0, INA_ERR_ABORTED);
             send_forged(fd, root, d, INA_HDR_LEN + INA_NAK_BODY_LEN);
             sh->aborts_sent++;
         }

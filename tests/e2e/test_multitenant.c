@@ -170,7 +170,7 @@ static void forge(int a, int b)
     for (int kind = 0; kind < 3; kind++)
         for (uint32_t slot = 0; slot < SLOTS_PER_JOB; slot++) {
             struct ina_hdr h;
-            ina_hdr_init(&h, INA_K_DATA);
+            ina__hdr_init(&h, INA_K_DATA);
             h.job = sh->job_id[b];
             h.session = kind == 2 ? sh->session[a] - 1 : sh->session[b];
             h.token = kind == 0 ? sh->token[a] : sh->token[b];
@@ -184,7 +184,7 @@ static void forge(int a, int b)
             h.slot |= (h.seq & 1) ? INA_SLOT_SET_BIT : 0;
             h.count = 4;
             h.op = INA_OP_ADD_I32;
-            ina_hdr_encode(pkt, &h);
+            ina__hdr_encode(pkt, &h);
             sendto(fd, pkt, sizeof(pkt), 0, (struct sockaddr *)&to, sizeof(to));
         }
     close(fd);

@@ -89,7 +89,7 @@ static void proxy(int lfd, int switch_port)
             if (buf[3] < 32)
                 sh->seen[buf[3]]++;
             if (buf[3] == INA_K_JOIN_WAIT && n >= INA_HDR_LEN + INA_JOIN_WAIT_BODY_LEN)
-                sh->joined = ina_get16(buf + INA_HDR_LEN + 10);
+                sh->joined = ina__get16(buf + INA_HDR_LEN + 10);
             sendto(lfd, buf, (size_t)n, 0, (struct sockaddr *)&who[i], sizeof(who[i]));
         }
         if (sh->replay != sh->replayed) {
@@ -280,12 +280,12 @@ static void forged_tree_join(void)
     CHECK(bind(fd, (struct sockaddr *)&me, sizeof(me)) == 0);
     uint8_t b[INA_HDR_LEN + INA_TREE_JOIN_LEN], ans[512];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_TREE_JOIN);
-    ina_hdr_encode(b, &h);
+    ina__hdr_init(&h, INA_K_TREE_JOIN);
+    ina__hdr_encode(b, &h);
     struct ina_join jb = {.nonce = 0xF0F0, .world_size = 3, .elems = 256, .window = SLOTS,
                           .nlanes = 1};
     snprintf(jb.name, sizeof(jb.name), "takeover");
-    ina_join_encode(b + INA_HDR_LEN, &jb);
+    ina__join_encode(b + INA_HDR_LEN, &jb);
     memset(b + INA_HDR_LEN + INA_JOIN_BODY_LEN, 0, INA_TREE_SET_LEN);
     b[INA_HDR_LEN + INA_JOIN_BODY_LEN] = 0x7; /* {0, 1, 2} */
     int naks = 0, others = 0;
@@ -297,7 +297,7 @@ static void forged_tree_join(void)
             uint64_t nonce;
             int32_t reason = 0;
             if (n >= INA_HDR_LEN + INA_NAK_BODY_LEN && ans[3] == INA_K_JOIN_NAK &&
-                ina_nak_decode(ans + INA_HDR_LEN, (size_t)n - INA_HDR_LEN, &nonce, &reason) == 0 &&
+                ina__nak_decode(ans + INA_HDR_LEN, (size_t)n - INA_HDR_LEN, &nonce, &reason) == 0 &&
                 reason == INA_ERR_REJECTED)
                 naks++;
             else

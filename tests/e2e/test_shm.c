@@ -175,13 +175,13 @@ int main(void)
     struct ina_shm probe;
     char name[INA_SHM_NAME_MAX];
     int fd;
-    int rc = ina_shm_create(&probe, name, &fd, 64, ina_shm_slot_size(INA_HDR_LEN + 4 * 2048));
+    int rc = ina__ring_create(&probe, name, &fd, 64, ina__ring_slot_size(INA_HDR_LEN + 4 * 2048));
     if (rc != 0) {
         printf("test_shm: SKIP: no sealed memfd here (%s)\n", strerror(-rc));
         return 77;
     }
     close(fd);
-    ina_shm_unmap(&probe);
+    ina__ring_unmap(&probe);
     const char *const args[] = {"--shm", "--threads", "2", NULL};
     char log[64];
     snprintf(log, sizeof(log), "/tmp/ina-test-shm.%d.log", (int)getpid());

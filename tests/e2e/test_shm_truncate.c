@@ -121,16 +121,16 @@ static int32_t attach_raw(ina_ctx *ctx, const char *name, int fd, uint32_t nslot
     size_t len = INA_HDR_LEN + (fd >= 0 ? 88 : 80);
     struct ina_hdr h;
     ina__hdr_session(&h, ctx, INA_K_SHM_ATTACH);
-    ina_hdr_encode(buf, &h);
+    ina__hdr_encode(buf, &h);
     uint8_t *b = buf + INA_HDR_LEN;
     memset(b, 0, 88);
-    ina_put32(b + 80, (uint32_t)getpid());
-    ina_put32(b + 84, (uint32_t)fd);
+    ina__put32(b + 80, (uint32_t)getpid());
+    ina__put32(b + 84, (uint32_t)fd);
     uint64_t nonce = 0x7472756e63617465ull; /* "truncate" */
-    ina_put32(b, (uint32_t)(nonce >> 32));
-    ina_put32(b + 4, (uint32_t)nonce);
-    ina_put32(b + 8, nslots);
-    ina_put32(b + 12, slot_size);
+    ina__put32(b, (uint32_t)(nonce >> 32));
+    ina__put32(b + 4, (uint32_t)nonce);
+    ina__put32(b + 8, nslots);
+    ina__put32(b + 12, slot_size);
     memcpy(b + 16, name, strlen(name));
     for (double t0 = ina__clock_s(), next = 0; ina__clock_s() - t0 < 2;) {
         if (ina__clock_s() >= next) {
@@ -146,8 +146,8 @@ static int32_t attach_raw(ina_ctx *ctx, const char *name, int fd, uint32_t nslot
             struct ina_hdr ah;
             uint64_t got;
             int32_t reason;
-            if (ina_hdr_decode(in, (size_t)n, &ah) == INA_PARSE_OK && ah.kind == INA_K_SHM_ACK &&
-                ina_nak_decode(in + INA_HDR_LEN, (size_t)n - INA_HDR_LEN, &got, &reason) == 0 &&
+            if (ina__hdr_decode(in, (size_t)n, &ah) == INA_PARSE_OK && ah.kind == INA_K_SHM_ACK &&
+                ina__nak_decode(in + INA_HDR_LEN, (size_t)n - INA_HDR_LEN, &got, &reason) == 0 &&
                 got == nonce)
                 return reason;
         }
@@ -179,11 +179,11 @@ static int hostile_memfd(int i, const struct part *p)
     ina_ctx *ctx;
     if (join(job, 0, 1, 5000, &ctx))
         return 1;
-    uint32_t nslots = 64, slot_size = ina_shm_slot_size(INA_HDR_LEN + 4 * (size_t)ctx->elems);
+    uint32_t nslots = 64, slot_size = ina__ring_slot_size(INA_HDR_LEN + 4 * (size_t)ctx->elems);
     struct ina_shm ring;
     char name[INA_SHM_NAME_MAX];
     int fd;
-    if (ina_shm_create(&ring, name, &fd, nslots, slot_size) != 0)
+    if (ina__ring_create(&ring, name, &fd, nslots, slot_size) != 0)
         return 1;
     /* The same object unsealed: a memfd made for sealing, never sealed. */
     char uname[INA_SHM_NAME_MAX];
@@ -199,7 +199,7 @@ static int hostile_memfd(int i, const struct part *p)
     close(fd);
     usleep(300000);
     shared->sealed_after_rc[i] = sum_1000(ctx);
-    ina_shm_unmap(&ring);
+    ina__ring_unmap(&ring);
     ina_finalize(ctx);
     return 0;
 }
@@ -218,7 +218,7 @@ static int hostile(int i, const struct part *p)
     ina_ctx *ctx;
     if (join(p->hostile[i], 0, 1, 5000, &ctx))
         return 1;
-    uint32_t nslots = 64, slot_size = ina_shm_slot_size(INA_HDR_LEN + 4 * (size_t)ctx->elems);
+    uint32_t nslots = 64, slot_size = ina__ring_slot_size(INA_HDR_LEN + 4 * (size_t)ctx->elems);
     size_t size = INA_SHM_HDR_LEN + 2 * (size_t)nslots * slot_size;
     char name[INA_SHM_NAME_MAX];
     uint64_t r = 0;
@@ -264,13 +264,13 @@ static int worker(int rank, int n, void *arg)
     return rank < LEGIT ? legit(rank) : hostile(rank - LEGIT, arg);
 }
 
-/* Job names that the switch's 2 threads place one on each (wire.h: ina_lane_shard). */
+/* Job names that the switch's 2 threads place one on each (wire.h: ina__lane_shard). */
 static void name_hostiles(struct part *p)
 {
     for (int k = 0, found = 0; found < HOSTILE; k++) {
         char name[32];
         snprintf(name, sizeof(name), "hostile-%s-%d", p->unsealed ? "u" : "d", k);
-        unsigned t = ina_lane_shard(name, 0, HOSTILE);
+        unsigned t = ina__lane_shard(name, 0, HOSTILE);
         if (!p->hostile[t][0]) {
             snprintf(p->hostile[t], sizeof(p->hostile[t]), "%s", name);
             found++;

@@ -108,14 +108,14 @@ static inline int16_t gen_exp(struct gen *g)
 
 static inline void gen_hdr(struct gen_pkt *p, const struct ina_hdr *h, size_t bodylen)
 {
-    ina_hdr_encode(p->b, h);
+    ina__hdr_encode(p->b, h);
     p->len = (uint16_t)(INA_HDR_LEN + bodylen);
 }
 
 static inline void gen_join(struct gen *g, struct gen_job *j, int r, struct gen_pkt *p)
 {
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_JOIN);
+    ina__hdr_init(&h, INA_K_JOIN);
     h.rank = (uint16_t)r;
     struct ina_join jb;
     memset(&jb, 0, sizeof(jb));
@@ -126,7 +126,7 @@ static inline void gen_join(struct gen *g, struct gen_job *j, int r, struct gen_
     jb.nlanes = 1;
     memcpy(jb.name, j->name, sizeof(j->name));
     gen_hdr(p, &h, INA_JOIN_BODY_LEN);
-    ina_join_encode(p->b + INA_HDR_LEN, &jb);
+    ina__join_encode(p->b + INA_HDR_LEN, &jb);
     p->src = j->addr[r];
     (void)g;
 }
@@ -169,7 +169,7 @@ static inline void gen_data(struct gen *g, struct gen_job *j, int s, int r, stru
         j->tag[s] = (uint8_t)gen_rand(g);
     }
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_DATA);
+    ina__hdr_init(&h, INA_K_DATA);
     h.job = j->id;
     h.rank = (uint16_t)r;
     h.session = j->session;
@@ -183,7 +183,7 @@ static inline void gen_data(struct gen *g, struct gen_job *j, int s, int r, stru
     h.tag = j->tag[s];
     gen_hdr(p, &h, 4u * h.count);
     for (unsigned i = 0; i < h.count; i++)
-        ina_put32(p->b + INA_HDR_LEN + 4 * i, (uint32_t)gen_value(g));
+        ina__put32(p->b + INA_HDR_LEN + 4 * i, (uint32_t)gen_value(g));
     p->src = j->addr[r];
 }
 
@@ -192,30 +192,30 @@ static inline void gen_break(struct gen *g, struct gen_job *j, struct gen_pkt *p
 {
     uint8_t *b = p->b;
     switch (gen_below(g, 16)) {
-    case 0: ina_put32(b + 8, ina_get32(b + 8) ^ 1); break;                  /* SESSION */
-    case 1: ina_put32(b + 12, ina_get32(b + 12) + 1); break;                /* TOKEN */
-    case 2: ina_put16(b + 6, (uint16_t)(j->world + gen_below(g, 300))); break; /* RANK */
+    case 0: ina__put32(b + 8, ina__get32(b + 8) ^ 1); break;                  /* SESSION */
+    case 1: ina__put32(b + 12, ina__get32(b + 12) + 1); break;                /* TOKEN */
+    case 2: ina__put16(b + 6, (uint16_t)(j->world + gen_below(g, 300))); break; /* RANK */
     case 3: p->src.sin_port = htons((uint16_t)(ntohs(p->src.sin_port) + 1)); break; /* SOURCE */
-    case 4: ina_put32(b + 16, (ina_get32(b + 16) & INA_SLOT_SET_BIT) | (uint32_t)(j->W + gen_below(g, 5))); break;
+    case 4: ina__put32(b + 16, (ina__get32(b + 16) & INA_SLOT_SET_BIT) | (uint32_t)(j->W + gen_below(g, 5))); break;
     case 5: b[30] = (uint8_t)(4 + gen_below(g, 252)); break;                 /* OP */
-    case 6: ina_put32(b + 16, ina_get32(b + 16) ^ INA_SLOT_SET_BIT); break;  /* SET */
-    case 7: ina_put32(b + 20, ina_get32(b + 20) + 2); break;                 /* NOT_READY or DUP */
-    case 8: ina_put32(b + 20, ina_get32(b + 20) + 4 + 2 * gen_below(g, 1000)); break; /* FUTURE */
-    case 9: ina_put32(b + 20, ina_get32(b + 20) - 2 - 2 * gen_below(g, 3)); break; /* STALE */
+    case 6: ina__put32(b + 16, ina__get32(b + 16) ^ INA_SLOT_SET_BIT); break;  /* SET */
+    case 7: ina__put32(b + 20, ina__get32(b + 20) + 2); break;                 /* NOT_READY or DUP */
+    case 8: ina__put32(b + 20, ina__get32(b + 20) + 4 + 2 * gen_below(g, 1000)); break; /* FUTURE */
+    case 9: ina__put32(b + 20, ina__get32(b + 20) - 2 - 2 * gen_below(g, 3)); break; /* STALE */
     case 10: b[31] ^= (uint8_t)(1 + gen_below(g, 255)); break;              /* MISMATCH (tag) */
     case 11: b[30] = (uint8_t)((b[30] + 1 + gen_below(g, 3)) % 4); break;    /* MISMATCH (op) */
     case 12: {                                                               /* count: MISMATCH or COUNT */
         unsigned c = gen_below(g, (unsigned)j->k + 20);
         if ((INA_HDR_LEN + 4 * c) > GEN_MAX_LEN)
             c = 0;
-        ina_put16(b + 24, (uint16_t)c);
+        ina__put16(b + 24, (uint16_t)c);
         p->len = (uint16_t)(INA_HDR_LEN + 4 * c);
         break;
     }
     case 13: /* LENGTH */
         p->len = (uint16_t)(p->len > INA_HDR_LEN ? p->len - 1u - gen_below(g, 3) : p->len + 4u);
         break;
-    case 14: ina_put16(b + 4, (uint16_t)gen_below(g, 80)); break;            /* NO_JOB, or another job's */
+    case 14: ina__put16(b + 4, (uint16_t)gen_below(g, 80)); break;            /* NO_JOB, or another job's */
     default: p->len = (uint16_t)gen_below(g, INA_HDR_LEN); break;            /* SHORT */
     }
 }
@@ -280,7 +280,7 @@ static inline void gen_next(struct gen *g, struct ina_trace_rec *rec)
             j->dead = 1;
         } else {
             struct ina_hdr h;
-            ina_hdr_init(&h, INA_K_LEAVE);
+            ina__hdr_init(&h, INA_K_LEAVE);
             h.job = j->id;
             h.rank = (uint16_t)r;
             h.session = j->session;
@@ -295,7 +295,7 @@ static inline void gen_next(struct gen *g, struct ina_trace_rec *rec)
         }
     } else if (roll < 80) { /* operator */
         rec->type = gen_pct(g, 600) ? INA_TRACE_EVICT : INA_TRACE_ABORT;
-        ina_put16(g->idbuf, gen_pct(g, 900) ? j->id : (uint16_t)gen_below(g, 70));
+        ina__put16(g->idbuf, gen_pct(g, 900) ? j->id : (uint16_t)gen_below(g, 70));
         rec->len = 2;
         rec->data = g->idbuf;
         if (rec->type == INA_TRACE_ABORT)
@@ -342,11 +342,11 @@ static inline void gen_next(struct gen *g, struct ina_trace_rec *rec)
 static inline void gen_observe(struct gen *g, const uint8_t *b, size_t len)
 {
     struct ina_hdr h;
-    if (ina_hdr_decode(b, len, &h) != INA_PARSE_OK)
+    if (ina__hdr_decode(b, len, &h) != INA_PARSE_OK)
         return;
     if (h.kind == INA_K_JOIN_ACK && len >= INA_HDR_LEN + INA_JOIN_BODY_LEN) {
         struct ina_join jb;
-        if (ina_join_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &jb) != 0)
+        if (ina__join_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &jb) != 0)
             return;
         for (int i = 0; i < GEN_JOBS; i++) {
             struct gen_job *j = &g->jobs[i];

@@ -8,16 +8,16 @@
  * same joins give the same sessions and tokens. For every input of a trace
  * (src/switch/trace.h):
  *
- *   userspace  ina_switch_input() on switch U; its output is what it queued.
+ *   userspace  ina__switch_input() on switch U; its output is what it queued.
  *   eBPF       the datagram in an Ethernet/IPv4/UDP frame, run through the
  *              program with BPF_PROG_TEST_RUN as TC ingress would (on lo of
  *              this test's own network namespace); its output is what the
  *              program cloned onto lo (read back from an AF_PACKET socket),
  *              then the frame it redirected; a datagram it passes up goes
- *              to switch E's ina_switch_input(), as the socket would, and
+ *              to switch E's ina__switch_input(), as the socket would, and
  *              E's queue follows; then E acts on the program's events.
  *              A share of DATA (fallback_pct) skips the frame and goes to
- *              ina_switch_input() directly, as a GSO train split by the
+ *              ina__switch_input() directly, as a GSO train split by the
  *              kernel would: E feeds it back to the program (ebpf_dp.c).
  *
  * Every output datagram (destination address and port, bytes) must be the
@@ -129,7 +129,7 @@ static inline void rp_take_txq(struct ina_switch *sw, struct rp_out *list, int *
 {
     for (unsigned i = 0; i < sw->txq.nmsg; i++)
         rp_push(list, n, &sw->txq.addrs[i], sw->txq.iovs[i].iov_base, sw->txq.iovs[i].iov_len);
-    ina_switch_tx_reset(sw);
+    ina__switch_tx_reset(sw);
 }
 
 /*
@@ -149,7 +149,7 @@ static inline int rp_take_frame(struct rp *r, const uint8_t *f, size_t flen)
     memcpy(&dst.sin_port, udp + 2, 2);
     if (src.sin_port != r->sw_addr.sin_port)
         return 0; /* the stack's (an ICMP error, a stray) */
-    size_t ulen = ina_get16(udp + 4), iplen = ina_get16(ip + 2);
+    size_t ulen = ina__get16(udp + 4), iplen = ina__get16(ip + 2);
     int bad = 0;
     if (src.sin_addr.s_addr != r->sw_addr.sin_addr.s_addr || rp_ip_csum(ip) != 0 ||
         iplen != 20 + ulen || ulen < 8 || RP_FRAME_HDR + ulen - 8 > flen) {
@@ -202,17 +202,17 @@ static inline size_t rp_frame(const struct rp *r, uint8_t *f, const struct socka
     uint8_t *ip = f + 14;
     memset(ip, 0, 20);
     ip[0] = 0x45;
-    ina_put16(ip + 2, (uint16_t)(28 + len));
+    ina__put16(ip + 2, (uint16_t)(28 + len));
     ip[8] = 64;
     ip[9] = 17;
     memcpy(ip + 12, &src->sin_addr.s_addr, 4);
     memcpy(ip + 16, &r->sw_addr.sin_addr.s_addr, 4);
-    ina_put16(ip + 10, rp_ip_csum(ip));
+    ina__put16(ip + 10, rp_ip_csum(ip));
     uint8_t *udp = ip + 20;
     memcpy(udp, &src->sin_port, 2);
     memcpy(udp + 2, &r->sw_addr.sin_port, 2);
-    ina_put16(udp + 4, (uint16_t)(8 + len));
-    ina_put16(udp + 6, 0);
+    ina__put16(udp + 4, (uint16_t)(8 + len));
+    ina__put16(udp + 6, 0);
     memcpy(udp + 8, d, len);
     return RP_FRAME_HDR + len;
 }
@@ -222,7 +222,7 @@ static inline size_t rp_frame(const struct rp *r, uint8_t *f, const struct socka
 static inline void rp_dump_out(const char *who, const struct rp_out *o)
 {
     struct ina_hdr h;
-    int pr = ina_hdr_decode(o->data, o->len, &h);
+    int pr = ina__hdr_decode(o->data, o->len, &h);
     fprintf(stderr, "  %s -> %s:%d %u bytes", who, inet_ntoa(o->dst.sin_addr), ntohs(o->dst.sin_port),
             o->len);
     if (pr == INA_PARSE_OK)
@@ -235,7 +235,7 @@ static inline int rp_same_outputs(struct rp *r)
 {
     int same = r->nu == r->ne;
     for (int i = 0; same && i < r->nu; i++)
-        same = ina_addr_eq(&r->uo[i].dst, &r->eo[i].dst) && r->uo[i].len == r->eo[i].len &&
+        same = ina__addr_eq(&r->uo[i].dst, &r->eo[i].dst) && r->uo[i].len == r->eo[i].len &&
                memcmp(r->uo[i].data, r->eo[i].data, r->uo[i].len) == 0;
     if (!same) {
         fprintf(stderr, "outputs differ: userspace %d datagram(s), eBPF %d\n", r->nu, r->ne);
@@ -273,7 +273,7 @@ static inline int rp_same_counters(struct rp *r)
     RP_CMP("jobs_evicted", a->jobs_evicted, b->jobs_evicted);
     RP_CMP("joins_expired", a->joins_expired, b->joins_expired);
     for (int d = 0; d < INA_DROP__COUNT; d++)
-        RP_CMP(ina_drop_name((enum ina_drop)d), a->drops[d], b->drops[d]);
+        RP_CMP(ina__drop_name((enum ina_drop)d), a->drops[d], b->drops[d]);
     /* What the program sent by itself: the userspace switch counts its
      * sends when it flushes (main.c), not here, so compare with the frames. */
     RP_CMP("eBPF tx_packets vs frames", b->tx_packets, r->prog_out);
@@ -314,7 +314,7 @@ static inline int rp_ebpf_datagram(struct rp *r, const struct ina_trace_rec *rec
     int rc = 0;
     if (rp_is_data(rec->data, rec->len) && (int)(rp_rand(r) % 100) < r->fallback_pct) {
         r->fed_back++;
-        ina_switch_input(r->e_sw, rec->data, rec->len, &rec->src, now);
+        ina__switch_input(r->e_sw, rec->data, rec->len, &rec->src, now);
         return rp_drain_capture(r);
     }
     static uint8_t frame[RP_FRAME_HDR + INA_MAX_DATAGRAM], out[RP_FRAME_HDR + INA_MAX_DATAGRAM];
@@ -322,7 +322,7 @@ static inline int rp_ebpf_datagram(struct rp *r, const struct ina_trace_rec *rec
     uint32_t outlen = sizeof(out);
     int verdict = TC_ACT_OK;
     if (flen <= RP_FRAME_HDR + RP_MAX_DGRAM &&
-        ina_ebpf_test_run(r->e, frame, (uint32_t)flen, out, &outlen, &verdict) != 0) {
+        ina__ebpf_test_run(r->e, frame, (uint32_t)flen, out, &outlen, &verdict) != 0) {
         fprintf(stderr, "BPF_PROG_TEST_RUN failed: %s\n", strerror(errno));
         return -1;
     }
@@ -330,7 +330,7 @@ static inline int rp_ebpf_datagram(struct rp *r, const struct ina_trace_rec *rec
     if (verdict == TC_ACT_REDIRECT && rp_take_frame(r, out, outlen) != 0)
         rc = -1;
     if (verdict == TC_ACT_OK || verdict == TC_ACT_UNSPEC) {
-        ina_switch_input(r->e_sw, rec->data, rec->len, &rec->src, now);
+        ina__switch_input(r->e_sw, rec->data, rec->len, &rec->src, now);
         if (rp_drain_capture(r) != 0)
             rc = -1;
     }
@@ -346,24 +346,24 @@ static inline int rp_input(struct rp *r, const struct ina_trace_rec *rec)
     r->inputs++;
     switch (rec->type) {
     case INA_TRACE_DATAGRAM:
-        ina_switch_input(r->u, rec->data, rec->len, &rec->src, now);
+        ina__switch_input(r->u, rec->data, rec->len, &rec->src, now);
         if (rp_ebpf_datagram(r, rec, now) != 0)
             ok = 0;
         break;
     case INA_TRACE_TICK:
         r->e_sw->dp->sync(r->e_sw->dp_ctx, r->e_sw);
-        ina_switch_tick(r->u, now);
-        ina_switch_tick(r->e_sw, now);
+        ina__switch_tick(r->u, now);
+        ina__switch_tick(r->e_sw, now);
         break;
     case INA_TRACE_ABORT:
     case INA_TRACE_EVICT:
         if (rec->len >= 2) {
-            uint16_t id = ina_get16(rec->data);
-            int a = rec->type == INA_TRACE_ABORT ? ina_switch_abort_job(r->u, id)
-                                                 : ina_switch_evict_job(r->u, id);
+            uint16_t id = ina__get16(rec->data);
+            int a = rec->type == INA_TRACE_ABORT ? ina__switch_abort_job(r->u, id)
+                                                 : ina__switch_evict_job(r->u, id);
             r->e_sw->dp->sync(r->e_sw->dp_ctx, r->e_sw); /* the job's counters, before its end */
-            int b = rec->type == INA_TRACE_ABORT ? ina_switch_abort_job(r->e_sw, id)
-                                                 : ina_switch_evict_job(r->e_sw, id);
+            int b = rec->type == INA_TRACE_ABORT ? ina__switch_abort_job(r->e_sw, id)
+                                                 : ina__switch_evict_job(r->e_sw, id);
             if (a != b) {
                 fprintf(stderr, "operator request on job %u: userspace %d, eBPF %d\n", id, a, b);
                 ok = 0;
@@ -373,7 +373,7 @@ static inline int rp_input(struct rp *r, const struct ina_trace_rec *rec)
     }
     /* What the program reported (a MISMATCH), then what E queued. */
     rp_take_txq(r->u, r->uo, &r->nu);
-    while (ina_ebpf_poll(r->e) > 0)
+    while (ina__ebpf_poll(r->e) > 0)
         rp_take_txq(r->e_sw, r->eo, &r->ne);
     rp_take_txq(r->e_sw, r->eo, &r->ne);
     if (rp_drain_capture(r) != 0)
@@ -393,12 +393,12 @@ static inline int rp_input(struct rp *r, const struct ina_trace_rec *rec)
 /* The switches; the program stays (rp_open's caller owns it). */
 static inline void rp_close(struct rp *r)
 {
-    while (r->e && r->e_sw && r->e_sw->dp && ina_ebpf_poll(r->e) > 0)
-        ina_switch_tx_reset(r->e_sw); /* events of this trace, against its own switch */
+    while (r->e && r->e_sw && r->e_sw->dp && ina__ebpf_poll(r->e) > 0)
+        ina__switch_tx_reset(r->e_sw); /* events of this trace, against its own switch */
     if (r->u)
-        ina_switch_free(r->u);
+        ina__switch_free(r->u);
     if (r->e_sw)
-        ina_switch_free(r->e_sw);
+        ina__switch_free(r->e_sw);
     free(r->u);
     free(r->e_sw);
     free(r->uo);
@@ -432,14 +432,14 @@ static inline int rp_open(struct rp *r, const struct ina_trace_header *h, struct
     /* What ina-switch --dataplane ebpf offers (op 4 is not among it): the
      * userspace dataplane with the same offer is its specification. */
     p.bpf_ops_only = 1;
-    if (!r->u || !r->e_sw || !r->uo || !r->eo || ina_switch_init(r->u, &p) != 0 ||
-        ina_switch_init(r->e_sw, &p) != 0) {
+    if (!r->u || !r->e_sw || !r->uo || !r->eo || ina__switch_init(r->u, &p) != 0 ||
+        ina__switch_init(r->e_sw, &p) != 0) {
         snprintf(err, errlen, "cannot set up the switches (nslots %u, max_elems %u)", p.nslots,
                  p.max_elems);
         rp_close(r);
         return -1;
     }
-    ina_ebpf_bind(e, r->e_sw);
+    ina__ebpf_bind(e, r->e_sw);
     r->base_ns = ina__clock_ns();
     rp_drain_capture(r);
     r->prog_out = 0;

@@ -91,7 +91,7 @@ static int replay_file(const char *path, const struct bench *b)
 {
     FILE *f = fopen(path, "rb");
     struct ina_trace_header h;
-    if (!f || ina_trace_read_header(f, &h) != 0) {
+    if (!f || ina__trace_read_header(f, &h) != 0) {
         fprintf(stderr, "%s: not a trace file\n", path);
         if (f)
             fclose(f);
@@ -108,7 +108,7 @@ static int replay_file(const char *path, const struct bench *b)
     static uint8_t buf[INA_MAX_DATAGRAM];
     struct ina_trace_rec rec;
     int n, bad = 0;
-    while (!bad && (n = ina_trace_read(f, &rec, buf, sizeof(buf))) > 0)
+    while (!bad && (n = ina__trace_read(f, &rec, buf, sizeof(buf))) > 0)
         bad = !rp_input(&r, &rec);
     if (!bad && n < 0) {
         fprintf(stderr, "%s: truncated trace\n", path);
@@ -118,7 +118,7 @@ static int replay_file(const char *path, const struct bench *b)
         printf("%s: %s: %llu inputs, %llu outputs compared, %llu DATA fed back\n", path,
                bad ? "DIFFERENT" : "same", (unsigned long long)r.inputs,
                (unsigned long long)r.compared, (unsigned long long)r.fed_back);
-    ina_sw_counters_add(&reached, &r.u->c);
+    ina__sw_counters_add(&reached, &r.u->c);
     group_results += r.group_out;
     rp_close(&r);
     fclose(f);
@@ -152,7 +152,7 @@ static int fuzz_one(uint64_t seed, int events, const struct bench *b, const char
     if (save_dir) {
         snprintf(path, sizeof(path), "%s/fuzz-%llu.inatrace", save_dir, (unsigned long long)seed);
         out = fopen(path, "wb");
-        if (!out || ina_trace_write_header(out, &h) != 0) {
+        if (!out || ina__trace_write_header(out, &h) != 0) {
             fprintf(stderr, "cannot write %s\n", path);
             if (out)
                 fclose(out);
@@ -174,7 +174,7 @@ static int fuzz_one(uint64_t seed, int events, const struct bench *b, const char
         gen_next(&g, &rec);
         kinds[rec.type & 3]++;
         if (out)
-            ina_trace_write(out, &rec);
+            ina__trace_write(out, &rec);
         bad = !rp_input(&r, &rec);
         for (int o = 0; o < r.nu; o++)
             gen_observe(&g, r.uo[o].data, r.uo[o].len);
@@ -189,7 +189,7 @@ static int fuzz_one(uint64_t seed, int events, const struct bench *b, const char
                (unsigned long long)(r.u->c.rx_packets - r.u->c.contributions));
     if (bad && out)
         printf("  the trace: %s\n", path);
-    ina_sw_counters_add(&reached, &r.u->c);
+    ina__sw_counters_add(&reached, &r.u->c);
     group_results += r.group_out;
     rp_close(&r);
     if (out)
@@ -240,7 +240,7 @@ int main(int argc, char **argv)
         default: return 2;
         }
     }
-    ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* the fuzzer's joins are refused a lot */
+    ina__log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* the fuzzer's joins are refused a lot */
     if (geteuid() != 0)
         return skip("needs root (a network namespace of its own, BPF programs, a packet socket)");
     if (unshare(CLONE_NEWNET) != 0)
@@ -264,7 +264,7 @@ int main(int argc, char **argv)
     char err[1024];
     struct ina_ebpf_opts o = {.iface = NULL, .ifindex = ifindex, .addr = b.sw, .sock_fd = sock,
                               .nslots = TEST_NSLOTS};
-    int rc = ina_ebpf_open(&b.e, &o, err, sizeof(err));
+    int rc = ina__ebpf_open(&b.e, &o, err, sizeof(err));
     if (rc != 0) {
         /* Not permitted, no BPF in this kernel, or built without it: a
          * skip. Any other refusal (the verifier's) is a failure. */
@@ -288,7 +288,7 @@ int main(int argc, char **argv)
         failed |= replay_file(traces[i], &b);
     for (int i = 0; i < nfuzz && !failed; i++, ran++)
         failed |= fuzz_one(seed0 + (uint64_t)i, events, &b, save);
-    ina_ebpf_close(b.e);
+    ina__ebpf_close(b.e);
     close(sock);
     close(b.cap);
     printf("reached: %llu contributions, %llu completions, %llu results resent, %llu jobs "
@@ -298,7 +298,7 @@ int main(int argc, char **argv)
            (unsigned long long)reached.jobs_aborted, (unsigned long long)reached.jobs_evicted);
     for (int d = 0; d < INA_DROP__COUNT; d++)
         if (reached.drops[d])
-            printf(" %s %llu", ina_drop_name((enum ina_drop)d), (unsigned long long)reached.drops[d]);
+            printf(" %s %llu", ina__drop_name((enum ina_drop)d), (unsigned long long)reached.drops[d]);
     printf("\n");
     printf("multicast: %llu results to a job's group compared\n", (unsigned long long)group_results);
     if (!failed && nfuzz >= 3 && group_results == 0) {

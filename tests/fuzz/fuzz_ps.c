@@ -1,4 +1,4 @@
-/* fuzz_ps.c: libFuzzer target for ina-ps's input handler (ina_ps_input). */
+/* fuzz_ps.c: libFuzzer target for ina-ps's input handler (ina__ps_input). */
 
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -26,7 +26,7 @@
  *   F_KIND   kind = PUSH, COMMIT, PULL, ASSIGN, LEAVE, JOIN, UPDATE, CHAIN_FWD, CHAIN_ACK,
  *            PS_SYNC, PS_REPLAY by bits 6-7 of sel and flag bits 6-7 (PS kinds are where the
  *            paths are)
- *   F_TICK   after the datagram, advance the clock and run ina_ps_tick
+ *   F_TICK   after the datagram, advance the clock and run ina__ps_tick
  * Before the records, three jobs start with honest JOINs: "honest" (world 3, dim 2,
  * Adagrad) at src_table[0..2], "stale" (the same, mode STALE, D 2) at the same addresses,
  * and "oracle" (world 2, dim 1, SGD lr 1) at addresses the records can never use.
@@ -100,7 +100,7 @@ HARNESS static void check_tx(void)
         size_t len = ps.tx.iov[i].iov_len;
         CHECKF(b >= ps.tx.mem && b + len <= ps.tx.mem + INA_PS_TX_BYTES);
         struct ina_hdr h;
-        CHECKF(ina_hdr_decode(b, len, &h) == INA_PARSE_OK &&
+        CHECKF(ina__hdr_decode(b, len, &h) == INA_PARSE_OK &&
                (h.rank == INA_RANK_SWITCH || h.kind == INA_K_PS_CHAIN_FWD ||
                 h.kind == INA_K_PS_REPLAY)); /* FWD, REPLAY: the update's rank */
         switch (h.kind) {
@@ -111,16 +111,16 @@ HARNESS static void check_tx(void)
         case INA_K_PS_COMMIT_ACK:
         case INA_K_PS_ASSIGN_ACK: CHECKF(len == INA_HDR_LEN); break;
         case INA_K_PS_CHAIN_FWD:
-            CHECKF(ina_addr_eq(&ps.tx.dst[i], &chain.to) &&
+            CHECKF(ina__addr_eq(&ps.tx.dst[i], &chain.to) &&
                    len >= INA_HDR_LEN + INA_PS_CHAIN_FWD_PREFIX + INA_PS_UPDATE_PREFIX);
             break;
         case INA_K_PS_CHAIN_ACK:
-            CHECKF(ina_addr_eq(&ps.tx.dst[i], &chain.from) &&
+            CHECKF(ina__addr_eq(&ps.tx.dst[i], &chain.from) &&
                    len == INA_HDR_LEN + INA_PS_CHAIN_ACK_LEN);
             break;
         case INA_K_PS_STATE:
             CHECKF(same_addr(&ps.tx.dst[i], &link.addr) && len == INA_HDR_LEN + INA_PS_STATE_LEN);
-            CHECKF(ina_get32(b + INA_HDR_LEN + 40) <= INA_PS_FATE_NO_JOB);
+            CHECKF(ina__get32(b + INA_HDR_LEN + 40) <= INA_PS_FATE_NO_JOB);
             break;
         case INA_K_PS_REPLAY:
             CHECKF(same_addr(&ps.tx.dst[i], &link.addr) && h.rank != INA_RANK_SWITCH &&
@@ -128,18 +128,18 @@ HARNESS static void check_tx(void)
             break;
         case INA_K_PS_UPDATE_ACK: {
             CHECKF(len == INA_HDR_LEN + INA_PS_UPDATE_ACK_LEN);
-            CHECKF(!ina_addr_eq(&ps.tx.dst[i], &chain.from)); /* those become CHAIN_ACKs */
-            int32_t st = (int32_t)ina_get32(b + INA_HDR_LEN);
-            uint32_t g = ina_get32(b + INA_HDR_LEN + 12);
+            CHECKF(!ina__addr_eq(&ps.tx.dst[i], &chain.from)); /* those become CHAIN_ACKs */
+            int32_t st = (int32_t)ina__get32(b + INA_HDR_LEN);
+            uint32_t g = ina__get32(b + INA_HDR_LEN + 12);
             if (st != INA_PS_UPDATE_HELD && g != INA_STAMP_NONE && h.job >= 1 &&
                 h.job <= INA_PS_MAX_JOBS) { /* the chain's promise: told once the replica has it */
                 const struct ina_ps_chain_job *cj = &chain.jobs[h.job - 1];
-                CHECKF(!(cj->session == ps.jobs[h.job - 1].session && ina_ps_chain_pending(cj, g)));
+                CHECKF(!(cj->session == ps.jobs[h.job - 1].session && ina__ps_chain_pending(cj, g)));
             }
             CHECKF(st == 0 || st == INA_ERR_STALE || st == INA_PS_UPDATE_HELD ||
                    st == INA_PS_UPDATE_VOIDED);
             if (st == INA_PS_UPDATE_HELD || st == INA_PS_UPDATE_VOIDED) /* took no stamp */
-                CHECKF(ina_get32(b + INA_HDR_LEN + 8) == 0);
+                CHECKF(ina__get32(b + INA_HDR_LEN + 8) == 0);
             if (st == INA_PS_UPDATE_VOIDED && h.job >= 1 && h.job <= INA_PS_MAX_JOBS &&
                 ps.jobs[h.job - 1].session == h.session) /* voided: resolved before it came */
                 CHECKF((int32_t)(g - ps.jobs[h.job - 1].next_stamp) < 0);
@@ -155,7 +155,7 @@ HARNESS static void check_tx(void)
         default: CHECKF(!"unexpected kind queued by ina-ps");
         }
     }
-    ina_ps_tx_reset(&ps);
+    ina__ps_tx_reset(&ps);
 }
 
 HARNESS static void check_state(void)
@@ -186,7 +186,7 @@ HARNESS static void check_state(void)
         for (int p = 0; p < 2; p++)
             CHECKF(s->ntouched[p] <= s->n && j->ncommitted[p] <= (uint32_t)j->world);
         for (uint32_t r = 0; r < s->n; r += 1 + s->n / 16)
-            CHECKF(ina_kmap_get(&s->index, s->keys[r]) == r);
+            CHECKF(ina__kmap_get(&s->index, s->keys[r]) == r);
     }
     CHECKF(mem == ps.mem_used && ps.mem_used <= ps.p.max_memory);
     for (int i = 0; i < INA_PS_MAX_JOBS; i++)
@@ -216,9 +216,9 @@ HARNESS static void check_state(void)
 
 static void send_to(const uint8_t *b, size_t len, const struct sockaddr_in *src)
 {
-    if (ina_ps_tx_full(&ps))
+    if (ina__ps_tx_full(&ps))
         check_tx();
-    ina_ps_input(&ps, b, len, src, now_ns);
+    ina__ps_input(&ps, b, len, src, now_ns);
 }
 
 static uint16_t join(const char *name, int world, int rank, int dim, int optim, float lr,
@@ -259,7 +259,7 @@ static void one_record(uint8_t sel, uint8_t flags, const uint8_t *d, size_t len)
     const struct ina_ps_job *honest = &ps.jobs[0], *stale = job_named("stale");
     if (len >= INA_HDR_LEN) {
         if (flags & F_MAGIC) {
-            ina_put16(b, INA_WIRE_MAGIC);
+            ina__put16(b, INA_WIRE_MAGIC);
             b[2] = INA_WIRE_VERSION;
         }
         if (flags & F_KIND) {
@@ -274,27 +274,27 @@ static void one_record(uint8_t sel, uint8_t flags, const uint8_t *d, size_t len)
                          b[3] == INA_K_PS_CHAIN_ACK || b[3] == INA_K_PS_SYNC ||
                          b[3] == INA_K_PS_REPLAY;
         if ((flags & F_CREDS) && stale_kind && stale) {
-            ina_put16(b + 4, stale->id);
-            ina_put32(b + 8, stale->session);
-            ina_put32(b + 12, stale->token);
+            ina__put16(b + 4, stale->id);
+            ina__put32(b + 8, stale->session);
+            ina__put32(b + 12, stale->token);
             if ((b[3] == INA_K_PS_CHAIN_FWD || b[3] == INA_K_PS_SYNC || b[3] == INA_K_PS_REPLAY) &&
                 len >= INA_HDR_LEN + INA_PS_CHAIN_FWD_PREFIX) { /* the job's name first */
                 memset(b + INA_HDR_LEN, 0, INA_PS_CHAIN_FWD_PREFIX);
                 memcpy(b + INA_HDR_LEN, "stale", 5);
             }
         } else if ((flags & F_CREDS) && honest->state == INA_PS_ACTIVE) {
-            ina_put16(b + 4, honest->id);
-            ina_put32(b + 8, honest->session);
-            ina_put32(b + 12, honest->token);
+            ina__put16(b + 4, honest->id);
+            ina__put32(b + 8, honest->session);
+            ina__put32(b + 12, honest->token);
         }
         if ((flags & F_RANK) && (sel & 7) < 3)
-            ina_put16(b + 6, sel & 7);
+            ina__put16(b + 6, sel & 7);
         if ((flags & F_COUNT) && b[3] == INA_K_PS_SYNC) { /* well-formed: only the values vary */
             if (len < INA_HDR_LEN + INA_PS_SYNC_LEN)
                 memset(b + len, 0, INA_HDR_LEN + INA_PS_SYNC_LEN - len);
             len = INA_HDR_LEN + INA_PS_SYNC_LEN;
-            ina_put32(b + INA_HDR_LEN + 32, ina_get32(b + INA_HDR_LEN + 32) & 3);
-            ina_put32(b + INA_HDR_LEN + 40, ina_get32(b + INA_HDR_LEN + 40) % (INA_PS_VOID_MAX + 1));
+            ina__put32(b + INA_HDR_LEN + 32, ina__get32(b + INA_HDR_LEN + 32) & 3);
+            ina__put32(b + INA_HDR_LEN + 40, ina__get32(b + INA_HDR_LEN + 40) % (INA_PS_VOID_MAX + 1));
         } else if (flags & F_COUNT) {
             size_t el = b[3] == INA_K_PS_PUSH || b[3] == INA_K_PS_UPDATE ||
                                 b[3] == INA_K_PS_CHAIN_FWD || b[3] == INA_K_PS_REPLAY
@@ -308,7 +308,7 @@ static void one_record(uint8_t sel, uint8_t flags, const uint8_t *d, size_t len)
             size_t n = len >= INA_HDR_LEN + pre ? (len - INA_HDR_LEN - pre) / el : 0;
             if (n > 0xFFFF)
                 n = 0xFFFF;
-            ina_put16(b + 24, (uint16_t)n);
+            ina__put16(b + 24, (uint16_t)n);
             if (len >= INA_HDR_LEN + pre)
                 len = INA_HDR_LEN + pre + n * el;
         }
@@ -316,12 +316,12 @@ static void one_record(uint8_t sel, uint8_t flags, const uint8_t *d, size_t len)
     send_to(b, len, src);
     if (flags & F_TICK) {
         now_ns += tick_step[(sel >> 3) & 7];
-        if (ina_ps_tx_full(&ps))
+        if (ina__ps_tx_full(&ps))
             check_tx();
-        ina_ps_tick(&ps, now_ns);
-        if (ina_ps_tx_full(&ps))
+        ina__ps_tick(&ps, now_ns);
+        if (ina__ps_tx_full(&ps))
             check_tx();
-        ina_ps_chain_tick(&ps, now_ns);
+        ina__ps_chain_tick(&ps, now_ns);
     }
     check_tx();
     check_state();
@@ -341,9 +341,9 @@ HARNESS static void oracle_step(uint16_t id, uint32_t session, uint32_t token)
         h.seq = step;
         h.slot = 1000 + (uint32_t)r; /* a packet index no record can have used for this step */
         h.count = 1;
-        ina_hdr_encode(b, &h);
-        ina_put64(b + INA_HDR_LEN, 5);
-        ina_putf(b + INA_HDR_LEN + 8, (float)(r + 1));
+        ina__hdr_encode(b, &h);
+        ina__put64(b + INA_HDR_LEN, 5);
+        ina__putf(b + INA_HDR_LEN + 8, (float)(r + 1));
         send_to(b, sizeof(b), &oracle_addr[r]);
     }
     (void)b;
@@ -353,12 +353,12 @@ HARNESS static void oracle_step(uint16_t id, uint32_t session, uint32_t token)
         ps_job_hdr(&h, o, INA_K_PS_COMMIT, r);
         h.seq = step;
         h.slot = rs->step1 == step + 1 ? rs->nrecv : 0;
-        ina_hdr_encode(b, &h);
+        ina__hdr_encode(b, &h);
         send_to(b, INA_HDR_LEN, &oracle_addr[r]);
     }
     check_tx();
     CHECKF(o->applied == step + 1);
-    uint32_t rec = ina_kmap_get(&o->store.index, 5);
+    uint32_t rec = ina__kmap_get(&o->store.index, 5);
     CHECKF(rec != INA_KMAP_NONE);
     /* Only the oracle's own members pushed to it: its value is the sum of this step and
      * of its setup step (-3 each). */
@@ -379,16 +379,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     oracle_addr[1] = mkaddr(0x0A000102, 8002);
     rng_state = 0x9E3779B97F4A7C15ull;
     now_ns = 1000000000ull;
-    ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT);
+    ina__log_setup(INA_LOG_ERROR, INA_LOG_TEXT);
     struct ina_ps_params p = {.shard = 0, .nshards = 1, .max_memory = 256 * 1024,
                               .initial_keys = 16, .join_timeout_ns = 5000000000ull,
                               .idle_timeout_ns = 60000000000ull,
                               .step_timeout_ns = 30000000000ull};
-    CHECKF(ina_ps_init(&ps, &p) == 0);
-    CHECKF(ina_ps_chain_init(&chain, &ps, &src_table[6], &src_table[5], 2000000000ull) == 0);
-    CHECKF(ina_ps_sched_init(&link, &ps, &src_table[4]) == 0);
+    CHECKF(ina__ps_init(&ps, &p) == 0);
+    CHECKF(ina__ps_chain_init(&chain, &ps, &src_table[6], &src_table[5], 2000000000ull) == 0);
+    CHECKF(ina__ps_sched_init(&link, &ps, &src_table[4]) == 0);
     memset(last_session, 0, sizeof(last_session));
-    ina_ps_chain_tick(&ps, now_ns);
+    ina__ps_chain_tick(&ps, now_ns);
     for (int r = 0; r < 3; r++)
         join("honest", 3, r, 2, INA_OPTIM_ADAGRAD, 0.5f, INA_PS_MODE_SYNC, &src_table[r]);
     for (int r = 0; r < 2; r++)
@@ -408,15 +408,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int r = 0; r < 2; r++) {
             ps_job_hdr(&h, oj, INA_K_PS_PUSH, r);
             h.count = 1;
-            ina_hdr_encode(b, &h);
-            ina_put64(b + INA_HDR_LEN, 5);
-            ina_putf(b + INA_HDR_LEN + 8, (float)(r + 1));
+            ina__hdr_encode(b, &h);
+            ina__put64(b + INA_HDR_LEN, 5);
+            ina__putf(b + INA_HDR_LEN + 8, (float)(r + 1));
             send_to(b, sizeof(b), &oracle_addr[r]);
         }
         for (int r = 0; r < 2; r++) {
             ps_job_hdr(&h, oj, INA_K_PS_COMMIT, r);
             h.slot = 1;
-            ina_hdr_encode(b, &h);
+            ina__hdr_encode(b, &h);
             send_to(b, INA_HDR_LEN, &oracle_addr[r]);
         }
         check_tx();
@@ -435,8 +435,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size -= len;
     }
     oracle_step(oid, osession, otoken);
-    ina_ps_chain_free(&ps);
-    ina_ps_sched_free(&ps);
-    ina_ps_free(&ps);
+    ina__ps_chain_free(&ps);
+    ina__ps_sched_free(&ps);
+    ina__ps_free(&ps);
     return 0;
 }

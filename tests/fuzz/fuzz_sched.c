@@ -1,4 +1,4 @@
-/* fuzz_sched.c: libFuzzer target for ina-sched's input handler (ina_sched_input, ina_sched_tick). */
+/* fuzz_sched.c: libFuzzer target for ina-sched's input handler (ina__sched_input, ina__sched_tick). */
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +14,7 @@
  * first), bits 3-5: the clock step before the record.
  * flags: F_MAGIC right magic and version; F_REQ / F_DONE kind REQ / DONE with the
  * kind's body length; F_NAME the job's name in a REQ; F_RANK rank = sel & 3;
- * F_TICK run ina_sched_tick after the datagram; F_FETCH a REQ's base is
+ * F_TICK run ina__sched_tick after the datagram; F_FETCH a REQ's base is
  * INA_SCHED_BASE_AT_GRANT (a fetch request). A REQ's flags (body bytes 4..7) come
  * from the input: fetch requests with INA_SCHED_REQ_AGGREGATE may be granted as
  * groups (aggregate 3, §15.7); its bit 1 (LEAVE) makes the rank leave (§15.9).
@@ -75,20 +75,20 @@ static void check(struct ina_sched *s)
     }
     for (unsigned i = 0; i < s->tx.n; i++) {
         struct ina_hdr h;
-        CHECKF(ina_hdr_decode(s->tx.buf[i], s->tx.len[i], &h) == INA_PARSE_OK);
+        CHECKF(ina__hdr_decode(s->tx.buf[i], s->tx.len[i], &h) == INA_PARSE_OK);
         if (h.kind == INA_K_PS_SYNC) {
             unsigned port = ntohs(s->tx.dst[i].sin_port);
             CHECKF((port == 42010 || port == 42011) && s->tx.len[i] == INA_HDR_LEN + INA_PS_SYNC_LEN);
-            CHECKF(ina_get32(s->tx.buf[i] + INA_HDR_LEN + 32) <= INA_PS_SYNC_DEPART);
+            CHECKF(ina__get32(s->tx.buf[i] + INA_HDR_LEN + 32) <= INA_PS_SYNC_DEPART);
             continue;
         }
         CHECKF(h.kind == INA_K_SCHED_GRANT && h.rank == INA_RANK_SWITCH &&
                s->tx.len[i] == INA_HDR_LEN + INA_SCHED_GRANT_LEN);
-        int32_t st = (int32_t)ina_get32(s->tx.buf[i] + INA_HDR_LEN);
+        int32_t st = (int32_t)ina__get32(s->tx.buf[i] + INA_HDR_LEN);
         CHECKF(st == 0 || st == INA_ERR_STALE);
         CHECKF(st != 0 || !s->recovering); /* no grant while its state is rebuilt */
-        uint32_t gsize = ina_get32(s->tx.buf[i] + INA_HDR_LEN + 16),
-                 gindex = ina_get32(s->tx.buf[i] + INA_HDR_LEN + 20);
+        uint32_t gsize = ina__get32(s->tx.buf[i] + INA_HDR_LEN + 16),
+                 gindex = ina__get32(s->tx.buf[i] + INA_HDR_LEN + 20);
         CHECKF(gsize >= 1 && gsize <= s->p.aggregate && gindex < gsize);
         unsigned port = ntohs(s->tx.dst[i].sin_port);
         CHECKF(port >= 42000 && port < 42012); /* a rank or a server (any source binds a rank) */
@@ -100,7 +100,7 @@ static void check(struct ina_sched *s)
             CHECKF(update_req);
         }
     }
-    ina_sched_tx_reset(s);
+    ina__sched_tx_reset(s);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -117,9 +117,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         p.server[i].sin_port = htons((uint16_t)(42010 + i));
     }
     snprintf(p.job, sizeof(p.job), "fuzz");
-    if (ina_sched_init(&s, &p) != 0)
+    if (ina__sched_init(&s, &p) != 0)
         abort();
-    ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT);
+    ina__log_setup(INA_LOG_ERROR, INA_LOG_TEXT);
     uint64_t now = 1;
     size_t off = 0;
     while (off + 4 <= size) {
@@ -149,15 +149,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             uint8_t pick = b[31], near = b[30];
             if (flags & F_REQ) {
                 uint8_t *q = b + INA_HDR_LEN;
-                ina_put32(q + 32, ina_get32(q + 32) & 3);  /* the action */
-                ina_put32(q + 40, ina_get32(q + 40) % 6);  /* the result */
+                ina__put32(q + 32, ina__get32(q + 32) & 3);  /* the action */
+                ina__put32(q + 40, ina__get32(q + 40) % 6);  /* the result */
                 if (pick < 128)
-                    ina_put32(q + 36, pick < 64 ? s.voids[pick % INA_SCHED_VOIDS].stamp
+                    ina__put32(q + 36, pick < 64 ? s.voids[pick % INA_SCHED_VOIDS].stamp
                                                 : s.repair_stamp);
                 if (near < 64)
-                    ina_put32(q + 52, s.next_stamp - (near & 7));
+                    ina__put32(q + 52, s.next_stamp - (near & 7));
             } else if (len >= INA_HDR_LEN + 36 && pick < 128) {
-                ina_put32(b + INA_HDR_LEN + 32, s.repair_stamp); /* the stamp asked for */
+                ina__put32(b + INA_HDR_LEN + 32, s.repair_stamp); /* the stamp asked for */
             }
         } else if (flags & (F_REQ | F_DONE)) {
             b[3] = (flags & F_REQ) ? INA_K_SCHED_REQ : INA_K_SCHED_DONE;
@@ -165,16 +165,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (len < want)
                 memset(b + len, 0, want - len);
             len = want;
-            ina_put16(b + 24, 0); /* count */
+            ina__put16(b + 24, 0); /* count */
         }
         if (len >= INA_HDR_LEN && (flags & F_MAGIC)) {
-            ina_put16(b, INA_WIRE_MAGIC);
+            ina__put16(b, INA_WIRE_MAGIC);
             b[2] = INA_WIRE_VERSION;
         }
         if (len >= INA_HDR_LEN && (flags & F_RANK))
-            ina_put16(b + 6, sel & 3);
+            ina__put16(b + 6, sel & 3);
         if ((flags & F_FETCH) && (flags & F_REQ))
-            ina_put32(b + 20, INA_SCHED_BASE_AT_GRANT); /* the header's seq: the base */
+            ina__put32(b + 20, INA_SCHED_BASE_AT_GRANT); /* the header's seq: the base */
         if ((flags & F_NAME) && (flags & F_REQ) && !(flags & F_SERVER))
             memcpy(b + INA_HDR_LEN + 8, "fuzz\0", 5);
         struct sockaddr_in src;
@@ -185,10 +185,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (flags & F_SERVER)
             src.sin_port = htons((uint16_t)(42010 + ((flags & F_FETCH) ? 1 : 0)));
         now += tick_step[(sel >> 3) & 7];
-        ina_sched_input(&s, b, len, &src, now);
+        ina__sched_input(&s, b, len, &src, now);
         check(&s);
         if (flags & F_TICK) {
-            ina_sched_tick(&s, now);
+            ina__sched_tick(&s, now);
             check(&s);
         }
     }

@@ -77,7 +77,7 @@ def sel(addr, job=HONEST, step=0):
 
 
 def sw_record(addr, job, flags, step, datagram):
-    """step: None, or the tick_step index of a clock advance + ina_switch_tick after it."""
+    """step: None, or the tick_step index of a clock advance + ina__switch_tick after it."""
     if step is not None:
         flags |= S_TICK
     return record(sel(addr, job, step or 0), flags, datagram)

@@ -31,7 +31,7 @@ static void send_join(struct ina_ps *ps, const struct sockaddr_in *addr, const c
     j.init_scale = 0.1f;
     j.init_seed = 7;
     snprintf(j.name, sizeof(j.name), "%s", name);
-    ina_ps_input(ps, b, ps_join_datagram(b, r, &j), addr, 1);
+    ina__ps_input(ps, b, ps_join_datagram(b, r, &j), addr, 1);
 }
 
 /* Every rank's PS_JOIN of job name to ps, rank r from addr[r]: world WORLD, max_delay d (rank
@@ -47,7 +47,7 @@ static void new_ps(struct ina_ps *ps)
 {
     struct ina_ps_params p = {.shard = 0, .nshards = 1, .max_memory = 64u << 20,
                               .initial_keys = 8};
-    CHECK_EQ_INT(ina_ps_init(ps, &p), 0);
+    CHECK_EQ_INT(ina__ps_init(ps, &p), 0);
 }
 
 struct upd {
@@ -74,15 +74,15 @@ static size_t encode_update(const struct ina_ps *ps, const struct upd *u, uint8_
     h.slot = u->uid;
     h.seq = u->base;
     h.count = NKEYS / 2;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     uint8_t *p = b + INA_HDR_LEN;
-    ina_put32(p, u->stamp);
-    ina_put32(p + 4, 0);
+    ina__put32(p, u->stamp);
+    ina__put32(p + 4, 0);
     p += INA_PS_UPDATE_PREFIX;
-    for (int e = 0; e < NKEYS / 2; e++, p += ina_ps_entry_len(DIM)) {
-        ina_put64(p, u->keys[e]);
+    for (int e = 0; e < NKEYS / 2; e++, p += ina__ps_entry_len(DIM)) {
+        ina__put64(p, u->keys[e]);
         for (int j = 0; j < DIM; j++)
-            ina_putf(p + 8 + 4 * j, u->g[e][j]);
+            ina__putf(p + 8 + 4 * j, u->g[e][j]);
     }
     return (size_t)(p - b);
 }
@@ -94,7 +94,7 @@ static int same_model(const struct ina_ps *a, const struct ina_ps *b)
     if (x->n != y->n)
         return 0;
     for (uint32_t r = 0; r < x->n; r++) {
-        uint32_t s = ina_kmap_get(&y->index, x->keys[r]);
+        uint32_t s = ina__kmap_get(&y->index, x->keys[r]);
         if (s == INA_KMAP_NONE || memcmp(x->vals + r * DIM, y->vals + s * DIM, DIM * 4) != 0 ||
             (x->state && memcmp(x->state + r * DIM, y->state + s * DIM, DIM * 4) != 0))
             return 0;

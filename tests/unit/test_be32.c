@@ -15,7 +15,7 @@ static uint32_t next(void)
     return rng;
 }
 
-/* ina_be32_fadd against the compiler's binary32 add: random bit patterns (every
+/* ina__be32_fadd against the compiler's binary32 add: random bit patterns (every
  * class: NaN, Inf, subnormal, signed zero), every length 0..99 (SIMD body and
  * tail), unaligned input. NaN results need only be NaN (payloads may differ). */
 static void test_fadd(void)
@@ -35,7 +35,7 @@ static void test_fadd(void)
                 p[0] = (uint8_t)(b[i] >> 24), p[1] = (uint8_t)(b[i] >> 16);
                 p[2] = (uint8_t)(b[i] >> 8), p[3] = (uint8_t)b[i];
             }
-            ina_be32_fadd(v, wire + off, n);
+            ina__be32_fadd(v, wire + off, n);
             for (size_t i = 0; i < n; i++) {
                 volatile float want = bits_float(a[i]) + bits_float(b[i]);
                 float got = bits_float((uint32_t)v[i]);
@@ -55,7 +55,7 @@ static void test_fadd(void)
         yb[4 * i + 2] = (uint8_t)(u >> 8), yb[4 * i + 3] = (uint8_t)u;
         v[i] = (int32_t)float_bits(x[i]);
     }
-    ina_be32_fadd(v, yb, 5);
+    ina__be32_fadd(v, yb, 5);
     CHECK(float_bits(bits_float((uint32_t)v[0])) == float_bits(0.0f));
     CHECK(float_bits(bits_float((uint32_t)v[1])) == float_bits(-0.0f));
     CHECK(bits_float((uint32_t)v[2]) == INFINITY);
@@ -74,19 +74,19 @@ int main(void)
             for (size_t i = 0; i < 4 * n; i++)
                 p[i] = (uint8_t)next();
             /* load */
-            ina_be32_load(v, p, n);
+            ina__be32_load(v, p, n);
             for (size_t i = 0; i < n; i++)
                 ref[i] = (int32_t)((uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
                                    (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3]);
             CHECK(memcmp(v, ref, n * 4) == 0);
             /* add, with wraparound: add the same data again */
-            ina_be32_add(v, p, n);
+            ina__be32_add(v, p, n);
             for (size_t i = 0; i < n; i++)
                 ref[i] = (int32_t)((uint32_t)ref[i] * 2u);
             CHECK(memcmp(v, ref, n * 4) == 0);
             /* store, unaligned output; bytes past n untouched */
             memset(out, 0xA5, sizeof(out));
-            ina_be32_store(out + off, v, n);
+            ina__be32_store(out + off, v, n);
             int ok = 1;
             for (size_t i = 0; i < n; i++) {
                 uint32_t x = (uint32_t)v[i];
@@ -103,8 +103,8 @@ int main(void)
             for (size_t i = 0; i + 3 < 4 * n; i += 28)
                 q[i] ^= 0x80;
             for (int op = 0; op < 2; op++) {
-                ina_be32_load(v, p, n);
-                ina_be32_minmax(v, q, n, !op);
+                ina__be32_load(v, p, n);
+                ina__be32_minmax(v, q, n, !op);
                 ok = 1;
                 for (size_t i = 0; i < n; i++) {
                     int32_t a = (int32_t)((uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
@@ -120,16 +120,16 @@ int main(void)
     /* extremes: max/min across the sign boundary */
     int32_t ext[2] = {INT32_MIN, INT32_MAX};
     uint8_t ext_be[8] = {0x7F, 0xFF, 0xFF, 0xFF, 0x80, 0, 0, 0}; /* MAX, MIN */
-    ina_be32_minmax(ext, ext_be, 2, 1);
+    ina__be32_minmax(ext, ext_be, 2, 1);
     CHECK_EQ_INT(ext[0], INT32_MAX);
     CHECK_EQ_INT(ext[1], INT32_MAX);
-    ina_be32_minmax(ext, ext_be, 2, 0);
+    ina__be32_minmax(ext, ext_be, 2, 0);
     CHECK_EQ_INT(ext[0], INT32_MAX);
     CHECK_EQ_INT(ext[1], INT32_MIN);
     /* extremes wrap: INT32_MAX + 1 */
     uint8_t one[4] = {0, 0, 0, 1};
     int32_t big[1] = {INT32_MAX};
-    ina_be32_add(big, one, 1);
+    ina__be32_add(big, one, 1);
     CHECK_EQ_INT(big[0], INT32_MIN);
     return check_report("test_be32");
 }

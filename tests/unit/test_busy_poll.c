@@ -1,4 +1,4 @@
-/* test_busy_poll.c: ina_busy_move_off_cpu() of busy_poll.h, the switch's cure for a worker
+/* test_busy_poll.c: ina__busy_move_off_cpu() of busy_poll.h, the switch's cure for a worker
  * woken onto the CPU it spins on: it leaves that CPU, and the thread's mask comes back intact. */
 #include <sched.h>
 #include <stdio.h>
@@ -18,7 +18,7 @@ static void test_single_cpu(const cpu_set_t *orig)
     CPU_ZERO(&one);
     CPU_SET(cpu, &one);
     CHECK_EQ_INT(sched_setaffinity(0, sizeof(one), &one), 0);
-    CHECK_EQ_INT(ina_busy_move_off_cpu(), 0);
+    CHECK_EQ_INT(ina__busy_move_off_cpu(), 0);
     cpu_set_t now;
     CHECK_EQ_INT(sched_getaffinity(0, sizeof(now), &now), 0);
     CHECK(same_mask(&now, &one));
@@ -57,7 +57,7 @@ static void test_move(const cpu_set_t *orig)
         CHECK_EQ_INT(sched_getcpu(), a); /* a one-CPU mask migrates the caller at once */
         CHECK_EQ_INT(sched_setaffinity(0, sizeof(two), &two), 0);
         before = sched_getcpu();
-        r = ina_busy_move_off_cpu();
+        r = ina__busy_move_off_cpu();
         after = sched_getcpu();
         moved = r == 1 && after != before;
         CHECK_EQ_INT(sched_getaffinity(0, sizeof(now), &now), 0);

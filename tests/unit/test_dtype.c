@@ -51,7 +51,7 @@ static void pipeline(ina_dtype dt, ina_op op, int nw, void *const *x, size_t n, 
     for (int r = 0; r < nw; r++) {
         ina__block_encode(dt, x[r], n, e, nw, wire + 1); /* unaligned on purpose */
         for (size_t i = 0; i < n; i++) {
-            uint32_t u = ina_get32(wire + 1 + 4 * i);
+            uint32_t u = ina__get32(wire + 1 + 4 * i);
             int32_t v = (int32_t)u, a = (int32_t)acc[i];
             if (r == 0 || wop == INA_OP_ADD_I32)
                 acc[i] = r == 0 ? u : acc[i] + u;
@@ -62,7 +62,7 @@ static void pipeline(ina_dtype dt, ina_op op, int nw, void *const *x, size_t n, 
         }
     }
     for (size_t i = 0; i < n; i++)
-        ina_put32(wire + 1 + 4 * i, acc[i]);
+        ina__put32(wire + 1 + 4 * i, acc[i]);
     ina__block_decode(dt, op, wire + 1, n, e, nw, out);
 }
 
@@ -334,10 +334,10 @@ static void test_float_wire(void)
                         order[r] = order[k];
                         order[k] = tmp;
                     }
-                    ina_be32_load(acc, wire[order[0]], n);
+                    ina__be32_load(acc, wire[order[0]], n);
                     for (int r = 1; r < nw; r++)
-                        ina_be32_fadd(acc, wire[order[r]], n);
-                    ina_be32_store(acc_be, acc, n);
+                        ina__be32_fadd(acc, wire[order[r]], n);
+                    ina__be32_store(acc_be, acc, n);
                     ina__block_decode_f32wire(dt, (ina_op)op, acc_be, n, nw, outb);
                     for (size_t i = 0; i < n; i++) {
                         double shi = 0, slo = 0, abs_sum = 0;
@@ -374,9 +374,9 @@ static void test_float_wire(void)
     float a[2][3] = {{INFINITY, 1.0f, NAN}, {1.0f, 2.0f, 1.0f}}, out[3];
     ina__block_encode_f32wire(INA_FLOAT32, a[0], 3, wire[0]);
     ina__block_encode_f32wire(INA_FLOAT32, a[1], 3, wire[1]);
-    ina_be32_load(acc, wire[0], 3);
-    ina_be32_fadd(acc, wire[1], 3);
-    ina_be32_store(acc_be, acc, 3);
+    ina__be32_load(acc, wire[0], 3);
+    ina__be32_fadd(acc, wire[1], 3);
+    ina__be32_store(acc_be, acc, 3);
     ina__block_decode_f32wire(INA_FLOAT32, INA_SUM, acc_be, 3, 2, out);
     CHECK(out[0] == INFINITY && out[1] == 3.0f && isnan(out[2]));
     /* The bound function's edges. */
@@ -484,13 +484,13 @@ static void test_float_order(void)
                         }
                         ina__block_encode_order(dt, (ina_op)op, bufs[r], n, wire + 1);
                         for (size_t i = 0; i < n; i++) {
-                            int32_t k = (int32_t)ina_get32(wire + 1 + 4 * i);
+                            int32_t k = (int32_t)ina__get32(wire + 1 + 4 * i);
                             if (r == 0 || (op == INA_MAX ? k > acc[i] : k < acc[i]))
                                 acc[i] = k;
                         }
                     }
                     for (size_t i = 0; i < n; i++)
-                        ina_put32(wire + 1 + 4 * i, (uint32_t)acc[i]);
+                        ina__put32(wire + 1 + 4 * i, (uint32_t)acc[i]);
                     ina__block_decode_order(dt, wire + 1, n, outb);
                     for (size_t i = 0; i < n; i++) {
                         float col[64] = {0};

@@ -8,7 +8,7 @@
 #include "common/wire.h"
 #include "lib/fixed.h"
 
-static int32_t q_at(const uint8_t *p, size_t i) { return (int32_t)ina_get32(p + 4 * i); }
+static int32_t q_at(const uint8_t *p, size_t i) { return (int32_t)ina__get32(p + 4 * i); }
 
 /* Rounding to nearest, ties to even; out of range, NaN and Inf invalid (INT32_MIN). */
 static void test_encode(void)
@@ -43,16 +43,16 @@ static void test_switch_add(void)
     uint8_t p[16];
     const int32_t add[4] = {-2500, 6, -1, 7};
     for (int i = 0; i < 4; i++)
-        ina_put32(p + 4 * i, (uint32_t)add[i]);
-    ina_be32_fixadd(v, p, 4);
+        ina__put32(p + 4 * i, (uint32_t)add[i]);
+    ina__be32_fixadd(v, p, 4);
     CHECK_EQ_INT(v[0], -1500);
     CHECK_EQ_INT(v[1], INA_FIX_INVALID); /* 2^31 overflows */
     CHECK_EQ_INT(v[2], -INT32_MAX);      /* -(2^31 - 1) is still valid */
     CHECK_EQ_INT(v[3], INA_FIX_INVALID); /* stays invalid whatever is added */
     /* an invalid contribution makes the sum invalid */
     int32_t w = 5;
-    ina_put32(p, (uint32_t)INA_FIX_INVALID);
-    ina_be32_fixadd(&w, p, 1);
+    ina__put32(p, (uint32_t)INA_FIX_INVALID);
+    ina__be32_fixadd(&w, p, 1);
     CHECK_EQ_INT(w, INA_FIX_INVALID);
 }
 
@@ -62,7 +62,7 @@ static void test_decode(void)
     uint8_t in[16];
     const int32_t q[4] = {3 << 20 /* 0.375 at 23 bits */, -(1 << 23), INA_FIX_INVALID, 7};
     for (int i = 0; i < 4; i++)
-        ina_put32(in + 4 * i, (uint32_t)q[i]);
+        ina__put32(in + 4 * i, (uint32_t)q[i]);
     float f[4];
     CHECK_EQ_INT(ina__fixed_decode(INA_FLOAT32, INA_SUM, in, 4, 23, 4, f), 1);
     CHECK(f[0] == 0.375f && f[1] == -1.0f && isnan(f[2]) && f[3] == 0x7p-23f);
@@ -90,13 +90,13 @@ static void test_bound(void)
                 }
                 CHECK_EQ_INT(ina__fixed_encode(INA_FLOAT32, x[r], 32, bits, wire), 0);
                 if (r == 0)
-                    ina_be32_load(acc, wire, 32);
+                    ina__be32_load(acc, wire, 32);
                 else
-                    ina_be32_fixadd(acc, wire, 32);
+                    ina__be32_fixadd(acc, wire, 32);
             }
             uint8_t sum[4 * 32];
             for (int j = 0; j < 32; j++)
-                ina_put32(sum + 4 * j, (uint32_t)acc[j]);
+                ina__put32(sum + 4 * j, (uint32_t)acc[j]);
             float out[32];
             CHECK_EQ_INT(ina__fixed_decode(INA_FLOAT32, INA_SUM, sum, 32, bits, n, out), 0);
             for (int j = 0; j < 32; j++) {

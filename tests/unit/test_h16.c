@@ -177,7 +177,7 @@ static void put_val(ina_dtype dt, void *x, size_t i, double d)
     double r = dt == INA_FLOAT16 ? ref_round(d, 11, -24, F16_MAX) : ref_round(d, 8, -133, BF16_MAX);
     /* the bits of r: through float (exact for both formats' values) */
     uint32_t b = float_bits((float)r);
-    ((uint16_t *)x)[i] = dt == INA_FLOAT16 ? ina_f32_bits_to_f16(b) : (uint16_t)(b >> 16);
+    ((uint16_t *)x)[i] = dt == INA_FLOAT16 ? ina__f32_bits_to_f16(b) : (uint16_t)(b >> 16);
 }
 
 /* The exponent range of finite values of dt: [lo, hi) for rand_exp_value. */
@@ -331,7 +331,7 @@ static void run_flat(void)
 {
     static uint8_t res[2][MAXE * 2 + 4];
     int order[MAXN];
-    size_t words = ina_h16_words(blk.ne);
+    size_t words = ina__h16_words(blk.ne);
     encode_all();
     for (int r = 0; r < blk.n; r++)
         order[r] = r;
@@ -359,7 +359,7 @@ static void run_tree(int children)
     int16_t upexp[MAXN] = {0}, allexp[MAXN + MAXN] = {0};
     const int *groups[MAXN];
     int gsize[MAXN], order[MAXN];
-    size_t words = ina_h16_words(blk.ne);
+    size_t words = ina__h16_words(blk.ne);
     encode_all();
     for (int r = 0; r < blk.n; r++)
         members[r] = r;
@@ -538,7 +538,7 @@ static void test_ties_every_n(void)
             shuffle(order, n);
             encode_all();
             for (int k = 0; k < nimpl; k++) {
-                int16_t s = switch_sum(impl[k], pkt, pexp, order, n, ina_h16_words(blk.ne), res);
+                int16_t s = switch_sum(impl[k], pkt, pexp, order, n, ina__h16_words(blk.ne), res);
                 ina__w16_decode(blk.dt, blk.f, INA_SUM, res, blk.ne, s, n, out);
                 for (size_t i = 0; i < blk.ne; i++) {
                     double sum = 0;
@@ -749,7 +749,7 @@ static int16_t sum1(ina_dtype dt, enum ina_h16_fmt f, int n, const double *v, do
         order[r] = r;
     }
     encode_all();
-    int16_t s = switch_sum(ina_h16_active(), pkt, pexp, order, n, 1, res);
+    int16_t s = switch_sum(ina__h16_active(), pkt, pexp, order, n, 1, res);
     if (wire_res)
         *wire_res = be16(res);
     ina__w16_decode(dt, f, INA_SUM, res, 1, s, n, out);
@@ -805,7 +805,7 @@ static void test_specials(void)
         put_val(INA_FLOAT16, blk.x[1], (size_t)i, r1[i]);
     }
     encode_all();
-    int16_t e = switch_sum(ina_h16_active(), pkt, pexp, order, 2, 2, res);
+    int16_t e = switch_sum(ina__h16_active(), pkt, pexp, order, 2, 2, res);
     ina__w16_decode(INA_FLOAT16, INA_H16_F16, INA_SUM, res, 4, e, 2, out);
     CHECK(isnan(val(INA_FLOAT16, out, 0)));
     CHECK(val(INA_FLOAT16, out, 1) == 1.25);
@@ -1080,11 +1080,11 @@ static void test_exp_clamp(void)
 
 int main(void)
 {
-    impl[nimpl++] = &ina_h16_scalar;
-    if (ina_h16_simd())
-        impl[nimpl++] = ina_h16_simd();
+    impl[nimpl++] = &ina__h16_scalar;
+    if (ina__h16_simd())
+        impl[nimpl++] = ina__h16_simd();
     printf("16-bit wire kernels: active %s, avx2+f16c %s\n",
-           ina_h16_active() == &ina_h16_scalar ? "scalar" : "avx2+f16c",
+           ina__h16_active() == &ina__h16_scalar ? "scalar" : "avx2+f16c",
            nimpl == 2 ? "available (both tested)" : "not available");
     test_all_patterns();
     test_store_rounding();

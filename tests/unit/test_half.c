@@ -79,11 +79,11 @@ static void test_f16_all_patterns(void)
             uint32_t want = (h & 0x8000u) << 16 | 0x7FC00000u | (h & 0x3FFu) << 13;
             bad_value += float_bits(fref[h]) != want;
             /* and back: the quiet version of the pattern */
-            bad_back += ina_f32_bits_to_f16(float_bits(fref[h])) != (uint16_t)(h | 0x200u);
+            bad_back += ina__f32_bits_to_f16(float_bits(fref[h])) != (uint16_t)(h | 0x200u);
             continue;
         }
         bad_value += !((double)fref[h] == v && !signbit(fref[h]) == !signbit(v));
-        bad_back += ina_f32_bits_to_f16(float_bits(fref[h])) != h; /* exact round trip */
+        bad_back += ina__f32_bits_to_f16(float_bits(fref[h])) != h; /* exact round trip */
     }
     CHECK_EQ_INT(bad_value, 0);
     CHECK_EQ_INT(bad_back, 0);
@@ -110,7 +110,7 @@ static void test_bf16_all_patterns(void)
     for (uint32_t h = 0; h < 65536; h++) {
         bad_value += float_bits(fref[h]) != h << 16; /* bfloat16 is the top half of a float */
         uint16_t want = bf16_is_nan((uint16_t)h) ? (uint16_t)(h | 0x40u) : (uint16_t)h;
-        bad_back += ina_f32_bits_to_bf16(float_bits(fref[h])) != want;
+        bad_back += ina__f32_bits_to_bf16(float_bits(fref[h])) != want;
     }
     CHECK_EQ_INT(bad_value, 0);
     CHECK_EQ_INT(bad_back, 0);
@@ -284,12 +284,12 @@ static void test_f64_one_rounding(void)
             }
     }
     /* Round-to-odd itself: exact values pass, inexact ones are odd and truncated. */
-    CHECK_EQ_INT(ina_f64_to_f32_odd_bits(1.0), 0x3F800000);
-    CHECK_EQ_INT(ina_f64_to_f32_odd_bits(1.0 + 0x1p-30), 0x3F800001);
-    CHECK_EQ_INT(ina_f64_to_f32_odd_bits(1.0 + 0x1p-23 - 0x1p-30), 0x3F800001);
-    CHECK_EQ_INT(ina_f64_to_f32_odd_bits(-0x1p-160), 0x80000001);
-    CHECK_EQ_INT(ina_f64_to_f32_odd_bits(1e300), 0x7F7FFFFF);
-    CHECK_EQ_INT(ina_f64_to_f32_odd_bits(INFINITY), 0x7F800000);
+    CHECK_EQ_INT(ina__f64_to_f32_odd_bits(1.0), 0x3F800000);
+    CHECK_EQ_INT(ina__f64_to_f32_odd_bits(1.0 + 0x1p-30), 0x3F800001);
+    CHECK_EQ_INT(ina__f64_to_f32_odd_bits(1.0 + 0x1p-23 - 0x1p-30), 0x3F800001);
+    CHECK_EQ_INT(ina__f64_to_f32_odd_bits(-0x1p-160), 0x80000001);
+    CHECK_EQ_INT(ina__f64_to_f32_odd_bits(1e300), 0x7F7FFFFF);
+    CHECK_EQ_INT(ina__f64_to_f32_odd_bits(INFINITY), 0x7F800000);
 }
 
 /* ---- Block maxima ------------------------------------------------------------------ */
@@ -305,7 +305,7 @@ static void test_absmax(void)
                 hin[i] &= 0xBBFFu;
         uint32_t want16 = 0, wantbf = 0;
         for (size_t i = 0; i < n; i++) {
-            uint32_t a = ina_f16_to_f32_bits(hin[i]) & 0x7FFFFFFFu;
+            uint32_t a = ina__f16_to_f32_bits(hin[i]) & 0x7FFFFFFFu;
             uint32_t b = ((uint32_t)hin[i] << 16) & 0x7FFFFFFFu;
             want16 = a > want16 ? a : want16;
             wantbf = b > wantbf ? b : wantbf;

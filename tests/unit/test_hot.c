@@ -26,7 +26,7 @@ static void sw_open(size_t hot_memory)
     p.hot_max = HOT_MAX;
     p.hot_memory = hot_memory;
     sw = malloc(sizeof(*sw));
-    if (!sw || ina_switch_init(sw, &p) != 0) {
+    if (!sw || ina__switch_init(sw, &p) != 0) {
         fprintf(stderr, "test_hot: cannot open the switch\n");
         exit(1);
     }
@@ -34,7 +34,7 @@ static void sw_open(size_t hot_memory)
 
 static void sw_close(void)
 {
-    ina_switch_free(sw);
+    ina__switch_free(sw);
     free(sw);
     sw = NULL;
 }
@@ -52,9 +52,9 @@ static void join_n(const char *name, uint16_t port, int n, struct job *out)
     uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
     for (int r = 0; r < n; r++) {
         struct ina_hdr h;
-        ina_hdr_init(&h, INA_K_JOIN);
+        ina__hdr_init(&h, INA_K_JOIN);
         h.rank = (uint16_t)r;
-        ina_hdr_encode(b, &h);
+        ina__hdr_encode(b, &h);
         struct ina_join j;
         memset(&j, 0, sizeof(j));
         j.nonce = 0x78000 + port + (uint64_t)r;
@@ -63,14 +63,14 @@ static void join_n(const char *name, uint16_t port, int n, struct job *out)
         j.window = 1;
         j.sw_version = INA_VERSION_NUMBER;
         snprintf(j.name, sizeof(j.name), "%s", name);
-        ina_join_encode(b + INA_HDR_LEN, &j);
+        ina__join_encode(b + INA_HDR_LEN, &j);
         out[r] = (struct job){.rank = (uint16_t)r, .addr = mkaddr(0x7F000001, (uint16_t)(port + r))};
-        ina_txq_reset(&sw->txq);
-        ina_switch_input(sw, b, sizeof(b), &out[r].addr, 1000);
+        ina__txq_reset(&sw->txq);
+        ina__switch_input(sw, b, sizeof(b), &out[r].addr, 1000);
     }
     for (unsigned i = 0; i < sw->txq.nmsg; i++) { /* the last JOIN started the job */
         struct ina_hdr a;
-        if (ina_hdr_decode(sw->txq.iovs[i].iov_base, sw->txq.iovs[i].iov_len, &a) ==
+        if (ina__hdr_decode(sw->txq.iovs[i].iov_base, sw->txq.iovs[i].iov_len, &a) ==
                 INA_PARSE_OK && a.kind == INA_K_JOIN_ACK) {
             CHECK(a.flags & INA_FLAG_CAP_HOT);
             for (int r = 0; r < n; r++) {
@@ -81,7 +81,7 @@ static void join_n(const char *name, uint16_t port, int n, struct job *out)
         }
     }
     CHECK(out[0].id != 0);
-    ina_txq_reset(&sw->txq);
+    ina__txq_reset(&sw->txq);
 }
 
 static struct job join1(const char *name, uint16_t port)
@@ -103,35 +103,35 @@ static struct answer control(const struct job *j, uint8_t kind, const uint8_t *b
 {
     static uint8_t b[INA_HDR_LEN + INA_HOT_SAMPLE_HDR + INA_HOT_SAMPLE_PAIR * 4096]; /* the longest body */
     struct ina_hdr h;
-    ina_hdr_init(&h, kind);
+    ina__hdr_init(&h, kind);
     h.job = j->id;
     h.rank = j->rank;
     h.session = j->session;
     h.token = j->token;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     memcpy(b + INA_HDR_LEN, body, blen);
-    ina_txq_reset(&sw->txq);
-    ina_switch_input(sw, b, INA_HDR_LEN + blen, &j->addr, 2000);
+    ina__txq_reset(&sw->txq);
+    ina__switch_input(sw, b, INA_HDR_LEN + blen, &j->addr, 2000);
     struct answer a;
     memset(&a, 0, sizeof(a));
     for (unsigned i = 0; i < sw->txq.nmsg; i++) {
         const uint8_t *r = sw->txq.iovs[i].iov_base;
         struct ina_hdr rh;
-        if (ina_hdr_decode(r, sw->txq.iovs[i].iov_len, &rh) != INA_PARSE_OK ||
+        if (ina__hdr_decode(r, sw->txq.iovs[i].iov_len, &rh) != INA_PARSE_OK ||
             rh.kind != INA_K_HOT_KEYS)
             continue;
         const uint8_t *p = r + INA_HDR_LEN;
         a.n++;
-        a.epoch = ina_get32(p);
-        a.total = ina_get32(p + 4);
-        a.offset = ina_get32(p + 8);
-        a.count = ina_get16(p + 12);
-        a.status = (int32_t)ina_get32(p + 16);
+        a.epoch = ina__get32(p);
+        a.total = ina__get32(p + 4);
+        a.offset = ina__get32(p + 8);
+        a.count = ina__get16(p + 12);
+        a.status = (int32_t)ina__get32(p + 16);
         for (uint32_t k = 0; k < a.count && k < 8; k++)
-            a.keys[k] = ina_get64(p + INA_HOT_KEYS_HDR + 8 * (size_t)k);
+            a.keys[k] = ina__get64(p + INA_HOT_KEYS_HDR + 8 * (size_t)k);
         CHECK_EQ_INT(sw->txq.iovs[i].iov_len, INA_HDR_LEN + INA_HOT_KEYS_HDR + 8 * (size_t)a.count);
     }
-    ina_txq_reset(&sw->txq);
+    ina__txq_reset(&sw->txq);
     return a;
 }
 
@@ -139,23 +139,23 @@ static struct answer install(const struct job *j, uint32_t epoch, uint32_t total
                              const uint64_t *keys, uint32_t count)
 {
     static uint8_t body[INA_HOT_INSTALL_HDR + 8 * 4096];
-    ina_put32(body, epoch);
-    ina_put32(body + 4, total);
-    ina_put32(body + 8, off);
-    ina_put16(body + 12, (uint16_t)count);
-    ina_put16(body + 14, 0);
+    ina__put32(body, epoch);
+    ina__put32(body + 4, total);
+    ina__put32(body + 8, off);
+    ina__put16(body + 12, (uint16_t)count);
+    ina__put16(body + 14, 0);
     for (uint32_t i = 0; i < count; i++)
-        ina_put64(body + INA_HOT_INSTALL_HDR + 8 * (size_t)i, keys[i]);
+        ina__put64(body + INA_HOT_INSTALL_HDR + 8 * (size_t)i, keys[i]);
     return control(j, INA_K_HOT_INSTALL, body, INA_HOT_INSTALL_HDR + 8 * (size_t)count);
 }
 
 static struct answer fetch(const struct job *j, uint32_t epoch, uint32_t off, uint16_t max)
 {
     uint8_t body[INA_HOT_FETCH_LEN];
-    ina_put32(body, epoch);
-    ina_put32(body + 4, off);
-    ina_put16(body + 8, max);
-    ina_put16(body + 10, 0);
+    ina__put32(body, epoch);
+    ina__put32(body + 4, off);
+    ina__put16(body + 8, max);
+    ina__put16(body + 10, 0);
     return control(j, INA_K_HOT_FETCH, body, sizeof(body));
 }
 
@@ -248,7 +248,7 @@ static void test_edges(void)
 /* The charge of an active table of n keys (PROTOCOL.md §14.3): 8n + 12 c(n). */
 static size_t table_charge(uint32_t n)
 {
-    return n ? 8 * (size_t)n + 12 * (size_t)ina_kmap_cells(n) : 0;
+    return n ? 8 * (size_t)n + 12 * (size_t)ina__kmap_cells(n) : 0;
 }
 
 /* Rank 0 installs keys[0..n) as epoch, in chunks of 4096, as libina does (§14.3): a NOSPACE
@@ -344,13 +344,13 @@ static void test_release(void)
     /* The job leaves: its table's memory is the budget's again. */
     uint8_t b[INA_HDR_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_LEAVE);
+    ina__hdr_init(&h, INA_K_LEAVE);
     h.job = j.id;
     h.session = j.session;
     h.token = j.token;
-    ina_hdr_encode(b, &h);
-    ina_switch_input(sw, b, sizeof(b), &j.addr, 3000);
-    ina_txq_reset(&sw->txq);
+    ina__hdr_encode(b, &h);
+    ina__switch_input(sw, b, sizeof(b), &j.addr, 3000);
+    ina__txq_reset(&sw->txq);
     CHECK_EQ_INT(sw->c.jobs_ended, 1);
     CHECK_EQ_INT(atomic_load(&sw->hot_own.used), 0);
     struct job k = join1("hot-after", 32002);
@@ -364,15 +364,15 @@ static struct answer sample(const struct job *j, uint32_t epoch, uint32_t want, 
                             uint16_t n)
 {
     static uint8_t body[INA_HOT_SAMPLE_HDR + INA_HOT_SAMPLE_PAIR * 4096];
-    ina_put32(body, epoch);
-    ina_put32(body + 4, want);
-    ina_put16(body + 8, chunk);
-    ina_put16(body + 10, nchunks);
-    ina_put16(body + 12, n);
-    ina_put16(body + 14, 0);
+    ina__put32(body, epoch);
+    ina__put32(body + 4, want);
+    ina__put16(body + 8, chunk);
+    ina__put16(body + 10, nchunks);
+    ina__put16(body + 12, n);
+    ina__put16(body + 14, 0);
     for (uint16_t i = 0; i < n; i++) {
-        ina_put64(body + INA_HOT_SAMPLE_HDR + INA_HOT_SAMPLE_PAIR * (size_t)i, keys[i]);
-        ina_put32(body + INA_HOT_SAMPLE_HDR + INA_HOT_SAMPLE_PAIR * (size_t)i + 8, counts[i]);
+        ina__put64(body + INA_HOT_SAMPLE_HDR + INA_HOT_SAMPLE_PAIR * (size_t)i, keys[i]);
+        ina__put32(body + INA_HOT_SAMPLE_HDR + INA_HOT_SAMPLE_PAIR * (size_t)i + 8, counts[i]);
     }
     return control(j, INA_K_HOT_SAMPLE, body, INA_HOT_SAMPLE_HDR + INA_HOT_SAMPLE_PAIR * (size_t)n);
 }
@@ -492,7 +492,7 @@ static void test_sample_memory(void)
 
 int main(void)
 {
-    ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* refusals log warnings: expected here */
+    ina__log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* refusals log warnings: expected here */
     test_fetch_epoch0();
     test_edges();
     test_hot_memory();

@@ -26,7 +26,7 @@ static void sw_open(int with_secret, const struct ina_hmac_key *cookie_key)
     secret = with_secret;
     if (with_secret) {
         p.has_secret = 1;
-        ina_hmac_key_init(&p.secret, "replay secret", 13);
+        ina__hmac_key_init(&p.secret, "replay secret", 13);
         key = p.secret;
     }
     if (cookie_key) {
@@ -34,14 +34,14 @@ static void sw_open(int with_secret, const struct ina_hmac_key *cookie_key)
         p.cookie_key = *cookie_key;
     }
     sw = calloc(1, sizeof(*sw));
-    CHECK(sw && ina_switch_init(sw, &p) == 0);
+    CHECK(sw && ina__switch_init(sw, &p) == 0);
     if (!sw)
         exit(1);
 }
 
 static void sw_close(void)
 {
-    ina_switch_free(sw);
+    ina__switch_free(sw);
     free(sw);
 }
 
@@ -59,9 +59,9 @@ static struct dg join_dg(const char *name, int rank, int world, uint64_t nonce,
     struct dg d;
     memset(&d, 0, sizeof(d));
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_JOIN);
+    ina__hdr_init(&h, INA_K_JOIN);
     h.rank = (uint16_t)rank;
-    ina_hdr_encode(d.b, &h);
+    ina__hdr_encode(d.b, &h);
     struct ina_join j;
     memset(&j, 0, sizeof(j));
     j.nonce = nonce;
@@ -70,13 +70,13 @@ static struct dg join_dg(const char *name, int rank, int world, uint64_t nonce,
     j.window = NSLOTS;
     j.nlanes = 1;
     snprintf(j.name, sizeof(j.name), "%s", name);
-    ina_join_encode(d.b + INA_HDR_LEN, &j);
+    ina__join_encode(d.b + INA_HDR_LEN, &j);
     d.len = INA_HDR_LEN + INA_JOIN_BODY_LEN;
     if (secret) {
         if (cookie)
             memcpy(d.b + d.len, cookie, INA_COOKIE_LEN);
         d.len += INA_COOKIE_LEN;
-        ina_hmac_sha256(&key, d.b, d.len, d.b + d.len);
+        ina__hmac_sha256(&key, d.b, d.len, d.b + d.len);
         d.len += INA_AUTH_LEN;
     }
     return d;
@@ -84,7 +84,7 @@ static struct dg join_dg(const char *name, int rank, int world, uint64_t nonce,
 
 static void input(const struct dg *d, const struct sockaddr_in *src)
 {
-    ina_switch_input(sw, d->b, d->len, src, now);
+    ina__switch_input(sw, d->b, d->len, src, now);
 }
 
 /* The kind of the last datagram queued to dst (-1: none); its NAK reason
@@ -93,13 +93,13 @@ static int last_to(const struct sockaddr_in *dst, int32_t *reason, uint8_t *cook
 {
     *reason = 0;
     for (int i = (int)sw->txq.nmsg - 1; i >= 0; i--) {
-        if (!ina_addr_eq(&sw->txq.addrs[i], dst))
+        if (!ina__addr_eq(&sw->txq.addrs[i], dst))
             continue;
         const uint8_t *b = sw->txq.iovs[i].iov_base;
         size_t len = sw->txq.iovs[i].iov_len;
         uint64_t nonce;
         if (b[3] == INA_K_JOIN_NAK)
-            ina_nak_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &nonce, reason);
+            ina__nak_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &nonce, reason);
         if (b[3] == INA_K_JOIN_COOKIE && cookie) {
             CHECK_EQ_INT(len, INA_HDR_LEN + INA_JOIN_COOKIE_BODY_LEN);
             memcpy(cookie, b + INA_HDR_LEN + 8, INA_COOKIE_LEN);
@@ -118,7 +118,7 @@ static struct dg join(const char *name, int rank, int world, uint64_t nonce,
                       const struct sockaddr_in *src)
 {
     struct dg d = join_dg(name, rank, world, nonce, NULL);
-    ina_txq_reset(&sw->txq);
+    ina__txq_reset(&sw->txq);
     input(&d, src);
     if (!secret)
         return d;
@@ -134,13 +134,13 @@ static void leave(const struct ina_job *job, int rank, const struct sockaddr_in 
 {
     uint8_t b[INA_HDR_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_LEAVE);
+    ina__hdr_init(&h, INA_K_LEAVE);
     h.job = job->id;
     h.rank = (uint16_t)rank;
     h.session = job->session;
     h.token = job->token;
-    ina_hdr_encode(b, &h);
-    ina_switch_input(sw, b, sizeof(b), src, now);
+    ina__hdr_encode(b, &h);
+    ina__switch_input(sw, b, sizeof(b), src, now);
 }
 
 static struct ina_job *job_named(const char *name)
@@ -185,7 +185,7 @@ static void test_finished_job_stays_dead(int with_secret)
 
     /* The replay, at once (with the secret: the cookies are still fresh). */
     for (int k = 0; k < 3; k++) {
-        ina_txq_reset(&sw->txq);
+        ina__txq_reset(&sw->txq);
         input(&j0, &a0);
         input(&j1, &a1);
         int32_t reason;
@@ -201,7 +201,7 @@ static void test_finished_job_stays_dead(int with_secret)
     /* Later, from other ports of the host too: still nothing. */
     now += INA_SW_COOKIE_NS + 1;
     const struct sockaddr_in b0 = mkaddr(0x7F000001, 4100);
-    ina_txq_reset(&sw->txq);
+    ina__txq_reset(&sw->txq);
     input(&j0, &a0);
     input(&j1, &b0);
     CHECK(job_named("done") == NULL);
@@ -316,11 +316,11 @@ static void test_cookie(void)
     CHECK_EQ_INT(last_to(&a, &reason, cookie), INA_K_JOIN_COOKIE);
     CHECK_EQ_INT(sw->txq.nmsg, 1);
     const uint8_t *body = (const uint8_t *)sw->txq.iovs[0].iov_base + INA_HDR_LEN;
-    CHECK_EQ_INT(ina_get32(body + 4), 0xC0); /* the JOIN's nonce */
+    CHECK_EQ_INT(ina__get32(body + 4), 0xC0); /* the JOIN's nonce */
     CHECK(job_named("ck") == NULL);
     CHECK_EQ_INT(sw->c.join_challenges, 1);
     /* Its cookie from another port, or under another nonce or rank: challenged again. */
-    ina_txq_reset(&sw->txq);
+    ina__txq_reset(&sw->txq);
     d = join_dg("ck", 0, 2, 0xC0, cookie);
     input(&d, &b);
     CHECK_EQ_INT(last_to(&b, &reason, c2), INA_K_JOIN_COOKIE);
@@ -339,7 +339,7 @@ static void test_cookie(void)
     CHECK(job_named("ck") == NULL);
     cookie[20] ^= 1;
     /* The right one: registered (JOIN_WAIT). */
-    ina_txq_reset(&sw->txq);
+    ina__txq_reset(&sw->txq);
     d = join_dg("ck", 0, 2, 0xC0, cookie);
     input(&d, &a);
     CHECK_EQ_INT(last_to(&a, &reason, NULL), INA_K_JOIN_WAIT);
@@ -356,7 +356,7 @@ static void test_cookie(void)
     struct ina_hmac_key k = key;
     struct dg old = join_dg("ck", 0, 2, 0xC0, NULL);
     old.len = INA_HDR_LEN + INA_JOIN_BODY_LEN;
-    ina_hmac_sha256(&k, old.b, old.len, old.b + old.len);
+    ina__hmac_sha256(&k, old.b, old.len, old.b + old.len);
     old.len += INA_AUTH_LEN;
     input(&old, &a);
     CHECK_EQ_INT(sw->c.drops[INA_DROP_AUTH], 2);
@@ -367,7 +367,7 @@ static void test_cookie(void)
     input(&d, &a);
     CHECK_EQ_INT(job_named("ck")->members[0].join_seen_ns, now);
     now += INA_SW_COOKIE_NS / 2 + 1;
-    ina_txq_reset(&sw->txq);
+    ina__txq_reset(&sw->txq);
     input(&d, &a);
     CHECK_EQ_INT(last_to(&a, &reason, cookie), INA_K_JOIN_COOKIE);
     CHECK(job_named("ck")->members[0].join_seen_ns < now);
@@ -405,7 +405,7 @@ static void test_cookie_key_shared(void)
 
 int main(void)
 {
-    ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* refusals are expected here */
+    ina__log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* refusals are expected here */
     test_finished_job_stays_dead(0);
     test_finished_job_stays_dead(1);
     test_refused_job_stays_refused();

@@ -9,8 +9,8 @@
 static struct ina_hmac_key key_of(const char *secret)
 {
     struct ina_hmac_key s, op;
-    ina_hmac_key_init(&s, secret, strlen(secret));
-    ina_opauth_key(&op, &s);
+    ina__hmac_key_init(&s, secret, strlen(secret));
+    ina__opauth_key(&op, &s);
     return op;
 }
 
@@ -18,7 +18,7 @@ static enum ina_opauth_verdict check(struct ina_opauth *a, const struct ina_hmac
                                      const char *auth, const char *method, const char *target,
                                      uint64_t now)
 {
-    return ina_opauth_check(a, op, auth, method, target, now);
+    return ina__opauth_check(a, op, auth, method, target, now);
 }
 
 /* A signed act of op over a fresh challenge of a at time t. */
@@ -26,22 +26,22 @@ static void act(const struct ina_opauth *a, const struct ina_hmac_key *op, const
                 const char *target, uint64_t t, char out[INA_OPAUTH_HEADER_LEN])
 {
     char c[INA_OPAUTH_HEX + 1];
-    CHECK_EQ_INT(ina_opauth_challenge(a, t, c), 0);
+    CHECK_EQ_INT(ina__opauth_challenge(a, t, c), 0);
     CHECK_EQ_INT(strlen(c), INA_OPAUTH_HEX);
-    ina_opauth_sign(op, method, target, c, out);
+    ina__opauth_sign(op, method, target, c, out);
 }
 
 int main(void)
 {
     struct ina_hmac_key op = key_of("s3cret"), other = key_of("another");
     struct ina_opauth a, b;
-    CHECK_EQ_INT(ina_opauth_init(&a), 0);
-    CHECK_EQ_INT(ina_opauth_init(&b), 0);
+    CHECK_EQ_INT(ina__opauth_init(&a), 0);
+    CHECK_EQ_INT(ina__opauth_init(&b), 0);
 
     /* The read token is HMAC(HMAC(secret, "ina operator v1"), "read") in hex
      * (docs/TOOLS.md gives the same recipe with openssl). */
     char token[INA_OPAUTH_HEX + 1], bearer[80];
-    ina_opauth_read_token(&op, token);
+    ina__opauth_read_token(&op, token);
     CHECK(strcmp(token, "ce4ce965813220e54e2eeaf2aad2bc8729ddda94c6e2b3b900ede5b719828d17") == 0);
     snprintf(bearer, sizeof(bearer), "Bearer %s", token);
     CHECK_EQ_INT(check(&a, &op, NULL, "GET", "/jobs", T0), INA_OPAUTH_NONE);
@@ -82,7 +82,7 @@ int main(void)
     memcpy(c, h + 18, INA_OPAUTH_HEX);
     c[INA_OPAUTH_HEX] = '\0';
     c[INA_OPAUTH_HEX - 1] = c[INA_OPAUTH_HEX - 1] == '0' ? '1' : '0';
-    ina_opauth_sign(&op, "POST", "/jobs/5/abort", c, forged);
+    ina__opauth_sign(&op, "POST", "/jobs/5/abort", c, forged);
     CHECK_EQ_INT(check(&a, &op, forged, "POST", "/jobs/5/abort", T0), INA_OPAUTH_STALE);
 
     /* Malformed values: refused, never read past their end. */
@@ -106,7 +106,7 @@ int main(void)
     /* The memory of used challenges is bounded: full of live ones, a new act
      * waits (BUSY); once they expire there is room again. Only signed acts fill it. */
     struct ina_opauth f;
-    CHECK_EQ_INT(ina_opauth_init(&f), 0);
+    CHECK_EQ_INT(ina__opauth_init(&f), 0);
     for (int i = 0; i < INA_OPAUTH_USED; i++) {
         act(&f, &op, "POST", "/jobs/1/abort", T0, h);
         CHECK_EQ_INT(check(&f, &op, h, "POST", "/jobs/1/abort", T0), INA_OPAUTH_ACT);
@@ -119,6 +119,6 @@ int main(void)
                  INA_OPAUTH_ACT);
 
     for (int v = INA_OPAUTH_NONE; v <= INA_OPAUTH_BUSY; v++)
-        CHECK(strlen(ina_opauth_why(v)) > 0 && strcmp(ina_opauth_name(v), "?") != 0);
+        CHECK(strlen(ina__opauth_why(v)) > 0 && strcmp(ina__opauth_name(v), "?") != 0);
     return check_report("test_opauth");
 }

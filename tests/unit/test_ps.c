@@ -29,19 +29,19 @@ static void take_replies(void)
         const uint8_t *b = ps.tx.iov[i].iov_base;
         size_t len = ps.tx.iov[i].iov_len;
         struct ina_hdr h;
-        if (ina_hdr_decode(b, len, &h) != INA_PARSE_OK || h.kind >= 64)
+        if (ina__hdr_decode(b, len, &h) != INA_PARSE_OK || h.kind >= 64)
             continue;
         nreply[h.kind]++;
         last[h.kind] = h;
         memcpy(last_body[h.kind], b + INA_HDR_LEN,
                len - INA_HDR_LEN < sizeof(last_body[0]) ? len - INA_HDR_LEN : sizeof(last_body[0]));
     }
-    ina_ps_tx_reset(&ps);
+    ina__ps_tx_reset(&ps);
 }
 
 static void input(int rank, const uint8_t *b, size_t len)
 {
-    ina_ps_input(&ps, b, len, &addr[rank], now);
+    ina__ps_input(&ps, b, len, &addr[rank], now);
     take_replies();
 }
 
@@ -68,7 +68,7 @@ static void req(int rank, uint8_t kind, uint32_t slot, uint32_t seq, uint16_t co
 {
     uint8_t b[INA_HDR_LEN + 4096];
     struct ina_hdr h;
-    ina_hdr_init(&h, kind);
+    ina__hdr_init(&h, kind);
     h.job = job_id;
     h.rank = (uint16_t)rank;
     h.session = session;
@@ -77,7 +77,7 @@ static void req(int rank, uint8_t kind, uint32_t slot, uint32_t seq, uint16_t co
     h.seq = seq;
     h.count = count;
     h.flags = flags;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     if (blen)
         memcpy(b + INA_HDR_LEN, body, blen);
     input(rank, b, INA_HDR_LEN + blen);
@@ -87,19 +87,19 @@ static void req(int rank, uint8_t kind, uint32_t slot, uint32_t seq, uint16_t co
 static void push1(int rank, uint32_t s, uint32_t idx, uint64_t key, float v)
 {
     uint8_t e[12];
-    ina_put64(e, key);
-    ina_putf(e + 8, v);
+    ina__put64(e, key);
+    ina__putf(e + 8, v);
     req(rank, INA_K_PS_PUSH, idx, s, 1, 0, e, sizeof(e));
 }
 
 static float pull1(uint64_t key)
 {
     uint8_t k[8];
-    ina_put64(k, key);
+    ina__put64(k, key);
     req(0, INA_K_PS_PULL, 77, 0, 1, 0, k, sizeof(k));
     if (nreply[INA_K_PS_PULL_RESP] != 1 || last[INA_K_PS_PULL_RESP].slot != 77)
         return -12345.0f;
-    return ina_getf(last_body[INA_K_PS_PULL_RESP]);
+    return ina__getf(last_body[INA_K_PS_PULL_RESP]);
 }
 
 int main(void)
@@ -108,7 +108,7 @@ int main(void)
                               .initial_keys = 64, .join_timeout_ns = 120000000000ull,
                               .idle_timeout_ns = 3600000000000ull,
                               .step_timeout_ns = 60000000000ull};
-    CHECK_EQ_INT(ina_ps_init(&ps, &p), 0);
+    CHECK_EQ_INT(ina__ps_init(&ps, &p), 0);
     for (int r = 0; r < WORLD; r++) {
         addr[r].sin_family = AF_INET;
         addr[r].sin_addr.s_addr = htonl(0x7F000001);
@@ -157,9 +157,9 @@ int main(void)
 
     /* ASSIGN as of step 1 (the hot-set write-back of §14.4): taken, and again (a copy). */
     uint8_t a[16];
-    ina_put64(a, K);
-    ina_putf(a + 8, 10.0f);
-    ina_putf(a + 12, 0.0f);
+    ina__put64(a, K);
+    ina__putf(a + 8, 10.0f);
+    ina__putf(a + 12, 0.0f);
     req(0, INA_K_PS_ASSIGN, 5, 1, 1, 0, a, sizeof(a));
     CHECK_EQ_INT(nreply[INA_K_PS_ASSIGN_ACK], 1);
     req(1, INA_K_PS_ASSIGN, 6, 1, 1, 0, a, sizeof(a));
@@ -190,15 +190,15 @@ int main(void)
     push1(0, 2, 0, K, 1.0f);
     req(0, INA_K_PS_COMMIT, 1, 2, 0, 0, NULL, 0);
     now += 61000000000ull;
-    ina_ps_tick(&ps, now);
+    ina__ps_tick(&ps, now);
     take_replies();
     CHECK_EQ_INT(nreply[INA_K_PS_ABORT], WORLD);
-    CHECK_EQ_INT((int32_t)ina_get32(last_body[INA_K_PS_ABORT] + 8), INA_ERR_TIMEOUT);
-    CHECK_EQ_INT(ina_get16(last_body[INA_K_PS_ABORT] + 12), 1);
-    CHECK_EQ_INT((int)ina_get32(last_body[INA_K_PS_ABORT] + 16), 2);
+    CHECK_EQ_INT((int32_t)ina__get32(last_body[INA_K_PS_ABORT] + 8), INA_ERR_TIMEOUT);
+    CHECK_EQ_INT(ina__get16(last_body[INA_K_PS_ABORT] + 12), 1);
+    CHECK_EQ_INT((int)ina__get32(last_body[INA_K_PS_ABORT] + 16), 2);
     CHECK_EQ_INT(ps.jobs[job_id - 1].state, INA_PS_FREE);
     CHECK_EQ_INT((int)ps.mem_used, 0);
 
-    ina_ps_free(&ps);
+    ina__ps_free(&ps);
     return check_report("test_ps");
 }

@@ -28,7 +28,7 @@ static void join_all(struct ina_ps *ps, const char *name)
 {
     send_joins(ps, rank_addr, name, INA_PS_MODE_STALE, 2, 2, INA_OPTIM_ADAGRAD);
     CHECK(ps->jobs[0].state == INA_PS_ACTIVE);
-    ina_ps_tx_reset(ps);
+    ina__ps_tx_reset(ps);
 }
 
 /* ---- A simulated network between the primary P, the replica R and the workers ---------- */
@@ -79,16 +79,16 @@ static void worker_rx(const struct ina_ps *s, const uint8_t *b, size_t len,
                       const struct sockaddr_in *dst)
 {
     struct ina_hdr h;
-    if (ina_hdr_decode(b, len, &h) != INA_PARSE_OK || h.kind != INA_K_PS_UPDATE_ACK)
+    if (ina__hdr_decode(b, len, &h) != INA_PARSE_OK || h.kind != INA_K_PS_UPDATE_ACK)
         return;
     CHECK_EQ_INT(len, INA_HDR_LEN + INA_PS_UPDATE_ACK_LEN);
     int r = -1;
     for (int i = 0; i < WORLD; i++)
-        if (ina_addr_eq(dst, &rank_addr[i]))
+        if (ina__addr_eq(dst, &rank_addr[i]))
             r = i;
     CHECK(r >= 0);
-    int32_t st = (int32_t)ina_get32(b + INA_HDR_LEN);
-    uint32_t g = ina_get32(b + INA_HDR_LEN + 12);
+    int32_t st = (int32_t)ina__get32(b + INA_HDR_LEN);
+    uint32_t g = ina__get32(b + INA_HDR_LEN + 12);
     if (st == INA_PS_UPDATE_HELD) {
         held_answers++;
         return;
@@ -113,14 +113,14 @@ static void drain(struct ina_ps *ps)
         const uint8_t *b = ps->tx.iov[i].iov_base;
         size_t len = ps->tx.iov[i].iov_len;
         const struct sockaddr_in *d = &ps->tx.dst[i];
-        if (ps == &P && ina_addr_eq(d, &raddr))
+        if (ps == &P && ina__addr_eq(d, &raddr))
             net_add(0, b, len);
-        else if (ps == &R && ina_addr_eq(d, &paddr))
+        else if (ps == &R && ina__addr_eq(d, &paddr))
             net_add(1, b, len);
         else
             worker_rx(ps, b, len, d);
     }
-    ina_ps_tx_reset(ps);
+    ina__ps_tx_reset(ps);
 }
 
 static void deliver_due(void)
@@ -134,7 +134,7 @@ static void deliver_due(void)
         }
         if (!(p->to_p && p_dead)) {
             struct ina_ps *to = p->to_p ? &P : &R;
-            ina_ps_input(to, p->buf, p->len, p->to_p ? &raddr : &paddr, now);
+            ina__ps_input(to, p->buf, p->len, p->to_p ? &raddr : &paddr, now);
             drain(to);
         }
         free(p->buf);
@@ -147,7 +147,7 @@ static void worker_send(int r)
     uint8_t b[4096];
     struct ina_ps *s = p_dead ? &R : &P;
     size_t n = encode_update(s, &stream[stamp_of_rank[r]], b, INA_K_PS_UPDATE);
-    ina_ps_input(s, b, n, &rank_addr[r], now);
+    ina__ps_input(s, b, n, &rank_addr[r], now);
     drain(s);
     sent_at[r] = now;
 }
@@ -166,8 +166,8 @@ static int run_chain(double drop, double dup, double delay, double wdrop, int fa
     join_all(&P, "chain");
     join_all(&R, "chain");
     join_all(&witness, "chain");
-    CHECK_EQ_INT(ina_ps_chain_init(&pch, &P, &raddr, NULL, 5000 * MS), 0);
-    CHECK_EQ_INT(ina_ps_chain_init(&rch, &R, NULL, &paddr, 5000 * MS), 0);
+    CHECK_EQ_INT(ina__ps_chain_init(&pch, &P, &raddr, NULL, 5000 * MS), 0);
+    CHECK_EQ_INT(ina__ps_chain_init(&rch, &R, NULL, &paddr, 5000 * MS), 0);
     f_drop = drop, f_dup = dup, f_delay = delay, f_wdrop = wdrop;
     p_dead = 0;
     nnet = 0;
@@ -181,7 +181,7 @@ static int run_chain(double drop, double dup, double delay, double wdrop, int fa
     for (int round = 0; round < 200000 && answers < T; round++) {
         now += MS;
         if (!p_dead) {
-            ina_ps_chain_tick(&P, now);
+            ina__ps_chain_tick(&P, now);
             drain(&P);
         }
         deliver_due();
@@ -223,9 +223,9 @@ static int run_chain(double drop, double dup, double delay, double wdrop, int fa
     for (int i = 0; i < T; i++) {
         uint8_t b[4096];
         size_t n = encode_update(&witness, &stream[i], b, INA_K_PS_UPDATE);
-        ina_ps_input(&witness, b, n, &rank_addr[stream[i].rank], now);
+        ina__ps_input(&witness, b, n, &rank_addr[stream[i].rank], now);
         wrong += witness.jobs[0].last[stream[i].rank].status != outcome[i];
-        ina_ps_tx_reset(&witness);
+        ina__ps_tx_reset(&witness);
     }
     CHECK_EQ_INT(wrong, 0);
     CHECK(same_model(&R, &witness));
@@ -248,11 +248,11 @@ static int run_chain(double drop, double dup, double delay, double wdrop, int fa
     for (int i = 0; i < nnet; i++)
         free(net[i].buf);
     nnet = 0;
-    ina_ps_chain_free(&P);
-    ina_ps_chain_free(&R);
-    ina_ps_free(&P);
-    ina_ps_free(&R);
-    ina_ps_free(&witness);
+    ina__ps_chain_free(&P);
+    ina__ps_chain_free(&R);
+    ina__ps_free(&P);
+    ina__ps_free(&R);
+    ina__ps_free(&witness);
     return compared;
 }
 
@@ -275,19 +275,19 @@ static size_t ack_of(const struct ina_ps_job *pj, uint32_t uid, int32_t status, 
                      uint32_t stamp, uint32_t next, uint8_t *b)
 {
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_PS_CHAIN_ACK);
+    ina__hdr_init(&h, INA_K_PS_CHAIN_ACK);
     h.job = pj->id;
     h.session = pj->session;
     h.token = pj->token;
     h.rank = INA_RANK_SWITCH;
     h.slot = uid;
     h.seq = version;
-    ina_hdr_encode(b, &h);
-    ina_put32(b + INA_HDR_LEN, (uint32_t)status);
-    ina_put32(b + INA_HDR_LEN + 4, version);
-    ina_put32(b + INA_HDR_LEN + 8, 0);
-    ina_put32(b + INA_HDR_LEN + 12, stamp);
-    ina_put32(b + INA_HDR_LEN + 16, next);
+    ina__hdr_encode(b, &h);
+    ina__put32(b + INA_HDR_LEN, (uint32_t)status);
+    ina__put32(b + INA_HDR_LEN + 4, version);
+    ina__put32(b + INA_HDR_LEN + 8, 0);
+    ina__put32(b + INA_HDR_LEN + 12, stamp);
+    ina__put32(b + INA_HDR_LEN + 16, next);
     return INA_HDR_LEN + INA_PS_CHAIN_ACK_LEN;
 }
 
@@ -299,8 +299,8 @@ static void test_forgeries(void)
     join_all(&P, "chain");
     join_all(&R, "chain");
     join_all(&witness, "chain"); /* no chain: kinds 55, 56 are unknown there */
-    CHECK_EQ_INT(ina_ps_chain_init(&pch, &P, &raddr, NULL, 500 * MS), 0);
-    CHECK_EQ_INT(ina_ps_chain_init(&rch, &R, NULL, &paddr, 500 * MS), 0);
+    CHECK_EQ_INT(ina__ps_chain_init(&pch, &P, &raddr, NULL, 500 * MS), 0);
+    CHECK_EQ_INT(ina__ps_chain_init(&rch, &R, NULL, &paddr, 500 * MS), 0);
     now = 1000 * MS;
     rng_state = 5;
     struct upd u = {.rank = 1, .uid = 1, .base = 0, .stamp = 0};
@@ -309,97 +309,97 @@ static void test_forgeries(void)
     uint8_t b[4096];
     size_t n = forward_of(&u, pj, "chain", b);
     struct sockaddr_in wrong_port = mkaddr(0x0A000001, 5001), stranger = mkaddr(0x0A000009, 5000);
-    ina_ps_input(&R, b, n, &wrong_port, now);
-    ina_ps_input(&R, b, n, &stranger, now);
-    ina_ps_input(&R, b, n, &rank_addr[1], now);
+    ina__ps_input(&R, b, n, &wrong_port, now);
+    ina__ps_input(&R, b, n, &stranger, now);
+    ina__ps_input(&R, b, n, &rank_addr[1], now);
     CHECK_EQ_INT(R.c.drops[INA_PS_DROP_CHAIN_SOURCE], 3);
     size_t m = forward_of(&u, pj, "nojob", b);
-    ina_ps_input(&R, b, m, &paddr, now);
+    ina__ps_input(&R, b, m, &paddr, now);
     CHECK_EQ_INT(R.c.drops[INA_PS_DROP_CHAIN_JOB], 1);
     n = forward_of(&u, pj, "chain", b);
     b[INA_HDR_LEN + 31] = 'x'; /* the name without its NUL */
     memset(b + INA_HDR_LEN, 'x', INA_PS_CHAIN_FWD_PREFIX);
-    ina_ps_input(&R, b, n, &paddr, now);
+    ina__ps_input(&R, b, n, &paddr, now);
     CHECK_EQ_INT(R.c.drops[INA_PS_DROP_CHAIN_JOB], 2);
     n = forward_of(&u, pj, "chain", b);
-    ina_put16(b + 6, WORLD); /* a rank outside the job */
-    ina_ps_input(&R, b, n, &paddr, now);
+    ina__put16(b + 6, WORLD); /* a rank outside the job */
+    ina__ps_input(&R, b, n, &paddr, now);
     CHECK_EQ_INT(R.c.drops[INA_PS_DROP_CHAIN_JOB], 3);
     n = forward_of(&u, pj, "chain", b);
-    ina_ps_input(&R, b, n - 1, &paddr, now); /* one byte short */
-    ina_ps_input(&R, b, INA_HDR_LEN + INA_PS_CHAIN_FWD_PREFIX + 4, &paddr, now);
-    ina_put16(b + 24, NKEYS / 2 + 1); /* count disagrees */
-    ina_ps_input(&R, b, n, &paddr, now);
+    ina__ps_input(&R, b, n - 1, &paddr, now); /* one byte short */
+    ina__ps_input(&R, b, INA_HDR_LEN + INA_PS_CHAIN_FWD_PREFIX + 4, &paddr, now);
+    ina__put16(b + 24, NKEYS / 2 + 1); /* count disagrees */
+    ina__ps_input(&R, b, n, &paddr, now);
     CHECK_EQ_INT(R.c.drops[INA_PS_DROP_CHAIN_LENGTH], 3);
     CHECK_EQ_INT(R.jobs[0].applied + R.jobs[0].next_stamp + R.c.chain_fwd_received, 0);
     CHECK(same_model(&R, &witness));
     /* A well-formed forward is taken (and pins the primary's session); one of another
      * primary session is then dropped. */
     n = forward_of(&u, pj, "chain", b);
-    ina_ps_input(&R, b, n, &paddr, now);
+    ina__ps_input(&R, b, n, &paddr, now);
     CHECK_EQ_INT(R.c.chain_fwd_received, 1);
     CHECK_EQ_INT(R.jobs[0].next_stamp, 1);
     CHECK_EQ_INT(R.c.chain_acks_sent, 1);
-    CHECK(R.tx.n == 1 && ina_addr_eq(&R.tx.dst[0], &paddr)); /* the CHAIN_ACK, no UPDATE_ACK */
-    ina_ps_tx_reset(&R);
+    CHECK(R.tx.n == 1 && ina__addr_eq(&R.tx.dst[0], &paddr)); /* the CHAIN_ACK, no UPDATE_ACK */
+    ina__ps_tx_reset(&R);
     struct upd u2 = u;
     u2.rank = 2;
     u2.stamp = 1;
     n = forward_of(&u2, pj, "chain", b);
-    ina_put32(b + 8, pj->session + 1);
-    ina_ps_input(&R, b, n, &paddr, now);
+    ina__put32(b + 8, pj->session + 1);
+    ina__ps_input(&R, b, n, &paddr, now);
     CHECK_EQ_INT(R.c.drops[INA_PS_DROP_CHAIN_JOB], 4);
     CHECK_EQ_INT(R.jobs[0].next_stamp, 1);
     /* Kinds 55 and 56 at an ina-ps without chain replication: KIND. */
-    ina_ps_input(&witness, b, n, &paddr, now);
+    ina__ps_input(&witness, b, n, &paddr, now);
     CHECK_EQ_INT(witness.c.drops[INA_PS_DROP_KIND], 1);
     /* At the primary: one real update, forwarded and waiting; forged acks change nothing. */
     n = encode_update(&P, &u, b, INA_K_PS_UPDATE);
-    ina_ps_input(&P, b, n, &rank_addr[1], now);
+    ina__ps_input(&P, b, n, &rank_addr[1], now);
     CHECK_EQ_INT(P.c.chain_forwarded, 1);
     CHECK_EQ_INT(P.c.chain_held_answers, 1);
-    ina_ps_tx_reset(&P);
+    ina__ps_tx_reset(&P);
     int32_t st = P.jobs[0].last[1].status;
     uint32_t v = P.jobs[0].last[1].version;
     n = ack_of(pj, 1, st, v, 0, 1, b);
-    ina_ps_input(&P, b, n, &paddr, now); /* from the primary's own address */
-    ina_ps_input(&P, b, n, &wrong_port, now);
+    ina__ps_input(&P, b, n, &paddr, now); /* from the primary's own address */
+    ina__ps_input(&P, b, n, &wrong_port, now);
     CHECK_EQ_INT(P.c.drops[INA_PS_DROP_CHAIN_SOURCE], 2);
-    ina_ps_input(&P, b, n - 1, &raddr, now);
+    ina__ps_input(&P, b, n - 1, &raddr, now);
     CHECK_EQ_INT(P.c.drops[INA_PS_DROP_CHAIN_LENGTH], 1);
-    ina_put32(b + 12, pj->token ^ 1); /* a wrong token */
-    ina_ps_input(&P, b, n, &raddr, now);
+    ina__put32(b + 12, pj->token ^ 1); /* a wrong token */
+    ina__ps_input(&P, b, n, &raddr, now);
     n = ack_of(pj, 1, st, v, 5, 6, b); /* a stamp never forwarded */
-    ina_ps_input(&P, b, n, &raddr, now);
+    ina__ps_input(&P, b, n, &raddr, now);
     n = ack_of(pj, 1, st, v, 0, 0, b); /* next stamp not past the stamp */
-    ina_ps_input(&P, b, n, &raddr, now);
+    ina__ps_input(&P, b, n, &raddr, now);
     n = ack_of(pj, 7, st, v, 0, 1, b); /* another update id */
-    ina_ps_input(&P, b, n, &raddr, now);
+    ina__ps_input(&P, b, n, &raddr, now);
     CHECK_EQ_INT(P.c.drops[INA_PS_DROP_CHAIN_ACK], 4);
     CHECK_EQ_INT(P.c.chain_released + P.c.chain_acks, 0);
     CHECK_EQ_INT(P.tx.n, 0);
     /* A copy of the worker's update while the forward waits: HELD again. */
     n = encode_update(&P, &u, b, INA_K_PS_UPDATE);
-    ina_ps_input(&P, b, n, &rank_addr[1], now);
+    ina__ps_input(&P, b, n, &rank_addr[1], now);
     CHECK_EQ_INT(P.c.chain_held_answers, 2);
-    ina_ps_tx_reset(&P);
+    ina__ps_tx_reset(&P);
     /* The true ack releases the worker's answer; its copy is a duplicate. */
     n = ack_of(pj, 1, st, v, 0, 1, b);
-    ina_ps_input(&P, b, n, &raddr, now);
+    ina__ps_input(&P, b, n, &raddr, now);
     CHECK_EQ_INT(P.c.chain_acks, 1);
     CHECK_EQ_INT(P.c.chain_released, 1);
-    CHECK(P.tx.n == 1 && ina_addr_eq(&P.tx.dst[0], &rank_addr[1]) &&
-          (int32_t)ina_get32((const uint8_t *)P.tx.iov[0].iov_base + INA_HDR_LEN) == st);
-    ina_ps_tx_reset(&P);
-    ina_ps_input(&P, b, n, &raddr, now);
+    CHECK(P.tx.n == 1 && ina__addr_eq(&P.tx.dst[0], &rank_addr[1]) &&
+          (int32_t)ina__get32((const uint8_t *)P.tx.iov[0].iov_base + INA_HDR_LEN) == st);
+    ina__ps_tx_reset(&P);
+    ina__ps_input(&P, b, n, &raddr, now);
     CHECK_EQ_INT(P.c.chain_ack_dups, 1);
     CHECK_EQ_INT(P.tx.n, 0);
     CHECK(same_model(&P, &R));
-    ina_ps_chain_free(&P);
-    ina_ps_chain_free(&R);
-    ina_ps_free(&P);
-    ina_ps_free(&R);
-    ina_ps_free(&witness);
+    ina__ps_chain_free(&P);
+    ina__ps_chain_free(&R);
+    ina__ps_free(&P);
+    ina__ps_free(&R);
+    ina__ps_free(&witness);
 }
 
 /* A replica that never answers: after the deadline the primary answers alone. */
@@ -407,44 +407,44 @@ static void test_deadline(void)
 {
     new_ps(&P);
     join_all(&P, "chain");
-    CHECK_EQ_INT(ina_ps_chain_init(&pch, &P, &raddr, NULL, 300 * MS), 0);
+    CHECK_EQ_INT(ina__ps_chain_init(&pch, &P, &raddr, NULL, 300 * MS), 0);
     now = 1000 * MS;
-    ina_ps_chain_tick(&P, now);
+    ina__ps_chain_tick(&P, now);
     rng_state = 6;
     struct upd u = {.rank = 0, .uid = 1, .base = 0, .stamp = 0};
     random_update(&u);
     uint8_t b[4096];
     size_t n = encode_update(&P, &u, b, INA_K_PS_UPDATE);
-    ina_ps_input(&P, b, n, &rank_addr[0], now);
-    ina_ps_tx_reset(&P);
+    ina__ps_input(&P, b, n, &rank_addr[0], now);
+    ina__ps_tx_reset(&P);
     int resent = 0;
     for (int i = 0; i < 290; i++) { /* resends, backing off; no answer to the worker yet */
         now += MS;
-        ina_ps_chain_tick(&P, now);
+        ina__ps_chain_tick(&P, now);
         for (unsigned k = 0; k < P.tx.n; k++)
-            resent += ina_addr_eq(&P.tx.dst[k], &raddr);
+            resent += ina__addr_eq(&P.tx.dst[k], &raddr);
         CHECK_EQ_INT(P.c.chain_released, 0);
-        ina_ps_tx_reset(&P);
+        ina__ps_tx_reset(&P);
     }
     CHECK(resent >= 1 && resent <= 6);
     CHECK_EQ_INT(P.c.chain_fwd_retransmits, (uint64_t)resent);
     now += 20 * MS;
-    ina_ps_chain_tick(&P, now);
+    ina__ps_chain_tick(&P, now);
     CHECK_EQ_INT(P.c.chain_broken, 1);
     CHECK_EQ_INT(P.c.chain_released, 1);
-    CHECK(P.tx.n == 1 && ina_addr_eq(&P.tx.dst[0], &rank_addr[0]));
-    ina_ps_tx_reset(&P);
+    CHECK(P.tx.n == 1 && ina__addr_eq(&P.tx.dst[0], &rank_addr[0]));
+    ina__ps_tx_reset(&P);
     u.uid = 2;
     u.stamp = 1;
     u.base = 1;
     n = encode_update(&P, &u, b, INA_K_PS_UPDATE);
-    ina_ps_input(&P, b, n, &rank_addr[0], now); /* answered at once, not forwarded */
+    ina__ps_input(&P, b, n, &rank_addr[0], now); /* answered at once, not forwarded */
     CHECK_EQ_INT(P.c.chain_unforwarded, 1);
-    CHECK(P.tx.n == 1 && (int32_t)ina_get32((const uint8_t *)P.tx.iov[0].iov_base +
+    CHECK(P.tx.n == 1 && (int32_t)ina__get32((const uint8_t *)P.tx.iov[0].iov_base +
                                             INA_HDR_LEN) == 0);
-    ina_ps_tx_reset(&P);
-    ina_ps_chain_free(&P);
-    ina_ps_free(&P);
+    ina__ps_tx_reset(&P);
+    ina__ps_chain_free(&P);
+    ina__ps_free(&P);
 }
 
 int main(void)
@@ -453,7 +453,7 @@ int main(void)
         rank_addr[r] = mkaddr(0x7f000001, (uint16_t)(40000 + r));
     paddr = mkaddr(0x0A000001, 5000);
     raddr = mkaddr(0x0A000002, 5000);
-    ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT);
+    ina__log_setup(INA_LOG_ERROR, INA_LOG_TEXT);
     rng_state = 42;
     CHECK(run_chain(0, 0, 0, 0, -1) > T / 4); /* a clean link */
     CHECK_EQ_INT(last_retx, 0);

@@ -25,17 +25,17 @@ static void flush(void)
     for (unsigned i = 0; i < ps.tx.n; i++) {
         struct ina_hdr h;
         const uint8_t *b = ps.tx.iov[i].iov_base;
-        if (ina_hdr_decode(b, ps.tx.iov[i].iov_len, &h) == INA_PARSE_OK &&
+        if (ina__hdr_decode(b, ps.tx.iov[i].iov_len, &h) == INA_PARSE_OK &&
             h.kind == INA_K_PS_ABORT &&
-            (int32_t)ina_get32(b + INA_HDR_LEN + 8) == INA_ERR_PS_FULL)
+            (int32_t)ina__get32(b + INA_HDR_LEN + 8) == INA_ERR_PS_FULL)
             aborts_full++;
     }
-    ina_ps_tx_reset(&ps);
+    ina__ps_tx_reset(&ps);
 }
 
 static void input(const uint8_t *b, size_t len, const struct sockaddr_in *src)
 {
-    ina_ps_input(&ps, b, len, src, 1000000000ull);
+    ina__ps_input(&ps, b, len, src, 1000000000ull);
     flush();
 }
 
@@ -100,9 +100,9 @@ static void push(const struct ina_ps_job *job, int rank, uint32_t s, uint32_t id
     h.slot = idx;
     h.seq = s;
     h.count = 1;
-    ina_hdr_encode(b, &h);
-    ina_put64(b + INA_HDR_LEN, 42);
-    ina_putf(b + INA_HDR_LEN + 8, 1.0f);
+    ina__hdr_encode(b, &h);
+    ina__put64(b + INA_HDR_LEN, 42);
+    ina__putf(b + INA_HDR_LEN + 8, 1.0f);
     struct sockaddr_in src = rank_addr(job->id - 1, rank);
     input(b, sizeof(b), &src);
 }
@@ -114,7 +114,7 @@ static void open_ps(size_t limit, uint32_t initial_keys)
                               .join_timeout_ns = 120000000000ull,
                               .idle_timeout_ns = 3600000000000ull,
                               .step_timeout_ns = 60000000000ull};
-    CHECK_EQ_INT(ina_ps_init(&ps, &p), 0);
+    CHECK_EQ_INT(ina__ps_init(&ps, &p), 0);
     aborts_full = 0;
 }
 
@@ -165,7 +165,7 @@ static void test_index_flood(void)
     /* Resident memory follows (1 GiB before the fix); slack for the allocator. */
     if (rss0 > 0 && rss1 > 0)
         CHECK(rss1 - rss0 < 128 * 1024);
-    ina_ps_free(&ps);
+    ina__ps_free(&ps);
 }
 
 /* A bitmap that fits is charged and kept until the job ends; the memory returns then. */
@@ -196,13 +196,13 @@ static void test_bitmap_charged(void)
         uint8_t lb[INA_HDR_LEN];
         struct ina_hdr h;
         ps_job_hdr(&h, job, INA_K_PS_LEAVE, r);
-        ina_hdr_encode(lb, &h);
+        ina__hdr_encode(lb, &h);
         struct sockaddr_in a = rank_addr(0, r);
         input(lb, sizeof(lb), &a);
     }
     CHECK_EQ_INT(ps.c.jobs_ended, 1);
     CHECK_EQ_INT(ps.mem_used, 0);
-    ina_ps_free(&ps);
+    ina__ps_free(&ps);
 }
 
 #define BIG_ENTRIES 5000 /* an UPDATE of 5000 dim-1 entries: 60 KiB */
@@ -215,14 +215,14 @@ static size_t stale_update(uint8_t *b, const struct ina_ps_job *job, int rank, u
     h.slot = uid;
     h.seq = job->applied;
     h.count = BIG_ENTRIES;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     uint8_t *p = b + INA_HDR_LEN;
-    ina_put32(p, stamp);
-    ina_put32(p + 4, 0);
+    ina__put32(p, stamp);
+    ina__put32(p + 4, 0);
     p += INA_PS_UPDATE_PREFIX;
-    for (int e = 0; e < BIG_ENTRIES; e++, p += ina_ps_entry_len(1)) {
-        ina_put64(p, 7); /* one key, repeated: the store stays small */
-        ina_putf(p + 8, 0.5f);
+    for (int e = 0; e < BIG_ENTRIES; e++, p += ina__ps_entry_len(1)) {
+        ina__put64(p, 7); /* one key, repeated: the store stays small */
+        ina__putf(p + 8, 0.5f);
     }
     return (size_t)(p - b);
 }
@@ -261,7 +261,7 @@ static void test_held_updates(void)
     CHECK_EQ_INT(ps.c.updates_applied, 1 + ps.c.updates_held);
     CHECK_EQ_INT(ps.mem_used, base);
     CHECK_EQ_INT(held_bytes(), ps.mem_used);
-    ina_ps_free(&ps);
+    ina__ps_free(&ps);
 }
 
 /*
@@ -276,7 +276,7 @@ static void test_chain_forwards(void)
     const size_t limit = 512 * 1024;
     open_ps(limit, 16);
     struct sockaddr_in replica = mkaddr(0x7F000002, 9999); /* never answers */
-    CHECK_EQ_INT(ina_ps_chain_init(&chain, &ps, &replica, NULL, 1000000000000ull), 0);
+    CHECK_EQ_INT(ina__ps_chain_init(&chain, &ps, &replica, NULL, 1000000000000ull), 0);
     for (int r = 0; r < 2; r++) {
         struct sockaddr_in a = rank_addr(0, r);
         join("chain", 2, r, INA_PS_MODE_STALE, &a);
@@ -301,14 +301,14 @@ static void test_chain_forwards(void)
     input(b, stale_update(b, job, 0, uid, job->next_stamp), &a0);
     CHECK_EQ_INT(ps.c.updates_applied, uid);
     CHECK_EQ_INT(held_bytes(), ps.mem_used);
-    ina_ps_chain_free(&ps);
-    ina_ps_free(&ps);
+    ina__ps_chain_free(&ps);
+    ina__ps_free(&ps);
     memset(&chain, 0, sizeof(chain));
 }
 
 int main(void)
 {
-    ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* the aborts are expected */
+    ina__log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* the aborts are expected */
     test_bitmap_charged();
     test_held_updates();
     test_chain_forwards();

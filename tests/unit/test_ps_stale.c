@@ -28,14 +28,14 @@ static int last_reply(struct ina_ps *ps, uint8_t kind, struct ina_hdr *h, uint8_
         struct ina_hdr x;
         const uint8_t *b = ps->tx.iov[i].iov_base;
         size_t len = ps->tx.iov[i].iov_len;
-        if (ina_hdr_decode(b, len, &x) == INA_PARSE_OK && x.kind == kind) {
+        if (ina__hdr_decode(b, len, &x) == INA_PARSE_OK && x.kind == kind) {
             *h = x;
             if (body)
                 memcpy(body, b + INA_HDR_LEN, len - INA_HDR_LEN < cap ? len - INA_HDR_LEN : cap);
             found = 1;
         }
     }
-    ina_ps_tx_reset(ps);
+    ina__ps_tx_reset(ps);
     return found;
 }
 
@@ -54,13 +54,13 @@ static int send_update(struct ina_ps *ps, const struct upd *u, int32_t *status, 
 {
     uint8_t b[4096];
     size_t n = encode_update(ps, u, b, INA_K_PS_UPDATE);
-    ina_ps_input(ps, b, n, &rank_addr[u->rank], 2);
+    ina__ps_input(ps, b, n, &rank_addr[u->rank], 2);
     struct ina_hdr h;
     uint8_t body[INA_PS_UPDATE_ACK_LEN];
     int found = 0;
     for (unsigned i = 0; i < ps->tx.n; i++) { /* its answer (held ones taken after it answer too) */
         const uint8_t *a = ps->tx.iov[i].iov_base;
-        if (ina_hdr_decode(a, ps->tx.iov[i].iov_len, &h) == INA_PARSE_OK &&
+        if (ina__hdr_decode(a, ps->tx.iov[i].iov_len, &h) == INA_PARSE_OK &&
             h.kind == INA_K_PS_UPDATE_ACK && h.slot == u->uid &&
             ps->tx.dst[i].sin_port == rank_addr[u->rank].sin_port) {
             memcpy(body, a + INA_HDR_LEN, sizeof(body));
@@ -68,12 +68,12 @@ static int send_update(struct ina_ps *ps, const struct upd *u, int32_t *status, 
             break;
         }
     }
-    ina_ps_tx_reset(ps);
+    ina__ps_tx_reset(ps);
     if (!found)
         return 0;
-    *status = (int32_t)ina_get32(body);
-    *version = ina_get32(body + 4);
-    *delay = ina_get32(body + 8);
+    *status = (int32_t)ina__get32(body);
+    *version = ina__get32(body + 4);
+    *delay = ina__get32(body + 8);
     CHECK_EQ_INT(h.seq, *version);
     return 1;
 }
@@ -110,32 +110,32 @@ static void test_rules(void)
     CHECK(send_update(&ps, &u, &st, &v, &d) && st == 0 && v == 3 && d == 0);
     uint8_t b[4096]; /* PUSH in a STALE job; UPDATE with a length that disagrees */
     size_t n = encode_update(&ps, &u, b, INA_K_PS_PUSH);
-    ina_ps_input(&ps, b, n, &rank_addr[1], 3);
+    ina__ps_input(&ps, b, n, &rank_addr[1], 3);
     CHECK_EQ_INT(ps.c.drops[INA_PS_DROP_MODE], 1);
     u.uid = 3;
     n = encode_update(&ps, &u, b, INA_K_PS_UPDATE);
-    ina_ps_input(&ps, b, n - 1, &rank_addr[1], 3);
+    ina__ps_input(&ps, b, n - 1, &rank_addr[1], 3);
     CHECK_EQ_INT(ps.c.drops[INA_PS_DROP_LENGTH], 1);
     CHECK_EQ_INT(ps.c.updates_applied, 3);
     CHECK_EQ_INT(ps.c.updates_stale, 1);
     CHECK_EQ_INT(ps.c.delay_violations, 0);
     /* a PULL answers with the version its values are of */
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_PS_PULL);
+    ina__hdr_init(&h, INA_K_PS_PULL);
     h.job = 1;
     h.session = ps.jobs[0].session;
     h.token = ps.jobs[0].token;
     h.slot = 9;
     h.count = 1;
-    ina_hdr_encode(b, &h);
-    ina_put64(b + INA_HDR_LEN, 1000);
-    ina_ps_input(&ps, b, INA_HDR_LEN + 8, &rank_addr[0], 4);
+    ina__hdr_encode(b, &h);
+    ina__put64(b + INA_HDR_LEN, 1000);
+    ina__ps_input(&ps, b, INA_HDR_LEN + 8, &rank_addr[0], 4);
     CHECK(last_reply(&ps, INA_K_PS_PULL_RESP, &h, NULL, 0) && h.seq == 3 && h.slot == 9);
-    ina_ps_free(&ps);
+    ina__ps_free(&ps);
     /* ranks that disagree on D are refused */
     new_ps(&ps);
     CHECK(join_all(&ps, INA_PS_MODE_STALE, 2, INA_OPTIM_SGD, 1));
-    ina_ps_free(&ps);
+    ina__ps_free(&ps);
 }
 
 /* Random bases over many updates: applied iff delay <= D, exactly the oracle's model. */
@@ -176,7 +176,7 @@ static void test_bound_oracle(int D)
     CHECK_EQ_INT(ps.c.updates_applied, applied);
     CHECK_EQ_INT(ps.c.delay_violations, 0);
     CHECK_LE_DBL(ps.c.delay_max, D);
-    ina_ps_free(&ps);
+    ina__ps_free(&ps);
 }
 
 /* D = 255 is no bound (INA_PS_DELAY_UNBOUNDED, §15.1): an update 300 versions behind is
@@ -213,7 +213,7 @@ static void test_unbounded(void)
         CHECK(send_update(&ps, &late, &st, &v, &d) && d == 255 &&
               (st == 0) == (D == INA_PS_DELAY_UNBOUNDED));
         CHECK_EQ_INT(ps.c.delay_violations, 0);
-        ina_ps_free(&ps);
+        ina__ps_free(&ps);
     }
 }
 
@@ -300,10 +300,10 @@ static void test_replica_failover(void)
     CHECK(same_model(&replica, &witness));
     CHECK_EQ_INT(replica.c.updates_applied, witness.c.updates_applied);
     CHECK_EQ_INT(replica.c.delay_violations + witness.c.delay_violations, 0);
-    ina_ps_free(&primary);
-    ina_ps_free(&primary2);
-    ina_ps_free(&replica);
-    ina_ps_free(&witness);
+    ina__ps_free(&primary);
+    ina__ps_free(&primary2);
+    ina__ps_free(&replica);
+    ina__ps_free(&witness);
 }
 
 /*
@@ -321,42 +321,42 @@ static void test_members(void)
     random_update(&u);
     uint8_t b[4096];
     size_t n = encode_update(&ps, &u, b, INA_K_PS_UPDATE);
-    ina_put32(b + INA_HDR_LEN + 4, INA_PS_UPDATE_MAX_MEMBERS + 1);
-    ina_ps_input(&ps, b, n, &rank_addr[0], 2);
+    ina__put32(b + INA_HDR_LEN + 4, INA_PS_UPDATE_MAX_MEMBERS + 1);
+    ina__ps_input(&ps, b, n, &rank_addr[0], 2);
     CHECK_EQ_INT(ps.c.drops[INA_PS_DROP_LENGTH], 1);
     CHECK_EQ_INT(ps.jobs[0].applied, 0);
-    ina_ps_tx_reset(&ps);
-    ina_put32(b + INA_HDR_LEN + 4, 3); /* the sum of 3 members' updates, sent by rank 0 */
-    ina_ps_input(&ps, b, n, &rank_addr[0], 2);
+    ina__ps_tx_reset(&ps);
+    ina__put32(b + INA_HDR_LEN + 4, 3); /* the sum of 3 members' updates, sent by rank 0 */
+    ina__ps_input(&ps, b, n, &rank_addr[0], 2);
     CHECK_EQ_INT(ps.jobs[0].applied, 1);
     CHECK_EQ_INT(ps.c.updates_aggregated, 1);
     CHECK_EQ_INT(ps.c.aggregated_members, 3);
-    ina_ps_input(&ps, b, n, &rank_addr[0], 2); /* its copy: answered, not counted again */
+    ina__ps_input(&ps, b, n, &rank_addr[0], 2); /* its copy: answered, not counted again */
     CHECK_EQ_INT(ps.c.update_dups, 1);
     CHECK_EQ_INT(ps.c.aggregated_members, 3);
-    ina_ps_tx_reset(&ps);
+    ina__ps_tx_reset(&ps);
     u.rank = 1; /* base 0 at version 1, then version 2: a group refused STALE is not counted */
     u.uid = 1;
     CHECK_EQ_INT(encode_update(&ps, &u, b, INA_K_PS_UPDATE), n);
-    ina_put32(b + INA_HDR_LEN + 4, 2);
-    ina_ps_input(&ps, b, n, &rank_addr[1], 2);
+    ina__put32(b + INA_HDR_LEN + 4, 2);
+    ina__ps_input(&ps, b, n, &rank_addr[1], 2);
     u.rank = 2;
     CHECK_EQ_INT(encode_update(&ps, &u, b, INA_K_PS_UPDATE), n);
-    ina_put32(b + INA_HDR_LEN + 4, 2);
-    ina_ps_input(&ps, b, n, &rank_addr[2], 2);
+    ina__put32(b + INA_HDR_LEN + 4, 2);
+    ina__ps_input(&ps, b, n, &rank_addr[2], 2);
     CHECK_EQ_INT(ps.jobs[0].applied, 2);
     CHECK_EQ_INT(ps.c.updates_stale, 1);
     CHECK_EQ_INT(ps.c.updates_aggregated, 2);
     CHECK_EQ_INT(ps.c.aggregated_members, 5);
     CHECK_EQ_INT(ps.c.delay_violations, 0);
-    ina_ps_free(&ps);
+    ina__ps_free(&ps);
 }
 
 int main(void)
 {
     for (int r = 0; r < WORLD; r++)
         rank_addr[r] = mkaddr(0x7f000001, (uint16_t)(40000 + r));
-    ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT);
+    ina__log_setup(INA_LOG_ERROR, INA_LOG_TEXT);
     test_rules();
     test_bound_oracle(0);
     test_bound_oracle(2);

@@ -78,7 +78,7 @@ static int16_t run_pipeline(const float *x, int n_workers, size_t n, float *res)
     for (int w = 0; w < n_workers; w++) {
         ina__quant_encode(x + (size_t)w * n, n, e_max, n_workers, enc + 1);
         for (size_t i = 0; i < n; i++) {
-            uint32_t u = ina_get32(enc + 1 + 4 * i);
+            uint32_t u = ina__get32(enc + 1 + 4 * i);
             acc[i] += u; /* what the switch does: wrapping add */
             int32_t q;
             memcpy(&q, &u, 4);
@@ -95,7 +95,7 @@ static int16_t run_pipeline(const float *x, int n_workers, size_t n, float *res)
         memcpy(&wrapped, &acc[i], 4);
         if (sumabs[i] > INT32_MAX || (int64_t)wrapped != sum64[i])
             no_overflow = 0;
-        ina_put32(sum + 3 + 4 * i, acc[i]);
+        ina__put32(sum + 3 + 4 * i, acc[i]);
     }
     CHECK(no_overflow);
     ina__quant_decode(sum + 3, n, e_max, n_workers, res);
@@ -239,13 +239,13 @@ static uint32_t enc1(float x, int16_t e, int nw)
 {
     uint8_t b[5] = {0xAA, 0xAA, 0xAA, 0xAA, 0xAA};
     ina__quant_encode(&x, 1, e, nw, b + 1); /* unaligned */
-    return ina_get32(b + 1);
+    return ina__get32(b + 1);
 }
 
 static float dec1(uint32_t v, int16_t e, int nw)
 {
     uint8_t b[7];
-    ina_put32(b + 3, v);
+    ina__put32(b + 3, v);
     float f = -123.0f;
     ina__quant_decode(b + 3, 1, e, nw, &f);
     return f;
@@ -263,7 +263,7 @@ static void test_encode_exact(void)
     CHECK_EQ_INT(b[2], 0x00);
     CHECK_EQ_INT(b[3], 0x00);
     CHECK_EQ_INT(b[4], 0x00);
-    CHECK_EQ_INT(ina_get32(b + 5), 0xC0000000u);
+    CHECK_EQ_INT(ina__get32(b + 5), 0xC0000000u);
 
     CHECK_EQ_INT(enc1(1.0f, 1, 2), 0x20000000u);  /* L = 1 */
     CHECK_EQ_INT(enc1(1.0f, 1, 3), 0x10000000u);  /* L = 2 */
@@ -299,20 +299,20 @@ static void test_encode_exact(void)
     memset(b, 0xAA, sizeof(b));
     ina__quant_encode(one, 2, INA_EXP_ZERO, 4, b + 1);
     CHECK_EQ_INT(b[0], 0xAA);
-    CHECK_EQ_INT(ina_get32(b + 1), 0);
-    CHECK_EQ_INT(ina_get32(b + 5), 0);
+    CHECK_EQ_INT(ina__get32(b + 1), 0);
+    CHECK_EQ_INT(ina__get32(b + 5), 0);
 
     /* Non-finite block: class codes. */
     float nf[7] = {INFINITY, -INFINITY, NAN, 1.0f, -0.0f, -NAN, bits_float(0x7F800001u)};
     uint8_t nb[29];
     ina__quant_encode(nf, 7, INA_EXP_NONFINITE, 256, nb + 1);
-    CHECK_EQ_INT(ina_get32(nb + 1), 1);
-    CHECK_EQ_INT(ina_get32(nb + 5), 1u << 9);
-    CHECK_EQ_INT(ina_get32(nb + 9), 1u << 18);
-    CHECK_EQ_INT(ina_get32(nb + 13), 0);
-    CHECK_EQ_INT(ina_get32(nb + 17), 0);
-    CHECK_EQ_INT(ina_get32(nb + 21), 1u << 18);
-    CHECK_EQ_INT(ina_get32(nb + 25), 1u << 18);
+    CHECK_EQ_INT(ina__get32(nb + 1), 1);
+    CHECK_EQ_INT(ina__get32(nb + 5), 1u << 9);
+    CHECK_EQ_INT(ina__get32(nb + 9), 1u << 18);
+    CHECK_EQ_INT(ina__get32(nb + 13), 0);
+    CHECK_EQ_INT(ina__get32(nb + 17), 0);
+    CHECK_EQ_INT(ina__get32(nb + 21), 1u << 18);
+    CHECK_EQ_INT(ina__get32(nb + 25), 1u << 18);
 
     /* n == 0 touches nothing. */
     memset(b, 0xAA, sizeof(b));
@@ -778,13 +778,13 @@ static void test_i32(void)
     ina__i32_encode(v, n, b + 1);
     CHECK_EQ_INT(b[0], 0xAA);
     CHECK_EQ_INT(b[4 * 8 + 1], 0xAA);
-    CHECK_EQ_INT(ina_get32(b + 1 + 4 * 3), 0x80000000u);
-    CHECK_EQ_INT(ina_get32(b + 1 + 4 * 4), 0x7FFFFFFFu);
+    CHECK_EQ_INT(ina__get32(b + 1 + 4 * 3), 0x80000000u);
+    CHECK_EQ_INT(ina__get32(b + 1 + 4 * 4), 0x7FFFFFFFu);
     CHECK_EQ_INT(b[1 + 4 * 5], 0x12);
     CHECK_EQ_INT(b[2 + 4 * 5], 0x34);
     CHECK_EQ_INT(b[3 + 4 * 5], 0x56);
     CHECK_EQ_INT(b[4 + 4 * 5], 0x78);
-    CHECK_EQ_INT(ina_get32(b + 1 + 4 * 2), 0xFFFFFFFFu);
+    CHECK_EQ_INT(ina__get32(b + 1 + 4 * 2), 0xFFFFFFFFu);
     ina__i32_decode(b + 1, n, back);
     int same = 1;
     for (size_t i = 0; i < n; i++)
@@ -821,10 +821,10 @@ static void test_i32(void)
     for (int w = 0; w < W; w++) {
         ina__i32_encode(a[w], 4, pk + 1);
         for (int i = 0; i < 4; i++)
-            acc[i] += ina_get32(pk + 1 + 4 * i);
+            acc[i] += ina__get32(pk + 1 + 4 * i);
     }
     for (int i = 0; i < 4; i++)
-        ina_put32(pk + 1 + 4 * i, acc[i]);
+        ina__put32(pk + 1 + 4 * i, acc[i]);
     int32_t got[4];
     ina__i32_decode(pk + 1, 4, got);
     int wrap_ok = 1;

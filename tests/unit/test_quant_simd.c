@@ -489,7 +489,7 @@ static void test_known(void)
     static const int32_t want[9] = {1 << 28, -(1 << 28), 0 /* 0.5 ties to even */, 2 /* 1.5 -> 2 */,
                                     -2, 0, 536870880, -536870911 /* clamped */, 0};
     for (int i = 0; i < 9; i++)
-        CHECK_EQ_INT((int32_t)ina_get32(b + 1 + 4 * i), want[i]);
+        CHECK_EQ_INT((int32_t)ina__get32(b + 1 + 4 * i), want[i]);
     float y[9];
     ina__quant_decode(b + 1, 9, 1, 4, y);
     CHECK(y[0] == 1.0f && y[1] == -1.0f && y[2] == 0.0f && y[3] == 0x1p-27f && y[8] == 0.0f);

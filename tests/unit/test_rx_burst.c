@@ -59,7 +59,7 @@ static unsigned take(struct ina_rx *rx, int fd, unsigned n, struct ina_rx_pkt *p
     *msgs = 0;
     for (int tries = 0; got < n && tries < 50; tries++) {
         wait_readable(fd);
-        int k = ina_rx_burst(rx, fd, burst, INA_RX_MAX_PKTS);
+        int k = ina__rx_burst(rx, fd, burst, INA_RX_MAX_PKTS);
         if (k < 0)
             continue;
         *msgs += rx->got;
@@ -76,19 +76,19 @@ static void test_init(void)
 {
     struct ina_rx rx;
     uint8_t mem[64];
-    CHECK_EQ_INT(ina_rx_init(&rx, 0, 2048), -EINVAL);
-    CHECK_EQ_INT(ina_rx_init(&rx, INA_RX_MAX_MSGS + 1, 2048), -EINVAL);
-    CHECK_EQ_INT(ina_rx_init(&rx, 4, 0), -EINVAL);
-    CHECK_EQ_INT(ina_rx_init_mem(&rx, 4, 16, NULL), -EINVAL);
-    /* The caller's memory stays the caller's: ina_rx_free leaves it (ASan: no bad free). */
-    CHECK_EQ_INT(ina_rx_init_mem(&rx, 4, 16, mem), 0);
+    CHECK_EQ_INT(ina__rx_init(&rx, 0, 2048), -EINVAL);
+    CHECK_EQ_INT(ina__rx_init(&rx, INA_RX_MAX_MSGS + 1, 2048), -EINVAL);
+    CHECK_EQ_INT(ina__rx_init(&rx, 4, 0), -EINVAL);
+    CHECK_EQ_INT(ina__rx_init_mem(&rx, 4, 16, NULL), -EINVAL);
+    /* The caller's memory stays the caller's: ina__rx_free leaves it (ASan: no bad free). */
+    CHECK_EQ_INT(ina__rx_init_mem(&rx, 4, 16, mem), 0);
     CHECK(rx.mem == mem && rx.nmsgs == 4 && rx.bufsize == 16);
-    ina_rx_free(&rx);
+    ina__rx_free(&rx);
     CHECK(rx.mem == NULL);
     memset(mem, 1, sizeof(mem));
-    CHECK_EQ_INT(ina_rx_init(&rx, INA_RX_MAX_MSGS, 64), 0);
-    ina_rx_free(&rx);
-    ina_rx_free(&rx); /* twice: nothing left to free */
+    CHECK_EQ_INT(ina__rx_init(&rx, INA_RX_MAX_MSGS, 64), 0);
+    ina__rx_free(&rx);
+    ina__rx_free(&rx); /* twice: nothing left to free */
 }
 
 /* Plain datagrams of different sizes: one each, in order, with their sender. */
@@ -98,8 +98,8 @@ static void test_datagrams(void)
     int r = udp_socket(&ra), s = udp_socket(&sa);
     struct ina_rx rx;
     struct ina_rx_pkt pk[INA_RX_MAX_PKTS];
-    CHECK_EQ_INT(ina_rx_init(&rx, 4, 2048), 0);
-    CHECK_EQ_INT(ina_rx_burst(&rx, r, pk, INA_RX_MAX_PKTS), -EAGAIN); /* nothing queued */
+    CHECK_EQ_INT(ina__rx_init(&rx, 4, 2048), 0);
+    CHECK_EQ_INT(ina__rx_burst(&rx, r, pk, INA_RX_MAX_PKTS), -EAGAIN); /* nothing queued */
     CHECK_EQ_INT(rx.got, 0);
     const size_t lens[6] = {32, 100, 1, 2048, 77, 500};
     for (unsigned i = 0; i < 6; i++) {
@@ -117,7 +117,7 @@ static void test_datagrams(void)
         CHECK(got[i].src->sin_port == sa.sin_port && got[i].src->sin_addr.s_addr == sa.sin_addr.s_addr);
     }
     CHECK_EQ_INT(rx.truncated, 0);
-    ina_rx_free(&rx);
+    ina__rx_free(&rx);
     close(r);
     close(s);
 }
@@ -130,7 +130,7 @@ static void test_truncated(void)
     int r = udp_socket(&ra), s = udp_socket(&sa);
     struct ina_rx rx;
     struct ina_rx_pkt pk[INA_RX_MAX_PKTS];
-    CHECK_EQ_INT(ina_rx_init(&rx, 4, 64), 0);
+    CHECK_EQ_INT(ina__rx_init(&rx, 4, 64), 0);
     uint8_t b[2048];
     fill(b, 100, 0);
     sendto(s, b, 100, 0, (struct sockaddr *)&ra, sizeof(ra));
@@ -138,7 +138,7 @@ static void test_truncated(void)
     sendto(s, b, 64, 0, (struct sockaddr *)&ra, sizeof(ra));
     wait_readable(r);
     usleep(20000); /* both queued */
-    CHECK_EQ_INT(ina_rx_burst(&rx, r, pk, INA_RX_MAX_PKTS), 1);
+    CHECK_EQ_INT(ina__rx_burst(&rx, r, pk, INA_RX_MAX_PKTS), 1);
     CHECK_EQ_INT(rx.got, 2);
     CHECK_EQ_INT(rx.truncated, 1);
     CHECK(same(&pk[0], 64, 1));
@@ -146,10 +146,10 @@ static void test_truncated(void)
     fill(b, 65, 2);
     sendto(s, b, 65, 0, (struct sockaddr *)&ra, sizeof(ra));
     wait_readable(r);
-    CHECK_EQ_INT(ina_rx_burst(&rx, r, pk, INA_RX_MAX_PKTS), 0);
+    CHECK_EQ_INT(ina__rx_burst(&rx, r, pk, INA_RX_MAX_PKTS), 0);
     CHECK_EQ_INT(rx.got, 1);
     CHECK_EQ_INT(rx.truncated, 2);
-    ina_rx_free(&rx);
+    ina__rx_free(&rx);
     close(r);
     close(s);
 }
@@ -162,20 +162,20 @@ static void test_gro_train(void)
 {
     struct sockaddr_in ra, sa;
     int r = udp_socket(&ra), s = udp_socket(&sa);
-    int gro = ina_udp_enable_gro(r) == 0;
+    int gro = ina__udp_enable_gro(r) == 0;
     struct ina_rx rx;
-    CHECK_EQ_INT(ina_rx_init(&rx, INA_RX_MAX_MSGS, INA_GRO_BUF), 0);
+    CHECK_EQ_INT(ina__rx_init(&rx, INA_RX_MAX_MSGS, INA_GRO_BUF), 0);
     struct ina_gso_batch batch;
-    CHECK_EQ_INT(ina_gso_batch_init(&batch, 4, 64), 0);
+    CHECK_EQ_INT(ina__gso_batch_init(&batch, 4, 64), 0);
     static uint8_t out[8][2048];
     const unsigned n = 8;
     for (unsigned i = 0; i < n; i++) {
         size_t len = i < n - 1 ? 1000 : 300;
         fill(out[i], len, 10 + i);
-        ina_gso_batch_add(&batch, out[i], len, &ra);
+        ina__gso_batch_add(&batch, out[i], len, &ra);
     }
     uint64_t errors = 0;
-    CHECK_EQ_INT(ina_gso_batch_send(&batch, s, &errors), n);
+    CHECK_EQ_INT(ina__gso_batch_send(&batch, s, &errors), n);
     CHECK_EQ_INT(errors, 0);
     static uint8_t store[INA_RX_MAX_PKTS][2048];
     struct ina_rx_pkt got[INA_RX_MAX_PKTS];
@@ -188,21 +188,21 @@ static void test_gro_train(void)
     CHECK_EQ_INT(rx.truncated, 0);
 
     /* The same train into an array of 3. */
-    ina_gso_batch_reset(&batch);
+    ina__gso_batch_reset(&batch);
     for (unsigned i = 0; i < n; i++)
-        ina_gso_batch_add(&batch, out[i], i < n - 1 ? 1000 : 300, &ra);
-    CHECK_EQ_INT(ina_gso_batch_send(&batch, s, &errors), n);
+        ina__gso_batch_add(&batch, out[i], i < n - 1 ? 1000 : 300, &ra);
+    CHECK_EQ_INT(ina__gso_batch_send(&batch, s, &errors), n);
     wait_readable(r);
     usleep(20000);
     struct ina_rx_pkt three[3];
-    int k = ina_rx_burst(&rx, r, three, 3);
+    int k = ina__rx_burst(&rx, r, three, 3);
     CHECK(k >= 1 && k <= 3);
     for (int i = 0; i < k; i++)
         CHECK(same(&three[i], 1000, 10 + (unsigned)i));
     if (rx.got == 1) /* one message of n datagrams: its rest lost, the message counted */
         CHECK_EQ_INT(rx.truncated, 1);
-    ina_gso_batch_free(&batch);
-    ina_rx_free(&rx);
+    ina__gso_batch_free(&batch);
+    ina__rx_free(&rx);
     close(r);
     close(s);
 }
@@ -218,16 +218,16 @@ static void test_refused(void)
     CHECK_EQ_INT(send(r, "x", 1, 0), 1);
     struct ina_rx rx;
     struct ina_rx_pkt pk[4];
-    CHECK_EQ_INT(ina_rx_init(&rx, 4, 2048), 0);
+    CHECK_EQ_INT(ina__rx_init(&rx, 4, 2048), 0);
     int rc = -EAGAIN;
     for (int tries = 0; tries < 100 && rc == -EAGAIN; tries++) {
-        rc = ina_rx_burst(&rx, r, pk, 4);
+        rc = ina__rx_burst(&rx, r, pk, 4);
         if (rc == -EAGAIN)
             usleep(10000);
     }
     CHECK_EQ_INT(rc, -ECONNREFUSED);
     CHECK_EQ_INT(rx.got, 0);
-    ina_rx_free(&rx);
+    ina__rx_free(&rx);
     close(r);
 }
 

@@ -44,7 +44,7 @@ static void new_sched(struct ina_sched *s, unsigned world, unsigned D, unsigned 
                                  .grant_timeout_ns = 1000000000ull, .straggler_ratio = 0.6,
                                  .initial_rate = 1e6};
     snprintf(p.job, sizeof(p.job), "mlf");
-    CHECK_EQ_INT(ina_sched_init(s, &p), 0);
+    CHECK_EQ_INT(ina__sched_init(s, &p), 0);
 }
 
 static void req_flags(struct ina_sched *s, int r, uint32_t uid, uint32_t base, uint32_t bytes,
@@ -52,17 +52,17 @@ static void req_flags(struct ina_sched *s, int r, uint32_t uid, uint32_t base, u
 {
     uint8_t b[INA_HDR_LEN + INA_SCHED_REQ_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_SCHED_REQ);
+    ina__hdr_init(&h, INA_K_SCHED_REQ);
     h.rank = (uint16_t)r;
     h.slot = uid;
     h.seq = base;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     memset(b + INA_HDR_LEN, 0, INA_SCHED_REQ_LEN);
-    ina_put32(b + INA_HDR_LEN, bytes);
-    ina_put32(b + INA_HDR_LEN + 4, flags);
+    ina__put32(b + INA_HDR_LEN, bytes);
+    ina__put32(b + INA_HDR_LEN + 4, flags);
     snprintf((char *)b + INA_HDR_LEN + 8, 32, "%s", name);
     struct sockaddr_in a = addr_of(r);
-    ina_sched_input(s, b, sizeof(b), &a, now);
+    ina__sched_input(s, b, sizeof(b), &a, now);
 }
 
 static void req(struct ina_sched *s, int r, uint32_t uid, uint32_t base, uint32_t bytes,
@@ -76,17 +76,17 @@ static void done(struct ina_sched *s, int r, uint32_t uid, uint32_t stamp, int32
 {
     uint8_t b[INA_HDR_LEN + INA_SCHED_DONE_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_SCHED_DONE);
+    ina__hdr_init(&h, INA_K_SCHED_DONE);
     h.rank = (uint16_t)r;
     h.slot = uid;
     h.seq = stamp;
-    ina_hdr_encode(b, &h);
-    ina_put32(b + INA_HDR_LEN, (uint32_t)status);
-    ina_put32(b + INA_HDR_LEN + 4, bytes);
-    ina_put32(b + INA_HDR_LEN + 8, usec);
-    ina_put32(b + INA_HDR_LEN + 12, version);
+    ina__hdr_encode(b, &h);
+    ina__put32(b + INA_HDR_LEN, (uint32_t)status);
+    ina__put32(b + INA_HDR_LEN + 4, bytes);
+    ina__put32(b + INA_HDR_LEN + 8, usec);
+    ina__put32(b + INA_HDR_LEN + 12, version);
     struct sockaddr_in a = addr_of(r);
-    ina_sched_input(s, b, sizeof(b), &a, now);
+    ina__sched_input(s, b, sizeof(b), &a, now);
 }
 
 struct answer {
@@ -102,17 +102,17 @@ static int answers(struct ina_sched *s, struct answer *out, int cap)
     int n = 0;
     for (unsigned i = 0; i < s->tx.n && n < cap; i++) {
         struct ina_hdr h = {0};
-        CHECK(ina_hdr_decode(s->tx.buf[i], s->tx.len[i], &h) == INA_PARSE_OK &&
+        CHECK(ina__hdr_decode(s->tx.buf[i], s->tx.len[i], &h) == INA_PARSE_OK &&
               h.kind == INA_K_SCHED_GRANT);
         out[n].rank = ntohs(s->tx.dst[i].sin_port) - 41000;
         out[n].uid = h.slot;
-        out[n].status = (int32_t)ina_get32(s->tx.buf[i] + INA_HDR_LEN);
-        out[n].stamp = ina_get32(s->tx.buf[i] + INA_HDR_LEN + 4);
-        out[n].group_size = ina_get32(s->tx.buf[i] + INA_HDR_LEN + 16);
-        out[n].group_index = ina_get32(s->tx.buf[i] + INA_HDR_LEN + 20);
+        out[n].status = (int32_t)ina__get32(s->tx.buf[i] + INA_HDR_LEN);
+        out[n].stamp = ina__get32(s->tx.buf[i] + INA_HDR_LEN + 4);
+        out[n].group_size = ina__get32(s->tx.buf[i] + INA_HDR_LEN + 16);
+        out[n].group_index = ina__get32(s->tx.buf[i] + INA_HDR_LEN + 20);
         n++;
     }
-    ina_sched_tx_reset(s);
+    ina__sched_tx_reset(s);
     return n;
 }
 
@@ -379,7 +379,7 @@ static void test_hold(void)
     req_flags(&s, 0, 1, B, 5000, F, "mlf", t0 + 3 * MS); /* rank 1 due in 1 ms: held */
     CHECK_EQ_INT(answers(&s, a, 8), 0);
     CHECK_EQ_INT(s.c.holds, 1);
-    ina_sched_tick(&s, t0 + 3 * MS + 500000); /* still held */
+    ina__sched_tick(&s, t0 + 3 * MS + 500000); /* still held */
     CHECK_EQ_INT(answers(&s, a, 8), 0);
     done(&s, 1, 1, g1, 0, 5000, 4000, 1, t0 + 4 * MS);
     req_flags(&s, 1, 2, B, 5000, F, "mlf", t0 + 4 * MS);
@@ -405,9 +405,9 @@ static void test_hold(void)
     req_flags(&s, 0, 2, B, 5000, F, "mlf", t0 + 8 * MS);
     CHECK_EQ_INT(answers(&s, a, 8), 0);
     CHECK_EQ_INT(s.c.holds, 3);
-    ina_sched_tick(&s, t0 + 17 * MS);
+    ina__sched_tick(&s, t0 + 17 * MS);
     CHECK_EQ_INT(answers(&s, a, 8), 0);
-    ina_sched_tick(&s, t0 + 18 * MS); /* 10 ms held: granted alone */
+    ina__sched_tick(&s, t0 + 18 * MS); /* 10 ms held: granted alone */
     CHECK(answers(&s, a, 8) == 1 && a[0].rank == 0 && a[0].group_size == 1);
     CHECK(s.c.holds_joined == 2 && s.c.hold_us == 1250 + 10000);
     uint32_t g4 = a[0].stamp;
@@ -417,7 +417,7 @@ static void test_hold(void)
     s.p.max_wait_ns = 1 * MS;
     req_flags(&s, 2, 2, B, 5000, F, "mlf", t0 + 19 * MS);
     CHECK_EQ_INT(answers(&s, a, 8), 0); /* rank 0 is due in 3 ms: held */
-    ina_sched_tick(&s, t0 + 20 * MS + 1);
+    ina__sched_tick(&s, t0 + 20 * MS + 1);
     CHECK(answers(&s, a, 8) == 1 && a[0].rank == 2); /* aged: granted */
     (void)g4;
     CHECK_EQ_INT(s.c.bound_violations, 0);
@@ -467,9 +467,9 @@ static void test_group_members(void)
     /* A member's grant that expires, and a member's next REQ, leave O alone. */
     struct ina_sched_params p = s.p;
     p.aggregate = 5;
-    CHECK_EQ_INT(ina_sched_init(&s, &p), -EINVAL);
+    CHECK_EQ_INT(ina__sched_init(&s, &p), -EINVAL);
     p.aggregate = 4;
-    CHECK_EQ_INT(ina_sched_init(&s, &p), 0);
+    CHECK_EQ_INT(ina__sched_init(&s, &p), 0);
     s.p.window = 2;
     req_flags(&s, 0, 1, INA_SCHED_BASE_AT_GRANT, 100, INA_SCHED_REQ_AGGREGATE, "mlf", now);
     req_flags(&s, 1, 1, INA_SCHED_BASE_AT_GRANT, 100, INA_SCHED_REQ_AGGREGATE, "mlf", now);
@@ -487,7 +487,7 @@ static void test_group_members(void)
     CHECK_EQ_INT(s.outstanding, 2); /* the member's implicit end is not the group's */
     CHECK_EQ_INT(s.c.implicit_dones, 2);
     CHECK_EQ_INT(answers(&s, a, 8), 0);
-    ina_sched_tick(&s, now + 2000000000ull); /* rank 1's grant and the group's expire */
+    ina__sched_tick(&s, now + 2000000000ull); /* rank 1's grant and the group's expire */
     CHECK_EQ_INT(s.c.grants_expired, 2);
     CHECK(answers(&s, a, 8) == 1 && a[0].rank == m); /* then the member's new request */
     CHECK_EQ_INT(s.outstanding, 1);
@@ -507,7 +507,7 @@ static void test_max_wait(double ratio)
                                  .grant_timeout_ns = 1000000000ull, .straggler_ratio = ratio,
                                  .max_wait_ns = 10000000ull, .initial_rate = 1e6};
     snprintf(p.job, sizeof(p.job), "mlf");
-    CHECK_EQ_INT(ina_sched_init(&s, &p), 0);
+    CHECK_EQ_INT(ina__sched_init(&s, &p), 0);
     struct answer a[8];
     uint64_t now = 1;
     uint32_t uid[3] = {0, 0, 0}, v = 0;
@@ -621,7 +621,7 @@ static int rate_episode(uint64_t halflife_ns)
                                  .max_wait_ns = 100000000ull, .initial_rate = 10e6,
                                  .rate_halflife_ns = halflife_ns};
     snprintf(p.job, sizeof(p.job), "mlf");
-    CHECK_EQ_INT(ina_sched_init(&s, &p), 0);
+    CHECK_EQ_INT(ina__sched_init(&s, &p), 0);
     const uint64_t T1 = 500 * MS, T2 = 1500 * MS, END = 2500 * MS;
     const uint32_t BYTES = 31744; /* an lsq update of 120 keys: 3.2 ms at 10 MB/s */
     uint32_t uid[W] = {0}, stamp[W] = {0}, v = 0;
@@ -703,7 +703,7 @@ static void test_hostile(void)
     CHECK_EQ_INT(s.c.request_dups, 1);
     req(&s, 1, 1, 0, 100, "mlf", 3); /* window full: waits */
     CHECK_EQ_INT(answers(&s, a, 8), 0);
-    ina_sched_tick(&s, 2000000000ull); /* rank 0's grant expires: rank 1 is granted */
+    ina__sched_tick(&s, 2000000000ull); /* rank 0's grant expires: rank 1 is granted */
     CHECK_EQ_INT(s.c.grants_expired, 1);
     CHECK(answers(&s, a, 8) == 1 && a[0].rank == 1 && a[0].stamp == 1);
     req(&s, 1, 2, 1, 100, "mlf", 2000000001ull); /* its DONE lost: the next REQ ends it */
@@ -714,31 +714,31 @@ static void test_hostile(void)
     uint64_t before = s.c.grants;
     uint8_t b[INA_HDR_LEN + INA_SCHED_REQ_LEN];
     struct sockaddr_in other = addr_of(7), r0 = addr_of(0);
-    ina_sched_input(&s, b, 10, &r0, 5);
+    ina__sched_input(&s, b, 10, &r0, 5);
     CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_SHORT], 1);
     memset(b, 0, sizeof(b));
-    ina_sched_input(&s, b, sizeof(b), &r0, 5);
+    ina__sched_input(&s, b, sizeof(b), &r0, 5);
     CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_MAGIC], 1);
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_PS_PUSH);
-    ina_hdr_encode(b, &h);
-    ina_sched_input(&s, b, sizeof(b), &r0, 5);
+    ina__hdr_init(&h, INA_K_PS_PUSH);
+    ina__hdr_encode(b, &h);
+    ina__sched_input(&s, b, sizeof(b), &r0, 5);
     CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_KIND], 1);
-    ina_hdr_init(&h, INA_K_SCHED_REQ);
-    ina_hdr_encode(b, &h);
-    ina_sched_input(&s, b, sizeof(b) - 1, &r0, 5);
+    ina__hdr_init(&h, INA_K_SCHED_REQ);
+    ina__hdr_encode(b, &h);
+    ina__sched_input(&s, b, sizeof(b) - 1, &r0, 5);
     CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_LENGTH], 1);
     req(&s, 0, 9, 2, 100, "other-job", 5);
     CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_NAME], 1);
     req(&s, 5, 1, 0, 100, "mlf", 5); /* rank 5 of a world of 2 */
     CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_RANK], 1);
-    ina_hdr_init(&h, INA_K_SCHED_REQ);
+    ina__hdr_init(&h, INA_K_SCHED_REQ);
     h.rank = 0;
     h.slot = 10;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     memset(b + INA_HDR_LEN, 0, INA_SCHED_REQ_LEN);
     snprintf((char *)b + INA_HDR_LEN + 8, 32, "mlf");
-    ina_sched_input(&s, b, sizeof(b), &other, 5); /* rank 0 from another port */
+    ina__sched_input(&s, b, sizeof(b), &other, 5); /* rank 0 from another port */
     CHECK_EQ_INT(s.c.drops[INA_SCHED_DROP_SOURCE], 1);
     done(&s, 0, 1, 0, 0, 100, 10, 1, 5); /* DONE for an expired grant */
     req(&s, 0, 1, 0, 100, "mlf", 5);      /* an id older than the current one */
@@ -748,7 +748,7 @@ static void test_hostile(void)
     CHECK_EQ_INT(s.c.bound_violations, 0);
     struct ina_sched_params bad = s.p;
     bad.window = 0;
-    CHECK_EQ_INT(ina_sched_init(&s, &bad), -EINVAL);
+    CHECK_EQ_INT(ina__sched_init(&s, &bad), -EINVAL);
 }
 
 /* ---- Membership and failures (§15.9): the job's servers played by the test -------------- */
@@ -764,7 +764,7 @@ static void new_sched_servers(struct ina_sched *s, unsigned world, unsigned D, u
     p.server[0] = server_addr(0);
     p.server[1] = server_addr(1);
     snprintf(p.job, sizeof(p.job), "mlf");
-    CHECK_EQ_INT(ina_sched_init(s, &p), 0);
+    CHECK_EQ_INT(ina__sched_init(s, &p), 0);
 }
 
 struct srv_state {
@@ -779,28 +779,28 @@ static void state_from(struct ina_sched *s, int i, const struct srv_state *st, c
 {
     uint8_t b[INA_HDR_LEN + INA_PS_STATE_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_PS_STATE);
+    ina__hdr_init(&h, INA_K_PS_STATE);
     h.rank = INA_RANK_SWITCH;
     h.seq = st->version;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     uint8_t *p = b + INA_HDR_LEN;
     memset(p, 0, INA_PS_STATE_LEN);
     snprintf((char *)p, 32, "%s", name);
-    ina_put32(p + 32, st->action);
-    ina_put32(p + 36, st->arg);
-    ina_put32(p + 40, st->result);
-    ina_put32(p + 44, st->run);
-    ina_put32(p + 48, st->version);
-    ina_put32(p + 52, st->next_stamp);
-    ina_put32(p + 56, st->held);
-    ina_put32(p + 60, st->flags);
-    ina_put16(p + 64, 8);
-    ina_put16(p + 66, 8);
-    ina_put64(p + 68, st->digest);
+    ina__put32(p + 32, st->action);
+    ina__put32(p + 36, st->arg);
+    ina__put32(p + 40, st->result);
+    ina__put32(p + 44, st->run);
+    ina__put32(p + 48, st->version);
+    ina__put32(p + 52, st->next_stamp);
+    ina__put32(p + 56, st->held);
+    ina__put32(p + 60, st->flags);
+    ina__put16(p + 64, 8);
+    ina__put16(p + 66, 8);
+    ina__put64(p + 68, st->digest);
     p[76] = st->joined;
     p[108] = st->left;
     struct sockaddr_in a = src ? *src : server_addr(i);
-    ina_sched_input(s, b, sizeof(b) - cut, &a, now);
+    ina__sched_input(s, b, sizeof(b) - cut, &a, now);
 }
 
 struct sync_msg {
@@ -814,28 +814,28 @@ static int drain(struct ina_sched *s, struct answer *a, int *na, struct sync_msg
     int n = 0, g = 0;
     for (unsigned i = 0; i < s->tx.n; i++) {
         struct ina_hdr h = {0};
-        CHECK(ina_hdr_decode(s->tx.buf[i], s->tx.len[i], &h) == INA_PARSE_OK);
+        CHECK(ina__hdr_decode(s->tx.buf[i], s->tx.len[i], &h) == INA_PARSE_OK);
         const uint8_t *p = s->tx.buf[i] + INA_HDR_LEN;
         if (h.kind == INA_K_SCHED_GRANT && a && g < cap) {
             a[g].rank = ntohs(s->tx.dst[i].sin_port) - 41000;
             a[g].uid = h.slot;
-            a[g].status = (int32_t)ina_get32(p);
-            a[g].stamp = ina_get32(p + 4);
-            a[g].group_size = ina_get32(p + 16);
-            a[g++].group_index = ina_get32(p + 20);
+            a[g].status = (int32_t)ina__get32(p);
+            a[g].stamp = ina__get32(p + 4);
+            a[g].group_size = ina__get32(p + 16);
+            a[g++].group_index = ina__get32(p + 20);
         } else if (h.kind == INA_K_PS_SYNC && n < cap) {
             CHECK(s->tx.len[i] == INA_HDR_LEN + INA_PS_SYNC_LEN && strcmp((const char *)p, "mlf") == 0);
             m[n].server = ntohs(s->tx.dst[i].sin_port) - 43000;
-            m[n].action = ina_get32(p + 32);
-            m[n].arg = ina_get32(p + 36);
-            m[n++].n = ina_get32(p + 40);
+            m[n].action = ina__get32(p + 32);
+            m[n].arg = ina__get32(p + 36);
+            m[n++].n = ina__get32(p + 40);
         } else {
             CHECK(h.kind == INA_K_SCHED_GRANT || h.kind == INA_K_PS_SYNC);
         }
     }
     if (na)
         *na = g;
-    ina_sched_tx_reset(s);
+    ina__sched_tx_reset(s);
     return n;
 }
 
@@ -860,12 +860,12 @@ static void test_recovery(void)
     /* a fresh job: NO_JOB from the primary */
     new_sched_servers(&s, 4, 2, 3);
     req(&s, 0, 1, INA_SCHED_BASE_AT_GRANT, 100, "mlf", 1 * MS);
-    ina_sched_tick(&s, 2 * MS);
+    ina__sched_tick(&s, 2 * MS);
     int n = drain(&s, a, &na, m, 32);
     CHECK(na == 0 && has_sync(m, n, 0, INA_PS_SYNC_STATE, 0) && has_sync(m, n, 1, INA_PS_SYNC_STATE, 0));
     struct srv_state st = {.result = INA_PS_FATE_NO_JOB};
     state_from(&s, 0, &st, "mlf", 0, NULL, 3 * MS);
-    ina_sched_tick(&s, 4 * MS);
+    ina__sched_tick(&s, 4 * MS);
     drain(&s, a, &na, m, 32);
     CHECK(na == 1 && a[0].rank == 0 && a[0].stamp == 0 && s.recovering == INA_SCHED_RUNNING);
     CHECK_EQ_INT(s.c.recoveries, 0);
@@ -873,14 +873,14 @@ static void test_recovery(void)
     new_sched_servers(&s, 4, 2, 3);
     for (int r = 0; r < 3; r++)
         req(&s, r, 7, INA_SCHED_BASE_AT_GRANT, 100, "mlf", 1 * MS);
-    ina_sched_tick(&s, 2 * MS);
+    ina__sched_tick(&s, 2 * MS);
     st = (struct srv_state){.version = 10, .next_stamp = 12, .joined = 0x0F};
     state_from(&s, 0, &st, "mlf", 0, NULL, 3 * MS);
-    ina_sched_tick(&s, 4 * MS);
+    ina__sched_tick(&s, 4 * MS);
     drain(&s, a, &na, m, 32);
     CHECK(na == 0 && s.recovering == INA_SCHED_RECOVER_RANKS);
     req(&s, 3, 5, INA_SCHED_BASE_AT_GRANT, 100, "mlf", 5 * MS);
-    ina_sched_tick(&s, 6 * MS);
+    ina__sched_tick(&s, 6 * MS);
     drain(&s, a, &na, m, 32);
     CHECK(na == 3 && s.recovering == INA_SCHED_RUNNING && s.c.recoveries == 1);
     for (int k = 0; k < na; k++)
@@ -890,13 +890,13 @@ static void test_recovery(void)
     new_sched_servers(&s, 4, 2, 3);
     for (int r = 0; r < 3; r++)
         req(&s, r, 7, INA_SCHED_BASE_AT_GRANT, 100, "mlf", 1 * MS);
-    ina_sched_tick(&s, 2 * MS);
+    ina__sched_tick(&s, 2 * MS);
     st = (struct srv_state){.version = 10, .next_stamp = 12, .joined = 0x0F, .held = 1u << 2};
     state_from(&s, 0, &st, "mlf", 0, NULL, 3 * MS);
-    ina_sched_tick(&s, 500 * MS);
+    ina__sched_tick(&s, 500 * MS);
     drain(&s, a, &na, m, 32);
     CHECK(na == 0);
-    ina_sched_tick(&s, 1100 * MS);
+    ina__sched_tick(&s, 1100 * MS);
     n = drain(&s, a, &na, m, 32);
     CHECK(na == 0 && s.recovering == INA_SCHED_RECOVER_VOID &&
           has_sync(m, n, 0, INA_PS_SYNC_VOID, 12));
@@ -907,17 +907,17 @@ static void test_recovery(void)
                             .run = 2, .version = 11, .next_stamp = 12 + INA_PS_VOID_MAX,
                             .joined = 0x0F};
     state_from(&s, 0, &st, "mlf", 0, NULL, 1101 * MS);
-    ina_sched_tick(&s, 1102 * MS);
+    ina__sched_tick(&s, 1102 * MS);
     drain(&s, a, &na, m, 32);
     CHECK(na == 3 && a[0].stamp == 12 + INA_PS_VOID_MAX && s.c.recoveries == 1);
     CHECK_EQ_INT(s.c.bound_violations, 0);
     /* no server answers at all: it starts without their state */
     new_sched_servers(&s, 4, 2, 3);
     req(&s, 0, 1, INA_SCHED_BASE_AT_GRANT, 100, "mlf", 1 * MS);
-    ina_sched_tick(&s, 400 * MS);
+    ina__sched_tick(&s, 400 * MS);
     drain(&s, a, &na, m, 32);
     CHECK(na == 0);
-    ina_sched_tick(&s, 600 * MS);
+    ina__sched_tick(&s, 600 * MS);
     drain(&s, a, &na, m, 32);
     CHECK(na == 1 && a[0].stamp == 0 && s.recovering == INA_SCHED_RUNNING);
 }
@@ -926,14 +926,14 @@ static void test_recovery(void)
 static void running(struct ina_sched *s, unsigned world, unsigned D, unsigned window, uint64_t now)
 {
     new_sched_servers(s, world, D, window);
-    ina_sched_tick(s, now);
+    ina__sched_tick(s, now);
     struct srv_state st = {.result = INA_PS_FATE_NO_JOB};
     state_from(s, 0, &st, "mlf", 0, NULL, now); /* the job starts after this scheduler */
-    ina_sched_tick(s, now);
+    ina__sched_tick(s, now);
     st = (struct srv_state){.joined = (uint8_t)((1u << world) - 1)};
     state_from(s, 0, &st, "mlf", 0, NULL, now);
     state_from(s, 1, &st, "mlf", 0, NULL, now);
-    ina_sched_tx_reset(s);
+    ina__sched_tx_reset(s);
     CHECK(s->recovering == INA_SCHED_RUNNING);
 }
 
@@ -953,7 +953,7 @@ static void test_lease(void)
     drain(&s, a, &na, m, 32);
     CHECK(na == 2 && s.outstanding == 2); /* window 2: rank 2 waits */
     int dead = a[0].stamp == 0 ? a[0].rank : a[1].rank, slow = a[0].stamp == 0 ? a[1].rank : a[0].rank;
-    ina_sched_tick(&s, 1100 * MS); /* both leases run out: voids asked, O unchanged */
+    ina__sched_tick(&s, 1100 * MS); /* both leases run out: voids asked, O unchanged */
     n = drain(&s, a, &na, m, 32);
     CHECK(na == 0 && s.outstanding == 2 && s.c.grants_expired == 2);
     CHECK(has_sync(m, n, 0, INA_PS_SYNC_VOID, 0) && has_sync(m, n, 0, INA_PS_SYNC_VOID, 1));
@@ -973,7 +973,7 @@ static void test_lease(void)
           live_ranks(&s) == 2); /* ranks 0..2 were bound; rank 2 granted in its place */
     n = drain(&s, a, &na, m, 32);
     CHECK(na == 1 && a[0].rank == 2 && a[0].stamp == 2); /* O below the window again */
-    ina_sched_tick(&s, 1130 * MS); /* resends: VOID 1 to the authority, VOID 0 at the replica */
+    ina__sched_tick(&s, 1130 * MS); /* resends: VOID 1 to the authority, VOID 0 at the replica */
     n = drain(&s, a, &na, m, 32);
     CHECK(has_sync(m, n, 0, INA_PS_SYNC_VOID, 1) && has_sync(m, n, 1, INA_PS_SYNC_VOID, 0) &&
           !has_sync(m, n, 0, INA_PS_SYNC_VOID, 0));
@@ -986,7 +986,7 @@ static void test_lease(void)
     state_from(&s, 1, &st, "mlf", 0, NULL, 1132 * MS);
     CHECK_EQ_INT(s.c.void_relays, 1);
     /* the next probes tell both servers `dead` departed, until their state shows it left */
-    ina_sched_tick(&s, 1300 * MS);
+    ina__sched_tick(&s, 1300 * MS);
     n = drain(&s, a, &na, m, 32);
     CHECK(has_sync(m, n, 0, INA_PS_SYNC_DEPART, (uint32_t)dead) &&
           has_sync(m, n, 1, INA_PS_SYNC_DEPART, (uint32_t)dead));
@@ -994,7 +994,7 @@ static void test_lease(void)
                             .left = (uint8_t)(1u << dead)};
     state_from(&s, 0, &st, "mlf", 0, NULL, 1301 * MS);
     state_from(&s, 1, &st, "mlf", 0, NULL, 1301 * MS);
-    ina_sched_tick(&s, 1500 * MS);
+    ina__sched_tick(&s, 1500 * MS);
     n = drain(&s, a, &na, m, 32);
     CHECK(!has_sync(m, n, 0, INA_PS_SYNC_DEPART, (uint32_t)dead) &&
           !has_sync(m, n, 1, INA_PS_SYNC_DEPART, (uint32_t)dead));
@@ -1044,10 +1044,10 @@ static void test_servers(void)
     struct srv_state r = {.version = 6, .next_stamp = 6, .joined = 0x0F};
     state_from(&s, 0, &p, "mlf", 0, NULL, 100 * MS);
     state_from(&s, 1, &r, "mlf", 0, NULL, 100 * MS);
-    ina_sched_tick(&s, 101 * MS);
+    ina__sched_tick(&s, 101 * MS);
     n = drain(&s, a, &na, m, 32);
     CHECK(!has_sync(m, n, 0, INA_PS_SYNC_STATE, 6));
-    ina_sched_tick(&s, 205 * MS);
+    ina__sched_tick(&s, 205 * MS);
     n = drain(&s, a, &na, m, 32);
     CHECK(has_sync(m, n, 0, INA_PS_SYNC_STATE, 6));
     struct srv_state f = p;
@@ -1056,7 +1056,7 @@ static void test_servers(void)
     f.result = INA_PS_FATE_VOIDED;
     f.run = 2;
     state_from(&s, 0, &f, "mlf", 0, NULL, 206 * MS);
-    ina_sched_tick(&s, 207 * MS);
+    ina__sched_tick(&s, 207 * MS);
     n = drain(&s, a, &na, m, 32);
     CHECK(has_sync(m, n, 1, INA_PS_SYNC_VOID, 6));
     for (int k = 0; k < n; k++)
@@ -1077,7 +1077,7 @@ static void test_servers(void)
     int replay_asked = 0;
     while (t < 900 * MS && !replay_asked) {
         t += 10 * MS;
-        ina_sched_tick(&s, t);
+        ina__sched_tick(&s, t);
         n = drain(&s, a, &na, m, 32);
         if (has_sync(m, n, 0, INA_PS_SYNC_STATE, 8))
             state_from(&s, 0, &f, "mlf", 0, NULL, t);
@@ -1090,22 +1090,22 @@ static void test_servers(void)
     /* the PS_REPLAY: from the replica (not the authority) dropped; from the primary relayed */
     uint8_t rp[INA_HDR_LEN + 32 + INA_PS_UPDATE_PREFIX + 12];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_PS_REPLAY);
+    ina__hdr_init(&h, INA_K_PS_REPLAY);
     h.rank = 2;
     h.slot = 4;
     h.count = 1;
-    ina_hdr_encode(rp, &h);
+    ina__hdr_encode(rp, &h);
     memset(rp + INA_HDR_LEN, 0, sizeof(rp) - INA_HDR_LEN);
     snprintf((char *)rp + INA_HDR_LEN, 32, "mlf");
-    ina_put32(rp + INA_HDR_LEN + 32, 8);
+    ina__put32(rp + INA_HDR_LEN + 32, 8);
     struct sockaddr_in s0 = server_addr(0), s1 = server_addr(1), stranger = addr_of(3000);
-    ina_sched_input(&s, rp, sizeof(rp), &s1, t + 1);
+    ina__sched_input(&s, rp, sizeof(rp), &s1, t + 1);
     CHECK(s.c.drops[INA_SCHED_DROP_SERVER] == 1 && !s.tx.relay);
-    ina_sched_input(&s, rp, sizeof(rp), &s0, t + 1);
+    ina__sched_input(&s, rp, sizeof(rp), &s0, t + 1);
     CHECK(s.tx.relay == rp && s.tx.relay_len == sizeof(rp) &&
           s.tx.relay_dst.sin_port == s1.sin_port && s.c.replays_relayed == 1);
-    ina_sched_tx_reset(&s);
-    ina_sched_input(&s, rp, sizeof(rp), &s0, t + 2); /* not asked for again: dropped */
+    ina__sched_tx_reset(&s);
+    ina__sched_input(&s, rp, sizeof(rp), &s0, t + 2); /* not asked for again: dropped */
     CHECK(s.c.drops[INA_SCHED_DROP_ORDER] == 1 && !s.tx.relay);
     /* forged or broken PS_STATEs */
     state_from(&s, 0, &p, "mlf", 0, &stranger, t + 3);
@@ -1129,20 +1129,20 @@ static void test_servers(void)
         r.next_stamp = 40;
         r.version = p.version;
         state_from(&s, 1, &r, "mlf", 0, NULL, u);
-        ina_sched_tick(&s, u);
+        ina__sched_tick(&s, u);
         drain(&s, a, &na, m, 32);
     }
     CHECK(s.auth == 1 && s.c.server_failovers == 1 && s.c.grants_expired == 1);
-    ina_sched_tick(&s, u + 30 * MS);
+    ina__sched_tick(&s, u + 30 * MS);
     n = drain(&s, a, &na, m, 32);
     CHECK(has_sync(m, n, 1, INA_PS_SYNC_VOID, 40) && !has_sync(m, n, 0, INA_PS_SYNC_VOID, 40));
     CHECK_EQ_INT(s.c.bound_violations, 0);
     struct ina_sched_params bad = s.p;
     bad.failover_ns = 0;
-    CHECK_EQ_INT(ina_sched_init(&s, &bad), -EINVAL);
+    CHECK_EQ_INT(ina__sched_init(&s, &bad), -EINVAL);
     bad = s.p;
     bad.server[1].sin_port = 0;
-    CHECK_EQ_INT(ina_sched_init(&s, &bad), -EINVAL);
+    CHECK_EQ_INT(ina__sched_init(&s, &bad), -EINVAL);
 }
 
 /* Right after the authority voided a stamp, a replica lagging on it is asked about at once
@@ -1165,7 +1165,7 @@ static void test_eager_repair(void)
         t += 20 * MS;
         state_from(&s, 0, &p, "mlf", 0, NULL, t);
         state_from(&s, 1, &r, "mlf", 0, NULL, t);
-        ina_sched_tick(&s, t);
+        ina__sched_tick(&s, t);
         n = drain(&s, a, &na, m, 32);
         if (has_sync(m, n, 0, INA_PS_SYNC_VOID, 1))
             break;
@@ -1174,7 +1174,7 @@ static void test_eager_repair(void)
                           .run = 1, .version = 1, .next_stamp = 2, .joined = 0x0F};
     state_from(&s, 0, &v, "mlf", 0, NULL, t + 1 * MS);
     state_from(&s, 1, &r, "mlf", 0, NULL, t + 2 * MS); /* the replica still at 1 */
-    ina_sched_tick(&s, t + 7 * MS);
+    ina__sched_tick(&s, t + 7 * MS);
     n = drain(&s, a, &na, m, 32);
     CHECK(has_sync(m, n, 0, INA_PS_SYNC_STATE, 1)); /* its fate asked at once, no probe's wait */
     CHECK(s.repair_eager_ns > t);
@@ -1182,7 +1182,7 @@ static void test_eager_repair(void)
 
 int main(void)
 {
-    ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT);
+    ina__log_setup(INA_LOG_ERROR, INA_LOG_TEXT);
     test_bound(0, 1);
     test_bound(2, 3);
     test_bound(4, 8);

@@ -16,7 +16,7 @@ static int sha_is(const void *data, size_t len, const char *want)
 {
     uint8_t d[INA_SHA256_LEN];
     char h[65];
-    ina_sha256(data, len, d);
+    ina__sha256(data, len, d);
     hex(d, h);
     if (strcmp(h, want) != 0)
         fprintf(stderr, "sha256: got %s want %s\n", h, want);
@@ -28,8 +28,8 @@ static int hmac_is(const void *key, size_t klen, const void *data, size_t len, c
     struct ina_hmac_key k;
     uint8_t d[INA_SHA256_LEN];
     char h[65];
-    ina_hmac_key_init(&k, key, klen);
-    ina_hmac_sha256(&k, data, len, d);
+    ina__hmac_key_init(&k, key, klen);
+    ina__hmac_sha256(&k, data, len, d);
     hex(d, h);
     if (strcmp(h, want) != 0)
         fprintf(stderr, "hmac: got %s want %s\n", h, want);
@@ -50,11 +50,11 @@ int main(void)
     CHECK(sha_is(a, sizeof(a), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"));
     struct ina_sha256 s;
     uint8_t d1[INA_SHA256_LEN], d2[INA_SHA256_LEN];
-    ina_sha256_init(&s);
+    ina__sha256_init(&s);
     for (size_t off = 0, step = 1; off < sizeof(a); off += step, step = step * 3 % 1000 + 1)
-        ina_sha256_update(&s, a + off, off + step > sizeof(a) ? sizeof(a) - off : step);
-    ina_sha256_final(&s, d1);
-    ina_sha256(a, sizeof(a), d2);
+        ina__sha256_update(&s, a + off, off + step > sizeof(a) ? sizeof(a) - off : step);
+    ina__sha256_final(&s, d1);
+    ina__sha256(a, sizeof(a), d2);
     CHECK(memcmp(d1, d2, sizeof(d1)) == 0);
     /* Padding boundaries: 55, 56, 63, 64 bytes. */
     CHECK(sha_is(a, 55, "9f4390f8d30c2dd92ec9f095b65e2b9ae9b0a925a5258e241c9f1e910f734318"));
@@ -87,8 +87,8 @@ int main(void)
     CHECK(hmac_is(k131, 131, t7, strlen(t7),
                   "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2"));
 
-    CHECK(ina_mem_equal_ct("abcd", "abcd", 4));
-    CHECK(!ina_mem_equal_ct("abcd", "abce", 4));
+    CHECK(ina__mem_equal_ct("abcd", "abcd", 4));
+    CHECK(!ina__mem_equal_ct("abcd", "abce", 4));
 
     /* Secret files: a trailing newline does not count; empty and missing files are errors. */
     char path[64];
@@ -100,14 +100,14 @@ int main(void)
         fputs("Jefe\r\n", f);
         fclose(f);
     }
-    CHECK_EQ_INT(ina_hmac_key_from_file(&kf, path), 0);
-    ina_hmac_key_init(&kw, "Jefe", 4);
+    CHECK_EQ_INT(ina__hmac_key_from_file(&kf, path), 0);
+    ina__hmac_key_init(&kw, "Jefe", 4);
     CHECK(memcmp(kf.k, kw.k, sizeof(kf.k)) == 0);
     f = fopen(path, "w");
     if (f)
         fclose(f);
-    CHECK_EQ_INT(ina_hmac_key_from_file(&kf, path), -EINVAL);
+    CHECK_EQ_INT(ina__hmac_key_from_file(&kf, path), -EINVAL);
     unlink(path);
-    CHECK_EQ_INT(ina_hmac_key_from_file(&kf, path), -ENOENT);
+    CHECK_EQ_INT(ina__hmac_key_from_file(&kf, path), -ENOENT);
     return check_report("test_sha256");
 }

@@ -22,9 +22,9 @@
 static void open_pair(struct ina_shm *w, struct ina_shm *s, char *name)
 {
     int fd;
-    CHECK_EQ_INT(ina_shm_create(w, name, &fd, NSLOTS, SLOT), 0);
-    CHECK(ina_shm_name_valid(name));
-    CHECK_EQ_INT(ina_shm_attach(s, name, (uint32_t)getpid(), (uint32_t)fd, NSLOTS, SLOT), 0);
+    CHECK_EQ_INT(ina__ring_create(w, name, &fd, NSLOTS, SLOT), 0);
+    CHECK(ina__ring_name_valid(name));
+    CHECK_EQ_INT(ina__ring_attach(s, name, (uint32_t)getpid(), (uint32_t)fd, NSLOTS, SLOT), 0);
     close(fd);
 }
 
@@ -39,23 +39,23 @@ static void test_roundtrip(void)
     for (int burst = 0; burst < 40; burst++) {
         int n = 1 + burst % NSLOTS;
         for (int i = 0; i < n; i++) {
-            uint8_t *slot = ina_shm_slot(&w, 1);
+            uint8_t *slot = ina__ring_slot(&w, 1);
             CHECK(slot != NULL);
             if (!slot)
                 return;
             size_t len = 1 + (seq_out * 7) % (SLOT - 4);
             memset(slot, (int)(seq_out & 0xFF), len);
             memcpy(slot, &seq_out, 4 < len ? 4 : len);
-            ina_shm_push(&w, 1, len);
+            ina__ring_push(&w, 1, len);
             seq_out++;
         }
-        CHECK(ina_shm_readable(&s, 1));
+        CHECK(ina__ring_readable(&s, 1));
         size_t len;
         const uint8_t *p;
-        while ((p = ina_shm_peek(&s, 1, &len)) != NULL) {
+        while ((p = ina__ring_peek(&s, 1, &len)) != NULL) {
             size_t want = 1 + (seq_in * 7) % (SLOT - 4);
             bad += len != want || p[len - 1] != (uint8_t)(len > 4 ? seq_in & 0xFF : p[len - 1]);
-            ina_shm_pop(&s, 1);
+            ina__ring_pop(&s, 1);
             seq_in++;
         }
     }
@@ -63,19 +63,19 @@ static void test_roundtrip(void)
     CHECK_EQ_INT(seq_in, seq_out);
     /* Full: NSLOTS entries fit, the next does not, until one is read. */
     for (int i = 0; i < NSLOTS; i++) {
-        uint8_t *slot = ina_shm_slot(&s, 0);
+        uint8_t *slot = ina__ring_slot(&s, 0);
         CHECK(slot != NULL);
         if (slot)
-            ina_shm_push(&s, 0, 10);
+            ina__ring_push(&s, 0, 10);
     }
-    CHECK(ina_shm_slot(&s, 0) == NULL);
+    CHECK(ina__ring_slot(&s, 0) == NULL);
     size_t len;
-    CHECK(ina_shm_peek(&w, 0, &len) != NULL && len == 10);
-    ina_shm_pop(&w, 0);
-    CHECK(ina_shm_slot(&s, 0) != NULL);
+    CHECK(ina__ring_peek(&w, 0, &len) != NULL && len == 10);
+    ina__ring_pop(&w, 0);
+    CHECK(ina__ring_slot(&s, 0) != NULL);
     CHECK(!w.corrupt && !s.corrupt);
-    ina_shm_unmap(&w);
-    ina_shm_unmap(&s);
+    ina__ring_unmap(&w);
+    ina__ring_unmap(&s);
 }
 
 /* The peer writes nonsense: a length past the slot reads as empty; indices
@@ -85,33 +85,33 @@ static void test_hostile(void)
     struct ina_shm w, s;
     char name[INA_SHM_NAME_MAX];
     open_pair(&w, &s, name);
-    uint8_t *slot = ina_shm_slot(&w, 1);
+    uint8_t *slot = ina__ring_slot(&w, 1);
     CHECK(slot != NULL);
-    ina_shm_push(&w, 1, 16);
+    ina__ring_push(&w, 1, 16);
     uint32_t huge = 0xFFFFFFF0u; /* overwrite the length after publishing */
     memcpy(s.up_slots, &huge, 4);
     size_t len = 99;
-    CHECK(ina_shm_peek(&s, 1, &len) != NULL && len == 0);
-    ina_shm_pop(&s, 1);
+    CHECK(ina__ring_peek(&s, 1, &len) != NULL && len == 0);
+    ina__ring_pop(&s, 1);
     /* tail far ahead of head: corrupt */
     atomic_store(&w.hdr->up.tail, (uint64_t)1 << 40);
-    CHECK(ina_shm_peek(&s, 1, &len) == NULL);
+    CHECK(ina__ring_peek(&s, 1, &len) == NULL);
     CHECK(s.corrupt);
-    CHECK(!ina_shm_readable(&s, 1));
+    CHECK(!ina__ring_readable(&s, 1));
     /* a consumer index ahead of the producer's: corrupt for the producer */
     atomic_store(&s.hdr->down.head, 5);
-    CHECK(ina_shm_slot(&s, 0) == NULL); /* s is corrupt already */
-    CHECK(ina_shm_slot(&w, 1) != NULL || w.corrupt);
+    CHECK(ina__ring_slot(&s, 0) == NULL); /* s is corrupt already */
+    CHECK(ina__ring_slot(&w, 1) != NULL || w.corrupt);
     struct ina_shm w2, s2;
     char name2[INA_SHM_NAME_MAX];
     open_pair(&w2, &s2, name2);
     atomic_store(&w2.hdr->down.head, 3); /* worker claims to have read 3 of 0 */
-    CHECK(ina_shm_slot(&s2, 0) == NULL);
+    CHECK(ina__ring_slot(&s2, 0) == NULL);
     CHECK(s2.corrupt);
-    ina_shm_unmap(&w);
-    ina_shm_unmap(&s);
-    ina_shm_unmap(&w2);
-    ina_shm_unmap(&s2);
+    ina__ring_unmap(&w);
+    ina__ring_unmap(&s);
+    ina__ring_unmap(&w2);
+    ina__ring_unmap(&s2);
 }
 
 /* No lost wake-up: a consumer that prepared to sleep is either told data is
@@ -121,15 +121,15 @@ static void test_sleep_wake(void)
     struct ina_shm w, s;
     char name[INA_SHM_NAME_MAX];
     open_pair(&w, &s, name);
-    CHECK_EQ_INT(ina_shm_wake_needed(&w, 1), 0);    /* nobody asleep */
-    CHECK_EQ_INT(ina_shm_sleep_prepare(&s, 1), 1);  /* empty: sleep */
-    ina_shm_push(&w, 1, (ina_shm_slot(&w, 1), 8));
-    CHECK_EQ_INT(ina_shm_wake_needed(&w, 1), 1);    /* ring it */
-    CHECK_EQ_INT(ina_shm_wake_needed(&w, 1), 0);    /* once */
-    CHECK_EQ_INT(ina_shm_sleep_prepare(&s, 1), 0);  /* data there: do not sleep */
-    CHECK_EQ_INT(ina_shm_wake_needed(&w, 1), 0);    /* and the flag was cleared */
-    ina_shm_unmap(&w);
-    ina_shm_unmap(&s);
+    CHECK_EQ_INT(ina__ring_wake_needed(&w, 1), 0);    /* nobody asleep */
+    CHECK_EQ_INT(ina__ring_sleep_prepare(&s, 1), 1);  /* empty: sleep */
+    ina__ring_push(&w, 1, (ina__ring_slot(&w, 1), 8));
+    CHECK_EQ_INT(ina__ring_wake_needed(&w, 1), 1);    /* ring it */
+    CHECK_EQ_INT(ina__ring_wake_needed(&w, 1), 0);    /* once */
+    CHECK_EQ_INT(ina__ring_sleep_prepare(&s, 1), 0);  /* data there: do not sleep */
+    CHECK_EQ_INT(ina__ring_wake_needed(&w, 1), 0);    /* and the flag was cleared */
+    ina__ring_unmap(&w);
+    ina__ring_unmap(&s);
 }
 
 /* A memfd of `size` bytes that a ring header of this geometry starts, with
@@ -137,7 +137,7 @@ static void test_sleep_wake(void)
 static int memfd_with(const char *name, unsigned flags, int seals, uint32_t nslots, uint32_t slot)
 {
     int fd = memfd_create(name, flags | MFD_CLOEXEC);
-    size_t size = ina_shm_size(nslots, slot);
+    size_t size = ina__ring_size(nslots, slot);
     if (fd < 0 || ftruncate(fd, (off_t)size) != 0)
         return -1;
     struct ina_shm_hdr h;
@@ -178,16 +178,16 @@ static void test_seals(void)
         CHECK(fd >= 0);
         if (fd < 0)
             continue;
-        int rc = ina_shm_sealed(fd);
+        int rc = ina__ring_sealed(fd);
         struct ina_shm s;
-        int arc = ina_shm_attach(&s, name, (uint32_t)getpid(), (uint32_t)fd, NSLOTS, SLOT);
+        int arc = ina__ring_attach(&s, name, (uint32_t)getpid(), (uint32_t)fd, NSLOTS, SLOT);
         if (rc != cases[i].want || arc != cases[i].want)
             fprintf(stderr, "seals: %s: check %d, attach %d, want %d\n", cases[i].what, rc, arc,
                     cases[i].want);
         CHECK_EQ_INT(rc, cases[i].want);
         CHECK_EQ_INT(arc, cases[i].want);
         if (arc == 0)
-            ina_shm_unmap(&s);
+            ina__ring_unmap(&s);
         close(fd);
     }
     /* A file that cannot be sealed at all. */
@@ -195,22 +195,22 @@ static void test_seals(void)
     int fd = mkstemp(tmp);
     CHECK(fd >= 0);
     if (fd >= 0) {
-        CHECK_EQ_INT(ina_shm_sealed(fd), -EPERM);
+        CHECK_EQ_INT(ina__ring_sealed(fd), -EPERM);
         close(fd);
         unlink(tmp);
     }
-    /* What ina_shm_create makes is sealed for good: not even its creator can
+    /* What ina__ring_create makes is sealed for good: not even its creator can
      * shrink, grow or unseal it. */
     struct ina_shm w;
     char name[INA_SHM_NAME_MAX];
-    CHECK_EQ_INT(ina_shm_create(&w, name, &fd, NSLOTS, SLOT), 0);
-    CHECK_EQ_INT(ina_shm_sealed(fd), 0);
+    CHECK_EQ_INT(ina__ring_create(&w, name, &fd, NSLOTS, SLOT), 0);
+    CHECK_EQ_INT(ina__ring_sealed(fd), 0);
     CHECK_EQ_INT(fcntl(fd, F_GET_SEALS) & all, all);
     CHECK(ftruncate(fd, 0) != 0 && errno == EPERM);
     CHECK(ftruncate(fd, (off_t)w.map_len * 2) != 0 && errno == EPERM);
     CHECK(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE) != 0 && errno == EPERM);
     close(fd);
-    ina_shm_unmap(&w);
+    ina__ring_unmap(&w);
 }
 
 /* Attach refuses what is not this process's sealed ring of the stated geometry. */
@@ -219,40 +219,40 @@ static void test_attach_refusals(void)
     struct ina_shm w, s;
     char name[INA_SHM_NAME_MAX];
     int fd;
-    CHECK_EQ_INT(ina_shm_create(&w, name, &fd, NSLOTS, SLOT), 0);
+    CHECK_EQ_INT(ina__ring_create(&w, name, &fd, NSLOTS, SLOT), 0);
     uint32_t pid = (uint32_t)getpid(), ufd = (uint32_t)fd;
-    CHECK_EQ_INT(ina_shm_attach(&s, name, pid, ufd, NSLOTS * 2, SLOT), -EPROTO); /* other geometry */
-    CHECK_EQ_INT(ina_shm_attach(&s, name, pid, ufd, NSLOTS, SLOT + 64), -EPROTO);
-    CHECK_EQ_INT(ina_shm_attach(&s, "etc/passwd", pid, ufd, NSLOTS, SLOT), -EINVAL); /* pattern */
-    CHECK_EQ_INT(ina_shm_attach(&s, "ina.0.0123456789abcdeg", pid, ufd, NSLOTS, SLOT), -EINVAL);
-    CHECK_EQ_INT(ina_shm_attach(&s, "ina.0.0123456789abcdef/x", pid, ufd, NSLOTS, SLOT), -EINVAL);
-    CHECK_EQ_INT(ina_shm_attach(&s, "/ina.0.0123456789abcdef", pid, ufd, NSLOTS, SLOT), -EINVAL);
-    CHECK_EQ_INT(ina_shm_attach(&s, "ina.0.0123456789abcdef", pid, ufd, 3, SLOT), -EINVAL);
-    CHECK_EQ_INT(ina_shm_attach(&s, name, 0, ufd, NSLOTS, SLOT), -EINVAL); /* no process 0 */
+    CHECK_EQ_INT(ina__ring_attach(&s, name, pid, ufd, NSLOTS * 2, SLOT), -EPROTO); /* other geometry */
+    CHECK_EQ_INT(ina__ring_attach(&s, name, pid, ufd, NSLOTS, SLOT + 64), -EPROTO);
+    CHECK_EQ_INT(ina__ring_attach(&s, "etc/passwd", pid, ufd, NSLOTS, SLOT), -EINVAL); /* pattern */
+    CHECK_EQ_INT(ina__ring_attach(&s, "ina.0.0123456789abcdeg", pid, ufd, NSLOTS, SLOT), -EINVAL);
+    CHECK_EQ_INT(ina__ring_attach(&s, "ina.0.0123456789abcdef/x", pid, ufd, NSLOTS, SLOT), -EINVAL);
+    CHECK_EQ_INT(ina__ring_attach(&s, "/ina.0.0123456789abcdef", pid, ufd, NSLOTS, SLOT), -EINVAL);
+    CHECK_EQ_INT(ina__ring_attach(&s, "ina.0.0123456789abcdef", pid, ufd, 3, SLOT), -EINVAL);
+    CHECK_EQ_INT(ina__ring_attach(&s, name, 0, ufd, NSLOTS, SLOT), -EINVAL); /* no process 0 */
     /* Not that object: another name, another descriptor, no such descriptor
      * or process (a worker in another pid namespace names one of these). */
-    CHECK_EQ_INT(ina_shm_attach(&s, "ina.0.00000000deadbeef", pid, ufd, NSLOTS, SLOT), -ENOENT);
-    CHECK_EQ_INT(ina_shm_attach(&s, name, pid, 0, NSLOTS, SLOT), -ENOENT); /* stdin */
-    CHECK_EQ_INT(ina_shm_attach(&s, name, pid, 100000, NSLOTS, SLOT), -ENOENT);
-    CHECK_EQ_INT(ina_shm_attach(&s, name, 0x7FFFFFF0u, ufd, NSLOTS, SLOT), -ENOENT);
+    CHECK_EQ_INT(ina__ring_attach(&s, "ina.0.00000000deadbeef", pid, ufd, NSLOTS, SLOT), -ENOENT);
+    CHECK_EQ_INT(ina__ring_attach(&s, name, pid, 0, NSLOTS, SLOT), -ENOENT); /* stdin */
+    CHECK_EQ_INT(ina__ring_attach(&s, name, pid, 100000, NSLOTS, SLOT), -ENOENT);
+    CHECK_EQ_INT(ina__ring_attach(&s, name, 0x7FFFFFF0u, ufd, NSLOTS, SLOT), -ENOENT);
     if (geteuid() == 0) {
         CHECK_EQ_INT(fchown(fd, 65534, 65534), 0); /* another user's */
-        CHECK_EQ_INT(ina_shm_attach(&s, name, pid, ufd, NSLOTS, SLOT), -EPERM);
+        CHECK_EQ_INT(ina__ring_attach(&s, name, pid, ufd, NSLOTS, SLOT), -EPERM);
         CHECK_EQ_INT(fchown(fd, 0, 0), 0);
     }
     w.hdr->magic = 0; /* not a ring */
-    CHECK_EQ_INT(ina_shm_attach(&s, name, pid, ufd, NSLOTS, SLOT), -EPROTO);
+    CHECK_EQ_INT(ina__ring_attach(&s, name, pid, ufd, NSLOTS, SLOT), -EPROTO);
     w.hdr->magic = INA_SHM_MAGIC;
-    CHECK_EQ_INT(ina_shm_attach(&s, name, pid, ufd, NSLOTS, SLOT), 0);
-    ina_shm_unmap(&s);
+    CHECK_EQ_INT(ina__ring_attach(&s, name, pid, ufd, NSLOTS, SLOT), 0);
+    ina__ring_unmap(&s);
     close(fd);
-    ina_shm_unmap(&w);
+    ina__ring_unmap(&w);
     char n2[INA_SHM_NAME_MAX];
-    CHECK_EQ_INT(ina_shm_create(&w, n2, &fd, 3, SLOT), -EINVAL); /* not a power of 2 */
-    CHECK_EQ_INT(ina_shm_create(&w, n2, &fd, NSLOTS, 100), -EINVAL); /* not a multiple of 64 */
-    CHECK_EQ_INT(ina_shm_create(&w, n2, &fd, 8192, SLOT), -EINVAL);  /* more than a switch maps */
-    CHECK_EQ_INT(ina_shm_create(&w, n2, &fd, NSLOTS, 65536 + 64), -EINVAL); /* past a datagram */
-    CHECK_EQ_INT(ina_shm_attach(&s, "ina.0.0123456789abcdef", pid, 3, 8192, SLOT), -EINVAL);
+    CHECK_EQ_INT(ina__ring_create(&w, n2, &fd, 3, SLOT), -EINVAL); /* not a power of 2 */
+    CHECK_EQ_INT(ina__ring_create(&w, n2, &fd, NSLOTS, 100), -EINVAL); /* not a multiple of 64 */
+    CHECK_EQ_INT(ina__ring_create(&w, n2, &fd, 8192, SLOT), -EINVAL);  /* more than a switch maps */
+    CHECK_EQ_INT(ina__ring_create(&w, n2, &fd, NSLOTS, 65536 + 64), -EINVAL); /* past a datagram */
+    CHECK_EQ_INT(ina__ring_attach(&s, "ina.0.0123456789abcdef", pid, 3, 8192, SLOT), -EINVAL);
 }
 
 /* A POSIX shm object of §5.9's first version, as its workers made it: the
@@ -263,7 +263,7 @@ static int named_object(char *name, struct ina_shm_hdr **hdr)
     if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
         return -1;
     snprintf(name, INA_SHM_NAME_MAX, "/ina.%u.%016llx", (unsigned)geteuid(), (unsigned long long)r);
-    size_t size = ina_shm_size(NSLOTS, SLOT);
+    size_t size = ina__ring_size(NSLOTS, SLOT);
     int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
     if (fd < 0)
         return -1;
@@ -292,22 +292,22 @@ static void test_named(void)
     CHECK(fd >= 0);
     if (fd < 0)
         return;
-    CHECK(ina_shm_named_valid(name) && !ina_shm_name_valid(name));
-    CHECK_EQ_INT(ina_shm_attach_named(&s, name, NSLOTS * 2, SLOT), -EPROTO);
-    CHECK_EQ_INT(ina_shm_attach_named(&s, "/etc/passwd", NSLOTS, SLOT), -EINVAL);
-    CHECK_EQ_INT(ina_shm_attach_named(&s, "ina.0.0123456789abcdef", NSLOTS, SLOT), -EINVAL);
-    CHECK_EQ_INT(ina_shm_attach_named(&s, "/ina.0.00000000deadbeef", NSLOTS, SLOT), -ENOENT);
+    CHECK(ina__ring_named_valid(name) && !ina__ring_name_valid(name));
+    CHECK_EQ_INT(ina__ring_attach_named(&s, name, NSLOTS * 2, SLOT), -EPROTO);
+    CHECK_EQ_INT(ina__ring_attach_named(&s, "/etc/passwd", NSLOTS, SLOT), -EINVAL);
+    CHECK_EQ_INT(ina__ring_attach_named(&s, "ina.0.0123456789abcdef", NSLOTS, SLOT), -EINVAL);
+    CHECK_EQ_INT(ina__ring_attach_named(&s, "/ina.0.00000000deadbeef", NSLOTS, SLOT), -ENOENT);
     CHECK_EQ_INT(fchmod(fd, 0644), 0); /* readable by others: not private */
-    CHECK_EQ_INT(ina_shm_attach_named(&s, name, NSLOTS, SLOT), -EPERM);
+    CHECK_EQ_INT(ina__ring_attach_named(&s, name, NSLOTS, SLOT), -EPERM);
     CHECK_EQ_INT(fchmod(fd, 0600), 0);
     hdr->magic = 0;
-    CHECK_EQ_INT(ina_shm_attach_named(&s, name, NSLOTS, SLOT), -EPROTO);
+    CHECK_EQ_INT(ina__ring_attach_named(&s, name, NSLOTS, SLOT), -EPROTO);
     hdr->magic = INA_SHM_MAGIC;
-    CHECK_EQ_INT(ina_shm_attach_named(&s, name, NSLOTS, SLOT), 0);
+    CHECK_EQ_INT(ina__ring_attach_named(&s, name, NSLOTS, SLOT), 0);
     CHECK(s.guard != 0); /* under the fault guard */
-    ina_shm_unmap(&s);
+    ina__ring_unmap(&s);
     CHECK_EQ_INT(s.guard, 0);
-    munmap(hdr, ina_shm_size(NSLOTS, SLOT));
+    munmap(hdr, ina__ring_size(NSLOTS, SLOT));
     close(fd);
     shm_unlink(name);
 }
@@ -320,8 +320,8 @@ static void test_named(void)
  */
 static void test_guard(void)
 {
-    CHECK_EQ_INT(ina_shm_guard_install(), 0);
-    CHECK_EQ_INT(ina_shm_guard_install(), 0); /* once is enough */
+    CHECK_EQ_INT(ina__ring_guard_install(), 0);
+    CHECK_EQ_INT(ina__ring_guard_install(), 0); /* once is enough */
     struct ina_shm s, other;
     struct ina_shm_hdr *hdr;
     char name[INA_SHM_NAME_MAX], oname[INA_SHM_NAME_MAX];
@@ -329,7 +329,7 @@ static void test_guard(void)
     CHECK(fd >= 0);
     if (fd < 0)
         return;
-    CHECK_EQ_INT(ina_shm_attach_named(&s, name, NSLOTS, SLOT), 0);
+    CHECK_EQ_INT(ina__ring_attach_named(&s, name, NSLOTS, SLOT), 0);
     /* A bystander: a sealed pair, which must go on working. */
     struct ina_shm ow;
     open_pair(&ow, &other, oname);
@@ -339,30 +339,30 @@ static void test_guard(void)
     uint32_t l = 40;
     memcpy((uint8_t *)hdr + INA_SHM_HDR_LEN, &l, 4);
     atomic_store(&hdr->up.tail, 1);
-    unsigned long before = ina_shm_guard_faults();
+    unsigned long before = ina__ring_guard_faults();
     CHECK_EQ_INT(ftruncate(fd, 0), 0);
     size_t len;
-    CHECK(ina_shm_peek(&s, 1, &len) == NULL); /* faulted: zero pages, corrupt */
-    CHECK_EQ_INT(ina_shm_guard_faults() - before, 1);
+    CHECK(ina__ring_peek(&s, 1, &len) == NULL); /* faulted: zero pages, corrupt */
+    CHECK_EQ_INT(ina__ring_guard_faults() - before, 1);
     CHECK(s.corrupt && s.faulted);
-    CHECK(ina_shm_faulted(&s));
-    CHECK(ina_shm_slot(&s, 0) == NULL);
-    CHECK(!ina_shm_readable(&s, 1));
-    CHECK_EQ_INT(ina_shm_sleep_prepare(&s, 1), 1);
+    CHECK(ina__ring_faulted(&s));
+    CHECK(ina__ring_slot(&s, 0) == NULL);
+    CHECK(!ina__ring_readable(&s, 1));
+    CHECK_EQ_INT(ina__ring_sleep_prepare(&s, 1), 1);
     CHECK_EQ_INT(s.hdr->magic, 0); /* readable: private zeros now */
-    ina_shm_awake(&s, 1);
-    CHECK_EQ_INT(ina_shm_guard_faults() - before, 1); /* no more faults on it */
+    ina__ring_awake(&s, 1);
+    CHECK_EQ_INT(ina__ring_guard_faults() - before, 1); /* no more faults on it */
     /* The other ring never noticed. */
-    uint8_t *slot = ina_shm_slot(&ow, 1);
+    uint8_t *slot = ina__ring_slot(&ow, 1);
     CHECK(slot != NULL);
     if (slot)
-        ina_shm_push(&ow, 1, 8);
-    CHECK(ina_shm_peek(&other, 1, &len) != NULL && len == 8);
-    CHECK(!other.corrupt && !ina_shm_faulted(&other));
-    ina_shm_unmap(&s);
-    ina_shm_unmap(&other);
-    ina_shm_unmap(&ow);
-    munmap(hdr, ina_shm_size(NSLOTS, SLOT));
+        ina__ring_push(&ow, 1, 8);
+    CHECK(ina__ring_peek(&other, 1, &len) != NULL && len == 8);
+    CHECK(!other.corrupt && !ina__ring_faulted(&other));
+    ina__ring_unmap(&s);
+    ina__ring_unmap(&other);
+    ina__ring_unmap(&ow);
+    munmap(hdr, ina__ring_size(NSLOTS, SLOT));
     close(fd);
 }
 
@@ -385,7 +385,7 @@ static void test_guard_elsewhere(void)
             int null = open("/dev/null", O_WRONLY);
             if (null >= 0)
                 dup2(null, 2); /* a sanitizer's report of the expected crash: not noise in the log */
-            ina_shm_guard_install();
+            ina__ring_guard_install();
             if (sent)
                 kill(getpid(), SIGBUS);
             char tmp[] = "/tmp/ina-test-guard.XXXXXX";
@@ -416,13 +416,13 @@ int main(void)
     struct ina_shm probe;
     char name[INA_SHM_NAME_MAX];
     int fd;
-    int rc = ina_shm_create(&probe, name, &fd, NSLOTS, SLOT);
+    int rc = ina__ring_create(&probe, name, &fd, NSLOTS, SLOT);
     if (rc != 0) {
         printf("test_shm_ring: SKIP: no sealed memfd here (%s)\n", strerror(-rc));
         return 77;
     }
     close(fd);
-    ina_shm_unmap(&probe);
+    ina__ring_unmap(&probe);
     test_roundtrip();
     test_hostile();
     test_sleep_wake();

@@ -35,10 +35,10 @@ static void round_trip(const struct ina_hdr *h)
         len += 4 * (size_t)h->count;
     CHECK(len <= sizeof(buf));
     memset(buf, 0xA5, sizeof(buf));
-    ina_hdr_encode(buf, h);
+    ina__hdr_encode(buf, h);
     struct ina_hdr d;
     memset(&d, 0x5A, sizeof(d));
-    CHECK_EQ_INT(ina_hdr_decode(buf, len, &d), INA_PARSE_OK);
+    CHECK_EQ_INT(ina__hdr_decode(buf, len, &d), INA_PARSE_OK);
     check_hdr_eq(&d, h);
 }
 
@@ -47,7 +47,7 @@ static void test_round_trip_extremes(void)
     struct ina_hdr h;
 
     /* All zero where allowed (count 0: a DATA of header only). */
-    ina_hdr_init(&h, INA_K_DATA);
+    ina__hdr_init(&h, INA_K_DATA);
     CHECK_EQ_INT(h.magic, INA_WIRE_MAGIC);
     CHECK_EQ_INT(h.version, INA_WIRE_VERSION);
     CHECK_EQ_INT(h.kind, INA_K_DATA);
@@ -58,7 +58,7 @@ static void test_round_trip_extremes(void)
 
     /* Every field at its maximum (count small so the buffer stays small, and a
      * control kind so the length rule does not apply). */
-    ina_hdr_init(&h, INA_K_LEAVE);
+    ina__hdr_init(&h, INA_K_LEAVE);
     h.job = UINT16_MAX;
     h.rank = UINT16_MAX;
     h.session = UINT32_MAX;
@@ -75,7 +75,7 @@ static void test_round_trip_extremes(void)
     /* Negative and extreme exponents, on a DATA with a payload. */
     const int16_t exps[] = {INT16_MIN, INT16_MIN + 1, -1, 0, 1, -150, 127, INT16_MAX};
     for (size_t i = 0; i < sizeof(exps) / sizeof(exps[0]); i++) {
-        ina_hdr_init(&h, INA_K_RESULT);
+        ina__hdr_init(&h, INA_K_RESULT);
         h.job = 7;
         h.rank = INA_RANK_SWITCH;
         h.session = 0x80000000u;
@@ -88,14 +88,14 @@ static void test_round_trip_extremes(void)
     }
 
     /* The special exponents keep their meaning through the wire. */
-    ina_hdr_init(&h, INA_K_DATA);
+    ina__hdr_init(&h, INA_K_DATA);
     h.exp = INA_EXP_ZERO;
     round_trip(&h);
     h.exp = INA_EXP_NONFINITE;
     round_trip(&h);
 
     /* Distinct bytes in every field, so a swapped offset cannot cancel out. */
-    ina_hdr_init(&h, INA_K_JOIN);
+    ina__hdr_init(&h, INA_K_JOIN);
     h.job = 0x0102;
     h.rank = 0x0304;
     h.session = 0x05060708u;
@@ -114,7 +114,7 @@ static void test_byte_positions(void)
 {
     struct ina_hdr h;
     uint8_t b[INA_HDR_LEN];
-    ina_hdr_init(&h, INA_K_JOIN);
+    ina__hdr_init(&h, INA_K_JOIN);
     h.job = 0x0102;
     h.rank = 0x0304;
     h.session = 0x05060708u;
@@ -127,7 +127,7 @@ static void test_byte_positions(void)
     h.op = 0x1B;
     h.tag = 0x1C;
     memset(b, 0xEE, sizeof(b));
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     const uint8_t want[INA_HDR_LEN] = {
         0x49, 0x4E,             /* 0  magic "IN" */
         INA_WIRE_VERSION,       /* 2  version */
@@ -154,20 +154,20 @@ static void test_byte_positions(void)
 
     /* INT16_MIN exponent: 0x8000. */
     h.exp = INT16_MIN;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     CHECK_EQ_INT(b[26], 0x80);
     CHECK_EQ_INT(b[27], 0x00);
 
     /* The helpers themselves. */
     uint8_t p[4];
-    ina_put32(p, 0xDEADBEEFu);
+    ina__put32(p, 0xDEADBEEFu);
     CHECK_EQ_INT(p[0], 0xDE);
     CHECK_EQ_INT(p[3], 0xEF);
-    CHECK_EQ_INT(ina_get32(p), 0xDEADBEEFu);
-    ina_put16(p, 0xBEEF);
+    CHECK_EQ_INT(ina__get32(p), 0xDEADBEEFu);
+    ina__put16(p, 0xBEEF);
     CHECK_EQ_INT(p[0], 0xBE);
     CHECK_EQ_INT(p[1], 0xEF);
-    CHECK_EQ_INT(ina_get16(p), 0xBEEF);
+    CHECK_EQ_INT(ina__get16(p), 0xBEEF);
 }
 
 static void test_decode_errors(void)
@@ -177,74 +177,74 @@ static void test_decode_errors(void)
     memset(b, 0, sizeof(b));
 
     /* Every length below the header is SHORT, whatever the bytes say. */
-    ina_hdr_init(&h, INA_K_LEAVE);
-    ina_hdr_encode(b, &h);
+    ina__hdr_init(&h, INA_K_LEAVE);
+    ina__hdr_encode(b, &h);
     for (size_t len = 0; len < INA_HDR_LEN; len++)
-        CHECK_EQ_INT(ina_hdr_decode(b, len, &d), INA_PARSE_SHORT);
-    CHECK_EQ_INT(ina_hdr_decode(b, INA_HDR_LEN, &d), INA_PARSE_OK);
+        CHECK_EQ_INT(ina__hdr_decode(b, len, &d), INA_PARSE_SHORT);
+    CHECK_EQ_INT(ina__hdr_decode(b, INA_HDR_LEN, &d), INA_PARSE_OK);
 
     /* Wrong magic, in either byte. */
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     b[0] = 0x4E;
     b[1] = 0x49;
-    CHECK_EQ_INT(ina_hdr_decode(b, INA_HDR_LEN, &d), INA_PARSE_MAGIC);
-    ina_hdr_encode(b, &h);
+    CHECK_EQ_INT(ina__hdr_decode(b, INA_HDR_LEN, &d), INA_PARSE_MAGIC);
+    ina__hdr_encode(b, &h);
     b[1] ^= 1;
-    CHECK_EQ_INT(ina_hdr_decode(b, INA_HDR_LEN, &d), INA_PARSE_MAGIC);
-    ina_hdr_encode(b, &h);
+    CHECK_EQ_INT(ina__hdr_decode(b, INA_HDR_LEN, &d), INA_PARSE_MAGIC);
+    ina__hdr_encode(b, &h);
     b[0] = 0;
-    CHECK_EQ_INT(ina_hdr_decode(b, INA_HDR_LEN, &d), INA_PARSE_MAGIC);
+    CHECK_EQ_INT(ina__hdr_decode(b, INA_HDR_LEN, &d), INA_PARSE_MAGIC);
 
     /* Wrong version: refused, but the kind (and the rest) is decoded so the
      * switch can answer a JOIN from another version. */
     const uint8_t versions[] = {0, INA_WIRE_VERSION + 1, 0xFF};
     for (size_t i = 0; i < sizeof(versions); i++) {
-        ina_hdr_init(&h, INA_K_JOIN);
+        ina__hdr_init(&h, INA_K_JOIN);
         h.version = versions[i];
         h.rank = 3;
-        ina_hdr_encode(b, &h);
+        ina__hdr_encode(b, &h);
         memset(&d, 0, sizeof(d));
-        CHECK_EQ_INT(ina_hdr_decode(b, sizeof(b), &d), INA_PARSE_VERSION);
+        CHECK_EQ_INT(ina__hdr_decode(b, sizeof(b), &d), INA_PARSE_VERSION);
         CHECK_EQ_INT(d.kind, INA_K_JOIN);
         CHECK_EQ_INT(d.version, versions[i]);
         CHECK_EQ_INT(d.rank, 3);
     }
     /* Version is checked before the DATA length rule. */
-    ina_hdr_init(&h, INA_K_DATA);
+    ina__hdr_init(&h, INA_K_DATA);
     h.version = 2;
     h.count = 100;
-    ina_hdr_encode(b, &h);
-    CHECK_EQ_INT(ina_hdr_decode(b, INA_HDR_LEN, &d), INA_PARSE_VERSION);
+    ina__hdr_encode(b, &h);
+    CHECK_EQ_INT(ina__hdr_decode(b, INA_HDR_LEN, &d), INA_PARSE_VERSION);
     CHECK_EQ_INT(d.kind, INA_K_DATA);
 
     /* DATA and RESULT: exactly header + 4 * count. */
     const uint8_t dkinds[] = {INA_K_DATA, INA_K_RESULT};
     for (size_t k = 0; k < 2; k++) {
         for (unsigned count = 0; count <= 4; count++) {
-            ina_hdr_init(&h, dkinds[k]);
+            ina__hdr_init(&h, dkinds[k]);
             h.count = (uint16_t)count;
-            ina_hdr_encode(b, &h);
+            ina__hdr_encode(b, &h);
             for (size_t len = INA_HDR_LEN; len <= sizeof(b); len++) {
                 int want = len == INA_HDR_LEN + 4 * count ? INA_PARSE_OK : INA_PARSE_LENGTH;
-                CHECK_EQ_INT(ina_hdr_decode(b, len, &d), want);
+                CHECK_EQ_INT(ina__hdr_decode(b, len, &d), want);
             }
         }
         /* A count whose payload could never fit. */
-        ina_hdr_init(&h, dkinds[k]);
+        ina__hdr_init(&h, dkinds[k]);
         h.count = UINT16_MAX;
-        ina_hdr_encode(b, &h);
-        CHECK_EQ_INT(ina_hdr_decode(b, sizeof(b), &d), INA_PARSE_LENGTH);
+        ina__hdr_encode(b, &h);
+        CHECK_EQ_INT(ina__hdr_decode(b, sizeof(b), &d), INA_PARSE_LENGTH);
     }
 
     /* Control kinds (and unknown kinds) accept any length >= 32, whatever count says. */
     const uint8_t ckinds[] = {INA_K_JOIN, INA_K_JOIN_ACK, INA_K_JOIN_NAK, INA_K_LEAVE,
                               INA_K_ABORT, 0, 3, 255};
     for (size_t k = 0; k < sizeof(ckinds); k++) {
-        ina_hdr_init(&h, ckinds[k]);
+        ina__hdr_init(&h, ckinds[k]);
         h.count = 3;
-        ina_hdr_encode(b, &h);
+        ina__hdr_encode(b, &h);
         for (size_t len = INA_HDR_LEN; len <= sizeof(b); len++)
-            CHECK_EQ_INT(ina_hdr_decode(b, len, &d), INA_PARSE_OK);
+            CHECK_EQ_INT(ina__hdr_decode(b, len, &d), INA_PARSE_OK);
         CHECK_EQ_INT(d.kind, ckinds[k]);
     }
 }
@@ -263,9 +263,9 @@ static void test_join_body(void)
     j.sw_version = UINT32_MAX;
     memset(j.name, 'x', 31); /* longest name: 31 chars + NUL */
     memset(b, 0xA5, sizeof(b));
-    ina_join_encode(b, &j);
+    ina__join_encode(b, &j);
     memset(&d, 0, sizeof(d));
-    CHECK_EQ_INT(ina_join_decode(b, INA_JOIN_BODY_LEN, &d), INA_PARSE_OK);
+    CHECK_EQ_INT(ina__join_decode(b, INA_JOIN_BODY_LEN, &d), INA_PARSE_OK);
     CHECK(d.nonce == UINT64_MAX);
     CHECK_EQ_INT(d.world_size, UINT16_MAX);
     CHECK_EQ_INT(d.elems, UINT16_MAX);
@@ -280,9 +280,9 @@ static void test_join_body(void)
 
     /* Zeros (an empty name is a valid encoding; the switch refuses it). */
     memset(&j, 0, sizeof(j));
-    ina_join_encode(b, &j);
+    ina__join_encode(b, &j);
     memset(&d, 0xFF, sizeof(d));
-    CHECK_EQ_INT(ina_join_decode(b, INA_JOIN_BODY_LEN, &d), INA_PARSE_OK);
+    CHECK_EQ_INT(ina__join_decode(b, INA_JOIN_BODY_LEN, &d), INA_PARSE_OK);
     CHECK(d.nonce == 0);
     CHECK_EQ_INT(d.world_size, 0);
     CHECK_EQ_INT(d.elems, 0);
@@ -298,27 +298,27 @@ static void test_join_body(void)
     j.window = 0x0D0E0F10u;
     j.sw_version = 0x11121314u;
     snprintf(j.name, sizeof(j.name), "job-a");
-    ina_join_encode(b, &j);
+    ina__join_encode(b, &j);
     for (int i = 0; i < 20; i++)
         CHECK_EQ_INT(b[i], i + 1);
     CHECK(memcmp(b + 32, "job-a", 6) == 0);
     for (int i = 38; i < 64; i++)
         CHECK_EQ_INT(b[i], 0);
-    CHECK_EQ_INT(ina_join_decode(b, INA_JOIN_BODY_LEN + 8, &d), INA_PARSE_OK); /* longer is fine */
+    CHECK_EQ_INT(ina__join_decode(b, INA_JOIN_BODY_LEN + 8, &d), INA_PARSE_OK); /* longer is fine */
     CHECK(d.nonce == j.nonce);
     CHECK(strcmp(d.name, "job-a") == 0);
 
     /* Short bodies. */
     for (size_t len = 0; len < INA_JOIN_BODY_LEN; len++)
-        CHECK_EQ_INT(ina_join_decode(b, len, &d), INA_PARSE_LENGTH);
+        CHECK_EQ_INT(ina__join_decode(b, len, &d), INA_PARSE_LENGTH);
 
     /* A name with no NUL in its 32 bytes. */
-    ina_join_encode(b, &j);
+    ina__join_encode(b, &j);
     memset(b + 32, 'n', 32);
-    CHECK_EQ_INT(ina_join_decode(b, INA_JOIN_BODY_LEN, &d), INA_PARSE_LENGTH);
+    CHECK_EQ_INT(ina__join_decode(b, INA_JOIN_BODY_LEN, &d), INA_PARSE_LENGTH);
     /* ...but a NUL in the very last byte is enough. */
     b[63] = 0;
-    CHECK_EQ_INT(ina_join_decode(b, INA_JOIN_BODY_LEN, &d), INA_PARSE_OK);
+    CHECK_EQ_INT(ina__join_decode(b, INA_JOIN_BODY_LEN, &d), INA_PARSE_OK);
     CHECK_EQ_INT(strlen(d.name), 31);
 }
 
@@ -341,18 +341,18 @@ static void test_nak_body(void)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         memset(b, 0xA5, sizeof(b));
-        ina_nak_encode(b, cases[i].nonce, cases[i].reason);
+        ina__nak_encode(b, cases[i].nonce, cases[i].reason);
         CHECK_EQ_INT(b[INA_NAK_BODY_LEN], 0xA5);
         for (int k = 12; k < 16; k++)
             CHECK_EQ_INT(b[k], 0); /* reserved */
         nonce = 1;
         reason = 1;
-        CHECK_EQ_INT(ina_nak_decode(b, INA_NAK_BODY_LEN, &nonce, &reason), INA_PARSE_OK);
+        CHECK_EQ_INT(ina__nak_decode(b, INA_NAK_BODY_LEN, &nonce, &reason), INA_PARSE_OK);
         CHECK(nonce == cases[i].nonce);
         CHECK_EQ_INT(reason, cases[i].reason);
     }
     /* Layout: reason -1003 = 0xFFFFFC15 at bytes 8..11. */
-    ina_nak_encode(b, 0x0102030405060708ull, -1003);
+    ina__nak_encode(b, 0x0102030405060708ull, -1003);
     for (int i = 0; i < 8; i++)
         CHECK_EQ_INT(b[i], i + 1);
     CHECK_EQ_INT(b[8], 0xFF);
@@ -361,7 +361,7 @@ static void test_nak_body(void)
     CHECK_EQ_INT(b[11], 0x15);
     CHECK_EQ_INT(INA_ERR_REJECTED, -1003);
     for (size_t len = 0; len < INA_NAK_BODY_LEN; len++)
-        CHECK_EQ_INT(ina_nak_decode(b, len, &nonce, &reason), INA_PARSE_LENGTH);
+        CHECK_EQ_INT(ina__nak_decode(b, len, &nonce, &reason), INA_PARSE_LENGTH);
 }
 
 int main(void)

@@ -151,8 +151,8 @@ static void kv_release(struct ina_kv *kv)
     free(kv->hot_keys);
     free(kv->hot_vals);
     free(kv->hot_state);
-    ina_kmap_free(&kv->hot_map);
-    ina_kmap_free(&kv->prof_map);
+    ina__kmap_free(&kv->hot_map);
+    ina__kmap_free(&kv->prof_map);
     free(kv->prof_count);
     free(kv->prof_keys);
 }
@@ -278,14 +278,14 @@ static int by_shard(struct ina_kv *kv, struct ina_kv_req *op)
     memset(op->sh_off, 0, (5 * (size_t)S + 1) * sizeof(uint32_t));
     uint32_t *cnt = op->sent; /* scratch before use */
     for (size_t i = 0; i < op->n; i++)
-        if (ina_kmap_get(&kv->hot_map, op->keys[i]) == INA_KMAP_NONE)
+        if (ina__kmap_get(&kv->hot_map, op->keys[i]) == INA_KMAP_NONE)
             cnt[ina__kv_shard_of(kv, op->keys[i])]++;
     for (unsigned s = 0; s < S; s++)
         op->sh_off[s + 1] = op->sh_off[s] + cnt[s];
     for (unsigned s = 0; s < S; s++)
         cnt[s] = op->sh_off[s];
     for (size_t i = 0; i < op->n; i++)
-        if (ina_kmap_get(&kv->hot_map, op->keys[i]) == INA_KMAP_NONE)
+        if (ina__kmap_get(&kv->hot_map, op->keys[i]) == INA_KMAP_NONE)
             op->order[cnt[ina__kv_shard_of(kv, op->keys[i])]++] = (uint32_t)i;
     memset(op->sent, 0, 4 * (size_t)S * sizeof(uint32_t));
     return 0;
@@ -357,7 +357,7 @@ int ina_kv_push_start(ina_kv *kv, const uint64_t *keys, const float *vals, size_
         }
         op->hot_sum = op->hot_grad + kv->nhot;
         for (size_t i = 0; i < n; i++) {
-            uint32_t p = ina_kmap_get(&kv->hot_map, keys[i]);
+            uint32_t p = ina__kmap_get(&kv->hot_map, keys[i]);
             if (p != INA_KMAP_NONE) {
                 op->hot_grad[p] += vals[i];
                 kv->stats.hot_entries++;
@@ -468,7 +468,7 @@ const char *ina_kv_last_error(const ina_kv *kv)
 
 static uint32_t push_per_dgram(const struct ina_kv *kv)
 {
-    return (uint32_t)((kv->dgram - INA_HDR_LEN) / ina_ps_entry_len((unsigned)kv->cfg.dim));
+    return (uint32_t)((kv->dgram - INA_HDR_LEN) / ina__ps_entry_len((unsigned)kv->cfg.dim));
 }
 
 static uint32_t pull_per_dgram(const struct ina_kv *kv)
@@ -482,16 +482,16 @@ static void push_send(struct ina_kv *kv, struct ina_kv_req *op)
 {
     static _Thread_local uint8_t body[65536];
     uint32_t per = push_per_dgram(kv), dim = (uint32_t)kv->cfg.dim;
-    size_t el = ina_ps_entry_len(dim);
+    size_t el = ina__ps_entry_len(dim);
     for (unsigned s = 0; s < kv->nshards && !kv->broken; s++) {
         uint32_t cnt = op->sh_off[s + 1] - op->sh_off[s], npk = (cnt + per - 1) / per;
         while (op->sent[s] < npk && ina__kv_window_room(kv, s, INA_HDR_LEN + per * el)) {
             uint32_t first = op->sent[s] * per, m = cnt - first < per ? cnt - first : per;
             for (uint32_t e = 0; e < m; e++) {
                 uint32_t i = op->order[op->sh_off[s] + first + e];
-                ina_put64(body + e * el, op->keys[i]);
+                ina__put64(body + e * el, op->keys[i]);
                 for (uint32_t j = 0; j < dim; j++)
-                    ina_putf(body + e * el + 8 + 4 * j, op->vals[(size_t)i * dim + j]);
+                    ina__putf(body + e * el + 8 + 4 * j, op->vals[(size_t)i * dim + j]);
             }
             if (!ina__kv_rpc_send(kv, op, s, INA_K_PS_PUSH, op->sent[s], op->step, (uint16_t)m, 0,
                                   body, m * el, on_push_ack))
@@ -515,7 +515,7 @@ static void pull_send(struct ina_kv *kv, struct ina_kv_req *op)
     if (!op->started) {
         op->started = 1;
         for (size_t i = 0; i < op->n; i++) {
-            uint32_t p = ina_kmap_get(&kv->hot_map, op->keys[i]);
+            uint32_t p = ina__kmap_get(&kv->hot_map, op->keys[i]);
             if (p != INA_KMAP_NONE) {
                 op->out[i] = kv->hot_vals[p];
                 kv->stats.hot_pull_keys++;
@@ -529,7 +529,7 @@ static void pull_send(struct ina_kv *kv, struct ina_kv_req *op)
         while (op->sent[s] < cnt && ina__kv_window_room(kv, s, INA_HDR_LEN + 8 * (size_t)per)) {
             uint32_t m = cnt - op->sent[s] < per ? cnt - op->sent[s] : per;
             for (uint32_t e = 0; e < m; e++)
-                ina_put64(body + 8 * e, op->keys[op->order[op->sh_off[s] + op->sent[s] + e]]);
+                ina__put64(body + 8 * e, op->keys[op->order[op->sh_off[s] + op->sent[s] + e]]);
             struct kv_rpc *r = ina__kv_rpc_send(kv, op, s, INA_K_PS_PULL, ++kv->next_id, 0,
                                                 (uint16_t)m, 0, body, 8 * (size_t)m, on_pull_resp);
             if (!r)
@@ -639,7 +639,7 @@ static void on_pull_resp(struct ina_kv *kv, struct kv_rpc *r, const struct ina_h
     for (uint32_t e = 0; e < r->n; e++) {
         uint32_t i = op->order[op->sh_off[r->shard] + r->off + e];
         for (size_t j = 0; j < d; j++)
-            op->out[(size_t)i * d + j] = ina_getf(body + 4 * (e * d + j));
+            op->out[(size_t)i * d + j] = ina__getf(body + 4 * (e * d + j));
     }
     op->acked[r->shard] += r->n;
 }

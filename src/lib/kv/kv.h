@@ -150,8 +150,8 @@ struct ina_kv {
 /* The shard of key, by the job's split. */
 static inline unsigned ina__kv_shard_of(const struct ina_kv *kv, uint64_t key)
 {
-    return kv->split ? ina_ps_shard_in(key, kv->split_first, kv->nshards)
-                     : ina_ps_shard_of(key, kv->nshards);
+    return kv->split ? ina__ps_shard_in(key, kv->split_first, kv->nshards)
+                     : ina__ps_shard_of(key, kv->nshards);
 }
 
 /* kv_rpc.c */

@@ -33,7 +33,7 @@
 int ina__kv_hot_open(struct ina_kv *kv)
 {
     int rc = ina__kv_switch_open(kv);
-    if (rc == 0 && ina_kmap_init(&kv->hot_map, 16) != 0)
+    if (rc == 0 && ina__kmap_init(&kv->hot_map, 16) != 0)
         rc = -ENOMEM;
     return rc;
 }
@@ -45,12 +45,12 @@ void ina__kv_hot_profile(struct ina_kv *kv, const uint64_t *keys, size_t n)
     uint32_t T = kv->next_transition, P = (uint32_t)kv->cfg.profile_steps, R = kv->sample_rate;
     if (T == UINT32_MAX || kv->steps_started + P < T)
         return; /* not in the window before the next transition */
-    if (!kv->prof_map.cap && ina_kmap_init(&kv->prof_map, 1024) != 0)
+    if (!kv->prof_map.cap && ina__kmap_init(&kv->prof_map, 1024) != 0)
         return;
     /* 1 in R entries, by a hash of (rank, step, index): a run samples the same again */
-    uint64_t base = ina_hot_sample_base((uint32_t)kv->cfg.rank, kv->steps_started);
+    uint64_t base = ina__hot_sample_base((uint32_t)kv->cfg.rank, kv->steps_started);
     for (size_t i = 0; i < n; i++) {
-        if (!ina_hot_sampled(base, i, R))
+        if (!ina__hot_sampled(base, i, R))
             continue;
         if (kv->prof_map.n == kv->prof_cap) {
             uint32_t cap = kv->prof_cap ? 2 * kv->prof_cap : 1024;
@@ -64,10 +64,10 @@ void ina__kv_hot_profile(struct ina_kv *kv, const uint64_t *keys, size_t n)
                 return; /* out of memory: the profile is a sample anyway */
             kv->prof_cap = cap;
         }
-        if (ina_kmap_full(&kv->prof_map) && ina_kmap_grow(&kv->prof_map) != 0)
+        if (ina__kmap_full(&kv->prof_map) && ina__kmap_grow(&kv->prof_map) != 0)
             return;
         uint32_t before = kv->prof_map.n;
-        uint32_t idx = ina_kmap_put(&kv->prof_map, keys[i], before);
+        uint32_t idx = ina__kmap_put(&kv->prof_map, keys[i], before);
         if (kv->prof_map.n != before) { /* a new key */
             kv->prof_keys[idx] = keys[i];
             kv->prof_count[idx] = 0;
@@ -101,7 +101,7 @@ static struct kc *top_keys(struct ina_kv *kv, uint32_t H, uint32_t *nout)
         all[i] = (struct kc){kv->prof_count[i], kv->prof_keys[i]};
     qsort(all, n, sizeof(*all), kc_cmp);
     *nout = n < H ? n : H;
-    ina_kmap_clear(&kv->prof_map);
+    ina__kmap_clear(&kv->prof_map);
     return all;
 }
 
@@ -112,7 +112,7 @@ static void hot_send(struct ina_kv *kv, uint8_t kind, const uint8_t *body, size_
     uint8_t b[65536];
     struct ina_hdr h;
     ina__hdr_session(&h, kv->hctx, kind);
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     memcpy(b + INA_HDR_LEN, body, len);
     ina__net_send(kv->hctx, b, INA_HDR_LEN + len);
 }
@@ -128,11 +128,11 @@ static int hot_recv(struct ina_kv *kv, uint8_t *b, size_t cap, int ms)
         if (n < 0)
             return 0;
         struct ina_hdr h;
-        if (ina_hdr_decode(b, (size_t)n, &h) != INA_PARSE_OK || h.session != kv->hctx->session ||
+        if (ina__hdr_decode(b, (size_t)n, &h) != INA_PARSE_OK || h.session != kv->hctx->session ||
             h.token != kv->hctx->token)
             continue;
         if (h.kind == INA_K_ABORT &&
-            (!kv->hctx->tag_rx || ina_mac_strip(&kv->hctx->mac_key, b, (size_t)n)))
+            (!kv->hctx->tag_rx || ina__mac_strip(&kv->hctx->mac_key, b, (size_t)n)))
             return -1; /* (a session with tags: only the switch's, PROTOCOL.md §4.6) */
         if (h.kind == INA_K_HOT_KEYS && (size_t)n >= INA_HDR_LEN + INA_HOT_KEYS_HDR)
             return (int)n;
@@ -145,16 +145,16 @@ static void sample_chunk(struct ina_kv *kv, uint32_t epoch, const struct kc *top
 {
     uint8_t body[65536];
     uint32_t off = (uint32_t)(c * per), cnt = n > off ? (n - off < per ? n - off : (uint32_t)per) : 0;
-    ina_put32(body, epoch);
-    ina_put32(body + 4, (uint32_t)kv->cfg.hot_keys);
-    ina_put16(body + 8, (uint16_t)c);
-    ina_put16(body + 10, (uint16_t)nchunks);
-    ina_put16(body + 12, (uint16_t)cnt);
-    ina_put16(body + 14, 0);
+    ina__put32(body, epoch);
+    ina__put32(body + 4, (uint32_t)kv->cfg.hot_keys);
+    ina__put16(body + 8, (uint16_t)c);
+    ina__put16(body + 10, (uint16_t)nchunks);
+    ina__put16(body + 12, (uint16_t)cnt);
+    ina__put16(body + 14, 0);
     for (uint32_t i = 0; i < cnt; i++) {
         uint8_t *p = body + INA_HOT_SAMPLE_HDR + INA_HOT_SAMPLE_PAIR * (size_t)i;
-        ina_put64(p, top[off + i].key);
-        ina_put32(p + 8, top[off + i].count);
+        ina__put64(p, top[off + i].key);
+        ina__put32(p + 8, top[off + i].count);
     }
     hot_send(kv, INA_K_HOT_SAMPLE, body, INA_HOT_SAMPLE_HDR + INA_HOT_SAMPLE_PAIR * (size_t)cnt);
 }
@@ -209,8 +209,8 @@ static int send_sample(struct ina_kv *kv, uint32_t epoch, const struct kc *top, 
                 break;
             }
             const uint8_t *p = rx + INA_HDR_LEN;
-            uint32_t e = ina_get32(p), total = ina_get32(p + 4), c = ina_get32(p + 8);
-            int32_t status = (int32_t)ina_get32(p + 16);
+            uint32_t e = ina__get32(p), total = ina__get32(p + 4), c = ina__get32(p + 8);
+            int32_t status = (int32_t)ina__get32(p + 16);
             if (e != epoch || total != nchunks || c >= next)
                 continue; /* another epoch's answer */
             if (status != 0) {
@@ -246,10 +246,10 @@ static uint64_t *fetch(struct ina_kv *kv, uint32_t epoch, uint32_t *nout, int *e
             *err = INA_ERR_TIMEOUT;
             break;
         }
-        ina_put32(body, epoch);
-        ina_put32(body + 4, have);
-        ina_put16(body + 8, (uint16_t)(per > 8192 ? 8192 : per));
-        ina_put16(body + 10, 0);
+        ina__put32(body, epoch);
+        ina__put32(body + 4, have);
+        ina__put16(body + 8, (uint16_t)(per > 8192 ? 8192 : per));
+        ina__put16(body + 10, 0);
         hot_send(kv, INA_K_HOT_FETCH, body, sizeof(body));
         int len = hot_recv(kv, rx, sizeof(rx), 50);
         if (len < 0) {
@@ -259,9 +259,9 @@ static uint64_t *fetch(struct ina_kv *kv, uint32_t epoch, uint32_t *nout, int *e
         if (len == 0)
             continue;
         const uint8_t *p = rx + INA_HDR_LEN;
-        uint32_t e = ina_get32(p), t = ina_get32(p + 4), off = ina_get32(p + 8);
-        uint32_t cnt = ina_get16(p + 12);
-        int32_t status = (int32_t)ina_get32(p + 16);
+        uint32_t e = ina__get32(p), t = ina__get32(p + 4), off = ina__get32(p + 8);
+        uint32_t cnt = ina__get16(p + 12);
+        int32_t status = (int32_t)ina__get32(p + 16);
         if (e != epoch || status == INA_HOT_PENDING)
             continue;
         if (status != 0) {
@@ -281,7 +281,7 @@ static uint64_t *fetch(struct ina_kv *kv, uint32_t epoch, uint32_t *nout, int *e
         if (t != total || cnt > total - have)
             continue;
         for (uint32_t i = 0; i < cnt; i++)
-            keys[have + i] = ina_get64(p + INA_HOT_KEYS_HDR + 8 * (size_t)i);
+            keys[have + i] = ina__get64(p + INA_HOT_KEYS_HDR + 8 * (size_t)i);
         have += cnt;
     }
     if (*err) {
@@ -312,8 +312,8 @@ static void on_state(struct ina_kv *kv, struct kv_rpc *r, const struct ina_hdr *
     }
     for (uint32_t e = 0; e < r->n; e++) {
         uint32_t p = tr.pos[tr.sh_off[r->shard] + r->off + e];
-        tr.vals[p] = ina_getf(body + 4 * e);
-        tr.state[p] = ina_getf(body + 4 * ((size_t)r->n + e));
+        tr.vals[p] = ina__getf(body + 4 * e);
+        tr.state[p] = ina__getf(body + 4 * ((size_t)r->n + e));
     }
 }
 
@@ -324,18 +324,18 @@ static int move_keys(struct ina_kv *kv, const uint64_t *nkeys, uint32_t nn, stru
     uint32_t T = kv->steps_started;
     uint8_t body[65536];
     /* Leaving: in the old set, not in the new. ASSIGN entries (key, value, state). */
-    size_t el = ina_ps_assign_len(1), per = (kv->dgram - INA_HDR_LEN) / el;
+    size_t el = ina__ps_assign_len(1), per = (kv->dgram - INA_HDR_LEN) / el;
     for (unsigned s = 0; s < S && !kv->broken; s++) {
         size_t m = 0;
         for (uint32_t i = 0; i <= kv->nhot; i++) {
-            if (i < kv->nhot && (ina_kmap_get(nmap, kv->hot_keys[i]) != INA_KMAP_NONE ||
+            if (i < kv->nhot && (ina__kmap_get(nmap, kv->hot_keys[i]) != INA_KMAP_NONE ||
                                  ina__kv_shard_of(kv, kv->hot_keys[i]) != s))
                 continue;
             if (i < kv->nhot) {
                 kv->stats.hot_keys_out++;
-                ina_put64(body + m * el, kv->hot_keys[i]);
-                ina_putf(body + m * el + 8, kv->hot_vals[i]);
-                ina_putf(body + m * el + 12, kv->hot_state ? kv->hot_state[i] : 0.0f);
+                ina__put64(body + m * el, kv->hot_keys[i]);
+                ina__putf(body + m * el + 8, kv->hot_vals[i]);
+                ina__putf(body + m * el + 12, kv->hot_state ? kv->hot_state[i] : 0.0f);
                 m++;
             }
             if (m && (m == per || i == kv->nhot)) {
@@ -354,14 +354,14 @@ static int move_keys(struct ina_kv *kv, const uint64_t *nkeys, uint32_t nn, stru
     if (!tr.pos || !tr.sh_off)
         return -ENOMEM;
     for (uint32_t i = 0; i < nn; i++)
-        if (ina_kmap_get(&kv->hot_map, nkeys[i]) == INA_KMAP_NONE)
+        if (ina__kmap_get(&kv->hot_map, nkeys[i]) == INA_KMAP_NONE)
             tr.sh_off[ina__kv_shard_of(kv, nkeys[i]) + 1]++;
     for (unsigned s = 0; s < S; s++)
         tr.sh_off[s + 1] += tr.sh_off[s];
     uint32_t fill[INA_KV_MAX_SHARDS];
     memcpy(fill, tr.sh_off, S * sizeof(uint32_t));
     for (uint32_t i = 0; i < nn; i++)
-        if (ina_kmap_get(&kv->hot_map, nkeys[i]) == INA_KMAP_NONE) {
+        if (ina__kmap_get(&kv->hot_map, nkeys[i]) == INA_KMAP_NONE) {
             tr.pos[fill[ina__kv_shard_of(kv, nkeys[i])]++] = i;
             kv->stats.hot_keys_in++;
         }
@@ -372,7 +372,7 @@ static int move_keys(struct ina_kv *kv, const uint64_t *nkeys, uint32_t nn, stru
             if (m > per)
                 m = (uint32_t)per;
             for (uint32_t e = 0; e < m; e++)
-                ina_put64(body + 8 * e, nkeys[tr.pos[tr.sh_off[s] + off + e]]);
+                ina__put64(body + 8 * e, nkeys[tr.pos[tr.sh_off[s] + off + e]]);
             while (!ina__kv_window_room(kv, s, INA_HDR_LEN + 8 * (size_t)m) && !kv->broken)
                 ina__kv_rpc_progress(kv, 10);
             struct kv_rpc *r = ina__kv_rpc_send(kv, NULL, s, INA_K_PS_PULL, ++kv->next_id, 0,
@@ -398,10 +398,10 @@ int ina__kv_hot_transition(struct ina_kv *kv)
     if (rc == 0)
         nkeys = fetch(kv, epoch, &nn, &rc);
     struct ina_kmap nmap = {0};
-    if (rc == 0 && ina_kmap_init(&nmap, nn) != 0)
+    if (rc == 0 && ina__kmap_init(&nmap, nn) != 0)
         rc = -ENOMEM;
     for (uint32_t i = 0; rc == 0 && i < nn; i++)
-        ina_kmap_put(&nmap, nkeys[i], i);
+        ina__kmap_put(&nmap, nkeys[i], i);
     memset(&tr, 0, sizeof(tr));
     if (rc == 0) {
         tr.vals = malloc((nn ? nn : 1) * sizeof(float));
@@ -411,7 +411,7 @@ int ina__kv_hot_transition(struct ina_kv *kv)
     }
     if (rc == 0) {
         for (uint32_t i = 0; i < nn; i++) { /* kept keys keep their replica */
-            uint32_t o = ina_kmap_get(&kv->hot_map, nkeys[i]);
+            uint32_t o = ina__kmap_get(&kv->hot_map, nkeys[i]);
             if (o != INA_KMAP_NONE) {
                 tr.vals[i] = kv->hot_vals[o];
                 tr.state[i] = kv->hot_state ? kv->hot_state[o] : 0.0f;
@@ -428,16 +428,16 @@ int ina__kv_hot_transition(struct ina_kv *kv)
         free(nkeys);
         free(tr.vals);
         free(tr.state);
-        ina_kmap_free(&nmap);
+        ina__kmap_free(&nmap);
         return kv->broken ? kv->broken : rc;
     }
     free(kv->hot_keys);
     free(kv->hot_vals);
     free(kv->hot_state);
-    ina_kmap_free(&kv->hot_map);
+    ina__kmap_free(&kv->hot_map);
     kv->hot_keys = nkeys;
     kv->hot_vals = tr.vals;
-    kv->hot_state = ina_optim_has_state(kv->optim.kind) ? tr.state : (free(tr.state), NULL);
+    kv->hot_state = ina__optim_has_state(kv->optim.kind) ? tr.state : (free(tr.state), NULL);
     kv->hot_map = nmap;
     kv->nhot = nn;
     kv->epoch = epoch;
@@ -468,7 +468,7 @@ void ina__kv_hot_apply_ready(struct ina_kv *kv)
                          kv->hctx ? ina_last_error(kv->hctx) : "");
                 return;
             }
-            ina_optim_apply(&kv->optim, kv->hot_vals, kv->hot_state, op->hot_sum, kv->nhot);
+            ina__optim_apply(&kv->optim, kv->hot_vals, kv->hot_state, op->hot_sum, kv->nhot);
         }
         op->hot_applied = 1;
         kv->hot_applied_step++;

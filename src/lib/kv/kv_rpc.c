@@ -39,7 +39,7 @@ static int parse_weight(struct ina_kv *kv, char *one, uint32_t *w)
     return 0;
 }
 
-/* With weights, the ranges of a weighted split (ina_ps_split_first). Every entry has a
+/* With weights, the ranges of a weighted split (ina__ps_split_first). Every entry has a
  * weight, or none has. */
 static int split_ranges(struct ina_kv *kv, const uint32_t *weight)
 {
@@ -52,7 +52,7 @@ static int split_ranges(struct ina_kv *kv, const uint32_t *weight)
         return ina__fail(NULL, INA_ERR_CONFIG, "ps_addrs gives %u of %u shards a weight: give "
                          "every shard one (\"HOST:PORT@W\") or none", with, kv->nshards);
     kv->split = 1;
-    ina_ps_split_first(weight, kv->nshards, kv->split_first);
+    ina__ps_split_first(weight, kv->nshards, kv->split_first);
     return 0;
 }
 
@@ -79,7 +79,7 @@ int ina__kv_shards_open(struct ina_kv *kv)
         struct kv_shard *sh = &kv->shard[kv->nshards];
         char hp[300];
         snprintf(hp, sizeof(hp), strchr(one, ':') ? "%s" : "%s:48870", one);
-        if (ina_parse_hostport_why(hp, 0, &sh->addr, why, sizeof(why)) != 0)
+        if (ina__parse_hostport_why(hp, 0, &sh->addr, why, sizeof(why)) != 0)
             return ina__fail(NULL, INA_ERR_CONFIG, "shard %u address: %s (ps_addrs, INA_PS)",
                              kv->nshards, why);
         sh->cwnd = INA_KV_WINDOW_INIT;
@@ -115,7 +115,7 @@ static void send_raw(struct ina_kv *kv, unsigned s, const uint8_t *buf, size_t l
 /* A header of this rank's session at shard s. */
 static void shard_hdr(const struct ina_kv *kv, unsigned s, struct ina_hdr *h, uint8_t kind)
 {
-    ina_hdr_init(h, kind);
+    ina__hdr_init(h, kind);
     h->job = kv->shard[s].job;
     h->rank = (uint16_t)kv->cfg.rank;
     h->session = kv->shard[s].session;
@@ -165,14 +165,14 @@ int ina__kv_shards_join(struct ina_kv *kv)
                 if (joined[s])
                     continue;
                 struct ina_hdr h;
-                ina_hdr_init(&h, INA_K_PS_JOIN);
+                ina__hdr_init(&h, INA_K_PS_JOIN);
                 h.rank = (uint16_t)kv->cfg.rank;
-                ina_hdr_encode(buf, &h);
+                ina__hdr_encode(buf, &h);
                 j.shard = (uint16_t)s;
                 j.split = kv->split ? INA_PS_SPLIT_RANGE : INA_PS_SPLIT_MOD;
                 j.range_first = (uint32_t)kv->split_first[s];
                 j.range_last = (uint32_t)(kv->split_first[s + 1] - 1);
-                size_t blen = ina_ps_join_encode_split(buf + INA_HDR_LEN, &j);
+                size_t blen = ina__ps_join_encode_split(buf + INA_HDR_LEN, &j);
                 send_raw(kv, s, buf, INA_HDR_LEN + blen);
             }
             next = now + gap * 1000000ull;
@@ -187,15 +187,15 @@ int ina__kv_shards_join(struct ina_kv *kv)
             ssize_t n;
             while (!joined[s] && (n = recv(kv->shard[s].fd, rx, sizeof(rx), 0)) >= 0) {
                 struct ina_hdr h;
-                int rc = ina_hdr_decode(rx, (size_t)n, &h);
+                int rc = ina__hdr_decode(rx, (size_t)n, &h);
                 if (rc == INA_PARSE_VERSION && h.kind == INA_K_PS_JOIN_NAK)
                     return ina__fail(NULL, INA_ERR_PROTO, "shard %u speaks protocol version %d",
                                      s, h.version);
                 if (rc != INA_PARSE_OK || (size_t)n < INA_HDR_LEN + 16 ||
-                    ina_get64(rx + INA_HDR_LEN) != nonce)
+                    ina__get64(rx + INA_HDR_LEN) != nonce)
                     continue;
                 if (h.kind == INA_K_PS_JOIN_NAK) {
-                    int32_t reason = (int32_t)ina_get32(rx + INA_HDR_LEN + 8);
+                    int32_t reason = (int32_t)ina__get32(rx + INA_HDR_LEN + 8);
                     char sh[80];
                     shard_str(kv, s, sh, sizeof(sh));
                     if (reason >= 0)
@@ -207,7 +207,7 @@ int ina__kv_shards_join(struct ina_kv *kv)
                 }
                 struct ina_ps_join a;
                 if (h.kind != INA_K_PS_JOIN_ACK ||
-                    ina_ps_join_decode(rx + INA_HDR_LEN, (size_t)n - INA_HDR_LEN, &a) != 0 ||
+                    ina__ps_join_decode(rx + INA_HDR_LEN, (size_t)n - INA_HDR_LEN, &a) != 0 ||
                     h.session == 0 || a.world != j.world || a.dim != j.dim)
                     continue;
                 kv->shard[s].job = h.job;
@@ -240,9 +240,9 @@ void ina__kv_shards_close(struct ina_kv *kv, int abort)
             struct ina_hdr h;
             shard_hdr(kv, s, &h, INA_K_PS_LEAVE);
             h.flags = abort ? INA_FLAG_ABORT : 0;
-            ina_hdr_encode(b, &h);
-            ina_put32(b + INA_HDR_LEN, (uint32_t)(abort ? kv->broken : 0));
-            ina_put32(b + INA_HDR_LEN + 4, kv->steps_done);
+            ina__hdr_encode(b, &h);
+            ina__put32(b + INA_HDR_LEN, (uint32_t)(abort ? kv->broken : 0));
+            ina__put32(b + INA_HDR_LEN + 4, kv->steps_done);
             send_raw(kv, s, b, sizeof(b));
             send_raw(kv, s, b, sizeof(b)); /* twice, best effort: no answer comes */
             kv->shard[s].session = 0;
@@ -267,7 +267,7 @@ int ina__kv_switch_open(struct ina_kv *kv)
     /* Off loopback, as many floats as a 1500-byte MTU holds with the hot prefix
      * (32 + 8 + 4 * 358 = 1472 bytes of UDP payload). */
     struct sockaddr_in sa;
-    if (ina_parse_hostport(kv->cfg.switch_addr, 0, &sa) == 0 &&
+    if (ina__parse_hostport(kv->cfg.switch_addr, 0, &sa) == 0 &&
         (ntohl(sa.sin_addr.s_addr) >> 24) != 127)
         c.elems_per_packet = (1472 - INA_HDR_LEN - INA_HOT_PREFIX_LEN) / 4;
     int rc = ina_init(&kv->hctx, &c);
@@ -317,7 +317,7 @@ struct kv_rpc *ina__kv_rpc_send(struct ina_kv *kv, struct ina_kv_req *op, unsign
     h.seq = seq;
     h.count = count;
     h.flags = flags;
-    ina_hdr_encode(r->buf, &h);
+    ina__hdr_encode(r->buf, &h);
     if (blen)
         memcpy(r->buf + INA_HDR_LEN, body, blen);
     uint64_t now = ina__now_ns();
@@ -408,7 +408,7 @@ static void on_reply(struct ina_kv *kv, unsigned s, const uint8_t *buf, size_t l
 {
     struct ina_hdr h;
     struct kv_shard *sh = &kv->shard[s];
-    if (ina_hdr_decode(buf, len, &h) != INA_PARSE_OK || h.job != sh->job ||
+    if (ina__hdr_decode(buf, len, &h) != INA_PARSE_OK || h.job != sh->job ||
         h.session != sh->session || h.token != sh->token)
         return; /* another session's, or junk */
     const uint8_t *body = buf + INA_HDR_LEN;
@@ -436,9 +436,9 @@ static void on_reply(struct ina_kv *kv, unsigned s, const uint8_t *buf, size_t l
             answer(kv, r, &h, body, blen);
         break;
     case INA_K_PS_ABORT: {
-        int32_t reason = blen >= 12 ? (int32_t)ina_get32(body + 8) : INA_ERR_ABORTED;
-        unsigned missing = blen >= 14 ? ina_get16(body + 12) : 0xFFFF;
-        uint32_t step = blen >= 20 ? ina_get32(body + 16) : 0;
+        int32_t reason = blen >= 12 ? (int32_t)ina__get32(body + 8) : INA_ERR_ABORTED;
+        unsigned missing = blen >= 14 ? ina__get16(body + 12) : 0xFFFF;
+        uint32_t step = blen >= 20 ? ina__get32(body + 16) : 0;
         char shs[80], who[96] = "";
         shard_str(kv, s, shs, sizeof(shs));
         if (missing != 0xFFFF)

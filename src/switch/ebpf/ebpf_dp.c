@@ -195,10 +195,10 @@ static void hook_job_start(void *ctx, struct ina_switch *sw, const struct ina_jo
          * neighbour table learnt from its ARP (a rank behind a router has
          * none; its first DATA teaches the program the router's address). */
         if (!e->ifc.loopback)
-            ina_iface_neighbour(e->iface, bj.members[r].addr, bj.members[r].mac);
+            ina__iface_neighbour(e->iface, bj.members[r].addr, bj.members[r].mac);
     }
     if (bpf_map_update_elem(map_fd(e->skel->maps.jobs), &ji, &bj, BPF_ANY) != 0)
-        ina_log(INA_LOG_ERROR, "ebpf_job_start_failed", INA_KV_I("job", job->id),
+        ina__log(INA_LOG_ERROR, "ebpf_job_start_failed", INA_KV_I("job", job->id),
                 INA_KV_S("reason", strerror(errno)));
 }
 
@@ -326,7 +326,7 @@ static uint16_t ip_checksum(const uint8_t *p)
  * program sends by clone goes out by itself; what it redirects (the last
  * copy of a result, or a resent one) is in the output frame, and goes out
  * of the switch's socket. The program passes up what is the control
- * plane's: an evicted job's DATA (0: ina_switch_input goes on).
+ * plane's: an evicted job's DATA (0: ina__switch_input goes on).
  */
 static int hook_data(void *ctx, struct ina_switch *sw, const uint8_t *buf, size_t len,
                      const struct sockaddr_in *src)
@@ -338,7 +338,7 @@ static int hook_data(void *ctx, struct ina_switch *sw, const uint8_t *buf, size_
         sw->c.rx_bytes += len;
         sw->c.drops[INA_DROP_DATAPLANE]++;
         if (!e->warned_too_big++)
-            ina_log(INA_LOG_WARN, "ebpf_datagram_not_seen", INA_KV_I("bytes", (long long)len),
+            ina__log(INA_LOG_WARN, "ebpf_datagram_not_seen", INA_KV_I("bytes", (long long)len),
                     INA_KV_S("reason",
                              "a DATA datagram reached the socket, not the program (a GSO train "
                              "or an IP fragment) and is too large to feed back: use a packet "
@@ -353,21 +353,21 @@ static int hook_data(void *ctx, struct ina_switch *sw, const uint8_t *buf, size_
     uint8_t *ip = f + 14;
     memset(ip, 0, 20);
     ip[0] = 0x45;
-    ina_put16(ip + 2, (uint16_t)(20 + 8 + len));
+    ina__put16(ip + 2, (uint16_t)(20 + 8 + len));
     ip[8] = 64;
     ip[9] = IPPROTO_UDP;
     memcpy(ip + 12, &src->sin_addr.s_addr, 4);
     memcpy(ip + 16, &e->addr, 4);
-    ina_put16(ip + 10, ip_checksum(ip));
+    ina__put16(ip + 10, ip_checksum(ip));
     uint8_t *udp = ip + 20;
     memcpy(udp, &src->sin_port, 2);
     memcpy(udp + 2, &e->port, 2);
-    ina_put16(udp + 4, (uint16_t)(8 + len));
-    ina_put16(udp + 6, 0);
+    ina__put16(udp + 4, (uint16_t)(8 + len));
+    ina__put16(udp + 6, 0);
     memcpy(udp + 8, buf, len);
     uint32_t outlen = sizeof(e->out);
     int verdict = TC_ACT_SHOT; /* set by every run that succeeds */
-    if (ina_ebpf_test_run(e, f, (uint32_t)(FRAME_HDR + len), e->out, &outlen, &verdict) != 0) {
+    if (ina__ebpf_test_run(e, f, (uint32_t)(FRAME_HDR + len), e->out, &outlen, &verdict) != 0) {
         e->fed_back_failed++;
         sw->c.rx_packets++;
         sw->c.rx_bytes += len;
@@ -382,7 +382,7 @@ static int hook_data(void *ctx, struct ina_switch *sw, const uint8_t *buf, size_
         struct sockaddr_in dst = {.sin_family = AF_INET};
         memcpy(&dst.sin_addr.s_addr, oip + 16, 4);
         memcpy(&dst.sin_port, oudp + 2, 2);
-        size_t dlen = ina_get16(oudp + 4);
+        size_t dlen = ina__get16(oudp + 4);
         if (dlen >= 8 && FRAME_HDR + dlen - 8 <= outlen &&
             sendto(e->sock_fd, oudp + 8, dlen - 8, 0, (struct sockaddr *)&dst, sizeof(dst)) < 0)
             sw->c.tx_errors++;
@@ -408,7 +408,7 @@ static int on_event(void *ctx, void *data, size_t size)
     struct ina_switch *sw = e->sw;
     if (!sw || size < sizeof(struct ina_bpf_event))
         return 0;
-    if (ina_switch_tx_full(sw))
+    if (ina__switch_tx_full(sw))
         return -EAGAIN; /* the caller flushes and asks again; this event stays */
     const struct ina_bpf_event *ev = data;
     struct ina_job *job = ina__job_by_id(sw, (uint16_t)ev->job);
@@ -420,7 +420,7 @@ static int on_event(void *ctx, void *data, size_t size)
     return 0;
 }
 
-int ina_ebpf_poll(struct ina_ebpf *e)
+int ina__ebpf_poll(struct ina_ebpf *e)
 {
     if (!e || !e->rb)
         return 0;
@@ -428,7 +428,7 @@ int ina_ebpf_poll(struct ina_ebpf *e)
     return n == -EAGAIN ? 1 : n < 0 ? 0 : n;
 }
 
-int ina_ebpf_event_fd(const struct ina_ebpf *e) { return e && e->rb ? ring_buffer__epoll_fd(e->rb) : -1; }
+int ina__ebpf_event_fd(const struct ina_ebpf *e) { return e && e->rb ? ring_buffer__epoll_fd(e->rb) : -1; }
 
 /* ---- Open, attach, close -------------------------------------------------------------- */
 
@@ -442,7 +442,7 @@ static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 }
 
 /* The TC hook: TCX where the kernel has it (detached with the process),
- * else a clsact filter (detached by ina_ebpf_close; a switch killed with
+ * else a clsact filter (detached by ina__ebpf_close; a switch killed with
  * SIGKILL leaves it: `tc filter del dev IF ingress` removes it). */
 static int attach_tc(struct ina_ebpf *e, char *err, size_t errlen)
 {
@@ -467,13 +467,13 @@ static int attach_tc(struct ina_ebpf *e, char *err, size_t errlen)
         return fail(err, errlen, rc, "cannot attach to %s: TCX: %s; tc filter: %s", e->iface,
                     strerror(tcx_err), strerror(-rc));
     e->tc_legacy = 1;
-    ina_log(INA_LOG_WARN, "ebpf_tc_filter", INA_KV_S("iface", e->iface),
+    ina__log(INA_LOG_WARN, "ebpf_tc_filter", INA_KV_S("iface", e->iface),
             INA_KV_S("reason", "no TCX in this kernel (Linux < 6.6): attached as a clsact "
                                "filter, which outlives a switch killed with SIGKILL"));
     return 0;
 }
 
-int ina_ebpf_open(struct ina_ebpf **out, const struct ina_ebpf_opts *o, char *err, size_t errlen)
+int ina__ebpf_open(struct ina_ebpf **out, const struct ina_ebpf_opts *o, char *err, size_t errlen)
 {
     *out = NULL;
     struct ina_ebpf *e = calloc(1, sizeof(*e));
@@ -487,7 +487,7 @@ int ina_ebpf_open(struct ina_ebpf **out, const struct ina_ebpf_opts *o, char *er
     int rc;
     if (o->iface) {
         snprintf(e->iface, sizeof(e->iface), "%s", o->iface);
-        rc = ina_iface_info(o->iface, &e->ifc);
+        rc = ina__iface_info(o->iface, &e->ifc);
         if (rc != 0) {
             free(e);
             return fail(err, errlen, rc, "no network interface '%s'", o->iface);
@@ -511,7 +511,7 @@ int ina_ebpf_open(struct ina_ebpf **out, const struct ina_ebpf_opts *o, char *er
     e->set_buf = calloc((size_t)o->nslots * 2, sizeof(*e->set_buf));
     e->key_buf = calloc((size_t)o->nslots * 2, sizeof(*e->key_buf));
     if (e->ncpu <= 0 || !e->percpu || !e->prev_job || !e->set_buf || !e->key_buf) {
-        ina_ebpf_close(e);
+        ina__ebpf_close(e);
         return fail(err, errlen, -ENOMEM, "out of memory");
     }
 
@@ -520,14 +520,14 @@ int ina_ebpf_open(struct ina_ebpf **out, const struct ina_ebpf_opts *o, char *er
     e->skel = ina_dp__open();
     if (!e->skel) {
         rc = -errno;
-        ina_ebpf_close(e);
+        ina__ebpf_close(e);
         return fail(err, errlen, rc, "cannot open the eBPF object: %s", strerror(-rc));
     }
     bpf_map__set_max_entries(e->skel->maps.sets, o->nslots * 2);
     bpf_map__set_max_entries(e->skel->maps.values, o->nslots * 2);
     rc = ina_dp__load(e->skel);
     if (rc != 0) {
-        ina_ebpf_close(e);
+        ina__ebpf_close(e);
         if (rc == -EPERM)
             return fail(err, errlen, rc,
                         "cannot load the eBPF program: not permitted: it needs root (or the "
@@ -549,13 +549,13 @@ int ina_ebpf_open(struct ina_ebpf **out, const struct ina_ebpf_opts *o, char *er
         bpf_map_update_elem(map_fd(e->skel->maps.evict), &j, &nobound, BPF_ANY);
     if (bpf_map_update_elem(map_fd(e->skel->maps.config), &zero, &cfg, BPF_ANY) != 0) {
         rc = -errno;
-        ina_ebpf_close(e);
+        ina__ebpf_close(e);
         return fail(err, errlen, rc, "cannot configure the eBPF program: %s", strerror(-rc));
     }
     e->rb = ring_buffer__new(map_fd(e->skel->maps.events), on_event, e, NULL);
     if (!e->rb) {
         rc = -errno;
-        ina_ebpf_close(e);
+        ina__ebpf_close(e);
         return fail(err, errlen, rc, "cannot open the eBPF event ring: %s", strerror(-rc));
     }
     if (!o->iface) {
@@ -564,16 +564,16 @@ int ina_ebpf_open(struct ina_ebpf **out, const struct ina_ebpf_opts *o, char *er
     }
     if (e->ifc.loopback && o->lo_gso_off) {
         int was = 0;
-        if (ina_iface_udp_gso(e->iface, 0, &was) == 0 && was) {
+        if (ina__iface_udp_gso(e->iface, 0, &was) == 0 && was) {
             e->lo_gso_was = was;
-            ina_log(INA_LOG_WARN, "ebpf_lo_gso_off", INA_KV_S("iface", e->iface),
+            ina__log(INA_LOG_WARN, "ebpf_lo_gso_off", INA_KV_S("iface", e->iface),
                     INA_KV_S("reason", "UDP segmentation offload off while the switch runs, so "
                                        "that GSO trains reach the program as datagrams"));
         }
     }
     rc = attach_tc(e, err, errlen);
     if (rc != 0) {
-        ina_ebpf_close(e);
+        ina__ebpf_close(e);
         return rc;
     }
     /* On a veth, a pass-through XDP program makes the peer split GSO
@@ -581,7 +581,7 @@ int ina_ebpf_open(struct ina_ebpf **out, const struct ina_ebpf_opts *o, char *er
     if (strcmp(e->ifc.driver, "veth") == 0) {
         e->xdp = bpf_program__attach_xdp(e->skel->progs.ina_xdp_pass, e->ifc.ifindex);
         if (!e->xdp)
-            ina_log(INA_LOG_WARN, "ebpf_xdp_failed", INA_KV_S("iface", e->iface),
+            ina__log(INA_LOG_WARN, "ebpf_xdp_failed", INA_KV_S("iface", e->iface),
                     INA_KV_S("reason", "GSO trains from the peer reach the socket and are fed "
                                        "back datagram by datagram"));
     }
@@ -589,7 +589,7 @@ int ina_ebpf_open(struct ina_ebpf **out, const struct ina_ebpf_opts *o, char *er
     return 0;
 }
 
-void ina_ebpf_bind(struct ina_ebpf *e, struct ina_switch *sw)
+void ina__ebpf_bind(struct ina_ebpf *e, struct ina_switch *sw)
 {
     /* A switch with no jobs yet: the program forgets any it served (a
      * test binds one program to switch after switch), and counting starts
@@ -606,7 +606,7 @@ void ina_ebpf_bind(struct ina_ebpf *e, struct ina_switch *sw)
     sw->dp_ctx = e;
 }
 
-void ina_ebpf_report(const struct ina_ebpf *e, FILE *f)
+void ina__ebpf_report(const struct ina_ebpf *e, FILE *f)
 {
     if (!e)
         return;
@@ -633,7 +633,7 @@ void ina_ebpf_report(const struct ina_ebpf *e, FILE *f)
     fprintf(f, "  ebpf_prog_ns    %llu\n", (unsigned long long)info.run_time_ns);
 }
 
-void ina_ebpf_close(struct ina_ebpf *e)
+void ina__ebpf_close(struct ina_ebpf *e)
 {
     if (!e)
         return;
@@ -647,7 +647,7 @@ void ina_ebpf_close(struct ina_ebpf *e)
     }
     if (e->lo_gso_was >= 0) {
         int was;
-        ina_iface_udp_gso(e->iface, e->lo_gso_was, &was);
+        ina__iface_udp_gso(e->iface, e->lo_gso_was, &was);
     }
     ring_buffer__free(e->rb);
     ina_dp__destroy(e->skel);
@@ -658,21 +658,21 @@ void ina_ebpf_close(struct ina_ebpf *e)
     free(e);
 }
 
-int ina_ebpf_built(char *err, size_t errlen)
+int ina__ebpf_built(char *err, size_t errlen)
 {
     (void)err;
     (void)errlen;
     return 1;
 }
 
-uint32_t ina_ebpf_mtu_elems(const struct ina_ebpf *e)
+uint32_t ina__ebpf_mtu_elems(const struct ina_ebpf *e)
 {
     if (!e || e->ifc.mtu <= 20 + 8 + INA_HDR_LEN)
         return 0;
     return (uint32_t)(e->ifc.mtu - 20 - 8 - INA_HDR_LEN) / 4; /* IPv4, UDP, ina header */
 }
 
-int ina_ebpf_test_run(struct ina_ebpf *e, const void *frame, uint32_t len, void *out,
+int ina__ebpf_test_run(struct ina_ebpf *e, const void *frame, uint32_t len, void *out,
                       uint32_t *outlen, int *retval)
 {
     struct __sk_buff ctx;

@@ -9,7 +9,7 @@
  * dp_ops.h. docs/EBPF.md describes the design, its limits and its setup.
  *
  * Built with clang, libbpf and bpftool (ebpf_dp.c); without them the same
- * API is ebpf_none.c, whose ina_ebpf_open() fails saying so.
+ * API is ebpf_none.c, whose ina__ebpf_open() fails saying so.
  */
 
 #include <netinet/in.h>
@@ -41,38 +41,38 @@ struct ina_ebpf_opts {
 };
 
 /* 1 if this build has the eBPF dataplane; else 0, with the reason in err. */
-int ina_ebpf_built(char *err, size_t errlen);
+int ina__ebpf_built(char *err, size_t errlen);
 /* Load the program, configure and attach it.
  * @return 0, or a negative errno with a one-line explanation in err. */
-int ina_ebpf_open(struct ina_ebpf **out, const struct ina_ebpf_opts *o, char *err, size_t errlen);
+int ina__ebpf_open(struct ina_ebpf **out, const struct ina_ebpf_opts *o, char *err, size_t errlen);
 /* The largest k (int32 values per packet) whose DATA, and so whose RESULT,
  * fits the interface's MTU in one IPv4 datagram; 0 if the MTU is unknown.
  * The program aggregates only datagrams it sees whole, and sends results at
  * the link layer, where nothing fragments them: a larger k would reach it
  * in fragments (fed back only up to about 3.5 KiB) and its results would
  * not leave. */
-uint32_t ina_ebpf_mtu_elems(const struct ina_ebpf *e);
+uint32_t ina__ebpf_mtu_elems(const struct ina_ebpf *e);
 /* Make e the dataplane of sw (sw->dp), a switch without jobs yet: from now
  * on sw's jobs are mirrored, and the program's counters fold into sw's. */
-void ina_ebpf_bind(struct ina_ebpf *e, struct ina_switch *sw);
+void ina__ebpf_bind(struct ina_ebpf *e, struct ina_switch *sw);
 /* A descriptor that becomes readable when the program has events (poll it
  * with the socket), or -1. */
-int ina_ebpf_event_fd(const struct ina_ebpf *e);
+int ina__ebpf_event_fd(const struct ina_ebpf *e);
 /* Act on the program's events: a MISMATCH aborts its job (ABORT queued to
  * every rank). Stops early when sw's transmit queue is full: flush, call
  * again. @return events handled, 0 if none waited. */
-int ina_ebpf_poll(struct ina_ebpf *e);
+int ina__ebpf_poll(struct ina_ebpf *e);
 /* One line per counter that the exit report of sw->c does not carry. */
-void ina_ebpf_report(const struct ina_ebpf *e, FILE *f);
+void ina__ebpf_report(const struct ina_ebpf *e, FILE *f);
 /* Detach and unload; restores what open changed on the interface. NULL is
  * fine. The switch it served must not call its hooks after this (main.c
  * frees that switch next). */
-void ina_ebpf_close(struct ina_ebpf *e);
+void ina__ebpf_close(struct ina_ebpf *e);
 
 /* Tests: run the program once on an Ethernet frame as if it arrived on the
  * interface. out (outcap bytes) receives the frame as the program left it.
  * @return 0 or a negative errno; *retval is the program's TC verdict. */
-int ina_ebpf_test_run(struct ina_ebpf *e, const void *frame, uint32_t len, void *out,
+int ina__ebpf_test_run(struct ina_ebpf *e, const void *frame, uint32_t len, void *out,
                       uint32_t *outlen, int *retval);
 
 #endif

@@ -4,7 +4,7 @@
 
 #include "switch/ebpf/ebpf_dp.h"
 
-int ina_ebpf_built(char *err, size_t errlen)
+int ina__ebpf_built(char *err, size_t errlen)
 {
     snprintf(err, errlen,
              "this ina-switch was built without the eBPF dataplane: building it needs clang "
@@ -12,47 +12,47 @@ int ina_ebpf_built(char *err, size_t errlen)
     return 0;
 }
 
-int ina_ebpf_open(struct ina_ebpf **out, const struct ina_ebpf_opts *o, char *err, size_t errlen)
+int ina__ebpf_open(struct ina_ebpf **out, const struct ina_ebpf_opts *o, char *err, size_t errlen)
 {
     (void)o;
     *out = NULL;
-    ina_ebpf_built(err, errlen);
+    ina__ebpf_built(err, errlen);
     return -ENOTSUP;
 }
 
-void ina_ebpf_bind(struct ina_ebpf *e, struct ina_switch *sw)
+void ina__ebpf_bind(struct ina_ebpf *e, struct ina_switch *sw)
 {
     (void)e;
     (void)sw;
 }
 
-int ina_ebpf_event_fd(const struct ina_ebpf *e)
+int ina__ebpf_event_fd(const struct ina_ebpf *e)
 {
     (void)e;
     return -1;
 }
 
-int ina_ebpf_poll(struct ina_ebpf *e)
+int ina__ebpf_poll(struct ina_ebpf *e)
 {
     (void)e;
     return 0;
 }
 
-void ina_ebpf_report(const struct ina_ebpf *e, FILE *f)
+void ina__ebpf_report(const struct ina_ebpf *e, FILE *f)
 {
     (void)e;
     (void)f;
 }
 
-void ina_ebpf_close(struct ina_ebpf *e) { (void)e; }
+void ina__ebpf_close(struct ina_ebpf *e) { (void)e; }
 
-uint32_t ina_ebpf_mtu_elems(const struct ina_ebpf *e)
+uint32_t ina__ebpf_mtu_elems(const struct ina_ebpf *e)
 {
     (void)e;
     return 0;
 }
 
-int ina_ebpf_test_run(struct ina_ebpf *e, const void *frame, uint32_t len, void *out,
+int ina__ebpf_test_run(struct ina_ebpf *e, const void *frame, uint32_t len, void *out,
                       uint32_t *outlen, int *retval)
 {
     (void)e;

@@ -25,7 +25,7 @@ static int ifreq_ioctl(const char *name, unsigned long req, struct ifreq *r)
     return rc;
 }
 
-int ina_iface_info(const char *name, struct ina_iface *out)
+int ina__iface_info(const char *name, struct ina_iface *out)
 {
     memset(out, 0, sizeof(*out));
     if (!name || strlen(name) >= IFNAMSIZ)
@@ -90,7 +90,7 @@ static int feature_bit(const char *name, const char *feature)
     return bit;
 }
 
-int ina_iface_udp_gso(const char *name, int on, int *was)
+int ina__iface_udp_gso(const char *name, int on, int *was)
 {
     int bit = feature_bit(name, "tx-udp-segmentation");
     if (bit < 0)
@@ -125,7 +125,7 @@ int ina_iface_udp_gso(const char *name, int on, int *was)
     return rc;
 }
 
-int ina_iface_neighbour(const char *name, uint32_t ip, uint8_t mac[6])
+int ina__iface_neighbour(const char *name, uint32_t ip, uint8_t mac[6])
 {
     FILE *f = fopen("/proc/net/arp", "r");
     if (!f)

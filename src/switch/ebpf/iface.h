@@ -14,14 +14,14 @@ struct ina_iface {
 };
 
 /* @return 0, or -errno (-ENODEV: no such interface). */
-int ina_iface_info(const char *name, struct ina_iface *out);
+int ina__iface_info(const char *name, struct ina_iface *out);
 
 /* Turn the interface's UDP segmentation offload (tx-udp-segmentation) on or
  * off; *was gets its previous state. @return 0, or -errno. */
-int ina_iface_udp_gso(const char *name, int on, int *was);
+int ina__iface_udp_gso(const char *name, int on, int *was);
 
 /* The Ethernet address the kernel's neighbour table holds for IPv4 address
  * ip (network order) on interface name. @return 0, or -ENOENT. */
-int ina_iface_neighbour(const char *name, uint32_t ip, uint8_t mac[6]);
+int ina__iface_neighbour(const char *name, uint32_t ip, uint8_t mac[6]);
 
 #endif

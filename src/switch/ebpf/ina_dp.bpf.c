@@ -578,7 +578,7 @@ static __always_inline int resend_result(struct __sk_buff *skb, const struct ina
 
 /*
  * One DATA datagram of len bytes at OFF_INA, its header linear. Checks
- * 6..16 of §6.1 and the slot rule (dataplane.c: ina_switch_input,
+ * 6..16 of §6.1 and the slot rule (input.c: ina__switch_input,
  * ina__dp_data).
  */
 static __always_inline int on_data(struct __sk_buff *skb, const struct ina_bpf_config *cfg,
