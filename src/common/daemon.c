@@ -60,11 +60,11 @@ void ina__daemon_version(const char *name)
     printf("%s %s (protocol %d)\n", name, ina_version_string(), INA_WIRE_VERSION);
 }
 
-int ina__daemon_no_operands(const char *name, int argc, char **argv, int optind)
+int ina__daemon_no_operands(const char *name, int argc, char **argv, int first)
 {
-    if (optind >= argc)
+    if (first >= argc)
         return 0;
-    fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", name, argv[optind]);
+    fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", name, argv[first]);
     return -1;
 }
 

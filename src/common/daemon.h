@@ -53,8 +53,9 @@ static inline int ina__daemon_due(uint64_t *last, uint64_t now, uint64_t period_
 
 /* --version: "NAME VERSION (protocol N)" on stdout. */
 void ina__daemon_version(const char *name);
-/* After getopt_long: no operand may follow the options. @return 0, or -1 (said). */
-int ina__daemon_no_operands(const char *name, int argc, char **argv, int optind);
+/* After getopt_long: no operand may follow the options (first: its optind). @return 0, or -1
+ * (said). */
+int ina__daemon_no_operands(const char *name, int argc, char **argv, int first);
 /* --log-level L. @return 0, or -1 (said). */
 int ina__daemon_log_level(const char *name, const char *arg, enum ina_log_level *out);
 /* --fault-rx or --fault-tx (which: "rx" or "tx") SPEC, checked. @return 0, or -1 (said). */
