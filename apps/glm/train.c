@@ -60,6 +60,8 @@ static int comm_start(struct trainer *t, int h, float *buf, size_t n)
     int rc = glm_comm_start(t->c, h, buf, n);
     t->comm_s += now_s() - t0;
     t->rounds++;
+    if (rc != 0 && !t->err[0]) /* a backend that reports at the start, without words */
+        snprintf(t->err, t->errlen, "starting the all-reduce of %zu values failed", n);
     return rc;
 }
 
@@ -151,9 +153,12 @@ static void backward(struct trainer *t, size_t m, size_t p0, size_t p1, double s
  * soon as its sums are back, while later ones are still out. Since every
  * dot was taken before the model moves, each backward can step the model
  * directly (no gradient buffer, no second pass over the touched features),
- * and the arithmetic is the same whatever W is: a smaller W only waits
- * earlier. What is left between one mini-batch and the next is the
- * round trip of its last micro-batch and that micro-batch's backward.
+ * and the arithmetic is the same whatever W and the micro-batch size are: a
+ * smaller W only waits earlier (as long as the sums themselves do not depend
+ * on timing or grouping: fixed point and MPI's float sums do not; the
+ * switch's one-round block floating point may round in arrival order,
+ * PROTOCOL.md §8.7). What is left between one mini-batch and the next is
+ * the round trip of its last micro-batch and that micro-batch's backward.
  */
 static int step_model_parallel(struct trainer *t, size_t b0, size_t b1)
 {
