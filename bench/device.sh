@@ -8,6 +8,10 @@
 # short leaves what it printed). Parts, in order:
 #   env       cores, load, compilers, OpenMPI, python and torch, the GPU
 #   build     cmake Release, -j all cores (the eBPF dataplane off: it is not measured here)
+#   glmscale  bench/glm.sh scale at N = 1, 2, 4, 8 on the compute-bound shape 2,048 x 200,000
+#             with 16,000 nonzeros a row: B = 16 in micro-batches of 8 (P4SGD's smallest batch),
+#             B = 256 in micro-batches of 8 and of 64; ina, ina busy-polling, OpenMPI over
+#             shared memory; issue 34's target: speedup >= 0.8 N
 #   gpucheck  bench/gpu_ddp.py, a small model, 5 steps: the CUDA hook path runs and its
 #             gradients equal Gloo's (issue 14)
 #   gpu       bench/gpu_ddp.py: DDP on cuda:0, N=4, 1.6M and 18.9M parameters, ina's hook and
@@ -39,7 +43,7 @@ ROOT=$PWD
 usage() { sed -n '2,/^set -uo/p' "$ROOT/bench/device.sh" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
 OUTDIR=${OUT:-$ROOT/bench/results/device}
-PARTS="env build gpucheck gpu latency train cluster defaults pytest defaults8"
+PARTS="env build glmscale gpucheck gpu latency train cluster defaults pytest defaults8"
 DEADLINE=540 QUICK=0
 while [ $# -gt 0 ]; do
     case $1 in
@@ -122,6 +126,8 @@ if [ "$QUICK" = 1 ]; then
     DEF8_ARGS=(--workers 3 --size 1M --reps 1 --lanes 1 --threads 1,2)
     LAT_ENV=(NS="2" SIZES="32" REPS=1 ITERS=50)
     TRAIN_ENV=(NS="1 2" EPOCHS=2)
+    GLMSCALE_ENV=(NS="1 2" SHAPES="1024x20000:500" SYSTEMS="ina" REPS=1 EPOCHS=2)
+    GLMSCALE_BATCHES="16:8"
     CL_ARGS=(--workers 2 --sizes 1M --scale-sizes 1M)
 else
     GPU_ARGS=(--nproc 4 --params 1.6M,18.9M --steps 20 --warmup 5)
@@ -130,12 +136,17 @@ else
     DEF8_ARGS=(--workers 8 --size 64M --reps 1 --lanes 1,2 --threads 4,8)
     LAT_ENV=(NS="2 4 8" SIZES="32 1024" REPS=3 ITERS=300)
     TRAIN_ENV=(NS="1 2 4 8")
+    GLMSCALE_ENV=(NS="1 2 4 8" SHAPES="2048x200000:16000" SYSTEMS="ina ina-busy mpi-shm" REPS=1
+                  EPOCHS=3)
+    GLMSCALE_BATCHES="16:8 256:8 256:64"
     CL_ARGS=(--workers 8 --sizes 64M --scale-sizes 64M)
 fi
 
 say "# bench/device.sh on $(hostname), $CORES cores, deadline ${DEADLINE}s, parts: $PARTS"
 part env 20 5 env_part
 part build 180 30 build_part
+part glmscale 200 40 env "${GLMSCALE_ENV[@]}" GLMSCALE_BATCHES="$GLMSCALE_BATCHES" bash -c \
+    'for bm in $GLMSCALE_BATCHES; do BATCH=${bm%:*} MICRO=${bm#*:} bash bench/glm.sh scale || exit 1; done'
 part gpucheck 90 40 "$INA_PYTHON" bench/gpu_ddp.py "${GPUCHECK_ARGS[@]}"
 part gpu 170 60 "$INA_PYTHON" bench/gpu_ddp.py "${GPU_ARGS[@]}"
 part latency 90 30 env "${LAT_ENV[@]}" bash bench/glm.sh latency

@@ -143,17 +143,35 @@ int glm_block_make(const struct glm_csr *x, size_t r0, size_t r1, size_t c0, siz
 
 double glm_block_dot(const struct glm_block *b, size_t i, const double *x)
 {
-    double acc = 0;
+    /* Four sums: one chain of dependent additions would wait out the adder's
+     * latency on every element (the compiler may not reorder them). */
+    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
     if (b->dense) {
         const float *row = b->d + i * b->f;
-        for (size_t j = 0; j < b->f; j++)
-            acc += row[j] * x[j];
-        return acc;
+        size_t j = 0;
+        for (; j + 4 <= b->f; j += 4) {
+            a0 += row[j] * x[j];
+            a1 += row[j + 1] * x[j + 1];
+            a2 += row[j + 2] * x[j + 2];
+            a3 += row[j + 3] * x[j + 3];
+        }
+        for (; j < b->f; j++)
+            a0 += row[j] * x[j];
+        return (a0 + a1) + (a2 + a3);
     }
     const struct glm_csr *s = &b->s;
-    for (size_t k = s->rowptr[i]; k < s->rowptr[i + 1]; k++)
-        acc += s->val[k] * x[s->col[k]];
-    return acc;
+    const uint32_t *col = s->col;
+    const float *val = s->val;
+    size_t k = s->rowptr[i], e = s->rowptr[i + 1];
+    for (; k + 4 <= e; k += 4) {
+        a0 += val[k] * x[col[k]];
+        a1 += val[k + 1] * x[col[k + 1]];
+        a2 += val[k + 2] * x[col[k + 2]];
+        a3 += val[k + 3] * x[col[k + 3]];
+    }
+    for (; k < e; k++)
+        a0 += val[k] * x[col[k]];
+    return (a0 + a1) + (a2 + a3);
 }
 
 void glm_block_axpy(const struct glm_block *b, size_t i, double a, double *g)

@@ -71,8 +71,33 @@ static uint32_t popular_col(uint64_t *s, size_t lo, size_t n)
     return (uint32_t)(lo + (uint64_t)rank * 2654435761ull % n);
 }
 
+/* cols[0..k) sorted, duplicates dropped. @return how many are left. bits,
+ * when given, is a zeroed bitmap of every column (left zeroed): a row of
+ * thousands of nonzeros is then sorted by marking and one pass over the
+ * bitmap, instead of a comparison sort that took most of the generation
+ * time; the result is the same. */
+static size_t sort_distinct(uint32_t *cols, size_t k, uint64_t *bits, size_t ncols)
+{
+    size_t m = 0;
+    if (bits) {
+        for (size_t i = 0; i < k; i++)
+            bits[cols[i] >> 6] |= 1ull << (cols[i] & 63);
+        for (size_t w = 0; w < (ncols + 63) / 64; w++)
+            for (uint64_t b = bits[w]; b; b &= b - 1)
+                cols[m++] = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(b));
+        for (size_t i = 0; i < m; i++)
+            bits[cols[i] >> 6] = 0;
+        return m;
+    }
+    qsort(cols, k, sizeof(uint32_t), cmp_u32);
+    for (size_t i = 0; i < k; i++)
+        if (m == 0 || cols[i] != cols[m - 1])
+            cols[m++] = cols[i];
+    return m;
+}
+
 /* Columns of one sparse row into cols (sorted, distinct). @return how many. */
-static size_t sparse_row(const struct glm_shape *sh, uint64_t *s, uint32_t *cols)
+static size_t sparse_row(const struct glm_shape *sh, uint64_t *s, uint32_t *cols, uint64_t *bits)
 {
     size_t k = 0;
     if (sh->text) {
@@ -89,12 +114,7 @@ static size_t sparse_row(const struct glm_shape *sh, uint64_t *s, uint32_t *cols
                 cols[k++] = popular_col(s, lo, hi - lo);
         }
     }
-    qsort(cols, k, sizeof(uint32_t), cmp_u32);
-    size_t m = 0;
-    for (size_t i = 0; i < k; i++)
-        if (m == 0 || cols[i] != cols[m - 1])
-            cols[m++] = cols[i];
-    return m;
+    return sort_distinct(cols, k, bits, sh->cols);
 }
 
 int glm_generate(const struct glm_shape *sh, uint64_t seed, int classify, double noise,
@@ -112,8 +132,15 @@ int glm_generate(const struct glm_shape *sh, uint64_t seed, int classify, double
     d->y = malloc(sh->rows * sizeof(double));
     d->planted = malloc(sh->cols * sizeof(double));
     uint32_t *cols = malloc((sh->nnz_per_row * 2 + 2) * sizeof(uint32_t));
-    if (!m->rowptr || !m->col || !m->val || !d->y || !d->planted || !cols) {
+    /* The bitmap sort pays when a pass over every column's bit (cols / 64
+     * words) costs less than sorting a row (about nnz log nnz). */
+    uint64_t *bits = NULL;
+    if (!dense && sh->cols / 64 < sh->nnz_per_row * 4)
+        bits = calloc((sh->cols + 63) / 64, sizeof(uint64_t));
+    if (!m->rowptr || !m->col || !m->val || !d->y || !d->planted || !cols ||
+        (!dense && sh->cols / 64 < sh->nnz_per_row * 4 && !bits)) {
         free(cols);
+        free(bits);
         glm_dataset_free(d);
         snprintf(err, errlen, "out of memory for %zu x %zu with %zu nonzeros per row", sh->rows,
                  sh->cols, sh->nnz_per_row);
@@ -135,7 +162,7 @@ int glm_generate(const struct glm_shape *sh, uint64_t seed, int classify, double
                 m->val[o] = (float)(2.0 * glm_rand01(&s) - 1.0);
             }
         } else {
-            size_t k = sparse_row(sh, &s, cols);
+            size_t k = sparse_row(sh, &s, cols, bits);
             double norm = 0;
             for (size_t t = 0; t < k; t++, o++) {
                 m->col[o] = cols[t];
@@ -155,6 +182,7 @@ int glm_generate(const struct glm_shape *sh, uint64_t seed, int classify, double
     }
     m->nnz = o;
     free(cols);
+    free(bits);
     snprintf(d->name, sizeof(d->name), "generated %s (seed %llu)", sh->name,
              (unsigned long long)seed);
     return 0;

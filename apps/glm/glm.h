@@ -21,7 +21,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define GLM_MICRO 8 /* samples per micro-batch: one packet of 8 partial dots (P4SGD) */
+#define GLM_MICRO 8 /* samples per micro-batch by default: one packet of 8 partial dots (P4SGD) */
+#define GLM_MAX_MICRO 4096
 #define GLM_MAX_WINDOW 1024
 
 /* ---- Data ---------------------------------------------------------------- */
@@ -180,8 +181,10 @@ extern const struct glm_comm_ops *const glm_comm_mpi_ops; /* NULL: built without
 struct glm_train_opts {
     enum glm_loss loss;
     double lr, l2;
+    double lr_decay;  /* epoch e (1-based) steps with lr / (1 + lr_decay (e - 1)) */
     size_t batch;     /* B */
-    int window;       /* W */
+    size_t micro;     /* samples per micro-batch, one all-reduce each (GLM_MICRO) */
+    int window;       /* W: micro-batches in flight */
     int epochs;
     int data_parallel;
     uint64_t shuffle_seed; /* 0: samples in file order */
@@ -204,6 +207,10 @@ struct glm_progress {
     size_t step;          /* steps (mini-batches) done */
     double train_s;       /* training time so far, evaluations excluded */
     double epoch_s, compute_s, comm_s; /* this epoch's (or since the last point) */
+    double wait_s;        /* of comm_s, inside the waits: round trips the compute did not hide */
+    double cpu_s;         /* CPU time of this process over the same span (wall - cpu: the host's
+                           * other load, and sleeping in waits) */
+    size_t rounds;        /* all-reduces of the span (one per micro-batch) */
     struct glm_eval ev;
 };
 typedef void (*glm_report_fn)(const struct glm_progress *p, void *arg);

@@ -46,9 +46,17 @@ static void usage(FILE *f)
 "  --loss L             squared (linear regression), logistic (default) or hinge\n"
 "                       (SVM); logistic and hinge read labels > 0 as +1, else -1\n"
 "  --lr R               learning rate (default 0.5)\n"
+"  --lr-decay D         epoch e steps with lr / (1 + D (e - 1)) (default 0: a\n"
+"                       constant rate, which ends in a noise band above the\n"
+"                       optimum; a decay closes in on it)\n"
 "  --l2 L               L2 regularisation (default 0): x -= lr (g/B + L x)\n"
 "  --batch B            mini-batch size (default 16)\n"
-"  --window W           micro-batches of 8 in flight (default 1; at most %d)\n"
+"  --micro M            samples per micro-batch: the M partial dots that one\n"
+"                       all-reduce sums (default 8, P4SGD's packet; at most %d):\n"
+"                       fewer, larger all-reduces against less overlap\n"
+"  --window W           micro-batches in flight (default: all of a mini-batch,\n"
+"                       B/M rounded up; at most %d); W and M change when a\n"
+"                       worker waits, never what it computes\n"
 "  --epochs E           passes over the data (default 10)\n"
 "  --shuffle SEED       shuffle the samples each epoch with SEED (default 1;\n"
 "                       0: file order)\n"
@@ -83,7 +91,8 @@ static void usage(FILE *f)
 "  --help               this text\n"
 "\n"
 "Exit status: 0 trained, 1 error (data, communication), 2 usage error.\n",
-            GLM_MAX_WINDOW, glm_comm_mpi_ops ? "this build has MPI" : "not in this build");
+            GLM_MAX_MICRO, GLM_MAX_WINDOW,
+            glm_comm_mpi_ops ? "this build has MPI" : "not in this build");
 }
 
 static _Noreturn void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -130,9 +139,9 @@ struct cli {
 };
 
 enum {
-    O_DATA = 256, O_GEN, O_SEED, O_NOISE, O_FEATURES, O_SCALE, O_SAVE, O_LOSS, O_LR, O_L2,
-    O_BATCH, O_WINDOW, O_EPOCHS, O_SHUFFLE, O_TARGET, O_EVAL, O_DP, O_COMM, O_FIXED, O_BUSY,
-    O_SWITCH, O_RANK, O_WORLD, O_JOB, O_LOCAL, O_SWBIN, O_SWOPT, O_JSON, O_QUIET, O_HELP, O_BIAS
+    O_DATA = 256, O_GEN, O_SEED, O_NOISE, O_FEATURES, O_SCALE, O_SAVE, O_LOSS, O_LR,
+    O_LR_DECAY, O_L2, O_BATCH, O_MICRO, O_WINDOW, O_EPOCHS, O_SHUFFLE, O_TARGET, O_EVAL, O_DP,
+    O_COMM, O_FIXED, O_BUSY, O_SWITCH, O_RANK, O_WORLD, O_JOB, O_LOCAL, O_SWBIN, O_SWOPT, O_JSON, O_QUIET, O_HELP, O_BIAS
 };
 
 static void parse(int argc, char **argv, struct cli *o)
@@ -141,8 +150,8 @@ static void parse(int argc, char **argv, struct cli *o)
         {"data", 1, 0, O_DATA}, {"gen", 1, 0, O_GEN}, {"seed", 1, 0, O_SEED},
         {"noise", 1, 0, O_NOISE}, {"features", 1, 0, O_FEATURES}, {"scale", 1, 0, O_SCALE},
         {"save-data", 1, 0, O_SAVE}, {"loss", 1, 0, O_LOSS}, {"lr", 1, 0, O_LR},
-        {"l2", 1, 0, O_L2}, {"batch", 1, 0, O_BATCH}, {"window", 1, 0, O_WINDOW},
-        {"epochs", 1, 0, O_EPOCHS}, {"shuffle", 1, 0, O_SHUFFLE}, {"target", 1, 0, O_TARGET},
+        {"lr-decay", 1, 0, O_LR_DECAY}, {"l2", 1, 0, O_L2}, {"batch", 1, 0, O_BATCH},
+        {"micro", 1, 0, O_MICRO}, {"window", 1, 0, O_WINDOW}, {"epochs", 1, 0, O_EPOCHS}, {"shuffle", 1, 0, O_SHUFFLE}, {"target", 1, 0, O_TARGET},
         {"eval-steps", 1, 0, O_EVAL}, {"data-parallel", 0, 0, O_DP}, {"comm", 1, 0, O_COMM},
         {"fixed-bits", 1, 0, O_FIXED}, {"busy-poll", 1, 0, O_BUSY}, {"switch", 1, 0, O_SWITCH},
         {"rank", 1, 0, O_RANK}, {"world", 1, 0, O_WORLD}, {"job", 1, 0, O_JOB},
@@ -152,7 +161,7 @@ static void parse(int argc, char **argv, struct cli *o)
     memset(o, 0, sizeof(*o));
     o->seed = 1;
     o->noise = 0.1;
-    o->t = (struct glm_train_opts){.loss = GLM_LOGISTIC, .lr = 0.5, .batch = 16, .window = 1,
+    o->t = (struct glm_train_opts){.loss = GLM_LOGISTIC, .lr = 0.5, .batch = 16, .micro = GLM_MICRO, .window = 0,
                                    .epochs = 10, .shuffle_seed = 1};
     o->c = (struct glm_comm_opts){.kind = GLM_COMM_LOCAL, .fixed_bits = 23, .rank = -1,
                                   .world = 0};
@@ -171,8 +180,10 @@ static void parse(int argc, char **argv, struct cli *o)
         case O_SAVE: o->save_data = a; break;
         case O_LOSS: o->t.loss = (enum glm_loss)pick("--loss", a, glm_loss_names, 3); break;
         case O_LR: o->t.lr = num_arg("--lr", a, 0, 1e6); break;
+        case O_LR_DECAY: o->t.lr_decay = num_arg("--lr-decay", a, 0, 1e6); break;
         case O_L2: o->t.l2 = num_arg("--l2", a, 0, 1e6); break;
         case O_BATCH: o->t.batch = (size_t)num_arg("--batch", a, 1, 1e9); break;
+        case O_MICRO: o->t.micro = (size_t)num_arg("--micro", a, 1, GLM_MAX_MICRO); break;
         case O_WINDOW: o->t.window = (int)num_arg("--window", a, 1, GLM_MAX_WINDOW); break;
         case O_EPOCHS: o->t.epochs = (int)num_arg("--epochs", a, 0, 1e6); break;
         case O_SHUFFLE: o->t.shuffle_seed = (uint64_t)num_arg("--shuffle", a, 0, 1e15); break;
@@ -213,6 +224,10 @@ static void parse(int argc, char **argv, struct cli *o)
         usage_error("--local N sets the switch, ranks and world itself");
     if (o->c.kind != GLM_COMM_INA && (o->c.switch_addr || o->c.job || o->c.busy_poll_us))
         usage_error("--switch, --job and --busy-poll are for --comm ina");
+    if (!o->t.window) { /* every micro-batch of a mini-batch in flight */
+        size_t per_batch = (o->t.batch + o->t.micro - 1) / o->t.micro;
+        o->t.window = per_batch < GLM_MAX_WINDOW ? (int)per_batch : GLM_MAX_WINDOW;
+    }
     o->c.window = o->t.window;
     /* --local with --busy-poll: the switch it starts busy-polls too (a spinning worker
      * gains little while the switch sleeps), unless --switch-opt already says how. */
@@ -260,6 +275,9 @@ static void report(const struct glm_progress *p, void *arg)
         jnum("epoch_s", p->epoch_s, 0);
         jnum("compute_s", p->compute_s, 0);
         jnum("comm_s", p->comm_s, 0);
+        jnum("wait_s", p->wait_s, 0);
+        jnum("cpu_s", p->cpu_s, 0);
+        printf("\"rounds\":%zu,", p->rounds);
         jnum("train_s", p->train_s, 1);
         printf("}\n");
     } else {
@@ -332,10 +350,11 @@ int main(int argc, char **argv)
         printf("# ina-glm: %s: %zu samples x %zu features, %zu nonzeros (%.3g%%)\n", ds.name,
                ds.x.nrows, ds.x.ncols, ds.x.nnz,
                100.0 * (double)ds.x.nnz / ((double)ds.x.nrows * (double)ds.x.ncols));
-        printf("# %s loss, lr %g, l2 %g, batch %zu, %d in flight, %d epochs, %s over %d "
-               "worker%s; %s\n", glm_loss_names[o.t.loss], o.t.lr, o.t.l2, o.t.batch,
-               o.t.window, o.t.epochs, o.t.data_parallel ? "data-parallel" : "model-parallel",
-               comm.world, comm.world > 1 ? "s" : "", comm.desc);
+        printf("# %s loss, lr %g (decay %g), l2 %g, batch %zu, micro-batches of %zu, %d in "
+               "flight, %d epochs, %s over %d worker%s; %s\n", glm_loss_names[o.t.loss], o.t.lr,
+               o.t.lr_decay, o.t.l2, o.t.batch, o.t.micro, o.t.window, o.t.epochs,
+               o.t.data_parallel ? "data-parallel" : "model-parallel", comm.world,
+               comm.world > 1 ? "s" : "", comm.desc);
         printf("%5s %8s %12s %12s %9s %9s %9s %9s %9s %9s %9s\n", "epoch", "steps", "objective",
                "loss", "accuracy", "rmse", "model_err", "epoch_s", "compute_s", "comm_s",
                "train_s");
@@ -349,11 +368,11 @@ int main(int argc, char **argv)
         if (o.json) {
             printf("{\"summary\":true,\"comm\":\"%s\",\"workers\":%d,\"data\":\"%s\","
                    "\"samples\":%zu,\"features\":%zu,\"loss_fn\":\"%s\",\"batch\":%zu,"
-                   "\"window\":%d,\"data_parallel\":%s,\"fixed_bits\":%d,\"epochs_run\":%d,"
-                   "\"reached\":%s,", glm_comm_names[comm.kind], comm.world, ds.name,
-                   ds.x.nrows, ds.x.ncols, glm_loss_names[o.t.loss], o.t.batch, o.t.window,
-                   o.t.data_parallel ? "true" : "false", comm.fixed_bits, res.epochs_run,
-                   res.reached ? "true" : "false");
+                   "\"micro\":%zu,\"window\":%d,\"data_parallel\":%s,\"fixed_bits\":%d,"
+                   "\"epochs_run\":%d,\"reached\":%s,", glm_comm_names[comm.kind], comm.world,
+                   ds.name, ds.x.nrows, ds.x.ncols, glm_loss_names[o.t.loss], o.t.batch,
+                   o.t.micro, o.t.window, o.t.data_parallel ? "true" : "false", comm.fixed_bits,
+                   res.epochs_run, res.reached ? "true" : "false");
             jnum("target", o.t.target, 0);
             jnum("time_to_target_s", res.reached ? res.time_to_target : NAN, 0);
             jnum("objective", res.final.objective, 0);

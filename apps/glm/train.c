@@ -7,12 +7,16 @@
 
 #include "glm.h"
 
-static double now_s(void)
+static double clock_s(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
+/* CPU time of this process (its library threads too): against the wall clock,
+ * it shows how much of a run the host's other load took. */
+static double cpu_s(void) { return clock_s(CLOCK_PROCESS_CPUTIME_ID); }
 
 /* Everything one worker trains with. */
 struct trainer {
@@ -27,17 +31,15 @@ struct trainer {
      * pass over every feature, and a step touches only the features of its
      * samples (a sparse row has 74 of rcv1's 47,236). */
     double *v, scale;
-    double *g;            /* gradient of the current mini-batch, f entries */
-    uint32_t *touched;    /* features with g != 0 this step (sparse blocks), nt of them */
-    uint8_t *mark;        /* feature is in touched */
-    size_t nt;
+    double lr;            /* this epoch's learning rate */
+    double *g;            /* data-parallel: gradient of the current mini-batch, f entries */
     float *gbuf;          /* data-parallel: the gradient as sent (F floats) */
     size_t *perm;         /* sample order of the epoch */
-    float (*dots)[GLM_MICRO]; /* W micro-batches of partial dots in flight */
-    size_t (*rows)[GLM_MICRO]; /* and their samples */
-    int *cnt;             /* samples in each */
+    float *dots;          /* model-parallel: the mini-batch's B dots, `micro` per micro-batch */
     float *z;             /* evaluation: every sample's dot */
     double comm_s;        /* time inside the all-reduce calls, this epoch so far */
+    double wait_s;        /* of which inside the waits: latency the compute did not hide */
+    size_t rounds;        /* all-reduces started */
     char *err;
     size_t errlen;
 };
@@ -46,7 +48,9 @@ static int comm_wait(struct trainer *t, int h)
 {
     double t0 = now_s();
     int rc = glm_comm_wait(t->c, h, t->err, t->errlen);
-    t->comm_s += now_s() - t0;
+    double dt = now_s() - t0;
+    t->comm_s += dt;
+    t->wait_s += dt;
     return rc;
 }
 
@@ -55,6 +59,9 @@ static int comm_start(struct trainer *t, int h, float *buf, size_t n)
     double t0 = now_s();
     int rc = glm_comm_start(t->c, h, buf, n);
     t->comm_s += now_s() - t0;
+    t->rounds++;
+    if (rc != 0 && !t->err[0]) /* a backend that reports at the start, without words */
+        snprintf(t->err, t->errlen, "starting the all-reduce of %zu values failed", n);
     return rc;
 }
 
@@ -62,7 +69,10 @@ static int comm_allreduce(struct trainer *t, float *buf, size_t n)
 {
     double t0 = now_s();
     int rc = glm_comm_allreduce(t->c, buf, n, t->err, t->errlen);
-    t->comm_s += now_s() - t0;
+    double dt = now_s() - t0;
+    t->comm_s += dt;
+    t->wait_s += dt; /* blocking: all of it is waiting */
+    t->rounds++;
     return rc;
 }
 
@@ -88,42 +98,10 @@ static double dot(const struct trainer *t, size_t i)
     return t->scale * glm_block_dot(&t->blk, i, t->v);
 }
 
-/* g += s a_i over this worker's features, noting which features it touched. */
-static void accumulate(struct trainer *t, size_t i, double s)
+/* The L2 term of a step, x -= lr l2 x: only the scale moves. */
+static void shrink(struct trainer *t)
 {
-    if (s == 0)
-        return;
-    glm_block_axpy(&t->blk, i, s, t->g);
-    if (t->blk.dense)
-        return; /* every feature: update() walks them all */
-    const struct glm_csr *m = &t->blk.s;
-    for (size_t k = m->rowptr[i]; k < m->rowptr[i + 1]; k++)
-        if (!t->mark[m->col[k]]) {
-            t->mark[m->col[k]] = 1;
-            t->touched[t->nt++] = m->col[k];
-        }
-}
-
-/* x -= lr (g / B + l2 x), and clear g for the next mini-batch. With x =
- * scale v: the L2 term shrinks scale, the gradient term moves v. */
-static void update(struct trainer *t, size_t batch)
-{
-    const double lr = t->o->lr, step = lr / ((double)batch * t->scale);
-    if (t->blk.dense || t->o->data_parallel) {
-        for (size_t k = 0; k < t->f; k++) {
-            t->v[k] -= step * t->g[k];
-            t->g[k] = 0;
-        }
-    } else {
-        for (size_t q = 0; q < t->nt; q++) {
-            uint32_t k = t->touched[q];
-            t->v[k] -= step * t->g[k];
-            t->g[k] = 0;
-            t->mark[k] = 0;
-        }
-    }
-    t->nt = 0;
-    t->scale *= 1.0 - lr * t->o->l2;
+    t->scale *= 1.0 - t->lr * t->o->l2;
     if (t->scale < 1e-30 || t->scale > 1e30) { /* fold it in before it under- or overflows */
         for (size_t k = 0; k < t->f; k++)
             t->v[k] *= t->scale;
@@ -131,50 +109,76 @@ static void update(struct trainer *t, size_t batch)
     }
 }
 
-/* Micro-batch in slot h has its full dots: accumulate each sample's gradient. */
-static void backward(struct trainer *t, int h)
+/* Data-parallel: x -= lr (g / B + l2 x), and clear g for the next mini-batch. */
+static void update(struct trainer *t, size_t batch)
 {
-    for (int k = 0; k < t->cnt[h]; k++) {
-        size_t i = t->rows[h][k];
-        accumulate(t, i, glm_dloss(t->o->loss, t->dots[h][k], t->y[i]));
+    const double step = t->lr / ((double)batch * t->scale);
+    for (size_t k = 0; k < t->f; k++) {
+        t->v[k] -= step * t->g[k];
+        t->g[k] = 0;
+    }
+    shrink(t);
+}
+
+/* Forward of micro-batch m (samples p0..p1 of the epoch's order): its partial
+ * dots into t->dots, and its all-reduce started in slot h. */
+static int forward(struct trainer *t, size_t m, size_t p0, size_t p1, int h)
+{
+    float *d = t->dots + m * t->o->micro;
+    for (size_t p = p0; p < p1; p++)
+        d[p - p0] = (float)dot(t, t->perm[p]);
+    return comm_start(t, h, d, p1 - p0);
+}
+
+/* Backward of micro-batch m, whose dots are summed: each sample's share of
+ * the step, x -= lr/B s_i a_i, straight into the model. */
+static void backward(struct trainer *t, size_t m, size_t p0, size_t p1, double step)
+{
+    const float *d = t->dots + m * t->o->micro;
+    for (size_t p = p0; p < p1; p++) {
+        size_t i = t->perm[p];
+        double s = glm_dloss(t->o->loss, d[p - p0], t->y[i]);
+        if (s != 0)
+            glm_block_axpy(&t->blk, i, -step * s, t->v);
     }
 }
 
 /*
- * One mini-batch, model-parallel: micro-batches of GLM_MICRO samples, each
- * worker's partial dots all-reduced, up to W in flight. They complete in
- * the order started (the oldest is waited for first), so the gradient is
- * accumulated in the same order whatever W is: W > 1 gives the trajectory
- * of W = 1 exactly, as long as the sums themselves do not depend on timing
- * (fixed point and MPI's float sums do not; the switch's one-round block
- * floating point may round in arrival order, PROTOCOL.md §8.7).
+ * One mini-batch, model-parallel: micro-batches of `micro` samples, each
+ * worker's partial dots all-reduced, up to W in flight.
+ *
+ * Every forward of the mini-batch comes first, each all-reduce started as
+ * soon as its dots are in, so the dots of later micro-batches are computed
+ * while earlier ones are on the wire; then the backwards, in order, each as
+ * soon as its sums are back, while later ones are still out. Since every
+ * dot was taken before the model moves, each backward can step the model
+ * directly (no gradient buffer, no second pass over the touched features),
+ * and the arithmetic is the same whatever W and the micro-batch size are: a
+ * smaller W only waits earlier (as long as the sums themselves do not depend
+ * on timing or grouping: fixed point and MPI's float sums do not; the
+ * switch's one-round block floating point may round in arrival order,
+ * PROTOCOL.md §8.7). What is left between one mini-batch and the next is
+ * the round trip of its last micro-batch and that micro-batch's backward.
  */
 static int step_model_parallel(struct trainer *t, size_t b0, size_t b1)
 {
-    const int W = t->o->window;
-    int head = 0, inflight = 0; /* oldest slot, and how many are out */
-    for (size_t p = b0; p < b1 || inflight; ) {
-        if (p < b1 && inflight < W) {
-            int h = (head + inflight) % W;
-            int k = 0;
-            for (; k < GLM_MICRO && p < b1; k++, p++) {
-                size_t i = t->perm[p];
-                t->rows[h][k] = i;
-                t->dots[h][k] = (float)dot(t, i);
-            }
-            t->cnt[h] = k;
-            if (comm_start(t, h, t->dots[h], (size_t)k) != 0)
-                return -1;
-            inflight++;
-            continue;
-        }
-        if (comm_wait(t, head) != 0)
+    const size_t W = (size_t)t->o->window, U = t->o->micro, M = (b1 - b0 + U - 1) / U;
+    size_t done = 0; /* micro-batches whose all-reduce was waited for */
+    for (size_t m = 0; m < M; m++) {
+        if (m - done == W && comm_wait(t, (int)(done++ % W)) != 0)
             return -1;
-        backward(t, head);
-        head = (head + 1) % W;
-        inflight--;
+        size_t p0 = b0 + m * U, p1 = p0 + U < b1 ? p0 + U : b1;
+        if (forward(t, m, p0, p1, (int)(m % W)) != 0)
+            return -1;
     }
-    update(t, b1 - b0);
+    const double step = t->lr / ((double)(b1 - b0) * t->scale);
+    for (size_t m = 0; m < M; m++) {
+        if (m == done && comm_wait(t, (int)(done++ % W)) != 0)
+            return -1;
+        size_t p0 = b0 + m * U, p1 = p0 + U < b1 ? p0 + U : b1;
+        backward(t, m, p0, p1, step);
+    }
+    shrink(t);
     return 0;
 }
 
@@ -190,9 +194,10 @@ static int step_data_parallel(struct trainer *t, size_t b0, size_t b1)
     for (size_t p = b0 + B * r / N; p < b0 + B * (r + 1) / N; p++) {
         size_t i = t->perm[p];
         double z = (double)(float)dot(t, i); /* a float, as model-parallel's sums are */
-        accumulate(t, i, glm_dloss(t->o->loss, z, t->y[i]));
+        double s = glm_dloss(t->o->loss, z, t->y[i]);
+        if (s != 0)
+            glm_block_axpy(&t->blk, i, s, t->g);
     }
-    t->nt = 0; /* every feature goes to the all-reduce and update() walks them all */
     for (size_t k = 0; k < t->f; k++)
         t->gbuf[k] = (float)t->g[k];
     if (comm_allreduce(t, t->gbuf, t->f) != 0)
@@ -273,13 +278,9 @@ static void trainer_free(struct trainer *t)
     free(t->y);
     free(t->v);
     free(t->g);
-    free(t->touched);
-    free(t->mark);
     free(t->gbuf);
     free(t->perm);
     free(t->dots);
-    free(t->rows);
-    free(t->cnt);
     free(t->z);
 }
 
@@ -298,21 +299,19 @@ static int trainer_init(struct trainer *t, const struct glm_dataset *ds,
     /* Dense blocks pay when at least a quarter of the cells are nonzero. */
     if (glm_block_make(&ds->x, 0, t->n, t->c0, c1, 0.25, &t->blk) != 0)
         return -1;
-    const size_t W = (size_t)o->window, f1 = t->f ? t->f : 1;
+    const size_t f1 = t->f ? t->f : 1, B = o->batch < t->n ? o->batch : t->n;
     t->y = malloc(t->n * sizeof(double));
     t->v = calloc(f1, sizeof(double));
     t->scale = 1.0;
-    t->g = calloc(f1, sizeof(double));
-    t->touched = malloc(f1 * sizeof(uint32_t));
-    t->mark = calloc(f1, 1);
-    t->gbuf = o->data_parallel ? calloc(f1, sizeof(float)) : NULL;
+    if (o->data_parallel) {
+        t->g = calloc(f1, sizeof(double));
+        t->gbuf = calloc(f1, sizeof(float));
+    }
     t->perm = malloc(t->n * sizeof(size_t));
-    t->dots = calloc(W, sizeof(*t->dots));
-    t->rows = calloc(W, sizeof(*t->rows));
-    t->cnt = calloc(W, sizeof(int));
+    t->dots = calloc(B + 1, sizeof(float)); /* never 0 */
     t->z = malloc(t->n * sizeof(float));
-    if (!t->y || !t->v || !t->g || !t->touched || !t->mark || (o->data_parallel && !t->gbuf) || !t->perm || !t->dots ||
-        !t->rows || !t->cnt || !t->z)
+    if (!t->y || !t->v || (o->data_parallel && (!t->g || !t->gbuf)) || !t->perm || !t->dots ||
+        !t->z)
         return -1;
     memcpy(t->y, ds->y, t->n * sizeof(double));
     glm_labels_for(o->loss, t->y, t->n);
@@ -340,8 +339,11 @@ int glm_train(const struct glm_dataset *ds, const struct glm_train_opts *o, stru
     double train_s = 0;
     const size_t steps_per_epoch = (t.n + o->batch - 1) / o->batch;
     for (int e = 1; rc == 0 && e <= o->epochs && !res->reached; e++) {
-        double t_start = now_s(), seg_start = t_start, seg_comm = 0;
-        t.comm_s = 0;
+        double t_start = now_s(), seg_start = t_start, seg_cpu = cpu_s();
+        double seg_comm = 0, seg_wait = 0;
+        size_t seg_rounds = t.rounds;
+        t.comm_s = t.wait_s = 0;
+        t.lr = o->lr / (1.0 + o->lr_decay * (double)(e - 1));
         shuffle(&t, e);
         for (size_t s = 0; s < steps_per_epoch && rc == 0; s++) {
             size_t b0 = s * o->batch, b1 = b0 + o->batch < t.n ? b0 + o->batch : t.n;
@@ -357,11 +359,17 @@ int glm_train(const struct glm_dataset *ds, const struct glm_train_opts *o, stru
             pr.epoch = e;
             pr.train_s = train_s;
             pr.epoch_s = seg;
+            pr.cpu_s = cpu_s() - seg_cpu;
             pr.comm_s = t.comm_s - seg_comm;
+            pr.wait_s = t.wait_s - seg_wait;
             pr.compute_s = seg - pr.comm_s;
-            double saved = t.comm_s;
+            pr.rounds = t.rounds - seg_rounds;
+            double saved = t.comm_s, saved_wait = t.wait_s;
+            size_t saved_rounds = t.rounds;
             rc = evaluate(&t, &pr.ev);
             t.comm_s = saved;
+            t.wait_s = saved_wait;
+            t.rounds = saved_rounds;
             if (rc != 0)
                 break;
             if (report)
@@ -372,7 +380,10 @@ int glm_train(const struct glm_dataset *ds, const struct glm_train_opts *o, stru
                 break;
             }
             seg_start = now_s();
+            seg_cpu = cpu_s();
             seg_comm = t.comm_s;
+            seg_wait = t.wait_s;
+            seg_rounds = t.rounds;
         }
         res->epochs_run = e;
     }
