@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/be32.h"
 #include "common/h16.h"
 #include "lib/wire16.h"
@@ -23,13 +24,6 @@
  *                         libina's dispatch, in the simd column)
  * for the scalar reference and the AVX2 + F16C kernels.
  */
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e9 * (double)ts.tv_sec + (double)ts.tv_nsec;
-}
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -130,12 +124,12 @@ int main(int argc, char **argv)
                 for (int i = 0; i < runs; i++) {
                     refill();
                     long iters = 0;
-                    double t0 = now_ns(), t1;
+                    double t0 = (double)ina__clock_ns(), t1;
                     do {
                         for (int j = 0; j < 64; j++)
                             once((enum row)r, impls[k], (enum ina_h16_fmt)fmt);
                         iters += 64;
-                        t1 = now_ns();
+                        t1 = (double)ina__clock_ns();
                     } while (t1 - t0 < ms * 1e6);
                     t[i] = (t1 - t0) / ((double)iters * (double)n);
                 }

@@ -51,6 +51,9 @@ def entry(words, desc):
 
 
 def main():
+    if len(sys.argv) != 3 or sys.argv[1] in ("-h", "--help"):
+        print("usage: scripts/man_options.py BINARY MANPAGE\n" + __doc__.strip().split("\n\n")[0])
+        sys.exit(0 if len(sys.argv) == 2 and sys.argv[1] in ("-h", "--help") else 2)
     binary, page = sys.argv[1], sys.argv[2]
     help_text = subprocess.run([binary, "--help"], capture_output=True, text=True).stdout
     opts = options(help_text)

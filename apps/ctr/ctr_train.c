@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "ctr_data.h"
 #include "ctr_file.h"
 #include "ina.h"
@@ -28,13 +29,6 @@ struct opts {
     const char *ps, *sw, *job, *data, *mark_dir;
     enum ctr_format format;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void usage(FILE *f)
 {
@@ -519,10 +513,10 @@ int main(int argc, char **argv)
                 ina_get_stats(ctx, &is0);
             loss_sum = loss_n = 0;
         }
-        double t0 = now_s(), t_pull = 0, t_comp = 0, t_next = 0;
+        double t0 = ina__clock_s(), t_pull = 0, t_comp = 0, t_next = 0;
         if (kv) {
             rc = ina_kv_pull(kv, u->keys, wu, u->n);
-            t_pull = now_s();
+            t_pull = ina__clock_s();
         } else {
             for (uint32_t i = 0; i < u->n; i++)
                 wu[i] = w[u->keys[i]];
@@ -541,7 +535,7 @@ int main(int argc, char **argv)
             nf += b->nf[i];
         }
         ina_kv_req *req = NULL;
-        t_comp = now_s();
+        t_comp = ina__clock_s();
         if (rc == 0 && kv) {
             rc = ina_kv_push_start(kv, u->keys, gu, u->n, &req);
         } else if (rc == 0) {
@@ -556,7 +550,7 @@ int main(int argc, char **argv)
             rc = -EINVAL;
             break;
         }
-        t_next = now_s();
+        t_next = ina__clock_s();
         if (rc == 0 && kv) {
             rc = ina_kv_wait(req);
         } else if (rc == 0) {
@@ -570,7 +564,7 @@ int main(int argc, char **argv)
             if (rc == 0)
                 apply_dense(&o, w, acc, grad, K1);
         }
-        step_s[t] = now_s() - t0;
+        step_s[t] = ina__clock_s() - t0;
         if (getenv("INA_CTR_TRACE")) /* where a step's time goes */
             fprintf(stderr, "ina-ctr rank %d step %d: pull %.1f compute %.1f next batch %.1f "
                     "push wait %.1f ms\n", o.rank, t, 1e3 * (t_pull ? t_pull - t0 : 0),

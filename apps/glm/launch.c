@@ -9,17 +9,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "launch.h"
 
 #define PORT_WAIT_S 10.0 /* ina-switch must listen within this */
 #define KILL_GRACE_S 3.0 /* after a worker fails, the others get this long to notice */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* fork + exec argv, dying with the launcher; quiet 1: stdout to /dev/null,
  * 2: stderr too. */
@@ -94,7 +88,7 @@ int glm_launch_local(const struct glm_launch *l, int argc, char **argv)
     swargv[a] = NULL;
     pid_t sw = spawn(swargv, 2), *pids = calloc((size_t)l->n, sizeof(pid_t));
     int port = 0, rc = 0;
-    for (double end = now_s() + PORT_WAIT_S; sw > 0 && !port && now_s() < end;) {
+    for (double end = ina__clock_s() + PORT_WAIT_S; sw > 0 && !port && ina__clock_s() < end;) {
         int st;
         if (waitpid(sw, &st, WNOHANG) == sw) {
             fprintf(stderr, "ina-glm: %s ended before it listened\n", swbin);
@@ -164,16 +158,16 @@ int glm_launch_local(const struct glm_launch *l, int argc, char **argv)
                                     WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
                         rc = rc ? rc : (WIFEXITED(st) ? WEXITSTATUS(st) : 1);
                         if (!kill_at)
-                            kill_at = now_s() + KILL_GRACE_S;
+                            kill_at = ina__clock_s() + KILL_GRACE_S;
                     }
                 }
             continue;
         }
-        if (kill_at && now_s() > kill_at) {
+        if (kill_at && ina__clock_s() > kill_at) {
             for (int r = 0; r < l->n; r++)
                 if (pids[r] > 0)
                     kill(pids[r], SIGKILL);
-            kill_at = now_s() + 3600; /* once */
+            kill_at = ina__clock_s() + 3600; /* once */
         }
         usleep(2000);
     }

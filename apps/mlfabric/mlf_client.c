@@ -8,16 +8,10 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "ina.h"
 #include "mlf_agg.h"
 #include "mlf_client.h"
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int same_addr(const struct sockaddr_in *a, const struct sockaddr_in *b)
 {
@@ -46,7 +40,7 @@ static size_t recv_until(struct mlf_client *c, uint8_t *b, size_t cap, struct so
                          uint64_t deadline)
 {
     for (;;) {
-        uint64_t now = mono_ns();
+        uint64_t now = ina__clock_ns();
         if (now >= deadline)
             return 0;
         struct pollfd p = {.fd = c->fd, .events = POLLIN};
@@ -93,13 +87,13 @@ int mlf_join(struct mlf_client *c, uint64_t timeout_ns)
 {
     uint8_t b[INA_HDR_LEN + INA_PS_JOIN_BODY_LEN], r[65536];
     if (getrandom(&c->join.nonce, sizeof(c->join.nonce), 0) != sizeof(c->join.nonce))
-        c->join.nonce = mono_ns() ^ (uint64_t)c->rank << 48;
+        c->join.nonce = ina__clock_ns() ^ (uint64_t)c->rank << 48;
     struct ina_hdr h;
     ina__hdr_init(&h, INA_K_PS_JOIN);
     h.rank = (uint16_t)c->rank;
     ina__hdr_encode(b, &h);
     ina__ps_join_encode(b + INA_HDR_LEN, &c->join);
-    uint64_t end = mono_ns() + timeout_ns;
+    uint64_t end = ina__clock_ns() + timeout_ns;
     int joined[2] = {0, 0};
     c->primary = 0;
     c->replica_synced = 1;
@@ -107,7 +101,7 @@ int mlf_join(struct mlf_client *c, uint64_t timeout_ns)
         for (int i = 0; i < c->nsrv; i++)
             if (!joined[i])
                 send_to(c, b, sizeof(b), &c->srv[i].addr);
-        uint64_t until = mono_ns() + 200000000ull;
+        uint64_t until = ina__clock_ns() + 200000000ull;
         if (until > end)
             until = end;
         struct sockaddr_in from;
@@ -136,7 +130,7 @@ int mlf_join(struct mlf_client *c, uint64_t timeout_ns)
                 }
             }
         }
-        if (mono_ns() >= end) {
+        if (ina__clock_ns() >= end) {
             fprintf(stderr, "mlf[%d]: no JOIN_ACK from every server within %llu ms (are all ranks "
                             "and ina-ps running?)\n",
                     c->rank, (unsigned long long)(timeout_ns / 1000000));
@@ -160,10 +154,10 @@ static long exchange(struct mlf_client *c, const struct mlf_server *s, const uin
                      size_t len, uint64_t timeout_ns, mlf_answer_fn is_answer, const void *want,
                      uint8_t *r, size_t cap)
 {
-    uint64_t give_up = mono_ns() + timeout_ns, wait = c->rto_ns;
-    while (mono_ns() < give_up) {
+    uint64_t give_up = ina__clock_ns() + timeout_ns, wait = c->rto_ns;
+    while (ina__clock_ns() < give_up) {
         send_to(c, req, len, &s->addr);
-        uint64_t until = mono_ns() + wait;
+        uint64_t until = ina__clock_ns() + wait;
         struct sockaddr_in from;
         size_t n;
         while ((n = recv_until(c, r, cap, &from, until)) > 0) {
@@ -278,12 +272,12 @@ static int ask_sched(struct mlf_client *c, uint32_t base, uint32_t bytes, uint32
 {
     uint8_t b[INA_HDR_LEN + INA_SCHED_REQ_LEN], r[512];
     encode_req(c, b, base, bytes, c->agg_switch ? INA_SCHED_REQ_AGGREGATE : 0);
-    uint64_t start = mono_ns(), waiting = 0;
+    uint64_t start = ina__clock_ns(), waiting = 0;
     uint64_t give_up = start + (c->sched_fallback_ns > c->sched_timeout_ns ? c->sched_fallback_ns
                                                                           : c->sched_timeout_ns);
-    while (mono_ns() < give_up) {
-        if (!waiting && mono_ns() - start >= c->sched_timeout_ns && mono_ns() < give_up) {
-            waiting = mono_ns();
+    while (ina__clock_ns() < give_up) {
+        if (!waiting && ina__clock_ns() - start >= c->sched_timeout_ns && ina__clock_ns() < give_up) {
+            waiting = ina__clock_ns();
             c->st.sched_waits++;
             fprintf(stderr, "mlf[%d]: warning: no grant from ina-sched within %llu ms (it is "
                             "busy, or gone): sending nothing unscheduled (the bound holds), "
@@ -292,7 +286,7 @@ static int ask_sched(struct mlf_client *c, uint32_t base, uint32_t bytes, uint32
                     (unsigned long long)((give_up - start) / 1000000));
         }
         send_to(c, b, sizeof(b), &c->sched);
-        uint64_t until = mono_ns() + (c->rto_ns > 10000000ull ? 2 * c->rto_ns : 20000000ull);
+        uint64_t until = ina__clock_ns() + (c->rto_ns > 10000000ull ? 2 * c->rto_ns : 20000000ull);
         if (until > give_up)
             until = give_up;
         struct sockaddr_in from;
@@ -308,7 +302,7 @@ static int ask_sched(struct mlf_client *c, uint32_t base, uint32_t bytes, uint32
                 c->st.reattaches++;
                 fprintf(stderr, "mlf[%d]: ina-sched answers again after %llu ms: scheduled "
                                 "again\n",
-                        c->rank, (unsigned long long)((mono_ns() - start) / 1000000));
+                        c->rank, (unsigned long long)((ina__clock_ns() - start) / 1000000));
             }
             if ((int32_t)ina__get32(r + INA_HDR_LEN) != 0)
                 return 0;
@@ -360,7 +354,7 @@ int mlf_begin(struct mlf_client *c)
     }
     c->granted = 1;
     c->grant_stamp = stamp;
-    c->grant_ns = mono_ns();
+    c->grant_ns = ina__clock_ns();
     return 0;
 }
 
@@ -430,7 +424,7 @@ static int group_update(struct mlf_client *c, const float **grad, uint32_t *base
     if (c->group_index > 0) {
         struct mlf_result done = {.status = rc == 0 ? INA_SCHED_DONE_MEMBER : rc,
                                   .version = *base};
-        tell_done(c, stamp, &done, bytes, mono_ns() - since);
+        tell_done(c, stamp, &done, bytes, ina__clock_ns() - since);
         *res = (struct mlf_result){.status = rc, .version = *base};
         c->st.aggregated += rc == 0;
         return 1;
@@ -572,7 +566,7 @@ static int stale_update(struct mlf_client *c, const float *grad, uint32_t base,
             lose_sched(c);
     }
     if (stamp != INA_STAMP_NONE && c->group_size > 1) {
-        uint64_t t = since ? since : mono_ns();
+        uint64_t t = since ? since : ina__clock_ns();
         if (group_update(c, &grad, &base, stamp, t, (uint32_t)len, &members, res))
             return 0;
         since = t;
@@ -598,7 +592,7 @@ static int stale_update(struct mlf_client *c, const float *grad, uint32_t base,
         ina__put32(b[t] + INA_HDR_LEN + 4, members);
         put_entries(c, b[t] + INA_HDR_LEN + INA_PS_UPDATE_PREFIX, grad);
     }
-    uint64_t start = mono_ns(), heard[2] = {start, start};
+    uint64_t start = ina__clock_ns(), heard[2] = {start, start};
     if (!since)
         since = start;
     /* primary_heard: the primary answered this update (HELD or an outcome). With the workers
@@ -617,11 +611,11 @@ static int stale_update(struct mlf_client *c, const float *grad, uint32_t base,
             if (i != c->primary && (c->chain || !primary_heard)) {
                 /* chain: the primary forwards it there (§15.8); send: after the primary's
                  * answer. Sent to directly once it is the primary (failover). */
-                heard[t] = mono_ns();
+                heard[t] = ina__clock_ns();
                 waiting |= !c->chain;
                 continue;
             }
-            uint64_t now = mono_ns();
+            uint64_t now = ina__clock_ns();
             if (now - start > held_limit_ns(c) && now - heard[t] <= c->failover_ns)
                 fprintf(stderr, "mlf[%d]: server %d has held update %u (stamp %u) for %llu ms: "
                                 "an earlier stamp never came (a worker died holding a grant, "
@@ -642,7 +636,7 @@ static int stale_update(struct mlf_client *c, const float *grad, uint32_t base,
         }
         if (!waiting || voided)
             break;
-        uint64_t until = mono_ns() + wait;
+        uint64_t until = ina__clock_ns() + wait;
         struct sockaddr_in from;
         size_t n;
         while ((n = recv_until(c, r, sizeof(r), &from, until)) > 0) {
@@ -661,7 +655,7 @@ static int stale_update(struct mlf_client *c, const float *grad, uint32_t base,
                     replica_due = nt > 1 && !c->chain; /* the replica's copy goes now */
                 }
                 if (held) { /* alive, waiting for the stamps before ours: keep waiting */
-                    heard[t] = mono_ns();
+                    heard[t] = ina__clock_ns();
                     held_by[t] = 1;
                     continue;
                 }
@@ -706,7 +700,7 @@ static int stale_update(struct mlf_client *c, const float *grad, uint32_t base,
     else
         c->st.stale++;
     if (stamp != INA_STAMP_NONE)
-        tell_done(c, stamp, res, (uint32_t)len, mono_ns() - since);
+        tell_done(c, stamp, res, (uint32_t)len, ina__clock_ns() - since);
     return 0;
 }
 

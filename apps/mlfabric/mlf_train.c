@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/addr.h"
 #include "common/optim.h"
 #include "ina.h"
@@ -124,13 +125,6 @@ static void usage(FILE *f)
             "  --help                this text\n",
             MLF_MLP_IN, MLF_MLP_HIDDEN, MLF_MLP_OUT, MLF_MLP_PARAMS, MLF_MLP_EVAL, MLF_CTR_KEYS,
             MLF_CTR_EVAL, DIM);
-}
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* One sample: x uniform with E|x|^2 = 1, y = w*.x (w* uniform in [-1, 1] from a fixed seed). */
@@ -424,7 +418,7 @@ int main(int argc, char **argv)
     double loss0 = model_eval(&m, w, NULL), hit_s = -1;
     if (target < 0)
         target = ctr ? clicks.bayes + 0.45 * (loss0 - clicks.bayes) : (mlp ? 0.42 : 0.05) * loss0;
-    uint64_t t0 = mono_ns(), start_ms = unix_ms(), hit_ms = 0;
+    uint64_t t0 = ina__clock_ns(), start_ms = unix_ms(), hit_ms = 0;
     uint32_t version = 0, hit_v = 0, delay_max = 0;
     int iters = 0;
     for (;;) {
@@ -438,7 +432,7 @@ int main(int argc, char **argv)
         int check = m.kind == MODEL_LSQ || sync || (iters + rank) % 4 == 0;
         double loss = check ? model_eval(&m, w, mlp ? &metric : NULL) : -1;
         if (check && hit_s < 0 && loss <= target) {
-            hit_s = (double)(mono_ns() - t0) / 1e9;
+            hit_s = (double)(ina__clock_ns() - t0) / 1e9;
             hit_ms = unix_ms();
             hit_v = version;
             if (rank == 0)
@@ -449,7 +443,7 @@ int main(int argc, char **argv)
             printf("mlf: version %u loss %.6g", version, loss);
             if (mlp)
                 printf(" accuracy %.3f", metric);
-            printf(" (%.2f s)\n", (double)(mono_ns() - t0) / 1e9);
+            printf(" (%.2f s)\n", (double)(ina__clock_ns() - t0) / 1e9);
         }
         fflush(stdout);
         /* Done; but a grant held is a stamp the servers wait for: send its update. */
@@ -468,7 +462,7 @@ int main(int argc, char **argv)
             break;
         iters++;
     }
-    double secs = (double)(mono_ns() - t0) / 1e9;
+    double secs = (double)(ina__clock_ns() - t0) / 1e9;
     if (rank == 0 && rc == 0) {
         double final = model_eval(&m, w, &metric);
         printf("mlf: final version %u loss %.6g (initial %.6g) in %.3f s; target %.6g %s at "
