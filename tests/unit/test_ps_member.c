@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ps/member.c"
-#include "ps/ps.c"
-#include "ps/store.c"
+#include "common/log.h"
+#include "ps/member.h"
+#include "ps/ps.h"
 #include "check.h"
 #include "rng.h"
 
