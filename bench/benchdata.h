@@ -8,7 +8,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { BD_FLOAT32 = 0, BD_INT32 = 1 };
+enum { BD_FLOAT32 = 0, BD_INT32 = 1, BD_FLOAT16 = 2, BD_BFLOAT16 = 3 };
+
+/* Element size in bytes of a BD_* dtype; its name ("float32", "int32", "float16", "bfloat16");
+ * the BD_* code of a name, or -1. */
+size_t bd_esize(int dtype);
+const char *bd_name(int dtype);
+int bd_dtype(const char *name);
+
+/* inout[i] = inout[i] + in[i] for n float16 or bfloat16 patterns: the sum of the two values,
+ * correctly rounded to the type (nearest, ties to even; overflow to Inf; NaN stays NaN). The
+ * user-defined MPI op of half types where MPI has no datatype for them. */
+void bd_sum16(int dtype, const void *in, void *inout, size_t n);
 
 /* From now on, inputs are block-sparse (ina-bench --density, --pattern, --sparse-block;
  * tools/bench_data.h): a fraction density of the blocks of `block` elements is kept
@@ -16,7 +27,8 @@ enum { BD_FLOAT32 = 0, BD_INT32 = 1 };
  * (the default). */
 void bd_set_sparse(double density, int pattern, size_t block, int world);
 
-/* Fill out[0..count) with rank's input for one size (bytes per rank) and iteration. */
+/* Fill out[0..count) with rank's input for one size (bytes per rank) and iteration (float16
+ * and bfloat16: ina-bench's data of those types, tools/bench_data.h). */
 void bd_fill(int dtype, void *out, size_t count, int rank, uint64_t bytes, int iter);
 
 /*

@@ -27,7 +27,19 @@ Options:
   --sizes LIST         bytes per rank, suffix K/M/G (e.g. 4K,1M,64M)
   --workers LIST       worker counts of the emulated cluster (e.g. 4,8)
   --loop-workers LIST  worker counts on loopback (default 4)
-  --dtype TYPE         float32 (default) or int32
+  --dtype LIST         float32 (default), bfloat16, float16, int32 (fp32, bf16, fp16 for
+                       short), or a comma list of them (e.g. fp32,bf16,fp16): every
+                       measurement runs once per dtype. The first is the tables' dtype; the
+                       others are compared with it in the section "By dtype" (each time
+                       beside its ideal, bytes / link rate, and the ratios: dtype against
+                       the first, ina against OpenMPI and Gloo on the same bytes). Peers:
+                       OpenMPI sums half types as MPI_SHORT with a user-defined op (or
+                       MPIX_C_FLOAT16 where MPI has it); Gloo in the type, or, if this
+                       torch's Gloo has no bfloat16, is skipped for it (its float16 ring,
+                       the same bytes, is the row to compare with)
+  --elements LIST      sizes as elements per rank instead of bytes (e.g. 8M): each dtype
+                       then moves count x its element size (fp32 against bf16 at the same
+                       count); overrides --sizes, and the scale cases use them all
   --rate RATE          tbf rate of each worker link, both ways (default 1gbit)
   --mtu MTU            MTU of the emulated cluster (default 9000)
   --elems K            ina elements per packet on the cluster (default 2048)
@@ -83,6 +95,7 @@ SIZES=4K,64K,1M,16M,64M
 CL_WORKERS=4,8
 LO_WORKERS=4
 DTYPE=float32
+ELEMENTS=
 RATE=1gbit
 MTU=9000
 ELEMS=2048
@@ -109,6 +122,7 @@ while [ $# -gt 0 ]; do
         --workers) CL_WORKERS=${2:?}; shift ;;
         --loop-workers) LO_WORKERS=${2:?}; shift ;;
         --dtype) DTYPE=${2:?}; shift ;;
+        --elements) ELEMENTS=${2:?}; shift ;;
         --rate) RATE=${2:?}; shift ;;
         --mtu) MTU=${2:?}; shift ;;
         --elems) ELEMS=${2:?}; shift ;;
@@ -132,7 +146,20 @@ while [ $# -gt 0 ]; do
     shift
 done
 
-case $DTYPE in float32 | int32) ;; *) echo "compare: bad --dtype '$DTYPE'" >&2; exit 2 ;; esac
+DTYPES=()
+for d in ${DTYPE//,/ }; do
+    case $d in
+        fp32 | float32) DTYPES+=(float32) ;;
+        bf16 | bfloat16) DTYPES+=(bfloat16) ;;
+        fp16 | float16) DTYPES+=(float16) ;;
+        int32) DTYPES+=(int32) ;;
+        *) echo "compare: bad --dtype '$d' (float32, bfloat16, float16, int32)" >&2; exit 2 ;;
+    esac
+done
+[ ${#DTYPES[@]} -gt 0 ] || { echo "compare: empty --dtype" >&2; exit 2; }
+DTYPE=${DTYPES[0]} # the tables' dtype; use_dtype switches it for each measurement
+[ -z "$ELEMENTS" ] || [[ $ELEMENTS =~ ^[0-9]+[kKmMgG]?(,[0-9]+[kKmMgG]?)*$ ]] ||
+    { echo "compare: bad --elements '$ELEMENTS'" >&2; exit 2; }
 [[ $AGG_LINKS =~ ^(none|N|[0-9]+)(,(none|N|[0-9]+))*$ ]] ||
     { echo "compare: bad --agg-link '$AGG_LINKS' (want none, N or numbers)" >&2; exit 2; }
 [[ ,$SCALE_CASES, =~ ^(,(one|dedicated|dedicated-mc|colocated|tree|tree-peers|none))+,$ ]] ||
@@ -257,9 +284,26 @@ fi
 if timeout 120 "$PY" -c 'import matplotlib, numpy' 2>/dev/null; then HAVE_PLOT=1
 else log "no matplotlib for $PY: no PNG (apt-get install python3-matplotlib)"; fi
 
-# Iteration groups.
-GROUPS_TXT=$(make_groups) || exit 2
-mapfile -t GROUPS_ARR <<<"$GROUPS_TXT"
+# use_dtype DTYPE: measure DTYPE from now on: its sizes (--elements x its element size, or
+# --sizes), iteration groups, and DSUF, the suffix of its run directories ("" for the first).
+SIZES_BYTES=$SIZES
+use_dtype() {
+    local s es=4 out=
+    DTYPE=$1
+    case $DTYPE in bfloat16 | float16) es=2 ;; esac
+    DSUF=
+    [ "$DTYPE" != "${DTYPES[0]}" ] && DSUF=-$DTYPE
+    if [ -n "$ELEMENTS" ]; then
+        for s in ${ELEMENTS//,/ }; do out+=${out:+,}$(($(size_bytes "$s") * es)); done
+        SIZES=$out
+        SCALE_SIZES=all
+    else
+        SIZES=$SIZES_BYTES
+    fi
+    GROUPS_TXT=$(make_groups) || exit 2
+    mapfile -t GROUPS_ARR <<<"$GROUPS_TXT"
+}
+use_dtype "${DTYPES[0]}"
 
 # ---- cleanup ------------------------------------------------------------------------------
 
@@ -389,9 +433,9 @@ run_ina() {
     local setting=$1 n=$2 part=$3 it=$4 wu=$5 sizes=$6 to=$7 mode=$8 r d rc=0 job mx mn label=ina
     [ "$mode" = switch ] && label=ina-f32
     [ "$mode" = integrity ] && label=ina-mac
-    d=$RUN/$setting-n$n-$label-$part-i$it
+    d=$RUN/$setting-n$n-$label$DSUF-$part-i$it
     mkdir -p "$d"
-    job=b$part$it-$n-$$-$mode
+    job=b$part$it-$n-$$-$mode$DSUF
     job=${job:0:31}
     local extra=()
     [ "$setting" = cluster ] && extra=(--elems "$ELEMS")
@@ -437,7 +481,7 @@ summarize() { # one "size: ms" per JSON line
 run_mpi() {
     local setting=$1 n=$2 part=$3 it=$4 wu=$5 sizes=$6 to=$7 btl=$8 r d rc label mx mn
     label=openmpi-$btl$PEER_SUFFIX
-    d=$RUN/$setting-n$n-$label
+    d=$RUN/$setting-n$n-$label$DSUF
     mkdir -p "$d"
     local mca=(--mca pml ob1)
     # "tcp,self" is one MCA value, not two array elements.
@@ -484,7 +528,7 @@ run_mpi() {
 run_gloo() {
     local setting=$1 n=$2 part=$3 it=$4 wu=$5 sizes=$6 to=$7 r d rc=0 master ifname port
     local mx mn
-    d=$RUN/$setting-n$n-gloo$PEER_SUFFIX
+    d=$RUN/$setting-n$n-gloo$PEER_SUFFIX$DSUF
     mkdir -p "$d"
     PORT_BASE=$((PORT_BASE + 1))
     port=$PORT_BASE
@@ -507,6 +551,10 @@ run_gloo() {
         start_rank "$d" "$r" "${cmd[@]}"
     done
     wait_ranks
+    if [ "$rc" -eq 4 ] && grep -q '"skip"' "$d/out.0"; then
+        log "SKIP gloo $DTYPE ($setting, N=$n): $(sed -n 's/.*"skip": *"\([^"]*\)".*/\1/p' "$d/out.0")"
+        return 0
+    fi
     tag_json "$setting" "gloo$PEER_SUFFIX" "$part" <"$d/out.0" >>"$RAW"
     if [ -n "$TIME_BIN" ]; then
         read -r mx mn < <(rss_of "$d"/rss.*) && printf '{"kind":"mem","setting":"%s","label":"gloo%s-rank","part":"%s","workers":%d,"sizes":"%s","maxrss_kib_max":%s,"maxrss_kib_min":%s}\n' \
@@ -603,8 +651,8 @@ GIT_DIRTY=
 if git -C "$ROOT" status --porcelain -- src include tools 2>/dev/null | grep -q .; then
     GIT_DIRTY=+uncommitted
 fi
-printf '{"kind":"config","mode":"%s","sizes":"%s","cluster_workers":"%s","loopback_workers":"%s","dtype":"%s","rate":"%s","mtu":%d,"elems":%d,"float_add":"%s","lo_shm":%d,"systems":"%s","settings":"%s","ncores":%d,"git":"%s%s","date":"%s","kernel":"%s","iters_scale":"%s","loadavg_start":"%s","tbf_burst":"%s","agg_links":"%s","scale_cases":"%s","scale_sizes":"%s","memcpy":%s}\n' \
-    "$MODE" "$SIZES" "$CL_WORKERS" "$LO_WORKERS" "$DTYPE" "$RATE" "$MTU" "$ELEMS" "$FLOAT_ADD" "$LO_SHM" "$SYSTEMS" \
+printf '{"kind":"config","mode":"%s","sizes":"%s","cluster_workers":"%s","loopback_workers":"%s","dtype":"%s","dtypes":"%s","elements":"%s","rate":"%s","mtu":%d,"elems":%d,"float_add":"%s","lo_shm":%d,"systems":"%s","settings":"%s","ncores":%d,"git":"%s%s","date":"%s","kernel":"%s","iters_scale":"%s","loadavg_start":"%s","tbf_burst":"%s","agg_links":"%s","scale_cases":"%s","scale_sizes":"%s","memcpy":%s}\n' \
+    "$MODE" "$SIZES" "$CL_WORKERS" "$LO_WORKERS" "$DTYPE" "$(IFS=,; echo "${DTYPES[*]}")" "$ELEMENTS" "$RATE" "$MTU" "$ELEMS" "$FLOAT_ADD" "$LO_SHM" "$SYSTEMS" \
     "$SETTINGS" "$NCORES" "$GIT_REV" "$GIT_DIRTY" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(uname -r)" \
     "$ITERS_SCALE" "$(cut -d' ' -f1-3 /proc/loadavg)" "${INA_NS_BURST:-128kb}" \
     "$AGG_LINKS" "$SCALE_CASES" "$SCALE_SIZES" \
@@ -641,17 +689,23 @@ if has "$SETTINGS" cluster; then
                 CLUSTER=
                 continue
             fi
-            if has "$AGG_LINKS" none || ! has "$SYSTEMS" ina; then
-                run_all cluster "$n"
-            else
-                SYSTEMS=${SYSTEMS/ina/} run_all cluster "$n" # the peers only
-            fi
-            has "$SYSTEMS" ina && scale_flat "$n"
+            for dt in "${DTYPES[@]}"; do
+                use_dtype "$dt"
+                if has "$AGG_LINKS" none || ! has "$SYSTEMS" ina; then
+                    run_all cluster "$n"
+                else
+                    SYSTEMS=${SYSTEMS/ina/} run_all cluster "$n" # the peers only
+                fi
+                has "$SYSTEMS" ina && scale_flat "$n"
+            done
             ina_ns_teardown "$CLUSTER"
             CLUSTER=
-            if has "$SYSTEMS" ina && { has "$SCALE_CASES" tree || has "$SCALE_CASES" tree-peers; }; then
-                scale_tree "$n"
-            fi
+            for dt in "${DTYPES[@]}"; do
+                use_dtype "$dt"
+                if has "$SYSTEMS" ina && { has "$SCALE_CASES" tree || has "$SCALE_CASES" tree-peers; }; then
+                    scale_tree "$n"
+                fi
+            done
         done
         unset INA_AUTO_CORES
     fi
@@ -659,8 +713,11 @@ fi
 
 if has "$SETTINGS" loopback; then
     for n in ${LO_WORKERS//,/ }; do
-        log "loopback N=$n"
-        run_all loopback "$n"
+        for dt in "${DTYPES[@]}"; do
+            use_dtype "$dt"
+            log "loopback N=$n, $DTYPE"
+            run_all loopback "$n"
+        done
     done
 fi
 log "measurements took $(($(date +%s) - T_START)) s"
@@ -677,6 +734,11 @@ REPORT_ARGS=(--raw "$RAW" --out "$OUT_DIR" --rate "$RATE")
 if ! timeout 300 "$PY" "$ROOT/bench/report.py" "${REPORT_ARGS[@]}"; then
     log "report.py failed; raw results in $RAW"
     exit 1
+fi
+if [ ${#DTYPES[@]} -gt 1 ] || [ -n "$ELEMENTS" ]; then
+    timeout 120 "$PY" "$ROOT/bench/dtype_report.py" --raw "$RAW" --rate "$RATE" \
+        --dtypes "$(IFS=,; echo "${DTYPES[*]}")" >>"$OUT_DIR/latest.md" ||
+        log "dtype_report.py failed; raw results in $RAW"
 fi
 cp "$OUT_DIR/latest.md" "$RUN/" 2>/dev/null
 [ -f "$OUT_DIR/latest.png" ] && cp "$OUT_DIR/latest.png" "$RUN/"

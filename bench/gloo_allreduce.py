@@ -11,7 +11,10 @@ each iteration first copies the input into the tensor (not timed).
 
 Usage (run with /usr/bin/python3, Debian's python3-torch):
   gloo_allreduce.py --rank R --world N --master HOST:PORT --lib PATH/libbenchdata.so
-                    [--sizes 4K,1M] [--dtype float32|int32] [--iters N[,N..]] [--warmup N[,N..]]
+                    [--sizes 4K,1M] [--dtype float32|int32|float16|bfloat16] [--iters N[,N..]]
+                    [--warmup N[,N..]]
+float16 and bfloat16: Gloo sums them in the type. A Gloo without bfloat16 (torch before 2.x:
+"Invalid scalar type") is reported as one JSON line {"skip": reason} and exit status 4.
 --iters/--warmup: one count for all sizes, or one per size.
 Set GLOO_SOCKET_IFNAME to the interface to use (lo, eth0 in a namespace).
 """
@@ -25,7 +28,9 @@ import time
 import torch
 import torch.distributed as dist
 
-BD_FLOAT32, BD_INT32 = 0, 1
+BD_FLOAT32, BD_INT32, BD_FLOAT16, BD_BFLOAT16 = 0, 1, 2, 3
+DTYPES = {"float32": (BD_FLOAT32, "float32", 4), "int32": (BD_INT32, "int32", 4),
+          "float16": (BD_FLOAT16, "float16", 2), "bfloat16": (BD_BFLOAT16, "bfloat16", 2)}
 
 
 def parse_size(s):
@@ -53,7 +58,7 @@ def main():
     ap.add_argument("--master", required=True, help="HOST:PORT of rank 0 (TCP rendezvous)")
     ap.add_argument("--lib", required=True, help="path of libbenchdata.so")
     ap.add_argument("--sizes", default="4K,64K,1M,16M")
-    ap.add_argument("--dtype", default="float32", choices=["float32", "int32"])
+    ap.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
     ap.add_argument("--iters", default="10")
     ap.add_argument("--warmup", default="2")
     ap.add_argument("--timeout-s", type=float, default=300)
@@ -73,16 +78,24 @@ def main():
     dist.init_process_group("gloo", init_method="tcp://" + a.master, rank=a.rank,
                             world_size=a.world,
                             timeout=datetime.timedelta(seconds=a.timeout_s))
-    bd = BD_FLOAT32 if a.dtype == "float32" else BD_INT32
-    tdt = torch.float32 if a.dtype == "float32" else torch.int32
+    bd, tname, esize = DTYPES[a.dtype]
+    tdt = getattr(torch, tname)
+    try:  # refused before anything is sent, on every rank alike
+        dist.all_reduce(torch.zeros(1, dtype=tdt))
+    except RuntimeError as e:
+        if a.rank == 0:
+            print(json.dumps({"skip": "this torch's Gloo cannot all-reduce %s (%s)" % (a.dtype, e),
+                              "system": "gloo", "dtype": a.dtype}), flush=True)
+        dist.destroy_process_group()
+        return 4
     tag = ("gloo_allreduce: rank %d" % a.rank).encode()
     any_fail = False
     sizes = [parse_size(s) for s in a.sizes.split(",") if s]
     iters_l = counts(a.iters, len(sizes), 1, "--iters")
     warmup_l = counts(a.warmup, len(sizes), 0, "--warmup")
     for size, iters, warmup in zip(sizes, iters_l, warmup_l):
-        count = size // 4
-        nbytes = count * 4
+        count = size // esize
+        nbytes = count * esize
         send = torch.empty(count, dtype=tdt)
         buf = torch.empty(count, dtype=tdt)
         times = []

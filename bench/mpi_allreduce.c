@@ -13,7 +13,13 @@
  * With an interposer preloaded (libina-mpi.so), that compares it with plain MPI in the same
  * process, call by call, so that the machine's load weighs on both alike (bench/mpi_route.sh).
  *
- * Usage: mpi_allreduce [--sizes 4K,1M] [--dtype float32|int32] [--iters N[,N...]]
+ * float16 and bfloat16 (--dtype): MPI has no half types of its own. float16 is MPIX_C_FLOAT16
+ * with MPI_SUM where the MPI library defines it (MPICH; Open MPI 5's mpi-ext.h), otherwise,
+ * as bfloat16 always, MPI_SHORT (the same 2 bytes an element) with a commutative user-defined
+ * op that adds the values in the type (bd_sum16): the usual workaround, e.g. Horovod's. The
+ * JSON's "mpi_type" says which.
+ *
+ * Usage: mpi_allreduce [--sizes 4K,1M] [--dtype float32|int32|float16|bfloat16] [--iters N[,N...]]
  *                      [--warmup N[,N...]] [--system NAME] [--pair]
  *                      [--density D --pattern random|overlap|disjoint --sparse-block B]
  * --iters/--warmup: one count for all sizes, or one per size; --system: the "system" key of
@@ -22,6 +28,11 @@
 #include "benchdata.h"
 
 #include <mpi.h>
+#if defined(OPEN_MPI) && defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h> /* Open MPI 5: MPIX_C_FLOAT16 */
+#endif
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,12 +97,12 @@ static double median_of(double *v, int n)
 
 /* One timed all-reduce, after a barrier; PMPI_Allreduce if pmpi. Aborts on an MPI error. */
 static double timed_allreduce(int pmpi, const void *send, void *recv, int count,
-                              MPI_Datatype mt, const char *tag)
+                              MPI_Datatype mt, MPI_Op op, const char *tag)
 {
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
-    int rc = pmpi ? PMPI_Allreduce(send, recv, count, mt, MPI_SUM, MPI_COMM_WORLD)
-                  : MPI_Allreduce(send, recv, count, mt, MPI_SUM, MPI_COMM_WORLD);
+    int rc = pmpi ? PMPI_Allreduce(send, recv, count, mt, op, MPI_COMM_WORLD)
+                  : MPI_Allreduce(send, recv, count, mt, op, MPI_COMM_WORLD);
     double t1 = MPI_Wtime();
     if (rc != MPI_SUCCESS) {
         fprintf(stderr, "%s: %s failed (%d)\n", tag, pmpi ? "PMPI_Allreduce" : "MPI_Allreduce",
@@ -105,10 +116,18 @@ static void usage_exit(int rank, const char *msg)
 {
     if (rank == 0)
         fprintf(stderr, "mpi_allreduce: %s\nusage: mpi_allreduce [--sizes LIST] "
-                "[--dtype float32|int32] [--iters N] [--warmup N] [--system NAME] [--pair]\n",
+                "[--dtype float32|int32|float16|bfloat16] [--iters N] [--warmup N] [--system NAME] [--pair]\n",
                 msg);
     MPI_Finalize();
     exit(2);
+}
+
+static int g_sum16_dtype; /* BD_FLOAT16 or BD_BFLOAT16: what sum16_op adds */
+
+static void sum16_op(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    bd_sum16(g_sum16_dtype, in, inout, (size_t)*len);
 }
 
 int main(int argc, char **argv)
@@ -138,11 +157,7 @@ int main(int argc, char **argv)
             if ((nsizes = parse_sizes(v, sizes)) <= 0)
                 usage_exit(rank, "bad --sizes");
         } else if (!strcmp(a, "--dtype")) {
-            if (!strcmp(v, "float32"))
-                dtype = BD_FLOAT32;
-            else if (!strcmp(v, "int32"))
-                dtype = BD_INT32;
-            else
+            if ((dtype = bd_dtype(v)) < 0)
                 usage_exit(rank, "bad --dtype");
         } else if (!strcmp(a, "--iters")) {
             iters_s = v;
@@ -170,19 +185,36 @@ int main(int argc, char **argv)
             max_iters = iters_v[s];
     snprintf(tag, sizeof tag, "mpi_allreduce: rank %d", rank);
     bd_set_sparse(density, pattern, sblock, world);
+    const size_t es = bd_esize(dtype);
+    MPI_Datatype mt = dtype == BD_INT32 ? MPI_INT : MPI_FLOAT;
+    MPI_Op op = MPI_SUM;
+    const char *mpi_type = dtype == BD_INT32 ? "MPI_INT" : "MPI_FLOAT";
+    if (dtype == BD_FLOAT16 || dtype == BD_BFLOAT16) {
+        mt = MPI_SHORT;
+        mpi_type = "MPI_SHORT+user op";
+        g_sum16_dtype = dtype;
+        MPI_Op_create(sum16_op, 1, &op);
+#if defined(MPIX_C_FLOAT16)
+        if (dtype == BD_FLOAT16) {
+            mt = MPIX_C_FLOAT16;
+            mpi_type = "MPIX_C_FLOAT16";
+            MPI_Op_free(&op);
+            op = MPI_SUM;
+        }
+#endif
+    }
 
     double *times = malloc((size_t)max_iters * sizeof *times);
     double *ptimes = malloc((size_t)max_iters * sizeof *ptimes);
     double *ratios = malloc((size_t)max_iters * sizeof *ratios);
     for (int s = 0; s < nsizes; s++) {
         int iters = iters_v[s], warmup = warmup_v[s];
-        size_t count = (size_t)(sizes[s] / 4);
-        unsigned long long bytes = (unsigned long long)count * 4;
-        void *send = malloc(count * 4), *recv = malloc(count * 4);
+        size_t count = (size_t)(sizes[s] / es);
+        unsigned long long bytes = (unsigned long long)(count * es);
+        void *send = malloc(count * es), *recv = malloc(count * es);
         double max_abs = 0, max_ratio = 0;
         long long failures = 0, fail_sum = 0;
         double err_max[2], err_max_all[2];
-        MPI_Datatype mt = dtype == BD_INT32 ? MPI_INT : MPI_FLOAT;
 
         if (!send || !recv || !times || !ptimes || !ratios) {
             fprintf(stderr, "%s: out of memory for %llu bytes\n", tag, bytes);
@@ -193,8 +225,8 @@ int main(int argc, char **argv)
             bd_fill(dtype, send, count, rank, bytes, it);
             for (int k = 0; k < 1 + pair; k++) {
                 int pmpi = pair && (it + k) % 2; /* alternate which goes first */
-                memset(recv, 0xff, count * 4);   /* poison: stale results show up */
-                t[pmpi] = timed_allreduce(pmpi, send, recv, (int)count, mt, tag);
+                memset(recv, 0xff, count * es);  /* poison: stale results show up */
+                t[pmpi] = timed_allreduce(pmpi, send, recv, (int)count, mt, op, tag);
                 failures += bd_verify(dtype, recv, count, world, bytes, it, &max_abs, &max_ratio,
                                       tag);
             }
@@ -219,12 +251,12 @@ int main(int argc, char **argv)
             med = median_of(times, iters);
             algbw = med > 0 ? (double)bytes * 8 / med / 1e9 : 0;
             printf("{\"system\":\"%s\",\"workers\":%d,\"bytes\":%llu,\"count\":%zu,"
-                   "\"dtype\":\"%s\",\"iters\":%d,\"warmup\":%d,\"time_s\":%.9g,"
+                   "\"dtype\":\"%s\",\"mpi_type\":\"%s\",\"iters\":%d,\"warmup\":%d,\"time_s\":%.9g,"
                    "\"time_min_s\":%.9g,\"time_max_s\":%.9g,\"time_p99_s\":%.9g,"
                    "\"algbw_gbps\":%.6g,"
                    "\"busbw_gbps\":%.6g,%s\"max_abs_err\":%.6g,\"max_err_over_tol\":%.6g,"
                    "\"density\":%.9g,\"failures\":%lld,\"ok\":%s}\n",
-                   system, world, bytes, count, dtype == BD_INT32 ? "int32" : "float32", iters,
+                   system, world, bytes, count, bd_name(dtype), mpi_type, iters,
                    warmup, med, times[0], times[iters - 1],
                    times[(99 * (size_t)iters + 99) / 100 - 1] /* p99, nearest rank */, algbw,
                    algbw * 2.0 * (world - 1) / world, paired, err_max_all[0], err_max_all[1], density,
@@ -238,6 +270,8 @@ int main(int argc, char **argv)
     free(times);
     free(ptimes);
     free(ratios);
+    if (op != MPI_SUM)
+        MPI_Op_free(&op);
     MPI_Finalize();
     return any_fail ? 3 : 0;
 }

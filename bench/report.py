@@ -146,7 +146,11 @@ def main():
         config["merged_from"] = {"date": old_cfg.get("date"), "git": old_cfg.get("git"),
                                  "records": len(kept)}
 
-    results = [r for r in recs if "kind" not in r and "time_s" in r]
+    # The tables are of one dtype, the run's first (--dtype LIST); the others are compared
+    # with it by bench/dtype_report.py.
+    primary = config.get("dtype", "float32")
+    results = [r for r in recs if "kind" not in r and "time_s" in r
+               and r.get("dtype", primary) == primary]
     mems = [r for r in recs if r.get("kind") == "mem"]
     fails = [r for r in recs if r.get("kind") == "failure"]
     rate = parse_rate(config.get("rate") or a.rate) or 1e9

@@ -79,11 +79,11 @@ scale_ina() {
         read -r it wu mx sizes <<<"$g"
         [[ ,$SCALE_SIZES, == *,all,* ]] || sizes=$(scale_filter "$sizes") || continue
         to=$(group_timeout "$it" "$wu" "$mx" "$n")
-        d=$RUN/cluster-n$n-$label-i$it
+        d=$RUN/cluster-n$n-$label$DSUF-i$it
         mkdir -p "$d"
         : >"$d/cmd"
         rc=0
-        job=s$label-$n-$$
+        job=s$label-$n-$$$DSUF
         job=${job:0:31}
         read -r b0 t0 < <(cpu_sample)
         w0=$(date +%s.%N)

@@ -16,6 +16,13 @@ Two ways to run it:
             one rank per process, from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT; the switch from
             --switch or INA_SWITCH (default 127.0.0.1:48864)
 
+--compress bf16 (or fp16): the gradients of the float32 model travel as 16 bits: with ina the
+hook is ina.torch.bf16_compress_hook (fp16_compress_hook), with gloo and ina-pg torch's own
+default_hooks.bf16_compress_hook (fp16_compress_hook) on the process group. A Gloo that cannot
+all-reduce bfloat16 (torch < 2.x raises "Invalid scalar type") gets gloo_bf16_hook instead: the
+same compression, the bfloat16 tensors exchanged with all_gather and summed in bfloat16 one rank
+at a time, as a bfloat16 ring adds them.
+
 Rank 0 prints per epoch the mean training loss over all ranks, the test loss and accuracy, and
 the median step time (forward + backward with its all-reduces + optimizer step) of its steps;
 --json prints one JSON object per epoch on stdout instead (the text goes to stderr).
@@ -76,6 +83,8 @@ def parse_args(argv=None):
     ap.add_argument("--bucket-kb", type=int, default=0,
                     help="DDP's bucket size in KiB, the first bucket's too (default: DDP's, "
                          "25 MiB and 1 MiB for the first)")
+    ap.add_argument("--compress", choices=["none", "bf16", "fp16"], default="none",
+                    help="send the gradients as bfloat16 or float16 (the compression hooks)")
     ap.add_argument("--ina-sync", action="store_true",
                     help="run the ina all-reduce inside the hook (no helper thread)")
     ap.add_argument("--timeout", type=float, default=300,
@@ -164,7 +173,11 @@ def run_rank(rank, world, args, master, switch, job, data):
 
         ctx = ina.Context(switch=switch, rank=rank, world_size=world, job=job)
         state = ina.torch.HookState(ctx, background=not args.ina_sync, profile=args.breakdown)
-        ddp.register_comm_hook(state, ina.torch.allreduce_hook)
+        hook = {"none": ina.torch.allreduce_hook, "bf16": ina.torch.bf16_compress_hook,
+                "fp16": ina.torch.fp16_compress_hook}[args.compress]
+        ddp.register_comm_hook(state, hook)
+    elif args.compress != "none":
+        ddp.register_comm_hook(None, torch_compress_hook(args.compress))
     elif args.breakdown:
         timer = BucketTimer(world)
         ddp.register_comm_hook(timer, timed_allreduce_hook)
@@ -273,6 +286,47 @@ def timed_allreduce_hook(timer, bucket):
         return f.value()[0]
 
     return fut.then(done)
+
+
+# ---- 16-bit compression on the process group (--compress) -----------------------------------
+
+
+def torch_compress_hook(kind):
+    """torch's compression hook for kind ("bf16", "fp16"), or gloo_bf16_hook where the
+    process group cannot all-reduce bfloat16 (Gloo before torch 2.x)."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    if kind == "fp16":
+        return default_hooks.fp16_compress_hook
+    probe = torch.zeros(1, dtype=torch.bfloat16)
+    try:  # refused before any byte is sent, on every rank alike
+        dist.all_reduce(probe)
+        return default_hooks.bf16_compress_hook
+    except RuntimeError:
+        return gloo_bf16_hook
+
+
+def gloo_bf16_hook(process_group, bucket):
+    """default_hooks.bf16_compress_hook for a group that cannot sum bfloat16: the bucket cast
+    to bfloat16 and divided by the world size (as that hook does), the bfloat16 tensors of all
+    ranks exchanged (all_gather of their bits, as float16), summed in bfloat16 one rank at a time (each
+    addition rounded to bfloat16, as a bfloat16 ring adds), cast back into the bucket."""
+    import ina.torch
+
+    group = process_group if process_group is not None else dist.group.WORLD
+    world = dist.get_world_size(group)
+    buf = ina.torch.bucket_tensor(bucket)
+    mine = buf.to(torch.bfloat16).div_(world)
+    # Gloo copies the bits of a float16 tensor as they are: the bfloat16 bits travel in one.
+    parts = [torch.empty_like(mine).view(torch.float16) for _ in range(world)]
+    dist.all_gather(parts, mine.view(torch.float16), group=group)
+    total = parts[0].view(torch.bfloat16).clone()
+    for p in parts[1:]:
+        total.add_(p.view(torch.bfloat16))
+    buf.copy_(total)
+    fut = torch.futures.Future()
+    fut.set_result(buf)
+    return fut
 
 
 def step_parts(t0, t1, t2, t3, buckets, inline):

@@ -37,6 +37,12 @@ CUDA streams and events; CpuStandIn does the same with two copy threads over CPU
 that the chunking, the ordering and the buffer reuse are tested on machines without a GPU
 (tests/python/test_ina.py).
 
+Compression (gradients of a float32 model sent as 16 bits): bf16_compress_hook and
+fp16_compress_hook cast each bucket to bfloat16 or float16, average it through ina in that
+dtype (libina's FLOAT16/BFLOAT16: the bytes handed to the library are the 16-bit tensor) and
+cast the result back into the bucket, as torch's default_hooks.bf16_compress_hook and
+fp16_compress_hook do with the process group. Same state as allreduce_hook.
+
 A torch.distributed backend named "ina" is in ina.distributed.
 """
 import collections
@@ -48,7 +54,8 @@ import torch
 
 import ina
 
-__all__ = ["HookState", "allreduce_hook", "bucket_tensor", "DeviceCopy", "CudaCopy",
+__all__ = ["HookState", "allreduce_hook", "bf16_compress_hook", "fp16_compress_hook",
+           "bucket_tensor", "DeviceCopy", "CudaCopy",
            "CpuStandIn", "Engine", "may_overlap", "check_writable", "copy_back"]
 
 DEFAULT_CHUNK_BYTES = 4 << 20  # big enough that ina streams at full rate, small enough to overlap
@@ -574,17 +581,58 @@ _default_state = None
 _default_state_lock = threading.Lock()
 
 
-def allreduce_hook(state, bucket):
-    """DDP communication hook: average the bucket over the ranks through ina-switch.
-    state: None (ina's default context, configured from the environment, no helper thread) or
-    a HookState. @return torch.futures.Future[torch.Tensor]."""
+def _hook_state(state, who):
+    """state itself, or for None the shared default HookState (ina's default context, no
+    helper thread)."""
     global _default_state
     if state is None:
         with _default_state_lock:
             if _default_state is None:
                 _default_state = HookState(background=False)
-            state = _default_state
-    elif not isinstance(state, HookState):
-        raise TypeError("ina.torch.allreduce_hook: state must be None or an ina.torch.HookState, "
-                        "got %s" % type(state).__name__)
-    return state.submit(bucket_tensor(bucket))
+            return _default_state
+    if not isinstance(state, HookState):
+        raise TypeError("ina.torch.%s: state must be None or an ina.torch.HookState, got %s"
+                        % (who, type(state).__name__))
+    return state
+
+
+def allreduce_hook(state, bucket):
+    """DDP communication hook: average the bucket over the ranks through ina-switch.
+    state: None (ina's default context, configured from the environment, no helper thread) or
+    a HookState. @return torch.futures.Future[torch.Tensor]."""
+    return _hook_state(state, "allreduce_hook").submit(bucket_tensor(bucket))
+
+
+def _compress_hook(state, bucket, dtype, who):
+    """Average the bucket through ina as dtype (16 bits a value) and write it back into the
+    bucket in its own dtype. Unlike torch's hooks, which divide by the world size in the 16-bit
+    type before summing (so that the sum stays in range), this asks ina for AVG: libina divides
+    the sum before rounding it to dtype, so neither small nor large gradients lose range."""
+    st = _hook_state(state, who)
+    buf = bucket_tensor(bucket)
+    if buf.dtype == dtype:  # already 16-bit (a bf16 or fp16 model): nothing to cast
+        return st.submit(buf)
+    compressed = buf.to(dtype)
+    return st.submit(compressed).then(lambda f: copy_back(buf, f.value()))
+
+
+def bf16_compress_hook(state, bucket):
+    """DDP communication hook: cast the bucket to bfloat16, average it over the ranks through
+    ina-switch as bfloat16, and cast the average back into the bucket (torch's
+    default_hooks.bf16_compress_hook, through ina). state: as allreduce_hook's.
+    @return torch.futures.Future[torch.Tensor] (the bucket, in its own dtype)."""
+    return _compress_hook(state, bucket, torch.bfloat16, "bf16_compress_hook")
+
+
+def fp16_compress_hook(state, bucket):
+    """DDP communication hook: as bf16_compress_hook with float16 (torch's
+    default_hooks.fp16_compress_hook, through ina). float16 tops out at 65504: gradients
+    beyond it become Inf (so do torch's)."""
+    return _compress_hook(state, bucket, torch.float16, "fp16_compress_hook")
+
+
+# DDP.register_comm_hook refuses a hook whose __name__ is "bf16_compress_hook" unless CUDA 11+
+# and NCCL 2.10+ are present (torch 1.10 to 2.x check the name, meaning torch's own NCCL hook):
+# this one needs neither, so it goes by another name there.
+bf16_compress_hook.__name__ = "ina_bf16_compress_hook"
+fp16_compress_hook.__name__ = "ina_fp16_compress_hook"

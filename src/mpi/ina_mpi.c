@@ -35,6 +35,13 @@
 #include <unistd.h>
 
 #include <mpi.h>
+/* Open MPI declares its extensions' datatypes (MPIX_C_FLOAT16, from Open MPI 5 where the
+ * compiler has _Float16) in mpi-ext.h, not mpi.h; MPICH declares MPIX_C_FLOAT16 in mpi.h. */
+#if defined(OPEN_MPI) && defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#endif
 
 #include <ina.h>
 

@@ -421,6 +421,132 @@ def group_hook(ctx, rep, n, rank):
         dist.destroy_process_group()
 
 
+class LibSpy:
+    """Stands in for a Context's libina handle and records (dtype code, count, buffer address)
+    of every all-reduce started: what the library was actually handed."""
+
+    def __init__(self, lib):
+        self._lib = lib
+        self.started = []
+
+    def __getattr__(self, name):
+        fn = getattr(self._lib, name)
+        if name != "ina_allreduce_sparse_start":
+            return fn
+
+        def start(h, send, recv, count, dtype, *rest):
+            self.started.append((dtype, count, send))
+            return fn(h, send, recv, count, dtype, *rest)
+        return start
+
+
+def group_hook16(ctx, rep, n, rank):
+    """16-bit gradients: a bfloat16 or float16 bucket through allreduce_hook, and a float32 model
+    through bf16_compress_hook / fp16_compress_hook, against the exact average of every rank's
+    gradient (each rank computes all of them from the seeds); libina must be handed the 16-bit
+    tensor itself (its dtype code, its count), never a float32 copy."""
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import ina.torch as itorch
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="tcp://" + os.environ["TEST_MASTER"], rank=rank,
+                            world_size=n, timeout=datetime.timedelta(seconds=60))
+    spy = ctx._lib = LibSpy(ctx._lib)
+    codes = {torch.bfloat16: ina.BFLOAT16, torch.float16: ina.FLOAT16}
+
+    def net():
+        torch.manual_seed(7)
+        return torch.nn.Sequential(torch.nn.Linear(20, 30), torch.nn.Tanh(),
+                                   torch.nn.Linear(30, 4))
+
+    def inputs(r):
+        return torch.randn(16, 20, generator=torch.Generator().manual_seed(200 + r))
+
+    # The exact average gradient of the float32 model, in float64, from every rank's input.
+    class Bucket:  # what the hooks use of DDP's GradBucket
+        def __init__(self, t):
+            self.t = t
+
+        def buffer(self):
+            return self.t
+
+    exact = None
+    for r in range(n):
+        m = net().double()
+        m(inputs(r).double()).square().sum().backward()
+        g = [p.grad / n for p in m.parameters()]
+        exact = g if exact is None else [a + b for a, b in zip(exact, g)]
+    try:
+        cases = [("bfloat16 model, allreduce_hook", torch.bfloat16, torch.bfloat16,
+                  itorch.allreduce_hook, True),
+                 ("float16 model, allreduce_hook", torch.float16, torch.float16,
+                  itorch.allreduce_hook, True),
+                 ("float32 model, bf16_compress_hook", torch.float32, torch.bfloat16,
+                  itorch.bf16_compress_hook, True),
+                 ("float32 model, fp16_compress_hook", torch.float32, torch.float16,
+                  itorch.fp16_compress_hook, True),
+                 ("float32 model, bf16_compress_hook inline", torch.float32, torch.bfloat16,
+                  itorch.bf16_compress_hook, False)]
+        for tag, mdt, wire, hook, background in cases:
+            state = itorch.HookState(ctx, background=background)
+            model = net()
+            del spy.started[:]
+            if mdt != torch.float32:
+                # A 16-bit model's bucket: DDP cannot run one here (Gloo before torch 2.x has no
+                # bfloat16 to broadcast the parameters with, and CPU matmuls no float16), so
+                # the float32 gradients are cast to mdt into the flat bucket DDP would hand over.
+                model(inputs(rank)).square().sum().backward()
+                flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()]).to(mdt)
+                hook(state, Bucket(flat)).wait()
+                grads, off = [], 0
+                for p in model.parameters():
+                    grads.append(flat[off:off + p.numel()].view_as(p))
+                    off += p.numel()
+            else:
+                d = DDP(model)
+                d.register_comm_hook(state, hook)
+                d(inputs(rank)).square().sum().backward()
+                grads = [p.grad for p in model.parameters()]
+            # The gradients hold the average: within the 16-bit rounding of each rank's
+            # gradient and of the result (2^-9 each for bfloat16, 2^-12 for float16, relative
+            # to the element), a few of them relative to the parameter's largest gradient.
+            tol = {torch.bfloat16: 2.0 ** -6, torch.float16: 2.0 ** -9}[wire]
+            worst = max(((g.double() - e).abs().max() / e.abs().max()).item()
+                        for g, e in zip(grads, exact))
+            rep.check("hook16 (%s): gradients are the average of every rank's" % tag,
+                      worst <= tol, "worst relative diff %.3g (tolerance %.3g)" % (worst, tol))
+            rep.check("hook16 (%s): the gradients keep the model's dtype" % tag,
+                      all(g.dtype == mdt for g in grads))
+            numel = sum(p.numel() for p in model.parameters())
+            rep.check("hook16 (%s): libina reduced %s, the whole bucket, no float32 detour" % (
+                      tag, str(wire).replace("torch.", "")),
+                      len(spy.started) >= 1 and all(c == codes[wire] for c, _, _ in spy.started)
+                      and sum(k for _, k, _ in spy.started) == numel
+                      and state.native.get(wire, True), (spy.started, numel, state.native))
+            state.close()
+        # The Future of a compression hook holds the bucket itself, averaged, in float32.
+        st = itorch.HookState(ctx, background=True)
+        b = torch.full((5000,), float(rank + 1))
+        out = itorch.bf16_compress_hook(st, Bucket(b)).wait()
+        rep.check("bf16_compress_hook: the Future holds the bucket, averaged, float32",
+                  out is b and b.dtype == torch.float32
+                  and torch.equal(b, torch.full((5000,), (n + 1) / 2.0)), b[:3])
+        st.close()
+        try:
+            itorch.bf16_compress_hook(object(), Bucket(b))
+            rep.check("bf16_compress_hook: a wrong state is refused", False, "no exception")
+        except TypeError as e:
+            rep.check("bf16_compress_hook: a wrong state is refused", "HookState" in str(e), e)
+    finally:
+        ctx._lib = spy._lib
+        dist.destroy_process_group()
+
+
 def group_staged(ctx, rep, n, rank):
     """The staged path of CUDA buckets (chunks through reused host buffers, two copy streams),
     driven by ina.torch.CpuStandIn over CPU tensors: the same code as on a GPU but for the
@@ -565,12 +691,17 @@ def group_backend(ctx, rep, n, rank):
 
         def val(r, i):
             return float((r + 1) * (i % 7 + 1))
+        spy = pg.ctx._lib = LibSpy(pg.ctx._lib)
         for dt in (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32):
             t = torch.tensor([val(rank, i) for i in range(50)]).to(dt)
             dist.all_reduce(t)
             want = torch.tensor([sum(val(r, i) for r in range(n)) for i in range(50)])
             rep.check("backend: all_reduce SUM %s" % str(dt).replace("torch.", ""),
                       torch.equal(t.double(), want.double()), t[:4])
+        pg.ctx._lib = spy._lib
+        rep.check("backend: float16 and bfloat16 handed to libina as themselves",
+                  [c for c, _, _ in spy.started] == [ina.FLOAT32, ina.FLOAT16, ina.BFLOAT16,
+                                                      ina.FLOAT64, ina.INT32], spy.started)
         t = torch.tensor([val(rank, i) for i in range(50)])
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         rep.check("backend: all_reduce MAX float32 exact",
@@ -827,7 +958,8 @@ def group_sparse(ctx, rep, n, rank):
         dist.destroy_process_group()
 
 
-GROUPS = {"numpy": group_numpy, "torch": group_torch, "hook": group_hook, "staged": group_staged,
+GROUPS = {"numpy": group_numpy, "torch": group_torch, "hook": group_hook, "hook16": group_hook16,
+          "staged": group_staged,
           "backend": group_backend, "lifecycle": group_lifecycle, "floatadd": group_floatadd,
           "sparse": group_sparse}
 
@@ -940,8 +1072,8 @@ def main():
         import torch  # noqa: F401  (imported before forking: the workers inherit it)
     plan = [("numpy", 1), ("numpy", 3), ("lifecycle", 1), ("floatadd", 3)]
     if not a.skip_torch:
-        plan += [("torch", 1), ("torch", 3), ("hook", 2), ("sparse", 2), ("staged", 2),
-                 ("backend", 3)]
+        plan += [("torch", 1), ("torch", 3), ("hook", 2), ("hook16", 3), ("sparse", 2),
+                 ("staged", 2), ("backend", 3)]
     if a.groups:
         plan = [(g, n) for g, n in plan if g in a.groups.split(",")]
     passed, failed = check_loader()

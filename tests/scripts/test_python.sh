@@ -8,7 +8,9 @@
 #      and N=3 workers, and the ina.torch DDP hook against Gloo's gradients (N=2);
 #   2. tests/python/check_training.py: examples/pytorch/train_ddp.py with --backend gloo and
 #      --backend ina, same seed, N=3, 4 epochs: loss curves within 1e-3 relative, final
-#      accuracy with ina >= Gloo's - 0.02 (reasons in that file and docs/PYTHON.md).
+#      accuracy with ina >= Gloo's - 0.02 (reasons in that file and docs/PYTHON.md); then the
+#      same with bfloat16 gradients (--compress bf16: ina.torch.bf16_compress_hook against Gloo
+#      with the same compression), 2 epochs: losses within 1%, accuracy within 0.5 points.
 # In an ASan build (INA_SANITIZE=ON) the instrumented libina.so is loaded into Python with the
 # compiler's shared ASan runtime in LD_PRELOAD, and LeakSanitizer off for the Python processes
 # (the interpreter and torch keep memory at exit by design; the C tests check libina's leaks).
@@ -90,6 +92,11 @@ fi
     --seed 1 --timeout 150 >"$tmp/train" 2>&1
 result $? "$tmp/train" '^check_training: .*: ok$' \
     "train_ddp.py: ina and Gloo loss curves agree, accuracy within margin"
+
+"${PYENV[@]}" timeout -k 5 200 "$PY" "$SRC/tests/python/check_training.py" --nproc 3 --epochs 2 \
+    --seed 1 --compress bf16 --timeout 150 >"$tmp/train16" 2>&1
+result $? "$tmp/train16" '^check_training: .*bf16 gradients.*: ok$' \
+    "train_ddp.py --compress bf16: ina's bf16 hook and Gloo's bf16 compression agree"
 
 if [ -n "$swpid" ]; then
     stop_switch
