@@ -621,7 +621,16 @@ typedef struct ina_stats {
                                   secret_file, and --multicast or integrity) whose tag was
                                   missing or wrong: forged or changed on the way; a lost
                                   result is resent as after any loss */
-    uint64_t reserved[2]; /**< zero; append new counters just before this one ("ABI" at the
+    /* Since v0.6: */
+    uint64_t flushed_elems; /**< elements of this rank's float inputs that their block's shared
+                                 scale lost (quantized floats, dense): nonzero values of at most
+                                 half a unit of the block's scale 2^(E+L-31), that is about
+                                 2^-(32-L) of the block's largest |x| on any rank, which add
+                                 nothing to the sum (flushed to zero); and finite values in a
+                                 block where some rank had a NaN or Inf, which come back NaN or
+                                 +-Inf. libina warns once per context on stderr (not with
+                                 INA_QUIET=1). docs/API.md#types-and-operations */
+    uint64_t reserved[1]; /**< zero; append new counters just before this one ("ABI" at the
                                top; v0.4, v0.5 and v0.6 grew the struct) */
 } ina_stats;
 
