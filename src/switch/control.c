@@ -310,12 +310,21 @@ static void nak_encode(uint8_t *body, uint64_t nonce, int reason)
     ina_put32(body + INA_NAK_VERSION, INA_VERSION_NUMBER);
 }
 
+/* A REJECTED one is 20 bytes, byte 16 the cause (0: not said; §4.2). */
+static void send_nak_cause(struct ina_switch *sw, uint64_t nonce, int reason, unsigned cause,
+                           const struct sockaddr_in *dst)
+{
+    uint8_t body[INA_NAK_REJECTED_LEN] = {0};
+    nak_encode(body, nonce, reason);
+    body[INA_NAK_CAUSE] = (uint8_t)cause;
+    send_ctl(sw, NULL, INA_K_JOIN_NAK, body,
+             reason == INA_ERR_REJECTED ? INA_NAK_REJECTED_LEN : INA_NAK_BODY_LEN, dst);
+}
+
 static void send_nak(struct ina_switch *sw, uint64_t nonce, int reason,
                      const struct sockaddr_in *dst)
 {
-    uint8_t body[INA_NAK_BODY_LEN];
-    nak_encode(body, nonce, reason);
-    send_ctl(sw, NULL, INA_K_JOIN_NAK, body, sizeof(body), dst);
+    send_nak_cause(sw, nonce, reason, INA_REJECT_UNSAID, dst);
 }
 
 /* Queue one datagram for every member that has joined (ABORT/NAK fan-out). */
@@ -847,11 +856,8 @@ static void log_join_refused(const struct ina_hdr *h, const struct ina_join *j,
 static void refuse_join(struct ina_switch *sw, const struct ina_hdr *h, const struct ina_join *j,
                         unsigned cause, const struct sockaddr_in *src)
 {
-    uint8_t body[INA_NAK_REJECTED_LEN] = {0};
     log_join_refused(h, j, src, ina_reject_cause_name(cause));
-    nak_encode(body, j->nonce, INA_ERR_REJECTED);
-    body[INA_NAK_CAUSE] = (uint8_t)cause;
-    send_ctl(sw, NULL, INA_K_JOIN_NAK, body, sizeof(body), src);
+    send_nak_cause(sw, j->nonce, INA_ERR_REJECTED, cause, src);
 }
 
 /*
