@@ -95,7 +95,7 @@
  * says its parent's value + 1, at most 3 meaning "3 or more"; docs/PROTOCOL.md §12). */
 #define INA_FLAG_LEVELS_SHIFT 4
 #define INA_FLAG_LEVELS_MASK 0x0030u
-static inline unsigned ina_flag_levels(uint16_t flags)
+static inline unsigned ina__flag_levels(uint16_t flags)
 {
     return (flags & INA_FLAG_LEVELS_MASK) >> INA_FLAG_LEVELS_SHIFT;
 }
@@ -214,37 +214,37 @@ struct ina_hdr {
     uint8_t tag;
 };
 
-static inline uint16_t ina_get16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
-static inline uint32_t ina_get32(const uint8_t *p)
+static inline uint16_t ina__get16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static inline uint32_t ina__get32(const uint8_t *p)
 {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
-static inline void ina_put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
-static inline void ina_put32(uint8_t *p, uint32_t v)
+static inline void ina__put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
+static inline void ina__put32(uint8_t *p, uint32_t v)
 {
     p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
 }
 
-static inline void ina_hdr_encode(uint8_t *b, const struct ina_hdr *h)
+static inline void ina__hdr_encode(uint8_t *b, const struct ina_hdr *h)
 {
-    ina_put16(b + 0, h->magic);
+    ina__put16(b + 0, h->magic);
     b[2] = h->version;
     b[3] = h->kind;
-    ina_put16(b + 4, h->job);
-    ina_put16(b + 6, h->rank);
-    ina_put32(b + 8, h->session);
-    ina_put32(b + 12, h->token);
-    ina_put32(b + 16, h->slot);
-    ina_put32(b + 20, h->seq);
-    ina_put16(b + 24, h->count);
-    ina_put16(b + 26, (uint16_t)h->exp);
-    ina_put16(b + 28, h->flags);
+    ina__put16(b + 4, h->job);
+    ina__put16(b + 6, h->rank);
+    ina__put32(b + 8, h->session);
+    ina__put32(b + 12, h->token);
+    ina__put32(b + 16, h->slot);
+    ina__put32(b + 20, h->seq);
+    ina__put16(b + 24, h->count);
+    ina__put16(b + 26, (uint16_t)h->exp);
+    ina__put16(b + 28, h->flags);
     b[30] = h->op;
     b[31] = h->tag;
 }
 
 /* Fill the fields every packet of a sender has: magic, version, kind. */
-static inline void ina_hdr_init(struct ina_hdr *h, uint8_t kind)
+static inline void ina__hdr_init(struct ina_hdr *h, uint8_t kind)
 {
     memset(h, 0, sizeof(*h));
     h->magic = INA_WIRE_MAGIC;
@@ -265,24 +265,24 @@ enum ina_parse_err {
  * Decode and check the fixed part: length, magic, version and, for DATA and
  * RESULT, that the datagram is exactly header + 4*count bytes.
  */
-static inline int ina_hdr_decode(const uint8_t *b, size_t len, struct ina_hdr *h)
+static inline int ina__hdr_decode(const uint8_t *b, size_t len, struct ina_hdr *h)
 {
     if (len < INA_HDR_LEN)
         return INA_PARSE_SHORT;
-    h->magic = ina_get16(b + 0);
+    h->magic = ina__get16(b + 0);
     if (h->magic != INA_WIRE_MAGIC)
         return INA_PARSE_MAGIC;
     h->version = b[2];
     h->kind = b[3];
-    h->job = ina_get16(b + 4);
-    h->rank = ina_get16(b + 6);
-    h->session = ina_get32(b + 8);
-    h->token = ina_get32(b + 12);
-    h->slot = ina_get32(b + 16);
-    h->seq = ina_get32(b + 20);
-    h->count = ina_get16(b + 24);
-    h->exp = (int16_t)ina_get16(b + 26);
-    h->flags = ina_get16(b + 28);
+    h->job = ina__get16(b + 4);
+    h->rank = ina__get16(b + 6);
+    h->session = ina__get32(b + 8);
+    h->token = ina__get32(b + 12);
+    h->slot = ina__get32(b + 16);
+    h->seq = ina__get32(b + 20);
+    h->count = ina__get16(b + 24);
+    h->exp = (int16_t)ina__get16(b + 26);
+    h->flags = ina__get16(b + 28);
     h->op = b[30];
     h->tag = b[31];
     if (h->version != INA_WIRE_VERSION)
@@ -330,40 +330,40 @@ struct ina_join {
     char name[32];
 };
 
-static inline void ina_join_encode(uint8_t *b, const struct ina_join *j)
+static inline void ina__join_encode(uint8_t *b, const struct ina_join *j)
 {
     memset(b, 0, INA_JOIN_BODY_LEN);
-    ina_put32(b + 0, (uint32_t)(j->nonce >> 32));
-    ina_put32(b + 4, (uint32_t)j->nonce);
-    ina_put16(b + 8, j->world_size);
-    ina_put16(b + 10, j->elems);
-    ina_put32(b + 12, j->window);
-    ina_put32(b + 16, j->sw_version);
-    ina_put32(b + 20, j->mcast_group);
-    ina_put16(b + 24, j->mcast_port);
+    ina__put32(b + 0, (uint32_t)(j->nonce >> 32));
+    ina__put32(b + 4, (uint32_t)j->nonce);
+    ina__put16(b + 8, j->world_size);
+    ina__put16(b + 10, j->elems);
+    ina__put32(b + 12, j->window);
+    ina__put32(b + 16, j->sw_version);
+    ina__put32(b + 20, j->mcast_group);
+    ina__put16(b + 24, j->mcast_port);
     b[26] = j->lane;
     b[27] = j->nlanes;
-    ina_put16(b + 28, j->fallback_port);
-    ina_put16(b + 30, j->wait_100ms);
+    ina__put16(b + 28, j->fallback_port);
+    ina__put16(b + 30, j->wait_100ms);
     memcpy(b + 32, j->name, 32);
 }
 
 /* @return 0, or INA_PARSE_LENGTH if the body is short or the name not terminated. */
-static inline int ina_join_decode(const uint8_t *b, size_t len, struct ina_join *j)
+static inline int ina__join_decode(const uint8_t *b, size_t len, struct ina_join *j)
 {
     if (len < INA_JOIN_BODY_LEN)
         return INA_PARSE_LENGTH;
-    j->nonce = (uint64_t)ina_get32(b) << 32 | ina_get32(b + 4);
-    j->world_size = ina_get16(b + 8);
-    j->elems = ina_get16(b + 10);
-    j->window = ina_get32(b + 12);
-    j->sw_version = ina_get32(b + 16);
-    j->mcast_group = ina_get32(b + 20);
-    j->mcast_port = ina_get16(b + 24);
+    j->nonce = (uint64_t)ina__get32(b) << 32 | ina__get32(b + 4);
+    j->world_size = ina__get16(b + 8);
+    j->elems = ina__get16(b + 10);
+    j->window = ina__get32(b + 12);
+    j->sw_version = ina__get32(b + 16);
+    j->mcast_group = ina__get32(b + 20);
+    j->mcast_port = ina__get16(b + 24);
     j->lane = b[26];
     j->nlanes = b[27] ? b[27] : 1;
-    j->fallback_port = ina_get16(b + 28);
-    j->wait_100ms = ina_get16(b + 30);
+    j->fallback_port = ina__get16(b + 28);
+    j->wait_100ms = ina__get16(b + 30);
     memcpy(j->name, b + 32, 32);
     if (memchr(j->name, 0, 32) == NULL)
         return INA_PARSE_LENGTH;
@@ -423,16 +423,16 @@ static inline const char *ina_reject_cause_name(unsigned cause)
  * (bytes 0..23; nonce 0), then bound (8): the first stream position of the
  * session, round * W + slot, that the switch no longer serves. */
 #define INA_MIGRATE_BODY_LEN 32
-static inline void ina_nak_encode(uint8_t *b, uint64_t nonce, int32_t reason)
+static inline void ina__nak_encode(uint8_t *b, uint64_t nonce, int32_t reason)
 {
     memset(b, 0, INA_NAK_BODY_LEN);
-    ina_put32(b + 0, (uint32_t)(nonce >> 32));
-    ina_put32(b + 4, (uint32_t)nonce);
-    ina_put32(b + 8, (uint32_t)reason);
+    ina__put32(b + 0, (uint32_t)(nonce >> 32));
+    ina__put32(b + 4, (uint32_t)nonce);
+    ina__put32(b + 8, (uint32_t)reason);
 }
 /* The switch's dataplane thread (shard) of a lane: lanes of one job, and
  * jobs, spread over the threads. FNV-1a of the name, plus the lane. */
-static inline unsigned ina_lane_shard(const char *name, unsigned lane, unsigned nshards)
+static inline unsigned ina__lane_shard(const char *name, unsigned lane, unsigned nshards)
 {
     uint32_t h = 2166136261u;
     for (const char *c = name; *c; c++)
@@ -440,12 +440,12 @@ static inline unsigned ina_lane_shard(const char *name, unsigned lane, unsigned 
     return (h + lane) % nshards;
 }
 
-static inline int ina_nak_decode(const uint8_t *b, size_t len, uint64_t *nonce, int32_t *reason)
+static inline int ina__nak_decode(const uint8_t *b, size_t len, uint64_t *nonce, int32_t *reason)
 {
     if (len < INA_NAK_BODY_LEN)
         return INA_PARSE_LENGTH;
-    *nonce = (uint64_t)ina_get32(b) << 32 | ina_get32(b + 4);
-    *reason = (int32_t)ina_get32(b + 8);
+    *nonce = (uint64_t)ina__get32(b) << 32 | ina__get32(b + 4);
+    *reason = (int32_t)ina__get32(b + 8);
     return INA_PARSE_OK;
 }
 

@@ -245,7 +245,7 @@ void ina__block_encode_order(ina_dtype dt, ina_op op, const void *x, size_t n, u
             uint32_t bits;
             memcpy(&bits, f + j, 4);
             uint32_t key = (bits & 0x7FFFFFFFu) > 0x7F800000u ? nan_key : ina__f32_order_key(bits);
-            ina_put32(out + 4 * (i + j), key);
+            ina__put32(out + 4 * (i + j), key);
         }
     }
 }
@@ -256,7 +256,7 @@ void ina__block_decode_order(ina_dtype dt, const uint8_t *in, size_t n, void *ou
     for (size_t i = 0; i < n; i += CHUNK) {
         size_t m = n - i < CHUNK ? n - i : CHUNK;
         for (size_t j = 0; j < m; j++) {
-            uint32_t bits = ina__f32_order_key(ina_get32(in + 4 * (i + j)));
+            uint32_t bits = ina__f32_order_key(ina__get32(in + 4 * (i + j)));
             if ((bits & 0x7FFFFFFFu) > 0x7F800000u)
                 bits = 0x7FC00000u; /* a NaN: the quiet NaN, positive */
             float f;

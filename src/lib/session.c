@@ -31,14 +31,14 @@ static int send_join(struct ina_ctx *ctx, uint8_t kind, int elems, int window, u
 {
     uint8_t buf[INA_HDR_LEN + INA_JOIN_BODY_LEN + INA_COOKIE_LEN + INA_AUTH_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, kind);
+    ina__hdr_init(&h, kind);
     h.rank = (uint16_t)ctx->rank;
     h.seq = kind == INA_K_JOIN ? (left_ms ? left_ms : 1) : 0;
     if (kind == INA_K_JOIN && ctx->lanes_auto)
         h.flags = INA_FLAG_LANES_AUTO; /* nlanes below is a proposal (PROTOCOL.md §5.6) */
     if (kind == INA_K_JOIN && ctx->integrity)
         h.flags |= INA_FLAG_INTEGRITY; /* every DATA and RESULT tagged (§4.6) */
-    ina_hdr_encode(buf, &h);
+    ina__hdr_encode(buf, &h);
     struct ina_join j;
     memset(&j, 0, sizeof(j));
     j.nonce = ctx->nonce;
@@ -52,14 +52,14 @@ static int send_join(struct ina_ctx *ctx, uint8_t kind, int elems, int window, u
     int64_t wait = ((int64_t)ctx->admission_wait_ms + 99) / 100;
     j.wait_100ms = (uint16_t)(wait > UINT16_MAX ? UINT16_MAX : wait);
     memcpy(j.name, ctx->job, sizeof(j.name));
-    ina_join_encode(buf + INA_HDR_LEN, &j);
+    ina__join_encode(buf + INA_HDR_LEN, &j);
     size_t len = INA_HDR_LEN + INA_JOIN_BODY_LEN;
     if (ctx->has_secret && kind == INA_K_JOIN) {
         memcpy(buf + len, cookie, INA_COOKIE_LEN);
         len += INA_COOKIE_LEN;
     }
     if (ctx->has_secret) { /* proof of the secret over all of it (PROTOCOL.md 4.4) */
-        ina_hmac_sha256(&ctx->secret, buf, len, buf + len);
+        ina__hmac_sha256(&ctx->secret, buf, len, buf + len);
         len += INA_AUTH_LEN;
     }
     return ina__net_send(ctx, buf, len);
@@ -264,7 +264,7 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
 {
     struct ina_hdr h;
     char vers[96];
-    int perr = ina_hdr_decode(buf, len, &h);
+    int perr = ina__hdr_decode(buf, len, &h);
     if (perr == INA_PARSE_VERSION && (h.kind == INA_K_JOIN_NAK || h.kind == INA_K_JOIN_ACK)) {
         /* A switch of another protocol version answered: its body's layout,
          * and so its software version, is unknown. */
@@ -280,11 +280,11 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
     size_t blen = len - INA_HDR_LEN;
     if (h.kind == INA_K_JOIN_WAIT) {
         if (blen < INA_JOIN_WAIT_BODY_LEN ||
-            ((uint64_t)ina_get32(body) << 32 | ina_get32(body + 4)) != ctx->nonce)
+            ((uint64_t)ina__get32(body) << 32 | ina__get32(body + 4)) != ctx->nonce)
             return 0;
         w->waiting = 1;
-        w->world = ina_get16(body + 8);
-        w->joined = ina_get16(body + 10);
+        w->world = ina__get16(body + 8);
+        w->joined = ina__get16(body + 10);
         w->state = body[12];
         memcpy(w->bitmap, body + 16, sizeof(w->bitmap));
         return JOIN_WAITING;
@@ -292,7 +292,7 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
     if (h.kind == INA_K_JOIN_COOKIE) {
         /* Only a switch with a secret asks: the cookie goes under the proof. */
         if (!ctx->has_secret || blen < INA_JOIN_COOKIE_BODY_LEN ||
-            ((uint64_t)ina_get32(body) << 32 | ina_get32(body + 4)) != ctx->nonce)
+            ((uint64_t)ina__get32(body) << 32 | ina__get32(body + 4)) != ctx->nonce)
             return 0;
         memcpy(w->cookie, body + 8, INA_COOKIE_LEN);
         return JOIN_CHALLENGED;
@@ -300,22 +300,22 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
     if (h.kind == INA_K_JOIN_NAK) {
         uint64_t nonce;
         int32_t reason;
-        if (ina_nak_decode(body, blen, &nonce, &reason) != 0 || nonce != ctx->nonce)
+        if (ina__nak_decode(body, blen, &nonce, &reason) != 0 || nonce != ctx->nonce)
             return 0;
         if (reason == INA_ERR_NOSPACE && blen >= INA_NAK_FALLBACK_LEN) {
             /* The job's rank 0 offered to aggregate: where to run instead. */
             memset(&ctx->fallback_target, 0, sizeof(ctx->fallback_target));
             ctx->fallback_target.sin_family = AF_INET;
             memcpy(&ctx->fallback_target.sin_addr.s_addr, body + 16, 4);
-            ctx->fallback_target.sin_port = htons(ina_get16(body + 20));
+            ctx->fallback_target.sin_port = htons(ina__get16(body + 20));
         }
         if (reason == INA_ERR_REJECTED && blen >= INA_NAK_REJECTED_LEN)
             w->reject_cause = body[INA_NAK_CAUSE];
         if (reason == INA_ERR_MISMATCH) {
-            w->nak_world = ina_get16(body + INA_NAK_MISMATCH_WORLD);
+            w->nak_world = ina__get16(body + INA_NAK_MISMATCH_WORLD);
             w->nak_nlanes = body[INA_NAK_MISMATCH_NLANES];
         } else {
-            w->switch_version = ina_get32(body + INA_NAK_VERSION);
+            w->switch_version = ina__get32(body + INA_NAK_VERSION);
         }
         return reason < 0 ? reason : INA_ERR_REJECTED;
     }
@@ -323,15 +323,15 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
         /* This lane belongs to another dataplane thread of the switch. */
         uint64_t nonce;
         int32_t reason;
-        if (ina_nak_decode(body, blen, &nonce, &reason) != 0 || nonce != ctx->nonce)
+        if (ina__nak_decode(body, blen, &nonce, &reason) != 0 || nonce != ctx->nonce)
             return 0;
-        *port = ina_get16(body + 12);
+        *port = ina__get16(body + 12);
         return *port ? JOIN_REDIRECTED : INA_ERR_PROTO;
     }
     if (h.kind != INA_K_JOIN_ACK)
         return 0;
     struct ina_join j;
-    if (ina_join_decode(body, blen, &j) != 0 || j.nonce != ctx->nonce)
+    if (ina__join_decode(body, blen, &j) != 0 || j.nonce != ctx->nonce)
         return 0;
     if (ctx->has_secret) {
         /* The switch must prove it knows the secret before we trust its token.
@@ -342,8 +342,8 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
                              "shared secret: it runs without --secret-file; %s",
                              versions(j.sw_version, vers, sizeof(vers)));
         uint8_t mac[INA_SHA256_LEN];
-        ina_hmac_sha256(&ctx->secret, buf, INA_HDR_LEN + INA_JOIN_BODY_LEN, mac);
-        if (!ina_mem_equal_ct(mac, body + INA_JOIN_BODY_LEN, INA_AUTH_LEN))
+        ina__hmac_sha256(&ctx->secret, buf, INA_HDR_LEN + INA_JOIN_BODY_LEN, mac);
+        if (!ina__mem_equal_ct(mac, body + INA_JOIN_BODY_LEN, INA_AUTH_LEN))
             return 0;
     }
     /* A proposal of lanes (lane 0 of lanes=0) takes the job's count, if the
@@ -378,7 +378,7 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
     ctx->tag_rx = tagged;
     ctx->tag_tx = integrity;
     if (tagged)
-        ina_mac_key_derive(&ctx->mac_key, &ctx->secret, h.job, h.session, h.token);
+        ina__mac_key_derive(&ctx->mac_key, &ctx->secret, h.job, h.session, h.token);
     ctx->job_id = h.job;
     ctx->switch_caps = h.flags;
     ctx->session = h.session;
@@ -511,7 +511,7 @@ void ina__session_leave(struct ina_ctx *ctx, int abort)
     struct ina_hdr h;
     ina__hdr_session(&h, ctx, INA_K_LEAVE);
     h.flags = abort ? INA_FLAG_ABORT : 0;
-    ina_hdr_encode(buf, &h);
+    ina__hdr_encode(buf, &h);
     for (int i = 0; i < 2; i++)
         ina__net_send(ctx, buf, sizeof(buf));
 }

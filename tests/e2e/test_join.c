@@ -268,9 +268,9 @@ static void raw_join(int fd, const char *name, int rank, int world, uint32_t win
 {
     uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_JOIN);
+    ina__hdr_init(&h, INA_K_JOIN);
     h.rank = (uint16_t)rank;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     struct ina_join j;
     memset(&j, 0, sizeof(j));
     j.nonce = nonce;
@@ -280,7 +280,7 @@ static void raw_join(int fd, const char *name, int rank, int world, uint32_t win
     j.sw_version = sw_version;
     j.nlanes = 1;
     snprintf(j.name, sizeof(j.name), "%s", name);
-    ina_join_encode(b + INA_HDR_LEN, &j);
+    ina__join_encode(b + INA_HDR_LEN, &j);
     struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)sw.port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     sendto(fd, b, sizeof(b), 0, (struct sockaddr *)&to, sizeof(to));
@@ -320,12 +320,12 @@ static void test_version_skew(void)
     CHECK(n >= (ssize_t)(INA_HDR_LEN + INA_JOIN_BODY_LEN) && buf[3] == INA_K_JOIN_ACK);
     struct ina_join j = {0};
     if (n > 0)
-        CHECK_EQ_INT(ina_join_decode(buf + INA_HDR_LEN, (size_t)n - INA_HDR_LEN, &j), 0);
+        CHECK_EQ_INT(ina__join_decode(buf + INA_HDR_LEN, (size_t)n - INA_HDR_LEN, &j), 0);
     CHECK_EQ_INT(j.sw_version, INA_VERSION_NUMBER); /* the ACK says the switch's */
     struct ina_hdr h;
-    if (n > 0 && ina_hdr_decode(buf, (size_t)n, &h) == INA_PARSE_OK) {
+    if (n > 0 && ina__hdr_decode(buf, (size_t)n, &h) == INA_PARSE_OK) {
         struct ina_hdr lh;
-        ina_hdr_init(&lh, INA_K_LEAVE);
+        ina__hdr_init(&lh, INA_K_LEAVE);
         lh.job = h.job;
         lh.session = h.session;
         lh.token = h.token;
@@ -333,7 +333,7 @@ static void test_version_skew(void)
                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         for (int r = 0; r < 2; r++) {
             lh.rank = (uint16_t)r;
-            ina_hdr_encode(buf, &lh);
+            ina__hdr_encode(buf, &lh);
             sendto(r ? b : a, buf, INA_HDR_LEN, 0, (struct sockaddr *)&to, sizeof(to));
         }
     }
@@ -342,8 +342,8 @@ static void test_version_skew(void)
     n = recv_kind(a, buf, sizeof(buf), INA_K_JOIN_NAK, INA_K_JOIN_NAK);
     CHECK(n >= (ssize_t)(INA_HDR_LEN + INA_NAK_BODY_LEN));
     if (n > 0) {
-        CHECK_EQ_INT((int32_t)ina_get32(buf + INA_HDR_LEN + 8), INA_ERR_REJECTED);
-        CHECK_EQ_INT(ina_get32(buf + INA_HDR_LEN + INA_NAK_VERSION), INA_VERSION_NUMBER);
+        CHECK_EQ_INT((int32_t)ina__get32(buf + INA_HDR_LEN + 8), INA_ERR_REJECTED);
+        CHECK_EQ_INT(ina__get32(buf + INA_HDR_LEN + INA_NAK_VERSION), INA_VERSION_NUMBER);
         /* ...and byte 16 the cause the switch saw (since 0.6). */
         CHECK(n >= (ssize_t)(INA_HDR_LEN + INA_NAK_REJECTED_LEN));
         CHECK_EQ_INT(buf[INA_HDR_LEN + INA_NAK_CAUSE], INA_REJECT_PARAMETERS);
@@ -377,27 +377,27 @@ static void fake_answer(uint8_t kind, uint8_t wire, int reason, uint32_t nak_ver
     CHECK(n >= (ssize_t)(INA_HDR_LEN + INA_JOIN_BODY_LEN));
     struct ina_join j = {0};
     if (n > 0)
-        ina_join_decode(b + INA_HDR_LEN, (size_t)n - INA_HDR_LEN, &j);
+        ina__join_decode(b + INA_HDR_LEN, (size_t)n - INA_HDR_LEN, &j);
     CHECK_EQ_INT(j.sw_version, INA_VERSION_NUMBER); /* libina says its real version */
     struct ina_hdr h;
-    ina_hdr_init(&h, kind);
+    ina__hdr_init(&h, kind);
     h.rank = INA_RANK_SWITCH;
     if (kind == INA_K_JOIN_ACK) {
         h.job = 1;
         h.session = h.token = 7;
     }
     uint8_t reply[INA_HDR_LEN + INA_JOIN_BODY_LEN];
-    ina_hdr_encode(reply, &h);
+    ina__hdr_encode(reply, &h);
     reply[2] = wire;
     size_t len = INA_HDR_LEN;
     if (kind == INA_K_JOIN_NAK) {
-        ina_nak_encode(reply + len, j.nonce, reason);
-        ina_put32(reply + len + INA_NAK_VERSION, nak_version);
+        ina__nak_encode(reply + len, j.nonce, reason);
+        ina__put32(reply + len + INA_NAK_VERSION, nak_version);
         len += INA_NAK_BODY_LEN;
     } else {
         j.window = 3;
         j.sw_version = nak_version;
-        ina_join_encode(reply + len, &j);
+        ina__join_encode(reply + len, &j);
         len += INA_JOIN_BODY_LEN;
     }
     sendto(fd, reply, len, 0, (struct sockaddr *)&from, fl);
