@@ -396,9 +396,11 @@ enum { INA_FALLBACK_HOST = 0, INA_FALLBACK_NONE = 1 };
  *   INA_FLOAT_ADD_QUANTIZED  block floating point (SwitchML): each block is
  *                            scaled to int32 with an exponent the ranks agree
  *                            on, and the switch adds integers. Results are
- *                            reproducible bit for bit from run to run (for
- *                            ops larger than a window), within the bound of
- *                            ina_error_bound(); any switch can do it.
+ *                            reproducible bit for bit from run to run, at
+ *                            any size and N (small ops take one round at
+ *                            N <= 2 only, where the switch's alignment does
+ *                            not depend on arrival order), within the bound
+ *                            of ina_error_bound(); any switch can do it.
  *   INA_FLOAT_ADD_SWITCH     the switch adds IEEE-754 binary32 values as
  *                            floats, in the order packets arrive (round to
  *                            nearest even): no quantization on the workers,
@@ -406,7 +408,8 @@ enum { INA_FALLBACK_HOST = 0, INA_FALLBACK_NONE = 1 };
  *                            (|error| <= (N-1) * 2^-24 * sum_i |x_i| for
  *                            FLOAT32, then one rounding to a 16-bit type),
  *                            NaN and Inf per element as in IEEE arithmetic.
- *                            All ranks get the same bits, but a rerun may
+ *                            All ranks get the same bits; at N <= 2 a rerun
+ *                            too (a + b = b + a), but at N >= 3 a rerun may
  *                            differ in the last bits (arrival order). Only a
  *                            switch that offers it (ina-switch does unless
  *                            --int-ops-only; a hardware or eBPF dataplane
@@ -618,7 +621,16 @@ typedef struct ina_stats {
                                   secret_file, and --multicast or integrity) whose tag was
                                   missing or wrong: forged or changed on the way; a lost
                                   result is resent as after any loss */
-    uint64_t reserved[2]; /**< zero; append new counters just before this one ("ABI" at the
+    /* Since v0.6: */
+    uint64_t flushed_elems; /**< elements of this rank's float inputs that their block's shared
+                                 scale lost (quantized floats, dense): nonzero values of at most
+                                 half a unit of the block's scale 2^(E+L-31), that is about
+                                 2^-(32-L) of the block's largest |x| on any rank, which add
+                                 nothing to the sum (flushed to zero); and finite values in a
+                                 block where some rank had a NaN or Inf, which come back NaN or
+                                 +-Inf. libina warns once per context on stderr (not with
+                                 INA_QUIET=1). docs/API.md#types-and-operations */
+    uint64_t reserved[1]; /**< zero; append new counters just before this one ("ABI" at the
                                top; v0.4, v0.5 and v0.6 grew the struct) */
 } ina_stats;
 

@@ -56,12 +56,12 @@ STATS_FIELDS = ("ops", "packets_sent", "packets_received", "retransmits", "stale
                 "bytes_sent", "nonfinite_blocks", "rtx_fast", "rtx_probe", "rtx_timeout",
                 "fixed_invalid", "busy_poll_hits", "busy_poll_sleeps",
                 "sparse_ops", "sparse_auto_dense", "sparse_blocks_sent",
-                "group_rejected", "mac_rejected")
+                "group_rejected", "mac_rejected", "flushed_elems")
 
 
 class StatsStruct(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in STATS_FIELDS] + [
-        ("reserved", ctypes.c_uint64 * 2)]
+        ("reserved", ctypes.c_uint64 * 1)]
 
 
 class InfoStruct(ctypes.Structure):

@@ -398,6 +398,28 @@ static inline int ina__join_decode(const uint8_t *b, size_t len, struct ina_join
 /* In a JOIN_NAK of any other reason: bytes 12..15 the sender's INA_VERSION_NUMBER (0 from a
  * switch before 0.6), so that a worker can name both versions (PROTOCOL.md §4.2). */
 #define INA_NAK_VERSION 12
+/* A JOIN_NAK REJECTED (since 0.6) is 4 bytes longer: byte 16 the cause the switch saw
+ * (INA_REJECT_*; 0: not said), bytes 17..19 reserved (PROTOCOL.md §4.2). */
+#define INA_NAK_CAUSE 16
+#define INA_NAK_REJECTED_LEN 20
+enum {
+    INA_REJECT_UNSAID = 0,          /* a switch before 0.6, or a tree's parent refused */
+    INA_REJECT_PARAMETERS = 1,      /* §5.2 step 3: world, rank, name, elems, window */
+    INA_REJECT_AUTH = 2,            /* §4.4: no valid proof of the shared secret */
+    INA_REJECT_OTHER_JOB = 3,       /* a worker's private aggregator serves another job */
+    INA_REJECT_TREE = 4,            /* a child switch, at a dataplane that serves workers only */
+    INA_REJECT_SESSION_ENDED = 5,   /* the JOIN of a session that ended: a replay */
+    INA_REJECT_RUNNING_ELSEWHERE = 6, /* the rank runs in an ACTIVE job from another host */
+    INA_REJECT_JOINING_ELSEWHERE = 7, /* the rank is registered from another address */
+};
+/* The cause's name, as ina-switch logs it (join_refused reason=...); NULL if unknown. */
+static inline const char *ina__reject_cause_name(unsigned cause)
+{
+    static const char *const names[] = {
+        NULL, "bad_parameters", "auth", "not_this_aggregators_job", "tree_not_in_this_dataplane",
+        "session_ended", "rank_running_elsewhere", "rank_joining_elsewhere"};
+    return cause < sizeof(names) / sizeof(names[0]) ? names[cause] : NULL;
+}
 /* MIGRATE body, 32 bytes: the NOSPACE NAK layout with the fallback address
  * (bytes 0..23; nonce 0), then bound (8): the first stream position of the
  * session, round * W + slot, that the switch no longer serves. */

@@ -420,6 +420,14 @@ static void log_join_refused(const struct ina_hdr *h, const struct ina_join *j,
             INA_KV_S("reason", reason));
 }
 
+/* JOIN_NAK REJECTED with the cause the switch saw (§4.2), logged as join_refused. */
+static void refuse_join(struct ina_switch *sw, const struct ina_hdr *h, const struct ina_join *j,
+                        unsigned cause, const struct sockaddr_in *src)
+{
+    log_join_refused(h, j, src, ina__reject_cause_name(cause));
+    ina__send_nak_cause(sw, j->nonce, INA_ERR_REJECTED, cause, src);
+}
+
 /*
  * A member whose JOIN says another version than this switch's: a stale
  * worker (or child switch) is the first suspect when the job then fails, so
@@ -628,8 +636,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         /* Proof of the secret over the body and the cookie after it... */
         if (!join_auth_ok(sw, h, body, bodylen, covered + INA_COOKIE_LEN)) {
             sw->c.drops[INA_DROP_AUTH]++;
-            log_join_refused(h, &j, src, "auth");
-            ina__send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+            refuse_join(sw, h, &j, INA_REJECT_AUTH, src);
             return;
         }
         /* ...and of freshness: the cookie is one we handed out lately, for
@@ -652,8 +659,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         (tree && sw->p.mcast_base)) {
         /* (A child passes RESULTs on by unicast: it cannot join a group.) */
         sw->c.drops[INA_DROP_JOIN]++;
-        log_join_refused(h, &j, src, "bad_parameters");
-        ina__send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+        refuse_join(sw, h, &j, INA_REJECT_PARAMETERS, src);
         return;
     }
     unsigned nshards = sw->p.nshards ? sw->p.nshards : 1;
@@ -669,16 +675,14 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
     }
     if (sw->p.only_job[0] && strcmp(j.name, sw->p.only_job) != 0) {
         sw->c.drops[INA_DROP_JOIN]++; /* a worker's private aggregator serves one job */
-        log_join_refused(h, &j, src, "not_this_aggregators_job");
-        ina__send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+        refuse_join(sw, h, &j, INA_REJECT_OTHER_JOB, src);
         return;
     }
     if (tree && sw->dp) {
         /* A child stands for several ranks (weight > 1), which the in-kernel
          * dataplane does not count: it serves workers only (docs/EBPF.md). */
         sw->c.drops[INA_DROP_JOIN]++;
-        log_join_refused(h, &j, src, "tree_not_in_this_dataplane");
-        ina__send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+        refuse_join(sw, h, &j, INA_REJECT_TREE, src);
         return;
     }
     const struct ina_job *refused = refused_job_of(sw, h, &j, now_ns);
@@ -693,8 +697,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         /* A session ends once: this is a replay (or a copy from the past). */
         sw->c.drops[INA_DROP_JOIN]++;
         sw->c.joins_replayed++;
-        log_join_refused(h, &j, src, "session_ended");
-        ina__send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+        refuse_join(sw, h, &j, INA_REJECT_SESSION_ENDED, src);
         return;
     }
     if (job && (job->world != j.world_size || lanes_conflict(job, h, &j))) {
@@ -728,8 +731,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
          * and a stranger must not be able to end a running job. */
         if (m->addr.sin_addr.s_addr != src->sin_addr.s_addr) {
             sw->c.drops[INA_DROP_JOIN]++;
-            log_join_refused(h, &j, src, "rank_running_elsewhere");
-            ina__send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+            refuse_join(sw, h, &j, INA_REJECT_RUNNING_ELSEWHERE, src);
             return;
         }
         ina__job_abort_why(sw, job, INA_ERR_ABORTED, "rank_restarted");
@@ -748,8 +750,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
     if (rank_held_elsewhere(job, h, &j, set, src, now_ns) >= 0) {
         sw->c.drops[INA_DROP_JOIN]++;
         sw->c.joins_refused_taken++;
-        log_join_refused(h, &j, src, "rank_joining_elsewhere");
-        ina__send_nak(sw, j.nonce, INA_ERR_REJECTED, src);
+        refuse_join(sw, h, &j, INA_REJECT_JOINING_ELSEWHERE, src);
         return;
     }
     join_record(job, h, &j, set, weight, src, now_ns);

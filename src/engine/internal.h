@@ -60,6 +60,9 @@ void ina__send_ctl_auth(struct ina_switch *sw, const struct ina_job *job, uint8_
 void ina__send_ctl(struct ina_switch *sw, const struct ina_job *job, uint8_t kind,
                    const uint8_t *body, size_t bodylen, const struct sockaddr_in *dst);
 /* A JOIN_NAK with reason, echoing nonce, naming this switch's version. */
+/* The same, REJECTED with the cause the switch saw (INA_REJECT_*, PROTOCOL.md §4.2). */
+void ina__send_nak_cause(struct ina_switch *sw, uint64_t nonce, int reason, unsigned cause,
+                         const struct sockaddr_in *dst);
 void ina__send_nak(struct ina_switch *sw, uint64_t nonce, int reason,
                    const struct sockaddr_in *dst);
 /* One datagram of kind (ABORT, JOIN_NAK) with reason to every member that joined. */

@@ -253,11 +253,20 @@ static void nak_encode(uint8_t *body, uint64_t nonce, int reason)
     ina__put32(body + INA_NAK_VERSION, INA_VERSION_NUMBER);
 }
 
+/* A REJECTED one is 20 bytes, byte 16 the cause (0: not said; §4.2). */
+void ina__send_nak_cause(struct ina_switch *sw, uint64_t nonce, int reason, unsigned cause,
+                         const struct sockaddr_in *dst)
+{
+    uint8_t body[INA_NAK_REJECTED_LEN] = {0};
+    nak_encode(body, nonce, reason);
+    body[INA_NAK_CAUSE] = (uint8_t)cause;
+    ina__send_ctl(sw, NULL, INA_K_JOIN_NAK, body,
+                  reason == INA_ERR_REJECTED ? INA_NAK_REJECTED_LEN : INA_NAK_BODY_LEN, dst);
+}
+
 void ina__send_nak(struct ina_switch *sw, uint64_t nonce, int reason, const struct sockaddr_in *dst)
 {
-    uint8_t body[INA_NAK_BODY_LEN];
-    nak_encode(body, nonce, reason);
-    ina__send_ctl(sw, NULL, INA_K_JOIN_NAK, body, sizeof(body), dst);
+    ina__send_nak_cause(sw, nonce, reason, INA_REJECT_UNSAID, dst);
 }
 
 /* Queue one datagram for every member that has joined (ABORT/NAK fan-out). */

@@ -57,6 +57,12 @@ struct ina_codec {
      * by exponent e. @return how many came back invalid (written as NaN: fixed point). */
     size_t (*decode)(const struct ina_ctx *ctx, const struct ina_req *req, size_t first, size_t n,
                      int16_t e, const uint8_t *in);
+    /* How many of this rank's elements [first, first + n) the block's exponent e loses
+     * (flushed to zero beside a larger value, or carried as NaN beside a non-finite one:
+     * dtype.h's ina__block_lost), counted before decode overwrites an in-place input;
+     * NULL: none (a format without a shared scale). */
+    size_t (*lost)(const struct ina_ctx *ctx, const struct ina_req *req, size_t first, size_t n,
+                   int16_t e);
 };
 
 extern const struct ina_codec ina__codec_dtype;

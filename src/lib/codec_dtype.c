@@ -19,14 +19,20 @@ static size_t dtype_decode(const struct ina_ctx *ctx, const struct ina_req *req,
     return 0;
 }
 
+static size_t bfp_lost(const struct ina_ctx *ctx, const struct ina_req *req, size_t first,
+                       size_t n, int16_t e)
+{
+    return ina__block_lost(req->dtype, req->src + first * req->esize, n, e, ctx->world);
+}
+
 const struct ina_codec ina__codec_dtype = {
     .name = "dtype", .data_kind = INA_K_DATA, .result_kind = INA_K_RESULT,
     .exps = INA_EXPS_NONE, .encode = dtype_encode, .decode = dtype_decode};
 
 const struct ina_codec ina__codec_bfp = {
     .name = "bfp", .data_kind = INA_K_DATA, .result_kind = INA_K_RESULT,
-    .exps = INA_EXPS_AHEAD, .encode = dtype_encode, .decode = dtype_decode};
+    .exps = INA_EXPS_AHEAD, .encode = dtype_encode, .decode = dtype_decode, .lost = bfp_lost};
 
 const struct ina_codec ina__codec_bfp1 = {
     .name = "bfp1", .data_kind = INA_K_DATA, .result_kind = INA_K_RESULT,
-    .exps = INA_EXPS_OWN, .encode = dtype_encode, .decode = dtype_decode};
+    .exps = INA_EXPS_OWN, .encode = dtype_encode, .decode = dtype_decode, .lost = bfp_lost};

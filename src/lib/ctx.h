@@ -144,6 +144,7 @@ struct ina_ctx {
     char errmsg[INA_ERRMSG_LEN]; /* why the last call failed (ina_last_error), "" if none */
     int addr_is_default; /* switch_addr was the default: INA_SWITCH/switch_addr were not set */
     int quiet;           /* INA_QUIET=1: no progress lines on stderr while joining */
+    int lost_warned;     /* the warning about elements lost to a block's scale is out */
 };
 
 extern const char ina__default_switch_addr[]; /* config.c */

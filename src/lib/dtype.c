@@ -1,6 +1,7 @@
 /* dtype.c: one block of any dtype to and from the wire's int32, and the per-dtype error bound. */
 #include "lib/dtype.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -153,6 +154,47 @@ void ina__widen_16(ina_dtype dt, const void *x, size_t i, size_t m, float *buf)
         ina__f16_to_f32((const uint16_t *)x + i, m, buf);
     else
         ina__bf16_to_f32((const uint16_t *)x + i, m, buf);
+}
+
+/* The lost elements of m floats against half a unit thr (see dtype.h). */
+static size_t lost_f32(const float *x, size_t m, int nonfinite, double thr)
+{
+    size_t lost = 0;
+    for (size_t i = 0; i < m; i++) {
+        double a = fabs((double)x[i]);
+        lost += nonfinite ? a <= FLT_MAX : (a != 0 && a <= thr);
+    }
+    return lost;
+}
+
+size_t ina__block_lost(ina_dtype dt, const void *x, size_t n, int16_t e, int nworkers)
+{
+    if (e == INA_EXP_ZERO || !ina__dtype_quantized(dt))
+        return 0;
+    const int nonfinite = e == INA_EXP_NONFINITE;
+    const int headroom = ina__quant_headroom_bits(nworkers);
+    if (dt == INA_FLOAT64) {
+        const double *d = x;
+        int ef = e < INA_QUANT_F64_EXP_MIN ? INA_QUANT_F64_EXP_MIN : e;
+        double thr = nonfinite ? 0 : ldexp(1.0, ef + headroom - 32);
+        size_t lost = 0;
+        for (size_t i = 0; i < n; i++) {
+            double a = fabs(d[i]);
+            lost += nonfinite ? a <= DBL_MAX : (a != 0 && a <= thr);
+        }
+        return lost;
+    }
+    double thr = nonfinite ? 0 : ldexp(1.0, e + headroom - 32);
+    if (dt == INA_FLOAT32)
+        return lost_f32(x, n, nonfinite, thr);
+    float buf[CHUNK];
+    size_t lost = 0;
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t m = n - i < CHUNK ? n - i : CHUNK;
+        ina__widen_16(dt, x, i, m, buf);
+        lost += lost_f32(buf, m, nonfinite, thr);
+    }
+    return lost;
 }
 
 /* A float's bits are a uint32: the int32 byte swap moves them unchanged. */

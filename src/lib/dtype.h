@@ -44,6 +44,17 @@ int16_t ina__block_exp(ina_dtype dt, const void *x, size_t n);
 void ina__block_encode(ina_dtype dt, const void *x, size_t n, int16_t e, int nworkers,
                        uint8_t *out);
 
+/*
+ * How many of n elements of a quantized float dtype (this rank's input) a
+ * block whose final exponent is e loses (PROTOCOL.md §8.1): with e finite,
+ * the nonzero values of at most half a unit of the block's scale,
+ * |x| <= 2^(E+L-32) (E floored as the dtype's encode floors it), which
+ * quantize to 0: flushed to zero beside a larger value; with e NONFINITE,
+ * every finite value (it comes back NaN or +-Inf, §8.1's class codes); with
+ * e ZERO, none. Reads x only; a pass over the block.
+ */
+size_t ina__block_lost(ina_dtype dt, const void *x, size_t n, int16_t e, int nworkers);
+
 /* 1 for the dtypes that can go to the switch as binary32 (INA_OP_ADD_F32):
  * FLOAT32, FLOAT16 and BFLOAT16 (the 16-bit ones widen exactly). */
 int ina__dtype_float_wire(ina_dtype dt);

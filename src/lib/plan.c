@@ -31,13 +31,16 @@ void ina__req_plan_dense(struct ina_ctx *ctx, struct ina_req *req)
      * A float sum of at most one window of blocks goes in one round per
      * block (INA_OP_ADD_BFP), if the switch can: the two-round schedule
      * would send each of its blocks twice (its lag is the whole op) and
-     * costs a second round trip. Larger ops keep two rounds: their lag is a
-     * window among many blocks, and their sums are reproducible bit for bit
-     * (in one round the switch's rounding follows arrival order; PROTOCOL.md
-     * §8.7). Every rank decides alike: same count, window and switch.
+     * costs a second round trip. Only with two ranks: the switch aligns
+     * contributions by rounding shifts as they arrive, and with three or
+     * more the rounding of a partial sum depends on the arrival order, so a
+     * rerun could differ in the last bits; with two there is one shift of
+     * one operand whichever comes first (PROTOCOL.md §8.7). Larger ops keep
+     * two rounds: their lag is a window among many blocks. Every rank
+     * decides alike: same count, world, window and switch.
      */
     if (req->codec == &ina__codec_bfp && (op == INA_SUM || op == INA_AVG) &&
-        (ctx->switch_caps & INA_FLAG_CAP_BFP) && !ctx->one_round_off &&
+        (ctx->switch_caps & INA_FLAG_CAP_BFP) && !ctx->one_round_off && ctx->world <= 2 &&
         req->nblocks <= ctx->window) {
         req->codec = &ina__codec_bfp1;
         req->wire_op = INA_OP_ADD_BFP;

@@ -40,6 +40,7 @@ struct ina_req {
      * for a key-value push, as HOT_DATA (below). */
     const struct ina_codec *codec;
     int range_err; /* fixed point: a result element came back invalid (INA_ERR_RANGE) */
+    uint64_t lost; /* this rank's elements its blocks' scales lost (codec.h's lost) */
     /* ina__codec_hot (kv/kv_hot.c, PROTOCOL.md §14.3): the float32 hot vector of a
      * key-value push goes as HOT_DATA of this hot-table epoch; a sparse block
      * goes as (key, value) pairs, hot_keys[i] being the key of position i. */

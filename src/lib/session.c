@@ -83,6 +83,7 @@ struct join_watch {
     uint8_t bitmap[32];
     unsigned nak_world, nak_nlanes; /* a MISMATCH's other side (0: not said) */
     uint32_t switch_version; /* its INA_VERSION_NUMBER, from a JOIN_NAK (0: not said) */
+    unsigned reject_cause;   /* a JOIN_NAK REJECTED's INA_REJECT_* (0: not said) */
     /* With a secret: the switch's last cookie (JOIN_COOKIE, PROTOCOL.md §4.4),
      * and whether the one JOIN that may answer a cookie at once went since
      * the last JOIN of the schedule (forged cookies must not make us flood). */
@@ -169,6 +170,31 @@ static void note_progress(const struct ina_ctx *ctx, const struct join_watch *w,
             what, (double)(now - w->start) / 1e9, (ctx->join_timeout_ms + 999) / 1000);
 }
 
+/* What a JOIN_NAK REJECTED's cause means, for the one who reads ina_last_error(). */
+static const char *reject_cause_text(unsigned cause)
+{
+    switch (cause) {
+    case INA_REJECT_PARAMETERS:
+        return "join parameters it does not take (world size, rank, job name, elems per "
+               "packet or window out of its range)";
+    case INA_REJECT_AUTH:
+        return "no valid proof of the switch's shared secret (secret_file, INA_SECRET_FILE: "
+               "missing, or another secret than ina-switch --secret-file)";
+    case INA_REJECT_OTHER_JOB:
+        return "this aggregator serves another job";
+    case INA_REJECT_TREE:
+        return "a child switch at a dataplane that serves workers only";
+    case INA_REJECT_SESSION_ENDED:
+        return "the JOIN of a session that already ended (a replay)";
+    case INA_REJECT_RUNNING_ELSEWHERE:
+        return "that rank runs in the job from another host (two jobs with one name?)";
+    case INA_REJECT_JOINING_ELSEWHERE:
+        return "another process joins the job as that rank (two jobs with one name?)";
+    default:
+        return "";
+    }
+}
+
 /* Why the switch refused the JOIN (JOIN_NAK reason), for ina_last_error(). */
 static int refused_because(struct ina_ctx *ctx, const struct join_watch *w, int reason)
 {
@@ -192,6 +218,12 @@ static int refused_because(struct ina_ctx *ctx, const struct join_watch *w, int 
                          "the lanes (this rank: world %d, %d lanes)", ctx->job, ctx->world,
                          ctx->nlanes);
     case INA_ERR_REJECTED:
+        if (ina__reject_cause_name(w->reject_cause))
+            return ina__fail(ctx, reason, "the switch at %s refused rank %d of job '%s': %s "
+                             "(reason=%s); %s", sw, ctx->rank, ctx->job,
+                             reject_cause_text(w->reject_cause),
+                             ina__reject_cause_name(w->reject_cause),
+                             versions(w->switch_version, vers, sizeof(vers)));
         return ina__fail(ctx, reason, "the switch at %s refused rank %d of job '%s': parameters "
                          "it does not take, that rank running or joining from another host, a "
                          "session that already ended, or a missing or wrong shared secret (the "
@@ -277,6 +309,8 @@ static int on_join_reply(struct ina_ctx *ctx, const uint8_t *buf, size_t len, ui
             memcpy(&ctx->fallback_target.sin_addr.s_addr, body + 16, 4);
             ctx->fallback_target.sin_port = htons(ina__get16(body + 20));
         }
+        if (reason == INA_ERR_REJECTED && blen >= INA_NAK_REJECTED_LEN)
+            w->reject_cause = body[INA_NAK_CAUSE];
         if (reason == INA_ERR_MISMATCH) {
             w->nak_world = ina__get16(body + INA_NAK_MISMATCH_WORLD);
             w->nak_nlanes = body[INA_NAK_MISMATCH_NLANES];

@@ -1,6 +1,7 @@
 /* stream.c: the streaming window: send into free slots, take results, retransmit, enforce deadlines. */
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include "lib/codec.h"
 #include "lib/ctx.h"
 #include "lib/dtype.h"
+#include "lib/quant.h"
 #include "lib/req.h"
 #include "lib/session.h"
 #include "lib/stream.h"
@@ -301,6 +303,26 @@ static void req_unlink(struct ina_ctx *ctx, struct ina_req *req)
     req->next = NULL;
 }
 
+/*
+ * Once per context: an operation lost elements to its blocks' shared scale
+ * (ina_stats.flushed_elems counts every one). Quiet with INA_QUIET, as the
+ * join's progress lines: the counter stays.
+ */
+static void warn_lost(struct ina_ctx *ctx, const struct ina_req *req)
+{
+    ctx->lost_warned = 1;
+    if (ctx->quiet)
+        return;
+    fprintf(stderr,
+            "ina: job '%s' rank %d: an all-reduce of %zu elements lost %llu of this rank's "
+            "elements to its blocks' shared scale: values below 2^-%d of their block's largest "
+            "(on any rank) came back without them, or beside a NaN or Inf as NaN "
+            "(ina_stats.flushed_elems counts them; smaller blocks (INA_ELEMS), "
+            "INA_FLOAT_ADD=switch or INA_FIXED_POINT keep them; docs/API.md). Warned once.\n",
+            ctx->job, ctx->rank, req->count, (unsigned long long)req->lost,
+            32 - ina__quant_headroom_bits(ctx->world));
+}
+
 static void req_finish(struct ina_ctx *ctx, struct ina_req *req, int status)
 {
     req_unlink(ctx, req);
@@ -315,6 +337,8 @@ static void req_finish(struct ina_ctx *ctx, struct ina_req *req, int status)
     }
     if (status == 0)
         ctx->stats.ops++;
+    if (req->lost && !ctx->lost_warned)
+        warn_lost(ctx, req);
 }
 
 /* The message of a failure of the stream (ina_last_error), unless a more
@@ -463,6 +487,11 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
         /* Two rounds: the data was scaled with the agreed exponent. One round:
          * the switch scaled the sum to the largest of the ranks' exponents. */
         int16_t e = c->exps == INA_EXPS_OWN ? h->exp : ws->exp_used;
+        if (c->lost) { /* before decode: an in-place input is overwritten */
+            size_t lost = c->lost(ctx, req, first, n, e);
+            req->lost += lost;
+            ctx->stats.flushed_elems += lost;
+        }
         size_t bad = c->decode(ctx, req, first, n, e, payload);
         if (bad) { /* fixed point: NaN there on every rank, and the op says so (INA_ERR_RANGE) */
             ctx->stats.fixed_invalid += bad;

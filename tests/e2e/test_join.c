@@ -344,6 +344,9 @@ static void test_version_skew(void)
     if (n > 0) {
         CHECK_EQ_INT((int32_t)ina__get32(buf + INA_HDR_LEN + 8), INA_ERR_REJECTED);
         CHECK_EQ_INT(ina__get32(buf + INA_HDR_LEN + INA_NAK_VERSION), INA_VERSION_NUMBER);
+        /* ...and byte 16 the cause the switch saw (since 0.6). */
+        CHECK(n >= (ssize_t)(INA_HDR_LEN + INA_NAK_REJECTED_LEN));
+        CHECK_EQ_INT(buf[INA_HDR_LEN + INA_NAK_CAUSE], INA_REJECT_PARAMETERS);
     }
     close(a);
     close(b);

@@ -1,4 +1,5 @@
 /* test_secret.c: ina-switch --secret-file: the right secret joins and sums; a missing or wrong one is refused (INA_ERR_REJECTED, counted AUTH); a switch without the secret is refused by the worker; a job refused NOSPACE runs at rank 0's host aggregator with the secret. */
+#include <string.h>
 #include <sys/mman.h>
 
 #include "check.h"
@@ -154,7 +155,11 @@ int main(void)
     CHECK_EQ_INT(run_workers(2, sum_worker, &lanes, 60), 0); /* every lane proves the secret */
     double t0 = ina__clock_s();
     CHECK_EQ_INT(join_once("no-secret", NULL), INA_ERR_REJECTED);
+    /* The switch says which cause it saw (JOIN_NAK byte 16, PROTOCOL.md §4.2). */
+    CHECK(strstr(ina_last_error(NULL), "reason=auth") != NULL);
     CHECK_EQ_INT(join_once("wrong-secret", wrong_path), INA_ERR_REJECTED);
+    CHECK(strstr(ina_last_error(NULL), "reason=auth") != NULL);
+    printf("wrong secret: %s\n", ina_last_error(NULL));
     CHECK_LE_DBL(ina__clock_s() - t0, 4.5); /* refused, not timed out (each deadline is 5 s) */
     CHECK_EQ_INT(join_once("no-file", "/nonexistent/ina-secret"), INA_ERR_CONFIG);
     CHECK_EQ_INT(join_once("right-again", secret_path), 0);

@@ -526,13 +526,17 @@ def test_secret(bindir, tmp, closers):
               and h["rank"] == RANK_SWITCH and len(d) >= 48)
     check(ok, "secret: JOIN without proof -> JOIN_NAK REJECTED (nonce echoed, job/session 0)",
           repr(d and nak_of(d)))
+    # §4.2: a REJECTED body is 20 bytes, byte 16 the cause: 2 = auth.
+    check(d is not None and len(d) >= 32 + 20 and d[32 + 16] == 2,
+          "secret: the JOIN_NAK REJECTED says cause 2 (auth) in body byte 16 (4.2)",
+          repr(d and d[32:]))
 
     # A wrong proof: REJECTED.
     bad = r0.join_dgram(b"not the secret")
     r0.peer.send(bad)
     d = r0.peer.expect(K_JOIN_NAK, r0.nonce, 1.0, "JOIN_NAK to a wrong proof")
-    check(d is not None and nak_of(d)[2] == ERR_REJECTED,
-          "secret: JOIN with a wrong HMAC -> JOIN_NAK REJECTED")
+    check(d is not None and nak_of(d)[2] == ERR_REJECTED and len(d) >= 52 and d[48] == 2,
+          "secret: JOIN with a wrong HMAC -> JOIN_NAK REJECTED, cause 2 (auth, 4.2)")
 
     # The proof keyed with the file's bytes including the trailing CR/LF is wrong (§4.4).
     r0.peer.send(r0.join_dgram(secret + b"\r\n"))
@@ -699,9 +703,10 @@ def test_end_once(sw, closers):
     got = []
     for x in e:
         d = x.peer.expect(kinds, x.nonce, 1.0, "JOIN_NAK to a JOIN of an ended session")
-        got.append(d and (dec_hdr(d)["kind"], nak_of(d)[2]))
-    check(got == [(K_JOIN_NAK, ERR_REJECTED)] * 2,
-          "step 3‴: the JOINs of a session that ended, replayed -> JOIN_NAK REJECTED", repr(got))
+        got.append(d and (dec_hdr(d)["kind"], nak_of(d)[2], d[48] if len(d) >= 52 else None))
+    check(got == [(K_JOIN_NAK, ERR_REJECTED, 5)] * 2,
+          "step 3‴: the JOINs of a session that ended, replayed -> JOIN_NAK REJECTED, cause 5 "
+          "(session_ended, 4.2)", repr(got))
     c1 = sw.counters()
     check(c1["joins_replayed"] - c0["joins_replayed"] == 2 and
           c1["drops"]["JOIN"] - c0["drops"]["JOIN"] == 2,

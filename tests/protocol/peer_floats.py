@@ -436,7 +436,7 @@ def op_tag(n, count, dtype, red, s, p):
     return ((y ^ (y >> 32)) >> 24) & 0xFF
 
 
-def choose_wire(dt, red, count, k, W, caps, cfg):
+def choose_wire(dt, red, count, k, W, N, caps, cfg):
     """Which wire op and lag an op uses (sections 7.2, 8.7 'Who' and precedence, 8.8, 8.9, 13.2)."""
     nb = -(-count // k)
     if red in (MAX, MIN):
@@ -447,7 +447,10 @@ def choose_wire(dt, red, count, k, W, caps, cfg):
         return 4, 0
     if cfg.get("fixed") and (caps & FLAG_CAP_FIX):
         return 5, 0
-    if (caps & FLAG_CAP_BFP) and cfg.get("one_round", True) and nb <= W:
+    # 8.7 'Who': a worker sends op 3 at N <= 2; the switch combines op 3 at any N (an older
+    # worker sends it at any N), which clean-room-only jobs check with one_round="any".
+    one = cfg.get("one_round", True)
+    if (caps & FLAG_CAP_BFP) and one and (N <= 2 or one == "any") and nb <= W:
         return 3, 0
     return 0, min(W, nb)
 
@@ -719,7 +722,7 @@ class Worker:
         k, W, N = self.k, self.W, self.N
         self.nops += 1
         n = self.nops
-        wire, lag = choose_wire(dt, red, count, k, W, self.caps, self.cfg)
+        wire, lag = choose_wire(dt, red, count, k, W, N, self.caps, self.cfg)
         fixed = self.cfg.get("fixed", 0) if wire == 5 else 0
         c = Contrib(dt, red, wire, N, k, bits, fixed, forge)
         nb = c.nb
@@ -1262,7 +1265,7 @@ def run_job(args, addr, jobname, N, prog, cfg, libina_rank=None, expect_caps=Non
         if opts.get("raw_only"):
             continue            # decoded value not defined by the spec: checked on raw RESULTs by the caller
         count = len(inputs[0])
-        wire, lag = choose_wire(dt, red, count, w0.k, w0.W, w0.caps, cfg)
+        wire, lag = choose_wire(dt, red, count, w0.k, w0.W, N, w0.caps, cfg)
         fixed = cfg.get("fixed", 0) if wire == 5 else 0
         contribs = [Contrib(dt, red, wire, N, w0.k, inputs[r], fixed, forge.get(r)) for r in range(N)]
         allowed = reference(contribs, dt, red, wire, N, fixed)
@@ -1367,7 +1370,8 @@ def run_exp_range_job(args, addr, N, libina_rank):
          [as_bits(F32, rnd_vals(rng, 40, -8, 8)) for _ in range(NMAX)]),
     ]
     name = "exprange-%06x" % random.getrandbits(24)
-    workers, lib, outs = run_job(args, addr, name, N, prog, {}, libina_rank=libina_rank)
+    cfg = {} if libina_rank is not None else {"one_round": "any"}
+    workers, lib, outs = run_job(args, addr, name, N, prog, cfg, libina_rank=libina_rank)
     tag = "exprange/%s" % ("mixed" if libina_rank is not None else "cr%d" % N)
     if outs is None:
         return
@@ -1456,7 +1460,7 @@ def main():
             mixed_prog = [o for o in mixed_prog if o[1] != BF16]
         run_job(args, addr, "quant-%06x" % random.getrandbits(24), 2, mixed_prog, {}, libina_rank=1,
                 expect_caps=FLAG_CAP_BFP)
-        run_job(args, addr, "quant-%06x" % random.getrandbits(24), 3, pq + ph, {})
+        run_job(args, addr, "quant-%06x" % random.getrandbits(24), 3, pq + ph, {"one_round": "any"})
         # --- floats added as floats (op 4): libina with float_add=switch
         pf = prog_fadd(rng)
         mp = pf if torch_ok else [o for o in pf if o[1] != BF16]

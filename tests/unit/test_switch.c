@@ -145,10 +145,13 @@ static void check_nak_at(int line, int i, uint8_t kind, const struct sockaddr_in
                          uint64_t nonce, int reason)
 {
     int before = check_failures;
-    const uint8_t *b = check_ctl(i, kind, INA_NAK_BODY_LEN, dst);
+    /* A JOIN_NAK REJECTED carries its cause in 4 more bytes (PROTOCOL.md §4.2). */
+    size_t blen = kind == INA_K_JOIN_NAK && reason == INA_ERR_REJECTED ? INA_NAK_REJECTED_LEN
+                                                                      : INA_NAK_BODY_LEN;
+    const uint8_t *b = check_ctl(i, kind, blen, dst);
     if (!b)
         return;
-    size_t len = INA_HDR_LEN + INA_NAK_BODY_LEN;
+    size_t len = INA_HDR_LEN + blen;
     uint64_t n = 1;
     int32_t r = 1;
     CHECK_EQ_INT(ina__nak_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &n, &r), INA_PARSE_OK);
