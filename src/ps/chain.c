@@ -6,12 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/addr.h"
 #include "common/log.h"
-
-static int same_addr(const struct sockaddr_in *a, const struct sockaddr_in *b)
-{
-    return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
-}
 
 static struct ina_ps_chain_fwd *q_at(struct ina_ps_chain_job *cj, unsigned i)
 {
@@ -214,7 +210,7 @@ static int chain_ack(struct ina_ps *ps, const struct ina_ps_job *job, const stru
                      const struct sockaddr_in *dst)
 {
     struct ina_ps_chain *ch = ps->chain;
-    if (ch->from_set && same_addr(dst, &ch->from)) {
+    if (ch->from_set && ina__addr_eq(dst, &ch->from)) {
         /* Replica: the answer to a forward. HELD (it waits for earlier stamps) is not sent:
          * the primary resends until the outcome comes. */
         if (u->status != INA_PS_UPDATE_HELD)
@@ -251,7 +247,7 @@ static struct ina_ps_job *chain_job_named(struct ina_ps *ps, const uint8_t *name
 static void fwd_input(struct ina_ps *ps, struct ina_ps_chain *ch, const struct ina_hdr *h,
                       const uint8_t *body, size_t len, const struct sockaddr_in *src, uint64_t now)
 {
-    if (!ch->from_set || !same_addr(src, &ch->from)) {
+    if (!ch->from_set || !ina__addr_eq(src, &ch->from)) {
         ps->c.drops[INA_PS_DROP_CHAIN_SOURCE]++;
         return;
     }
@@ -294,7 +290,7 @@ static void fwd_input(struct ina_ps *ps, struct ina_ps_chain *ch, const struct i
 static void ack_input(struct ina_ps *ps, struct ina_ps_chain *ch, const struct ina_hdr *h,
                       const uint8_t *body, size_t len, const struct sockaddr_in *src, uint64_t now)
 {
-    if (!ch->to_set || !same_addr(src, &ch->to)) {
+    if (!ch->to_set || !ina__addr_eq(src, &ch->to)) {
         ps->c.drops[INA_PS_DROP_CHAIN_SOURCE]++;
         return;
     }

@@ -110,7 +110,7 @@ static void run_path(const struct path *p, int n)
         CHECK_EQ_INT(ina_init(&blocker, &cfg), 0);
     }
     memset(sh, 0, sizeof(*sh));
-    double t0 = h_now();
+    double t0 = ina__clock_s();
     int failed = run_workers(n, worker, (void *)p, 60);
     int distinct = 0;
     for (int c = 0; c < NCASES; c++) {
@@ -123,7 +123,7 @@ static void run_path(const struct path *p, int n)
         CHECK_EQ_INT(d, 0);
     }
     printf("%-9s N=%d: %d calls per case, %d results differing from the first, %.2f s%s\n",
-           p->name, n, CALLS, distinct, h_now() - t0, failed ? "  FAILED" : "");
+           p->name, n, CALLS, distinct, ina__clock_s() - t0, failed ? "  FAILED" : "");
     CHECK_EQ_INT(failed, 0);
     if (blocker)
         CHECK_EQ_INT(ina_finalize(blocker), 0);

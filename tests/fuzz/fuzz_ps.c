@@ -8,6 +8,7 @@
 #include "common/addr.h"
 #include "common/log.h"
 #include "ps/chain.h"
+#include "ps/member.h"
 #include "ps/ps.h"
 #include "ps_wire.h"
 #include "test_addr.h"
@@ -119,11 +120,11 @@ HARNESS static void check_tx(void)
                    len == INA_HDR_LEN + INA_PS_CHAIN_ACK_LEN);
             break;
         case INA_K_PS_STATE:
-            CHECKF(same_addr(&ps.tx.dst[i], &link.addr) && len == INA_HDR_LEN + INA_PS_STATE_LEN);
+            CHECKF(ina__addr_eq(&ps.tx.dst[i], &link.addr) && len == INA_HDR_LEN + INA_PS_STATE_LEN);
             CHECKF(ina__get32(b + INA_HDR_LEN + 40) <= INA_PS_FATE_NO_JOB);
             break;
         case INA_K_PS_REPLAY:
-            CHECKF(same_addr(&ps.tx.dst[i], &link.addr) && h.rank != INA_RANK_SWITCH &&
+            CHECKF(ina__addr_eq(&ps.tx.dst[i], &link.addr) && h.rank != INA_RANK_SWITCH &&
                    len >= INA_HDR_LEN + 32 + INA_PS_UPDATE_PREFIX);
             break;
         case INA_K_PS_UPDATE_ACK: {
