@@ -305,7 +305,7 @@ int ina__sparse_on_result(struct ina_ctx *ctx, struct ina_wslot *ws, const uint8
     const struct ina_sparse_op *sp = req->sp;
     const unsigned n = ws->sp_ncur, b = sp->block;
     /* First every check, then every write: a result that fails one changes nothing. */
-    if (ina_sparse_check(payload, count, ctx->elems) != 0 ||
+    if (ina_sparse_check(payload, count, ctx->elems, 0) != 0 ||
         ina_get32(payload) != ina_sparse_layout(b, n))
         return INA_ERR_MISMATCH;
     for (unsigned j = 0; j < n; j++) {

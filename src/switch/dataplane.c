@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "common/be32.h"
+#include "common/h16.h"
 #include "common/sparse_wire.h"
 #include "switch/switch.h"
 
@@ -19,7 +20,7 @@ static inline void bit_set(uint64_t *bm, unsigned r) { bm[r >> 6] |= 1ull << (r 
 
 static inline int32_t *set_values(struct ina_switch *sw, uint32_t abs_slot, unsigned set)
 {
-    return sw->values + ((size_t)abs_slot * 2 + set) * sw->p.max_elems;
+    return sw->values + ((size_t)abs_slot * 2 + set) * sw->set_words;
 }
 
 /* A header from the switch to the ranks of job. */
@@ -85,7 +86,9 @@ static uint8_t *build_round(struct ina_switch *sw, const struct ina_job *job, st
     uint8_t *buf = ina_txq_buf(&sw->txq);
     const int32_t *v = set_values(sw, job->slot_base + rel_slot, set);
     if (ina_op_is_sparse(ss->op)) /* only the blocks some rank sent (§17.4) */
-        h->count = (uint16_t)ina__sparse_emit(buf + INA_HDR_LEN, v, NULL);
+        h->count = (uint16_t)ina__sparse_emit(buf + INA_HDR_LEN, v, ss->op, NULL);
+    else if (ina_op_is_h16(ss->op) && !ss->raw) /* the lanes at the round's scale (§8.10.4) */
+        ina_h16_store(buf + INA_HDR_LEN, v, ss->count, ss->exp, ina_h16_fmt_of_op(ss->op));
     else
         ina_be32_store(buf + INA_HDR_LEN, v, ss->count);
     ina_hdr_encode(buf, h);
@@ -193,6 +196,8 @@ static inline void combine(struct ina_slot_set *ss, int32_t *v, const uint8_t *p
 {
     if (ss->op == INA_OP_ADD_I32)
         ina_be32_add(v, payload, n);
+    else if (ina_op_is_h16(ss->op)) /* 2n binary32 lanes (§8.10.4) */
+        ina_h16_add(v, payload, n, e, ina_h16_fmt_of_op(ss->op));
     else if (ss->op == INA_OP_ADD_BFP)
         combine_bfp(ss, v, payload, n, e);
     else if (ss->op == INA_OP_ADD_F32)
@@ -206,7 +211,7 @@ static inline void combine(struct ina_slot_set *ss, int32_t *v, const uint8_t *p
 /* The wire ops this switch combines: v1's integer ops always; the
  * fixed-point add unless the eBPF program keeps the slots (it has ops 0..3);
  * block floating point unless --int-ops-only (a dataplane without shifters);
- * float adds and the block-sparse ops with neither restriction. */
+ * float adds, the 16-bit wire and the block-sparse ops with neither restriction. */
 static inline int op_offered(const struct ina_switch *sw, uint8_t op)
 {
     switch (op) {
@@ -218,8 +223,26 @@ static inline int op_offered(const struct ina_switch *sw, uint8_t op)
     case INA_OP_ADD_F32:
     case INA_OP_SPARSE_I32:
     case INA_OP_SPARSE_F32: return !sw->p.int_ops_only && !sw->p.bpf_ops_only;
+    case INA_OP_ADD_F16:
+    case INA_OP_ADD_BF16:
+    case INA_OP_SPARSE_F16:
+    case INA_OP_SPARSE_BF16: return ina_switch_h16(&sw->p);
     default: return 0;
     }
+}
+
+/*
+ * Every contribution of a round is in (at a child: every local one, before
+ * the partial sum goes up): the 16-bit wire fixes the scale s its lanes go
+ * out with, once, so that every copy and every resend carries the same
+ * bytes (§8.10.4, §8.10.7); a 16-bit sparse round, each place's (§17.11).
+ */
+static void round_done(struct ina_slot_set *ss, int32_t *v)
+{
+    if (ina_op_is_h16(ss->op) && !ina_op_is_sparse(ss->op))
+        ss->exp = ina_h16_result_exp(v, ss->count, ss->exp, ina_h16_fmt_of_op(ss->op));
+    else if (ina_op_is_sparse_h16(ss->op))
+        ina__sparse_h16_finish(v, ss->op);
 }
 
 /*
@@ -260,7 +283,8 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
     } else if (!op_offered(sw, h->op) ||
                ((job->tree || job->child) && (h->op == INA_OP_ADD_BFP || sparse)) ||
                (job->child && h->op == INA_OP_ADD_F32 && !(job->up.flags & INA_FLAG_CAP_F32)) ||
-               (job->child && h->op == INA_OP_ADD_FIX && !(job->up.flags & INA_FLAG_CAP_FIX))) {
+               (job->child && h->op == INA_OP_ADD_FIX && !(job->up.flags & INA_FLAG_CAP_FIX)) ||
+               (job->child && ina_op_is_h16(h->op) && !(job->up.flags & INA_FLAG_CAP_H16))) {
         return drop_job(sw, job, INA_DROP_OP); /* (a tree offers neither BFP nor sparse: §12, §17.1) */
     }
     if (set != (h->seq & 1))
@@ -299,19 +323,23 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         ss->nrecv = weight;
         ss->complete = 0;
         ss->up = 0;
+        ss->raw = 0;
         memset(ss->bitmap, 0, sizeof(ss->bitmap));
         bit_set(ss->bitmap, rank);
         ss->hot = (uint8_t)hot;
         if (sparse) {
             ss->count = 0; /* ranks' counts differ: the RESULT's is computed at emit */
             ss->exp = 0;
-            sw->c.sparse_rx_blocks += ina__sparse_first(set_values(sw, abs_slot, set), payload);
+            sw->c.sparse_rx_blocks += ina__sparse_first(set_values(sw, abs_slot, set), payload, h->op);
         } else if (hot) {
             ss->hot_epoch = hin.epoch;
             ss->hot_base = hin.base;
             ina__hot_load(job, set_values(sw, abs_slot, set), &hin, h->count);
             sw->c.hot_keyed += hin.nkeyed;
             sw->c.hot_bitmap += hin.nbitmap;
+        } else if (ina_op_is_h16(h->op)) {
+            ina_h16_load(set_values(sw, abs_slot, set), payload, h->count, h->exp,
+                         ina_h16_fmt_of_op(h->op));
         } else {
             ina_be32_load(set_values(sw, abs_slot, set), payload, h->count);
         }
@@ -369,6 +397,8 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
 
     sw->c.contributions++;
     job->c.contributions++;
+    if (ss->nrecv == job->need)
+        round_done(ss, set_values(sw, abs_slot, set));
     if (ss->nrecv == job->need && job->child) {
         ss->up = 1; /* complete once the parent's RESULT is in (tree.c) */
         sw->c.up_packets++;
@@ -417,6 +447,7 @@ void ina__tree_dp_result(struct ina_switch *sw, struct ina_job *job, const struc
         return drop_job(sw, job, INA_DROP_UPSTREAM);
     ina_be32_load(set_values(sw, job->slot_base + rel, set), payload, h->count);
     ss->exp = h->exp; /* every rank's maximum (two-round floats), as the parent saw it */
+    ss->raw = ina_op_is_h16(ss->op); /* 16-bit words, passed down as received (§8.10.7) */
     ss->up = 0;
     ss->complete = 1;
     sw->c.up_results++;
