@@ -143,6 +143,19 @@ double ina__w16_error_bound(ina_dtype dt, enum ina_h16_fmt f, ina_op op, int wor
  * (FLOAT32's scale; 0 for FLOAT16) and a lane, |L| < N 2^E (1 + 2^-10), fits
  * binary16 at s_fit <= E + L - 14; s is the larger, and the bound grows with s.
  */
+int16_t ina__w16_scale_bound(ina_dtype dt, enum ina_h16_fmt f, int world, double amax)
+{
+    (void)dt;
+    if (f != INA_H16_F16 || !(amax > 0) || !isfinite(amax))
+        return 0;
+    int e, l = 0;
+    (void)frexp(amax, &e);
+    while (l < 9 && (1 << l) < world)
+        l++;
+    int s = e + l - 14;
+    return (int16_t)(s < 0 ? 0 : ina_h16_clamp_exp(s));
+}
+
 INA_EXTERN double ina_wire16_error_bound(ina_dtype dtype, int wire_half, ina_op op,
                                          int world_size, double abs_sum, double exact_sum,
                                          double amax)
@@ -152,15 +165,7 @@ INA_EXTERN double ina_wire16_error_bound(ina_dtype dtype, int wire_half, ina_op 
         return NAN;
     if (!isfinite(amax) || !isfinite(abs_sum) || !isfinite(exact_sum))
         return INFINITY;
-    int s = 0;
-    if (f == INA_H16_F16 && amax != 0) {
-        int e, l = 0;
-        (void)frexp(fabs(amax), &e);
-        while (l < 9 && (1 << l) < world_size)
-            l++;
-        s = e + l - 14;
-        s = s < 0 ? 0 : ina_h16_clamp_exp(s);
-    }
     return ina__w16_error_bound(dtype, (enum ina_h16_fmt)f, op, world_size, abs_sum, exact_sum,
-                                (int16_t)s);
+                                ina__w16_scale_bound(dtype, (enum ina_h16_fmt)f, world_size,
+                                                     fabs(amax)));
 }

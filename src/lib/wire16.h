@@ -54,6 +54,9 @@ void ina__w16_decode(ina_dtype dt, enum ina_h16_fmt f, ina_op op, const uint8_t 
  */
 double ina__w16_error_bound(ina_dtype dt, enum ina_h16_fmt f, ina_op op, int world,
                             double abs_sum, double exact_sum, int16_t s);
+/* An upper bound on a RESULT's exp s for dtype dt in format f, world N, amax the
+ * largest finite magnitude over all ranks in its packet (the bounds grow with s). */
+int16_t ina__w16_scale_bound(ina_dtype dt, enum ina_h16_fmt f, int world, double amax);
 double ina__w16_tree_error_bound(ina_dtype dt, enum ina_h16_fmt f, ina_op op, int world,
                                  int children, double abs_sum, double partial_abs,
                                  double exact_sum, int16_t s);

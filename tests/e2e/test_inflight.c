@@ -406,9 +406,10 @@ static void run_path(const struct path *p)
     else
         CHECK(h_ebpf()); /* every other dataplane offers block-sparse */
     CHECK_EQ_INT(sh->path, p->expect_path);
-    /* Every path but the eBPF dataplane offers the 16-bit wire (the host fallback too). */
-    CHECK_EQ_INT(sh->wire_bits, p->wire_bits == 32 || (h_ebpf() && p->expect_path == INA_PATH_SWITCH)
-                                    ? 32 : 16);
+    /* Every path but the eBPF dataplane offers the 16-bit wire (the host fallback
+     * too); an evicted job keeps its first switch's offer (PROTOCOL.md §8.10.7). */
+    const int ebpf_first = h_ebpf() && (p->expect_path == INA_PATH_SWITCH || p->evict);
+    CHECK_EQ_INT(sh->wire_bits, p->wire_bits == 32 || ebpf_first ? 32 : 16);
     CHECK_EQ_INT(sh->shm, p->shm && p->expect_path == INA_PATH_SWITCH);
     if (blocker)
         CHECK_EQ_INT(ina_finalize(blocker), 0);

@@ -8,6 +8,7 @@
 
 #include "dtypes.h"
 #include "e2e/harness.h"
+#include "lib/wire16.h"
 
 /* Magnitudes change every VFY_SPAN elements (a test's packet size or a divisor of it). */
 #ifndef VFY_SPAN
@@ -153,6 +154,9 @@ enum { VFY_DENSE = 1, VFY_SPARSE = 2 };
  * added binary32 (op 4); FLOAT16 and BFLOAT16 went on the 16-bit wire (ops 10,
  * 11, PROTOCOL.md §8.10); FLOAT32 too; FLOAT32 as binary16 rather than bfloat16. */
 enum { VFY_FADD = 1, VFY_W16 = 2, VFY_W16_F32 = 4, VFY_W16_FP16 = 8 };
+/* ... through a tree (PROTOCOL.md §12.7): each child rounds its partial sums to
+ * 16 bits once more; the two-level bound with up to N children. */
+enum { VFY_W16_TREE = 16 };
 
 /* The flags of a context's float path, from its ina_info and its config. */
 static inline int vfy_float_path(const ina_info *info, const ina_config *cfg)
@@ -224,9 +228,15 @@ static inline int vfy_check_float_sparse(ina_dtype dt, int n, ina_op opk, uint64
                 double abs_sum = 0;
                 for (int r = 0; r < n; r++)
                     abs_sum += fabs(vfy_value_sparse(dt, r, op, i, special, sp));
-                double b = ina_wire16_error_bound(
-                    dt, (float_add & VFY_W16_FP16) ? INA_WIRE_HALF_FP16 : INA_WIRE_HALF_BF16, opk,
-                    n, abs_sum, hi + lo, w16_amax);
+                const int half = (float_add & VFY_W16_FP16) ? INA_WIRE_HALF_FP16
+                                                            : INA_WIRE_HALF_BF16;
+                double b = ina_wire16_error_bound(dt, half, opk, n, abs_sum, hi + lo, w16_amax);
+                if (float_add & VFY_W16_TREE) { /* children's partial sums: P <= abs_sum */
+                    enum ina_h16_fmt f = (enum ina_h16_fmt)ina__w16_fmt(
+                        dt, half == INA_WIRE_HALF_FP16 ? INA_H16_F16 : INA_H16_BF16);
+                    b = ina__w16_tree_error_bound(dt, f, opk, n, n, abs_sum, abs_sum, hi + lo,
+                                                  ina__w16_scale_bound(dt, f, n, w16_amax));
+                }
                 double want = opk == INA_AVG ? fabs((hi + lo) / n) : fabs(hi + lo);
                 double err = opk == INA_AVG ? fabs((got - hi / n) - lo / n) : fabs((got - hi) - lo);
                 if (has_nan)
