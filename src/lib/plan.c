@@ -90,9 +90,10 @@ void ina__req_plan_dense(struct ina_ctx *ctx, struct ina_req *req)
 
 /*
  * A block-sparse request (sparse.c, PROTOCOL.md §17): its blocks go as
- * binary32 if the switch adds floats (as dense ones would), else in their
- * dtype's encoding, each place with its own exponent (no lag); the number
- * of packets is known when its schedule ends.
+ * 16-bit elements where a dense one would (ops 12, 13, §17.11), as binary32
+ * if the switch adds floats (as dense ones would), else in their dtype's
+ * encoding, each place with its own exponent (no lag); the number of
+ * packets is known when its schedule ends.
  */
 void ina__req_plan_sparse(struct ina_ctx *ctx, struct ina_req *req)
 {
@@ -100,7 +101,11 @@ void ina__req_plan_sparse(struct ina_ctx *ctx, struct ina_req *req)
     req->undecided = 0;
     req->lag = 0;
     req->npackets = UINT64_MAX;
-    if (ina__float_add_in_use(ctx) && ina__dtype_float_wire(req->dtype)) {
+    int f16 = ina__wire16_fmt(ctx, req->dtype);
+    if (f16 >= 0) {
+        req->codec = &ina__codec_h16;
+        req->wire_op = f16 == INA_H16_F16 ? INA_OP_SPARSE_F16 : INA_OP_SPARSE_BF16;
+    } else if (ina__float_add_in_use(ctx) && ina__dtype_float_wire(req->dtype)) {
         req->codec = &ina__codec_f32;
         req->wire_op = INA_OP_SPARSE_F32;
     } else {

@@ -176,10 +176,8 @@ static int check_op(const struct path *p, const struct opdesc *d, int n, uint64_
         int probed, sp = part_sparse(d, n, opnum, e0, e1, p->block, offered, &probed);
         *sparse += sp;
         *auto_dense += probed && !sp;
-        /* (a sparse part keeps ops 7 and 8: libina sends no 16-bit blocks) */
         bad += vfy_check_sparse(d->dt, n, d->op, opnum, d->count, e0, e1, k, (size_t)p->block,
-                                sp ? VFY_SPARSE : VFY_DENSE,
-                                sp ? float_add & VFY_FADD : float_add, &d->sp, out);
+                                sp ? VFY_SPARSE : VFY_DENSE, float_add, &d->sp, out);
     }
     return bad;
 }

@@ -191,7 +191,7 @@ static inline int vfy_check_float_sparse(ina_dtype dt, int n, ina_op opk, uint64
                                          const struct vfy_sparsity *sp, const void *out)
 {
     int bad = 0;
-    const int w16 = vfy_on_w16(dt, opk, float_add) && (grids & VFY_DENSE);
+    const int w16 = vfy_on_w16(dt, opk, float_add); /* dense (ops 10, 11) or sparse (12, 13) */
     double w16_amax = 0; /* bounds every packet's scale: the part's largest finite |x| */
     for (size_t i = first; w16 && i < last; i++)
         for (int r = 0; r < n; r++) {
