@@ -2233,6 +2233,30 @@ static void test_h16_rounds(void)
     result_op = INA_OP_ADD_I32;
     sw_close();
 
+    /* A 16-bit sparse round (op 13, §17.11) with an odd B = 3: a block is two
+     * words on the wire (the third element, then a pad) and three lanes in
+     * the set; the place's exponent is the largest scale of the blocks added,
+     * its RESULT s (bfloat16: that exponent), the block rounded at s. */
+    sw_open(T_IDLE_TIMEOUT);
+    ji = START_JOB("h16sparse", 2, K * 2, 2, 9350, 0x9350);
+    const int32_t sp0[6] = {(int32_t)ina_sparse_layout(3, 1), 0, (int32_t)INA_SPARSE_END,
+                            (int32_t)ina_sparse_info(1, 0, 0), h16_word(0x3F80, 0x4000), /* 1, 2 */
+                            h16_word(0x4040, 0)},                                         /* 3 */
+                  sp1[6] = {(int32_t)ina_sparse_layout(3, 1), 0, (int32_t)INA_SPARSE_END,
+                            (int32_t)ina_sparse_info(1, 0, 1), h16_word(0x3F80, 0x3F00), /* 2, 1 */
+                            h16_word(0xFF80, 0)};                                         /* -Inf */
+    send_h16(&ji, 0, 0, 0, 6, INA_OP_SPARSE_BF16, 0, sp0);
+    send_h16(&ji, 1, 0, 0, 6, INA_OP_SPARSE_BF16, 0, sp1);
+    result_op = INA_OP_SPARSE_BF16;
+    const int32_t want_sp[6] = {(int32_t)ina_sparse_layout(3, 1), 0, (int32_t)INA_SPARSE_END,
+                                (int32_t)ina_sparse_info(1, 0, 1),
+                                h16_word(0x3FC0, 0x3FC0), /* 3 / 2, 3 / 2 */
+                                h16_word(0xFF80, 0)};     /* -Inf, the pad +0 */
+    CHECK_MULTICAST(&ji, 0, 0, 0, 6, 0, want_sp);
+    tx_reset();
+    result_op = INA_OP_ADD_I32;
+    sw_close();
+
     /* No binary32 adds (--int-ops-only): bit 9 not offered, ops 10..13 dropped. */
     open_int_ops_only = 1;
     sw_open(T_IDLE_TIMEOUT);
