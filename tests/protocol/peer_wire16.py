@@ -300,16 +300,7 @@ class Rank:
         body = struct.pack(">QHHIIIHBBHH32s", nonce, self.n, self.k_prop, self.w_prop, 600, 0, 0,
                            0, 1, 0, 0, self.name.encode())
         dgram = pack_hdr(K_JOIN, rank=self.rank) + body
-        last = 0.0
-        self.sock.settimeout(0.1)
-        while time.monotonic() < deadline:
-            if time.monotonic() - last > 0.5:
-                self.sock.send(dgram)
-                last = time.monotonic()
-            try:
-                d = self.sock.recv(70000)
-            except socket.timeout:
-                continue
+        for d in self.datagrams(deadline, lambda: self.sock.send(dgram), sent=False):
             if len(d) < 96:
                 continue
             h = HDR.unpack_from(d)
@@ -324,6 +315,19 @@ class Rank:
                                                                     self.W, self.caps))
             return
         raise PeerError("rank %d: no JOIN_ACK" % self.rank)
+
+    def datagrams(self, deadline, resend, sent):
+        """The datagrams that arrive until deadline; resend() every 0.5 s (at once unless sent)."""
+        last = time.monotonic() if sent else 0.0
+        self.sock.settimeout(0.05)
+        while time.monotonic() < deadline:
+            if time.monotonic() - last > 0.5:
+                resend()
+                last = time.monotonic()
+            try:
+                yield self.sock.recv(70000)
+            except socket.timeout:
+                continue
 
     def leave(self):
         try:
@@ -361,17 +365,14 @@ class Rank:
         """Wait for the RESULT of every packet (section 7.5), resending on a timeout."""
         want = {key for key, *_ in pkts}
         got = {}
-        last = time.monotonic()
-        self.sock.settimeout(0.05)
-        while want - set(got) and time.monotonic() < deadline and self.aborted is None:
-            if time.monotonic() - last > 0.5:
-                for key in want - set(got):
-                    self.sock.send(self.inflight[key][0])
-                last = time.monotonic()
-            try:
-                d = self.sock.recv(70000)
-            except socket.timeout:
-                continue
+
+        def resend():
+            for key in want - set(got):
+                self.sock.send(self.inflight[key][0])
+
+        for d in self.datagrams(deadline, resend, sent=True):
+            if not want - set(got) or self.aborted is not None:
+                break
             if len(d) < 32:
                 continue
             h = HDR.unpack_from(d)
@@ -391,6 +392,8 @@ class Rank:
             if h[13] != tag or h[12] != op or h[9] != cnt:
                 continue
             got[key] = (h, d[32:])
+            if not want - set(got):
+                break
         for key in got:
             self.inflight.pop(key, None)
         return got
@@ -469,8 +472,9 @@ def got_s(got, pkts, i, per):
     return got[pkts[i // per][0]][0][10]
 
 
-def run_sequential(addr, name, n, progs, k=64, w=16):
-    """n clean-room ranks in one thread: each op's packets sent rank 0 first, then 1, ..."""
+def join_all(addr, name, n, k, w):
+    """n clean-room ranks of job `name`, joined (the JOINs in parallel: the job starts when all
+    are in), or None."""
     ranks = [Rank(addr, name, r, n, k, w) for r in range(n)]
     ths = [threading.Thread(target=r.join, args=(time.monotonic() + 15,), daemon=True) for r in ranks]
     for t in ths:
@@ -479,7 +483,15 @@ def run_sequential(addr, name, n, progs, k=64, w=16):
         t.join(20)
     if not all(hasattr(r, "job") for r in ranks):
         check(False, "%s: every rank joined" % name)
-        return ranks
+        return None
+    return ranks
+
+
+def run_sequential(addr, name, n, progs, k=64, w=16):
+    """n clean-room ranks in one thread: each op's packets sent rank 0 first, then 1, ..."""
+    ranks = join_all(addr, name, n, k, w)
+    if not ranks:
+        return
     check(all(r.caps & FLAG_CAP_H16 for r in ranks),
           "%s: JOIN_ACK sets flag bit 9 (INA_FLAG_CAP_H16, 8.10.1): 0x%04x" % (name, ranks[0].caps))
     for label, dt, fmt, red, inputs in progs:
@@ -498,7 +510,6 @@ def run_sequential(addr, name, n, progs, k=64, w=16):
                   "%s: a duplicate DATA of a complete round gets the same RESULT bytes and exp" % name)
     for r in ranks:
         r.leave()
-    return ranks
 
 
 def programs(rng, n, k):
@@ -524,14 +535,9 @@ def programs(rng, n, k):
 
 
 def run_mismatch(addr, name):
-    ranks = [Rank(addr, name, r, 2, 8, 4) for r in range(2)]
-    ths = [threading.Thread(target=r.join, args=(time.monotonic() + 15,), daemon=True) for r in ranks]
-    for t in ths:
-        t.start()
-    for t in ths:
-        t.join(20)
-    if not all(hasattr(r, "job") for r in ranks):
-        return check(False, "%s: every rank joined" % name)
+    ranks = join_all(addr, name, 2, 8, 4)
+    if not ranks:
+        return
     pk0 = ranks[0].packets(F16, SUM, OP_F16, [1.0, 2.0])
     pk1 = ranks[1].packets(BF16, SUM, OP_BF16, [1.0, 2.0], forced_op=OP_BF16)
     ranks[0].send(pk0)
