@@ -1,4 +1,4 @@
-/* test_inflight.c: many all-reduces in flight at once, of random dtypes, ops, sizes, buffers and block-sparse modes (off, on, auto: the probe, dense after it, blocks that do not divide the packet), on random sparse data, completed in a random order on each rank, every element checked, on every path: UDP, shared-memory rings, lanes with several switch threads, shards (without and with lanes), the host fallback, float adds, and across an eviction; FLOAT16 and BFLOAT16 on the 16-bit wire on each of them, and FLOAT32 on it too in bfloat16 and binary16. */
+/* test_inflight.c: many all-reduces in flight at once, of random dtypes, ops, sizes, buffers and block-sparse modes (off, on, auto: the probe, dense after it, blocks that do not divide the packet), on random sparse data, completed in a random order on each rank, every element checked, on every path: UDP, shared-memory rings, lanes with several switch threads, shards (without and with lanes), the host fallback, float adds, and across an eviction; FLOAT16 and BFLOAT16 on the 16-bit wire on each of them, and FLOAT32 on it too in bfloat16 and binary16, also with multicast results. */
 #include <libgen.h>
 #include <time.h>
 #include <stdlib.h>
@@ -444,6 +444,7 @@ int main(void)
     static const char *const shm[] = {"--shm", NULL};
     static const char *const threads[] = {"--threads", "3", NULL};
     static const char *const shm_threads[] = {"--shm", "--threads", "2", NULL};
+    static const char *const mcast[] = {"--multicast", NULL};
     /* Room for the blocker's 16 slots only: the test's job gets NOSPACE, so rank 0 aggregates. */
     static const char *const tiny[] = {"--slots", "16", "--max-job-slots", "16", "--min-job-slots",
                                        "16", NULL};
@@ -463,13 +464,15 @@ int main(void)
         {"evicted", shm, 3, 1, INA_FLOAT_ADD_QUANTIZED, 1, INA_PATH_HOST, 1, 0, 0, 12, 100, 1, 0, 0},
         /* FLOAT32 on the 16-bit wire too (FLOAT16 and BFLOAT16 are on it on every path
          * above): bfloat16 through lanes and switch threads, binary16 over shards and
-         * rings, and across an eviction; and everything at 32 bits. */
+         * rings, across an eviction, and with multicast results; and everything at 32 bits. */
         {"wire16-lanes", threads, 3, 2, INA_FLOAT_ADD_QUANTIZED, 0, INA_PATH_SWITCH, 0, 0, 0, 8, 100, 1,
          16, INA_WIRE_HALF_BF16},
         {"wire16-fp16-shards", shm, 2, 1, INA_FLOAT_ADD_SWITCH, 1, INA_PATH_SWITCH, 0, 0, 1, 8, 96, 2,
          16, INA_WIRE_HALF_FP16},
         {"wire16-evicted", none, 3, 1, INA_FLOAT_ADD_QUANTIZED, 0, INA_PATH_HOST, 1, 0, 0, 10, 100, 1,
          16, INA_WIRE_HALF_BF16},
+        {"wire16-multicast", mcast, 3, 1, INA_FLOAT_ADD_QUANTIZED, 0, INA_PATH_SWITCH, 0, 0, 0, 8, 100, 1,
+         16, INA_WIRE_HALF_FP16},
         {"wire32", none, 3, 1, INA_FLOAT_ADD_QUANTIZED, 0, INA_PATH_SWITCH, 0, 0, 0, 6, 100, 1, 32, 0},
     };
     const char *only = getenv("INA_TEST_PATH");
