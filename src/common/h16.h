@@ -51,7 +51,7 @@
  * Switch cost (bench/h16_rate, one core, 2048-element blocks, AVX2 + F16C;
  * a 2-core shared VM): load 0.10 ns per element, add 0.11, the RESULT 0.75
  * (binary16: a scan for s, then the conversion) or 0.30 (bfloat16), against
- * 0.09 for ina_be32_add and 0.10 for ina_be32_store; per element of a round
+ * 0.09 for ina__be32_add and 0.10 for ina__be32_store; per element of a round
  * of N contributions about 0.75 + 0.11 N ns against 0.1 + 0.09 N. The scalar
  * reference is 10 to 30 times slower.
  *
@@ -59,8 +59,8 @@
  * fallback, children after their parent; never with --int-ops-only or the
  * eBPF dataplane); slot sets of 2 * max_elems lanes (switch.h:
  * ina_switch_set_words); dataplane.c's New round and Combine call
- * ina_h16_load and ina_h16_add, completion ina_h16_result_exp (kept as the
- * set's exp) and build_round ina_h16_store; a child forwards the parent's
+ * ina__h16_load and ina__h16_add, completion ina__h16_result_exp (kept as the
+ * set's exp) and build_round ina__h16_store; a child forwards the parent's
  * RESULT payload as received (the set's raw flag); src/switch/sparse.c ops
  * 12, 13. libina: lib/codec_h16.c (through lib/wire16.h), chosen in plan.c
  * with 2k elements per block and lag 0; INA_WIRE_BITS=16|32 and
@@ -88,16 +88,16 @@ enum ina_h16_fmt {
 #define INA_H16_EXP_MAX 126
 
 /* The 32-bit words of a payload of n elements (the header's count). */
-static inline size_t ina_h16_words(size_t n) { return (n + 1) / 2; }
+static inline size_t ina__h16_words(size_t n) { return (n + 1) / 2; }
 
 /* Wire ops 10..13 carry 16-bit elements; even ones binary16, odd ones bfloat16. */
-static inline int ina_op_is_h16(uint8_t op) { return op >= INA_OP_ADD_F16 && op <= INA_OP_SPARSE_BF16; }
-static inline enum ina_h16_fmt ina_h16_fmt_of_op(uint8_t op)
+static inline int ina__op_is_h16(uint8_t op) { return op >= INA_OP_ADD_F16 && op <= INA_OP_SPARSE_BF16; }
+static inline enum ina_h16_fmt ina__h16_fmt_of_op(uint8_t op)
 {
     return (op & 1) ? INA_H16_BF16 : INA_H16_F16;
 }
 
-static inline int ina_h16_clamp_exp(int e)
+static inline int ina__h16_clamp_exp(int e)
 {
     return e < INA_H16_EXP_MIN ? INA_H16_EXP_MIN : e > INA_H16_EXP_MAX ? INA_H16_EXP_MAX : e;
 }
@@ -105,34 +105,34 @@ static inline int ina_h16_clamp_exp(int e)
 /* ---- Switch: one round's lanes, 2 per word, binary32 bit patterns in int32 ----------- */
 
 /* First contribution: v[i] = fl32(val(w_i) * 2^e'), i < 2*words, e' the clamped exp. */
-void ina_h16_load(int32_t *v, const uint8_t *p, size_t words, int16_t exp, enum ina_h16_fmt f);
+void ina__h16_load(int32_t *v, const uint8_t *p, size_t words, int16_t exp, enum ina_h16_fmt f);
 /* A later one: v[i] = fl32(v[i] + fl32(val(w_i) * 2^e')). */
-void ina_h16_add(int32_t *v, const uint8_t *p, size_t words, int16_t exp, enum ina_h16_fmt f);
+void ina__h16_add(int32_t *v, const uint8_t *p, size_t words, int16_t exp, enum ina_h16_fmt f);
 /* The finished round's exponent s, from sexp (the largest exp of its
  * contributions; clamped): bfloat16 sexp; binary16 the larger of sexp and
  * the smallest s for which every finite lane has |v| * 2^-s < 65520. */
-int16_t ina_h16_result_exp(const int32_t *v, size_t words, int16_t sexp, enum ina_h16_fmt f);
+int16_t ina__h16_result_exp(const int32_t *v, size_t words, int16_t sexp, enum ina_h16_fmt f);
 /* The RESULT payload: w_i = RNE(fl32(v[i] * 2^-s')) in the format, big-endian,
  * s' = s clamped; a NaN as 0x7E00 (binary16) or 0x7FC0 (bfloat16). */
-void ina_h16_store(uint8_t *p, const int32_t *v, size_t words, int16_t s, enum ina_h16_fmt f);
+void ina__h16_store(uint8_t *p, const int32_t *v, size_t words, int16_t s, enum ina_h16_fmt f);
 
-/* ---- Worker: blocks of n elements (the payload is ina_h16_words(n) words) ---------------- */
+/* ---- Worker: blocks of n elements (the payload is ina__h16_words(n) words) ---------------- */
 
 /* FLOAT16 or BFLOAT16 as they are (exp 0): big-endian, a zero element after an odd n. */
-void ina_h16_put(const uint16_t *x, size_t n, uint8_t *out);
+void ina__h16_put(const uint16_t *x, size_t n, uint8_t *out);
 /* Their sums back, when the RESULT's exp is 0: host order, a NaN as the
  * format's canonical quiet NaN (0x7E00, 0x7FC0). */
-void ina_h16_get(const uint8_t *in, size_t n, enum ina_h16_fmt f, uint16_t *out);
+void ina__h16_get(const uint8_t *in, size_t n, enum ina_h16_fmt f, uint16_t *out);
 /* FLOAT32 to binary16: the block's exp, clamp(E - 15) with 2^(E-1) <= the
  * largest finite |x| < 2^E, or 0 when no finite element is nonzero. */
-int16_t ina_h16_f32_scale(const float *x, size_t n);
+int16_t ina__h16_f32_scale(const float *x, size_t n);
 /* FLOAT32 to the format with exp e (clamped): w_i = RNE(fl32(x_i * 2^-e)), big-endian, padded. */
-void ina_h16_encode_f32(const float *x, size_t n, int16_t e, enum ina_h16_fmt f, uint8_t *out);
+void ina__h16_encode_f32(const float *x, size_t n, int16_t e, enum ina_h16_fmt f, uint8_t *out);
 /* RESULT elements with exp s to FLOAT32: RNE32(val(w) * 2^s), one rounding; NaN 0x7FC00000. */
-void ina_h16_to_f32(const uint8_t *in, size_t n, int16_t s, enum ina_h16_fmt f, float *out);
+void ina__h16_to_f32(const uint8_t *in, size_t n, int16_t s, enum ina_h16_fmt f, float *out);
 /* ... to doubles: (val(w) / div) * 2^s, div >= 1 (1: exact; N: AVG, one rounding, as
  * §8.4), NaN the positive quiet NaN; for a final rounding to a 16-bit type. */
-void ina_h16_to_f64(const uint8_t *in, size_t n, int16_t s, int div, enum ina_h16_fmt f,
+void ina__h16_to_f64(const uint8_t *in, size_t n, int16_t s, int div, enum ina_h16_fmt f,
                     double *out);
 
 /* ---- Implementations ---------------------------------------------------------------- */
@@ -158,10 +158,10 @@ struct ina_h16_kernels {
                    double *out);
 };
 
-extern const struct ina_h16_kernels ina_h16_scalar;
+extern const struct ina_h16_kernels ina__h16_scalar;
 /* The AVX2 + F16C kernels; NULL where this build or this CPU has none. */
-const struct ina_h16_kernels *ina_h16_simd(void);
+const struct ina_h16_kernels *ina__h16_simd(void);
 /* The kernels the functions above use in this process. */
-const struct ina_h16_kernels *ina_h16_active(void);
+const struct ina_h16_kernels *ina__h16_active(void);
 
 #endif

@@ -49,7 +49,7 @@
 #define INA_SPARSE_MAX_PLACES 255
 #define INA_SPARSE_DESC_WORDS 3
 
-static inline int ina_op_is_sparse(uint8_t op)
+static inline int ina__op_is_sparse(uint8_t op)
 {
     return op == INA_OP_SPARSE_I32 || op == INA_OP_SPARSE_F32 || op == INA_OP_SPARSE_F16 ||
            op == INA_OP_SPARSE_BF16;
@@ -67,34 +67,34 @@ static inline unsigned ina_sparse_block_words(unsigned block, int h16)
     return h16 ? (block + 1) / 2 : block;
 }
 
-static inline uint32_t ina_sparse_layout(unsigned block, unsigned nplaces)
+static inline uint32_t ina__sparse_layout(unsigned block, unsigned nplaces)
 {
     return (uint32_t)block << 16 | (uint32_t)nplaces << 8;
 }
-static inline unsigned ina_sparse_layout_block(uint32_t w) { return w >> 16; }
-static inline unsigned ina_sparse_layout_places(uint32_t w) { return (w >> 8) & 0xFFu; }
+static inline unsigned ina__sparse_layout_block(uint32_t w) { return w >> 16; }
+static inline unsigned ina__sparse_layout_places(uint32_t w) { return (w >> 8) & 0xFFu; }
 
-static inline uint32_t ina_sparse_info(int has, int first, int16_t exp)
+static inline uint32_t ina__sparse_info(int has, int first, int16_t exp)
 {
     return (has ? INA_SPARSE_HAS : 0) | (first ? INA_SPARSE_FIRST : 0) | (uint16_t)exp;
 }
-static inline int16_t ina_sparse_info_exp(uint32_t info) { return (int16_t)(uint16_t)info; }
+static inline int16_t ina__sparse_info_exp(uint32_t info) { return (int16_t)(uint16_t)info; }
 
 /* Payload words of a packet with np places of which nhas carry a block of B words. */
-static inline size_t ina_sparse_words(unsigned block, unsigned np, unsigned nhas)
+static inline size_t ina__sparse_words(unsigned block, unsigned np, unsigned nhas)
 {
     return 1 + (size_t)INA_SPARSE_DESC_WORDS * np + (size_t)block * nhas;
 }
 
 /* The largest such packet: every place carries a block. */
-static inline size_t ina_sparse_words_max(unsigned block, unsigned np)
+static inline size_t ina__sparse_words_max(unsigned block, unsigned np)
 {
-    return ina_sparse_words(block, np, np);
+    return ina__sparse_words(block, np, np);
 }
 
 /* Places per packet for a block of `block` words (B, or ceil(B / 2) on ops 12
  * and 13) and k words per packet (0: none fit). */
-static inline unsigned ina_sparse_places(unsigned block, unsigned k)
+static inline unsigned ina__sparse_places(unsigned block, unsigned k)
 {
     if (block == 0 || k < 1 + INA_SPARSE_DESC_WORDS + block)
         return 0;
@@ -110,20 +110,20 @@ static inline unsigned ina_sparse_places(unsigned block, unsigned k)
  * behind pos; h16: blocks of 16-bit elements (ops 12, 13). @return 0 if valid,
  * else -1. Reads count words at p.
  */
-static inline int ina_sparse_check(const uint8_t *p, size_t count, size_t max_words, int h16)
+static inline int ina__sparse_check(const uint8_t *p, size_t count, size_t max_words, int h16)
 {
     if (count < 1)
         return -1;
-    uint32_t lay = ina_get32(p);
-    unsigned elems = ina_sparse_layout_block(lay), np = ina_sparse_layout_places(lay);
+    uint32_t lay = ina__get32(p);
+    unsigned elems = ina__sparse_layout_block(lay), np = ina__sparse_layout_places(lay);
     unsigned block = ina_sparse_block_words(elems, h16);
     if ((lay & 0xFFu) || elems < 1 || elems > INA_SPARSE_MAX_BLOCK ||
-        ina_sparse_words_max(block, np) > max_words || ina_sparse_words(block, np, 0) > count)
+        ina__sparse_words_max(block, np) > max_words || ina__sparse_words(block, np, 0) > count)
         return -1;
     unsigned nhas = 0;
     for (unsigned j = 0; j < np; j++) {
         const uint8_t *d = p + 4 * (1 + (size_t)INA_SPARSE_DESC_WORDS * j);
-        uint32_t pos = ina_get32(d), next = ina_get32(d + 4), info = ina_get32(d + 8);
+        uint32_t pos = ina__get32(d), next = ina__get32(d + 4), info = ina__get32(d + 8);
         int first = (info & INA_SPARSE_FIRST) != 0, has = (info & INA_SPARSE_HAS) != 0;
         if ((info & INA_SPARSE_INFO_RESERVED) || pos == INA_SPARSE_END || (first && has))
             return -1;
@@ -131,7 +131,7 @@ static inline int ina_sparse_check(const uint8_t *p, size_t count, size_t max_wo
             return -1;
         nhas += (unsigned)has;
     }
-    return ina_sparse_words(block, np, nhas) == count ? 0 : -1;
+    return ina__sparse_words(block, np, nhas) == count ? 0 : -1;
 }
 
 #endif

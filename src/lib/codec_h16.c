@@ -11,7 +11,7 @@
  * (each rank's own: the switch scales every packet by its exp). The RESULT
  * carries the sums' scale s in its exp (exps OWN), and the elements with it.
  */
-static enum ina_h16_fmt fmt_of(const struct ina_req *req) { return ina_h16_fmt_of_op(req->wire_op); }
+static enum ina_h16_fmt fmt_of(const struct ina_req *req) { return ina__h16_fmt_of_op(req->wire_op); }
 
 static int16_t h16_scale(const struct ina_ctx *ctx, const struct ina_req *req, size_t first,
                          size_t n)
@@ -26,7 +26,7 @@ static size_t h16_encode(const struct ina_ctx *ctx, const struct ina_req *req, s
     (void)ctx;
     (void)flags;
     ina__w16_encode_at(req->dtype, fmt_of(req), req->src + first * req->esize, n, e, out);
-    return 4 * ina_h16_words(n);
+    return 4 * ina__h16_words(n);
 }
 
 static size_t h16_decode(const struct ina_ctx *ctx, const struct ina_req *req, size_t first,

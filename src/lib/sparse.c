@@ -55,7 +55,7 @@ static int sparse_h16(const struct ina_ctx *ctx, ina_dtype dtype)
 /* Places per packet (C) for blocks of 32-bit (h16 0) or 16-bit elements. */
 static unsigned ctx_places(const struct ina_ctx *ctx, int h16)
 {
-    return ina_sparse_places(ina_sparse_block_words((unsigned)ctx->sparse_block, h16), ctx->elems);
+    return ina__sparse_places(ina_sparse_block_words((unsigned)ctx->sparse_block, h16), ctx->elems);
 }
 
 /* Blocks of a part of count elements that starts phase elements into a block. */
@@ -282,19 +282,19 @@ size_t ina__sparse_build(struct ina_ctx *ctx, const struct ina_wslot *ws, uint8_
     const struct ina_sparse_op *sp = req->sp;
     const unsigned n = ws->sp_ncur, b = sp->block;
     const unsigned bw = ina_sparse_block_words(b, (int)sp->h16); /* a block's words */
-    ina_put32(out, ina_sparse_layout(b, n));
-    uint8_t *blk = out + 4 * ina_sparse_words(bw, n, 0);
+    ina__put32(out, ina__sparse_layout(b, n));
+    uint8_t *blk = out + 4 * ina__sparse_words(bw, n, 0);
     unsigned nhas = 0;
     for (unsigned j = 0; j < n; j++) {
         const struct ina_sp_place *pl = &ws->sp_cur[j];
         uint8_t *d = out + 4 * (1 + INA_SPARSE_DESC_WORDS * (size_t)j);
-        ina_put32(d, pl->pos);
-        ina_put32(d + 4, pl->mynext);
+        ina__put32(d, pl->pos);
+        ina__put32(d + 4, pl->mynext);
         size_t len = pl->has ? block_elems(req, pl->pos) : 0;
         int16_t e = pl->e; /* 32-bit: the agreed exponent; 16-bit: the block's own scale */
         if (sp->h16 && pl->has)
             e = req->codec->scale(ctx, req, block_start(req, pl->pos), len);
-        ina_put32(d + 8, ina_sparse_info(pl->has, pl->first, sp->h16 ? (pl->has ? e : 0) : pl->myexp));
+        ina__put32(d + 8, ina__sparse_info(pl->has, pl->first, sp->h16 ? (pl->has ? e : 0) : pl->myexp));
         if (!pl->has)
             continue;
         uint16_t flags = 0; /* (no format of a sparse block sets one) */
@@ -304,7 +304,7 @@ size_t ina__sparse_build(struct ina_ctx *ctx, const struct ina_wslot *ws, uint8_
         nhas++;
     }
     ctx->stats.sparse_blocks_sent += nhas;
-    return ina_sparse_words(bw, n, nhas);
+    return ina__sparse_words(bw, n, nhas);
 }
 
 /* Write zeros over blocks [from, to) of the op's output. */
@@ -324,13 +324,13 @@ int ina__sparse_on_result(struct ina_ctx *ctx, struct ina_wslot *ws, const uint8
     const unsigned n = ws->sp_ncur, b = sp->block;
     const unsigned bw = ina_sparse_block_words(b, (int)sp->h16);
     /* First every check, then every write: a result that fails one changes nothing. */
-    if (ina_sparse_check(payload, count, ctx->elems, (int)sp->h16) != 0 ||
-        ina_get32(payload) != ina_sparse_layout(b, n))
+    if (ina__sparse_check(payload, count, ctx->elems, (int)sp->h16) != 0 ||
+        ina__get32(payload) != ina__sparse_layout(b, n))
         return INA_ERR_MISMATCH;
     for (unsigned j = 0; j < n; j++) {
         const struct ina_sp_place *pl = &ws->sp_cur[j];
         const uint8_t *d = payload + 4 * (1 + INA_SPARSE_DESC_WORDS * (size_t)j);
-        uint32_t pos = ina_get32(d), next = ina_get32(d + 4), info = ina_get32(d + 8);
+        uint32_t pos = ina__get32(d), next = ina__get32(d + 4), info = ina__get32(d + 8);
         int has = (info & INA_SPARSE_HAS) != 0;
         if (pos != pl->pos || ((info & INA_SPARSE_FIRST) != 0) != pl->first)
             return INA_ERR_MISMATCH; /* not the places this rank sent */
@@ -339,15 +339,15 @@ int ina__sparse_on_result(struct ina_ctx *ctx, struct ina_wslot *ws, const uint8
         if (next > pl->mynext || (next != INA_SPARSE_END && next >= col_end(sp, pl->col)))
             return INA_ERR_MISMATCH; /* a minimum above ours, or outside the column */
     }
-    const uint8_t *blk = payload + 4 * ina_sparse_words(bw, n, 0);
+    const uint8_t *blk = payload + 4 * ina__sparse_words(bw, n, 0);
     for (unsigned j = 0; j < n; j++) {
         struct ina_sp_place *pl = &ws->sp_cur[j];
         const uint8_t *d = payload + 4 * (1 + INA_SPARSE_DESC_WORDS * (size_t)j);
-        uint32_t next = ina_get32(d + 4), info = ina_get32(d + 8);
+        uint32_t next = ina__get32(d + 4), info = ina__get32(d + 8);
         if (info & INA_SPARSE_HAS) {
             size_t len = block_elems(req, pl->pos);
             /* 16-bit: the sum's scale is this RESULT's (§17.11); else the agreed exponent */
-            int16_t e = sp->h16 ? ina_sparse_info_exp(info) : pl->e;
+            int16_t e = sp->h16 ? ina__sparse_info_exp(info) : pl->e;
             req->codec->decode(ctx, req, block_start(req, pl->pos), len, e, blk);
             if (!sp->h16 && req->codec->exps != INA_EXPS_NONE && pl->e == INA_EXP_NONFINITE)
                 ctx->stats.nonfinite_blocks++;
@@ -357,7 +357,7 @@ int ina__sparse_on_result(struct ina_ctx *ctx, struct ina_wslot *ws, const uint8
         zero_blocks(req, (uint64_t)pl->pos + !pl->first,
                      next == INA_SPARSE_END ? col_end(sp, pl->col) : next);
         pl->rnext = next;
-        pl->rexp = ina_sparse_info_exp(info);
+        pl->rexp = ina__sparse_info_exp(info);
     }
     return 0;
 }

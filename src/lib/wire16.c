@@ -30,16 +30,16 @@ int16_t ina__w16_scale(ina_dtype dt, enum ina_h16_fmt f, const void *x, size_t n
     /* FLOAT16, BFLOAT16 go as they are; bfloat16 has binary32's range:
      * nothing to scale. binary16 has not: FLOAT32's block's largest finite
      * value goes to [2^14, 2^15], the rest keeps 11 bits down to 2^-29 of it. */
-    return dt == INA_FLOAT32 && f == INA_H16_F16 ? ina_h16_f32_scale(x, n) : 0;
+    return dt == INA_FLOAT32 && f == INA_H16_F16 ? ina__h16_f32_scale(x, n) : 0;
 }
 
 void ina__w16_encode_at(ina_dtype dt, enum ina_h16_fmt f, const void *x, size_t n, int16_t e,
                         uint8_t *out)
 {
     if (dt != INA_FLOAT32) /* FLOAT16, BFLOAT16 in their own format: the bits as they are */
-        ina_h16_put(x, n, out);
+        ina__h16_put(x, n, out);
     else
-        ina_h16_encode_f32(x, n, e, f, out);
+        ina__h16_encode_f32(x, n, e, f, out);
 }
 
 int16_t ina__w16_encode(ina_dtype dt, enum ina_h16_fmt f, const void *x, size_t n, uint8_t *out)
@@ -54,11 +54,11 @@ void ina__w16_decode(ina_dtype dt, enum ina_h16_fmt f, ina_op op, const uint8_t 
 {
     const int avg = op == INA_AVG;
     if (!avg && s == 0 && own_format(dt, f)) { /* the switch's rounding is the one rounding */
-        ina_h16_get(in, n, f, out);
+        ina__h16_get(in, n, f, out);
         return;
     }
     if (!avg && dt == INA_FLOAT32) { /* val(w) * 2^s, rounded once (exact for s in range) */
-        ina_h16_to_f32(in, n, s, f, out);
+        ina__h16_to_f32(in, n, s, f, out);
         return;
     }
     /* AVG, or a 16-bit sum with s != 0: the exact double (AVG: divided by N,
@@ -67,7 +67,7 @@ void ina__w16_decode(ina_dtype dt, enum ina_h16_fmt f, ina_op op, const uint8_t 
     double buf[CHUNK];
     for (size_t i = 0; i < n; i += CHUNK) {
         size_t m = n - i < CHUNK ? n - i : CHUNK;
-        ina_h16_to_f64(in + 2 * i, m, s, avg && nworkers > 1 ? nworkers : 1, f, buf);
+        ina__h16_to_f64(in + 2 * i, m, s, avg && nworkers > 1 ? nworkers : 1, f, buf);
         ina__round_to_dtype(dt, buf, m, out, i);
     }
 }
@@ -153,7 +153,7 @@ int16_t ina__w16_scale_bound(ina_dtype dt, enum ina_h16_fmt f, int world, double
     while (l < 9 && (1 << l) < world)
         l++;
     int s = e + l - 14;
-    return (int16_t)(s < 0 ? 0 : ina_h16_clamp_exp(s));
+    return (int16_t)(s < 0 ? 0 : ina__h16_clamp_exp(s));
 }
 
 INA_EXTERN double ina_wire16_error_bound(ina_dtype dtype, int wire_half, ina_op op,

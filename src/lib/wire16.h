@@ -6,7 +6,7 @@
  * A worker's side of common/h16.h: FLOAT16 travels as binary16 (op 10),
  * BFLOAT16 as bfloat16 (op 11), both as they are (exp 0); FLOAT32 on
  * either, when asked for (bfloat16: rounded, exp 0; binary16: scaled by its
- * block's exponent). A block is up to 2k elements, ina_h16_words(n) words.
+ * block's exponent). A block is up to 2k elements, ina__h16_words(n) words.
  * The RESULT's elements with its exp s are the sums: rounded once to the
  * dtype (for FLOAT16 and BFLOAT16 SUM with s >= 0 they already are the
  * dtype's values), AVG divided by N in double first, as §8.4. No allocation:
@@ -29,7 +29,7 @@ static inline uint8_t ina__w16_op(enum ina_h16_fmt f)
     return f == INA_H16_F16 ? INA_OP_ADD_F16 : INA_OP_ADD_BF16;
 }
 
-/* n elements of dt in format f (from ina__w16_fmt) -> ina_h16_words(n) big-endian
+/* n elements of dt in format f (from ina__w16_fmt) -> ina__h16_words(n) big-endian
  * words at out; @return the header's exp. The same in two steps: the exp
  * (ina__w16_scale), then the elements at that exp (ina__w16_encode_at). */
 int16_t ina__w16_encode(ina_dtype dt, enum ina_h16_fmt f, const void *x, size_t n, uint8_t *out);

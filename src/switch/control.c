@@ -16,7 +16,7 @@ static void log_job(enum ina_log_level level, const struct ina_job *job, const c
 {
     char session[12];
     snprintf(session, sizeof(session), "%08x", job->session);
-    ina_log(level, event, INA_KV_I("job", job->id), INA_KV_S("name", job->name),
+    ina__log(level, event, INA_KV_I("job", job->id), INA_KV_S("name", job->name),
             INA_KV_I("lane", job->lane), INA_KV_S("session", session),
             INA_KV_I("world", job->world), INA_KV_S("reason", reason));
 }
@@ -57,11 +57,11 @@ uint32_t ina__random_u32(struct ina_switch *sw)
     return v;
 }
 
-int ina_switch_init(struct ina_switch *sw, const struct ina_switch_params *p)
+int ina__switch_init(struct ina_switch *sw, const struct ina_switch_params *p)
 {
     memset(sw, 0, sizeof(*sw));
     if (p->nslots == 0 || p->nslots > (1u << 24) || p->max_elems == 0 ||
-        p->max_elems > (ina_switch_tags(p) ? INA_MAX_ELEMS_TAGGED : INA_MAX_ELEMS) ||
+        p->max_elems > (ina__switch_tags(p) ? INA_MAX_ELEMS_TAGGED : INA_MAX_ELEMS) ||
         (p->integrity && !p->has_secret))
         return -EINVAL;
     sw->p = *p;
@@ -80,19 +80,19 @@ int ina_switch_init(struct ina_switch *sw, const struct ina_switch_params *p)
         uint32_t k[8];
         for (unsigned i = 0; i < 8; i++)
             k[i] = ina__random_u32(sw);
-        ina_hmac_key_init(&sw->cookie_key, k, sizeof(k));
+        ina__hmac_key_init(&sw->cookie_key, k, sizeof(k));
     }
     /* A buffer holds a DATA or RESULT (a HOT_RESULT has a prefix) and its
      * tag, or the longest control datagram: a child's TREE_JOIN with the
      * secret's proof. */
     const size_t ctl = INA_TREE_JOIN_LEN + INA_COOKIE_LEN + INA_AUTH_LEN;
     const size_t data = INA_HOT_PREFIX_LEN + 4 * (size_t)p->max_elems + INA_MAC_LEN;
-    int rc = ina_txq_init(&sw->txq, INA_SW_TX_BATCH + INA_SW_TX_RESERVE_BUFS,
+    int rc = ina__txq_init(&sw->txq, INA_SW_TX_BATCH + INA_SW_TX_RESERVE_BUFS,
                           INA_HDR_LEN + (data > ctl ? data : ctl),
                           INA_SW_TX_BATCH * INA_MAX_WORKERS + INA_SW_TX_RESERVE_MSGS);
     if (!sw->slots || !sw->values || !sw->slot_owner || !sw->ended_nonce || !sw->ended ||
         rc != 0) {
-        ina_switch_free(sw);
+        ina__switch_free(sw);
         return -ENOMEM;
     }
     return 0;
@@ -100,7 +100,7 @@ int ina_switch_init(struct ina_switch *sw, const struct ina_switch_params *p)
 
 static void job_detach_rings(struct ina_switch *sw, struct ina_job *job);
 
-void ina_switch_free(struct ina_switch *sw)
+void ina__switch_free(struct ina_switch *sw)
 {
     for (int i = 0; sw->slots && i < INA_SW_MAX_JOBS; i++) {
         job_detach_rings(sw, &sw->jobs[i]);
@@ -111,7 +111,7 @@ void ina_switch_free(struct ina_switch *sw)
     free(sw->slot_owner);
     free(sw->ended_nonce);
     free(sw->ended);
-    ina_txq_free(&sw->txq);
+    ina__txq_free(&sw->txq);
     memset(sw, 0, sizeof(*sw));
 }
 
@@ -159,8 +159,8 @@ static void job_detach_rings(struct ina_switch *sw, struct ina_job *job)
     for (int r = 0; r < INA_MAX_WORKERS; r++) {
         struct ina_member *m = &job->members[r];
         if (m->shm) {
-            sw->c.shm_faults += (uint64_t)ina_shm_faulted(m->shm);
-            ina_shm_unmap(m->shm);
+            sw->c.shm_faults += (uint64_t)ina__ring_faulted(m->shm);
+            ina__ring_unmap(m->shm);
             free(m->shm);
             m->shm = NULL;
         }
@@ -263,7 +263,7 @@ static uint16_t join_ack_flags(const struct ina_switch *sw, const struct ina_job
             f &= (uint16_t)~INA_FLAG_CAP_FIX;
         if (!(job->up.flags & INA_FLAG_CAP_H16))
             f &= (uint16_t)~INA_FLAG_CAP_H16;
-        unsigned above = ina_flag_levels(job->up.flags) + 1;
+        unsigned above = ina__flag_levels(job->up.flags) + 1;
         f |= (uint16_t)((above > 3 ? 3 : above) << INA_FLAG_LEVELS_SHIFT);
     }
     return f;
@@ -276,10 +276,10 @@ static void send_ctl_auth(struct ina_switch *sw, const struct ina_job *job, uint
                           const uint8_t *body, size_t bodylen, const struct sockaddr_in *dst,
                           int auth, uint16_t flags)
 {
-    if (!ina_txq_room(&sw->txq, 1))
+    if (!ina__txq_room(&sw->txq, 1))
         return; /* the caller guaranteed room for one datagram; never reached */
     struct ina_hdr h;
-    ina_hdr_init(&h, kind);
+    ina__hdr_init(&h, kind);
     h.rank = INA_RANK_SWITCH;
     if (kind == INA_K_JOIN_ACK)
         h.flags = join_ack_flags(sw, job);
@@ -289,17 +289,17 @@ static void send_ctl_auth(struct ina_switch *sw, const struct ina_job *job, uint
         h.session = job->session;
         h.token = job->token;
     }
-    uint8_t *buf = ina_txq_buf(&sw->txq);
-    ina_hdr_encode(buf, &h);
+    uint8_t *buf = ina__txq_buf(&sw->txq);
+    ina__hdr_encode(buf, &h);
     memcpy(buf + INA_HDR_LEN, body, bodylen);
     size_t len = INA_HDR_LEN + bodylen;
     if (auth) {
-        ina_hmac_sha256(&sw->p.secret, buf, len, buf + len);
+        ina__hmac_sha256(&sw->p.secret, buf, len, buf + len);
         len += INA_AUTH_LEN;
     }
     if (job && job->tagged && kind == INA_K_MIGRATE)
-        len = ina_mac_append(&job->mac, buf, len); /* only the switch's (§4.6) */
-    ina_txq_push(&sw->txq, buf, len, dst);
+        len = ina__mac_append(&job->mac, buf, len); /* only the switch's (§4.6) */
+    ina__txq_push(&sw->txq, buf, len, dst);
 }
 
 static void send_ctl(struct ina_switch *sw, const struct ina_job *job, uint8_t kind,
@@ -312,8 +312,8 @@ static void send_ctl(struct ina_switch *sw, const struct ina_job *job, uint8_t k
  * refused worker can name both (PROTOCOL.md §4.2). */
 static void nak_encode(uint8_t *body, uint64_t nonce, int reason)
 {
-    ina_nak_encode(body, nonce, reason);
-    ina_put32(body + INA_NAK_VERSION, INA_VERSION_NUMBER);
+    ina__nak_encode(body, nonce, reason);
+    ina__put32(body + INA_NAK_VERSION, INA_VERSION_NUMBER);
 }
 
 static void send_nak(struct ina_switch *sw, uint64_t nonce, int reason,
@@ -335,25 +335,25 @@ static void send_to_members(struct ina_switch *sw, struct ina_job *job, uint8_t 
                 send_nak(sw, job->members[r].nonce, reason, &job->members[r].addr);
         return;
     }
-    if (!ina_txq_room(&sw->txq, (unsigned)job->world))
+    if (!ina__txq_room(&sw->txq, (unsigned)job->world))
         return;
     struct ina_hdr h;
-    ina_hdr_init(&h, kind);
+    ina__hdr_init(&h, kind);
     h.rank = INA_RANK_SWITCH;
     h.job = job->id;
     h.session = job->session;
     h.token = job->token;
-    uint8_t *buf = ina_txq_buf(&sw->txq);
-    ina_hdr_encode(buf, &h);
-    ina_nak_encode(body, 0, reason);
+    uint8_t *buf = ina__txq_buf(&sw->txq);
+    ina__hdr_encode(buf, &h);
+    ina__nak_encode(body, 0, reason);
     memcpy(buf + INA_HDR_LEN, body, sizeof(body));
     size_t len = INA_HDR_LEN + sizeof(body);
     if (job->tagged) /* an ABORT of a session with tags: only the switch's (§4.6) */
-        len = ina_mac_append(&job->mac, buf, len);
+        len = ina__mac_append(&job->mac, buf, len);
     for (int r = 0; r < job->world; r++) {
         if (!job->members[r].joined || !job->members[r].weight)
             continue; /* a rank a child stands for hears it from the child */
-        ina_txq_push(&sw->txq, buf, len, &job->members[r].addr);
+        ina__txq_push(&sw->txq, buf, len, &job->members[r].addr);
     }
 }
 
@@ -392,7 +392,7 @@ static void send_ack(struct ina_switch *sw, const struct ina_job *job, int rank)
     }
     memcpy(j.name, job->name, sizeof(j.name));
     uint8_t body[INA_JOIN_BODY_LEN];
-    ina_join_encode(body, &j);
+    ina__join_encode(body, &j);
     /* With a secret, the ACK proves the switch knows it: the MAC covers the
      * header (job, session, token) and the body (the rank's nonce). */
     /* A rank that proposed its lanes learns that body byte 27 is the job's
@@ -464,7 +464,7 @@ static void send_refusal(struct ina_switch *sw, const struct ina_job *job, int r
     size_t len = INA_NAK_BODY_LEN;
     if (r0_offers_fallback(job)) {
         memcpy(body + 16, &r0->addr.sin_addr.s_addr, 4); /* already network order */
-        ina_put16(body + 20, r0->fallback_port);
+        ina__put16(body + 20, r0->fallback_port);
         len = INA_NAK_FALLBACK_LEN;
     }
     send_ctl(sw, NULL, INA_K_JOIN_NAK, body, len, &m->addr);
@@ -590,9 +590,9 @@ static void job_start(struct ina_switch *sw, struct ina_job *job, uint64_t now_n
     }
     /* The session key, from the secret of this moment: the ranks derive it
      * from the JOIN_ACK, and a SIGHUP reload later does not change it. */
-    job->tagged = (uint8_t)ina_switch_tags(&sw->p);
+    job->tagged = (uint8_t)ina__switch_tags(&sw->p);
     if (job->tagged)
-        ina_mac_key_derive(&job->mac, &sw->p.secret, job->id, job->session, job->token);
+        ina__mac_key_derive(&job->mac, &sw->p.secret, job->id, job->session, job->token);
     job->last_rx_ns = now_ns;
     job->need = job->world;
     ina__job_reset_slots(sw, job);
@@ -678,13 +678,13 @@ static int join_auth_ok(const struct ina_switch *sw, const struct ina_hdr *h, co
     if (bodylen < covered + INA_AUTH_LEN)
         return 0;
     uint8_t hb[INA_HDR_LEN], mac[INA_SHA256_LEN];
-    ina_hdr_encode(hb, h); /* the decoded header re-encodes to the same 32 bytes */
+    ina__hdr_encode(hb, h); /* the decoded header re-encodes to the same 32 bytes */
     struct ina_hmac m;
-    ina_hmac_init(&m, &sw->p.secret);
-    ina_hmac_update(&m, hb, sizeof(hb));
-    ina_hmac_update(&m, body, covered);
-    ina_hmac_final(&m, mac);
-    return ina_mem_equal_ct(mac, body + covered, INA_AUTH_LEN);
+    ina__hmac_init(&m, &sw->p.secret);
+    ina__hmac_update(&m, hb, sizeof(hb));
+    ina__hmac_update(&m, body, covered);
+    ina__hmac_final(&m, mac);
+    return ina__mem_equal_ct(mac, body + covered, INA_AUTH_LEN);
 }
 
 /*
@@ -699,16 +699,16 @@ static void cookie_make(const struct ina_switch *sw, uint8_t *cookie, uint64_t t
                         const struct sockaddr_in *src)
 {
     uint8_t in[8 + 4 + 2 + 1 + 2 + 8 + 1 + 32], mac[INA_SHA256_LEN];
-    ina_put32(in, (uint32_t)(t_ms >> 32));
-    ina_put32(in + 4, (uint32_t)t_ms);
+    ina__put32(in, (uint32_t)(t_ms >> 32));
+    ina__put32(in + 4, (uint32_t)t_ms);
     memcpy(in + 8, &src->sin_addr.s_addr, 4); /* network order, as the port */
     memcpy(in + 12, &src->sin_port, 2);
     in[14] = h->kind;
-    ina_put16(in + 15, h->rank);
+    ina__put16(in + 15, h->rank);
     memcpy(in + 17, body, 8);       /* nonce */
     in[25] = body[26];              /* lane */
     memcpy(in + 26, body + 32, 32); /* name */
-    ina_hmac_sha256(&sw->cookie_key, in, sizeof(in), mac);
+    ina__hmac_sha256(&sw->cookie_key, in, sizeof(in), mac);
     memcpy(cookie, in, 8);
     memcpy(cookie + 8, mac, INA_COOKIE_LEN - 8);
 }
@@ -717,7 +717,7 @@ static void cookie_make(const struct ina_switch *sw, uint8_t *cookie, uint64_t t
 static int cookie_fresh(const struct ina_switch *sw, const struct ina_hdr *h, const uint8_t *body,
                         const uint8_t *cookie, const struct sockaddr_in *src, uint64_t now_ns)
 {
-    uint64_t t_ms = (uint64_t)ina_get32(cookie) << 32 | ina_get32(cookie + 4);
+    uint64_t t_ms = (uint64_t)ina__get32(cookie) << 32 | ina__get32(cookie + 4);
     if (t_ms > UINT64_MAX / 1000000u)
         return 0;
     uint64_t t_ns = t_ms * 1000000u;
@@ -725,7 +725,7 @@ static int cookie_fresh(const struct ina_switch *sw, const struct ina_hdr *h, co
         return 0; /* stale (or all zeros: the worker has none yet) */
     uint8_t want[INA_COOKIE_LEN];
     cookie_make(sw, want, t_ms, h, body, src);
-    return ina_mem_equal_ct(want, cookie, INA_COOKIE_LEN);
+    return ina__mem_equal_ct(want, cookie, INA_COOKIE_LEN);
 }
 
 /* JOIN_COOKIE: join again, echoing this (fresh) cookie under the proof. */
@@ -789,7 +789,7 @@ static void join_record(struct ina_job *job, const struct ina_hdr *h, const stru
     const unsigned rep = h->rank;
     for (int r = 0; r < job->world; r++) {
         const struct ina_member *m = &job->members[r];
-        if (m->joined && m->weight && m->nonce == j->nonce && ina_addr_eq(&m->addr, src))
+        if (m->joined && m->weight && m->nonce == j->nonce && ina__addr_eq(&m->addr, src))
             unregister(job, (unsigned)r); /* the same member's earlier registration */
     }
     for (int r = 0; r < job->world; r++) {
@@ -842,7 +842,7 @@ static void log_join_refused(const struct ina_hdr *h, const struct ina_join *j,
                              const struct sockaddr_in *src, const char *reason)
 {
     char from[INET_ADDRSTRLEN + 8], version[INA_VERSION_STR_LEN];
-    ina_log(INA_LOG_WARN, "join_refused", INA_KV_S("name", j->name), INA_KV_I("lane", j->lane),
+    ina__log(INA_LOG_WARN, "join_refused", INA_KV_S("name", j->name), INA_KV_I("lane", j->lane),
             INA_KV_I("rank", h->rank), INA_KV_I("world", j->world_size),
             INA_KV_S("from", from_str(src, from, sizeof(from))),
             INA_KV_S("version", ina__version_str(j->sw_version, version, sizeof(version))),
@@ -861,7 +861,7 @@ static void warn_version_skew(struct ina_job *job, const struct ina_hdr *h,
         return;
     job->version_warned = 1;
     char from[INET_ADDRSTRLEN + 8], version[INA_VERSION_STR_LEN];
-    ina_log(INA_LOG_WARN, "version_skew", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
+    ina__log(INA_LOG_WARN, "version_skew", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
             INA_KV_I("rank", h->rank), INA_KV_S("from", from_str(src, from, sizeof(from))),
             INA_KV_S("version", ina__version_str(j->sw_version, version, sizeof(version))),
             INA_KV_S("switch_version", ina_version_string()));
@@ -872,8 +872,8 @@ static void send_nak_mismatch(struct ina_switch *sw, uint64_t nonce, unsigned ot
                               unsigned other_nlanes, const struct sockaddr_in *dst)
 {
     uint8_t body[INA_NAK_BODY_LEN];
-    ina_nak_encode(body, nonce, INA_ERR_MISMATCH);
-    ina_put16(body + INA_NAK_MISMATCH_WORLD, (uint16_t)other_world);
+    ina__nak_encode(body, nonce, INA_ERR_MISMATCH);
+    ina__put16(body + INA_NAK_MISMATCH_WORLD, (uint16_t)other_world);
     body[INA_NAK_MISMATCH_NLANES] = (uint8_t)other_nlanes;
     send_ctl(sw, NULL, INA_K_JOIN_NAK, body, sizeof(body), dst);
 }
@@ -932,10 +932,10 @@ static void reply_join_wait(struct ina_switch *sw, const struct ina_job *job, in
     uint8_t body[INA_JOIN_WAIT_BODY_LEN];
     memset(body, 0, sizeof(body));
     const struct ina_member *m = &job->members[rank];
-    ina_put32(body, (uint32_t)(m->nonce >> 32));
-    ina_put32(body + 4, (uint32_t)m->nonce);
-    ina_put16(body + 8, (uint16_t)job->world);
-    ina_put16(body + 10, (uint16_t)job->njoined);
+    ina__put32(body, (uint32_t)(m->nonce >> 32));
+    ina__put32(body + 4, (uint32_t)m->nonce);
+    ina__put16(body + 8, (uint16_t)job->world);
+    ina__put16(body + 10, (uint16_t)job->njoined);
     body[12] = job->state == INA_JOB_WAITING;
     for (int r = 0; r < job->world; r++)
         if (job->members[r].joined)
@@ -964,7 +964,7 @@ int ina__job_lanes_proposed(const struct ina_job *job)
 static void member_unregister(struct ina_switch *sw, struct ina_job *job, int r, const char *why,
                               uint64_t now_ns)
 {
-    ina_log(INA_LOG_INFO, "join_forgotten", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
+    ina__log(INA_LOG_INFO, "join_forgotten", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
             INA_KV_I("lane", job->lane), INA_KV_I("rank", r),
             INA_KV_I("ranks", job->members[r].weight), INA_KV_S("reason", why));
     unregister(job, job->members[r].rep);
@@ -1033,7 +1033,7 @@ static int rank_held_elsewhere(const struct ina_job *job, const struct ina_hdr *
         if (!mine || !job->members[r].joined)
             continue;
         const struct ina_member *holder = &job->members[job->members[r].rep];
-        if ((holder->nonce == j->nonce && ina_addr_eq(&holder->addr, src)) ||
+        if ((holder->nonce == j->nonce && ina__addr_eq(&holder->addr, src)) ||
             holder->addr.sin_addr.s_addr == src->sin_addr.s_addr ||
             registration_over(holder, now_ns))
             continue;
@@ -1057,11 +1057,11 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
          * the nonce (the body's first 8 bytes in every version) is there.
          * The caller counts the drop (VERSION). */
         if (bodylen >= 8)
-            send_nak(sw, (uint64_t)ina_get32(body) << 32 | ina_get32(body + 4), INA_ERR_PROTO,
+            send_nak(sw, (uint64_t)ina__get32(body) << 32 | ina__get32(body + 4), INA_ERR_PROTO,
                      src);
         return;
     }
-    if (ina_join_decode(body, bodylen, &j) != 0 || (tree && bodylen < INA_TREE_JOIN_LEN)) {
+    if (ina__join_decode(body, bodylen, &j) != 0 || (tree && bodylen < INA_TREE_JOIN_LEN)) {
         sw->c.drops[INA_DROP_JOIN]++;
         return;
     }
@@ -1100,12 +1100,12 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         return;
     }
     unsigned nshards = sw->p.nshards ? sw->p.nshards : 1;
-    unsigned shard = ina_lane_shard(j.name, j.lane, nshards);
+    unsigned shard = ina__lane_shard(j.name, j.lane, nshards);
     if (shard != sw->p.shard) {
         /* Another dataplane thread owns this (job, lane): send the worker there. */
         uint8_t redirect[INA_NAK_BODY_LEN];
-        ina_nak_encode(redirect, j.nonce, 0);
-        ina_put16(redirect + 12, sw->p.shard_ports[shard]);
+        ina__nak_encode(redirect, j.nonce, 0);
+        ina__put16(redirect + 12, sw->p.shard_ports[shard]);
         sw->c.join_redirects++;
         send_ctl(sw, NULL, INA_K_REDIRECT, redirect, sizeof(redirect), src);
         return;
@@ -1152,7 +1152,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
     }
     struct ina_member *m = job ? &job->members[h->rank] : NULL;
     if (sw->draining && !(job && job->state == INA_JOB_ACTIVE && m->nonce == j.nonce &&
-                          ina_addr_eq(&m->addr, src))) {
+                          ina__addr_eq(&m->addr, src))) {
         /* Draining: only a running job's own lost ACK is answered (below). */
         sw->c.drops[INA_DROP_JOIN]++;
         sw->c.joins_refused_draining++;
@@ -1161,7 +1161,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         return;
     }
     if (job && job->state == INA_JOB_ACTIVE) {
-        if (m->nonce == j.nonce && ina_addr_eq(&m->addr, src) && m->weight == weight) {
+        if (m->nonce == j.nonce && ina__addr_eq(&m->addr, src) && m->weight == weight) {
             send_ack(sw, job, h->rank); /* our ACK was lost: say it again */
             return;
         }
@@ -1199,7 +1199,7 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
     if (tree)
         sw->c.tree_joins++;
     char version[INA_VERSION_STR_LEN];
-    ina_log(INA_LOG_DEBUG, "rank_joined", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
+    ina__log(INA_LOG_DEBUG, "rank_joined", INA_KV_I("job", job->id), INA_KV_S("name", job->name),
             INA_KV_I("lane", job->lane), INA_KV_I("rank", h->rank), INA_KV_I("ranks", weight),
             INA_KV_I("joined", job->njoined), INA_KV_I("world", job->world),
             INA_KV_S("version", ina__version_str(j.sw_version, version, sizeof(version))));
@@ -1227,7 +1227,7 @@ static void on_withdraw(struct ina_switch *sw, const struct ina_hdr *h, const ui
                         size_t bodylen, const struct sockaddr_in *src, uint64_t now_ns)
 {
     struct ina_join j;
-    if (ina_join_decode(body, bodylen, &j) != 0 ||
+    if (ina__join_decode(body, bodylen, &j) != 0 ||
         (sw->p.has_secret && !join_auth_ok(sw, h, body, bodylen, INA_JOIN_BODY_LEN))) {
         sw->c.drops[INA_DROP_JOIN]++;
         return;
@@ -1236,7 +1236,7 @@ static void on_withdraw(struct ina_switch *sw, const struct ina_hdr *h, const ui
     if (!job || (job->state != INA_JOB_JOINING && job->state != INA_JOB_WAITING) ||
         h->rank >= job->world || !job->members[h->rank].joined ||
         job->members[h->rank].weight != 1 || /* a worker's own registration */
-        job->members[h->rank].nonce != j.nonce || !ina_addr_eq(&job->members[h->rank].addr, src)) {
+        job->members[h->rank].nonce != j.nonce || !ina__addr_eq(&job->members[h->rank].addr, src)) {
         sw->c.drops[INA_DROP_JOIN]++; /* not registered (any more), or not that rank's */
         return;
     }
@@ -1258,7 +1258,7 @@ static void on_leave(struct ina_switch *sw, const struct ina_hdr *h, const uint8
         return;
     }
     if (job->session != h->session || job->token != h->token || h->rank >= job->world ||
-        !job->members[h->rank].weight || !ina_addr_eq(src, &job->members[h->rank].addr)) {
+        !job->members[h->rank].weight || !ina__addr_eq(src, &job->members[h->rank].addr)) {
         sw->c.drops[INA_DROP_JOIN]++;
         return;
     }
@@ -1267,7 +1267,7 @@ static void on_leave(struct ina_switch *sw, const struct ina_hdr *h, const uint8
          * the others cannot finish either. End it for all, free the slots. */
         uint64_t nonce;
         int32_t reason = INA_ERR_ABORTED;
-        if (ina_nak_decode(body, bodylen, &nonce, &reason) != 0 ||
+        if (ina__nak_decode(body, bodylen, &nonce, &reason) != 0 ||
             (reason != INA_ERR_MISMATCH && reason != INA_ERR_TIMEOUT && reason != INA_ERR_NOSPACE))
             reason = INA_ERR_ABORTED;
         ina__job_abort(sw, job, reason);
@@ -1301,7 +1301,7 @@ static void retry_waiting(struct ina_switch *sw, uint64_t now_ns)
                 (!oldest || job->created_ns < oldest->created_ns))
                 oldest = job;
         }
-        if (!oldest || ina_switch_tx_full(sw))
+        if (!oldest || ina__switch_tx_full(sw))
             return;
         if (expire_registrations(sw, oldest, now_ns) > 0)
             continue; /* a rank is gone: the job waits for it again (or was freed) */
@@ -1325,7 +1325,7 @@ static int shm_map(struct ina_switch *sw, struct ina_shm *shm, const char *name,
     if (name[0] != '/') {
         if (bodylen < INA_SHM_ATTACH_BODY_LEN)
             return -EINVAL; /* no pid and descriptor */
-        return ina_shm_attach(shm, name, ina_get32(body + 80), ina_get32(body + 84), nslots,
+        return ina__ring_attach(shm, name, ina__get32(body + 80), ina__get32(body + 84), nslots,
                               slot_size);
     }
     /* A POSIX shm object: any process of this user can shrink it under our
@@ -1333,9 +1333,9 @@ static int shm_map(struct ina_switch *sw, struct ina_shm *shm, const char *name,
      * then turns a shrink into an aborted job). */
     if (!sw->p.shm_unsealed)
         return -EPERM;
-    int rc = ina_shm_attach_named(shm, name, nslots, slot_size);
+    int rc = ina__ring_attach_named(shm, name, nslots, slot_size);
     if (rc == 0)
-        ina_shm_unlink(name); /* mapped by both sides: nothing left in /dev/shm if the worker dies */
+        ina__ring_unlink(name); /* mapped by both sides: nothing left in /dev/shm if the worker dies */
     return rc;
 }
 
@@ -1357,12 +1357,12 @@ static void on_shm_attach(struct ina_switch *sw, const struct ina_hdr *h, const 
     }
     if (job->session != h->session || job->token != h->token || h->rank >= job->world ||
         job->members[h->rank].weight != 1 || /* a worker, not a child switch */
-        !ina_addr_eq(src, &job->members[h->rank].addr) || bodylen < INA_SHM_ATTACH_NAMED_LEN) {
+        !ina__addr_eq(src, &job->members[h->rank].addr) || bodylen < INA_SHM_ATTACH_NAMED_LEN) {
         sw->c.drops[INA_DROP_JOIN]++;
         return;
     }
-    uint64_t nonce = (uint64_t)ina_get32(body) << 32 | ina_get32(body + 4);
-    uint32_t nslots = ina_get32(body + 8), slot_size = ina_get32(body + 12);
+    uint64_t nonce = (uint64_t)ina__get32(body) << 32 | ina__get32(body + 4);
+    uint32_t nslots = ina__get32(body + 8), slot_size = ina__get32(body + 12);
     char name[INA_SHM_NAME_MAX];
     memcpy(name, body + 16, sizeof(name));
     name[sizeof(name) - 1] = '\0';
@@ -1375,7 +1375,7 @@ static void on_shm_attach(struct ina_switch *sw, const struct ina_hdr *h, const 
          * yes would leave the worker sending into rings nobody reads. */
         reason = -EBUSY;
     } else if (!m->shm) {
-        if (slot_size < ina_shm_slot_size(INA_HDR_LEN + 4 * (size_t)job->elems +
+        if (slot_size < ina__ring_slot_size(INA_HDR_LEN + 4 * (size_t)job->elems +
                                           (job->tagged ? INA_MAC_LEN : 0))) {
             reason = -EINVAL; /* a result would not fit a slot */
         } else if (!(m->shm = calloc(1, sizeof(*m->shm)))) {
@@ -1391,7 +1391,7 @@ static void on_shm_attach(struct ina_switch *sw, const struct ina_hdr *h, const 
     if (reason)
         sw->c.drops[INA_DROP_SHM]++;
     uint8_t ack[INA_NAK_BODY_LEN];
-    ina_nak_encode(ack, nonce, reason);
+    ina__nak_encode(ack, nonce, reason);
     send_ctl(sw, job, INA_K_SHM_ACK, ack, sizeof(ack), src);
 }
 
@@ -1405,7 +1405,7 @@ static void on_hot(struct ina_switch *sw, const struct ina_hdr *h, const uint8_t
         return;
     }
     if (job->session != h->session || job->token != h->token || h->rank >= job->world ||
-        !ina_addr_eq(src, &job->members[h->rank].addr)) {
+        !ina__addr_eq(src, &job->members[h->rank].addr)) {
         sw->c.drops[INA_DROP_JOIN]++;
         return;
     }
@@ -1445,7 +1445,7 @@ void ina__ctl_input(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
         retry_waiting(sw, now_ns);
 }
 
-int ina_switch_abort_job(struct ina_switch *sw, uint16_t id)
+int ina__switch_abort_job(struct ina_switch *sw, uint16_t id)
 {
     struct ina_job *job = ina__job_by_id(sw, id);
     if (!job || job->state == INA_JOB_FREE)
@@ -1467,13 +1467,13 @@ void ina__job_send_migrate(struct ina_switch *sw, const struct ina_job *job, int
 {
     uint8_t body[INA_MIGRATE_BODY_LEN];
     memset(body, 0, sizeof(body));
-    ina_nak_encode(body, 0, INA_ERR_NOSPACE);
+    ina__nak_encode(body, 0, INA_ERR_NOSPACE);
     if (r0_offers_fallback(job)) {
         memcpy(body + 16, &job->members[0].addr.sin_addr.s_addr, 4); /* network order */
-        ina_put16(body + 20, job->members[0].fallback_port);
+        ina__put16(body + 20, job->members[0].fallback_port);
     }
-    ina_put32(body + 24, (uint32_t)(job->evict_bound >> 32));
-    ina_put32(body + 28, (uint32_t)job->evict_bound);
+    ina__put32(body + 24, (uint32_t)(job->evict_bound >> 32));
+    ina__put32(body + 28, (uint32_t)job->evict_bound);
     for (int i = r < 0 ? 0 : r; i < (r < 0 ? job->world : r + 1); i++)
         if (job->members[i].joined)
             send_ctl(sw, job, INA_K_MIGRATE, body, sizeof(body), &job->members[i].addr);
@@ -1494,7 +1494,7 @@ static uint32_t slot_seq(struct ina_switch *sw, uint32_t abs_slot, unsigned set)
  * DATA at or past the bound is dropped (EVICTED) and answered with the
  * notice again, so a lost notice is repaired by the ranks' retransmissions.
  */
-int ina_switch_evict_job(struct ina_switch *sw, uint16_t id)
+int ina__switch_evict_job(struct ina_switch *sw, uint16_t id)
 {
     struct ina_job *job = ina__job_by_id(sw, id);
     if (!job || job->state != INA_JOB_ACTIVE)
@@ -1507,7 +1507,7 @@ int ina_switch_evict_job(struct ina_switch *sw, uint16_t id)
     }
     /* Another dataplane serves DATA meanwhile: first make it pass every DATA
      * of the job up (bound 0), so that no slot moves while the bound is
-     * computed; those datagrams come back through ina_switch_input once the
+     * computed; those datagrams come back through ina__switch_input once the
      * bound is set, and are served or refused by it. */
     if (sw->dp)
         sw->dp->job_evict(sw->dp_ctx, job, 0);
@@ -1526,13 +1526,13 @@ int ina_switch_evict_job(struct ina_switch *sw, uint16_t id)
         sw->dp->job_evict(sw->dp_ctx, job, job->evict_bound);
     log_job(INA_LOG_WARN, job, "operator_evict", "requested");
     sw->c.jobs_evicted++;
-    if (ina_switch_tx_full(sw))
+    if (ina__switch_tx_full(sw))
         return 0; /* the ranks learn it from the answer to their next DATA */
     ina__job_send_migrate(sw, job, -1);
     return 0;
 }
 
-void ina_switch_tick(struct ina_switch *sw, uint64_t now_ns)
+void ina__switch_tick(struct ina_switch *sw, uint64_t now_ns)
 {
     for (int i = 0; i < INA_SW_MAX_JOBS; i++) {
         struct ina_job *job = &sw->jobs[i];
@@ -1544,17 +1544,17 @@ void ina_switch_tick(struct ina_switch *sw, uint64_t now_ns)
             log_job(INA_LOG_WARN, job, "job_dropped", "join_timeout");
             ina__job_free(sw, job);
         } else if (job->state == INA_JOB_WAITING && now_ns >= job->wait_until_ns) {
-            if (ina_switch_tx_full(sw))
+            if (ina__switch_tx_full(sw))
                 continue;
             job_start(sw, job, now_ns); /* a last try, then NOSPACE */
         } else if (job->state == INA_JOB_ACTIVE && sw->p.idle_timeout_ns &&
                    now_ns > job->last_rx_ns && /* another dataplane's clock may be ahead */
                    now_ns - job->last_rx_ns > sw->p.idle_timeout_ns) {
-            if (ina_switch_tx_full(sw))
+            if (ina__switch_tx_full(sw))
                 continue; /* no room to send the ABORT: try again next tick */
             ina__job_abort(sw, job, INA_ERR_TIMEOUT);
         } else if (job->state == INA_JOB_JOINING && job->child) {
-            if (ina_switch_tx_full(sw))
+            if (ina__switch_tx_full(sw))
                 continue;
             ina__tree_tick(sw, job, now_ns); /* TREE_JOIN again, until the parent answers */
         }

@@ -26,7 +26,7 @@ static inline int32_t *set_values(struct ina_switch *sw, uint32_t abs_slot, unsi
 /* A header from the switch to the ranks of job. */
 static void job_hdr(struct ina_hdr *h, const struct ina_job *job, uint8_t kind)
 {
-    ina_hdr_init(h, kind);
+    ina__hdr_init(h, kind);
     h->job = job->id;
     h->rank = INA_RANK_SWITCH;
     h->session = job->session;
@@ -46,23 +46,23 @@ static void send_to_rank(struct ina_switch *sw, const struct ina_job *job, int r
 {
     struct ina_shm *shm = job->members[r].shm;
     if (!shm || !job->members[r].shm_live) {
-        ina_txq_push(&sw->txq, buf, len, &job->members[r].addr);
+        ina__txq_push(&sw->txq, buf, len, &job->members[r].addr);
         return;
     }
-    uint8_t *slot = ina_shm_slot(shm, 0);
+    uint8_t *slot = ina__ring_slot(shm, 0);
     if (!slot || len > shm->slot_size - 4) {
         sw->c.drops[INA_DROP_SHM]++;
         return;
     }
     memcpy(slot, buf, len);
-    ina_shm_push(shm, 0, len);
+    ina__ring_push(shm, 0, len);
     sw->c.shm_tx_packets++;
-    if (ina_shm_wake_needed(shm, 0)) {
+    if (ina__ring_wake_needed(shm, 0)) {
         struct ina_hdr h;
         job_hdr(&h, job, INA_K_DOORBELL);
-        uint8_t *bell = ina_txq_buf(&sw->txq);
-        ina_hdr_encode(bell, &h);
-        ina_txq_push(&sw->txq, bell, INA_HDR_LEN, &job->members[r].addr);
+        uint8_t *bell = ina__txq_buf(&sw->txq);
+        ina__hdr_encode(bell, &h);
+        ina__txq_push(&sw->txq, bell, INA_HDR_LEN, &job->members[r].addr);
         sw->c.doorbells++;
     }
 }
@@ -83,15 +83,15 @@ static uint8_t *build_round(struct ina_switch *sw, const struct ina_job *job, st
     h->exp = ss->exp;
     h->op = ss->op;
     h->tag = ss->tag;
-    uint8_t *buf = ina_txq_buf(&sw->txq);
+    uint8_t *buf = ina__txq_buf(&sw->txq);
     const int32_t *v = set_values(sw, job->slot_base + rel_slot, set);
-    if (ina_op_is_sparse(ss->op)) /* only the blocks some rank sent (§17.4) */
+    if (ina__op_is_sparse(ss->op)) /* only the blocks some rank sent (§17.4) */
         h->count = (uint16_t)ina__sparse_emit(buf + INA_HDR_LEN, v, ss->op, NULL);
-    else if (ina_op_is_h16(ss->op) && !ss->raw) /* the lanes at the round's scale (§8.10.4) */
-        ina_h16_store(buf + INA_HDR_LEN, v, ss->count, ss->exp, ina_h16_fmt_of_op(ss->op));
+    else if (ina__op_is_h16(ss->op) && !ss->raw) /* the lanes at the round's scale (§8.10.4) */
+        ina__h16_store(buf + INA_HDR_LEN, v, ss->count, ss->exp, ina__h16_fmt_of_op(ss->op));
     else
-        ina_be32_store(buf + INA_HDR_LEN, v, ss->count);
-    ina_hdr_encode(buf, h);
+        ina__be32_store(buf + INA_HDR_LEN, v, ss->count);
+    ina__hdr_encode(buf, h);
     return buf;
 }
 
@@ -109,17 +109,17 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
     unsigned copies;
     if (ss->hot) { /* HOT_RESULT: the round's epoch and first position, then the sums */
         memmove(buf + INA_HDR_LEN + INA_HOT_PREFIX_LEN, buf + INA_HDR_LEN, 4 * (size_t)h.count);
-        ina_put32(buf + INA_HDR_LEN, ss->hot_epoch);
-        ina_put32(buf + INA_HDR_LEN + 4, ss->hot_base);
+        ina__put32(buf + INA_HDR_LEN, ss->hot_epoch);
+        ina__put32(buf + INA_HDR_LEN + 4, ss->hot_base);
         len += INA_HOT_PREFIX_LEN;
     }
     if (job->tagged) /* once for every copy: the rank field is the switch's (§4.6) */
-        len = ina_mac_append(&job->mac, buf, len);
+        len = ina__mac_append(&job->mac, buf, len);
     if (dest >= 0) {
         send_to_rank(sw, job, dest, buf, len);
         copies = 1;
     } else if (job->mcast.sin_family) { /* one send; the network (or the host) copies it */
-        ina_txq_push(&sw->txq, buf, len, &job->mcast);
+        ina__txq_push(&sw->txq, buf, len, &job->mcast);
         copies = 1;
     } else {
         copies = 0;
@@ -129,7 +129,7 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
                 copies++;
             }
     }
-    if (ina_op_is_sparse(ss->op)) {
+    if (ina__op_is_sparse(ss->op)) {
         sw->c.sparse_tx_packets += copies;
         sw->c.sparse_tx_bytes += copies * len;
         sw->c.sparse_tx_blocks += (uint64_t)copies * ina__sparse_blocks_in(buf + INA_HDR_LEN);
@@ -159,17 +159,17 @@ static void combine_bfp(struct ina_slot_set *ss, int32_t *v, const uint8_t *payl
 {
     if (e == INA_EXP_NONFINITE || ss->exp == INA_EXP_NONFINITE) {
         if (ss->exp != INA_EXP_NONFINITE) {
-            ina_be32_load(v, payload, n); /* the finite sum so far has no class codes */
+            ina__be32_load(v, payload, n); /* the finite sum so far has no class codes */
             ss->exp = INA_EXP_NONFINITE;
         } else if (e == INA_EXP_NONFINITE) {
-            ina_be32_add(v, payload, n);
+            ina__be32_add(v, payload, n);
         }
         return;
     }
     if (e == INA_EXP_ZERO)
         return;
     if (ss->exp == INA_EXP_ZERO) {
-        ina_be32_load(v, payload, n);
+        ina__be32_load(v, payload, n);
         ss->exp = e;
         return;
     }
@@ -181,11 +181,11 @@ static void combine_bfp(struct ina_slot_set *ss, int32_t *v, const uint8_t *payl
         d = 0;
     }
     if (d == 0) {
-        ina_be32_add(v, payload, n);
+        ina__be32_add(v, payload, n);
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        int32_t q = (int32_t)ina_get32(payload + 4 * i);
+        int32_t q = (int32_t)ina__get32(payload + 4 * i);
         v[i] = (int32_t)((uint32_t)v[i] + (uint32_t)shift_round(q, -d));
     }
 }
@@ -195,17 +195,17 @@ static inline void combine(struct ina_slot_set *ss, int32_t *v, const uint8_t *p
                            int16_t e)
 {
     if (ss->op == INA_OP_ADD_I32)
-        ina_be32_add(v, payload, n);
-    else if (ina_op_is_h16(ss->op)) /* 2n binary32 lanes (§8.10.4) */
-        ina_h16_add(v, payload, n, e, ina_h16_fmt_of_op(ss->op));
+        ina__be32_add(v, payload, n);
+    else if (ina__op_is_h16(ss->op)) /* 2n binary32 lanes (§8.10.4) */
+        ina__h16_add(v, payload, n, e, ina__h16_fmt_of_op(ss->op));
     else if (ss->op == INA_OP_ADD_BFP)
         combine_bfp(ss, v, payload, n, e);
     else if (ss->op == INA_OP_ADD_F32)
-        ina_be32_fadd(v, payload, n);
+        ina__be32_fadd(v, payload, n);
     else if (ss->op == INA_OP_ADD_FIX)
-        ina_be32_fixadd(v, payload, n);
+        ina__be32_fixadd(v, payload, n);
     else
-        ina_be32_minmax(v, payload, n, ss->op == INA_OP_MAX_I32);
+        ina__be32_minmax(v, payload, n, ss->op == INA_OP_MAX_I32);
 }
 
 /* The wire ops this switch combines: v1's integer ops always; the
@@ -239,8 +239,8 @@ static inline int op_offered(const struct ina_switch *sw, uint8_t op)
  */
 static void round_done(struct ina_slot_set *ss, int32_t *v)
 {
-    if (ina_op_is_h16(ss->op) && !ina_op_is_sparse(ss->op))
-        ss->exp = ina_h16_result_exp(v, ss->count, ss->exp, ina_h16_fmt_of_op(ss->op));
+    if (ina__op_is_h16(ss->op) && !ina__op_is_sparse(ss->op))
+        ss->exp = ina__h16_result_exp(v, ss->count, ss->exp, ina__h16_fmt_of_op(ss->op));
     else if (ina_op_is_sparse_h16(ss->op))
         ina__sparse_h16_finish(v, ss->op);
 }
@@ -272,7 +272,7 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         return drop_job(sw, job, INA_DROP_SLOT);
     if (h->count > job->elems)
         return drop_job(sw, job, INA_DROP_COUNT);
-    int sparse = ina_op_is_sparse(h->op);
+    int sparse = ina__op_is_sparse(h->op);
     if (hot) { /* PROTOCOL.md §14.3: only op 9, only where a hot table is offered, never in a
                   tree (a child has no hot table to forward) */
         if (h->op != INA_OP_HOT_F32 || !sw->p.hot_max || sw->p.int_ops_only ||
@@ -284,7 +284,7 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
                ((job->tree || job->child) && (h->op == INA_OP_ADD_BFP || sparse)) ||
                (job->child && h->op == INA_OP_ADD_F32 && !(job->up.flags & INA_FLAG_CAP_F32)) ||
                (job->child && h->op == INA_OP_ADD_FIX && !(job->up.flags & INA_FLAG_CAP_FIX)) ||
-               (job->child && ina_op_is_h16(h->op) && !(job->up.flags & INA_FLAG_CAP_H16))) {
+               (job->child && ina__op_is_h16(h->op) && !(job->up.flags & INA_FLAG_CAP_H16))) {
         return drop_job(sw, job, INA_DROP_OP); /* (a tree offers neither BFP nor sparse: §12, §17.1) */
     }
     if (set != (h->seq & 1))
@@ -298,7 +298,7 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
 
     if (job->evicted && (uint64_t)h->seq * job->window + rel >= job->evict_bound) {
         /* Past the bound: this rank has not heard that the job moved. */
-        if (!ina_switch_tx_full(sw))
+        if (!ina__switch_tx_full(sw))
             ina__job_send_migrate(sw, job, (int)h->rank);
         return drop_job(sw, job, INA_DROP_EVICTED);
     }
@@ -337,11 +337,11 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
             ina__hot_load(job, set_values(sw, abs_slot, set), &hin, h->count);
             sw->c.hot_keyed += hin.nkeyed;
             sw->c.hot_bitmap += hin.nbitmap;
-        } else if (ina_op_is_h16(h->op)) {
-            ina_h16_load(set_values(sw, abs_slot, set), payload, h->count, h->exp,
-                         ina_h16_fmt_of_op(h->op));
+        } else if (ina__op_is_h16(h->op)) {
+            ina__h16_load(set_values(sw, abs_slot, set), payload, h->count, h->exp,
+                         ina__h16_fmt_of_op(h->op));
         } else {
-            ina_be32_load(set_values(sw, abs_slot, set), payload, h->count);
+            ina__be32_load(set_values(sw, abs_slot, set), payload, h->count);
         }
     } else if (d == 0) {
         if (bit_test(ss->bitmap, rank)) {
@@ -420,12 +420,12 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
 void ina__tree_up_data(struct ina_switch *sw, const struct ina_job *job, uint32_t rel,
                        unsigned set, const struct ina_slot_set *ss)
 {
-    if (job->up.gone || !ina_txq_room(&sw->txq, 1))
+    if (job->up.gone || !ina__txq_room(&sw->txq, 1))
         return; /* (the caller flushed before this input: never full) */
     struct ina_hdr h;
     ina__up_hdr(&h, job, INA_K_DATA);
     uint8_t *buf = build_round(sw, job, &h, rel, set, ss);
-    ina_txq_push(&sw->txq, buf, INA_HDR_LEN + 4 * (size_t)ss->count, &job->up.addr);
+    ina__txq_push(&sw->txq, buf, INA_HDR_LEN + 4 * (size_t)ss->count, &job->up.addr);
 }
 
 /*
@@ -445,9 +445,9 @@ void ina__tree_dp_result(struct ina_switch *sw, struct ina_job *job, const struc
     if (!ss->up || ss->seq != h->seq || h->count != ss->count || h->tag != ss->tag ||
         h->op != ss->op)
         return drop_job(sw, job, INA_DROP_UPSTREAM);
-    ina_be32_load(set_values(sw, job->slot_base + rel, set), payload, h->count);
+    ina__be32_load(set_values(sw, job->slot_base + rel, set), payload, h->count);
     ss->exp = h->exp; /* every rank's maximum (two-round floats), as the parent saw it */
-    ss->raw = ina_op_is_h16(ss->op); /* 16-bit words, passed down as received (§8.10.7) */
+    ss->raw = ina__op_is_h16(ss->op); /* 16-bit words, passed down as received (§8.10.7) */
     ss->up = 0;
     ss->complete = 1;
     sw->c.up_results++;
@@ -456,23 +456,23 @@ void ina__tree_dp_result(struct ina_switch *sw, struct ina_job *job, const struc
     emit_result(sw, job, rel, set, ss, -1);
 }
 
-void ina_switch_input_ring(struct ina_switch *sw, struct ina_job *job, int r,
+void ina__switch_input_ring(struct ina_switch *sw, struct ina_job *job, int r,
                            const uint8_t *buf, size_t len, uint64_t now_ns)
 {
     struct sockaddr_in src = job->members[r].addr;
     job->members[r].shm_live = 1;
     sw->c.shm_rx_packets++;
-    ina_switch_input(sw, buf, len, &src, now_ns);
+    ina__switch_input(sw, buf, len, &src, now_ns);
 }
 
 /* A datagram the in-kernel dataplane would have taken: header of a DATA. */
 static int is_data(const uint8_t *buf, size_t len)
 {
-    return len >= INA_HDR_LEN && ina_get16(buf) == INA_WIRE_MAGIC && buf[2] == INA_WIRE_VERSION &&
+    return len >= INA_HDR_LEN && ina__get16(buf) == INA_WIRE_MAGIC && buf[2] == INA_WIRE_VERSION &&
            buf[3] == INA_K_DATA;
 }
 
-void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
+void ina__switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
                       const struct sockaddr_in *src, uint64_t now_ns)
 {
     /* Another dataplane keeps the slots: DATA that still reached the socket
@@ -490,7 +490,7 @@ void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
     const size_t tagged_len = len;
     if (tagged && !no_room)
         len -= INA_MAC_LEN;
-    int perr = ina_hdr_decode(buf, len, &h);
+    int perr = ina__hdr_decode(buf, len, &h);
     if (perr == INA_PARSE_OK && no_room)
         perr = INA_PARSE_LENGTH;
     switch (perr) {
@@ -522,9 +522,9 @@ void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
     if (h.rank >= job->world || !job->members[h.rank].weight)
         return drop_job(sw, job, INA_DROP_RANK); /* (a rank a child stands for sends nothing) */
     struct ina_member *m = &job->members[h.rank];
-    if (!ina_addr_eq(src, &m->addr))
+    if (!ina__addr_eq(src, &m->addr))
         return drop_job(sw, job, INA_DROP_SOURCE);
-    if (tagged && !ina_mac_strip(&job->mac, buf, tagged_len))
+    if (tagged && !ina__mac_strip(&job->mac, buf, tagged_len))
         return drop_job(sw, job, INA_DROP_MAC); /* forged, or changed on the way */
     m->rx_packets++;
     m->rx_bytes += tagged_len;

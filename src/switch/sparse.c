@@ -33,19 +33,19 @@ static inline const uint8_t *desc_at(const uint8_t *p, unsigned j) { return p + 
 
 int ina__sparse_valid(const struct ina_job *job, const struct ina_hdr *h, const uint8_t *payload)
 {
-    return ina_sparse_check(payload, h->count, job->elems, ina_op_is_sparse_h16(h->op)) == 0;
+    return ina__sparse_check(payload, h->count, job->elems, ina_op_is_sparse_h16(h->op)) == 0;
 }
 
 int ina__sparse_same(const int32_t *v, const uint8_t *payload)
 {
-    uint32_t lay = ina_get32(payload);
+    uint32_t lay = ina__get32(payload);
     if ((uint32_t)v[0] != lay)
         return 0;
-    unsigned np = ina_sparse_layout_places(lay);
+    unsigned np = ina__sparse_layout_places(lay);
     for (unsigned j = 0; j < np; j++) {
         const uint8_t *d = desc_at(payload, j);
-        uint32_t info = ina_get32(d + 8);
-        if ((uint32_t)v[DESC(j)] != ina_get32(d) ||
+        uint32_t info = ina__get32(d + 8);
+        if ((uint32_t)v[DESC(j)] != ina__get32(d) ||
             (((uint32_t)v[DESC(j) + 2] ^ info) & INA_SPARSE_FIRST))
             return 0;
     }
@@ -74,40 +74,40 @@ static inline const uint8_t *block_of(struct blocks *it, uint32_t info, unsigned
  */
 static void h16_lanes_load(int32_t *l, const uint8_t *b, unsigned n, int16_t e, enum ina_h16_fmt f)
 {
-    ina_h16_load(l, b, n / 2, e, f);
+    ina__h16_load(l, b, n / 2, e, f);
     if (n & 1) {
         int32_t pair[2];
-        ina_h16_load(pair, b + 4 * (size_t)(n / 2), 1, e, f);
+        ina__h16_load(pair, b + 4 * (size_t)(n / 2), 1, e, f);
         l[n - 1] = pair[0];
     }
 }
 
 static void h16_lanes_add(int32_t *l, const uint8_t *b, unsigned n, int16_t e, enum ina_h16_fmt f)
 {
-    ina_h16_add(l, b, n / 2, e, f);
+    ina__h16_add(l, b, n / 2, e, f);
     if (n & 1) {
         int32_t pair[2] = {l[n - 1], 0};
-        ina_h16_add(pair, b + 4 * (size_t)(n / 2), 1, e, f);
+        ina__h16_add(pair, b + 4 * (size_t)(n / 2), 1, e, f);
         l[n - 1] = pair[0];
     }
 }
 
 static int16_t h16_lanes_exp(const int32_t *l, unsigned n, int16_t e, enum ina_h16_fmt f)
 {
-    int16_t s = ina_h16_result_exp(l, n / 2, e, f);
+    int16_t s = ina__h16_result_exp(l, n / 2, e, f);
     if (n & 1) {
         int32_t pair[2] = {l[n - 1], 0};
-        s = ina_h16_result_exp(pair, 1, s, f); /* the larger of both halves' s */
+        s = ina__h16_result_exp(pair, 1, s, f); /* the larger of both halves' s */
     }
     return s;
 }
 
 static void h16_lanes_store(uint8_t *b, const int32_t *l, unsigned n, int16_t s, enum ina_h16_fmt f)
 {
-    ina_h16_store(b, l, n / 2, s, f);
+    ina__h16_store(b, l, n / 2, s, f);
     if (n & 1) {
         int32_t pair[2] = {l[n - 1], 0};
-        ina_h16_store(b + 4 * (size_t)(n / 2), pair, 1, s, f);
+        ina__h16_store(b + 4 * (size_t)(n / 2), pair, 1, s, f);
     }
 }
 
@@ -115,27 +115,27 @@ static void h16_lanes_store(uint8_t *b, const int32_t *l, unsigned n, int16_t s,
 static void place_load(int32_t *sum, const uint8_t *b, unsigned block, uint8_t op, int16_t e)
 {
     if (ina_op_is_sparse_h16(op))
-        h16_lanes_load(sum, b, block, e, ina_h16_fmt_of_op(op));
+        h16_lanes_load(sum, b, block, e, ina__h16_fmt_of_op(op));
     else
-        ina_be32_load(sum, b, block);
+        ina__be32_load(sum, b, block);
 }
 
 unsigned ina__sparse_first(int32_t *v, const uint8_t *payload, uint8_t op)
 {
-    uint32_t lay = ina_get32(payload);
-    unsigned block = ina_sparse_layout_block(lay), np = ina_sparse_layout_places(lay), n = 0;
+    uint32_t lay = ina__get32(payload);
+    unsigned block = ina__sparse_layout_block(lay), np = ina__sparse_layout_places(lay), n = 0;
     const unsigned words = ina_sparse_block_words(block, ina_op_is_sparse_h16(op));
     struct blocks it = {payload + 4 * DESC(np)};
     v[0] = (int32_t)lay;
     for (unsigned j = 0; j < np; j++) {
         const uint8_t *d = desc_at(payload, j);
-        uint32_t info = ina_get32(d + 8);
-        v[DESC(j)] = (int32_t)ina_get32(d);
-        v[DESC(j) + 1] = (int32_t)ina_get32(d + 4);
+        uint32_t info = ina__get32(d + 8);
+        v[DESC(j)] = (int32_t)ina__get32(d);
+        v[DESC(j) + 1] = (int32_t)ina__get32(d + 4);
         v[DESC(j) + 2] = (int32_t)info;
         const uint8_t *b = block_of(&it, info, words);
         if (b) {
-            place_load(v + DESC(np) + (size_t)j * block, b, block, op, ina_sparse_info_exp(info));
+            place_load(v + DESC(np) + (size_t)j * block, b, block, op, ina__sparse_info_exp(info));
             n++;
         }
     }
@@ -144,16 +144,16 @@ unsigned ina__sparse_first(int32_t *v, const uint8_t *payload, uint8_t op)
 
 unsigned ina__sparse_combine(int32_t *v, const uint8_t *payload, uint8_t op)
 {
-    unsigned block = ina_sparse_layout_block((uint32_t)v[0]);
-    unsigned np = ina_sparse_layout_places((uint32_t)v[0]), n = 0;
+    unsigned block = ina__sparse_layout_block((uint32_t)v[0]);
+    unsigned np = ina__sparse_layout_places((uint32_t)v[0]), n = 0;
     const int h16 = ina_op_is_sparse_h16(op);
     const unsigned words = ina_sparse_block_words(block, h16);
     struct blocks it = {payload + 4 * DESC(np)};
     for (unsigned j = 0; j < np; j++) {
         const uint8_t *d = desc_at(payload, j);
-        uint32_t next = ina_get32(d + 4), info = ina_get32(d + 8);
+        uint32_t next = ina__get32(d + 4), info = ina__get32(d + 8);
         uint32_t cur_next = (uint32_t)v[DESC(j) + 1], cur = (uint32_t)v[DESC(j) + 2];
-        int16_t e = ina_sparse_info_exp(info), ce = ina_sparse_info_exp(cur);
+        int16_t e = ina__sparse_info_exp(info), ce = ina__sparse_info_exp(cur);
         /* The next round of this column is at the smallest next; its block's
          * exponent is the largest any rank announced for that block (ranks
          * whose next is later have a zero block there, exponent ZERO). Ops
@@ -171,12 +171,12 @@ unsigned ina__sparse_combine(int32_t *v, const uint8_t *payload, uint8_t op)
                 place_load(sum, b, block, op, e);
                 ce = h16 ? e : ce;
             } else if (h16) {
-                h16_lanes_add(sum, b, block, e, ina_h16_fmt_of_op(op));
+                h16_lanes_add(sum, b, block, e, ina__h16_fmt_of_op(op));
                 ce = e > ce ? e : ce;
             } else if (op == INA_OP_SPARSE_F32) {
-                ina_be32_fadd(sum, b, block);
+                ina__be32_fadd(sum, b, block);
             } else {
-                ina_be32_add(sum, b, block);
+                ina__be32_add(sum, b, block);
             }
             cur |= INA_SPARSE_HAS;
             n++;
@@ -188,25 +188,25 @@ unsigned ina__sparse_combine(int32_t *v, const uint8_t *payload, uint8_t op)
 
 void ina__sparse_h16_finish(int32_t *v, uint8_t op)
 {
-    unsigned block = ina_sparse_layout_block((uint32_t)v[0]);
-    unsigned np = ina_sparse_layout_places((uint32_t)v[0]);
+    unsigned block = ina__sparse_layout_block((uint32_t)v[0]);
+    unsigned np = ina__sparse_layout_places((uint32_t)v[0]);
     for (unsigned j = 0; j < np; j++) {
         uint32_t info = (uint32_t)v[DESC(j) + 2];
         int16_t s = 0; /* no block: no scale */
         if (info & INA_SPARSE_HAS)
-            s = h16_lanes_exp(v + DESC(np) + (size_t)j * block, block, ina_sparse_info_exp(info),
-                              ina_h16_fmt_of_op(op));
+            s = h16_lanes_exp(v + DESC(np) + (size_t)j * block, block, ina__sparse_info_exp(info),
+                              ina__h16_fmt_of_op(op));
         v[DESC(j) + 2] = (int32_t)((info & ~0xFFFFu) | (uint16_t)s);
     }
 }
 
 size_t ina__sparse_emit(uint8_t *out, const int32_t *v, uint8_t op, unsigned *nblocks)
 {
-    unsigned block = ina_sparse_layout_block((uint32_t)v[0]);
-    unsigned np = ina_sparse_layout_places((uint32_t)v[0]), n = 0;
+    unsigned block = ina__sparse_layout_block((uint32_t)v[0]);
+    unsigned np = ina__sparse_layout_places((uint32_t)v[0]), n = 0;
     const int h16 = ina_op_is_sparse_h16(op);
     const unsigned words = ina_sparse_block_words(block, h16);
-    ina_be32_store(out, v, DESC(np)); /* layout and descriptors */
+    ina__be32_store(out, v, DESC(np)); /* layout and descriptors */
     uint8_t *b = out + 4 * DESC(np);
     for (unsigned j = 0; j < np; j++) {
         uint32_t info = (uint32_t)v[DESC(j) + 2];
@@ -214,21 +214,21 @@ size_t ina__sparse_emit(uint8_t *out, const int32_t *v, uint8_t op, unsigned *nb
             continue;
         const int32_t *sum = v + DESC(np) + (size_t)j * block;
         if (h16) /* at the place's scale s (ina__sparse_h16_finish) */
-            h16_lanes_store(b, sum, block, ina_sparse_info_exp(info), ina_h16_fmt_of_op(op));
+            h16_lanes_store(b, sum, block, ina__sparse_info_exp(info), ina__h16_fmt_of_op(op));
         else
-            ina_be32_store(b, sum, block);
+            ina__be32_store(b, sum, block);
         b += 4 * (size_t)words;
         n++;
     }
     if (nblocks)
         *nblocks = n;
-    return ina_sparse_words(words, np, n);
+    return ina__sparse_words(words, np, n);
 }
 
 unsigned ina__sparse_blocks_in(const uint8_t *payload)
 {
-    unsigned np = ina_sparse_layout_places(ina_get32(payload)), n = 0;
+    unsigned np = ina__sparse_layout_places(ina__get32(payload)), n = 0;
     for (unsigned j = 0; j < np; j++)
-        n += (ina_get32(desc_at(payload, j) + 8) & INA_SPARSE_HAS) != 0;
+        n += (ina__get32(desc_at(payload, j) + 8) & INA_SPARSE_HAS) != 0;
     return n;
 }

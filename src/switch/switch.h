@@ -4,7 +4,7 @@
 
 /*
  * The switch is a pure state machine fed one datagram at a time by
- * ina_switch_input(); it queues what it must send into sw->txq. Sockets live
+ * ina__switch_input(); it queues what it must send into sw->txq. Sockets live
  * in main.c, so tests and fuzzers drive this API directly, without a network.
  *
  * Memory is fixed at creation: nslots slots, each two sets (the shadow copy)
@@ -176,7 +176,7 @@ struct ina_job {
     struct ina_uplink up; /* child only */
     uint64_t created_ns, last_rx_ns;
     uint64_t wait_until_ns; /* WAITING: give up (NOSPACE) after this */
-    int evicted;            /* the operator moved it away (control.c: ina_switch_evict_job) */
+    int evicted;            /* the operator moved it away (control.c: ina__switch_evict_job) */
     uint64_t evict_bound;   /* then: first stream position (round * W + slot) not served */
     struct sockaddr_in mcast; /* group finished sums go to; sin_family 0 = unicast to each rank */
     /* Tags (PROTOCOL.md §4.6): with a secret, a session that multicasts its
@@ -216,7 +216,7 @@ struct ina_switch_params {
     int has_secret;
     struct ina_hmac_key secret;
     /* The key of this switch's JOIN cookies (with a secret): random at
-     * ina_switch_init unless set here, as main.c does so that every
+     * ina__switch_init unless set here, as main.c does so that every
      * dataplane thread takes the cookies of the others (a REDIRECT moves a
      * worker between them, its cookie still good). */
     int cookie_key_set;
@@ -315,7 +315,7 @@ struct ina_switch {
 
 /* Whether this switch's sessions are tagged (PROTOCOL.md §4.6): then k is at
  * most INA_MAX_ELEMS_TAGGED. */
-static inline int ina_switch_tags(const struct ina_switch_params *p)
+static inline int ina__switch_tags(const struct ina_switch_params *p)
 {
     return p->has_secret && (p->mcast_base || p->integrity);
 }
@@ -334,8 +334,8 @@ static inline uint32_t ina_switch_set_words(const struct ina_switch_params *p)
     return ina_switch_h16(p) ? 2 * p->max_elems : p->max_elems;
 }
 
-/* True when the caller must flush sw->txq before the next ina_switch_input(). */
-static inline int ina_switch_tx_full(const struct ina_switch *sw)
+/* True when the caller must flush sw->txq before the next ina__switch_input(). */
+static inline int ina__switch_tx_full(const struct ina_switch *sw)
 {
     return sw->txq.nbuf + INA_SW_TX_RESERVE_BUFS > sw->txq.maxbuf ||
            sw->txq.nmsg + INA_SW_TX_RESERVE_MSGS > sw->txq.maxmsg;
@@ -344,28 +344,28 @@ static inline int ina_switch_tx_full(const struct ina_switch *sw)
 /* Count what the transmit queue lost to a missing flush (drop TXQ; never
  * expected, see txq.h). Called on every flush attempt, whether or not it
  * empties the queue, so that a queue stuck full still shows. */
-static inline void ina_switch_tx_account(struct ina_switch *sw)
+static inline void ina__switch_tx_account(struct ina_switch *sw)
 {
     sw->c.drops[INA_DROP_TXQ] += sw->txq.overflows;
     sw->txq.overflows = 0;
 }
 
 /* After a flush: count, then empty the queue. */
-static inline void ina_switch_tx_reset(struct ina_switch *sw)
+static inline void ina__switch_tx_reset(struct ina_switch *sw)
 {
-    ina_switch_tx_account(sw);
-    ina_txq_reset(&sw->txq);
+    ina__switch_tx_account(sw);
+    ina__txq_reset(&sw->txq);
 }
 
 /* @return 0, or -ENOMEM / -EINVAL. */
-int ina_switch_init(struct ina_switch *sw, const struct ina_switch_params *p);
-void ina_switch_free(struct ina_switch *sw);
+int ina__switch_init(struct ina_switch *sw, const struct ina_switch_params *p);
+void ina__switch_free(struct ina_switch *sw);
 
 /*
  * Process one datagram from src. Queues replies into sw->txq; the caller
- * must flush the queue first whenever ina_switch_tx_full() says so.
+ * must flush the queue first whenever ina__switch_tx_full() says so.
  */
-void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
+void ina__switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
                       const struct sockaddr_in *src, uint64_t now_ns);
 
 /*
@@ -373,29 +373,29 @@ void ina_switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
  * as if it came from the rank's registered address. The first one proves the
  * rank uses its rings: from then on its RESULTs go down its ring, not by UDP.
  */
-void ina_switch_input_ring(struct ina_switch *sw, struct ina_job *job, int r,
+void ina__switch_input_ring(struct ina_switch *sw, struct ina_job *job, int r,
                            const uint8_t *buf, size_t len, uint64_t now_ns);
 
 /* Periodic housekeeping: expire joins and idle jobs. */
-void ina_switch_tick(struct ina_switch *sw, uint64_t now_ns);
+void ina__switch_tick(struct ina_switch *sw, uint64_t now_ns);
 
 /* drain.c: start draining (refuse new jobs; JOINING and WAITING jobs get
  * JOIN_NAK SHUTDOWN now); running jobs may finish their operations until
  * now_ns + timeout_ns. Idempotent. */
-void ina_switch_drain_start(struct ina_switch *sw, uint64_t now_ns, uint64_t timeout_ns);
+void ina__switch_drain_start(struct ina_switch *sw, uint64_t now_ns, uint64_t timeout_ns);
 /* drain.c: end (ABORT SHUTDOWN) every job between operations, and every job
  * once the deadline passed. @return the jobs still held (0: drained). */
-int ina_switch_drain_step(struct ina_switch *sw, uint64_t now_ns);
+int ina__switch_drain_step(struct ina_switch *sw, uint64_t now_ns);
 
 /* Operator request (ina-ctl abort): end job `id` of this shard for every
  * rank (ABORT, or JOIN_NAK while it is still joining), as the dataplane
- * thread itself; the caller must flush first if ina_switch_tx_full().
+ * thread itself; the caller must flush first if ina__switch_tx_full().
  * @return 0, or -ENOENT if the id is not a job of this shard. */
-int ina_switch_abort_job(struct ina_switch *sw, uint16_t id);
+int ina__switch_abort_job(struct ina_switch *sw, uint16_t id);
 /* Operator eviction: the job keeps its slots only for what its ranks have
  * already sent, and moves to rank 0's host aggregator (PROTOCOL.md §5.8).
  * @return 0, -ENOENT (no such active job) or -EALREADY. */
-int ina_switch_evict_job(struct ina_switch *sw, uint16_t id);
+int ina__switch_evict_job(struct ina_switch *sw, uint16_t id);
 /* Queue the job's MIGRATE notice to one rank (r >= 0) or every rank (r < 0). */
 void ina__job_send_migrate(struct ina_switch *sw, const struct ina_job *job, int r);
 
@@ -494,7 +494,7 @@ void ina__tree_tick(struct ina_switch *sw, struct ina_job *job, uint64_t now_ns)
  * and token, and the child's rank there (its set's lowest rank). */
 static inline void ina__up_hdr(struct ina_hdr *h, const struct ina_job *job, uint8_t kind)
 {
-    ina_hdr_init(h, kind);
+    ina__hdr_init(h, kind);
     h->job = job->up.job;
     h->rank = job->up.rep;
     h->session = job->up.session;
@@ -508,7 +508,7 @@ static inline struct ina_job *ina__job_by_id(struct ina_switch *sw, uint16_t id)
     return id != 0 && i < INA_SW_MAX_JOBS ? &sw->jobs[i] : NULL;
 }
 
-static inline int ina_addr_eq(const struct sockaddr_in *a, const struct sockaddr_in *b)
+static inline int ina__addr_eq(const struct sockaddr_in *a, const struct sockaddr_in *b)
 {
     return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
 }

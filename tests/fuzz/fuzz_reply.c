@@ -153,7 +153,7 @@ HARNESS int __wrap_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int vlen, int
         const uint8_t *b = mh->msg_iov[v].iov_base;
         size_t len = mh->msg_iov[v].iov_len;
         struct ina_hdr h;
-        CHECKF(ina_hdr_decode(b, len, &h) == INA_PARSE_OK);
+        CHECKF(ina__hdr_decode(b, len, &h) == INA_PARSE_OK);
         CHECKF(h.kind == INA_K_DATA);
         CHECKF(h.job == ctx->job_id && h.session == ctx->session && h.token == ctx->token);
         CHECKF(h.rank == ctx->rank);
@@ -169,7 +169,7 @@ HARNESS int __wrap_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int vlen, int
         if (ws->req->sparse) {
             CHECKF(h.op == (f32 ? INA_OP_SPARSE_F32 : INA_OP_SPARSE_I32));
             CHECKF(ctx->switch_caps & INA_FLAG_CAP_SPARSE);
-            CHECKF(ina_sparse_check(b + INA_HDR_LEN, h.count, ctx->elems, ina_op_is_sparse_h16(h.op)) == 0);
+            CHECKF(ina__sparse_check(b + INA_HDR_LEN, h.count, ctx->elems, ina_op_is_sparse_h16(h.op)) == 0);
         } else {
             CHECKF(h.op == (f32 ? INA_OP_ADD_F32 : INA_OP_ADD_I32));
         }
@@ -401,12 +401,12 @@ static uint8_t *model_result(const struct ina_ctx *ctx, uint32_t s, size_t *len)
     uint8_t *b = xmalloc(*len);
     memcpy(b, sent[s].buf, *len);
     b[3] = INA_K_RESULT;
-    ina_put16(b + 6, INA_RANK_SWITCH);
+    ina__put16(b + 6, INA_RANK_SWITCH);
     size_t first = INA_HDR_LEN;
-    if (ina_op_is_sparse(b[30])) /* the descriptors stand: every rank sent the same */
-        first += 4 * ina_sparse_words(0, ina_sparse_layout_places(ina_get32(b + first)), 0);
+    if (ina__op_is_sparse(b[30])) /* the descriptors stand: every rank sent the same */
+        first += 4 * ina__sparse_words(0, ina__sparse_layout_places(ina__get32(b + first)), 0);
     for (size_t off = first; off + 4 <= *len; off += 4) {
-        uint32_t v = ina_get32(b + off);
+        uint32_t v = ina__get32(b + off);
         if (b[30] == INA_OP_ADD_F32 || b[30] == INA_OP_SPARSE_F32) {
             float x, acc;
             memcpy(&x, &v, 4);
@@ -417,7 +417,7 @@ static uint8_t *model_result(const struct ina_ctx *ctx, uint32_t s, size_t *len)
         } else {
             v *= (uint32_t)ctx->world;
         }
-        ina_put32(b + off, v);
+        ina__put32(b + off, v);
     }
     return b;
 }
@@ -443,17 +443,17 @@ static int one_record(struct ina_ctx *ctx, uint8_t flags, uint8_t sel, const uin
         memcpy(b, bytes, len < want ? len : want);
         if (want >= INA_HDR_LEN) {
             if (flags & F_HDR) {
-                ina_put16(b, INA_WIRE_MAGIC);
+                ina__put16(b, INA_WIRE_MAGIC);
                 b[2] = INA_WIRE_VERSION;
                 b[3] = INA_K_RESULT;
             }
             if (flags & F_CREDS) {
-                ina_put16(b + 4, ctx->job_id);
-                ina_put32(b + 8, ctx->session);
-                ina_put32(b + 12, ctx->token);
+                ina__put16(b + 4, ctx->job_id);
+                ina__put32(b + 8, ctx->session);
+                ina__put32(b + 12, ctx->token);
             }
             if (flags & F_SLOT) {
-                ina_put32(b + 16, s | ((ina_get32(last + 20) & 1) ? INA_SLOT_SET_BIT : 0));
+                ina__put32(b + 16, s | ((ina__get32(last + 20) & 1) ? INA_SLOT_SET_BIT : 0));
                 memcpy(b + 20, last + 20, 4); /* seq */
                 b[30] = last[30];             /* wire op */
                 b[31] = last[31];             /* op tag */

@@ -1,4 +1,4 @@
-/* fuzz_switch.c: libFuzzer target for ina-switch's packet handler (ina_switch_input). */
+/* fuzz_switch.c: libFuzzer target for ina-switch's packet handler (ina__switch_input). */
 
 /*
  * Entropy: the switch draws session ids and tokens from getrandom(). Here it
@@ -50,7 +50,7 @@
  *   F_SETBIT  make the slot's set bit agree with seq
  *   F_COUNT   set count = (length - 32) / 4 and cut the datagram to match
  *   F_TICK    after the datagram, advance the clock by tick_step[sel >> 5]
- *             and run ina_switch_tick
+ *             and run ina__switch_tick
  *   F_CHILD   (the first record's flags only) the switch is a child of a tree
  *             (ina-switch --parent, PROTOCOL.md §12) whose parent is
  *             src_table[PARENT_SRC]: the harness plays the parent to start the
@@ -175,7 +175,7 @@ HARNESS static void check_txq(void)
         CHECKF((size_t)(b - q->bufmem) % q->bufsize == 0);
         CHECKF(len >= INA_HDR_LEN && len <= q->bufsize);
         struct ina_hdr h;
-        CHECKF(ina_hdr_decode(b, len, &h) == INA_PARSE_OK);
+        CHECKF(ina__hdr_decode(b, len, &h) == INA_PARSE_OK);
         if (child_mode && q->addrs[i].sin_addr.s_addr == src_table[PARENT_SRC].sin_addr.s_addr &&
             (h.kind == INA_K_TREE_JOIN || h.kind == INA_K_DATA || h.kind == INA_K_LEAVE)) {
             /* (To the parent's host: a REDIRECT may have moved the port.) */
@@ -198,13 +198,13 @@ HARNESS static void check_txq(void)
         case INA_K_JOIN_ACK:
             CHECKF(len == INA_HDR_LEN + INA_JOIN_BODY_LEN);
             /* A child offers no op 3 and says at least one level lies above it. */
-            CHECKF(!child_mode || (!(h.flags & INA_FLAG_CAP_BFP) && ina_flag_levels(h.flags) >= 1));
+            CHECKF(!child_mode || (!(h.flags & INA_FLAG_CAP_BFP) && ina__flag_levels(h.flags) >= 1));
             break;
         case INA_K_JOIN_NAK:
             /* NOSPACE may name rank 0's fallback aggregator (8 more bytes). */
             CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN ||
                    (len == INA_HDR_LEN + INA_NAK_FALLBACK_LEN &&
-                    (int32_t)ina_get32(b + INA_HDR_LEN + 8) == INA_ERR_NOSPACE));
+                    (int32_t)ina__get32(b + INA_HDR_LEN + 8) == INA_ERR_NOSPACE));
             break;
         case INA_K_REDIRECT:
         case INA_K_ABORT: CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN); break;
@@ -213,7 +213,7 @@ HARNESS static void check_txq(void)
              * them and it waits for slots; the bitmap names exactly them. */
             CHECKF(len == INA_HDR_LEN + INA_JOIN_WAIT_BODY_LEN);
             const uint8_t *w = b + INA_HDR_LEN;
-            unsigned world = ina_get16(w + 8), joined = ina_get16(w + 10), bits = 0;
+            unsigned world = ina__get16(w + 8), joined = ina__get16(w + 10), bits = 0;
             CHECKF(world >= 1 && world <= INA_MAX_WORKERS && joined >= 1 && joined <= world);
             /* (A child waits for its parent with every rank it stands for joined.) */
             CHECKF(w[12] <= 1 && (child_mode || (w[12] == 1) == (joined == world)));
@@ -228,13 +228,13 @@ HARNESS static void check_txq(void)
             break;
         case INA_K_HOT_KEYS:
             CHECKF(len >= INA_HDR_LEN + INA_HOT_KEYS_HDR &&
-                   len == INA_HDR_LEN + INA_HOT_KEYS_HDR + 8 * (size_t)ina_get16(b + INA_HDR_LEN + 12));
-            CHECKF(ina_get16(b + INA_HDR_LEN + 12) <= FZ_HOT_MAX);
+                   len == INA_HDR_LEN + INA_HOT_KEYS_HDR + 8 * (size_t)ina__get16(b + INA_HDR_LEN + 12));
+            CHECKF(ina__get16(b + INA_HDR_LEN + 12) <= FZ_HOT_MAX);
             break;
         case INA_K_SHM_ACK:
             /* This switch offers no rings (params.shm 0): every SHM_ATTACH is refused. */
             CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN);
-            CHECKF((int32_t)ina_get32(b + INA_HDR_LEN + 8) == INA_ERR_NOTSUP);
+            CHECKF((int32_t)ina__get32(b + INA_HDR_LEN + 8) == INA_ERR_NOTSUP);
             break;
         default: CHECKF(!"unexpected kind queued by the switch");
         }
@@ -245,7 +245,7 @@ static void flush_txq(void)
 {
     check_txq();
     CHECKF(sw.txq.overflows == 0); /* every input was preceded by the flush check */
-    ina_switch_tx_reset(&sw);
+    ina__switch_tx_reset(&sw);
 }
 
 /* The job table, the slot owner map and every slot set of every active job agree. */
@@ -321,17 +321,17 @@ HARNESS static void check_state(void)
                 CHECKF((ss->seq & 1) == set);
                 CHECKF(ss->count <= job->elems);
                 /* only valid wire ops ever enter a round */
-                CHECKF(ss->op <= INA_OP_LAST || ina_op_is_sparse(ss->op) || ina_op_is_h16(ss->op) ||
+                CHECKF(ss->op <= INA_OP_LAST || ina__op_is_sparse(ss->op) || ina__op_is_h16(ss->op) ||
                        (ss->hot && ss->op == INA_OP_HOT_F32)); /* a hot round: op 9 only */
                 CHECKF(!ss->hot || ss->op == INA_OP_HOT_F32);
-                if (ina_op_is_sparse(ss->op)) { /* a checked layout, within the slot */
+                if (ina__op_is_sparse(ss->op)) { /* a checked layout, within the slot */
                     uint32_t lay = (uint32_t)sw.values[((size_t)(job->slot_base + s) * 2 + set) *
                                                        sw.set_words];
-                    unsigned b = ina_sparse_layout_block(lay);
-                    CHECKF(ina_sparse_words_max(ina_sparse_block_words(
+                    unsigned b = ina__sparse_layout_block(lay);
+                    CHECKF(ina__sparse_words_max(ina_sparse_block_words(
                                                     b, ina_op_is_sparse_h16(ss->op)),
-                                                ina_sparse_layout_places(lay)) <= job->elems);
-                    CHECKF(ina_sparse_words_max(b, ina_sparse_layout_places(lay)) <= sw.set_words);
+                                                ina__sparse_layout_places(lay)) <= job->elems);
+                    CHECKF(ina__sparse_words_max(b, ina__sparse_layout_places(lay)) <= sw.set_words);
                 }
                 CHECKF(!(ss->up && ss->complete));
                 CHECKF(!ss->up || (job->child && ss->nrecv == job->need));
@@ -366,9 +366,9 @@ static void send_join(const char *name, int world, int rank, uint16_t elems, uin
 {
     uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_JOIN);
+    ina__hdr_init(&h, INA_K_JOIN);
     h.rank = (uint16_t)rank;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     struct ina_join j;
     memset(&j, 0, sizeof(j));
     j.nonce = nonce;
@@ -377,10 +377,10 @@ static void send_join(const char *name, int world, int rank, uint16_t elems, uin
     j.window = window;
     j.sw_version = INA_VERSION_NUMBER;
     snprintf(j.name, sizeof(j.name), "%s", name);
-    ina_join_encode(b + INA_HDR_LEN, &j);
-    if (ina_switch_tx_full(&sw))
+    ina__join_encode(b + INA_HDR_LEN, &j);
+    if (ina__switch_tx_full(&sw))
         flush_txq();
-    ina_switch_input(&sw, b, sizeof(b), src, now_ns);
+    ina__switch_input(&sw, b, sizeof(b), src, now_ns);
 }
 
 /*
@@ -397,10 +397,10 @@ HARNESS static void play_parent_ack(int world)
         struct ina_hdr h;
         const uint8_t *b = sw.txq.iovs[i].iov_base;
         size_t len = sw.txq.iovs[i].iov_len;
-        if (!ina_addr_eq(&sw.txq.addrs[i], parent) || ina_hdr_decode(b, len, &h) != 0 ||
+        if (!ina__addr_eq(&sw.txq.addrs[i], parent) || ina__hdr_decode(b, len, &h) != 0 ||
             h.kind != INA_K_TREE_JOIN)
             continue;
-        CHECKF(ina_join_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &j) == 0);
+        CHECKF(ina__join_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &j) == 0);
         CHECKF(h.rank == 0 && j.world_size == world);
         found = 1;
     }
@@ -409,15 +409,15 @@ HARNESS static void play_parent_ack(int world)
     static uint16_t parent_job = 40;
     uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_JOIN_ACK);
+    ina__hdr_init(&h, INA_K_JOIN_ACK);
     h.job = ++parent_job;
     h.rank = INA_RANK_SWITCH;
     h.session = 0x5E550000u + parent_job;
     h.token = 0x70C00000u + parent_job;
     h.flags = INA_FLAG_CAP_F32;
-    ina_hdr_encode(b, &h);
-    ina_join_encode(b + INA_HDR_LEN, &j); /* its own proposal, granted */
-    ina_switch_input(&sw, b, sizeof(b), parent, now_ns);
+    ina__hdr_encode(b, &h);
+    ina__join_encode(b + INA_HDR_LEN, &j); /* its own proposal, granted */
+    ina__switch_input(&sw, b, sizeof(b), parent, now_ns);
 }
 
 /* Join `world` ranks; the last JOIN starts the job (child mode: the parent's
@@ -441,11 +441,11 @@ HARNESS static struct ina_job *start_job(const char *name, int world, uint16_t e
         struct ina_hdr h;
         const uint8_t *b = sw.txq.iovs[r].iov_base;
         size_t len = sw.txq.iovs[r].iov_len;
-        CHECKF(ina_hdr_decode(b, len, &h) == INA_PARSE_OK);
+        CHECKF(ina__hdr_decode(b, len, &h) == INA_PARSE_OK);
         CHECKF(h.kind == INA_K_JOIN_ACK);
-        CHECKF(ina_addr_eq(&sw.txq.addrs[r], &addrs[r]));
+        CHECKF(ina__addr_eq(&sw.txq.addrs[r], &addrs[r]));
         struct ina_join j;
-        CHECKF(ina_join_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &j) == 0);
+        CHECKF(ina__join_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &j) == 0);
         CHECKF(j.nonce == nonce_base + (uint64_t)r);
         CHECKF(j.world_size == world && j.elems == elems && j.window == window);
         if (r == 0) {
@@ -468,7 +468,7 @@ static void send_data(const struct ina_job *job, int rank, uint32_t slot, uint32
 {
     uint8_t b[INA_HDR_LEN + 4 * FZ_MAX_ELEMS];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_DATA);
+    ina__hdr_init(&h, INA_K_DATA);
     h.job = job->id;
     h.rank = (uint16_t)rank;
     h.session = job->session;
@@ -477,12 +477,12 @@ static void send_data(const struct ina_job *job, int rank, uint32_t slot, uint32
     h.seq = seq;
     h.count = count;
     h.op = INA_OP_ADD_I32;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     for (unsigned i = 0; i < count; i++)
-        ina_put32(b + INA_HDR_LEN + 4 * i, (uint32_t)v[i]);
-    if (ina_switch_tx_full(&sw))
+        ina__put32(b + INA_HDR_LEN + 4 * i, (uint32_t)v[i]);
+    if (ina__switch_tx_full(&sw))
         flush_txq();
-    ina_switch_input(&sw, b, INA_HDR_LEN + 4 * (size_t)count, src, now_ns);
+    ina__switch_input(&sw, b, INA_HDR_LEN + 4 * (size_t)count, src, now_ns);
 }
 
 /*
@@ -494,22 +494,22 @@ HARNESS static void play_parent_result(const struct ina_job *job, const int32_t 
                                        const int32_t *v1)
 {
     CHECKF(sw.txq.nmsg == 1);
-    CHECKF(ina_addr_eq(&sw.txq.addrs[0], &src_table[PARENT_SRC]));
+    CHECKF(ina__addr_eq(&sw.txq.addrs[0], &src_table[PARENT_SRC]));
     uint8_t b[INA_HDR_LEN + 4 * FZ_MAX_ELEMS];
     size_t len = sw.txq.iovs[0].iov_len;
     CHECKF(len <= sizeof(b));
     memcpy(b, sw.txq.iovs[0].iov_base, len);
     struct ina_hdr h;
-    CHECKF(ina_hdr_decode(b, len, &h) == INA_PARSE_OK);
+    CHECKF(ina__hdr_decode(b, len, &h) == INA_PARSE_OK);
     CHECKF(h.kind == INA_K_DATA && h.job == job->up.job && h.rank == job->up.rep &&
            h.session == job->up.session && h.token == job->up.token && h.count == ORACLE_ELEMS);
     for (int i = 0; i < ORACLE_ELEMS; i++)
-        CHECKF(ina_get32(b + INA_HDR_LEN + 4 * i) == (uint32_t)v0[i] + (uint32_t)v1[i]);
+        CHECKF(ina__get32(b + INA_HDR_LEN + 4 * i) == (uint32_t)v0[i] + (uint32_t)v1[i]);
     flush_txq();
     h.kind = INA_K_RESULT;
     h.rank = INA_RANK_SWITCH;
-    ina_hdr_encode(b, &h);
-    ina_switch_input(&sw, b, len, &src_table[PARENT_SRC], now_ns);
+    ina__hdr_encode(b, &h);
+    ina__switch_input(&sw, b, len, &src_table[PARENT_SRC], now_ns);
 }
 
 /* The oracle job was untouched by the records: one round per slot set gives exact sums. */
@@ -542,14 +542,14 @@ HARNESS static void oracle_check(uint16_t id, uint32_t session, uint32_t token)
             for (int r = 0; r < ORACLE_WORLD; r++) {
                 struct ina_hdr h;
                 const uint8_t *b = sw.txq.iovs[r].iov_base;
-                CHECKF(ina_hdr_decode(b, sw.txq.iovs[r].iov_len, &h) == INA_PARSE_OK);
+                CHECKF(ina__hdr_decode(b, sw.txq.iovs[r].iov_len, &h) == INA_PARSE_OK);
                 CHECKF(h.kind == INA_K_RESULT && h.job == id && h.session == session &&
                        h.token == token && h.seq == seq && h.count == ORACLE_ELEMS &&
                        (h.slot & INA_SLOT_INDEX_MASK) == s);
-                CHECKF(ina_addr_eq(&sw.txq.addrs[r], &oracle_addr[r]));
+                CHECKF(ina__addr_eq(&sw.txq.addrs[r], &oracle_addr[r]));
                 for (int i = 0; i < ORACLE_ELEMS; i++) {
                     uint32_t want = (uint32_t)v[0][i] + (uint32_t)v[1][i];
-                    CHECKF(ina_get32(b + INA_HDR_LEN + 4 * i) == want);
+                    CHECKF(ina__get32(b + INA_HDR_LEN + 4 * i) == want);
                 }
             }
             flush_txq();
@@ -567,7 +567,7 @@ static int verbose(void)
 
 HARNESS static void dump_state(void)
 {
-    ina_sw_counters_print(&sw.c, stderr);
+    ina__sw_counters_print(&sw.c, stderr);
     for (int j = 0; j < INA_SW_MAX_JOBS; j++)
         if (sw.jobs[j].state != INA_JOB_FREE)
             fprintf(stderr, "  job %d \"%s\" state %d world %d joined %d session %08x\n",
@@ -582,7 +582,7 @@ static int member_rank(const struct ina_job *job, const struct sockaddr_in *src)
     if (job->state == INA_JOB_FREE)
         return -1;
     for (int r = 0; r < job->world; r++)
-        if (job->members[r].joined && ina_addr_eq(&job->members[r].addr, src))
+        if (job->members[r].joined && ina__addr_eq(&job->members[r].addr, src))
             return r;
     return -1;
 }
@@ -600,26 +600,26 @@ static void one_record(uint8_t sel, uint8_t flags, const uint8_t *bytes, size_t 
     const struct ina_job *job = &sw.jobs[k];
 
     if ((flags & F_MAGIC) && len >= 3) {
-        ina_put16(b, INA_WIRE_MAGIC);
+        ina__put16(b, INA_WIRE_MAGIC);
         b[2] = INA_WIRE_VERSION;
     }
     /* From the parent (child mode): the credentials of the job's membership there. */
     int up = child_mode && (sel & 7) == PARENT_SRC;
     if ((flags & F_JOB) && len >= 12) {
-        ina_put16(b + 4, up ? job->up.job : (uint16_t)(k + 1));
-        ina_put32(b + 8, up ? job->up.session : job->session);
+        ina__put16(b + 4, up ? job->up.job : (uint16_t)(k + 1));
+        ina__put32(b + 8, up ? job->up.session : job->session);
     }
     if ((flags & F_TOKEN) && len >= 16)
-        ina_put32(b + 12, up ? job->up.token : job->token);
+        ina__put32(b + 12, up ? job->up.token : job->token);
     if (up && (flags & F_RANK) && len >= INA_HDR_LEN + 8) {
         /* The parent answering the job's registration: its nonce (JOIN_ACK,
          * JOIN_NAK and REDIRECT echo it at the body's start). */
-        ina_put32(b + INA_HDR_LEN, (uint32_t)(job->up.nonce >> 32));
-        ina_put32(b + INA_HDR_LEN + 4, (uint32_t)job->up.nonce);
+        ina__put32(b + INA_HDR_LEN, (uint32_t)(job->up.nonce >> 32));
+        ina__put32(b + INA_HDR_LEN + 4, (uint32_t)job->up.nonce);
     } else if ((flags & F_RANK) && len >= 8) {
         int r = member_rank(job, src);
         if (r >= 0)
-            ina_put16(b + 6, (uint16_t)r);
+            ina__put16(b + 6, (uint16_t)r);
     }
     if ((flags & F_SETBIT) && len >= 24)
         b[16] = (uint8_t)((b[16] & 0x7F) | (b[23] & 1) << 7);
@@ -627,14 +627,14 @@ static void one_record(uint8_t sel, uint8_t flags, const uint8_t *bytes, size_t 
         size_t n = (len - INA_HDR_LEN) / 4;
         if (n > UINT16_MAX)
             n = UINT16_MAX;
-        ina_put16(b + 24, (uint16_t)n);
+        ina__put16(b + 24, (uint16_t)n);
         len = INA_HDR_LEN + 4 * n;
     }
 
-    if (ina_switch_tx_full(&sw))
+    if (ina__switch_tx_full(&sw))
         flush_txq();
     uint64_t rx_before = sw.c.rx_packets;
-    ina_switch_input(&sw, b, len, src, now_ns);
+    ina__switch_input(&sw, b, len, src, now_ns);
     CHECKF(sw.c.rx_packets == rx_before + 1);
     free(b);
     check_txq();
@@ -642,9 +642,9 @@ static void one_record(uint8_t sel, uint8_t flags, const uint8_t *bytes, size_t 
 
     if (flags & F_TICK) {
         now_ns += tick_step[sel >> 5];
-        if (ina_switch_tx_full(&sw))
+        if (ina__switch_tx_full(&sw))
             flush_txq();
-        ina_switch_tick(&sw, now_ns);
+        ina__switch_tick(&sw, now_ns);
         check_txq();
         check_state();
     }
@@ -659,7 +659,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     now_ns = 1000000000ull;
 
     struct ina_switch_params p;
-    ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* job events would flood the fuzzer's output */
+    ina__log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* job events would flood the fuzzer's output */
     memset(&p, 0, sizeof(p));
     p.nslots = FZ_NSLOTS;
     p.max_elems = FZ_MAX_ELEMS;
@@ -673,7 +673,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         p.nparents = 1;
         p.parents[0] = src_table[PARENT_SRC];
     }
-    CHECKF(ina_switch_init(&sw, &p) == 0);
+    CHECKF(ina__switch_init(&sw, &p) == 0);
 
     start_job("honest", HONEST_WORLD, HONEST_ELEMS, HONEST_WINDOW, src_table, 0x1000);
     struct ina_job *oracle =
@@ -699,6 +699,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_state();
     if (verbose())
         dump_state();
-    ina_switch_free(&sw);
+    ina__switch_free(&sw);
     return 0;
 }

@@ -145,9 +145,9 @@ static void test_map_phase(void)
 static size_t put_desc(uint8_t *p, unsigned j, uint32_t pos, uint32_t next, uint32_t info)
 {
     uint8_t *d = p + 4 * (1 + 3 * (size_t)j);
-    ina_put32(d, pos);
-    ina_put32(d + 4, next);
-    ina_put32(d + 8, info);
+    ina__put32(d, pos);
+    ina__put32(d + 4, next);
+    ina__put32(d + 8, info);
     return 0;
 }
 
@@ -157,45 +157,45 @@ static void test_wire_check(void)
     const unsigned B = 4;
     /* 3 places: a first round, a block with a next, a block at the column's end. */
     memset(p, 0, sizeof(p));
-    ina_put32(p, ina_sparse_layout(B, 3));
-    put_desc(p, 0, 10, 10, ina_sparse_info(0, 1, -5));
-    put_desc(p, 1, 20, 22, ina_sparse_info(1, 0, 3));
-    put_desc(p, 2, 30, INA_SPARSE_END, ina_sparse_info(1, 0, INA_EXP_ZERO));
-    size_t count = ina_sparse_words(B, 3, 2); /* 1 + 9 + 8 */
+    ina__put32(p, ina__sparse_layout(B, 3));
+    put_desc(p, 0, 10, 10, ina__sparse_info(0, 1, -5));
+    put_desc(p, 1, 20, 22, ina__sparse_info(1, 0, 3));
+    put_desc(p, 2, 30, INA_SPARSE_END, ina__sparse_info(1, 0, INA_EXP_ZERO));
+    size_t count = ina__sparse_words(B, 3, 2); /* 1 + 9 + 8 */
     CHECK_EQ_INT(count, 18);
-    CHECK_EQ_INT(ina_sparse_check(p, count, 64, 0), 0);
-    CHECK_EQ_INT(ina_sparse_info_exp(ina_get32(p + 4 * 3)), -5);
+    CHECK_EQ_INT(ina__sparse_check(p, count, 64, 0), 0);
+    CHECK_EQ_INT(ina__sparse_info_exp(ina__get32(p + 4 * 3)), -5);
     /* Every malformation is refused. */
-    CHECK_EQ_INT(ina_sparse_check(p, count - 1, 64, 0), -1);     /* count disagrees with HAS */
-    CHECK_EQ_INT(ina_sparse_check(p, count + B, 64, 0), -1);
-    CHECK_EQ_INT(ina_sparse_check(p, 0, 64, 0), -1);             /* no layout word */
-    CHECK_EQ_INT(ina_sparse_check(p, count, 3 * (3 + B), 0), -1); /* three full places do not fit */
-    CHECK_EQ_INT(ina_sparse_check(p, count, 1 + 3 * (3 + B), 0), 0);
+    CHECK_EQ_INT(ina__sparse_check(p, count - 1, 64, 0), -1);     /* count disagrees with HAS */
+    CHECK_EQ_INT(ina__sparse_check(p, count + B, 64, 0), -1);
+    CHECK_EQ_INT(ina__sparse_check(p, 0, 64, 0), -1);             /* no layout word */
+    CHECK_EQ_INT(ina__sparse_check(p, count, 3 * (3 + B), 0), -1); /* three full places do not fit */
+    CHECK_EQ_INT(ina__sparse_check(p, count, 1 + 3 * (3 + B), 0), 0);
     uint8_t q[sizeof(p)];
 #define MUTATE(off, val)                                   \
     do {                                                   \
         memcpy(q, p, sizeof(q));                           \
-        ina_put32(q + 4 * (off), (val));                   \
-        CHECK_EQ_INT(ina_sparse_check(q, count, 64, 0), -1); \
+        ina__put32(q + 4 * (off), (val));                   \
+        CHECK_EQ_INT(ina__sparse_check(q, count, 64, 0), -1); \
     } while (0)
-    MUTATE(0, ina_sparse_layout(B, 3) | 1);                   /* reserved layout bits */
-    MUTATE(0, ina_sparse_layout(0, 3));                       /* B = 0 */
-    MUTATE(0, ina_sparse_layout(B, 4));                       /* more places than words */
-    MUTATE(3, ina_sparse_info(1, 1, 0));                      /* FIRST with a block */
-    MUTATE(3, ina_sparse_info(0, 1, 0) | 0x10000);            /* reserved info bits */
+    MUTATE(0, ina__sparse_layout(B, 3) | 1);                   /* reserved layout bits */
+    MUTATE(0, ina__sparse_layout(0, 3));                       /* B = 0 */
+    MUTATE(0, ina__sparse_layout(B, 4));                       /* more places than words */
+    MUTATE(3, ina__sparse_info(1, 1, 0));                      /* FIRST with a block */
+    MUTATE(3, ina__sparse_info(0, 1, 0) | 0x10000);            /* reserved info bits */
     MUTATE(2, 9);                                             /* FIRST: next before pos */
     MUTATE(5, 20);                                            /* next == pos */
     MUTATE(5, 19);                                            /* next before pos */
     MUTATE(1, INA_SPARSE_END);                                /* pos = END */
 #undef MUTATE
     /* An empty packet (a placeholder) is its layout word alone. */
-    ina_put32(p, ina_sparse_layout(B, 0));
-    CHECK_EQ_INT(ina_sparse_check(p, 1, 1, 0), 0);
-    CHECK_EQ_INT(ina_sparse_places(256, 2048), 7);
-    CHECK_EQ_INT(ina_sparse_places(32, 256), 7);
-    CHECK_EQ_INT(ina_sparse_places(256, 259), 0);
-    CHECK_EQ_INT(ina_sparse_places(256, 260), 1);
-    CHECK_EQ_INT(ina_sparse_places(1, 16360), 255);
+    ina__put32(p, ina__sparse_layout(B, 0));
+    CHECK_EQ_INT(ina__sparse_check(p, 1, 1, 0), 0);
+    CHECK_EQ_INT(ina__sparse_places(256, 2048), 7);
+    CHECK_EQ_INT(ina__sparse_places(32, 256), 7);
+    CHECK_EQ_INT(ina__sparse_places(256, 259), 0);
+    CHECK_EQ_INT(ina__sparse_places(256, 260), 1);
+    CHECK_EQ_INT(ina__sparse_places(1, 16360), 255);
 }
 
 int main(void)

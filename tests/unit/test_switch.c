@@ -55,7 +55,7 @@ static void sw_open(uint64_t idle_timeout)
     CHECK(sw != NULL);
     if (!sw)
         exit(1);
-    int rc = ina_switch_init(sw, &p);
+    int rc = ina__switch_init(sw, &p);
     CHECK_EQ_INT(rc, 0);
     if (rc != 0)
         exit(1);
@@ -64,7 +64,7 @@ static void sw_open(uint64_t idle_timeout)
 
 static void sw_close(void)
 {
-    ina_switch_free(sw);
+    ina__switch_free(sw);
     free(sw);
     sw = NULL;
 }
@@ -81,7 +81,7 @@ static struct sockaddr_in addr_port(int port)
 
 static void input(const uint8_t *b, size_t len, const struct sockaddr_in *src)
 {
-    ina_switch_input(sw, b, len, src, now_ns);
+    ina__switch_input(sw, b, len, src, now_ns);
 }
 
 /* ---- Counter snapshots ---------------------------------------------------- */
@@ -94,7 +94,7 @@ static int drops_ok(const struct ina_sw_counters *snap, int which, uint64_t delt
         uint64_t want = snap->drops[d] + (d == which ? delta : 0);
         if (sw->c.drops[d] != want) {
             fprintf(stderr, "line %d: drop_%s is %llu, want %llu\n", line,
-                    ina_drop_name((enum ina_drop)d), (unsigned long long)sw->c.drops[d],
+                    ina__drop_name((enum ina_drop)d), (unsigned long long)sw->c.drops[d],
                     (unsigned long long)want);
             ok = 0;
         }
@@ -121,12 +121,12 @@ static int tx_hdr(int i, struct ina_hdr *h)
     size_t len;
     const uint8_t *b = tx_buf(i, &len);
     memset(h, 0, sizeof(*h));
-    return ina_hdr_decode(b, len, h);
+    return ina__hdr_decode(b, len, h);
 }
 
-static int tx_to(int i, const struct sockaddr_in *a) { return ina_addr_eq(&sw->txq.addrs[i], a); }
+static int tx_to(int i, const struct sockaddr_in *a) { return ina__addr_eq(&sw->txq.addrs[i], a); }
 
-static void tx_reset(void) { ina_txq_reset(&sw->txq); }
+static void tx_reset(void) { ina__txq_reset(&sw->txq); }
 
 /* Datagram i is a control packet of kind with a body of bodylen bytes, from
  * the switch to dst. @return its body, or NULL if there is no datagram i. */
@@ -157,7 +157,7 @@ static void check_nak_at(int line, int i, uint8_t kind, const struct sockaddr_in
     size_t len = INA_HDR_LEN + INA_NAK_BODY_LEN;
     uint64_t n = 1;
     int32_t r = 1;
-    CHECK_EQ_INT(ina_nak_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &n, &r), INA_PARSE_OK);
+    CHECK_EQ_INT(ina__nak_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &n, &r), INA_PARSE_OK);
     CHECK(n == nonce);
     CHECK_EQ_INT(r, reason);
     if (check_failures != before)
@@ -172,9 +172,9 @@ static size_t make_join(uint8_t *b, const char *name, int rank, int world, int e
                         uint32_t window, uint64_t nonce)
 {
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_JOIN);
+    ina__hdr_init(&h, INA_K_JOIN);
     h.rank = (uint16_t)rank;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     struct ina_join j;
     memset(&j, 0, sizeof(j));
     j.nonce = nonce;
@@ -183,7 +183,7 @@ static size_t make_join(uint8_t *b, const char *name, int rank, int world, int e
     j.window = window;
     j.sw_version = INA_VERSION_NUMBER;
     snprintf(j.name, sizeof(j.name), "%s", name);
-    ina_join_encode(b + INA_HDR_LEN, &j);
+    ina__join_encode(b + INA_HDR_LEN, &j);
     return INA_HDR_LEN + INA_JOIN_BODY_LEN;
 }
 
@@ -254,7 +254,7 @@ static void read_acks(int line, struct job_info *ji, const char *name, int elems
         CHECK_EQ_INT(h.session, ji->session);
         CHECK_EQ_INT(h.token, ji->token);
         struct ina_join j = {0}; /* read below even if the decode failed */
-        CHECK_EQ_INT(ina_join_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &j), INA_PARSE_OK);
+        CHECK_EQ_INT(ina__join_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &j), INA_PARSE_OK);
         CHECK(j.nonce == ji->nonce[r]);
         CHECK_EQ_INT(j.world_size, ji->world);
         CHECK_EQ_INT(j.elems, elems);
@@ -293,7 +293,7 @@ static struct ina_hdr data_hdr(const struct job_info *ji, int rank, uint32_t idx
                                uint32_t seq, unsigned count, int16_t exp)
 {
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_DATA);
+    ina__hdr_init(&h, INA_K_DATA);
     h.job = ji->job;
     h.rank = (uint16_t)rank;
     h.session = ji->session;
@@ -309,9 +309,9 @@ static struct ina_hdr data_hdr(const struct job_info *ji, int rank, uint32_t idx
 /* Header h followed by h->count big-endian values (vals may be NULL: zeros). */
 static size_t build(uint8_t *b, const struct ina_hdr *h, const int32_t *vals)
 {
-    ina_hdr_encode(b, h);
+    ina__hdr_encode(b, h);
     for (unsigned i = 0; i < h->count; i++)
-        ina_put32(b + INA_HDR_LEN + 4 * i, vals ? (uint32_t)vals[i] : 0);
+        ina__put32(b + INA_HDR_LEN + 4 * i, vals ? (uint32_t)vals[i] : 0);
     return INA_HDR_LEN + 4 * (size_t)h->count;
 }
 
@@ -376,7 +376,7 @@ static void check_result_at(int line, int i, const struct job_info *ji, const st
         CHECK_EQ_INT(len, INA_HDR_LEN + 4 * (size_t)count);
         CHECK(tx_to(i, dst));
         for (unsigned k = 0; k < count && INA_HDR_LEN + 4 * k + 4 <= len; k++)
-            CHECK_EQ_INT((int32_t)ina_get32(b + INA_HDR_LEN + 4 * k), want[k]);
+            CHECK_EQ_INT((int32_t)ina__get32(b + INA_HDR_LEN + 4 * k), want[k]);
     }
     if (check_failures != before)
         fprintf(stderr, "  (check_result called from line %d, datagram %d)\n", line, i);
@@ -471,7 +471,7 @@ static void test_join_basic(void)
         CHECK_EQ_INT(h.token, ji.token);
         CHECK(tx_to(0, &ji.addr[1]));
         struct ina_join j;
-        CHECK_EQ_INT(ina_join_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &j), 0);
+        CHECK_EQ_INT(ina__join_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &j), 0);
         CHECK(j.nonce == ji.nonce[1]);
         CHECK_EQ_INT(j.elems, 5);
         CHECK_EQ_INT(j.window, 2);
@@ -559,13 +559,13 @@ static void test_join_refused(void)
         CHECK(edge != NULL);
         if (edge) {
             struct ina_hdr lh;
-            ina_hdr_init(&lh, INA_K_LEAVE);
+            ina__hdr_init(&lh, INA_K_LEAVE);
             lh.job = edge->id;
             lh.session = edge->session;
             lh.token = edge->token;
             lh.rank = 0;
             uint8_t lb[INA_HDR_LEN];
-            ina_hdr_encode(lb, &lh);
+            ina__hdr_encode(lb, &lh);
             input(lb, sizeof(lb), &a);
             CHECK(job_named("edge") == NULL);
         }
@@ -576,7 +576,7 @@ static void test_join_refused(void)
         struct ina_join j;
         CHECK_EQ_INT(tx_hdr(0, &h), INA_PARSE_OK);
         CHECK_EQ_INT(h.kind, INA_K_JOIN_ACK);
-        CHECK_EQ_INT(ina_join_decode((const uint8_t *)sw->txq.iovs[0].iov_base + INA_HDR_LEN,
+        CHECK_EQ_INT(ina__join_decode((const uint8_t *)sw->txq.iovs[0].iov_base + INA_HDR_LEN,
                                      sw->txq.iovs[0].iov_len - INA_HDR_LEN, &j),
                      INA_PARSE_OK);
         CHECK_EQ_INT(j.window, T_NSLOTS);
@@ -630,10 +630,10 @@ static void test_join_refused(void)
     const uint8_t kinds[] = {INA_K_RESULT, INA_K_JOIN_ACK, INA_K_JOIN_NAK, INA_K_ABORT, 0, 3, 99, 255};
     for (size_t i = 0; i < sizeof(kinds); i++) {
         struct ina_hdr h;
-        ina_hdr_init(&h, kinds[i]);
+        ina__hdr_init(&h, kinds[i]);
         uint8_t kb[INA_HDR_LEN + 16];
         memset(kb, 0, sizeof(kb));
-        ina_hdr_encode(kb, &h);
+        ina__hdr_encode(kb, &h);
         snap = sw->c;
         input(kb, sizeof(kb) - (kinds[i] == INA_K_RESULT ? 16 : 0), &a);
         CHECK_EQ_INT(tx_n(), 0);
@@ -659,8 +659,8 @@ static void test_join_mismatch_and_rejoin(void)
     CHECK_NAK(0, &stranger, 0x77, INA_ERR_MISMATCH);
     CHECK_NAK(1, &w0, 1, INA_ERR_MISMATCH);
     size_t nl;
-    CHECK_EQ_INT(ina_get16(tx_buf(0, &nl) + INA_HDR_LEN + INA_NAK_MISMATCH_WORLD), 2);
-    CHECK_EQ_INT(ina_get16(tx_buf(1, &nl) + INA_HDR_LEN + INA_NAK_MISMATCH_WORLD), 3);
+    CHECK_EQ_INT(ina__get16(tx_buf(0, &nl) + INA_HDR_LEN + INA_NAK_MISMATCH_WORLD), 2);
+    CHECK_EQ_INT(ina__get16(tx_buf(1, &nl) + INA_HDR_LEN + INA_NAK_MISMATCH_WORLD), 3);
     EXPECT_DROP(snap, JOIN);
     CHECK(job_named("pending") == NULL);
     tx_reset();
@@ -847,13 +847,13 @@ static void test_join_nospace(void)
     /* Job a leaves; now 8 are free: a window of 16 still does not fit, 8 does. */
     for (int r = 0; r < 2; r++) {
         struct ina_hdr h;
-        ina_hdr_init(&h, INA_K_LEAVE);
+        ina__hdr_init(&h, INA_K_LEAVE);
         h.job = ja.job;
         h.rank = (uint16_t)r;
         h.session = ja.session;
         h.token = ja.token;
         uint8_t b[INA_HDR_LEN];
-        ina_hdr_encode(b, &h);
+        ina__hdr_encode(b, &h);
         input(b, sizeof(b), &ja.addr[r]);
     }
     CHECK_EQ_INT(sw->c.jobs_ended, 1);
@@ -895,7 +895,7 @@ static void send_join_wait(const char *name, uint32_t window, uint16_t wait_100m
 {
     uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
     size_t len = make_join(b, name, 0, 1, 4, window, nonce);
-    ina_put16(b + INA_HDR_LEN + 30, wait_100ms);
+    ina__put16(b + INA_HDR_LEN + 30, wait_100ms);
     input(b, len, src);
     drop_join_waits();
 }
@@ -934,7 +934,7 @@ static void test_admission(void)
 
     /* 150 ms on, "late" has waited long enough: NOSPACE at the next tick. */
     now_ns += 150000000ull;
-    ina_switch_tick(sw, now_ns);
+    ina__switch_tick(sw, now_ns);
     CHECK_EQ_INT(tx_n(), 1);
     CHECK_NAK(0, &f0, 0xF1, INA_ERR_NOSPACE);
     CHECK(job_named("late") == NULL);
@@ -1475,13 +1475,13 @@ static void send_leave(const struct job_info *ji, int rank, const struct sockadd
                        uint32_t token_xor, uint32_t session_xor)
 {
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_LEAVE);
+    ina__hdr_init(&h, INA_K_LEAVE);
     h.job = ji->job;
     h.rank = (uint16_t)rank;
     h.session = ji->session ^ session_xor;
     h.token = ji->token ^ token_xor;
     uint8_t b[INA_HDR_LEN];
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     input(b, sizeof(b), src);
 }
 
@@ -1590,9 +1590,9 @@ static void test_tick(void)
     /* A JOINING job past join_timeout is dropped (silently). */
     struct sockaddr_in a0 = addr_port(10000), a1 = addr_port(10001);
     send_join("slow", 0, 2, 4, 2, 1, &a0);
-    ina_switch_tick(sw, t0 + T_JOIN_TIMEOUT);
+    ina__switch_tick(sw, t0 + T_JOIN_TIMEOUT);
     CHECK(job_named("slow") != NULL);
-    ina_switch_tick(sw, t0 + T_JOIN_TIMEOUT + 1);
+    ina__switch_tick(sw, t0 + T_JOIN_TIMEOUT + 1);
     CHECK(job_named("slow") == NULL);
     CHECK_EQ_INT(tx_n(), 0);
     EXPECT_NO_DROP(snap);
@@ -1603,26 +1603,26 @@ static void test_tick(void)
     CHECK_EQ_INT(sw->c.jobs_started, 0);
     CHECK(job_named("slow") != NULL && job_named("slow")->njoined == 1);
     /* Ticks inside the new deadline keep it. */
-    ina_switch_tick(sw, now_ns + T_JOIN_TIMEOUT / 2);
+    ina__switch_tick(sw, now_ns + T_JOIN_TIMEOUT / 2);
     CHECK(job_named("slow") != NULL);
 
     /* An ACTIVE job is never subject to the join timeout, only to idleness. */
     now_ns = t0 + 10000;
     uint64_t t1 = now_ns;
     struct job_info ji = START_JOB("idle", 2, 4, 4, 20000, 0x500);
-    ina_switch_tick(sw, t1 + T_IDLE_TIMEOUT);
+    ina__switch_tick(sw, t1 + T_IDLE_TIMEOUT);
     CHECK(job_named("idle") != NULL && job_named("idle")->state == INA_JOB_ACTIVE);
     CHECK_EQ_INT(tx_n(), 0);
     /* Traffic moves the idle deadline. */
     now_ns = t1 + 3000;
     const int32_t v[1] = {1};
     send_data(&ji, 0, 0, 0, 0, 1, 0, v);
-    ina_switch_tick(sw, now_ns + T_IDLE_TIMEOUT);
+    ina__switch_tick(sw, now_ns + T_IDLE_TIMEOUT);
     CHECK(job_named("idle") != NULL);
     CHECK_EQ_INT(tx_n(), 0);
     CHECK_EQ_INT(sw->c.jobs_aborted, 0);
     /* Past it: aborted, ABORT(TIMEOUT) to both members, slots freed. */
-    ina_switch_tick(sw, now_ns + T_IDLE_TIMEOUT + 1);
+    ina__switch_tick(sw, now_ns + T_IDLE_TIMEOUT + 1);
     CHECK(job_named("idle") == NULL);
     CHECK_EQ_INT(sw->c.jobs_aborted, 1);
     CHECK_EQ_INT(tx_n(), 2);
@@ -1637,7 +1637,7 @@ static void test_tick(void)
     /* idle_timeout 0: never reclaimed. */
     sw_open(0);
     struct job_info jz = START_JOB("forever", 1, 4, 1, 30000, 9);
-    ina_switch_tick(sw, now_ns + 1000000000000ull);
+    ina__switch_tick(sw, now_ns + 1000000000000ull);
     CHECK(job_named("forever") != NULL);
     CHECK_EQ_INT(tx_n(), 0);
     CHECK_EQ_INT(sw->c.jobs_aborted, 0);
@@ -1657,22 +1657,22 @@ static void test_init_and_names(void)
         return;
     p.nslots = 0;
     p.max_elems = 8;
-    CHECK_EQ_INT(ina_switch_init(s, &p), -EINVAL);
+    CHECK_EQ_INT(ina__switch_init(s, &p), -EINVAL);
     p.nslots = 4;
     p.max_elems = 0;
-    CHECK_EQ_INT(ina_switch_init(s, &p), -EINVAL);
+    CHECK_EQ_INT(ina__switch_init(s, &p), -EINVAL);
     p.max_elems = INA_MAX_ELEMS + 1;
-    CHECK_EQ_INT(ina_switch_init(s, &p), -EINVAL);
+    CHECK_EQ_INT(ina__switch_init(s, &p), -EINVAL);
     p.max_elems = 2;
-    CHECK_EQ_INT(ina_switch_init(s, &p), 0);
-    ina_switch_free(s);
+    CHECK_EQ_INT(ina__switch_init(s, &p), 0);
+    ina__switch_free(s);
     free(s);
 
-    CHECK(strcmp(ina_drop_name(INA_DROP_SHORT), "SHORT") == 0);
-    CHECK(strcmp(ina_drop_name(INA_DROP_JOIN), "JOIN") == 0);
-    CHECK(strcmp(ina_drop_name((enum ina_drop)INA_DROP__COUNT), "?") == 0);
+    CHECK(strcmp(ina__drop_name(INA_DROP_SHORT), "SHORT") == 0);
+    CHECK(strcmp(ina__drop_name(INA_DROP_JOIN), "JOIN") == 0);
+    CHECK(strcmp(ina__drop_name((enum ina_drop)INA_DROP__COUNT), "?") == 0);
     for (int d = 0; d < INA_DROP__COUNT; d++)
-        CHECK(ina_drop_text((enum ina_drop)d)[0] != '\0');
+        CHECK(ina__drop_text((enum ina_drop)d)[0] != '\0');
 }
 
 /* A JOIN of lane `lane` of `nlanes`. */
@@ -1706,7 +1706,7 @@ static void test_shards_and_lanes(void)
     p.shard_ports[1] = 5001;
     p.shard_ports[2] = 5002;
     sw = malloc(sizeof(*sw));
-    if (!sw || ina_switch_init(sw, &p) != 0) {
+    if (!sw || ina__switch_init(sw, &p) != 0) {
         CHECK(0);
         exit(1);
     }
@@ -1715,9 +1715,9 @@ static void test_shards_and_lanes(void)
     const char *name = "sharded";
     int own_lane = -1, other_lane = -1;
     for (int l = 0; l < 3; l++) {
-        if (ina_lane_shard(name, (unsigned)l, 3) == 1 && own_lane < 0)
+        if (ina__lane_shard(name, (unsigned)l, 3) == 1 && own_lane < 0)
             own_lane = l;
-        if (ina_lane_shard(name, (unsigned)l, 3) != 1 && other_lane < 0)
+        if (ina__lane_shard(name, (unsigned)l, 3) != 1 && other_lane < 0)
             other_lane = l;
     }
     CHECK(own_lane >= 0 && other_lane >= 0); /* 3 lanes cover all 3 shards */
@@ -1732,10 +1732,10 @@ static void test_shards_and_lanes(void)
     CHECK_EQ_INT(h.kind, INA_K_REDIRECT);
     uint64_t nonce = 0;
     int32_t reason = 1;
-    CHECK_EQ_INT(ina_nak_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &nonce, &reason), 0);
+    CHECK_EQ_INT(ina__nak_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &nonce, &reason), 0);
     CHECK(nonce == 0x1111);
     CHECK_EQ_INT(reason, 0);
-    CHECK_EQ_INT(ina_get16(b + INA_HDR_LEN + 12), 5000 + ina_lane_shard(name, (unsigned)other_lane, 3));
+    CHECK_EQ_INT(ina__get16(b + INA_HDR_LEN + 12), 5000 + ina__lane_shard(name, (unsigned)other_lane, 3));
     CHECK_EQ_INT(sw->c.join_redirects, 1);
     CHECK_EQ_INT(job_named(name) != NULL, 0);
     tx_reset();
@@ -1750,7 +1750,7 @@ static void test_shards_and_lanes(void)
         CHECK_EQ_INT(h.kind, INA_K_JOIN_ACK);
         CHECK(h.job > INA_SW_MAX_JOBS && h.job <= 2 * INA_SW_MAX_JOBS);
         struct ina_join j;
-        CHECK_EQ_INT(ina_join_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &j), 0);
+        CHECK_EQ_INT(ina__join_decode(b + INA_HDR_LEN, len - INA_HDR_LEN, &j), 0);
         CHECK_EQ_INT(j.lane, own_lane);
         CHECK_EQ_INT(j.nlanes, 3);
     }
@@ -1763,7 +1763,7 @@ static void test_shards_and_lanes(void)
      * would otherwise restart the job: use a JOINING job of another lane). */
     int lane2 = -1;
     for (int l = 0; l < 16 && lane2 < 0; l++)
-        if (l != own_lane && ina_lane_shard(name, (unsigned)l, 3) == 1)
+        if (l != own_lane && ina__lane_shard(name, (unsigned)l, 3) == 1)
             lane2 = l;
     CHECK(lane2 >= 0);
     send_lane_join(name, 0, 2, lane2, 16, 0x4444, &a0);
@@ -1783,10 +1783,10 @@ static void test_shards_and_lanes(void)
     /* DATA naming a job id of shard 0 is not this shard's: NO_JOB. */
     struct ina_sw_counters snap = sw->c;
     struct ina_hdr d;
-    ina_hdr_init(&d, INA_K_DATA);
+    ina__hdr_init(&d, INA_K_DATA);
     d.job = 1;
     uint8_t pkt[INA_HDR_LEN];
-    ina_hdr_encode(pkt, &d);
+    ina__hdr_encode(pkt, &d);
     input(pkt, sizeof(pkt), &a0);
     CHECK_EQ_INT(sw->c.drops[INA_DROP_NO_JOB] - snap.drops[INA_DROP_NO_JOB], 1);
     sw_close();
@@ -1800,7 +1800,7 @@ static void send_auto_join(const char *name, int rank, int world, int lane, int 
     uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
     size_t len = make_join(b, name, rank, world, 4, 2, nonce);
     if (proposal)
-        ina_put16(b + 28, INA_FLAG_LANES_AUTO);
+        ina__put16(b + 28, INA_FLAG_LANES_AUTO);
     b[INA_HDR_LEN + 26] = (uint8_t)lane;
     b[INA_HDR_LEN + 27] = (uint8_t)nlanes;
     input(b, len, src);
@@ -1815,7 +1815,7 @@ static void check_lanes_ack_at(int line, int i, const struct sockaddr_in *dst, i
     struct ina_hdr h;
     struct ina_join j;
     if (b && tx_hdr(i, &h) == INA_PARSE_OK &&
-        ina_join_decode(b + INA_HDR_LEN, INA_JOIN_BODY_LEN, &j) == INA_PARSE_OK) {
+        ina__join_decode(b + INA_HDR_LEN, INA_JOIN_BODY_LEN, &j) == INA_PARSE_OK) {
         CHECK_EQ_INT(j.nlanes, nlanes);
         CHECK_EQ_INT((h.flags & INA_FLAG_LANES_AUTO) != 0, flag);
     }
@@ -1922,7 +1922,7 @@ static int bfp_check(int n, size_t k, float x[][64], const int32_t *v, int16_t e
 {
     uint8_t res[4 * 64];
     float out[64];
-    ina_be32_store(res, v, k);
+    ina__be32_store(res, v, k);
     ina__quant_decode(res, k, e, n, out);
     int bad = 0;
     for (size_t i = 0; i < k; i++) {
@@ -2000,7 +2000,7 @@ static void test_bfp_one_round(void)
             memset(&ss, 0, sizeof(ss));
             ss.op = INA_OP_ADD_BFP;
             int32_t v[MAXK];
-            ina_be32_load(v, wire[order[0]], k);
+            ina__be32_load(v, wire[order[0]], k);
             ss.exp = e[order[0]];
             for (int o = 1; o < n; o++)
                 combine(&ss, v, wire[order[o]], k, e[order[o]]);
@@ -2021,7 +2021,7 @@ static void test_bfp_one_round(void)
         es[r] = ina__quant_block_exp(xs[r], 4);
         struct ina_hdr h = data_hdr(&ji, r, 0, 0, 0, 4, es[r]);
         h.op = INA_OP_ADD_BFP;
-        ina_hdr_encode(b, &h);
+        ina__hdr_encode(b, &h);
         ina__quant_encode(xs[r], 4, es[r], 3, b + INA_HDR_LEN);
         input(b, sizeof(b), &ji.addr[r]);
     }
@@ -2033,7 +2033,7 @@ static void test_bfp_one_round(void)
     CHECK_EQ_INT(rh.op, INA_OP_ADD_BFP);
     size_t len;
     int32_t v[4];
-    ina_be32_load(v, tx_buf(0, &len) + INA_HDR_LEN, 4);
+    ina__be32_load(v, tx_buf(0, &len) + INA_HDR_LEN, 4);
     CHECK_EQ_INT(bfp_check(3, 4, xs, v, rh.exp), 0);
     sw_close();
 }
@@ -2140,14 +2140,14 @@ static int32_t h16_word(uint16_t a, uint16_t b) { return (int32_t)((uint32_t)a <
 /* The binary32 lane of element w with exp e: fl32(val(w) * 2^e) (§8.10.4). */
 static float h16_lane(uint16_t w, int fmt, int e)
 {
-    float v = bits_float(fmt == INA_H16_F16 ? ina_f16_to_f32_bits(w) : (uint32_t)w << 16);
-    return v * ldexpf(1.0f, ina_h16_clamp_exp(e));
+    float v = bits_float(fmt == INA_H16_F16 ? ina__f16_to_f32_bits(w) : (uint32_t)w << 16);
+    return v * ldexpf(1.0f, ina__h16_clamp_exp(e));
 }
 
 static uint16_t h16_round(float x, int fmt)
 {
-    uint16_t w = fmt == INA_H16_F16 ? ina_f32_bits_to_f16(float_bits(x))
-                                    : ina_f32_bits_to_bf16(float_bits(x));
+    uint16_t w = fmt == INA_H16_F16 ? ina__f32_bits_to_f16(float_bits(x))
+                                    : ina__f32_bits_to_bf16(float_bits(x));
     if (x != x)
         w = fmt == INA_H16_F16 ? INA_H16_F16_QNAN : INA_H16_BF16_QNAN;
     return w;
@@ -2219,8 +2219,8 @@ static void test_h16_rounds(void)
     for (int r = 0; r < 3; r++)
         send_h16(&ji, r, 1, 1, 1, INA_OP_ADD_F16, 0, big);
     result_op = INA_OP_ADD_F16;
-    int32_t want_big[1] = {h16_word(ina_f32_bits_to_f16(float_bits(45000.0f)),
-                                    ina_f32_bits_to_f16(float_bits(1.5f)))};
+    int32_t want_big[1] = {h16_word(ina__f32_bits_to_f16(float_bits(45000.0f)),
+                                    ina__f32_bits_to_f16(float_bits(1.5f)))};
     CHECK_MULTICAST(&ji, 1, 1, 1, 1, 1, want_big); /* 90000 = 45000 * 2^1, 3 = 1.5 * 2^1 */
     tx_reset();
     /* Ops 10 and 11 in one round: MISMATCH, the job aborts. */
@@ -2239,17 +2239,17 @@ static void test_h16_rounds(void)
      * its RESULT s (bfloat16: that exponent), the block rounded at s. */
     sw_open(T_IDLE_TIMEOUT);
     ji = START_JOB("h16sparse", 2, K * 2, 2, 9350, 0x9350);
-    const int32_t sp0[6] = {(int32_t)ina_sparse_layout(3, 1), 0, (int32_t)INA_SPARSE_END,
-                            (int32_t)ina_sparse_info(1, 0, 0), h16_word(0x3F80, 0x4000), /* 1, 2 */
+    const int32_t sp0[6] = {(int32_t)ina__sparse_layout(3, 1), 0, (int32_t)INA_SPARSE_END,
+                            (int32_t)ina__sparse_info(1, 0, 0), h16_word(0x3F80, 0x4000), /* 1, 2 */
                             h16_word(0x4040, 0)},                                         /* 3 */
-                  sp1[6] = {(int32_t)ina_sparse_layout(3, 1), 0, (int32_t)INA_SPARSE_END,
-                            (int32_t)ina_sparse_info(1, 0, 1), h16_word(0x3F80, 0x3F00), /* 2, 1 */
+                  sp1[6] = {(int32_t)ina__sparse_layout(3, 1), 0, (int32_t)INA_SPARSE_END,
+                            (int32_t)ina__sparse_info(1, 0, 1), h16_word(0x3F80, 0x3F00), /* 2, 1 */
                             h16_word(0xFF80, 0)};                                         /* -Inf */
     send_h16(&ji, 0, 0, 0, 6, INA_OP_SPARSE_BF16, 0, sp0);
     send_h16(&ji, 1, 0, 0, 6, INA_OP_SPARSE_BF16, 0, sp1);
     result_op = INA_OP_SPARSE_BF16;
-    const int32_t want_sp[6] = {(int32_t)ina_sparse_layout(3, 1), 0, (int32_t)INA_SPARSE_END,
-                                (int32_t)ina_sparse_info(1, 0, 1),
+    const int32_t want_sp[6] = {(int32_t)ina__sparse_layout(3, 1), 0, (int32_t)INA_SPARSE_END,
+                                (int32_t)ina__sparse_info(1, 0, 1),
                                 h16_word(0x3FC0, 0x3FC0), /* 3 / 2, 3 / 2 */
                                 h16_word(0xFF80, 0)};     /* -Inf, the pad +0 */
     CHECK_MULTICAST(&ji, 0, 0, 0, 6, 0, want_sp);
@@ -2287,11 +2287,11 @@ struct sp_place {
 static unsigned sp_payload(int32_t *w, const struct sp_place *pl, unsigned np)
 {
     unsigned n = 1 + 3 * np;
-    w[0] = (int32_t)ina_sparse_layout(SP_B, np);
+    w[0] = (int32_t)ina__sparse_layout(SP_B, np);
     for (unsigned j = 0; j < np; j++) {
         w[1 + 3 * j] = (int32_t)pl[j].pos;
         w[2 + 3 * j] = (int32_t)pl[j].next;
-        w[3 + 3 * j] = (int32_t)ina_sparse_info(pl[j].has, pl[j].first, pl[j].exp);
+        w[3 + 3 * j] = (int32_t)ina__sparse_info(pl[j].has, pl[j].first, pl[j].exp);
         if (pl[j].has)
             for (int i = 0; i < SP_B; i++)
                 w[n++] = pl[j].blk[i];
@@ -2328,7 +2328,7 @@ static void sw_open_elems(uint32_t max_elems)
     p.idle_timeout_ns = T_IDLE_TIMEOUT;
     p.int_ops_only = open_int_ops_only;
     sw = malloc(sizeof(*sw));
-    CHECK(sw && ina_switch_init(sw, &p) == 0);
+    CHECK(sw && ina__switch_init(sw, &p) == 0);
 }
 
 static void test_sparse_rounds(void)
@@ -2517,19 +2517,19 @@ static void send_shm_attach(const struct job_info *ji, int rank, const char *nam
 {
     uint8_t b[INA_HDR_LEN + INA_SHM_ATTACH_BODY_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_SHM_ATTACH);
+    ina__hdr_init(&h, INA_K_SHM_ATTACH);
     h.job = ji->job;
     h.rank = (uint16_t)rank;
     h.session = ji->session;
     h.token = ji->token;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     memset(b + INA_HDR_LEN, 0, INA_SHM_ATTACH_BODY_LEN);
-    ina_put32(b + INA_HDR_LEN + 4, 0x5348);
-    ina_put32(b + INA_HDR_LEN + 8, 16);
-    ina_put32(b + INA_HDR_LEN + 12, slot_size);
+    ina__put32(b + INA_HDR_LEN + 4, 0x5348);
+    ina__put32(b + INA_HDR_LEN + 8, 16);
+    ina__put32(b + INA_HDR_LEN + 12, slot_size);
     memcpy(b + INA_HDR_LEN + 16, name, strlen(name));
-    ina_put32(b + INA_HDR_LEN + 80, (uint32_t)getpid());
-    ina_put32(b + INA_HDR_LEN + 84, (uint32_t)fd);
+    ina__put32(b + INA_HDR_LEN + 80, (uint32_t)getpid());
+    ina__put32(b + INA_HDR_LEN + 84, (uint32_t)fd);
     input(b, INA_HDR_LEN + bodylen, &ji->addr[rank]);
 }
 
@@ -2543,7 +2543,7 @@ static int32_t shm_ack_reason(void)
     if (tx_n() != 1 || tx_hdr(0, &ah) != INA_PARSE_OK || ah.kind != INA_K_SHM_ACK)
         return -1;
     const uint8_t *ack = tx_buf(0, &len);
-    if (ina_nak_decode(ack + INA_HDR_LEN, len - INA_HDR_LEN, &nonce, &reason) != INA_PARSE_OK ||
+    if (ina__nak_decode(ack + INA_HDR_LEN, len - INA_HDR_LEN, &nonce, &reason) != INA_PARSE_OK ||
         nonce != 0x5348)
         return -1;
     return reason;
@@ -2556,7 +2556,7 @@ static int named_ring(char *name, uint32_t slot_size)
     snprintf(name, INA_SHM_NAME_MAX, "/ina.%u.%016llx", (unsigned)geteuid(),
              (unsigned long long)(0x5348000000000000ull | (unsigned)getpid()));
     int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-    size_t size = ina_shm_size(16, slot_size);
+    size_t size = ina__ring_size(16, slot_size);
     struct ina_shm_hdr *h = fd >= 0 && ftruncate(fd, (off_t)size) == 0
                                 ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
                                 : MAP_FAILED;
@@ -2579,8 +2579,8 @@ static void test_shm_attach(void)
     struct ina_shm w; /* rank 0's side of the object */
     char name[INA_SHM_NAME_MAX];
     int fd;
-    uint32_t slot_size = ina_shm_slot_size(INA_HDR_LEN + 4 * T_MAX_ELEMS);
-    if (ina_shm_create(&w, name, &fd, 16, slot_size) != 0) {
+    uint32_t slot_size = ina__ring_slot_size(INA_HDR_LEN + 4 * T_MAX_ELEMS);
+    if (ina__ring_create(&w, name, &fd, 16, slot_size) != 0) {
         printf("test_switch: shm attach: SKIP (no sealed memfd here)\n");
         return;
     }
@@ -2633,25 +2633,25 @@ static void test_shm_attach(void)
     send_data(&ji, 0, 0, 0, 0, 8, 0, v0);
     send_data(&ji, 1, 0, 0, 0, 8, 0, v1);
     CHECK_MULTICAST(&ji, 0, 0, 0, 8, 0, want);
-    CHECK(ina_shm_peek(&w, 0, &len) == NULL);
+    CHECK(ina__ring_peek(&w, 0, &len) == NULL);
     tx_reset();
 
     /* Rank 0's DATA through its up ring: its RESULT goes down the ring, rank 1's by UDP. */
     uint8_t d[PKT_MAX];
     struct ina_hdr dh = data_hdr(&ji, 0, 1, 0, 0, 8, 0);
     size_t dlen = build(d, &dh, v0);
-    ina_switch_input_ring(sw, job_named("rings"), 0, d, dlen, now_ns);
+    ina__switch_input_ring(sw, job_named("rings"), 0, d, dlen, now_ns);
     send_data(&ji, 1, 1, 0, 0, 8, 0, v1);
     CHECK_EQ_INT(tx_n(), 1);
     CHECK_RESULT(0, &ji, &ji.addr[1], 1, 0, 0, 8, 0, want);
-    const uint8_t *p = ina_shm_peek(&w, 0, &len);
-    CHECK(p != NULL && ina_hdr_decode(p, len, &ah) == INA_PARSE_OK && ah.kind == INA_K_RESULT &&
-          ah.slot == 1 && ah.count == 8 && ina_get32(p + INA_HDR_LEN) == (uint32_t)want[0]);
+    const uint8_t *p = ina__ring_peek(&w, 0, &len);
+    CHECK(p != NULL && ina__hdr_decode(p, len, &ah) == INA_PARSE_OK && ah.kind == INA_K_RESULT &&
+          ah.slot == 1 && ah.count == 8 && ina__get32(p + INA_HDR_LEN) == (uint32_t)want[0]);
     CHECK_EQ_INT(sw->c.shm_rx_packets, 1);
     CHECK_EQ_INT(sw->c.shm_tx_packets, 1);
     tx_reset();
     sw_close();
-    ina_shm_unmap(&w);
+    ina__ring_unmap(&w);
 
     /* --shm-unsealed: the POSIX shm object is mapped, and its name removed. */
     open_shm_unsealed = 1;
@@ -2681,7 +2681,7 @@ static void send_join_deadline(const char *name, int rank, int world, uint64_t n
 {
     uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
     size_t len = make_join(b, name, rank, world, 4, 2, nonce);
-    ina_put32(b + 20, deadline_ms);
+    ina__put32(b + 20, deadline_ms);
     input(b, len, src);
 }
 
@@ -2703,9 +2703,9 @@ static void check_join_wait_at(int line, int i, const struct sockaddr_in *dst, u
     if (!b)
         return;
     const uint8_t *body = b + INA_HDR_LEN;
-    CHECK(((uint64_t)ina_get32(body) << 32 | ina_get32(body + 4)) == nonce);
-    CHECK_EQ_INT(ina_get16(body + 8), world);
-    CHECK_EQ_INT(ina_get16(body + 10), joined);
+    CHECK(((uint64_t)ina__get32(body) << 32 | ina__get32(body + 4)) == nonce);
+    CHECK_EQ_INT(ina__get16(body + 8), world);
+    CHECK_EQ_INT(ina__get16(body + 10), joined);
     CHECK_EQ_INT(body[12], state);
     for (int r = 0; r < 64; r++)
         CHECK_EQ_INT((body[16 + (r >> 3)] >> (r & 7)) & 1, (int)((ranks >> r) & 1));
@@ -2736,7 +2736,7 @@ static void test_join_lifecycle(void)
     send_join_deadline("wait", 2, 3, 0x12, 0, &a2); /* rank 2 is still there */
     tx_reset();
     now_ns += INA_SW_JOIN_SILENT_NS / 2 + 1000;
-    ina_switch_tick(sw, now_ns);
+    ina__switch_tick(sw, now_ns);
     CHECK_EQ_INT(sw->c.joins_expired, 1);
     CHECK_EQ_INT(job_named("wait")->njoined, 1);
     CHECK_EQ_INT(tx_n(), 0);
@@ -2760,7 +2760,7 @@ static void test_join_lifecycle(void)
     send_join_deadline("dl", 0, 2, 0x20, 500, &a0); /* the same deadline, restated */
     tx_reset();
     now_ns += 600000000ull;
-    ina_switch_tick(sw, now_ns);
+    ina__switch_tick(sw, now_ns);
     CHECK_EQ_INT(sw->c.joins_expired, 2);
     CHECK(job_named("dl") == NULL);
     /* So a corrected job of that name with another world size starts at once. */
@@ -2818,11 +2818,11 @@ static void test_join_lifecycle(void)
     START_JOB("hog", 1, 4, 16, 15200, 0x60);
     uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
     size_t len = make_join(b, "slow", 0, 2, 4, 16, 0x70);
-    ina_put16(b + INA_HDR_LEN + 30, 100); /* may wait 10 s */
+    ina__put16(b + INA_HDR_LEN + 30, 100); /* may wait 10 s */
     input(b, len, &a0);
     tx_reset();
     len = make_join(b, "slow", 1, 2, 4, 16, 0x71);
-    ina_put16(b + INA_HDR_LEN + 30, 100);
+    ina__put16(b + INA_HDR_LEN + 30, 100);
     input(b, len, &a1);
     CHECK_EQ_INT(job_named("slow")->state, INA_JOB_WAITING);
     CHECK_JOIN_WAIT(0, &a1, 0x71, 2, 2, 1, 0x3);
@@ -2835,7 +2835,7 @@ static void test_join_lifecycle(void)
 
 int main(void)
 {
-    ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* only errors: job events are expected here */
+    ina__log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* only errors: job events are expected here */
     test_init_and_names();
     test_shards_and_lanes();
     test_lanes_auto();

@@ -97,9 +97,9 @@ static void net_open(const struct opts *o)
         }
         if (o->secret) {
             p.has_secret = 1;
-            ina_hmac_key_init(&p.secret, (const uint8_t *)"tree secret", 11);
+            ina__hmac_key_init(&p.secret, (const uint8_t *)"tree secret", 11);
         }
-        CHECK_EQ_INT(ina_switch_init(&sws[s], &p), 0);
+        CHECK_EQ_INT(ina__switch_init(&sws[s], &p), 0);
     }
 }
 
@@ -107,7 +107,7 @@ static void net_close(void)
 {
     for (int s = 0; s < NSW; s++)
         if (sw_on[s])
-            ina_switch_free(&sws[s]);
+            ina__switch_free(&sws[s]);
     memset(sw_on, 0, sizeof(sw_on));
 }
 
@@ -115,7 +115,7 @@ static void net_close(void)
 static int sw_at(const struct sockaddr_in *a)
 {
     for (int s = 0; s < NSW; s++)
-        if (sw_on[s] && ina_addr_eq(a, &sw_addr[s]))
+        if (sw_on[s] && ina__addr_eq(a, &sw_addr[s]))
             return s;
     return -1;
 }
@@ -123,7 +123,7 @@ static int sw_at(const struct sockaddr_in *a)
 static int w_at(const struct sockaddr_in *a)
 {
     for (int r = 0; r < NW; r++)
-        if (ina_addr_eq(a, &w_addr[r]))
+        if (ina__addr_eq(a, &w_addr[r]))
             return r;
     return -1;
 }
@@ -148,7 +148,7 @@ static void deliver(void)
                 q[n].d.len = t->iovs[i].iov_len < MAXDG ? t->iovs[i].iov_len : MAXDG;
                 memcpy(q[n].d.b, t->iovs[i].iov_base, q[n].d.len);
             }
-            ina_switch_tx_reset(&sws[s]);
+            ina__switch_tx_reset(&sws[s]);
         }
         if (n == 0)
             return;
@@ -164,7 +164,7 @@ static void deliver(void)
             if (t >= 0) {
                 delivered_between_switches++;
                 for (int c = 0; c < 1 + dup_links; c++)
-                    ina_switch_input(&sws[t], q[i].d.b, q[i].d.len, &sw_addr[q[i].from], now);
+                    ina__switch_input(&sws[t], q[i].d.b, q[i].d.len, &sw_addr[q[i].from], now);
             } else if (w >= 0) {
                 CHECK(ninbox[w] < INBOX); /* (a test that keeps too much in its inboxes) */
                 if (ninbox[w] < INBOX)
@@ -180,7 +180,7 @@ static void tick(uint64_t step_ns)
     now += step_ns;
     for (int s = 0; s < NSW; s++)
         if (sw_on[s])
-            ina_switch_tick(&sws[s], now);
+            ina__switch_tick(&sws[s], now);
     deliver();
 }
 
@@ -205,7 +205,7 @@ static int wsecret;
 static size_t join_dg(uint8_t *b, const struct ina_hdr *h, uint64_t nonce, int world,
                       uint32_t window, const char *name, unsigned set)
 {
-    ina_hdr_encode(b, h);
+    ina__hdr_encode(b, h);
     struct ina_join j;
     memset(&j, 0, sizeof(j));
     j.nonce = nonce;
@@ -214,7 +214,7 @@ static size_t join_dg(uint8_t *b, const struct ina_hdr *h, uint64_t nonce, int w
     j.window = window;
     j.nlanes = 1;
     snprintf(j.name, sizeof(j.name), "%s", name);
-    ina_join_encode(b + INA_HDR_LEN, &j);
+    ina__join_encode(b + INA_HDR_LEN, &j);
     if (h->kind != INA_K_TREE_JOIN)
         return INA_HDR_LEN + INA_JOIN_BODY_LEN;
     memset(b + INA_HDR_LEN + INA_JOIN_BODY_LEN, 0, INA_TREE_SET_LEN);
@@ -228,23 +228,23 @@ static void w_send_join(int r, uint64_t nonce, const uint8_t *cookie)
 {
     uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN + INA_COOKIE_LEN + INA_AUTH_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_JOIN);
+    ina__hdr_init(&h, INA_K_JOIN);
     h.rank = (uint16_t)r;
     size_t len = join_dg(b, &h, nonce, NW, W, job_name, 0);
     if (wsecret) {
         memcpy(b + len, cookie, INA_COOKIE_LEN);
         len += INA_COOKIE_LEN;
-        ina_hmac_sha256(&wkey, b, len, b + len);
+        ina__hmac_sha256(&wkey, b, len, b + len);
         len += INA_AUTH_LEN;
     }
-    ina_switch_input(&sws[child_of(r)], b, len, &w_addr[r], now);
+    ina__switch_input(&sws[child_of(r)], b, len, &w_addr[r], now);
 }
 
 /* Index in r's inbox of the last datagram of kind, or -1; *h decoded. */
 static int w_last(int r, int kind, struct ina_hdr *h)
 {
     for (int i = ninbox[r] - 1; i >= 0; i--)
-        if (ina_hdr_decode(inbox[r][i].b, inbox[r][i].len, h) == INA_PARSE_OK && h->kind == kind)
+        if (ina__hdr_decode(inbox[r][i].b, inbox[r][i].len, h) == INA_PARSE_OK && h->kind == kind)
             return i;
     return -1;
 }
@@ -266,7 +266,7 @@ static void w_join(int r, uint64_t nonce)
     struct ina_hdr h;
     int i = w_last(r, INA_K_JOIN_COOKIE, &h);
     CHECK(i >= 0 && inbox[r][i].len == INA_HDR_LEN + INA_JOIN_COOKIE_BODY_LEN &&
-          ina_get32(inbox[r][i].b + INA_HDR_LEN + 4) == (uint32_t)nonce);
+          ina__get32(inbox[r][i].b + INA_HDR_LEN + 4) == (uint32_t)nonce);
     if (i >= 0)
         w_send_join(r, nonce, inbox[r][i].b + INA_HDR_LEN + 8);
 }
@@ -279,7 +279,7 @@ static int w_take_ack(int r)
     if (i < 0)
         return 0;
     struct ina_join j = {0}; /* read below even if the decode failed (a CHECK does not return) */
-    CHECK_EQ_INT(ina_join_decode(inbox[r][i].b + INA_HDR_LEN, inbox[r][i].len - INA_HDR_LEN, &j), 0);
+    CHECK_EQ_INT(ina__join_decode(inbox[r][i].b + INA_HDR_LEN, inbox[r][i].len - INA_HDR_LEN, &j), 0);
     CHECK(j.nonce == ws[r].nonce);
     CHECK_EQ_INT(j.world_size, NW);
     CHECK_EQ_INT(j.elems, K);
@@ -308,7 +308,7 @@ static void w_data(int r, uint32_t slot, uint32_t seq, unsigned count, int16_t e
 {
     uint8_t b[INA_HDR_LEN + 4 * K];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_DATA);
+    ina__hdr_init(&h, INA_K_DATA);
     h.job = ws[r].job;
     h.rank = (uint16_t)r;
     h.session = ws[r].session;
@@ -319,24 +319,24 @@ static void w_data(int r, uint32_t slot, uint32_t seq, unsigned count, int16_t e
     h.exp = exp;
     h.op = op;
     h.tag = tag;
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     for (unsigned i = 0; i < count; i++)
-        ina_put32(b + INA_HDR_LEN + 4 * i, (uint32_t)vals[i]);
-    ina_switch_input(&sws[child_of(r)], b, INA_HDR_LEN + 4 * count, &w_addr[r], now);
+        ina__put32(b + INA_HDR_LEN + 4 * i, (uint32_t)vals[i]);
+    ina__switch_input(&sws[child_of(r)], b, INA_HDR_LEN + 4 * count, &w_addr[r], now);
 }
 
 static void w_leave(int r, int abort)
 {
     uint8_t b[INA_HDR_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_LEAVE);
+    ina__hdr_init(&h, INA_K_LEAVE);
     h.job = ws[r].job;
     h.rank = (uint16_t)r;
     h.session = ws[r].session;
     h.token = ws[r].token;
     h.flags = abort ? INA_FLAG_ABORT : 0;
-    ina_hdr_encode(b, &h);
-    ina_switch_input(&sws[child_of(r)], b, sizeof(b), &w_addr[r], now);
+    ina__hdr_encode(b, &h);
+    ina__switch_input(&sws[child_of(r)], b, sizeof(b), &w_addr[r], now);
 }
 
 /* How many RESULTs of (slot, seq) rank r holds; the last one's values and exp. */
@@ -345,14 +345,14 @@ static int w_results(int r, uint32_t slot, uint32_t seq, int32_t *vals, int16_t 
     int n = 0;
     for (int i = 0; i < ninbox[r]; i++) {
         struct ina_hdr h;
-        if (ina_hdr_decode(inbox[r][i].b, inbox[r][i].len, &h) != INA_PARSE_OK ||
+        if (ina__hdr_decode(inbox[r][i].b, inbox[r][i].len, &h) != INA_PARSE_OK ||
             h.kind != INA_K_RESULT || (h.slot & INA_SLOT_INDEX_MASK) != slot || h.seq != seq)
             continue;
         CHECK_EQ_INT(h.job, ws[r].job);
         CHECK_EQ_INT(h.session, ws[r].session);
         CHECK_EQ_INT(h.token, ws[r].token);
         for (unsigned k = 0; k < h.count && vals; k++) {
-            int32_t v = (int32_t)ina_get32(inbox[r][i].b + INA_HDR_LEN + 4 * k);
+            int32_t v = (int32_t)ina__get32(inbox[r][i].b + INA_HDR_LEN + 4 * k);
             if (n > 0)
                 CHECK_EQ_INT(v, vals[k]); /* every copy the same */
             vals[k] = v;
@@ -372,7 +372,7 @@ static int w_abort_reason(int r)
     uint64_t nonce;
     int32_t reason = 0;
     if (i >= 0)
-        ina_nak_decode(inbox[r][i].b + INA_HDR_LEN, inbox[r][i].len - INA_HDR_LEN, &nonce, &reason);
+        ina__nak_decode(inbox[r][i].b + INA_HDR_LEN, inbox[r][i].len - INA_HDR_LEN, &nonce, &reason);
     return i < 0 ? 0 : reason;
 }
 
@@ -457,7 +457,7 @@ static void test_join_and_sums(void)
     CHECK_EQ_INT(sws[P].c.tree_joins, 4);
     for (int r = 0; r < NW; r++) {
         CHECK(w_take_ack(r));
-        CHECK_EQ_INT(ina_flag_levels(ws[r].flags), 1);
+        CHECK_EQ_INT(ina__flag_levels(ws[r].flags), 1);
         CHECK(!(ws[r].flags & INA_FLAG_CAP_BFP)); /* no op 3 in a tree */
         CHECK(ws[r].flags & INA_FLAG_CAP_F32);    /* the parent offers op 4 */
     }
@@ -618,7 +618,7 @@ static void test_loss_and_duplicates(void)
     /* A stale RESULT (a duplicate of the parent's, after the round moved on)
      * is dropped at the child, not passed down. */
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_RESULT);
+    ina__hdr_init(&h, INA_K_RESULT);
     h.job = sws[C0].jobs[0].up.job;
     h.rank = INA_RANK_SWITCH;
     h.session = sws[C0].jobs[0].up.session;
@@ -629,25 +629,25 @@ static void test_loss_and_duplicates(void)
     h.tag = 3 * 13;
     uint8_t b[INA_HDR_LEN + 4 * K];
     memset(b, 0, sizeof(b));
-    ina_hdr_encode(b, &h);
+    ina__hdr_encode(b, &h);
     uint64_t up = sws[C0].c.drops[INA_DROP_UPSTREAM];
-    ina_switch_input(&sws[C0], b, sizeof(b), &sw_addr[P], now);
+    ina__switch_input(&sws[C0], b, sizeof(b), &sw_addr[P], now);
     CHECK_EQ_INT(sws[C0].c.drops[INA_DROP_UPSTREAM], up + 1);
     /* The same from a stranger, or with another token: dropped too. */
     struct sockaddr_in stranger = mkaddr(0x0A000001, 7009);
-    ina_switch_input(&sws[C0], b, sizeof(b), &stranger, now);
+    ina__switch_input(&sws[C0], b, sizeof(b), &stranger, now);
     CHECK_EQ_INT(sws[C0].c.drops[INA_DROP_UPSTREAM], up + 2);
     CHECK_EQ_INT(sws[C0].txq.nmsg, 0);
     /* A rank a child stands for cannot send at the parent, even from the child's address. */
     struct ina_hdr d;
-    ina_hdr_init(&d, INA_K_DATA);
+    ina__hdr_init(&d, INA_K_DATA);
     d.job = sws[C0].jobs[0].up.job;
     d.rank = 1;
     d.session = sws[C0].jobs[0].up.session;
     d.token = sws[C0].jobs[0].up.token;
-    ina_hdr_encode(b, &d);
+    ina__hdr_encode(b, &d);
     uint64_t rk = sws[P].c.drops[INA_DROP_RANK];
-    ina_switch_input(&sws[P], b, INA_HDR_LEN, &sw_addr[C0], now);
+    ina__switch_input(&sws[P], b, INA_HDR_LEN, &sw_addr[C0], now);
     CHECK_EQ_INT(sws[P].c.drops[INA_DROP_RANK], rk + 1);
     net_close();
 }
@@ -729,7 +729,7 @@ static void test_aborts(void)
         CHECK(w_take_ack(r));
     memset(ninbox, 0, sizeof(ninbox));
     now += 61000000000ull;
-    ina_switch_tick(&sws[C1], now);
+    ina__switch_tick(&sws[C1], now);
     deliver();
     for (int r = 0; r < NW; r++)
         CHECK_EQ_INT(w_abort_reason(r), INA_ERR_TIMEOUT);
@@ -750,8 +750,8 @@ static void test_nospace(void)
     struct sockaddr_in other = mkaddr(0x0A000201, 6000);
     uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_JOIN);
-    ina_switch_input(&sws[C1], b, join_dg(b, &h, 77, 1, 8, "hog", 0), &other, now);
+    ina__hdr_init(&h, INA_K_JOIN);
+    ina__switch_input(&sws[C1], b, join_dg(b, &h, 77, 1, 8, "hog", 0), &other, now);
     deliver(); /* (C1 registers the hog at P too: a world of 1, started at once) */
     for (int r = 0; r < NW; r++) {
         w_join(r, 0x800 + (uint64_t)r);
@@ -766,7 +766,7 @@ static void test_nospace(void)
         CHECK_EQ_INT(inbox[r][i].len, INA_HDR_LEN + INA_NAK_BODY_LEN); /* no fallback */
         uint64_t nonce;
         int32_t reason;
-        ina_nak_decode(inbox[r][i].b + INA_HDR_LEN, INA_NAK_BODY_LEN, &nonce, &reason);
+        ina__nak_decode(inbox[r][i].b + INA_HDR_LEN, INA_NAK_BODY_LEN, &nonce, &reason);
         CHECK(nonce == 0x800 + (uint64_t)r);
         CHECK_EQ_INT(reason, INA_ERR_NOSPACE);
         CHECK_EQ_INT(w_last(r, INA_K_JOIN_ACK, &nh), -1);
@@ -787,7 +787,7 @@ static void test_redirect(void)
     static char name[32];
     for (int i = 0;; i++) {
         snprintf(name, sizeof(name), "redirect-%d", i);
-        if (ina_lane_shard(name, 0, 2) == 1)
+        if (ina__lane_shard(name, 0, 2) == 1)
             break;
     }
     job_name = name;
@@ -807,7 +807,7 @@ static void test_secret(void)
 {
     struct opts o = {.secret = 1};
     net_open(&o);
-    ina_hmac_key_init(&wkey, (const uint8_t *)"tree secret", 11);
+    ina__hmac_key_init(&wkey, (const uint8_t *)"tree secret", 11);
     wsecret = 1;
     join_all(in_order, 0xA00);
     round_all(0, 0, INA_OP_ADD_I32, -1);
@@ -816,9 +816,9 @@ static void test_secret(void)
     /* A TREE_JOIN without the proof: REJECTED, counted AUTH. */
     uint8_t b[INA_HDR_LEN + INA_TREE_JOIN_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_TREE_JOIN);
+    ina__hdr_init(&h, INA_K_TREE_JOIN);
     struct sockaddr_in stranger = mkaddr(0x0A000301, 7000);
-    ina_switch_input(&sws[P], b, join_dg(b, &h, 5, 2, W, "forged", 0x3), &stranger, now);
+    ina__switch_input(&sws[P], b, join_dg(b, &h, 5, 2, W, "forged", 0x3), &stranger, now);
     CHECK_EQ_INT(sws[P].c.drops[INA_DROP_AUTH], 1);
     CHECK_EQ_INT(sws[P].txq.nmsg, 1);
     wsecret = 0;
@@ -831,9 +831,9 @@ static void tree_join_by_hand(int sw_idx, const struct sockaddr_in *src, uint64_
 {
     uint8_t b[INA_HDR_LEN + INA_TREE_JOIN_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_TREE_JOIN);
+    ina__hdr_init(&h, INA_K_TREE_JOIN);
     h.rank = (uint16_t)__builtin_ctz(set_bits);
-    ina_switch_input(&sws[sw_idx], b, join_dg(b, &h, nonce, world, W, "by-hand", set_bits), src,
+    ina__switch_input(&sws[sw_idx], b, join_dg(b, &h, nonce, world, W, "by-hand", set_bits), src,
                      now);
 }
 
@@ -843,9 +843,9 @@ static void join_by_hand(int sw_idx, const struct sockaddr_in *src, uint64_t non
 {
     uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_JOIN);
+    ina__hdr_init(&h, INA_K_JOIN);
     h.rank = (uint16_t)rank;
-    ina_switch_input(&sws[sw_idx], b, join_dg(b, &h, nonce, world, W, name, 0), src, now);
+    ina__switch_input(&sws[sw_idx], b, join_dg(b, &h, nonce, world, W, name, 0), src, now);
 }
 
 /* The kind and reason of the last datagram sw_idx queued to dst (-1, 0 if none). */
@@ -853,13 +853,13 @@ static int last_to(int sw_idx, const struct sockaddr_in *dst, int32_t *reason)
 {
     const struct ina_txq *t = &sws[sw_idx].txq;
     for (int i = (int)t->nmsg - 1; i >= 0; i--) {
-        if (!ina_addr_eq(&t->addrs[i], dst))
+        if (!ina__addr_eq(&t->addrs[i], dst))
             continue;
         const uint8_t *b = t->iovs[i].iov_base;
         uint64_t nonce;
         *reason = 0;
         if (t->iovs[i].iov_len >= INA_HDR_LEN + INA_NAK_BODY_LEN)
-            ina_nak_decode(b + INA_HDR_LEN, t->iovs[i].iov_len - INA_HDR_LEN, &nonce, reason);
+            ina__nak_decode(b + INA_HDR_LEN, t->iovs[i].iov_len - INA_HDR_LEN, &nonce, reason);
         return b[3];
     }
     *reason = 0;
@@ -882,7 +882,7 @@ static void test_reregistration(void)
     CHECK_EQ_INT(pj->njoined, 1);
     CHECK(!pj->members[0].joined);
     CHECK_EQ_INT(pj->members[1].weight, 1);
-    ina_switch_tx_reset(&sws[P]);
+    ina__switch_tx_reset(&sws[P]);
     tree_join_by_hand(P, &sw_addr[C1], 0x52, 0xE, 5); /* {1, 2, 3}: rank 1 is C0's, alive */
     int32_t reason;
     CHECK_EQ_INT(last_to(P, &sw_addr[C1], &reason), INA_K_JOIN_NAK);
@@ -900,7 +900,7 @@ static void test_reregistration(void)
     c0b.sin_port = htons(7100);
     tree_join_by_hand(P, &c0b, 0x53, 0x3, 5);
     CHECK_EQ_INT(pj->njoined, 4);
-    CHECK(pj->members[0].nonce == 0x53 && ina_addr_eq(&pj->members[1].addr, &c0b));
+    CHECK(pj->members[0].nonce == 0x53 && ina__addr_eq(&pj->members[1].addr, &c0b));
     /* C0 falls silent: once its registration is over, C1 may take rank 1
      * (C1 re-registers, as its TREE_JOINs go on; C0's whole set goes). */
     now += INA_SW_JOIN_SILENT_NS + 1;
@@ -932,11 +932,11 @@ static void test_takeover_refused(void)
     join_by_hand(P, &a[0], 0x61, 0, 3, "takeover");
     join_by_hand(P, &a[1], 0x62, 1, 3, "takeover");
     CHECK_EQ_INT(pj->njoined, 2);
-    ina_switch_tx_reset(&sws[P]);
+    ina__switch_tx_reset(&sws[P]);
     uint8_t b[INA_HDR_LEN + INA_TREE_JOIN_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_TREE_JOIN);
-    ina_switch_input(&sws[P], b, join_dg(b, &h, 0x66, 3, W, "takeover", 0x7), &forger, now);
+    ina__hdr_init(&h, INA_K_TREE_JOIN);
+    ina__switch_input(&sws[P], b, join_dg(b, &h, 0x66, 3, W, "takeover", 0x7), &forger, now);
     int32_t reason;
     CHECK_EQ_INT(last_to(P, &forger, &reason), INA_K_JOIN_NAK);
     CHECK_EQ_INT(reason, INA_ERR_REJECTED);
@@ -946,9 +946,9 @@ static void test_takeover_refused(void)
     CHECK_EQ_INT(pj->state, INA_JOB_JOINING);
     CHECK_EQ_INT(pj->njoined, 2);
     for (int r = 0; r < 2; r++)
-        CHECK(ina_addr_eq(&pj->members[r].addr, &a[r]) && pj->members[r].weight == 1);
+        CHECK(ina__addr_eq(&pj->members[r].addr, &a[r]) && pj->members[r].weight == 1);
     CHECK(!pj->members[2].joined);
-    ina_switch_tx_reset(&sws[P]);
+    ina__switch_tx_reset(&sws[P]);
     join_by_hand(P, &a[2], 0x63, 2, 3, "takeover");
     CHECK_EQ_INT(pj->state, INA_JOB_ACTIVE);
     CHECK(!pj->tree);
@@ -974,9 +974,9 @@ static void test_registration_lifetime(void)
     /* Rank 1 withdraws (the body of its JOIN, its nonce). */
     uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_WITHDRAW);
+    ina__hdr_init(&h, INA_K_WITHDRAW);
     h.rank = 1;
-    ina_switch_input(&sws[C0], b, join_dg(b, &h, 0xC01, NW, W, job_name, 0), &w_addr[1], now);
+    ina__switch_input(&sws[C0], b, join_dg(b, &h, 0xC01, NW, W, job_name, 0), &w_addr[1], now);
     deliver();
     CHECK_EQ_INT(sws[C0].jobs[0].njoined, 1);
     CHECK_EQ_INT(pj->njoined, 1); /* C0 said so at once: {0} */
@@ -1014,24 +1014,24 @@ static void test_tree_join_refused(void)
         net_open(&o);
         uint8_t b[INA_HDR_LEN + INA_TREE_JOIN_LEN];
         struct ina_hdr h;
-        ina_hdr_init(&h, INA_K_TREE_JOIN);
+        ina__hdr_init(&h, INA_K_TREE_JOIN);
         h.rank = (uint16_t)cases[c].rank;
         size_t len = join_dg(b, &h, 9, cases[c].world, W, "bad",
                              cases[c].set0 | (unsigned)cases[c].set1 << 8);
-        ina_switch_input(&sws[P], b, len, &sw_addr[C0], now);
+        ina__switch_input(&sws[P], b, len, &sw_addr[C0], now);
         CHECK_EQ_INT(sws[P].c.drops[INA_DROP_JOIN], 1);
         CHECK_EQ_INT(sws[P].jobs[0].state, INA_JOB_FREE);
         struct ina_hdr nh;
         memset(&nh, 0, sizeof(nh));
         CHECK_EQ_INT(sws[P].txq.nmsg, 1);
         if (sws[P].txq.nmsg == 1) {
-            CHECK_EQ_INT(ina_hdr_decode(sws[P].txq.iovs[0].iov_base, sws[P].txq.iovs[0].iov_len,
+            CHECK_EQ_INT(ina__hdr_decode(sws[P].txq.iovs[0].iov_base, sws[P].txq.iovs[0].iov_len,
                                         &nh), INA_PARSE_OK);
             CHECK_EQ_INT(nh.kind, INA_K_JOIN_NAK);
         }
         /* A short one (no set): dropped without an answer. */
-        ina_switch_tx_reset(&sws[P]);
-        ina_switch_input(&sws[P], b, INA_HDR_LEN + INA_JOIN_BODY_LEN, &sw_addr[C0], now);
+        ina__switch_tx_reset(&sws[P]);
+        ina__switch_input(&sws[P], b, INA_HDR_LEN + INA_JOIN_BODY_LEN, &sw_addr[C0], now);
         CHECK_EQ_INT(sws[P].c.drops[INA_DROP_JOIN], 2);
         CHECK_EQ_INT(sws[P].txq.nmsg, 0);
         net_close();
@@ -1047,20 +1047,20 @@ static void test_tree_join_refused(void)
     struct ina_job *cj = &sws[C0].jobs[0];
     uint8_t b[INA_HDR_LEN + INA_JOIN_BODY_LEN];
     struct ina_hdr h;
-    ina_hdr_init(&h, INA_K_JOIN_ACK);
+    ina__hdr_init(&h, INA_K_JOIN_ACK);
     h.job = 3;
     h.rank = INA_RANK_SWITCH;
     h.session = 0x1234;
     h.token = 0x5678;
     size_t len = join_dg(b, &h, cj->up.nonce, NW, 2 * W, job_name, 0);
-    ina_switch_tx_reset(&sws[C0]);
-    ina_switch_input(&sws[C0], b, len, &sw_addr[P], now);
+    ina__switch_tx_reset(&sws[C0]);
+    ina__switch_input(&sws[C0], b, len, &sw_addr[P], now);
     CHECK_EQ_INT(cj->state, INA_JOB_FREE);
     int naks = 0, leaves = 0;
     for (unsigned i = 0; i < sws[C0].txq.nmsg; i++) {
         struct ina_hdr th;
         memset(&th, 0, sizeof(th));
-        ina_hdr_decode(sws[C0].txq.iovs[i].iov_base, sws[C0].txq.iovs[i].iov_len, &th);
+        ina__hdr_decode(sws[C0].txq.iovs[i].iov_base, sws[C0].txq.iovs[i].iov_len, &th);
         naks += th.kind == INA_K_JOIN_NAK;
         leaves += th.kind == INA_K_LEAVE && (th.flags & INA_FLAG_ABORT) && th.session == 0x1234;
     }
@@ -1073,7 +1073,7 @@ static void test_tree_join_refused(void)
 
 int main(void)
 {
-    ina_log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* only errors: job events are expected here */
+    ina__log_setup(INA_LOG_ERROR, INA_LOG_TEXT); /* only errors: job events are expected here */
     test_join_and_sums();
     test_loss_and_duplicates();
     test_tree_join_retransmit();
