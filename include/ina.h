@@ -375,6 +375,25 @@ typedef struct ina_config {
                                   ina_init fails with INA_ERR_NOTSUP); costs one keyed
                                   BLAKE2b per packet on each side (docs/BENCHMARKS.md).
                                   Env: INA_INTEGRITY=1. Since v0.6. */
+    int wire_bits;           /**< bits per element of float sums on the wire (SUM and AVG;
+                                  docs/PROTOCOL.md §8.10). 0 = default: FLOAT16 and BFLOAT16
+                                  travel as 16 bits where the switch offers it (ina-switch
+                                  does, but not with --int-ops-only, the eBPF dataplane or a
+                                  parent that does not), everything else as 32 bits. 16:
+                                  FLOAT32 too, rounded to the 16-bit format wire_half (as
+                                  DDP's bf16 compression hook and Horovod's fp16
+                                  compression do): half the bytes, at the format's
+                                  precision, see ina_wire16_error_bound(). 32: every dtype
+                                  on the 32-bit wire, as before v0.6 (sums reproducible bit
+                                  for bit in two rounds). Fixed point (fixed_point_bits)
+                                  takes precedence. All ranks must use the same value (else
+                                  INA_ERR_MISMATCH). Env: INA_WIRE_BITS ("16" or "32").
+                                  Since v0.6. */
+    int wire_half;           /**< the 16-bit format of FLOAT32 with wire_bits 16:
+                                  INA_WIRE_HALF_BF16 (default: bfloat16, binary32's range,
+                                  8 significant bits) or INA_WIRE_HALF_FP16 (IEEE binary16,
+                                  11 bits, scaled per packet by a power of 2). Env:
+                                  INA_WIRE_HALF ("bf16" or "fp16"). Since v0.6. */
     unsigned reserved[1];    /**< zero; room for new fields: append them just before this
                                   one, as "ABI" at the top says (v0.2 took slots of it, which
                                   changed the layout on LP64). */
@@ -419,6 +438,9 @@ enum { INA_FALLBACK_HOST = 0, INA_FALLBACK_NONE = 1 };
  */
 enum { INA_FLOAT_ADD_QUANTIZED = 0, INA_FLOAT_ADD_SWITCH = 1 };
 
+/** ina_config.wire_half: the 16-bit format FLOAT32 travels in with wire_bits 16. */
+enum { INA_WIRE_HALF_BF16 = 0, INA_WIRE_HALF_FP16 = 1 };
+
 /** Where a context's all-reduces run (ina_info.path). */
 enum { INA_PATH_SWITCH = 0, INA_PATH_HOST = 1 };
 
@@ -434,7 +456,8 @@ INA_EXTERN void ina_config_init(ina_config *cfg);
  * ("host" or "none"), INA_SECRET_FILE, INA_FLOAT_ADD ("quantized" or "switch"),
  * INA_SPARSE ("off", "on" or "auto"), INA_SPARSE_BLOCK, INA_SPARSE_THRESHOLD,
  * INA_SPARSE_CROSSOVER, INA_SPARSE_MIN_BYTES, INA_BUSY_POLL_US, INA_FIXED_POINT,
- * INA_INTEGRITY ("0" or "1").
+ * INA_INTEGRITY ("0" or "1"), INA_WIRE_BITS ("16" or "32"), INA_WIRE_HALF ("bf16"
+ * or "fp16").
  * What INA_* and torchrun's RANK/WORLD_SIZE leave unset comes from the
  * innermost launcher (since v0.4), rank and size from one launcher together:
  * OpenMPI (OMPI_COMM_WORLD_RANK/_SIZE, job "ompi-" OMPI_MCA_ess_base_jobid),
@@ -667,6 +690,9 @@ typedef struct ina_info {
                                proposal. 0 when the lanes were set. Since v0.4. */
     int integrity;        /**< 1 if every DATA and result carries a tag (ina_config.integrity,
                                agreed by the switch). Since v0.6. */
+    int wire_bits;        /**< 16 if FLOAT16 and BFLOAT16 sums travel as 16 bits (every
+                               part's switch offers it and wire_bits is not 32), else 32.
+                               Since v0.6. */
     unsigned reserved[1]; /**< zero; append new fields just before this one ("ABI" at the
                                top; v0.4, v0.5 and v0.6 grew the struct) */
 } ina_info;
@@ -712,6 +738,26 @@ INA_EXTERN double ina_error_bound(ina_dtype dtype, int world_size, double amax, 
  */
 INA_EXTERN double ina_float_add_error_bound(ina_dtype dtype, int world_size, double abs_sum,
                                             double exact_sum);
+
+/**
+ * The bound on the 16-bit wire (ina_info.wire_bits == 16; FLOAT32 with
+ * ina_config.wire_bits 16; docs/PROTOCOL.md §8.10.6), for one element of a
+ * SUM (against exact_sum) or an AVG (against exact_sum / N) whose inputs
+ * over all ranks have abs_sum = sum_i |x_i|; amax is the largest magnitude
+ * over all ranks in the element's packet (2 * elems_per_packet elements; it
+ * bounds the packet's scale, which matters only for FLOAT32 on binary16
+ * and for FLOAT16 sums past 65504). wire_half: the format of FLOAT32
+ * (INA_WIRE_HALF_*; FLOAT16 travels as binary16, BFLOAT16 as bfloat16
+ * whatever it says). Roughly: FLOAT16 and BFLOAT16 (N-1) 2^-24 abs_sum plus
+ * one rounding to the type; FLOAT32 one rounding of each input to the
+ * 16-bit format (2^-9 abs_sum for bfloat16, 2^-12 for binary16) on top.
+ * Notes: NaN/Inf arguments give +Inf; INT32, FLOAT64 and unknown dtypes
+ * give NaN. A result past the dtype's range (FLOAT16 sums from 65520 on)
+ * comes back +-Inf. Since v0.6.
+ */
+INA_EXTERN double ina_wire16_error_bound(ina_dtype dtype, int wire_half, ina_op op,
+                                         int world_size, double abs_sum, double exact_sum,
+                                         double amax);
 
 /* ---- Key-value store: sparse push and pull (Since v0.5) -------------------
  *

@@ -215,7 +215,11 @@ static void usage(FILE *f)
 "(sum wrapping, max, min, avg truncated toward zero), the float types per\n"
 "element within ina_error_bound() for their packet block (elems_per_packet\n"
 "elements; amax over all ranks), or for avg within the bound ina.h gives for\n"
-"it. A size in bytes is rounded down to whole elements of the dtype.\n"
+"it; on the 16-bit wire (float16, bfloat16 sum and avg where the switch offers\n"
+"it; float32 too with INA_WIRE_BITS=16, INA_WIRE_HALF=bf16|fp16, which the\n"
+"workers read) within ina_wire16_error_bound() for their packet of 2 x\n"
+"elems_per_packet elements. A size in bytes is rounded down to whole elements\n"
+"of the dtype.\n"
 "Before each iteration the ranks synchronise with a 1-element all-reduce (a\n"
 "barrier, untimed); time is measured around each ina_allreduce() call only,\n"
 "and the reported time is rank 0's median over the timed iterations.\n"
@@ -612,6 +616,9 @@ static int cmp_double(const void *a, const void *b)
 static int g_rank = -1;
 static int g_float_add; /* ina_info.float_add: which error bound the results must meet */
 static int g_fixed_bits; /* ina_info.fixed_point_bits: the same, for fixed point */
+/* The run's dtype and op on the 16-bit wire (PROTOCOL.md §8.10): its bound, per
+ * packet of 2 elems_per_packet elements; the format FLOAT32 takes there. */
+static int g_wire16, g_wire_half;
 static ina_ctx *g_ctx;
 
 static _Noreturn void die_ina(const char *what, int rc)
@@ -695,6 +702,8 @@ static double elem_bound(ina_dtype dt, ina_op op, int n, double amax, double abs
 {
     if (op == INA_MAX || op == INA_MIN)
         return 0.0; /* exact (PROTOCOL.md §8.9) */
+    if (g_wire16) /* its own AVG form, against exact / N */
+        return ina_wire16_error_bound(dt, g_wire_half, op, n, abs_sum, exact, amax);
     double b = g_fixed_bits ? ina_fixed_error_bound(dt, n, g_fixed_bits, exact)
                : g_float_add == INA_FLOAT_ADD_SWITCH ? ina_float_add_error_bound(dt, n, abs_sum, exact)
                                                      : ina_error_bound(dt, n, amax, exact);
@@ -935,6 +944,12 @@ static int run_worker(const struct opts *o)
     const char *integrity = getenv("INA_INTEGRITY"); /* likewise ("1": every packet tagged) */
     if (integrity && strcmp(integrity, "1") == 0)
         cfg.integrity = 1;
+    const char *wire_bits = getenv("INA_WIRE_BITS"); /* "16": FLOAT32 on the 16-bit wire too */
+    if (wire_bits && (strcmp(wire_bits, "16") == 0 || strcmp(wire_bits, "32") == 0))
+        cfg.wire_bits = atoi(wire_bits);
+    const char *wire_half = getenv("INA_WIRE_HALF"); /* its format: "bf16" (default) or "fp16" */
+    if (wire_half && strcmp(wire_half, "fp16") == 0)
+        cfg.wire_half = INA_WIRE_HALF_FP16;
 
     rc = ina_init(&g_ctx, &cfg);
     if (rc) {
@@ -948,6 +963,10 @@ static int run_worker(const struct opts *o)
         die_ina("ina_get_info", rc);
     g_float_add = info.float_add;
     g_fixed_bits = info.fixed_point_bits;
+    g_wire_half = cfg.wire_half;
+    g_wire16 = info.wire_bits == 16 && !g_fixed_bits && (o->op == INA_SUM || o->op == INA_AVG) &&
+               (o->dtype == INA_FLOAT16 || o->dtype == INA_BFLOAT16 ||
+                (o->dtype == INA_FLOAT32 && cfg.wire_bits == 16));
     epp = info.elems_per_packet;
     if (epp <= 0) {
         fprintf(stderr, "%s: rank %d: library reports %d elements per packet\n", prog,
@@ -997,9 +1016,11 @@ static int run_worker(const struct opts *o)
     }
 
     times = malloc((size_t)o->iters * sizeof *times);
-    acc = malloc((size_t)epp * sizeof(double));
-    acc_abs = malloc((size_t)epp * sizeof(double));
-    scratch = malloc((size_t)epp * es);
+    /* Verified per packet: 2 epp elements on the 16-bit wire */
+    const int vb = g_wire16 ? 2 * epp : epp;
+    acc = malloc((size_t)vb * sizeof(double));
+    acc_abs = malloc((size_t)vb * sizeof(double));
+    scratch = malloc((size_t)vb * es);
     if (!times || !acc || !acc_abs || !scratch)
         die_sys("malloc");
 
@@ -1071,7 +1092,7 @@ static int run_worker(const struct opts *o)
                     verify_i32(o, epp, bytes, it * K + j, send[j], recv[j], count, scratch,
                                (uint32_t *)acc, &v);
                 else
-                    verify_float(o, epp, bytes, it * K + j, send[j], recv[j], count, scratch, acc,
+                    verify_float(o, vb, bytes, it * K + j, send[j], recv[j], count, scratch, acc,
                                  acc_abs, &v);
             }
         }

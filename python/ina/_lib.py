@@ -48,6 +48,8 @@ class ConfigStruct(ctypes.Structure):
         ("sparse_crossover", ctypes.c_double),
         ("sparse_min_bytes", ctypes.c_int),
         ("integrity", ctypes.c_int),
+        ("wire_bits", ctypes.c_int),
+        ("wire_half", ctypes.c_int),
         ("reserved", ctypes.c_uint * 1),
     ]
 
@@ -82,6 +84,7 @@ class InfoStruct(ctypes.Structure):
         ("sparse", ctypes.c_int),
         ("lanes_proposed", ctypes.c_int),
         ("integrity", ctypes.c_int),
+        ("wire_bits", ctypes.c_int),
         ("reserved", ctypes.c_uint * 1),
     ]
 

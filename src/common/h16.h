@@ -55,15 +55,17 @@
  * of N contributions about 0.75 + 0.11 N ns against 0.1 + 0.09 N. The scalar
  * reference is 10 to 30 times slower.
  *
- * Wiring (phase 2 of issue 32): JOIN_ACK flag INA_FLAG_CAP_H16 (control.c,
- * the fallback, children after their parent; never with --int-ops-only or
- * the eBPF dataplane); slot sets of 2k lanes; dataplane.c's New round and
- * Combine call ina__h16_load and ina__h16_add, completion ina__h16_result_exp
- * (kept as the set's exp) and ina__h16_store in build_round; a child forwards
- * the parent's RESULT payload as received; src/switch/sparse.c ops 12, 13;
- * libina chooses ops 10/11 (lib/wire16.h) with 2k elements per block, lag 0,
- * and INA_WIRE_BITS=16|32 and INA_WIRE_HALF=bf16|fp16 (and ina_config
- * fields) for FLOAT32 and for the opt-out.
+ * Where it is used: JOIN_ACK flag INA_FLAG_CAP_H16 (engine/job.c, the
+ * fallback, children after their parent; never with --int-ops-only or the
+ * eBPF dataplane); slot sets of 2 * max_elems lanes (engine.h:
+ * ina__switch_set_words); engine/dataplane.c's New round and combine.c's Combine call
+ * ina__h16_load and ina__h16_add, completion ina__h16_result_exp (kept as the
+ * set's exp) and build_round ina__h16_store; a child forwards the parent's
+ * RESULT payload as received (the set's raw flag); src/engine/sparse.c ops
+ * 12, 13. libina: lib/codec_h16.c (through lib/wire16.h), chosen in plan.c
+ * with 2k elements per block and lag 0; INA_WIRE_BITS=16|32 and
+ * INA_WIRE_HALF=bf16|fp16 (ina_config.wire_bits, wire_half) for FLOAT32 and
+ * for the opt-out; lib/sparse.c ops 12, 13.
  */
 
 #include <stddef.h>

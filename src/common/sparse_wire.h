@@ -32,7 +32,9 @@
  *                                 next is the minimum
  *   then                  B words per place with HAS, in place order
  *
- * count = 1 + 3 * np + B * (places with HAS).
+ * count = 1 + 3 * np + B * (places with HAS). Ops 12 and 13 (§17.11) carry
+ * ceil(B / 2) words of 16-bit elements per block instead, and the info
+ * exponent is the scale of the block the place carries.
  */
 
 #include <stddef.h>
@@ -50,7 +52,20 @@
 
 static inline int ina__op_is_sparse(uint8_t op)
 {
-    return op == INA_OP_SPARSE_I32 || op == INA_OP_SPARSE_F32;
+    return op == INA_OP_SPARSE_I32 || op == INA_OP_SPARSE_F32 || op == INA_OP_SPARSE_F16 ||
+           op == INA_OP_SPARSE_BF16;
+}
+
+/* Ops 12 and 13 (PROTOCOL.md §17.11): blocks of 16-bit elements, two per word. */
+static inline int ina__op_is_sparse_h16(uint8_t op)
+{
+    return op == INA_OP_SPARSE_F16 || op == INA_OP_SPARSE_BF16;
+}
+
+/* Words of a block of B elements on the wire: B, or ceil(B / 2) for 16-bit blocks. */
+static inline unsigned ina__sparse_block_words(unsigned block, int h16)
+{
+    return h16 ? (block + 1) / 2 : block;
 }
 
 static inline uint32_t ina__sparse_layout(unsigned block, unsigned nplaces)
@@ -78,7 +93,8 @@ static inline size_t ina__sparse_words_max(unsigned block, unsigned np)
     return ina__sparse_words(block, np, np);
 }
 
-/* Places per packet for block length B and k words per packet (0: none fit). */
+/* Places per packet for a block of `block` words (B, or ceil(B / 2) on ops 12
+ * and 13) and k words per packet (0: none fit). */
 static inline unsigned ina__sparse_places(unsigned block, unsigned k)
 {
     if (block == 0 || k < 1 + INA_SPARSE_DESC_WORDS + block)
@@ -92,15 +108,17 @@ static inline unsigned ina__sparse_places(unsigned block, unsigned k)
  * for the switch (DATA) and the worker (RESULT): the layout is well formed,
  * every place of it could carry a block within max_words, count matches the
  * HAS bits, reserved bits are 0, FIRST places carry no block and next is not
- * behind pos. @return 0 if valid, else -1. Reads count words at p.
+ * behind pos; h16: blocks of 16-bit elements (ops 12, 13). @return 0 if valid,
+ * else -1. Reads count words at p.
  */
-static inline int ina__sparse_check(const uint8_t *p, size_t count, size_t max_words)
+static inline int ina__sparse_check(const uint8_t *p, size_t count, size_t max_words, int h16)
 {
     if (count < 1)
         return -1;
     uint32_t lay = ina__get32(p);
-    unsigned block = ina__sparse_layout_block(lay), np = ina__sparse_layout_places(lay);
-    if ((lay & 0xFFu) || block < 1 || block > INA_SPARSE_MAX_BLOCK ||
+    unsigned elems = ina__sparse_layout_block(lay), np = ina__sparse_layout_places(lay);
+    unsigned block = ina__sparse_block_words(elems, h16);
+    if ((lay & 0xFFu) || elems < 1 || elems > INA_SPARSE_MAX_BLOCK ||
         ina__sparse_words_max(block, np) > max_words || ina__sparse_words(block, np, 0) > count)
         return -1;
     unsigned nhas = 0;

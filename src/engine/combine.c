@@ -1,5 +1,6 @@
 /* combine.c: the arithmetic of one round: a later contribution added into the values held, by the round's op. */
 #include "common/be32.h"
+#include "common/h16.h"
 #include "engine/internal.h"
 
 /* x / 2^d rounded to nearest (ties up), for |x| < 2^31 and d >= 1. */
@@ -61,6 +62,8 @@ void ina__combine(struct ina_slot_set *ss, int32_t *v, const uint8_t *payload, s
 {
     if (ss->op == INA_OP_ADD_I32)
         ina__be32_add(v, payload, n);
+    else if (ina__op_is_h16(ss->op)) /* 2n binary32 lanes (§8.10.4) */
+        ina__h16_add(v, payload, n, e, ina__h16_fmt_of_op(ss->op));
     else if (ss->op == INA_OP_ADD_BFP)
         combine_bfp(ss, v, payload, n, e);
     else if (ss->op == INA_OP_ADD_F32)

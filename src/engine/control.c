@@ -20,7 +20,8 @@ int ina__switch_init(struct ina_switch *sw, const struct ina_switch_params *p)
     sw->p = *p;
     sw->hot_own.limit = p->hot_memory ? p->hot_memory : INA_SW_DEFAULT_HOT_MEMORY;
     sw->slots = calloc(p->nslots, sizeof(*sw->slots));
-    sw->values = calloc((size_t)p->nslots * 2 * p->max_elems, sizeof(int32_t));
+    sw->set_words = ina__switch_set_words(p);
+    sw->values = calloc((size_t)p->nslots * 2 * sw->set_words, sizeof(int32_t));
     sw->slot_owner = calloc(p->nslots, sizeof(*sw->slot_owner));
     sw->rng = p->seed;
     sw->session_counter = ina__random_u32(sw);

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "common/be32.h"
+#include "common/h16.h"
 #include "common/sparse_wire.h"
 #include "engine/internal.h"
 
@@ -10,7 +11,7 @@ static inline void bit_set(uint64_t *bm, unsigned r) { bm[r >> 6] |= 1ull << (r 
 
 static inline int32_t *set_values(struct ina_switch *sw, uint32_t abs_slot, unsigned set)
 {
-    return sw->values + ((size_t)abs_slot * 2 + set) * sw->p.max_elems;
+    return sw->values + ((size_t)abs_slot * 2 + set) * sw->set_words;
 }
 
 /* A header from the switch to the ranks of job. */
@@ -76,7 +77,9 @@ static uint8_t *build_round(struct ina_switch *sw, const struct ina_job *job, st
     uint8_t *buf = ina__txq_buf(&sw->txq);
     const int32_t *v = set_values(sw, job->slot_base + rel_slot, set);
     if (ina__op_is_sparse(ss->op)) /* only the blocks some rank sent (§17.4) */
-        h->count = (uint16_t)ina__sparse_emit(buf + INA_HDR_LEN, v, NULL);
+        h->count = (uint16_t)ina__sparse_emit(buf + INA_HDR_LEN, v, ss->op, NULL);
+    else if (ina__op_is_h16(ss->op) && !ss->raw) /* the lanes at the round's scale (§8.10.4) */
+        ina__h16_store(buf + INA_HDR_LEN, v, ss->count, ss->exp, ina__h16_fmt_of_op(ss->op));
     else
         ina__be32_store(buf + INA_HDR_LEN, v, ss->count);
     ina__hdr_encode(buf, h);
@@ -127,7 +130,7 @@ static void emit_result(struct ina_switch *sw, const struct ina_job *job, uint32
 /* The wire ops this switch combines: v1's integer ops always; the
  * fixed-point add unless the eBPF program keeps the slots (it has ops 0..3);
  * block floating point unless --int-ops-only (a dataplane without shifters);
- * float adds and the block-sparse ops with neither restriction. */
+ * float adds, the 16-bit wire and the block-sparse ops with neither restriction. */
 static inline int op_offered(const struct ina_switch *sw, uint8_t op)
 {
     switch (op) {
@@ -139,8 +142,26 @@ static inline int op_offered(const struct ina_switch *sw, uint8_t op)
     case INA_OP_ADD_F32:
     case INA_OP_SPARSE_I32:
     case INA_OP_SPARSE_F32: return !sw->p.int_ops_only && !sw->p.bpf_ops_only;
+    case INA_OP_ADD_F16:
+    case INA_OP_ADD_BF16:
+    case INA_OP_SPARSE_F16:
+    case INA_OP_SPARSE_BF16: return ina__switch_h16(&sw->p);
     default: return 0;
     }
+}
+
+/*
+ * Every contribution of a round is in (at a child: every local one, before
+ * the partial sum goes up): the 16-bit wire fixes the scale s its lanes go
+ * out with, once, so that every copy and every resend carries the same
+ * bytes (§8.10.4, §8.10.7); a 16-bit sparse round, each place's (§17.11).
+ */
+static void round_done(struct ina_slot_set *ss, int32_t *v)
+{
+    if (ina__op_is_h16(ss->op) && !ina__op_is_sparse(ss->op))
+        ss->exp = ina__h16_result_exp(v, ss->count, ss->exp, ina__h16_fmt_of_op(ss->op));
+    else if (ina__op_is_sparse_h16(ss->op))
+        ina__sparse_h16_finish(v, ss->op);
 }
 
 /*
@@ -181,7 +202,8 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
     } else if (!op_offered(sw, h->op) ||
                ((job->tree || job->child) && (h->op == INA_OP_ADD_BFP || sparse)) ||
                (job->child && h->op == INA_OP_ADD_F32 && !(job->up.flags & INA_FLAG_CAP_F32)) ||
-               (job->child && h->op == INA_OP_ADD_FIX && !(job->up.flags & INA_FLAG_CAP_FIX))) {
+               (job->child && h->op == INA_OP_ADD_FIX && !(job->up.flags & INA_FLAG_CAP_FIX)) ||
+               (job->child && ina__op_is_h16(h->op) && !(job->up.flags & INA_FLAG_CAP_H16))) {
         return ina__drop_job(sw, job, INA_DROP_OP); /* (a tree offers neither BFP nor sparse: §12, §17.1) */
     }
     if (set != (h->seq & 1))
@@ -220,19 +242,23 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
         ss->nrecv = weight;
         ss->complete = 0;
         ss->up = 0;
+        ss->raw = 0;
         memset(ss->bitmap, 0, sizeof(ss->bitmap));
         bit_set(ss->bitmap, rank);
         ss->hot = (uint8_t)hot;
         if (sparse) {
             ss->count = 0; /* ranks' counts differ: the RESULT's is computed at emit */
             ss->exp = 0;
-            sw->c.sparse_rx_blocks += ina__sparse_first(set_values(sw, abs_slot, set), payload);
+            sw->c.sparse_rx_blocks += ina__sparse_first(set_values(sw, abs_slot, set), payload, h->op);
         } else if (hot) {
             ss->hot_epoch = hin.epoch;
             ss->hot_base = hin.base;
             ina__hot_load(job, set_values(sw, abs_slot, set), &hin, h->count);
             sw->c.hot_keyed += hin.nkeyed;
             sw->c.hot_bitmap += hin.nbitmap;
+        } else if (ina__op_is_h16(h->op)) {
+            ina__h16_load(set_values(sw, abs_slot, set), payload, h->count, h->exp,
+                         ina__h16_fmt_of_op(h->op));
         } else {
             ina__be32_load(set_values(sw, abs_slot, set), payload, h->count);
         }
@@ -290,6 +316,8 @@ void ina__dp_data(struct ina_switch *sw, struct ina_job *job, const struct ina_h
 
     sw->c.contributions++;
     job->c.contributions++;
+    if (ss->nrecv == job->need)
+        round_done(ss, set_values(sw, abs_slot, set));
     if (ss->nrecv == job->need && job->child) {
         ss->up = 1; /* complete once the parent's RESULT is in (tree.c) */
         sw->c.up_packets++;
@@ -338,6 +366,7 @@ void ina__tree_dp_result(struct ina_switch *sw, struct ina_job *job, const struc
         return ina__drop_job(sw, job, INA_DROP_UPSTREAM);
     ina__be32_load(set_values(sw, job->slot_base + rel, set), payload, h->count);
     ss->exp = h->exp; /* every rank's maximum (two-round floats), as the parent saw it */
+    ss->raw = ina__op_is_h16(ss->op); /* 16-bit words, passed down as received (§8.10.7) */
     ss->up = 0;
     ss->complete = 1;
     sw->c.up_results++;

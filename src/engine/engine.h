@@ -10,7 +10,9 @@
  * directly, without a network.
  *
  * Memory is fixed at creation: nslots slots, each two sets (the shadow copy)
- * of max_elems int32 values. A job holds a contiguous range of `window` slots.
+ * of set_words int32 values: max_elems, or twice that where the 16-bit wire
+ * is offered (a round of count words has 2 * count binary32 lanes, §8.10.4).
+ * A job holds a contiguous range of `window` slots.
  */
 
 #include <netinet/in.h>
@@ -83,6 +85,8 @@ struct ina_slot_set {
     uint8_t tag;      /* operation tag of this round (all ranks must agree) */
     uint8_t op;       /* wire op (INA_OP_*) of this round (all ranks must agree) */
     uint8_t hot;      /* a HOT_DATA round (kind 5): the RESULT is a HOT_RESULT */
+    uint8_t raw;      /* the 16-bit wire (ops 10, 11) at a child: values hold the parent's
+                         RESULT words as received, not binary32 lanes (§8.10.7) */
     uint32_t hot_epoch, hot_base; /* its hot-table epoch and first position */
     uint64_t bitmap[INA_BITMAP_WORDS]; /* ranks that contributed to `seq` */
 };
@@ -259,7 +263,8 @@ struct ina_switch_params {
 struct ina_switch {
     struct ina_switch_params p;
     struct ina_slot *slots;  /* nslots */
-    int32_t *values;         /* nslots * 2 * max_elems, host byte order */
+    int32_t *values;         /* nslots * 2 * set_words, host byte order */
+    uint32_t set_words;      /* values per slot set (ina__switch_set_words) */
     uint16_t *slot_owner;    /* nslots: job id owning the slot, 0 = free */
     struct ina_job jobs[INA_SW_MAX_JOBS];
     uint32_t session_counter;
@@ -316,6 +321,20 @@ struct ina_switch {
 static inline int ina__switch_tags(const struct ina_switch_params *p)
 {
     return p->has_secret && (p->mcast_base || p->integrity);
+}
+
+/* Whether this switch offers the 16-bit wire (ops 10..13, PROTOCOL.md §8.10):
+ * it needs binary32 adds, which --int-ops-only and the eBPF dataplane lack. */
+static inline int ina__switch_h16(const struct ina_switch_params *p)
+{
+    return !p->int_ops_only && !p->bpf_ops_only;
+}
+
+/* Values per slot set: 2 * max_elems binary32 lanes where the 16-bit wire is
+ * offered (a set of a 16-bit round holds two lanes per word), else max_elems. */
+static inline uint32_t ina__switch_set_words(const struct ina_switch_params *p)
+{
+    return ina__switch_h16(p) ? 2 * p->max_elems : p->max_elems;
 }
 
 /* True when the caller must flush sw->txq before the next ina__switch_input(). */

@@ -197,15 +197,18 @@ void ina__hot_free(struct ina_job *job);
 
 /* sparse.c: block-sparse rounds (wire ops 7 and 8, PROTOCOL.md §17). The
  * payload of a DATA that passed ina__sparse_valid() is read without further
- * bounds checks; v is the round's slot set values (max_elems words). */
+ * bounds checks; v is the round's slot set values (set_words words: a 16-bit
+ * block of B elements takes B lanes there, ceil(B / 2) words on the wire). */
 int ina__sparse_valid(const struct ina_job *job, const struct ina_hdr *h, const uint8_t *payload);
 /* 1 if the payload has the round's layout and, place by place, its positions and FIRST bits. */
 int ina__sparse_same(const int32_t *v, const uint8_t *payload);
 /* The round's first contribution; later ones by op. @return the blocks it carried. */
-unsigned ina__sparse_first(int32_t *v, const uint8_t *payload);
+unsigned ina__sparse_first(int32_t *v, const uint8_t *payload, uint8_t op);
 unsigned ina__sparse_combine(int32_t *v, const uint8_t *payload, uint8_t op);
+/* Ops 12, 13 (§17.11), every contribution in: each place's scale s into its info. */
+void ina__sparse_h16_finish(int32_t *v, uint8_t op);
 /* The RESULT payload of a finished round into out. @return its words; *nblocks its blocks. */
-size_t ina__sparse_emit(uint8_t *out, const int32_t *v, unsigned *nblocks);
+size_t ina__sparse_emit(uint8_t *out, const int32_t *v, uint8_t op, unsigned *nblocks);
 /* Blocks (HAS places) in a checked payload. */
 unsigned ina__sparse_blocks_in(const uint8_t *payload);
 

@@ -179,20 +179,23 @@ void ina__job_free(struct ina_switch *sw, struct ina_job *job)
  * switch among its members, or in which this switch is a child, offers no op
  * 3: a child cannot give op 3's bound at two levels (PROTOCOL.md §12); nor ops
  * 7 and 8: a child forwards dense partial sums only (§17.1). And all
- * ranks of a job must choose their ops alike. A child offers op 4 only if its
- * parent does, and says how many levels lie above it.
+ * ranks of a job must choose their ops alike. A child offers op 4 and the
+ * 16-bit wire (ops 10, 11: binary32 lanes, §8.10.7) only if its parent does,
+ * and says how many levels lie above it. --int-ops-only and the eBPF
+ * dataplane have no binary32 adds: no op 4, no 16-bit wire.
  */
 static uint16_t join_ack_flags(const struct ina_switch *sw, const struct ina_job *job)
 {
     uint16_t f = (sw->p.int_ops_only ? 0
-                                     : INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32 | INA_FLAG_CAP_SPARSE) |
+                                     : INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32 | INA_FLAG_CAP_SPARSE |
+                                           INA_FLAG_CAP_H16) |
                  (sw->p.shm && !sw->p.mcast_base ? INA_FLAG_CAP_SHM : 0) |
                  INA_FLAG_CAP_FIX | /* integer arithmetic: offered even with --int-ops-only */
                  (sw->p.hot_max && !sw->p.int_ops_only ? INA_FLAG_CAP_HOT : 0) |
                  (sw->p.integrity ? INA_FLAG_INTEGRITY : 0);
     if (sw->p.bpf_ops_only) /* the eBPF program implements ops 0..3 of DATA only */
         f &= (uint16_t)~(INA_FLAG_CAP_F32 | INA_FLAG_CAP_SPARSE | INA_FLAG_CAP_FIX |
-                         INA_FLAG_CAP_HOT);
+                         INA_FLAG_CAP_HOT | INA_FLAG_CAP_H16);
     if (job && (job->tree || job->child)) /* a tree passes dense rounds only (§12, §14.3, §17.1) */
         f &= (uint16_t)~(INA_FLAG_CAP_BFP | INA_FLAG_CAP_SPARSE | INA_FLAG_CAP_HOT);
     if (job && job->child) {
@@ -200,6 +203,8 @@ static uint16_t join_ack_flags(const struct ina_switch *sw, const struct ina_job
             f &= (uint16_t)~INA_FLAG_CAP_F32;
         if (!(job->up.flags & INA_FLAG_CAP_FIX)) /* a child adds what its parent can */
             f &= (uint16_t)~INA_FLAG_CAP_FIX;
+        if (!(job->up.flags & INA_FLAG_CAP_H16))
+            f &= (uint16_t)~INA_FLAG_CAP_H16;
         unsigned above = ina__flag_levels(job->up.flags) + 1;
         f |= (uint16_t)((above > 3 ? 3 : above) << INA_FLAG_LEVELS_SHIFT);
     }

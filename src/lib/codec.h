@@ -17,6 +17,9 @@
  *   ina__codec_order  order keys for float MAX and MIN (§8.9)
  *   ina__codec_fixed  fixed point with the configured scale (§13)
  *   ina__codec_hot    a key-value push's hot vector, HOT_DATA (§14.3)
+ *   ina__codec_h16    16-bit elements, two per word, the switch adds them in
+ *                     binary32 (ops 10 and 11, §8.10): FLOAT16, BFLOAT16, and
+ *                     FLOAT32 when the context asks for a 16-bit wire
  *
  * A new format is one file, codec_NAME.c, defining its entry (and the
  * conversion it needs, or calling dtype.c's), one extern line below, and
@@ -45,6 +48,11 @@ struct ina_codec {
     uint8_t data_kind;   /* the header kind of its DATA: INA_K_DATA or INA_K_HOT_DATA */
     uint8_t result_kind; /* of the RESULT that answers it: INA_K_RESULT or INA_K_HOT_RESULT */
     uint8_t exps;        /* enum ina_exps */
+    uint8_t per_word;    /* elements per 32-bit word: 1, or 2 (16-bit elements, §8.10) */
+    /* NULL, or the exponent the DATA of elements [first, first + n) carries, chosen by
+     * this rank alone (exps OWN; NULL there: the block exponent of §8.1). */
+    int16_t (*scale)(const struct ina_ctx *ctx, const struct ina_req *req, size_t first,
+                     size_t n);
     /* Elements [first, first + n) of req's input into out, a packet's payload, scaled
      * to exponent e (exps != NONE); may set flags of the DATA's header. @return bytes. */
     size_t (*encode)(const struct ina_ctx *ctx, const struct ina_req *req, size_t first, size_t n,
@@ -72,5 +80,12 @@ extern const struct ina_codec ina__codec_f32;
 extern const struct ina_codec ina__codec_order;
 extern const struct ina_codec ina__codec_fixed;
 extern const struct ina_codec ina__codec_hot;
+extern const struct ina_codec ina__codec_h16;
+
+/* The header's count of a DATA or RESULT of n elements in codec c. */
+static inline size_t ina__codec_words(const struct ina_codec *c, size_t n)
+{
+    return c->per_word == 2 ? (n + 1) / 2 : n;
+}
 
 #endif

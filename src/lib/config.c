@@ -195,6 +195,9 @@ int ina_config_from_env(ina_config *cfg)
         env_choice("INA_FLOAT_ADD", "quantized", INA_FLOAT_ADD_QUANTIZED, "switch",
                    INA_FLOAT_ADD_SWITCH, &cfg->float_add) ||
         env_choice("INA_INTEGRITY", "0", 0, "1", 1, &cfg->integrity) ||
+        env_choice("INA_WIRE_BITS", "16", 16, "32", 32, &cfg->wire_bits) ||
+        env_choice("INA_WIRE_HALF", "bf16", INA_WIRE_HALF_BF16, "fp16", INA_WIRE_HALF_FP16,
+                   &cfg->wire_half) ||
         env_sparse_mode(&cfg->sparse) ||
         env_double("INA_SPARSE_THRESHOLD", DBL_MAX, "|x| at or below it is zero; 0: exact",
                    &cfg->sparse_threshold) ||

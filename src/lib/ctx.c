@@ -94,6 +94,12 @@ static int config_check(const ina_config *cfg)
                    cfg->fixed_point_bits, INA_FIXED_MAX_BITS);
     if (cfg->integrity != 0 && cfg->integrity != 1)
         return BAD("integrity %d is not 0 (off) or 1 (INA_INTEGRITY)", cfg->integrity);
+    if (cfg->wire_bits != 0 && cfg->wire_bits != 16 && cfg->wire_bits != 32)
+        return BAD("wire_bits %d is not 0 (the default), 16 or 32 (INA_WIRE_BITS)",
+                   cfg->wire_bits);
+    if (cfg->wire_half != INA_WIRE_HALF_BF16 && cfg->wire_half != INA_WIRE_HALF_FP16)
+        return BAD("wire_half %d is not INA_WIRE_HALF_BF16 (0) or INA_WIRE_HALF_FP16 (1) "
+                   "(INA_WIRE_HALF)", cfg->wire_half);
     if (cfg->fixed_point_bits && cfg->float_add == INA_FLOAT_ADD_SWITCH)
         return BAD("fixed_point_bits %d and float_add INA_FLOAT_ADD_SWITCH both say how float "
                    "sums travel: choose one", cfg->fixed_point_bits);
@@ -571,6 +577,7 @@ int ina_get_info(const ina_ctx *ctx, ina_info *info)
     info->shm = 1;
     info->sparse = 1; /* only if every part's switch offers it (else those parts go dense) */
     info->integrity = 1; /* every part agreed it (a part cannot join without) */
+    int wire16 = 1;      /* only if every part's switch offers it, and it is not turned off */
     for (int i = 0; i < np; i++) {
         const struct ina_ctx *l = ctx->lanes ? ina__lanes_ctx(ctx, i) : ctx;
         if (l->path == INA_PATH_HOST)
@@ -578,12 +585,14 @@ int ina_get_info(const ina_ctx *ctx, ina_info *info)
         info->shm &= l->shm != NULL;
         info->sparse &= (l->switch_caps & INA_FLAG_CAP_SPARSE) != 0;
         info->integrity &= l->integrity_on;
+        wire16 &= ina__wire16_fmt(l, INA_FLOAT16) >= 0;
     }
     if (ctx->lanes)
         ctx = ina__lanes_ctx(ctx, 0); /* part 0's parameters (each part has its own job) */
     info->levels = 1 + (int)ina__flag_levels(ctx->switch_caps);
     info->float_add = ina__float_add_in_use(ctx) ? INA_FLOAT_ADD_SWITCH : INA_FLOAT_ADD_QUANTIZED;
     info->fixed_point_bits = ina__fixed_in_use(ctx);
+    info->wire_bits = wire16 ? 16 : 32;
     info->rank = ctx->rank;
     info->world_size = ctx->world;
     info->elems_per_packet = (int)ctx->elems;

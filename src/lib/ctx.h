@@ -86,6 +86,8 @@ struct ina_ctx {
     struct ina_sp_place *sp_places;
     uint64_t busy_poll_ns;  /* spin this long before sleeping (INA_BUSY_POLL_US), 0 = never */
     int fixed_bits;         /* fixed-point fractional bits as configured, 0 = off (fixed.h) */
+    int wire_bits;          /* ina_config.wire_bits: 0 (16-bit types at 16 bits), 16 or 32 */
+    int wire_half;          /* INA_WIRE_HALF_*: FLOAT32's 16-bit format with wire_bits 16 */
     int wake_fd;            /* eventfd that interrupts the stream's poll (lane threads), -1 */
     struct ina_lanes *lanes; /* a multi-lane context's lanes and threads (lanes.c); else NULL */
     int admission_wait_ms, fallback_mode; /* from ina_config */

@@ -51,6 +51,8 @@ struct ina_ctx *ina__ctx_new(const ina_config *cfg, int lane, int nlanes)
                                                   : INA_SPARSE_DEFAULT_MIN_BYTES;
     ctx->busy_poll_ns = (uint64_t)cfg->busy_poll_us * 1000u;
     ctx->fixed_bits = cfg->fixed_point_bits;
+    ctx->wire_bits = cfg->wire_bits;
+    ctx->wire_half = cfg->wire_half;
     ctx->integrity = cfg->integrity;
     ctx->addr_is_default = cfg->switch_addr == ina__default_switch_addr;
     const char *quiet = getenv("INA_QUIET");

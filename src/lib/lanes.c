@@ -450,13 +450,16 @@ int ina__lanes_start(struct ina_ctx *parent, struct ina_ctx **lane_ctx, int n, i
 
 /*
  * Split an operation into one contiguous part per lane, cut at multiples of
- * lane 0's packet size so that no part starts with a short block. Parts of
- * zero elements are not sent (every rank skips the same ones).
+ * lane 0's packet size (2k elements on the 16-bit wire) so that no part
+ * starts with a short block. Parts of zero elements are not sent (every rank
+ * skips the same ones).
  */
 int ina__lanes_submit(struct ina_ctx *parent, struct ina_req *req)
 {
     struct ina_lanes *g = parent->lanes;
     size_t elems = g->lane[0].ctx->elems, bytes = req->esize;
+    if ((req->op == INA_SUM || req->op == INA_AVG) && ina__wire16_fmt(g->lane[0].ctx, req->dtype) >= 0)
+        elems *= 2;
     size_t nblocks = (req->count + elems - 1) / elems;
     pthread_mutex_lock(&g->mu);
     if (g->broken) {

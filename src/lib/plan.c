@@ -3,6 +3,7 @@
 #include "lib/ctx.h"
 #include "lib/dtype.h"
 #include "lib/req.h"
+#include "lib/wire16.h"
 
 int ina__float_add_in_use(const struct ina_ctx *ctx)
 {
@@ -12,6 +13,14 @@ int ina__float_add_in_use(const struct ina_ctx *ctx)
 int ina__fixed_in_use(const struct ina_ctx *ctx)
 {
     return (ctx->switch_caps & INA_FLAG_CAP_FIX) ? ctx->fixed_bits : 0;
+}
+
+int ina__wire16_fmt(const struct ina_ctx *ctx, ina_dtype dtype)
+{
+    if (!(ctx->switch_caps & INA_FLAG_CAP_H16) || ctx->wire_bits == 32 ||
+        (dtype == INA_FLOAT32 && ctx->wire_bits != 16))
+        return -1;
+    return ina__w16_fmt(dtype, ctx->wire_half == INA_WIRE_HALF_FP16 ? INA_H16_F16 : INA_H16_BF16);
 }
 
 /*
@@ -53,6 +62,14 @@ void ina__req_plan_dense(struct ina_ctx *ctx, struct ina_req *req)
         req->codec = &ina__codec_f32;
         req->wire_op = INA_OP_ADD_F32;
     }
+    /* The 16-bit wire (§8.10): FLOAT16 and BFLOAT16 at their own 16 bits
+     * (FLOAT32 too when asked for), half the bytes of every 32-bit path;
+     * one round at any size, 2k elements per packet. */
+    int f16 = op == INA_SUM || op == INA_AVG ? ina__wire16_fmt(ctx, dtype) : -1;
+    if (f16 >= 0) {
+        req->codec = &ina__codec_h16;
+        req->wire_op = ina__w16_op((enum ina_h16_fmt)f16);
+    }
     /* Fixed point (P4SGD's Q8.23, §13): every rank scales by the 2^f it was
      * configured with, so nothing is agreed per operation: one round at any
      * size, and the switch's sum is exact (config_check keeps float_add off). */
@@ -66,6 +83,8 @@ void ina__req_plan_dense(struct ina_ctx *ctx, struct ina_req *req)
         req->codec = &ina__codec_order;
         req->wire_op = ina__wire_op(op);
     }
+    req->block_elems = (size_t)ctx->elems * (req->codec->per_word == 2 ? 2 : 1);
+    req->nblocks = (req->count + req->block_elems - 1) / req->block_elems;
     req->lag = req->codec->exps == INA_EXPS_AHEAD
                    ? (req->nblocks < ctx->window ? req->nblocks : ctx->window)
                    : 0;
@@ -74,9 +93,10 @@ void ina__req_plan_dense(struct ina_ctx *ctx, struct ina_req *req)
 
 /*
  * A block-sparse request (sparse.c, PROTOCOL.md §17): its blocks go as
- * binary32 if the switch adds floats (as dense ones would), else in their
- * dtype's encoding, each place with its own exponent (no lag); the number
- * of packets is known when its schedule ends.
+ * 16-bit elements where a dense one would (ops 12, 13, §17.11), as binary32
+ * if the switch adds floats (as dense ones would), else in their dtype's
+ * encoding, each place with its own exponent (no lag); the number of
+ * packets is known when its schedule ends.
  */
 void ina__req_plan_sparse(struct ina_ctx *ctx, struct ina_req *req)
 {
@@ -84,7 +104,11 @@ void ina__req_plan_sparse(struct ina_ctx *ctx, struct ina_req *req)
     req->undecided = 0;
     req->lag = 0;
     req->npackets = UINT64_MAX;
-    if (ina__float_add_in_use(ctx) && ina__dtype_float_wire(req->dtype)) {
+    int f16 = ina__wire16_fmt(ctx, req->dtype);
+    if (f16 >= 0) {
+        req->codec = &ina__codec_h16;
+        req->wire_op = f16 == INA_H16_F16 ? INA_OP_SPARSE_F16 : INA_OP_SPARSE_BF16;
+    } else if (ina__float_add_in_use(ctx) && ina__dtype_float_wire(req->dtype)) {
         req->codec = &ina__codec_f32;
         req->wire_op = INA_OP_SPARSE_F32;
     } else {

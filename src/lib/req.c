@@ -66,6 +66,7 @@ struct ina_req *ina__req_new(struct ina_ctx *ctx, const void *sendbuf, void *rec
     req->dtype = dtype;
     req->op = op;
     req->esize = ina__dtype_size(dtype);
+    req->block_elems = ctx->elems;
     return req;
 }
 

@@ -46,6 +46,8 @@ struct ina_req {
      * goes as (key, value) pairs, hot_keys[i] being the key of position i. */
     uint32_t hot_epoch;
     const uint64_t *hot_keys;
+    size_t block_elems; /* elements per dense block: the context's k, or 2k on the 16-bit
+                           wire (two elements per word, PROTOCOL.md §8.10.1) */
     uint64_t nblocks, lag, npackets;
     uint64_t ndone; /* packets whose result arrived */
     uint64_t tag_seed; /* hash of (op number, count, dtype, op): seeds the packet tags (wire.h) */
@@ -108,5 +110,9 @@ int ina__float_add_in_use(const struct ina_ctx *ctx);
 /* Fractional bits of float sums in fixed point (asked for, and the switch
  * offers INA_OP_ADD_FIX), else 0. */
 int ina__fixed_in_use(const struct ina_ctx *ctx);
+/* The 16-bit format (enum ina_h16_fmt) a SUM or AVG of dtype travels in on the
+ * 16-bit wire (PROTOCOL.md §8.10.1: the switch offers it, the context keeps
+ * it, FLOAT32 only when asked for), or -1: the 32-bit paths. */
+int ina__wire16_fmt(const struct ina_ctx *ctx, ina_dtype dtype);
 
 #endif

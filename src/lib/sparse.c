@@ -39,11 +39,23 @@
  * the agreed exponent the next round's block is scaled with. The exponent
  * round of §7.2 thus rides on the position round: sums are the dense
  * two-round sums, bit for bit (at threshold 0).
+ *
+ * The 16-bit wire (§17.11): a SUM or AVG that would go dense on ops 10 or 11
+ * goes sparse on 12 or 13, each block ceil(B / 2) words of 16-bit elements
+ * with its own scale in its place's info exponent (no agreed exponent: the
+ * RESULT's info carries the sum's scale), so more places fit a packet.
  */
 
-static unsigned ctx_places(const struct ina_ctx *ctx)
+/* Whether a sparse op of dtype goes as 16-bit blocks (§17.11): as it would dense. */
+static int sparse_h16(const struct ina_ctx *ctx, ina_dtype dtype)
 {
-    return ina__sparse_places((unsigned)ctx->sparse_block, ctx->elems);
+    return ina__wire16_fmt(ctx, dtype) >= 0;
+}
+
+/* Places per packet (C) for blocks of 32-bit (h16 0) or 16-bit elements. */
+static unsigned ctx_places(const struct ina_ctx *ctx, int h16)
+{
+    return ina__sparse_places(ina__sparse_block_words((unsigned)ctx->sparse_block, h16), ctx->elems);
 }
 
 /* Blocks of a part of count elements that starts phase elements into a block. */
@@ -56,22 +68,22 @@ static uint64_t nblocks_of(const struct ina_ctx *ctx, size_t count, size_t phase
 int ina__sparse_possible(const struct ina_ctx *ctx, size_t count, size_t phase, ina_dtype dtype,
                          ina_op op)
 {
-    (void)dtype;
     if (!(ctx->switch_caps & INA_FLAG_CAP_SPARSE) || count == 0)
         return 0;
     if (op != INA_SUM && op != INA_AVG) /* MAX, MIN: a missing block would be a 0 to compare */
         return 0;
-    if (ctx_places(ctx) == 0) /* a packet holds no block of this length */
+    if (ctx_places(ctx, sparse_h16(ctx, dtype)) == 0) /* a packet holds no block of this length */
         return 0;
     return nblocks_of(ctx, count, phase) < INA_SPARSE_END;
 }
 
-/* Every slot's two place arrays, once per context. */
+/* Every slot's two place arrays, once per context: room for the most places
+ * a packet can have (16-bit blocks, where the switch offers them). */
 static int places_alloc(struct ina_ctx *ctx)
 {
     if (ctx->sp_places)
         return 0;
-    unsigned c = ctx_places(ctx);
+    unsigned c = ctx_places(ctx, (ctx->switch_caps & INA_FLAG_CAP_H16) != 0);
     ctx->sp_places = calloc((size_t)ctx->window * 2 * c, sizeof(*ctx->sp_places));
     if (!ctx->sp_places)
         return -ENOMEM;
@@ -100,7 +112,8 @@ int ina__sparse_prepare(struct ina_ctx *ctx, struct ina_req *req, size_t phase, 
         return -ENOMEM;
     sp->block = (uint32_t)b;
     sp->phase = (uint32_t)phase;
-    sp->places = ctx_places(ctx);
+    sp->h16 = (uint32_t)sparse_h16(ctx, req->dtype);
+    sp->places = ctx_places(ctx, (int)sp->h16);
     /* Columns of M blocks: long enough that a column's first round (no
      * block) costs little, short enough that there are about 2 columns per
      * place of the window, so that columns of unequal lengths even out. */
@@ -178,10 +191,11 @@ static uint32_t my_next(const struct ina_req *req, uint64_t col, uint64_t from)
     return b < end ? (uint32_t)b : INA_SPARSE_END;
 }
 
-/* The exponent this rank announces for its block b (quantized floats only). */
+/* The exponent this rank announces for its block b (quantized floats only; 16-bit
+ * blocks announce none: their info carries the scale of the block sent, §17.11). */
 static int16_t my_exp(const struct ina_req *req, uint32_t b)
 {
-    if (req->codec->exps == INA_EXPS_NONE)
+    if (req->codec->exps == INA_EXPS_NONE || req->sp->h16)
         return 0;
     if (b == INA_SPARSE_END)
         return INA_EXP_ZERO;
@@ -267,26 +281,30 @@ size_t ina__sparse_build(struct ina_ctx *ctx, const struct ina_wslot *ws, uint8_
     const struct ina_req *req = ws->req;
     const struct ina_sparse_op *sp = req->sp;
     const unsigned n = ws->sp_ncur, b = sp->block;
+    const unsigned bw = ina__sparse_block_words(b, (int)sp->h16); /* a block's words */
     ina__put32(out, ina__sparse_layout(b, n));
-    uint8_t *blk = out + 4 * ina__sparse_words(b, n, 0);
+    uint8_t *blk = out + 4 * ina__sparse_words(bw, n, 0);
     unsigned nhas = 0;
     for (unsigned j = 0; j < n; j++) {
         const struct ina_sp_place *pl = &ws->sp_cur[j];
         uint8_t *d = out + 4 * (1 + INA_SPARSE_DESC_WORDS * (size_t)j);
         ina__put32(d, pl->pos);
         ina__put32(d + 4, pl->mynext);
-        ina__put32(d + 8, ina__sparse_info(pl->has, pl->first, pl->myexp));
+        size_t len = pl->has ? block_elems(req, pl->pos) : 0;
+        int16_t e = pl->e; /* 32-bit: the agreed exponent; 16-bit: the block's own scale */
+        if (sp->h16 && pl->has)
+            e = req->codec->scale(ctx, req, block_start(req, pl->pos), len);
+        ina__put32(d + 8, ina__sparse_info(pl->has, pl->first, sp->h16 ? (pl->has ? e : 0) : pl->myexp));
         if (!pl->has)
             continue;
-        size_t len = block_elems(req, pl->pos);
         uint16_t flags = 0; /* (no format of a sparse block sets one) */
-        req->codec->encode(ctx, req, block_start(req, pl->pos), len, pl->e, blk, &flags);
-        memset(blk + 4 * len, 0, 4 * (b - len)); /* a part's first and last blocks may be short */
-        blk += 4 * (size_t)b;
+        size_t plen = req->codec->encode(ctx, req, block_start(req, pl->pos), len, e, blk, &flags);
+        memset(blk + plen, 0, 4 * (size_t)bw - plen); /* a part's first and last blocks may be short */
+        blk += 4 * (size_t)bw;
         nhas++;
     }
     ctx->stats.sparse_blocks_sent += nhas;
-    return ina__sparse_words(b, n, nhas);
+    return ina__sparse_words(bw, n, nhas);
 }
 
 /* Write zeros over blocks [from, to) of the op's output. */
@@ -304,8 +322,9 @@ int ina__sparse_on_result(struct ina_ctx *ctx, struct ina_wslot *ws, const uint8
     struct ina_req *req = ws->req;
     const struct ina_sparse_op *sp = req->sp;
     const unsigned n = ws->sp_ncur, b = sp->block;
+    const unsigned bw = ina__sparse_block_words(b, (int)sp->h16);
     /* First every check, then every write: a result that fails one changes nothing. */
-    if (ina__sparse_check(payload, count, ctx->elems) != 0 ||
+    if (ina__sparse_check(payload, count, ctx->elems, (int)sp->h16) != 0 ||
         ina__get32(payload) != ina__sparse_layout(b, n))
         return INA_ERR_MISMATCH;
     for (unsigned j = 0; j < n; j++) {
@@ -320,17 +339,19 @@ int ina__sparse_on_result(struct ina_ctx *ctx, struct ina_wslot *ws, const uint8
         if (next > pl->mynext || (next != INA_SPARSE_END && next >= col_end(sp, pl->col)))
             return INA_ERR_MISMATCH; /* a minimum above ours, or outside the column */
     }
-    const uint8_t *blk = payload + 4 * ina__sparse_words(b, n, 0);
+    const uint8_t *blk = payload + 4 * ina__sparse_words(bw, n, 0);
     for (unsigned j = 0; j < n; j++) {
         struct ina_sp_place *pl = &ws->sp_cur[j];
         const uint8_t *d = payload + 4 * (1 + INA_SPARSE_DESC_WORDS * (size_t)j);
         uint32_t next = ina__get32(d + 4), info = ina__get32(d + 8);
         if (info & INA_SPARSE_HAS) {
             size_t len = block_elems(req, pl->pos);
-            req->codec->decode(ctx, req, block_start(req, pl->pos), len, pl->e, blk);
-            if (req->codec->exps != INA_EXPS_NONE && pl->e == INA_EXP_NONFINITE)
+            /* 16-bit: the sum's scale is this RESULT's (§17.11); else the agreed exponent */
+            int16_t e = sp->h16 ? ina__sparse_info_exp(info) : pl->e;
+            req->codec->decode(ctx, req, block_start(req, pl->pos), len, e, blk);
+            if (!sp->h16 && req->codec->exps != INA_EXPS_NONE && pl->e == INA_EXP_NONFINITE)
                 ctx->stats.nonfinite_blocks++;
-            blk += 4 * (size_t)b;
+            blk += 4 * (size_t)bw;
         }
         /* No rank has a block between this one and the minimum next. */
         zero_blocks(req, (uint64_t)pl->pos + !pl->first,

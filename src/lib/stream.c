@@ -59,12 +59,13 @@ void ina__stream_free(struct ina_ctx *ctx)
     ctx->txmem = ctx->rxmem = ctx->ringmem = NULL;
 }
 
-/* Elements of data block b of req. */
+/* Elements of data block b of req (k, or 2k on the 16-bit wire). */
 static inline size_t block_len(const struct ina_ctx *ctx, const struct ina_req *req, uint64_t b)
 {
-    size_t start = (size_t)b * ctx->elems;
+    (void)ctx;
+    size_t start = (size_t)b * req->block_elems;
     size_t left = req->count - start;
-    return left < ctx->elems ? left : ctx->elems;
+    return left < req->block_elems ? left : req->block_elems;
 }
 
 static inline int has_data(const struct ina_req *req, uint64_t p) { return p >= req->lag; }
@@ -98,17 +99,17 @@ static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_
     if (has_data(req, ws->p)) {
         uint64_t b = ws->p - req->lag;
         n = block_len(ctx, req, b);
-        plen = c->encode(ctx, req, (size_t)b * ctx->elems, n, ws->exp_used, buf + INA_HDR_LEN,
+        plen = c->encode(ctx, req, (size_t)b * req->block_elems, n, ws->exp_used, buf + INA_HDR_LEN,
                          &h.flags);
     }
     if (c->exps == INA_EXPS_OWN)
         h.exp = ws->exp_used;
     else if (c->exps == INA_EXPS_AHEAD)
         h.exp = ws->p < req->nblocks
-                    ? ina__block_exp(req->dtype, req->src + (size_t)ws->p * ctx->elems * req->esize,
+                    ? ina__block_exp(req->dtype, req->src + (size_t)ws->p * req->block_elems * req->esize,
                                      block_len(ctx, req, ws->p))
                     : INA_EXP_ZERO;
-    h.count = (uint16_t)n;
+    h.count = (uint16_t)ina__codec_words(c, n);
     ina__hdr_encode(buf, &h);
     return INA_HDR_LEN + plen;
 }
@@ -249,10 +250,13 @@ static void send_ready(struct ina_ctx *ctx, uint64_t now)
                 continue; /* send_p == npackets now: on to the next op */
             }
         } else if (req->codec->exps == INA_EXPS_OWN) {
-            /* Its own block's exponent: the switch aligns the ranks' blocks. */
-            exp_used = ina__block_exp(req->dtype,
-                                      req->src + (size_t)ctx->send_p * ctx->elems * req->esize,
-                                      block_len(ctx, req, ctx->send_p));
+            /* Its own block's exponent (the switch aligns the ranks' blocks),
+             * or the scale its codec chose (the 16-bit wire, §8.10.3). */
+            const size_t first = (size_t)ctx->send_p * req->block_elems;
+            const size_t n = block_len(ctx, req, ctx->send_p);
+            exp_used = req->codec->scale
+                           ? req->codec->scale(ctx, req, first, n)
+                           : ina__block_exp(req->dtype, req->src + first * req->esize, n);
         } else if (req->codec->exps == INA_EXPS_AHEAD && has_data(req, ctx->send_p)) {
             uint64_t dep = g - req->lag;
             const struct ina_wslot *wd = &ctx->slots[dep & mask];
@@ -464,7 +468,7 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
         return;
     }
     size_t n = has_data(req, ws->p) ? block_len(ctx, req, ws->p - req->lag) : 0;
-    const size_t first = has_data(req, ws->p) ? (size_t)(ws->p - req->lag) * ctx->elems : 0;
+    const size_t first = has_data(req, ws->p) ? (size_t)(ws->p - req->lag) * req->block_elems : 0;
     if (c->check && !c->check(ctx, req, first, n, h, payload)) {
         ctx->stats.stale_results++; /* a hot vector's other epoch or position */
         return;
@@ -476,7 +480,7 @@ static void on_result(struct ina_ctx *ctx, const struct ina_hdr *h, const uint8_
             return;
         }
         n = 0; /* written */
-    } else if (h->count != n) {
+    } else if (h->count != ina__codec_words(c, n)) {
         /* A conforming switch completes a round only with our contribution,
          * whose count it checked against the others': this cannot happen.
          * Defensive: never write a result of the wrong size. */

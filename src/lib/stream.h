@@ -38,6 +38,7 @@ struct ina_sp_place {
 /* The state of one block-sparse operation (a request with sparse = 1). */
 struct ina_sparse_op {
     uint32_t block;      /* B: elements per block */
+    uint32_t h16;        /* its blocks go as 16-bit elements (ops 12, 13, §17.11): ceil(B / 2) words */
     uint32_t places;     /* C: places per packet */
     uint32_t colblocks;  /* M: blocks per column */
     uint32_t phase;      /* a part's offset into its first block (block 0 is B - phase long) */

@@ -25,17 +25,27 @@ int ina__w16_fmt(ina_dtype dt, enum ina_h16_fmt f32_fmt)
     return -1;
 }
 
+int16_t ina__w16_scale(ina_dtype dt, enum ina_h16_fmt f, const void *x, size_t n)
+{
+    /* FLOAT16, BFLOAT16 go as they are; bfloat16 has binary32's range:
+     * nothing to scale. binary16 has not: FLOAT32's block's largest finite
+     * value goes to [2^14, 2^15], the rest keeps 11 bits down to 2^-29 of it. */
+    return dt == INA_FLOAT32 && f == INA_H16_F16 ? ina__h16_f32_scale(x, n) : 0;
+}
+
+void ina__w16_encode_at(ina_dtype dt, enum ina_h16_fmt f, const void *x, size_t n, int16_t e,
+                        uint8_t *out)
+{
+    if (dt != INA_FLOAT32) /* FLOAT16, BFLOAT16 in their own format: the bits as they are */
+        ina__h16_put(x, n, out);
+    else
+        ina__h16_encode_f32(x, n, e, f, out);
+}
+
 int16_t ina__w16_encode(ina_dtype dt, enum ina_h16_fmt f, const void *x, size_t n, uint8_t *out)
 {
-    if (dt != INA_FLOAT32) { /* FLOAT16, BFLOAT16 in their own format: the bits as they are */
-        ina__h16_put(x, n, out);
-        return 0;
-    }
-    /* bfloat16 has binary32's range: nothing to scale. binary16 has not: the
-     * block's largest finite value goes to [2^14, 2^15], the rest keeps 11
-     * bits down to 2^-29 of it. */
-    int16_t e = f == INA_H16_F16 ? ina__h16_f32_scale(x, n) : 0;
-    ina__h16_encode_f32(x, n, e, f, out);
+    int16_t e = ina__w16_scale(dt, f, x, n);
+    ina__w16_encode_at(dt, f, x, n, e, out);
     return e;
 }
 
@@ -124,4 +134,38 @@ double ina__w16_error_bound(ina_dtype dt, enum ina_h16_fmt f, ina_op op, int wor
                             double abs_sum, double exact_sum, int16_t s)
 {
     return ina__w16_tree_error_bound(dt, f, op, world, 0, abs_sum, 0.0, exact_sum, s);
+}
+
+/*
+ * The public form: the RESULT's s is not the caller's to know, so it is
+ * bounded from amax (2^(E-1) <= amax < 2^E, L = ceil(log2 N)). bfloat16: s
+ * is the largest packet exp, 0. binary16: a rank's exp is at most E - 15
+ * (FLOAT32's scale; 0 for FLOAT16) and a lane, |L| < N 2^E (1 + 2^-10), fits
+ * binary16 at s_fit <= E + L - 14; s is the larger, and the bound grows with s.
+ */
+int16_t ina__w16_scale_bound(ina_dtype dt, enum ina_h16_fmt f, int world, double amax)
+{
+    (void)dt;
+    if (f != INA_H16_F16 || !(amax > 0) || !isfinite(amax))
+        return 0;
+    int e, l = 0;
+    (void)frexp(amax, &e);
+    while (l < 9 && (1 << l) < world)
+        l++;
+    int s = e + l - 14;
+    return (int16_t)(s < 0 ? 0 : ina__h16_clamp_exp(s));
+}
+
+INA_EXTERN double ina_wire16_error_bound(ina_dtype dtype, int wire_half, ina_op op,
+                                         int world_size, double abs_sum, double exact_sum,
+                                         double amax)
+{
+    int f = ina__w16_fmt(dtype, wire_half == INA_WIRE_HALF_FP16 ? INA_H16_F16 : INA_H16_BF16);
+    if (f < 0 || (op != INA_SUM && op != INA_AVG))
+        return NAN;
+    if (!isfinite(amax) || !isfinite(abs_sum) || !isfinite(exact_sum))
+        return INFINITY;
+    return ina__w16_error_bound(dtype, (enum ina_h16_fmt)f, op, world_size, abs_sum, exact_sum,
+                                ina__w16_scale_bound(dtype, (enum ina_h16_fmt)f, world_size,
+                                                     fabs(amax)));
 }

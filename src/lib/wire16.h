@@ -30,8 +30,12 @@ static inline uint8_t ina__w16_op(enum ina_h16_fmt f)
 }
 
 /* n elements of dt in format f (from ina__w16_fmt) -> ina__h16_words(n) big-endian
- * words at out; @return the header's exp. */
+ * words at out; @return the header's exp. The same in two steps: the exp
+ * (ina__w16_scale), then the elements at that exp (ina__w16_encode_at). */
 int16_t ina__w16_encode(ina_dtype dt, enum ina_h16_fmt f, const void *x, size_t n, uint8_t *out);
+int16_t ina__w16_scale(ina_dtype dt, enum ina_h16_fmt f, const void *x, size_t n);
+void ina__w16_encode_at(ina_dtype dt, enum ina_h16_fmt f, const void *x, size_t n, int16_t e,
+                        uint8_t *out);
 
 /* A RESULT's n elements (format f, header exp s) -> n elements of dt at out;
  * AVG divides by nworkers. NaN comes back as the dtype's quiet NaN. */
@@ -50,6 +54,9 @@ void ina__w16_decode(ina_dtype dt, enum ina_h16_fmt f, ina_op op, const uint8_t 
  */
 double ina__w16_error_bound(ina_dtype dt, enum ina_h16_fmt f, ina_op op, int world,
                             double abs_sum, double exact_sum, int16_t s);
+/* An upper bound on a RESULT's exp s for dtype dt in format f, world N, amax the
+ * largest finite magnitude over all ranks in its packet (the bounds grow with s). */
+int16_t ina__w16_scale_bound(ina_dtype dt, enum ina_h16_fmt f, int world, double amax);
 double ina__w16_tree_error_bound(ina_dtype dt, enum ina_h16_fmt f, ina_op op, int world,
                                  int children, double abs_sum, double partial_abs,
                                  double exact_sum, int16_t s);

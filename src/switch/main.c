@@ -961,7 +961,7 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
 
     char ip[INET_ADDRSTRLEN], mib[32];
     inet_ntop(AF_INET, &addr0.sin_addr, ip, sizeof(ip));
-    snprintf(mib, sizeof(mib), "%.1f", (double)p.nslots * nthreads * 2 * p.max_elems * 4 / (1 << 20));
+    snprintf(mib, sizeof(mib), "%.1f", (double)p.nslots * nthreads * 2 * ina__switch_set_words(&p) * 4 / (1 << 20));
     ina__log(INA_LOG_INFO, "listening", INA_KV_S("version", ina_version_string()),
             INA_KV_S("addr", ip), INA_KV_I("port", p.shard_ports[0]),
             INA_KV_I("last_port", p.shard_ports[nthreads - 1]), INA_KV_I("threads", nthreads),

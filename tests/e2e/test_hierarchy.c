@@ -69,7 +69,9 @@ static int worker(int rank, int n, void *arg)
                     vfy_gen((ina_dtype)dt, rank, opnum, i, 0, in + i * es);
                 void *dst = op & 1 ? (void *)in : (void *)out;
                 rc = ina_allreduce(ctx, in, dst, count, (ina_dtype)dt, (ina_op)op);
-                int bad = rc ? 1 : vfy_check((ina_dtype)dt, n, (ina_op)op, opnum, count, 0, K, 0, dst);
+                int bad = rc ? 1
+                             : vfy_check((ina_dtype)dt, n, (ina_op)op, opnum, count, 0, K,
+                                         info.wire_bits == 16 ? VFY_W16 | VFY_W16_TREE : 0, dst);
                 if (bad)
                     fprintf(stderr, "%s rank %d: %s %s count %zu: %s, %d wrong\n", p->job, rank,
                             vfy_dnames[dt], vfy_onames[op], count, ina_err_name(rc), bad);

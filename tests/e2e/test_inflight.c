@@ -1,4 +1,4 @@
-/* test_inflight.c: many all-reduces in flight at once, of random dtypes, ops, sizes, buffers and block-sparse modes (off, on, auto: the probe, dense after it, blocks that do not divide the packet), on random sparse data, completed in a random order on each rank, every element checked, on every path: UDP, shared-memory rings, lanes with several switch threads, shards (without and with lanes), the host fallback, float adds, and across an eviction. */
+/* test_inflight.c: many all-reduces in flight at once, of random dtypes, ops, sizes, buffers and block-sparse modes (off, on, auto: the probe, dense after it, blocks that do not divide the packet), on random sparse data, completed in a random order on each rank, every element checked, on every path: UDP, shared-memory rings, lanes with several switch threads, shards (without and with lanes), the host fallback, float adds, and across an eviction; FLOAT16 and BFLOAT16 on the 16-bit wire on each of them, and FLOAT32 on it too in bfloat16 and binary16, also with multicast results. */
 #include <libgen.h>
 #include <time.h>
 #include <stdlib.h>
@@ -31,6 +31,7 @@ struct shared {
     volatile long long ops, elems; /* rank 0: verified */
     volatile long long sparse_ops, auto_dense; /* rank 0's ina_stats at the end */
     volatile int sparse_offered; /* rank 0's ina_info.sparse (not by the eBPF dataplane) */
+    volatile int wire_bits;      /* rank 0's ina_info.wire_bits */
 };
 static struct shared *sh;
 
@@ -47,6 +48,8 @@ struct path {
     int batches;
     int block;         /* sparse_block: most do not divide ELEMS (parts start inside blocks) */
     int shards;        /* 2: INA_SWITCH lists sw and sw2 */
+    int wire_bits, wire_half; /* ina_config's: 0 (FLOAT16, BFLOAT16 on the 16-bit wire),
+                                 16 (FLOAT32 too, in wire_half's format), 32 (none) */
 };
 
 /* splitmix64 over a private state: the same op schedule on every rank. */
@@ -152,18 +155,21 @@ static int part_sparse(const struct opdesc *d, int n, uint64_t opnum, size_t e0,
  * Check every part of an operation with the quantization blocks it must have
  * used (verify.h: packets of k elements, or blocks of the operation), and
  * count what rank 0's ina_stats must say: parts streamed sparse, auto parts
- * that measured and went dense. Parts as lanes.c cuts them: blocks of k,
- * split evenly over shards x lanes (the paths that end on rank 0's host have
- * one part there and before). @return the elements that are wrong.
+ * that measured and went dense. Parts as lanes.c cuts them: blocks of k (2k
+ * for an operation on the 16-bit wire), split evenly over shards x lanes (the
+ * paths that end on rank 0's host have one part there and before). float_add:
+ * the context's float path (verify.h: VFY_FADD, VFY_W16, ...). @return the
+ * elements that are wrong.
  */
 static int check_op(const struct path *p, const struct opdesc *d, int n, uint64_t opnum, size_t k,
                     int offered, int float_add, const void *out, long long *sparse,
                     long long *auto_dense)
 {
-    size_t nparts = (size_t)p->lanes * (size_t)p->shards, nb = (d->count + k - 1) / k;
+    const size_t cut = vfy_on_w16(d->dt, d->op, float_add) ? 2 * k : k;
+    size_t nparts = (size_t)p->lanes * (size_t)p->shards, nb = (d->count + cut - 1) / cut;
     int bad = 0;
     for (size_t i = 0; i < nparts; i++) {
-        size_t e0 = nb * i / nparts * k, e1 = nb * (i + 1) / nparts * k;
+        size_t e0 = nb * i / nparts * cut, e1 = nb * (i + 1) / nparts * cut;
         e1 = e1 < d->count ? e1 : d->count;
         if (e1 <= e0)
             continue;
@@ -203,6 +209,8 @@ static int worker(int rank, int n, void *arg)
     cfg.sparse = INA_SPARSE_AUTO;
     cfg.sparse_block = p->block;
     cfg.sparse_min_bytes = SPARSE_MIN_BYTES;
+    cfg.wire_bits = p->wire_bits;
+    cfg.wire_half = p->wire_half;
     ina_ctx *ctx;
     int rc = ina_init(&ctx, &cfg);
     if (rc) {
@@ -213,8 +221,10 @@ static int worker(int rank, int n, void *arg)
     ina_get_info(ctx, &info);
     if (rank == 0)
         sh->job_id = (p->lanes > 1 ? ina__lanes_ctx(ctx, 0) : ctx)->job_id;
-    int float_add = info.float_add == INA_FLOAT_ADD_SWITCH;
+    int float_add = vfy_float_path(&info, &cfg);
     size_t k = (size_t)info.elems_per_packet;
+    if (rank == 0)
+        sh->wire_bits = info.wire_bits;
 
     struct slot s[MAX_INFLIGHT];
     for (int j = 0; j < MAX_INFLIGHT; j++) {
@@ -394,6 +404,10 @@ static void run_path(const struct path *p)
     else
         CHECK(h_ebpf()); /* every other dataplane offers block-sparse */
     CHECK_EQ_INT(sh->path, p->expect_path);
+    /* Every path but the eBPF dataplane offers the 16-bit wire (the host fallback
+     * too); an evicted job keeps its first switch's offer (PROTOCOL.md §8.10.7). */
+    const int ebpf_first = h_ebpf() && (p->expect_path == INA_PATH_SWITCH || p->evict);
+    CHECK_EQ_INT(sh->wire_bits, p->wire_bits == 32 || ebpf_first ? 32 : 16);
     CHECK_EQ_INT(sh->shm, p->shm && p->expect_path == INA_PATH_SWITCH);
     if (blocker)
         CHECK_EQ_INT(ina_finalize(blocker), 0);
@@ -430,6 +444,7 @@ int main(void)
     static const char *const shm[] = {"--shm", NULL};
     static const char *const threads[] = {"--threads", "3", NULL};
     static const char *const shm_threads[] = {"--shm", "--threads", "2", NULL};
+    static const char *const mcast[] = {"--multicast", NULL};
     /* Room for the blocker's 16 slots only: the test's job gets NOSPACE, so rank 0 aggregates. */
     static const char *const tiny[] = {"--slots", "16", "--max-job-slots", "16", "--min-job-slots",
                                        "16", NULL};
@@ -437,16 +452,28 @@ int main(void)
      * sparse block (100, 96, 48, 160: parts cut at multiples of ELEMS start inside a
      * block; 256 divides ELEMS), shards */
     const struct path paths[] = {
-        {"udp", none, 3, 1, INA_FLOAT_ADD_QUANTIZED, 0, INA_PATH_SWITCH, 0, 0, 0, 12, 100, 1},
-        {"rings", shm, 3, 1, INA_FLOAT_ADD_QUANTIZED, 1, INA_PATH_SWITCH, 0, 0, 0, 20, 96, 1},
-        {"rings-spin", shm, 2, 1, INA_FLOAT_ADD_QUANTIZED, 1, INA_PATH_SWITCH, 0, 0, 1, 20, 256, 1},
-        {"lanes-threads", threads, 3, 3, INA_FLOAT_ADD_QUANTIZED, 0, INA_PATH_SWITCH, 0, 0, 0, 10, 100, 1},
-        {"lanes-rings", shm_threads, 2, 2, INA_FLOAT_ADD_QUANTIZED, 1, INA_PATH_SWITCH, 0, 0, 1, 10, 160, 1},
-        {"shards", none, 3, 1, INA_FLOAT_ADD_QUANTIZED, 0, INA_PATH_SWITCH, 0, 0, 0, 10, 100, 2},
-        {"shards-lanes-rings", shm_threads, 2, 2, INA_FLOAT_ADD_QUANTIZED, 1, INA_PATH_SWITCH, 0, 0, 1, 8, 48, 2},
-        {"float-add", shm, 3, 1, INA_FLOAT_ADD_SWITCH, 1, INA_PATH_SWITCH, 0, 0, 1, 10, 100, 1},
-        {"fallback", tiny, 3, 1, INA_FLOAT_ADD_QUANTIZED, 0, INA_PATH_HOST, 0, 1, 0, 8, 96, 1},
-        {"evicted", shm, 3, 1, INA_FLOAT_ADD_QUANTIZED, 1, INA_PATH_HOST, 1, 0, 0, 12, 100, 1},
+        {"udp", none, 3, 1, INA_FLOAT_ADD_QUANTIZED, 0, INA_PATH_SWITCH, 0, 0, 0, 12, 100, 1, 0, 0},
+        {"rings", shm, 3, 1, INA_FLOAT_ADD_QUANTIZED, 1, INA_PATH_SWITCH, 0, 0, 0, 20, 96, 1, 0, 0},
+        {"rings-spin", shm, 2, 1, INA_FLOAT_ADD_QUANTIZED, 1, INA_PATH_SWITCH, 0, 0, 1, 20, 256, 1, 0, 0},
+        {"lanes-threads", threads, 3, 3, INA_FLOAT_ADD_QUANTIZED, 0, INA_PATH_SWITCH, 0, 0, 0, 10, 100, 1, 0, 0},
+        {"lanes-rings", shm_threads, 2, 2, INA_FLOAT_ADD_QUANTIZED, 1, INA_PATH_SWITCH, 0, 0, 1, 10, 160, 1, 0, 0},
+        {"shards", none, 3, 1, INA_FLOAT_ADD_QUANTIZED, 0, INA_PATH_SWITCH, 0, 0, 0, 10, 100, 2, 0, 0},
+        {"shards-lanes-rings", shm_threads, 2, 2, INA_FLOAT_ADD_QUANTIZED, 1, INA_PATH_SWITCH, 0, 0, 1, 8, 48, 2, 0, 0},
+        {"float-add", shm, 3, 1, INA_FLOAT_ADD_SWITCH, 1, INA_PATH_SWITCH, 0, 0, 1, 10, 100, 1, 0, 0},
+        {"fallback", tiny, 3, 1, INA_FLOAT_ADD_QUANTIZED, 0, INA_PATH_HOST, 0, 1, 0, 8, 96, 1, 0, 0},
+        {"evicted", shm, 3, 1, INA_FLOAT_ADD_QUANTIZED, 1, INA_PATH_HOST, 1, 0, 0, 12, 100, 1, 0, 0},
+        /* FLOAT32 on the 16-bit wire too (FLOAT16 and BFLOAT16 are on it on every path
+         * above): bfloat16 through lanes and switch threads, binary16 over shards and
+         * rings, across an eviction, and with multicast results; and everything at 32 bits. */
+        {"wire16-lanes", threads, 3, 2, INA_FLOAT_ADD_QUANTIZED, 0, INA_PATH_SWITCH, 0, 0, 0, 8, 100, 1,
+         16, INA_WIRE_HALF_BF16},
+        {"wire16-fp16-shards", shm, 2, 1, INA_FLOAT_ADD_SWITCH, 1, INA_PATH_SWITCH, 0, 0, 1, 8, 96, 2,
+         16, INA_WIRE_HALF_FP16},
+        {"wire16-evicted", none, 3, 1, INA_FLOAT_ADD_QUANTIZED, 0, INA_PATH_HOST, 1, 0, 0, 10, 100, 1,
+         16, INA_WIRE_HALF_BF16},
+        {"wire16-multicast", mcast, 3, 1, INA_FLOAT_ADD_QUANTIZED, 0, INA_PATH_SWITCH, 0, 0, 0, 8, 100, 1,
+         16, INA_WIRE_HALF_FP16},
+        {"wire32", none, 3, 1, INA_FLOAT_ADD_QUANTIZED, 0, INA_PATH_SWITCH, 0, 0, 0, 6, 100, 1, 32, 0},
     };
     const char *only = getenv("INA_TEST_PATH");
     for (int k = 0; k < nseeds; k++) {

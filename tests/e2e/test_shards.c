@@ -56,6 +56,9 @@ static int all_ops(ina_ctx *ctx, int rank, int n, int parts)
     enum { NASYNC = 3 };
     int fails = 0;
     uint64_t opnum = 0;
+    ina_info info; /* FLOAT16 and BFLOAT16 on the 16-bit wire where every part offers it */
+    ina_get_info(ctx, &info);
+    const int fpath = info.wire_bits == 16 ? VFY_W16 : 0;
     for (int dt = 0; dt < 5; dt++)
         for (int op = 0; op < 4; op++) {
             if (dt == INA_FLOAT64 && (op == INA_MAX || op == INA_MIN))
@@ -70,7 +73,7 @@ static int all_ops(ina_ctx *ctx, int rank, int n, int parts)
                 vfy_gen((ina_dtype)dt, rank, opnum, i, 0, in + i * es);
             void *dst = (dt + op) & 1 ? (void *)in : (void *)out;
             int rc = ina_allreduce(ctx, in, dst, count, (ina_dtype)dt, (ina_op)op);
-            int bad = rc ? 1 : vfy_check((ina_dtype)dt, n, (ina_op)op, opnum, count, 0, K, 0, dst);
+            int bad = rc ? 1 : vfy_check((ina_dtype)dt, n, (ina_op)op, opnum, count, 0, K, fpath, dst);
             if (bad)
                 fprintf(stderr, "rank %d: %s %s count %zu: %s, %d wrong\n", rank, vfy_dnames[dt],
                         vfy_onames[op], count, ina_err_name(rc), bad);

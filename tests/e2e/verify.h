@@ -8,6 +8,7 @@
 
 #include "dtypes.h"
 #include "e2e/harness.h"
+#include "lib/wire16.h"
 
 /* Magnitudes change every VFY_SPAN elements (a test's packet size or a divisor of it). */
 #ifndef VFY_SPAN
@@ -149,6 +150,34 @@ static inline double vfy_amax(ina_dtype dt, int n, uint64_t op, size_t b0, size_
 /* The quantization blocks a float sum may have used (vfy_check_sparse). */
 enum { VFY_DENSE = 1, VFY_SPARSE = 2 };
 
+/* How float sums travelled (the float_add argument below, bits): the switch
+ * added binary32 (op 4); FLOAT16 and BFLOAT16 went on the 16-bit wire (ops 10,
+ * 11, PROTOCOL.md §8.10); FLOAT32 too; FLOAT32 as binary16 rather than bfloat16. */
+enum { VFY_FADD = 1, VFY_W16 = 2, VFY_W16_F32 = 4, VFY_W16_FP16 = 8 };
+/* ... through a tree (PROTOCOL.md §12.7): each child rounds its partial sums to
+ * 16 bits once more; the two-level bound with up to N children. */
+enum { VFY_W16_TREE = 16 };
+
+/* The flags of a context's float path, from its ina_info and its config. */
+static inline int vfy_float_path(const ina_info *info, const ina_config *cfg)
+{
+    int f = info->float_add == INA_FLOAT_ADD_SWITCH ? VFY_FADD : 0;
+    if (info->wire_bits == 16)
+        f |= VFY_W16 | (cfg->wire_bits == 16 ? VFY_W16_F32 : 0) |
+             (cfg->wire_half == INA_WIRE_HALF_FP16 ? VFY_W16_FP16 : 0);
+    return f;
+}
+
+/* Whether a dense SUM or AVG of dt went on the 16-bit wire. */
+static inline int vfy_on_w16(ina_dtype dt, ina_op opk, int float_add)
+{
+    if (opk != INA_SUM && opk != INA_AVG)
+        return 0;
+    if (dt == INA_FLOAT16 || dt == INA_BFLOAT16)
+        return (float_add & VFY_W16) != 0;
+    return dt == INA_FLOAT32 && (float_add & VFY_W16_F32);
+}
+
 /*
  * Float results of elements [first, last) of an operation of count elements
  * (first a multiple of k) against the documented bounds. Quantized sums use
@@ -162,6 +191,13 @@ static inline int vfy_check_float_sparse(ina_dtype dt, int n, ina_op opk, uint64
                                          const struct vfy_sparsity *sp, const void *out)
 {
     int bad = 0;
+    const int w16 = vfy_on_w16(dt, opk, float_add); /* dense (ops 10, 11) or sparse (12, 13) */
+    double w16_amax = 0; /* bounds every packet's scale: the part's largest finite |x| */
+    for (size_t i = first; w16 && i < last; i++)
+        for (int r = 0; r < n; r++) {
+            double x = fabs(vfy_value_sparse(dt, r, op, i, special, sp));
+            w16_amax = isfinite(x) && x > w16_amax ? x : w16_amax;
+        }
     for (size_t b0 = first; b0 < last; b0 += k) {
         size_t len = last - b0 < k ? last - b0 : k;
         int nonfinite = 0;
@@ -187,7 +223,29 @@ static inline int vfy_check_float_sparse(ina_dtype dt, int n, ina_op opk, uint64
                     want = opk == INA_MAX ? fmax(want, x) : fmin(want, x);
                 }
                 ok = has_nan ? isnan(got) : got == want;
-            } else if (float_add && dt != INA_FLOAT64) {
+            } else if (w16) {
+                /* The 16-bit wire: IEEE per element, the bound of ina.h (§8.10.6). */
+                double abs_sum = 0;
+                for (int r = 0; r < n; r++)
+                    abs_sum += fabs(vfy_value_sparse(dt, r, op, i, special, sp));
+                const int half = (float_add & VFY_W16_FP16) ? INA_WIRE_HALF_FP16
+                                                            : INA_WIRE_HALF_BF16;
+                double b = ina_wire16_error_bound(dt, half, opk, n, abs_sum, hi + lo, w16_amax);
+                if (float_add & VFY_W16_TREE) { /* children's partial sums: P <= abs_sum */
+                    enum ina_h16_fmt f = (enum ina_h16_fmt)ina__w16_fmt(
+                        dt, half == INA_WIRE_HALF_FP16 ? INA_H16_F16 : INA_H16_BF16);
+                    b = ina__w16_tree_error_bound(dt, f, opk, n, n, abs_sum, abs_sum, hi + lo,
+                                                  ina__w16_scale_bound(dt, f, n, w16_amax));
+                }
+                double want = opk == INA_AVG ? fabs((hi + lo) / n) : fabs(hi + lo);
+                double err = opk == INA_AVG ? fabs((got - hi / n) - lo / n) : fabs((got - hi) - lo);
+                if (has_nan)
+                    ok = isnan(got);
+                else if (has_inf)
+                    ok = got == INFINITY;
+                else /* a FLOAT16 result within the bound of 65520 may overflow */
+                    ok = err <= b || (isinf(got) && dt == INA_FLOAT16 && want + b >= 65504);
+            } else if ((float_add & VFY_FADD) && dt != INA_FLOAT64) {
                 /* Floats added as floats: IEEE per element (the data has
                  * only +Inf, so an Inf sum is +Inf); the bound of ina.h. */
                 double abs_sum = 0;

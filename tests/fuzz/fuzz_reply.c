@@ -169,7 +169,7 @@ HARNESS int __wrap_sendmmsg(int fd, struct mmsghdr *msgs, unsigned int vlen, int
         if (ws->req->sparse) {
             CHECKF(h.op == (f32 ? INA_OP_SPARSE_F32 : INA_OP_SPARSE_I32));
             CHECKF(ctx->switch_caps & INA_FLAG_CAP_SPARSE);
-            CHECKF(ina__sparse_check(b + INA_HDR_LEN, h.count, ctx->elems) == 0);
+            CHECKF(ina__sparse_check(b + INA_HDR_LEN, h.count, ctx->elems, ina__op_is_sparse_h16(h.op)) == 0);
         } else {
             CHECKF(h.op == (f32 ? INA_OP_ADD_F32 : INA_OP_ADD_I32));
         }

@@ -309,14 +309,17 @@ HARNESS static void check_state(void)
                 CHECKF((ss->seq & 1) == set);
                 CHECKF(ss->count <= job->elems);
                 /* only valid wire ops ever enter a round */
-                CHECKF(ss->op <= INA_OP_LAST || ina__op_is_sparse(ss->op) ||
+                CHECKF(ss->op <= INA_OP_LAST || ina__op_is_sparse(ss->op) || ina__op_is_h16(ss->op) ||
                        (ss->hot && ss->op == INA_OP_HOT_F32)); /* a hot round: op 9 only */
                 CHECKF(!ss->hot || ss->op == INA_OP_HOT_F32);
                 if (ina__op_is_sparse(ss->op)) { /* a checked layout, within the slot */
                     uint32_t lay = (uint32_t)sw.values[((size_t)(job->slot_base + s) * 2 + set) *
-                                                       sw.p.max_elems];
-                    CHECKF(ina__sparse_words_max(ina__sparse_layout_block(lay),
+                                                       sw.set_words];
+                    unsigned b = ina__sparse_layout_block(lay);
+                    CHECKF(ina__sparse_words_max(ina__sparse_block_words(
+                                                    b, ina__op_is_sparse_h16(ss->op)),
                                                 ina__sparse_layout_places(lay)) <= job->elems);
+                    CHECKF(ina__sparse_words_max(b, ina__sparse_layout_places(lay)) <= sw.set_words);
                 }
                 CHECKF(!(ss->up && ss->complete));
                 CHECKF(!ss->up || (job->child && ss->nrecv == job->need));

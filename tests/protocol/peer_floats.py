@@ -437,7 +437,8 @@ def op_tag(n, count, dtype, red, s, p):
 
 
 def choose_wire(dt, red, count, k, W, N, caps, cfg):
-    """Which wire op and lag an op uses (sections 7.2, 8.7 'Who' and precedence, 8.8, 8.9, 13.2)."""
+    """Which wire op and lag an op uses (sections 7.2, 8.7 'Who' and precedence, 8.8, 8.9, 13.2).
+    These ranks are configured to keep the 32-bit wire (section 8.10.1): never ops 10, 11."""
     nb = -(-count // k)
     if red in (MAX, MIN):
         return red, 0
@@ -910,8 +911,13 @@ def libina_env(args):
     env["INA_QUIET"] = "1"
     env["INA_FALLBACK"] = "none"
     env["INA_LANES"] = "1"
-    for v in ("INA_FLOAT_ADD", "INA_FIXED_POINT", "INA_ONE_ROUND", "INA_SPARSE", "INA_FAULT"):
+    for v in ("INA_FLOAT_ADD", "INA_FIXED_POINT", "INA_ONE_ROUND", "INA_SPARSE", "INA_FAULT",
+              "INA_WIRE_HALF"):
         env.pop(v, None)
+    # This peer plays sections 8.1-8.9 and 13: its ranks keep the 32-bit wire, which
+    # section 8.10.1 lets a worker do ("unless the worker is configured to keep the
+    # 32-bit wire (libina: INA_WIRE_BITS=32)"). peer_wire16.py plays section 8.10.
+    env["INA_WIRE_BITS"] = "32"
     pre = os.environ.get("INA_PEER_PRELOAD")
     if pre:
         env["LD_PRELOAD"] = pre

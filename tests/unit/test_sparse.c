@@ -163,20 +163,20 @@ static void test_wire_check(void)
     put_desc(p, 2, 30, INA_SPARSE_END, ina__sparse_info(1, 0, INA_EXP_ZERO));
     size_t count = ina__sparse_words(B, 3, 2); /* 1 + 9 + 8 */
     CHECK_EQ_INT(count, 18);
-    CHECK_EQ_INT(ina__sparse_check(p, count, 64), 0);
+    CHECK_EQ_INT(ina__sparse_check(p, count, 64, 0), 0);
     CHECK_EQ_INT(ina__sparse_info_exp(ina__get32(p + 4 * 3)), -5);
     /* Every malformation is refused. */
-    CHECK_EQ_INT(ina__sparse_check(p, count - 1, 64), -1);     /* count disagrees with HAS */
-    CHECK_EQ_INT(ina__sparse_check(p, count + B, 64), -1);
-    CHECK_EQ_INT(ina__sparse_check(p, 0, 64), -1);             /* no layout word */
-    CHECK_EQ_INT(ina__sparse_check(p, count, 3 * (3 + B)), -1); /* three full places do not fit */
-    CHECK_EQ_INT(ina__sparse_check(p, count, 1 + 3 * (3 + B)), 0);
+    CHECK_EQ_INT(ina__sparse_check(p, count - 1, 64, 0), -1);     /* count disagrees with HAS */
+    CHECK_EQ_INT(ina__sparse_check(p, count + B, 64, 0), -1);
+    CHECK_EQ_INT(ina__sparse_check(p, 0, 64, 0), -1);             /* no layout word */
+    CHECK_EQ_INT(ina__sparse_check(p, count, 3 * (3 + B), 0), -1); /* three full places do not fit */
+    CHECK_EQ_INT(ina__sparse_check(p, count, 1 + 3 * (3 + B), 0), 0);
     uint8_t q[sizeof(p)];
 #define MUTATE(off, val)                                   \
     do {                                                   \
         memcpy(q, p, sizeof(q));                           \
         ina__put32(q + 4 * (off), (val));                   \
-        CHECK_EQ_INT(ina__sparse_check(q, count, 64), -1); \
+        CHECK_EQ_INT(ina__sparse_check(q, count, 64, 0), -1); \
     } while (0)
     MUTATE(0, ina__sparse_layout(B, 3) | 1);                   /* reserved layout bits */
     MUTATE(0, ina__sparse_layout(0, 3));                       /* B = 0 */
@@ -190,7 +190,7 @@ static void test_wire_check(void)
 #undef MUTATE
     /* An empty packet (a placeholder) is its layout word alone. */
     ina__put32(p, ina__sparse_layout(B, 0));
-    CHECK_EQ_INT(ina__sparse_check(p, 1, 1), 0);
+    CHECK_EQ_INT(ina__sparse_check(p, 1, 1, 0), 0);
     CHECK_EQ_INT(ina__sparse_places(256, 2048), 7);
     CHECK_EQ_INT(ina__sparse_places(32, 256), 7);
     CHECK_EQ_INT(ina__sparse_places(256, 259), 0);

@@ -13,6 +13,8 @@
 
 #include "check.h"
 #include "dtypes.h"
+#include "common/h16.h"
+#include "common/half_bits.h"
 #include "common/sparse_wire.h"
 #include "lib/quant.h"
 
@@ -2057,8 +2059,9 @@ static uint16_t ack_flags(const char *name, int port)
 static void test_float_add(void)
 {
     sw_open(T_IDLE_TIMEOUT);
-    CHECK_EQ_INT(ack_flags("caps", 9300),
-                 INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32 | INA_FLAG_CAP_SPARSE | INA_FLAG_CAP_FIX);
+    CHECK_EQ_INT(ack_flags("caps", 9300), INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32 |
+                                              INA_FLAG_CAP_SPARSE | INA_FLAG_CAP_FIX |
+                                              INA_FLAG_CAP_H16);
     struct job_info ji = START_JOB("f32", 3, 8, 2, 9310, 0x9310);
     /* Arrival order 0, 1, 2: the result is ((x0 + x1) + x2) in binary32,
      * round to nearest even: cancellation, IEEE non-finite rules per
@@ -2124,6 +2127,146 @@ static void test_float_add(void)
     send_data_op(&ji, 1, 0, 0, 0, 8, INA_OP_ADD_I32, vals[1]);
     CHECK_EQ_INT(tx_n(), 2); /* the integer add still works */
     tx_reset();
+    sw_close();
+    open_int_ops_only = 0;
+}
+
+/* ---- The 16-bit wire (ops 10 and 11, PROTOCOL.md §8.10) ---------------------- */
+
+/* Two 16-bit elements as the int32 word that carries them (element 2j at the high half). */
+static int32_t h16_word(uint16_t a, uint16_t b) { return (int32_t)((uint32_t)a << 16 | b); }
+
+/* The binary32 lane of element w with exp e: fl32(val(w) * 2^e) (§8.10.4). */
+static float h16_lane(uint16_t w, int fmt, int e)
+{
+    float v = bits_float(fmt == INA_H16_F16 ? ina__f16_to_f32_bits(w) : (uint32_t)w << 16);
+    return v * ldexpf(1.0f, ina__h16_clamp_exp(e));
+}
+
+static uint16_t h16_round(float x, int fmt)
+{
+    uint16_t w = fmt == INA_H16_F16 ? ina__f32_bits_to_f16(float_bits(x))
+                                    : ina__f32_bits_to_bf16(float_bits(x));
+    if (x != x)
+        w = fmt == INA_H16_F16 ? INA_H16_F16_QNAN : INA_H16_BF16_QNAN;
+    return w;
+}
+
+static void send_h16(const struct job_info *ji, int rank, uint32_t idx, uint32_t seq,
+                     unsigned words, uint8_t op, int16_t exp, const int32_t *vals)
+{
+    uint8_t b[PKT_MAX];
+    struct ina_hdr h = data_hdr(ji, rank, idx, seq & 1, seq, words, exp);
+    h.op = op;
+    input(b, build(b, &h, vals), &ji->addr[rank]);
+}
+
+/*
+ * Three ranks, 4 words = 8 elements (twice the job's k of 4... the set holds
+ * 2k lanes): each element added in binary32 in arrival order, scaled by its
+ * packet's exp, sent back rounded once at the RESULT's scale s; NaN as the
+ * canonical quiet NaN, signed zeros and infinities per element. Then
+ * binary16's scale for sums past 65504, duplicates, mismatch, and a switch
+ * without binary32 adds.
+ */
+static void test_h16_rounds(void)
+{
+    sw_open(T_IDLE_TIMEOUT);
+    const unsigned K = 4; /* words per packet = the job's k: 8 elements */
+    struct job_info ji = START_JOB("h16", 3, K, 2, 9330, 0x9330);
+    for (int fmt = 0; fmt < 2; fmt++) {
+        const uint8_t op = fmt == INA_H16_F16 ? INA_OP_ADD_F16 : INA_OP_ADD_BF16;
+        const float x[3][8] = {
+            {1.5f, -2.0f, INFINITY, NAN, -0.0f, 1000.0f, 0.25f, 3.0f},
+            {0.5f, 2.0f, -INFINITY, 1.0f, -0.0f, 24.0f, -0.125f, 7.0f},
+            {1.0f, 0.0f, 1.0f, 2.0f, -0.0f, -1.0f, 0.0078125f, 11.0f},
+        };
+        const int16_t ex[3] = {0, 2, -1}; /* each packet's own scale */
+        int32_t vals[3][4], want[4];
+        uint16_t w[3][8], out[8];
+        for (int r = 0; r < 3; r++) {
+            for (int i = 0; i < 8; i++) /* exact in both formats */
+                w[r][i] = h16_round(x[r][i] / ldexpf(1.0f, ex[r]), fmt);
+            for (unsigned j = 0; j < K; j++)
+                vals[r][j] = h16_word(w[r][2 * j], w[r][2 * j + 1]);
+        }
+        for (int i = 0; i < 8; i++) { /* arrival order 0, 1, 2; s = the largest exp, 2 */
+            volatile float acc = h16_lane(w[0][i], fmt, ex[0]);
+            acc = acc + h16_lane(w[1][i], fmt, ex[1]);
+            acc = acc + h16_lane(w[2][i], fmt, ex[2]);
+            out[i] = h16_round(acc / 4.0f, fmt);
+        }
+        for (unsigned j = 0; j < K; j++)
+            want[j] = h16_word(out[2 * j], out[2 * j + 1]);
+        CHECK_EQ_INT(out[3], fmt == INA_H16_F16 ? 0x7E00 : 0x7FC0); /* NaN + 1 + 2 */
+        CHECK_EQ_INT(out[2], fmt == INA_H16_F16 ? 0x7E00 : 0x7FC0); /* Inf - Inf */
+        CHECK_EQ_INT(out[4], 0x8000);                               /* -0 + -0 + -0 */
+        const uint32_t seq = (uint32_t)(2 * fmt);
+        for (int r = 0; r < 3; r++)
+            send_h16(&ji, r, 0, seq, K, op, ex[r], vals[r]);
+        result_op = op;
+        CHECK_MULTICAST(&ji, 0, 0, seq, K, 2, want);
+        tx_reset();
+        /* A duplicate of the complete round: the same bytes to that rank alone. */
+        send_h16(&ji, 1, 0, seq, K, op, ex[1], vals[1]);
+        CHECK_EQ_INT(tx_n(), 1);
+        CHECK_RESULT(0, &ji, &ji.addr[1], 0, 0, seq, K, 2, want);
+        tx_reset();
+    }
+    /* binary16 sums past 65504 keep their range: s grows until they fit (§8.10.4). */
+    int32_t big[4] = {h16_word(0x7753 /* 30000 */, 0x3C00 /* 1 */), 0, 0, 0};
+    for (int r = 0; r < 3; r++)
+        send_h16(&ji, r, 1, 1, 1, INA_OP_ADD_F16, 0, big);
+    result_op = INA_OP_ADD_F16;
+    int32_t want_big[1] = {h16_word(ina__f32_bits_to_f16(float_bits(45000.0f)),
+                                    ina__f32_bits_to_f16(float_bits(1.5f)))};
+    CHECK_MULTICAST(&ji, 1, 1, 1, 1, 1, want_big); /* 90000 = 45000 * 2^1, 3 = 1.5 * 2^1 */
+    tx_reset();
+    /* Ops 10 and 11 in one round: MISMATCH, the job aborts. */
+    struct ina_sw_counters snap = sw->c;
+    send_h16(&ji, 0, 1, 3, 1, INA_OP_ADD_F16, 0, big);
+    send_h16(&ji, 1, 1, 3, 1, INA_OP_ADD_BF16, 0, big);
+    EXPECT_DROP(snap, MISMATCH);
+    CHECK(job_named("h16") == NULL);
+    tx_reset();
+    result_op = INA_OP_ADD_I32;
+    sw_close();
+
+    /* A 16-bit sparse round (op 13, §17.11) with an odd B = 3: a block is two
+     * words on the wire (the third element, then a pad) and three lanes in
+     * the set; the place's exponent is the largest scale of the blocks added,
+     * its RESULT s (bfloat16: that exponent), the block rounded at s. */
+    sw_open(T_IDLE_TIMEOUT);
+    ji = START_JOB("h16sparse", 2, K * 2, 2, 9350, 0x9350);
+    const int32_t sp0[6] = {(int32_t)ina__sparse_layout(3, 1), 0, (int32_t)INA_SPARSE_END,
+                            (int32_t)ina__sparse_info(1, 0, 0), h16_word(0x3F80, 0x4000), /* 1, 2 */
+                            h16_word(0x4040, 0)},                                         /* 3 */
+                  sp1[6] = {(int32_t)ina__sparse_layout(3, 1), 0, (int32_t)INA_SPARSE_END,
+                            (int32_t)ina__sparse_info(1, 0, 1), h16_word(0x3F80, 0x3F00), /* 2, 1 */
+                            h16_word(0xFF80, 0)};                                         /* -Inf */
+    send_h16(&ji, 0, 0, 0, 6, INA_OP_SPARSE_BF16, 0, sp0);
+    send_h16(&ji, 1, 0, 0, 6, INA_OP_SPARSE_BF16, 0, sp1);
+    result_op = INA_OP_SPARSE_BF16;
+    const int32_t want_sp[6] = {(int32_t)ina__sparse_layout(3, 1), 0, (int32_t)INA_SPARSE_END,
+                                (int32_t)ina__sparse_info(1, 0, 1),
+                                h16_word(0x3FC0, 0x3FC0), /* 3 / 2, 3 / 2 */
+                                h16_word(0xFF80, 0)};     /* -Inf, the pad +0 */
+    CHECK_MULTICAST(&ji, 0, 0, 0, 6, 0, want_sp);
+    tx_reset();
+    result_op = INA_OP_ADD_I32;
+    sw_close();
+
+    /* No binary32 adds (--int-ops-only): bit 9 not offered, ops 10..13 dropped. */
+    open_int_ops_only = 1;
+    sw_open(T_IDLE_TIMEOUT);
+    CHECK_EQ_INT(ack_flags("caps", 9300) & INA_FLAG_CAP_H16, 0);
+    ji = START_JOB("h16int", 2, K, 2, 9340, 0x9340);
+    for (uint8_t op = INA_OP_ADD_F16; op <= INA_OP_SPARSE_BF16; op++) {
+        snap = sw->c;
+        send_h16(&ji, 0, 0, 0, 1, op, 0, big);
+        EXPECT_DROP(snap, OP);
+    }
+    CHECK_EQ_INT(tx_n(), 0);
     sw_close();
     open_int_ops_only = 0;
 }
@@ -2454,7 +2597,8 @@ static void test_shm_attach(void)
     open_shm = 1;
     sw_open(T_IDLE_TIMEOUT);
     CHECK_EQ_INT(ack_flags("caps", 9399), INA_FLAG_CAP_BFP | INA_FLAG_CAP_F32 | INA_FLAG_CAP_SHM |
-                                              INA_FLAG_CAP_SPARSE | INA_FLAG_CAP_FIX);
+                                              INA_FLAG_CAP_SPARSE | INA_FLAG_CAP_FIX |
+                                              INA_FLAG_CAP_H16);
     ji = START_JOB("rings", 2, 8, 2, 9400, 0x9400);
     /* Rank 1 names a POSIX shm object: its size is not sealed, refused (EPERM). */
     char pname[INA_SHM_NAME_MAX];
@@ -2696,6 +2840,7 @@ int main(void)
     test_lanes_auto();
     test_bfp_one_round();
     test_float_add();
+    test_h16_rounds();
     test_sparse_rounds();
     test_shm_attach();
     test_join_basic();

@@ -500,6 +500,28 @@ static void test_join_and_sums(void)
             CHECK(g == 2.5f + 4.0f * (float)k);
         }
     }
+    /* The 16-bit wire at both levels (op 10, binary16; §8.10.7): each child sends
+     * its partial sums at their own scale s_c (2 x 40000 = 80000 needs s_c = 1), the
+     * parent adds them scaled and picks s = 2 (160000), and the RESULT comes down
+     * as the parent sent it. Per word: two elements (element 2j in the high half). */
+    CHECK(ws[0].flags & INA_FLAG_CAP_H16); /* the children pass the parent's offer on */
+    for (int r = 0; r < NW; r++) {
+        const int32_t h16[K] = {(int32_t)0x78E23C00, /* 40000, 1.0 */
+                                (int32_t)0x00018000, /* 2^-24, -0 */
+                                0, 0};
+        w_data(r, 2, 3, K, 0, INA_OP_ADD_F16, 42, h16);
+    }
+    deliver();
+    for (int r = 0; r < NW; r++) {
+        int32_t got[K];
+        int16_t e = 0;
+        CHECK_EQ_INT(w_results(r, 2, 3, got, &e), 1);
+        CHECK_EQ_INT(e, 2);
+        CHECK_EQ_INT(got[0], (int32_t)0x78E23C00); /* 160000 = 40000 2^2, 4 = 1.0 2^2 */
+        CHECK_EQ_INT(got[1], (int32_t)0x00018000); /* 2^-22 = 2^-24 2^2, -0 kept */
+        CHECK_EQ_INT(got[2], 0);
+    }
+
     /* Op 3 is not offered in a tree: a worker that sends it anyway is dropped. */
     struct ina_sw_counters snap = sws[C0].c;
     w_data(0, 2, 3, K, 0, INA_OP_ADD_BFP, 7, v);
