@@ -82,6 +82,7 @@ class InfoStruct(ctypes.Structure):
         ("sparse", ctypes.c_int),
         ("lanes_proposed", ctypes.c_int),
         ("integrity", ctypes.c_int),
+        ("busy_poll_us", ctypes.c_int),
         ("reserved", ctypes.c_uint * 1),
     ]
 

@@ -85,6 +85,8 @@ struct ina_ctx {
     size_t sparse_min_bytes;
     struct ina_sp_place *sp_places;
     uint64_t busy_poll_ns;  /* spin this long before sleeping (INA_BUSY_POLL_US), 0 = never */
+    int busy_auto;          /* busy_poll_ns was chosen from the host: spins back off (stream.c) */
+    unsigned spin_misses;   /* busy_auto: waits in a row that outlasted the spin */
     int fixed_bits;         /* fixed-point fractional bits as configured, 0 = off (fixed.h) */
     int wake_fd;            /* eventfd that interrupts the stream's poll (lane threads), -1 */
     struct ina_lanes *lanes; /* a multi-lane context's lanes and threads (lanes.c); else NULL */
@@ -161,6 +163,8 @@ int ina__launcher_env(int *rank, int *world_size, const char **job);
 /* auto.c: the lanes this rank proposes for lanes=0, from its cores per worker of
  * this host (*cores, *local: what the rule saw; may be NULL). */
 int ina__lanes_auto(const ina_config *cfg, int *cores, int *local);
+/* INA_BUSY_POLL_AUTO: the spin in microseconds for cfg's rank on this host (auto.c). */
+int ina__busy_poll_auto(const ina_config *cfg, int *cores, int *spinners);
 
 /* error.c: say why a call fails, for ina_last_error(): into ctx's message,
  * or the calling thread's if ctx is NULL (calls that leave no context).

@@ -711,6 +711,31 @@ int ina__spin_turn(uint64_t *now, uint64_t *yielded, uint64_t until)
     return 1;
 }
 
+/*
+ * The auto spin (INA_BUSY_POLL_US=auto) backs off: spinning pays when the
+ * results come within it, and only costs a core when they do not (a long
+ * operation, peers that are slow or not there yet). After
+ * INA_AUTO_SPIN_MISSES spins in a row that ended with nothing, a context
+ * sleeps at once; a sleep that ends with input within the spin's length
+ * (it would have paid) lets it spin again. A spin set by number
+ * (INA_BUSY_POLL_US=US) always spins.
+ */
+#define INA_AUTO_SPIN_MISSES 4
+int ina__spin_now(const struct ina_ctx *ctx)
+{
+    return ctx->busy_poll_ns && (!ctx->busy_auto || ctx->spin_misses < INA_AUTO_SPIN_MISSES);
+}
+
+void ina__spin_learn(struct ina_ctx *ctx, int spun, int got, uint64_t waited_ns)
+{
+    if (!ctx->busy_auto)
+        return;
+    if (got && (spun || waited_ns < ctx->busy_poll_ns))
+        ctx->spin_misses = 0;
+    else if (spun && ctx->spin_misses < INA_AUTO_SPIN_MISSES)
+        ctx->spin_misses++;
+}
+
 void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)
 {
     if (ctx->broken || !ctx->head)
@@ -718,9 +743,13 @@ void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)
     uint64_t now = ina__now_ns();
     send_ready(ctx, now);
     int got = rx_burst(ctx, now);
-    if (!got && timeout_ms > 0 && ctx->busy_poll_ns && !ctx->broken)
+    const int spun = !got && timeout_ms > 0 && ina__spin_now(ctx) && !ctx->broken;
+    if (spun) {
         got = busy_poll(ctx, &now);
+        ina__spin_learn(ctx, 1, got, 0);
+    }
     if (!got && timeout_ms > 0 && !ctx->broken && ina__transport_may_sleep(ctx)) {
+        const uint64_t slept = now;
         uint64_t wake = now + (uint64_t)timeout_ms * 1000000ull;
         if (ctx->next_rto_ns && ctx->next_rto_ns < wake)
             wake = ctx->next_rto_ns;
@@ -740,6 +769,8 @@ void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)
         }
         now = ina__now_ns();
         got = rx_burst(ctx, now);
+        if (!spun)
+            ina__spin_learn(ctx, 0, got, now - slept);
     }
     /* Drain what else is queued: results arrive in bursts of a window. */
     while (got == INA_RX_MSGS && !ctx->broken)

@@ -158,12 +158,13 @@ static void usage(FILE *f)
             "                        add), as a switch without shifters or floating point\n"
             "                        would (hardware, eBPF): workers then send floats\n"
             "                        quantized in two rounds, or in fixed point\n"
-            "  --busy-poll US        after each input, keep polling the socket (and rings)\n"
-            "                        for US microseconds before sleeping (default 0: sleep\n"
-            "                        at once). Saves a wake-up per small all-reduce, but\n"
+            "  --busy-poll US|auto   after each input, keep polling the socket (and rings)\n"
+            "                        for US microseconds before sleeping (0: sleep at\n"
+            "                        once). Saves a wake-up per small all-reduce, but\n"
             "                        takes a core while it spins (it yields it to a worker\n"
-            "                        queued there, docs/GLM.md); also sets SO_BUSY_POLL\n"
-            "                        (NAPI NICs)\n"
+            "                        queued there, docs/GLM.md). auto (the default): 50\n"
+            "                        while the threads have a core each, else 50 x cores /\n"
+            "                        threads, 0 below 5. US also sets SO_BUSY_POLL (NAPI NICs)\n"
             "  --hot-keys N          most keys of one job's hot table (default 65536; 0 = no\n"
             "                        hot table): keys a key-value job aggregates here,\n"
             "                        the rest going to ina-ps (docs/PS.md)\n"
@@ -841,7 +842,8 @@ struct serve_opts {
     struct sockaddr_in listen_addr;
     const char *listen_s, *port_file, *fault_rx_spec, *fault_tx_spec;
     int quiet, no_gso;
-    int busy_poll_us;                /* --busy-poll */
+    int busy_poll_us;                /* --busy-poll, or what auto chose */
+    const char *busy_poll_from;      /* "option" or "auto" */
     long drain_timeout_ms;           /* --drain-timeout */
     const char *secret_file;         /* --secret-file (read again on SIGHUP) */
     const char *ebpf_iface;          /* --dataplane ebpf --iface IF; NULL = userspace dataplane */
@@ -964,7 +966,7 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
         sh[i].busy_poll_ns = (uint64_t)o->busy_poll_us * 1000u;
         sh[i].drain_timeout_ns = (uint64_t)o->drain_timeout_ms * 1000000u;
         sh[i].secret_file = o->secret_file;
-        if (o->busy_poll_us)
+        if (o->busy_poll_us && strcmp(o->busy_poll_from, "option") == 0)
             ina_sock_busy_poll(sh[i].tx.fd, o->busy_poll_us); /* best effort: NAPI devices only */
     }
     /* --hot-memory: one budget for the hot tables of every thread (PROTOCOL.md §14.3). */
@@ -1061,6 +1063,7 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
             INA_KV_S("pool_mib", mib), INA_KV_S("secret", p.has_secret ? "on" : "off"),
             INA_KV_S("integrity", p.integrity ? "on" : "off"),
             INA_KV_S("shm", p.shm ? "on" : "off"), INA_KV_S("shm_from", o->shm_from),
+            INA_KV_I("busy_poll_us", o->busy_poll_us), INA_KV_S("busy_poll_from", o->busy_poll_from),
             INA_KV_I("parents", p.nparents));
     if (o->metrics) {
         for (; npubs < nthreads; npubs++) {
@@ -1167,7 +1170,7 @@ int main(int argc, char **argv)
                                   .idle_timeout_ns = 3600ull * 1000000000ull,
                                   .min_job_slots = 8,
                                   .hot_max = 65536};
-    int quiet = 0, no_gso = 0, busy_poll_us = 0, c;
+    int quiet = 0, no_gso = 0, busy_poll_us = INA_BUSY_POLL_AUTO, c;
     long drain_timeout_ms = 10000;
     unsigned nthreads = 0; /* 0: auto */
     int shm_opt = -1;      /* --shm 1, --no-shm 0, neither -1 */
@@ -1256,9 +1259,13 @@ int main(int argc, char **argv)
         case 'h' + 256: shm_opt = 0; break;
         case 'H' + 256: p.shm_unsealed = 1; break;
         case 'B':
+            if (strcmp(optarg, "auto") == 0) {
+                busy_poll_us = INA_BUSY_POLL_AUTO;
+                break;
+            }
             v = strtol(optarg, &end, 10);
             if (*end || end == optarg || v < 0 || v > INA_BUSY_POLL_MAX_US) {
-                fprintf(stderr, "ina-switch: bad --busy-poll '%s' (want microseconds, 0..%d)\n",
+                fprintf(stderr, "ina-switch: bad --busy-poll '%s' (want auto or microseconds, 0..%d)\n",
                         optarg, INA_BUSY_POLL_MAX_US);
                 return 2;
             }
@@ -1314,6 +1321,12 @@ int main(int argc, char **argv)
         nthreads = (unsigned)ina_auto_switch_threads(cores);
         if (p.mcast_base && nthreads * INA_SW_MAX_JOBS > 254)
             nthreads = 254 / INA_SW_MAX_JOBS; /* a group per job id in BASE/24 */
+    }
+    /* --busy-poll auto: the threads are the spinners this switch knows of (busy_poll.h). */
+    const char *busy_poll_from = "option";
+    if (busy_poll_us == INA_BUSY_POLL_AUTO) {
+        busy_poll_us = ina_busy_poll_auto_us(cores ? cores : ina_host_cores(NULL), (int)nthreads);
+        busy_poll_from = "auto";
     }
     if (!slots_opt)
         p.nslots = nthreads * 256 > 1024 ? nthreads * 256 : 1024; /* a window of 64 per thread */
@@ -1461,7 +1474,7 @@ int main(int argc, char **argv)
                            .shm_from = shm_from, .listen_addr = addr, .listen_s = listen_s,
                            .port_file = port_file, .fault_rx_spec = fault_rx_spec,
                            .fault_tx_spec = fault_tx_spec, .quiet = quiet, .no_gso = no_gso,
-                           .busy_poll_us = busy_poll_us,
+                           .busy_poll_us = busy_poll_us, .busy_poll_from = busy_poll_from,
                            .drain_timeout_ms = drain_timeout_ms, .secret_file = secret_file,
                            .ebpf_iface = ebpf ? iface : NULL, .record_path = record_path,
                            .metrics_port_file = metrics_port_file};
