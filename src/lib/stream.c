@@ -546,6 +546,20 @@ static int rx_burst(struct ina_ctx *ctx, uint64_t now)
     return n;
 }
 
+/* Only the transports read from memory (the rings: those with `readable`), no system
+ * call: what a spin does when a ring has input (the socket has its own turns). */
+static int rx_memory(struct ina_ctx *ctx, uint64_t now)
+{
+    int n = 0;
+    for (unsigned i = 0; i < ctx->xp.n && !ctx->broken; i++) {
+        if (!ctx->xp.rx[i]->readable)
+            continue;
+        int m = ctx->xp.rx[i]->rx_burst(ctx, now);
+        n = m > n ? m : n;
+    }
+    return n;
+}
+
 /*
  * Fast retransmit. All ranks send the stream in the same order and the
  * switch completes rounds in arrival order, so results come back in stream
@@ -683,9 +697,13 @@ static int busy_poll(struct ina_ctx *ctx, uint64_t *now)
     if (ctx->next_rto_ns && ctx->next_rto_ns < until)
         until = ctx->next_rto_ns; /* a timer is due: stop spinning and handle it */
     for (unsigned turn = 1; !ctx->broken; turn++) {
-        /* Only sockets: every turn. With rings: when they have input, and now and then. */
-        if (ina__transport_readable(ctx) != 0 || turn % INA_BUSY_POLL_SOCKET_EVERY == 0) {
-            int got = rx_burst(ctx, *now);
+        /* Only sockets: every turn. With rings: the rings alone when they have input (a
+         * result is not kept waiting behind a system call on an empty socket), and the
+         * socket too now and then. */
+        const int ring = ina__transport_readable(ctx);
+        if (ring != 0 || turn % INA_BUSY_POLL_SOCKET_EVERY == 0) {
+            int got = ring > 0 && turn % INA_BUSY_POLL_SOCKET_EVERY ? rx_memory(ctx, *now)
+                                                                     : rx_burst(ctx, *now);
             if (got) {
                 ctx->stats.busy_poll_hits++;
                 return got;
@@ -704,9 +722,12 @@ int ina__spin_turn(uint64_t *now, uint64_t *yielded, uint64_t until)
     *now = ina__now_ns();
     if (*now >= until)
         return 0;
-    if (*now - *yielded >= INA_BUSY_POLL_YIELD_NS) {
+    static _Thread_local unsigned every = INA_BUSY_POLL_YIELD_NS; /* this thread's last yield */
+    if (*now - *yielded >= every) {
         ina_busy_yield(); /* the switch, or a lane thread, may be queued on this CPU */
-        *yielded = *now = ina__now_ns();
+        *yielded = ina__now_ns();
+        every = ina_busy_yield_every(*yielded - *now); /* crowded: yield every turn */
+        *now = *yielded;
     }
     return 1;
 }

@@ -374,6 +374,9 @@ static void flush_tx(struct shard *sh)
  * size), then --fault-rx per datagram, then the dataplane.
  */
 #define INA_SW_RX_MSGS 16
+/* --busy-poll with rings: the socket is read at least this often while the switch spins
+ * (run(): rings are read every turn, without a system call). */
+#define INA_SW_SPIN_SOCKET_NS 2000u
 #define INA_SW_RX_SEGS (INA_SW_RX_MSGS * INA_GSO_MAX_SEGS)
 
 struct rx_batch {
@@ -602,7 +605,8 @@ static int run(struct shard *sh)
     uint8_t *shm_buf = rx->mem + (size_t)INA_SW_RX_MSGS * INA_GRO_BUF; /* one ring datagram */
     uint64_t next_tick = now_ns() + 1000000000ull, next_publish = 0, last_input = 0,
              last_yield = 0, next_move = 0; /* --busy-poll: yields, moves off a shared CPU */
-    unsigned shared_yields = 0;
+    uint64_t last_socket = 0; /* --busy-poll with rings: when the socket was last read */
+    unsigned shared_yields = 0, yield_every = INA_BUSY_POLL_YIELD_NS;
     int event_fd = ina_ebpf_event_fd(sh->ebpf);
     uint64_t next_drain = 0;
     int drained = 0;
@@ -621,7 +625,16 @@ static int run(struct shard *sh)
             flush_tx(sh);
             next_drain = now + 10000000ull; /* 10 ms */
         }
-        int n = rx_burst(sh, rx, now);
+        /* Spinning with rings offered, the socket is read at most every
+         * INA_SW_SPIN_SOCKET_NS: a ring holds its input in memory, but an
+         * empty socket costs a system call a turn, which would keep a ring's
+         * DATA waiting that long (PROTOCOL.md §5.9, "Polling"). */
+        int n = 0;
+        if (!sw->p.shm || now - last_input >= sh->busy_poll_ns ||
+            now - last_socket >= INA_SW_SPIN_SOCKET_NS) {
+            n = rx_burst(sh, rx, now);
+            last_socket = now;
+        }
         /* The program's events (a MISMATCH: abort the job) before the next
          * burst: each handled one queues an ABORT to every rank. */
         while (sh->ebpf && ina_ebpf_poll(sh->ebpf) > 0) {
@@ -664,9 +677,10 @@ static int run(struct shard *sh)
          * than sleep, so the next datagram is not delayed by a wake-up
          * (busy_poll.h). Bounded: an idle switch sleeps again. */
         if (n <= 0 && now - last_input < sh->busy_poll_ns) {
-            if (now - last_yield >= INA_BUSY_POLL_YIELD_NS) {
+            if (now - last_yield >= yield_every) {
                 ina_busy_yield(); /* a worker may be queued on this CPU (busy_poll.h) */
                 last_yield = now_ns();
+                yield_every = ina_busy_yield_every(last_yield - now); /* crowded: every turn */
                 /* Yields that keep giving the CPU away: a worker shares it
                  * with us, and nothing else will part us (busy_poll.h). */
                 shared_yields = last_yield - now > INA_BUSY_POLL_SHARED_NS ? shared_yields + 1 : 0;
