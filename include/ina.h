@@ -330,7 +330,8 @@ typedef struct ina_config {
                                   ina_config_init()'s default since v0.6, "auto" in the
                                   environment): ina_auto_busy_poll() microseconds, and a
                                   context that keeps waiting longer than that stops
-                                  spinning until a wait is short again (see "Defaults
+                                  spinning until a wait is short again (a spin every
+                                  8th wait tries; see "Defaults
                                   chosen from the host"; ina_info.busy_poll_us says what
                                   runs). It saves the wake-up of a sleeping
                                   process (several microseconds on a VM), most where every

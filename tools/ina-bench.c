@@ -93,7 +93,7 @@ struct opts {
     int fixed_point; /* fractional bits (ina_config.fixed_point_bits); -1: INA_FIXED_POINT, else 0 */
     int busy_poll;   /* worker spin in us (ina_config.busy_poll_us; INA_BUSY_POLL_AUTO: auto);
                         -2: INA_BUSY_POLL_US, else auto */
-    int switch_busy_poll; /* --local: ina-switch --busy-poll US (0 = none) */
+    int switch_busy_poll; /* --local: ina-switch --busy-poll US (0 = never); -1: its default */
     int deadline_s;
     int verbose;
     /* loss sweep (--loss): the launcher reruns everything once per rate */
@@ -185,7 +185,8 @@ static void usage(FILE *f)
 "  --busy-poll US|auto  workers spin up to US microseconds for results before\n"
 "                       sleeping (ina.h busy_poll_us; 0: never); env INA_BUSY_POLL_US;\n"
 "                       default auto: chosen from the host (ina_auto_busy_poll)\n"
-"  --switch-busy-poll US  --local: run ina-switch --busy-poll US\n"
+"  --switch-busy-poll US|auto  --local: run ina-switch --busy-poll US (default\n"
+"                       auto, the switch's own default; 0: never)\n"
 "  --switch-shm         --local: run ina-switch --shm (workers on this host use\n"
 "                       shared-memory rings; INA_SHM=0 keeps them on UDP). The\n"
 "                       switch's default, except with --loss\n"
@@ -466,6 +467,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
     o->density = 1;
     o->fixed_point = -1;
     o->busy_poll = -2;
+    o->switch_busy_poll = -1;
 
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
@@ -517,7 +519,9 @@ static void parse_args(struct opts *o, int argc, char **argv)
         case OPT_FIXED_POINT: o->fixed_point = parse_int("--fixed-point", a, 0, 30); break;
         case OPT_BUSY_POLL: o->busy_poll = parse_busy_poll("--busy-poll", a); break;
         case OPT_SWITCH_BUSY_POLL:
-            o->switch_busy_poll = parse_int("--switch-busy-poll", a, 0, 1000000);
+            o->switch_busy_poll = parse_busy_poll("--switch-busy-poll", a);
+            if (o->switch_busy_poll == INA_BUSY_POLL_AUTO)
+                o->switch_busy_poll = -1; /* the switch's default */
             break;
         case OPT_SWITCH_NO_SHM: o->switch_shm = -1; break;
         case OPT_SWITCH_THREADS:
@@ -562,7 +566,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
         if (have_rank || have_world)
             usage_error("--local starts its own workers: do not combine it with --rank or --world");
         if (o->switch_addr && (o->switch_bin || o->nloss || o->switch_threads || o->switch_shm ||
-                               o->switch_busy_poll))
+                               o->switch_busy_poll >= 0))
             usage_error("--local with --switch uses that running switch: --switch-bin, --loss, "
                         "--switch-threads, --switch-shm and --switch-busy-poll only apply to "
                         "a switch --local starts");
@@ -1423,7 +1427,7 @@ static int run_local(const struct opts *o)
         }
         if (o->switch_shm)
             argv[a++] = o->switch_shm > 0 ? "--shm" : "--no-shm";
-        if (o->switch_busy_poll) {
+        if (o->switch_busy_poll >= 0) {
             snprintf(bpu, sizeof bpu, "%d", o->switch_busy_poll);
             argv[a++] = "--busy-poll"; argv[a++] = bpu;
         }

@@ -87,6 +87,7 @@ struct ina_ctx {
     uint64_t busy_poll_ns;  /* spin this long before sleeping (INA_BUSY_POLL_US), 0 = never */
     int busy_auto;          /* busy_poll_ns was chosen from the host: spins back off (stream.c) */
     unsigned spin_misses;   /* busy_auto: waits in a row that outlasted the spin */
+    unsigned spin_skips;    /* busy_auto: waits since the last spin (a probe every few) */
     int fixed_bits;         /* fixed-point fractional bits as configured, 0 = off (fixed.h) */
     int wake_fd;            /* eventfd that interrupts the stream's poll (lane threads), -1 */
     struct ina_lanes *lanes; /* a multi-lane context's lanes and threads (lanes.c); else NULL */

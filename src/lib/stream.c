@@ -738,19 +738,28 @@ int ina__spin_turn(uint64_t *now, uint64_t *yielded, uint64_t until)
  * operation, peers that are slow or not there yet). After
  * INA_AUTO_SPIN_MISSES spins in a row that ended with nothing, a context
  * sleeps at once; a sleep that ends with input within the spin's length
- * (it would have paid) lets it spin again. A spin set by number
+ * (it would have paid) lets it spin again, and so does a spin that pays,
+ * tried once every INA_AUTO_SPIN_PROBE waits (a sleeper's wake-up on a
+ * loaded host may take longer than the spin, which would otherwise keep it
+ * asleep when spinning would pay). A spin set by number
  * (INA_BUSY_POLL_US=US) always spins.
  */
 #define INA_AUTO_SPIN_MISSES 4
+#define INA_AUTO_SPIN_PROBE 8
 int ina__spin_now(const struct ina_ctx *ctx)
 {
-    return ctx->busy_poll_ns && (!ctx->busy_auto || ctx->spin_misses < INA_AUTO_SPIN_MISSES);
+    return ctx->busy_poll_ns && (!ctx->busy_auto || ctx->spin_misses < INA_AUTO_SPIN_MISSES ||
+                                 ctx->spin_skips >= INA_AUTO_SPIN_PROBE);
 }
 
 void ina__spin_learn(struct ina_ctx *ctx, int spun, int got, uint64_t waited_ns)
 {
     if (!ctx->busy_auto)
         return;
+    if (spun)
+        ctx->spin_skips = 0;
+    else if (ctx->spin_skips < INA_AUTO_SPIN_PROBE)
+        ctx->spin_skips++;
     if (got && (spun || waited_ns < ctx->busy_poll_ns))
         ctx->spin_misses = 0;
     else if (spun && ctx->spin_misses < INA_AUTO_SPIN_MISSES)

@@ -184,8 +184,9 @@ static int auto_spin(int cores, int world, int *spinners)
 }
 
 /* Rank 1 is slow (5 ms before each operation): rank 0's waits outlast any spin. With the auto
- * spin it stops spinning after a few misses; with a spin set by number it spins every time. */
-#define SLOW_OPS 40
+ * spin it stops spinning after 4 misses (then tries once every 8 waits); with a spin set by
+ * number it spins every time. */
+#define SLOW_OPS 60
 static int slow_peer_worker(int rank, int n, void *arg)
 {
     const int busy = *(const int *)arg;
