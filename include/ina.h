@@ -328,8 +328,10 @@ typedef struct ina_config {
                                   before sleeping in poll(); 0 = never spin (a cleared
                                   struct), at most 1000000; INA_BUSY_POLL_AUTO (-1,
                                   ina_config_init()'s default since v0.6, "auto" in the
-                                  environment): ina_auto_busy_poll() microseconds, and a
-                                  context that keeps waiting longer than that stops
+                                  environment): ina_auto_busy_poll() microseconds, except
+                                  while an operation has more than a window of packets
+                                  to come, and a context that keeps waiting longer than
+                                  that stops
                                   spinning until a wait is short again (a spin every
                                   8th wait tries; see "Defaults
                                   chosen from the host"; ina_info.busy_poll_us says what
