@@ -1533,7 +1533,7 @@ have_switch:
                 snprintf(s_swdesc, sizeof s_swdesc, "%d (--switch-threads)", o->switch_threads);
             else
                 snprintf(s_swdesc, sizeof s_swdesc, "%d (auto: half of %d cores)",
-                         ina_auto_switch_threads(ina_host_cores(NULL)), ina_host_cores(NULL));
+                         ina__auto_switch_threads(ina__host_cores(NULL)), ina__host_cores(NULL));
             argv[a++] = "--switch-desc"; argv[a++] = s_swdesc;
         }
         argv[a++] = "--inflight"; argv[a++] = s_inflight;

@@ -9,7 +9,7 @@
 #define SO_BUSY_POLL 46 /* linux/socket.h, since Linux 3.11 */
 #endif
 
-int ina_sock_busy_poll(int fd, int us)
+int ina__sock_busy_poll(int fd, int us)
 {
     if (us <= 0)
         return 0;
@@ -26,12 +26,12 @@ int ina_busy_poll_auto_us(int cores, int spinners)
     return us < INA_AUTO_BUSY_POLL_MIN_US ? 0 : us;
 }
 
-void ina_busy_yield(void)
+void ina__busy_yield(void)
 {
     sched_yield(); /* cannot fail on Linux */
 }
 
-int ina_busy_move_off_cpu(void)
+int ina__busy_move_off_cpu(void)
 {
     cpu_set_t mask, others;
     if (sched_getaffinity(0, sizeof(mask), &mask) != 0)

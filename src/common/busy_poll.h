@@ -53,7 +53,7 @@ int ina_busy_poll_auto_us(int cores, int spinners);
 #define INA_BUSY_POLL_YIELD_NS 1000u
 
 /* One turn of a spin loop: tell the CPU (and a hyperthread sibling) we wait. */
-static inline void ina_cpu_relax(void)
+static inline void ina__cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
@@ -65,7 +65,7 @@ static inline void ina_cpu_relax(void)
 }
 
 /* Let another task queued on this CPU run (see INA_BUSY_POLL_YIELD_NS). */
-void ina_busy_yield(void);
+void ina__busy_yield(void);
 
 /*
  * Yields keep a spinner and the peer it shares a CPU with going, but not
@@ -74,7 +74,7 @@ void ina_busy_yield(void);
  * for the load balancer to move it to an idle core. A spinner whose yields
  * keep giving the CPU away (INA_BUSY_POLL_SHARED_YIELDS in a row, each
  * taking longer than INA_BUSY_POLL_SHARED_NS) moves itself off its CPU with
- * ina_busy_move_off_cpu(), at most once per INA_BUSY_POLL_MOVE_EVERY_NS.
+ * ina__busy_move_off_cpu(), at most once per INA_BUSY_POLL_MOVE_EVERY_NS.
  */
 #define INA_BUSY_POLL_SHARED_NS 2500u
 #define INA_BUSY_POLL_SHARED_YIELDS 8
@@ -104,7 +104,7 @@ static inline unsigned ina_busy_yield_every(unsigned long long took_ns)
  * a single CPU.
  * @return 1 if moved, 0 if there was nowhere to go, or -errno.
  */
-int ina_busy_move_off_cpu(void);
+int ina__busy_move_off_cpu(void);
 
 /*
  * Ask the kernel to busy-poll the device queue for us microseconds in a
@@ -114,6 +114,6 @@ int ina_busy_move_off_cpu(void);
  * needs CAP_NET_ADMIN, and a refusal is not an error.
  * @return 0 if the kernel took it, else -errno.
  */
-int ina_sock_busy_poll(int fd, int us);
+int ina__sock_busy_poll(int fd, int us);
 
 #endif

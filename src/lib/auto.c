@@ -28,7 +28,7 @@ static int local_workers(const ina_config *cfg)
 {
     struct sockaddr_in sw[INA_MAX_PARTS];
     char why[8];
-    int n = ina_parse_hostport_list(cfg->switch_addr, 0, sw, INA_MAX_PARTS, why, sizeof(why));
+    int n = ina__parse_hostport_list(cfg->switch_addr, 0, sw, INA_MAX_PARTS, why, sizeof(why));
     int loopback = n >= 1;
     for (int i = 0; i < n; i++) /* a list (shards): loopback only if every switch is */
         loopback &= (ntohl(sw[i].sin_addr.s_addr) >> 24) == 127;
@@ -51,7 +51,7 @@ static int local_workers(const ina_config *cfg)
 
 int ina__lanes_auto(const ina_config *cfg, int *cores_out, int *local_out)
 {
-    int cores = ina_host_cores(NULL);
+    int cores = ina__host_cores(NULL);
     int local = local_workers(cfg);
     if (cores_out)
         *cores_out = cores;
@@ -70,9 +70,9 @@ static int switch_here(const ina_config *cfg)
 {
     struct sockaddr_in sw[INA_MAX_PARTS];
     char why[8];
-    int n = ina_parse_hostport_list(cfg->switch_addr, 0, sw, INA_MAX_PARTS, why, sizeof(why));
+    int n = ina__parse_hostport_list(cfg->switch_addr, 0, sw, INA_MAX_PARTS, why, sizeof(why));
     for (int i = 0; i < n; i++)
-        if (ina_addr_is_this_host(&sw[i]))
+        if (ina__addr_is_this_host(&sw[i]))
             return 1;
     return 0;
 }
@@ -84,7 +84,7 @@ static int switch_here(const ina_config *cfg)
  */
 int ina__busy_poll_auto(const ina_config *cfg, int *cores_out, int *spinners_out)
 {
-    int cores = ina_host_cores(NULL);
+    int cores = ina__host_cores(NULL);
     int spinners = local_workers(cfg) + switch_here(cfg);
     if (cores_out)
         *cores_out = cores;

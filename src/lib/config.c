@@ -151,7 +151,7 @@ static int env_strings(ina_config *cfg, int *job_set)
     char why[300];
     if (env_get("INA_SWITCH", &s))
         return INA_ERR_CONFIG;
-    if (s && ina_parse_hostport_list(s, 0, NULL, INA_MAX_PARTS, why, sizeof(why)) < 0)
+    if (s && ina__parse_hostport_list(s, 0, NULL, INA_MAX_PARTS, why, sizeof(why)) < 0)
         return ina__fail(NULL, INA_ERR_CONFIG, "INA_SWITCH: %s", why);
     if (s)
         cfg->switch_addr = s;

@@ -343,7 +343,7 @@ int ina_init(ina_ctx **out, const ina_config *cfg)
         return rc;
     struct sockaddr_in addrs[INA_MAX_PARTS];
     char why[300];
-    int nshards = ina_parse_hostport_list(cfg->switch_addr, 0, addrs, INA_MAX_PARTS, why,
+    int nshards = ina__parse_hostport_list(cfg->switch_addr, 0, addrs, INA_MAX_PARTS, why,
                                           sizeof(why));
     if (nshards < 1)
         return ina__fail(NULL, INA_ERR_CONFIG, "switch address: %s (set by "
@@ -583,7 +583,7 @@ int ina_get_info(const ina_ctx *ctx, ina_info *info)
     }
     if (ctx->lanes)
         ctx = ina__lanes_ctx(ctx, 0); /* part 0's parameters (each part has its own job) */
-    info->levels = 1 + (int)ina_flag_levels(ctx->switch_caps);
+    info->levels = 1 + (int)ina__flag_levels(ctx->switch_caps);
     info->float_add = ina__float_add_in_use(ctx) ? INA_FLOAT_ADD_SWITCH : INA_FLOAT_ADD_QUANTIZED;
     info->fixed_point_bits = ina__fixed_in_use(ctx);
     info->rank = ctx->rank;

@@ -182,7 +182,7 @@ void ina__fail_to_thread(const struct ina_ctx *ctx);
 /* A header of this rank's session: magic, version, kind, job, rank, session, token. */
 static inline void ina__hdr_session(struct ina_hdr *h, const struct ina_ctx *ctx, uint8_t kind)
 {
-    ina_hdr_init(h, kind);
+    ina__hdr_init(h, kind);
     h->job = ctx->job_id;
     h->rank = (uint16_t)ctx->rank;
     h->session = ctx->session;

@@ -73,13 +73,13 @@ int ina__lane_open(struct ina_ctx **out, const ina_config *cfg, const struct soc
         return -ENOMEM;
 
     const char *fault = getenv("INA_FAULT");
-    if (fault && *fault && ina_fault_parse(&ctx->fault, fault) != 0) {
+    if (fault && *fault && ina__fault_parse(&ctx->fault, fault) != 0) {
         free(ctx);
         return ina__fail(NULL, INA_ERR_CONFIG, "INA_FAULT='%s' is not a fault spec such as "
                          "drop=0.01,dup=0.01,reorder=0.05,seed=7", fault);
     }
     if (cfg->secret_file) {
-        if (ina_hmac_key_from_file(&ctx->secret, cfg->secret_file) != 0) {
+        if (ina__hmac_key_from_file(&ctx->secret, cfg->secret_file) != 0) {
             free(ctx);
             return ina__fail(NULL, INA_ERR_CONFIG, "cannot read a shared secret from '%s' "
                              "(secret_file, INA_SECRET_FILE): missing, unreadable, empty or "

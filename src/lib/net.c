@@ -39,7 +39,7 @@ int ina__net_open(struct ina_ctx *ctx, const struct sockaddr_in *addr)
     if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)) != 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
     if (ctx->busy_poll_ns && !ctx->busy_auto) /* asked for by number: the kernel spins too */
-        ina_sock_busy_poll(fd, (int)(ctx->busy_poll_ns / 1000)); /* best effort: busy_poll.h */
+        ina__sock_busy_poll(fd, (int)(ctx->busy_poll_ns / 1000)); /* best effort: busy_poll.h */
     if (connect(fd, (struct sockaddr *)&ctx->switch_addr, sizeof(ctx->switch_addr)) != 0) {
         int rc = -errno;
         char where[32];
@@ -87,8 +87,8 @@ int ina__net_send(struct ina_ctx *ctx, const uint8_t *buf, size_t len)
  */
 static int guard_port(struct ina_ctx *ctx, const struct sockaddr_in *local)
 {
-    int rc = ina_mcast_listen_opts(ctx->fd);
-    int fd = rc ? rc : ina_mcast_guard_open(ntohs(local->sin_port));
+    int rc = ina__mcast_listen_opts(ctx->fd);
+    int fd = rc ? rc : ina__mcast_guard_open(ntohs(local->sin_port));
     if (fd < 0)
         return ina__fail(ctx, fd, "cannot hold this rank's port %u on every address (another "
                          "user's socket holds it, and could send as this rank to a job whose "

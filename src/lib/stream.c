@@ -31,7 +31,7 @@ int ina__stream_init(struct ina_ctx *ctx)
     ctx->txmem = malloc(INA_BURST * max_datagram(ctx));
     ctx->rxmem = malloc((size_t)(INA_RX_MSGS + 1) * INA_GRO_BUF);
     if (!ctx->slots || !ctx->io || !ctx->txmem || !ctx->rxmem ||
-        ina_gso_batch_init(&ctx->io->gso, 2 * INA_BURST, 2 * INA_BURST) != 0) {
+        ina__gso_batch_init(&ctx->io->gso, 2 * INA_BURST, 2 * INA_BURST) != 0) {
         ina__stream_free(ctx);
         return -ENOMEM;
     }
@@ -50,7 +50,7 @@ int ina__stream_init(struct ina_ctx *ctx)
 void ina__stream_free(struct ina_ctx *ctx)
 {
     if (ctx->io)
-        ina_gso_batch_free(&ctx->io->gso);
+        ina__gso_batch_free(&ctx->io->gso);
     free(ctx->sp_places);
     ctx->sp_places = NULL;
     free(ctx->slots);
@@ -94,7 +94,7 @@ static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_
     h.tag = packet_tag(req, ws->p);
     if (req->sparse) {
         h.count = (uint16_t)ina__sparse_build(ctx, ws, buf + INA_HDR_LEN);
-        ina_hdr_encode(buf, &h);
+        ina__hdr_encode(buf, &h);
         return INA_HDR_LEN + 4 * (size_t)h.count;
     }
     size_t n = 0, plen = 0;
@@ -112,7 +112,7 @@ static size_t build_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_
                                      block_len(ctx, req, ws->p))
                     : INA_EXP_ZERO;
     h.count = (uint16_t)n;
-    ina_hdr_encode(buf, &h);
+    ina__hdr_encode(buf, &h);
     return INA_HDR_LEN + plen;
 }
 
@@ -126,10 +126,10 @@ static void tx_flush(struct ina_ctx *ctx)
     if (ctx->ntx == 0)
         return;
     unsigned order[2 * INA_BURST], n = ctx->ntx;
-    if (ina_fault_active(&ctx->fault)) {
+    if (ina__fault_active(&ctx->fault)) {
         for (unsigned i = 0; i < ctx->ntx; i++) /* after the tag: a change on the way */
-            ina_fault_corrupt(&ctx->fault, ctx->io->txiov[i].iov_base, ctx->io->txiov[i].iov_len);
-        n = ina_fault_plan(&ctx->fault, ctx->ntx, order);
+            ina__fault_corrupt(&ctx->fault, ctx->io->txiov[i].iov_base, ctx->io->txiov[i].iov_len);
+        n = ina__fault_plan(&ctx->fault, ctx->ntx, order);
     } else
         for (unsigned i = 0; i < n; i++)
             order[i] = i;
@@ -144,7 +144,7 @@ static void tx_packet(struct ina_ctx *ctx, uint32_t slot, const struct ina_wslot
     uint8_t *buf = ctx->io->txiov[ctx->ntx].iov_base;
     size_t len = build_packet(ctx, slot, ws, buf);
     if (ctx->tag_tx) /* per-packet integrity: the session key's tag after the payload (§4.6) */
-        len = ina_mac_append(&ctx->mac_key, buf, len);
+        len = ina__mac_append(&ctx->mac_key, buf, len);
     ctx->io->txiov[ctx->ntx].iov_len = len;
     ctx->ntx++;
     ctx->stats.packets_sent++;
@@ -492,18 +492,18 @@ static int tagged_kind(uint8_t kind)
 void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len, uint64_t now)
 {
     struct ina_hdr h;
-    if (ctx->tag_rx && len >= INA_HDR_LEN && ina_get16(buf) == INA_WIRE_MAGIC &&
+    if (ctx->tag_rx && len >= INA_HDR_LEN && ina__get16(buf) == INA_WIRE_MAGIC &&
         buf[2] == INA_WIRE_VERSION && tagged_kind(buf[3])) {
         /* Only the switch knows the session key besides the ranks: a datagram
          * without its tag was forged, or changed on the way. */
-        size_t n = len >= INA_HDR_LEN + INA_MAC_LEN ? ina_mac_strip(&ctx->mac_key, buf, len) : 0;
+        size_t n = len >= INA_HDR_LEN + INA_MAC_LEN ? ina__mac_strip(&ctx->mac_key, buf, len) : 0;
         if (n == 0) {
             ctx->stats.mac_rejected++;
             return;
         }
         len = n;
     }
-    if (ina_hdr_decode(buf, len, &h) != INA_PARSE_OK) {
+    if (ina__hdr_decode(buf, len, &h) != INA_PARSE_OK) {
         ctx->stats.stale_results++;
         return;
     }
@@ -525,7 +525,7 @@ void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len
     } else if (h.kind == INA_K_ABORT && h.session == ctx->session && h.token == ctx->token) {
         uint64_t nonce;
         int32_t reason = INA_ERR_ABORTED;
-        ina_nak_decode(buf + INA_HDR_LEN, len - INA_HDR_LEN, &nonce, &reason);
+        ina__nak_decode(buf + INA_HDR_LEN, len - INA_HDR_LEN, &nonce, &reason);
         if (reason != INA_ERR_MISMATCH && reason != INA_ERR_TIMEOUT && reason != INA_ERR_SHUTDOWN)
             reason = INA_ERR_ABORTED;
         ina__stream_fail_all(ctx, reason);
@@ -718,13 +718,13 @@ static int busy_poll(struct ina_ctx *ctx, uint64_t *now)
 
 int ina__spin_turn(uint64_t *now, uint64_t *yielded, uint64_t until)
 {
-    ina_cpu_relax();
+    ina__cpu_relax();
     *now = ina__now_ns();
     if (*now >= until)
         return 0;
     static _Thread_local unsigned every = INA_BUSY_POLL_YIELD_NS; /* this thread's last yield */
     if (*now - *yielded >= every) {
-        ina_busy_yield(); /* the switch, or a lane thread, may be queued on this CPU */
+        ina__busy_yield(); /* the switch, or a lane thread, may be queued on this CPU */
         *yielded = ina__now_ns();
         every = ina_busy_yield_every(*yielded - *now); /* crowded: yield every turn */
         *now = *yielded;

@@ -284,7 +284,7 @@ static int tx_init(struct tx_state *tx, const struct ina_txq *q, int gso)
     tx->sorted = calloc(tx->cap, sizeof(unsigned));
     tx->dest_of = calloc(tx->cap, sizeof(unsigned));
     if (!tx->order || !tx->sorted || !tx->dest_of ||
-        ina_gso_batch_init(&tx->gso, tx->cap, tx->cap))
+        ina__gso_batch_init(&tx->gso, tx->cap, tx->cap))
         return -1;
     tx->gso.gso_off = !gso;
     return 0;
@@ -295,7 +295,7 @@ static void tx_free(struct tx_state *tx)
     free(tx->order);
     free(tx->sorted);
     free(tx->dest_of);
-    ina_gso_batch_free(&tx->gso);
+    ina__gso_batch_free(&tx->gso);
 }
 
 /* Dense id of a destination within this flush (at most 4096 distinct). */
@@ -321,21 +321,21 @@ static void flush_tx(struct shard *sh)
     struct tx_state *tx = &sh->tx;
     int fd = tx->fd;
     struct ina_txq *q = &sw->txq;
-    ina_switch_tx_account(sw);
+    ina__switch_tx_account(sw);
     if (q->nmsg == 0) {
         /* Nothing for the socket, but buffers may still be taken: a RESULT
          * that went down shared-memory rings (dataplane.c: send_to_rank) is
          * built in a queue buffer too. Release them, or a job whose ranks
          * all use rings (and never sleep, so no DOORBELL is queued) would
          * claim buffers past the end of the queue. */
-        ina_switch_tx_reset(sw);
+        ina__switch_tx_reset(sw);
         return;
     }
     unsigned n = q->nmsg, ndest = 0;
-    if (ina_fault_active(&sh->fault_tx)) {
+    if (ina__fault_active(&sh->fault_tx)) {
         for (unsigned i = 0; i < q->nmsg; i++) /* (a buffer several entries share: each may flip) */
-            ina_fault_corrupt(&sh->fault_tx, q->iovs[i].iov_base, q->iovs[i].iov_len);
-        n = ina_fault_plan(&sh->fault_tx, q->nmsg, tx->order);
+            ina__fault_corrupt(&sh->fault_tx, q->iovs[i].iov_base, q->iovs[i].iov_len);
+        n = ina__fault_plan(&sh->fault_tx, q->nmsg, tx->order);
     } else {
         for (unsigned i = 0; i < n; i++)
             tx->order[i] = i;
@@ -359,13 +359,13 @@ static void flush_tx(struct shard *sh)
         tx->sorted[sorted ? tx->count[tx->dest_of[i]]++ : i] = tx->order[i];
     for (unsigned i = 0; i < n; i++) {
         unsigned e = tx->sorted[i];
-        if (!ina_gso_batch_room(&tx->gso))
-            sw->c.tx_packets += ina_gso_batch_send(&tx->gso, fd, &sw->c.tx_errors);
-        ina_gso_batch_add(&tx->gso, q->iovs[e].iov_base, q->iovs[e].iov_len, &q->addrs[e]);
+        if (!ina__gso_batch_room(&tx->gso))
+            sw->c.tx_packets += ina__gso_batch_send(&tx->gso, fd, &sw->c.tx_errors);
+        ina__gso_batch_add(&tx->gso, q->iovs[e].iov_base, q->iovs[e].iov_len, &q->addrs[e]);
         sw->c.tx_bytes += q->iovs[e].iov_len;
     }
-    sw->c.tx_packets += ina_gso_batch_send(&tx->gso, fd, &sw->c.tx_errors);
-    ina_switch_tx_reset(sw);
+    sw->c.tx_packets += ina__gso_batch_send(&tx->gso, fd, &sw->c.tx_errors);
+    ina__switch_tx_reset(sw);
 }
 
 /*
@@ -402,8 +402,8 @@ static void record(struct shard *sh, enum ina_trace_type type, const struct sock
                               .data = data};
     if (src)
         r.src = *src;
-    if (ina_trace_write(sh->record, &r) != 0) {
-        ina_log(INA_LOG_ERROR, "record_failed", INA_KV_S("reason", strerror(errno)));
+    if (ina__trace_write(sh->record, &r) != 0) {
+        ina__log(INA_LOG_ERROR, "record_failed", INA_KV_S("reason", strerror(errno)));
         fclose(sh->record);
         sh->record = NULL;
     }
@@ -419,7 +419,7 @@ static unsigned rx_split(struct rx_batch *rx, int n, uint64_t *trunc)
             continue;
         }
         size_t len = rx->msgs[i].msg_len;
-        size_t seg = ina_gro_segment_size(mh, len);
+        size_t seg = ina__gro_segment_size(mh, len);
         const uint8_t *p = rx->iovs[i].iov_base;
         for (size_t off = 0; off < len && nseg < INA_SW_RX_SEGS; off += seg) {
             rx->seg[nseg] = p + off;
@@ -453,24 +453,24 @@ static int rx_burst(struct shard *sh, struct rx_batch *rx, uint64_t now)
     int n = recvmmsg(sh->tx.fd, rx->msgs, INA_SW_RX_MSGS, MSG_DONTWAIT, NULL);
     if (n > 0) {
         unsigned nseg = rx_split(rx, n, &sh->rx_trunc), norder = nseg;
-        if (ina_fault_active(&sh->fault_rx)) {
+        if (ina__fault_active(&sh->fault_rx)) {
             for (unsigned i = 0; i < nseg; i++) /* in the receive buffer, ours to change */
-                ina_fault_corrupt(&sh->fault_rx, (uint8_t *)rx->seg[i], rx->seglen[i]);
-            norder = ina_fault_plan(&sh->fault_rx, nseg, rx->order);
+                ina__fault_corrupt(&sh->fault_rx, (uint8_t *)rx->seg[i], rx->seglen[i]);
+            norder = ina__fault_plan(&sh->fault_rx, nseg, rx->order);
         } else
             for (unsigned i = 0; i < nseg; i++)
                 rx->order[i] = i;
         for (unsigned o = 0; o < norder; o++) {
             unsigned s = rx->order[o];
-            if (ina_switch_tx_full(sw))
+            if (ina__switch_tx_full(sw))
                 flush_tx(sh);
             record(sh, INA_TRACE_DATAGRAM, &rx->addrs[rx->segsrc[s]], rx->seg[s], rx->seglen[s], now);
-            ina_switch_input(sw, rx->seg[s], rx->seglen[s], &rx->addrs[rx->segsrc[s]], now);
+            ina__switch_input(sw, rx->seg[s], rx->seglen[s], &rx->addrs[rx->segsrc[s]], now);
         }
         flush_tx(sh);
     } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
                errno != ECONNREFUSED) {
-        ina_log(INA_LOG_ERROR, "recv_failed", INA_KV_I("shard", sw->p.shard),
+        ina__log(INA_LOG_ERROR, "recv_failed", INA_KV_I("shard", sw->p.shard),
                 INA_KV_S("reason", strerror(errno)));
     }
     return n;
@@ -500,11 +500,11 @@ static unsigned shm_burst(struct shard *sh, uint8_t *buf, uint64_t now)
                 if (!shm || job->state != INA_JOB_ACTIVE)
                     break;
                 size_t len;
-                const uint8_t *p = ina_shm_peek(shm, 1, &len);
+                const uint8_t *p = ina__ring_peek(shm, 1, &len);
                 if (!p) {
                     if (shm->corrupt) {
                         sw->c.drops[INA_DROP_SHM]++;
-                        if (ina_switch_tx_full(sw))
+                        if (ina__switch_tx_full(sw))
                             flush_tx(sh);
                         ina__job_abort_why(sw, job, INA_ERR_PROTO,
                                            shm->faulted ? "ring_fault" : "ring_corrupt");
@@ -512,12 +512,12 @@ static unsigned shm_burst(struct shard *sh, uint8_t *buf, uint64_t now)
                     break;
                 }
                 memcpy(buf, p, len);
-                ina_shm_pop(shm, 1);
-                if (ina_shm_faulted(shm))
+                ina__ring_pop(shm, 1);
+                if (ina__ring_faulted(shm))
                     continue; /* the next peek finds it corrupt */
-                if (ina_switch_tx_full(sw))
+                if (ina__switch_tx_full(sw))
                     flush_tx(sh);
-                ina_switch_input_ring(sw, job, r, buf, len, now);
+                ina__switch_input_ring(sw, job, r, buf, len, now);
                 total++;
             }
         }
@@ -533,7 +533,7 @@ static int shm_may_sleep(struct ina_switch *sw)
     for (int i = 0; i < INA_SW_MAX_JOBS; i++) {
         struct ina_job *job = &sw->jobs[i];
         for (int r = 0; job->state == INA_JOB_ACTIVE && r < job->world; r++)
-            if (job->members[r].shm && !ina_shm_sleep_prepare(job->members[r].shm, 1))
+            if (job->members[r].shm && !ina__ring_sleep_prepare(job->members[r].shm, 1))
                 ok = 0;
     }
     return ok;
@@ -546,7 +546,7 @@ static void shm_awake(struct ina_switch *sw)
         struct ina_job *job = &sw->jobs[i];
         for (int r = 0; job->state == INA_JOB_ACTIVE && r < job->world; r++)
             if (job->members[r].shm)
-                ina_shm_awake(job->members[r].shm, 1);
+                ina__ring_awake(job->members[r].shm, 1);
     }
 }
 
@@ -561,21 +561,21 @@ static void reload_secret(struct shard *sh)
     sh->hup_seen = hup_count;
     if (!sh->secret_file) {
         if (first)
-            ina_log(INA_LOG_WARN, "secret_reload_skipped", INA_KV_S("reason", "no_secret_file"));
+            ina__log(INA_LOG_WARN, "secret_reload_skipped", INA_KV_S("reason", "no_secret_file"));
         return;
     }
     struct ina_hmac_key key;
-    int rc = ina_hmac_key_from_file(&key, sh->secret_file);
+    int rc = ina__hmac_key_from_file(&key, sh->secret_file);
     if (rc != 0) {
         if (first)
-            ina_log(INA_LOG_ERROR, "secret_reload_failed", INA_KV_S("path", sh->secret_file),
+            ina__log(INA_LOG_ERROR, "secret_reload_failed", INA_KV_S("path", sh->secret_file),
                     INA_KV_S("reason", strerror(-rc)), INA_KV_S("kept", "the previous secret"));
         return;
     }
     sw->p.secret = key;
     if (first) {
         sw->c.secret_reloads++;
-        ina_log(INA_LOG_INFO, "secret_reloaded", INA_KV_S("path", sh->secret_file));
+        ina__log(INA_LOG_INFO, "secret_reloaded", INA_KV_S("path", sh->secret_file));
     }
 }
 
@@ -584,10 +584,10 @@ static void drain_begin(struct shard *sh, uint64_t now)
 {
     struct ina_switch *sw = &sh->sw;
     if (sw->p.shard == 0)
-        ina_log(INA_LOG_INFO, "draining",
+        ina__log(INA_LOG_INFO, "draining",
                 INA_KV_I("deadline_ms", (long long)(sh->drain_timeout_ns / 1000000u)),
                 INA_KV_S("then", "ABORT SHUTDOWN to jobs still running"));
-    ina_switch_drain_start(sw, now, sh->drain_timeout_ns);
+    ina__switch_drain_start(sw, now, sh->drain_timeout_ns);
 }
 
 static int run(struct shard *sh)
@@ -607,7 +607,7 @@ static int run(struct shard *sh)
              last_yield = 0, next_move = 0; /* --busy-poll: yields, moves off a shared CPU */
     uint64_t last_socket = 0; /* --busy-poll with rings: when the socket was last read */
     unsigned shared_yields = 0, yield_every = INA_BUSY_POLL_YIELD_NS;
-    int event_fd = ina_ebpf_event_fd(sh->ebpf);
+    int event_fd = ina__ebpf_event_fd(sh->ebpf);
     uint64_t next_drain = 0;
     int drained = 0;
     while (!stop_requested) {
@@ -617,7 +617,7 @@ static int run(struct shard *sh)
         if (drain_requested && !drained && now >= next_drain) {
             if (!sw->draining)
                 drain_begin(sh, now);
-            if (ina_switch_drain_step(sw, now) == 0) {
+            if (ina__switch_drain_step(sw, now) == 0) {
                 drained = 1;
                 if (++shards_drained == sw->p.nshards)
                     stop_requested = 1; /* the last thread to drain stops them all */
@@ -637,7 +637,7 @@ static int run(struct shard *sh)
         }
         /* The program's events (a MISMATCH: abort the job) before the next
          * burst: each handled one queues an ABORT to every rank. */
-        while (sh->ebpf && ina_ebpf_poll(sh->ebpf) > 0) {
+        while (sh->ebpf && ina__ebpf_poll(sh->ebpf) > 0) {
             flush_tx(sh);
             n = 1;
         }
@@ -649,28 +649,28 @@ static int run(struct shard *sh)
             last_input = last_yield = now; /* a spin yields after INA_BUSY_POLL_YIELD_NS */
         if (now >= next_tick) {
             record(sh, INA_TRACE_TICK, NULL, NULL, 0, now);
-            ina_switch_tick(sw, now);
+            ina__switch_tick(sw, now);
             flush_tx(sh);
             next_tick = now + 100000000ull; /* 100 ms: timeouts, WAITING jobs */
         }
         if (sh->pub && now >= next_publish) {
             /* Operator requests first, so the published view shows their effect. */
             uint16_t ids[INA_SW_MAILBOX];
-            unsigned na = ina_sw_pub_take_aborts(sh->pub, ids);
+            unsigned na = ina__sw_pub_take_aborts(sh->pub, ids);
             for (unsigned i = 0; i < na; i++) {
-                if (ina_switch_tx_full(sw))
+                if (ina__switch_tx_full(sw))
                     flush_tx(sh);
                 uint8_t id[2];
-                ina_put16(id, (uint16_t)(ids[i] & ~INA_SW_EVICT_FLAG));
+                ina__put16(id, (uint16_t)(ids[i] & ~INA_SW_EVICT_FLAG));
                 record(sh, ids[i] & INA_SW_EVICT_FLAG ? INA_TRACE_EVICT : INA_TRACE_ABORT, NULL,
                        id, sizeof(id), now);
                 if (ids[i] & INA_SW_EVICT_FLAG)
-                    ina_switch_evict_job(sw, (uint16_t)(ids[i] & ~INA_SW_EVICT_FLAG));
+                    ina__switch_evict_job(sw, (uint16_t)(ids[i] & ~INA_SW_EVICT_FLAG));
                 else
-                    ina_switch_abort_job(sw, ids[i]);
+                    ina__switch_abort_job(sw, ids[i]);
             }
             flush_tx(sh);
-            ina_sw_pub_publish(sh->pub, sw);
+            ina__sw_pub_publish(sh->pub, sw);
             next_publish = now + INA_SW_PUBLISH_NS;
         }
         /* --busy-poll: keep looking for a while after the last input rather
@@ -678,19 +678,19 @@ static int run(struct shard *sh)
          * (busy_poll.h). Bounded: an idle switch sleeps again. */
         if (n <= 0 && now - last_input < sh->busy_poll_ns) {
             if (now - last_yield >= yield_every) {
-                ina_busy_yield(); /* a worker may be queued on this CPU (busy_poll.h) */
+                ina__busy_yield(); /* a worker may be queued on this CPU (busy_poll.h) */
                 last_yield = now_ns();
                 yield_every = ina_busy_yield_every(last_yield - now); /* crowded: every turn */
                 /* Yields that keep giving the CPU away: a worker shares it
                  * with us, and nothing else will part us (busy_poll.h). */
                 shared_yields = last_yield - now > INA_BUSY_POLL_SHARED_NS ? shared_yields + 1 : 0;
                 if (shared_yields >= INA_BUSY_POLL_SHARED_YIELDS && last_yield >= next_move) {
-                    ina_busy_move_off_cpu(); /* best effort */
+                    ina__busy_move_off_cpu(); /* best effort */
                     shared_yields = 0;
                     next_move = last_yield + INA_BUSY_POLL_MOVE_EVERY_NS;
                 }
             } else {
-                ina_cpu_relax();
+                ina__cpu_relax();
             }
             continue;
         }
@@ -721,7 +721,7 @@ static void log_listen_failed(const struct sockaddr_in *addr, const char *listen
 {
     char ip[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &addr->sin_addr, ip, sizeof(ip));
-    ina_log(INA_LOG_ERROR, "listen_failed", INA_KV_S("listen", listen_s), INA_KV_S("addr", ip),
+    ina__log(INA_LOG_ERROR, "listen_failed", INA_KV_S("listen", listen_s), INA_KV_S("addr", ip),
             INA_KV_I("port", ntohs(addr->sin_port)), INA_KV_S("reason", strerror(err)));
 }
 
@@ -733,7 +733,7 @@ static int open_socket(struct sockaddr_in *addr, const char *listen_s, int gro, 
                        int mcast)
 {
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || (mcast && ina_mcast_listen_opts(fd) != 0) ||
+    if (fd < 0 || (mcast && ina__mcast_listen_opts(fd) != 0) ||
         bind(fd, (struct sockaddr *)addr, sizeof(*addr)) != 0) {
         log_listen_failed(addr, listen_s, errno);
         if (fd >= 0)
@@ -743,7 +743,7 @@ static int open_socket(struct sockaddr_in *addr, const char *listen_s, int gro, 
     const int ephemeral = addr->sin_port == 0;
     socklen_t alen = sizeof(*addr);
     getsockname(fd, (struct sockaddr *)addr, &alen);
-    if (mcast && ina_mcast_port_exclusive(fd, addr) != 0) {
+    if (mcast && ina__mcast_port_exclusive(fd, addr) != 0) {
         close(fd);
         if (ephemeral)
             return -EAGAIN;
@@ -751,8 +751,8 @@ static int open_socket(struct sockaddr_in *addr, const char *listen_s, int gro, 
         return -1;
     }
     set_buffers(fd, 32 << 20);
-    if (gro && ina_udp_enable_gro(fd) != 0 && !quiet)
-        ina_log(INA_LOG_WARN, "gro_unavailable", INA_KV_S("reason", "receiving datagrams one by one"));
+    if (gro && ina__udp_enable_gro(fd) != 0 && !quiet)
+        ina__log(INA_LOG_WARN, "gro_unavailable", INA_KV_S("reason", "receiving datagrams one by one"));
     return fd;
 }
 
@@ -764,7 +764,7 @@ static int enable_multicast_tx(int fd, const struct sockaddr_in *addr)
     if (setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &ifa, sizeof(ifa)) != 0 ||
         setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof(loop)) != 0 ||
         setsockopt(fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof(ttl)) != 0) {
-        ina_log(INA_LOG_ERROR, "multicast_setup_failed",
+        ina__log(INA_LOG_ERROR, "multicast_setup_failed",
                 INA_KV_S("call", "setsockopt IP_MULTICAST_IF/LOOP/TTL"),
                 INA_KV_S("reason", strerror(errno)));
         return -1;
@@ -779,7 +779,7 @@ static int write_port_file(const char *port_file, uint16_t port)
     FILE *f = fopen(tmp, "w");
     /* Write then rename, so a reader never sees a half-written file. */
     if (!f || fprintf(f, "%u\n", port) < 0 || fclose(f) != 0 || rename(tmp, port_file) != 0) {
-        ina_log(INA_LOG_ERROR, "port_file_failed", INA_KV_S("path", port_file),
+        ina__log(INA_LOG_ERROR, "port_file_failed", INA_KV_S("path", port_file),
                 INA_KV_S("reason", strerror(errno)));
         return -1;
     }
@@ -789,7 +789,7 @@ static int write_port_file(const char *port_file, uint16_t port)
 static void shards_free(struct shard *sh, unsigned n)
 {
     for (unsigned i = 0; i < n; i++) {
-        ina_ebpf_close(sh[i].ebpf); /* detach first: the program must not outlive its maps' owner */
+        ina__ebpf_close(sh[i].ebpf); /* detach first: the program must not outlive its maps' owner */
         if (sh[i].record)
             fclose(sh[i].record);
         if (sh[i].tx.fd >= 0)
@@ -799,7 +799,7 @@ static void shards_free(struct shard *sh, unsigned n)
         if (sh[i].group_fd >= 0)
             close(sh[i].group_fd);
         tx_free(&sh[i].tx);
-        ina_switch_free(&sh[i].sw);
+        ina__switch_free(&sh[i].sw);
     }
     free(sh);
 }
@@ -816,7 +816,7 @@ static void print_totals(struct shard *sh, unsigned n)
     for (unsigned i = 0; i < n; i++) {
         if (sh[i].sw.dp)
             sh[i].sw.dp->sync(sh[i].sw.dp_ctx, &sh[i].sw);
-        ina_sw_counters_add(&total, &sh[i].sw.c);
+        ina__sw_counters_add(&total, &sh[i].sw.c);
         trunc += sh[i].rx_trunc;
         frx.dropped += sh[i].fault_rx.dropped;
         frx.duplicated += sh[i].fault_rx.duplicated;
@@ -830,10 +830,10 @@ static void print_totals(struct shard *sh, unsigned n)
     if (trunc)
         fprintf(stderr, "ina-switch: %llu oversized or non-IPv4 datagrams ignored\n",
                 (unsigned long long)trunc);
-    ina_sw_counters_print(&total, stderr);
+    ina__sw_counters_print(&total, stderr);
     for (unsigned i = 0; i < n; i++)
-        ina_ebpf_report(sh[i].ebpf, stderr);
-    if (ina_fault_active(&sh[0].fault_rx) || ina_fault_active(&sh[0].fault_tx))
+        ina__ebpf_report(sh[i].ebpf, stderr);
+    if (ina__fault_active(&sh[0].fault_rx) || ina__fault_active(&sh[0].fault_tx))
         fprintf(stderr,
                 "  fault_rx        dropped %llu duplicated %llu reordered %llu corrupted %llu\n"
                 "  fault_tx        dropped %llu duplicated %llu reordered %llu corrupted %llu\n",
@@ -901,10 +901,10 @@ static int open_sockets_once(struct shard *sh, struct ina_switch_params *p,
         if (mcast && enable_multicast_tx(sh[i].tx.fd, &a) != 0)
             return -1;
         p->shard_ports[i] = ntohs(a.sin_port);
-        if (mcast && (sh[i].guard_fd = ina_mcast_guard_open(p->shard_ports[i])) < 0) {
+        if (mcast && (sh[i].guard_fd = ina__mcast_guard_open(p->shard_ports[i])) < 0) {
             if (!base_port)
                 return -EAGAIN;
-            ina_log(INA_LOG_ERROR, "multicast_guard_failed", INA_KV_I("port", p->shard_ports[i]),
+            ina__log(INA_LOG_ERROR, "multicast_guard_failed", INA_KV_I("port", p->shard_ports[i]),
                     INA_KV_S("reason", strerror(-sh[i].guard_fd)),
                     INA_KV_S("means", "another user's socket holds this port on some address: "
                                       "it could send as this switch"));
@@ -914,10 +914,10 @@ static int open_sockets_once(struct shard *sh, struct ina_switch_params *p,
     if (!mcast)
         return 0;
     uint32_t q = (uint32_t)p->shard_ports[0] + o->nthreads;
-    if (q > 65535 || (sh[0].group_fd = ina_mcast_group_port_open((uint16_t)q)) < 0) {
+    if (q > 65535 || (sh[0].group_fd = ina__mcast_group_port_open((uint16_t)q)) < 0) {
         if (!base_port)
             return -EAGAIN;
-        ina_log(INA_LOG_ERROR, "multicast_port_failed", INA_KV_I("port", (long long)q),
+        ina__log(INA_LOG_ERROR, "multicast_port_failed", INA_KV_I("port", (long long)q),
                 INA_KV_S("reason", q > 65535 ? "past the last port" : strerror(-sh[0].group_fd)),
                 INA_KV_S("means", "the groups' port (the listen port + threads) is taken"));
         return -1;
@@ -941,7 +941,7 @@ static int open_sockets(struct shard *sh, struct ina_switch_params *p, const str
         }
         if (rc != -EAGAIN || attempt == 32) {
             if (rc == -EAGAIN)
-                ina_log(INA_LOG_ERROR, "multicast_port_failed",
+                ina__log(INA_LOG_ERROR, "multicast_port_failed",
                         INA_KV_S("reason", "no free run of ports after 32 tries"));
             return -1;
         }
@@ -960,7 +960,7 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
     struct ina_metrics *metrics = NULL;
     unsigned npubs = 0;
     if (!sh || (o->metrics && !pubs)) {
-        ina_log(INA_LOG_ERROR, "out_of_memory", INA_KV_S("reason", "shard state"));
+        ina__log(INA_LOG_ERROR, "out_of_memory", INA_KV_S("reason", "shard state"));
         free(sh);
         free(pubs);
         return 1;
@@ -981,7 +981,7 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
         sh[i].drain_timeout_ns = (uint64_t)o->drain_timeout_ms * 1000000u;
         sh[i].secret_file = o->secret_file;
         if (o->busy_poll_us && strcmp(o->busy_poll_from, "option") == 0)
-            ina_sock_busy_poll(sh[i].tx.fd, o->busy_poll_us); /* best effort: NAPI devices only */
+            ina__sock_busy_poll(sh[i].tx.fd, o->busy_poll_us); /* best effort: NAPI devices only */
     }
     /* --hot-memory: one budget for the hot tables of every thread (PROTOCOL.md §14.3). */
     static struct ina_hot_budget hot_budget;
@@ -989,7 +989,7 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
     p.hot_budget = &hot_budget;
     for (unsigned i = 0; i < nthreads; i++) {
         p.shard = i;
-        int rc = ina_switch_init(&sh[i].sw, &p);
+        int rc = ina__switch_init(&sh[i].sw, &p);
         if (rc == 0 && i == 0) {
             /* One cookie key for every thread: a worker that thread 0
              * REDIRECTs keeps its cookie (PROTOCOL.md §4.4). */
@@ -999,15 +999,15 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
         if (rc == 0 && tx_init(&sh[i].tx, &sh[i].sw.txq, !no_gso) != 0)
             rc = -ENOMEM;
         if (rc != 0) {
-            ina_log(INA_LOG_ERROR, "pool_alloc_failed", INA_KV_I("slots", p.nslots),
+            ina__log(INA_LOG_ERROR, "pool_alloc_failed", INA_KV_I("slots", p.nslots),
                     INA_KV_I("max_elems", p.max_elems), INA_KV_S("reason", strerror(-rc)));
             goto fail;
         }
         /* Each direction of each shard draws its own fault sequence. */
         if (fault_rx_spec)
-            ina_fault_parse(&sh[i].fault_rx, fault_rx_spec);
+            ina__fault_parse(&sh[i].fault_rx, fault_rx_spec);
         if (fault_tx_spec)
-            ina_fault_parse(&sh[i].fault_tx, fault_tx_spec);
+            ina__fault_parse(&sh[i].fault_tx, fault_tx_spec);
         sh[i].fault_rx.rng += i * 0x9E3779B97F4A7C15ull;
         sh[i].fault_tx.rng += i * 0x9E3779B97F4A7C15ull;
     }
@@ -1015,8 +1015,8 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
         struct ina_trace_header th = {.seed = p.seed, .sw = *listen_addr, .p = p};
         th.sw.sin_port = htons(p.shard_ports[0]);
         sh[0].record = fopen(o->record_path, "wb");
-        if (!sh[0].record || ina_trace_write_header(sh[0].record, &th) != 0) {
-            ina_log(INA_LOG_ERROR, "record_failed", INA_KV_S("path", o->record_path),
+        if (!sh[0].record || ina__trace_write_header(sh[0].record, &th) != 0) {
+            ina__log(INA_LOG_ERROR, "record_failed", INA_KV_S("path", o->record_path),
                     INA_KV_S("reason", strerror(errno)));
             goto fail;
         }
@@ -1029,12 +1029,12 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
         struct ina_ebpf_opts eo = {.iface = o->ebpf_iface, .addr = a, .sock_fd = sh[0].tx.fd,
                                    .nslots = p.nslots, .lo_gso_off = 1,
                                    .multicast = p.mcast_base != 0};
-        int rc = ina_ebpf_open(&sh[0].ebpf, &eo, err, sizeof(err));
+        int rc = ina__ebpf_open(&sh[0].ebpf, &eo, err, sizeof(err));
         if (rc != 0) {
             fprintf(stderr, "ina-switch: --dataplane ebpf: %s\n", err);
             goto fail;
         }
-        uint32_t fit = ina_ebpf_mtu_elems(sh[0].ebpf);
+        uint32_t fit = ina__ebpf_mtu_elems(sh[0].ebpf);
         if (fit && fit < sh[0].sw.p.max_elems) {
             /* The program sees only whole datagrams and sends results at the link
              * layer: a packet larger than the MTU would not get through it. No job
@@ -1045,8 +1045,8 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
             sh[0].sw.p.max_elems = fit;
             p.max_elems = fit;
         }
-        ina_ebpf_bind(sh[0].ebpf, &sh[0].sw);
-        ina_log(INA_LOG_INFO, "dataplane", INA_KV_S("kind", "ebpf"), INA_KV_S("iface", o->ebpf_iface),
+        ina__ebpf_bind(sh[0].ebpf, &sh[0].sw);
+        ina__log(INA_LOG_INFO, "dataplane", INA_KV_S("kind", "ebpf"), INA_KV_S("iface", o->ebpf_iface),
                 INA_KV_I("max_elems", p.max_elems));
     }
 
@@ -1064,12 +1064,12 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
      * its job, not this process (shm_ring.h: the fault guard). SIGBUS can
      * always be caught: this cannot fail. */
     if (p.shm)
-        (void)ina_shm_guard_install();
+        (void)ina__ring_guard_install();
 
     char ip[INET_ADDRSTRLEN], mib[32];
     inet_ntop(AF_INET, &addr0.sin_addr, ip, sizeof(ip));
     snprintf(mib, sizeof(mib), "%.1f", (double)p.nslots * nthreads * 2 * p.max_elems * 4 / (1 << 20));
-    ina_log(INA_LOG_INFO, "listening", INA_KV_S("version", ina_version_string()),
+    ina__log(INA_LOG_INFO, "listening", INA_KV_S("version", ina_version_string()),
             INA_KV_S("addr", ip), INA_KV_I("port", p.shard_ports[0]),
             INA_KV_I("last_port", p.shard_ports[nthreads - 1]), INA_KV_I("threads", nthreads),
             INA_KV_S("threads_from", o->threads_from), INA_KV_I("cores", o->cores),
@@ -1081,12 +1081,12 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
             INA_KV_I("parents", p.nparents));
     if (o->metrics) {
         for (; npubs < nthreads; npubs++) {
-            if (ina_sw_pub_init(&pubs[npubs]) != 0)
+            if (ina__sw_pub_init(&pubs[npubs]) != 0)
                 goto fail;
             sh[npubs].pub = &pubs[npubs];
-            ina_sw_pub_publish(&pubs[npubs], &sh[npubs].sw); /* a view before the first period */
+            ina__sw_pub_publish(&pubs[npubs], &sh[npubs].sw); /* a view before the first period */
         }
-        metrics = ina_metrics_start(&o->metrics_addr, o->metrics_port_file, pubs, npubs);
+        metrics = ina__metrics_start(&o->metrics_addr, o->metrics_port_file, pubs, npubs);
         if (!metrics)
             goto fail;
     }
@@ -1108,7 +1108,7 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
     int start_failed = 0;
     for (; started < nthreads; started++)
         if (pthread_create(&sh[started].thread, NULL, shard_main, &sh[started]) != 0) {
-            ina_log(INA_LOG_ERROR, "thread_start_failed", INA_KV_I("shard", started));
+            ina__log(INA_LOG_ERROR, "thread_start_failed", INA_KV_I("shard", started));
             stop_requested = 1;
             start_failed = 1;
             break;
@@ -1131,18 +1131,18 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
         pthread_join(sh[i].thread, NULL);
         rc |= sh[i].rc;
     }
-    ina_metrics_stop(metrics);
+    ina__metrics_stop(metrics);
     print_totals(sh, nthreads);
     shards_free(sh, nthreads);
     for (unsigned i = 0; i < npubs; i++)
-        ina_sw_pub_destroy(&pubs[i]);
+        ina__sw_pub_destroy(&pubs[i]);
     free(pubs);
     return rc == 0 ? 0 : 1;
 fail:
-    ina_metrics_stop(metrics);
+    ina__metrics_stop(metrics);
     shards_free(sh, nthreads);
     for (unsigned i = 0; i < npubs; i++)
-        ina_sw_pub_destroy(&pubs[i]);
+        ina__sw_pub_destroy(&pubs[i]);
     free(pubs);
     return 1;
 }
@@ -1241,7 +1241,7 @@ int main(int argc, char **argv)
         case 'R':
         case 'T':
             *(c == 'R' ? &fault_rx_spec : &fault_tx_spec) = optarg;
-            if (ina_fault_parse(&fault_check, optarg) != 0) {
+            if (ina__fault_parse(&fault_check, optarg) != 0) {
                 fprintf(stderr, "ina-switch: bad --fault-%s '%s' (want drop=P,dup=P,reorder=P,seed=N)\n",
                         c == 'R' ? "rx" : "tx", optarg);
                 return 2;
@@ -1250,7 +1250,7 @@ int main(int argc, char **argv)
         case 'q': quiet = 1; level = INA_LOG_ERROR; break;
         case 'v': level = INA_LOG_DEBUG; break;
         case 'L':
-            if (ina_log_level_parse(optarg, &level) != 0) {
+            if (ina__log_level_parse(optarg, &level) != 0) {
                 fprintf(stderr, "ina-switch: bad --log-level '%s' (want error|warn|info|debug)\n",
                         optarg);
                 return 2;
@@ -1258,7 +1258,7 @@ int main(int argc, char **argv)
             quiet = level < INA_LOG_INFO;
             break;
         case 'F':
-            if (ina_log_format_parse(optarg, &format) != 0) {
+            if (ina__log_format_parse(optarg, &format) != 0) {
                 fprintf(stderr, "ina-switch: bad --log-format '%s' (want text|json)\n", optarg);
                 return 2;
             }
@@ -1297,7 +1297,7 @@ int main(int argc, char **argv)
         case 'r': record_path = optarg; break;
         case 'K': p.hot_max = (uint32_t)v; break;
         case 'K' + 256:
-            if (ina_parse_size(optarg, 4096, &p.hot_memory) != 0) {
+            if (ina__parse_size(optarg, 4096, &p.hot_memory) != 0) {
                 fprintf(stderr, "ina-switch: bad --hot-memory '%s' (e.g. 64M, 1G; at least 4K)\n",
                         optarg);
                 return 2;
@@ -1331,15 +1331,15 @@ int main(int argc, char **argv)
         nthreads = 1; /* the kernel spreads the eBPF dataplane's packets; a trace takes one */
         threads_from = ebpf ? "one_with_ebpf" : "one_with_record";
     } else if (nthreads == 0) {
-        cores = ina_host_cores(&threads_from);
-        nthreads = (unsigned)ina_auto_switch_threads(cores);
+        cores = ina__host_cores(&threads_from);
+        nthreads = (unsigned)ina__auto_switch_threads(cores);
         if (p.mcast_base && nthreads * INA_SW_MAX_JOBS > 254)
             nthreads = 254 / INA_SW_MAX_JOBS; /* a group per job id in BASE/24 */
     }
     /* --busy-poll auto: the threads are the spinners this switch knows of (busy_poll.h). */
     const char *busy_poll_from = "option";
     if (busy_poll_us == INA_BUSY_POLL_AUTO) {
-        busy_poll_us = ina_busy_poll_auto_us(cores ? cores : ina_host_cores(NULL), (int)nthreads);
+        busy_poll_us = ina_busy_poll_auto_us(cores ? cores : ina__host_cores(NULL), (int)nthreads);
         busy_poll_from = "auto";
     }
     if (!slots_opt)
@@ -1361,7 +1361,7 @@ int main(int argc, char **argv)
         return 2;
     }
     struct sockaddr_in addr;
-    if (ina_parse_hostport(listen_s, 1, &addr) != 0) {
+    if (ina__parse_hostport(listen_s, 1, &addr) != 0) {
         fprintf(stderr, "ina-switch: cannot parse or resolve --listen '%s' (want ADDR[:PORT])\n",
                 listen_s);
         return 2;
@@ -1381,7 +1381,7 @@ int main(int argc, char **argv)
     }
     if (parent_s) {
         char why[300];
-        int n = ina_parse_hostport_list(parent_s, 0, p.parents, INA_SW_MAX_PARENTS, why,
+        int n = ina__parse_hostport_list(parent_s, 0, p.parents, INA_SW_MAX_PARENTS, why,
                                         sizeof(why));
         if (n < 1) {
             fprintf(stderr, "ina-switch: --parent: %s (at most %d addresses)\n", why,
@@ -1457,7 +1457,7 @@ int main(int argc, char **argv)
             return 2;
         }
         char why[256];
-        if (!ina_ebpf_built(why, sizeof(why))) {
+        if (!ina__ebpf_built(why, sizeof(why))) {
             fprintf(stderr, "ina-switch: --dataplane ebpf: %s\n", why);
             return 1;
         }
@@ -1500,7 +1500,7 @@ int main(int argc, char **argv)
             snprintf(hp, sizeof(hp), "127.0.0.1:%s", metrics_s);
             ms = hp;
         }
-        if (!strchr(ms, ':') || ina_parse_hostport(ms, 1, &o.metrics_addr) != 0) {
+        if (!strchr(ms, ':') || ina__parse_hostport(ms, 1, &o.metrics_addr) != 0) {
             fprintf(stderr, "ina-switch: cannot parse --metrics '%s' (want ADDR:PORT or PORT)\n",
                     metrics_s);
             return 2;
@@ -1511,7 +1511,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (secret_file) {
-        int rc = ina_hmac_key_from_file(&p.secret, secret_file);
+        int rc = ina__hmac_key_from_file(&p.secret, secret_file);
         if (rc != 0) {
             fprintf(stderr, "ina-switch: cannot use --secret-file %s: %s\n", secret_file,
                     rc == -EINVAL ? "empty or longer than 4096 bytes" : strerror(-rc));
@@ -1519,6 +1519,6 @@ int main(int argc, char **argv)
         }
         p.has_secret = 1;
     }
-    ina_log_setup(level, format);
+    ina__log_setup(level, format);
     return serve(&p, &o);
 }
