@@ -12,12 +12,16 @@
 #             with 16,000 nonzeros a row: B = 16 in micro-batches of 8 (P4SGD's smallest batch),
 #             B = 256 in micro-batches of 8 and of 64; ina, ina busy-polling, OpenMPI over
 #             shared memory; issue 34's target: speedup >= 0.8 N
+#   onehost   bench/latency.sh at N = 2, 4, 8, 16, 32 B: ina's defaults (busy polling auto,
+#             rings) beside OpenMPI TCP, OpenMPI vader and Gloo, p50 and p99 (issue 35)
+#   latency   bench/glm.sh latency at N = 2, 4, 8, 16: defaults, fixed point, without busy
+#             polling, OpenMPI TCP and vader, Gloo (issues 11, 35)
+#   train     bench/glm.sh train at N = 1, 2, 4, 8 (issue 11), busy polling included; ina
+#             against MPI over shared memory at N = 4 (issue 35)
 #   gpucheck  bench/gpu_ddp.py, a small model, 5 steps: the CUDA hook path runs and its
 #             gradients equal Gloo's (issue 14)
 #   gpu       bench/gpu_ddp.py: DDP on cuda:0, N=4, 1.6M and 18.9M parameters, ina's hook and
 #             the backend "ina" against Gloo (issue 14's target: ina's step <= Gloo's)
-#   latency   bench/glm.sh latency at N = 2, 4, 8, with and without busy polling (issue 11)
-#   train     bench/glm.sh train at N = 1, 2, 4, 8 (issue 11), busy polling included
 #   cluster   bench/compare.sh, emulated cluster (namespaces, tc), N=8, 64 MiB, M=8 dedicated
 #             shards (results unicast, then multicast) against OpenMPI's ring and Gloo (issue 10);
 #             needs root, ip and tc
@@ -43,7 +47,7 @@ ROOT=$PWD
 usage() { sed -n '2,/^set -uo/p' "$ROOT/bench/device.sh" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
 OUTDIR=${OUT:-$ROOT/bench/results/device}
-PARTS="env build glmscale gpucheck gpu latency train cluster defaults pytest defaults8"
+PARTS="env build onehost glmscale latency train gpucheck gpu cluster defaults pytest defaults8"
 DEADLINE=540 QUICK=0
 while [ $# -gt 0 ]; do
     case $1 in
@@ -125,6 +129,7 @@ if [ "$QUICK" = 1 ]; then
     DEF_ARGS=(--size 1M --reps 1 --lanes 1,2 --threads 1,2)
     DEF8_ARGS=(--workers 3 --size 1M --reps 1 --lanes 1 --threads 1,2)
     LAT_ENV=(NS="2" SIZES="32" REPS=1 ITERS=50)
+    ONE_ENV=(NS="2" REPS=1 ITERS=50)
     TRAIN_ENV=(NS="1 2" EPOCHS=2)
     GLMSCALE_ENV=(NS="1 2" SHAPES="1024x20000:500" SYSTEMS="ina" REPS=1 EPOCHS=2)
     GLMSCALE_BATCHES="16:8"
@@ -134,7 +139,8 @@ else
     GPUCHECK_ARGS=(--nproc 4 --params 0.2M --steps 5 --warmup 2 --backends gloo,ina,ina-pg)
     DEF_ARGS=(--size 64M --reps 1 --lanes 2,4 --threads 4,8)
     DEF8_ARGS=(--workers 8 --size 64M --reps 1 --lanes 1,2 --threads 4,8)
-    LAT_ENV=(NS="2 4 8" SIZES="32 1024" REPS=3 ITERS=300)
+    LAT_ENV=(NS="2 4 8 16" SIZES="32 1024" REPS=3 ITERS=300)
+    ONE_ENV=(NS="2 4 8 16" REPS=3 ITERS=1000)
     TRAIN_ENV=(NS="1 2 4 8")
     GLMSCALE_ENV=(NS="1 2 4 8" SHAPES="2048x200000:16000" SYSTEMS="ina ina-busy mpi-shm" REPS=1
                   EPOCHS=3)
@@ -145,12 +151,13 @@ fi
 say "# bench/device.sh on $(hostname), $CORES cores, deadline ${DEADLINE}s, parts: $PARTS"
 part env 20 5 env_part
 part build 180 30 build_part
+part onehost 100 30 env "${ONE_ENV[@]}" bash bench/latency.sh
 part glmscale 200 40 env "${GLMSCALE_ENV[@]}" GLMSCALE_BATCHES="$GLMSCALE_BATCHES" bash -c \
     'for bm in $GLMSCALE_BATCHES; do BATCH=${bm%:*} MICRO=${bm#*:} bash bench/glm.sh scale || exit 1; done'
+part latency 120 30 env "${LAT_ENV[@]}" bash bench/glm.sh latency
+part train 90 30 env "${TRAIN_ENV[@]}" TRAIN_BUSY=100 bash bench/glm.sh train
 part gpucheck 90 40 "$INA_PYTHON" bench/gpu_ddp.py "${GPUCHECK_ARGS[@]}"
 part gpu 170 60 "$INA_PYTHON" bench/gpu_ddp.py "${GPU_ARGS[@]}"
-part latency 90 30 env "${LAT_ENV[@]}" bash bench/glm.sh latency
-part train 90 30 env "${TRAIN_ENV[@]}" TRAIN_BUSY=100 bash bench/glm.sh train
 part cluster 200 60 env BENCH_OUT="$OUTDIR/cluster" bash bench/compare.sh --no-install --no-docs \
     --settings cluster "${CL_ARGS[@]}" --cases dedicated,dedicated-mc --agg-link 1 --systems ina,openmpi,gloo \
     --float-add quantized --no-latency

@@ -2,14 +2,16 @@
 # glm.sh: issue 11's and 34's benchmarks (docs/GLM.md): small all-reduce latency, ina-glm
 # training, and ina-glm's scaling against N from communication-bound to compute-bound shapes.
 #
-#   bash bench/glm.sh latency   p50 and p99 of 32 B..1 KiB float32 all-reduces at N = 2, 4 (NS):
-#                               ina in fixed point (Q8.23, one round), the same with busy
-#                               polling (workers and switch), ina over shared-memory rings,
-#                               OpenMPI over TCP and over shared memory (vader), and the ideal:
-#                               one round trip through the switch with no other rank to wait
-#                               for (ina at N = 1). Interleaved over REPS rounds (default 3) of
-#                               ITERS timed iterations (default 300); every result verified by
-#                               the tools. Prints the medians over rounds and ratios to OpenMPI.
+#   bash bench/glm.sh latency   p50 and p99 of 32 B..1 KiB float32 all-reduces at N = 2, 4 (NS;
+#                               and 8, 16 on a host of 16 cores or more): ina with its defaults
+#                               first (rings, busy polling auto), ina in fixed point (Q8.23,
+#                               one round, as ina-glm), ina without busy polling (workers and
+#                               switch: 0), OpenMPI over TCP and over shared memory (vader),
+#                               Gloo (if /usr/bin/python3 has torch), and the ideal: one round
+#                               trip through the switch with no other rank to wait for (ina at
+#                               N = 1). Interleaved over REPS rounds (default 3) of ITERS timed
+#                               iterations (default 300); every result verified by the tools.
+#                               Prints the medians over rounds and ratios to OpenMPI and Gloo.
 #   bash bench/glm.sh train     ina-glm on the rcv1-shaped generated data (logistic, B = 16,
 #                               W = 2, lr 8): time to the target objective TARGET (default
 #                               0.40) and per epoch (compute / communication) at N = 1, 2, 4
@@ -36,6 +38,8 @@
 #                               N workers beat one process; and speedup / N on the last shape
 #                               against GOAL (default 0.8). The raw lines go to SCALE_RAW if set.
 #   bash bench/glm.sh all       latency and train.
+#   (ina-glm at N = 4 on one host against MPI over shared memory: `train`, rows ina and
+#   mpi-shm; ina runs its defaults there, busy polling included.)
 #
 # Environment: INA_BUILD_DIR (default build), NS (default "2 4" for latency, "1 2 4" for train
 # and scale), SIZES (default "32 256 1024"), REPS, ITERS, TARGET, EPOCHS (default 6; scale 3),
@@ -84,23 +88,31 @@ for l in sys.stdin:
 }
 
 latency() {
-    local NS=${NS:-2 4} SIZES=${SIZES:-32 256 1024} REPS=${REPS:-3} ITERS=${ITERS:-300}
-    local raw
+    local dflt_ns="2 4"
+    [ "$(nproc)" -ge 16 ] && dflt_ns="2 4 8 16"
+    local NS=${NS:-$dflt_ns} SIZES=${SIZES:-32 256 1024} REPS=${REPS:-3} ITERS=${ITERS:-300}
+    local raw gloo=1 bd_lib=$here/build/libbenchdata.so
     raw=$(mktemp)
+    if ! $PY -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
+        echo "# Gloo skipped: $PY cannot import torch with Gloo"
+        gloo=0
+    fi
+    [ "$gloo" = 1 ] && [ ! -f "$bd_lib" ] &&
+        cc -O2 -Wall -shared -fPIC -o "$bd_lib" "$here/benchdata.c" -lm
     echo "## latency: float32 SUM, $ITERS iterations x $REPS rounds (medians over rounds)"
     for ((rep = 1; rep <= REPS; rep++)); do
         for n in $NS; do
             for size in $SIZES; do
                 local ib=("$build/bin/ina-bench" --sizes "$size" --dtype float32 --iters "$ITERS"
-                          --warmup 50 --json --fixed-point 23)
+                          --warmup 50 --json)
                 run() { # system command...
                     local sys=$1
                     shift
                     echo "$n $size $sys $(timeout 120 "$@" 2>/dev/null | times_of)" >>"$raw"
                 }
                 run ina "${ib[@]}" --local "$n"
-                run ina-busy "${ib[@]}" --local "$n" --busy-poll 100 --switch-busy-poll 100
-                run ina-shm "${ib[@]}" --local "$n" --switch-shm
+                run ina-fixed "${ib[@]}" --local "$n" --fixed-point 23
+                run ina-nopoll "${ib[@]}" --local "$n" --busy-poll 0 --switch-busy-poll 0
                 run ideal "${ib[@]}" --local 1
                 run openmpi-tcp mpirun --oversubscribe --bind-to none "${MPI_TCP[@]}" -np "$n" \
                     "$mpi_bin" --sizes "$size" --dtype float32 --iters "$ITERS" --warmup 50 \
@@ -108,6 +120,20 @@ latency() {
                 run openmpi-shm mpirun --oversubscribe --bind-to none "${MPI_SHM[@]}" -np "$n" \
                     "$mpi_bin" --sizes "$size" --dtype float32 --iters "$ITERS" --warmup 50 \
                     --system openmpi-shm
+                if [ "$gloo" = 1 ]; then
+                    local port=$((29500 + RANDOM % 20000)) r pids=() gd
+                    gd=$(mktemp -d)
+                    for ((r = 0; r < n; r++)); do
+                        GLOO_SOCKET_IFNAME=lo OMP_NUM_THREADS=1 timeout 120 $PY \
+                            "$here/gloo_allreduce.py" --rank "$r" --world "$n" \
+                            --master "127.0.0.1:$port" --lib "$bd_lib" --sizes "$size" \
+                            --dtype float32 --iters "$ITERS" --warmup 50 >"$gd/out.$r" 2>/dev/null &
+                        pids+=($!)
+                    done
+                    wait "${pids[@]}" || true
+                    echo "$n $size gloo $(times_of <"$gd/out.0")" >>"$raw"
+                    rm -rf "$gd"
+                fi
             done
         done
         echo "# round $rep done, load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -120,17 +146,19 @@ for line in open(sys.argv[1]):
     if len(f) != 5:
         sys.exit("a run failed or was not verified: %r" % line)
     runs[(int(f[0]), int(f[1]), f[2])].append((float(f[3]), float(f[4])))
-systems = ["ideal", "ina", "ina-busy", "ina-shm", "openmpi-tcp", "openmpi-shm"]
+systems = ["ina", "ina-fixed", "ina-nopoll", "ideal", "openmpi-tcp", "openmpi-shm", "gloo"]
+systems = [s for s in systems if any(k[2] == s for k in runs)]
 print("| N | bytes | " + " | ".join("%s p50 / p99 us" % s for s in systems) +
-      " | ina/TCP p50 | ina-busy/TCP p50 |")
-print("|---" * (len(systems) + 4) + "|")
+      " | ina/TCP p50 | ina/TCP p99 | ina/shm p50 | ina-fixed/shm p50 |")
+print("|---" * (len(systems) + 6) + "|")
 for n, size in sorted({(k[0], k[1]) for k in runs}):
     med = {s: (statistics.median(x[0] for x in runs[(n, size, s)]),
                statistics.median(x[1] for x in runs[(n, size, s)])) for s in systems}
     cells = " | ".join("%.1f / %.1f" % med[s] for s in systems)
-    tcp = med["openmpi-tcp"][0]
-    print("| %d | %d | %s | %.2f | %.2f |" % (n, size, cells, med["ina"][0] / tcp,
-                                              med["ina-busy"][0] / tcp))
+    tcp, shm = med["openmpi-tcp"], med["openmpi-shm"]
+    print("| %d | %d | %s | %.2f | %.2f | %.2f | %.2f |" % (
+        n, size, cells, med["ina"][0] / tcp[0], med["ina"][1] / tcp[1], med["ina"][0] / shm[0],
+        med["ina-fixed"][0] / shm[0]))
 EOF
     rm -f "$raw"
 }
@@ -184,16 +212,18 @@ import math, sys
 rows = [l.split() for l in open(sys.argv[1])]
 t = {(r[0], int(r[1])): [float(x) for x in r[2:]] for r in rows}
 local = t.get(("local", 1), [math.nan] * 5)[0]
-print("| run | N | time to target s | epoch s | comm s/epoch | final objective | epochs | ideal s (local/N) | vs mpi-tcp |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| run | N | time to target s | epoch s | comm s/epoch | final objective | epochs | ideal s (local/N) | vs mpi-tcp | vs mpi-shm |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     label, n = r[0], int(r[1])
     tt, ep, comm, obj, epochs = t[(label, n)]
     base = label.replace("ina-busy", "ina").replace("ina", "mpi-tcp") if label.startswith("ina") else None
     ref = t.get((base, n), [math.nan])[0] if base else math.nan
-    print("| %s | %d | %.3f | %.3f | %.3f | %.4f | %d | %.3f | %s |" % (
+    shm = t.get((base.replace("tcp", "shm"), n), [math.nan])[0] if base else math.nan
+    print("| %s | %d | %.3f | %.3f | %.3f | %.4f | %d | %.3f | %s | %s |" % (
         label, n, tt, ep, comm, obj, epochs, local / n,
-        "%.2fx" % (tt / ref) if ref == ref and tt == tt else ""))
+        "%.2fx" % (tt / ref) if ref == ref and tt == tt else "",
+        "%.2fx" % (tt / shm) if shm == shm and tt == tt else ""))
 ina1 = t.get(("ina", 1), [math.nan])[0]
 print()
 print("speedup of --comm ina against N (time to target at N=1 / at N; P4SGD: near-linear on "

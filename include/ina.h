@@ -264,6 +264,7 @@ typedef enum {
 #define INA_DEFAULT_PORT 48864 /* 0xBEE0, as the original SwitchML */
 #define INA_MAX_WORKERS 256    /* workers per job */
 #define INA_JOB_NAME_MAX 31    /* bytes, not counting the terminating NUL */
+#define INA_BUSY_POLL_AUTO (-1) /* ina_config.busy_poll_us: chosen from the host (v0.6) */
 
 /**
  * Everything ina_init() needs. Fill with ina_config_init() (defaults) or
@@ -324,8 +325,17 @@ typedef struct ina_config {
                                   value (else INA_ERR_MISMATCH). Since v0.3. */
     int busy_poll_us;        /**< while an operation waits for results, spin on the socket
                                   (or the shared-memory ring) up to this many microseconds
-                                  before sleeping in poll(); 0 = never spin (default),
-                                  at most 1000000. It saves the wake-up of a sleeping
+                                  before sleeping in poll(); 0 = never spin (a cleared
+                                  struct), at most 1000000; INA_BUSY_POLL_AUTO (-1,
+                                  ina_config_init()'s default since v0.6, "auto" in the
+                                  environment): ina_auto_busy_poll() microseconds, except
+                                  while an operation has more than a window of packets
+                                  to come, and a context that keeps waiting longer than
+                                  that stops
+                                  spinning until a wait is short again (a spin every
+                                  8th wait tries; see "Defaults
+                                  chosen from the host"; ina_info.busy_poll_us says what
+                                  runs). It saves the wake-up of a sleeping
                                   process (several microseconds on a VM), most where every
                                   spinning process has a core of its own; the spin yields
                                   its CPU every microsecond, so that the switch or another
@@ -336,7 +346,8 @@ typedef struct ina_config {
                                   the spin neither hand-off sleeps (since v0.5). Also sets
                                   SO_BUSY_POLL on the socket (best effort; it acts only on
                                   NAPI devices).
-                                  Env: INA_BUSY_POLL_US. Since v0.4. */
+                                  Env: INA_BUSY_POLL_US ("auto" or 0..1000000). Since v0.4;
+                                  auto by default since v0.6. */
     int fixed_point_bits;    /**< 0 = off (default). 1..30: SUM and AVG of the float dtypes
                                   travel as 32-bit fixed point with this many fractional
                                   bits (P4SGD's Q8.23 is 23), scaled the same way on every
@@ -473,7 +484,7 @@ INA_EXTERN void ina_config_init(ina_config *cfg);
  * 1..256, INA_ELEMS 0..16368, INA_WINDOW 0 or a power of 2 up to 4096, the
  * times >= 0, INA_LANES auto or 0..16, INA_SPARSE_BLOCK 0 or 32..256,
  * INA_SPARSE_CROSSOVER 0..256, INA_SPARSE_THRESHOLD finite >= 0,
- * INA_BUSY_POLL_US 0..1000000, INA_FIXED_POINT 0..30 (not with
+ * INA_BUSY_POLL_US auto or 0..1000000, INA_FIXED_POINT 0..30 (not with
  * INA_FLOAT_ADD=switch), INA_JOB at most 31 bytes, INA_SWITCH a list of
  * HOST[:PORT] without empty entries, at most 64 (names are resolved by
  * ina_init). A variable that is set but empty is an error, not unset (since
@@ -693,6 +704,9 @@ typedef struct ina_info {
     int wire_bits;        /**< 16 if FLOAT16 and BFLOAT16 sums travel as 16 bits (every
                                part's switch offers it and wire_bits is not 32), else 32.
                                Since v0.6. */
+    int busy_poll_us;     /**< how long a wait for results spins before it sleeps, in
+                               microseconds (0: never): ina_config.busy_poll_us, or with
+                               INA_BUSY_POLL_AUTO what ina_auto_busy_poll() chose. Since v0.6. */
     unsigned reserved[1]; /**< zero; append new fields just before this one ("ABI" at the
                                top; v0.4, v0.5 and v0.6 grew the struct) */
 } ina_info;
@@ -1090,6 +1104,12 @@ INA_EXTERN int ina_allreduce_sparse(ina_ctx *ctx, const void *sendbuf, void *rec
  *  - lanes = 0 (INA_LANES=auto): each rank proposes ina_auto_lanes() lanes
  *    at join and the job runs the smallest proposal (PROTOCOL.md §5.6).
  *  - ina-switch --threads auto: half the cores the switch may use, 1..8.
+ *  - busy_poll_us = INA_BUSY_POLL_AUTO (INA_BUSY_POLL_US=auto): a wait for
+ *    results spins ina_auto_busy_poll() microseconds before it sleeps, and
+ *    ina-switch --busy-poll auto spins after its last input likewise (50 us
+ *    with a core per spinner, less on a host with fewer cores than spinners,
+ *    none when badly oversubscribed; docs/GLM.md, "Busy polling", has the
+ *    rule and its CPU cost). INA_BUSY_POLL_US=0 and --busy-poll 0 turn it off.
  *  - ina-switch offers shared-memory rings (--shm) unless told --no-shm, and a
  *    worker on the switch's host (same user, same pid namespace) uses them
  *    unless INA_SHM=0.
@@ -1111,6 +1131,18 @@ INA_EXTERN int ina_allreduce_sparse(ina_ctx *ctx, const void *sendbuf, void *rec
  * range). Since v0.4.
  */
 INA_EXTERN int ina_auto_lanes(const ina_config *cfg, int *cores, int *local_workers);
+
+/**
+ * The spin a rank of cfg's job gets with busy_poll_us = INA_BUSY_POLL_AUTO,
+ * in microseconds: 50 while the processes that would spin on this host (the
+ * job's workers here, counted as ina_auto_lanes() counts them, plus one if
+ * a switch of cfg->switch_addr is on this host) are at most the cores; else
+ * 50 x cores / spinners, and 0 (never spin) below 5. cores and spinners
+ * (either may be NULL) receive what the rule saw. cfg->busy_poll_us is not
+ * read. Nothing is sent.
+ * @return 0..50, or -EINVAL (as ina_auto_lanes()). Since v0.6.
+ */
+INA_EXTERN int ina_auto_busy_poll(const ina_config *cfg, int *cores, int *spinners);
 
 #ifdef __cplusplus
 }

@@ -92,8 +92,9 @@ struct opts {
     double density;          /* --density: the inputs' fraction of non-zero blocks (1: dense data) */
     int pattern;             /* SPARSE_* (bench_data.h) */
     int fixed_point; /* fractional bits (ina_config.fixed_point_bits); -1: INA_FIXED_POINT, else 0 */
-    int busy_poll;   /* worker spin in us (ina_config.busy_poll_us); -1: INA_BUSY_POLL_US, else 0 */
-    int switch_busy_poll; /* --local: ina-switch --busy-poll US (0 = none) */
+    int busy_poll;   /* worker spin in us (ina_config.busy_poll_us; INA_BUSY_POLL_AUTO: auto);
+                        -2: INA_BUSY_POLL_US, else auto */
+    int switch_busy_poll; /* --local: ina-switch --busy-poll US (0 = never); -1: its default */
     int deadline_s;
     int verbose;
     /* loss sweep (--loss): the launcher reruns everything once per rate */
@@ -182,9 +183,11 @@ static void usage(FILE *f)
 "  --fixed-point F      float sums and averages as 32-bit fixed point with F\n"
 "                       fractional bits, one round, no exponents (P4SGD's Q8.23\n"
 "                       is 23; ina.h fixed_point_bits); env INA_FIXED_POINT\n"
-"  --busy-poll US       workers spin up to US microseconds for results before\n"
-"                       sleeping (ina.h busy_poll_us); env INA_BUSY_POLL_US\n"
-"  --switch-busy-poll US  --local: run ina-switch --busy-poll US\n"
+"  --busy-poll US|auto  workers spin up to US microseconds for results before\n"
+"                       sleeping (ina.h busy_poll_us; 0: never); env INA_BUSY_POLL_US;\n"
+"                       default auto: chosen from the host (ina_auto_busy_poll)\n"
+"  --switch-busy-poll US|auto  --local: run ina-switch --busy-poll US (default\n"
+"                       auto, the switch's own default; 0: never)\n"
 "  --switch-shm         --local: run ina-switch --shm (workers on this host use\n"
 "                       shared-memory rings; INA_SHM=0 keeps them on UDP). The\n"
 "                       switch's default, except with --loss\n"
@@ -276,6 +279,12 @@ static int parse_int(const char *opt, const char *s, long lo, long hi)
     if (v < lo || v > hi)
         usage_error("%s: %ld is out of range %ld..%ld", opt, v, lo, hi);
     return (int)v;
+}
+
+/* "auto" (INA_BUSY_POLL_AUTO) or microseconds 0..1000000. */
+static int parse_busy_poll(const char *opt, const char *s)
+{
+    return strcmp(s, "auto") == 0 ? INA_BUSY_POLL_AUTO : parse_int(opt, s, 0, 1000000);
 }
 
 /* A number in [0, hi]. */
@@ -462,7 +471,8 @@ static void parse_args(struct opts *o, int argc, char **argv)
     o->sparse = INA_SPARSE_DEFAULT;
     o->density = 1;
     o->fixed_point = -1;
-    o->busy_poll = -1;
+    o->busy_poll = -2;
+    o->switch_busy_poll = -1;
 
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
@@ -512,9 +522,11 @@ static void parse_args(struct opts *o, int argc, char **argv)
             break;
         case OPT_SWITCH_SHM: o->switch_shm = 1; break;
         case OPT_FIXED_POINT: o->fixed_point = parse_int("--fixed-point", a, 0, 30); break;
-        case OPT_BUSY_POLL: o->busy_poll = parse_int("--busy-poll", a, 0, 1000000); break;
+        case OPT_BUSY_POLL: o->busy_poll = parse_busy_poll("--busy-poll", a); break;
         case OPT_SWITCH_BUSY_POLL:
-            o->switch_busy_poll = parse_int("--switch-busy-poll", a, 0, 1000000);
+            o->switch_busy_poll = parse_busy_poll("--switch-busy-poll", a);
+            if (o->switch_busy_poll == INA_BUSY_POLL_AUTO)
+                o->switch_busy_poll = -1; /* the switch's default */
             break;
         case OPT_SWITCH_NO_SHM: o->switch_shm = -1; break;
         case OPT_SWITCH_THREADS:
@@ -559,7 +571,7 @@ static void parse_args(struct opts *o, int argc, char **argv)
         if (have_rank || have_world)
             usage_error("--local starts its own workers: do not combine it with --rank or --world");
         if (o->switch_addr && (o->switch_bin || o->nloss || o->switch_threads || o->switch_shm ||
-                               o->switch_busy_poll))
+                               o->switch_busy_poll >= 0))
             usage_error("--local with --switch uses that running switch: --switch-bin, --loss, "
                         "--switch-threads, --switch-shm and --switch-busy-poll only apply to "
                         "a switch --local starts");
@@ -585,8 +597,8 @@ static void parse_args(struct opts *o, int argc, char **argv)
     const char *fx = getenv("INA_FIXED_POINT"), *bp = getenv("INA_BUSY_POLL_US");
     if (o->fixed_point < 0)
         o->fixed_point = fx && *fx ? parse_int("INA_FIXED_POINT", fx, 0, 30) : 0;
-    if (o->busy_poll < 0)
-        o->busy_poll = bp && *bp ? parse_int("INA_BUSY_POLL_US", bp, 0, 1000000) : 0;
+    if (o->busy_poll == -2)
+        o->busy_poll = bp && *bp ? parse_busy_poll("INA_BUSY_POLL_US", bp) : INA_BUSY_POLL_AUTO;
     if (o->fixed_point && o->float_add == INA_FLOAT_ADD_SWITCH)
         usage_error("--fixed-point and --float-add switch both say how float sums travel: "
                     "choose one");
@@ -984,19 +996,27 @@ static int run_worker(const struct opts *o)
      * job agreed; the switch's threads: as the launcher started it). */
     int auto_cores = 0, auto_local = 0;
     ina_auto_lanes(&cfg, &auto_cores, &auto_local);
-    char lanes_desc[160], sw_desc[96];
+    char lanes_desc[160], sw_desc[96], busy_desc[160];
     if (info.lanes_proposed)
         snprintf(lanes_desc, sizeof lanes_desc, "lanes %d (auto: this rank proposed %d from %d "
                  "cores for %d workers on this host; the job runs the smallest proposal)",
                  info.lanes, info.lanes_proposed, auto_cores, auto_local);
     else
         snprintf(lanes_desc, sizeof lanes_desc, "lanes %d (set)", info.lanes);
+    if (o->busy_poll == INA_BUSY_POLL_AUTO) {
+        int bp_cores = 0, bp_spinners = 0;
+        ina_auto_busy_poll(&cfg, &bp_cores, &bp_spinners);
+        snprintf(busy_desc, sizeof busy_desc, "busy poll %d us (auto: %d spinners on %d cores "
+                 "here)", info.busy_poll_us, bp_spinners, bp_cores);
+    } else {
+        snprintf(busy_desc, sizeof busy_desc, "busy poll %d us (set)", info.busy_poll_us);
+    }
     if (o->switch_desc)
         snprintf(sw_desc, sizeof sw_desc, "switch threads %s", o->switch_desc);
     else
         snprintf(sw_desc, sizeof sw_desc, "switch threads: not started here");
     if (o->rank == 0 && !o->json) {
-        printf("# defaults: %s; %s; transport %s\n", lanes_desc, sw_desc,
+        printf("# defaults: %s; %s; %s; transport %s\n", lanes_desc, busy_desc, sw_desc,
                info.shm ? "shm (rings)" : "udp");
         printf("# ina-bench: %d workers, dtype %s, op %s, %d elems/packet, window %d, lanes %d, "
                "shards %d, levels %d, in flight %d, path %s, float add %s, transport %s, "
@@ -1161,7 +1181,7 @@ static int run_worker(const struct opts *o)
                        info.window, info.lanes, info.shards, info.levels, o->inflight,
                        info.path == INA_PATH_HOST ? "host" : "switch",
                        float_add_names[info.float_add], info.shm ? "shm" : "udp",
-                       info.fixed_point_bits, o->busy_poll,
+                       info.fixed_point_bits, info.busy_poll_us,
                        info.lanes_proposed, auto_cores, auto_local,
                        o->switch_desc ? atoi(o->switch_desc) : 0,
                        o->switch_desc && strstr(o->switch_desc, "auto") ? "true" : "false");
@@ -1422,7 +1442,7 @@ static int run_local(const struct opts *o)
         }
         if (o->switch_shm)
             argv[a++] = o->switch_shm > 0 ? "--shm" : "--no-shm";
-        if (o->switch_busy_poll) {
+        if (o->switch_busy_poll >= 0) {
             snprintf(bpu, sizeof bpu, "%d", o->switch_busy_poll);
             argv[a++] = "--busy-poll"; argv[a++] = bpu;
         }
@@ -1550,7 +1570,10 @@ have_switch:
         argv[a++] = "--pattern"; argv[a++] = pattern_names[o->pattern];
         char s_fixed[16], s_bp[16];
         snprintf(s_fixed, sizeof s_fixed, "%d", o->fixed_point);
-        snprintf(s_bp, sizeof s_bp, "%d", o->busy_poll);
+        if (o->busy_poll == INA_BUSY_POLL_AUTO)
+            snprintf(s_bp, sizeof s_bp, "auto");
+        else
+            snprintf(s_bp, sizeof s_bp, "%d", o->busy_poll);
         argv[a++] = "--fixed-point"; argv[a++] = s_fixed;
         argv[a++] = "--busy-poll"; argv[a++] = s_bp;
         argv[a++] = "--timeout-ms"; argv[a++] = s_to;

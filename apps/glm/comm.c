@@ -153,7 +153,8 @@ static int ina_open(struct glm_comm *c, const struct glm_comm_opts *o, int *argc
     if (o->world > 0)
         cfg.world_size = o->world;
     cfg.fixed_point_bits = o->fixed_bits;
-    cfg.busy_poll_us = o->busy_poll_us;
+    if (o->busy_poll_us >= 0)
+        cfg.busy_poll_us = o->busy_poll_us; /* else the environment's, or auto */
     /* Enough slots for W one-packet micro-batches in flight, a power of 2. */
     int w = 128;
     while (w < o->window && w < 4096)
@@ -188,7 +189,7 @@ static int ina_open(struct glm_comm *c, const struct glm_comm_opts *o, int *argc
                  info.float_add == INA_FLOAT_ADD_SWITCH ? "switch-added" : "block floating point");
     snprintf(c->desc, sizeof(c->desc), "ina (switch %s, %s, window %d, %s%s)", cfg.switch_addr,
              num, info.window, info.shm ? "shared-memory rings" : "udp",
-             o->busy_poll_us ? ", busy polling" : "");
+             info.busy_poll_us ? ", busy polling" : "");
     return 0;
 }
 

@@ -138,7 +138,7 @@ extern const char *const glm_comm_names[3];
 struct glm_comm_opts {
     enum glm_comm_kind kind;
     int fixed_bits;  /* ina: fixed point with this many fractional bits, 0 = floats */
-    int busy_poll_us;
+    int busy_poll_us; /* ina: microseconds, 0 = never; -1 (default): INA_BUSY_POLL_US or auto */
     int window;      /* W: all-reduces in flight (handles 0..W-1) */
     const char *switch_addr, *job; /* ina; NULL = INA_SWITCH / INA_JOB or defaults */
     int rank, world;               /* ina; -1 = from the environment */

@@ -72,8 +72,9 @@ static void usage(FILE *f)
 "  --fixed-bits F       ina: sums in fixed point with F fractional bits (default\n"
 "                       23: P4SGD's Q8.23); 0: floats (block floating point)\n"
 "  --busy-poll US       ina: spin up to US microseconds for results before\n"
-"                       sleeping; with --local, the switch it starts spins\n"
-"                       as long (ina-switch --busy-poll US; docs/GLM.md)\n"
+"                       sleeping (0: never; default: INA_BUSY_POLL_US, else\n"
+"                       auto, from the host); with --local, the switch it starts\n"
+"                       spins as long (ina-switch --busy-poll US; docs/GLM.md)\n"
 "  --switch HOST:PORT, --rank R, --world N, --job NAME\n"
 "                       ina: where and who (default: INA_SWITCH, INA_RANK or RANK,\n"
 "                       INA_WORLD_SIZE or WORLD_SIZE, OMPI_COMM_WORLD_*, INA_JOB)\n"
@@ -163,7 +164,7 @@ static void parse(int argc, char **argv, struct cli *o)
     o->noise = 0.1;
     o->t = (struct glm_train_opts){.loss = GLM_LOGISTIC, .lr = 0.5, .batch = 16, .micro = GLM_MICRO, .window = 0,
                                    .epochs = 10, .shuffle_seed = 1};
-    o->c = (struct glm_comm_opts){.kind = GLM_COMM_LOCAL, .fixed_bits = 23, .rank = -1,
+    o->c = (struct glm_comm_opts){.kind = GLM_COMM_LOCAL, .fixed_bits = 23, .rank = -1, .busy_poll_us = -1,
                                   .world = 0};
     o->l.switch_args = o->switch_args;
     int c;
@@ -222,7 +223,7 @@ static void parse(int argc, char **argv, struct cli *o)
         usage_error("--switch-bin and --switch-opt only apply with --local");
     if (o->l.n && (o->c.switch_addr || o->c.rank >= 0 || o->c.world))
         usage_error("--local N sets the switch, ranks and world itself");
-    if (o->c.kind != GLM_COMM_INA && (o->c.switch_addr || o->c.job || o->c.busy_poll_us))
+    if (o->c.kind != GLM_COMM_INA && (o->c.switch_addr || o->c.job || o->c.busy_poll_us >= 0))
         usage_error("--switch, --job and --busy-poll are for --comm ina");
     if (!o->t.window) { /* every micro-batch of a mini-batch in flight */
         size_t per_batch = (o->t.batch + o->t.micro - 1) / o->t.micro;

@@ -327,7 +327,8 @@ class Context:
     1..16. float_add: "quantized" (SwitchML's block floating point, the default) or "switch"
     (the switch adds float32 values as floats where it can; ina.h INA_FLOAT_ADD_SWITCH);
     self.float_add says which is in use. busy_poll_us and fixed_point_bits are ina_config's
-    fields of those names (INA_BUSY_POLL_US, INA_FIXED_POINT); self.fixed_point_bits is 0
+    fields of those names (INA_BUSY_POLL_US, INA_FIXED_POINT; busy_poll_us "auto", the
+    default, spins as long as the host allows: docs/GLM.md); self.fixed_point_bits is 0
     unless float sums travel in fixed point. sparse: the default block-sparse mode of the
     context's all-reduces, "off", "on" or "auto" (ina.h INA_SPARSE_*; docs/SPARSE.md), with
     sparse_block, sparse_threshold, sparse_crossover and sparse_min_bytes; self.sparse says
@@ -366,6 +367,8 @@ class Context:
             cfg.job = text(job)
         if lanes == "auto":
             lanes = 0
+        if busy_poll_us == "auto":
+            busy_poll_us = -1  # ina.h INA_BUSY_POLL_AUTO, ina_config_init()'s default
         for name, v in (("rank", rank), ("world_size", world_size),
                         ("elems_per_packet", elems_per_packet), ("window", window),
                         ("timeout_ms", timeout_ms), ("join_timeout_ms", join_timeout_ms),

@@ -85,6 +85,7 @@ class InfoStruct(ctypes.Structure):
         ("lanes_proposed", ctypes.c_int),
         ("integrity", ctypes.c_int),
         ("wire_bits", ctypes.c_int),
+        ("busy_poll_us", ctypes.c_int),
         ("reserved", ctypes.c_uint * 1),
     ]
 

@@ -16,6 +16,16 @@ int ina__sock_busy_poll(int fd, int us)
     return setsockopt(fd, SOL_SOCKET, SO_BUSY_POLL, &us, sizeof(us)) == 0 ? 0 : -errno;
 }
 
+int ina__busy_poll_auto_us(int cores, int spinners)
+{
+    if (cores < 1)
+        cores = 1;
+    if (spinners <= cores)
+        return INA_AUTO_BUSY_POLL_US;
+    int us = (int)((long)INA_AUTO_BUSY_POLL_US * cores / spinners);
+    return us < INA_AUTO_BUSY_POLL_MIN_US ? 0 : us;
+}
+
 void ina__busy_yield(void)
 {
     sched_yield(); /* cannot fail on Linux */

@@ -16,6 +16,28 @@
 #define INA_BUSY_POLL_MAX_US 1000000 /* bound of INA_BUSY_POLL_US and --busy-poll */
 
 /*
+ * The default (INA_BUSY_POLL_US=auto, ina-switch --busy-poll auto): spin
+ * when the host has a core for each spinner, shorter when it does not, and
+ * not at all when it is badly oversubscribed. `spinners` are the processes
+ * (threads) of this job that would spin on this host: a worker counts the
+ * job's workers on its host (auto.c, as for lanes) and the switch if it is
+ * here; the switch counts its dataplane threads. The budget is
+ * INA_AUTO_BUSY_POLL_US while spinners <= cores, else that scaled by
+ * cores / spinners (each spinner's share of a core), and 0 (sleep at once)
+ * below INA_AUTO_BUSY_POLL_MIN_US. Why these values: on the 2-core VM, N = 4
+ * and a switch (5 spinners), worker spins of 10 to 25 us gave the best p50
+ * and p99 of a 32 B all-reduce, 50 us a worse p99 (the spinners keep each
+ * other off the 2 cores longer); with a core each, 50 us covers a round
+ * trip of a small operation several times over (docs/GLM.md, "Busy polling").
+ */
+#define INA_BUSY_POLL_AUTO (-1)     /* ina.h's INA_BUSY_POLL_AUTO: choose from the host */
+#define INA_AUTO_BUSY_POLL_US 50
+#define INA_AUTO_BUSY_POLL_MIN_US 5
+
+/* The auto budget in microseconds for `spinners` spinning on `cores` cores (both >= 1). */
+int ina__busy_poll_auto_us(int cores, int spinners);
+
+/*
  * A spinner gives up its CPU (sched_yield) after every INA_BUSY_POLL_YIELD_NS
  * of spinning. The peer it waits for may be queued on the same CPU: on a
  * host with fewer cores than spinners, and even with a core to spare, since
@@ -58,6 +80,23 @@ void ina__busy_yield(void);
 #define INA_BUSY_POLL_SHARED_NS 2500u
 #define INA_BUSY_POLL_SHARED_YIELDS 8
 #define INA_BUSY_POLL_MOVE_EVERY_NS 10000000ull /* 10 ms */
+
+/*
+ * On a crowded CPU, yield every turn. A yield that gave the CPU away for
+ * longer than INA_BUSY_POLL_SHARED_NS says that others are queued
+ * on it, among them, likely, the peer we wait for (at N = 4 on the 2-core
+ * VM, 4 workers and a switch all spin): then the next turn yields again
+ * instead of spinning another microsecond, as OpenMPI's progress loop does
+ * when oversubscribed. A 32 B all-reduce at N = 4 there went from 16 to 18
+ * us at p50 to 9 to 12 us (interleaved runs, load 6). A yield that returns
+ * at once (nobody queued) restores the microsecond between yields, so a
+ * spinner with a core to itself does not spend its spin in system calls.
+ * @return the spin between yields after a yield that took took_ns.
+ */
+static inline unsigned ina__busy_yield_every(unsigned long long took_ns)
+{
+    return took_ns > INA_BUSY_POLL_SHARED_NS ? 0u : INA_BUSY_POLL_YIELD_NS;
+}
 
 /*
  * Move the calling thread to another CPU of its affinity mask: leave the

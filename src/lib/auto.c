@@ -1,9 +1,10 @@
-/* auto.c: INA_LANES=auto: the lanes a rank proposes from the cores it has per worker of its host. */
+/* auto.c: INA_LANES=auto and INA_BUSY_POLL_US=auto: lanes and spins from the cores a rank has per worker of its host. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/addr.h"
+#include "common/busy_poll.h"
 #include "common/host.h"
 #include "lib/ctx.h"
 
@@ -62,6 +63,41 @@ int ina__lanes_auto(const ina_config *cfg, int *cores_out, int *local_out)
     if (lanes < 1)
         lanes = 1;
     return lanes > INA_AUTO_LANES_MAX ? INA_AUTO_LANES_MAX : lanes;
+}
+
+/* 1 if a switch of cfg's list is on this host (it spins there too: --busy-poll auto). */
+static int switch_here(const ina_config *cfg)
+{
+    struct sockaddr_in sw[INA_MAX_PARTS];
+    char why[8];
+    int n = ina__parse_hostport_list(cfg->switch_addr, 0, sw, INA_MAX_PARTS, why, sizeof(why));
+    for (int i = 0; i < n; i++)
+        if (ina__addr_is_this_host(&sw[i]))
+            return 1;
+    return 0;
+}
+
+/*
+ * Busy polling (busy_poll.h has the rule and why): the spinners of this
+ * host are the job's workers here, counted as for lanes, and the switch if
+ * it is here. A world of 1 spins too: its round trip is the switch's.
+ */
+int ina__busy_poll_auto(const ina_config *cfg, int *cores_out, int *spinners_out)
+{
+    int cores = ina__host_cores(NULL);
+    int spinners = local_workers(cfg) + switch_here(cfg);
+    if (cores_out)
+        *cores_out = cores;
+    if (spinners_out)
+        *spinners_out = spinners;
+    return ina__busy_poll_auto_us(cores, spinners);
+}
+
+int ina_auto_busy_poll(const ina_config *cfg, int *cores, int *spinners)
+{
+    if (!cfg || !cfg->switch_addr || cfg->world_size < 1 || cfg->world_size > INA_MAX_WORKERS)
+        return -EINVAL;
+    return ina__busy_poll_auto(cfg, cores, spinners);
 }
 
 int ina_auto_lanes(const ina_config *cfg, int *cores, int *local_workers_out)

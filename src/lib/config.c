@@ -26,6 +26,7 @@ void ina_config_init(ina_config *cfg)
     cfg->job = "default";
     cfg->rank = 0;
     cfg->world_size = 1;
+    cfg->busy_poll_us = INA_BUSY_POLL_AUTO; /* a cleared struct (0) never spins, as before v0.6 */
 }
 
 /*
@@ -216,6 +217,12 @@ int ina_config_from_env(ina_config *cfg)
                              "count 1..%d", lanes, INA_MAX_LANES);
         cfg->lanes = (int)v;
     }
+    const char *busy;
+    if (env_get("INA_BUSY_POLL_US", &busy))
+        return INA_ERR_CONFIG;
+    const int busy_auto = busy && strcmp(busy, "auto") == 0;
+    if (busy_auto)
+        cfg->busy_poll_us = INA_BUSY_POLL_AUTO;
     const struct env_int_var vars[] = {
         {"INA_RANK", "RANK", &cfg->rank, 0, INA_MAX_WORKERS - 1, "a rank below the world size"},
         {"INA_WORLD_SIZE", "WORLD_SIZE", &cfg->world_size, 1, INA_MAX_WORKERS, "ranks of the job"},
@@ -230,7 +237,7 @@ int ina_config_from_env(ina_config *cfg)
          "elements per block, 32..256; 0: the default"},
         {"INA_SPARSE_MIN_BYTES", NULL, &cfg->sparse_min_bytes, 0, INT_MAX, "0: the default"},
         {"INA_BUSY_POLL_US", NULL, &cfg->busy_poll_us, 0, INA_BUSY_POLL_MAX_US,
-         "microseconds; 0: never spin"},
+         "'auto' or microseconds; 0: never spin"},
         {"INA_FIXED_POINT", NULL, &cfg->fixed_point_bits, 0, INA_FIXED_MAX_BITS,
          "fractional bits; 0: off"},
     };
@@ -238,6 +245,8 @@ int ina_config_from_env(ina_config *cfg)
     const char *used[2] = {NULL, NULL};
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
         const char *name;
+        if (busy_auto && vars[i].field == &cfg->busy_poll_us)
+            continue; /* "auto": set above */
         int rc = env_int(&vars[i], &name);
         if (rc < 0)
             return rc;

@@ -86,9 +86,10 @@ static int config_check(const ina_config *cfg)
     if (cfg->sparse_min_bytes < 0)
         return BAD("sparse_min_bytes %d is negative (0: the default, %d)", cfg->sparse_min_bytes,
                    INA_SPARSE_DEFAULT_MIN_BYTES);
-    if (cfg->busy_poll_us < 0 || cfg->busy_poll_us > INA_BUSY_POLL_MAX_US)
-        return BAD("busy_poll_us %d is outside 0..%d (INA_BUSY_POLL_US; 0: never spin)",
-                   cfg->busy_poll_us, INA_BUSY_POLL_MAX_US);
+    if ((cfg->busy_poll_us < 0 && cfg->busy_poll_us != INA_BUSY_POLL_AUTO) ||
+        cfg->busy_poll_us > INA_BUSY_POLL_MAX_US)
+        return BAD("busy_poll_us %d is not INA_BUSY_POLL_AUTO (-1) or 0..%d (INA_BUSY_POLL_US; "
+                   "0: never spin)", cfg->busy_poll_us, INA_BUSY_POLL_MAX_US);
     if (cfg->fixed_point_bits < 0 || cfg->fixed_point_bits > INA_FIXED_MAX_BITS)
         return BAD("fixed_point_bits %d is outside 0..%d (INA_FIXED_POINT; 0: off)",
                    cfg->fixed_point_bits, INA_FIXED_MAX_BITS);
@@ -569,6 +570,7 @@ int ina_get_info(const ina_ctx *ctx, ina_info *info)
     memset(info, 0, sizeof(*info));
     info->lanes = ctx->lanes ? ctx->nlanes : 1;
     info->lanes_proposed = ctx->lanes_proposed;
+    info->busy_poll_us = (int)(ctx->busy_poll_ns / 1000u);
     info->shards = ctx->lanes ? ctx->nshards : 1;
     /* Over the parts (or the context itself): the host path if any part
      * took it, rings only if every part has them. */

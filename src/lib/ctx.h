@@ -85,6 +85,9 @@ struct ina_ctx {
     size_t sparse_min_bytes;
     struct ina_sp_place *sp_places;
     uint64_t busy_poll_ns;  /* spin this long before sleeping (INA_BUSY_POLL_US), 0 = never */
+    int busy_auto;          /* busy_poll_ns was chosen from the host: spins back off (stream.c) */
+    unsigned spin_misses;   /* busy_auto: waits in a row that outlasted the spin */
+    unsigned spin_skips;    /* busy_auto: waits since the last spin (a probe every few) */
     int fixed_bits;         /* fixed-point fractional bits as configured, 0 = off (fixed.h) */
     int wire_bits;          /* ina_config.wire_bits: 0 (16-bit types at 16 bits), 16 or 32 */
     int wire_half;          /* INA_WIRE_HALF_*: FLOAT32's 16-bit format with wire_bits 16 */
@@ -164,6 +167,8 @@ int ina__launcher_env(int *rank, int *world_size, const char **job);
 /* auto.c: the lanes this rank proposes for lanes=0, from its cores per worker of
  * this host (*cores, *local: what the rule saw; may be NULL). */
 int ina__lanes_auto(const ina_config *cfg, int *cores, int *local);
+/* INA_BUSY_POLL_AUTO: the spin in microseconds for cfg's rank on this host (auto.c). */
+int ina__busy_poll_auto(const ina_config *cfg, int *cores, int *spinners);
 
 /* error.c: say why a call fails, for ina_last_error(): into ctx's message,
  * or the calling thread's if ctx is NULL (calls that leave no context).

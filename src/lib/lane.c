@@ -49,7 +49,9 @@ struct ina_ctx *ina__ctx_new(const ina_config *cfg, int lane, int nlanes)
                                                       : INA_SPARSE_DEFAULT_CROSSOVER;
     ctx->sparse_min_bytes = cfg->sparse_min_bytes ? (size_t)cfg->sparse_min_bytes
                                                   : INA_SPARSE_DEFAULT_MIN_BYTES;
-    ctx->busy_poll_ns = (uint64_t)cfg->busy_poll_us * 1000u;
+    ctx->busy_auto = cfg->busy_poll_us == INA_BUSY_POLL_AUTO;
+    ctx->busy_poll_ns = (uint64_t)(ctx->busy_auto ? ina__busy_poll_auto(cfg, NULL, NULL)
+                                                  : cfg->busy_poll_us) * 1000u;
     ctx->fixed_bits = cfg->fixed_point_bits;
     ctx->wire_bits = cfg->wire_bits;
     ctx->wire_half = cfg->wire_half;

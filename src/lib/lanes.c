@@ -283,7 +283,8 @@ static void runner_wait(struct ina_runner *rn)
     }
     pfd[n++] = (struct pollfd){.fd = rn->wake_fd, .events = POLLIN};
     struct ina_ctx *c0 = g->lane[rn->index].ctx; /* this thread's: it counts the spins */
-    if (sleep_ok && wake > now && c0->busy_poll_ns) {
+    const int spun = sleep_ok && wake > now && ina__spin_now(c0);
+    if (spun) {
         /* Spin first, before the rings' doorbells are armed (a switch rings
          * an armed one with a datagram per result). */
         uint64_t until = now + c0->busy_poll_ns;
@@ -294,6 +295,7 @@ static void runner_wait(struct ina_runner *rn)
             c0->stats.busy_poll_sleeps++;
             now = ina__now_ns(); /* the spin used part of the time to the next timer */
         }
+        ina__spin_learn(c0, 1, !sleep_ok, 0);
     }
     for (int i = rn->index; sleep_ok && i < g->n; i += g->nrun) {
         struct ina_ctx *c = g->lane[i].ctx;
@@ -301,7 +303,10 @@ static void runner_wait(struct ina_runner *rn)
             sleep_ok &= ina__transport_may_sleep(c); /* rings: arms the doorbell; 0 if data */
     }
     int ms = !sleep_ok || wake <= now ? 0 : (int)((wake - now + 999999) / 1000000);
-    if (poll(pfd, (nfds_t)n, ms) > 0 && (pfd[n - 1].revents & POLLIN)) {
+    int ready = poll(pfd, (nfds_t)n, ms);
+    if (!spun && ms > 0)
+        ina__spin_learn(c0, 0, ready > 0, ina__now_ns() - now);
+    if (ready > 0 && (pfd[n - 1].revents & POLLIN)) {
         uint64_t v;
         if (read(rn->wake_fd, &v, sizeof(v)) < 0) {
             /* nothing to do: the eventfd is non-blocking and was only a wake-up */
@@ -326,7 +331,7 @@ static void *runner_main(void *arg)
         if (g->stop)
             break;
         if (!active) {
-            if (spin_ns && !spun) {
+            if (spin_ns && !spun && ina__spin_now(g->lane[rn->index].ctx)) {
                 spun = 1;
                 idle_spin(rn, spin_ns);
                 continue;
@@ -514,19 +519,27 @@ int ina__lanes_wait(struct ina_req *req)
             runner_wait(&g->run[0]); /* a datagram, a ring's data, the next timer, or 100 ms */
         return lanes_failed(req->ctx, g, req->status);
     }
-    uint64_t spin = req->ctx->busy_poll_ns;
-    if (spin) { /* busy polling: the lane thread's part_done() may come any moment */
-        uint64_t now = ina__now_ns(), until = now + spin, yielded = now;
+    struct ina_ctx *parent = req->ctx; /* its spin_misses: the caller's waits */
+    const int spun = ina__spin_now(parent);
+    uint64_t now = ina__now_ns();
+    if (spun) { /* busy polling: the lane thread's part_done() may come any moment */
+        uint64_t until = now + parent->busy_poll_ns, yielded = now;
         do {
             /* done is part_done()'s last write to req (release): status is
              * final, and no lane thread touches req again. */
-            if (__atomic_load_n(&req->done, __ATOMIC_ACQUIRE))
-                return lanes_failed(req->ctx, g, req->status);
+            if (__atomic_load_n(&req->done, __ATOMIC_ACQUIRE)) {
+                ina__spin_learn(parent, 1, 1, 0);
+                return lanes_failed(parent, g, req->status);
+            }
         } while (ina__spin_turn(&now, &yielded, until));
+        ina__spin_learn(parent, 1, 0, 0);
     }
     pthread_mutex_lock(&g->mu);
+    const int waited = !req->done;
     while (!req->done)
         pthread_cond_wait(&g->done_cv, &g->mu);
+    if (!spun && waited)
+        ina__spin_learn(parent, 0, 1, ina__now_ns() - now);
     int status = say_lane_error(req->ctx, g, req->status);
     pthread_mutex_unlock(&g->mu);
     return status;

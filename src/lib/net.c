@@ -38,7 +38,7 @@ int ina__net_open(struct ina_ctx *ctx, const struct sockaddr_in *addr)
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
     if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)) != 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
-    if (ctx->busy_poll_ns)
+    if (ctx->busy_poll_ns && !ctx->busy_auto) /* asked for by number: the kernel spins too */
         ina__sock_busy_poll(fd, (int)(ctx->busy_poll_ns / 1000)); /* best effort: busy_poll.h */
     if (connect(fd, (struct sockaddr *)&ctx->switch_addr, sizeof(ctx->switch_addr)) != 0) {
         int rc = -errno;

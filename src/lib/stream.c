@@ -574,6 +574,20 @@ static int rx_burst(struct ina_ctx *ctx, uint64_t now)
     return n;
 }
 
+/* Only the transports read from memory (the rings: those with `readable`), no system
+ * call: what a spin does when a ring has input (the socket has its own turns). */
+static int rx_memory(struct ina_ctx *ctx, uint64_t now)
+{
+    int n = 0;
+    for (unsigned i = 0; i < ctx->xp.n && !ctx->broken; i++) {
+        if (!ctx->xp.rx[i]->readable)
+            continue;
+        int m = ctx->xp.rx[i]->rx_burst(ctx, now);
+        n = m > n ? m : n;
+    }
+    return n;
+}
+
 /*
  * Fast retransmit. All ranks send the stream in the same order and the
  * switch completes rounds in arrival order, so results come back in stream
@@ -711,9 +725,13 @@ static int busy_poll(struct ina_ctx *ctx, uint64_t *now)
     if (ctx->next_rto_ns && ctx->next_rto_ns < until)
         until = ctx->next_rto_ns; /* a timer is due: stop spinning and handle it */
     for (unsigned turn = 1; !ctx->broken; turn++) {
-        /* Only sockets: every turn. With rings: when they have input, and now and then. */
-        if (ina__transport_readable(ctx) != 0 || turn % INA_BUSY_POLL_SOCKET_EVERY == 0) {
-            int got = rx_burst(ctx, *now);
+        /* Only sockets: every turn. With rings: the rings alone when they have input (a
+         * result is not kept waiting behind a system call on an empty socket), and the
+         * socket too now and then. */
+        const int ring = ina__transport_readable(ctx);
+        if (ring != 0 || turn % INA_BUSY_POLL_SOCKET_EVERY == 0) {
+            int got = ring > 0 && turn % INA_BUSY_POLL_SOCKET_EVERY ? rx_memory(ctx, *now)
+                                                                     : rx_burst(ctx, *now);
             if (got) {
                 ctx->stats.busy_poll_hits++;
                 return got;
@@ -732,11 +750,58 @@ int ina__spin_turn(uint64_t *now, uint64_t *yielded, uint64_t until)
     *now = ina__now_ns();
     if (*now >= until)
         return 0;
-    if (*now - *yielded >= INA_BUSY_POLL_YIELD_NS) {
+    static _Thread_local unsigned every = INA_BUSY_POLL_YIELD_NS; /* this thread's last yield */
+    if (*now - *yielded >= every) {
         ina__busy_yield(); /* the switch, or a lane thread, may be queued on this CPU */
-        *yielded = *now = ina__now_ns();
+        *yielded = ina__now_ns();
+        every = ina__busy_yield_every(*yielded - *now); /* crowded: yield every turn */
+        *now = *yielded;
     }
     return 1;
+}
+
+/*
+ * The auto spin (INA_BUSY_POLL_US=auto) backs off: spinning pays when the
+ * results come within it, and only costs a core when they do not (a long
+ * operation, peers that are slow or not there yet). An operation with more
+ * than a window of packets still to come does not spin at all: its results
+ * stream in, a wake-up is paid once per burst of them, and on a crowded
+ * host the spinners' CPU is what the switch lacks (64 MiB at N = 4 on the
+ * 2-core VM was up to a third slower with every worker spinning). After
+ * INA_AUTO_SPIN_MISSES spins in a row that ended with nothing, a context
+ * sleeps at once; a sleep that ends with input within the spin's length
+ * (it would have paid) lets it spin again, and so does a spin that pays,
+ * tried once every INA_AUTO_SPIN_PROBE waits (a sleeper's wake-up on a
+ * loaded host may take longer than the spin, which would otherwise keep it
+ * asleep when spinning would pay). A spin set by number
+ * (INA_BUSY_POLL_US=US) always spins.
+ */
+#define INA_AUTO_SPIN_MISSES 4
+#define INA_AUTO_SPIN_PROBE 8
+int ina__spin_now(const struct ina_ctx *ctx)
+{
+    if (!ctx->busy_poll_ns)
+        return 0;
+    if (!ctx->busy_auto)
+        return 1;
+    const struct ina_req *r = ctx->head;
+    if (r && r->npackets - r->ndone > (uint64_t)ctx->window)
+        return 0; /* a long operation (or a sparse one, npackets unknown) */
+    return ctx->spin_misses < INA_AUTO_SPIN_MISSES || ctx->spin_skips >= INA_AUTO_SPIN_PROBE;
+}
+
+void ina__spin_learn(struct ina_ctx *ctx, int spun, int got, uint64_t waited_ns)
+{
+    if (!ctx->busy_auto)
+        return;
+    if (spun)
+        ctx->spin_skips = 0;
+    else if (ctx->spin_skips < INA_AUTO_SPIN_PROBE)
+        ctx->spin_skips++;
+    if (got && (spun || waited_ns < ctx->busy_poll_ns))
+        ctx->spin_misses = 0;
+    else if (spun && ctx->spin_misses < INA_AUTO_SPIN_MISSES)
+        ctx->spin_misses++;
 }
 
 void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)
@@ -746,9 +811,13 @@ void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)
     uint64_t now = ina__now_ns();
     send_ready(ctx, now);
     int got = rx_burst(ctx, now);
-    if (!got && timeout_ms > 0 && ctx->busy_poll_ns && !ctx->broken)
+    const int spun = !got && timeout_ms > 0 && ina__spin_now(ctx) && !ctx->broken;
+    if (spun) {
         got = busy_poll(ctx, &now);
+        ina__spin_learn(ctx, 1, got, 0);
+    }
     if (!got && timeout_ms > 0 && !ctx->broken && ina__transport_may_sleep(ctx)) {
+        const uint64_t slept = now;
         uint64_t wake = now + (uint64_t)timeout_ms * 1000000ull;
         if (ctx->next_rto_ns && ctx->next_rto_ns < wake)
             wake = ctx->next_rto_ns;
@@ -768,6 +837,8 @@ void ina__stream_progress(struct ina_ctx *ctx, int timeout_ms)
         }
         now = ina__now_ns();
         got = rx_burst(ctx, now);
+        if (!spun)
+            ina__spin_learn(ctx, 0, got, now - slept);
     }
     /* Drain what else is queued: results arrive in bursts of a window. */
     while (got == INA_RX_MSGS && !ctx->broken)

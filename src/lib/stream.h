@@ -99,6 +99,13 @@ void ina__stream_fail_all(struct ina_ctx *ctx, int err);
  * Never trusts its input: a fuzz target drives it directly. */
 void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len, uint64_t now);
 
+/* Busy polling: 1 if a wait of ctx should spin now (busy_poll_ns, and for the auto spin
+ * fewer than INA_AUTO_SPIN_MISSES misses in a row; stream.c says why). */
+int ina__spin_now(const struct ina_ctx *ctx);
+/* A wait of ctx ended: it got input (got) after waited_ns; spun: a spin was tried (then
+ * waited_ns is not read). Teaches the auto spin whether spinning pays. */
+void ina__spin_learn(struct ina_ctx *ctx, int spun, int got, uint64_t waited_ns);
+
 /* stream.c: one turn of a bounded spin (busy polling): relax the CPU, read the clock into
  * *now, and give the CPU away every INA_BUSY_POLL_YIELD_NS (*yielded: when it last did;
  * busy_poll.h says why). Start with *now = *yielded = ina__now_ns().

@@ -138,12 +138,13 @@ static void usage(FILE *f)
             "                        add), as a switch without shifters or floating point\n"
             "                        would (hardware, eBPF): workers then send floats\n"
             "                        quantized in two rounds, or in fixed point\n"
-            "  --busy-poll US        after each input, keep polling the socket (and rings)\n"
-            "                        for US microseconds before sleeping (default 0: sleep\n"
-            "                        at once). Saves a wake-up per small all-reduce, but\n"
+            "  --busy-poll US|auto   after each input, keep polling the socket (and rings)\n"
+            "                        for US microseconds before sleeping (0: sleep at\n"
+            "                        once). Saves a wake-up per small all-reduce, but\n"
             "                        takes a core while it spins (it yields it to a worker\n"
-            "                        queued there, docs/GLM.md); also sets SO_BUSY_POLL\n"
-            "                        (NAPI NICs)\n"
+            "                        queued there, docs/GLM.md). auto (the default): 50\n"
+            "                        while the threads have a core each, else 50 x cores /\n"
+            "                        threads, 0 below 5. US also sets SO_BUSY_POLL (NAPI NICs)\n"
             "  --hot-keys N          most keys of one job's hot table (default 65536; 0 = no\n"
             "                        hot table): keys a key-value job aggregates here,\n"
             "                        the rest going to ina-ps (docs/PS.md)\n"
@@ -342,6 +343,10 @@ static void flush_tx(struct shard *sh)
  * GRO train of many datagrams from one sender, split into datagrams
  * (rx_burst.h), then --fault-rx per datagram, then the dataplane.
  */
+/* --busy-poll with rings: the socket is read at least this often while the switch spins
+ * (run(): rings are read every turn, without a system call). */
+#define INA_SW_SPIN_SOCKET_NS 2000u
+
 struct rx_batch {
     struct ina_rx rx;
     struct ina_rx_pkt pkts[INA_RX_MAX_PKTS];
@@ -527,7 +532,8 @@ static int run(struct shard *sh)
     }
     uint64_t next_tick = ina__clock_ns() + 1000000000ull, next_publish = 0, last_input = 0,
              last_yield = 0, next_move = 0; /* --busy-poll: yields, moves off a shared CPU */
-    unsigned shared_yields = 0;
+    uint64_t last_socket = 0; /* --busy-poll with rings: when the socket was last read */
+    unsigned shared_yields = 0, yield_every = INA_BUSY_POLL_YIELD_NS;
     int event_fd = ina__ebpf_event_fd(sh->ebpf);
     uint64_t next_drain = 0;
     int drained = 0;
@@ -546,7 +552,16 @@ static int run(struct shard *sh)
             flush_tx(sh);
             next_drain = now + 10000000ull; /* 10 ms */
         }
-        int n = rx_burst(sh, rx, now);
+        /* Spinning with rings offered, the socket is read at most every
+         * INA_SW_SPIN_SOCKET_NS: a ring holds its input in memory, but an
+         * empty socket costs a system call a turn, which would keep a ring's
+         * DATA waiting that long (PROTOCOL.md §5.9, "Polling"). */
+        int n = 0;
+        if (!sw->p.shm || now - last_input >= sh->busy_poll_ns ||
+            now - last_socket >= INA_SW_SPIN_SOCKET_NS) {
+            n = rx_burst(sh, rx, now);
+            last_socket = now;
+        }
         /* The program's events (a MISMATCH: abort the job) before the next
          * burst: each handled one queues an ABORT to every rank. */
         while (sh->ebpf && ina__ebpf_poll(sh->ebpf) > 0) {
@@ -589,9 +604,10 @@ static int run(struct shard *sh)
          * than sleep, so the next datagram is not delayed by a wake-up
          * (busy_poll.h). Bounded: an idle switch sleeps again. */
         if (n <= 0 && now - last_input < sh->busy_poll_ns) {
-            if (now - last_yield >= INA_BUSY_POLL_YIELD_NS) {
+            if (now - last_yield >= yield_every) {
                 ina__busy_yield(); /* a worker may be queued on this CPU (busy_poll.h) */
                 last_yield = ina__clock_ns();
+                yield_every = ina__busy_yield_every(last_yield - now); /* crowded: every turn */
                 /* Yields that keep giving the CPU away: a worker shares it
                  * with us, and nothing else will part us (busy_poll.h). */
                 shared_yields = last_yield - now > INA_BUSY_POLL_SHARED_NS ? shared_yields + 1 : 0;
@@ -757,7 +773,8 @@ struct serve_opts {
     struct sockaddr_in listen_addr;
     const char *listen_s, *port_file, *fault_rx_spec, *fault_tx_spec;
     int quiet, no_gso;
-    int busy_poll_us;                /* --busy-poll */
+    int busy_poll_us;                /* --busy-poll, or what auto chose */
+    const char *busy_poll_from;      /* "option" or "auto" */
     long drain_timeout_ms;           /* --drain-timeout */
     const char *secret_file;         /* --secret-file (read again on SIGHUP) */
     const char *ebpf_iface;          /* --dataplane ebpf --iface IF; NULL = userspace dataplane */
@@ -880,7 +897,7 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
         sh[i].busy_poll_ns = (uint64_t)o->busy_poll_us * 1000u;
         sh[i].drain_timeout_ns = (uint64_t)o->drain_timeout_ms * 1000000u;
         sh[i].secret_file = o->secret_file;
-        if (o->busy_poll_us)
+        if (o->busy_poll_us && strcmp(o->busy_poll_from, "option") == 0)
             ina__sock_busy_poll(sh[i].tx.fd, o->busy_poll_us); /* best effort: NAPI devices only */
     }
     /* --hot-memory: one budget for the hot tables of every thread (PROTOCOL.md §14.3). */
@@ -970,6 +987,7 @@ static int serve(const struct ina_switch_params *params, const struct serve_opts
             INA_KV_S("pool_mib", mib), INA_KV_S("secret", p.has_secret ? "on" : "off"),
             INA_KV_S("integrity", p.integrity ? "on" : "off"),
             INA_KV_S("shm", p.shm ? "on" : "off"), INA_KV_S("shm_from", o->shm_from),
+            INA_KV_I("busy_poll_us", o->busy_poll_us), INA_KV_S("busy_poll_from", o->busy_poll_from),
             INA_KV_I("parents", p.nparents));
     if (o->metrics) {
         for (; npubs < nthreads; npubs++) {
@@ -1076,7 +1094,7 @@ int main(int argc, char **argv)
                                   .idle_timeout_ns = 3600ull * 1000000000ull,
                                   .min_job_slots = 8,
                                   .hot_max = 65536};
-    int quiet = 0, no_gso = 0, busy_poll_us = 0, c;
+    int quiet = 0, no_gso = 0, busy_poll_us = INA_BUSY_POLL_AUTO, c;
     long drain_timeout_ms = 10000;
     unsigned nthreads = 0; /* 0: auto */
     int shm_opt = -1;      /* --shm 1, --no-shm 0, neither -1 */
@@ -1158,9 +1176,13 @@ int main(int argc, char **argv)
         case 'h' + 256: shm_opt = 0; break;
         case 'H' + 256: p.shm_unsealed = 1; break;
         case 'B':
+            if (strcmp(optarg, "auto") == 0) {
+                busy_poll_us = INA_BUSY_POLL_AUTO;
+                break;
+            }
             v = strtol(optarg, &end, 10);
             if (*end || end == optarg || v < 0 || v > INA_BUSY_POLL_MAX_US) {
-                fprintf(stderr, "ina-switch: bad --busy-poll '%s' (want microseconds, 0..%d)\n",
+                fprintf(stderr, "ina-switch: bad --busy-poll '%s' (want auto or microseconds, 0..%d)\n",
                         optarg, INA_BUSY_POLL_MAX_US);
                 return 2;
             }
@@ -1214,6 +1236,12 @@ int main(int argc, char **argv)
         nthreads = (unsigned)ina__auto_switch_threads(cores);
         if (p.mcast_base && nthreads * INA_SW_MAX_JOBS > 254)
             nthreads = 254 / INA_SW_MAX_JOBS; /* a group per job id in BASE/24 */
+    }
+    /* --busy-poll auto: the threads are the spinners this switch knows of (busy_poll.h). */
+    const char *busy_poll_from = "option";
+    if (busy_poll_us == INA_BUSY_POLL_AUTO) {
+        busy_poll_us = ina__busy_poll_auto_us(cores ? cores : ina__host_cores(NULL), (int)nthreads);
+        busy_poll_from = "auto";
     }
     if (!slots_opt)
         p.nslots = nthreads * 256 > 1024 ? nthreads * 256 : 1024; /* a window of 64 per thread */
@@ -1358,7 +1386,7 @@ int main(int argc, char **argv)
                            .shm_from = shm_from, .listen_addr = addr, .listen_s = listen_s,
                            .port_file = port_file, .fault_rx_spec = fault_rx_spec,
                            .fault_tx_spec = fault_tx_spec, .quiet = quiet, .no_gso = no_gso,
-                           .busy_poll_us = busy_poll_us,
+                           .busy_poll_us = busy_poll_us, .busy_poll_from = busy_poll_from,
                            .drain_timeout_ms = drain_timeout_ms, .secret_file = secret_file,
                            .ebpf_iface = ebpf ? iface : NULL, .record_path = record_path,
                            .metrics_port_file = metrics_port_file};

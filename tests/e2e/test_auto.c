@@ -1,7 +1,9 @@
 /* test_auto.c: the defaults chosen from the host: ranks with different cores agree on one lane
  * count at join (the smallest proposal, or a rank's fixed count), with one switch, an INA_SWITCH
  * list of two (shards) and under two child switches of a tree, sums verified; ina-switch
- * --threads auto and rings on by default (off with faults or --no-shm), as its log says. */
+ * --threads auto and rings on by default (off with faults or --no-shm), as its log says; busy
+ * polling by default from the cores per spinner (library and switch), and the library's auto
+ * spin backing off while waits outlast it. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -78,6 +80,12 @@ static int auto_worker(int rank, int n, void *arg)
     }
     ina_info info;
     ina_get_info(ctx, &info);
+    const int want_busy = ina_auto_busy_poll(&cfg, NULL, NULL); /* ina_config_init: auto */
+    if (cfg.busy_poll_us != INA_BUSY_POLL_AUTO || info.busy_poll_us != want_busy) {
+        fprintf(stderr, "%s rank %d: busy_poll_us %d (want auto), runs %d (want %d)\n", p->job,
+                rank, cfg.busy_poll_us, info.busy_poll_us, want_busy);
+        fails++;
+    }
     const int want_proposed = p->lanes[rank] ? 0 : proposal;
     if (info.lanes != p->want_lanes || info.lanes_proposed != want_proposed ||
         seen_cores != p->cores[rank] || seen_local != n || info.shm != p->want_shm ||
@@ -162,6 +170,61 @@ static int switch_says(const char *log, int cores, const char *const *args,
     return ok;
 }
 
+/* The auto spin's rule: what ina_auto_busy_poll says for world ranks on a loopback switch
+ * (all of them on this host, and the switch: world + 1 spinners) with `cores` cores. */
+static int auto_spin(int cores, int world, int *spinners)
+{
+    char c[16];
+    snprintf(c, sizeof(c), "%d", cores);
+    setenv("INA_AUTO_CORES", c, 1);
+    ina_config cfg;
+    ina_config_init(&cfg);
+    cfg.world_size = world;
+    return ina_auto_busy_poll(&cfg, NULL, spinners);
+}
+
+/* Rank 1 is slow (5 ms before each operation): rank 0's waits outlast any spin. With the auto
+ * spin it stops spinning after 4 misses (then tries once every 8 waits); with a spin set by
+ * number it spins every time. */
+#define SLOW_OPS 60
+static int slow_peer_worker(int rank, int n, void *arg)
+{
+    const int busy = *(const int *)arg;
+    char addr[64];
+    ina_config cfg;
+    worker_config(&cfg, &sw, busy == INA_BUSY_POLL_AUTO ? "spin-auto" : "spin-set", rank, n,
+                  addr, sizeof(addr));
+    cfg.busy_poll_us = busy;
+    cfg.lanes = 1; /* the stream's spin: each lane thread's (and the caller's) learns alike */
+    ina_ctx *ctx;
+    if (ina_init(&ctx, &cfg))
+        return 1;
+    int fails = 0;
+    for (int i = 0; i < SLOW_OPS; i++) {
+        int32_t v = rank + i;
+        if (rank == 1)
+            usleep(5000);
+        fails += ina_allreduce(ctx, &v, &v, 1, INA_INT32, INA_SUM) != 0 || v != 2 * i + 1;
+    }
+    ina_stats st;
+    ina_get_stats(ctx, &st);
+    ina_info info;
+    ina_get_info(ctx, &info);
+    if (rank == 0) {
+        printf("busy poll %s (%d us): %llu spins slept, %llu hit, over %d slow operations "
+               "(%llu retransmissions)\n", busy == INA_BUSY_POLL_AUTO ? "auto" : "set",
+               info.busy_poll_us, (unsigned long long)st.busy_poll_sleeps,
+               (unsigned long long)st.busy_poll_hits, SLOW_OPS,
+               (unsigned long long)st.retransmits);
+        if (busy == INA_BUSY_POLL_AUTO)
+            fails += info.busy_poll_us == 0 || st.busy_poll_sleeps >= SLOW_OPS / 2; /* backed off */
+        else
+            fails += st.busy_poll_sleeps < SLOW_OPS; /* a number spins (and misses) every time */
+    }
+    ina_finalize(ctx);
+    return fails;
+}
+
 int main(void)
 {
     char log[64];
@@ -184,6 +247,38 @@ int main(void)
     const char *const wn[] = {"threads=2", "threads_from=option", "shm=off", "shm_from=option",
                               NULL};
     CHECK(switch_says(log, 16, noshm, wn));
+    /* --busy-poll auto (the default): 50 us with a core per thread, scaled down by cores /
+     * threads, off below 5 us; --busy-poll 0 is off. */
+    const char *const wb[] = {"busy_poll_us=50", "busy_poll_from=auto", NULL};
+    CHECK(switch_says(log, 2, info, wb));
+    const char *const four[] = {"--log-level", "info", "--threads", "4", NULL};
+    const char *const wb4[] = {"threads=4", "busy_poll_us=12", "busy_poll_from=auto", NULL};
+    CHECK(switch_says(log, 1, four, wb4));
+    const char *const off[] = {"--log-level", "info", "--busy-poll", "0", NULL};
+    const char *const wb0[] = {"busy_poll_us=0", "busy_poll_from=option", NULL};
+    CHECK(switch_says(log, 2, off, wb0));
+
+    /* The library's rule: world + 1 spinners (a loopback switch is on this host). */
+    int spinners = 0;
+    ina_config dflt;
+    ina_config_init(&dflt);
+    CHECK_EQ_INT(dflt.busy_poll_us, INA_BUSY_POLL_AUTO);
+    CHECK_EQ_INT(auto_spin(8, 4, &spinners), 50);
+    CHECK_EQ_INT(spinners, 5);
+    CHECK_EQ_INT(auto_spin(2, 4, &spinners), 20); /* this VM: 50 x 2 / 5 */
+    CHECK_EQ_INT(auto_spin(1, 16, &spinners), 0); /* 50 / 17 < 5: sleep at once */
+    CHECK_EQ_INT(spinners, 17);
+    CHECK_EQ_INT(auto_spin(2, 1, NULL), 50);
+
+    /* Waits that outlast the spin: the auto spin backs off, a set one does not. */
+    setenv("INA_AUTO_CORES", "8", 1);
+    sw.log_path = log;
+    CHECK_EQ_INT(switch_start(&sw, NULL), 0);
+    int busy = INA_BUSY_POLL_AUTO;
+    CHECK_EQ_INT(run_workers(2, slow_peer_worker, &busy, 60), 0);
+    busy = 20;
+    CHECK_EQ_INT(run_workers(2, slow_peer_worker, &busy, 60), 0);
+    CHECK_EQ_INT(switch_stop(&sw), 0);
 
     /* A switch of 3 threads (6 cores): lanes land on several of them. */
     setenv("INA_AUTO_CORES", "6", 1);

@@ -151,6 +151,17 @@ static void test_config_edges(void)
     /* The values, then each range's edges. */
     env_case("INA_BUSY_POLL_US", "-5", "outside 0..1000000");
     env_case("INA_BUSY_POLL_US", "1000000", NULL);
+    env_case("INA_BUSY_POLL_US", "auto", NULL);
+    env_case("INA_BUSY_POLL_US", "fast", "not a decimal integer");
+    setenv("INA_BUSY_POLL_US", "0", 1); /* off, over the default (auto) */
+    CHECK_EQ_INT(ina_config_from_env(&cfg), 0);
+    CHECK_EQ_INT(cfg.busy_poll_us, 0);
+    setenv("INA_BUSY_POLL_US", "auto", 1);
+    CHECK_EQ_INT(ina_config_from_env(&cfg), 0);
+    CHECK_EQ_INT(cfg.busy_poll_us, INA_BUSY_POLL_AUTO);
+    unsetenv("INA_BUSY_POLL_US");
+    CHECK_EQ_INT(ina_config_from_env(&cfg), 0);
+    CHECK_EQ_INT(cfg.busy_poll_us, INA_BUSY_POLL_AUTO);
     env_case("INA_LANES", "17", "'auto' or a lane count 1..16");
     env_case("INA_LANES", "16", NULL);
     env_case("INA_SPARSE_BLOCK", "12", "0 (the default, 256) or 32..256");
