@@ -7,8 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/sparse_wire.h"
+#include "common/h16.h"
 #include "common/log.h"
+#include "common/sparse_wire.h"
 #include "engine/internal.h"
 #include "test_addr.h"
 
@@ -189,10 +190,14 @@ HARNESS static void check_txq(void)
             CHECKF(!child_mode || (!(h.flags & INA_FLAG_CAP_BFP) && ina__flag_levels(h.flags) >= 1));
             break;
         case INA_K_JOIN_NAK:
-            /* NOSPACE may name rank 0's fallback aggregator (8 more bytes). */
+            /* NOSPACE may name rank 0's fallback aggregator (8 more bytes); REJECTED
+             * is 20 bytes, byte 16 its cause (PROTOCOL.md §4.2). */
             CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN ||
                    (len == INA_HDR_LEN + INA_NAK_FALLBACK_LEN &&
-                    (int32_t)ina__get32(b + INA_HDR_LEN + 8) == INA_ERR_NOSPACE));
+                    (int32_t)ina__get32(b + INA_HDR_LEN + 8) == INA_ERR_NOSPACE) ||
+                   (len == INA_HDR_LEN + INA_NAK_REJECTED_LEN &&
+                    (int32_t)ina__get32(b + INA_HDR_LEN + 8) == INA_ERR_REJECTED &&
+                    b[INA_HDR_LEN + INA_NAK_CAUSE] <= INA_REJECT_JOINING_ELSEWHERE));
             break;
         case INA_K_REDIRECT:
         case INA_K_ABORT: CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN); break;
