@@ -734,7 +734,10 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
             refuse_join(sw, h, &j, INA_REJECT_RUNNING_ELSEWHERE, src);
             return;
         }
-        ina__job_abort_why(sw, job, INA_ERR_ABORTED, "rank_restarted");
+        /* Every member hears who took the rank, and from where: a restart,
+         * or another job started with this one's name (PROTOCOL.md §4.2). */
+        ina__job_abort_cause(sw, job, INA_ERR_ABORTED, "rank_restarted", INA_ABORT_RANK_TAKEN,
+                             h->rank, src);
         ina__ended_forget(sw, j.nonce); /* (the same nonce from a new port: it joins on) */
         job = NULL;
     }
