@@ -1098,6 +1098,7 @@ static void probe_rank(struct ina_switch *sw, struct ina_job *job, int r, uint64
         return;
     static const uint8_t no_body[1];
     m->probe_ns = now_ns;
+    sw->c.doorbells++;
     ina__send_ctl(sw, job, INA_K_DOORBELL, no_body, 0, &m->addr);
 }
 
