@@ -576,7 +576,10 @@ INA_EXTERN int ina_finalize(ina_ctx *ctx);
  *   INA_ERR_CLOSED     the context is finalized, or was broken by an earlier failure
  *   INA_ERR_TIMEOUT    no progress for timeout_ms (a peer or the switch is gone)
  *   INA_ERR_ABORTED    the switch ended the session (another rank failed,
- *                      left with operations in flight, or was restarted)
+ *                      left with operations in flight, or was restarted;
+ *                      ina_last_error() names the rank when the switch knows:
+ *                      reason=rank_taken, another process joined as that rank,
+ *                      or reason=rank_dead, its process is gone)
  *   INA_ERR_MISMATCH   the ranks passed different counts or operations
  *   INA_ERR_SHUTDOWN   the switch is shutting down (SIGTERM): it ended the job
  *                      between two operations, or at its drain deadline

@@ -420,6 +420,26 @@ static inline const char *ina__reject_cause_name(unsigned cause)
         "session_ended", "rank_running_elsewhere", "rank_joining_elsewhere"};
     return cause < sizeof(names) / sizeof(names[0]) ? names[cause] : NULL;
 }
+/* An ABORT that says its cause (since 0.6) is 28 bytes: byte 16 the cause
+ * (INA_ABORT_*; 0: not said), 18..19 the rank it concerns, 20..23 an IPv4
+ * address (network order) and 24..25 a port (PROTOCOL.md §4.2). */
+#define INA_ABORT_CAUSE 16
+#define INA_ABORT_RANK 18
+#define INA_ABORT_ADDR 20
+#define INA_ABORT_PORT 24
+#define INA_ABORT_CAUSE_LEN 28
+enum {
+    INA_ABORT_UNSAID = 0,
+    INA_ABORT_RANK_TAKEN = 1, /* the rank joined again: the address its JOIN came from */
+    INA_ABORT_RANK_DEAD = 2,  /* the rank's port is closed: its registered address */
+};
+/* The cause's name, as ina-switch logs it (job_aborted reason=...); NULL if unknown. */
+static inline const char *ina__abort_cause_name(unsigned cause)
+{
+    return cause == INA_ABORT_RANK_TAKEN ? "rank_taken"
+           : cause == INA_ABORT_RANK_DEAD ? "rank_dead"
+                                          : NULL;
+}
 /* MIGRATE body, 32 bytes: the NOSPACE NAK layout with the fallback address
  * (bytes 0..23; nonce 0), then bound (8): the first stream position of the
  * session, round * W + slot, that the switch no longer serves. */

@@ -735,7 +735,10 @@ static void on_join(struct ina_switch *sw, const struct ina_hdr *h, const uint8_
             refuse_join(sw, h, &j, INA_REJECT_RUNNING_ELSEWHERE, src);
             return;
         }
-        ina__job_abort_why(sw, job, INA_ERR_ABORTED, "rank_restarted");
+        /* Every member hears who took the rank, and from where: a restart,
+         * or another job started with this one's name (PROTOCOL.md §4.2). */
+        ina__job_abort_cause(sw, job, INA_ERR_ABORTED, "rank_restarted", INA_ABORT_RANK_TAKEN,
+                             h->rank, src);
         ina__ended_forget(sw, j.nonce); /* (the same nonce from a new port: it joins on) */
         job = NULL;
     }
@@ -1075,6 +1078,88 @@ int ina__switch_evict_job(struct ina_switch *sw, uint16_t id)
     return 0;
 }
 
+/* Whether a round of job is partly received without rank r's contribution. */
+static int round_waits_on(const struct ina_switch *sw, const struct ina_job *job, int r)
+{
+    for (uint32_t i = 0; i < job->window; i++)
+        for (unsigned set = 0; set < 2; set++) {
+            const struct ina_slot_set *ss = &sw->slots[job->slot_base + i].set[set];
+            if (!ss->complete && ss->nrecv > 0 && !((ss->bitmap[r >> 6] >> (r & 63)) & 1))
+                return 1;
+        }
+    return 0;
+}
+
+/* A DOORBELL to rank r's address (a live worker takes it for a wake-up): a closed port
+ * answers with ICMP port unreachable (ina__switch_unreachable). */
+static void probe_rank(struct ina_switch *sw, struct ina_job *job, int r, uint64_t now_ns)
+{
+    struct ina_member *m = &job->members[r];
+    if (now_ns - m->probe_ns < INA_SW_PROBE_EVERY_NS || ina__switch_tx_full(sw))
+        return;
+    static const uint8_t no_body[1];
+    m->probe_ns = now_ns;
+    sw->c.doorbells++;
+    ina__send_ctl(sw, job, INA_K_DOORBELL, no_body, 0, &m->addr);
+}
+
+/*
+ * Dead ranks (PROTOCOL.md §5.4). Silence alone proves nothing: a live rank may
+ * compute for minutes between operations while its peers wait. So the switch
+ * only suspects (no round completed for INA_SW_STUCK_NS while a peer resends
+ * and the suspect, missing from a partly received round, sent nothing), probes
+ * the suspect, and ends the job on proof only: ICMP port unreachable from its
+ * address, i.e. no socket there any more. Runs at the tick, off the data path:
+ * the dataplane's only part is the counters it keeps anyway.
+ */
+static void check_liveness(struct ina_switch *sw, struct ina_job *job, uint64_t now_ns)
+{
+    if (sw->dp || job->tree || job->child || job->evicted)
+        return; /* (slots in the kernel; a child switch's members; a job moving away) */
+    if (!job->stuck_since_ns || job->c.completions != job->live_completions) {
+        job->live_completions = job->c.completions;
+        job->stuck_since_ns = now_ns;
+        for (int r = 0; r < job->world; r++)
+            job->members[r].live_rx = job->members[r].rx_packets;
+        return;
+    }
+    if (now_ns - job->stuck_since_ns < INA_SW_STUCK_NS)
+        return;
+    int resending = 0;
+    for (int r = 0; r < job->world; r++)
+        resending |= job->members[r].rx_packets != job->members[r].live_rx;
+    if (!resending)
+        return; /* nobody waits: between operations */
+    for (int r = 0; r < job->world; r++) {
+        struct ina_member *m = &job->members[r];
+        if (!m->joined || m->left || m->weight != 1 || m->rx_packets != m->live_rx ||
+            !round_waits_on(sw, job, r))
+            continue;
+        if (m->unreach_ns >= job->stuck_since_ns) {
+            char at[INET_ADDRSTRLEN + 8];
+            ina__log(INA_LOG_WARN, "rank_dead", INA_KV_I("job", job->id),
+                     INA_KV_S("name", job->name), INA_KV_I("lane", job->lane), INA_KV_I("rank", r),
+                     INA_KV_S("addr", from_str(&m->addr, at, sizeof(at))));
+            const struct sockaddr_in addr = m->addr; /* (the abort frees the job) */
+            ina__job_abort_cause(sw, job, INA_ERR_ABORTED, "rank_dead", INA_ABORT_RANK_DEAD,
+                                 (unsigned)r, &addr);
+            return;
+        }
+        probe_rank(sw, job, r, now_ns);
+    }
+}
+
+void ina__switch_unreachable(struct ina_switch *sw, const struct sockaddr_in *dst,
+                             uint64_t now_ns)
+{
+    for (int i = 0; i < INA_SW_MAX_JOBS; i++) {
+        struct ina_job *job = &sw->jobs[i];
+        for (int r = 0; job->state == INA_JOB_ACTIVE && r < job->world; r++)
+            if (job->members[r].joined && ina__addr_eq(&job->members[r].addr, dst))
+                job->members[r].unreach_ns = now_ns;
+    }
+}
+
 void ina__switch_tick(struct ina_switch *sw, uint64_t now_ns)
 {
     for (int i = 0; i < INA_SW_MAX_JOBS; i++) {
@@ -1096,6 +1181,10 @@ void ina__switch_tick(struct ina_switch *sw, uint64_t now_ns)
             if (ina__switch_tx_full(sw))
                 continue; /* no room to send the ABORT: try again next tick */
             ina__job_abort(sw, job, INA_ERR_TIMEOUT);
+        } else if (job->state == INA_JOB_ACTIVE) {
+            if (ina__switch_tx_full(sw))
+                continue;
+            check_liveness(sw, job, now_ns);
         } else if (job->state == INA_JOB_JOINING && job->child) {
             if (ina__switch_tx_full(sw))
                 continue;

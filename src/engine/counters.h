@@ -25,7 +25,7 @@ struct ina_sw_counters {
     uint64_t shm_attached;    /* ranks that attached shared-memory rings (--shm) */
     uint64_t shm_rx_packets;  /* datagrams taken from rings (also in rx_packets) */
     uint64_t shm_tx_packets;  /* results put into rings (not in tx_packets) */
-    uint64_t doorbells;       /* DOORBELL datagrams sent to sleeping workers */
+    uint64_t doorbells;       /* DOORBELLs sent to sleeping workers, and liveness probes */
     uint64_t shm_faults;      /* rings whose object shrank under the switch (SIGBUS absorbed) */
     uint64_t joins_withdrawn; /* registrations withdrawn by their rank (WITHDRAW) */
     uint64_t joins_expired;   /* registrations forgotten: the rank's deadline passed or it fell silent */

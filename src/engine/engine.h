@@ -59,6 +59,13 @@
  * of its rounds is partly received and no DATA came for this long. */
 #define INA_SW_DRAIN_QUIET_NS 200000000ull
 #define INA_SW_DEFAULT_HOT_MEMORY ((size_t)64 << 20) /* --hot-memory */
+/* Dead ranks (PROTOCOL.md §5.4): a job none of whose rounds completed for
+ * this long, while some rank resends and another sends nothing and is missing
+ * from a partly received round, has the silent one probed (a DOORBELL to its
+ * address) at most this often; an ICMP port unreachable for that address
+ * ends the job (rank_dead). */
+#define INA_SW_STUCK_NS 1000000000ull
+#define INA_SW_PROBE_EVERY_NS 500000000ull
 
 /*
  * --hot-memory: the bytes of every job's hot table together (hot.c, PROTOCOL.md
@@ -121,6 +128,9 @@ struct ina_member {
     /* Operator counters (ina-switch --metrics), written only by the owning
      * dataplane thread: DATA datagrams from this rank's registered address. */
     uint64_t rx_packets, rx_bytes;
+    /* Liveness (control.c: check_liveness): rx_packets when the job last
+     * completed a round, the last probe, the last ICMP port unreachable. */
+    uint64_t live_rx, probe_ns, unreach_ns;
 };
 
 /* Per-job counters, like struct ina_sw_counters but for one job's session;
@@ -192,6 +202,7 @@ struct ina_job {
     struct ina_job_counters c;
     struct ina_hot *hot; /* the job's hot table (hot.c), NULL until rank 0 installs one */
     int version_warned;  /* a member joined with another version: logged once (version_skew) */
+    uint64_t live_completions, stuck_since_ns; /* liveness: c.completions, and since when */
     struct ina_member members[INA_MAX_WORKERS];
 };
 
@@ -379,7 +390,13 @@ void ina__switch_input(struct ina_switch *sw, const uint8_t *buf, size_t len,
 void ina__switch_input_ring(struct ina_switch *sw, struct ina_job *job, int r,
                            const uint8_t *buf, size_t len, uint64_t now_ns);
 
-/* Periodic housekeeping: expire joins and idle jobs. */
+/* An ICMP port unreachable came back for a datagram to dst (the daemon's
+ * socket, IP_RECVERR): every member of an ACTIVE job at dst is noted so;
+ * the tick then ends a job that waits on it (PROTOCOL.md §5.4, dead rank). */
+void ina__switch_unreachable(struct ina_switch *sw, const struct sockaddr_in *dst,
+                             uint64_t now_ns);
+
+/* Periodic housekeeping: expire joins and idle jobs, probe silent ranks. */
 void ina__switch_tick(struct ina_switch *sw, uint64_t now_ns);
 
 /* drain.c: start draining (refuse new jobs; JOINING and WAITING jobs get

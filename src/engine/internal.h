@@ -67,6 +67,11 @@ void ina__send_nak(struct ina_switch *sw, uint64_t nonce, int reason,
                    const struct sockaddr_in *dst);
 /* One datagram of kind (ABORT, JOIN_NAK) with reason to every member that joined. */
 void ina__send_to_members(struct ina_switch *sw, struct ina_job *job, uint8_t kind, int reason);
+/* End an ACTIVE job as ina__job_abort_why does, its ABORT saying the cause (INA_ABORT_*):
+ * rank, and the address at which the switch saw it (PROTOCOL.md §4.2). */
+void ina__job_abort_cause(struct ina_switch *sw, struct ina_job *job, int reason,
+                          const char *why, unsigned cause, unsigned rank,
+                          const struct sockaddr_in *at);
 /* The JOIN_ACK to rank r (again: its ACK was lost). */
 void ina__send_ack(struct ina_switch *sw, const struct ina_job *job, int rank);
 /* The NOSPACE of a refused job to its rank r, naming rank 0's fallback if offered. */

@@ -274,30 +274,31 @@ void ina__send_nak(struct ina_switch *sw, uint64_t nonce, int reason, const stru
     ina__send_nak_cause(sw, nonce, reason, INA_REJECT_UNSAID, dst);
 }
 
-/* Queue one datagram for every member that has joined (ABORT/NAK fan-out). */
-void ina__send_to_members(struct ina_switch *sw, struct ina_job *job, uint8_t kind, int reason)
+/* One ABORT with reason to every member that joined; cause (INA_ABORT_*, 0: none) says
+ * which rank, and at which address, made it (a 28-byte body, PROTOCOL.md §4.2). */
+static void send_abort(struct ina_switch *sw, struct ina_job *job, int reason, unsigned cause,
+                       unsigned rank, const struct sockaddr_in *at)
 {
-    uint8_t body[INA_NAK_BODY_LEN];
-    if (kind == INA_K_JOIN_NAK) {
-        /* A NAK echoes each member's own nonce: one datagram per member. */
-        for (int r = 0; r < job->world; r++)
-            if (job->members[r].joined && job->members[r].weight)
-                ina__send_nak(sw, job->members[r].nonce, reason, &job->members[r].addr);
-        return;
-    }
     if (!ina__txq_room(&sw->txq, (unsigned)job->world))
         return;
     struct ina_hdr h;
-    ina__hdr_init(&h, kind);
+    ina__hdr_init(&h, INA_K_ABORT);
     h.rank = INA_RANK_SWITCH;
     h.job = job->id;
     h.session = job->session;
     h.token = job->token;
-    uint8_t *buf = ina__txq_buf(&sw->txq);
+    uint8_t *buf = ina__txq_buf(&sw->txq), *body = buf + INA_HDR_LEN;
     ina__hdr_encode(buf, &h);
     ina__nak_encode(body, 0, reason);
-    memcpy(buf + INA_HDR_LEN, body, sizeof(body));
-    size_t len = INA_HDR_LEN + sizeof(body);
+    size_t len = INA_HDR_LEN + INA_NAK_BODY_LEN;
+    if (cause) {
+        memset(body + INA_NAK_BODY_LEN, 0, INA_ABORT_CAUSE_LEN - INA_NAK_BODY_LEN);
+        body[INA_ABORT_CAUSE] = (uint8_t)cause;
+        ina__put16(body + INA_ABORT_RANK, (uint16_t)rank);
+        memcpy(body + INA_ABORT_ADDR, &at->sin_addr.s_addr, 4); /* already network order */
+        ina__put16(body + INA_ABORT_PORT, ntohs(at->sin_port));
+        len = INA_HDR_LEN + INA_ABORT_CAUSE_LEN;
+    }
     if (job->tagged) /* an ABORT of a session with tags: only the switch's (§4.6) */
         len = ina__mac_append(&job->mac, buf, len);
     for (int r = 0; r < job->world; r++) {
@@ -307,17 +308,37 @@ void ina__send_to_members(struct ina_switch *sw, struct ina_job *job, uint8_t ki
     }
 }
 
-void ina__job_abort_why(struct ina_switch *sw, struct ina_job *job, int reason, const char *why)
+/* Queue one datagram for every member that has joined (ABORT/NAK fan-out). */
+void ina__send_to_members(struct ina_switch *sw, struct ina_job *job, uint8_t kind, int reason)
+{
+    if (kind != INA_K_JOIN_NAK) {
+        send_abort(sw, job, reason, INA_ABORT_UNSAID, 0, NULL);
+        return;
+    }
+    /* A NAK echoes each member's own nonce: one datagram per member. */
+    for (int r = 0; r < job->world; r++)
+        if (job->members[r].joined && job->members[r].weight)
+            ina__send_nak(sw, job->members[r].nonce, reason, &job->members[r].addr);
+}
+
+void ina__job_abort_cause(struct ina_switch *sw, struct ina_job *job, int reason,
+                          const char *why, unsigned cause, unsigned rank,
+                          const struct sockaddr_in *at)
 {
     ina__log_job(INA_LOG_INFO, job, "job_aborted", why);
     if (reason == INA_ERR_SHUTDOWN)
         sw->c.jobs_drained++; /* the switch's own stop, not a job's failure */
     else
         sw->c.jobs_aborted++;
-    ina__send_to_members(sw, job, INA_K_ABORT, reason);
+    send_abort(sw, job, reason, cause, rank, at);
     if (job->child)
         ina__job_leave_parent(sw, job, 1, reason); /* the parent ends it for every other child */
     ina__job_free(sw, job);
+}
+
+void ina__job_abort_why(struct ina_switch *sw, struct ina_job *job, int reason, const char *why)
+{
+    ina__job_abort_cause(sw, job, reason, why, INA_ABORT_UNSAID, 0, NULL);
 }
 
 void ina__job_abort(struct ina_switch *sw, struct ina_job *job, int reason)

@@ -104,8 +104,15 @@ int ina__shm_attach(struct ina_ctx *ctx)
         if (poll(&pfd, 1, (int)((wake - now + 999999) / 1000000)) <= 0)
             continue;
         ssize_t n;
-        while (!done && (n = recv(ctx->fd, buf, sizeof(buf), MSG_DONTWAIT)) >= 0)
+        while (!done && (n = recv(ctx->fd, buf, sizeof(buf), MSG_DONTWAIT)) >= 0) {
             done = is_ack(ctx, buf, (size_t)n, nonce, &reason);
+            if (!done && n > 3 && buf[3] == INA_K_ABORT) {
+                /* The session ended before it began (another process took a
+                 * rank): the next operation must say so, not time out. */
+                ina__stream_on_datagram(ctx, buf, (size_t)n, now);
+                done = ctx->broken != 0;
+            }
+        }
     }
     close(fd); /* the switch opens it only while we wait: mapped by both sides now, or by us */
     if (reason != 0) {

@@ -1,4 +1,5 @@
 /* stream.c: the streaming window: send into free slots, take results, retransmit, enforce deadlines. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -389,6 +390,27 @@ static void say_why(struct ina_ctx *ctx, int err)
     }
 }
 
+/* An ABORT that says its cause (PROTOCOL.md §4.2): the message names the rank and the
+ * address, which the generic one of say_why cannot. */
+static void say_abort_cause(struct ina_ctx *ctx, int err, const uint8_t *body, size_t blen)
+{
+    if (blen < INA_ABORT_CAUSE_LEN || !ina__abort_cause_name(body[INA_ABORT_CAUSE]))
+        return;
+    char sw[32], at[INET_ADDRSTRLEN] = "?";
+    ina__switch_str(ctx, sw, sizeof(sw));
+    inet_ntop(AF_INET, body + INA_ABORT_ADDR, at, sizeof(at));
+    const unsigned rank = ina__get16(body + INA_ABORT_RANK), port = ina__get16(body + INA_ABORT_PORT);
+    const unsigned cause = body[INA_ABORT_CAUSE];
+    if (cause == INA_ABORT_RANK_TAKEN)
+        ina__fail(ctx, err, "the switch at %s ended the session: another process joined job '%s' "
+                  "as rank %u, from %s:%u (two jobs started with one name, INA_JOB? or rank %u "
+                  "restarted) (reason=rank_taken)", sw, ctx->job, rank, at, port, rank);
+    else
+        ina__fail(ctx, err, "the switch at %s ended the session: rank %u of job '%s' stopped "
+                  "responding: its process at %s:%u is gone (killed or crashed; its port is "
+                  "closed) (reason=rank_dead)", sw, rank, ctx->job, at, port);
+}
+
 void ina__stream_fail_all(struct ina_ctx *ctx, int err)
 {
     /* A failure seen here first (deadline, disagreement, switch gone) breaks
@@ -556,6 +578,8 @@ void ina__stream_on_datagram(struct ina_ctx *ctx, const uint8_t *buf, size_t len
         ina__nak_decode(buf + INA_HDR_LEN, len - INA_HDR_LEN, &nonce, &reason);
         if (reason != INA_ERR_MISMATCH && reason != INA_ERR_TIMEOUT && reason != INA_ERR_SHUTDOWN)
             reason = INA_ERR_ABORTED;
+        if (!ctx->broken)
+            say_abort_cause(ctx, reason, buf + INA_HDR_LEN, len - INA_HDR_LEN);
         ina__stream_fail_all(ctx, reason);
     } else {
         ctx->stats.stale_results++;

@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <linux/errqueue.h>
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
@@ -371,6 +372,35 @@ static void record(struct shard *sh, enum ina_trace_type type, const struct sock
 }
 
 /*
+ * The socket's error queue (IP_RECVERR): an ICMP port unreachable for a
+ * datagram we sent says that no socket is bound at its destination any more.
+ * The engine notes it for the members at that address; its tick ends a job
+ * that waits on one of them (PROTOCOL.md §5.4, dead rank). Drained whole:
+ * an unread entry would keep poll() awake. Only when an error was signalled.
+ */
+static void drain_errors(struct shard *sh, uint64_t now)
+{
+    for (int i = 0; i < 256; i++) {
+        struct sockaddr_in dst;
+        uint8_t data[64], ctrl[256];
+        struct iovec iov = {.iov_base = data, .iov_len = sizeof(data)};
+        struct msghdr mh = {.msg_name = &dst, .msg_namelen = sizeof(dst), .msg_iov = &iov,
+                            .msg_iovlen = 1, .msg_control = ctrl, .msg_controllen = sizeof(ctrl)};
+        if (recvmsg(sh->tx.fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT) < 0)
+            return;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+            if (c->cmsg_level != IPPROTO_IP || c->cmsg_type != IP_RECVERR)
+                continue;
+            struct sock_extended_err ee;
+            memcpy(&ee, CMSG_DATA(c), sizeof(ee));
+            if (ee.ee_origin == SO_EE_ORIGIN_ICMP && ee.ee_errno == ECONNREFUSED &&
+                mh.msg_namelen == sizeof(dst) && dst.sin_family == AF_INET)
+                ina__switch_unreachable(&sh->sw, &dst, now);
+        }
+    }
+}
+
+/*
  * One receive burst (rx_burst.h: each message may be a GRO train, split into
  * datagrams; oversized and non-IPv4 messages dropped, counted in rx_trunc),
  * --fault-rx, the dataplane, then the flush of what it queued.
@@ -398,7 +428,9 @@ static int rx_burst(struct shard *sh, struct rx_batch *rx, uint64_t now)
             ina__switch_input(sw, pk->data, pk->len, pk->src, now);
         }
         flush_tx(sh);
-    } else if (n < 0 && n != -EAGAIN && n != -EWOULDBLOCK && n != -EINTR && n != -ECONNREFUSED) {
+    } else if (n == -ECONNREFUSED) {
+        drain_errors(sh, now); /* an ICMP port unreachable: whose? */
+    } else if (n < 0 && n != -EAGAIN && n != -EWOULDBLOCK && n != -EINTR) {
         ina__log(INA_LOG_ERROR, "recv_failed", INA_KV_I("shard", sw->p.shard),
                 INA_KV_S("reason", strerror(-n)));
     }
@@ -623,7 +655,9 @@ static int run(struct shard *sh)
         }
         if (n <= 0 && (!sw->p.shm || shm_may_sleep(sw))) {
             struct pollfd pfd[2] = {{.fd = fd, .events = POLLIN}, {.fd = event_fd, .events = POLLIN}};
-            poll(pfd, event_fd >= 0 ? 2 : 1, sh->pub ? 100 : 200);
+            if (poll(pfd, event_fd >= 0 ? 2 : 1, sh->pub ? 100 : 200) > 0 &&
+                (pfd[0].revents & POLLERR))
+                drain_errors(sh, ina__clock_ns());
             if (sw->p.shm)
                 shm_awake(sw);
         }
@@ -679,6 +713,10 @@ static int open_socket(struct sockaddr_in *addr, const char *listen_s, int gro, 
         return -1;
     }
     ina__sock_buffers(fd, 32 << 20);
+    /* ICMP errors for what we send, with their destination: a dead rank's
+     * closed port (drain_errors). Best effort: without it, ranks time out. */
+    int on = 1;
+    setsockopt(fd, IPPROTO_IP, IP_RECVERR, &on, sizeof(on));
     if (gro && ina__udp_enable_gro(fd) != 0 && !quiet)
         ina__log(INA_LOG_WARN, "gro_unavailable", INA_KV_S("reason", "receiving datagrams one by one"));
     return fd;

@@ -127,8 +127,12 @@ static inline int rp_push(struct rp_out *list, int *n, const struct sockaddr_in 
 /* What a switch queued (control packets, the userspace dataplane's results), then empty its queue. */
 static inline void rp_take_txq(struct ina_switch *sw, struct rp_out *list, int *n)
 {
-    for (unsigned i = 0; i < sw->txq.nmsg; i++)
+    for (unsigned i = 0; i < sw->txq.nmsg; i++) {
+        const uint8_t *d = sw->txq.iovs[i].iov_base;
+        if (!sw->dp && sw->txq.iovs[i].iov_len == INA_HDR_LEN && d[3] == INA_K_DOORBELL)
+            continue; /* the dead-rank probe: userspace only (PROTOCOL.md §5.4, §16); no rings here */
         rp_push(list, n, &sw->txq.addrs[i], sw->txq.iovs[i].iov_base, sw->txq.iovs[i].iov_len);
+    }
     ina__switch_tx_reset(sw);
 }
 

@@ -62,6 +62,7 @@ NAK = struct.Struct(">QiHBB")
 # §4.2: in a JOIN_NAK of any reason but MISMATCH, bytes 12..15 are instead sw_version u32.
 NAK_VERSION = struct.Struct(">QiI")
 NAK_FB = struct.Struct(">IHH")
+ABORT_CAUSE = struct.Struct(">BBH4sH")  # §4.2: ABORT body bytes 16..25: cause, 0, rank, addr, port
 # §4.5 JOIN_WAIT body, 48 bytes: nonce u64, world u16, joined u16, state u8, 3 reserved,
 # 32-byte bitmap.
 JWAIT = struct.Struct(">QHHB3s32s")
@@ -1710,11 +1711,16 @@ def test_hostile(sw, closers):
             continue
         hh = dec_hdr(d)
         nonce, reason, pw, nl, _ = NAK.unpack_from(d, 32)
-        got.append((hh["job"], hh["session"], hh["token"], hh["rank"], nonce, reason, len(d)))
-    want = old + (RANK_SWITCH, 0, ERR_ABORTED, 48)
+        # §4.2: a 28-byte body whose cause 1 (rank_taken) names the rank and the
+        # address:port its JOIN came from.
+        cause = ABORT_CAUSE.unpack_from(d, 48) if len(d) >= 60 else None
+        got.append((hh["job"], hh["session"], hh["token"], hh["rank"], nonce, reason, len(d),
+                    cause))
+    taken = (1, 0, 1, socket.inet_aton(r.peer.addr[0]), r.peer.addr[1])
+    want = old + (RANK_SWITCH, 0, ERR_ABORTED, 60, taken)
     check(got == [want, want],
-          "step 5'': the rank's JOIN (same nonce) from another port -> ABORT ABORTED to every rank",
-          repr(got))
+          "step 5'': the rank's JOIN (same nonce) from another port -> ABORT ABORTED to every "
+          "rank, cause 1 (rank_taken) with the rank and the JOIN's address:port (4.2)", repr(got))
     d = r.peer.expect((K_JOIN_WAIT, K_JOIN_NAK, K_JOIN_ACK), r.nonce, 1.0, "JOIN_WAIT of restart")
     check(d is not None and dec_hdr(d)["kind"] == K_JOIN_WAIT and jwait_of(d)[3] == 1,
           "step 5'': the JOIN then registers in a new JOINING job (JOIN_WAIT joined 1)",

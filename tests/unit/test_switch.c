@@ -165,6 +165,27 @@ static void check_nak_at(int line, int i, uint8_t kind, const struct sockaddr_in
 #define CHECK_NAK(i, dst, nonce, reason) check_nak_at(__LINE__, i, INA_K_JOIN_NAK, dst, nonce, reason)
 #define CHECK_ABORT(i, dst, reason) check_nak_at(__LINE__, i, INA_K_ABORT, dst, 0, reason)
 
+/* Datagram i is an ABORT ABORTED to dst that says its cause (PROTOCOL.md §4.2): a
+ * 28-byte body naming the rank and the address:port `at`. */
+static void check_abort_cause_at(int line, int i, const struct sockaddr_in *dst, unsigned cause,
+                                 unsigned rank, const struct sockaddr_in *at)
+{
+    int before = check_failures;
+    const uint8_t *b = check_ctl(i, INA_K_ABORT, INA_ABORT_CAUSE_LEN, dst);
+    if (b) {
+        const uint8_t *body = b + INA_HDR_LEN;
+        CHECK_EQ_INT((int32_t)ina__get32(body + 8), INA_ERR_ABORTED);
+        CHECK_EQ_INT(body[INA_ABORT_CAUSE], cause);
+        CHECK_EQ_INT(ina__get16(body + INA_ABORT_RANK), rank);
+        CHECK(memcmp(body + INA_ABORT_ADDR, &at->sin_addr.s_addr, 4) == 0);
+        CHECK_EQ_INT(ina__get16(body + INA_ABORT_PORT), ntohs(at->sin_port));
+    }
+    if (check_failures != before)
+        fprintf(stderr, "  (check_abort_cause called from line %d, datagram %d)\n", line, i);
+}
+#define CHECK_ABORT_CAUSE(i, dst, cause, rank, at) \
+    check_abort_cause_at(__LINE__, i, dst, cause, rank, at)
+
 /* ---- Building packets ----------------------------------------------------- */
 
 static size_t make_join(uint8_t *b, const char *name, int rank, int world, int elems,
@@ -702,7 +723,8 @@ static void test_join_mismatch_and_rejoin(void)
     CHECK_EQ_INT(sw->c.jobs_aborted, 1);
     CHECK_EQ_INT(tx_n(), 3);
     for (int r = 0; r < 3 && r < tx_n(); r++) {
-        CHECK_ABORT(r, &ji.addr[r], INA_ERR_ABORTED);
+        /* ...saying who took which rank, from where (cause rank_taken, §4.2) */
+        CHECK_ABORT_CAUSE(r, &ji.addr[r], INA_ABORT_RANK_TAKEN, 1, &ji.addr[1]);
         struct ina_hdr h;
         CHECK_EQ_INT(tx_hdr(r, &h), INA_PARSE_OK);
         CHECK_EQ_INT(h.job, ji.job);
@@ -757,7 +779,7 @@ static void test_join_mismatch_and_rejoin(void)
     CHECK_EQ_INT(sw->c.jobs_aborted, 2);
     CHECK_EQ_INT(tx_n(), 3);
     for (int r = 0; r < 3 && r < tx_n(); r++)
-        CHECK_ABORT(r, &jn.addr[r], INA_ERR_ABORTED);
+        CHECK_ABORT_CAUSE(r, &jn.addr[r], INA_ABORT_RANK_TAKEN, 0, &moved);
     tx_reset();
 
     /* A stranger on another host cannot end a running job by naming it. */
