@@ -199,8 +199,13 @@ HARNESS static void check_txq(void)
                     (int32_t)ina__get32(b + INA_HDR_LEN + 8) == INA_ERR_REJECTED &&
                     b[INA_HDR_LEN + INA_NAK_CAUSE] <= INA_REJECT_JOINING_ELSEWHERE));
             break;
-        case INA_K_REDIRECT:
-        case INA_K_ABORT: CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN); break;
+        case INA_K_REDIRECT: CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN); break;
+        case INA_K_ABORT: /* 16 bytes, or 28 with a cause, a rank and an address (§4.2) */
+            CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN ||
+                   (len == INA_HDR_LEN + INA_ABORT_CAUSE_LEN &&
+                    (b[INA_HDR_LEN + INA_ABORT_CAUSE] == INA_ABORT_RANK_TAKEN ||
+                     b[INA_HDR_LEN + INA_ABORT_CAUSE] == INA_ABORT_RANK_DEAD)));
+            break;
         case INA_K_JOIN_WAIT: {
             /* The job still waits: fewer ranks joined than its world, or all of
              * them and it waits for slots; the bitmap names exactly them. */
