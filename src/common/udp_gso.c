@@ -150,8 +150,12 @@ unsigned ina__gso_batch_send(struct ina_gso_batch *b, int fd, uint64_t *errors)
         if (errno == EINTR)
             continue;
         struct msghdr *mh = &b->msgs[done].msg_hdr;
-        if ((errno == EIO || errno == EINVAL || errno == EOPNOTSUPP) && mh->msg_controllen) {
-            b->gso_off = 1; /* the path cannot segment: stop batching */
+        if ((errno == EIO || errno == EINVAL || errno == EOPNOTSUPP || errno == EMSGSIZE) &&
+            mh->msg_controllen) {
+            /* The path cannot segment, or a segment is longer than its MTU (EMSGSIZE:
+             * the kernel fragments a datagram sent alone, never a GSO segment): send
+             * these one by one and stop batching. */
+            b->gso_off = 1;
             sent += send_unbatched(fd, mh, errors);
         } else {
             /* Refused (no listener) or buffer full: these datagrams are lost,
