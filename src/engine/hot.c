@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/be32.h"
+#include "common/half_bits.h"
 #include "common/log.h"
 #include "engine/internal.h"
 
@@ -175,17 +176,15 @@ int ina__hot_valid(const struct ina_job *job, const struct ina_hot_in *in, uint3
     return 1;
 }
 
+/* A slot's value as the binary32 its bits are, and back (common/half_bits.h). */
 static inline float bits_f(int32_t v)
 {
-    float f;
-    memcpy(&f, &v, 4);
-    return f;
+    return ina__f32_of_bits((uint32_t)v);
 }
+
 static inline int32_t f_bits(float f)
 {
-    int32_t v;
-    memcpy(&v, &f, 4);
-    return v;
+    return (int32_t)ina__f32_bits(f);
 }
 
 /* A bitmap block: each present position's value added (load: the others +0.0f first). */

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/half_bits.h"
 #include "common/wire.h"
 #include "lib/half.h"
 #include "lib/quant.h"
@@ -169,16 +170,12 @@ static size_t lost_f32(const float *x, size_t m, int nonfinite, double thr)
     } else if (thr < 0x1p-149) {
         return 0; /* below the least subnormal: nothing nonzero is that small */
     } else {
-        float t = (float)thr; /* a power of two in float's range: exact */
-        memcpy(&hi, &t, sizeof(hi));
+        hi = ina__f32_bits((float)thr); /* a power of two in float's range: exact */
     }
     const uint32_t span = hi - lo;
     size_t lost = 0;
-    for (size_t i = 0; i < m; i++) {
-        uint32_t a;
-        memcpy(&a, &x[i], sizeof(a));
-        lost += (uint32_t)((a & 0x7FFFFFFFu) - lo) <= span;
-    }
+    for (size_t i = 0; i < m; i++)
+        lost += (uint32_t)((ina__f32_bits(x[i]) & 0x7FFFFFFFu) - lo) <= span;
     return lost;
 }
 

@@ -9,6 +9,7 @@
 
 #include "lib/quant_simd.h"
 
+#include "common/half_bits.h"
 #include "common/wire.h"
 #include "ina.h"
 
@@ -90,13 +91,6 @@ static inline void store_be32(uint8_t *p, uint32_t v)
  */
 #define INA_QUANT_CHUNK 8
 
-static inline uint32_t float_bits(float f)
-{
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    return b;
-}
-
 /* ---- Block exponent ------------------------------------------------------ */
 
 /* The block exponent from the largest |x| bit pattern (shared by both paths). */
@@ -128,7 +122,7 @@ int16_t ina__quant_block_exp_scalar(const float *x, size_t n)
     size_t i = 0;
     for (; i + INA_QUANT_CHUNK <= n; i += INA_QUANT_CHUNK) {
         for (int j = 0; j < INA_QUANT_CHUNK; j++) {
-            uint32_t a = float_bits(x[i + j]) & 0x7FFFFFFFu;
+            uint32_t a = ina__f32_bits(x[i + j]) & 0x7FFFFFFFu;
             lane[j] = a > lane[j] ? a : lane[j];
         }
     }
@@ -136,7 +130,7 @@ int16_t ina__quant_block_exp_scalar(const float *x, size_t n)
     for (int j = 0; j < INA_QUANT_CHUNK; j++)
         mx = lane[j] > mx ? lane[j] : mx;
     for (; i < n; i++) {
-        uint32_t a = float_bits(x[i]) & 0x7FFFFFFFu;
+        uint32_t a = ina__f32_bits(x[i]) & 0x7FFFFFFFu;
         mx = a > mx ? a : mx;
     }
     return exp_of_absmax_bits(mx);
