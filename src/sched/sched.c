@@ -162,7 +162,7 @@ static double predicted(const struct ina_sched *s, const struct ina_sched_rank *
  * catches it up after a restart or unscheduled sending. Both are at most the
  * server's version now, and at most A + O when the stamp is applied.
  */
-static uint32_t known_applied(const struct ina_sched *s)
+uint32_t ina__sched_known_applied(const struct ina_sched *s)
 {
     return (int32_t)(s->floor - s->applied) > 0 ? s->floor : s->applied;
 }
@@ -171,14 +171,14 @@ static uint32_t known_applied(const struct ina_sched *s)
  * grant and the server has applied at least A by then). */
 static uint32_t req_base(const struct ina_sched *s, const struct ina_sched_rank *k)
 {
-    return k->fetch && k->state == INA_SCHED_PENDING ? known_applied(s) : k->base;
+    return k->fetch && k->state == INA_SCHED_PENDING ? ina__sched_known_applied(s) : k->base;
 }
 
 /* The request's delay at the server is at most A + O - base (one version per grant ahead);
  * for a fetch request that is O. */
 static int fits(const struct ina_sched *s, const struct ina_sched_rank *k)
 {
-    return known_applied(s) + s->outstanding - req_base(s, k) <= s->p.max_delay;
+    return ina__sched_known_applied(s) + s->outstanding - req_base(s, k) <= s->p.max_delay;
 }
 
 /*
@@ -193,7 +193,7 @@ static void grant(struct ina_sched *s, const unsigned *members, unsigned n, uint
     for (unsigned i = 0; i < n; i++) {
         struct ina_sched_rank *k = &s->ranks[members[i]];
         k->base = req_base(s, k);
-        k->bound_at_grant = known_applied(s) + s->outstanding;
+        k->bound_at_grant = ina__sched_known_applied(s) + s->outstanding;
         if (k->bound_at_grant - k->base > s->p.max_delay)
             s->c.bound_violations++; /* fits() was checked: never */
         k->state = INA_SCHED_GRANTED;
@@ -217,7 +217,7 @@ static void grant(struct ina_sched *s, const unsigned *members, unsigned n, uint
 /* Slack: grants that may still come before this one's stamp and keep it within D. */
 static uint32_t slack(const struct ina_sched *s, const struct ina_sched_rank *k)
 {
-    return s->p.max_delay - (known_applied(s) + s->outstanding - req_base(s, k));
+    return s->p.max_delay - (ina__sched_known_applied(s) + s->outstanding - req_base(s, k));
 }
 
 /* A request that has waited max_wait_ns: slowed (a straggler's, or a slow rank's passed
@@ -350,10 +350,10 @@ static void schedule(struct ina_sched *s, uint64_t now)
     for (unsigned r = 0; r < s->p.world; r++) {
         struct ina_sched_rank *k = &s->ranks[r];
         if (k->state == INA_SCHED_PENDING && !k->fetch &&
-            known_applied(s) - k->base > s->p.max_delay) {
+            ina__sched_known_applied(s) - k->base > s->p.max_delay) {
             k->state = INA_SCHED_ANSWERED;
             k->status = INA_ERR_STALE;
-            k->bound_at_grant = known_applied(s);
+            k->bound_at_grant = ina__sched_known_applied(s);
             s->c.refused_stale++;
             send_grant(s, r);
         }
@@ -398,7 +398,7 @@ static void end_grant(struct ina_sched *s, struct ina_sched_rank *k, int applied
 
 /* ---- Membership and failures (§15.9) ---------------------------------------------------- */
 
-static unsigned live_ranks(const struct ina_sched *s)
+unsigned ina__sched_live_ranks(const struct ina_sched *s)
 {
     unsigned n = 0;
     for (unsigned r = 0; r < s->p.world; r++)
@@ -414,7 +414,7 @@ static void depart(struct ina_sched *s, unsigned r, const char *why)
     k->departed = 1;
     s->c.ranks_departed++;
     ina__log(INA_LOG_WARN, "rank_departed", INA_KV_I("rank", r), INA_KV_S("reason", why),
-            INA_KV_I("world", live_ranks(s)));
+            INA_KV_I("world", ina__sched_live_ranks(s)));
     mark_stragglers(s);
 }
 
@@ -427,7 +427,7 @@ static void heard_from(struct ina_sched *s, unsigned r)
     k->departed = 0;
     k->depart_voided = 0;
     s->c.ranks_returned++;
-    ina__log(INA_LOG_INFO, "rank_returned", INA_KV_I("rank", r), INA_KV_I("world", live_ranks(s)));
+    ina__log(INA_LOG_INFO, "rank_returned", INA_KV_I("rank", r), INA_KV_I("world", ina__sched_live_ranks(s)));
 }
 
 /* Server i is heard from within the failover time (counting from the start for one never
@@ -535,8 +535,8 @@ static void on_void_state(struct ina_sched *s, unsigned i, uint32_t arg, uint32_
                 s->recovering = INA_SCHED_RUNNING;
                 s->c.recoveries++;
                 ina__log(INA_LOG_WARN, "recovered", INA_KV_S("reason", "orphans_voided"),
-                        INA_KV_I("version", known_applied(s)), INA_KV_I("next_stamp", s->next_stamp),
-                        INA_KV_I("world", live_ranks(s)));
+                        INA_KV_I("version", ina__sched_known_applied(s)), INA_KV_I("next_stamp", s->next_stamp),
+                        INA_KV_I("world", ina__sched_live_ranks(s)));
             }
             continue;
         }
@@ -680,8 +680,8 @@ static void recovery_tick(struct ina_sched *s, uint64_t now)
         s->recovering = INA_SCHED_RUNNING;
         s->c.recoveries++;
         ina__log(INA_LOG_WARN, "recovered", INA_KV_S("reason", "all_ranks_asked"),
-                INA_KV_I("version", known_applied(s)), INA_KV_I("next_stamp", s->next_stamp),
-                INA_KV_I("world", live_ranks(s)));
+                INA_KV_I("version", ina__sched_known_applied(s)), INA_KV_I("next_stamp", s->next_stamp),
+                INA_KV_I("world", ina__sched_live_ranks(s)));
         schedule(s, now);
     } else if (now - s->start_ns > s->p.grant_timeout_ns) {
         /* A rank is silent (dead) or still on an old grant: after a lease, void whatever the
@@ -959,7 +959,7 @@ void ina__sched_input(struct ina_sched *s, const uint8_t *buf, size_t len,
         k->bound = 1; /* the first REQ of a rank fixes its address (as a JOIN would) */
         k->addr = *src;
         ina__log(INA_LOG_INFO, "rank_bound", INA_KV_I("rank", h.rank),
-                INA_KV_I("port", ntohs(src->sin_port)), INA_KV_I("world", live_ranks(s)));
+                INA_KV_I("port", ntohs(src->sin_port)), INA_KV_I("world", ina__sched_live_ranks(s)));
     }
     if (!k->bound || k->addr.sin_addr.s_addr != src->sin_addr.s_addr ||
         k->addr.sin_port != src->sin_port) {

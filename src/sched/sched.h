@@ -262,6 +262,11 @@ void ina__sched_input(struct ina_sched *s, const uint8_t *buf, size_t len,
                      const struct sockaddr_in *src, uint64_t now_ns);
 /* Expire grants past the timeout, then grant what fits. */
 void ina__sched_tick(struct ina_sched *s, uint64_t now_ns);
+/* A: the versions known applied (our count of applied grants, caught up by what workers
+ * and DONEs reported). */
+uint32_t ina__sched_known_applied(const struct ina_sched *s);
+/* Ranks bound and not departed: the world the scheduler schedules now (§15.9). */
+unsigned ina__sched_live_ranks(const struct ina_sched *s);
 /* After main.c sent the queue: count what did not fit (drop TXQ), empty it. */
 void ina__sched_tx_reset(struct ina_sched *s);
 const char *ina__sched_drop_name(enum ina_sched_drop d);

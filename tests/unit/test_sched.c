@@ -11,20 +11,6 @@
 #include "check.h"
 #include "rng.h"
 
-/* What sched.c's known_applied() and live_ranks() compute, from the struct (the test links
- * ina-sched's core, whose helpers are static). */
-static uint32_t known_applied(const struct ina_sched *s)
-{
-    return (int32_t)(s->floor - s->applied) > 0 ? s->floor : s->applied;
-}
-
-static unsigned live_ranks(const struct ina_sched *s)
-{
-    unsigned n = 0;
-    for (unsigned r = 0; r < s->p.world; r++)
-        n += s->ranks[r].bound && !s->ranks[r].departed;
-    return n;
-}
 
 #define MS 1000000ull
 
@@ -885,7 +871,7 @@ static void test_recovery(void)
     CHECK(na == 3 && s.recovering == INA_SCHED_RUNNING && s.c.recoveries == 1);
     for (int k = 0; k < na; k++)
         CHECK(a[k].status == 0 && a[k].stamp == 12 + (uint32_t)k);
-    CHECK_EQ_INT(known_applied(&s), 10);
+    CHECK_EQ_INT(ina__sched_known_applied(&s), 10);
     /* rank 3 dead (joined, never asks): after a lease, the old grants' stamps are voided */
     new_sched_servers(&s, 4, 2, 3);
     for (int r = 0; r < 3; r++)
@@ -970,7 +956,7 @@ static void test_lease(void)
                             .run = 1, .version = 1, .next_stamp = 2, .joined = 0x0F};
     state_from(&s, 0, &st, "mlf", 0, NULL, 1102 * MS);
     CHECK(s.outstanding == 2 && s.c.stamps_voided == 1 && s.ranks[dead].departed &&
-          live_ranks(&s) == 2); /* ranks 0..2 were bound; rank 2 granted in its place */
+          ina__sched_live_ranks(&s) == 2); /* ranks 0..2 were bound; rank 2 granted in its place */
     n = drain(&s, a, &na, m, 32);
     CHECK(na == 1 && a[0].rank == 2 && a[0].stamp == 2); /* O below the window again */
     ina__sched_tick(&s, 1130 * MS); /* resends: VOID 1 to the authority, VOID 0 at the replica */
@@ -1006,7 +992,7 @@ static void test_lease(void)
     CHECK(na == 1 && a[0].rank == slow && a[0].stamp == 3);
     /* the dead rank comes back after all: in the world again */
     req(&s, dead, 2, INA_SCHED_BASE_AT_GRANT, 100, "mlf", 1503 * MS);
-    CHECK(!s.ranks[dead].departed && s.c.ranks_returned == 1 && live_ranks(&s) == 3);
+    CHECK(!s.ranks[dead].departed && s.c.ranks_returned == 1 && ina__sched_live_ranks(&s) == 3);
     /* a rank leaves: no answer, out of the world; the copy of its LEAVE: no answer either */
     req_flags(&s, 3, 1, INA_SCHED_BASE_AT_GRANT, 0, INA_SCHED_REQ_LEAVE, "mlf", 1504 * MS);
     req_flags(&s, 3, 1, INA_SCHED_BASE_AT_GRANT, 0, INA_SCHED_REQ_LEAVE, "mlf", 1505 * MS);
