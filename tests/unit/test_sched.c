@@ -11,7 +11,6 @@
 #include "check.h"
 #include "rng.h"
 
-
 #define MS 1000000ull
 
 static struct sockaddr_in addr_of(int r)
