@@ -1,4 +1,4 @@
-/* test_rank_dead.c: a worker killed with -9 at N = 3: every survivor gets INA_ERR_ABORTED naming the dead rank (reason=rank_dead) within 5 s; a rank that is only slow (2 s between operations) is never declared dead. */
+/* test_rank_dead.c: a worker killed with -9 at N = 3: every survivor gets INA_ERR_ABORTED naming the dead rank (reason=rank_dead) within 5 s; a rank that is only slow (2 s between operations) is never declared dead; the kill again with a secret and per-packet integrity (a tagged ABORT). */
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -11,6 +11,7 @@
 #define BOUND_S 5.0 /* the bound; the workers' own deadline stays the default 30 s */
 
 static struct sw_proc sw;
+static char secret_path[64]; /* set: the switch and the ranks share a secret and tag every packet */
 
 struct shared {
     volatile pid_t pid[N];
@@ -27,6 +28,10 @@ static int join(ina_ctx **ctx, const char *job, int rank)
     ina_config cfg;
     worker_config(&cfg, &sw, job, rank, N, addr, sizeof(addr));
     cfg.timeout_ms = 30000; /* the default: the survivors must not wait for it */
+    if (secret_path[0]) { /* the ABORT that names the dead rank is tagged too (§4.6) */
+        cfg.secret_file = secret_path;
+        cfg.integrity = 1;
+    }
     return ina_init(ctx, &cfg);
 }
 
@@ -119,6 +124,19 @@ int main(void)
     test_killed();
     test_slow_not_dead();
     CHECK_EQ_INT(switch_stop(&sw), 0);
+    /* The same with a secret and per-packet integrity: the cause travels in a tagged ABORT. */
+    snprintf(secret_path, sizeof(secret_path), "/tmp/ina-test-rank-dead.%d", (int)getpid());
+    FILE *f = fopen(secret_path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("only the ranks and the switch\n", f);
+        fclose(f);
+    }
+    const char *tagged[] = {"--secret-file", secret_path, "--integrity", NULL};
+    CHECK_EQ_INT(switch_start(&sw, tagged), 0);
+    test_killed();
+    CHECK_EQ_INT(switch_stop(&sw), 0);
+    unlink(secret_path);
     munmap(sh, sizeof(*sh));
     return check_report("test_rank_dead");
 }
