@@ -11,6 +11,7 @@
 
 #include "common/wire.h"
 #include "common/clock.h"
+#include "lib/dtype.h"
 #include "lib/quant.h"
 #include "lib/quant_simd.h"
 
@@ -25,15 +26,21 @@
  *   block_exp   float bytes in
  *   i32_encode  int32 bytes in   (byte swap)
  *   i32_decode  int32 bytes in
+ *   lost        float bytes in   (ina__block_lost: the values a block's scale flushes to
+ *                                 zero, counted on every result; one implementation, which
+ *                                 the compiler vectorizes: both columns run it)
  * for the scalar reference and the SIMD path, as the median of --runs runs
  * of about --ms milliseconds each. Encode and decode are checked against the
  * target (--target GB/s, default 4) on the SIMD path.
  * 1 GB = 1e9 bytes.
  */
 
-enum op { OP_MEMCPY, OP_ENCODE, OP_DECODE, OP_BLOCK_EXP, OP_I32_ENCODE, OP_I32_DECODE, OP_COUNT };
+enum op {
+    OP_MEMCPY, OP_ENCODE, OP_DECODE, OP_BLOCK_EXP, OP_I32_ENCODE, OP_I32_DECODE, OP_LOST,
+    OP_COUNT
+};
 static const char *op_names[OP_COUNT] = {"memcpy", "encode", "decode", "block_exp", "i32_encode",
-                                         "i32_decode"};
+                                         "i32_decode", "lost"};
 
 struct bufs {
     float *x;       /* input floats */
@@ -72,6 +79,7 @@ static void pass(enum op op, int simd, const struct bufs *b)
         case OP_I32_DECODE:
             (simd ? ina__i32_decode_avx2 : ina__i32_decode_scalar)(b->q + 4 * off, k, b->iy + off);
             break;
+        case OP_LOST: sink += (int)ina__block_lost(INA_FLOAT32, b->x + off, k, 3, nw); break;
         default: break;
         }
     }
