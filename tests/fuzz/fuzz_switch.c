@@ -229,6 +229,9 @@ HARNESS static void check_txq(void)
                    len == INA_HDR_LEN + INA_HOT_KEYS_HDR + 8 * (size_t)ina__get16(b + INA_HDR_LEN + 12));
             CHECKF(ina__get16(b + INA_HDR_LEN + 12) <= FZ_HOT_MAX);
             break;
+        case INA_K_DOORBELL: /* a probe of a rank that stalls a round (§5.4): a bare header */
+            CHECKF(len == INA_HDR_LEN && h.rank == INA_RANK_SWITCH);
+            break;
         case INA_K_SHM_ACK:
             /* This switch offers no rings (params.shm 0): every SHM_ATTACH is refused. */
             CHECKF(len == INA_HDR_LEN + INA_NAK_BODY_LEN);
